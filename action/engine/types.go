@@ -1,0 +1,160 @@
+package engine
+
+import (
+	"context"
+	"time"
+
+	"github.com/rbookhq/rbook-action/action/runbook"
+)
+
+// StepStatus is the status word of an evidence entry (seed runbook-executor, Step 7; DESIGN D7).
+type StepStatus string
+
+// The step statuses of the seed, spelled exactly.
+const (
+	StatusPass                 StepStatus = "PASS"
+	StatusFail                 StepStatus = "FAIL"
+	StatusTimedOut             StepStatus = "TIMED_OUT"
+	StatusSkipped              StepStatus = "SKIPPED"
+	StatusAwaitingConfirmation StepStatus = "AWAITING_CONFIRMATION"
+)
+
+// RunStatus is run_status in the state file (seed runbook-executor, Steps 3–8; DESIGN D7).
+type RunStatus string
+
+// The run statuses of the seed, spelled exactly.
+const (
+	RunInProgress RunStatus = "IN_PROGRESS"
+	RunCompleted  RunStatus = "COMPLETED"
+	RunFailed     RunStatus = "FAILED"
+	RunCancelled  RunStatus = "CANCELLED"
+)
+
+// Final reports whether no step will run after this status.
+func (s RunStatus) Final() bool { return s == RunCompleted || s == RunFailed || s == RunCancelled }
+
+// Evidence is one evidence-pack entry with exactly the seed's fields (seed runbook-executor,
+// Step 7). Input is null for a step without kql_or_template.
+type Evidence struct {
+	StepName     string     `json:"step_name"`
+	Type         string     `json:"type"`
+	Input        *string    `json:"input"`
+	Output       string     `json:"output"`
+	Status       StepStatus `json:"status"`
+	TimestampUTC string     `json:"timestamp_utc"`
+}
+
+// Outcome is what an Executor returns for one step.
+type Outcome struct {
+	Status StepStatus
+	// Output is the MCP response JSON, the simulated outcome or the user's input (seed Step 7).
+	Output string
+	// DeployName, when set, becomes the run's last_deploy_name (seed Step 5, deploy 5).
+	DeployName string
+	// Cancel asks the engine to start the cancel flow (the user typed "cancel" at a gate;
+	// seed Step 8, DESIGN D8).
+	Cancel bool
+}
+
+// RunContext is what an Executor may read about the run it is part of. It is a snapshot:
+// executors never write state (DESIGN, "The seams").
+type RunContext struct {
+	RunID          string
+	Plan           *runbook.Plan
+	LastDeployName string
+	// StepNumber and StepCount are 1-based "step n of N" for progress output.
+	StepNumber, StepCount int
+}
+
+// Executor runs steps of one type. Execute must honour ctx (deadline and cancel) and return
+// promptly when it is done; the engine turns an expired deadline into TIMED_OUT.
+type Executor interface {
+	Execute(ctx context.Context, step runbook.Step, run RunContext) Outcome
+}
+
+// ExecutorFunc adapts a function to Executor.
+type ExecutorFunc func(ctx context.Context, step runbook.Step, run RunContext) Outcome
+
+// Execute calls f.
+func (f ExecutorFunc) Execute(ctx context.Context, step runbook.Step, run RunContext) Outcome {
+	return f(ctx, step, run)
+}
+
+// TransitionKind names what happened in a Transition.
+type TransitionKind string
+
+// The transitions a run reports (issue 3, "Executor integration").
+const (
+	TransitionRunStarted   TransitionKind = "run_started"
+	TransitionStepStarted  TransitionKind = "step_started"
+	TransitionStepFinished TransitionKind = "step_finished"
+	TransitionGateOpened   TransitionKind = "gate_opened"
+	TransitionGateDecided  TransitionKind = "gate_decided"
+	TransitionRunFinished  TransitionKind = "run_finished"
+)
+
+// Transition is one durable event of a run. Seq starts at 1 for a run and grows by one per
+// transition; (RunID, Seq) is the idempotency key recorders deduplicate on.
+type Transition struct {
+	RunID string
+	Seq   int64
+	Kind  TransitionKind
+	Time  time.Time
+	// StepIndex is the 0-based step the transition is about, -1 for run-level transitions.
+	StepIndex int
+	StepName  string
+	StepType  string
+	// Evidence is set on step_finished (and on run_finished for the CANCEL audit entry).
+	Evidence *Evidence
+	// RunStatus is the run's status after this transition.
+	RunStatus      RunStatus
+	LastDeployName string
+	// Message is a short human-readable note (gate decision source, halt reason, …).
+	Message string
+}
+
+// Recorder stores transitions. Record must be durable before it returns (DESIGN, "The seams");
+// an error stops the run.
+type Recorder interface {
+	Record(ctx context.Context, t Transition) error
+}
+
+// Verdict is a gate's decision.
+type Verdict int
+
+// Gate verdicts (DESIGN D8).
+const (
+	Approved Verdict = iota + 1
+	Rejected
+	Cancelled
+)
+
+// GateRequest describes a confirm gate waiting for a decision.
+type GateRequest struct {
+	RunID     string
+	StepIndex int
+	StepName  string
+	// Prompt is the rendered step-status template with AWAITING_CONFIRMATION (seed Step 5, confirm 1).
+	Prompt string
+	// Deadline is when the gate times out (the step's max_timeout_seconds).
+	Deadline time.Time
+	// PlanDigest is the run's runbook content hash; approvals are bound to it (DESIGN D9).
+	PlanDigest string
+}
+
+// Decision is how a gate was decided.
+type Decision struct {
+	Verdict Verdict
+	// By is who decided (a user name, "terminal", an approver identity).
+	By string
+	// Reason is free text; Input is the raw terminal line when the decision came from a terminal.
+	Reason, Input string
+	// Source names the gate that decided: "terminal", "control-plane", "github".
+	Source string
+}
+
+// Gate waits for a human decision. Await returns ctx.Err() when ctx ends first (deadline: the
+// gate timed out).
+type Gate interface {
+	Await(ctx context.Context, req GateRequest) (Decision, error)
+}

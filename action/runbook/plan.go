@@ -1,0 +1,75 @@
+// Package runbook loads and validates runbook YAML files (seed runbook-executor, Step 1;
+// DESIGN D1–D3, D5, D6) into a Plan, the one shape the engine executes.
+package runbook
+
+// StepType is a step's declared type (seed runbook-executor, "Runbook DSL Schema").
+type StepType string
+
+// The step types of the runbook DSL.
+const (
+	TypeCheck    StepType = "check"
+	TypeDeploy   StepType = "deploy"
+	TypeConfirm  StepType = "confirm"
+	TypeRollback StepType = "rollback"
+)
+
+// SideEffecting reports whether running the step twice could change the world twice.
+// Deploy and rollback steps are side-effecting; checks and confirm gates are safe to repeat
+// (issue 2, "resume must not repeat a side effect").
+func (t StepType) SideEffecting() bool { return t == TypeDeploy || t == TypeRollback }
+
+// OnFail is what the engine does when a step ends FAIL or TIMED_OUT
+// (seed runbook-executor, "on_fail action").
+type OnFail string
+
+// The on_fail actions.
+const (
+	OnFailHalt     OnFail = "halt"
+	OnFailRollback OnFail = "rollback"
+	OnFailContinue OnFail = "continue"
+)
+
+// DefaultMaxStepTimeoutSeconds is the runbook-level step timeout when
+// max_step_timeout_seconds is omitted (seed runbook-executor, Step 1.2).
+const DefaultMaxStepTimeoutSeconds = 300
+
+// Step is one validated runbook step.
+type Step struct {
+	// Index is the 0-based position in runbook_steps.
+	Index int
+	// Name is unique within the runbook.
+	Name string
+	Type StepType
+	// Input is kql_or_template after values substitution; nil when null or omitted.
+	Input *string
+	// Params is the params map after values substitution (nil when omitted). Scalars keep
+	// their source text where the YAML tag is a number (D2), so 1.10 stays "1.10".
+	Params map[string]any
+	OnFail OnFail
+	// TimeoutSeconds is the effective max_timeout_seconds: the step's own value, else the
+	// runbook's max_step_timeout_seconds (D5).
+	TimeoutSeconds int
+	// Line and Column locate the step's mapping in the runbook file (1-based).
+	Line, Column int
+}
+
+// Plan is a loaded, validated runbook.
+type Plan struct {
+	// Name is runbook_name, matching [A-Za-z0-9._-]{1,64} (D6).
+	Name string
+	// Path is the runbook file as given (e.g. runbooks/demo.yaml).
+	Path string
+	// ValuesPath is the values file that was applied (e.g. runbooks/demo.values.yaml).
+	ValuesPath    string
+	Subscriptions []string
+	// StateFilePath is state_file_path as written in the runbook (relative to the working directory).
+	StateFilePath string
+	// MaxStepTimeoutSeconds is the runbook-level cap, default 300.
+	MaxStepTimeoutSeconds int
+	Steps                 []Step
+	// ContentHash is the lowercase hex SHA-256 over the runbook file bytes, a 0 byte, and the
+	// values file bytes: it changes when anything that shapes the run is edited.
+	ContentHash string
+	// SchemaHash8 is the first 8 lowercase hex chars of SHA-256(rules.yaml) (seed Step 1.3).
+	SchemaHash8 string
+}
