@@ -109,6 +109,10 @@ type Transition struct {
 	// RunStatus is the run's status after this transition.
 	RunStatus      RunStatus
 	LastDeployName string
+	// RollbackFor names the failed step whose on_fail: rollback is being carried out; set on
+	// that step's step_finished and on the compensation's transitions, so a resumed run knows
+	// the compensation is still owed (DESIGN D4).
+	RollbackFor string
 	// Message is a short human-readable note (gate decision source, halt reason, …).
 	Message string
 }
@@ -158,3 +162,9 @@ type Decision struct {
 type Gate interface {
 	Await(ctx context.Context, req GateRequest) (Decision, error)
 }
+
+// RecorderFunc adapts a function to Recorder.
+type RecorderFunc func(ctx context.Context, t Transition) error
+
+// Record calls f.
+func (f RecorderFunc) Record(ctx context.Context, t Transition) error { return f(ctx, t) }

@@ -1,0 +1,422 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/rbookhq/rbook-action/action/runbook"
+)
+
+// DefaultGrace is how long the engine waits, after a step's deadline, for an executor that
+// has not returned before it records TIMED_OUT and moves on without it.
+const DefaultGrace = 2 * time.Second
+
+// Interrupted is the cancel cause the caller gives the run context when a signal arrives
+// (SIGINT, SIGTERM, SIGHUP): the run stops with one final record (case R07).
+type Interrupted struct{ Signal string }
+
+func (i Interrupted) Error() string { return "interrupted by " + i.Signal }
+
+// CancelRequest is the cancel cause for a cancel that was already confirmed elsewhere (the
+// cancel verb from another terminal, CancelRun on the control plane): the engine writes the
+// CANCEL audit entry without asking again (seed Step 8).
+type CancelRequest struct {
+	// By is who confirmed the cancel.
+	By string
+}
+
+func (c CancelRequest) Error() string { return "cancel requested by " + c.By }
+
+// Seed strings of the v1 simulation (seed runbook-executor, Steps 5 and 8).
+const (
+	cancelAuditOutput = "Cancel confirmed by user. cancel_arm_template_deployment called (or simulated in v1)."
+	rollbackOnlyNote  = "runs only on rollback (DESIGN D4): a rollback step is compensation for the deploy before it"
+)
+
+// Engine walks a Plan. Executors maps check, deploy and rollback to their executors; Gate
+// decides confirm steps. Every transition goes to every Recorder, in order; a recorder error
+// stops the run.
+type Engine struct {
+	Plan      *runbook.Plan
+	Executors map[runbook.StepType]Executor
+	Gate      Gate
+	Recorders []Recorder
+	// Prompt renders the AWAITING_CONFIRMATION status of a confirm step (seed Step 5, confirm 1).
+	Prompt func(step runbook.Step, run RunContext) string
+	// ConfirmCancel asks the user to confirm cancelling the given deployment (seed Step 8.2–8.3);
+	// nil means a cancel typed at a gate is refused and the gate asks again.
+	ConfirmCancel func(ctx context.Context, lastDeployName string) (bool, error)
+	// Now is the clock (UTC); nil means time.Now.
+	Now func() time.Time
+	// Grace overrides DefaultGrace when positive.
+	Grace time.Duration
+}
+
+// Start says where a run begins: a fresh run at index 0, or a resumed one.
+type Start struct {
+	RunID string
+	// Seq is the last transition sequence number already recorded (0 for a fresh run).
+	Seq int64
+	// Index is the first step to run (0-based).
+	Index int
+	// Fresh emits run_started first.
+	Fresh bool
+	// RollbackFor, when set, means a compensation is still owed: the engine runs it and ends.
+	RollbackFor string
+	// Evidence is the evidence pack recorded so far (used to find the most recent deploy).
+	Evidence       []Evidence
+	LastDeployName string
+}
+
+// Result is how a run ended.
+type Result struct {
+	Status RunStatus
+	// Message says why a run did not complete ("step 'x' failed; on_fail: halt").
+	Message string
+}
+
+type run struct {
+	e        *Engine
+	id       string
+	seq      int64
+	evidence []Evidence
+	lastDep  string
+}
+
+// Run executes the plan from st (seed Step 5 and the on_fail table) and returns how the run
+// ended. The error is non-nil only when a Recorder failed: the run's fate is then unknown to
+// its records, and the caller must say so.
+func (e *Engine) Run(ctx context.Context, st Start) (Result, error) {
+	r := &run{e: e, id: st.RunID, seq: st.Seq, evidence: append([]Evidence(nil), st.Evidence...), lastDep: st.LastDeployName}
+	if st.Fresh {
+		if err := r.emit(ctx, Transition{Kind: TransitionRunStarted, StepIndex: -1, RunStatus: RunInProgress}); err != nil {
+			return Result{}, err
+		}
+	}
+	if st.RollbackFor != "" {
+		return r.compensate(ctx, st.RollbackFor, RunFailed)
+	}
+	steps := e.Plan.Steps
+	for i := st.Index; i < len(steps); i++ {
+		if res, stop, err := r.stopped(ctx, nil); stop {
+			return res, err
+		}
+		step := steps[i]
+		if step.Type == runbook.TypeRollback {
+			if err := r.finish(ctx, step, Outcome{Status: StatusSkipped, Output: rollbackOnlyNote}, RunInProgress, ""); err != nil {
+				return Result{}, err
+			}
+			continue
+		}
+		if step.Input == nil && step.Type != runbook.TypeConfirm {
+			out := Outcome{Status: StatusSkipped, Output: "kql_or_template is missing; nothing to run"}
+			if err := r.finish(ctx, step, out, RunInProgress, ""); err != nil {
+				return Result{}, err
+			}
+			continue
+		}
+		if err := r.emit(ctx, Transition{Kind: TransitionStepStarted, StepIndex: i, StepName: step.Name, StepType: string(step.Type), RunStatus: RunInProgress}); err != nil {
+			return Result{}, err
+		}
+		var out Outcome
+		if step.Type == runbook.TypeConfirm {
+			out = r.confirm(ctx, step)
+		} else {
+			out = r.execute(ctx, step)
+		}
+		if res, stop, err := r.stopped(ctx, &step); stop {
+			return res, err
+		}
+		if out.Cancel {
+			return r.cancel(ctx, "user at the gate")
+		}
+		if out.DeployName != "" {
+			r.lastDep = out.DeployName
+		}
+		if out.Status != StatusFail && out.Status != StatusTimedOut {
+			if err := r.finish(ctx, step, out, RunInProgress, ""); err != nil {
+				return Result{}, err
+			}
+			continue
+		}
+		why := fmt.Sprintf("step '%s' ended %s; on_fail: %s", step.Name, out.Status, step.OnFail)
+		switch step.OnFail {
+		case runbook.OnFailContinue:
+			if err := r.finish(ctx, step, out, RunInProgress, ""); err != nil {
+				return Result{}, err
+			}
+		case runbook.OnFailRollback:
+			if err := r.finish(ctx, step, out, RunInProgress, step.Name); err != nil {
+				return Result{}, err
+			}
+			return r.compensate(ctx, step.Name, RunFailed)
+		default: // halt
+			if err := r.finish(ctx, step, out, RunFailed, ""); err != nil {
+				return Result{}, err
+			}
+			return r.end(ctx, RunFailed, why, nil)
+		}
+	}
+	return r.end(ctx, RunCompleted, "", nil)
+}
+
+// Rollback runs the compensation for the run's most recent deploy (the rollback verb, DESIGN
+// D4). An unfinished run ends FAILED; a final run keeps its status and gains the entry.
+func (e *Engine) Rollback(ctx context.Context, st Start, current RunStatus) (Result, error) {
+	r := &run{e: e, id: st.RunID, seq: st.Seq, evidence: append([]Evidence(nil), st.Evidence...), lastDep: st.LastDeployName}
+	final := RunFailed
+	if current.Final() {
+		final = current
+	}
+	return r.compensate(ctx, "rollback verb", final)
+}
+
+// Cancel writes the CANCEL audit entry and ends the run CANCELLED (seed Step 8.4–8.6). The
+// caller has already had the cancel confirmed by the user.
+func (e *Engine) Cancel(ctx context.Context, st Start, by string) (Result, error) {
+	r := &run{e: e, id: st.RunID, seq: st.Seq, evidence: append([]Evidence(nil), st.Evidence...), lastDep: st.LastDeployName}
+	return r.cancel(ctx, by)
+}
+
+func (r *run) now() time.Time {
+	if r.e.Now != nil {
+		return r.e.Now().UTC()
+	}
+	return time.Now().UTC()
+}
+
+// emit records t with the next sequence number. Recording ignores the run's cancellation:
+// the final record after a signal must still be written.
+func (r *run) emit(ctx context.Context, t Transition) error {
+	r.seq++
+	t.Seq, t.RunID, t.Time = r.seq, r.id, r.now()
+	if t.LastDeployName == "" {
+		t.LastDeployName = r.lastDep
+	}
+	rctx := context.WithoutCancel(ctx)
+	for _, rec := range r.e.Recorders {
+		if err := rec.Record(rctx, t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *run) finish(ctx context.Context, step runbook.Step, out Outcome, status RunStatus, rollbackFor string) error {
+	ev := Evidence{StepName: step.Name, Type: string(step.Type), Input: step.Input, Output: out.Output, Status: out.Status, TimestampUTC: FormatTime(r.now())}
+	if step.Type == runbook.TypeConfirm {
+		in := "user-confirmation"
+		ev.Input = &in
+	}
+	r.evidence = append(r.evidence, ev)
+	return r.emit(ctx, Transition{Kind: TransitionStepFinished, StepIndex: step.Index, StepName: step.Name, StepType: string(step.Type), Evidence: &ev, RunStatus: status, RollbackFor: rollbackFor})
+}
+
+func (r *run) end(ctx context.Context, status RunStatus, msg string, audit *Evidence) (Result, error) {
+	if audit != nil {
+		r.evidence = append(r.evidence, *audit)
+	}
+	err := r.emit(ctx, Transition{Kind: TransitionRunFinished, StepIndex: -1, RunStatus: status, Message: msg, Evidence: audit})
+	return Result{Status: status, Message: msg}, err
+}
+
+// stopped reports whether the run context ended (signal or confirmed cancel) and, if so,
+// writes the one final record. step is the step that was running, if any.
+func (r *run) stopped(ctx context.Context, step *runbook.Step) (Result, bool, error) {
+	if ctx.Err() == nil {
+		return Result{}, false, nil
+	}
+	cause := context.Cause(ctx)
+	var cr CancelRequest
+	if errors.As(cause, &cr) {
+		res, err := r.cancel(ctx, cr.By)
+		return res, true, err
+	}
+	msg := cause.Error()
+	if step != nil {
+		out := Outcome{Status: StatusFail, Output: fmt.Sprintf("%s before step '%s' finished; the step was stopped", msg, step.Name)}
+		if err := r.finish(ctx, *step, out, RunFailed, ""); err != nil {
+			return Result{}, true, err
+		}
+	}
+	res, err := r.end(ctx, RunFailed, msg, nil)
+	return res, true, err
+}
+
+func (r *run) runContext(step runbook.Step) RunContext {
+	return RunContext{RunID: r.id, Plan: r.e.Plan, LastDeployName: r.lastDep, StepNumber: step.Index + 1, StepCount: len(r.e.Plan.Steps)}
+}
+
+func (r *run) grace() time.Duration {
+	if r.e.Grace > 0 {
+		return r.e.Grace
+	}
+	return DefaultGrace
+}
+
+// execute runs a check, deploy or rollback step under its timeout (seed Step 5.4, DESIGN D5).
+func (r *run) execute(ctx context.Context, step runbook.Step) Outcome {
+	ex, ok := r.e.Executors[step.Type]
+	if !ok {
+		return Outcome{Status: StatusFail, Output: fmt.Sprintf("no executor for step type %q", step.Type)}
+	}
+	limit := time.Duration(step.TimeoutSeconds) * time.Second
+	sctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	done := make(chan Outcome, 1)
+	rc := r.runContext(step)
+	go func() { done <- ex.Execute(sctx, step, rc) }()
+	var out Outcome
+	select {
+	case out = <-done:
+	case <-sctx.Done():
+		select {
+		case out = <-done:
+		case <-time.After(r.grace()):
+		}
+	}
+	if ctx.Err() == nil && errors.Is(sctx.Err(), context.DeadlineExceeded) && out.Status != StatusPass {
+		note := fmt.Sprintf("timed out after max_timeout_seconds=%d; the step was stopped and not retried", step.TimeoutSeconds)
+		if out.Output != "" {
+			note += ": " + out.Output
+		}
+		return Outcome{Status: StatusTimedOut, Output: note}
+	}
+	if out.Status == "" {
+		out = Outcome{Status: StatusFail, Output: "the executor returned no status"}
+	}
+	return out
+}
+
+// confirm opens a gate and waits for a decision (seed Step 5, confirm; DESIGN D8).
+func (r *run) confirm(ctx context.Context, step runbook.Step) Outcome {
+	if r.e.Gate == nil {
+		return Outcome{Status: StatusFail, Output: "no gate is configured to decide confirm steps"}
+	}
+	limit := time.Duration(step.TimeoutSeconds) * time.Second
+	sctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	deadline, _ := sctx.Deadline()
+	rc := r.runContext(step)
+	req := GateRequest{RunID: r.id, StepIndex: step.Index, StepName: step.Name, Deadline: deadline, PlanDigest: r.e.Plan.ContentHash}
+	if r.e.Prompt != nil {
+		req.Prompt = r.e.Prompt(step, rc)
+	}
+	for {
+		if err := r.emit(ctx, Transition{Kind: TransitionGateOpened, StepIndex: step.Index, StepName: step.Name, StepType: string(step.Type), RunStatus: RunInProgress}); err != nil {
+			return Outcome{Status: StatusFail, Output: err.Error()}
+		}
+		d, err := r.e.Gate.Await(sctx, req)
+		if err != nil {
+			if ctx.Err() != nil {
+				return Outcome{Status: StatusFail, Output: context.Cause(ctx).Error()}
+			}
+			if errors.Is(sctx.Err(), context.DeadlineExceeded) {
+				return Outcome{Status: StatusTimedOut, Output: fmt.Sprintf("no decision within max_timeout_seconds=%d; the gate was closed", step.TimeoutSeconds)}
+			}
+			return Outcome{Status: StatusFail, Output: "gate error: " + err.Error()}
+		}
+		msg := fmt.Sprintf("%s by %s via %s", verdictWord(d.Verdict), d.By, d.Source)
+		if d.Reason != "" {
+			msg += ": " + d.Reason
+		}
+		if err := r.emit(ctx, Transition{Kind: TransitionGateDecided, StepIndex: step.Index, StepName: step.Name, StepType: string(step.Type), RunStatus: RunInProgress, Message: msg}); err != nil {
+			return Outcome{Status: StatusFail, Output: err.Error()}
+		}
+		output := d.Input
+		if output == "" {
+			output = msg
+		}
+		switch d.Verdict {
+		case Approved:
+			return Outcome{Status: StatusPass, Output: output}
+		case Cancelled:
+			if r.e.ConfirmCancel != nil {
+				ok, err := r.e.ConfirmCancel(sctx, r.lastDep)
+				if err == nil && ok {
+					return Outcome{Cancel: true, Output: output}
+				}
+			}
+			// Cancel not confirmed: "abort cancel, resume normal flow" (seed Step 8.3).
+			continue
+		default:
+			return Outcome{Status: StatusFail, Output: output}
+		}
+	}
+}
+
+func verdictWord(v Verdict) string {
+	switch v {
+	case Approved:
+		return "approved"
+	case Rejected:
+		return "rejected"
+	case Cancelled:
+		return "cancel requested"
+	}
+	return "undecided"
+}
+
+// cancel writes the seed's CANCEL audit entry last and ends the run CANCELLED (seed Step 8).
+func (r *run) cancel(ctx context.Context, by string) (Result, error) {
+	var input *string
+	if r.lastDep != "" {
+		d := r.lastDep
+		input = &d
+	}
+	audit := Evidence{StepName: "CANCEL", Type: "cancel", Input: input, Output: cancelAuditOutput, Status: StatusPass, TimestampUTC: FormatTime(r.now())}
+	msg := "WOULD CANCEL (NOT EXECUTED in v1) — deployment: " + r.lastDep
+	if r.lastDep == "" {
+		msg = "WOULD CANCEL (NOT EXECUTED in v1) — deployment: (none: no deploy step has run)"
+	}
+	res, err := r.end(ctx, RunCancelled, msg+"; cancel confirmed by "+by, &audit)
+	return res, err
+}
+
+// compensate runs the rollback step that belongs to the most recent deploy (seed on_fail
+// rollback; DESIGN D4) and ends the run with final.
+func (r *run) compensate(ctx context.Context, reason string, final RunStatus) (Result, error) {
+	plan := r.e.Plan
+	deployIdx := -1
+	for i := len(r.evidence) - 1; i >= 0 && deployIdx < 0; i-- {
+		ev := r.evidence[i]
+		if ev.Type != string(runbook.TypeDeploy) || ev.Status != StatusPass {
+			continue
+		}
+		for _, s := range plan.Steps {
+			if s.Name == ev.StepName {
+				deployIdx = s.Index
+			}
+		}
+	}
+	if deployIdx < 0 {
+		return r.end(ctx, final, fmt.Sprintf("on_fail rollback for '%s': no deploy step has run, nothing to roll back", reason), nil)
+	}
+	deploy := plan.Steps[deployIdx]
+	var rb *runbook.Step
+	for i := deployIdx + 1; i < len(plan.Steps); i++ {
+		if plan.Steps[i].Type == runbook.TypeRollback {
+			rb = &plan.Steps[i]
+			break
+		}
+	}
+	if rb == nil {
+		out := Outcome{Status: StatusFail, Output: fmt.Sprintf("deploy step '%s' has no rollback step after it in %s; nothing was rolled back", deploy.Name, plan.Path)}
+		noRB := deploy
+		noRB.Type, noRB.Input = runbook.TypeRollback, nil
+		if err := r.finish(ctx, noRB, out, final, reason); err != nil {
+			return Result{}, err
+		}
+		return r.end(ctx, final, out.Output, nil)
+	}
+	if err := r.emit(ctx, Transition{Kind: TransitionStepStarted, StepIndex: rb.Index, StepName: rb.Name, StepType: string(rb.Type), RunStatus: RunInProgress, RollbackFor: reason}); err != nil {
+		return Result{}, err
+	}
+	out := r.execute(ctx, *rb)
+	if err := r.finish(ctx, *rb, out, final, reason); err != nil {
+		return Result{}, err
+	}
+	return r.end(ctx, final, fmt.Sprintf("rolled back deploy '%s' with '%s' (%s) after %s", deploy.Name, rb.Name, out.Status, reason), nil)
+}

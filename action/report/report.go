@@ -1,0 +1,239 @@
+// Package report renders rbook's Markdown outputs from templates (seed runbook-executor,
+// Step 9 and "Output contract"): the per-step status, the final run report, the evidence
+// pack and the cancel prompt. The templates ship embedded and can be overridden file by file.
+package report
+
+import (
+	"bytes"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/template"
+	"time"
+
+	"github.com/rbookhq/rbook-action/action/engine"
+)
+
+//go:embed templates/*.md prompts/*.md
+var embedded embed.FS
+
+// The template files, by their path relative to a templates folder (seed Step 8–9).
+const (
+	StepStatusFile   = "templates/output-step-status.md"
+	ReportFile       = "templates/output-report.md"
+	EvidencePackFile = "templates/output-evidence-pack.md"
+	CancelPromptFile = "prompts/cancel.prompt.md"
+)
+
+// ReportHeading is the first H1 line of every run report (seed "Output contract").
+const ReportHeading = "# Runbook Execution Report"
+
+// Renderer holds the parsed templates.
+type Renderer struct {
+	t map[string]*template.Template
+}
+
+// New parses the embedded templates, each replaced by DIR/<same path> when overrideDir is
+// set and that file exists. It returns an error naming the file when a template does not
+// parse, or when a report template does not start with ReportHeading.
+func New(overrideDir string) (*Renderer, error) {
+	r := &Renderer{t: map[string]*template.Template{}}
+	for _, name := range []string{StepStatusFile, ReportFile, EvidencePackFile, CancelPromptFile} {
+		src, from, err := load(overrideDir, name)
+		if err != nil {
+			return nil, err
+		}
+		t, err := template.New(name).Funcs(funcs).Option("missingkey=error").Parse(string(src))
+		if err != nil {
+			return nil, fmt.Errorf("template %s: %w", from, err)
+		}
+		if name == ReportFile && !strings.HasPrefix(string(src), ReportHeading+"\n") {
+			return nil, fmt.Errorf("template %s: the first line must be exactly %q (seed output contract)", from, ReportHeading)
+		}
+		r.t[name] = t
+	}
+	return r, nil
+}
+
+func load(dir, name string) ([]byte, string, error) {
+	if dir != "" {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		b, err := os.ReadFile(p)
+		if err == nil {
+			return b, p, nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return nil, p, fmt.Errorf("template %s: %w", p, err)
+		}
+	}
+	b, err := embedded.ReadFile(name)
+	return b, "embedded " + name, err
+}
+
+func (r *Renderer) render(name string, data any) (string, error) {
+	var b bytes.Buffer
+	if err := r.t[name].Execute(&b, data); err != nil {
+		return "", fmt.Errorf("render %s: %w", name, err)
+	}
+	return strings.TrimRight(b.String(), "\n") + "\n", nil
+}
+
+// StepStatus is the data of templates/output-step-status.md.
+type StepStatus struct {
+	RunID string
+	// Number and Count are "step n of N" (1-based).
+	Number, Count int
+	Entry         engine.Evidence
+	// Elapsed is the run's elapsed time so far, rounded for people ("" to leave out).
+	Elapsed string
+}
+
+// RenderStepStatus renders the per-step status (seed Step 9.1).
+func (r *Renderer) RenderStepStatus(d StepStatus) (string, error) { return r.render(StepStatusFile, d) }
+
+// Report is the data of templates/output-report.md.
+type Report struct {
+	RunID, RunbookName, RunbookPath string
+	RunStatus                       engine.RunStatus
+	StartedUTC, CompletedUTC        string
+	Duration                        string
+	TotalSteps                      int
+	SchemaHash8, RunbookHash        string
+	Message                         string
+	Evidence                        []engine.Evidence
+	// EvidencePath is where the evidence pack JSON was written ("" when it was not).
+	EvidencePath string
+	// Counts by status; Done counts evidence entries of runbook steps (not CANCEL).
+	Done, Pass, Fail, TimedOut, Skipped int
+}
+
+// Tally fills the counts from Evidence.
+func (d *Report) Tally() {
+	d.Done, d.Pass, d.Fail, d.TimedOut, d.Skipped = 0, 0, 0, 0, 0
+	for _, e := range d.Evidence {
+		if e.Type == "cancel" {
+			continue
+		}
+		d.Done++
+		switch e.Status {
+		case engine.StatusPass:
+			d.Pass++
+		case engine.StatusFail:
+			d.Fail++
+		case engine.StatusTimedOut:
+			d.TimedOut++
+		case engine.StatusSkipped:
+			d.Skipped++
+		}
+	}
+}
+
+// RenderReport renders the final run report; its first line is ReportHeading (seed Step 9.2).
+func (r *Renderer) RenderReport(d Report) (string, error) {
+	d.Tally()
+	return r.render(ReportFile, d)
+}
+
+// EvidencePackJSON is the evidence pack as a JSON array in execution order, no trailing comma,
+// "[]" when empty (seed "Output contract").
+func EvidencePackJSON(ev []engine.Evidence) ([]byte, error) {
+	if ev == nil {
+		ev = []engine.Evidence{}
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(ev); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// RenderEvidencePack renders templates/output-evidence-pack.md (seed Step 9.3).
+func (r *Renderer) RenderEvidencePack(runID string, ev []engine.Evidence) (string, error) {
+	js, err := EvidencePackJSON(ev)
+	if err != nil {
+		return "", err
+	}
+	return r.render(EvidencePackFile, struct {
+		RunID    string
+		Evidence []engine.Evidence
+		JSON     string
+	}{runID, ev, strings.TrimRight(string(js), "\n")})
+}
+
+// RenderCancelPrompt renders prompts/cancel.prompt.md for one deployment (seed Step 8.2).
+func (r *Renderer) RenderCancelPrompt(runID, deployment string) (string, error) {
+	return r.render(CancelPromptFile, struct{ RunID, Deployment string }{runID, deployment})
+}
+
+// HumanDuration rounds d for people: 850ms, 12.3s, 4m05s.
+func HumanDuration(d time.Duration) string {
+	switch {
+	case d < time.Second:
+		return d.Round(time.Millisecond).String()
+	case d < time.Minute:
+		return d.Round(100 * time.Millisecond).String()
+	default:
+		return d.Round(time.Second).String()
+	}
+}
+
+var funcs = template.FuncMap{
+	"inc": func(i int) int { return i + 1 },
+	// cell makes a value safe inside a Markdown table cell.
+	"cell": func(s string) string {
+		return strings.NewReplacer("|", `\|`, "\r", " ", "\n", " ").Replace(s)
+	},
+	"icon": func(s engine.StepStatus) string {
+		switch s {
+		case engine.StatusPass:
+			return "✅"
+		case engine.StatusFail:
+			return "❌"
+		case engine.StatusTimedOut:
+			return "⏱️"
+		case engine.StatusSkipped:
+			return "⏭️"
+		case engine.StatusAwaitingConfirmation:
+			return "⏸️"
+		}
+		return "•"
+	},
+	"code":   inlineCode,
+	"block":  func(s string) string { return fenced("text", s) },
+	"fenced": fenced,
+}
+
+// inlineCode wraps a one-line value in backticks that its content cannot close.
+func inlineCode(p *string) string {
+	s := strings.ReplaceAll(*p, "\n", " ")
+	tick := strings.Repeat("`", longestRun(s, '`')+1)
+	return tick + " " + s + " " + tick
+}
+
+// fenced wraps s in a code fence longer than any backtick run inside it.
+func fenced(lang, s string) string {
+	n := max(3, longestRun(s, '`')+1)
+	f := strings.Repeat("`", n)
+	return f + lang + "\n" + strings.TrimRight(s, "\n") + "\n" + f
+}
+
+func longestRun(s string, c byte) int {
+	best, cur := 0, 0
+	for i := 0; i < len(s); i++ {
+		if s[i] == c {
+			cur++
+			best = max(best, cur)
+		} else {
+			cur = 0
+		}
+	}
+	return best
+}

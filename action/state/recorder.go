@@ -1,0 +1,91 @@
+package state
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/rbookhq/rbook-action/action/engine"
+	"github.com/rbookhq/rbook-action/action/runbook"
+)
+
+// FileRecorder is the engine.Recorder that keeps the state file (seed Steps 4 and 6). It holds
+// the run's State in memory and rewrites the file whenever a transition changes what a
+// resume would do. A step_started of a step that is safe to repeat (check, confirm) is not
+// written: resume re-runs such steps anyway, and skipping the write halves the fsyncs.
+type FileRecorder struct {
+	Path  string
+	State *State
+}
+
+// Record applies t to the State and writes the file when needed (engine.Recorder). It returns
+// an error naming the path when the file cannot be written; the engine then stops the run.
+func (r *FileRecorder) Record(_ context.Context, t engine.Transition) error {
+	s := r.State
+	if t.Seq <= s.Seq && t.Kind != engine.TransitionRunStarted {
+		return nil // already recorded: transitions are idempotent on (run_id, seq)
+	}
+	s.Seq = t.Seq
+	write := true
+	switch t.Kind {
+	case engine.TransitionRunStarted:
+		s.RunStatus = engine.RunInProgress
+	case engine.TransitionStepStarted:
+		if t.RollbackFor == "" {
+			s.CurrentStepIndex = t.StepIndex
+		}
+		if runbook.StepType(t.StepType).SideEffecting() {
+			s.InFlight = &InFlight{StepIndex: t.StepIndex, StepName: t.StepName, StepType: t.StepType, StartedUTC: engine.FormatTime(t.Time)}
+		} else {
+			write = false
+		}
+	case engine.TransitionGateOpened, engine.TransitionGateDecided:
+		write = false
+	case engine.TransitionStepFinished:
+		if t.Evidence != nil {
+			s.EvidencePack = append(s.EvidencePack, *t.Evidence)
+		}
+		s.InFlight = nil
+		if t.RollbackFor == "" && t.StepIndex >= 0 {
+			s.LastCompletedStepIndex = t.StepIndex
+			s.CurrentStepIndex = t.StepIndex + 1
+		}
+	case engine.TransitionRunFinished:
+		if t.Evidence != nil {
+			s.EvidencePack = append(s.EvidencePack, *t.Evidence)
+		}
+		s.InFlight = nil
+	default:
+		return fmt.Errorf("state: unknown transition kind %q", t.Kind)
+	}
+	s.RollbackFor = t.RollbackFor
+	if t.LastDeployName != "" {
+		s.LastDeployName = t.LastDeployName
+	}
+	if t.RunStatus != "" {
+		s.RunStatus = t.RunStatus
+	}
+	if s.RunStatus.Final() {
+		s.RollbackFor = ""
+		if s.CompletedUTC == "" {
+			s.CompletedUTC = engine.FormatTime(t.Time)
+		}
+	}
+	if !write {
+		return nil
+	}
+	if err := Write(r.Path, s); err != nil {
+		return &NotWritableError{Err: err}
+	}
+	return nil
+}
+
+// NotWritableError is a failed state-file write. Its message starts with the seed's line
+// "ABORT: state_file_path not writable — cannot persist state." (seed "Failure handling").
+type NotWritableError struct{ Err error }
+
+func (e *NotWritableError) Error() string {
+	return "ABORT: state_file_path not writable — cannot persist state.\n" + e.Err.Error()
+}
+
+// Unwrap returns the underlying write error.
+func (e *NotWritableError) Unwrap() error { return e.Err }

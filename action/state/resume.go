@@ -1,0 +1,139 @@
+package state
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"time"
+
+	"github.com/rbookhq/rbook-action/action/engine"
+	"github.com/rbookhq/rbook-action/action/runbook"
+)
+
+// OpenOptions tune Open.
+type OpenOptions struct {
+	// Now is the clock for run ids and started_utc; nil means time.Now.
+	Now func() time.Time
+	// StepIndex, when not nil, overrides where the run starts or resumes (0-based; seed
+	// "Inputs: step_index"). It also lets an operator resume past a step in unknown state.
+	StepIndex *int
+	// AllowEdited resumes a run even though the runbook's content hash changed.
+	AllowEdited bool
+}
+
+// Opened is the outcome of resume detection (seed Step 3).
+type Opened struct {
+	State *State
+	// Resumed is true when an IN_PROGRESS run is continued; StartIndex is where it goes on.
+	Resumed    bool
+	StartIndex int
+	// PrevPath is where a final previous state file was moved ("" when none was).
+	PrevPath string
+}
+
+// EditedError refuses to resume a run whose runbook changed since it started (case R06).
+type EditedError struct {
+	RunID, Recorded, Current string
+}
+
+func (e *EditedError) Error() string {
+	return fmt.Sprintf("run %s was started from runbook content %s, but the runbook (or its values) is now %s; resuming would run steps nobody reviewed together. Restore the runbook, or pass --allow-edited-runbook to resume anyway", e.RunID, e.Recorded, e.Current)
+}
+
+// UnknownStepError refuses to resume past a side-effecting step whose outcome was never
+// recorded: a real deploy may have happened (case R06).
+type UnknownStepError struct {
+	RunID    string
+	InFlight InFlight
+}
+
+func (e *UnknownStepError) Error() string {
+	f := e.InFlight
+	return fmt.Sprintf("step in unknown state: %s step '%s' (index %d) of run %s started at %s and its outcome was never recorded, so it may or may not have taken effect. Check the target, then resume with --step-index %d to run it again or --step-index %d to go on after it",
+		f.StepType, f.StepName, f.StepIndex, e.RunID, f.StartedUTC, f.StepIndex, f.StepIndex+1)
+}
+
+// Open decides whether plan's run is resumed or started fresh (seed Steps 2–4, DESIGN D6) and
+// returns the State to record into. The caller must hold the Lock. A fresh State is not
+// written yet: the engine's run_started transition writes it. Errors: *CorruptError,
+// *EditedError, *UnknownStepError, or a file-system error naming the path.
+func Open(plan *runbook.Plan, path string, opts OpenOptions) (*Opened, error) {
+	now := time.Now
+	if opts.Now != nil {
+		now = opts.Now
+	}
+	prev, err := Read(path)
+	if err != nil && !errors.Is(err, ErrNotExist) {
+		return nil, err
+	}
+	if prev != nil && prev.RunStatus == engine.RunInProgress {
+		if prev.RunbookName != plan.Name {
+			return nil, &CorruptError{path, fmt.Sprintf("it holds runbook %q, not %q; two runbooks must not share a state_file_path", prev.RunbookName, plan.Name)}
+		}
+		if prev.RunbookHash != plan.ContentHash && !opts.AllowEdited {
+			return nil, &EditedError{RunID: prev.RunID, Recorded: prev.RunbookHash, Current: plan.ContentHash}
+		}
+		if prev.InFlight != nil && opts.StepIndex == nil {
+			return nil, &UnknownStepError{RunID: prev.RunID, InFlight: *prev.InFlight}
+		}
+		start := prev.LastCompletedStepIndex + 1
+		if opts.StepIndex != nil {
+			start = *opts.StepIndex
+			prev.InFlight = nil
+		}
+		if start < 0 || start > len(plan.Steps) {
+			return nil, fmt.Errorf("--step-index %d is outside 0..%d", start, len(plan.Steps))
+		}
+		prev.TotalSteps = len(plan.Steps)
+		prev.RunbookHash = plan.ContentHash
+		return &Opened{State: prev, Resumed: true, StartIndex: start}, nil
+	}
+	start := 0
+	if opts.StepIndex != nil {
+		start = *opts.StepIndex
+		if start < 0 || start >= len(plan.Steps) {
+			return nil, fmt.Errorf("--step-index %d is outside 0..%d", start, len(plan.Steps)-1)
+		}
+	}
+	t := now().UTC()
+	id := uniqueRunID(plan, path, prev, t)
+	o := &Opened{StartIndex: start}
+	if prev != nil {
+		o.PrevPath = path + ".prev-" + prev.RunID
+		if err := os.Rename(path, o.PrevPath); err != nil {
+			return nil, fmt.Errorf("keep the previous run: %w", err)
+		}
+	}
+	o.State = &State{
+		RunID: id, RunbookName: plan.Name, RunStatus: engine.RunInProgress,
+		CurrentStepIndex: start, LastCompletedStepIndex: start - 1, TotalSteps: len(plan.Steps),
+		EvidencePack: []engine.Evidence{}, StartedUTC: engine.FormatTime(t), SchemaHash8: plan.SchemaHash8,
+		RunbookHash: plan.ContentHash,
+	}
+	return o, nil
+}
+
+// RunID is the seed's run id: "RBOOK-" + UTC date YYYYMMDD + "-" + runbook_name + "-" +
+// schema_hash8 (seed Step 2).
+func RunID(plan *runbook.Plan, t time.Time) string {
+	return "RBOOK-" + t.UTC().Format("20060102") + "-" + plan.Name + "-" + plan.SchemaHash8
+}
+
+// uniqueRunID appends .2, .3, … while a final run with the id exists in the file being
+// replaced or in a .prev- file (DESIGN D6).
+func uniqueRunID(plan *runbook.Plan, path string, prev *State, t time.Time) string {
+	base := RunID(plan, t)
+	taken := func(id string) bool {
+		if prev != nil && prev.RunID == id {
+			return true
+		}
+		_, err := os.Stat(path + ".prev-" + id)
+		return !errors.Is(err, fs.ErrNotExist)
+	}
+	id := base
+	for n := 2; taken(id); n++ {
+		id = fmt.Sprintf("%s.%d", base, n)
+	}
+	return id
+}

@@ -1,0 +1,184 @@
+// Package state is the executor's durable run record: the JSON state file of seed
+// runbook-executor Steps 4 and 6, written atomically (DESIGN D10) and guarded by an
+// exclusive lock so two executors never drive one run.
+package state
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/rbookhq/rbook-action/action/engine"
+)
+
+// MaxFileBytes caps the state file read back on resume (64 MiB); a larger file is refused as
+// corrupt rather than loaded into memory.
+const MaxFileBytes = 64 << 20
+
+// State is the state file. The first nine fields are exactly the seed's (Step 4); the rest
+// are rbook's additions, documented field by field.
+type State struct {
+	RunID                  string            `json:"run_id"`
+	RunbookName            string            `json:"runbook_name"`
+	RunStatus              engine.RunStatus  `json:"run_status"`
+	CurrentStepIndex       int               `json:"current_step_index"`
+	LastCompletedStepIndex int               `json:"last_completed_step_index"`
+	TotalSteps             int               `json:"total_steps"`
+	EvidencePack           []engine.Evidence `json:"evidence_pack"`
+	StartedUTC             string            `json:"started_utc"`
+	SchemaHash8            string            `json:"schema_hash8"`
+
+	// CompletedUTC is set when the run reaches a final status (seed Step 6.2).
+	CompletedUTC string `json:"completed_utc,omitempty"`
+	// LastDeployName is the most recent (simulated) deployment name, read by cancel (seed Step 8).
+	LastDeployName string `json:"last_deploy_name,omitempty"`
+	// RunbookHash is the Plan's ContentHash; resuming against another hash is refused.
+	RunbookHash string `json:"runbook_hash"`
+	// Seq is the sequence number of the last transition recorded (the idempotency key the
+	// control plane deduplicates on).
+	Seq int64 `json:"seq"`
+	// InFlight is a side-effecting step that started and has no recorded outcome yet. It is
+	// written before the step runs so a crash leaves a trace; resume refuses to guess.
+	InFlight *InFlight `json:"in_flight,omitempty"`
+	// RollbackFor names the failed step whose on_fail: rollback compensation is still owed.
+	RollbackFor string `json:"rollback_for,omitempty"`
+}
+
+// InFlight identifies a started step whose outcome was never recorded.
+type InFlight struct {
+	StepIndex  int    `json:"step_index"`
+	StepName   string `json:"step_name"`
+	StepType   string `json:"step_type"`
+	StartedUTC string `json:"started_utc"`
+}
+
+// ErrNotExist is returned by Read when there is no state file: the only case that means
+// "no previous run" (seed Step 3.5).
+var ErrNotExist = errors.New("state file does not exist")
+
+// CorruptError reports a state file that exists but cannot be trusted. It is never taken for
+// "no previous run" (DESIGN D10).
+type CorruptError struct {
+	Path   string
+	Reason string
+}
+
+func (e *CorruptError) Error() string {
+	return fmt.Sprintf("state file %s is corrupt: %s; move it aside (or restore it) and run again — rbook will not guess what it held", e.Path, e.Reason)
+}
+
+// Read loads the state file at path. It returns ErrNotExist when the file is absent and a
+// *CorruptError when it is truncated, not JSON, over MaxFileBytes, or lacks the seed's fields.
+func Read(path string) (*State, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, ErrNotExist
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if info.Size() > MaxFileBytes {
+		return nil, &CorruptError{path, fmt.Sprintf("%d bytes is over the %d-byte limit", info.Size(), MaxFileBytes)}
+	}
+	data := make([]byte, info.Size())
+	if _, err := f.ReadAt(data, 0); err != nil && info.Size() > 0 {
+		return nil, err
+	}
+	return Parse(path, data)
+}
+
+// Parse decodes state file bytes (path is used in errors only). Unknown fields are allowed so
+// newer files stay readable; missing seed fields make the file corrupt.
+func Parse(path string, data []byte) (*State, error) {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, &CorruptError{path, "the file is empty"}
+	}
+	var present map[string]json.RawMessage
+	if err := json.Unmarshal(data, &present); err != nil {
+		return nil, &CorruptError{path, "not valid JSON: " + err.Error()}
+	}
+	for _, k := range []string{"run_id", "runbook_name", "run_status", "current_step_index",
+		"last_completed_step_index", "total_steps", "evidence_pack", "started_utc", "schema_hash8"} {
+		if _, ok := present[k]; !ok {
+			return nil, &CorruptError{path, "missing field " + k}
+		}
+	}
+	var s State
+	if err := json.Unmarshal(data, &s); err != nil {
+		return nil, &CorruptError{path, err.Error()}
+	}
+	switch s.RunStatus {
+	case engine.RunInProgress, engine.RunCompleted, engine.RunFailed, engine.RunCancelled:
+	default:
+		return nil, &CorruptError{path, fmt.Sprintf("run_status %q is not one of IN_PROGRESS, COMPLETED, FAILED, CANCELLED", s.RunStatus)}
+	}
+	if s.LastCompletedStepIndex < -1 || s.LastCompletedStepIndex >= s.TotalSteps && s.TotalSteps > 0 {
+		return nil, &CorruptError{path, fmt.Sprintf("last_completed_step_index %d is outside 0..%d", s.LastCompletedStepIndex, s.TotalSteps-1)}
+	}
+	return &s, nil
+}
+
+// Write replaces the state file atomically: a temp file in the same folder is written,
+// fsynced and renamed over path, then the folder is fsynced, so a reader (or a crash) sees
+// the old file or the new one, never a mix (DESIGN D10). Errors name the path.
+func Write(path string, s *State) error {
+	data, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return err
+	}
+	data = append(data, '\n')
+	return WriteFileAtomic(path, data)
+}
+
+// WriteFileAtomic writes data to path with the temp-file, fsync, rename, fsync-folder
+// sequence of DESIGN D10. The file mode is 0600: evidence can hold estate details.
+func WriteFileAtomic(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	tmpName := tmp.Name()
+	cleanup := func(err error) error {
+		tmp.Close()
+		os.Remove(tmpName)
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if _, err := tmp.Write(data); err != nil {
+		return cleanup(err)
+	}
+	if err := tmp.Chmod(0o600); err != nil {
+		return cleanup(err)
+	}
+	if err := tmp.Sync(); err != nil {
+		return cleanup(err)
+	}
+	if err := tmp.Close(); err != nil {
+		return cleanup(err)
+	}
+	if err := os.Rename(tmpName, path); err != nil {
+		os.Remove(tmpName)
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("fsync folder %s: %w", dir, err)
+	}
+	return nil
+}

@@ -1,0 +1,236 @@
+package state
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rbookhq/rbook-action/action/engine"
+	"github.com/rbookhq/rbook-action/action/runbook"
+)
+
+func testPlan() *runbook.Plan {
+	in := "remediation/a.json"
+	return &runbook.Plan{Name: "demo", SchemaHash8: "a1b2c3d4", ContentHash: "hash-1", Steps: []runbook.Step{
+		{Index: 0, Name: "check-pre", Type: runbook.TypeCheck, Input: &in, OnFail: "halt", TimeoutSeconds: 5},
+		{Index: 1, Name: "deploy-app", Type: runbook.TypeDeploy, Input: &in, OnFail: "rollback", TimeoutSeconds: 5},
+		{Index: 2, Name: "confirm-app", Type: runbook.TypeConfirm, OnFail: "halt", TimeoutSeconds: 5},
+	}}
+}
+
+var day = time.Date(2026, 5, 12, 8, 30, 0, 0, time.UTC)
+
+func clock() time.Time { return day }
+
+func TestWriteReadRoundTripAndSeedFields(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "sub", "s.json")
+	o, err := Open(testPlan(), p, OpenOptions{Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.State.RunID != "RBOOK-20260512-demo-a1b2c3d4" {
+		t.Errorf("run_id %q", o.State.RunID)
+	}
+	if err := Write(p, o.State); err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := os.ReadFile(p)
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"run_id", "runbook_name", "run_status", "current_step_index", "last_completed_step_index", "total_steps", "evidence_pack", "started_utc", "schema_hash8"} {
+		if _, ok := m[k]; !ok {
+			t.Errorf("state lacks seed field %s", k)
+		}
+	}
+	if m["run_status"] != "IN_PROGRESS" || m["last_completed_step_index"] != -1.0 || m["started_utc"] != "2026-05-12T08:30:00.000000000Z" {
+		t.Errorf("initial state %v", m)
+	}
+	if ev, ok := m["evidence_pack"].([]any); !ok || len(ev) != 0 {
+		t.Errorf("evidence_pack %v, want []", m["evidence_pack"])
+	}
+	if info, _ := os.Stat(p); info.Mode().Perm() != 0o600 {
+		t.Errorf("mode %v, want 0600", info.Mode().Perm())
+	}
+	left, _ := filepath.Glob(filepath.Join(filepath.Dir(p), ".s.json.tmp-*"))
+	if len(left) != 0 {
+		t.Errorf("temp files left behind: %v", left)
+	}
+}
+
+func TestCorruptIsNeverNoRun(t *testing.T) {
+	good, _ := json.Marshal(State{RunID: "x", RunbookName: "demo", RunStatus: engine.RunInProgress, LastCompletedStepIndex: -1, TotalSteps: 3, EvidencePack: []engine.Evidence{}})
+	for name, data := range map[string]string{
+		"empty":          "",
+		"truncated":      string(good[:len(good)/2]),
+		"not json":       "run_status: IN_PROGRESS",
+		"missing fields": `{"run_id":"x"}`,
+		"bad status":     strings.Replace(string(good), "IN_PROGRESS", "RUNNING", 1),
+	} {
+		p := filepath.Join(t.TempDir(), "s.json")
+		os.WriteFile(p, []byte(data), 0o600)
+		_, err := Open(testPlan(), p, OpenOptions{Now: clock})
+		var ce *CorruptError
+		if !errors.As(err, &ce) {
+			t.Errorf("%s: err %v, want *CorruptError", name, err)
+		}
+		if after, _ := os.ReadFile(p); string(after) != data {
+			t.Errorf("%s: the corrupt file was changed", name)
+		}
+	}
+}
+
+// writeRun records a run up to (and including) the given transitions with a FileRecorder.
+func writeRun(t *testing.T, p string, kinds ...engine.Transition) *State {
+	t.Helper()
+	o, err := Open(testPlan(), p, OpenOptions{Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &FileRecorder{Path: p, State: o.State}
+	seq := int64(0)
+	for _, tr := range append([]engine.Transition{{Kind: engine.TransitionRunStarted, StepIndex: -1}}, kinds...) {
+		seq++
+		tr.Seq, tr.RunID, tr.Time = seq, o.State.RunID, day
+		if err := r.Record(t.Context(), tr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return o.State
+}
+
+func finished(i int, name, typ string, status engine.StepStatus) engine.Transition {
+	return engine.Transition{Kind: engine.TransitionStepFinished, StepIndex: i, StepName: name, StepType: typ, RunStatus: engine.RunInProgress,
+		Evidence: &engine.Evidence{StepName: name, Type: typ, Status: status, TimestampUTC: "t"}}
+}
+
+// Case R06: resume must not repeat a side effect.
+func TestCase_R06_ResumeNeverRepeatsSideEffect(t *testing.T) {
+	t.Run("killed after deploy recorded", func(t *testing.T) {
+		p := filepath.Join(t.TempDir(), "s.json")
+		writeRun(t, p, finished(0, "check-pre", "check", "PASS"),
+			engine.Transition{Kind: engine.TransitionStepStarted, StepIndex: 1, StepName: "deploy-app", StepType: "deploy"},
+			finished(1, "deploy-app", "deploy", "PASS"))
+		o, err := Open(testPlan(), p, OpenOptions{Now: clock})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !o.Resumed || o.StartIndex != 2 || len(o.State.EvidencePack) != 2 || o.State.Seq != 4 {
+			t.Errorf("resumed=%v start=%d evidence=%d seq=%d", o.Resumed, o.StartIndex, len(o.State.EvidencePack), o.State.Seq)
+		}
+	})
+	t.Run("killed while deploy in flight", func(t *testing.T) {
+		p := filepath.Join(t.TempDir(), "s.json")
+		writeRun(t, p, finished(0, "check-pre", "check", "PASS"),
+			engine.Transition{Kind: engine.TransitionStepStarted, StepIndex: 1, StepName: "deploy-app", StepType: "deploy"})
+		_, err := Open(testPlan(), p, OpenOptions{Now: clock})
+		var ue *UnknownStepError
+		if !errors.As(err, &ue) || !strings.Contains(err.Error(), "step in unknown state") || !strings.Contains(err.Error(), "--step-index 1") {
+			t.Fatalf("err %v", err)
+		}
+		one := 2
+		o, err := Open(testPlan(), p, OpenOptions{Now: clock, StepIndex: &one})
+		if err != nil || o.StartIndex != 2 || o.State.InFlight != nil {
+			t.Fatalf("operator override: %v %+v", err, o)
+		}
+	})
+	t.Run("killed while a check was running is simply re-run", func(t *testing.T) {
+		p := filepath.Join(t.TempDir(), "s.json")
+		writeRun(t, p, engine.Transition{Kind: engine.TransitionStepStarted, StepIndex: 0, StepName: "check-pre", StepType: "check"})
+		o, err := Open(testPlan(), p, OpenOptions{Now: clock})
+		if err != nil || o.StartIndex != 0 {
+			t.Fatalf("%v %+v", err, o)
+		}
+	})
+	t.Run("runbook edited", func(t *testing.T) {
+		p := filepath.Join(t.TempDir(), "s.json")
+		writeRun(t, p, finished(0, "check-pre", "check", "PASS"))
+		edited := testPlan()
+		edited.ContentHash = "hash-2"
+		_, err := Open(edited, p, OpenOptions{Now: clock})
+		if !strings.Contains(fmtErr(err), "hash-1") || !strings.Contains(fmtErr(err), "hash-2") {
+			t.Fatalf("err %v does not name both hashes", err)
+		}
+		if _, err := Open(edited, p, OpenOptions{Now: clock, AllowEdited: true}); err != nil {
+			t.Fatalf("with the flag: %v", err)
+		}
+	})
+}
+
+func fmtErr(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+func TestFinalRunIsKeptAndIDsStayUnique(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "s.json")
+	ids := map[string]bool{}
+	for i := 0; i < 3; i++ {
+		st := writeRun(t, p, engine.Transition{Kind: engine.TransitionRunFinished, StepIndex: -1, RunStatus: engine.RunCompleted})
+		if ids[st.RunID] {
+			t.Fatalf("run id %s reused", st.RunID)
+		}
+		ids[st.RunID] = true
+		if st.CompletedUTC == "" {
+			t.Errorf("completed_utc not set")
+		}
+	}
+	for _, want := range []string{"RBOOK-20260512-demo-a1b2c3d4", "RBOOK-20260512-demo-a1b2c3d4.2", "RBOOK-20260512-demo-a1b2c3d4.3"} {
+		if !ids[want] {
+			t.Errorf("missing run id %s in %v", want, ids)
+		}
+	}
+	for _, id := range []string{"RBOOK-20260512-demo-a1b2c3d4", "RBOOK-20260512-demo-a1b2c3d4.2"} {
+		if _, err := os.Stat(p + ".prev-" + id); err != nil {
+			t.Errorf("previous run %s not kept: %v", id, err)
+		}
+	}
+}
+
+// Case R05 (state level): exactly one of two executors takes the run; a dead holder does not block.
+func TestCase_R05_OneHolder(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "s.json")
+	l1, err := Acquire(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Acquire(p)
+	var he *HeldError
+	if !errors.As(err, &he) || he.Holder.PID != os.Getpid() || !strings.Contains(err.Error(), "held by another executor") {
+		t.Fatalf("second Acquire: %v", err)
+	}
+	if held, h, _ := Probe(p); !held || h.PID != os.Getpid() {
+		t.Errorf("Probe while held: %v %+v", held, h)
+	}
+	l1.Release()
+	if held, _, _ := Probe(p); held {
+		t.Errorf("Probe after release says held")
+	}
+	l2, err := Acquire(p)
+	if err != nil {
+		t.Fatalf("Acquire after release: %v", err)
+	}
+	l2.Release()
+}
+
+func TestNotWritable(t *testing.T) {
+	dir := t.TempDir()
+	// A regular file where the state folder should be: not writable even for root.
+	os.WriteFile(filepath.Join(dir, "blocker"), nil, 0o600)
+	p := filepath.Join(dir, "blocker", "s.json")
+	o, err := Open(testPlan(), filepath.Join(dir, "s.json"), OpenOptions{Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = (&FileRecorder{Path: p, State: o.State}).Record(t.Context(), engine.Transition{Kind: engine.TransitionRunStarted, Seq: 1})
+	if err == nil || !strings.HasPrefix(err.Error(), "ABORT: state_file_path not writable — cannot persist state.\n") {
+		t.Fatalf("err %v", err)
+	}
+}
