@@ -206,16 +206,19 @@ var funcs = template.FuncMap{
 		}
 		return "•"
 	},
-	"code":   inlineCode,
-	"block":  func(s string) string { return fenced("text", s) },
-	"fenced": fenced,
+	"code":      inlineCode,
+	"textblock": func(s string) string { return fenced("text", s) },
+	"fenced":    fenced,
 }
 
 // inlineCode wraps a one-line value in backticks that its content cannot close.
 func inlineCode(p *string) string {
 	s := strings.ReplaceAll(*p, "\n", " ")
 	tick := strings.Repeat("`", longestRun(s, '`')+1)
-	return tick + " " + s + " " + tick
+	if strings.HasPrefix(s, "`") || strings.HasSuffix(s, "`") {
+		return tick + " " + s + " " + tick
+	}
+	return tick + s + tick
 }
 
 // fenced wraps s in a code fence longer than any backtick run inside it.

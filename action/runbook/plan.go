@@ -43,7 +43,9 @@ type Step struct {
 	// Input is kql_or_template after values substitution; nil when null or omitted.
 	Input *string
 	// Params is the params map after values substitution (nil when omitted). Scalars keep
-	// their source text where the YAML tag is a number (D2), so 1.10 stays "1.10".
+	// their source text where the YAML tag is a number (D2), so 1.10 stays "1.10": numbers
+	// are json.Number (or string when the text is no JSON number, e.g. 0755), booleans bool,
+	// null nil, mappings map[string]any, lists []any.
 	Params map[string]any
 	OnFail OnFail
 	// TimeoutSeconds is the effective max_timeout_seconds: the step's own value, else the

@@ -15,6 +15,7 @@ import (
 type FileRecorder struct {
 	Path  string
 	State *State
+	pack  Pack
 }
 
 // Record applies t to the State and writes the file when needed (engine.Recorder). It returns
@@ -73,7 +74,11 @@ func (r *FileRecorder) Record(_ context.Context, t engine.Transition) error {
 	if !write {
 		return nil
 	}
-	if err := Write(r.Path, s); err != nil {
+	data, err := r.pack.Encode(s)
+	if err == nil {
+		err = WriteFileAtomic(r.Path, data)
+	}
+	if err != nil {
 		return &NotWritableError{Err: err}
 	}
 	return nil

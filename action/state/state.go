@@ -131,12 +131,56 @@ func Parse(path string, data []byte) (*State, error) {
 // fsynced and renamed over path, then the folder is fsynced, so a reader (or a crash) sees
 // the old file or the new one, never a mix (DESIGN D10). Errors name the path.
 func Write(path string, s *State) error {
-	data, err := json.MarshalIndent(s, "", "  ")
+	var p Pack
+	data, err := p.Encode(s)
 	if err != nil {
 		return err
 	}
-	data = append(data, '\n')
 	return WriteFileAtomic(path, data)
+}
+
+// Pack encodes a State whose evidence pack only grows, encoding each entry once: rewriting
+// the whole file after every step would otherwise cost O(entries) reflection per step.
+type Pack struct {
+	n   int
+	buf []byte
+}
+
+// Encode renders s as indented JSON with evidence_pack last. Entries already encoded by this
+// Pack are reused; if s's pack is not an extension of what was encoded, it starts over.
+func (p *Pack) Encode(s *State) ([]byte, error) {
+	if p.n > len(s.EvidencePack) {
+		p.n, p.buf = 0, nil
+	}
+	for ; p.n < len(s.EvidencePack); p.n++ {
+		e, err := json.MarshalIndent(s.EvidencePack[p.n], "    ", "  ")
+		if err != nil {
+			return nil, err
+		}
+		if p.n > 0 {
+			p.buf = append(p.buf, ',')
+		}
+		p.buf = append(p.buf, "\n    "...)
+		p.buf = append(p.buf, e...)
+	}
+	type header State
+	h := header(*s)
+	h.EvidencePack = nil
+	head, err := json.MarshalIndent(struct {
+		*header
+		EvidencePack []engine.Evidence `json:"evidence_pack,omitempty"`
+	}{header: &h}, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, 0, len(head)+len(p.buf)+32)
+	out = append(out, head[:len(head)-2]...) // drop "\n}"
+	out = append(out, ",\n  \"evidence_pack\": ["...)
+	out = append(out, p.buf...)
+	if p.n > 0 {
+		out = append(out, "\n  "...)
+	}
+	return append(out, "]\n}\n"...), nil
 }
 
 // WriteFileAtomic writes data to path with the temp-file, fsync, rename, fsync-folder

@@ -3,6 +3,7 @@ package state
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -232,5 +233,33 @@ func TestNotWritable(t *testing.T) {
 	err = (&FileRecorder{Path: p, State: o.State}).Record(t.Context(), engine.Transition{Kind: engine.TransitionRunStarted, Seq: 1})
 	if err == nil || !strings.HasPrefix(err.Error(), "ABORT: state_file_path not writable — cannot persist state.\n") {
 		t.Fatalf("err %v", err)
+	}
+}
+
+// The incremental encoding must equal plain encoding, byte for byte in meaning.
+func TestPackEncodeMatchesJSON(t *testing.T) {
+	in := "q"
+	s := &State{RunID: "r", RunbookName: "demo", RunStatus: engine.RunInProgress, LastCompletedStepIndex: -1, TotalSteps: 3, EvidencePack: []engine.Evidence{}}
+	var p Pack
+	for i := 0; i < 4; i++ {
+		data, err := p.Encode(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := Parse("x", data)
+		if err != nil {
+			t.Fatalf("after %d entries: %v\n%s", i, err, data)
+		}
+		want, _ := json.Marshal(s)
+		got, _ := json.Marshal(back)
+		if string(got) != string(want) {
+			t.Fatalf("after %d entries:\n got %s\nwant %s", i, got, want)
+		}
+		s.EvidencePack = append(s.EvidencePack, engine.Evidence{StepName: fmt.Sprint("s", i), Type: "check", Input: &in, Output: "o\n\"x\"", Status: engine.StatusPass, TimestampUTC: "t"})
+	}
+	s.EvidencePack = s.EvidencePack[:1] // a different pack: the cache must start over
+	data, _ := p.Encode(s)
+	if back, err := Parse("x", data); err != nil || len(back.EvidencePack) != 1 {
+		t.Fatalf("after shrinking: %v", err)
 	}
 }

@@ -72,6 +72,8 @@ type TerminalGate struct {
 	Out io.Writer
 	// Who is recorded as the decider (the local user name).
 	Who string
+	// Echoed is true when In is a terminal: the user's Enter already ended the prompt line.
+	Echoed bool
 }
 
 // Await prints the prompt and waits for one line. It returns ErrNoInput when stdin is
@@ -83,8 +85,10 @@ func (g *TerminalGate) Await(ctx context.Context, req engine.GateRequest) (engin
 	left := time.Until(req.Deadline).Round(time.Second)
 	fmt.Fprintf(g.Out, "Gate '%s' is waiting. Type yes to continue, no to fail it, cancel to cancel the run (closes in %s): ", req.StepName, left)
 	line, err := g.In.Next(ctx)
-	if err != nil {
+	if err != nil || !g.Echoed {
 		fmt.Fprintln(g.Out)
+	}
+	if err != nil {
 		return engine.Decision{}, err
 	}
 	return engine.Decision{Verdict: Answer(line), By: g.Who, Input: strings.TrimSpace(line), Source: "terminal"}, nil

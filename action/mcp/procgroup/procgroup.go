@@ -1,0 +1,65 @@
+// Package procgroup runs a command in its own process group so that stopping it stops
+// everything it started (case R04: "at the deadline the whole process group is gone").
+//
+// It is a leaf package so that both action/mcp (stdio servers) and action/steps (step
+// executors, via steps.GroupCommand) can use it without an import cycle. Unix only.
+package procgroup
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"syscall"
+	"time"
+)
+
+// DefaultGrace is how long a process group gets between SIGTERM and SIGKILL
+// (case R04: "SIGTERM, then SIGKILL").
+const DefaultGrace = 2 * time.Second
+
+// Command returns an unstarted *exec.Cmd for name and args that runs as the leader of a new
+// process group. When ctx ends, the whole group gets SIGTERM and, grace later, SIGKILL;
+// WaitDelay is set to grace too, so Wait returns within about grace of ctx ending even when a
+// grandchild still holds the command's stdout or stderr open. grace <= 0 means DefaultGrace.
+//
+// The command does not get the terminal's foreground group, so it must not read from a TTY.
+// The SIGKILL is sent to the group id unconditionally; should the group already be empty, the
+// id could in theory have been reused within grace, which needs pid_max wrap-around first.
+func Command(ctx context.Context, grace time.Duration, name string, args ...string) *exec.Cmd {
+	if grace <= 0 {
+		grace = DefaultGrace
+	}
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error {
+		pgid := cmd.Process.Pid
+		time.AfterFunc(grace, func() { _ = syscall.Kill(-pgid, syscall.SIGKILL) })
+		return groupSignalError(syscall.Kill(-pgid, syscall.SIGTERM))
+	}
+	cmd.WaitDelay = grace
+	return cmd
+}
+
+// Kill sends SIGKILL to the process group led by cmd, which must have been built by Command
+// and started. It returns nil when the command never started or the group is already gone,
+// and the kill(2) error otherwise.
+func Kill(cmd *exec.Cmd) error {
+	if cmd == nil || cmd.Process == nil {
+		return nil
+	}
+	err := groupSignalError(syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL))
+	if errors.Is(err, os.ErrProcessDone) {
+		return nil
+	}
+	return err
+}
+
+// groupSignalError maps "no such process group" to os.ErrProcessDone, which exec.Cmd.Wait
+// treats as "nothing left to cancel" rather than as a failure.
+func groupSignalError(err error) error {
+	if errors.Is(err, syscall.ESRCH) {
+		return os.ErrProcessDone
+	}
+	return err
+}

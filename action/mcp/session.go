@@ -1,0 +1,275 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/rbookhq/rbook-action/action/mcp/procgroup"
+)
+
+// ClientName and ClientVersion identify rbook to MCP servers in the initialize handshake.
+const (
+	ClientName    = "rbook"
+	ClientVersion = "1"
+)
+
+// Result is the outcome of one tool call.
+type Result struct {
+	// Text is the tool's text content blocks joined by newlines; other content kinds
+	// (images, audio, resources) appear as a "[<kind> content omitted]" line.
+	Text string
+	// Structured is the tool's structuredContent as JSON, nil when the tool sent none.
+	Structured json.RawMessage
+	// IsError is the tool's own error flag: the call reached the tool and the tool failed.
+	IsError bool
+}
+
+// Payload is the tool's answer as one string: the structured content when present (it is
+// the machine-readable form), else the text. Check steps store it as the step output (seed
+// runbook-executor, Step 7: "MCP response JSON string").
+func (r Result) Payload() string {
+	if len(r.Structured) > 0 {
+		return string(r.Structured)
+	}
+	return r.Text
+}
+
+// Session is an open connection to one MCP server. It is safe for concurrent use.
+type Session struct {
+	server string
+	cs     *sdk.ClientSession
+	// cmd is the stdio server's process (group leader); nil for streamable HTTP.
+	cmd *exec.Cmd
+	// ctx is Dial's context, stop ends the stdio process context and the ctx watch.
+	ctx      context.Context
+	stop     context.CancelFunc
+	unwatch  func() bool
+	redactor *strings.Replacer
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Dial connects to the server named server in cfg; server "" picks the only server and is an
+// error when cfg has several. A stdio server runs via its (resolved) command in its own
+// process group with stderr passed through; a url server is reached over streamable HTTP
+// with its headers on every request.
+//
+// ctx bounds the whole session, not only the handshake: when it ends, the session is closed
+// and a stdio server's process group gets SIGTERM, then SIGKILL after procgroup.DefaultGrace.
+// Pass the run's context, not a short connect timeout. Errors name the server, never header
+// values or URL credentials; nothing is retried (seed runbook-executor, "Failure handling").
+func Dial(ctx context.Context, cfg *Config, server string) (*Session, error) {
+	srv, err := pick(cfg, server)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("mcp server %q: %w", srv.Name, err)
+	}
+	sessionCtx, stop := context.WithCancel(ctx)
+	s := &Session{server: srv.Name, ctx: ctx, stop: stop}
+	var transport sdk.Transport
+	if srv.Stdio() {
+		transport, err = s.stdioTransport(sessionCtx, srv)
+	} else {
+		transport, err = s.httpTransport(srv)
+	}
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	client := sdk.NewClient(&sdk.Implementation{Name: ClientName, Version: ClientVersion},
+		&sdk.ClientOptions{Capabilities: &sdk.ClientCapabilities{}})
+	cs, err := client.Connect(ctx, transport, nil)
+	if err != nil {
+		_ = procgroup.Kill(s.cmd)
+		stop()
+		return nil, s.wrap(fmt.Errorf("mcp server %q: connect: %w", srv.Name, err))
+	}
+	s.cs = cs
+	s.unwatch = context.AfterFunc(ctx, func() { _ = s.Close() })
+	return s, nil
+}
+
+func pick(cfg *Config, server string) (*Server, error) {
+	if cfg == nil || len(cfg.Servers) == 0 {
+		return nil, errors.New("mcp: no MCP servers configured")
+	}
+	if server == "" {
+		if len(cfg.Servers) > 1 {
+			return nil, fmt.Errorf("mcp config %s defines several servers (%s); name the one to use", cfg.Path, strings.Join(cfg.Names(), ", "))
+		}
+		for _, srv := range cfg.Servers {
+			return srv, nil
+		}
+	}
+	srv, ok := cfg.Servers[server]
+	if !ok {
+		return nil, fmt.Errorf("mcp config %s has no server %q (it defines %s)", cfg.Path, server, strings.Join(cfg.Names(), ", "))
+	}
+	return srv, nil
+}
+
+func (s *Session) stdioTransport(ctx context.Context, srv *Server) (sdk.Transport, error) {
+	path, err := srv.ResolvedCommand()
+	if err != nil {
+		return nil, err
+	}
+	cmd := procgroup.Command(ctx, procgroup.DefaultGrace, path, srv.Args...)
+	cmd.Env = os.Environ()
+	for k, v := range srv.Env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	cmd.Stderr = os.Stderr
+	s.cmd = cmd
+	return &sdk.CommandTransport{Command: cmd, TerminateDuration: procgroup.DefaultGrace}, nil
+}
+
+func (s *Session) httpTransport(srv *Server) (sdk.Transport, error) {
+	var secrets []string
+	for _, v := range srv.Headers {
+		if v != "" {
+			secrets = append(secrets, v, "[REDACTED]")
+		}
+	}
+	if u, err := url.Parse(srv.URL); err == nil {
+		if pw, ok := u.User.Password(); ok && pw != "" {
+			secrets = append(secrets, pw, "[REDACTED]")
+		}
+		if u.RawQuery != "" {
+			secrets = append(secrets, u.RawQuery, "[REDACTED]")
+		}
+	}
+	if len(secrets) > 0 {
+		s.redactor = strings.NewReplacer(secrets...)
+	}
+	client := &http.Client{Transport: &headerTransport{headers: srv.Headers, base: http.DefaultTransport}}
+	return &sdk.StreamableClientTransport{
+		Endpoint:   srv.URL,
+		HTTPClient: client,
+		// Never retry (seed "Failure handling"); rbook needs no server-initiated messages.
+		MaxRetries:           -1,
+		DisableStandaloneSSE: true,
+	}, nil
+}
+
+// headerTransport adds the configured headers to every request.
+type headerTransport struct {
+	headers map[string]string
+	base    http.RoundTripper
+}
+
+func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if len(t.headers) > 0 {
+		req = req.Clone(req.Context())
+		for k, v := range t.headers {
+			req.Header.Set(k, v)
+		}
+	}
+	return t.base.RoundTrip(req)
+}
+
+// Server returns the configured name of the server this session talks to.
+func (s *Session) Server() string { return s.server }
+
+// CallTool calls the tool name with args and waits for its answer or for ctx to end. A tool
+// that ran and failed is a Result with IsError set and a nil error; protocol, transport and
+// context errors are returned as errors (errors.Is(err, context.DeadlineExceeded) holds for
+// a deadline) and are not retried. On ctx end the server is told to cancel the call.
+func (s *Session) CallTool(ctx context.Context, name string, args map[string]any) (Result, error) {
+	res, err := s.cs.CallTool(ctx, &sdk.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		return Result{}, s.wrap(fmt.Errorf("mcp server %q: tool %s: %w", s.server, name, err))
+	}
+	out := Result{IsError: res.IsError}
+	var text []string
+	for _, c := range res.Content {
+		switch c := c.(type) {
+		case *sdk.TextContent:
+			text = append(text, c.Text)
+		default:
+			text = append(text, fmt.Sprintf("[%s content omitted]", contentKind(c)))
+		}
+	}
+	out.Text = strings.Join(text, "\n")
+	if res.StructuredContent != nil {
+		raw, err := json.Marshal(res.StructuredContent)
+		if err != nil {
+			return Result{}, fmt.Errorf("mcp server %q: tool %s: structured content: %w", s.server, name, err)
+		}
+		out.Structured = raw
+	}
+	return out, nil
+}
+
+func contentKind(c sdk.Content) string {
+	switch c.(type) {
+	case *sdk.ImageContent:
+		return "image"
+	case *sdk.AudioContent:
+		return "audio"
+	case *sdk.ResourceLink:
+		return "resource link"
+	case *sdk.EmbeddedResource:
+		return "resource"
+	default:
+		return "non-text"
+	}
+}
+
+// Close ends the session: for stdio it closes the server's stdin, waits up to
+// procgroup.DefaultGrace for it to exit (then SIGTERM, then SIGKILL, as the MCP spec asks) and
+// finally SIGKILLs whatever else is left in its process group. It is idempotent and safe to
+// call concurrently. A stdio server that exits with a failure status is reported, unless
+// Dial's context had already ended (then rbook stopped it on purpose).
+func (s *Session) Close() error {
+	s.closeOnce.Do(func() {
+		if s.unwatch != nil {
+			s.unwatch()
+		}
+		err := s.cs.Close()
+		var exitErr *exec.ExitError
+		if s.ctx.Err() != nil && errors.As(err, &exitErr) {
+			err = nil
+		}
+		if s.cmd != nil {
+			err = errors.Join(err, procgroup.Kill(s.cmd))
+		}
+		s.stop()
+		if err != nil {
+			s.closeErr = s.wrap(fmt.Errorf("mcp server %q: close: %w", s.server, err))
+		}
+	})
+	return s.closeErr
+}
+
+// wrap removes header values and URL credentials from err's text, keeping errors.Is/As.
+func (s *Session) wrap(err error) error {
+	if s.redactor == nil || err == nil {
+		return err
+	}
+	msg := s.redactor.Replace(err.Error())
+	if msg == err.Error() {
+		return err
+	}
+	return &redactedError{msg: msg, err: err}
+}
+
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.err }

@@ -1,0 +1,107 @@
+package report
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/rbookhq/rbook-action/action/engine"
+)
+
+func sampleEvidence() []engine.Evidence {
+	q := "Resources | where a == 'x|y' | project name"
+	return []engine.Evidence{
+		{StepName: "q|pipe", Type: "check", Input: &q, Output: "```\n{\"count\":1}", Status: engine.StatusFail, TimestampUTC: "2026-05-12T08:30:00.000000001Z"},
+		{StepName: "CANCEL", Type: "cancel", Output: "Cancel confirmed by user.", Status: engine.StatusPass, TimestampUTC: "2026-05-12T08:30:01.000000000Z"},
+	}
+}
+
+func TestReportHeadingAndCounts(t *testing.T) {
+	r, err := New("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := r.RenderReport(Report{RunID: "RBOOK-1", RunbookName: "demo", RunStatus: engine.RunCancelled, TotalSteps: 4, Evidence: sampleEvidence()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first, _, _ := strings.Cut(s, "\n"); first != ReportHeading {
+		t.Fatalf("first line %q", first)
+	}
+	if strings.Count(s, "\n# ") != 0 {
+		t.Errorf("a second H1 in the report:\n%s", s)
+	}
+	for _, want := range []string{"**CANCELLED**", "1 of 4 recorded", "1 failed", `q\|pipe`} {
+		if !strings.Contains(s, want) {
+			t.Errorf("report lacks %q:\n%s", want, s)
+		}
+	}
+}
+
+func TestEvidencePackIsAJSONArrayInOrder(t *testing.T) {
+	for _, ev := range [][]engine.Evidence{nil, sampleEvidence()} {
+		js, err := EvidencePackJSON(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back []map[string]any
+		if err := json.Unmarshal(js, &back); err != nil {
+			t.Fatalf("not a JSON array: %v\n%s", err, js)
+		}
+		if len(back) != len(ev) {
+			t.Fatalf("%d entries, want %d", len(back), len(ev))
+		}
+		for i, e := range back {
+			if len(e) != 6 || e["step_name"] != ev[i].StepName {
+				t.Errorf("entry %d = %v; want the seed's six fields in execution order", i, e)
+			}
+		}
+	}
+	js, _ := EvidencePackJSON(sampleEvidence())
+	if _, ok := json.Unmarshal(js, new([]any)).(error); ok || strings.Contains(string(js), ",\n]") {
+		t.Errorf("trailing comma")
+	}
+	if !strings.Contains(string(js), `"input": null`) {
+		t.Errorf("a missing input must be null:\n%s", js)
+	}
+}
+
+func TestStepStatusFencesHostileOutput(t *testing.T) {
+	r, err := New("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := sampleEvidence()[0]
+	s, err := r.RenderStepStatus(StepStatus{RunID: "R", Number: 2, Count: 6, Entry: ev, Elapsed: "1.2s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(s, "Step 2/6") || !strings.Contains(s, "FAIL") || !strings.Contains(s, "````text\n```\n") {
+		t.Errorf("step status:\n%s", s)
+	}
+}
+
+func TestOverrideTemplates(t *testing.T) {
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "prompts"), 0o755)
+	os.WriteFile(filepath.Join(dir, "prompts", "cancel.prompt.md"), []byte("Really cancel {{.Deployment}}?"), 0o600)
+	r, err := New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := r.RenderCancelPrompt("R", "rbook-deploy-x-20260512"); s != "Really cancel rbook-deploy-x-20260512?\n" {
+		t.Errorf("override not used: %q", s)
+	}
+	os.MkdirAll(filepath.Join(dir, "templates"), 0o755)
+	bad := filepath.Join(dir, "templates", "output-report.md")
+	os.WriteFile(bad, []byte("# Some Other Title\n"), 0o600)
+	if _, err := New(dir); err == nil || !strings.Contains(err.Error(), bad) {
+		t.Errorf("a report template without the seed heading: %v", err)
+	}
+	os.WriteFile(bad, []byte("# Runbook Execution Report\n{{.Nope"), 0o600)
+	if _, err := New(dir); err == nil || !strings.Contains(err.Error(), bad) {
+		t.Errorf("a broken template: %v", err)
+	}
+}

@@ -1,0 +1,334 @@
+package runbook
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// LoadOptions selects the runbook Load reads (seed runbook-executor, Step 1 inputs).
+type LoadOptions struct {
+	// Dir is the runbooks folder, "runbooks" when empty.
+	Dir string
+	// Name is the runbook name: Load reads Dir/Name.yaml and Dir/Name.values.yaml.
+	Name string
+	// RulesPath, when set, replaces the embedded rules.yaml (DESIGN D3).
+	RulesPath string
+}
+
+// Diagnostic is one problem found in a runbook, values or rules file. Line and Column are
+// 1-based; 0 means unknown (yaml.v3 syntax errors carry a line but no column).
+type Diagnostic struct {
+	File         string
+	Line, Column int
+	// Field is the path of the offending field, e.g. runbook_steps[2].on_fail; empty when the
+	// problem is not about one field.
+	Field   string
+	Message string
+}
+
+// String formats the diagnostic as "file:line:col: field: message", leaving out the parts
+// that are unknown.
+func (d Diagnostic) String() string {
+	where := d.File
+	for _, n := range []int{d.Line, d.Column} {
+		if n > 0 {
+			where += ":" + strconv.Itoa(n)
+		}
+	}
+	parts := []string{}
+	for _, p := range []string{where, d.Field, d.Message} {
+		if p != "" {
+			parts = append(parts, p)
+		}
+	}
+	return strings.Join(parts, ": ")
+}
+
+// LoadError is the only error type Load and LoadFile return (use errors.As).
+type LoadError struct {
+	// Abort is the seed's literal ABORT line when one applies (missing values file, unreadable
+	// rules.yaml, a step failing its type schema), else empty.
+	Abort string
+	// Diagnostics lists every problem found, in the order found. It is empty when the values
+	// file is missing: Abort says all there is to say.
+	Diagnostics []Diagnostic
+}
+
+// Error returns Abort when set, else the first diagnostic and how many more there are.
+func (e *LoadError) Error() string {
+	switch {
+	case e.Abort != "":
+		return e.Abort
+	case len(e.Diagnostics) == 0:
+		return "runbook: load failed"
+	case len(e.Diagnostics) == 1:
+		return e.Diagnostics[0].String()
+	}
+	return fmt.Sprintf("%s (and %d more errors)", e.Diagnostics[0], len(e.Diagnostics)-1)
+}
+
+// nameRE is the shape of runbook names, both runbook_name and the Name option (DESIGN D6).
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+// Load reads Dir/Name.yaml and its values file Dir/Name.values.yaml, substitutes values,
+// validates against rules.yaml and returns the Plan (seed runbook-executor, Step 1). A missing
+// values file gives the seed's ABORT line; every error is a *LoadError.
+func Load(opts LoadOptions) (*Plan, error) {
+	dir := opts.Dir
+	if dir == "" {
+		dir = "runbooks"
+	}
+	if !nameRE.MatchString(opts.Name) {
+		return nil, &LoadError{Diagnostics: []Diagnostic{{Message: fmt.Sprintf("runbook name %q must match [A-Za-z0-9._-]{1,64}", opts.Name)}}}
+	}
+	return LoadFile(strings.TrimSuffix(dir, "/")+"/"+opts.Name+".yaml", opts.RulesPath)
+}
+
+// LoadFile is Load for an explicit runbook path; the values file is the sibling
+// <base>.values.yaml (for runbooks/prod.yaml: runbooks/prod.values.yaml).
+func LoadFile(path, rulesPath string) (*Plan, error) {
+	valuesPath, base := valuesPathFor(path)
+	plan, lerr := loadFiles(path, valuesPath, base, rulesPath)
+	if lerr != nil {
+		return nil, lerr
+	}
+	return plan, nil
+}
+
+// Validate checks one runbook file for `rbook validate` and returns every problem found (nil
+// when it is valid). Without a values file it uses <base>.values.yaml.example, so a shipped
+// runbook validates structurally; with neither, the seed's missing-values ABORT line is the
+// one diagnostic.
+func Validate(path, rulesPath string) []Diagnostic {
+	valuesPath, base := valuesPathFor(path)
+	if _, err := os.Stat(valuesPath); errors.Is(err, fs.ErrNotExist) {
+		if _, err := os.Stat(valuesPath + ".example"); err == nil {
+			valuesPath += ".example"
+		}
+	}
+	_, lerr := loadFiles(path, valuesPath, base, rulesPath)
+	switch {
+	case lerr == nil:
+		return nil
+	case len(lerr.Diagnostics) == 0:
+		return []Diagnostic{{File: valuesPath, Message: lerr.Abort}}
+	}
+	return lerr.Diagnostics
+}
+
+// valuesPathFor returns the values file beside a runbook and the runbook's base name.
+func valuesPathFor(path string) (valuesPath, base string) {
+	stem := strings.TrimSuffix(path, ".yaml")
+	return stem + ".values.yaml", filepath.Base(stem)
+}
+
+// loadFiles reads the files and runs load.
+func loadFiles(path, valuesPath, base, rulesPath string) (*Plan, *LoadError) {
+	fileErr := func(file string, err error) *LoadError {
+		msg := err.Error()
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			msg = pe.Err.Error() // the file is already named
+		}
+		return &LoadError{Diagnostics: []Diagnostic{{File: file, Message: msg}}}
+	}
+	rb, err := readLimited(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, &LoadError{Diagnostics: []Diagnostic{{File: path, Message: "runbook file not found; " + listRunbooks(filepath.Dir(path))}}}
+	} else if err != nil {
+		return nil, fileErr(path, err)
+	}
+	vals, err := readLimited(valuesPath)
+	if errors.Is(err, fs.ErrNotExist) {
+		abort := "ABORT: " + valuesPath + " missing — copy " + base + ".values.yaml.example and fill in real values."
+		return nil, &LoadError{Abort: abort}
+	} else if err != nil {
+		return nil, fileErr(valuesPath, err)
+	}
+	rules, rulesFile := embeddedRules, "rules.yaml (embedded)"
+	if rulesPath != "" {
+		rulesFile = rulesPath
+		if rules, err = readLimited(rulesPath); err != nil {
+			lerr := fileErr(rulesPath, err)
+			lerr.Abort = "ABORT: rules.yaml unreadable"
+			return nil, lerr
+		}
+	}
+	return load(path, rb, valuesPath, vals, rulesFile, rules)
+}
+
+// listRunbooks names the runbooks in dir, for a "not found" message.
+func listRunbooks(dir string) string {
+	paths, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	var names []string
+	for _, p := range paths {
+		if name := strings.TrimSuffix(filepath.Base(p), ".yaml"); !strings.HasSuffix(name, ".values") {
+			names = append(names, name)
+		}
+	}
+	if len(names) == 0 {
+		return "no runbooks in " + dir
+	}
+	return "runbooks in " + dir + ": " + strings.Join(names, ", ")
+}
+
+// loader holds the state of one load: the files, where each node came from, and the problems
+// found so far.
+type loader struct {
+	rules                   *ruleSet
+	runbookFile, valuesFile string
+	origin                  map[*yaml.Node]string
+	issues                  []issue
+	curStep                 int // index of the step being validated, -1 outside steps
+	unique                  map[*fieldRule]map[string]*yaml.Node
+	caps                    []capCheck
+	stepNodes               map[int]*yaml.Node    // each step's mapping, for the ABORT line
+	substituted             map[*yaml.Node]string // nodes replaced by a whole value, and its key
+}
+
+func newLoader(rules *ruleSet, runbookFile, valuesFile string) *loader {
+	return &loader{rules: rules, runbookFile: runbookFile, valuesFile: valuesFile, origin: map[*yaml.Node]string{}, curStep: -1,
+		unique: map[*fieldRule]map[string]*yaml.Node{}, stepNodes: map[int]*yaml.Node{}, substituted: map[*yaml.Node]string{}}
+}
+
+// issue is a diagnostic and the step it belongs to (-1 for none).
+type issue struct {
+	Diagnostic
+	step int
+}
+
+func (l *loader) reportAt(file string, line, col int, field, msg string) {
+	l.issues = append(l.issues, issue{Diagnostic{file, line, col, field, msg}, l.curStep})
+}
+
+func (l *loader) report(n *yaml.Node, field, format string, args ...any) {
+	file := l.origin[n]
+	if file == "" {
+		file = l.runbookFile
+	}
+	l.reportAt(file, n.Line, n.Column, field, fmt.Sprintf(format, args...))
+}
+
+// load is the whole of Step 1 on bytes in memory: parse both files within the limits,
+// substitute values into the parsed runbook, validate it against the rules, build the Plan.
+func load(path string, rb []byte, valuesPath string, vals []byte, rulesFile string, rulesData []byte) (*Plan, *LoadError) {
+	rules, err := parseRules(rulesData)
+	if err != nil {
+		return nil, &LoadError{Abort: "ABORT: rules.yaml unreadable", Diagnostics: []Diagnostic{{File: rulesFile, Message: err.Error()}}}
+	}
+	l := newLoader(rules, path, valuesPath)
+	values, valuesOK := l.values(valuesPath, vals)
+	root, ok := l.parse(path, rb)
+	if !ok || !valuesOK {
+		return nil, l.failure()
+	}
+	if root == nil || root.Kind != yaml.MappingNode {
+		l.reportAt(path, 1, 1, "", "a runbook must be a mapping with runbook_name, subscriptions, state_file_path and runbook_steps")
+		return nil, l.failure()
+	}
+	if l.substitute(root, values, ""); len(l.issues) > 0 {
+		return nil, l.failure()
+	}
+	// Substituted values can nest and repeat, so the limits hold again for the result.
+	if w := (limitWalker{l: l, active: map[*yaml.Node]bool{}}); !w.walk(root, 1, nil) {
+		return nil, l.failure()
+	}
+	top := l.object(root, "", rules.Runbook, nil)
+	for _, c := range l.caps {
+		if limit, ok := top[c.from].(int); ok && c.value > limit {
+			l.curStep = c.step
+			l.report(c.node, c.field, "%d exceeds %s (%d); it is rejected, not clamped", c.value, c.from, limit)
+		}
+	}
+	if len(l.issues) > 0 {
+		return nil, l.failure()
+	}
+	sum := sha256.New()
+	sum.Write(rb)
+	sum.Write([]byte{0})
+	sum.Write(vals)
+	plan := &Plan{Path: path, ValuesPath: valuesPath, ContentHash: hex.EncodeToString(sum.Sum(nil)), SchemaHash8: SchemaHash8(rulesData)}
+	plan.Name, _ = top["runbook_name"].(string)
+	plan.StateFilePath, _ = top["state_file_path"].(string)
+	plan.MaxStepTimeoutSeconds, _ = top["max_step_timeout_seconds"].(int)
+	if plan.MaxStepTimeoutSeconds == 0 {
+		plan.MaxStepTimeoutSeconds = DefaultMaxStepTimeoutSeconds
+	}
+	// Type assertions are checked: an overriding rules.yaml may shape fields differently.
+	subs, _ := top["subscriptions"].([]any)
+	for _, s := range subs {
+		if s, ok := s.(string); ok {
+			plan.Subscriptions = append(plan.Subscriptions, s)
+		}
+	}
+	steps, _ := top["runbook_steps"].([]any)
+	for i, s := range steps {
+		sv, ok := s.(stepValue)
+		if !ok {
+			continue
+		}
+		st := Step{Index: i, Line: sv.node.Line, Column: sv.node.Column, TimeoutSeconds: plan.MaxStepTimeoutSeconds}
+		st.Name, _ = sv.fields["name"].(string)
+		typ, _ := sv.fields["type"].(string)
+		onFail, _ := sv.fields["on_fail"].(string)
+		st.Type, st.OnFail = StepType(typ), OnFail(onFail)
+		st.Params, _ = sv.fields["params"].(map[string]any)
+		if in, ok := sv.fields["kql_or_template"].(string); ok {
+			st.Input = &in
+		}
+		if t, ok := sv.fields["max_timeout_seconds"].(int); ok {
+			st.TimeoutSeconds = t
+		}
+		plan.Steps = append(plan.Steps, st)
+	}
+	return plan, nil
+}
+
+// failure turns the issues into a LoadError. When a step broke its type schema, Abort is the
+// seed's line for the first such step (seed runbook-executor, Step 1.4).
+func (l *loader) failure() *LoadError {
+	e := &LoadError{}
+	first := -1
+	for _, is := range l.issues {
+		e.Diagnostics = append(e.Diagnostics, is.Diagnostic)
+		if is.step >= 0 && (first < 0 || is.step < l.issues[first].step) {
+			first = len(e.Diagnostics) - 1
+		}
+	}
+	if first >= 0 {
+		is := l.issues[first]
+		stepField := "runbook_steps[" + strconv.Itoa(is.step) + "]"
+		reason := strings.TrimPrefix(strings.TrimPrefix(is.Field, stepField), ".")
+		if reason != "" {
+			reason += ": "
+		}
+		name, typ := l.stepLabel(is.step, stepField)
+		e.Abort = fmt.Sprintf("ABORT: step '%s' failed schema validation for type '%s': %s%s.", name, typ, reason, strings.TrimSuffix(is.Message, "."))
+	}
+	return e
+}
+
+// stepLabel returns the name and type a step declares, as written, for the ABORT line.
+func (l *loader) stepLabel(i int, stepField string) (name, typ string) {
+	name = stepField
+	if n := l.stepNodes[i]; n != nil && n.Kind == yaml.MappingNode {
+		ps := pairs(n)
+		if v := lookup(ps, "name"); v != nil && v.Kind == yaml.ScalarNode && v.Value != "" && strings.IndexFunc(v.Value, isControl) < 0 {
+			name = v.Value
+		}
+		if v := lookup(ps, "type"); v != nil && v.Kind == yaml.ScalarNode && strings.IndexFunc(v.Value, isControl) < 0 {
+			typ = v.Value
+		}
+	}
+	return name, typ
+}

@@ -1,0 +1,281 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"os/user"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/rbookhq/rbook-action/action/engine"
+	"github.com/rbookhq/rbook-action/action/report"
+	"github.com/rbookhq/rbook-action/action/runbook"
+	"github.com/rbookhq/rbook-action/action/state"
+	"github.com/rbookhq/rbook-action/action/steps"
+)
+
+// common holds the flags every runbook verb shares.
+type common struct {
+	dir, templates, rules string
+}
+
+func (c *common) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&c.dir, "dir", "runbooks", "folder that holds <runbook>.yaml, its values and MCP config")
+	cmd.Flags().StringVar(&c.templates, "templates", "", "folder whose templates/*.md and prompts/*.md override the built-in ones")
+	cmd.Flags().StringVar(&c.rules, "rules", "", "rules.yaml to validate steps against instead of the built-in one")
+}
+
+// runbookArg is the optional RUNBOOK argument; the seed's default is prod.
+func runbookArg(args []string) string {
+	if len(args) == 1 {
+		return args[0]
+	}
+	return "prod"
+}
+
+// loadPlan loads a runbook, printing the seed's ABORT line and every diagnostic on failure.
+func (c *common) loadPlan(name string) (*runbook.Plan, error) {
+	plan, err := runbook.Load(runbook.LoadOptions{Dir: c.dir, Name: name, RulesPath: c.rules})
+	if err == nil {
+		return plan, nil
+	}
+	var le *runbook.LoadError
+	if !errors.As(err, &le) {
+		return nil, abort("%v", err)
+	}
+	msg := le.Abort
+	for _, d := range le.Diagnostics {
+		if msg != "" {
+			msg += "\n"
+		}
+		msg += d.String()
+	}
+	return nil, abort("%s", msg)
+}
+
+type runFlags struct {
+	common
+	stepIndex   int
+	allowEdited bool
+	mcpConfig   string
+}
+
+func newRunCmd() *cobra.Command {
+	var f runFlags
+	cmd := &cobra.Command{
+		Use:     "run [RUNBOOK]",
+		Aliases: []string{"execute"},
+		Short:   "Run (or resume) a runbook: rbook run demo",
+		Long: `Run runbooks/<RUNBOOK>.yaml (default: prod) step by step.
+
+Each step's status is printed as it finishes; a confirm step waits for you to type yes
+(continue), no (fail the gate; its on_fail applies) or cancel (cancel the run). State is
+written to the runbook's state_file_path after every step, so running the same command
+again after a crash resumes where it stopped. The run ends with the report
+("# Runbook Execution Report") and the evidence pack, also written as JSON next to the state file.
+
+` + exitCodesHelp,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var idx *int
+			if cmd.Flags().Changed("step-index") {
+				idx = &f.stepIndex
+			}
+			return runRunbook(cmd, runbookArg(args), f, idx)
+		},
+	}
+	f.register(cmd)
+	cmd.Flags().IntVar(&f.stepIndex, "step-index", 0, "start (or resume) at this 0-based step index")
+	cmd.Flags().BoolVar(&f.allowEdited, "allow-edited-runbook", false, "resume even though the runbook or its values changed since the run started")
+	cmd.Flags().StringVar(&f.mcpConfig, "mcp-config", "", "mcpServers JSON for check steps (default <dir>/<RUNBOOK>.mcp.json)")
+	return cmd
+}
+
+func currentUser() string {
+	if a := os.Getenv("GITHUB_ACTOR"); a != "" {
+		return a
+	}
+	if u, err := user.Current(); err == nil {
+		return u.Username
+	}
+	return "unknown"
+}
+
+func runRunbook(cmd *cobra.Command, name string, f runFlags, stepIndex *int) error {
+	out, errw := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	plan, err := f.loadPlan(name)
+	if err != nil {
+		return err
+	}
+	rend, err := report.New(f.templates)
+	if err != nil {
+		return abort("%v", err)
+	}
+	statePath := plan.StateFilePath
+	lock, err := state.Acquire(statePath)
+	if err != nil {
+		return abort("%v", err)
+	}
+	defer lock.Release()
+	opened, err := state.Open(plan, statePath, state.OpenOptions{StepIndex: stepIndex, AllowEdited: f.allowEdited})
+	if err != nil {
+		return abort("%v", err)
+	}
+	st := opened.State
+	if opened.Resumed {
+		fmt.Fprintf(out, "RESUMING run %s from step index %d.\n", st.RunID, opened.StartIndex)
+	} else if opened.PrevPath != "" {
+		fmt.Fprintf(errw, "The previous run is final; its state was kept as %s.\n", opened.PrevPath)
+	}
+
+	ctx, cancel := context.WithCancelCause(cmd.Context())
+	defer cancel(nil)
+	stopSignals := handleSignals(ctx, cancel, statePath, errw)
+	defer stopSignals()
+
+	execs, closeExecs, err := executors(plan, f.mcpConfig)
+	if err != nil {
+		return abort("%v", err)
+	}
+	defer closeExecs()
+	lines := steps.NewLines(os.Stdin)
+	who := currentUser()
+	eng := &engine.Engine{
+		Plan:      plan,
+		Executors: execs,
+		Gate:      &steps.TerminalGate{In: lines, Out: out, Who: who, Echoed: term.IsTerminal(int(os.Stdin.Fd()))},
+		Recorders: []engine.Recorder{&state.FileRecorder{Path: statePath, State: st}, newProgress(out, errw, rend, plan)},
+		Prompt:    gatePrompt(rend),
+		ConfirmCancel: steps.ConfirmCancel(lines, out, func(deploy string) string {
+			s, err := rend.RenderCancelPrompt(st.RunID, deploy)
+			if err != nil {
+				return err.Error()
+			}
+			return s
+		}),
+	}
+	fmt.Fprintf(errw, "Run %s · runbook %s (%s) · %d steps · state %s\n", st.RunID, plan.Name, plan.Path, len(plan.Steps), statePath)
+	res, err := eng.Run(ctx, engine.Start{
+		RunID: st.RunID, Seq: st.Seq, Index: opened.StartIndex, Fresh: !opened.Resumed,
+		RollbackFor: st.RollbackFor, Evidence: st.EvidencePack, LastDeployName: st.LastDeployName,
+	})
+	if err != nil {
+		return &exitError{code: exitAborted, msg: err.Error()}
+	}
+	return finishReport(out, errw, rend, plan, st, res)
+}
+
+// finishReport writes the evidence pack JSON, prints the report and the evidence pack
+// (seed Step 9.2–9.3) and maps the run status to the exit code.
+func finishReport(out, errw io.Writer, rend *report.Renderer, plan *runbook.Plan, st *state.State, res engine.Result) error {
+	evPath := filepath.Join(filepath.Dir(plan.StateFilePath), st.RunID+".evidence.json")
+	js, err := report.EvidencePackJSON(st.EvidencePack)
+	if err == nil {
+		err = state.WriteFileAtomic(evPath, js)
+	}
+	if err != nil {
+		fmt.Fprintf(errw, "warning: evidence pack not written to %s: %v\n", evPath, err)
+		evPath = ""
+	}
+	if err := printReport(out, rend, plan, st, res.Message, evPath); err != nil {
+		return abort("%v", err)
+	}
+	if pack, err := rend.RenderEvidencePack(st.RunID, st.EvidencePack); err == nil {
+		fmt.Fprint(out, "\n"+pack)
+	}
+	switch st.RunStatus {
+	case engine.RunCompleted:
+		return nil
+	case engine.RunCancelled:
+		return &exitError{code: exitCancelled}
+	default:
+		return &exitError{code: exitFailed}
+	}
+}
+
+func printReport(out io.Writer, rend *report.Renderer, plan *runbook.Plan, st *state.State, msg, evPath string) error {
+	d := report.Report{
+		RunID: st.RunID, RunbookName: plan.Name, RunbookPath: plan.Path, RunStatus: st.RunStatus,
+		StartedUTC: st.StartedUTC, CompletedUTC: st.CompletedUTC, TotalSteps: st.TotalSteps,
+		SchemaHash8: st.SchemaHash8, RunbookHash: st.RunbookHash, Message: msg,
+		Evidence: st.EvidencePack, EvidencePath: evPath,
+	}
+	if a, err := time.Parse(engine.TimeFormat, st.StartedUTC); err == nil {
+		if b, err := time.Parse(engine.TimeFormat, st.CompletedUTC); err == nil {
+			d.Duration = report.HumanDuration(b.Sub(a))
+		}
+	}
+	s, err := rend.RenderReport(d)
+	if err != nil {
+		return err
+	}
+	fmt.Fprint(out, "\n"+s)
+	return nil
+}
+
+// gatePrompt renders the step status with AWAITING_CONFIRMATION (seed Step 5, confirm 1).
+func gatePrompt(rend *report.Renderer) func(runbook.Step, engine.RunContext) string {
+	return func(step runbook.Step, rc engine.RunContext) string {
+		in := "user-confirmation"
+		s, err := rend.RenderStepStatus(report.StepStatus{
+			RunID: rc.RunID, Number: rc.StepNumber, Count: rc.StepCount,
+			Entry: engine.Evidence{StepName: step.Name, Type: string(step.Type), Input: &in, Status: engine.StatusAwaitingConfirmation, TimestampUTC: engine.FormatTime(time.Now())},
+		})
+		if err != nil {
+			return err.Error()
+		}
+		return s
+	}
+}
+
+// cancelRequest is what `rbook cancel` leaves for a live executor before signalling it.
+type cancelRequest struct {
+	By           string `json:"by"`
+	RequestedUTC string `json:"requested_utc"`
+}
+
+func cancelRequestPath(statePath string) string { return statePath + ".cancel" }
+
+// handleSignals turns SIGINT, SIGTERM and SIGHUP into Interrupted, and SIGUSR1 with a cancel
+// request file into a confirmed cancel (case R07). The returned func stops it.
+func handleSignals(ctx context.Context, cancel context.CancelCauseFunc, statePath string, errw io.Writer) func() {
+	ch := make(chan os.Signal, 4)
+	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGUSR1)
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case s := <-ch:
+				if s == syscall.SIGUSR1 {
+					p := cancelRequestPath(statePath)
+					data, err := os.ReadFile(p)
+					var req cancelRequest
+					if err != nil || json.Unmarshal(data, &req) != nil {
+						continue
+					}
+					os.Remove(p)
+					fmt.Fprintf(errw, "Cancel requested by %s: cancelling the run…\n", req.By)
+					cancel(engine.CancelRequest{By: req.By})
+					continue
+				}
+				name := map[os.Signal]string{syscall.SIGINT: "SIGINT", syscall.SIGTERM: "SIGTERM", syscall.SIGHUP: "SIGHUP"}[s]
+				if ctx.Err() == nil {
+					fmt.Fprintf(errw, "Received %s: stopping the run and recording it…\n", name)
+				}
+				cancel(engine.Interrupted{Signal: name})
+			}
+		}
+	}()
+	return func() { signal.Stop(ch); close(done) }
+}
