@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/rbookhq/rbook-action/action/runbook"
@@ -29,10 +30,14 @@ type CancelRequest struct {
 
 func (c CancelRequest) Error() string { return "cancel requested by " + c.By }
 
+// RollbackVerb is Transition.RollbackFor when the compensation was asked for with the
+// rollback verb rather than by a failed step's on_fail.
+const RollbackVerb = "rbook rollback"
+
 // Seed strings of the v1 simulation (seed runbook-executor, Steps 5 and 8).
 const (
 	cancelAuditOutput = "Cancel confirmed by user. cancel_arm_template_deployment called (or simulated in v1)."
-	rollbackOnlyNote  = "runs only on rollback (DESIGN D4): a rollback step is compensation for the deploy before it"
+	rollbackOnlyNote  = "not run: a rollback step runs only when a later step fails with on_fail: rollback, or with rbook rollback"
 )
 
 // Engine walks a Plan. Executors maps check, deploy and rollback to their executors; Gate
@@ -159,7 +164,22 @@ func (e *Engine) Run(ctx context.Context, st Start) (Result, error) {
 			return r.end(ctx, RunFailed, why, nil)
 		}
 	}
-	return r.end(ctx, RunCompleted, "", nil)
+	return r.end(ctx, RunCompleted, r.continuedFailures(), nil)
+}
+
+// continuedFailures names the steps that failed under on_fail: continue, so a COMPLETED run
+// never hides them.
+func (r *run) continuedFailures() string {
+	var names []string
+	for _, e := range r.evidence {
+		if e.Status == StatusFail || e.Status == StatusTimedOut {
+			names = append(names, fmt.Sprintf("'%s' (%s)", e.StepName, e.Status))
+		}
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("completed, but %d step(s) failed and the run went on (on_fail: continue): %s", len(names), strings.Join(names, ", "))
 }
 
 // Rollback runs the compensation for the run's most recent deploy (the rollback verb, DESIGN
@@ -170,7 +190,7 @@ func (e *Engine) Rollback(ctx context.Context, st Start, current RunStatus) (Res
 	if current.Final() {
 		final = current
 	}
-	return r.compensate(ctx, "rollback verb", final)
+	return r.compensate(ctx, RollbackVerb, final)
 }
 
 // Cancel writes the CANCEL audit entry and ends the run CANCELLED (seed Step 8.4–8.6). The
@@ -223,7 +243,9 @@ func (r *run) end(ctx context.Context, status RunStatus, msg string, audit *Evid
 }
 
 // stopped reports whether the run context ended (signal or confirmed cancel) and, if so,
-// writes the one final record. step is the step that was running, if any.
+// writes the one final record. step is the step that was running, if any. An interrupted
+// run stays IN_PROGRESS: the interrupted step has no outcome, so a resume runs it again (a
+// side-effecting one stays in flight and needs the operator's --step-index).
 func (r *run) stopped(ctx context.Context, step *runbook.Step) (Result, bool, error) {
 	if ctx.Err() == nil {
 		return Result{}, false, nil
@@ -235,14 +257,14 @@ func (r *run) stopped(ctx context.Context, step *runbook.Step) (Result, bool, er
 		return res, true, err
 	}
 	msg := cause.Error()
+	t := Transition{Kind: TransitionRunInterrupted, StepIndex: -1, RunStatus: RunInProgress}
 	if step != nil {
-		out := Outcome{Status: StatusFail, Output: fmt.Sprintf("%s before step '%s' finished; the step was stopped", msg, step.Name)}
-		if err := r.finish(ctx, *step, out, RunFailed, ""); err != nil {
-			return Result{}, true, err
-		}
+		t.StepIndex, t.StepName, t.StepType = step.Index, step.Name, string(step.Type)
+		msg = fmt.Sprintf("%s during step '%s' (index %d); the step was stopped", msg, step.Name, step.Index)
 	}
-	res, err := r.end(ctx, RunFailed, msg, nil)
-	return res, true, err
+	t.Message = msg
+	err := r.emit(ctx, t)
+	return Result{Status: RunInProgress, Message: msg}, true, err
 }
 
 func (r *run) runContext(step runbook.Step) RunContext {
@@ -300,7 +322,7 @@ func (r *run) confirm(ctx context.Context, step runbook.Step) Outcome {
 	defer cancel()
 	deadline, _ := sctx.Deadline()
 	rc := r.runContext(step)
-	req := GateRequest{RunID: r.id, StepIndex: step.Index, StepName: step.Name, Deadline: deadline, PlanDigest: r.e.Plan.ContentHash}
+	req := GateRequest{RunID: r.id, StepIndex: step.Index, StepName: step.Name, Deadline: deadline, PlanDigest: r.e.Plan.ContentHash, OnFail: string(step.OnFail)}
 	if r.e.Prompt != nil {
 		req.Prompt = r.e.Prompt(step, rc)
 	}
@@ -379,7 +401,7 @@ func (r *run) cancel(ctx context.Context, by string) (Result, error) {
 // rollback; DESIGN D4) and ends the run with final.
 func (r *run) compensate(ctx context.Context, reason string, final RunStatus) (Result, error) {
 	plan := r.e.Plan
-	deployIdx := -1
+	deployIdx, depPos := -1, -1
 	for i := len(r.evidence) - 1; i >= 0 && deployIdx < 0; i-- {
 		ev := r.evidence[i]
 		if ev.Type != string(runbook.TypeDeploy) || ev.Status != StatusPass {
@@ -387,12 +409,17 @@ func (r *run) compensate(ctx context.Context, reason string, final RunStatus) (R
 		}
 		for _, s := range plan.Steps {
 			if s.Name == ev.StepName {
-				deployIdx = s.Index
+				deployIdx, depPos = s.Index, i
 			}
 		}
 	}
 	if deployIdx < 0 {
-		return r.end(ctx, final, fmt.Sprintf("on_fail rollback for '%s': no deploy step has run, nothing to roll back", reason), nil)
+		return r.end(ctx, final, fmt.Sprintf("rollback (%s): no deploy step has run, nothing to roll back", reason), nil)
+	}
+	for _, ev := range r.evidence[depPos+1:] {
+		if ev.Type == string(runbook.TypeRollback) && ev.Status == StatusPass {
+			return r.end(ctx, final, fmt.Sprintf("deploy '%s' was already rolled back by '%s' at %s; nothing to do", r.evidence[depPos].StepName, ev.StepName, ev.TimestampUTC), nil)
+		}
 	}
 	deploy := plan.Steps[deployIdx]
 	var rb *runbook.Step

@@ -319,20 +319,21 @@ func TestCase_R07_CancelWhileParkedAndSignals(t *testing.T) {
 		}))
 		go func() { <-started; cancel(engine.Interrupted{Signal: "SIGTERM"}) }()
 		res, _ := e.Run(ctx, engine.Start{RunID: "R", Fresh: true})
-		if res.Status != engine.RunFailed || rec.summary() != "slow=FAIL" || s.calls["after"] != 0 {
-			t.Fatalf("%s %q", res.Status, rec.summary())
+		if res.Status != engine.RunInProgress || rec.summary() != "" || s.calls["after"] != 0 {
+			t.Fatalf("%s %q: an interrupted run stays resumable, with no outcome for the stopped step", res.Status, rec.summary())
 		}
-		if out := rec.evidence()[0].Output; !strings.Contains(out, "interrupted by SIGTERM") {
-			t.Errorf("output %q", out)
+		last := rec.ts[len(rec.ts)-1]
+		if last.Kind != engine.TransitionRunInterrupted || last.StepName != "slow" || !strings.Contains(last.Message, "interrupted by SIGTERM during step 'slow'") {
+			t.Errorf("final record %+v", last)
 		}
 		finals := 0
 		for _, tr := range rec.ts {
-			if tr.Kind == engine.TransitionRunFinished {
+			if tr.Kind == engine.TransitionRunFinished || tr.Kind == engine.TransitionRunInterrupted {
 				finals++
 			}
 		}
 		if finals != 1 {
-			t.Errorf("%d run_finished records, want exactly 1", finals)
+			t.Errorf("%d final records, want exactly 1", finals)
 		}
 	})
 }
@@ -367,5 +368,27 @@ func TestRecorderErrorStopsRun(t *testing.T) {
 	}
 	if s.calls["b"] != 0 {
 		t.Errorf("step b ran after a recorder failed")
+	}
+}
+
+func TestRollbackVerbOnlyOnce(t *testing.T) {
+	p := plan(deploy("d"), rollback("r"), check("c", "halt"))
+	rec := &memRecorder{}
+	s := newScripted(nil)
+	e := newEngine(p, s, approve, rec)
+	if res, _ := e.Run(context.Background(), engine.Start{RunID: "R", Fresh: true}); res.Status != engine.RunCompleted {
+		t.Fatal(res)
+	}
+	for i := 0; i < 2; i++ {
+		res, err := e.Rollback(context.Background(), engine.Start{RunID: "R", Seq: rec.ts[len(rec.ts)-1].Seq, Evidence: rec.evidence()}, engine.RunCompleted)
+		if err != nil || res.Status != engine.RunCompleted {
+			t.Fatalf("rollback %d: %v %+v", i, err, res)
+		}
+		if i == 1 && !strings.Contains(res.Message, "already rolled back by 'r'") {
+			t.Errorf("second rollback: %q", res.Message)
+		}
+	}
+	if got := rec.summary(); got != "d=PASS r=SKIPPED c=PASS r=PASS" || s.calls["r"] != 1 {
+		t.Errorf("evidence %q, rollback ran %d times", got, s.calls["r"])
 	}
 }

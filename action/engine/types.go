@@ -91,6 +91,9 @@ const (
 	TransitionGateOpened   TransitionKind = "gate_opened"
 	TransitionGateDecided  TransitionKind = "gate_decided"
 	TransitionRunFinished  TransitionKind = "run_finished"
+	// TransitionRunInterrupted records that a signal stopped the executor; the run stays
+	// IN_PROGRESS and resumable (case R07).
+	TransitionRunInterrupted TransitionKind = "run_interrupted"
 )
 
 // Transition is one durable event of a run. Seq starts at 1 for a run and grows by one per
@@ -144,6 +147,8 @@ type GateRequest struct {
 	Deadline time.Time
 	// PlanDigest is the run's runbook content hash; approvals are bound to it (DESIGN D9).
 	PlanDigest string
+	// OnFail is what a rejection or a timeout leads to, for the prompt.
+	OnFail string
 }
 
 // Decision is how a gate was decided.

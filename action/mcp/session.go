@@ -50,10 +50,10 @@ type Session struct {
 	cs     *sdk.ClientSession
 	// cmd is the stdio server's process (group leader); nil for streamable HTTP.
 	cmd *exec.Cmd
-	// ctx is Dial's context, stop ends the stdio process context and the ctx watch.
+	// ctx is Dial's context; stop cancels the session's own context derived from it, which
+	// ends the stdio server's process group and the watch that closes the session.
 	ctx      context.Context
 	stop     context.CancelFunc
-	unwatch  func() bool
 	redactor *strings.Replacer
 
 	closeOnce sync.Once
@@ -98,7 +98,8 @@ func Dial(ctx context.Context, cfg *Config, server string) (*Session, error) {
 		return nil, s.wrap(fmt.Errorf("mcp server %q: connect: %w", srv.Name, err))
 	}
 	s.cs = cs
-	s.unwatch = context.AfterFunc(ctx, func() { _ = s.Close() })
+	// Close when ctx ends; Close cancels sessionCtx itself, which releases this watch.
+	context.AfterFunc(sessionCtx, func() { _ = s.Close() })
 	return s, nil
 }
 
@@ -235,9 +236,6 @@ func contentKind(c sdk.Content) string {
 // Dial's context had already ended (then rbook stopped it on purpose).
 func (s *Session) Close() error {
 	s.closeOnce.Do(func() {
-		if s.unwatch != nil {
-			s.unwatch()
-		}
 		err := s.cs.Close()
 		var exitErr *exec.ExitError
 		if s.ctx.Err() != nil && errors.As(err, &exitErr) {

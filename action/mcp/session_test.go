@@ -134,6 +134,7 @@ func exerciseDemo(t *testing.T, s *rmcp.Session) {
 }
 
 func TestStdioDemoEndToEnd(t *testing.T) {
+	t.Parallel()
 	s, err := rmcp.Dial(context.Background(), stdioConfig(t, "demo"), "")
 	if err != nil {
 		t.Fatal(err)
@@ -159,6 +160,7 @@ func TestStdioDemoEndToEnd(t *testing.T) {
 }
 
 func TestStreamableHTTPDemoEndToEnd(t *testing.T) {
+	t.Parallel()
 	srv := demoHTTPServer(t, "s3cret")
 	s, err := rmcp.Dial(context.Background(), httpConfig(t, srv.URL, `{"Authorization": "Bearer s3cret"}`), "demo")
 	if err != nil {
@@ -172,6 +174,7 @@ func TestStreamableHTTPDemoEndToEnd(t *testing.T) {
 }
 
 func TestHTTPErrorsKeepSecretsOut(t *testing.T) {
+	t.Parallel()
 	srv := demoHTTPServer(t, "right-token")
 	cfg := httpConfig(t, srv.URL+"/?api-key=hunter2", `{"Authorization": "Bearer hunter3"}`)
 	s, err := rmcp.Dial(context.Background(), cfg, "")
@@ -192,6 +195,7 @@ func TestHTTPErrorsKeepSecretsOut(t *testing.T) {
 // TestCase_R04_SlowCheckTimesOut: a check whose MCP call would answer only after 60 s ends
 // TIMED_OUT at the step deadline, and the server's handler sees its context cancelled.
 func TestCase_R04_SlowCheckTimesOut(t *testing.T) {
+	t.Parallel()
 	handlerStarted := make(chan struct{})
 	handlerCancelled := make(chan error, 1)
 	server := sdk.NewServer(&sdk.Implementation{Name: "slow", Version: "1"}, nil)
@@ -247,6 +251,7 @@ func TestCase_R04_SlowCheckTimesOut(t *testing.T) {
 }
 
 func TestCloseKillsServerProcessGroup(t *testing.T) {
+	t.Parallel()
 	s, err := rmcp.Dial(context.Background(), stdioConfig(t, "demo-with-child"), "")
 	if err != nil {
 		t.Fatal(err)
@@ -264,6 +269,7 @@ func TestCloseKillsServerProcessGroup(t *testing.T) {
 }
 
 func TestDialContextEndKillsServerProcessGroup(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	s, err := rmcp.Dial(ctx, stdioConfig(t, "demo"), "")
 	if err != nil {
@@ -284,6 +290,7 @@ func TestDialContextEndKillsServerProcessGroup(t *testing.T) {
 }
 
 func TestDialErrors(t *testing.T) {
+	t.Parallel()
 	two, err := rmcp.ParseConfig("two.json", []byte(`{"mcpServers": {"b": {"command": "x"}, "a": {"url": "http://127.0.0.1:1/"}}}`))
 	if err != nil {
 		t.Fatal(err)

@@ -194,11 +194,18 @@ type loader struct {
 	caps                    []capCheck
 	stepNodes               map[int]*yaml.Node    // each step's mapping, for the ABORT line
 	substituted             map[*yaml.Node]string // nodes replaced by a whole value, and its key
+	interpolated            map[*yaml.Node]bool   // scalars with values inserted into their text
+}
+
+// hasValueText reports whether a node's text came, wholly or partly, from the values file.
+func (l *loader) hasValueText(n *yaml.Node) bool {
+	_, replaced := l.substituted[n]
+	return replaced || l.interpolated[n] || l.origin[n] == l.valuesFile
 }
 
 func newLoader(rules *ruleSet, runbookFile, valuesFile string) *loader {
 	return &loader{rules: rules, runbookFile: runbookFile, valuesFile: valuesFile, origin: map[*yaml.Node]string{}, curStep: -1,
-		unique: map[*fieldRule]map[string]*yaml.Node{}, stepNodes: map[int]*yaml.Node{}, substituted: map[*yaml.Node]string{}}
+		unique: map[*fieldRule]map[string]*yaml.Node{}, stepNodes: map[int]*yaml.Node{}, substituted: map[*yaml.Node]string{}, interpolated: map[*yaml.Node]bool{}}
 }
 
 // issue is a diagnostic and the step it belongs to (-1 for none).
@@ -323,10 +330,13 @@ func (l *loader) stepLabel(i int, stepField string) (name, typ string) {
 	name = stepField
 	if n := l.stepNodes[i]; n != nil && n.Kind == yaml.MappingNode {
 		ps := pairs(n)
-		if v := lookup(ps, "name"); v != nil && v.Kind == yaml.ScalarNode && v.Value != "" && strings.IndexFunc(v.Value, isControl) < 0 {
+		printable := func(v *yaml.Node) bool {
+			return v != nil && v.Kind == yaml.ScalarNode && !l.hasValueText(v) && strings.IndexFunc(v.Value, isControl) < 0
+		}
+		if v := lookup(ps, "name"); printable(v) && v.Value != "" {
 			name = v.Value
 		}
-		if v := lookup(ps, "type"); v != nil && v.Kind == yaml.ScalarNode && strings.IndexFunc(v.Value, isControl) < 0 {
+		if v := lookup(ps, "type"); printable(v) {
 			typ = v.Value
 		}
 	}

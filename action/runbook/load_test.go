@@ -167,7 +167,7 @@ func TestValidateReportsEveryErrorAndFallsBackToExample(t *testing.T) {
 	wantAll := []string{
 		path + `:5:37: runbook_steps[0].on_fail: must be one of halt, rollback, continue, got "stop"`,
 		path + `:6:12: runbook_steps[1].name: duplicate of the name at line 5 (compared after Unicode NFC normalisation)`,
-		path + `:6:46: runbook_steps[1].kql_or_template: must be a relative path under remediation/ with no '..', '.' or empty segments, got "/abs.json"`,
+		path + `:6:46: runbook_steps[1].kql_or_template: must be a relative path under remediation/ with no '..', '.' or empty segments (the value comes from ` + strings.TrimSuffix(path, ".yaml") + `.values.yaml.example and is not shown)`,
 	}
 	if strings.Join(got, "\n") != strings.Join(wantAll, "\n") {
 		t.Fatalf("diagnostics:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(wantAll, "\n"))

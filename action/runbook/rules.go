@@ -220,7 +220,7 @@ func (l *loader) value(n *yaml.Node, r *fieldRule, field string) (any, bool) {
 	switch r.Kind {
 	case "int":
 		if n.ShortTag() != "!!int" || !decimalRE.MatchString(s) {
-			return fail("must be a decimal integer, got %q", s)
+			return fail("must be a decimal integer%s", l.got(n))
 		}
 		v, err := strconv.Atoi(s)
 		switch {
@@ -237,11 +237,11 @@ func (l *loader) value(n *yaml.Node, r *fieldRule, field string) (any, bool) {
 		return v, true
 	case "enum":
 		if !slices.Contains(r.Values, s) {
-			return fail("must be one of %s, got %q", strings.Join(r.Values, ", "), s)
+			return fail("must be one of %s%s", strings.Join(r.Values, ", "), l.got(n))
 		}
 	case "path":
 		if !strings.HasPrefix(s, r.Under) || len(s) == len(r.Under) || path.Clean(s) != s || strings.ContainsAny(s, "\\\x00") {
-			return fail("must be a relative path under %s with no '..', '.' or empty segments, got %q", r.Under, s)
+			return fail("must be a relative path under %s with no '..', '.' or empty segments%s", r.Under, l.got(n))
 		}
 	}
 	switch runes := utf8.RuneCountInString(s); {
@@ -252,7 +252,7 @@ func (l *loader) value(n *yaml.Node, r *fieldRule, field string) (any, bool) {
 	case r.MaxLength > 0 && runes > r.MaxLength:
 		return fail("must be at most %d characters, got %d", r.MaxLength, runes)
 	case r.re != nil && !r.re.MatchString(s):
-		return fail("must match %s, got %q", r.Pattern, s)
+		return fail("must match %s%s", r.Pattern, l.got(n))
 	case r.NoControl && strings.IndexFunc(s, isControl) >= 0:
 		return fail("must not contain control characters")
 	}
@@ -267,6 +267,15 @@ func (l *loader) value(n *yaml.Node, r *fieldRule, field string) (any, bool) {
 		l.unique[r][key] = n
 	}
 	return s, true
+}
+
+// got quotes a rejected scalar for an error message, unless its text came from the values
+// file: values may be secrets, and secrets never reach errors.
+func (l *loader) got(n *yaml.Node) string {
+	if l.hasValueText(n) {
+		return " (the value comes from " + l.valuesFile + " and is not shown)"
+	}
+	return ", got " + strconv.Quote(n.Value)
 }
 
 // isControl reports characters that make a name print differently from what it is:

@@ -187,3 +187,22 @@ func TestContentHashCoversRunbookAndValues(t *testing.T) {
 		t.Fatal("editing the values file did not change ContentHash")
 	}
 }
+
+// Values files may hold secrets: no diagnostic or ABORT line may echo a value's text.
+func TestErrorsNeverShowValues(t *testing.T) {
+	const secret = "hunter2 s3cr3t"
+	rb := "runbook_name: ${secret}\nsubscriptions: [s]\nstate_file_path: s.json\nmax_step_timeout_seconds: ${secret}\nrunbook_steps:\n" +
+		"  - name: ${secret}\n    type: \"${secret}\"\n    kql_or_template: \"remediation/../${secret}\"\n    on_fail: x${secret}\n"
+	_, lerr := loadString(t, rb, "secret: "+secret+"\n")
+	if lerr == nil || len(lerr.Diagnostics) != 4 {
+		t.Fatalf("want 4 diagnostics (runbook_name, max_step_timeout_seconds, type, on_fail), got %#v", lerr)
+	}
+	if want := "ABORT: step 'runbook_steps[0]' failed schema validation for type '': type: must be one of check, deploy, confirm, rollback (the value comes from rb.values.yaml and is not shown)."; lerr.Abort != want {
+		t.Errorf("Abort = %q\nwant    %q", lerr.Abort, want)
+	}
+	for _, d := range lerr.Diagnostics {
+		if strings.Contains(d.String(), "hunter2") {
+			t.Errorf("diagnostic shows the value: %s", d)
+		}
+	}
+}

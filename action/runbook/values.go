@@ -100,6 +100,7 @@ func (l *loader) substituteScalar(n *yaml.Node, vals map[string]*yaml.Node, fiel
 	if ok {
 		b.WriteString(n.Value[last:])
 		n.Value, n.Tag = b.String(), "!!str"
+		l.interpolated[n] = true
 	}
 }
 

@@ -26,6 +26,9 @@ func (r *FileRecorder) Record(_ context.Context, t engine.Transition) error {
 		return nil // already recorded: transitions are idempotent on (run_id, seq)
 	}
 	s.Seq = t.Seq
+	if t.Kind != engine.TransitionRunInterrupted {
+		s.Interrupted = nil
+	}
 	write := true
 	switch t.Kind {
 	case engine.TransitionRunStarted:
@@ -55,6 +58,8 @@ func (r *FileRecorder) Record(_ context.Context, t engine.Transition) error {
 			s.EvidencePack = append(s.EvidencePack, *t.Evidence)
 		}
 		s.InFlight = nil
+	case engine.TransitionRunInterrupted:
+		s.Interrupted = &Interruption{AtUTC: engine.FormatTime(t.Time), Reason: t.Message}
 	default:
 		return fmt.Errorf("state: unknown transition kind %q", t.Kind)
 	}

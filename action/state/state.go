@@ -46,6 +46,14 @@ type State struct {
 	InFlight *InFlight `json:"in_flight,omitempty"`
 	// RollbackFor names the failed step whose on_fail: rollback compensation is still owed.
 	RollbackFor string `json:"rollback_for,omitempty"`
+	// Interrupted is set when a signal stopped the executor; the run is resumable.
+	Interrupted *Interruption `json:"interrupted,omitempty"`
+}
+
+// Interruption records a signal that stopped the run (case R07).
+type Interruption struct {
+	AtUTC  string `json:"at_utc"`
+	Reason string `json:"reason"`
 }
 
 // InFlight identifies a started step whose outcome was never recorded.

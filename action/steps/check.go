@@ -54,9 +54,9 @@ func (c Check) Execute(ctx context.Context, step runbook.Step, run engine.RunCon
 	if step.Input == nil {
 		return engine.Outcome{Status: engine.StatusSkipped, Output: MissingInputOutput}
 	}
-	validate, execute := or(c.ValidateTool, DefaultValidateTool), or(c.ExecuteTool, DefaultExecuteTool)
+	validate, execute := orDefault(c.ValidateTool, DefaultValidateTool), orDefault(c.ExecuteTool, DefaultExecuteTool)
 	if c.Session == nil {
-		return failure(validate, errors.New("no MCP server is configured for check steps"), "")
+		return checkFailure(validate, errors.New("no MCP server is configured for check steps"), "")
 	}
 	subs := c.Subscriptions
 	if len(subs) == 0 && run.Plan != nil {
@@ -70,7 +70,7 @@ func (c Check) Execute(ctx context.Context, step runbook.Step, run engine.RunCon
 	if res, err := c.Session.CallTool(ctx, validate, args); err != nil {
 		return callFailure(ctx, step, validate, err)
 	} else if res.IsError {
-		return failure(validate, errors.New(toolErrorText(res)), "")
+		return checkFailure(validate, errors.New(toolErrorText(res)), "")
 	}
 
 	res, err := c.Session.CallTool(ctx, execute, args)
@@ -78,11 +78,11 @@ func (c Check) Execute(ctx context.Context, step runbook.Step, run engine.RunCon
 		return callFailure(ctx, step, execute, err)
 	}
 	if res.IsError {
-		return failure(execute, errors.New(toolErrorText(res)), "")
+		return checkFailure(execute, errors.New(toolErrorText(res)), "")
 	}
 	rows, err := resultRows(res)
 	if err != nil {
-		return failure(execute, fmt.Errorf("cannot tell whether the result set is empty: %w", err), res.Payload())
+		return checkFailure(execute, fmt.Errorf("cannot tell whether the result set is empty: %w", err), res.Payload())
 	}
 	if rows == 0 {
 		return engine.Outcome{Status: engine.StatusPass, Output: res.Payload()}
@@ -90,7 +90,7 @@ func (c Check) Execute(ctx context.Context, step runbook.Step, run engine.RunCon
 	return engine.Outcome{Status: engine.StatusFail, Output: res.Payload()}
 }
 
-func or(s, fallback string) string {
+func orDefault(s, fallback string) string {
 	if s == "" {
 		return fallback
 	}
@@ -101,16 +101,16 @@ func or(s, fallback string) string {
 // (seed "Failure handling": MCP timeouts are not retried), FAIL otherwise.
 func callFailure(ctx context.Context, step runbook.Step, tool string, err error) engine.Outcome {
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		out := failure(tool, fmt.Errorf("no answer within max_timeout_seconds (%d s); not retried: %w", step.TimeoutSeconds, err), "")
+		out := checkFailure(tool, fmt.Errorf("no answer within max_timeout_seconds (%d s); not retried: %w", step.TimeoutSeconds, err), "")
 		out.Status = engine.StatusTimedOut
 		return out
 	}
-	return failure(tool, err, "")
+	return checkFailure(tool, err, "")
 }
 
 // failure is a FAIL outcome whose output is {"tool", "error"} JSON, plus "response" when the
 // tool's answer is worth keeping as evidence.
-func failure(tool string, err error, response string) engine.Outcome {
+func checkFailure(tool string, err error, response string) engine.Outcome {
 	body := struct {
 		Tool     string `json:"tool"`
 		Error    string `json:"error"`

@@ -88,26 +88,28 @@ type fakeCall struct {
 
 func (f *fakeCaller) CallTool(ctx context.Context, name string, args map[string]any) (mcp.Result, error) {
 	f.calls = append(f.calls, fakeCall{name, args})
-	answer, ok := f.answers[name]
+	respond, ok := f.answers[name]
 	if !ok {
 		return mcp.Result{}, errors.New("unknown tool " + name)
 	}
-	return answer(ctx)
+	return respond(ctx)
 }
 
-func answer(r mcp.Result, err error) func(context.Context) (mcp.Result, error) {
+func fixedAnswer(r mcp.Result, err error) func(context.Context) (mcp.Result, error) {
 	return func(context.Context) (mcp.Result, error) { return r, err }
 }
 
-func structured(s string) mcp.Result { return mcp.Result{Structured: json.RawMessage(s), Text: s} }
+func structuredResult(s string) mcp.Result {
+	return mcp.Result{Structured: json.RawMessage(s), Text: s}
+}
 
-var validOK = answer(structured(`{"valid":true}`), nil)
+var validOK = fixedAnswer(structuredResult(`{"valid":true}`), nil)
 
-func checkStep(query string) runbook.Step {
+func checkStepWith(query string) runbook.Step {
 	return runbook.Step{Name: "q", Type: runbook.TypeCheck, Input: &query, OnFail: runbook.OnFailHalt, TimeoutSeconds: 3}
 }
 
-func runContext(subs ...string) engine.RunContext {
+func checkRunContext(subs ...string) engine.RunContext {
 	return engine.RunContext{RunID: "r", Plan: &runbook.Plan{Subscriptions: subs}, StepNumber: 1, StepCount: 1}
 }
 
@@ -122,25 +124,25 @@ func TestCheckOutcomes(t *testing.T) {
 		wantTools  []string
 	}{
 		{"empty result passes", map[string]func(context.Context) (mcp.Result, error){
-			"validate_query": validOK, "execute_query": answer(structured(`{"count":0,"data":[]}`), nil)},
+			"validate_query": validOK, "execute_query": fixedAnswer(structuredResult(`{"count":0,"data":[]}`), nil)},
 			engine.StatusPass, `{"count":0,"data":[]}`, []string{"validate_query", "execute_query"}},
 		{"rows fail with the rows as output", map[string]func(context.Context) (mcp.Result, error){
-			"validate_query": validOK, "execute_query": answer(structured(`{"count":1,"data":[{"name":"app-legacy-api"}]}`), nil)},
+			"validate_query": validOK, "execute_query": fixedAnswer(structuredResult(`{"count":1,"data":[{"name":"app-legacy-api"}]}`), nil)},
 			engine.StatusFail, `{"count":1,"data":[{"name":"app-legacy-api"}]}`, []string{"validate_query", "execute_query"}},
 		{"validation tool error fails before execute", map[string]func(context.Context) (mcp.Result, error){
-			"validate_query": answer(mcp.Result{Text: "column 12: unsupported operator \"summarize\"", IsError: true}, nil)},
+			"validate_query": fixedAnswer(mcp.Result{Text: "column 12: unsupported operator \"summarize\"", IsError: true}, nil)},
 			engine.StatusFail, `{"tool":"validate_query","error":"column 12: unsupported operator \"summarize\""}`, []string{"validate_query"}},
 		{"validation MCP error fails", map[string]func(context.Context) (mcp.Result, error){
-			"validate_query": answer(mcp.Result{}, errors.New("connection closed"))},
+			"validate_query": fixedAnswer(mcp.Result{}, errors.New("connection closed"))},
 			engine.StatusFail, `{"tool":"validate_query","error":"connection closed"}`, []string{"validate_query"}},
 		{"execute tool error fails", map[string]func(context.Context) (mcp.Result, error){
-			"validate_query": validOK, "execute_query": answer(mcp.Result{Text: "throttled", IsError: true}, nil)},
+			"validate_query": validOK, "execute_query": fixedAnswer(mcp.Result{Text: "throttled", IsError: true}, nil)},
 			engine.StatusFail, `{"tool":"execute_query","error":"throttled"}`, []string{"validate_query", "execute_query"}},
 		{"execute MCP error fails", map[string]func(context.Context) (mcp.Result, error){
-			"validate_query": validOK, "execute_query": answer(mcp.Result{}, errors.New("EOF"))},
+			"validate_query": validOK, "execute_query": fixedAnswer(mcp.Result{}, errors.New("EOF"))},
 			engine.StatusFail, `{"tool":"execute_query","error":"EOF"}`, []string{"validate_query", "execute_query"}},
 		{"undecidable answer fails", map[string]func(context.Context) (mcp.Result, error){
-			"validate_query": validOK, "execute_query": answer(mcp.Result{Text: "all good"}, nil)},
+			"validate_query": validOK, "execute_query": fixedAnswer(mcp.Result{Text: "all good"}, nil)},
 			engine.StatusFail,
 			`{"tool":"execute_query","error":"cannot tell whether the result set is empty: the response is not JSON: invalid character 'a' looking for beginning of value","response":"all good"}`,
 			[]string{"validate_query", "execute_query"}},
@@ -148,7 +150,7 @@ func TestCheckOutcomes(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			caller := &fakeCaller{answers: tt.answers}
-			out := Check{Session: caller}.Execute(context.Background(), checkStep(query), runContext("sub-a"))
+			out := Check{Session: caller}.Execute(context.Background(), checkStepWith(query), checkRunContext("sub-a"))
 			if out.Status != tt.wantStatus || out.Output != tt.wantOutput {
 				t.Errorf("got %s %s\nwant %s %s", out.Status, out.Output, tt.wantStatus, tt.wantOutput)
 			}
@@ -169,7 +171,7 @@ func TestCheckOutcomes(t *testing.T) {
 func TestCheckMissingInputIsSkipped(t *testing.T) {
 	caller := &fakeCaller{}
 	step := runbook.Step{Name: "q", Type: runbook.TypeCheck, OnFail: runbook.OnFailHalt, TimeoutSeconds: 3}
-	out := Check{Session: caller}.Execute(context.Background(), step, runContext("sub-a"))
+	out := Check{Session: caller}.Execute(context.Background(), step, checkRunContext("sub-a"))
 	if out.Status != engine.StatusSkipped || out.Output != MissingInputOutput {
 		t.Errorf("got %s %q, want SKIPPED %q", out.Status, out.Output, MissingInputOutput)
 	}
@@ -179,7 +181,7 @@ func TestCheckMissingInputIsSkipped(t *testing.T) {
 }
 
 func TestCheckWithoutSessionFails(t *testing.T) {
-	out := Check{}.Execute(context.Background(), checkStep("Resources"), runContext("sub-a"))
+	out := Check{}.Execute(context.Background(), checkStepWith("Resources"), checkRunContext("sub-a"))
 	want := `{"tool":"validate_query","error":"no MCP server is configured for check steps"}`
 	if out.Status != engine.StatusFail || out.Output != want {
 		t.Errorf("got %s %s, want FAIL %s", out.Status, out.Output, want)
@@ -188,9 +190,9 @@ func TestCheckWithoutSessionFails(t *testing.T) {
 
 func TestCheckToolNamesAndSubscriptionsOverride(t *testing.T) {
 	caller := &fakeCaller{answers: map[string]func(context.Context) (mcp.Result, error){
-		"arg_validate": validOK, "arg_query": answer(structured(`[]`), nil)}}
+		"arg_validate": validOK, "arg_query": fixedAnswer(structuredResult(`[]`), nil)}}
 	check := Check{Session: caller, Subscriptions: []string{"sub-z"}, ValidateTool: "arg_validate", ExecuteTool: "arg_query"}
-	out := check.Execute(context.Background(), checkStep("Resources"), runContext("sub-a"))
+	out := check.Execute(context.Background(), checkStepWith("Resources"), checkRunContext("sub-a"))
 	if out.Status != engine.StatusPass {
 		t.Fatalf("got %s %s, want PASS", out.Status, out.Output)
 	}
@@ -207,7 +209,7 @@ func TestCheckDeadlineIsTimedOut(t *testing.T) {
 	defer cancel()
 	blocked := func(ctx context.Context) (mcp.Result, error) { <-ctx.Done(); return mcp.Result{}, ctx.Err() }
 	caller := &fakeCaller{answers: map[string]func(context.Context) (mcp.Result, error){"validate_query": validOK, "execute_query": blocked}}
-	out := Check{Session: caller}.Execute(ctx, checkStep("Resources"), runContext("sub-a"))
+	out := Check{Session: caller}.Execute(ctx, checkStepWith("Resources"), checkRunContext("sub-a"))
 	want := `{"tool":"execute_query","error":"no answer within max_timeout_seconds (3 s); not retried: context deadline exceeded"}`
 	if out.Status != engine.StatusTimedOut || out.Output != want {
 		t.Errorf("got %s %s, want TIMED_OUT %s", out.Status, out.Output, want)
@@ -219,7 +221,7 @@ func TestCheckCancelIsFail(t *testing.T) {
 	cancel()
 	blocked := func(ctx context.Context) (mcp.Result, error) { <-ctx.Done(); return mcp.Result{}, ctx.Err() }
 	caller := &fakeCaller{answers: map[string]func(context.Context) (mcp.Result, error){"validate_query": blocked}}
-	out := Check{Session: caller}.Execute(ctx, checkStep("Resources"), runContext("sub-a"))
+	out := Check{Session: caller}.Execute(ctx, checkStepWith("Resources"), checkRunContext("sub-a"))
 	if out.Status != engine.StatusFail || !strings.Contains(out.Output, "context canceled") {
 		t.Errorf("got %s %s, want FAIL mentioning context canceled", out.Status, out.Output)
 	}

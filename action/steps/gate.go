@@ -83,13 +83,25 @@ func (g *TerminalGate) Await(ctx context.Context, req engine.GateRequest) (engin
 		fmt.Fprintln(g.Out, req.Prompt)
 	}
 	left := time.Until(req.Deadline).Round(time.Second)
-	fmt.Fprintf(g.Out, "Gate '%s' is waiting. Type yes to continue, no to fail it, cancel to cancel the run (closes in %s): ", req.StepName, left)
-	line, err := g.In.Next(ctx)
-	if err != nil || !g.Echoed {
-		fmt.Fprintln(g.Out)
+	onFail := ""
+	if req.OnFail != "" {
+		onFail = " (on_fail: " + req.OnFail + ")"
 	}
-	if err != nil {
-		return engine.Decision{}, err
+	fmt.Fprintf(g.Out, "Gate '%s' is waiting; it closes in %s.\nType yes (or confirm) to continue, cancel to cancel the run; any other answer fails the gate%s.\n> ", req.StepName, left, onFail)
+	var line string
+	for {
+		var err error
+		line, err = g.In.Next(ctx)
+		if err != nil || !g.Echoed {
+			fmt.Fprintln(g.Out)
+		}
+		if err != nil {
+			return engine.Decision{}, err
+		}
+		if strings.TrimSpace(line) != "" {
+			break
+		}
+		fmt.Fprint(g.Out, "> ") // an empty line is no answer: ask again
 	}
 	return engine.Decision{Verdict: Answer(line), By: g.Who, Input: strings.TrimSpace(line), Source: "terminal"}, nil
 }
@@ -100,7 +112,7 @@ func (g *TerminalGate) Await(ctx context.Context, req engine.GateRequest) (engin
 func ConfirmCancel(in *Lines, out io.Writer, render func(deploy string) string) func(ctx context.Context, deploy string) (bool, error) {
 	return func(ctx context.Context, deploy string) (bool, error) {
 		fmt.Fprintln(out, render(deploy))
-		fmt.Fprint(out, "Type yes to cancel the run, anything else to go back: ")
+		fmt.Fprint(out, "Type yes to cancel the run; anything else keeps it going.\n> ")
 		line, err := in.Next(ctx)
 		if err != nil {
 			fmt.Fprintln(out)

@@ -55,7 +55,7 @@ func TestTerminalGateSharesOneInput(t *testing.T) {
 	if _, err := g.Await(ctx, engine.GateRequest{StepName: "g1", Deadline: time.Now()}); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("first gate: %v", err)
 	}
-	go pw.Write([]byte("Yes\r\n"))
+	go pw.Write([]byte("\n  \nYes\r\n")) // blank lines are no answer
 	d, err := g.Await(context.Background(), engine.GateRequest{StepName: "g2", Prompt: "PROMPT", Deadline: time.Now().Add(time.Minute)})
 	if err != nil || d.Verdict != engine.Approved || d.Input != "Yes" || d.By != "ann" || d.Source != "terminal" {
 		t.Fatalf("second gate: %+v %v", d, err)

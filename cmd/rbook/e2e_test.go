@@ -403,21 +403,30 @@ func TestCase_R07_CancelWhileParked(t *testing.T) {
 	}
 }
 
-// Case R07: SIGINT, SIGTERM and SIGHUP all stop a run with one final record.
+// Case R07: SIGINT, SIGTERM and SIGHUP all stop a run with one final record; the run stays
+// resumable and the interrupted gate asks again.
 func TestCase_R07_Signals(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
 		t.Run(sig.String(), func(t *testing.T) {
 			dir := workdir(t)
 			p := start(t, dir, "run", "demo")
 			p.waitFor(t, "AWAITING_CONFIRMATION")
+			before := readState(t, dir)
 			p.cmd.Process.Signal(sig)
 			if code := p.wait(t); code != 1 {
 				t.Fatalf("exit %d\n%s", code, p.output())
 			}
 			s := readState(t, dir)
-			last := s.EvidencePack[len(s.EvidencePack)-1]
-			if s.RunStatus != "FAILED" || last.StepName != "confirm-rollout" || last.Status != "FAIL" || !strings.Contains(last.Output, "interrupted by SIG") {
-				t.Fatalf("%s %+v", s.RunStatus, last)
+			if s.RunStatus != "IN_PROGRESS" || s.steps() != before.steps() {
+				t.Fatalf("after %s: %s %q (was %q)", sig, s.RunStatus, s.steps(), before.steps())
+			}
+			raw, _ := os.ReadFile(filepath.Join(dir, ".rbook", "demo.state.json"))
+			if !strings.Contains(string(raw), `"interrupted"`) || !strings.Contains(p.output(), "can be resumed: rbook run demo") {
+				t.Errorf("no interruption record or resume hint:\n%s", p.output())
+			}
+			out, code := run(t, dir, "yes\n", "run", "demo")
+			if code != 0 || !strings.Contains(out, "RESUMING run "+s.RunID+" from step index 4.") || readState(t, dir).steps() != demoPass {
+				t.Fatalf("resume after %s: exit %d\n%s", sig, code, out)
 			}
 		})
 	}
@@ -438,14 +447,21 @@ func TestValidateReportsEveryError(t *testing.T) {
 	bad := filepath.Join(dir, "runbooks", "bad.yaml")
 	os.WriteFile(bad, []byte("runbook_name: bad\nsubscriptions: [a]\nstate_file_path: x.json\nrunbook_steps:\n  - name: a\n    type: chek\n    on_fail: halt\n  - name: b\n    type: check\n    on_fail: explode\n"), 0o644)
 	os.WriteFile(filepath.Join(dir, "runbooks", "bad.values.yaml"), []byte("{}\n"), 0o644)
-	out, code := run(t, dir, "", "validate", "runbooks/demo.yaml", "runbooks/prod.yaml", "runbooks/bad.yaml")
+	out, code := run(t, dir, "", "validate", "runbooks/demo.yaml", "runbooks/demo.values.yaml", "runbooks/prod.yaml", "runbooks/bad.yaml")
 	if code != 2 {
 		t.Fatalf("exit %d\n%s", code, out)
 	}
-	for _, want := range []string{"runbooks/demo.yaml: ok", "runbooks/prod.yaml: ok", "runbooks/bad.yaml:6:", "runbooks/bad.yaml:10:"} {
+	for _, want := range []string{"runbooks/demo.yaml: ok", "runbooks/demo.values.yaml: skipped", "runbooks/prod.yaml: ok", "runbooks/bad.yaml:6:", "runbooks/bad.yaml:10:"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("validate output lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+func TestValidateDefaultsToTheRunbooksFolder(t *testing.T) {
+	out, code := run(t, workdir(t), "", "validate")
+	if code != 0 || !strings.Contains(out, "runbooks/demo.yaml: ok") || !strings.Contains(out, "runbooks/prod.yaml: ok") {
+		t.Fatalf("exit %d\n%s", code, out)
 	}
 }
 

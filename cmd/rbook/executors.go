@@ -22,7 +22,7 @@ func simulatedExecutors() map[runbook.StepType]engine.Executor {
 // executors wires one executor per step type. Check steps get an MCP session that is dialled
 // on first use, so a run with no check left to do never starts a server. The config is
 // <dir>/<runbook>.mcp.json unless mcpConfig names another file (DESIGN D11).
-func executors(plan *runbook.Plan, mcpConfig string) (map[runbook.StepType]engine.Executor, func(), error) {
+func executors(plan *runbook.Plan, name, dir, mcpConfig string) (map[runbook.StepType]engine.Executor, func(), error) {
 	execs := simulatedExecutors()
 	needsMCP := false
 	for _, s := range plan.Steps {
@@ -33,7 +33,7 @@ func executors(plan *runbook.Plan, mcpConfig string) (map[runbook.StepType]engin
 	}
 	path := mcpConfig
 	if path == "" {
-		path = filepath.Join(filepath.Dir(plan.Path), plan.Name+".mcp.json")
+		path = filepath.Join(dir, name+".mcp.json")
 		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 			return nil, nil, fmt.Errorf("%s has check steps, which query an MCP server, but %s does not exist; create it in the mcpServers JSON shape (see the README) or pass --mcp-config FILE", plan.Path, path)
 		}

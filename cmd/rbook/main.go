@@ -38,6 +38,9 @@ const exitCodesHelp = `Exit codes:
   2  aborted before or while starting: invalid runbook, missing values file, corrupt or held state
   3  the run was cancelled`
 
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
 func main() {
 	root := &cobra.Command{
 		Use:   "rbook",
@@ -52,6 +55,7 @@ Try it: rbook run demo
 ` + exitCodesHelp,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       version,
 	}
 	root.AddCommand(newRunCmd(), newStatusCmd(), newCancelCmd(), newRollbackCmd(), newValidateCmd(), newMCPCmd())
 	err := root.Execute()

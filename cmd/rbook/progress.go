@@ -31,14 +31,18 @@ func (p *progress) Record(_ context.Context, t engine.Transition) error {
 	switch t.Kind {
 	case engine.TransitionStepStarted:
 		what := ""
-		if t.RollbackFor != "" {
-			what = fmt.Sprintf(" — rollback for '%s'", t.RollbackFor)
+		switch t.RollbackFor {
+		case "":
+		case engine.RollbackVerb:
+			what = " — requested with rbook rollback"
+		default:
+			what = fmt.Sprintf(" — on_fail: rollback of step '%s'", t.RollbackFor)
 		}
 		timeout := 0
 		if t.StepIndex >= 0 && t.StepIndex < n {
 			timeout = p.plan.Steps[t.StepIndex].TimeoutSeconds
 		}
-		fmt.Fprintf(p.errw, "▶ step %d/%d · %s '%s'%s (timeout %ds, run time %s)\n", t.StepIndex+1, n, t.StepType, t.StepName, what, timeout, report.HumanDuration(time.Since(p.started)))
+		fmt.Fprintf(p.errw, "\n▶ step %d/%d (index %d) · %s '%s'%s · timeout %ds · elapsed %s\n", t.StepIndex+1, n, t.StepIndex, t.StepType, t.StepName, what, timeout, report.HumanDuration(time.Since(p.started)))
 	case engine.TransitionGateDecided:
 		fmt.Fprintf(p.errw, "Gate '%s' %s\n", t.StepName, t.Message)
 	case engine.TransitionStepFinished:
@@ -51,10 +55,7 @@ func (p *progress) Record(_ context.Context, t engine.Transition) error {
 			return nil
 		}
 		fmt.Fprint(p.out, "\n"+s)
-	case engine.TransitionRunFinished:
-		if t.Message != "" {
-			fmt.Fprintln(p.errw, t.Message)
-		}
+	case engine.TransitionRunFinished, engine.TransitionRunInterrupted:
 		fmt.Fprintf(p.errw, "Run %s ended %s after %s.\n", t.RunID, t.RunStatus, report.HumanDuration(time.Since(p.started)))
 	}
 	return nil

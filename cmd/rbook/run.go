@@ -142,7 +142,7 @@ func runRunbook(cmd *cobra.Command, name string, f runFlags, stepIndex *int) err
 	stopSignals := handleSignals(ctx, cancel, statePath, errw)
 	defer stopSignals()
 
-	execs, closeExecs, err := executors(plan, f.mcpConfig)
+	execs, closeExecs, err := executors(plan, name, f.dir, f.mcpConfig)
 	if err != nil {
 		return abort("%v", err)
 	}
@@ -152,10 +152,11 @@ func runRunbook(cmd *cobra.Command, name string, f runFlags, stepIndex *int) err
 	eng := &engine.Engine{
 		Plan:      plan,
 		Executors: execs,
-		Gate:      &steps.TerminalGate{In: lines, Out: out, Who: who, Echoed: term.IsTerminal(int(os.Stdin.Fd()))},
+		// Prompts go to stderr so `rbook run demo > report.md` still shows them to the person.
+		Gate:      &steps.TerminalGate{In: lines, Out: errw, Who: who, Echoed: term.IsTerminal(int(os.Stdin.Fd()))},
 		Recorders: []engine.Recorder{&state.FileRecorder{Path: statePath, State: st}, newProgress(out, errw, rend, plan)},
 		Prompt:    gatePrompt(rend),
-		ConfirmCancel: steps.ConfirmCancel(lines, out, func(deploy string) string {
+		ConfirmCancel: steps.ConfirmCancel(lines, errw, func(deploy string) string {
 			s, err := rend.RenderCancelPrompt(st.RunID, deploy)
 			if err != nil {
 				return err.Error()
@@ -171,12 +172,12 @@ func runRunbook(cmd *cobra.Command, name string, f runFlags, stepIndex *int) err
 	if err != nil {
 		return &exitError{code: exitAborted, msg: err.Error()}
 	}
-	return finishReport(out, errw, rend, plan, st, res)
+	return finishReport(out, errw, rend, name, plan, st, res)
 }
 
 // finishReport writes the evidence pack JSON, prints the report and the evidence pack
 // (seed Step 9.2–9.3) and maps the run status to the exit code.
-func finishReport(out, errw io.Writer, rend *report.Renderer, plan *runbook.Plan, st *state.State, res engine.Result) error {
+func finishReport(out, errw io.Writer, rend *report.Renderer, name string, plan *runbook.Plan, st *state.State, res engine.Result) error {
 	evPath := filepath.Join(filepath.Dir(plan.StateFilePath), st.RunID+".evidence.json")
 	js, err := report.EvidencePackJSON(st.EvidencePack)
 	if err == nil {
@@ -192,12 +193,23 @@ func finishReport(out, errw io.Writer, rend *report.Renderer, plan *runbook.Plan
 	if pack, err := rend.RenderEvidencePack(st.RunID, st.EvidencePack); err == nil {
 		fmt.Fprint(out, "\n"+pack)
 	}
+	// The outcome comes last, where a person at a terminal looks.
+	fmt.Fprintln(errw)
+	if res.Message != "" {
+		fmt.Fprintln(errw, res.Message)
+	}
 	switch st.RunStatus {
 	case engine.RunCompleted:
+		fmt.Fprintf(errw, "Run %s COMPLETED. Evidence pack: %s\n", st.RunID, evPath)
 		return nil
 	case engine.RunCancelled:
+		fmt.Fprintf(errw, "Run %s CANCELLED. Evidence pack: %s\n", st.RunID, evPath)
 		return &exitError{code: exitCancelled}
+	case engine.RunInProgress:
+		fmt.Fprintf(errw, "Run %s stopped and can be resumed: rbook run %s (or end it: rbook cancel %s)\n", st.RunID, name, name)
+		return &exitError{code: exitFailed}
 	default:
+		fmt.Fprintf(errw, "Run %s FAILED. Evidence pack: %s\n", st.RunID, evPath)
 		return &exitError{code: exitFailed}
 	}
 }

@@ -65,7 +65,12 @@ Exit codes: 0 a run was found and shown, 2 no run or an unreadable state file.`,
 				}{st, liveness})
 			}
 			fmt.Fprintf(out, "Run %s · runbook %s · %s (%s)\n", st.RunID, st.RunbookName, st.RunStatus, liveness)
-			fmt.Fprintf(out, "Steps: %d of %d recorded; next step index %d\n", len(st.EvidencePack), st.TotalSteps, st.CurrentStepIndex)
+			if !st.RunStatus.Final() {
+				fmt.Fprintf(out, "Next step index: %d of %d steps\n", st.LastCompletedStepIndex+1, st.TotalSteps)
+			}
+			if st.Interrupted != nil {
+				fmt.Fprintf(out, "Interrupted at %s: %s\n", st.Interrupted.AtUTC, st.Interrupted.Reason)
+			}
 			if st.InFlight != nil {
 				fmt.Fprintf(out, "In flight: %s step '%s' started %s, outcome not recorded\n", st.InFlight.StepType, st.InFlight.StepName, st.InFlight.StartedUTC)
 			}
@@ -136,7 +141,7 @@ func newCancelCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "cancel [RUNBOOK]",
 		Short: "Cancel the runbook's unfinished run (asks to confirm the deployment)",
-		Long: `Cancel the recorded run (seed Step 8): shows the cancel prompt for the last
+		Long: `Cancel the recorded run: shows the cancel prompt for the last
 deployment and waits for you to type yes. In v1 the cancel is simulated (WOULD CANCEL …).
 The CANCEL audit entry becomes the last evidence entry and the run ends CANCELLED. When an
 executor is running it right now (on this machine), it is told to stop and records the cancel itself.
@@ -167,7 +172,7 @@ Exit codes: 3 the run was cancelled, 1 you did not confirm, 2 nothing to cancel.
 			}
 			ok, err := steps.ConfirmCancel(steps.NewLines(os.Stdin), out, func(string) string { return prompt })(cmd.Context(), st.LastDeployName)
 			if err != nil || !ok {
-				return &exitError{code: exitFailed, msg: "Cancel not confirmed; the run goes on."}
+				return &exitError{code: exitFailed, msg: "Cancel not confirmed; nothing was changed."}
 			}
 			who := currentUser()
 			lock, err := state.Acquire(plan.StateFilePath)
