@@ -99,25 +99,25 @@ const (
 // Transition is one durable event of a run. Seq starts at 1 for a run and grows by one per
 // transition; (RunID, Seq) is the idempotency key recorders deduplicate on.
 type Transition struct {
-	RunID string
-	Seq   int64
-	Kind  TransitionKind
-	Time  time.Time
+	RunID string         `json:"run_id"`
+	Seq   int64          `json:"seq"`
+	Kind  TransitionKind `json:"kind"`
+	Time  time.Time      `json:"time"`
 	// StepIndex is the 0-based step the transition is about, -1 for run-level transitions.
-	StepIndex int
-	StepName  string
-	StepType  string
+	StepIndex int    `json:"step_index"`
+	StepName  string `json:"step_name,omitempty"`
+	StepType  string `json:"step_type,omitempty"`
 	// Evidence is set on step_finished (and on run_finished for the CANCEL audit entry).
-	Evidence *Evidence
+	Evidence *Evidence `json:"evidence,omitempty"`
 	// RunStatus is the run's status after this transition.
-	RunStatus      RunStatus
-	LastDeployName string
+	RunStatus      RunStatus `json:"run_status"`
+	LastDeployName string    `json:"last_deploy_name,omitempty"`
 	// RollbackFor names the failed step whose on_fail: rollback is being carried out; set on
 	// that step's step_finished and on the compensation's transitions, so a resumed run knows
 	// the compensation is still owed (DESIGN D4).
-	RollbackFor string
+	RollbackFor string `json:"rollback_for,omitempty"`
 	// Message is a short human-readable note (gate decision source, halt reason, …).
-	Message string
+	Message string `json:"message,omitempty"`
 }
 
 // Recorder stores transitions. Record must be durable before it returns (DESIGN, "The seams");

@@ -15,7 +15,20 @@ import (
 type FileRecorder struct {
 	Path  string
 	State *State
-	pack  Pack
+	// KeepOutbox queues every transition in State.Outbox until Ack, for a control plane.
+	KeepOutbox bool
+	pack       Pack
+}
+
+// Ack drops the transitions up to seq from the outbox: the control plane has stored them.
+// The change reaches the file with the next write.
+func (r *FileRecorder) Ack(seq int64) {
+	ob := r.State.Outbox
+	i := 0
+	for i < len(ob) && ob[i].Seq <= seq {
+		i++
+	}
+	r.State.Outbox = ob[i:]
 }
 
 // Record applies t to the State and writes the file when needed (engine.Recorder). It returns
@@ -26,6 +39,9 @@ func (r *FileRecorder) Record(_ context.Context, t engine.Transition) error {
 		return nil // already recorded: transitions are idempotent on (run_id, seq)
 	}
 	s.Seq = t.Seq
+	if r.KeepOutbox {
+		s.Outbox = append(s.Outbox, t)
+	}
 	if t.Kind != engine.TransitionRunInterrupted {
 		s.Interrupted = nil
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/rbookhq/rbook-action/action/engine"
@@ -136,4 +138,14 @@ func uniqueRunID(plan *runbook.Plan, path string, prev *State, t time.Time) stri
 		id = fmt.Sprintf("%s.%d", base, n)
 	}
 	return id
+}
+
+// NextRunID returns the run id with the next D6 suffix: X → X.2, X.2 → X.3.
+func NextRunID(id string) string {
+	if i := strings.LastIndexByte(id, '.'); i > 0 {
+		if n, err := strconv.Atoi(id[i+1:]); err == nil && n >= 2 {
+			return fmt.Sprintf("%s.%d", id[:i], n+1)
+		}
+	}
+	return id + ".2"
 }

@@ -48,6 +48,11 @@ type State struct {
 	RollbackFor string `json:"rollback_for,omitempty"`
 	// Interrupted is set when a signal stopped the executor; the run is resumable.
 	Interrupted *Interruption `json:"interrupted,omitempty"`
+	// ControlPlane is the URL of the control plane the run reports to ("" for none).
+	ControlPlane string `json:"control_plane,omitempty"`
+	// Outbox holds transitions not yet acknowledged by the control plane, oldest first; they
+	// are sent again (idempotently) on resume, so nothing recorded locally is lost.
+	Outbox []engine.Transition `json:"outbox,omitempty"`
 }
 
 // Interruption records a signal that stopped the run (case R07).

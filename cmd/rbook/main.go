@@ -57,7 +57,8 @@ Try it: rbook run demo
 		SilenceErrors: true,
 		Version:       version,
 	}
-	root.AddCommand(newRunCmd(), newStatusCmd(), newCancelCmd(), newRollbackCmd(), newValidateCmd(), newMCPCmd())
+	root.AddCommand(newRunCmd(), newStatusCmd(), newCancelCmd(), newRollbackCmd(), newValidateCmd(), newMCPCmd(),
+		newDecideCmd(true), newDecideCmd(false), newRunsCmd(), newGetCmd(), newWatchCmd(), newApprovalsCmd())
 	err := root.Execute()
 	if err == nil {
 		os.Exit(exitCompleted)

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/rbookhq/rbook-action/action/cpclient"
 	"github.com/rbookhq/rbook-action/action/engine"
 	"github.com/rbookhq/rbook-action/action/report"
 	"github.com/rbookhq/rbook-action/action/runbook"
@@ -64,9 +65,11 @@ func (c *common) loadPlan(name string) (*runbook.Plan, error) {
 
 type runFlags struct {
 	common
-	stepIndex   int
-	allowEdited bool
-	mcpConfig   string
+	stepIndex    int
+	allowEdited  bool
+	mcpConfig    string
+	controlPlane string
+	cpTimeout    time.Duration
 }
 
 func newRunCmd() *cobra.Command {
@@ -97,6 +100,8 @@ again after a crash resumes where it stopped. The run ends with the report
 	cmd.Flags().IntVar(&f.stepIndex, "step-index", 0, "start (or resume) at this 0-based step index")
 	cmd.Flags().BoolVar(&f.allowEdited, "allow-edited-runbook", false, "resume even though the runbook or its values changed since the run started")
 	cmd.Flags().StringVar(&f.mcpConfig, "mcp-config", "", "mcpServers JSON for check steps (default <dir>/<RUNBOOK>.mcp.json)")
+	cmd.Flags().StringVar(&f.controlPlane, "control-plane", "", "control plane URL to report to (default $RBOOK_CONTROL_PLANE; unset: start an embedded one; \"off\": none)")
+	cmd.Flags().DurationVar(&f.cpTimeout, "control-plane-timeout", cpclient.DefaultDeadline, "halt the run when the control plane stays unreachable this long")
 	return cmd
 }
 
@@ -142,19 +147,49 @@ func runRunbook(cmd *cobra.Command, name string, f runFlags, stepIndex *int) err
 	stopSignals := handleSignals(ctx, cancel, statePath, errw)
 	defer stopSignals()
 
+	fileRec := &state.FileRecorder{Path: statePath, State: st}
+	recorders := []engine.Recorder{fileRec}
+	who := currentUser()
+	lines := steps.NewLines(os.Stdin)
+	interactive := term.IsTerminal(int(os.Stdin.Fd()))
+	var gate engine.Gate = &steps.TerminalGate{In: lines, Out: errw, Who: who, Echoed: interactive}
+	start := engine.Start{
+		RunID: st.RunID, Seq: st.Seq, Index: opened.StartIndex, Fresh: !opened.Resumed,
+		RollbackFor: st.RollbackFor, Evidence: st.EvidencePack, LastDeployName: st.LastDeployName,
+	}
+	cpURL, stopCP, err := controlPlaneURL(ctx, f.controlPlane, errw)
+	if err != nil {
+		return abort("%v", err)
+	}
+	defer stopCP()
+	if cpURL != "" {
+		c := cpclient.New(cpURL, os.Getenv("RBOOK_TOKEN"))
+		c.Deadline = f.cpTimeout
+		cpRec := &cpclient.Recorder{C: c, Acked: fileRec.Ack, Cancelled: func() { cancel(engine.CancelRequest{By: "the control plane (CancelRun)"}) }}
+		if err := cpRec.Flush(ctx, st.Outbox); err != nil {
+			return abort("%v", err)
+		}
+		lastSeq, err := startOnControlPlane(ctx, c, plan, st, opened.Resumed, who)
+		if err != nil {
+			return abort("%v", err)
+		}
+		start.RunID, start.Seq = st.RunID, max(st.Seq, lastSeq)
+		st.ControlPlane, fileRec.KeepOutbox = cpURL, true
+		recorders = append(recorders, cpRec)
+		gate = &cpclient.Gate{C: c, Local: gate, Who: who, Announce: announcer(errw, cpURL), Cancelled: cpRec.Cancelled}
+	}
+
 	execs, closeExecs, err := executors(plan, name, f.dir, f.mcpConfig)
 	if err != nil {
 		return abort("%v", err)
 	}
 	defer closeExecs()
-	lines := steps.NewLines(os.Stdin)
-	who := currentUser()
 	eng := &engine.Engine{
 		Plan:      plan,
 		Executors: execs,
 		// Prompts go to stderr so `rbook run demo > report.md` still shows them to the person.
-		Gate:      &steps.TerminalGate{In: lines, Out: errw, Who: who, Echoed: term.IsTerminal(int(os.Stdin.Fd()))},
-		Recorders: []engine.Recorder{&state.FileRecorder{Path: statePath, State: st}, newProgress(out, errw, rend, plan)},
+		Gate:      gate,
+		Recorders: append(recorders, newProgress(out, errw, rend, plan)),
 		Prompt:    gatePrompt(rend),
 		ConfirmCancel: steps.ConfirmCancel(lines, errw, func(deploy string) string {
 			s, err := rend.RenderCancelPrompt(st.RunID, deploy)
@@ -165,10 +200,7 @@ func runRunbook(cmd *cobra.Command, name string, f runFlags, stepIndex *int) err
 		}),
 	}
 	fmt.Fprintf(errw, "Run %s · runbook %s (%s) · %d steps · state %s\n", st.RunID, plan.Name, plan.Path, len(plan.Steps), statePath)
-	res, err := eng.Run(ctx, engine.Start{
-		RunID: st.RunID, Seq: st.Seq, Index: opened.StartIndex, Fresh: !opened.Resumed,
-		RollbackFor: st.RollbackFor, Evidence: st.EvidencePack, LastDeployName: st.LastDeployName,
-	})
+	res, err := eng.Run(ctx, start)
 	if err != nil {
 		return &exitError{code: exitAborted, msg: err.Error()}
 	}

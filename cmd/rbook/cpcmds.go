@@ -1,0 +1,339 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/rbookhq/rbook-action/action/cpclient"
+	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
+)
+
+// embeddedURLFile is where a running embedded control plane leaves its address, so
+// `rbook approve` and friends in another terminal find it without flags.
+const embeddedURLFile = ".rbook/controlplane.url"
+
+// cpFlags are the connection flags of every control-plane command.
+type cpFlags struct {
+	url, output string
+}
+
+func (f *cpFlags) register(cmd *cobra.Command, withOutput bool) {
+	cmd.Flags().StringVar(&f.url, "control-plane", "", "control plane URL (default $RBOOK_CONTROL_PLANE, else the embedded one of a running 'rbook run')")
+	if withOutput {
+		cmd.Flags().StringVarP(&f.output, "output", "o", "text", "output format: text or json")
+	}
+}
+
+// resolve finds the control plane URL: the flag, $RBOOK_CONTROL_PLANE, then the address a
+// running embedded control plane left in .rbook/controlplane.url.
+func (f *cpFlags) resolve() (string, error) {
+	if f.url != "" {
+		return f.url, nil
+	}
+	if u := os.Getenv("RBOOK_CONTROL_PLANE"); u != "" && u != "off" {
+		return u, nil
+	}
+	if data, err := os.ReadFile(embeddedURLFile); err == nil {
+		return strings.TrimSpace(string(data)), nil
+	}
+	return "", abort("no control plane to talk to: pass --control-plane URL or set RBOOK_CONTROL_PLANE (a running 'rbook run' starts an embedded one and prints its address)")
+}
+
+func (f *cpFlags) client() (*cpclient.Client, error) {
+	u, err := f.resolve()
+	if err != nil {
+		return nil, err
+	}
+	c := cpclient.New(u, os.Getenv("RBOOK_TOKEN"))
+	c.Deadline = 10 * time.Second
+	return c, nil
+}
+
+// rpcError turns a control-plane error into a one-line message with its code and exit 1.
+func rpcError(err error) error {
+	var ce *connect.Error
+	if errors.As(err, &ce) {
+		return &exitError{code: exitFailed, msg: fmt.Sprintf("rbook: %s (%s)", ce.Message(), ce.Code())}
+	}
+	return &exitError{code: exitFailed, msg: "rbook: " + err.Error()}
+}
+
+func printJSON(w io.Writer, m proto.Message) error {
+	b, err := protojson.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(m)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(w, string(b))
+	return err
+}
+
+func ts(t *timestamppb.Timestamp) string {
+	if t == nil || (t.Seconds == 0 && t.Nanos == 0) {
+		return "-"
+	}
+	return t.AsTime().UTC().Format(time.RFC3339)
+}
+
+func shortEnum(s fmt.Stringer, prefix string) string {
+	return strings.ToLower(strings.TrimPrefix(s.String(), prefix))
+}
+
+func newDecideCmd(approve bool) *cobra.Command {
+	var f cpFlags
+	var reason, approver string
+	verb, past := "reject", "rejected"
+	if approve {
+		verb, past = "approve", "approved"
+	}
+	cmd := &cobra.Command{
+		Use:   verb + " TOKEN",
+		Short: strings.ToUpper(verb[:1]) + verb[1:] + " a waiting confirm gate with its token",
+		Long: fmt.Sprintf(`%s the confirm gate the TOKEN was issued for (the executor prints
+"rbook approve <token>" on a terminal). A gate is decided once: the first decision wins, and
+a second one fails with E_APPROVAL_ALREADY_DECIDED. Pass the token as an argument or "-" to
+read it from stdin (keeps it out of shell history).
+
+Exit codes: 0 %s, 1 refused (the message names the error code), 2 usage.`, strings.ToUpper(verb[:1])+verb[1:], past),
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			token := args[0]
+			if token == "-" {
+				b, err := io.ReadAll(io.LimitReader(os.Stdin, 64<<10))
+				if err != nil {
+					return abort("read the token from stdin: %v", err)
+				}
+				token = strings.TrimSpace(string(b))
+			}
+			c, err := f.client()
+			if err != nil {
+				return err
+			}
+			if approver == "" {
+				approver = currentUser()
+			}
+			var a *rbookv1.Approval
+			if approve {
+				resp, err := c.Approvals.Approve(cmd.Context(), &rbookv1.ApproveRequest{Token: token, Reason: reason, Approver: approver})
+				if err != nil {
+					return rpcError(err)
+				}
+				a = resp.GetApproval()
+			} else {
+				resp, err := c.Approvals.Reject(cmd.Context(), &rbookv1.RejectRequest{Token: token, Reason: reason, Approver: approver})
+				if err != nil {
+					return rpcError(err)
+				}
+				a = resp.GetApproval()
+			}
+			if f.output == "json" {
+				return printJSON(cmd.OutOrStdout(), a)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "Gate '%s' of run %s %s by %s.\n", a.GetNodeId(), a.GetRunId(), past, a.GetApprover())
+			return nil
+		},
+	}
+	f.register(cmd, true)
+	cmd.Flags().StringVar(&reason, "reason", "", "why (recorded with the decision)")
+	cmd.Flags().StringVar(&approver, "approver", "", "who decides, when the control plane has no login for you (default: your user name)")
+	return cmd
+}
+
+func newRunsCmd() *cobra.Command {
+	var f cpFlags
+	var status, runbook string
+	var limit int
+	cmd := &cobra.Command{
+		Use:   "runs",
+		Short: "List runs on the control plane, newest first",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := f.client()
+			if err != nil {
+				return err
+			}
+			req := &rbookv1.ListRunsRequest{RunbookName: runbook, PageSize: int32(limit)}
+			if status != "" {
+				v, ok := rbookv1.RunStatus_value["RUN_STATUS_"+strings.ToUpper(status)]
+				if !ok {
+					return abort("--status %q: use running, paused, failed, succeeded or cancelled", status)
+				}
+				req.Status = rbookv1.RunStatus(v)
+			}
+			resp, err := c.Runs.ListRuns(cmd.Context(), req)
+			if err != nil {
+				return rpcError(err)
+			}
+			if f.output == "json" {
+				return printJSON(cmd.OutOrStdout(), resp)
+			}
+			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "RUN\tRUNBOOK\tSTATUS\tSTEP\tSTARTED\tBY")
+			for _, r := range resp.GetRuns() {
+				fmt.Fprintf(w, "%s\t%s\t%s\t%d/%d\t%s\t%s\n", r.GetRunId(), r.GetPlaybookName(), shortEnum(r.GetStatus(), "RUN_STATUS_"),
+					r.GetLastCompletedStepIndex()+1, r.GetTotalSteps(), ts(r.GetStartedAt()), r.GetStartedBy())
+			}
+			return w.Flush()
+		},
+	}
+	f.register(cmd, true)
+	cmd.Flags().StringVar(&status, "status", "", "only runs with this status: running, paused, failed, succeeded, cancelled")
+	cmd.Flags().StringVar(&runbook, "runbook", "", "only runs of this runbook_name")
+	cmd.Flags().IntVar(&limit, "limit", 50, "at most this many runs")
+	return cmd
+}
+
+func describeTransition(w io.Writer, t *rbookv1.Transition) {
+	what := shortEnum(t.GetKind(), "TRANSITION_KIND_")
+	line := fmt.Sprintf("%4d  %s  %-15s", t.GetSeq(), ts(t.GetTime()), what)
+	if t.GetStepName() != "" {
+		line += fmt.Sprintf("  %s '%s'", t.GetStepType(), t.GetStepName())
+	}
+	if e := t.GetEvidence(); e != nil {
+		line += "  " + shortEnum(e.GetStatus(), "STEP_STATUS_")
+	}
+	if t.GetKind() == rbookv1.TransitionKind_TRANSITION_KIND_RUN_FINISHED {
+		line += "  " + shortEnum(t.GetRunStatus(), "RUN_STATUS_")
+	}
+	if t.GetMessage() != "" {
+		line += "  — " + t.GetMessage()
+	}
+	fmt.Fprintln(w, line)
+}
+
+func newGetCmd() *cobra.Command {
+	var f cpFlags
+	cmd := &cobra.Command{
+		Use:   "get RUN_ID",
+		Short: "Show a run on the control plane with every transition",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := f.client()
+			if err != nil {
+				return err
+			}
+			resp, err := c.Runs.GetRun(cmd.Context(), &rbookv1.GetRunRequest{RunId: args[0]})
+			if err != nil {
+				return rpcError(err)
+			}
+			if f.output == "json" {
+				return printJSON(cmd.OutOrStdout(), resp)
+			}
+			r, out := resp.GetRun(), cmd.OutOrStdout()
+			fmt.Fprintf(out, "Run %s · runbook %s · %s · step %d of %d · started %s by %s\n", r.GetRunId(), r.GetPlaybookName(),
+				r.GetStatus(), r.GetLastCompletedStepIndex()+1, r.GetTotalSteps(), ts(r.GetStartedAt()), r.GetStartedBy())
+			for _, t := range resp.GetTransitions() {
+				describeTransition(out, t)
+			}
+			return nil
+		},
+	}
+	f.register(cmd, true)
+	return cmd
+}
+
+func newWatchCmd() *cobra.Command {
+	var f cpFlags
+	var from int64
+	cmd := &cobra.Command{
+		Use:   "watch RUN_ID",
+		Short: "Follow a run's transitions live (replays from --from-seq first)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := f.client()
+			if err != nil {
+				return err
+			}
+			stream, err := c.Runs.WatchRun(cmd.Context(), &rbookv1.WatchRunRequest{RunId: args[0], FromSeq: from})
+			if err != nil {
+				return rpcError(err)
+			}
+			defer stream.Close()
+			out := cmd.OutOrStdout()
+			for stream.Receive() {
+				m := stream.Msg()
+				if f.output == "json" {
+					b, _ := protojson.Marshal(m)
+					fmt.Fprintln(out, string(b))
+				} else if t := m.GetTransition(); t != nil {
+					describeTransition(out, t)
+				}
+				if s := m.GetRun().GetStatus(); s == rbookv1.RunStatus_RUN_STATUS_SUCCEEDED || s == rbookv1.RunStatus_RUN_STATUS_FAILED || s == rbookv1.RunStatus_RUN_STATUS_CANCELLED {
+					if f.output != "json" {
+						fmt.Fprintf(out, "Run %s is %s.\n", args[0], s)
+					}
+					return nil
+				}
+			}
+			if err := stream.Err(); err != nil {
+				return rpcError(err)
+			}
+			return nil
+		},
+	}
+	f.register(cmd, true)
+	cmd.Flags().Int64Var(&from, "from-seq", 1, "replay transitions from this sequence number")
+	return cmd
+}
+
+func newApprovalsCmd() *cobra.Command {
+	var f cpFlags
+	var pending bool
+	var runID string
+	cmd := &cobra.Command{
+		Use:   "approvals",
+		Short: "List confirm-gate approvals (tokens are never shown)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := f.client()
+			if err != nil {
+				return err
+			}
+			req := &rbookv1.ListApprovalsRequest{RunId: runID}
+			if pending {
+				req.Status = rbookv1.ApprovalStatus_APPROVAL_STATUS_PENDING
+			}
+			resp, err := c.Approvals.ListApprovals(cmd.Context(), req)
+			if err != nil {
+				return rpcError(err)
+			}
+			if f.output == "json" {
+				return printJSON(cmd.OutOrStdout(), resp)
+			}
+			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "APPROVAL\tRUN\tGATE\tSTATUS\tREQUESTED\tDEADLINE\tDECIDED BY")
+			for _, a := range resp.GetApprovals() {
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.GetApprovalId(), a.GetRunId(), a.GetNodeId(), shortEnum(a.GetStatus(), "APPROVAL_STATUS_"),
+					ts(a.GetRequestedAt()), ts(a.GetDeadline()), a.GetApprover())
+			}
+			return w.Flush()
+		},
+	}
+	f.register(cmd, true)
+	cmd.Flags().BoolVar(&pending, "pending", false, "only gates still waiting for a decision")
+	cmd.Flags().StringVar(&runID, "run", "", "only approvals of this run")
+	return cmd
+}
+
+// writeEmbeddedURL records the embedded control plane's address for other terminals; the
+// returned func removes it.
+func writeEmbeddedURL(url string) func() {
+	if err := os.MkdirAll(filepath.Dir(embeddedURLFile), 0o755); err != nil {
+		return func() {}
+	}
+	if err := os.WriteFile(embeddedURLFile, []byte(url+"\n"), 0o600); err != nil {
+		return func() {}
+	}
+	return func() { os.Remove(embeddedURLFile) }
+}

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"time"
+
+	"golang.org/x/term"
+
+	"github.com/rbookhq/rbook-action/action/cpclient"
+	"github.com/rbookhq/rbook-action/action/engine"
+	"github.com/rbookhq/rbook-action/action/runbook"
+	"github.com/rbookhq/rbook-action/action/state"
+)
+
+// controlPlaneURL picks the control plane a run reports to: the flag, else
+// $RBOOK_CONTROL_PLANE, else an embedded one started in-process ("off" means none).
+func controlPlaneURL(ctx context.Context, flag string, errw io.Writer) (string, func(), error) {
+	u := flag
+	if u == "" {
+		u = os.Getenv("RBOOK_CONTROL_PLANE")
+	}
+	switch u {
+	case "off":
+		return "", func() {}, nil
+	case "":
+		return startEmbedded(ctx, errw)
+	}
+	return u, func() {}, nil
+}
+
+// startOnControlPlane creates (or finds, on resume) the run on the control plane and returns
+// the last sequence number it holds. A fresh run whose id the control plane already holds as
+// final gets the next suffix (DESIGN D6).
+func startOnControlPlane(ctx context.Context, c *cpclient.Client, plan *runbook.Plan, st *state.State, resumed bool, who string) (int64, error) {
+	for range 1000 {
+		lastSeq, _, err := c.StartRun(ctx, cpclient.RunInfo{
+			RunID: st.RunID, RunbookName: plan.Name, PlanDigest: plan.ContentHash, SchemaHash8: plan.SchemaHash8,
+			StartedBy: who, TotalSteps: len(plan.Steps), StartedAt: startedAt(st),
+		})
+		if errors.Is(err, cpclient.ErrRunFinal) && !resumed {
+			st.RunID = state.NextRunID(st.RunID)
+			continue
+		}
+		if errors.Is(err, cpclient.ErrRunFinal) {
+			return 0, fmt.Errorf("run %s is already final on the control plane %s; end it locally with: rbook cancel", st.RunID, c.URL)
+		}
+		return lastSeq, err
+	}
+	return 0, fmt.Errorf("no free run id after %s", st.RunID)
+}
+
+// announcer prints how to decide an open gate: the approve command with its token on a
+// terminal; in CI only the approval id, because the token is a secret.
+func announcer(errw io.Writer, url string) func(id, token string) {
+	interactive := term.IsTerminal(int(os.Stderr.Fd())) && os.Getenv("GITHUB_ACTIONS") != "true"
+	return func(id, token string) {
+		if interactive {
+			fmt.Fprintf(errw, "Approval %s is open on %s. From another terminal:\n  rbook approve %s\n", id, url, token)
+			return
+		}
+		fmt.Fprintf(errw, "Approval %s is open on the control plane %s (its token is a secret and is not printed here).\n", id, url)
+	}
+}
+
+func startedAt(st *state.State) time.Time {
+	if t, err := time.Parse(engine.TimeFormat, st.StartedUTC); err == nil {
+		return t
+	}
+	return time.Now().UTC()
+}
