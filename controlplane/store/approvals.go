@@ -1,0 +1,364 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// CreateApproval opens a gate: a pending approval for (run, node), or an approved one when
+// the policy auto-passed it. There is at most one pending approval per (run, node):
+//   - one with the same plan digest is returned as is, created=false (a retried
+//     RequestApproval; the caller re-derives the token from the returned row, DESIGN D9);
+//   - one with another plan digest (the runbook was edited and the run resumed) is closed
+//     as cancelled by SourceSuperseded and a new one is created, so the old token stops
+//     working (case A03.6).
+//
+// Errors: ErrNotFound (no such run), ErrRunFinal, ErrConflict (approval_id or token hash
+// already used), ErrInvalidArgument, ErrClosed, storage errors.
+func (s *Store) CreateApproval(ctx context.Context, na NewApproval) (a Approval, created bool, err error) {
+	if err := validateNewApproval(na); err != nil {
+		return Approval{}, false, err
+	}
+	if na.RequestedAt.IsZero() {
+		na.RequestedAt = s.now()
+	}
+	if !na.Deadline.IsZero() && !na.Deadline.After(na.RequestedAt) {
+		return Approval{}, false, fmt.Errorf("%w: deadline must be after requested_at", ErrInvalidArgument)
+	}
+	err = s.write(ctx, func(w *writeTx) error {
+		var status string
+		err := w.tx.QueryRowContext(w.ctx, "SELECT status FROM playbook_runs WHERE run_id = ?", na.RunID).Scan(&status)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("%w: run %q", ErrNotFound, na.RunID)
+		}
+		if err != nil {
+			return fmt.Errorf("store: read run: %w", err)
+		}
+		if RunStatus(status).Final() {
+			return fmt.Errorf("%w: run %q is %s", ErrRunFinal, na.RunID, status)
+		}
+		open, err := scanApproval(w.tx.QueryRowContext(w.ctx, "SELECT "+approvalColumns+
+			" FROM playbook_approvals WHERE run_id = ? AND node_id = ? AND status = 'pending'", na.RunID, na.NodeID))
+		switch {
+		case err == nil && open.PlanDigest == na.PlanDigest:
+			a, created = open, false
+			return nil
+		case err == nil:
+			superseded, err := queryApprovals(w.ctx, w.tx, `UPDATE playbook_approvals SET status = 'cancelled',
+				approved_at = ?, reason = 'superseded by a new plan digest', decided_by_source = ?
+				WHERE approval_id = ? AND status = 'pending' RETURNING `+approvalColumns,
+				formatTime(na.RequestedAt), SourceSuperseded, open.ApprovalID)
+			if err != nil {
+				return fmt.Errorf("store: supersede approval: %w", err)
+			}
+			w.change.Approvals = append(w.change.Approvals, superseded...)
+		case !errors.Is(err, sql.ErrNoRows):
+			return fmt.Errorf("store: read approval: %w", err)
+		}
+
+		initial, decidedAt, approver, reason, source := ApprovalPending, any(nil), any(nil), any(nil), any(nil)
+		if na.AutoPassed {
+			initial, decidedAt, approver, source = ApprovalApproved, formatTime(na.RequestedAt), SourcePolicy, SourcePolicy
+			reason = nullString(na.Reason)
+		}
+		rows, err := queryApprovals(w.ctx, w.tx, `INSERT INTO playbook_approvals
+			(approval_id, run_id, node_id, step_index, token, status, requested_at, approved_at, approver, reason,
+			 auto_passed, deadline, plan_digest, prompt, decided_by_source)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING `+approvalColumns,
+			na.ApprovalID, na.RunID, na.NodeID, na.StepIndex, na.TokenHash, string(initial), formatTime(na.RequestedAt),
+			decidedAt, approver, reason, boolInt(na.AutoPassed), nullTime(na.Deadline), na.PlanDigest, na.Prompt, source)
+		if isUniqueViolation(err) {
+			return fmt.Errorf("%w: approval id or token already used", ErrConflict)
+		}
+		if err != nil {
+			return fmt.Errorf("store: insert approval: %w", err)
+		}
+		a, created = rows[0], true
+		w.change.Approvals = append(w.change.Approvals, a)
+		return nil
+	})
+	if err != nil {
+		return Approval{}, false, err
+	}
+	return a, created, nil
+}
+
+func validateNewApproval(na NewApproval) error {
+	for _, f := range []struct {
+		name, v  string
+		required bool
+		limit    int
+	}{
+		{"approval_id", na.ApprovalID, true, MaxIDBytes}, {"run_id", na.RunID, true, MaxIDBytes},
+		{"node_id", na.NodeID, true, MaxIDBytes}, {"plan_digest", na.PlanDigest, false, MaxIDBytes},
+		{"prompt", na.Prompt, false, MaxTextBytes}, {"reason", na.Reason, false, MaxTextBytes},
+	} {
+		if err := checkText(f.name, f.v, f.required, f.limit); err != nil {
+			return err
+		}
+	}
+	if !isTokenHash(na.TokenHash) {
+		return fmt.Errorf("%w: token_hash must be 64 lowercase hex characters (SHA-256)", ErrInvalidArgument)
+	}
+	if na.StepIndex < -1 {
+		return fmt.Errorf("%w: step_index is %d, must be >= -1", ErrInvalidArgument, na.StepIndex)
+	}
+	return nil
+}
+
+func isTokenHash(h string) bool {
+	if len(h) != 64 {
+		return false
+	}
+	for i := 0; i < len(h); i++ {
+		if c := h[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// DecideApproval decides a pending approval with one compare-and-set
+// (UPDATE … WHERE approval_id = ? AND status = 'pending'), so of any number of concurrent
+// decisions exactly one wins (DESIGN D8, case A02). Approve and reject at or after the
+// deadline do not decide: the gate is closed as expired in the same transaction and the call
+// returns ErrExpired. On ErrAlreadyDecided (and ErrExpired) the returned Approval is the
+// current row, so the caller can say how it was decided.
+// Errors: ErrNotFound, ErrAlreadyDecided, ErrExpired, ErrSelfApproval, ErrInvalidArgument,
+// ErrClosed, storage errors.
+func (s *Store) DecideApproval(ctx context.Context, d Decision) (Approval, error) {
+	switch d.Verdict {
+	case ApprovalApproved, ApprovalRejected, ApprovalExpired, ApprovalCancelled:
+	default:
+		return Approval{}, fmt.Errorf("%w: verdict %q is not approved, rejected, expired or cancelled", ErrInvalidArgument, d.Verdict)
+	}
+	for _, f := range []struct {
+		name, v  string
+		required bool
+		limit    int
+	}{
+		{"approval_id", d.ApprovalID, true, MaxIDBytes}, {"approver", d.Approver, false, MaxIDBytes},
+		{"source", d.Source, false, MaxIDBytes}, {"reason", d.Reason, false, MaxTextBytes},
+	} {
+		if err := checkText(f.name, f.v, f.required, f.limit); err != nil {
+			return Approval{}, err
+		}
+	}
+	if d.At.IsZero() {
+		d.At = s.now()
+	}
+	at := formatTime(d.At)
+	checkDeadline := d.Verdict == ApprovalApproved || d.Verdict == ApprovalRejected
+	var (
+		result  Approval
+		outcome error // returned to the caller even though the transaction commits
+	)
+	err := s.write(ctx, func(w *writeTx) error {
+		if d.RefuseRunStarter && d.Verdict == ApprovalApproved {
+			var startedBy sql.NullString
+			err := w.tx.QueryRowContext(w.ctx, `SELECT r.started_by FROM playbook_approvals a
+				JOIN playbook_runs r ON r.run_id = a.run_id WHERE a.approval_id = ?`, d.ApprovalID).Scan(&startedBy)
+			if errors.Is(err, sql.ErrNoRows) {
+				return fmt.Errorf("%w: approval %q", ErrNotFound, d.ApprovalID)
+			}
+			if err != nil {
+				return fmt.Errorf("store: read run: %w", err)
+			}
+			if startedBy.String != "" && startedBy.String == d.Approver {
+				return ErrSelfApproval
+			}
+		}
+		won, err := queryApprovals(w.ctx, w.tx, `UPDATE playbook_approvals
+			SET status = ?, approved_at = ?, approver = ?, reason = ?, decided_by_source = ?
+			WHERE approval_id = ? AND status = 'pending' AND (NOT ? OR deadline IS NULL OR deadline > ?)
+			RETURNING `+approvalColumns,
+			string(d.Verdict), at, nullString(d.Approver), nullString(d.Reason), nullString(d.Source),
+			d.ApprovalID, boolInt(checkDeadline), at)
+		if err != nil {
+			return fmt.Errorf("store: decide approval: %w", err)
+		}
+		if len(won) == 1 {
+			result = won[0]
+			w.change.Approvals = append(w.change.Approvals, result)
+			return nil
+		}
+		current, err := scanApproval(w.tx.QueryRowContext(w.ctx,
+			"SELECT "+approvalColumns+" FROM playbook_approvals WHERE approval_id = ?", d.ApprovalID))
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("%w: approval %q", ErrNotFound, d.ApprovalID)
+		}
+		if err != nil {
+			return fmt.Errorf("store: read approval: %w", err)
+		}
+		if current.Status != ApprovalPending {
+			result, outcome = current, ErrAlreadyDecided
+			return nil
+		}
+		// Still pending, so the deadline had passed: close the gate now.
+		expired, err := expireApprovals(w, "approval_id = ?", d.ApprovalID)
+		if err != nil {
+			return err
+		}
+		if len(expired) != 1 {
+			return fmt.Errorf("store: approval %q is pending but could not be decided", d.ApprovalID)
+		}
+		result, outcome = expired[0], ErrExpired
+		w.change.Approvals = append(w.change.Approvals, expired...)
+		return nil
+	})
+	if err != nil {
+		return Approval{}, err
+	}
+	return result, outcome
+}
+
+// ExpireDueApprovals closes every pending approval whose deadline is at or before now as
+// expired (decided_by_source "deadline", decided at its deadline) and returns them; their
+// tokens stop working (issue 3, item 4; case A04). The server calls it when NextDeadline
+// comes due. Errors: ErrClosed, storage errors.
+func (s *Store) ExpireDueApprovals(ctx context.Context, now time.Time) ([]Approval, error) {
+	var out []Approval
+	err := s.write(ctx, func(w *writeTx) error {
+		var err error
+		out, err = expireApprovals(w, "deadline IS NOT NULL AND deadline <= ?", formatTime(now))
+		w.change.Approvals = append(w.change.Approvals, out...)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func expireApprovals(w *writeTx, cond string, args ...any) ([]Approval, error) {
+	out, err := queryApprovals(w.ctx, w.tx, `UPDATE playbook_approvals
+		SET status = 'expired', approved_at = deadline, decided_by_source = '`+SourceDeadline+`'
+		WHERE status = 'pending' AND `+cond+` RETURNING `+approvalColumns, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: expire approvals: %w", err)
+	}
+	return out, nil
+}
+
+// NextDeadline reports the earliest deadline among pending approvals (ok=false when none),
+// so the server can sleep until then instead of polling. Errors: storage errors.
+func (s *Store) NextDeadline(ctx context.Context) (deadline time.Time, ok bool, err error) {
+	var v sql.NullString
+	err = s.reader.QueryRowContext(ctx,
+		"SELECT min(deadline) FROM playbook_approvals WHERE status = 'pending' AND deadline IS NOT NULL").Scan(&v)
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("store: next deadline: %w", err)
+	}
+	deadline, err = parseTime("deadline", v)
+	return deadline, v.Valid, err
+}
+
+// GetApproval returns one approval. Errors: ErrNotFound, storage errors.
+func (s *Store) GetApproval(ctx context.Context, approvalID string) (Approval, error) {
+	return s.getApproval(ctx, "approval_id", approvalID)
+}
+
+// GetApprovalByTokenHash returns the approval whose token hashes to tokenHash
+// (approval.TokenHash). Errors: ErrNotFound (seed E_APPROVAL_NOT_FOUND), storage errors.
+func (s *Store) GetApprovalByTokenHash(ctx context.Context, tokenHash string) (Approval, error) {
+	return s.getApproval(ctx, "token", tokenHash)
+}
+
+func (s *Store) getApproval(ctx context.Context, column, v string) (Approval, error) {
+	a, err := scanApproval(s.reader.QueryRowContext(ctx,
+		"SELECT "+approvalColumns+" FROM playbook_approvals WHERE "+column+" = ?", v))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Approval{}, ErrNotFound
+	}
+	if err != nil {
+		return Approval{}, fmt.Errorf("store: read approval: %w", err)
+	}
+	return a, nil
+}
+
+// ListApprovals returns one page of approvals, newest first, filtered by status and run.
+// Errors: ErrInvalidArgument (bad status, or a page token from another listing), storage errors.
+func (s *Store) ListApprovals(ctx context.Context, f ApprovalFilter) (ApprovalPage, error) {
+	if f.Status != "" && !f.Status.valid() {
+		return ApprovalPage{}, fmt.Errorf("%w: status %q is not an approval status", ErrInvalidArgument, f.Status)
+	}
+	size := pageSize(f.PageSize)
+	scope := "approvals\x00" + string(f.Status) + "\x00" + f.RunID
+	var where []string
+	var args []any
+	if f.Status != "" {
+		where, args = append(where, "status = ?"), append(args, string(f.Status))
+	}
+	if f.RunID != "" {
+		where, args = append(where, "run_id = ?"), append(args, f.RunID)
+	}
+	if f.PageToken != "" {
+		key, err := decodePageToken(f.PageToken, scope)
+		if err != nil {
+			return ApprovalPage{}, err
+		}
+		where = append(where, "(requested_at < ? OR (requested_at = ? AND approval_id < ?))")
+		args = append(args, key.At, key.At, key.ID)
+	}
+	q := "SELECT " + approvalColumns + " FROM playbook_approvals"
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	q += " ORDER BY requested_at DESC, approval_id DESC LIMIT ?"
+	args = append(args, size+1)
+	list, err := queryApprovals(ctx, s.reader, q, args...)
+	if err != nil {
+		return ApprovalPage{}, fmt.Errorf("store: list approvals: %w", err)
+	}
+	page := ApprovalPage{Approvals: list}
+	if len(list) > size {
+		page.Approvals = list[:size]
+		last := list[size-1]
+		page.NextPageToken = encodePageToken(scope, pageKey{At: formatTime(last.RequestedAt), ID: last.ApprovalID})
+	}
+	return page, nil
+}
+
+// querier is *sql.DB or *sql.Tx.
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+func queryApprovals(ctx context.Context, q querier, query string, args ...any) ([]Approval, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []Approval{}
+	for rows.Next() {
+		a, err := scanApproval(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, a)
+	}
+	return out, rows.Err()
+}
+
+func isUniqueViolation(err error) bool {
+	var se *sqlite.Error
+	if !errors.As(err, &se) {
+		return false
+	}
+	return se.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE || se.Code() == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

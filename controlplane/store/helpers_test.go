@@ -1,0 +1,120 @@
+package store
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+)
+
+// t0 is the tests' epoch.
+var t0 = time.Date(2026, 5, 12, 10, 0, 0, 0, time.UTC)
+
+// testClock returns t0, t0+1µs, t0+2µs, …: distinct, increasing, reproducible.
+type testClock struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (c *testClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n++
+	return t0.Add(time.Duration(c.n) * time.Microsecond)
+}
+
+func openTest(t testing.TB, opts ...Option) (*Store, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "rbook.db")
+	clock := &testClock{}
+	s, err := Open(context.Background(), path, append([]Option{WithClock(clock.now)}, opts...)...)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil && !errors.Is(err, ErrClosed) {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return s, path
+}
+
+func newRun(id string) NewRun {
+	return NewRun{RunID: id, PlaybookName: "demo", PlaybookHash: hash("plan-" + id), SchemaHash8: "a1b2c3d4",
+		TotalSteps: 4, StartedBy: "alice", StartedAt: t0}
+}
+
+func mustStart(t testing.TB, s *Store, nr NewRun) Run {
+	t.Helper()
+	run, created, err := s.StartRun(context.Background(), nr)
+	if err != nil || !created {
+		t.Fatalf("StartRun(%s) = created %v, %v", nr.RunID, created, err)
+	}
+	return run
+}
+
+// hash is a stand-in for approval.TokenHash / a plan digest.
+func hash(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+func strp(s string) *string { return &s }
+
+// tr builds transition seq of run with an IN_PROGRESS step_started at t0+seq seconds.
+func tr(run string, seq int64) Transition {
+	return Transition{RunID: run, Seq: seq, Kind: KindStepStarted, At: t0.Add(time.Duration(seq) * time.Second),
+		StepIndex: int(seq - 1), StepName: fmt.Sprintf("step-%d", seq), StepType: "check", RunStatus: ExecInProgress}
+}
+
+func mustRecord(t testing.TB, s *Store, x Transition) RecordResult {
+	t.Helper()
+	res, err := s.RecordTransition(context.Background(), x)
+	if err != nil {
+		t.Fatalf("RecordTransition(%s #%d): %v", x.RunID, x.Seq, err)
+	}
+	return res
+}
+
+func newApproval(id, run, node string) NewApproval {
+	return NewApproval{ApprovalID: id, RunID: run, NodeID: node, StepIndex: 2, TokenHash: hash("token-" + id),
+		RequestedAt: t0.Add(time.Minute), Deadline: t0.Add(time.Hour), PlanDigest: hash("plan-" + run),
+		Prompt: "Deploy to prod?"}
+}
+
+func mustCreateApproval(t testing.TB, s *Store, na NewApproval) Approval {
+	t.Helper()
+	a, created, err := s.CreateApproval(context.Background(), na)
+	if err != nil || !created {
+		t.Fatalf("CreateApproval(%s) = created %v, %v", na.ApprovalID, created, err)
+	}
+	return a
+}
+
+// changes collects published changes. Subscribers run before a write returns, so a test
+// can read them right after the call, with no waiting.
+type changes struct {
+	mu  sync.Mutex
+	all []Change
+}
+
+func subscribe(s *Store) (*changes, func()) {
+	c := &changes{}
+	unsubscribe := s.Subscribe(func(ch Change) {
+		c.mu.Lock()
+		c.all = append(c.all, ch)
+		c.mu.Unlock()
+	})
+	return c, unsubscribe
+}
+
+func (c *changes) snapshot() []Change {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]Change(nil), c.all...)
+}

@@ -1,0 +1,211 @@
+package store
+
+import (
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"time"
+	"unicode/utf8"
+)
+
+// timeLayout is RFC 3339 in UTC with a fixed nine-digit fraction. RFC3339Nano drops
+// trailing zeros, which breaks text ordering ("…05Z" sorts after "…05.5Z"); a fixed width
+// keeps text order equal to time order for keyset paging and deadline comparisons.
+const timeLayout = "2006-01-02T15:04:05.000000000Z07:00"
+
+func formatTime(t time.Time) string { return t.UTC().Format(timeLayout) }
+
+// nullTime stores the zero time as NULL.
+func nullTime(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return formatTime(t)
+}
+
+// nullString stores "" as NULL (the seed's optional columns).
+func nullString(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+func parseTime(column string, s sql.NullString) (time.Time, error) {
+	if !s.Valid {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, s.String)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("store: column %s holds %q, not an RFC 3339 time", column, s.String)
+	}
+	return t.UTC(), nil
+}
+
+// checkText enforces the byte limits and UTF-8 on a request field.
+func checkText(field, v string, required bool, limit int) error {
+	switch {
+	case required && v == "":
+		return fmt.Errorf("%w: %s is required", ErrInvalidArgument, field)
+	case len(v) > limit:
+		return fmt.Errorf("%w: %s is %d bytes, over the limit of %d", ErrInvalidArgument, field, len(v), limit)
+	case !utf8.ValidString(v):
+		return fmt.Errorf("%w: %s is not valid UTF-8", ErrInvalidArgument, field)
+	}
+	return nil
+}
+
+// checkJSON validates an optional JSON object column; empty means def.
+func checkJSON(field string, v json.RawMessage, def string) (string, error) {
+	if len(v) == 0 {
+		return def, nil
+	}
+	if len(v) > MaxTextBytes {
+		return "", fmt.Errorf("%w: %s is %d bytes, over the limit of %d", ErrInvalidArgument, field, len(v), MaxTextBytes)
+	}
+	if !json.Valid(v) {
+		return "", fmt.Errorf("%w: %s is not valid JSON", ErrInvalidArgument, field)
+	}
+	return string(v), nil
+}
+
+// rowScanner is *sql.Row or *sql.Rows.
+type rowScanner interface{ Scan(dest ...any) error }
+
+const runColumns = `run_id, playbook_name, playbook_hash, current_node, bindings, error_context, status,
+	iteration_counts, epic_id, session_id, started_at, completed_at, schema_hash8, total_steps,
+	last_completed_step_index, last_deploy_name, started_by, last_seq, updated_at, cancelled_by, cancel_reason`
+
+func scanRun(r rowScanner) (Run, error) {
+	var (
+		run                                             Run
+		currentNode, errorContext, epicID, sessionID    sql.NullString
+		completedAt, lastDeploy, startedBy, cancelledBy sql.NullString
+		cancelReason, startedAt, updatedAt              sql.NullString
+		bindings, iterationCounts, status               string
+	)
+	err := r.Scan(&run.RunID, &run.PlaybookName, &run.PlaybookHash, &currentNode, &bindings, &errorContext,
+		&status, &iterationCounts, &epicID, &sessionID, &startedAt, &completedAt, &run.SchemaHash8,
+		&run.TotalSteps, &run.LastCompletedStepIndex, &lastDeploy, &startedBy, &run.LastSeq, &updatedAt,
+		&cancelledBy, &cancelReason)
+	if err != nil {
+		return Run{}, err
+	}
+	run.CurrentNode = currentNode.String
+	run.Bindings = json.RawMessage(bindings)
+	if errorContext.Valid {
+		run.ErrorContext = json.RawMessage(errorContext.String)
+	}
+	run.Status = RunStatus(status)
+	run.IterationCounts = json.RawMessage(iterationCounts)
+	run.EpicID, run.SessionID = epicID.String, sessionID.String
+	run.LastDeployName, run.StartedBy = lastDeploy.String, startedBy.String
+	run.CancelledBy, run.CancelReason = cancelledBy.String, cancelReason.String
+	if run.StartedAt, err = parseTime("started_at", startedAt); err != nil {
+		return Run{}, err
+	}
+	if run.CompletedAt, err = parseTime("completed_at", completedAt); err != nil {
+		return Run{}, err
+	}
+	if run.UpdatedAt, err = parseTime("updated_at", updatedAt); err != nil {
+		return Run{}, err
+	}
+	return run, nil
+}
+
+const progressColumns = `status, current_node, last_seq, last_completed_step_index, last_deploy_name, completed_at`
+
+func scanProgress(r rowScanner) (RunProgress, error) {
+	var (
+		p                               RunProgress
+		status                          string
+		currentNode, lastDeploy, doneAt sql.NullString
+	)
+	if err := r.Scan(&status, &currentNode, &p.LastSeq, &p.LastCompletedStepIndex, &lastDeploy, &doneAt); err != nil {
+		return RunProgress{}, err
+	}
+	p.Status, p.CurrentNode, p.LastDeployName = RunStatus(status), currentNode.String, lastDeploy.String
+	var err error
+	p.CompletedAt, err = parseTime("completed_at", doneAt)
+	return p, err
+}
+
+const transitionColumns = `run_id, seq, kind, step_index, step_name, step_type, status, input, output,
+	evidence_step_name, evidence_type, evidence_at, run_status, last_deploy_name, rollback_for, message, at`
+
+func scanTransition(r rowScanner) (Transition, error) {
+	var (
+		t                                               Transition
+		kind, runStatus                                 string
+		status, input, output, evName, evType, evAt, at sql.NullString
+		lastDeploy, rollbackFor                         sql.NullString
+	)
+	err := r.Scan(&t.RunID, &t.Seq, &kind, &t.StepIndex, &t.StepName, &t.StepType, &status, &input, &output,
+		&evName, &evType, &evAt, &runStatus, &lastDeploy, &rollbackFor, &t.Message, &at)
+	if err != nil {
+		return Transition{}, err
+	}
+	t.Kind, t.RunStatus = TransitionKind(kind), ExecStatus(runStatus)
+	t.LastDeployName, t.RollbackFor = lastDeploy.String, rollbackFor.String
+	if t.At, err = parseTime("at", at); err != nil {
+		return Transition{}, err
+	}
+	if status.Valid {
+		ev := &Evidence{StepName: evName.String, Type: evType.String, Output: output.String, Status: StepStatus(status.String)}
+		if input.Valid {
+			in := input.String
+			ev.Input = &in
+		}
+		if ev.At, err = parseTime("evidence_at", evAt); err != nil {
+			return Transition{}, err
+		}
+		t.Evidence = ev
+	}
+	return t, nil
+}
+
+// transitionArgs are the insert arguments in transitionColumns order.
+func transitionArgs(t Transition) []any {
+	var status, input, output, evName, evType, evAt any
+	if ev := t.Evidence; ev != nil {
+		status, output, evName, evType, evAt = string(ev.Status), ev.Output, ev.StepName, ev.Type, nullTime(ev.At)
+		if ev.Input != nil {
+			input = *ev.Input
+		}
+	}
+	return []any{t.RunID, t.Seq, string(t.Kind), t.StepIndex, t.StepName, t.StepType, status, input, output,
+		evName, evType, evAt, string(t.RunStatus), nullString(t.LastDeployName), nullString(t.RollbackFor),
+		t.Message, formatTime(t.At)}
+}
+
+const insertTransitionSQL = "INSERT INTO run_transitions (" + transitionColumns +
+	") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+
+const approvalColumns = `approval_id, run_id, node_id, step_index, token, status, requested_at, approved_at,
+	approver, reason, auto_passed, deadline, plan_digest, prompt, decided_by_source`
+
+func scanApproval(r rowScanner) (Approval, error) {
+	var (
+		a                                                       Approval
+		status                                                  string
+		requestedAt, decidedAt, approver, reason, deadline, src sql.NullString
+		autoPassed                                              int
+	)
+	err := r.Scan(&a.ApprovalID, &a.RunID, &a.NodeID, &a.StepIndex, &a.TokenHash, &status, &requestedAt,
+		&decidedAt, &approver, &reason, &autoPassed, &deadline, &a.PlanDigest, &a.Prompt, &src)
+	if err != nil {
+		return Approval{}, err
+	}
+	a.Status, a.AutoPassed = ApprovalStatus(status), autoPassed == 1
+	a.Approver, a.Reason, a.DecidedBySource = approver.String, reason.String, src.String
+	if a.RequestedAt, err = parseTime("requested_at", requestedAt); err != nil {
+		return Approval{}, err
+	}
+	if a.DecidedAt, err = parseTime("approved_at", decidedAt); err != nil {
+		return Approval{}, err
+	}
+	if a.Deadline, err = parseTime("deadline", deadline); err != nil {
+		return Approval{}, err
+	}
+	return a, nil
+}

@@ -1,0 +1,461 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// StartRun creates the run, or returns the stored one when run_id exists (resume, or a
+// retried call), with created=false and nothing changed. The caller decides what an
+// existing final run means (DESIGN D6 gives the new run a suffix).
+// Errors: ErrInvalidArgument (field named), ErrClosed, storage errors.
+func (s *Store) StartRun(ctx context.Context, nr NewRun) (run Run, created bool, err error) {
+	if err := validateNewRun(nr); err != nil {
+		return Run{}, false, err
+	}
+	bindings, err := checkJSON("bindings", nr.Bindings, "{}")
+	if err != nil {
+		return Run{}, false, err
+	}
+	now := s.now()
+	startedAt := nr.StartedAt
+	if startedAt.IsZero() {
+		startedAt = now
+	}
+	err = s.write(ctx, func(w *writeTx) error {
+		res, err := w.tx.ExecContext(w.ctx, `INSERT INTO playbook_runs
+			(run_id, playbook_name, playbook_hash, bindings, status, epic_id, session_id, started_at,
+			 schema_hash8, total_steps, started_by, updated_at)
+			VALUES (?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (run_id) DO NOTHING`,
+			nr.RunID, nr.PlaybookName, nr.PlaybookHash, bindings, nullString(nr.EpicID), nullString(nr.SessionID),
+			formatTime(startedAt), nr.SchemaHash8, nr.TotalSteps, nullString(nr.StartedBy), formatTime(now))
+		if err != nil {
+			return fmt.Errorf("store: insert run: %w", err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if run, err = scanRun(w.queryRow(stmtSelectRun, nr.RunID)); err != nil {
+			return fmt.Errorf("store: read run: %w", err)
+		}
+		created = n == 1
+		if created {
+			w.change.Runs = append(w.change.Runs, run)
+		}
+		return nil
+	})
+	if err != nil {
+		return Run{}, false, err
+	}
+	return run, created, nil
+}
+
+func validateNewRun(nr NewRun) error {
+	for _, f := range []struct {
+		name, v  string
+		required bool
+	}{
+		{"run_id", nr.RunID, true}, {"playbook_name", nr.PlaybookName, true}, {"playbook_hash", nr.PlaybookHash, true},
+		{"schema_hash8", nr.SchemaHash8, false}, {"started_by", nr.StartedBy, false},
+		{"epic_id", nr.EpicID, false}, {"session_id", nr.SessionID, false},
+	} {
+		if err := checkText(f.name, f.v, f.required, MaxIDBytes); err != nil {
+			return err
+		}
+	}
+	if nr.TotalSteps < 0 {
+		return fmt.Errorf("%w: total_steps is %d, must be >= 0", ErrInvalidArgument, nr.TotalSteps)
+	}
+	return nil
+}
+
+// RecordTransition stores t and updates its run in one transaction (DESIGN D10). It is
+// idempotent on (run_id, seq): an identical stored transition gives Duplicate=true and no
+// change; a different one gives ErrConflict. seq must be last_seq+1, else ErrOutOfOrder, so
+// gaps are refused. The run row follows t: status by RunStatusOf, current_node = step name
+// (NULL when final), completed_at when final, error_context when failed,
+// last_completed_step_index on step_finished, last_deploy_name, last_seq, updated_at.
+//
+// A final run keeps its one status: transitions after it (an executor winding down after
+// CancelRun) are stored, but one claiming a different final status gets ErrRunFinal.
+// Errors: ErrNotFound (no such run), ErrConflict, ErrOutOfOrder, ErrRunFinal,
+// ErrInvalidArgument, ErrClosed, storage errors.
+func (s *Store) RecordTransition(ctx context.Context, t Transition) (RecordResult, error) {
+	if err := validateTransition(&t); err != nil {
+		return RecordResult{}, err
+	}
+	newStatus, err := RunStatusOf(t.RunStatus, t.Kind)
+	if err != nil {
+		return RecordResult{}, err
+	}
+	var res RecordResult
+	err = s.write(ctx, func(w *writeTx) error {
+		run, err := scanProgress(w.queryRow(stmtSelectRunProgress, t.RunID))
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("%w: run %q", ErrNotFound, t.RunID)
+		}
+		if err != nil {
+			return fmt.Errorf("store: read run: %w", err)
+		}
+		run.RunID = t.RunID
+		if t.Seq <= run.LastSeq {
+			stored, err := scanTransition(w.queryRow(stmtSelectTransition, t.RunID, t.Seq))
+			if err != nil {
+				return fmt.Errorf("store: read transition %d: %w", t.Seq, err)
+			}
+			if !sameTransition(stored, t) {
+				return fmt.Errorf("%w: run %q seq %d", ErrConflict, t.RunID, t.Seq)
+			}
+			res = RecordResult{Duplicate: true, Progress: run}
+			return nil
+		}
+		if t.Seq != run.LastSeq+1 {
+			return fmt.Errorf("%w: run %q expects seq %d, got %d", ErrOutOfOrder, t.RunID, run.LastSeq+1, t.Seq)
+		}
+		oldStatus := run.Status
+		var errCtx json.RawMessage
+		if run.Status.Final() {
+			if newStatus.Final() && newStatus != run.Status {
+				return fmt.Errorf("%w: run %q is %s", ErrRunFinal, t.RunID, run.Status)
+			}
+		} else {
+			run.Status = newStatus
+			if newStatus.Final() {
+				run.CurrentNode, run.CompletedAt = "", t.At
+			} else if t.StepName != "" {
+				run.CurrentNode = t.StepName
+			}
+			if newStatus == RunFailed {
+				errCtx = errorContext(t)
+			}
+		}
+		if t.Kind == KindStepFinished && t.StepIndex >= 0 {
+			run.LastCompletedStepIndex = t.StepIndex
+		}
+		if t.LastDeployName != "" {
+			run.LastDeployName = t.LastDeployName
+		}
+		run.LastSeq = t.Seq
+		updatedAt := formatTime(s.now())
+
+		if _, err := w.exec(stmtInsertTransition, transitionArgs(t)...); err != nil {
+			return fmt.Errorf("store: insert transition: %w", err)
+		}
+		if run.Status == oldStatus {
+			// Most transitions: leave status alone so its index is not rewritten.
+			_, err = w.exec(stmtUpdateRunProgress, nullString(run.CurrentNode), run.LastCompletedStepIndex,
+				nullString(run.LastDeployName), run.LastSeq, updatedAt, run.RunID)
+		} else {
+			// Only a run that just became failed has an error context; others keep NULL.
+			var ec any
+			if errCtx != nil {
+				ec = string(errCtx)
+			}
+			_, err = w.exec(stmtUpdateRunStatus, string(run.Status), nullTime(run.CompletedAt), ec,
+				nullString(run.CurrentNode), run.LastCompletedStepIndex, nullString(run.LastDeployName), run.LastSeq,
+				updatedAt, run.RunID)
+		}
+		if err != nil {
+			return fmt.Errorf("store: update run: %w", err)
+		}
+		res = RecordResult{Progress: run}
+		w.change.Transitions = append(w.change.Transitions, t)
+		w.change.Progress = append(w.change.Progress, run)
+		return nil
+	})
+	if err != nil {
+		return RecordResult{}, err
+	}
+	return res, nil
+}
+
+// The run-row updates after a transition. SQLite rewrites an index when a column of it is
+// in the SET list, so the common case leaves status out.
+const (
+	updateRunProgressSQL = `UPDATE playbook_runs SET current_node = ?, last_completed_step_index = ?,
+	last_deploy_name = ?, last_seq = ?, updated_at = ? WHERE run_id = ?`
+	updateRunStatusSQL = `UPDATE playbook_runs SET status = ?, completed_at = ?, error_context = ?, current_node = ?,
+	last_completed_step_index = ?, last_deploy_name = ?, last_seq = ?, updated_at = ? WHERE run_id = ?`
+)
+
+// validateTransition checks limits and normalises times to UTC.
+func validateTransition(t *Transition) error {
+	if err := checkText("run_id", t.RunID, true, MaxIDBytes); err != nil {
+		return err
+	}
+	if t.Seq < 1 {
+		return fmt.Errorf("%w: seq is %d, must be >= 1", ErrInvalidArgument, t.Seq)
+	}
+	if t.StepIndex < -1 {
+		return fmt.Errorf("%w: step_index is %d, must be >= -1", ErrInvalidArgument, t.StepIndex)
+	}
+	if t.At.IsZero() {
+		return fmt.Errorf("%w: at (transition time) is required", ErrInvalidArgument)
+	}
+	t.At = t.At.UTC()
+	for _, f := range []struct {
+		name, v  string
+		required bool
+		limit    int
+	}{
+		{"kind", string(t.Kind), true, MaxIDBytes}, {"step_name", t.StepName, false, MaxIDBytes},
+		{"step_type", t.StepType, false, MaxIDBytes}, {"last_deploy_name", t.LastDeployName, false, MaxIDBytes},
+		{"rollback_for", t.RollbackFor, false, MaxIDBytes}, {"message", t.Message, false, MaxTextBytes},
+	} {
+		if err := checkText(f.name, f.v, f.required, f.limit); err != nil {
+			return err
+		}
+	}
+	if ev := t.Evidence; ev != nil {
+		if !ev.Status.valid() {
+			return fmt.Errorf("%w: evidence status %q is not PASS, FAIL, TIMED_OUT, SKIPPED or AWAITING_CONFIRMATION",
+				ErrInvalidArgument, ev.Status)
+		}
+		input := ""
+		if ev.Input != nil {
+			input = *ev.Input
+		}
+		for _, f := range []struct {
+			name, v string
+			limit   int
+		}{
+			{"evidence step_name", ev.StepName, MaxIDBytes}, {"evidence type", ev.Type, MaxIDBytes},
+			{"evidence input", input, MaxTextBytes}, {"evidence output", ev.Output, MaxTextBytes},
+		} {
+			if err := checkText(f.name, f.v, false, f.limit); err != nil {
+				return err
+			}
+		}
+		cp := *ev
+		cp.At = cp.At.UTC()
+		t.Evidence = &cp
+	}
+	return nil
+}
+
+// sameTransition compares every stored field; times compare by their stored text.
+func sameTransition(a, b Transition) bool {
+	if a.RunID != b.RunID || a.Seq != b.Seq || a.Kind != b.Kind || a.StepIndex != b.StepIndex ||
+		a.StepName != b.StepName || a.StepType != b.StepType || a.RunStatus != b.RunStatus ||
+		a.LastDeployName != b.LastDeployName || a.RollbackFor != b.RollbackFor || a.Message != b.Message ||
+		formatTime(a.At) != formatTime(b.At) || (a.Evidence == nil) != (b.Evidence == nil) {
+		return false
+	}
+	if a.Evidence == nil {
+		return true
+	}
+	x, y := a.Evidence, b.Evidence
+	return x.StepName == y.StepName && x.Type == y.Type && x.Output == y.Output && x.Status == y.Status &&
+		(x.Input == nil) == (y.Input == nil) && (x.Input == nil || *x.Input == *y.Input) &&
+		formatTime(x.At) == formatTime(y.At)
+}
+
+// errorContext is the seed's error_context JSON for a failed run: the failing transition.
+func errorContext(t Transition) json.RawMessage {
+	ec := struct {
+		Seq        int64  `json:"seq"`
+		Kind       string `json:"kind"`
+		StepIndex  int    `json:"step_index"`
+		StepName   string `json:"step_name,omitempty"`
+		StepStatus string `json:"step_status,omitempty"`
+		Message    string `json:"message,omitempty"`
+	}{Seq: t.Seq, Kind: string(t.Kind), StepIndex: t.StepIndex, StepName: t.StepName, Message: t.Message}
+	if t.Evidence != nil {
+		ec.StepStatus = string(t.Evidence.Status)
+	}
+	b, _ := json.Marshal(ec) // cannot fail: strings and ints only
+	return b
+}
+
+// GetRun returns the run and all its transitions in seq order, read from one snapshot.
+// Errors: ErrNotFound, storage errors.
+func (s *Store) GetRun(ctx context.Context, runID string) (Run, []Transition, error) {
+	tx, err := s.reader.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return Run{}, nil, fmt.Errorf("store: begin read: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // read-only
+	run, err := scanRun(tx.QueryRowContext(ctx, "SELECT "+runColumns+" FROM playbook_runs WHERE run_id = ?", runID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Run{}, nil, fmt.Errorf("%w: run %q", ErrNotFound, runID)
+	}
+	if err != nil {
+		return Run{}, nil, fmt.Errorf("store: read run: %w", err)
+	}
+	ts, err := queryTransitions(ctx, tx, runID, 1, -1)
+	if err != nil {
+		return Run{}, nil, err
+	}
+	return run, ts, nil
+}
+
+// Transitions returns up to limit transitions of runID with seq >= fromSeq, in seq order
+// (limit <= 0 or over MaxTransitionsPage means MaxTransitionsPage). WatchRun replays with it.
+// Errors: ErrNotFound when the run does not exist, storage errors.
+func (s *Store) Transitions(ctx context.Context, runID string, fromSeq int64, limit int) ([]Transition, error) {
+	if limit <= 0 || limit > MaxTransitionsPage {
+		limit = MaxTransitionsPage
+	}
+	tx, err := s.reader.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, fmt.Errorf("store: begin read: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // read-only
+	ts, err := queryTransitions(ctx, tx, runID, fromSeq, limit)
+	if err != nil || len(ts) > 0 {
+		return ts, err
+	}
+	var one int
+	err = tx.QueryRowContext(ctx, "SELECT 1 FROM playbook_runs WHERE run_id = ?", runID).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("%w: run %q", ErrNotFound, runID)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: read run: %w", err)
+	}
+	return ts, nil
+}
+
+func queryTransitions(ctx context.Context, tx *sql.Tx, runID string, fromSeq int64, limit int) ([]Transition, error) {
+	rows, err := tx.QueryContext(ctx, "SELECT "+transitionColumns+
+		" FROM run_transitions WHERE run_id = ? AND seq >= ? ORDER BY seq LIMIT ?", runID, fromSeq, limit)
+	if err != nil {
+		return nil, fmt.Errorf("store: read transitions: %w", err)
+	}
+	defer rows.Close()
+	ts := []Transition{}
+	for rows.Next() {
+		t, err := scanTransition(rows)
+		if err != nil {
+			return nil, fmt.Errorf("store: read transitions: %w", err)
+		}
+		ts = append(ts, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: read transitions: %w", err)
+	}
+	return ts, nil
+}
+
+// ListRuns returns one page of runs, newest first, filtered by status and playbook name.
+// Paging is by key (started_at, run_id), so pages stay stable while runs are added.
+// Errors: ErrInvalidArgument (bad status, or a page token from another listing), storage errors.
+func (s *Store) ListRuns(ctx context.Context, f RunFilter) (RunPage, error) {
+	if f.Status != "" && !f.Status.valid() {
+		return RunPage{}, fmt.Errorf("%w: status %q is not a run status", ErrInvalidArgument, f.Status)
+	}
+	size := pageSize(f.PageSize)
+	scope := "runs\x00" + string(f.Status) + "\x00" + f.PlaybookName
+	var where []string
+	var args []any
+	if f.Status != "" {
+		where, args = append(where, "status = ?"), append(args, string(f.Status))
+	}
+	if f.PlaybookName != "" {
+		where, args = append(where, "playbook_name = ?"), append(args, f.PlaybookName)
+	}
+	if f.PageToken != "" {
+		key, err := decodePageToken(f.PageToken, scope)
+		if err != nil {
+			return RunPage{}, err
+		}
+		where = append(where, "(started_at < ? OR (started_at = ? AND run_id < ?))")
+		args = append(args, key.At, key.At, key.ID)
+	}
+	q := "SELECT " + runColumns + " FROM playbook_runs"
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	q += " ORDER BY started_at DESC, run_id DESC LIMIT ?"
+	args = append(args, size+1)
+	rows, err := s.reader.QueryContext(ctx, q, args...)
+	if err != nil {
+		return RunPage{}, fmt.Errorf("store: list runs: %w", err)
+	}
+	defer rows.Close()
+	page := RunPage{Runs: []Run{}}
+	for rows.Next() {
+		run, err := scanRun(rows)
+		if err != nil {
+			return RunPage{}, fmt.Errorf("store: list runs: %w", err)
+		}
+		page.Runs = append(page.Runs, run)
+	}
+	if err := rows.Err(); err != nil {
+		return RunPage{}, fmt.Errorf("store: list runs: %w", err)
+	}
+	if len(page.Runs) > size {
+		page.Runs = page.Runs[:size]
+		last := page.Runs[size-1]
+		page.NextPageToken = encodePageToken(scope, pageKey{At: formatTime(last.StartedAt), ID: last.RunID})
+	}
+	return page, nil
+}
+
+// CancelRun gives a non-final run its one final status, cancelled, records who and why, and
+// closes its pending approvals as cancelled in the same transaction, so their tokens stop
+// working (case A04). Errors: ErrNotFound, ErrRunFinal (already final; nothing changes),
+// ErrInvalidArgument, ErrClosed, storage errors.
+func (s *Store) CancelRun(ctx context.Context, runID, by, reason string, at time.Time) (Run, error) {
+	if err := checkText("run_id", runID, true, MaxIDBytes); err != nil {
+		return Run{}, err
+	}
+	if err := checkText("cancelled_by", by, false, MaxIDBytes); err != nil {
+		return Run{}, err
+	}
+	if err := checkText("reason", reason, false, MaxTextBytes); err != nil {
+		return Run{}, err
+	}
+	if at.IsZero() {
+		at = s.now()
+	}
+	var run Run
+	err := s.write(ctx, func(w *writeTx) error {
+		var err error
+		run, err = scanRun(w.queryRow(stmtSelectRun, runID))
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("%w: run %q", ErrNotFound, runID)
+		}
+		if err != nil {
+			return fmt.Errorf("store: read run: %w", err)
+		}
+		if run.Status.Final() {
+			return fmt.Errorf("%w: run %q is %s", ErrRunFinal, runID, run.Status)
+		}
+		run.Status, run.CurrentNode, run.CompletedAt = RunCancelled, "", at.UTC()
+		run.CancelledBy, run.CancelReason, run.UpdatedAt = by, reason, s.now()
+		if _, err := w.tx.ExecContext(w.ctx, `UPDATE playbook_runs SET status = 'cancelled', current_node = NULL,
+			completed_at = ?, cancelled_by = ?, cancel_reason = ?, updated_at = ? WHERE run_id = ?`,
+			formatTime(run.CompletedAt), nullString(by), nullString(reason), formatTime(run.UpdatedAt), runID); err != nil {
+			return fmt.Errorf("store: cancel run: %w", err)
+		}
+		closed, err := queryApprovals(w.ctx, w.tx, `UPDATE playbook_approvals SET status = 'cancelled',
+			approved_at = ?, approver = ?, reason = ?, decided_by_source = ?
+			WHERE run_id = ? AND status = 'pending' RETURNING `+approvalColumns,
+			formatTime(at), nullString(by), nullString(reason), SourceCancelRun, runID)
+		if err != nil {
+			return fmt.Errorf("store: cancel approvals: %w", err)
+		}
+		w.change.Runs = append(w.change.Runs, run)
+		w.change.Approvals = append(w.change.Approvals, closed...)
+		return nil
+	})
+	if err != nil {
+		return Run{}, err
+	}
+	return run, nil
+}
+
+func pageSize(n int) int {
+	if n <= 0 {
+		return DefaultPageSize
+	}
+	return min(n, MaxPageSize)
+}

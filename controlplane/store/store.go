@@ -1,0 +1,237 @@
+// Package store is the control plane's SQLite store: runs, their append-only transitions
+// (with evidence) and approvals (issue 3, item 3; DESIGN D10). It is the only package that
+// speaks SQL, and it imports nothing from action/... (DESIGN, "Boundaries").
+//
+// Durability and concurrency: the database runs in WAL mode with synchronous=FULL, so a
+// method that returned nil has its change on disk. Every write goes through one writer
+// goroutine that owns the single writer connection (_txlock=immediate) and commits whatever
+// requests are queued as one transaction (group commit), each request inside its own
+// SAVEPOINT so one bad request fails alone. Reads use a separate read-only pool and never
+// wait for the writer. Callers therefore never see SQLITE_BUSY from this process.
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+const (
+	// defaultBusyTimeout bounds how long a connection waits for another process's lock
+	// (a second server on the same file, a backup) before SQLITE_BUSY.
+	defaultBusyTimeout = 10 * time.Second
+	// defaultMaxBatch caps the requests committed in one transaction: large enough to
+	// amortise the fsync, small enough to bound one commit's latency.
+	defaultMaxBatch = 256
+	// writeQueueLen is how many write requests may wait for the writer goroutine.
+	writeQueueLen = 1024
+)
+
+// Option configures Open.
+type Option func(*config)
+
+type config struct {
+	clock       func() time.Time
+	readerConns int
+	busyTimeout time.Duration
+	maxBatch    int
+}
+
+// WithClock sets the clock used for timestamps a caller leaves zero (tests).
+func WithClock(now func() time.Time) Option { return func(c *config) { c.clock = now } }
+
+// WithReaderConns sets the size of the read-only pool (default 4, minimum 1).
+func WithReaderConns(n int) Option { return func(c *config) { c.readerConns = max(n, 1) } }
+
+// WithBusyTimeout sets SQLite's busy_timeout for both pools (default 10 s). It only matters
+// when another process holds the file's lock.
+func WithBusyTimeout(d time.Duration) Option { return func(c *config) { c.busyTimeout = d } }
+
+// WithMaxBatch caps the requests per group commit (default 256, minimum 1; 1 disables
+// batching, which the benchmarks use as the baseline).
+func WithMaxBatch(n int) Option { return func(c *config) { c.maxBatch = max(n, 1) } }
+
+// Store is an open database. Its methods are safe for concurrent use.
+type Store struct {
+	cfg    config
+	writer *sql.DB // MaxOpenConns(1); used only by Open (migrations) and the writer goroutine
+	reader *sql.DB // read-only pool
+	stmts  *writeStmts
+
+	queue   chan *writeReq
+	mu      sync.RWMutex // guards closed against senders racing Close
+	closed  bool
+	closing chan struct{}
+	done    chan struct{}
+
+	subsMu sync.Mutex
+	subs   atomic.Pointer[[]*subscriber]
+
+	commits, requests, failedCommits atomic.Uint64
+}
+
+// Open opens (creating if needed) the SQLite database at path, applies pending migrations
+// and starts the writer goroutine. path is a file path; ":memory:" is refused because the
+// reader pool must share the file. Errors: ErrInvalidArgument for a bad path or a database
+// migrated by a newer rbook; otherwise the SQLite error.
+func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
+	cfg := config{clock: time.Now, readerConns: 4, busyTimeout: defaultBusyTimeout, maxBatch: defaultMaxBatch}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if path == "" || path == ":memory:" {
+		return nil, fmt.Errorf("%w: database path %q: need a file path", ErrInvalidArgument, path)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: database path %q: %v", ErrInvalidArgument, path, err)
+	}
+	busyMS := cfg.busyTimeout.Milliseconds()
+
+	// busy_timeout comes first so that the journal_mode change cannot fail with SQLITE_BUSY
+	// while another process is opening the same file (DESIGN D10).
+	writerQuery := url.Values{}
+	writerQuery.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busyMS))
+	writerQuery.Add("_pragma", "journal_mode(WAL)")
+	writerQuery.Add("_pragma", "synchronous(FULL)")
+	writerQuery.Add("_pragma", "foreign_keys(1)")
+	writerQuery.Set("_txlock", "immediate")
+	writer, err := sql.Open("sqlite", fileURI(abs, writerQuery))
+	if err != nil {
+		return nil, err
+	}
+	writer.SetMaxOpenConns(1)
+	writer.SetMaxIdleConns(1)
+	writer.SetConnMaxLifetime(0)
+	writer.SetConnMaxIdleTime(0)
+	if err := migrate(ctx, writer, cfg.clock); err != nil {
+		writer.Close()
+		return nil, err
+	}
+
+	readerQuery := url.Values{}
+	readerQuery.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busyMS))
+	readerQuery.Add("_pragma", "query_only(1)")
+	readerQuery.Set("mode", "ro")
+	reader, err := sql.Open("sqlite", fileURI(abs, readerQuery))
+	if err != nil {
+		writer.Close()
+		return nil, err
+	}
+	reader.SetMaxOpenConns(cfg.readerConns)
+	reader.SetMaxIdleConns(cfg.readerConns)
+	if err := reader.PingContext(ctx); err != nil {
+		reader.Close()
+		writer.Close()
+		return nil, err
+	}
+
+	stmts, err := prepareWriteStmts(ctx, writer)
+	if err != nil {
+		reader.Close()
+		writer.Close()
+		return nil, err
+	}
+	s := &Store{
+		cfg:     cfg,
+		writer:  writer,
+		reader:  reader,
+		stmts:   stmts,
+		queue:   make(chan *writeReq, writeQueueLen),
+		closing: make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+	s.subs.Store(&[]*subscriber{})
+	go s.writeLoop()
+	return s, nil
+}
+
+// fileURI builds a SQLite URI filename so that paths with '?', '#' or '%' stay intact.
+func fileURI(abs string, q url.Values) string {
+	u := url.URL{Scheme: "file", Path: filepath.ToSlash(abs), RawQuery: q.Encode()}
+	return u.String()
+}
+
+// Close finishes the queued writes, stops the writer goroutine and closes both pools.
+// Later calls return ErrClosed.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return ErrClosed
+	}
+	s.closed = true
+	s.mu.Unlock()
+	close(s.closing)
+	<-s.done
+	err := s.stmts.close()
+	// Readers first: the writer's close checkpoints and removes the WAL.
+	err = errors.Join(err, s.reader.Close(), s.writer.Close())
+	return err
+}
+
+// WriterStats counts the writer goroutine's work since Open.
+type WriterStats struct {
+	// Commits is the number of committed group transactions.
+	Commits uint64
+	// Requests is the number of write requests executed (successful or not).
+	Requests uint64
+	// FailedCommits is the number of group transactions whose COMMIT failed.
+	FailedCommits uint64
+}
+
+// Stats reports the writer's counters; Requests/Commits is the mean batch size.
+func (s *Store) Stats() WriterStats {
+	return WriterStats{Commits: s.commits.Load(), Requests: s.requests.Load(), FailedCommits: s.failedCommits.Load()}
+}
+
+// now is the store clock in UTC.
+func (s *Store) now() time.Time { return s.cfg.clock().UTC() }
+
+// subscriber wraps a callback so unsubscribe can find it by identity.
+type subscriber struct{ fn func(Change) }
+
+// Subscribe registers fn to be called after every commit that changed something, with what
+// it changed, in commit order, before the writers of that commit get their results. fn runs
+// on the writer goroutine: it must return quickly (hand off to a buffered channel) and must
+// not call Store write methods, or it deadlocks the writer. The returned func unsubscribes.
+func (s *Store) Subscribe(fn func(Change)) (unsubscribe func()) {
+	sub := &subscriber{fn: fn}
+	s.subsMu.Lock()
+	old := *s.subs.Load()
+	next := append(append(make([]*subscriber, 0, len(old)+1), old...), sub)
+	s.subs.Store(&next)
+	s.subsMu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.subsMu.Lock()
+			defer s.subsMu.Unlock()
+			cur := *s.subs.Load()
+			next := make([]*subscriber, 0, len(cur))
+			for _, x := range cur {
+				if x != sub {
+					next = append(next, x)
+				}
+			}
+			s.subs.Store(&next)
+		})
+	}
+}
+
+func (s *Store) publish(c Change) {
+	if c.empty() {
+		return
+	}
+	for _, sub := range *s.subs.Load() {
+		sub.fn(c)
+	}
+}

@@ -1,0 +1,392 @@
+package store
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Sentinel errors. Callers test them with errors.Is; the server maps them to connect codes.
+// Any other error from this package is a storage failure whose text is for logs, never for
+// clients (DESIGN, "Boundaries").
+var (
+	// ErrNotFound: no run or approval with that id (or token hash). Seed code E_APPROVAL_NOT_FOUND
+	// for approvals.
+	ErrNotFound = errors.New("store: not found")
+	// ErrAlreadyDecided: the approval is no longer pending (seed E_APPROVAL_ALREADY_DECIDED).
+	ErrAlreadyDecided = errors.New("store: approval already decided")
+	// ErrExpired: the approval's deadline had passed when a decision arrived; the store closes
+	// the gate as expired in the same transaction (issue 3, item 4). It wraps ErrAlreadyDecided.
+	ErrExpired = fmt.Errorf("%w: deadline passed", ErrAlreadyDecided)
+	// ErrConflict: a transition with the same (run_id, seq) but different content is stored.
+	ErrConflict = errors.New("store: conflicting transition for this sequence number")
+	// ErrOutOfOrder: seq is not last_seq+1 of the run; gaps are refused.
+	ErrOutOfOrder = errors.New("store: transition out of order")
+	// ErrRunFinal: the run already has its one final status.
+	ErrRunFinal = errors.New("store: run is already final")
+	// ErrSelfApproval: the approver started the run and Decision.RefuseRunStarter was set.
+	ErrSelfApproval = errors.New("store: the identity that started the run may not approve it")
+	// ErrInvalidArgument: a request field is missing, malformed or over a limit; the wrapped
+	// message names the field.
+	ErrInvalidArgument = errors.New("store: invalid argument")
+	// ErrClosed: the Store was closed.
+	ErrClosed = errors.New("store: closed")
+)
+
+// Limits, checked before anything is written.
+const (
+	// MaxIDBytes caps run ids, approval ids, node ids, names and identities (bytes).
+	MaxIDBytes = 256
+	// MaxTextBytes caps free text: evidence input and output, prompts, messages, reasons and
+	// JSON documents (bytes). The RPC layer's message-size limit is the first line; this one
+	// keeps a direct caller from bloating the database.
+	MaxTextBytes = 1 << 20
+	// DefaultPageSize is the page size of ListRuns and ListApprovals when none is asked for.
+	DefaultPageSize = 50
+	// MaxPageSize caps ListRuns and ListApprovals pages; larger requests are clamped.
+	MaxPageSize = 500
+	// MaxTransitionsPage caps one Transitions call.
+	MaxTransitionsPage = 1000
+)
+
+// RunStatus is the status column of playbook_runs (seed playbooks; DESIGN D7).
+type RunStatus string
+
+// The run statuses of the seed, spelled exactly.
+const (
+	RunRunning   RunStatus = "running"
+	RunPaused    RunStatus = "paused"
+	RunFailed    RunStatus = "failed"
+	RunSucceeded RunStatus = "succeeded"
+	RunCancelled RunStatus = "cancelled"
+)
+
+// Final reports whether s is a final status (no step runs after it).
+func (s RunStatus) Final() bool { return s == RunFailed || s == RunSucceeded || s == RunCancelled }
+
+func (s RunStatus) valid() bool { return s == RunRunning || s == RunPaused || s.Final() }
+
+// ExecStatus is the executor's run_status carried by a transition (seed runbook-executor,
+// Steps 3-8; mirrors engine.RunStatus).
+type ExecStatus string
+
+// The executor's run statuses, spelled as in the seed's state file.
+const (
+	ExecInProgress ExecStatus = "IN_PROGRESS"
+	ExecCompleted  ExecStatus = "COMPLETED"
+	ExecFailed     ExecStatus = "FAILED"
+	ExecCancelled  ExecStatus = "CANCELLED"
+)
+
+// RunStatusOf maps an executor run_status to the table's status (DESIGN D7: the mapping
+// lives in one place). IN_PROGRESS is running, or paused when the transition opened a gate.
+// It returns ErrInvalidArgument for a word outside the seed's four.
+func RunStatusOf(s ExecStatus, kind TransitionKind) (RunStatus, error) {
+	switch s {
+	case ExecInProgress:
+		if kind == KindGateOpened {
+			return RunPaused, nil
+		}
+		return RunRunning, nil
+	case ExecCompleted:
+		return RunSucceeded, nil
+	case ExecFailed:
+		return RunFailed, nil
+	case ExecCancelled:
+		return RunCancelled, nil
+	}
+	return "", fmt.Errorf("%w: run_status %q is not IN_PROGRESS, COMPLETED, FAILED or CANCELLED", ErrInvalidArgument, s)
+}
+
+// StepStatus is an evidence entry's status (seed runbook-executor, Step 7).
+type StepStatus string
+
+// The step statuses of the seed, spelled exactly.
+const (
+	StepPass                 StepStatus = "PASS"
+	StepFail                 StepStatus = "FAIL"
+	StepTimedOut             StepStatus = "TIMED_OUT"
+	StepSkipped              StepStatus = "SKIPPED"
+	StepAwaitingConfirmation StepStatus = "AWAITING_CONFIRMATION"
+)
+
+func (s StepStatus) valid() bool {
+	switch s {
+	case StepPass, StepFail, StepTimedOut, StepSkipped, StepAwaitingConfirmation:
+		return true
+	}
+	return false
+}
+
+// TransitionKind names what happened in a transition (issue 3, "Executor integration";
+// mirrors engine.TransitionKind).
+type TransitionKind string
+
+// The transition kinds the executor reports.
+const (
+	KindRunStarted   TransitionKind = "run_started"
+	KindStepStarted  TransitionKind = "step_started"
+	KindStepFinished TransitionKind = "step_finished"
+	KindGateOpened   TransitionKind = "gate_opened"
+	KindGateDecided  TransitionKind = "gate_decided"
+	KindRunFinished  TransitionKind = "run_finished"
+)
+
+// ApprovalStatus is the status column of playbook_approvals. The seed's words are pending,
+// approved and rejected; expired (the deadline closed the gate, TIMED_OUT on the wire) and
+// cancelled (CancelRun, or superseded by a new plan digest) are added (issue 3, item 4).
+type ApprovalStatus string
+
+// The approval statuses.
+const (
+	ApprovalPending   ApprovalStatus = "pending"
+	ApprovalApproved  ApprovalStatus = "approved"
+	ApprovalRejected  ApprovalStatus = "rejected"
+	ApprovalExpired   ApprovalStatus = "expired"
+	ApprovalCancelled ApprovalStatus = "cancelled"
+)
+
+func (s ApprovalStatus) valid() bool {
+	switch s {
+	case ApprovalPending, ApprovalApproved, ApprovalRejected, ApprovalExpired, ApprovalCancelled:
+		return true
+	}
+	return false
+}
+
+// Sources recorded in decided_by_source by the store itself.
+const (
+	// SourceDeadline marks approvals closed by ExpireDueApprovals or a late decision.
+	SourceDeadline = "deadline"
+	// SourceCancelRun marks approvals closed by CancelRun.
+	SourceCancelRun = "cancel-run"
+	// SourceSuperseded marks a pending approval replaced by one for a new plan digest.
+	SourceSuperseded = "superseded"
+	// SourcePolicy marks approvals auto-passed by the policy evaluator (seed "Policy evaluator").
+	SourcePolicy = "policy"
+)
+
+// NewRun is what StartRun needs to create a run.
+type NewRun struct {
+	// RunID is the caller's id (seed runbook-executor, Step 2), 1..MaxIDBytes bytes.
+	RunID string
+	// PlaybookName is the runbook or playbook name; required.
+	PlaybookName string
+	// PlaybookHash is the lowercase hex SHA-256 of the source (the plan digest); required.
+	PlaybookHash string
+	// SchemaHash8 is the first 8 hex chars of SHA-256(rules.yaml) (seed Step 1.3).
+	SchemaHash8 string
+	// TotalSteps is the number of steps in the plan (seed Step 4).
+	TotalSteps int
+	// StartedBy is the identity that started the run (for Decision.RefuseRunStarter).
+	StartedBy string
+	// EpicID and SessionID are the seed's optional links; empty means NULL.
+	EpicID, SessionID string
+	// Bindings is a JSON object; nil means {}.
+	Bindings json.RawMessage
+	// StartedAt defaults to the store's clock.
+	StartedAt time.Time
+}
+
+// Run is one row of playbook_runs. Optional text columns read as "" when NULL, optional
+// times as the zero time.
+type Run struct {
+	RunID        string
+	PlaybookName string
+	PlaybookHash string
+	// CurrentNode is the active step's name; "" when the run is final.
+	CurrentNode string
+	Bindings    json.RawMessage
+	// ErrorContext is a JSON object describing the failing transition when Status is failed.
+	ErrorContext    json.RawMessage
+	Status          RunStatus
+	IterationCounts json.RawMessage
+	EpicID          string
+	SessionID       string
+	StartedAt       time.Time
+	CompletedAt     time.Time
+
+	SchemaHash8            string
+	TotalSteps             int
+	LastCompletedStepIndex int
+	LastDeployName         string
+	StartedBy              string
+	// LastSeq is the seq of the last stored transition (0 before the first).
+	LastSeq      int64
+	UpdatedAt    time.Time
+	CancelledBy  string
+	CancelReason string
+}
+
+// Evidence is one evidence-pack entry (seed runbook-executor, Step 7; mirrors engine.Evidence).
+type Evidence struct {
+	StepName string
+	Type     string
+	// Input is nil for a step without kql_or_template (JSON null).
+	Input  *string
+	Output string
+	Status StepStatus
+	// At is timestamp_utc.
+	At time.Time
+}
+
+// Transition is one durable event of a run (mirrors engine.Transition). Seq starts at 1 and
+// grows by one per transition; (RunID, Seq) is the idempotency key.
+type Transition struct {
+	RunID string
+	Seq   int64
+	Kind  TransitionKind
+	At    time.Time
+	// StepIndex is the 0-based step, -1 for run-level transitions.
+	StepIndex int
+	StepName  string
+	StepType  string
+	// Evidence is set on step_finished and on the CANCEL audit entry; nil otherwise.
+	Evidence       *Evidence
+	RunStatus      ExecStatus
+	LastDeployName string
+	// RollbackFor names the failed step whose on_fail: rollback is being carried out (DESIGN D4).
+	RollbackFor string
+	Message     string
+}
+
+// RunProgress is the part of a run row that transitions change. RecordTransition reads and
+// returns only these columns: scanning the whole row cost a fifth of its CPU time.
+type RunProgress struct {
+	RunID       string
+	Status      RunStatus
+	CurrentNode string
+	// LastSeq is the seq of the last stored transition (0 before the first).
+	LastSeq                int64
+	LastCompletedStepIndex int
+	LastDeployName         string
+	CompletedAt            time.Time
+}
+
+// RecordResult is what RecordTransition reports.
+type RecordResult struct {
+	// Duplicate is true when an identical transition was already stored (nothing changed).
+	Duplicate bool
+	// Progress is the run's progress after the call. Status is the run's one final status
+	// once it has one, even when the transition says IN_PROGRESS (an executor winding down
+	// after CancelRun learns of the cancel here).
+	Progress RunProgress
+}
+
+// RunFilter selects ListRuns results; zero fields do not filter.
+type RunFilter struct {
+	Status       RunStatus
+	PlaybookName string
+	// PageSize defaults to DefaultPageSize and is clamped to MaxPageSize.
+	PageSize int
+	// PageToken is a NextPageToken from a previous call with the same filters.
+	PageToken string
+}
+
+// RunPage is one ListRuns page, newest first (started_at, then run_id, descending).
+type RunPage struct {
+	Runs []Run
+	// NextPageToken is "" on the last page.
+	NextPageToken string
+}
+
+// NewApproval is what CreateApproval needs to open a gate.
+type NewApproval struct {
+	// ApprovalID is the caller's id (random; the approval package can use it as the token nonce).
+	ApprovalID string
+	RunID      string
+	// NodeID is the gate's step name (seed: "approval node id in the playbook").
+	NodeID    string
+	StepIndex int
+	// TokenHash is approval.TokenHash(token): 64 lowercase hex chars. The raw token never
+	// reaches the store.
+	TokenHash string
+	// RequestedAt defaults to the store's clock.
+	RequestedAt time.Time
+	// Deadline is when the gate times out; zero means none.
+	Deadline   time.Time
+	PlanDigest string
+	Prompt     string
+	// AutoPassed records the policy evaluator's verdict: the approval is created approved by
+	// SourcePolicy, with Reason as its reason (seed "Policy evaluator").
+	AutoPassed bool
+	Reason     string
+}
+
+// Approval is one row of playbook_approvals. Optional columns read as "" / zero time.
+type Approval struct {
+	ApprovalID string
+	RunID      string
+	NodeID     string
+	StepIndex  int
+	// TokenHash is the hex SHA-256 of the token (the token column), never the token.
+	TokenHash   string
+	Status      ApprovalStatus
+	RequestedAt time.Time
+	// DecidedAt is the seed's approved_at, set by every decision (approve, reject, expire, cancel).
+	DecidedAt       time.Time
+	Approver        string
+	Reason          string
+	AutoPassed      bool
+	Deadline        time.Time
+	PlanDigest      string
+	Prompt          string
+	DecidedBySource string
+}
+
+// Decision is one DecideApproval request.
+type Decision struct {
+	ApprovalID string
+	// Verdict is approved, rejected, expired or cancelled.
+	Verdict  ApprovalStatus
+	Approver string
+	Reason   string
+	// Source names where the decision came from ("rpc", "terminal", "github", …).
+	Source string
+	// At defaults to the store's clock. Approve and reject at or after the deadline fail with
+	// ErrExpired.
+	At time.Time
+	// RefuseRunStarter makes an approve by the run's StartedBy fail with ErrSelfApproval
+	// (issue 3, item 4). Rejections are always allowed.
+	RefuseRunStarter bool
+}
+
+// ApprovalFilter selects ListApprovals results; zero fields do not filter.
+type ApprovalFilter struct {
+	Status ApprovalStatus
+	RunID  string
+	// PageSize defaults to DefaultPageSize and is clamped to MaxPageSize.
+	PageSize  int
+	PageToken string
+}
+
+// ApprovalPage is one ListApprovals page, newest first (requested_at, then approval_id).
+type ApprovalPage struct {
+	Approvals     []Approval
+	NextPageToken string
+}
+
+// Change is what one commit changed, handed to subscribers after the commit (Subscribe).
+// Within a Change, items keep commit order; transitions of one run are in seq order.
+type Change struct {
+	// Runs holds each run row created by StartRun or cancelled by CancelRun, as it stands
+	// after the change.
+	Runs []Run
+	// Progress holds, for each recorded transition, its run's progress after it.
+	Progress    []RunProgress
+	Transitions []Transition
+	// Approvals holds each approval row as it stands after a change.
+	Approvals []Approval
+}
+
+func (c *Change) append(o Change) {
+	c.Runs = append(c.Runs, o.Runs...)
+	c.Progress = append(c.Progress, o.Progress...)
+	c.Transitions = append(c.Transitions, o.Transitions...)
+	c.Approvals = append(c.Approvals, o.Approvals...)
+}
+
+func (c Change) empty() bool {
+	return len(c.Runs) == 0 && len(c.Progress) == 0 && len(c.Transitions) == 0 && len(c.Approvals) == 0
+}
