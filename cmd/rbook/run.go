@@ -117,13 +117,9 @@ func currentUser() string {
 
 func runRunbook(cmd *cobra.Command, name string, f runFlags, stepIndex *int) error {
 	out, errw := cmd.OutOrStdout(), cmd.ErrOrStderr()
-	plan, err := f.loadPlan(name)
+	plan, rend, err := f.loadWithReports(name)
 	if err != nil {
 		return err
-	}
-	rend, err := report.New(f.templates)
-	if err != nil {
-		return abort("%v", err)
 	}
 	statePath := plan.StateFilePath
 	lock, err := state.Acquire(statePath)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/rbookhq/rbook-action/action/engine"
 	"github.com/rbookhq/rbook-action/action/report"
+	"github.com/rbookhq/rbook-action/action/runbook"
 	"github.com/rbookhq/rbook-action/action/state"
 	"github.com/rbookhq/rbook-action/action/steps"
 )
@@ -99,13 +100,9 @@ Exit codes: 0 the rollback passed, 1 it failed or there was nothing to roll back
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := runbookArg(args)
-			plan, err := c.loadPlan(name)
+			plan, rend, err := c.loadWithReports(name)
 			if err != nil {
 				return err
-			}
-			rend, err := report.New(c.templates)
-			if err != nil {
-				return abort("%v", err)
 			}
 			lock, err := state.Acquire(plan.StateFilePath)
 			if err != nil {
@@ -150,13 +147,9 @@ Exit codes: 3 the run was cancelled, 1 you did not confirm, 2 nothing to cancel.
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := runbookArg(args)
-			plan, err := c.loadPlan(name)
+			plan, rend, err := c.loadWithReports(name)
 			if err != nil {
 				return err
-			}
-			rend, err := report.New(c.templates)
-			if err != nil {
-				return abort("%v", err)
 			}
 			st, err := readExisting(plan.StateFilePath, name)
 			if err != nil {
@@ -259,4 +252,17 @@ func readExisting(path, name string) (*state.State, error) {
 
 func startOf(st *state.State) engine.Start {
 	return engine.Start{RunID: st.RunID, Seq: st.Seq, Index: st.LastCompletedStepIndex + 1, Evidence: st.EvidencePack, LastDeployName: st.LastDeployName}
+}
+
+// loadWithReports loads the runbook and the report templates every verb that prints a report needs.
+func (c *common) loadWithReports(name string) (*runbook.Plan, *report.Renderer, error) {
+	plan, err := c.loadPlan(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	rend, err := report.New(c.templates)
+	if err != nil {
+		return nil, nil, abort("%v", err)
+	}
+	return plan, rend, nil
 }
