@@ -18,6 +18,29 @@ type FileRecorder struct {
 	// KeepOutbox queues every transition in State.Outbox until Ack, for a control plane.
 	KeepOutbox bool
 	pack       Pack
+	// outboxWritten is len(State.Outbox) at the last write, to know whether Sync must write.
+	outboxWritten int
+}
+
+// Sync writes the file if acknowledgements changed the outbox since the last write, so a run
+// that ended cleanly leaves an empty outbox behind.
+func (r *FileRecorder) Sync() error {
+	if len(r.State.Outbox) == r.outboxWritten {
+		return nil
+	}
+	return r.write()
+}
+
+func (r *FileRecorder) write() error {
+	data, err := r.pack.Encode(r.State)
+	if err == nil {
+		err = WriteFileAtomic(r.Path, data)
+	}
+	if err != nil {
+		return &NotWritableError{Err: err}
+	}
+	r.outboxWritten = len(r.State.Outbox)
+	return nil
 }
 
 // Ack drops the transitions up to seq from the outbox: the control plane has stored them.
@@ -95,14 +118,7 @@ func (r *FileRecorder) Record(_ context.Context, t engine.Transition) error {
 	if !write {
 		return nil
 	}
-	data, err := r.pack.Encode(s)
-	if err == nil {
-		err = WriteFileAtomic(r.Path, data)
-	}
-	if err != nil {
-		return &NotWritableError{Err: err}
-	}
-	return nil
+	return r.write()
 }
 
 // NotWritableError is a failed state-file write. Its message starts with the seed's line

@@ -55,9 +55,11 @@ func startOnControlPlane(ctx context.Context, c *cpclient.Client, plan *runbook.
 }
 
 // announcer prints how to decide an open gate: the approve command with its token on a
-// terminal; in CI only the approval id, because the token is a secret.
+// terminal; in CI only the approval id, because the token is a secret. RBOOK_SHOW_TOKEN=1
+// prints the command anyway (for scripts that read the output; never in shared logs).
 func announcer(errw io.Writer, url string) func(id, token string) {
-	interactive := term.IsTerminal(int(os.Stderr.Fd())) && os.Getenv("GITHUB_ACTIONS") != "true"
+	interactive := os.Getenv("RBOOK_SHOW_TOKEN") == "1" ||
+		term.IsTerminal(int(os.Stderr.Fd())) && os.Getenv("GITHUB_ACTIONS") != "true"
 	return func(id, token string) {
 		if interactive {
 			fmt.Fprintf(errw, "Approval %s is open on %s. From another terminal:\n  rbook approve %s\n", id, url, token)

@@ -58,7 +58,7 @@ Try it: rbook run demo
 		Version:       version,
 	}
 	root.AddCommand(newRunCmd(), newStatusCmd(), newCancelCmd(), newRollbackCmd(), newValidateCmd(), newMCPCmd(),
-		newDecideCmd(true), newDecideCmd(false), newRunsCmd(), newGetCmd(), newWatchCmd(), newApprovalsCmd())
+		newDecideCmd(true), newDecideCmd(false), newRunsCmd(), newGetCmd(), newWatchCmd(), newApprovalsCmd(), newServeCmd())
 	err := root.Execute()
 	if err == nil {
 		os.Exit(exitCompleted)

@@ -197,6 +197,9 @@ func runRunbook(cmd *cobra.Command, name string, f runFlags, stepIndex *int) err
 	}
 	fmt.Fprintf(errw, "Run %s · runbook %s (%s) · %d steps · state %s\n", st.RunID, plan.Name, plan.Path, len(plan.Steps), statePath)
 	res, err := eng.Run(ctx, start)
+	if err == nil {
+		err = fileRec.Sync()
+	}
 	if err != nil {
 		return &exitError{code: exitAborted, msg: err.Error()}
 	}

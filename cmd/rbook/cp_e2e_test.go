@@ -1,0 +1,313 @@
+package main
+
+// End-to-end tests of the executor with a real `rbook serve` control plane, driven by the Go
+// Connect client, a grpc-go client, the CLI and the buf-generated TypeScript client.
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/rbookhq/rbook-action/action/cpclient"
+	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
+)
+
+const testSecret = "e2e-test-secret-0123456789abcdef"
+
+// serveCP starts `rbook serve` on a free loopback port and returns its URL once it listens.
+func serveCP(t *testing.T, dir string) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	cmd := exec.Command(rbookBin, "serve", "--addr", addr, "--db", filepath.Join(dir, "cp.db"))
+	cmd.Env = append(os.Environ(), "RBOOK_APPROVAL_SECRET="+testSecret)
+	logs, _ := cmd.StderrPipe()
+	cmd.Stdout = cmd.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	ready := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(logs)
+		once := false
+		for sc.Scan() {
+			if !once && strings.Contains(sc.Text(), "listening on") {
+				once = true
+				close(ready)
+			}
+		}
+	}()
+	select {
+	case <-ready:
+	case <-time.After(60 * time.Second):
+		t.Fatal("rbook serve did not say it was listening within 60s")
+	}
+	return "http://" + addr
+}
+
+var approveLine = regexp.MustCompile(`rbook approve (\S+)`)
+
+// tokenFrom waits for the executor's "rbook approve <token>" line and returns the token.
+func tokenFrom(t *testing.T, p *proc) string {
+	t.Helper()
+	p.waitFor(t, "rbook approve ")
+	m := approveLine.FindAllStringSubmatch(p.output(), -1)
+	return m[len(m)-1][1]
+}
+
+func getRun(t *testing.T, url, runID string) *rbookv1.GetRunResponse {
+	t.Helper()
+	resp, err := cpclient.New(url, "").Runs.GetRun(context.Background(), &rbookv1.GetRunRequest{RunId: runID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+// checkTransitions asserts seq 1..n without gaps and one final transition last.
+func checkTransitions(t *testing.T, resp *rbookv1.GetRunResponse, final rbookv1.RunStatus) {
+	t.Helper()
+	ts := resp.GetTransitions()
+	for i, tr := range ts {
+		if tr.GetSeq() != int64(i+1) {
+			t.Fatalf("transition %d has seq %d: gap or reorder", i, tr.GetSeq())
+		}
+	}
+	finals := 0
+	for _, tr := range ts {
+		if tr.GetKind() == rbookv1.TransitionKind_TRANSITION_KIND_RUN_FINISHED {
+			finals++
+		}
+	}
+	if finals != 1 || ts[len(ts)-1].GetKind() != rbookv1.TransitionKind_TRANSITION_KIND_RUN_FINISHED || resp.GetRun().GetStatus() != final {
+		t.Fatalf("%d run_finished transitions, last %s, run status %s; want one, last, %s", finals, ts[len(ts)-1].GetKind(), resp.GetRun().GetStatus(), final)
+	}
+}
+
+func TestControlPlane_ApproveOverRPCAndReplayRefused(t *testing.T) {
+	dir := workdir(t)
+	url := serveCP(t, dir)
+	t.Setenv("RBOOK_SHOW_TOKEN", "1")
+	p := start(t, dir, "run", "demo", "--control-plane", url)
+	tok := tokenFrom(t, p)
+	out, code := run(t, dir, "", "approve", tok, "--control-plane", url, "--reason", "looks good")
+	if code != 0 || !strings.Contains(out, "approved") {
+		t.Fatalf("rbook approve: exit %d\n%s", code, out)
+	}
+	if code := p.wait(t); code != 0 {
+		t.Fatalf("run exit %d\n%s", code, p.output())
+	}
+	s := readState(t, dir)
+	resp := getRun(t, url, s.RunID)
+	checkTransitions(t, resp, rbookv1.RunStatus_RUN_STATUS_SUCCEEDED)
+	var decided string
+	for _, tr := range resp.GetTransitions() {
+		if tr.GetKind() == rbookv1.TransitionKind_TRANSITION_KIND_GATE_DECIDED {
+			decided = tr.GetMessage()
+		}
+	}
+	if !strings.Contains(decided, "approved") || !strings.Contains(decided, "looks good") {
+		t.Errorf("gate_decided message %q", decided)
+	}
+	out, code = run(t, dir, "", "approve", tok, "--control-plane", url)
+	if code != 1 || !strings.Contains(out, "E_APPROVAL_ALREADY_DECIDED") {
+		t.Fatalf("replayed token: exit %d\n%s", code, out)
+	}
+	if b, _ := json.Marshal(resp); strings.Contains(string(b), tok) {
+		t.Errorf("GetRun output contains the token")
+	}
+	if strings.Contains(readFile(t, filepath.Join(dir, ".rbook", "demo.state.json")), tok) {
+		t.Errorf("the state file contains the token")
+	}
+}
+
+func readFile(t *testing.T, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// The terminal answer and the RPC race through one compare-and-set; here the terminal wins.
+func TestControlPlane_TerminalAnswerDecidesTheApproval(t *testing.T) {
+	dir := workdir(t)
+	url := serveCP(t, dir)
+	out, code := run(t, dir, "yes\n", "run", "demo", "--control-plane", url)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, out)
+	}
+	s := readState(t, dir)
+	checkTransitions(t, getRun(t, url, s.RunID), rbookv1.RunStatus_RUN_STATUS_SUCCEEDED)
+	c := cpclient.New(url, "")
+	list, err := c.Approvals.ListApprovals(context.Background(), &rbookv1.ListApprovalsRequest{RunId: s.RunID})
+	if err != nil || len(list.GetApprovals()) != 1 || list.GetApprovals()[0].GetStatus() != rbookv1.ApprovalStatus_APPROVAL_STATUS_APPROVED {
+		t.Fatalf("approvals %v %v", list, err)
+	}
+	if strings.Contains(out, "rbook approve ") {
+		t.Errorf("the token was printed although stderr is not a terminal:\n%s", out)
+	}
+}
+
+// Kill -9 at the gate, resume against the same control plane: no gap, no duplicate, one final.
+func TestControlPlane_KillResume(t *testing.T) {
+	dir := workdir(t)
+	url := serveCP(t, dir)
+	p := start(t, dir, "run", "demo", "--control-plane", url)
+	p.waitFor(t, "AWAITING_CONFIRMATION")
+	p.cmd.Process.Kill()
+	p.wait(t)
+	out, code := run(t, dir, "yes\n", "run", "demo", "--control-plane", url)
+	if code != 0 || !strings.Contains(out, "RESUMING run") {
+		t.Fatalf("exit %d\n%s", code, out)
+	}
+	s := readState(t, dir)
+	resp := getRun(t, url, s.RunID)
+	checkTransitions(t, resp, rbookv1.RunStatus_RUN_STATUS_SUCCEEDED)
+	if len(s.EvidencePack) != 6 {
+		t.Errorf("evidence %q", s.steps())
+	}
+	if raw := readFile(t, filepath.Join(dir, ".rbook", "demo.state.json")); strings.Contains(raw, `"outbox": [`) && !strings.Contains(raw, `"outbox": []`) {
+		t.Errorf("acknowledged transitions left in the outbox")
+	}
+}
+
+// An unreachable control plane halts the run with a clear message and loses nothing.
+func TestControlPlane_UnreachableHalts(t *testing.T) {
+	dir := workdir(t)
+	out, code := run(t, dir, "yes\n", "run", "demo", "--control-plane", "http://127.0.0.1:1", "--control-plane-timeout", "500ms")
+	if code != 2 || !strings.Contains(out, "did not answer") || !strings.Contains(out, "run the same command again") {
+		t.Fatalf("exit %d\n%s", code, out)
+	}
+	url := serveCP(t, dir)
+	out, code = run(t, dir, "yes\n", "run", "demo", "--control-plane", url)
+	if code != 0 {
+		t.Fatalf("once the control plane is back: exit %d\n%s", code, out)
+	}
+	checkTransitions(t, getRun(t, url, readState(t, dir).RunID), rbookv1.RunStatus_RUN_STATUS_SUCCEEDED)
+}
+
+// Case A04 end to end: CancelRun while the executor waits at the gate.
+func TestCase_A04_CancelRunWhileGateWaits(t *testing.T) {
+	dir := workdir(t)
+	url := serveCP(t, dir)
+	t.Setenv("RBOOK_SHOW_TOKEN", "1")
+	p := start(t, dir, "run", "demo", "--control-plane", url)
+	tok := tokenFrom(t, p)
+	runID := regexp.MustCompile(`RBOOK-\d{8}-demo-[0-9a-f]{8}(\.\d+)?`).FindString(p.output())
+	c := cpclient.New(url, "")
+	if _, err := c.Runs.CancelRun(context.Background(), &rbookv1.CancelRunRequest{RunId: runID, Reason: "change freeze"}); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(t); code != 3 {
+		t.Fatalf("executor exit %d, want 3 (cancelled)\n%s", code, p.output())
+	}
+	s := readState(t, dir)
+	if s.RunStatus != "CANCELLED" || s.EvidencePack[len(s.EvidencePack)-1].StepName != "CANCEL" || strings.Contains(s.steps(), "app-running-after-rollout") {
+		t.Fatalf("state %s %q", s.RunStatus, s.steps())
+	}
+	if getRun(t, url, runID).GetRun().GetStatus() != rbookv1.RunStatus_RUN_STATUS_CANCELLED {
+		t.Errorf("control plane status is not CANCELLED")
+	}
+	out, code := run(t, dir, "", "approve", tok, "--control-plane", url)
+	if code != 1 || !strings.Contains(out, "E_RUN_CANCELLED") && !strings.Contains(out, "E_APPROVAL_ALREADY_DECIDED") {
+		t.Fatalf("approve after cancel: exit %d\n%s", code, out)
+	}
+}
+
+// A grpc-go client, the Go Connect client and the TypeScript client all reach one server.
+func TestControlPlane_ThreeClients(t *testing.T) {
+	dir := workdir(t)
+	url := serveCP(t, dir)
+	t.Setenv("RBOOK_SHOW_TOKEN", "1")
+	p := start(t, dir, "run", "demo", "--control-plane", url)
+	tok := tokenFrom(t, p)
+	runID := regexp.MustCompile(`RBOOK-\d{8}-demo-[0-9a-f]{8}(\.\d+)?`).FindString(p.output())
+
+	conn, err := grpc.NewClient(strings.TrimPrefix(url, "http://"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var viaGRPC rbookv1.GetRunResponse
+	if err := conn.Invoke(context.Background(), "/rbook.v1.RunService/GetRun", &rbookv1.GetRunRequest{RunId: runID}, &viaGRPC); err != nil {
+		t.Fatalf("grpc-go GetRun: %v", err)
+	}
+	if viaGRPC.GetRun().GetStatus() != rbookv1.RunStatus_RUN_STATUS_PAUSED {
+		t.Errorf("grpc-go sees %s while the gate waits, want PAUSED", viaGRPC.GetRun().GetStatus())
+	}
+
+	npx, tsDir := tsClient(t)
+	if npx == "" {
+		io.WriteString(p.stdin, "yes\n")
+		p.wait(t)
+		return
+	}
+	lines := smoke(t, npx, tsDir, "--addr", url, "--run-id", runID, "--token", tok, "--protocol", "grpc")
+	if len(lines) != 2 || lines[0]["rpc"] != "GetRun" || lines[0]["ok"] != true || lines[1]["rpc"] != "Approve" || lines[1]["ok"] != true {
+		t.Fatalf("TypeScript over gRPC: %v", lines)
+	}
+	if code := p.wait(t); code != 0 {
+		t.Fatalf("run exit %d after the TypeScript approval\n%s", code, p.output())
+	}
+	lines = smoke(t, npx, tsDir, "--addr", url, "--run-id", runID, "--token", tok, "--protocol", "connect")
+	if len(lines) != 2 || lines[0]["ok"] != true || lines[1]["ok"] != false || !strings.Contains(fmt.Sprint(lines[1]["error"]), "E_APPROVAL_ALREADY_DECIDED") {
+		t.Fatalf("TypeScript over Connect: %v", lines)
+	}
+	if s := fmt.Sprint(lines[0]["response"]); !strings.Contains(s, "RUN_STATUS_SUCCEEDED") {
+		t.Errorf("TypeScript GetRun response: %s", s)
+	}
+	if resp := getRun(t, url, runID); resp.GetRun().GetStatus() != rbookv1.RunStatus_RUN_STATUS_SUCCEEDED {
+		t.Errorf("Go Connect client sees %s", resp.GetRun().GetStatus())
+	}
+}
+
+// tsClient finds npx and an installed clients/ts, or skips saying why (CI installs both).
+func tsClient(t *testing.T) (string, string) {
+	t.Helper()
+	tsDir, _ := filepath.Abs(filepath.Join("..", "..", "clients", "ts"))
+	npx, err := exec.LookPath("npx")
+	if err != nil {
+		t.Log("skipping the TypeScript client: node/npx is not installed (.ci/run installs it)")
+		return "", ""
+	}
+	if _, err := os.Stat(filepath.Join(tsDir, "node_modules", ".bin", "tsx")); err != nil {
+		t.Log("skipping the TypeScript client: run `npm ci` in clients/ts first (.ci/run does)")
+		return "", ""
+	}
+	return npx, tsDir
+}
+
+func smoke(t *testing.T, npx, dir string, args ...string) []map[string]any {
+	t.Helper()
+	cmd := exec.Command(npx, append([]string{"tsx", "smoke.ts"}, args...)...)
+	cmd.Dir = dir
+	out, _ := cmd.Output()
+	var lines []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(l), &m) == nil {
+			lines = append(lines, m)
+		}
+	}
+	return lines
+}

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rbookhq/rbook-action/controlplane/approval"
+	"github.com/rbookhq/rbook-action/controlplane/server"
+)
+
+// newServeCmd is `rbook serve`: the control plane (issue 3, item 2).
+func newServeCmd() *cobra.Command {
+	var (
+		cfg      server.Config
+		authFile string
+		logJSON  bool
+	)
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the control plane: runs and approvals over Connect, gRPC and gRPC-Web",
+		Long: `Run the rbook control plane: executors report every transition of their runs to it,
+and confirm gates wait until someone calls Approve or Reject (rbook approve, grpcurl, or any
+buf-generated client). Runs and approvals are kept in a SQLite database (--db).
+
+One port serves Connect, gRPC and gRPC-Web over HTTP/1.1 and h2c, with gRPC reflection
+(grpcurl -plaintext ADDR list) and gRPC health. Logs go to stderr, one line per call.
+
+The approval-token secret comes from RBOOK_APPROVAL_SECRET, else RBOOK_SECRET (at least 16
+bytes); the server does not start without one.
+
+Authentication: --auth-file FILE holds one caller per line, "identity role token", with role
+  executor   start runs, record transitions, request approvals, cancel runs
+  approver   approve and reject gates, cancel runs
+  viewer     read only (every role can read)
+Callers send "Authorization: Bearer <token>". Without --auth-file every call is allowed,
+so a non-loopback --addr is refused unless --insecure is given.
+
+SIGINT or SIGTERM shuts down gracefully: open watch streams end (clients reconnect), calls
+in flight finish, the database is closed.
+
+Exit codes: 0 after a clean shutdown, 2 bad flags, no secret, or the server could not start.`,
+		Example: `  RBOOK_APPROVAL_SECRET=$(openssl rand -hex 32) rbook serve --addr 127.0.0.1:7070 --db .rbook/controlplane.db
+  grpcurl -plaintext 127.0.0.1:7070 list`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			secret, err := approval.SecretFromEnv(os.Getenv)
+			if err != nil {
+				return abort("rbook serve: %v", err)
+			}
+			cfg.Secret = secret
+			if authFile != "" {
+				if cfg.Auth, err = server.LoadAuthFile(authFile); err != nil {
+					return abort("rbook serve: %v", err)
+				}
+			}
+			var h slog.Handler = slog.NewTextHandler(cmd.ErrOrStderr(), nil)
+			if logJSON {
+				h = slog.NewJSONHandler(cmd.ErrOrStderr(), nil)
+			}
+			cfg.Logger = slog.New(h)
+
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			r, err := server.Start(ctx, cfg)
+			if err != nil {
+				return abort("rbook serve: %v", err)
+			}
+			mode := "no auth"
+			if cfg.Auth != nil {
+				mode = "auth file " + authFile
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "rbook control plane listening on %s (db %s, %s)\n", r.URL(), cfg.DBPath, mode)
+			<-ctx.Done()
+			cfg.Logger.Info("shutting down", "cause", context.Cause(ctx).Error())
+			if err := r.Close(); err != nil {
+				return fmt.Errorf("shutdown: %w", err)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.Addr, "addr", "127.0.0.1:7070", "host:port to listen on (port 0 picks a free one)")
+	f.StringVar(&cfg.DBPath, "db", ".rbook/controlplane.db", "SQLite database file (created if missing)")
+	f.StringVar(&authFile, "auth-file", "", `bearer tokens, one "identity role token" per line (roles: executor, approver, viewer)`)
+	f.BoolVar(&cfg.Insecure, "insecure", false, "allow a non-loopback --addr without --auth-file")
+	f.BoolVar(&cfg.ForbidSelfApproval, "forbid-self-approval", false, "refuse Approve by the identity that started the run (E_SELF_APPROVAL)")
+	f.BoolVar(&logJSON, "log-json", false, "write logs as JSON lines instead of text")
+	return cmd
+}

@@ -1,0 +1,259 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base32"
+	"errors"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/rbookhq/rbook-action/controlplane/approval"
+	"github.com/rbookhq/rbook-action/controlplane/store"
+	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
+)
+
+// Request limits documented in approval_service.proto.
+const (
+	maxPromptBytes   = 64 << 10
+	maxApproverBytes = 256
+)
+
+// sourceRPC is the decided_by_source of decisions made through Approve and Reject.
+const sourceRPC = "rpc"
+
+// approvalService implements rbookv1connect.ApprovalServiceHandler.
+type approvalService struct{ s *Server }
+
+var idEncoding = base32.StdEncoding.WithPadding(base32.NoPadding)
+
+// newApprovalID returns "a-" and 26 random base32 characters (128 bits). The id doubles as
+// the token's nonce, so the token can be re-derived from the stored row (see RequestApproval).
+func newApprovalID() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails (Go 1.24+)
+	return "a-" + strings.ToLower(idEncoding.EncodeToString(b))
+}
+
+// claimsOf is the token a stored approval was issued with: the nonce is the approval id and
+// the times are the stored requested_at and deadline, so the same secret re-derives it.
+func claimsOf(a store.Approval) approval.Claims {
+	return approval.Claims{RunID: a.RunID, NodeID: a.NodeID, IssuedAt: a.RequestedAt, ExpiresAt: a.Deadline,
+		Nonce: a.ApprovalID, PlanDigest: a.PlanDigest}
+}
+
+// RequestApproval opens a gate and returns its token; the token is in this response only
+// and the store keeps its hash. A retry while the gate is pending (same run, node and plan
+// digest; an executor that resumed after dying, or a lost response) returns the same
+// approval and re-derives the same token. A pending gate for another plan digest is closed
+// as superseded first (case A03.6). The deadline is kept to whole seconds (the token's
+// resolution) and must be at least a second away.
+func (h approvalService) RequestApproval(ctx context.Context, req *rbookv1.RequestApprovalRequest) (*rbookv1.RequestApprovalResponse, error) {
+	s := h.s
+	now := time.Now().UTC()
+	switch {
+	case req.GetRunId() == "":
+		return nil, invalidArg("run_id is required")
+	case req.GetNodeId() == "":
+		return nil, invalidArg("node_id is required")
+	case req.GetStepIndex() < 0:
+		return nil, invalidArg("step_index is %d, must be >= 0", req.GetStepIndex())
+	case len(req.GetPrompt()) > maxPromptBytes:
+		return nil, invalidArg("prompt is %d bytes, over the limit of %d", len(req.GetPrompt()), maxPromptBytes)
+	case !planDigestRE.MatchString(req.GetPlanDigest()):
+		return nil, invalidArg("plan_digest must be 64 lowercase hex characters (SHA-256)")
+	case req.GetDeadline() == nil || req.GetDeadline().CheckValid() != nil:
+		return nil, invalidArg("deadline is required (when the gate times out)")
+	}
+	switch req.GetOnFail() {
+	case "", "halt", "rollback", "continue":
+	default:
+		return nil, invalidArg("on_fail %q is not halt, rollback or continue", truncate(req.GetOnFail(), 40))
+	}
+	deadline := req.GetDeadline().AsTime().Truncate(time.Second)
+	if deadline.Unix() <= now.Unix() {
+		return nil, invalidArg("deadline %s must be at least one second in the future", deadline.Format(time.RFC3339))
+	}
+	for attempt := 0; ; attempt++ {
+		id := newApprovalID()
+		na := store.NewApproval{ApprovalID: id, RunID: req.GetRunId(), NodeID: req.GetNodeId(), StepIndex: int(req.GetStepIndex()),
+			RequestedAt: now, Deadline: deadline, PlanDigest: req.GetPlanDigest(), Prompt: req.GetPrompt()}
+		token, err := approval.Issue(s.opts.Secret, claimsOf(store.Approval{ApprovalID: id, RunID: na.RunID, NodeID: na.NodeID,
+			RequestedAt: now, Deadline: deadline, PlanDigest: na.PlanDigest}))
+		if err != nil {
+			return nil, invalidArg("%s", strings.TrimPrefix(err.Error(), "approval: "))
+		}
+		na.TokenHash = approval.TokenHash(token)
+		a, created, err := s.st.CreateApproval(ctx, na)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			return nil, rpcError(connect.CodeNotFound, CodeRunNotFound, "no run has run_id %q", truncate(req.GetRunId(), 140))
+		case errors.Is(err, store.ErrRunFinal):
+			return nil, s.finalRunError(ctx, req.GetRunId())
+		case errors.Is(err, store.ErrConflict) && attempt == 0:
+			continue // a random id collided; draw another
+		case err != nil:
+			return nil, s.storeError(ctx, "RequestApproval", err)
+		}
+		if !created {
+			if token, err = approval.Issue(s.opts.Secret, claimsOf(a)); err != nil || approval.TokenHash(token) != a.TokenHash {
+				// Not re-derivable (issued under another secret): close it and open a new one.
+				if attempt > 0 {
+					return nil, rpcError(connect.CodeAborted, CodeRetry, "the gate changed while it was being opened; retry")
+				}
+				if _, err := s.st.DecideApproval(ctx, store.Decision{ApprovalID: a.ApprovalID, Verdict: store.ApprovalCancelled,
+					Approver: "system", Reason: "superseded: its token could not be re-issued", Source: store.SourceSuperseded}); err != nil &&
+					!errors.Is(err, store.ErrAlreadyDecided) {
+					return nil, s.storeError(ctx, "RequestApproval", err)
+				}
+				continue
+			}
+		}
+		p := approvalToProto(a)
+		p.OnFail = req.GetOnFail()
+		s.log.InfoContext(ctx, "gate opened", "approval_id", a.ApprovalID, "run_id", a.RunID, "node_id", a.NodeID,
+			"created", created, "deadline", a.Deadline)
+		return &rbookv1.RequestApprovalResponse{Approval: p, Token: token}, nil
+	}
+}
+
+func (h approvalService) Approve(ctx context.Context, req *rbookv1.ApproveRequest) (*rbookv1.ApproveResponse, error) {
+	a, err := h.s.decide(ctx, req.GetToken(), req.GetReason(), req.GetApprover(), store.ApprovalApproved)
+	if err != nil {
+		return nil, err
+	}
+	return &rbookv1.ApproveResponse{Approval: approvalToProto(a)}, nil
+}
+
+func (h approvalService) Reject(ctx context.Context, req *rbookv1.RejectRequest) (*rbookv1.RejectResponse, error) {
+	a, err := h.s.decide(ctx, req.GetToken(), req.GetReason(), req.GetApprover(), store.ApprovalRejected)
+	if err != nil {
+		return nil, err
+	}
+	return &rbookv1.RejectResponse{Approval: approvalToProto(a)}, nil
+}
+
+// decide is Approve and Reject (DESIGN D8-D9, cases A02-A04): cap the token's size, verify
+// its HMAC (constant time) before reading anything, find the gate by the token's hash, check
+// the plan digest, the gate's state and the expiry, then decide with one compare-and-set.
+// Error messages name the approval id, never the token.
+func (s *Server) decide(ctx context.Context, token, reason, claimedApprover string, verdict store.ApprovalStatus) (store.Approval, error) {
+	switch {
+	case token == "":
+		return store.Approval{}, invalidArg("token is required")
+	case len(token) > approval.MaxTokenBytes:
+		return store.Approval{}, rpcError(connect.CodePermissionDenied, CodeTokenInvalid,
+			"the approval token is %d bytes, over the limit of %d", len(token), approval.MaxTokenBytes)
+	case len(reason) > maxReasonBytes:
+		return store.Approval{}, invalidArg("reason is %d bytes, over the limit of %d", len(reason), maxReasonBytes)
+	case len(claimedApprover) > maxApproverBytes:
+		return store.Approval{}, invalidArg("approver is %d bytes, over the limit of %d", len(claimedApprover), maxApproverBytes)
+	}
+	now := time.Now()
+	claims, verr := approval.Verify(s.opts.Secret, token, now)
+	if verr != nil && !errors.Is(verr, approval.ErrTokenExpired) {
+		return store.Approval{}, rpcError(connect.CodePermissionDenied, CodeTokenInvalid,
+			"the approval token is invalid (malformed, altered, truncated or signed with another secret)")
+	}
+	a, err := s.st.GetApprovalByTokenHash(ctx, approval.TokenHash(token))
+	if errors.Is(err, store.ErrNotFound) {
+		return store.Approval{}, rpcError(connect.CodeNotFound, CodeApprovalNotFound, "no approval matches this token")
+	}
+	if err != nil {
+		return store.Approval{}, s.storeError(ctx, "finding the approval", err)
+	}
+	if claims.RunID != a.RunID || claims.NodeID != a.NodeID {
+		return store.Approval{}, rpcError(connect.CodePermissionDenied, CodeTokenInvalid, "the approval token was issued for another gate")
+	}
+	if claims.PlanDigest != a.PlanDigest {
+		return store.Approval{}, rpcError(connect.CodeFailedPrecondition, CodePlanDigestMismatch,
+			"approval %s: the token was issued for another plan digest", a.ApprovalID)
+	}
+	if a.Status != store.ApprovalPending {
+		return a, closedError(a)
+	}
+	if verr != nil {
+		s.wakeDeadlines() // the timer closes the gate; the token is refused either way
+		return a, rpcError(connect.CodeFailedPrecondition, CodeTokenExpired,
+			"approval %s expired at %s; its token no longer works", a.ApprovalID, claims.ExpiresAt.Format(time.RFC3339))
+	}
+	d := store.Decision{ApprovalID: a.ApprovalID, Verdict: verdict, Approver: identity(ctx, claimedApprover, "anonymous"),
+		Reason: reason, Source: sourceRPC, At: now, RefuseRunStarter: s.opts.ForbidSelfApproval}
+	decided, err := s.st.DecideApproval(ctx, d)
+	switch {
+	case errors.Is(err, store.ErrSelfApproval):
+		return a, rpcError(connect.CodePermissionDenied, CodeSelfApproval,
+			"%s started run %s and may not approve its gates on this control plane", d.Approver, a.RunID)
+	case errors.Is(err, store.ErrAlreadyDecided): // includes ErrExpired
+		return decided, closedError(decided)
+	case errors.Is(err, store.ErrNotFound):
+		return a, rpcError(connect.CodeNotFound, CodeApprovalNotFound, "no approval matches this token")
+	case err != nil:
+		return a, s.storeError(ctx, "deciding the approval", err)
+	}
+	s.log.InfoContext(ctx, "gate decided", "approval_id", decided.ApprovalID, "run_id", decided.RunID,
+		"status", string(decided.Status), "approver", decided.Approver)
+	return decided, nil
+}
+
+// closedError says why a gate that is no longer pending refuses a decision.
+func closedError(a store.Approval) error {
+	switch {
+	case a.Status == store.ApprovalExpired:
+		return rpcError(connect.CodeFailedPrecondition, CodeTokenExpired,
+			"approval %s expired at its deadline %s; its token no longer works", a.ApprovalID, a.Deadline.Format(time.RFC3339))
+	case a.Status == store.ApprovalCancelled && a.DecidedBySource == store.SourceCancelRun:
+		return rpcError(connect.CodeFailedPrecondition, CodeRunCancelled,
+			"run %s was cancelled; approval %s is closed", a.RunID, a.ApprovalID)
+	case a.Status == store.ApprovalCancelled && a.DecidedBySource == store.SourceSuperseded:
+		return rpcError(connect.CodeFailedPrecondition, CodePlanDigestMismatch,
+			"approval %s was superseded: the run resumed with another plan digest, so its token no longer works", a.ApprovalID)
+	case a.Status == store.ApprovalCancelled:
+		return rpcError(connect.CodeFailedPrecondition, CodeApprovalAlreadyDecided,
+			"approval %s was closed when run %s finished", a.ApprovalID, a.RunID)
+	}
+	by := a.Approver
+	if by == "" {
+		by = "unknown"
+	}
+	return rpcError(connect.CodeFailedPrecondition, CodeApprovalAlreadyDecided, "approval %s was already %s by %s", a.ApprovalID, a.Status, by)
+}
+
+func (h approvalService) GetApproval(ctx context.Context, req *rbookv1.GetApprovalRequest) (*rbookv1.GetApprovalResponse, error) {
+	if req.GetApprovalId() == "" {
+		return nil, invalidArg("approval_id is required")
+	}
+	a, err := h.s.st.GetApproval(ctx, req.GetApprovalId())
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, rpcError(connect.CodeNotFound, CodeApprovalNotFound, "no approval has approval_id %q", truncate(req.GetApprovalId(), 140))
+	}
+	if err != nil {
+		return nil, h.s.storeError(ctx, "GetApproval", err)
+	}
+	return &rbookv1.GetApprovalResponse{Approval: approvalToProto(a)}, nil
+}
+
+func (h approvalService) ListApprovals(ctx context.Context, req *rbookv1.ListApprovalsRequest) (*rbookv1.ListApprovalsResponse, error) {
+	if req.GetPageSize() < 0 {
+		return nil, invalidArg("page_size is %d, must be >= 0", req.GetPageSize())
+	}
+	f := store.ApprovalFilter{RunID: req.GetRunId(), PageSize: int(req.GetPageSize()), PageToken: req.GetPageToken()}
+	if req.GetStatus() != rbookv1.ApprovalStatus_APPROVAL_STATUS_UNSPECIFIED {
+		st, ok := approvalStatusFromProto[req.GetStatus()]
+		if !ok {
+			return nil, invalidArg("status %d is not an APPROVAL_STATUS_* value", req.GetStatus())
+		}
+		f.Status = st
+	}
+	page, err := h.s.st.ListApprovals(ctx, f)
+	if err != nil {
+		return nil, h.s.storeError(ctx, "ListApprovals", err)
+	}
+	out := &rbookv1.ListApprovalsResponse{NextPageToken: page.NextPageToken, Approvals: make([]*rbookv1.Approval, len(page.Approvals))}
+	for i, a := range page.Approvals {
+		out.Approvals[i] = approvalToProto(a)
+	}
+	return out, nil
+}

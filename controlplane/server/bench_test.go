@@ -1,0 +1,215 @@
+package server_test
+
+// Benchmarks for the DESIGN quality targets, each against a real `rbook serve` process
+// (issue 3, item 10). From the repository root:
+//
+//	go test -run '^$' -bench BenchmarkRecordTransitionGRPC -benchtime 20000x ./controlplane/server/
+//	    durable RecordTransition/s with 50 concurrent runs over gRPC (grpc-go); p50/p99 latency.
+//	    Target: >= 10,000 transitions/s, p99 <= 20 ms.
+//	go test -run '^$' -bench BenchmarkApproveToWatch -benchtime 500x ./controlplane/server/
+//	    Approve RPC sent -> WatchApproval subscriber receives APPROVED; p50/p99. Target: p99 <= 50 ms.
+//	go test -run '^$' -bench BenchmarkServeRSS -benchtime 1x -timeout 30m ./controlplane/server/
+//	    server RSS after 10,000 runs x 50 transitions were recorded over gRPC and every run was
+//	    read back (GetRun). Target: <= 150 MiB.
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
+	"github.com/rbookhq/rbook-action/gen/rbook/v1/rbookv1connect"
+)
+
+// percentiles reports p50 and p99 of ds (sorted in place) in milliseconds.
+func percentiles(ds []time.Duration) (p50, p99 float64) {
+	if len(ds) == 0 {
+		return 0, 0
+	}
+	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+	at := func(q float64) float64 { return float64(ds[int(q*float64(len(ds)-1))].Microseconds()) / 1000 }
+	return at(0.50), at(0.99)
+}
+
+var benchRound atomic.Int64
+
+// recordConcurrently starts `runs` runs and has one goroutine per run record perRun
+// transitions over cc (grpc-go), the last one final. It returns every call's latency.
+func recordConcurrently(tb testing.TB, c clients, cc *grpc.ClientConn, prefix string, runs, perRun int) []time.Duration {
+	tb.Helper()
+	for i := range runs {
+		startRun(tb, c, fmt.Sprintf("%s-%05d", prefix, i))
+	}
+	lat := make([][]time.Duration, runs)
+	var wg sync.WaitGroup
+	var failed atomic.Value
+	for i := range runs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			id := fmt.Sprintf("%s-%05d", prefix, i)
+			lat[i] = make([]time.Duration, 0, perRun)
+			for seq := int64(1); seq <= int64(perRun); seq++ {
+				final := rbookv1.RunStatus_RUN_STATUS_UNSPECIFIED
+				if seq == int64(perRun) {
+					final = rbookv1.RunStatus_RUN_STATUS_SUCCEEDED
+				}
+				var res rbookv1.RecordTransitionResponse
+				began := time.Now()
+				err := cc.Invoke(context.Background(), rbookv1connect.RunServiceRecordTransitionProcedure,
+					&rbookv1.RecordTransitionRequest{Transition: transition(id, seq, final)}, &res)
+				lat[i] = append(lat[i], time.Since(began))
+				if err != nil {
+					failed.Store(fmt.Errorf("%s seq %d: %w", id, seq, err))
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err, _ := failed.Load().(error); err != nil {
+		tb.Fatal(err)
+	}
+	var all []time.Duration
+	for _, l := range lat {
+		all = append(all, l...)
+	}
+	return all
+}
+
+func BenchmarkRecordTransitionGRPC(b *testing.B) {
+	const runs = 50
+	p := startServe(b)
+	c := newClients(p.URL)
+	cc := grpcConn(b, p.Addr)
+	perRun := max(b.N/runs, 2)
+	b.ResetTimer()
+	began := time.Now()
+	lat := recordConcurrently(b, c, cc, fmt.Sprintf("bench-%d", benchRound.Add(1)), runs, perRun)
+	elapsed := time.Since(began)
+	b.StopTimer()
+	p50, p99 := percentiles(lat)
+	b.ReportMetric(float64(len(lat))/elapsed.Seconds(), "transitions/s")
+	b.ReportMetric(p50, "p50-ms")
+	b.ReportMetric(p99, "p99-ms")
+}
+
+func BenchmarkApproveToWatch(b *testing.B) {
+	p := startServe(b)
+	c := newClients(p.URL)
+	cc := grpcConn(b, p.Addr)
+	id := fmt.Sprintf("bench-approve-%d", benchRound.Add(1))
+	startRun(b, c, id)
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := range b.N {
+		b.StopTimer()
+		res, err := c.apps.RequestApproval(context.Background(), &rbookv1.RequestApprovalRequest{RunId: id, NodeId: fmt.Sprintf("g%d", i),
+			PlanDigest: digest("plan"), Deadline: timestamppb.New(time.Now().Add(time.Hour))})
+		if err != nil {
+			b.Fatal(err)
+		}
+		watch, first := watchApproval(b, c, res.GetApproval().GetApprovalId())
+		if first.GetStatus() != rbookv1.ApprovalStatus_APPROVAL_STATUS_PENDING {
+			b.Fatalf("first state %v", first.GetStatus())
+		}
+		b.StartTimer()
+		began := time.Now()
+		var out rbookv1.ApproveResponse
+		if err := cc.Invoke(context.Background(), rbookv1connect.ApprovalServiceApproveProcedure,
+			&rbookv1.ApproveRequest{Token: res.GetToken()}, &out); err != nil {
+			b.Fatal(err)
+		}
+		if !watch.Receive() || watch.Msg().GetApproval().GetStatus() != rbookv1.ApprovalStatus_APPROVAL_STATUS_APPROVED {
+			b.Fatalf("watcher: %v %v", watch.Msg(), watch.Err())
+		}
+		lat = append(lat, time.Since(began))
+		b.StopTimer()
+		_ = watch.Close()
+		b.StartTimer()
+	}
+	b.StopTimer()
+	p50, p99 := percentiles(lat)
+	b.ReportMetric(p50, "p50-ms")
+	b.ReportMetric(p99, "p99-ms")
+}
+
+// BenchmarkServeRSS loads 10,000 runs x 50 transitions into a serve process over gRPC, reads
+// every run back, and reports the process's resident memory (VmRSS) and its peak (VmHWM).
+func BenchmarkServeRSS(b *testing.B) {
+	const runs, perRun, writers = 10_000, 50, 50
+	for range b.N {
+		p := startServe(b)
+		c := newClients(p.URL)
+		cc := grpcConn(b, p.Addr)
+		began := time.Now()
+		var lat []time.Duration
+		for batch := 0; batch < runs/writers; batch++ {
+			lat = append(lat, recordConcurrently(b, c, cc, fmt.Sprintf("rss-%04d", batch), writers, perRun)...)
+		}
+		load := time.Since(began)
+		ids := make(chan string, runs)
+		for batch := 0; batch < runs/writers; batch++ {
+			for i := range writers {
+				ids <- fmt.Sprintf("rss-%04d-%05d", batch, i)
+			}
+		}
+		close(ids)
+		var wg sync.WaitGroup
+		for range writers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for id := range ids {
+					var res rbookv1.GetRunResponse
+					if err := cc.Invoke(context.Background(), rbookv1connect.RunServiceGetRunProcedure, &rbookv1.GetRunRequest{RunId: id}, &res); err != nil ||
+						len(res.GetTransitions()) != perRun {
+						b.Errorf("GetRun %s: %d transitions, %v", id, len(res.GetTransitions()), err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		rss, hwm := procMemMiB(b, p.cmd.Process.Pid)
+		p50, p99 := percentiles(lat)
+		b.ReportMetric(rss, "rss-MiB")
+		b.ReportMetric(hwm, "peak-rss-MiB")
+		b.ReportMetric(float64(len(lat))/load.Seconds(), "load-transitions/s")
+		b.ReportMetric(p50, "load-p50-ms")
+		b.ReportMetric(p99, "load-p99-ms")
+	}
+}
+
+// procMemMiB reads VmRSS and VmHWM of pid from /proc (Linux).
+func procMemMiB(tb testing.TB, pid int) (rss, hwm float64) {
+	tb.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		tb.Skipf("no /proc status: %v", err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 3 || f[2] != "kB" {
+			continue
+		}
+		kb, _ := strconv.ParseFloat(f[1], 64)
+		switch f[0] {
+		case "VmRSS:":
+			rss = kb / 1024
+		case "VmHWM:":
+			hwm = kb / 1024
+		}
+	}
+	return rss, hwm
+}

@@ -1,0 +1,212 @@
+package server
+
+import (
+	"encoding/json"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/rbookhq/rbook-action/controlplane/store"
+	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
+)
+
+// Mapping between the store's status words and the proto enums lives here and only here
+// (DESIGN D7).
+
+// evidenceTimeLayout is how evidence timestamps are rendered: the engine's TimeFormat
+// (RFC 3339 UTC, nine fractional digits), so the executor's text round-trips byte for byte.
+const evidenceTimeLayout = "2006-01-02T15:04:05.000000000Z"
+
+var runStatusToProto = map[store.RunStatus]rbookv1.RunStatus{
+	store.RunRunning:   rbookv1.RunStatus_RUN_STATUS_RUNNING,
+	store.RunPaused:    rbookv1.RunStatus_RUN_STATUS_PAUSED,
+	store.RunFailed:    rbookv1.RunStatus_RUN_STATUS_FAILED,
+	store.RunSucceeded: rbookv1.RunStatus_RUN_STATUS_SUCCEEDED,
+	store.RunCancelled: rbookv1.RunStatus_RUN_STATUS_CANCELLED,
+}
+
+var runStatusFromProto = map[rbookv1.RunStatus]store.RunStatus{
+	rbookv1.RunStatus_RUN_STATUS_RUNNING:   store.RunRunning,
+	rbookv1.RunStatus_RUN_STATUS_PAUSED:    store.RunPaused,
+	rbookv1.RunStatus_RUN_STATUS_FAILED:    store.RunFailed,
+	rbookv1.RunStatus_RUN_STATUS_SUCCEEDED: store.RunSucceeded,
+	rbookv1.RunStatus_RUN_STATUS_CANCELLED: store.RunCancelled,
+}
+
+// execStatusFromProto maps a transition's run_status to the executor's word; RUNNING and
+// PAUSED are both IN_PROGRESS (the store derives paused from gate_opened).
+var execStatusFromProto = map[rbookv1.RunStatus]store.ExecStatus{
+	rbookv1.RunStatus_RUN_STATUS_RUNNING:   store.ExecInProgress,
+	rbookv1.RunStatus_RUN_STATUS_PAUSED:    store.ExecInProgress,
+	rbookv1.RunStatus_RUN_STATUS_SUCCEEDED: store.ExecCompleted,
+	rbookv1.RunStatus_RUN_STATUS_FAILED:    store.ExecFailed,
+	rbookv1.RunStatus_RUN_STATUS_CANCELLED: store.ExecCancelled,
+}
+
+var approvalStatusToProto = map[store.ApprovalStatus]rbookv1.ApprovalStatus{
+	store.ApprovalPending:   rbookv1.ApprovalStatus_APPROVAL_STATUS_PENDING,
+	store.ApprovalApproved:  rbookv1.ApprovalStatus_APPROVAL_STATUS_APPROVED,
+	store.ApprovalRejected:  rbookv1.ApprovalStatus_APPROVAL_STATUS_REJECTED,
+	store.ApprovalExpired:   rbookv1.ApprovalStatus_APPROVAL_STATUS_EXPIRED,
+	store.ApprovalCancelled: rbookv1.ApprovalStatus_APPROVAL_STATUS_CANCELLED,
+}
+
+var approvalStatusFromProto = map[rbookv1.ApprovalStatus]store.ApprovalStatus{
+	rbookv1.ApprovalStatus_APPROVAL_STATUS_PENDING:   store.ApprovalPending,
+	rbookv1.ApprovalStatus_APPROVAL_STATUS_APPROVED:  store.ApprovalApproved,
+	rbookv1.ApprovalStatus_APPROVAL_STATUS_REJECTED:  store.ApprovalRejected,
+	rbookv1.ApprovalStatus_APPROVAL_STATUS_EXPIRED:   store.ApprovalExpired,
+	rbookv1.ApprovalStatus_APPROVAL_STATUS_CANCELLED: store.ApprovalCancelled,
+}
+
+var stepStatusToProto = map[store.StepStatus]rbookv1.StepStatus{
+	store.StepPass:                 rbookv1.StepStatus_STEP_STATUS_PASS,
+	store.StepFail:                 rbookv1.StepStatus_STEP_STATUS_FAIL,
+	store.StepTimedOut:             rbookv1.StepStatus_STEP_STATUS_TIMED_OUT,
+	store.StepSkipped:              rbookv1.StepStatus_STEP_STATUS_SKIPPED,
+	store.StepAwaitingConfirmation: rbookv1.StepStatus_STEP_STATUS_AWAITING_CONFIRMATION,
+}
+
+// kindFromProto gives the store's (engine's) word: TRANSITION_KIND_STEP_STARTED ->
+// "step_started".
+func kindFromProto(k rbookv1.TransitionKind) store.TransitionKind {
+	return store.TransitionKind(strings.ToLower(strings.TrimPrefix(k.String(), "TRANSITION_KIND_")))
+}
+
+func kindToProto(k store.TransitionKind) rbookv1.TransitionKind {
+	v, ok := rbookv1.TransitionKind_value["TRANSITION_KIND_"+strings.ToUpper(string(k))]
+	if !ok {
+		return rbookv1.TransitionKind_TRANSITION_KIND_UNSPECIFIED
+	}
+	return rbookv1.TransitionKind(v)
+}
+
+func ts(t time.Time) *timestamppb.Timestamp {
+	if t.IsZero() {
+		return nil
+	}
+	return timestamppb.New(t)
+}
+
+// runToProto renders a run with the status the caller computed (gateIndex.effective).
+func runToProto(r store.Run, status rbookv1.RunStatus) *rbookv1.Run {
+	p := &rbookv1.Run{
+		RunId: r.RunID, PlaybookName: r.PlaybookName, PlaybookHash: r.PlaybookHash, CurrentNode: r.CurrentNode,
+		Status: status, StartedAt: ts(r.StartedAt), CompletedAt: ts(r.CompletedAt), EpicId: r.EpicID, SessionId: r.SessionID,
+		SchemaHash8: r.SchemaHash8, TotalSteps: int32(r.TotalSteps), LastCompletedStepIndex: int32(r.LastCompletedStepIndex),
+		LastDeployName: r.LastDeployName, StartedBy: r.StartedBy, LastSeq: r.LastSeq, UpdatedAt: ts(r.UpdatedAt),
+	}
+	if len(r.ErrorContext) > 0 && string(r.ErrorContext) != "null" {
+		p.ErrorContext = string(r.ErrorContext)
+	}
+	if len(r.Bindings) > 0 && string(r.Bindings) != "{}" {
+		p.Bindings = string(r.Bindings)
+	}
+	if len(r.IterationCounts) > 0 {
+		var counts map[string]int32
+		if json.Unmarshal(r.IterationCounts, &counts) == nil && len(counts) > 0 {
+			p.IterationCounts = counts
+		}
+	}
+	// The store keeps no current step index: a final run is past its last step, otherwise the
+	// step after the last completed one is the current one.
+	p.CurrentStepIndex = min(int32(r.LastCompletedStepIndex+1), int32(r.TotalSteps))
+	if r.Status.Final() {
+		p.CurrentStepIndex = int32(r.TotalSteps)
+	}
+	return p
+}
+
+// applyProgress updates a run copy with what a transition changed (store.Change.Progress).
+func applyProgress(r *store.Run, p store.RunProgress) {
+	r.Status, r.CurrentNode, r.LastSeq = p.Status, p.CurrentNode, p.LastSeq
+	r.LastCompletedStepIndex, r.LastDeployName = p.LastCompletedStepIndex, p.LastDeployName
+	if !p.CompletedAt.IsZero() {
+		r.CompletedAt = p.CompletedAt
+	}
+}
+
+func transitionToProto(t store.Transition) *rbookv1.Transition {
+	p := &rbookv1.Transition{
+		RunId: t.RunID, Seq: t.Seq, Kind: kindToProto(t.Kind), Time: ts(t.At), StepIndex: int32(t.StepIndex),
+		StepName: t.StepName, StepType: t.StepType, LastDeployName: t.LastDeployName, Message: t.Message,
+	}
+	if st, err := store.RunStatusOf(t.RunStatus, t.Kind); err == nil {
+		p.RunStatus = runStatusToProto[st]
+	}
+	if t.Evidence != nil {
+		p.Evidence = evidenceToProto(*t.Evidence)
+	}
+	return p
+}
+
+func evidenceToProto(e store.Evidence) *rbookv1.Evidence {
+	return &rbookv1.Evidence{StepName: e.StepName, Type: e.Type, Input: e.Input, Output: e.Output,
+		Status: stepStatusToProto[e.Status], TimestampUtc: e.At.UTC().Format(evidenceTimeLayout)}
+}
+
+// transitionFromProto validates what the store does not (enums, required message fields)
+// and converts. Errors name the request field.
+func transitionFromProto(p *rbookv1.Transition) (store.Transition, error) {
+	if p == nil {
+		return store.Transition{}, invalidArg("transition is required")
+	}
+	if p.GetKind() == rbookv1.TransitionKind_TRANSITION_KIND_UNSPECIFIED || rbookv1.TransitionKind_name[int32(p.GetKind())] == "" {
+		return store.Transition{}, invalidArg("transition.kind is required (a TRANSITION_KIND_* value)")
+	}
+	exec, ok := execStatusFromProto[p.GetRunStatus()]
+	if !ok {
+		return store.Transition{}, invalidArg("transition.run_status is required (a RUN_STATUS_* value)")
+	}
+	if p.GetTime() == nil {
+		return store.Transition{}, invalidArg("transition.time is required")
+	}
+	if err := p.GetTime().CheckValid(); err != nil {
+		return store.Transition{}, invalidArg("transition.time is not a valid timestamp")
+	}
+	t := store.Transition{
+		RunID: p.GetRunId(), Seq: p.GetSeq(), Kind: kindFromProto(p.GetKind()), At: p.GetTime().AsTime(),
+		StepIndex: int(p.GetStepIndex()), StepName: p.GetStepName(), StepType: p.GetStepType(), RunStatus: exec,
+		LastDeployName: p.GetLastDeployName(), Message: p.GetMessage(),
+	}
+	if e := p.GetEvidence(); e != nil {
+		var status store.StepStatus
+		for k, v := range stepStatusToProto {
+			if v == e.GetStatus() {
+				status = k
+			}
+		}
+		if status == "" {
+			return store.Transition{}, invalidArg("transition.evidence.status is required (a STEP_STATUS_* value)")
+		}
+		at, err := time.Parse(time.RFC3339Nano, e.GetTimestampUtc())
+		if err != nil {
+			return store.Transition{}, invalidArg("transition.evidence.timestamp_utc %q is not an RFC 3339 time", truncate(e.GetTimestampUtc(), 64))
+		}
+		t.Evidence = &store.Evidence{StepName: e.GetStepName(), Type: e.GetType(), Input: e.Input, Output: e.GetOutput(), Status: status, At: at}
+	}
+	return t, nil
+}
+
+// approvalToProto renders an approval; it never carries the token or its hash (DESIGN D9).
+func approvalToProto(a store.Approval) *rbookv1.Approval {
+	p := &rbookv1.Approval{
+		ApprovalId: a.ApprovalID, RunId: a.RunID, NodeId: a.NodeID, RequestedAt: ts(a.RequestedAt),
+		ApprovedAt: ts(a.DecidedAt), Approver: a.Approver, Reason: a.Reason, Status: approvalStatusToProto[a.Status],
+		AutoPassed: a.AutoPassed, StepIndex: int32(a.StepIndex), Prompt: a.Prompt, Deadline: ts(a.Deadline),
+		PlanDigest: a.PlanDigest,
+	}
+	if p.Approver == "" && (a.Status == store.ApprovalExpired || a.Status == store.ApprovalCancelled) {
+		p.Approver = "system" // approval.proto: "system" for expiry and cancel
+	}
+	return p
+}
+
+// truncate shortens s for an error message (a client's oversized field is not echoed whole).
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

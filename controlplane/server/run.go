@@ -1,0 +1,180 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/rbookhq/rbook-action/controlplane/store"
+)
+
+// DefaultShutdownTimeout bounds a graceful shutdown: in-flight unary calls get this long to
+// finish after streams were ended; then connections are closed.
+const DefaultShutdownTimeout = 5 * time.Second
+
+// Config describes a control plane to run: a listener, a database and the handler options.
+type Config struct {
+	// Addr is host:port to listen on; "127.0.0.1:0" picks a free loopback port.
+	Addr string
+	// DBPath is the SQLite file (created with its folder when missing).
+	DBPath string
+	// Insecure allows a non-loopback Addr without Options.Auth (issue 3, item 2).
+	Insecure bool
+	// ShutdownTimeout bounds Close; 0 means DefaultShutdownTimeout.
+	ShutdownTimeout time.Duration
+	Options
+}
+
+// Running is a serving control plane (rbook serve, or the embedded one of rbook run).
+type Running struct {
+	srv     *http.Server
+	handler *Server
+	st      *store.Store
+	ln      net.Listener
+	timeout time.Duration
+	served  chan error
+}
+
+// CheckExposure refuses to serve a non-loopback address without auth unless insecure is set
+// (issue 3, item 2). An empty host or 0.0.0.0/:: listens on every interface and counts as
+// non-loopback; "localhost" counts as loopback. Errors: a malformed addr, the refusal.
+func CheckExposure(addr string, auth, insecure bool) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("--addr %q: %w", addr, err)
+	}
+	if auth || insecure || isLoopback(host) {
+		return nil
+	}
+	return fmt.Errorf("refusing to serve on %s without authentication: it is not a loopback address; "+
+		"give --auth-file FILE (lines \"identity role token\"), or --insecure to serve it unauthenticated anyway", addr)
+}
+
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// Start opens the store at cfg.DBPath, listens on cfg.Addr and serves Connect, gRPC and
+// gRPC-Web over HTTP/1.1 and h2c on that one port until Close. ctx bounds only the start-up.
+// Errors: CheckExposure's refusal, a missing secret, the store's or the listener's errors.
+func Start(ctx context.Context, cfg Config) (*Running, error) {
+	if err := CheckExposure(cfg.Addr, cfg.Auth != nil, cfg.Insecure); err != nil {
+		return nil, err
+	}
+	if cfg.DBPath == "" {
+		return nil, errors.New("a database path is required (--db FILE)")
+	}
+	if dir := filepath.Dir(cfg.DBPath); dir != "" {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("database folder: %w", err)
+		}
+	}
+	st, err := store.Open(ctx, cfg.DBPath)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", cfg.DBPath, err)
+	}
+	h, err := New(st, cfg.Options)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.Addr)
+	if err != nil {
+		h.Close()
+		st.Close()
+		return nil, fmt.Errorf("listen on %s: %w", cfg.Addr, err)
+	}
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true) // h2c: gRPC without TLS
+	srv := &http.Server{
+		Handler:           h,
+		Protocols:         &protocols,
+		ReadHeaderTimeout: 10 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(h.log.Handler(), slog.LevelWarn),
+	}
+	r := &Running{srv: srv, handler: h, st: st, ln: ln, timeout: cfg.ShutdownTimeout, served: make(chan error, 1)}
+	if r.timeout <= 0 {
+		r.timeout = DefaultShutdownTimeout
+	}
+	go func() { r.served <- srv.Serve(ln) }()
+	return r, nil
+}
+
+// Addr is the address the server listens on (host:port, with the port picked for ":0").
+func (r *Running) Addr() string { return r.ln.Addr().String() }
+
+// URL is the base URL clients use: http://host:port.
+func (r *Running) URL() string { return "http://" + r.Addr() }
+
+// Handler is the running server's handler (for EndStreams in tests and the embedded mode).
+func (r *Running) Handler() *Server { return r.handler }
+
+// Close shuts down gracefully: it stops accepting connections, ends open streams with
+// UNAVAILABLE, waits up to the shutdown timeout for in-flight calls, then closes what is
+// left, stops the deadline timer and closes the store. Later calls return an error.
+func (r *Running) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
+	defer cancel()
+	shut := make(chan error, 1)
+	go func() { shut <- r.srv.Shutdown(ctx) }()
+	r.handler.EndStreams()
+	err := <-shut
+	if err != nil {
+		err = errors.Join(fmt.Errorf("graceful shutdown: %w", err), r.srv.Close())
+	}
+	if serveErr := <-r.served; serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
+		err = errors.Join(err, serveErr)
+	}
+	return errors.Join(err, r.handler.Close(), r.st.Close())
+}
+
+// LoadOrCreateSecretFile returns the approval secret kept in path, creating it (0600, 32
+// random bytes, base64) with its folder when missing: the embedded laptop mode's secret
+// (DESIGN D9: "may generate one into its data folder (0600) and says so"; created reports
+// that it did). Errors: unreadable file, a file holding fewer than 16 bytes, write errors.
+func LoadOrCreateSecretFile(path string) (secret []byte, created bool, err error) {
+	b, err := os.ReadFile(path)
+	if err == nil {
+		s := strings.TrimSpace(string(b))
+		if len(s) < 16 {
+			return nil, false, fmt.Errorf("approval secret file %s holds fewer than 16 bytes", path)
+		}
+		return []byte(s), false, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return nil, false, fmt.Errorf("approval secret file: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, false, fmt.Errorf("approval secret file: %w", err)
+	}
+	raw := make([]byte, 32)
+	_, _ = rand.Read(raw)
+	s := base64.RawURLEncoding.EncodeToString(raw)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, false, fmt.Errorf("approval secret file: %w", err)
+	}
+	if _, err := f.WriteString(s + "\n"); err != nil {
+		f.Close()
+		return nil, false, fmt.Errorf("approval secret file: %w", err)
+	}
+	if err := errors.Join(f.Sync(), f.Close()); err != nil {
+		return nil, false, fmt.Errorf("approval secret file: %w", err)
+	}
+	return []byte(s), true, nil
+}

@@ -1,0 +1,262 @@
+// Package server is the rbook control plane's RPC layer (issue 3, item 2; DESIGN "The
+// house"): the rbook.v1 RunService and ApprovalService handlers over controlplane/store,
+// served with Connect, gRPC and gRPC-Web on one port, with gRPC reflection and health,
+// bearer-token auth, message-size limits, one structured log line per RPC, watch fan-out
+// and the gate-deadline timer.
+//
+// Store errors are mapped to connect codes here, with an rbook.v1.ErrorInfo detail and a
+// message that starts with the rbook code; no SQL text and no token reaches a client or a
+// log line (DESIGN, "Boundaries"; D9).
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+	"connectrpc.com/grpchealth"
+	"connectrpc.com/grpcreflect"
+
+	"github.com/rbookhq/rbook-action/controlplane/approval"
+	"github.com/rbookhq/rbook-action/controlplane/store"
+	"github.com/rbookhq/rbook-action/gen/rbook/v1/rbookv1connect"
+)
+
+// DefaultMaxMessageBytes caps a request message (4 MiB); larger ones get RESOURCE_EXHAUSTED
+// before they are decoded.
+const DefaultMaxMessageBytes = 4 << 20
+
+// Options configure the handlers.
+type Options struct {
+	// Secret is the approval-token HMAC secret, at least approval.MinSecretBytes; required
+	// (DESIGN D9: the server refuses to start without one). See approval.SecretFromEnv.
+	Secret []byte
+	// Auth checks bearer tokens on every rbook.v1 RPC; nil turns auth off (loopback laptop
+	// mode: every call is allowed). Reflection and health never need a token.
+	Auth *Authenticator
+	// ForbidSelfApproval refuses Approve by the identity that started the run
+	// (E_SELF_APPROVAL; issue 3, item 4). Meaningful with Auth: without it identities are
+	// whatever callers claim.
+	ForbidSelfApproval bool
+	// Logger receives one line per RPC and storage failures; nil means slog.Default().
+	Logger *slog.Logger
+	// MaxMessageBytes caps request messages; 0 means DefaultMaxMessageBytes.
+	MaxMessageBytes int
+}
+
+// Server is the control plane's http.Handler. Create it with New; Close it before closing
+// its store.
+type Server struct {
+	st     *store.Store
+	opts   Options
+	log    *slog.Logger
+	hub    *hub
+	mux    *http.ServeMux
+	health *grpchealth.StaticChecker
+
+	rearm       chan struct{} // wakes the deadline loop when a gate with a deadline opens
+	streamsDone chan struct{} // closed by EndStreams: every open stream returns
+	endOnce     sync.Once
+	stopLoop    context.CancelFunc
+	loopDone    chan struct{}
+}
+
+// New builds the handler over st and starts the gate-deadline timer. It must be called
+// before st serves other writers (it loads the pending gates first). Errors: a missing or
+// short Secret, a storage failure while loading pending gates.
+func New(st *store.Store, opts Options) (*Server, error) {
+	if len(opts.Secret) < approval.MinSecretBytes {
+		return nil, fmt.Errorf("server: %w", approval.ErrWeakSecret)
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.MaxMessageBytes <= 0 {
+		opts.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	s := &Server{st: st, opts: opts, log: opts.Logger, rearm: make(chan struct{}, 1),
+		streamsDone: make(chan struct{}), loopDone: make(chan struct{})}
+	s.hub = newHub(s.wakeDeadlines)
+	if err := s.hub.load(context.Background(), st); err != nil {
+		return nil, fmt.Errorf("server: load pending approvals: %w", err)
+	}
+	unsubscribe := st.Subscribe(s.hub.publish)
+
+	interceptors := []connect.Interceptor{logInterceptor{s.log}}
+	if opts.Auth != nil {
+		interceptors = append(interceptors, authInterceptor{opts.Auth})
+	}
+	handlerOpts := []connect.HandlerOption{
+		connect.WithInterceptors(interceptors...),
+		connect.WithReadMaxBytes(opts.MaxMessageBytes),
+		connect.WithRecover(s.recoverPanic),
+	}
+	s.mux = http.NewServeMux()
+	s.mux.Handle(rbookv1connect.NewRunServiceHandler(runService{s}, handlerOpts...))
+	s.mux.Handle(rbookv1connect.NewApprovalServiceHandler(approvalService{s}, handlerOpts...))
+	reflector := grpcreflect.NewStaticReflector(rbookv1connect.RunServiceName, rbookv1connect.ApprovalServiceName,
+		grpchealth.HealthV1ServiceName)
+	s.mux.Handle(grpcreflect.NewHandlerV1(reflector))
+	s.mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
+	s.health = grpchealth.NewStaticChecker(rbookv1connect.RunServiceName, rbookv1connect.ApprovalServiceName)
+	s.mux.Handle(grpchealth.NewHandler(s.health))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	s.stopLoop = func() { cancel(); unsubscribe() }
+	go s.deadlineLoop(ctx)
+	return s, nil
+}
+
+// ServeHTTP routes to the RPC handlers.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// EndStreams marks the server not serving (gRPC health) and makes every open WatchRun and
+// WatchApproval stream end with UNAVAILABLE (E_RETRY), so a graceful shutdown is not held
+// up by streams that would otherwise last as long as a run.
+func (s *Server) EndStreams() {
+	s.endOnce.Do(func() {
+		s.health.SetStatus("", grpchealth.StatusNotServing)
+		s.health.SetStatus(rbookv1connect.RunServiceName, grpchealth.StatusNotServing)
+		s.health.SetStatus(rbookv1connect.ApprovalServiceName, grpchealth.StatusNotServing)
+		close(s.streamsDone)
+	})
+}
+
+// Close ends open streams, stops the deadline timer and unsubscribes from the store. It
+// does not close the store. It always returns nil.
+func (s *Server) Close() error {
+	s.EndStreams()
+	s.stopLoop()
+	<-s.loopDone
+	return nil
+}
+
+func (s *Server) recoverPanic(ctx context.Context, spec connect.Spec, _ http.Header, p any) error {
+	s.log.ErrorContext(ctx, "panic in handler", "procedure", spec.Procedure, "panic", fmt.Sprint(p))
+	return rpcError(connect.CodeInternal, CodeInternal, "internal error; details are in the server log")
+}
+
+// wakeDeadlines re-arms the deadline loop; it never blocks (it runs on the store's writer).
+func (s *Server) wakeDeadlines() {
+	select {
+	case s.rearm <- struct{}{}:
+	default:
+	}
+}
+
+// deadlineRetry is how long the deadline loop waits after a storage failure.
+const deadlineRetry = 5 * time.Second
+
+// deadlineLoop sleeps until the earliest pending gate deadline (store.NextDeadline), closes
+// due gates as expired (store.ExpireDueApprovals; their tokens stop working, case A04) and
+// sleeps again. A new gate with a deadline wakes it to re-read the earliest one.
+func (s *Server) deadlineLoop(ctx context.Context) {
+	defer close(s.loopDone)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		wait, ok := s.expireDue(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		timer.Reset(wait)
+		var fire <-chan time.Time
+		if ok {
+			fire = timer.C
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.rearm:
+		case <-fire:
+		}
+	}
+}
+
+// expireDue closes the gates that are due and returns how long until the next deadline
+// (ok=false: no pending deadline).
+func (s *Server) expireDue(ctx context.Context) (wait time.Duration, ok bool) {
+	for {
+		next, ok, err := s.st.NextDeadline(ctx)
+		if err != nil {
+			if ctx.Err() == nil && !errors.Is(err, store.ErrClosed) {
+				s.log.Error("reading the next gate deadline failed", "err", err)
+			}
+			return deadlineRetry, true
+		}
+		if !ok {
+			return 0, false
+		}
+		now := time.Now()
+		if next.After(now) {
+			return next.Sub(now), true
+		}
+		expired, err := s.st.ExpireDueApprovals(ctx, now)
+		if err != nil {
+			if ctx.Err() == nil && !errors.Is(err, store.ErrClosed) {
+				s.log.Error("closing expired gates failed", "err", err)
+			}
+			return deadlineRetry, true
+		}
+		for _, a := range expired {
+			s.log.Info("gate expired", "approval_id", a.ApprovalID, "run_id", a.RunID, "node_id", a.NodeID)
+		}
+	}
+}
+
+// logInterceptor writes one line per RPC: procedure, protocol, peer, caller, connect code,
+// rbook code and duration. It never logs messages (they may carry tokens).
+type logInterceptor struct{ log *slog.Logger }
+
+func (l logInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		start, slot := time.Now(), new(Caller)
+		res, err := next(context.WithValue(ctx, callerSlotKey{}, slot), req)
+		l.line(ctx, req.Spec().Procedure, req.Peer(), *slot, start, err)
+		return res, err
+	}
+}
+
+func (l logInterceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return next
+}
+
+func (l logInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
+		start, slot := time.Now(), new(Caller)
+		err := next(context.WithValue(ctx, callerSlotKey{}, slot), conn)
+		l.line(ctx, conn.Spec().Procedure, conn.Peer(), *slot, start, err)
+		return err
+	}
+}
+
+// callerSlotKey holds a *Caller that the auth interceptor (inside the log interceptor)
+// fills in, so the log line can name the caller.
+type callerSlotKey struct{}
+
+func (l logInterceptor) line(ctx context.Context, procedure string, peer connect.Peer, caller Caller, start time.Time, err error) {
+	code := "ok"
+	if err != nil {
+		code = connect.CodeOf(err).String()
+	}
+	attrs := []slog.Attr{
+		slog.String("procedure", procedure), slog.String("protocol", peer.Protocol), slog.String("peer", peer.Addr),
+		slog.String("code", code), slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000),
+	}
+	if caller.Identity != "" {
+		attrs = append(attrs, slog.String("caller", caller.Identity))
+	}
+	if rc := errorCode(err); rc != "" {
+		attrs = append(attrs, slog.String("error_code", rc))
+	}
+	level := slog.LevelInfo
+	if connect.CodeOf(err) == connect.CodeInternal {
+		level = slog.LevelError
+	}
+	l.log.LogAttrs(ctx, level, "rpc", attrs...)
+}
