@@ -141,7 +141,7 @@ func TestRecorderRetriesAndAcks(t *testing.T) {
 	f := newFake()
 	f.failFirst = 3
 	var acked []int64
-	r := &Recorder{C: serve(t, f), Acked: func(s int64) { acked = append(acked, s) }}
+	r := &Recorder{C: serve(t, f), Acked: func(s int64) { acked = append(acked, s) }, Sync: true}
 	for seq := int64(1); seq <= 3; seq++ {
 		if err := r.Record(t.Context(), tr(seq)); err != nil {
 			t.Fatal(err)
@@ -159,10 +159,41 @@ func TestRecorderRetriesAndAcks(t *testing.T) {
 	}
 }
 
+// Asynchronous mode: Record returns at once, the sender delivers in order, Drain waits, and a
+// failure surfaces at the next Record.
+func TestRecorderAsync(t *testing.T) {
+	f := newFake()
+	f.failFirst = 2
+	var mu sync.Mutex
+	var acked []int64
+	r := &Recorder{C: serve(t, f), Acked: func(s int64) { mu.Lock(); acked = append(acked, s); mu.Unlock() }}
+	for seq := int64(1); seq <= 200; seq++ {
+		if err := r.Record(t.Context(), tr(seq)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.Drain(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	n := len(acked)
+	mu.Unlock()
+	if len(f.seqs) != 200 || f.seqs[199] != 200 || n != 200 {
+		t.Fatalf("stored %d (last %d), acked %d", len(f.seqs), f.seqs[len(f.seqs)-1], n)
+	}
+	r.Record(t.Context(), tr(500)) // a gap: refused by the control plane
+	if err := r.Drain(t.Context()); Code(err) != "E_SEQ_GAP" {
+		t.Fatalf("Drain after a refused transition: %v", err)
+	}
+	if err := r.Record(t.Context(), tr(201)); Code(err) != "E_SEQ_GAP" {
+		t.Fatalf("the next Record must report the failure: %v", err)
+	}
+}
+
 func TestRecorderGivesUpPastDeadline(t *testing.T) {
 	c := New("http://127.0.0.1:1", "") // nothing listens on port 1
 	c.Deadline = 300 * time.Millisecond
-	err := (&Recorder{C: c}).Record(t.Context(), tr(1))
+	err := (&Recorder{C: c, Sync: true}).Record(t.Context(), tr(1))
 	var ue *UnreachableError
 	if !errors.As(err, &ue) {
 		t.Fatalf("err %v, want *UnreachableError", err)
@@ -173,7 +204,7 @@ func TestRecorderSeesCancelRun(t *testing.T) {
 	f := newFake()
 	f.cancelled = true
 	called := 0
-	r := &Recorder{C: serve(t, f), Cancelled: func() { called++ }}
+	r := &Recorder{C: serve(t, f), Cancelled: func() { called++ }, Sync: true}
 	if err := r.Record(t.Context(), tr(1)); err != nil || called != 1 {
 		t.Fatalf("err %v, Cancelled called %d times", err, called)
 	}

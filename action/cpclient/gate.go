@@ -28,6 +28,9 @@ type Gate struct {
 	// Cancelled is called when the control plane cancelled the run while the gate waited;
 	// the caller stops the run with engine.CancelRequest. Await then waits for ctx to end.
 	Cancelled func()
+	// Drain, when set, runs before the gate opens: the control plane then holds every
+	// transition up to the gate (an asynchronous Recorder's Drain).
+	Drain func(context.Context) error
 }
 
 // Await opens the gate on the control plane and waits for the first decision (engine.Gate).
@@ -36,6 +39,11 @@ func (g *Gate) Await(ctx context.Context, req engine.GateRequest) (engine.Decisi
 	open := &rbookv1.RequestApprovalRequest{
 		RunId: req.RunID, NodeId: req.StepName, StepIndex: int32(req.StepIndex), Prompt: req.Prompt,
 		Deadline: timestamppb.New(req.Deadline), PlanDigest: req.PlanDigest, OnFail: req.OnFail,
+	}
+	if g.Drain != nil {
+		if err := g.Drain(ctx); err != nil {
+			return engine.Decision{}, err
+		}
 	}
 	var opened *rbookv1.RequestApprovalResponse
 	err := g.C.retry(ctx, func(ctx context.Context) error {

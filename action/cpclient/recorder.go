@@ -3,6 +3,7 @@ package cpclient
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -10,23 +11,85 @@ import (
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
 )
 
+// QueueSize bounds the transitions an asynchronous Recorder holds unsent; Record blocks
+// (back-pressure) when it is full.
+const QueueSize = 4096
+
 // Recorder is the engine.Recorder that reports transitions to the control plane
-// (RecordTransition, idempotent on run_id + seq). Put it after the state file's recorder, so
-// a transition is durable locally before it is sent.
+// (RecordTransition, idempotent on run_id + seq). Put it after the state file's recorder:
+// a transition is durable locally (in the state file's outbox) before it is sent, so the
+// send can be asynchronous — Record queues it and one sender delivers the queue in order,
+// and the run does not wait a network round trip and a remote fsync per transition.
 type Recorder struct {
 	C *Client
 	// Acked, when set, is told each seq the control plane has stored (the state file then drops
-	// it from its outbox).
+	// it from its outbox). It is called from the sender goroutine.
 	Acked func(seq int64)
 	// Cancelled, when set, is called when the control plane says the run was cancelled there
 	// (CancelRun); the caller stops the run with engine.CancelRequest.
 	Cancelled func()
+	// Sync makes Record wait until the control plane has stored the transition.
+	Sync bool
+
+	once    sync.Once
+	queue   chan engine.Transition
+	pending sync.WaitGroup
+	mu      sync.Mutex
+	err     error // the first failure; every later Record returns it
 }
 
-// Record sends t, retrying with back-off while the control plane is unreachable. It returns
-// *UnreachableError past the client's deadline, and an error naming the code when the control
-// plane refuses the transition for good (E_SEQ_GAP, E_SEQ_CONFLICT, …).
+// Record sends t (Sync) or queues it for the sender. It returns the first failure of any
+// earlier send: *UnreachableError past the client's deadline, or an error naming the code
+// when the control plane refused a transition for good (E_SEQ_GAP, E_SEQ_CONFLICT, …).
 func (r *Recorder) Record(ctx context.Context, t engine.Transition) error {
+	if err := r.failed(); err != nil {
+		return err
+	}
+	if r.Sync {
+		return r.send(ctx, t)
+	}
+	r.once.Do(func() {
+		r.queue = make(chan engine.Transition, QueueSize)
+		go r.sender(context.WithoutCancel(ctx))
+	})
+	r.pending.Add(1)
+	r.queue <- t
+	return nil
+}
+
+func (r *Recorder) failed() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.err
+}
+
+func (r *Recorder) sender(ctx context.Context) {
+	for t := range r.queue {
+		if r.failed() == nil {
+			if err := r.send(ctx, t); err != nil {
+				r.mu.Lock()
+				r.err = err
+				r.mu.Unlock()
+			}
+		}
+		r.pending.Done()
+	}
+}
+
+// Drain waits until every queued transition was sent (or ctx ends) and returns the first
+// failure. Call it before a gate opens and before the run's outcome is reported.
+func (r *Recorder) Drain(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { r.pending.Wait(); close(done) }()
+	select {
+	case <-done:
+		return r.failed()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (r *Recorder) send(ctx context.Context, t engine.Transition) error {
 	req := &rbookv1.RecordTransitionRequest{Transition: ToProto(t)}
 	err := r.C.retry(ctx, func(ctx context.Context) error {
 		_, err := r.C.Runs.RecordTransition(ctx, req)
@@ -56,7 +119,7 @@ func (r *Recorder) Record(ctx context.Context, t engine.Transition) error {
 // RecordTransition is idempotent).
 func (r *Recorder) Flush(ctx context.Context, outbox []engine.Transition) error {
 	for _, t := range outbox {
-		if err := r.Record(ctx, t); err != nil {
+		if err := r.send(ctx, t); err != nil {
 			return err
 		}
 	}

@@ -3,6 +3,7 @@ package state
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/rbookhq/rbook-action/action/engine"
 	"github.com/rbookhq/rbook-action/action/runbook"
@@ -20,11 +21,15 @@ type FileRecorder struct {
 	pack       Pack
 	// outboxWritten is len(State.Outbox) at the last write, to know whether Sync must write.
 	outboxWritten int
+	// mu guards State against Ack, which an asynchronous control-plane sender calls.
+	mu sync.Mutex
 }
 
 // Sync writes the file if acknowledgements changed the outbox since the last write, so a run
 // that ended cleanly leaves an empty outbox behind.
 func (r *FileRecorder) Sync() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	if len(r.State.Outbox) == r.outboxWritten {
 		return nil
 	}
@@ -46,6 +51,8 @@ func (r *FileRecorder) write() error {
 // Ack drops the transitions up to seq from the outbox: the control plane has stored them.
 // The change reaches the file with the next write.
 func (r *FileRecorder) Ack(seq int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	ob := r.State.Outbox
 	i := 0
 	for i < len(ob) && ob[i].Seq <= seq {
@@ -57,6 +64,8 @@ func (r *FileRecorder) Ack(seq int64) {
 // Record applies t to the State and writes the file when needed (engine.Recorder). It returns
 // an error naming the path when the file cannot be written; the engine then stops the run.
 func (r *FileRecorder) Record(_ context.Context, t engine.Transition) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	s := r.State
 	if t.Seq <= s.Seq && t.Kind != engine.TransitionRunStarted {
 		return nil // already recorded: transitions are idempotent on (run_id, seq)

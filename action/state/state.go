@@ -153,14 +153,18 @@ func Write(path string, s *State) error {
 }
 
 // Pack encodes a State whose evidence pack only grows, encoding each entry once: rewriting
-// the whole file after every step would otherwise cost O(entries) reflection per step.
+// the whole file after every step would otherwise cost O(entries) reflection per step. Outbox
+// entries are cached by sequence number for the same reason (a slow control plane lets the
+// outbox grow).
 type Pack struct {
-	n   int
-	buf []byte
+	n      int
+	buf    []byte
+	outbox map[int64][]byte
 }
 
-// Encode renders s as indented JSON with evidence_pack last. Entries already encoded by this
-// Pack are reused; if s's pack is not an extension of what was encoded, it starts over.
+// Encode renders s as indented JSON with outbox and evidence_pack last. Entries already
+// encoded by this Pack are reused; if s's pack is not an extension of what was encoded, it
+// starts over.
 func (p *Pack) Encode(s *State) ([]byte, error) {
 	if p.n > len(s.EvidencePack) {
 		p.n, p.buf = 0, nil
@@ -178,22 +182,53 @@ func (p *Pack) Encode(s *State) ([]byte, error) {
 	}
 	type header State
 	h := header(*s)
-	h.EvidencePack = nil
+	h.EvidencePack, h.Outbox = nil, nil
 	head, err := json.MarshalIndent(struct {
 		*header
-		EvidencePack []engine.Evidence `json:"evidence_pack,omitempty"`
+		Outbox       []engine.Transition `json:"outbox,omitempty"`
+		EvidencePack []engine.Evidence   `json:"evidence_pack,omitempty"`
 	}{header: &h}, "", "  ")
 	if err != nil {
 		return nil, err
 	}
 	out := make([]byte, 0, len(head)+len(p.buf)+32)
 	out = append(out, head[:len(head)-2]...) // drop "\n}"
+	if len(s.Outbox) > 0 {
+		if out, err = p.appendOutbox(out, s.Outbox); err != nil {
+			return nil, err
+		}
+	}
 	out = append(out, ",\n  \"evidence_pack\": ["...)
 	out = append(out, p.buf...)
 	if p.n > 0 {
 		out = append(out, "\n  "...)
 	}
 	return append(out, "]\n}\n"...), nil
+}
+
+func (p *Pack) appendOutbox(out []byte, ob []engine.Transition) ([]byte, error) {
+	if p.outbox == nil {
+		p.outbox = map[int64][]byte{}
+	}
+	keep := make(map[int64][]byte, len(ob))
+	out = append(out, ",\n  \"outbox\": ["...)
+	for i, t := range ob {
+		e, ok := p.outbox[t.Seq]
+		if !ok {
+			var err error
+			if e, err = json.Marshal(t); err != nil {
+				return nil, err
+			}
+		}
+		keep[t.Seq] = e
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, "\n    "...)
+		out = append(out, e...)
+	}
+	p.outbox = keep
+	return append(out, "\n  ]"...), nil
 }
 
 // WriteFileAtomic writes data to path with the temp-file, fsync, rename, fsync-folder

@@ -263,3 +263,27 @@ func TestPackEncodeMatchesJSON(t *testing.T) {
 		t.Fatalf("after shrinking: %v", err)
 	}
 }
+
+func TestPackEncodesOutbox(t *testing.T) {
+	s := &State{RunID: "r", RunbookName: "demo", RunStatus: engine.RunInProgress, LastCompletedStepIndex: -1, TotalSteps: 3, EvidencePack: []engine.Evidence{}}
+	var p Pack
+	for seq := int64(1); seq <= 3; seq++ {
+		s.Outbox = append(s.Outbox, engine.Transition{RunID: "r", Seq: seq, Kind: engine.TransitionStepStarted, Time: day})
+		if seq == 3 {
+			s.Outbox = s.Outbox[2:] // acknowledged
+		}
+		data, err := p.Encode(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := Parse("x", data)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, data)
+		}
+		want, _ := json.Marshal(s)
+		got, _ := json.Marshal(back)
+		if string(got) != string(want) {
+			t.Fatalf("seq %d:\n got %s\nwant %s", seq, got, want)
+		}
+	}
+}

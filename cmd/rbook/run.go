@@ -144,6 +144,7 @@ func runRunbook(cmd *cobra.Command, name string, f runFlags, stepIndex *int) err
 	defer stopSignals()
 
 	fileRec := &state.FileRecorder{Path: statePath, State: st}
+	drainCP := func(context.Context) error { return nil }
 	recorders := []engine.Recorder{fileRec}
 	who := currentUser()
 	lines := steps.NewLines(os.Stdin)
@@ -172,7 +173,8 @@ func runRunbook(cmd *cobra.Command, name string, f runFlags, stepIndex *int) err
 		start.RunID, start.Seq = st.RunID, max(st.Seq, lastSeq)
 		st.ControlPlane, fileRec.KeepOutbox = cpURL, true
 		recorders = append(recorders, cpRec)
-		gate = &cpclient.Gate{C: c, Local: gate, Who: who, Announce: announcer(errw, cpURL), Cancelled: cpRec.Cancelled}
+		gate = &cpclient.Gate{C: c, Local: gate, Who: who, Announce: announcer(errw, cpURL), Cancelled: cpRec.Cancelled, Drain: cpRec.Drain}
+		drainCP = cpRec.Drain
 	}
 
 	execs, closeExecs, err := executors(plan, name, f.dir, f.mcpConfig)
@@ -197,6 +199,9 @@ func runRunbook(cmd *cobra.Command, name string, f runFlags, stepIndex *int) err
 	}
 	fmt.Fprintf(errw, "Run %s · runbook %s (%s) · %d steps · state %s\n", st.RunID, plan.Name, plan.Path, len(plan.Steps), statePath)
 	res, err := eng.Run(ctx, start)
+	if err == nil {
+		err = drainCP(context.WithoutCancel(ctx))
+	}
 	if err == nil {
 		err = fileRec.Sync()
 	}
