@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/rbookhq/rbook-action/action/runbook"
 )
@@ -13,6 +14,11 @@ import (
 // DefaultGrace is how long the engine waits, after a step's deadline, for an executor that
 // has not returned before it records TIMED_OUT and moves on without it.
 const DefaultGrace = 2 * time.Second
+
+// MaxOutputBytes caps one evidence entry's output (64 KiB). A larger output is cut at a
+// UTF-8 boundary and says how long it was, so one chatty step cannot make the state file
+// unreadable (state.MaxFileBytes) or the report unusable.
+const MaxOutputBytes = 64 << 10
 
 // Interrupted is the cancel cause the caller gives the run context when a signal arrives
 // (SIGINT, SIGTERM, SIGHUP): the run stops with one final record (case R07).
@@ -73,6 +79,10 @@ type Start struct {
 	// Evidence is the evidence pack recorded so far (used to find the most recent deploy).
 	Evidence       []Evidence
 	LastDeployName string
+	// SkipFrom and SkipReason record an operator's --step-index jump: steps SkipFrom..Index-1
+	// get a SKIPPED entry saying SkipReason, so a skipped gate is never silent.
+	SkipFrom   int
+	SkipReason string
 }
 
 // Result is how a run ended.
@@ -104,6 +114,13 @@ func (e *Engine) Run(ctx context.Context, st Start) (Result, error) {
 		return r.compensate(ctx, st.RollbackFor, RunFailed)
 	}
 	steps := e.Plan.Steps
+	if st.SkipReason != "" {
+		for i := max(st.SkipFrom, 0); i < st.Index && i < len(steps); i++ {
+			if err := r.finish(ctx, steps[i], Outcome{Status: StatusSkipped, Output: st.SkipReason}, RunInProgress, ""); err != nil {
+				return Result{}, err
+			}
+		}
+	}
 	for i := st.Index; i < len(steps); i++ {
 		if res, stop, err := r.stopped(ctx, nil); stop {
 			return res, err
@@ -225,7 +242,7 @@ func (r *run) emit(ctx context.Context, t Transition) error {
 }
 
 func (r *run) finish(ctx context.Context, step runbook.Step, out Outcome, status RunStatus, rollbackFor string) error {
-	ev := Evidence{StepName: step.Name, Type: string(step.Type), Input: step.Input, Output: out.Output, Status: out.Status, TimestampUTC: FormatTime(r.now())}
+	ev := Evidence{StepName: step.Name, Type: string(step.Type), Input: step.Input, Output: capOutput(out.Output), Status: out.Status, TimestampUTC: FormatTime(r.now())}
 	if step.Type == runbook.TypeConfirm {
 		in := "user-confirmation"
 		ev.Input = &in
@@ -446,4 +463,16 @@ func (r *run) compensate(ctx context.Context, reason string, final RunStatus) (R
 		return Result{}, err
 	}
 	return r.end(ctx, final, fmt.Sprintf("rolled back deploy '%s' with '%s' (%s) after %s", deploy.Name, rb.Name, out.Status, reason), nil)
+}
+
+// capOutput cuts s to MaxOutputBytes at a UTF-8 boundary and says so.
+func capOutput(s string) string {
+	if len(s) <= MaxOutputBytes {
+		return s
+	}
+	cut := MaxOutputBytes
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + fmt.Sprintf("\n…[output truncated: %d bytes in all; rbook keeps the first %d]", len(s), MaxOutputBytes)
 }

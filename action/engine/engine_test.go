@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/rbookhq/rbook-action/action/engine"
 	"github.com/rbookhq/rbook-action/action/runbook"
@@ -390,5 +391,30 @@ func TestRollbackVerbOnlyOnce(t *testing.T) {
 	}
 	if got := rec.summary(); got != "d=PASS r=SKIPPED c=PASS r=PASS" || s.calls["r"] != 1 {
 		t.Errorf("evidence %q, rollback ran %d times", got, s.calls["r"])
+	}
+}
+
+func TestOutputIsCapped(t *testing.T) {
+	huge := strings.Repeat("é", engine.MaxOutputBytes) // 2 bytes a rune: the cut lands mid-rune
+	rec := &memRecorder{}
+	s := newScripted(map[string]engine.Outcome{"a": {Status: engine.StatusFail, Output: huge}})
+	newEngine(plan(check("a", "continue")), s, approve, rec).Run(context.Background(), engine.Start{RunID: "R", Fresh: true})
+	out := rec.evidence()[0].Output
+	if len(out) > engine.MaxOutputBytes+200 || !strings.Contains(out, "output truncated: 131072 bytes in all") || !utf8.ValidString(out) {
+		t.Fatalf("len %d, valid UTF-8 %v, tail %q", len(out), utf8.ValidString(out), out[len(out)-80:])
+	}
+}
+
+// An operator's --step-index jump leaves a SKIPPED entry for every step it passed over.
+func TestStepIndexJumpIsRecorded(t *testing.T) {
+	rec := &memRecorder{}
+	s := newScripted(nil)
+	p := plan(check("a", "halt"), confirm("gate", "halt"), check("c", "halt"))
+	res, _ := newEngine(p, s, approve, rec).Run(context.Background(), engine.Start{RunID: "R", Fresh: true, Index: 2, SkipFrom: 0, SkipReason: "skipped: --step-index 2 given by ann"})
+	if res.Status != engine.RunCompleted || rec.summary() != "a=SKIPPED gate=SKIPPED c=PASS" || s.calls["a"] != 0 {
+		t.Fatalf("%s %q", res.Status, rec.summary())
+	}
+	if out := rec.evidence()[1].Output; out != "skipped: --step-index 2 given by ann" {
+		t.Errorf("skip entry output %q", out)
 	}
 }

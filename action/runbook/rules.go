@@ -240,8 +240,12 @@ func (l *loader) value(n *yaml.Node, r *fieldRule, field string) (any, bool) {
 			return fail("must be one of %s%s", strings.Join(r.Values, ", "), l.got(n))
 		}
 	case "path":
-		if !strings.HasPrefix(s, r.Under) || len(s) == len(r.Under) || path.Clean(s) != s || strings.ContainsAny(s, "\\\x00") {
-			return fail("must be a relative path under %s with no '..', '.' or empty segments%s", r.Under, l.got(n))
+		if s != "" && !cleanRelativePath(s, r.Under) {
+			where := "under " + r.Under
+			if r.Under == "" {
+				where = "inside the working directory"
+			}
+			return fail("must be a relative path %s with no '..', '.' or empty segments%s", where, l.got(n))
 		}
 	}
 	switch runes := utf8.RuneCountInString(s); {
@@ -305,3 +309,12 @@ func sortedKeys(maps ...map[string]*fieldRule) []string {
 }
 
 func lastSegment(field string) string { return field[strings.LastIndexAny(field, ".]")+1:] }
+
+// cleanRelativePath reports whether p is a clean relative path that starts with under, has
+// more after it, never leaves the working directory and has no backslash, NUL or
+// surrounding blanks in its last segment (DESIGN D2: paths are data, never navigation).
+func cleanRelativePath(p, under string) bool {
+	return strings.HasPrefix(p, under) && len(p) > len(under) && path.Clean(p) == p &&
+		!path.IsAbs(p) && p != ".." && !strings.HasPrefix(p, "../") &&
+		!strings.ContainsAny(p, "\\\x00") && strings.TrimSpace(path.Base(p)) == path.Base(p)
+}

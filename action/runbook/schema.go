@@ -136,7 +136,7 @@ func fieldSchema(r *fieldRule, nullable bool) map[string]any {
 			s["pattern"] = "^(?:" + r.Pattern + ")$"
 		}
 		if r.Kind == "path" {
-			s["pattern"] = "^" + regexp.QuoteMeta(r.Under) + `[^\\]+$`
+			s["pattern"] = "^" + regexp.QuoteMeta(r.Under) + `[^\\/][^\\]*$`
 		}
 	case "enum":
 		s["enum"] = r.Values

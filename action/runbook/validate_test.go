@@ -39,6 +39,8 @@ func TestValidationRules(t *testing.T) {
 		{"subscription empty string", strings.Replace(header, "[sub-1]", `[sub-1, ""]`, 1) + check, "", "rb.yaml:2:24: subscriptions[1]: must not be empty"},
 		{"subscriptions scalar", strings.Replace(header, "[sub-1]", "sub-1", 1) + check, "", "rb.yaml:2:16: subscriptions: must be a list, got a scalar"},
 		{"state_file_path null", strings.Replace(header, ".rbook/rb.json", "~", 1) + check, "", "rb.yaml:1:1: state_file_path: is required"},
+		{"state_file_path absolute", strings.Replace(header, ".rbook/rb.json", "/tmp/rb.json", 1) + check, "", "rb.yaml:3:18: state_file_path: must be a relative path inside the working directory with no '..', '.' or empty segments, got \"/tmp/rb.json\""},
+		{"state_file_path escapes", strings.Replace(header, ".rbook/rb.json", "../rb.json", 1) + check, "", "rb.yaml:3:18: state_file_path: must be a relative path inside the working directory with no '..', '.' or empty segments, got \"../rb.json\""},
 		{"state_file_path empty", strings.Replace(header, ".rbook/rb.json", `""`, 1) + check, "", "rb.yaml:3:18: state_file_path: must not be empty"},
 		{"max_step_timeout 0", header + check + "max_step_timeout_seconds: 0\n", "", "rb.yaml:9:27: max_step_timeout_seconds: must be at least 1, got 0"},
 		{"max_step_timeout above a day", header + check + "max_step_timeout_seconds: 86401\n", "", "rb.yaml:9:27: max_step_timeout_seconds: must be at most 86400, got 86401"},

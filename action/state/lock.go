@@ -4,8 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -16,11 +20,16 @@ type Holder struct {
 	PID      int    `json:"pid"`
 	Host     string `json:"host"`
 	SinceUTC string `json:"since_utc"`
-	Command  string `json:"command"`
+	// Role is what the holder does: "run" (an executor; only it answers cancel requests),
+	// "cancel" or "rollback".
+	Role string `json:"role"`
 }
 
 func (h Holder) String() string {
-	return fmt.Sprintf("pid %d on %s since %s", h.PID, h.Host, h.SinceUTC)
+	if h.PID == 0 {
+		return "a process that is starting up"
+	}
+	return fmt.Sprintf("%s, pid %d on %s since %s", h.Role, h.PID, h.Host, h.SinceUTC)
 }
 
 // HeldError is returned by Acquire when another live executor holds the run (case R05).
@@ -42,16 +51,17 @@ type Lock struct {
 // LockPath is the lock file guarding the state file at statePath.
 func LockPath(statePath string) string { return statePath + ".lock" }
 
-// Acquire takes the lock for statePath without waiting. It returns *HeldError when a live
-// process holds it, and records this process as the holder.
-func Acquire(statePath string) (*Lock, error) {
+// Acquire takes the lock for statePath without waiting, for role ("run", "cancel",
+// "rollback"). It returns *HeldError when a live process holds it, and records this process
+// as the holder. A lock file that cannot be created is the seed's not-writable abort.
+func Acquire(statePath, role string) (*Lock, error) {
 	p := LockPath(statePath)
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		return nil, err
+		return nil, &NotWritableError{Err: err}
 	}
 	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
-		return nil, err
+		return nil, &NotWritableError{Err: err}
 	}
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		f.Close()
@@ -62,7 +72,7 @@ func Acquire(statePath string) (*Lock, error) {
 		return nil, fmt.Errorf("lock %s: %w", p, err)
 	}
 	host, _ := os.Hostname()
-	h := Holder{PID: os.Getpid(), Host: host, SinceUTC: time.Now().UTC().Format(time.RFC3339), Command: filepath.Base(os.Args[0])}
+	h := Holder{PID: os.Getpid(), Host: host, SinceUTC: time.Now().UTC().Format(time.RFC3339), Role: role}
 	data, _ := json.Marshal(h)
 	if err := f.Truncate(0); err == nil {
 		f.WriteAt(data, 0)
@@ -81,17 +91,51 @@ func (l *Lock) Release() error {
 	return err
 }
 
-// Probe reports whether a live executor holds the lock for statePath, and who.
+// Probe reports whether a live process holds the lock for statePath, and who, without
+// taking the lock: a probe must never make an executor that starts at the same moment think
+// the run is held (so `rbook status` is safe to run in a loop). On Linux it asks /proc/locks;
+// elsewhere it checks that the recorded holder's process is alive.
 func Probe(statePath string) (held bool, h Holder, err error) {
-	l, err := Acquire(statePath)
-	var he *HeldError
-	if errors.As(err, &he) {
-		return true, he.Holder, nil
+	p := LockPath(statePath)
+	info, err := os.Stat(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, Holder{}, nil
 	}
 	if err != nil {
 		return false, Holder{}, err
 	}
-	return false, Holder{}, l.Release()
+	h, _ = readHolder(p)
+	if st, ok := info.Sys().(*syscall.Stat_t); ok {
+		if pid, found, err := flockHolder(uint64(st.Dev), st.Ino); err == nil {
+			if found && h.PID == 0 {
+				h.PID = pid
+			}
+			return found, h, nil
+		}
+	}
+	host, _ := os.Hostname()
+	if h.PID <= 0 || h.Host != host {
+		return h.PID > 0, h, nil
+	}
+	return syscall.Kill(h.PID, 0) == nil, h, nil
+}
+
+// flockHolder looks for a FLOCK on the file (dev, ino) in /proc/locks and returns its pid.
+func flockHolder(dev, ino uint64) (pid int, found bool, err error) {
+	data, err := os.ReadFile("/proc/locks")
+	if err != nil {
+		return 0, false, err
+	}
+	want := fmt.Sprintf("%02x:%02x:%d", unix.Major(dev), unix.Minor(dev), ino)
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		// "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF"; blocked waiters have "->" first.
+		if len(f) >= 6 && f[1] == "FLOCK" && f[5] == want {
+			pid, _ := strconv.Atoi(f[4])
+			return pid, true, nil
+		}
+	}
+	return 0, false, nil
 }
 
 func readHolder(lockPath string) (Holder, error) {

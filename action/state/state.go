@@ -11,13 +11,19 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 
 	"github.com/rbookhq/rbook-action/action/engine"
 )
 
-// MaxFileBytes caps the state file read back on resume (64 MiB); a larger file is refused as
-// corrupt rather than loaded into memory.
-const MaxFileBytes = 64 << 20
+// MaxFileBytes caps the state file read back on resume (256 MiB); a larger file is refused as
+// corrupt rather than loaded into memory. The engine caps each step's output
+// (engine.MaxOutputBytes) so a run stays far below it.
+const MaxFileBytes = 256 << 20
+
+// runIDPattern is the shape of every run id rbook writes (seed Step 2, DESIGN D6). A state
+// file whose run_id has another shape is refused: the id becomes part of file names.
+var runIDPattern = regexp.MustCompile(`^RBOOK-[0-9]{8}-[A-Za-z0-9._-]{1,64}-[0-9a-f]{8}(\.[0-9]+)?$`)
 
 // State is the state file. The first nine fields are exactly the seed's (Step 4); the rest
 // are rbook's additions, documented field by field.
@@ -128,6 +134,9 @@ func Parse(path string, data []byte) (*State, error) {
 	var s State
 	if err := json.Unmarshal(data, &s); err != nil {
 		return nil, &CorruptError{path, err.Error()}
+	}
+	if !runIDPattern.MatchString(s.RunID) {
+		return nil, &CorruptError{path, fmt.Sprintf("run_id %q is not of the form RBOOK-YYYYMMDD-<runbook_name>-<schema_hash8>", s.RunID)}
 	}
 	switch s.RunStatus {
 	case engine.RunInProgress, engine.RunCompleted, engine.RunFailed, engine.RunCancelled:

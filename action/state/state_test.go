@@ -65,13 +65,14 @@ func TestWriteReadRoundTripAndSeedFields(t *testing.T) {
 }
 
 func TestCorruptIsNeverNoRun(t *testing.T) {
-	good, _ := json.Marshal(State{RunID: "x", RunbookName: "demo", RunStatus: engine.RunInProgress, LastCompletedStepIndex: -1, TotalSteps: 3, EvidencePack: []engine.Evidence{}})
+	good, _ := json.Marshal(State{RunID: "RBOOK-20260512-demo-a1b2c3d4", RunbookName: "demo", RunStatus: engine.RunInProgress, LastCompletedStepIndex: -1, TotalSteps: 3, EvidencePack: []engine.Evidence{}})
 	for name, data := range map[string]string{
 		"empty":          "",
 		"truncated":      string(good[:len(good)/2]),
 		"not json":       "run_status: IN_PROGRESS",
 		"missing fields": `{"run_id":"x"}`,
 		"bad status":     strings.Replace(string(good), "IN_PROGRESS", "RUNNING", 1),
+		"path in run_id": strings.Replace(string(good), "RBOOK-20260512-demo-a1b2c3d4", "../../../tmp/PWNED", 1),
 	} {
 		p := filepath.Join(t.TempDir(), "s.json")
 		os.WriteFile(p, []byte(data), 0o600)
@@ -198,11 +199,11 @@ func TestFinalRunIsKeptAndIDsStayUnique(t *testing.T) {
 // Case R05 (state level): exactly one of two executors takes the run; a dead holder does not block.
 func TestCase_R05_OneHolder(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "s.json")
-	l1, err := Acquire(p)
+	l1, err := Acquire(p, "run")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = Acquire(p)
+	_, err = Acquire(p, "run")
 	var he *HeldError
 	if !errors.As(err, &he) || he.Holder.PID != os.Getpid() || !strings.Contains(err.Error(), "held by another executor") {
 		t.Fatalf("second Acquire: %v", err)
@@ -214,7 +215,7 @@ func TestCase_R05_OneHolder(t *testing.T) {
 	if held, _, _ := Probe(p); held {
 		t.Errorf("Probe after release says held")
 	}
-	l2, err := Acquire(p)
+	l2, err := Acquire(p, "run")
 	if err != nil {
 		t.Fatalf("Acquire after release: %v", err)
 	}
@@ -239,7 +240,7 @@ func TestNotWritable(t *testing.T) {
 // The incremental encoding must equal plain encoding, byte for byte in meaning.
 func TestPackEncodeMatchesJSON(t *testing.T) {
 	in := "q"
-	s := &State{RunID: "r", RunbookName: "demo", RunStatus: engine.RunInProgress, LastCompletedStepIndex: -1, TotalSteps: 3, EvidencePack: []engine.Evidence{}}
+	s := &State{RunID: "RBOOK-20260512-demo-a1b2c3d4", RunbookName: "demo", RunStatus: engine.RunInProgress, LastCompletedStepIndex: -1, TotalSteps: 3, EvidencePack: []engine.Evidence{}}
 	var p Pack
 	for i := 0; i < 4; i++ {
 		data, err := p.Encode(s)
@@ -265,7 +266,7 @@ func TestPackEncodeMatchesJSON(t *testing.T) {
 }
 
 func TestPackEncodesOutbox(t *testing.T) {
-	s := &State{RunID: "r", RunbookName: "demo", RunStatus: engine.RunInProgress, LastCompletedStepIndex: -1, TotalSteps: 3, EvidencePack: []engine.Evidence{}}
+	s := &State{RunID: "RBOOK-20260512-demo-a1b2c3d4", RunbookName: "demo", RunStatus: engine.RunInProgress, LastCompletedStepIndex: -1, TotalSteps: 3, EvidencePack: []engine.Evidence{}}
 	var p Pack
 	for seq := int64(1); seq <= 3; seq++ {
 		s.Outbox = append(s.Outbox, engine.Transition{RunID: "r", Seq: seq, Kind: engine.TransitionStepStarted, Time: day})

@@ -121,8 +121,14 @@ func runRunbook(cmd *cobra.Command, name string, f runFlags, stepIndex *int) err
 	if err != nil {
 		return err
 	}
+	// Everything that can refuse the run is checked before the state is touched.
+	execs, closeExecs, err := executors(plan, name, f.dir, f.mcpConfig)
+	if err != nil {
+		return abort("%v", err)
+	}
+	defer closeExecs()
 	statePath := plan.StateFilePath
-	lock, err := state.Acquire(statePath)
+	lock, err := state.Acquire(statePath, "run")
 	if err != nil {
 		return abort("%v", err)
 	}
@@ -154,6 +160,16 @@ func runRunbook(cmd *cobra.Command, name string, f runFlags, stepIndex *int) err
 		RunID: st.RunID, Seq: st.Seq, Index: opened.StartIndex, Fresh: !opened.Resumed,
 		RollbackFor: st.RollbackFor, Evidence: st.EvidencePack, LastDeployName: st.LastDeployName,
 	}
+	if stepIndex != nil {
+		from := 0
+		if opened.Resumed {
+			from = st.LastCompletedStepIndex + 1
+		}
+		if *stepIndex > from {
+			start.SkipFrom = from
+			start.SkipReason = fmt.Sprintf("skipped: %s started the run at --step-index %d", who, *stepIndex)
+		}
+	}
 	cpURL, stopCP, err := controlPlaneURL(ctx, f.controlPlane, errw)
 	if err != nil {
 		return abort("%v", err)
@@ -177,11 +193,6 @@ func runRunbook(cmd *cobra.Command, name string, f runFlags, stepIndex *int) err
 		drainCP = cpRec.Drain
 	}
 
-	execs, closeExecs, err := executors(plan, name, f.dir, f.mcpConfig)
-	if err != nil {
-		return abort("%v", err)
-	}
-	defer closeExecs()
 	eng := &engine.Engine{
 		Plan:      plan,
 		Executors: execs,
@@ -214,15 +225,7 @@ func runRunbook(cmd *cobra.Command, name string, f runFlags, stepIndex *int) err
 // finishReport writes the evidence pack JSON, prints the report and the evidence pack
 // (seed Step 9.2–9.3) and maps the run status to the exit code.
 func finishReport(out, errw io.Writer, rend *report.Renderer, name string, plan *runbook.Plan, st *state.State, res engine.Result) error {
-	evPath := filepath.Join(filepath.Dir(plan.StateFilePath), st.RunID+".evidence.json")
-	js, err := report.EvidencePackJSON(st.EvidencePack)
-	if err == nil {
-		err = state.WriteFileAtomic(evPath, js)
-	}
-	if err != nil {
-		fmt.Fprintf(errw, "warning: evidence pack not written to %s: %v\n", evPath, err)
-		evPath = ""
-	}
+	evPath := writeEvidence(errw, plan, st)
 	if err := printReport(out, rend, plan, st, res.Message, evPath); err != nil {
 		return abort("%v", err)
 	}
@@ -326,4 +329,19 @@ func handleSignals(ctx context.Context, cancel context.CancelCauseFunc, statePat
 		}
 	}()
 	return func() { signal.Stop(ch); close(done) }
+}
+
+// writeEvidence writes the evidence pack JSON next to the state file (seed Step 9.3) and
+// returns its path, or "" (with a warning) when it could not be written.
+func writeEvidence(errw io.Writer, plan *runbook.Plan, st *state.State) string {
+	evPath := filepath.Join(filepath.Dir(plan.StateFilePath), st.RunID+".evidence.json")
+	js, err := report.EvidencePackJSON(st.EvidencePack)
+	if err == nil {
+		err = state.WriteFileAtomic(evPath, js)
+	}
+	if err != nil {
+		fmt.Fprintf(errw, "warning: evidence pack not written to %s: %v\n", evPath, err)
+		return ""
+	}
+	return evPath
 }

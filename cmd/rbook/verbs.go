@@ -52,7 +52,7 @@ Exit codes: 0 a run was found and shown, 2 no run or an unreadable state file.`,
 			switch {
 			case st.RunStatus.Final():
 			case held:
-				liveness = "running: held by " + holder.String()
+				liveness = "running: an executor holds it (" + holder.String() + ")"
 			default:
 				liveness = fmt.Sprintf("interrupted: no executor holds it; 'rbook run %s' resumes it from step index %d", name, st.LastCompletedStepIndex+1)
 			}
@@ -104,7 +104,7 @@ Exit codes: 0 the rollback passed, 1 it failed or there was nothing to roll back
 			if err != nil {
 				return err
 			}
-			lock, err := state.Acquire(plan.StateFilePath)
+			lock, err := state.Acquire(plan.StateFilePath, "rollback")
 			if err != nil {
 				return abort("%v", err)
 			}
@@ -120,7 +120,7 @@ Exit codes: 0 the rollback passed, 1 it failed or there was nothing to roll back
 			if err != nil {
 				return abort("%v", err)
 			}
-			if err := printReport(out, rend, plan, st, res.Message, ""); err != nil {
+			if err := printReport(out, rend, plan, st, res.Message, writeEvidence(errw, plan, st)); err != nil {
 				return abort("%v", err)
 			}
 			if len(st.EvidencePack) > before && st.EvidencePack[len(st.EvidencePack)-1].Status == engine.StatusPass {
@@ -168,7 +168,7 @@ Exit codes: 3 the run was cancelled, 1 you did not confirm, 2 nothing to cancel.
 				return &exitError{code: exitFailed, msg: "Cancel not confirmed; nothing was changed."}
 			}
 			who := currentUser()
-			lock, err := state.Acquire(plan.StateFilePath)
+			lock, err := state.Acquire(plan.StateFilePath, "cancel")
 			var held *state.HeldError
 			if errors.As(err, &held) {
 				return cancelLive(cmd.Context(), plan.StateFilePath, held.Holder, who, out)
@@ -177,15 +177,19 @@ Exit codes: 3 the run was cancelled, 1 you did not confirm, 2 nothing to cancel.
 				return abort("%v", err)
 			}
 			defer lock.Release()
-			if st, err = readExisting(plan.StateFilePath, name); err != nil { // re-read under the lock
+			// Re-read under the lock: the run may have finished while the prompt waited.
+			if st, err = readExisting(plan.StateFilePath, name); err != nil {
 				return err
+			}
+			if st.RunStatus.Final() {
+				return abort("run %s ended %s while the cancel prompt waited; nothing was cancelled", st.RunID, st.RunStatus)
 			}
 			eng := &engine.Engine{Plan: plan, Recorders: []engine.Recorder{&state.FileRecorder{Path: plan.StateFilePath, State: st}, newProgress(out, cmd.ErrOrStderr(), rend, plan)}}
 			res, err := eng.Cancel(cmd.Context(), startOf(st), who)
 			if err != nil {
 				return abort("%v", err)
 			}
-			if err := printReport(out, rend, plan, st, res.Message, ""); err != nil {
+			if err := printReport(out, rend, plan, st, res.Message, writeEvidence(cmd.ErrOrStderr(), plan, st)); err != nil {
 				return abort("%v", err)
 			}
 			return &exitError{code: exitCancelled}
@@ -199,6 +203,9 @@ Exit codes: 3 the run was cancelled, 1 you did not confirm, 2 nothing to cancel.
 // then it waits (on the lock, not by polling) until the executor lets go.
 func cancelLive(ctx context.Context, statePath string, h state.Holder, who string, out interface{ Write([]byte) (int, error) }) error {
 	host, _ := os.Hostname()
+	if h.Role != "run" {
+		return abort("the run is held by %s, not by an executor; try again when it is done", h)
+	}
 	if h.PID <= 0 || h.Host != host {
 		return abort("the run is held by %s, which is not a process on this machine; stop it there", h)
 	}
