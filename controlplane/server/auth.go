@@ -51,10 +51,12 @@ var writeRoles = map[string][]Role{
 	rbookv1connect.ApprovalServiceRejectProcedure:          {RoleApprover},
 }
 
-// Caller is an authenticated identity.
+// Caller is an authenticated identity: one line of the auth file.
 type Caller struct {
+	// Identity is recorded as started_by, approver and cancelled_by.
 	Identity string
-	Role     Role
+	// Role decides which procedures the caller may use (writeRoles).
+	Role Role
 }
 
 type authEntry struct {

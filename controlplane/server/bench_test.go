@@ -44,8 +44,9 @@ func percentiles(ds []time.Duration) (p50, p99 float64) {
 var benchRound atomic.Int64
 
 // recordConcurrently starts `runs` runs and has one goroutine per run record perRun
-// transitions over cc (grpc-go), the last one final. It returns every call's latency.
-func recordConcurrently(tb testing.TB, c clients, cc *grpc.ClientConn, prefix string, runs, perRun int) []time.Duration {
+// transitions over ccs[i%len(ccs)] (grpc-go), the last one final. It returns every call's
+// latency.
+func recordConcurrently(tb testing.TB, c clients, ccs []*grpc.ClientConn, prefix string, runs, perRun int) []time.Duration {
 	tb.Helper()
 	for i := range runs {
 		startRun(tb, c, fmt.Sprintf("%s-%05d", prefix, i))
@@ -66,7 +67,7 @@ func recordConcurrently(tb testing.TB, c clients, cc *grpc.ClientConn, prefix st
 				}
 				var res rbookv1.RecordTransitionResponse
 				began := time.Now()
-				err := cc.Invoke(context.Background(), rbookv1connect.RunServiceRecordTransitionProcedure,
+				err := ccs[i%len(ccs)].Invoke(context.Background(), rbookv1connect.RunServiceRecordTransitionProcedure,
 					&rbookv1.RecordTransitionRequest{Transition: transition(id, seq, final)}, &res)
 				lat[i] = append(lat[i], time.Since(began))
 				if err != nil {
@@ -95,7 +96,7 @@ func BenchmarkRecordTransitionGRPC(b *testing.B) {
 	perRun := max(b.N/runs, 2)
 	b.ResetTimer()
 	began := time.Now()
-	lat := recordConcurrently(b, c, cc, fmt.Sprintf("bench-%d", benchRound.Add(1)), runs, perRun)
+	lat := recordConcurrently(b, c, []*grpc.ClientConn{cc}, fmt.Sprintf("bench-%d", benchRound.Add(1)), runs, perRun)
 	elapsed := time.Since(began)
 	b.StopTimer()
 	p50, p99 := percentiles(lat)
@@ -155,7 +156,7 @@ func BenchmarkServeRSS(b *testing.B) {
 		began := time.Now()
 		var lat []time.Duration
 		for batch := 0; batch < runs/writers; batch++ {
-			lat = append(lat, recordConcurrently(b, c, cc, fmt.Sprintf("rss-%04d", batch), writers, perRun)...)
+			lat = append(lat, recordConcurrently(b, c, []*grpc.ClientConn{cc}, fmt.Sprintf("rss-%04d", batch), writers, perRun)...)
 		}
 		load := time.Since(began)
 		ids := make(chan string, runs)

@@ -203,10 +203,11 @@ func approvalToProto(a store.Approval) *rbookv1.Approval {
 	return p
 }
 
-// truncate shortens s for an error message (a client's oversized field is not echoed whole).
+// truncate shortens s to at most n bytes for an error message (a client's oversized field is
+// not echoed whole), without splitting a UTF-8 sequence.
 func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	return s[:n] + "…"
+	return strings.ToValidUTF8(s[:n], "") + "…"
 }

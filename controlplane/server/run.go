@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/rbookhq/rbook-action/controlplane/store"
@@ -42,6 +43,9 @@ type Running struct {
 	ln      net.Listener
 	timeout time.Duration
 	served  chan error
+
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // CheckExposure refuses to serve a non-loopback address without auth unless insecure is set
@@ -104,6 +108,7 @@ func Start(ctx context.Context, cfg Config) (*Running, error) {
 		Handler:           h,
 		Protocols:         &protocols,
 		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(h.log.Handler(), slog.LevelWarn),
 	}
@@ -126,8 +131,14 @@ func (r *Running) Handler() *Server { return r.handler }
 
 // Close shuts down gracefully: it stops accepting connections, ends open streams with
 // UNAVAILABLE, waits up to the shutdown timeout for in-flight calls, then closes what is
-// left, stops the deadline timer and closes the store. Later calls return an error.
+// left, stops the deadline timer and closes the store. Later calls return the first call's
+// result.
 func (r *Running) Close() error {
+	r.closeOnce.Do(func() { r.closeErr = r.shutdown() })
+	return r.closeErr
+}
+
+func (r *Running) shutdown() error {
 	ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
 	defer cancel()
 	shut := make(chan error, 1)

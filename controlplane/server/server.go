@@ -161,12 +161,9 @@ func (s *Server) deadlineLoop(ctx context.Context) {
 	defer timer.Stop()
 	for {
 		wait, ok := s.expireDue(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-		timer.Reset(wait)
 		var fire <-chan time.Time
 		if ok {
+			timer.Reset(wait)
 			fire = timer.C
 		}
 		select {
