@@ -311,3 +311,49 @@ func smoke(t *testing.T, npx, dir string, args ...string) []map[string]any {
 	}
 	return lines
 }
+
+// The CLI against a control plane: runs, get, watch, approvals --pending, reject, -o json.
+func TestControlPlane_CLI(t *testing.T) {
+	dir := workdir(t)
+	url := serveCP(t, dir)
+	t.Setenv("RBOOK_SHOW_TOKEN", "1")
+	p := start(t, dir, "run", "demo", "--control-plane", url)
+	tok := tokenFrom(t, p)
+	runID := regexp.MustCompile(`RBOOK-\d{8}-demo-[0-9a-f]{8}(\.\d+)?`).FindString(p.output())
+
+	out, code := run(t, dir, "", "approvals", "--pending", "--control-plane", url)
+	if code != 0 || !strings.Contains(out, runID) || !strings.Contains(out, "confirm-rollout") || !strings.Contains(out, "pending") || strings.Contains(out, tok) {
+		t.Fatalf("approvals --pending: exit %d\n%s", code, out)
+	}
+	out, code = run(t, dir, "", "runs", "--control-plane", url, "-o", "json")
+	var runs struct {
+		Runs []struct{ RunID, Status string } `json:"runs"`
+	}
+	if err := json.Unmarshal([]byte(out), &runs); code != 0 || err != nil || len(runs.Runs) != 1 || runs.Runs[0].Status != "RUN_STATUS_PAUSED" {
+		t.Fatalf("runs -o json: exit %d %v\n%s", code, err, out)
+	}
+
+	watch := start(t, dir, "watch", runID, "--control-plane", url)
+	watch.waitFor(t, "gate_opened")
+	out, code = run(t, dir, "", "reject", tok, "--reason", "not today", "--control-plane", url)
+	if code != 0 || !strings.Contains(out, "rejected") {
+		t.Fatalf("reject: exit %d\n%s", code, out)
+	}
+	if code := p.wait(t); code != 1 {
+		t.Fatalf("the rejected run exits %d, want 1 (on_fail: rollback)\n%s", code, p.output())
+	}
+	if code := watch.wait(t); code != 0 || !strings.Contains(watch.output(), "RUN_STATUS_FAILED") || !strings.Contains(watch.output(), "rollback 'rollback-app-config'") {
+		t.Fatalf("watch: exit %d\n%s", code, watch.output())
+	}
+	out, code = run(t, dir, "", "get", runID, "--control-plane", url)
+	if code != 0 || !strings.Contains(out, "RUN_STATUS_FAILED") || !strings.Contains(out, "not today") {
+		t.Fatalf("get: exit %d\n%s", code, out)
+	}
+	out, code = run(t, dir, "", "approvals", "--pending", "--control-plane", url, "-o", "json")
+	if code != 0 || strings.Contains(out, runID) {
+		t.Fatalf("no gate is pending any more: exit %d\n%s", code, out)
+	}
+	if out, code = run(t, dir, "", "runs", "--control-plane", "http://127.0.0.1:1"); code != 1 || !strings.Contains(out, "unavailable") {
+		t.Errorf("unreachable control plane: exit %d\n%s", code, out)
+	}
+}
