@@ -471,3 +471,27 @@ func TestHelpDocumentsExitCodes(t *testing.T) {
 		t.Errorf("exit %d\n%s", code, out)
 	}
 }
+
+// Inside a GitHub Actions job the report lands in the job summary and the run id and status
+// in the step outputs.
+func TestGitHubRunnerGlue(t *testing.T) {
+	dir := workdir(t)
+	summary, output := filepath.Join(dir, "summary.md"), filepath.Join(dir, "output")
+	t.Setenv("GITHUB_ACTIONS", "true")
+	t.Setenv("GITHUB_STEP_SUMMARY", summary)
+	t.Setenv("GITHUB_OUTPUT", output)
+	out, code := run(t, dir, "yes\n", "run", "demo")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, out)
+	}
+	s := readState(t, dir)
+	if sum := readFile(t, summary); !strings.HasPrefix(sum, "# Runbook Execution Report\n") || !strings.Contains(sum, s.RunID) {
+		t.Errorf("job summary:\n%s", sum)
+	}
+	if o := readFile(t, output); !strings.Contains(o, s.RunID) || !strings.Contains(o, "COMPLETED") {
+		t.Errorf("step outputs:\n%s", o)
+	}
+	if strings.Contains(out, "rbook approve ") {
+		t.Errorf("the approval token was printed in CI:\n%s", out)
+	}
+}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/rbookhq/rbook-action/action/cpclient"
 	"github.com/rbookhq/rbook-action/action/engine"
+	"github.com/rbookhq/rbook-action/action/github"
 	"github.com/rbookhq/rbook-action/action/report"
 	"github.com/rbookhq/rbook-action/action/runbook"
 	"github.com/rbookhq/rbook-action/action/state"
@@ -226,9 +227,11 @@ func runRunbook(cmd *cobra.Command, name string, f runFlags, stepIndex *int) err
 // (seed Step 9.2–9.3) and maps the run status to the exit code.
 func finishReport(out, errw io.Writer, rend *report.Renderer, name string, plan *runbook.Plan, st *state.State, res engine.Result) error {
 	evPath := writeEvidence(errw, plan, st)
-	if err := printReport(out, rend, plan, st, res.Message, evPath); err != nil {
+	rep, err := printReport(out, rend, plan, st, res.Message, evPath)
+	if err != nil {
 		return abort("%v", err)
 	}
+	github.Publish(rep, st.RunID, string(st.RunStatus))
 	if pack, err := rend.RenderEvidencePack(st.RunID, st.EvidencePack); err == nil {
 		fmt.Fprint(out, "\n"+pack)
 	}
@@ -253,7 +256,8 @@ func finishReport(out, errw io.Writer, rend *report.Renderer, name string, plan 
 	}
 }
 
-func printReport(out io.Writer, rend *report.Renderer, plan *runbook.Plan, st *state.State, msg, evPath string) error {
+// printReport renders the run report (seed Step 9.2), prints it and returns it.
+func printReport(out io.Writer, rend *report.Renderer, plan *runbook.Plan, st *state.State, msg, evPath string) (string, error) {
 	d := report.Report{
 		RunID: st.RunID, RunbookName: plan.Name, RunbookPath: plan.Path, RunStatus: st.RunStatus,
 		StartedUTC: st.StartedUTC, CompletedUTC: st.CompletedUTC, TotalSteps: st.TotalSteps,
@@ -267,10 +271,10 @@ func printReport(out io.Writer, rend *report.Renderer, plan *runbook.Plan, st *s
 	}
 	s, err := rend.RenderReport(d)
 	if err != nil {
-		return err
+		return "", err
 	}
 	fmt.Fprint(out, "\n"+s)
-	return nil
+	return s, nil
 }
 
 // gatePrompt renders the step status with AWAITING_CONFIRMATION (seed Step 5, confirm 1).

@@ -79,7 +79,8 @@ Exit codes: 0 a run was found and shown, 2 no run or an unreadable state file.`,
 			if err != nil {
 				return abort("%v", err)
 			}
-			return printReport(out, rend, plan, st, "", "")
+			_, err = printReport(out, rend, plan, st, "", "")
+			return err
 		},
 	}
 	c.register(cmd)
@@ -120,7 +121,7 @@ Exit codes: 0 the rollback passed, 1 it failed or there was nothing to roll back
 			if err != nil {
 				return abort("%v", err)
 			}
-			if err := printReport(out, rend, plan, st, res.Message, writeEvidence(errw, plan, st)); err != nil {
+			if _, err := printReport(out, rend, plan, st, res.Message, writeEvidence(errw, plan, st)); err != nil {
 				return abort("%v", err)
 			}
 			if len(st.EvidencePack) > before && st.EvidencePack[len(st.EvidencePack)-1].Status == engine.StatusPass {
@@ -189,7 +190,7 @@ Exit codes: 3 the run was cancelled, 1 you did not confirm, 2 nothing to cancel.
 			if err != nil {
 				return abort("%v", err)
 			}
-			if err := printReport(out, rend, plan, st, res.Message, writeEvidence(cmd.ErrOrStderr(), plan, st)); err != nil {
+			if _, err := printReport(out, rend, plan, st, res.Message, writeEvidence(cmd.ErrOrStderr(), plan, st)); err != nil {
 				return abort("%v", err)
 			}
 			return &exitError{code: exitCancelled}
