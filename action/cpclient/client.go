@@ -138,10 +138,11 @@ func (c *Client) retry(ctx context.Context, f func(context.Context) error) error
 		if err == nil || !retryable(err) {
 			return err
 		}
-		if time.Now().Add(wait).After(deadline) {
+		left := time.Until(deadline)
+		if left <= 0 {
 			return &UnreachableError{URL: c.URL, Deadline: limit, Last: err}
 		}
-		t := time.NewTimer(wait)
+		t := time.NewTimer(min(wait, left))
 		select {
 		case <-ctx.Done():
 			t.Stop()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -83,6 +84,9 @@ func (f *fakeCP) decide(token, by string, st rbookv1.ApprovalStatus) (*rbookv1.A
 	f.decideCalls++
 	if token != "tok-1" || f.approval == nil {
 		return nil, cpErr(connect.CodeNotFound, "E_APPROVAL_NOT_FOUND")
+	}
+	if by == "starter" {
+		return nil, cpErr(connect.CodePermissionDenied, "E_SELF_APPROVAL")
 	}
 	if f.approval.GetStatus() != rbookv1.ApprovalStatus_APPROVAL_STATUS_PENDING {
 		return nil, cpErr(connect.CodeFailedPrecondition, "E_APPROVAL_ALREADY_DECIDED")
@@ -306,5 +310,52 @@ func TestGateRunCancelled(t *testing.T) {
 	f.mu.Unlock()
 	if err := <-errc; !errors.Is(err, context.Canceled) {
 		t.Fatalf("err %v, want the run's context cancelled through Cancelled", err)
+	}
+}
+
+// A terminal answer the control plane refuses (self-approval, no approver role) is no
+// decision: the gate keeps waiting and a later decision on the control plane counts.
+func TestGateLocalAnswerRefusedKeepsWaiting(t *testing.T) {
+	f := newFake()
+	c := serve(t, f)
+	local := &localGate{v: engine.Rejected, release: make(chan struct{})}
+	announced := make(chan string, 1)
+	notices := make(chan string, 1)
+	g := &Gate{C: c, Local: local, Who: "starter", Announce: func(_, tok string) { announced <- tok }, Notice: func(m string) { notices <- m }}
+	done := make(chan engine.Decision, 1)
+	go func() {
+		d, _ := g.Await(t.Context(), engine.GateRequest{RunID: "R", StepName: "g", Deadline: time.Now().Add(time.Minute)})
+		done <- d
+	}()
+	tok := <-announced
+	close(local.release)
+	if m := <-notices; !strings.Contains(m, "E_SELF_APPROVAL") {
+		t.Fatalf("notice %q", m)
+	}
+	if _, err := c.Approvals.Approve(t.Context(), &rbookv1.ApproveRequest{Token: tok, Approver: "bob"}); err != nil {
+		t.Fatal(err)
+	}
+	if d := <-done; d.Verdict != engine.Approved || d.By != "bob" {
+		t.Fatalf("decision %+v", d)
+	}
+}
+
+// An approval that expired on the control plane ends the wait as a timeout.
+func TestGateExpiredIsATimeout(t *testing.T) {
+	f := newFake()
+	c := serve(t, f)
+	announced := make(chan struct{}, 1)
+	g := &Gate{C: c, Announce: func(string, string) { announced <- struct{}{} }}
+	errc := make(chan error, 1)
+	go func() {
+		_, err := g.Await(t.Context(), engine.GateRequest{RunID: "R", StepName: "g", Deadline: time.Now().Add(time.Minute)})
+		errc <- err
+	}()
+	<-announced
+	f.mu.Lock()
+	f.setApproval(&rbookv1.Approval{ApprovalId: "a-1", Status: rbookv1.ApprovalStatus_APPROVAL_STATUS_EXPIRED})
+	f.mu.Unlock()
+	if err := <-errc; !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err %v, want a deadline", err)
 	}
 }

@@ -31,6 +31,10 @@ type Gate struct {
 	// Drain, when set, runs before the gate opens: the control plane then holds every
 	// transition up to the gate (an asynchronous Recorder's Drain).
 	Drain func(context.Context) error
+	// Notice, when set, is told why a Local answer could not decide the gate (for example
+	// the executor's token may not approve: E_PERMISSION_DENIED, E_SELF_APPROVAL); the gate
+	// then keeps waiting for a decision on the control plane.
+	Notice func(msg string)
 }
 
 // Await opens the gate on the control plane and waits for the first decision (engine.Gate).
@@ -95,12 +99,15 @@ func (g *Gate) Await(ctx context.Context, req engine.GateRequest) (engine.Decisi
 				}
 				return r.d, nil
 			}
-			if d, err := g.decideLocally(ctx, token, r.d); err == nil {
+			d, err := g.decideLocally(ctx, token, r.d)
+			if err == nil {
 				return d, nil
-			} else if Code(err) != "E_APPROVAL_ALREADY_DECIDED" {
-				return engine.Decision{}, err
 			}
-			// Another source decided first: its decision arrives on the watch stream.
+			// Another source decided first (its decision arrives on the watch stream), or the
+			// terminal's answer may not decide this gate: either way the control plane decides.
+			if Code(err) != "E_APPROVAL_ALREADY_DECIDED" && g.Notice != nil {
+				g.Notice(fmt.Sprintf("your answer could not decide the gate (%v); it waits for a decision on the control plane", err))
+			}
 		}
 	}
 }
@@ -152,9 +159,8 @@ func (g *Gate) watch(ctx context.Context, approvalID string) (engine.Decision, e
 		d.Verdict = engine.Rejected
 	case rbookv1.ApprovalStatus_APPROVAL_STATUS_CANCELLED:
 		return engine.Decision{}, errRunCancelled
-	default: // expired: the engine's own deadline fires at the same moment
-		<-ctx.Done()
-		return engine.Decision{}, ctx.Err()
+	default: // expired: the gate's deadline passed on the control plane
+		return engine.Decision{}, fmt.Errorf("approval %s expired: %w", approvalID, context.DeadlineExceeded)
 	}
 	return d, nil
 }

@@ -151,6 +151,9 @@ func (e *Engine) Run(ctx context.Context, st Start) (Result, error) {
 		if res, stop, err := r.stopped(ctx, &step); stop {
 			return res, err
 		}
+		if out.halt != nil {
+			return Result{Status: RunInProgress, Message: out.halt.Error()}, out.halt
+		}
 		if out.Cancel {
 			return r.cancel(ctx, "user at the gate")
 		}
@@ -345,24 +348,29 @@ func (r *run) confirm(ctx context.Context, step runbook.Step) Outcome {
 	}
 	for {
 		if err := r.emit(ctx, Transition{Kind: TransitionGateOpened, StepIndex: step.Index, StepName: step.Name, StepType: string(step.Type), RunStatus: RunInProgress}); err != nil {
-			return Outcome{Status: StatusFail, Output: err.Error()}
+			return Outcome{halt: err}
 		}
 		d, err := r.e.Gate.Await(sctx, req)
 		if err != nil {
 			if ctx.Err() != nil {
 				return Outcome{Status: StatusFail, Output: context.Cause(ctx).Error()}
 			}
-			if errors.Is(sctx.Err(), context.DeadlineExceeded) {
+			if errors.Is(sctx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) {
 				return Outcome{Status: StatusTimedOut, Output: fmt.Sprintf("no decision within max_timeout_seconds=%d; the gate was closed", step.TimeoutSeconds)}
 			}
-			return Outcome{Status: StatusFail, Output: "gate error: " + err.Error()}
+			if errors.Is(err, ErrNoAnswer) {
+				return Outcome{Status: StatusFail, Output: "not confirmed: " + err.Error()}
+			}
+			// The gate could not be kept (control plane unreachable, refused): that is no
+			// decision, so on_fail must not run. The run halts, resumable.
+			return Outcome{halt: fmt.Errorf("gate '%s' could not wait for a decision: %w", step.Name, err)}
 		}
 		msg := fmt.Sprintf("%s by %s via %s", verdictWord(d.Verdict), d.By, d.Source)
 		if d.Reason != "" {
 			msg += ": " + d.Reason
 		}
 		if err := r.emit(ctx, Transition{Kind: TransitionGateDecided, StepIndex: step.Index, StepName: step.Name, StepType: string(step.Type), RunStatus: RunInProgress, Message: msg}); err != nil {
-			return Outcome{Status: StatusFail, Output: err.Error()}
+			return Outcome{halt: err}
 		}
 		output := d.Input
 		if output == "" {

@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -416,5 +417,26 @@ func TestStepIndexJumpIsRecorded(t *testing.T) {
 	}
 	if out := rec.evidence()[1].Output; out != "skipped: --step-index 2 given by ann" {
 		t.Errorf("skip entry output %q", out)
+	}
+}
+
+// A gate that cannot wait (control plane gone, refused) is no decision: the run halts,
+// resumable, and on_fail does not run. A gate nobody can answer is not confirmed: FAIL.
+func TestGateErrorsHaltOrFail(t *testing.T) {
+	down := errors.New("control plane down")
+	rec := &memRecorder{}
+	g := gateFunc(func(context.Context, engine.GateRequest) (engine.Decision, error) { return engine.Decision{}, down })
+	s := newScripted(nil)
+	res, err := newEngine(plan(deploy("d"), rollback("r"), confirm("g", "rollback")), s, g, rec).Run(context.Background(), engine.Start{RunID: "R", Fresh: true})
+	if !errors.Is(err, down) || res.Status != engine.RunInProgress || rec.summary() != "d=PASS r=SKIPPED" || s.calls["r"] != 0 {
+		t.Fatalf("gate error: %v %s %q, rollback ran %d times", err, res.Status, rec.summary(), s.calls["r"])
+	}
+	rec = &memRecorder{}
+	g = gateFunc(func(context.Context, engine.GateRequest) (engine.Decision, error) {
+		return engine.Decision{}, fmt.Errorf("%w: stdin is closed", engine.ErrNoAnswer)
+	})
+	res, err = newEngine(plan(confirm("g", "halt")), newScripted(nil), g, rec).Run(context.Background(), engine.Start{RunID: "R", Fresh: true})
+	if err != nil || res.Status != engine.RunFailed || rec.summary() != "g=FAIL" {
+		t.Fatalf("no answer: %v %s %q", err, res.Status, rec.summary())
 	}
 }

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/rbookhq/rbook-action/action/runbook"
@@ -54,7 +55,14 @@ type Outcome struct {
 	// Cancel asks the engine to start the cancel flow (the user typed "cancel" at a gate;
 	// seed Step 8, DESIGN D8).
 	Cancel bool
+	// halt stops the run without an outcome for the step (a gate that could not wait).
+	halt error
 }
+
+// ErrNoAnswer is what a Gate returns (wrapped) when nobody can answer it at all, such as a
+// closed stdin with no other source: the gate is not confirmed, so it FAILs and on_fail
+// applies (seed Step 5, confirm: anything but yes fails). Any other gate error halts the run.
+var ErrNoAnswer = errors.New("nobody can answer this gate")
 
 // RunContext is what an Executor may read about the run it is part of. It is a snapshot:
 // executors never write state (DESIGN, "The seams").

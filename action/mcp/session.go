@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -50,9 +51,13 @@ type Session struct {
 	cs     *sdk.ClientSession
 	// cmd is the stdio server's process (group leader); nil for streamable HTTP.
 	cmd *exec.Cmd
-	// ctx is Dial's context; stop cancels the session's own context derived from it, which
-	// ends the stdio server's process group and the watch that closes the session.
-	ctx      context.Context
+	// connected turns true once the handshake has succeeded; until then stopping the stdio
+	// server skips the SIGTERM grace (a server that never answered gets SIGKILL at once).
+	connected atomic.Bool
+	// lifetime is the session's lifetime context; stop cancels the session's own context
+	// derived from it, which ends the stdio server's process group and the watch that closes
+	// the session.
+	lifetime context.Context
 	stop     context.CancelFunc
 	redactor *strings.Replacer
 
@@ -60,28 +65,48 @@ type Session struct {
 	closeErr  error
 }
 
-// Dial connects to the server named server in cfg; server "" picks the only server and is an
-// error when cfg has several. A stdio server runs via its (resolved) command in its own
-// process group with stderr passed through; a url server is reached over streamable HTTP
-// with its headers on every request.
-//
-// ctx bounds the whole session, not only the handshake: when it ends, the session is closed
-// and a stdio server's process group gets SIGTERM, then SIGKILL after procgroup.DefaultGrace.
-// Pass the run's context, not a short connect timeout. Errors name the server, never header
-// values or URL credentials; nothing is retried (seed runbook-executor, "Failure handling").
+// Dial connects to the server named server in cfg with ctx as both the connect bound and the
+// session's lifetime; it is DialWithLifetime(ctx, ctx, cfg, server). Pass the run's context,
+// not a short connect timeout, or use DialWithLifetime.
 func Dial(ctx context.Context, cfg *Config, server string) (*Session, error) {
+	return DialWithLifetime(ctx, ctx, cfg, server)
+}
+
+// DialWithLifetime connects to the server named server in cfg; server "" picks the only
+// server and is an error when cfg has several. A stdio server runs via its (resolved) command
+// in its own process group with stderr passed through; a url server is reached over streamable
+// HTTP with its headers on every request.
+//
+// ctx bounds only the connect: starting the server and the initialize handshake. When ctx (or
+// lifetime) ends first, DialWithLifetime returns an error wrapping ctx's error and a stdio
+// server's process group gets SIGKILL at once (it never answered, so it gets no grace). A
+// check step passes its own context here, so a server that never answers costs that step its
+// deadline and nothing more.
+//
+// lifetime bounds the established session: when it ends, the session is closed and a stdio
+// server's process group gets SIGTERM, then SIGKILL after procgroup.DefaultGrace. Errors name
+// the server, never header values or URL credentials; nothing is retried (seed
+// runbook-executor, "Failure handling").
+func DialWithLifetime(ctx, lifetime context.Context, cfg *Config, server string) (*Session, error) {
 	srv, err := pick(cfg, server)
 	if err != nil {
 		return nil, err
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("mcp server %q: %w", srv.Name, err)
+	for _, c := range []context.Context{ctx, lifetime} {
+		if err := c.Err(); err != nil {
+			return nil, fmt.Errorf("mcp server %q: %w", srv.Name, err)
+		}
 	}
-	sessionCtx, stop := context.WithCancel(ctx)
-	s := &Session{server: srv.Name, ctx: ctx, stop: stop}
+	sessionCtx, stop := context.WithCancel(lifetime)
+	// connectCtx ends with ctx or with the session, whichever comes first.
+	connectCtx, endConnect := context.WithCancel(ctx)
+	defer endConnect()
+	defer context.AfterFunc(sessionCtx, endConnect)()
+	s := &Session{server: srv.Name, lifetime: lifetime, stop: stop}
 	var transport sdk.Transport
+	stopConnectWatch := func() bool { return true }
 	if srv.Stdio() {
-		transport, err = s.stdioTransport(sessionCtx, srv)
+		transport, stopConnectWatch, err = s.stdioTransport(sessionCtx, connectCtx, srv)
 	} else {
 		transport, err = s.httpTransport(srv)
 	}
@@ -91,14 +116,21 @@ func Dial(ctx context.Context, cfg *Config, server string) (*Session, error) {
 	}
 	client := sdk.NewClient(&sdk.Implementation{Name: ClientName, Version: ClientVersion},
 		&sdk.ClientOptions{Capabilities: &sdk.ClientCapabilities{}})
-	cs, err := client.Connect(ctx, transport, nil)
+	cs, err := client.Connect(connectCtx, transport, nil)
+	if err == nil && !stopConnectWatch() {
+		// The connect deadline passed just as the handshake finished: the server is already
+		// being killed, so this session is of no use.
+		_ = cs.Close()
+		err = context.Cause(connectCtx)
+	}
 	if err != nil {
 		_ = procgroup.Kill(s.cmd)
 		stop()
 		return nil, s.wrap(fmt.Errorf("mcp server %q: connect: %w", srv.Name, err))
 	}
+	s.connected.Store(true)
 	s.cs = cs
-	// Close when ctx ends; Close cancels sessionCtx itself, which releases this watch.
+	// Close when the lifetime ends; Close cancels sessionCtx itself, which releases this watch.
 	context.AfterFunc(sessionCtx, func() { _ = s.Close() })
 	return s, nil
 }
@@ -122,19 +154,32 @@ func pick(cfg *Config, server string) (*Server, error) {
 	return srv, nil
 }
 
-func (s *Session) stdioTransport(ctx context.Context, srv *Server) (sdk.Transport, error) {
+// stdioTransport prepares the stdio server's command. The process lives until sessionCtx
+// ends, or until connectCtx ends while the handshake is still running; stopConnectWatch,
+// called once the handshake has succeeded, detaches it from connectCtx and reports false when
+// connectCtx had already ended (the process is then being killed).
+func (s *Session) stdioTransport(sessionCtx, connectCtx context.Context, srv *Server) (_ sdk.Transport, stopConnectWatch func() bool, _ error) {
 	path, err := srv.ResolvedCommand()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	cmd := procgroup.Command(ctx, procgroup.DefaultGrace, path, srv.Args...)
+	procCtx, endProc := context.WithCancel(sessionCtx)
+	stopConnectWatch = context.AfterFunc(connectCtx, endProc)
+	cmd := procgroup.Command(procCtx, procgroup.DefaultGrace, path, srv.Args...)
+	graceful := cmd.Cancel
+	cmd.Cancel = func() error {
+		if s.connected.Load() {
+			return graceful()
+		}
+		return procgroup.Kill(cmd)
+	}
 	cmd.Env = os.Environ()
 	for k, v := range srv.Env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
 	cmd.Stderr = os.Stderr
 	s.cmd = cmd
-	return &sdk.CommandTransport{Command: cmd, TerminateDuration: procgroup.DefaultGrace}, nil
+	return &sdk.CommandTransport{Command: cmd, TerminateDuration: procgroup.DefaultGrace}, stopConnectWatch, nil
 }
 
 func (s *Session) httpTransport(srv *Server) (sdk.Transport, error) {
@@ -232,13 +277,13 @@ func contentKind(c sdk.Content) string {
 // Close ends the session: for stdio it closes the server's stdin, waits up to
 // procgroup.DefaultGrace for it to exit (then SIGTERM, then SIGKILL, as the MCP spec asks) and
 // finally SIGKILLs whatever else is left in its process group. It is idempotent and safe to
-// call concurrently. A stdio server that exits with a failure status is reported, unless
-// Dial's context had already ended (then rbook stopped it on purpose).
+// call concurrently. A stdio server that exits with a failure status is reported, unless the
+// session's lifetime context had already ended (then rbook stopped it on purpose).
 func (s *Session) Close() error {
 	s.closeOnce.Do(func() {
 		err := s.cs.Close()
 		var exitErr *exec.ExitError
-		if s.ctx.Err() != nil && errors.As(err, &exitErr) {
+		if s.lifetime.Err() != nil && errors.As(err, &exitErr) {
 			err = nil
 		}
 		if s.cmd != nil {

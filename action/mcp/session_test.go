@@ -40,6 +40,8 @@ func TestMain(m *testing.M) {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(2)
 		}
+	case "mute":
+		runMuteServer()
 	default:
 		fmt.Fprintln(os.Stderr, "unknown", serverModeEnv)
 		os.Exit(2)

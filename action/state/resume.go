@@ -30,8 +30,21 @@ type Opened struct {
 	// Resumed is true when an IN_PROGRESS run is continued; StartIndex is where it goes on.
 	Resumed    bool
 	StartIndex int
-	// PrevPath is where a final previous state file was moved ("" when none was).
+	// PrevPath is where KeepPrevious moves a final previous state file ("" when there is none).
 	PrevPath string
+	path     string
+}
+
+// KeepPrevious moves the final previous run's state file to PrevPath (seed Step 3.4). Call it
+// once nothing can refuse the new run any more, so a refused start changes nothing.
+func (o *Opened) KeepPrevious() error {
+	if o.PrevPath == "" || o.Resumed {
+		return nil
+	}
+	if err := os.Rename(o.path, o.PrevPath); err != nil {
+		return fmt.Errorf("keep the previous run: %w", err)
+	}
+	return nil
 }
 
 // EditedError refuses to resume a run whose runbook changed since it started (case R06).
@@ -100,12 +113,9 @@ func Open(plan *runbook.Plan, path string, opts OpenOptions) (*Opened, error) {
 	}
 	t := now().UTC()
 	id := uniqueRunID(plan, path, prev, t)
-	o := &Opened{StartIndex: start}
+	o := &Opened{StartIndex: start, path: path}
 	if prev != nil {
 		o.PrevPath = path + ".prev-" + prev.RunID
-		if err := os.Rename(path, o.PrevPath); err != nil {
-			return nil, fmt.Errorf("keep the previous run: %w", err)
-		}
 	}
 	o.State = &State{
 		RunID: id, RunbookName: plan.Name, RunStatus: engine.RunInProgress,

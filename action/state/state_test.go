@@ -91,6 +91,9 @@ func TestCorruptIsNeverNoRun(t *testing.T) {
 func writeRun(t *testing.T, p string, kinds ...engine.Transition) *State {
 	t.Helper()
 	o, err := Open(testPlan(), p, OpenOptions{Now: clock})
+	if err == nil {
+		err = o.KeepPrevious()
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,6 +172,25 @@ func fmtErr(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// Open alone changes nothing: a start refused after it leaves the previous run in place.
+func TestOpenDoesNotMoveThePreviousRun(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "s.json")
+	writeRun(t, p, engine.Transition{Kind: engine.TransitionRunFinished, StepIndex: -1, RunStatus: engine.RunCompleted})
+	o, err := Open(testPlan(), p, OpenOptions{Now: clock})
+	if err != nil || o.PrevPath == "" {
+		t.Fatal(err, o)
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("Open moved the previous state: %v", err)
+	}
+	if err := o.KeepPrevious(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(o.PrevPath); err != nil {
+		t.Fatalf("KeepPrevious: %v", err)
+	}
 }
 
 func TestFinalRunIsKeptAndIDsStayUnique(t *testing.T) {

@@ -9,15 +9,18 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/rbookhq/rbook-action/action/engine"
 )
 
-// MaxLineBytes caps one line of gate input (4 KiB); longer input is cut at the limit.
+// MaxLineBytes caps one line of gate input (4 KiB). A longer line is cut at the limit (at a
+// character boundary) and the rest of that line is discarded; the lines after it are read as
+// usual. The cleaned line (CleanInput) is held to the same limit.
 const MaxLineBytes = 4 << 10
 
 // ErrNoInput means the input stream ended (stdin closed, EOF): nobody can answer here.
-var ErrNoInput = errors.New("no input: standard input is closed, so nobody can answer here")
+var ErrNoInput = fmt.Errorf("%w: standard input is closed (no input)", engine.ErrNoAnswer)
 
 // Lines reads an input stream line by line in one goroutine, so every gate and cancel prompt
 // of a run shares it and a line typed for one prompt is never lost to a timed-out other.
@@ -27,18 +30,150 @@ type Lines struct {
 	once sync.Once
 }
 
-// NewLines starts reading r. Lines are trimmed of their line ending only.
+// NewLines starts reading r. Each line loses its line ending ("\n" or "\r\n"), is cut at
+// MaxLineBytes and is cleaned with CleanInput, so no typed control character or escape
+// sequence reaches a decision, the report or the evidence pack. A final line without a line
+// ending counts; a read error ends the stream like EOF.
 func NewLines(r io.Reader) *Lines {
 	l := &Lines{ch: make(chan string), done: make(chan struct{})}
 	go func() {
 		defer l.once.Do(func() { close(l.done) })
-		sc := bufio.NewScanner(r)
-		sc.Buffer(make([]byte, 0, 256), MaxLineBytes)
-		for sc.Scan() {
-			l.ch <- strings.TrimRight(sc.Text(), "\r")
+		br := bufio.NewReader(r)
+		for {
+			line, ok, err := readLine(br)
+			if ok {
+				l.ch <- cutAtRune(CleanInput(line), MaxLineBytes)
+			}
+			if err != nil {
+				return
+			}
 		}
 	}()
 	return l
+}
+
+// readLine reads one line without its line ending, keeping at most MaxLineBytes of it (cut
+// at a character boundary) and discarding the rest. ok is false when the stream ended (err
+// set) before any byte of a new line.
+func readLine(br *bufio.Reader) (line string, ok bool, err error) {
+	// A few bytes past the limit, so that cutAtRune can find the character boundary.
+	const keep = MaxLineBytes + utf8.UTFMax
+	var buf []byte
+	for {
+		chunk, err := br.ReadSlice('\n')
+		ok = ok || len(chunk) > 0
+		if room := keep - len(buf); room > 0 {
+			buf = append(buf, chunk[:min(len(chunk), room)]...)
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue // the line goes on
+		}
+		line = strings.TrimSuffix(string(buf), "\n")
+		line = strings.TrimSuffix(line, "\r")
+		return cutAtRune(line, MaxLineBytes), ok, err
+	}
+}
+
+// cutAtRune returns s cut to at most n bytes without splitting a UTF-8 sequence.
+func cutAtRune(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	i := n
+	for i > n-utf8.UTFMax && i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	if !utf8.RuneStart(s[i]) {
+		i = n // not valid UTF-8 here anyway
+	}
+	return s[:i]
+}
+
+// CleanInput makes typed text safe to print and to store (case L4: typed input must not drive
+// the terminal that shows the report): invalid UTF-8, every escape sequence (ESC or a C1
+// introducer with what follows, such as CSI "ESC[2J" or OSC "ESC]0;title BEL"), every other C0
+// or C1 control character and DEL, and the bidirectional embedding, override and isolate
+// characters (U+202A–U+202E, U+2066–U+2069) each become one U+FFFD, so the record shows that
+// something was removed. A tab becomes a space.
+func CleanInput(s string) string {
+	s = strings.ToValidUTF8(s, replacement)
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == '\t':
+			b.WriteByte(' ')
+		case r == esc || (r >= 0x80 && r <= 0x9f):
+			b.WriteString(replacement)
+			size = escapeLen(s[i:])
+		case r < 0x20 || r == 0x7f || (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069):
+			b.WriteString(replacement)
+		default:
+			b.WriteString(s[i : i+size])
+		}
+		i += size
+	}
+	return b.String()
+}
+
+const (
+	esc         = 0x1b
+	bel         = 0x07
+	replacement = "\uFFFD"
+)
+
+// escapeLen returns the byte length of the escape sequence or C1 control at the start of s
+// (ECMA-48): CSI runs to its final byte 0x40–0x7E; OSC, DCS, SOS, PM and APC run to BEL or
+// the string terminator (ESC \ or U+009C); any other ESC takes its intermediate bytes
+// 0x20–0x2F and one final byte 0x30–0x7E. An unfinished sequence runs to the end of s.
+func escapeLen(s string) int {
+	r, i := utf8.DecodeRuneInString(s)
+	kind := r
+	if r == esc {
+		if i == len(s) {
+			return i
+		}
+		switch s[i] {
+		case '[':
+			kind = 0x9b
+		case ']':
+			kind = 0x9d
+		case 'P', 'X', '^', '_':
+			kind = 0x90 // a control string, like DCS
+		default:
+			for i < len(s) && s[i] >= 0x20 && s[i] <= 0x2f {
+				i++
+			}
+			if i < len(s) && s[i] >= 0x30 && s[i] <= 0x7e {
+				i++
+			}
+			return i
+		}
+		i++
+	}
+	switch kind {
+	case 0x9b: // CSI: parameter and intermediate bytes, then the final byte
+		for i < len(s) && s[i] >= 0x20 && s[i] <= 0x3f {
+			i++
+		}
+		if i < len(s) && s[i] >= 0x40 && s[i] <= 0x7e {
+			i++
+		}
+		return i
+	case 0x90, 0x98, 0x9d, 0x9e, 0x9f: // control strings: DCS, SOS, OSC, PM, APC
+		for i < len(s) {
+			r, size := utf8.DecodeRuneInString(s[i:])
+			switch {
+			case r == bel || r == 0x9c:
+				return i + size
+			case r == esc && i+1 < len(s) && s[i+1] == '\\':
+				return i + 2
+			}
+			i += size
+		}
+		return i
+	}
+	return i // any other C1 control stands alone
 }
 
 // Next returns the next line, ErrNoInput once the stream has ended, or ctx's error.
@@ -76,8 +211,10 @@ type TerminalGate struct {
 	Echoed bool
 }
 
-// Await prints the prompt and waits for one line. It returns ErrNoInput when stdin is
-// closed, and ctx.Err() when the gate's deadline passes or the run stops.
+// Await prints the prompt and waits for one non-blank line. The Decision's Input is that line
+// as Lines delivers it (cut at MaxLineBytes, cleaned by CleanInput), trimmed of spaces, and
+// its verdict is judged on that same text. It returns ErrNoInput when stdin is closed, and
+// ctx.Err() when the gate's deadline passes or the run stops.
 func (g *TerminalGate) Await(ctx context.Context, req engine.GateRequest) (engine.Decision, error) {
 	if req.Prompt != "" {
 		fmt.Fprintln(g.Out, req.Prompt)

@@ -27,6 +27,8 @@ const embeddedURLFile = ".rbook/controlplane.url"
 // cpFlags are the connection flags of every control-plane command.
 type cpFlags struct {
 	url, output string
+	// fromFile: the URL came from .rbook/controlplane.url (an embedded control plane).
+	fromFile bool
 }
 
 func (f *cpFlags) register(cmd *cobra.Command, withOutput bool) {
@@ -39,6 +41,7 @@ func (f *cpFlags) register(cmd *cobra.Command, withOutput bool) {
 // resolve finds the control plane URL: the flag, $RBOOK_CONTROL_PLANE, then the address a
 // running embedded control plane left in .rbook/controlplane.url.
 func (f *cpFlags) resolve() (string, error) {
+	f.fromFile = false
 	if f.url != "" {
 		return f.url, nil
 	}
@@ -46,9 +49,10 @@ func (f *cpFlags) resolve() (string, error) {
 		return u, nil
 	}
 	if data, err := os.ReadFile(embeddedURLFile); err == nil {
+		f.fromFile = true
 		return strings.TrimSpace(string(data)), nil
 	}
-	return "", abort("no control plane to talk to: pass --control-plane URL or set RBOOK_CONTROL_PLANE (a running 'rbook run' starts an embedded one and prints its address)")
+	return "", abort("no control plane to talk to: pass --control-plane URL or set RBOOK_CONTROL_PLANE (a running 'rbook run' starts an embedded one and leaves its address in ./%s)", embeddedURLFile)
 }
 
 func (f *cpFlags) client() (*cpclient.Client, error) {
@@ -62,10 +66,14 @@ func (f *cpFlags) client() (*cpclient.Client, error) {
 }
 
 // rpcError turns a control-plane error into a one-line message with its code and exit 1.
-func rpcError(err error) error {
+func (f *cpFlags) rpcError(err error) error {
 	var ce *connect.Error
 	if errors.As(err, &ce) {
-		return &exitError{code: exitFailed, msg: fmt.Sprintf("rbook: %s (%s)", ce.Message(), ce.Code())}
+		msg := fmt.Sprintf("rbook: %s (%s)", ce.Message(), ce.Code())
+		if f.fromFile && ce.Code() == connect.CodeUnavailable {
+			msg += fmt.Sprintf("\nThe embedded control plane named in %s is not running any more (its 'rbook run' has ended). Pass --control-plane URL for another one.", embeddedURLFile)
+		}
+		return &exitError{code: exitFailed, msg: msg}
 	}
 	return &exitError{code: exitFailed, msg: "rbook: " + err.Error()}
 }
@@ -127,13 +135,13 @@ Exit codes: 0 %s, 1 refused (the message names the error code), 2 usage.`, strin
 			if approve {
 				resp, err := c.Approvals.Approve(cmd.Context(), &rbookv1.ApproveRequest{Token: token, Reason: reason, Approver: approver})
 				if err != nil {
-					return rpcError(err)
+					return f.rpcError(err)
 				}
 				a = resp.GetApproval()
 			} else {
 				resp, err := c.Approvals.Reject(cmd.Context(), &rbookv1.RejectRequest{Token: token, Reason: reason, Approver: approver})
 				if err != nil {
-					return rpcError(err)
+					return f.rpcError(err)
 				}
 				a = resp.GetApproval()
 			}
@@ -173,13 +181,13 @@ func newRunsCmd() *cobra.Command {
 			}
 			resp, err := c.Runs.ListRuns(cmd.Context(), req)
 			if err != nil {
-				return rpcError(err)
+				return f.rpcError(err)
 			}
 			if f.output == "json" {
 				return printJSON(cmd.OutOrStdout(), resp)
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "RUN\tRUNBOOK\tSTATUS\tSTEP\tSTARTED\tBY")
+			fmt.Fprintln(w, "RUN\tRUNBOOK\tSTATUS\tSTEPS DONE\tSTARTED\tBY")
 			for _, r := range resp.GetRuns() {
 				fmt.Fprintf(w, "%s\t%s\t%s\t%d/%d\t%s\t%s\n", r.GetRunId(), r.GetPlaybookName(), shortEnum(r.GetStatus(), "RUN_STATUS_"),
 					r.GetLastCompletedStepIndex()+1, r.GetTotalSteps(), ts(r.GetStartedAt()), r.GetStartedBy())
@@ -225,13 +233,13 @@ func newGetCmd() *cobra.Command {
 			}
 			resp, err := c.Runs.GetRun(cmd.Context(), &rbookv1.GetRunRequest{RunId: args[0]})
 			if err != nil {
-				return rpcError(err)
+				return f.rpcError(err)
 			}
 			if f.output == "json" {
 				return printJSON(cmd.OutOrStdout(), resp)
 			}
 			r, out := resp.GetRun(), cmd.OutOrStdout()
-			fmt.Fprintf(out, "Run %s · runbook %s · %s · step %d of %d · started %s by %s\n", r.GetRunId(), r.GetPlaybookName(),
+			fmt.Fprintf(out, "Run %s · runbook %s · %s · %d of %d steps done · started %s by %s\n", r.GetRunId(), r.GetPlaybookName(),
 				r.GetStatus(), r.GetLastCompletedStepIndex()+1, r.GetTotalSteps(), ts(r.GetStartedAt()), r.GetStartedBy())
 			for _, t := range resp.GetTransitions() {
 				describeTransition(out, t)
@@ -257,27 +265,48 @@ func newWatchCmd() *cobra.Command {
 			}
 			stream, err := c.Runs.WatchRun(cmd.Context(), &rbookv1.WatchRunRequest{RunId: args[0], FromSeq: from})
 			if err != nil {
-				return rpcError(err)
+				return f.rpcError(err)
 			}
 			defer stream.Close()
 			out := cmd.OutOrStdout()
-			for stream.Receive() {
-				m := stream.Msg()
+			last := from - 1
+			show := func(m *rbookv1.WatchRunResponse) {
 				if f.output == "json" {
 					b, _ := protojson.Marshal(m)
 					fmt.Fprintln(out, string(b))
 				} else if t := m.GetTransition(); t != nil {
 					describeTransition(out, t)
 				}
-				if s := m.GetRun().GetStatus(); s == rbookv1.RunStatus_RUN_STATUS_SUCCEEDED || s == rbookv1.RunStatus_RUN_STATUS_FAILED || s == rbookv1.RunStatus_RUN_STATUS_CANCELLED {
+				if t := m.GetTransition(); t != nil {
+					last = t.GetSeq()
+				}
+			}
+			for stream.Receive() {
+				m := stream.Msg()
+				show(m)
+				// The stream replays first, so a finished run still shows every transition.
+				if m.GetTransition().GetKind() == rbookv1.TransitionKind_TRANSITION_KIND_RUN_FINISHED {
 					if f.output != "json" {
-						fmt.Fprintf(out, "Run %s is %s.\n", args[0], s)
+						fmt.Fprintf(out, "Run %s is %s.\n", args[0], m.GetTransition().GetRunStatus())
 					}
 					return nil
 				}
 			}
 			if err := stream.Err(); err != nil {
-				return rpcError(err)
+				return f.rpcError(err)
+			}
+			// The stream ended with the run: show what it did not carry, then the outcome.
+			resp, err := c.Runs.GetRun(cmd.Context(), &rbookv1.GetRunRequest{RunId: args[0]})
+			if err != nil {
+				return f.rpcError(err)
+			}
+			for _, t := range resp.GetTransitions() {
+				if t.GetSeq() > last {
+					show(&rbookv1.WatchRunResponse{Run: resp.GetRun(), Transition: t})
+				}
+			}
+			if f.output != "json" {
+				fmt.Fprintf(out, "Run %s is %s.\n", args[0], resp.GetRun().GetStatus())
 			}
 			return nil
 		},
@@ -306,7 +335,7 @@ func newApprovalsCmd() *cobra.Command {
 			}
 			resp, err := c.Approvals.ListApprovals(cmd.Context(), req)
 			if err != nil {
-				return rpcError(err)
+				return f.rpcError(err)
 			}
 			if f.output == "json" {
 				return printJSON(cmd.OutOrStdout(), resp)

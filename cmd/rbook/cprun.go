@@ -19,18 +19,19 @@ import (
 
 // controlPlaneURL picks the control plane a run reports to: the flag, else
 // $RBOOK_CONTROL_PLANE, else an embedded one started in-process ("off" means none).
-func controlPlaneURL(ctx context.Context, flag string, errw io.Writer) (string, func(), error) {
+func controlPlaneURL(ctx context.Context, flag string, errw io.Writer) (url string, embedded bool, stop func(), err error) {
 	u := flag
 	if u == "" {
 		u = os.Getenv("RBOOK_CONTROL_PLANE")
 	}
 	switch u {
 	case "off":
-		return "", func() {}, nil
+		return "", false, func() {}, nil
 	case "":
-		return startEmbedded(ctx, errw)
+		url, stop, err := startEmbedded(ctx, errw)
+		return url, true, stop, err
 	}
-	return u, func() {}, nil
+	return u, false, func() {}, nil
 }
 
 // startOnControlPlane creates (or finds, on resume) the run on the control plane and returns
@@ -57,12 +58,16 @@ func startOnControlPlane(ctx context.Context, c *cpclient.Client, plan *runbook.
 // announcer prints how to decide an open gate: the approve command with its token on a
 // terminal; in CI only the approval id, because the token is a secret. RBOOK_SHOW_TOKEN=1
 // prints the command anyway (for scripts that read the output; never in shared logs).
-func announcer(errw io.Writer, url string) func(id, token string) {
+func announcer(errw io.Writer, url string, embedded bool) func(id, token string) {
+	target := " --control-plane " + url
+	if embedded {
+		target = "" // other terminals find the embedded control plane in .rbook/controlplane.url
+	}
 	interactive := os.Getenv("RBOOK_SHOW_TOKEN") == "1" ||
 		term.IsTerminal(int(os.Stderr.Fd())) && os.Getenv("GITHUB_ACTIONS") != "true"
 	return func(id, token string) {
 		if interactive {
-			fmt.Fprintf(errw, "Approval %s is open on %s. From another terminal:\n  rbook approve %s\n", id, url, token)
+			fmt.Fprintf(errw, "Approval %s is open on %s. From another terminal:\n  rbook approve %s%s\n", id, url, token, target)
 			return
 		}
 		fmt.Fprintf(errw, "Approval %s is open on the control plane %s (its token is a secret and is not printed here).\n", id, url)

@@ -142,7 +142,7 @@ func runRunbook(cmd *cobra.Command, name string, f runFlags, stepIndex *int) err
 	if opened.Resumed {
 		fmt.Fprintf(out, "RESUMING run %s from step index %d.\n", st.RunID, opened.StartIndex)
 	} else if opened.PrevPath != "" {
-		fmt.Fprintf(errw, "The previous run is final; its state was kept as %s.\n", opened.PrevPath)
+		fmt.Fprintf(errw, "The previous run is final; its state is kept as %s.\n", opened.PrevPath)
 	}
 
 	ctx, cancel := context.WithCancelCause(cmd.Context())
@@ -171,7 +171,7 @@ func runRunbook(cmd *cobra.Command, name string, f runFlags, stepIndex *int) err
 			start.SkipReason = fmt.Sprintf("skipped: %s started the run at --step-index %d", who, *stepIndex)
 		}
 	}
-	cpURL, stopCP, err := controlPlaneURL(ctx, f.controlPlane, errw)
+	cpURL, embedded, stopCP, err := controlPlaneURL(ctx, f.controlPlane, errw)
 	if err != nil {
 		return abort("%v", err)
 	}
@@ -190,7 +190,8 @@ func runRunbook(cmd *cobra.Command, name string, f runFlags, stepIndex *int) err
 		start.RunID, start.Seq = st.RunID, max(st.Seq, lastSeq)
 		st.ControlPlane, fileRec.KeepOutbox = cpURL, true
 		recorders = append(recorders, cpRec)
-		gate = &cpclient.Gate{C: c, Local: gate, Who: who, Announce: announcer(errw, cpURL), Cancelled: cpRec.Cancelled, Drain: cpRec.Drain}
+		gate = &cpclient.Gate{C: c, Local: gate, Who: who, Announce: announcer(errw, cpURL, embedded), Cancelled: cpRec.Cancelled, Drain: cpRec.Drain,
+			Notice: func(m string) { fmt.Fprintln(errw, m) }}
 		drainCP = cpRec.Drain
 	}
 
@@ -210,6 +211,9 @@ func runRunbook(cmd *cobra.Command, name string, f runFlags, stepIndex *int) err
 		}),
 	}
 	fmt.Fprintf(errw, "Run %s · runbook %s (%s) · %d steps · state %s\n", st.RunID, plan.Name, plan.Path, len(plan.Steps), statePath)
+	if err := opened.KeepPrevious(); err != nil {
+		return abort("%v", err)
+	}
 	res, err := eng.Run(ctx, start)
 	if err == nil {
 		err = drainCP(context.WithoutCancel(ctx))
@@ -218,7 +222,7 @@ func runRunbook(cmd *cobra.Command, name string, f runFlags, stepIndex *int) err
 		err = fileRec.Sync()
 	}
 	if err != nil {
-		return &exitError{code: exitAborted, msg: err.Error()}
+		return &exitError{code: exitAborted, msg: fmt.Sprintf("%v\nRun %s halted; everything recorded is in %s. Run the same command again to resume.", err, st.RunID, statePath)}
 	}
 	return finishReport(out, errw, rend, name, plan, st, res)
 }

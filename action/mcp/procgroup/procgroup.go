@@ -23,6 +23,13 @@ const DefaultGrace = 2 * time.Second
 // WaitDelay is set to grace too, so Wait returns within about grace of ctx ending even when a
 // grandchild still holds the command's stdout or stderr open. grace <= 0 means DefaultGrace.
 //
+// Should rbook itself die without cleaning up (kill -9), the kernel sends the leader SIGKILL
+// (Pdeathsig; Linux only, other systems have no equivalent), so a stdio MCP server or step command does not outlive it. Two caveats:
+// only the leader gets that signal, not the rest of its group; and Linux sends it when the OS
+// thread that started the command exits, not the process. The Go runtime ends a thread only
+// when a goroutine locked to it with runtime.LockOSThread returns without unlocking, so Start
+// must not be called from such a goroutine (no caller in rbook does).
+//
 // The command does not get the terminal's foreground group, so it must not read from a TTY.
 // The SIGKILL is sent to the group id unconditionally; should the group already be empty, the
 // id could in theory have been reused within grace, which needs pid_max wrap-around first.
@@ -31,7 +38,7 @@ func Command(ctx context.Context, grace time.Duration, name string, args ...stri
 		grace = DefaultGrace
 	}
 	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = groupAttr()
 	cmd.Cancel = func() error {
 		pgid := cmd.Process.Pid
 		time.AfterFunc(grace, func() { _ = syscall.Kill(-pgid, syscall.SIGKILL) })
