@@ -357,3 +357,32 @@ func TestControlPlane_CLI(t *testing.T) {
 		t.Errorf("unreachable control plane: exit %d\n%s", code, out)
 	}
 }
+
+// One control plane per database: a second `rbook serve` on the same file is refused, and a
+// run that finds the embedded one taken keeps to its state file.
+func TestControlPlane_OneServerPerDatabase(t *testing.T) {
+	dir := workdir(t)
+	serveCP(t, dir)
+	cmd := exec.Command(rbookBin, "serve", "--addr", "127.0.0.1:0", "--db", filepath.Join(dir, "cp.db"))
+	cmd.Env = append(os.Environ(), "RBOOK_APPROVAL_SECRET="+testSecret)
+	out, err := cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "another control plane is serving") {
+		t.Fatalf("second serve: %v\n%s", err, out)
+	}
+	first := start(t, dir, "run", "demo")
+	first.waitFor(t, "AWAITING_CONFIRMATION")
+	second, code := run(t, dir, "", "run", "demo")
+	if code != 2 || !strings.Contains(second, "held by another executor") {
+		t.Fatalf("same runbook: exit %d\n%s", code, second)
+	}
+	os.WriteFile(filepath.Join(dir, "runbooks", "other.yaml"), []byte("runbook_name: other\nsubscriptions: [s]\nstate_file_path: .rbook/other.json\nrunbook_steps:\n  - {name: d, type: deploy, kql_or_template: remediation/a.json, on_fail: halt}\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "runbooks", "other.values.yaml"), []byte("{}\n"), 0o644)
+	other, code := run(t, dir, "", "run", "other")
+	if code != 0 || !strings.Contains(other, "keeps its record in the state file only") {
+		t.Fatalf("another runbook while the embedded control plane is taken: exit %d\n%s", code, other)
+	}
+	io.WriteString(first.stdin, "yes\n")
+	if code := first.wait(t); code != 0 {
+		t.Fatalf("first run: exit %d\n%s", code, first.output())
+	}
+}

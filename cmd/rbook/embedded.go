@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/rbookhq/rbook-action/controlplane/approval"
 	"github.com/rbookhq/rbook-action/controlplane/server"
 )
@@ -35,6 +37,13 @@ func startEmbedded(ctx context.Context, errw io.Writer) (string, func(), error) 
 			fmt.Fprintf(errw, "Generated an approval-token secret for the embedded control plane in %s (set RBOOK_APPROVAL_SECRET to use your own).\n", embeddedSecret)
 		}
 	}
+	unlock, err := lockDB(embeddedDB)
+	if err != nil {
+		// Another run in this folder serves the embedded control plane; its life is tied to
+		// that run, so this one does not lean on it.
+		fmt.Fprintf(errw, "Another rbook process in this folder serves the embedded control plane, so this run keeps its record in the state file only (pass --control-plane URL to report to a control plane).\n")
+		return "", func() {}, nil
+	}
 	// The embedded server logs only problems: the run's own output is what a person reads.
 	logger := slog.New(slog.NewTextHandler(errw, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	running, err := server.Start(ctx, server.Config{
@@ -42,6 +51,7 @@ func startEmbedded(ctx context.Context, errw io.Writer) (string, func(), error) 
 		Options: server.Options{Secret: secret, Logger: logger},
 	})
 	if err != nil {
+		unlock()
 		return "", nil, fmt.Errorf("embedded control plane (%s): %w", filepath.Clean(embeddedDB), err)
 	}
 	url := running.URL()
@@ -52,5 +62,24 @@ func startEmbedded(ctx context.Context, errw io.Writer) (string, func(), error) 
 		if err := running.Close(); err != nil && !errors.Is(err, context.Canceled) {
 			fmt.Fprintf(errw, "embedded control plane: %v\n", err)
 		}
+		unlock()
 	}, nil
+}
+
+// lockDB makes sure one control plane at a time serves a database: watch streams and gate
+// deadlines live in the serving process, so a second server on the same file would take
+// decisions its executors never hear about. The kernel drops the lock when the process dies.
+func lockDB(dbPath string) (release func(), err error) {
+	if err := os.MkdirAll(filepath.Dir(dbPath), 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(dbPath+".serving", os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("another control plane is serving %s (an 'rbook serve', or the embedded one of a running 'rbook run'); talk to that one, or give this one its own --db", dbPath)
+	}
+	return func() { f.Close() }, nil
 }

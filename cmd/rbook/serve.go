@@ -65,6 +65,11 @@ Exit codes: 0 after a clean shutdown, 2 bad flags, no secret, or the server coul
 			}
 			cfg.Logger = slog.New(h)
 
+			unlock, err := lockDB(cfg.DBPath)
+			if err != nil {
+				return abort("rbook serve: %v", err)
+			}
+			defer unlock()
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			r, err := server.Start(ctx, cfg)
