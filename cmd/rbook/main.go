@@ -35,7 +35,8 @@ func abort(format string, a ...any) error {
 const exitCodesHelp = `Exit codes:
   0  the run completed
   1  the run failed (a step failed with on_fail halt or rollback, or a signal stopped it)
-  2  aborted before or while starting: invalid runbook, missing values file, corrupt or held state
+  2  aborted: invalid runbook, missing values file, corrupt or held state; or halted
+     because the run's records could not be kept (state file, control plane) — resumable
   3  the run was cancelled`
 
 // version is set at build time with -ldflags "-X main.version=…".
