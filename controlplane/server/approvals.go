@@ -45,10 +45,12 @@ func claimsOf(a store.Approval) approval.Claims {
 }
 
 // RequestApproval opens a gate and returns its token; the token is in this response only
-// and the store keeps its hash. A retry while the gate is pending (same run, node and plan
-// digest; an executor that resumed after dying, or a lost response) returns the same
-// approval and re-derives the same token. A pending gate for another plan digest is closed
-// as superseded first (case A03.6). The deadline is kept to whole seconds (the token's
+// and the store keeps its hash, with the step's on_fail. plan_digest must be the run's
+// current digest (E_PLAN_DIGEST_MISMATCH otherwise: a run that resumed with an edited
+// runbook adopted the new one in StartRun). A retry while the gate is pending (same run,
+// node and plan digest; an executor that resumed after dying, or a lost response) returns
+// the same approval and re-derives the same token. A pending gate for another plan digest is
+// closed as superseded first (case A03.6). The deadline is kept to whole seconds (the token's
 // resolution) and must be at least a second away.
 func (h approvalService) RequestApproval(ctx context.Context, req *rbookv1.RequestApprovalRequest) (*rbookv1.RequestApprovalResponse, error) {
 	s := h.s
@@ -79,7 +81,7 @@ func (h approvalService) RequestApproval(ctx context.Context, req *rbookv1.Reque
 	for attempt := 0; ; attempt++ {
 		id := newApprovalID()
 		na := store.NewApproval{ApprovalID: id, RunID: req.GetRunId(), NodeID: req.GetNodeId(), StepIndex: int(req.GetStepIndex()),
-			RequestedAt: now, Deadline: deadline, PlanDigest: req.GetPlanDigest(), Prompt: req.GetPrompt()}
+			RequestedAt: now, Deadline: deadline, PlanDigest: req.GetPlanDigest(), Prompt: req.GetPrompt(), OnFail: req.GetOnFail()}
 		token, err := approval.Issue(s.opts.Secret, claimsOf(store.Approval{ApprovalID: id, RunID: na.RunID, NodeID: na.NodeID,
 			RequestedAt: now, Deadline: deadline, PlanDigest: na.PlanDigest}))
 		if err != nil {
@@ -92,6 +94,10 @@ func (h approvalService) RequestApproval(ctx context.Context, req *rbookv1.Reque
 			return nil, rpcError(connect.CodeNotFound, CodeRunNotFound, "no run has run_id %q", truncate(req.GetRunId(), 140))
 		case errors.Is(err, store.ErrRunFinal):
 			return nil, s.finalRunError(ctx, req.GetRunId())
+		case errors.Is(err, store.ErrPlanDigestMismatch):
+			return nil, rpcError(connect.CodeFailedPrecondition, CodePlanDigestMismatch,
+				"run %s executes another plan digest than this request's; resume the run (StartRun) with the edited runbook first",
+				truncate(req.GetRunId(), 140))
 		case errors.Is(err, store.ErrConflict) && attempt == 0:
 			continue // a random id collided; draw another
 		case err != nil:
@@ -112,7 +118,6 @@ func (h approvalService) RequestApproval(ctx context.Context, req *rbookv1.Reque
 			}
 		}
 		p := approvalToProto(a)
-		p.OnFail = req.GetOnFail()
 		s.log.InfoContext(ctx, "gate opened", "approval_id", a.ApprovalID, "run_id", a.RunID, "node_id", a.NodeID,
 			"created", created, "deadline", a.Deadline)
 		return &rbookv1.RequestApprovalResponse{Approval: p, Token: token}, nil
@@ -186,7 +191,9 @@ func (s *Server) decide(ctx context.Context, token, reason, claimedApprover stri
 	case errors.Is(err, store.ErrSelfApproval):
 		return a, rpcError(connect.CodePermissionDenied, CodeSelfApproval,
 			"%s started run %s and may not approve its gates on this control plane", d.Approver, a.RunID)
-	case errors.Is(err, store.ErrAlreadyDecided): // includes ErrExpired
+	case errors.Is(err, store.ErrAlreadyDecided), errors.Is(err, store.ErrPlanDigestMismatch):
+		// ErrExpired is an ErrAlreadyDecided; on ErrPlanDigestMismatch the store closed the gate
+		// as superseded (the run executes another plan), which closedError explains.
 		return decided, closedError(decided)
 	case errors.Is(err, store.ErrNotFound):
 		return a, rpcError(connect.CodeNotFound, CodeApprovalNotFound, "no approval matches this token")

@@ -21,6 +21,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -94,6 +95,8 @@ func BenchmarkRecordTransitionGRPC(b *testing.B) {
 	c := newClients(p.URL)
 	cc := grpcConn(b, p.Addr)
 	perRun := max(b.N/runs, 2)
+	serverCPU, serverOK := procCPU(p.cmd.Process.Pid)
+	clientCPU := selfCPU()
 	b.ResetTimer()
 	began := time.Now()
 	lat := recordConcurrently(b, c, []*grpc.ClientConn{cc}, fmt.Sprintf("bench-%d", benchRound.Add(1)), runs, perRun)
@@ -103,6 +106,46 @@ func BenchmarkRecordTransitionGRPC(b *testing.B) {
 	b.ReportMetric(float64(len(lat))/elapsed.Seconds(), "transitions/s")
 	b.ReportMetric(p50, "p50-ms")
 	b.ReportMetric(p99, "p99-ms")
+	// CPU per transition of both sides (user+system): on 2 cores their sum bounds throughput.
+	// The client is this process (grpc-go plus the test's stderr reader); the setup above is
+	// outside the window, so StartRun and the server's start-up are not counted.
+	if after, ok := procCPU(p.cmd.Process.Pid); ok && serverOK {
+		b.ReportMetric(float64((after-serverCPU).Microseconds())/float64(len(lat)), "server-cpu-us/op")
+	}
+	b.ReportMetric(float64((selfCPU()-clientCPU).Microseconds())/float64(len(lat)), "client-cpu-us/op")
+}
+
+// procCPU is the user+system CPU time of process pid, from /proc/pid/stat (Linux; ok=false
+// elsewhere). Fields 14 and 15 count clock ticks, 100 per second on Linux (USER_HZ).
+func procCPU(pid int) (time.Duration, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, false
+	}
+	s := string(b)
+	end := strings.LastIndexByte(s, ')') // the command name may hold spaces
+	if end < 0 || end+2 > len(s) {
+		return 0, false
+	}
+	f := strings.Fields(s[end+2:]) // from field 3 (state) on
+	if len(f) < 13 {
+		return 0, false
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, false
+	}
+	return time.Duration(utime+stime) * (time.Second / 100), true
+}
+
+// selfCPU is this process's user+system CPU time.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func BenchmarkApproveToWatch(b *testing.B) {

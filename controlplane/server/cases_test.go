@@ -394,13 +394,29 @@ func TestCase_A03_TokenReplayAndBinding(t *testing.T) {
 		t.Fatalf("item 5: message does not say it expired: %v", err)
 	}
 
-	// 6. the runbook was edited and the run resumed with another plan digest.
+	// 6. the runbook was edited and the run resumed with another plan digest: the run adopts
+	// it (GetRun shows it), the old gate's token dies at once, and a gate can only be opened
+	// for the run's current digest. A refused StartRun changes nothing.
 	startRunDigest(t, c, "R5", digest("v1"))
 	_, t5 := gateDigest(t, c, "R5", time.Hour, digest("v1"))
 	tokens = append(tokens, t5)
-	startRunDigest(t, c, "R5", digest("v2")) // the resume
+	if run := startRunDigest(t, c, "R5", digest("v2")); run.GetPlaybookHash() != digest("v2") { // the resume
+		t.Fatalf("item 6: the resumed run has plan digest %s, want v2's", run.GetPlaybookHash())
+	}
+	if got, err := c.runs.GetRun(ctx, &rbookv1.GetRunRequest{RunId: "R5"}); err != nil || got.GetRun().GetPlaybookHash() != digest("v2") {
+		t.Fatalf("item 6: GetRun after the resume: %v, %v", got.GetRun(), err)
+	}
 	_, err = approve(t5)
 	wantCode(t, err, connect.CodeFailedPrecondition, "E_PLAN_DIGEST_MISMATCH")
+	_, err = c.apps.RequestApproval(ctx, &rbookv1.RequestApprovalRequest{RunId: "R5", NodeId: "approve", StepIndex: 1,
+		Deadline: timestamppb.New(time.Now().Add(time.Hour)), PlanDigest: digest("v1")})
+	wantCode(t, err, connect.CodeFailedPrecondition, "E_PLAN_DIGEST_MISMATCH")
+	_, err = c.runs.StartRun(ctx, &rbookv1.StartRunRequest{RunId: "R5", RunbookName: "demo", PlanDigest: digest("v3"),
+		SchemaHash8: "0123abcd", TotalSteps: 5})
+	wantCode(t, err, connect.CodeAlreadyExists, "E_RUN_EXISTS")
+	if got, err := c.runs.GetRun(ctx, &rbookv1.GetRunRequest{RunId: "R5"}); err != nil || got.GetRun().GetPlaybookHash() != digest("v2") {
+		t.Fatalf("item 6: a refused StartRun changed the plan digest: %v, %v", got.GetRun(), err)
+	}
 	_, t5b := gateDigest(t, c, "R5", time.Hour, digest("v2"))
 	tokens = append(tokens, t5b)
 	if _, err := approve(t5b); err != nil {

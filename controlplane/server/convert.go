@@ -68,19 +68,31 @@ var stepStatusToProto = map[store.StepStatus]rbookv1.StepStatus{
 	store.StepAwaitingConfirmation: rbookv1.StepStatus_STEP_STATUS_AWAITING_CONFIRMATION,
 }
 
-// kindFromProto gives the store's (engine's) word: TRANSITION_KIND_STEP_STARTED ->
-// "step_started".
-func kindFromProto(k rbookv1.TransitionKind) store.TransitionKind {
-	return store.TransitionKind(strings.ToLower(strings.TrimPrefix(k.String(), "TRANSITION_KIND_")))
+var stepStatusFromProto = invert(stepStatusToProto)
+
+// The transition kinds in both directions, built once from the generated enum:
+// TRANSITION_KIND_STEP_STARTED <-> "step_started" (the store's and engine's word).
+var kindsFromProto, kindsToProto = func() (map[rbookv1.TransitionKind]store.TransitionKind, map[store.TransitionKind]rbookv1.TransitionKind) {
+	from := map[rbookv1.TransitionKind]store.TransitionKind{}
+	for v, name := range rbookv1.TransitionKind_name {
+		if k := rbookv1.TransitionKind(v); k != rbookv1.TransitionKind_TRANSITION_KIND_UNSPECIFIED {
+			from[k] = store.TransitionKind(strings.ToLower(strings.TrimPrefix(name, "TRANSITION_KIND_")))
+		}
+	}
+	return from, invert(from)
+}()
+
+// invert swaps keys and values of a one-to-one map.
+func invert[K, V comparable](m map[K]V) map[V]K {
+	out := make(map[V]K, len(m))
+	for k, v := range m {
+		out[v] = k
+	}
+	return out
 }
 
-func kindToProto(k store.TransitionKind) rbookv1.TransitionKind {
-	v, ok := rbookv1.TransitionKind_value["TRANSITION_KIND_"+strings.ToUpper(string(k))]
-	if !ok {
-		return rbookv1.TransitionKind_TRANSITION_KIND_UNSPECIFIED
-	}
-	return rbookv1.TransitionKind(v)
-}
+// kindToProto maps a stored kind to the enum; an unknown word is UNSPECIFIED.
+func kindToProto(k store.TransitionKind) rbookv1.TransitionKind { return kindsToProto[k] }
 
 func ts(t time.Time) *timestamppb.Timestamp {
 	if t.IsZero() {
@@ -103,7 +115,7 @@ func runToProto(r store.Run, status rbookv1.RunStatus) *rbookv1.Run {
 	if len(r.Bindings) > 0 && string(r.Bindings) != "{}" {
 		p.Bindings = string(r.Bindings)
 	}
-	if len(r.IterationCounts) > 0 {
+	if len(r.IterationCounts) > 0 && string(r.IterationCounts) != "{}" {
 		var counts map[string]int32
 		if json.Unmarshal(r.IterationCounts, &counts) == nil && len(counts) > 0 {
 			p.IterationCounts = counts
@@ -131,6 +143,7 @@ func transitionToProto(t store.Transition) *rbookv1.Transition {
 	p := &rbookv1.Transition{
 		RunId: t.RunID, Seq: t.Seq, Kind: kindToProto(t.Kind), Time: ts(t.At), StepIndex: int32(t.StepIndex),
 		StepName: t.StepName, StepType: t.StepType, LastDeployName: t.LastDeployName, Message: t.Message,
+		RecordedAt: ts(t.RecordedAt),
 	}
 	if st, err := store.RunStatusOf(t.RunStatus, t.Kind); err == nil {
 		p.RunStatus = runStatusToProto[st]
@@ -152,7 +165,8 @@ func transitionFromProto(p *rbookv1.Transition) (store.Transition, error) {
 	if p == nil {
 		return store.Transition{}, invalidArg("transition is required")
 	}
-	if p.GetKind() == rbookv1.TransitionKind_TRANSITION_KIND_UNSPECIFIED || rbookv1.TransitionKind_name[int32(p.GetKind())] == "" {
+	kind, ok := kindsFromProto[p.GetKind()]
+	if !ok {
 		return store.Transition{}, invalidArg("transition.kind is required (a TRANSITION_KIND_* value)")
 	}
 	exec, ok := execStatusFromProto[p.GetRunStatus()]
@@ -166,18 +180,13 @@ func transitionFromProto(p *rbookv1.Transition) (store.Transition, error) {
 		return store.Transition{}, invalidArg("transition.time is not a valid timestamp")
 	}
 	t := store.Transition{
-		RunID: p.GetRunId(), Seq: p.GetSeq(), Kind: kindFromProto(p.GetKind()), At: p.GetTime().AsTime(),
+		RunID: p.GetRunId(), Seq: p.GetSeq(), Kind: kind, At: p.GetTime().AsTime(),
 		StepIndex: int(p.GetStepIndex()), StepName: p.GetStepName(), StepType: p.GetStepType(), RunStatus: exec,
 		LastDeployName: p.GetLastDeployName(), Message: p.GetMessage(),
 	}
 	if e := p.GetEvidence(); e != nil {
-		var status store.StepStatus
-		for k, v := range stepStatusToProto {
-			if v == e.GetStatus() {
-				status = k
-			}
-		}
-		if status == "" {
+		status, ok := stepStatusFromProto[e.GetStatus()]
+		if !ok {
 			return store.Transition{}, invalidArg("transition.evidence.status is required (a STEP_STATUS_* value)")
 		}
 		at, err := time.Parse(time.RFC3339Nano, e.GetTimestampUtc())
@@ -195,7 +204,7 @@ func approvalToProto(a store.Approval) *rbookv1.Approval {
 		ApprovalId: a.ApprovalID, RunId: a.RunID, NodeId: a.NodeID, RequestedAt: ts(a.RequestedAt),
 		ApprovedAt: ts(a.DecidedAt), Approver: a.Approver, Reason: a.Reason, Status: approvalStatusToProto[a.Status],
 		AutoPassed: a.AutoPassed, StepIndex: int32(a.StepIndex), Prompt: a.Prompt, Deadline: ts(a.Deadline),
-		PlanDigest: a.PlanDigest,
+		PlanDigest: a.PlanDigest, OnFail: a.OnFail,
 	}
 	if p.Approver == "" && (a.Status == store.ApprovalExpired || a.Status == store.ApprovalCancelled) {
 		p.Approver = "system" // approval.proto: "system" for expiry and cancel

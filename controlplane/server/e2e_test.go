@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/rbookhq/rbook-action/controlplane/server"
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
@@ -366,4 +367,64 @@ func TestEvidencePackAndListing(t *testing.T) {
 	wantCode(t, err, connect.CodeFailedPrecondition, "E_RUN_FINAL")
 	_, err = c.runs.CancelRun(ctx, &rbookv1.CancelRunRequest{RunId: "R-ev"})
 	wantCode(t, err, connect.CodeFailedPrecondition, "E_RUN_FINAL")
+}
+
+// An approval keeps the on_fail it was requested with (RequestApproval, GetApproval,
+// ListApprovals, a retried RequestApproval), and every stored transition carries the time
+// the control plane recorded it.
+func TestOnFailAndRecordedAt(t *testing.T) {
+	p := startServe(t)
+	c := newClients(p.URL)
+	ctx := context.Background()
+	const id = "RBOOK-20260102-onfail"
+	startRun(t, c, id)
+	opened, err := c.apps.RequestApproval(ctx, &rbookv1.RequestApprovalRequest{RunId: id, NodeId: "approve", StepIndex: 1,
+		Deadline: timestamppb.New(time.Now().Add(time.Hour)), PlanDigest: digest("plan"), OnFail: "rollback"})
+	if err != nil || opened.GetApproval().GetOnFail() != "rollback" {
+		t.Fatalf("RequestApproval: %v, %v; want on_fail rollback", opened.GetApproval(), err)
+	}
+	retried, err := c.apps.RequestApproval(ctx, &rbookv1.RequestApprovalRequest{RunId: id, NodeId: "approve", StepIndex: 1,
+		Deadline: timestamppb.New(time.Now().Add(time.Hour)), PlanDigest: digest("plan"), OnFail: "rollback"})
+	if err != nil || retried.GetApproval().GetApprovalId() != opened.GetApproval().GetApprovalId() || retried.GetApproval().GetOnFail() != "rollback" {
+		t.Fatalf("retried RequestApproval: %v, %v", retried.GetApproval(), err)
+	}
+	got, err := c.apps.GetApproval(ctx, &rbookv1.GetApprovalRequest{ApprovalId: opened.GetApproval().GetApprovalId()})
+	if err != nil || got.GetApproval().GetOnFail() != "rollback" {
+		t.Fatalf("GetApproval: %v, %v", got.GetApproval(), err)
+	}
+	list, err := c.apps.ListApprovals(ctx, &rbookv1.ListApprovalsRequest{RunId: id})
+	if err != nil || len(list.GetApprovals()) != 1 || list.GetApprovals()[0].GetOnFail() != "rollback" {
+		t.Fatalf("ListApprovals: %v, %v", list.GetApprovals(), err)
+	}
+	_, err = c.apps.RequestApproval(ctx, &rbookv1.RequestApprovalRequest{RunId: id, NodeId: "other", StepIndex: 2,
+		Deadline: timestamppb.New(time.Now().Add(time.Hour)), PlanDigest: digest("plan"), OnFail: "retry"})
+	wantCode(t, err, connect.CodeInvalidArgument, "E_INVALID_ARGUMENT")
+
+	// recorded_at: the server's clock when it stored the transition (the sender's value is
+	// ignored), between the call's start and end; a replay keeps the first one.
+	before := time.Now()
+	for seq := int64(1); seq <= 3; seq++ {
+		tr := transition(id, seq, 0)
+		tr.RecordedAt = timestamppb.New(time.Unix(1, 0)) // ignored
+		record(t, c, tr)
+	}
+	after := time.Now()
+	run, err := c.runs.GetRun(ctx, &rbookv1.GetRunRequest{RunId: id})
+	if err != nil || len(run.GetTransitions()) != 3 {
+		t.Fatalf("GetRun: %d transitions, %v", len(run.GetTransitions()), err)
+	}
+	var prev time.Time
+	for _, tr := range run.GetTransitions() {
+		at := tr.GetRecordedAt().AsTime()
+		// A second of slack: two processes read the same wall clock, which may be stepped.
+		if tr.GetRecordedAt() == nil || at.Before(before.Add(-time.Second)) || at.After(after.Add(time.Second)) || at.Before(prev) {
+			t.Fatalf("transition %d recorded_at %v, want between %v and %v, not before %v", tr.GetSeq(), at, before, after, prev)
+		}
+		prev = at
+	}
+	record(t, c, transition(id, 2, 0)) // a replay
+	again, err := c.runs.GetRun(ctx, &rbookv1.GetRunRequest{RunId: id})
+	if err != nil || !again.GetTransitions()[1].GetRecordedAt().AsTime().Equal(run.GetTransitions()[1].GetRecordedAt().AsTime()) {
+		t.Fatalf("a replay changed recorded_at: %v -> %v (%v)", run.GetTransitions()[1].GetRecordedAt(), again.GetTransitions()[1].GetRecordedAt(), err)
+	}
 }

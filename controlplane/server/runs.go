@@ -63,6 +63,10 @@ func (h runService) StartRun(ctx context.Context, req *rbookv1.StartRunRequest) 
 	nr := store.NewRun{
 		RunID: req.GetRunId(), PlaybookName: req.GetRunbookName(), PlaybookHash: req.GetPlanDigest(),
 		SchemaHash8: req.GetSchemaHash8(), TotalSteps: int(req.GetTotalSteps()), StartedBy: identity(ctx, req.GetStartedBy(), ""),
+		// A resume (idempotent) of a run whose runbook was edited adopts the new plan digest;
+		// the store closes the gates bound to the old one in the same transaction, so their
+		// tokens stop working at once (DESIGN D9, case A03.6). A refused call changes nothing.
+		AdoptPlan: req.GetIdempotent(),
 	}
 	if req.GetStartedAt() != nil {
 		nr.StartedAt = req.GetStartedAt().AsTime()
@@ -78,13 +82,6 @@ func (h runService) StartRun(ctx context.Context, req *rbookv1.StartRunRequest) 
 				"run %s is already %s; start the next run id (suffix .2, .3, …)", run.RunID, run.Status)
 		case !req.GetIdempotent():
 			return nil, rpcError(connect.CodeAlreadyExists, CodeRunExists, "run %s already exists", run.RunID)
-		case run.PlaybookHash != req.GetPlanDigest():
-			// The runbook was edited and the run resumed: tokens bound to the old digest stop
-			// working now, not only when the gate is requested again (DESIGN D9, case A03.6).
-			if err := h.s.closeGates(ctx, run.RunID, store.SourceSuperseded, "superseded: the run resumed with another plan digest",
-				func(a store.Approval) bool { return a.PlanDigest != req.GetPlanDigest() }); err != nil {
-				return nil, err
-			}
 		}
 	}
 	return &rbookv1.StartRunResponse{Run: runToProto(run, h.s.hub.effective(run)), Created: created}, nil
@@ -115,7 +112,7 @@ func (h runService) RecordTransition(ctx context.Context, req *rbookv1.RecordTra
 		if st == store.RunCancelled {
 			source, reason = store.SourceCancelRun, "closed: the run was cancelled"
 		}
-		if err := h.s.closeGates(ctx, t.RunID, source, reason, nil); err != nil {
+		if err := h.s.closeGates(ctx, t.RunID, source, reason); err != nil {
 			return nil, err
 		}
 		if st == store.RunCancelled && t.RunStatus != store.ExecCancelled {
@@ -139,18 +136,14 @@ func (s *Server) finalRunError(ctx context.Context, runID string) error {
 	return rpcError(connect.CodeFailedPrecondition, CodeRunFinal, "run %s is already %s", runID, run.Status)
 }
 
-// closeGates closes the run's pending approvals (those keep selects, or all when keep is
-// nil) as cancelled with source, so their tokens stop working. Each is one compare-and-set;
-// a gate decided meanwhile is left as decided.
-func (s *Server) closeGates(ctx context.Context, runID, source, reason string, keep func(store.Approval) bool) error {
+// closeGates closes the run's pending approvals as cancelled with source, so their tokens
+// stop working. Each is one compare-and-set; a gate decided meanwhile is left as decided.
+func (s *Server) closeGates(ctx context.Context, runID, source, reason string) error {
 	page, err := s.st.ListApprovals(ctx, store.ApprovalFilter{Status: store.ApprovalPending, RunID: runID, PageSize: store.MaxPageSize})
 	if err != nil {
 		return s.storeError(ctx, "listing pending gates", err)
 	}
 	for _, a := range page.Approvals {
-		if keep != nil && !keep(a) {
-			continue
-		}
 		_, err := s.st.DecideApproval(ctx, store.Decision{ApprovalID: a.ApprovalID, Verdict: store.ApprovalCancelled,
 			Approver: "system", Reason: reason, Source: source})
 		if err != nil && !errors.Is(err, store.ErrAlreadyDecided) {

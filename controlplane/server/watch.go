@@ -26,9 +26,10 @@ var testHookWatchRunSubscribed func(runID string)
 // WatchRun subscribes before it reads, then replays the stored transitions from from_seq and
 // goes on with live ones, skipping seqs already sent: nothing is missed or sent twice between
 // replay and live. Each message carries the run as the server knows it when sending (for
-// replayed transitions: the run's current state). A watcher that falls watchBuffer events
-// behind is ended with ABORTED (E_RETRY) naming the from_seq to reconnect with, so a slow
-// client never holds up the store's writer.
+// replayed transitions: the run's current state); a resume that adopts another plan digest
+// is sent as a run-only message. A watcher that falls watchBuffer events behind is ended
+// with ABORTED (E_RETRY) naming the from_seq to reconnect with, so a slow client never holds
+// up the store's writer.
 func (h runService) WatchRun(ctx context.Context, req *rbookv1.WatchRunRequest, stream *connect.ServerStream[rbookv1.WatchRunResponse]) error {
 	s := h.s
 	if req.GetRunId() == "" {
@@ -83,11 +84,15 @@ func (h runService) WatchRun(ctx context.Context, req *rbookv1.WatchRunRequest, 
 				applyProgress(&run, ev.progress)
 				last = ev.transition.Seq
 				msg.Transition = transitionToProto(*ev.transition)
-			case ev.run != nil:
-				if !ev.run.Status.Final() {
-					continue // its creation, which GetRun already saw
-				}
+			case ev.run != nil && ev.run.Status.Final():
 				run = *ev.run
+			case ev.run != nil:
+				// Its creation, which GetRun already saw, or a resume that adopted another plan
+				// (only the plan columns changed; the rest of the row may be older than run).
+				if ev.run.PlaybookHash == run.PlaybookHash && ev.run.TotalSteps == run.TotalSteps {
+					continue
+				}
+				run.PlaybookHash, run.TotalSteps = ev.run.PlaybookHash, ev.run.TotalSteps
 			case ev.approval != nil:
 				if s.hub.effective(run) == shown {
 					continue // the gate change did not change what the run shows

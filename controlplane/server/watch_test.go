@@ -60,6 +60,9 @@ func TestWatchRunReplayLiveOverlap(t *testing.T) {
 			continue
 		}
 		seqs = append(seqs, tr.GetSeq())
+		if tr.GetRecordedAt() == nil { // replayed and live alike
+			t.Fatalf("transition %d has no recorded_at", tr.GetSeq())
+		}
 		if s.Msg().GetRun().GetLastSeq() < tr.GetSeq() {
 			t.Fatalf("message for seq %d carries a run at last_seq %d", tr.GetSeq(), s.Msg().GetRun().GetLastSeq())
 		}
@@ -126,5 +129,44 @@ func TestWatchRunSlowConsumer(t *testing.T) {
 	page, err := c.apps.ListApprovals(context.Background(), &rbookv1.ListApprovalsRequest{RunId: id, PageSize: 500})
 	if err != nil || len(page.GetApprovals()) != gates {
 		t.Fatalf("gates written while the watcher lagged: %d, %v", len(page.GetApprovals()), err)
+	}
+}
+
+// A resume with an edited runbook is news to a run's watchers: they get the run with its new
+// plan digest and step count, and the transitions that follow.
+func TestWatchRunSeesPlanAdoption(t *testing.T) {
+	c := startInProcess(t)
+	const id = "R-adopt"
+	startRunDigest(t, c, id, digest("v1"))
+	record(t, c, transition(id, 1, 0))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := c.runs.WatchRun(ctx, &rbookv1.WatchRunRequest{RunId: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // the run, then transition 1
+		if !s.Receive() {
+			t.Fatalf("WatchRun ended early: %v", s.Err())
+		}
+	}
+	if got := s.Msg().GetRun().GetPlaybookHash(); got != digest("v1") {
+		t.Fatalf("before the resume the watcher sees digest %s", got)
+	}
+	res, err := c.runs.StartRun(context.Background(), &rbookv1.StartRunRequest{RunId: id, RunbookName: "demo",
+		PlanDigest: digest("v2"), SchemaHash8: "0123abcd", TotalSteps: 7, Idempotent: true})
+	if err != nil || res.GetRun().GetPlaybookHash() != digest("v2") {
+		t.Fatalf("resume: %v, %v", res.GetRun(), err)
+	}
+	if !s.Receive() {
+		t.Fatalf("no message after the resume: %v", s.Err())
+	}
+	if m := s.Msg(); m.GetTransition() != nil || m.GetRun().GetPlaybookHash() != digest("v2") || m.GetRun().GetTotalSteps() != 7 ||
+		m.GetRun().GetLastSeq() != 1 {
+		t.Fatalf("message after the resume: %v, want the run at digest v2, 7 steps, last_seq 1", m)
+	}
+	record(t, c, transition(id, 2, rbookv1.RunStatus_RUN_STATUS_SUCCEEDED))
+	if !s.Receive() || s.Msg().GetTransition().GetSeq() != 2 || s.Msg().GetRun().GetPlaybookHash() != digest("v2") {
+		t.Fatalf("after the resume: %v, %v", s.Msg(), s.Err())
 	}
 }

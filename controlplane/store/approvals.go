@@ -13,15 +13,17 @@ import (
 )
 
 // CreateApproval opens a gate: a pending approval for (run, node), or an approved one when
-// the policy auto-passed it. There is at most one pending approval per (run, node):
+// the policy auto-passed it. na.PlanDigest must be the run's current playbook_hash (a run
+// that resumed with an edited runbook adopts the new digest in StartRun first), else
+// ErrPlanDigestMismatch (DESIGN D9). There is at most one pending approval per (run, node):
 //   - one with the same plan digest is returned as is, created=false (a retried
 //     RequestApproval; the caller re-derives the token from the returned row, DESIGN D9);
 //   - one with another plan digest (the runbook was edited and the run resumed) is closed
 //     as cancelled by SourceSuperseded and a new one is created, so the old token stops
 //     working (case A03.6).
 //
-// Errors: ErrNotFound (no such run), ErrRunFinal, ErrConflict (approval_id or token hash
-// already used), ErrInvalidArgument, ErrClosed, storage errors.
+// Errors: ErrNotFound (no such run), ErrRunFinal, ErrPlanDigestMismatch, ErrConflict
+// (approval_id or token hash already used), ErrInvalidArgument, ErrClosed, storage errors.
 func (s *Store) CreateApproval(ctx context.Context, na NewApproval) (a Approval, created bool, err error) {
 	if err := validateNewApproval(na); err != nil {
 		return Approval{}, false, err
@@ -33,8 +35,8 @@ func (s *Store) CreateApproval(ctx context.Context, na NewApproval) (a Approval,
 		return Approval{}, false, fmt.Errorf("%w: deadline must be after requested_at", ErrInvalidArgument)
 	}
 	err = s.write(ctx, func(w *writeTx) error {
-		var status string
-		err := w.tx.QueryRowContext(w.ctx, "SELECT status FROM playbook_runs WHERE run_id = ?", na.RunID).Scan(&status)
+		var status, runDigest string
+		err := w.readRow("SELECT status, playbook_hash FROM playbook_runs WHERE run_id = ?", na.RunID).Scan(&status, &runDigest)
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("%w: run %q", ErrNotFound, na.RunID)
 		}
@@ -44,14 +46,17 @@ func (s *Store) CreateApproval(ctx context.Context, na NewApproval) (a Approval,
 		if RunStatus(status).Final() {
 			return fmt.Errorf("%w: run %q is %s", ErrRunFinal, na.RunID, status)
 		}
-		open, err := scanApproval(w.tx.QueryRowContext(w.ctx, "SELECT "+approvalColumns+
+		if na.PlanDigest != runDigest {
+			return fmt.Errorf("%w: run %q executes another plan digest than the approval's", ErrPlanDigestMismatch, na.RunID)
+		}
+		open, err := scanApproval(w.readRow("SELECT "+approvalColumns+
 			" FROM playbook_approvals WHERE run_id = ? AND node_id = ? AND status = 'pending'", na.RunID, na.NodeID))
 		switch {
 		case err == nil && open.PlanDigest == na.PlanDigest:
 			a, created = open, false
 			return nil
 		case err == nil:
-			superseded, err := queryApprovals(w.ctx, w.tx, `UPDATE playbook_approvals SET status = 'cancelled',
+			superseded, err := w.writeApprovals(`UPDATE playbook_approvals SET status = 'cancelled',
 				approved_at = ?, reason = 'superseded by a new plan digest', decided_by_source = ?
 				WHERE approval_id = ? AND status = 'pending' RETURNING `+approvalColumns,
 				formatTime(na.RequestedAt), SourceSuperseded, open.ApprovalID)
@@ -68,12 +73,13 @@ func (s *Store) CreateApproval(ctx context.Context, na NewApproval) (a Approval,
 			initial, decidedAt, approver, source = ApprovalApproved, formatTime(na.RequestedAt), SourcePolicy, SourcePolicy
 			reason = nullString(na.Reason)
 		}
-		rows, err := queryApprovals(w.ctx, w.tx, `INSERT INTO playbook_approvals
+		rows, err := w.writeApprovals(`INSERT INTO playbook_approvals
 			(approval_id, run_id, node_id, step_index, token, status, requested_at, approved_at, approver, reason,
-			 auto_passed, deadline, plan_digest, prompt, decided_by_source)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING `+approvalColumns,
+			 auto_passed, deadline, plan_digest, prompt, decided_by_source, on_fail)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING `+approvalColumns,
 			na.ApprovalID, na.RunID, na.NodeID, na.StepIndex, na.TokenHash, string(initial), formatTime(na.RequestedAt),
-			decidedAt, approver, reason, boolInt(na.AutoPassed), nullTime(na.Deadline), na.PlanDigest, na.Prompt, source)
+			decidedAt, approver, reason, boolInt(na.AutoPassed), nullTime(na.Deadline), na.PlanDigest, na.Prompt, source,
+			na.OnFail)
 		if isUniqueViolation(err) {
 			return fmt.Errorf("%w: approval id or token already used", ErrConflict)
 		}
@@ -110,7 +116,20 @@ func validateNewApproval(na NewApproval) error {
 	if na.StepIndex < -1 {
 		return fmt.Errorf("%w: step_index is %d, must be >= -1", ErrInvalidArgument, na.StepIndex)
 	}
+	switch na.OnFail {
+	case "", "halt", "rollback", "continue":
+	default:
+		return fmt.Errorf("%w: on_fail %q is not halt, rollback or continue", ErrInvalidArgument, truncateText(na.OnFail, 40))
+	}
 	return nil
+}
+
+// truncateText shortens s to at most n bytes for an error message, on a rune boundary.
+func truncateText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "…"
 }
 
 func isTokenHash(h string) bool {
@@ -129,10 +148,13 @@ func isTokenHash(h string) bool {
 // (UPDATE … WHERE approval_id = ? AND status = 'pending'), so of any number of concurrent
 // decisions exactly one wins (DESIGN D8, case A02). Approve and reject at or after the
 // deadline do not decide: the gate is closed as expired in the same transaction and the call
-// returns ErrExpired. On ErrAlreadyDecided (and ErrExpired) the returned Approval is the
-// current row, so the caller can say how it was decided.
-// Errors: ErrNotFound, ErrAlreadyDecided, ErrExpired, ErrSelfApproval, ErrInvalidArgument,
-// ErrClosed, storage errors.
+// returns ErrExpired. An approve of a gate issued for another plan digest than the run's
+// current one (DESIGN D9) does not decide either: the gate is closed as superseded and the
+// call returns ErrPlanDigestMismatch. On ErrAlreadyDecided, ErrExpired and
+// ErrPlanDigestMismatch the returned Approval is the current row, so the caller can say how
+// it was decided.
+// Errors: ErrNotFound, ErrAlreadyDecided, ErrExpired, ErrPlanDigestMismatch, ErrSelfApproval,
+// ErrInvalidArgument, ErrClosed, storage errors.
 func (s *Store) DecideApproval(ctx context.Context, d Decision) (Approval, error) {
 	switch d.Verdict {
 	case ApprovalApproved, ApprovalRejected, ApprovalExpired, ApprovalCancelled:
@@ -156,14 +178,16 @@ func (s *Store) DecideApproval(ctx context.Context, d Decision) (Approval, error
 	}
 	at := formatTime(d.At)
 	checkDeadline := d.Verdict == ApprovalApproved || d.Verdict == ApprovalRejected
+	checkDigest := d.Verdict == ApprovalApproved
 	var (
 		result  Approval
 		outcome error // returned to the caller even though the transaction commits
 	)
 	err := s.write(ctx, func(w *writeTx) error {
+		result, outcome = Approval{}, nil // the writer may run fn twice (see runBatch)
 		if d.RefuseRunStarter && d.Verdict == ApprovalApproved {
 			var startedBy sql.NullString
-			err := w.tx.QueryRowContext(w.ctx, `SELECT r.started_by FROM playbook_approvals a
+			err := w.readRow(`SELECT r.started_by FROM playbook_approvals a
 				JOIN playbook_runs r ON r.run_id = a.run_id WHERE a.approval_id = ?`, d.ApprovalID).Scan(&startedBy)
 			if errors.Is(err, sql.ErrNoRows) {
 				return fmt.Errorf("%w: approval %q", ErrNotFound, d.ApprovalID)
@@ -175,12 +199,14 @@ func (s *Store) DecideApproval(ctx context.Context, d Decision) (Approval, error
 				return ErrSelfApproval
 			}
 		}
-		won, err := queryApprovals(w.ctx, w.tx, `UPDATE playbook_approvals
+		won, err := w.writeApprovals(`UPDATE playbook_approvals
 			SET status = ?, approved_at = ?, approver = ?, reason = ?, decided_by_source = ?
 			WHERE approval_id = ? AND status = 'pending' AND (NOT ? OR deadline IS NULL OR deadline > ?)
+			  AND (NOT ? OR plan_digest = (SELECT r.playbook_hash FROM playbook_runs r
+			                               WHERE r.run_id = playbook_approvals.run_id))
 			RETURNING `+approvalColumns,
 			string(d.Verdict), at, nullString(d.Approver), nullString(d.Reason), nullString(d.Source),
-			d.ApprovalID, boolInt(checkDeadline), at)
+			d.ApprovalID, boolInt(checkDeadline), at, boolInt(checkDigest))
 		if err != nil {
 			return fmt.Errorf("store: decide approval: %w", err)
 		}
@@ -189,7 +215,7 @@ func (s *Store) DecideApproval(ctx context.Context, d Decision) (Approval, error
 			w.change.Approvals = append(w.change.Approvals, result)
 			return nil
 		}
-		current, err := scanApproval(w.tx.QueryRowContext(w.ctx,
+		current, err := scanApproval(w.readRow(
 			"SELECT "+approvalColumns+" FROM playbook_approvals WHERE approval_id = ?", d.ApprovalID))
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("%w: approval %q", ErrNotFound, d.ApprovalID)
@@ -200,6 +226,27 @@ func (s *Store) DecideApproval(ctx context.Context, d Decision) (Approval, error
 		if current.Status != ApprovalPending {
 			result, outcome = current, ErrAlreadyDecided
 			return nil
+		}
+		if checkDigest {
+			var runDigest string
+			if err := w.readRow("SELECT playbook_hash FROM playbook_runs WHERE run_id = ?", current.RunID).Scan(&runDigest); err != nil {
+				return fmt.Errorf("store: read run: %w", err)
+			}
+			if runDigest != current.PlanDigest {
+				// The run moved on to another plan: this gate can never be approved.
+				closed, err := w.writeApprovals(`UPDATE playbook_approvals SET status = 'cancelled', approved_at = ?,
+					approver = 'system', reason = 'superseded: the run executes another plan digest', decided_by_source = ?
+					WHERE approval_id = ? AND status = 'pending' RETURNING `+approvalColumns, at, SourceSuperseded, d.ApprovalID)
+				if err != nil {
+					return fmt.Errorf("store: supersede approval: %w", err)
+				}
+				if len(closed) != 1 {
+					return fmt.Errorf("store: approval %q is pending but could not be closed", d.ApprovalID)
+				}
+				result, outcome = closed[0], ErrPlanDigestMismatch
+				w.change.Approvals = append(w.change.Approvals, closed...)
+				return nil
+			}
 		}
 		// Still pending, so the deadline had passed: close the gate now.
 		expired, err := expireApprovals(w, "approval_id = ?", d.ApprovalID)
@@ -238,7 +285,7 @@ func (s *Store) ExpireDueApprovals(ctx context.Context, now time.Time) ([]Approv
 }
 
 func expireApprovals(w *writeTx, cond string, args ...any) ([]Approval, error) {
-	out, err := queryApprovals(w.ctx, w.tx, `UPDATE playbook_approvals
+	out, err := w.writeApprovals(`UPDATE playbook_approvals
 		SET status = 'expired', approved_at = deadline, decided_by_source = '`+SourceDeadline+`'
 		WHERE status = 'pending' AND `+cond+` RETURNING `+approvalColumns, args...)
 	if err != nil {

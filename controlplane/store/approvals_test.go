@@ -19,13 +19,21 @@ func TestCreateApproval(t *testing.T) {
 	a := mustCreateApproval(t, s, na)
 	want := Approval{ApprovalID: "a1", RunID: "R1", NodeID: "approve", StepIndex: 2, TokenHash: na.TokenHash,
 		Status: ApprovalPending, RequestedAt: na.RequestedAt, Deadline: na.Deadline, PlanDigest: na.PlanDigest,
-		Prompt: "Deploy to prod?"}
+		Prompt: "Deploy to prod?", OnFail: "rollback"}
 	if !reflect.DeepEqual(a, want) {
 		t.Fatalf("approval = %+v\nwant       %+v", a, want)
 	}
 	byHash, err := s.GetApprovalByTokenHash(ctx, na.TokenHash)
 	if err != nil || !reflect.DeepEqual(byHash, a) {
 		t.Fatalf("GetApprovalByTokenHash = %+v, %v", byHash, err)
+	}
+	byID, err := s.GetApproval(ctx, "a1")
+	if err != nil || !reflect.DeepEqual(byID, a) {
+		t.Fatalf("GetApproval = %+v, %v", byID, err)
+	}
+	if page, err := s.ListApprovals(ctx, ApprovalFilter{RunID: "R1"}); err != nil || len(page.Approvals) != 1 ||
+		page.Approvals[0].OnFail != "rollback" {
+		t.Fatalf("ListApprovals = %+v, %v; want a1 with on_fail rollback", page.Approvals, err)
 	}
 
 	// A retried request for the same gate and plan finds the open approval.
@@ -51,11 +59,20 @@ func TestCreateApproval(t *testing.T) {
 	if _, _, err := s.CreateApproval(ctx, newApproval("a4", "nope", "g")); !errors.Is(err, ErrNotFound) {
 		t.Errorf("unknown run: err = %v, want ErrNotFound", err)
 	}
+	otherPlan := newApproval("a7", "R1", "g7")
+	otherPlan.PlanDigest = hash("another plan")
+	if _, _, err := s.CreateApproval(ctx, otherPlan); !errors.Is(err, ErrPlanDigestMismatch) {
+		t.Errorf("a plan digest that is not the run's: err = %v, want ErrPlanDigestMismatch", err)
+	}
+	if _, err := s.GetApproval(ctx, "a7"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("the refused approval was stored: %v", err)
+	}
 	for name, f := range map[string]func(*NewApproval){
 		"raw token, not a hash": func(n *NewApproval) { n.TokenHash = "eyJ2IjoxfQ.c2ln" },
 		"upper-case hash":       func(n *NewApproval) { n.TokenHash = strings.ToUpper(n.TokenHash) },
 		"no node":               func(n *NewApproval) { n.NodeID = "" },
 		"deadline before":       func(n *NewApproval) { n.Deadline = n.RequestedAt },
+		"unknown on_fail":       func(n *NewApproval) { n.OnFail = "retry" },
 	} {
 		bad := newApproval("a5", "R1", "g5")
 		f(&bad)
@@ -248,5 +265,39 @@ func TestListApprovals(t *testing.T) {
 	}
 	if _, err := s.ListApprovals(ctx, ApprovalFilter{Status: "TIMED_OUT"}); !errors.Is(err, ErrInvalidArgument) {
 		t.Errorf("bad status: err = %v", err)
+	}
+}
+
+// An approve of a gate bound to a plan digest the run no longer executes (a gate that
+// outlived its plan, e.g. from before migration 0002) does not decide it: the gate is closed
+// as superseded and the call says why. A rejection is still taken.
+func TestDecideApprovalRefusesAStalePlanDigest(t *testing.T) {
+	t.Parallel()
+	s, _ := openTest(t)
+	ctx := context.Background()
+	mustStart(t, s, newRun("R1"))
+	mustCreateApproval(t, s, newApproval("a1", "R1", "approve"))
+	mustCreateApproval(t, s, newApproval("a2", "R1", "other"))
+	// The run moved to another plan without its gates being closed.
+	if _, err := s.writer.ExecContext(ctx, "UPDATE playbook_runs SET playbook_hash = ? WHERE run_id = 'R1'", hash("plan v2")); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := subscribe(s)
+	a, err := s.DecideApproval(ctx, Decision{ApprovalID: "a1", Verdict: ApprovalApproved, Approver: "bob", At: t0.Add(2 * time.Minute)})
+	if !errors.Is(err, ErrPlanDigestMismatch) {
+		t.Fatalf("approve of a stale gate = %v, want ErrPlanDigestMismatch", err)
+	}
+	if a.Status != ApprovalCancelled || a.DecidedBySource != SourceSuperseded || a.Approver != "system" {
+		t.Fatalf("stale gate after the refused approve = %+v, want cancelled as superseded", a)
+	}
+	if ch := got.snapshot(); len(ch) != 1 || len(ch[0].Approvals) != 1 || ch[0].Approvals[0].ApprovalID != "a1" {
+		t.Fatalf("published %+v, want the superseded gate", ch)
+	}
+	if _, err := s.DecideApproval(ctx, Decision{ApprovalID: "a1", Verdict: ApprovalApproved, Approver: "bob"}); !errors.Is(err, ErrAlreadyDecided) {
+		t.Fatalf("second approve = %v, want ErrAlreadyDecided", err)
+	}
+	if b, err := s.DecideApproval(ctx, Decision{ApprovalID: "a2", Verdict: ApprovalRejected, Approver: "bob", At: t0.Add(2 * time.Minute)}); err != nil ||
+		b.Status != ApprovalRejected {
+		t.Fatalf("reject of a stale gate = %+v, %v; want rejected", b, err)
 	}
 }

@@ -121,7 +121,7 @@ func TestCase_A01_ConcurrentWritersNoBusy(t *testing.T) {
 			t.Fatalf("%s: last_seq %d, %d transitions, want %d", id, run.LastSeq, len(ts), perRun)
 		}
 		for i, x := range ts {
-			if x != tr(id, int64(i+1)) {
+			if sent(t, x) != tr(id, int64(i+1)) {
 				t.Fatalf("%s: transition %d = %+v, want %+v", id, i, x, tr(id, int64(i+1)))
 			}
 		}
@@ -219,8 +219,11 @@ func TestCase_A03_TokenReplayAndBinding(t *testing.T) {
 	now := t0.Add(time.Minute)
 	digest1 := hash("runbook v1")
 
-	mustStart(t, s, newRun("R1"))
-	mustStart(t, s, newRun("R2"))
+	for _, id := range []string{"R1", "R2"} {
+		nr := newRun(id)
+		nr.PlaybookHash = digest1
+		mustStart(t, s, nr)
+	}
 	issue := func(id, run, node, digest string) (string, NewApproval) {
 		tok, err := approval.Issue(secret, approval.Claims{RunID: run, NodeID: node, IssuedAt: now,
 			ExpiresAt: now.Add(time.Hour), Nonce: id, PlanDigest: digest})
@@ -286,17 +289,27 @@ func TestCase_A03_TokenReplayAndBinding(t *testing.T) {
 		t.Fatalf("5: expired = %v, want ErrTokenExpired", err)
 	}
 	unchanged("apr-2", ApprovalPending)
-	// 6. The runbook was edited and the run resumed: the gate is re-requested with a new
-	// plan digest, the old approval is superseded and the old token refused.
+	// 6. The runbook was edited and the run resumed: the run adopts the new plan digest and
+	// its gate for the old one is closed in the same transaction, so the old token is refused
+	// at once; the gate can only be re-requested with the new digest.
 	digest2 := hash("runbook v2")
-	newTok, na3 := issue("apr-3", "R2", "g", digest2)
-	if _, created, err := s.CreateApproval(ctx, na3); err != nil || !created {
-		t.Fatalf("6: re-request with a new digest = %v, %v", created, err)
+	resume := newRun("R2")
+	resume.PlaybookHash, resume.AdoptPlan = digest2, true
+	if run, created, err := s.StartRun(ctx, resume); err != nil || created || run.PlaybookHash != digest2 {
+		t.Fatalf("6: resume with a new digest = %+v, %v, %v", run, created, err)
 	}
 	if _, err := decide(tokR2, now.Add(time.Minute)); !errors.Is(err, ErrAlreadyDecided) {
 		t.Fatalf("6: old token after a plan change = %v, want refused", err)
 	}
 	unchanged("apr-2", ApprovalCancelled)
+	_, stale := issue("apr-old", "R2", "g", digest1)
+	if _, _, err := s.CreateApproval(ctx, stale); !errors.Is(err, ErrPlanDigestMismatch) {
+		t.Fatalf("6: re-request with the old digest = %v, want ErrPlanDigestMismatch", err)
+	}
+	newTok, na3 := issue("apr-3", "R2", "g", digest2)
+	if _, created, err := s.CreateApproval(ctx, na3); err != nil || !created {
+		t.Fatalf("6: re-request with the new digest = %v, %v", created, err)
+	}
 	if a, err := decide(newTok, now.Add(time.Minute)); err != nil || a.PlanDigest != digest2 {
 		t.Fatalf("6: new token = %+v, %v", a, err)
 	}

@@ -131,7 +131,7 @@ func TestCrashSafetyKill9(t *testing.T) {
 					t.Fatalf("%s: last_seq %d but %d transitions", run, r.LastSeq, len(ts))
 				}
 				for i, x := range ts {
-					if x != tr(run, int64(i+1)) {
+					if sent(t, x) != tr(run, int64(i+1)) {
 						t.Fatalf("%s: transition %d = %+v", run, i+1, x)
 					}
 				}

@@ -72,6 +72,17 @@ func tr(run string, seq int64) Transition {
 		StepIndex: int(seq - 1), StepName: fmt.Sprintf("step-%d", seq), StepType: "check", RunStatus: ExecInProgress}
 }
 
+// sent returns x as its sender sent it: without the RecordedAt the store assigns, and
+// failing t when the store did not assign one.
+func sent(t testing.TB, x Transition) Transition {
+	t.Helper()
+	if x.RecordedAt.IsZero() {
+		t.Fatalf("%s #%d: recorded_at not set", x.RunID, x.Seq)
+	}
+	x.RecordedAt = time.Time{}
+	return x
+}
+
 func mustRecord(t testing.TB, s *Store, x Transition) RecordResult {
 	t.Helper()
 	res, err := s.RecordTransition(context.Background(), x)
@@ -84,7 +95,7 @@ func mustRecord(t testing.TB, s *Store, x Transition) RecordResult {
 func newApproval(id, run, node string) NewApproval {
 	return NewApproval{ApprovalID: id, RunID: run, NodeID: node, StepIndex: 2, TokenHash: hash("token-" + id),
 		RequestedAt: t0.Add(time.Minute), Deadline: t0.Add(time.Hour), PlanDigest: hash("plan-" + run),
-		Prompt: "Deploy to prod?"}
+		Prompt: "Deploy to prod?", OnFail: "rollback"}
 }
 
 func mustCreateApproval(t testing.TB, s *Store, na NewApproval) Approval {

@@ -131,23 +131,27 @@ func scanProgress(r rowScanner) (RunProgress, error) {
 }
 
 const transitionColumns = `run_id, seq, kind, step_index, step_name, step_type, status, input, output,
-	evidence_step_name, evidence_type, evidence_at, run_status, last_deploy_name, rollback_for, message, at`
+	evidence_step_name, evidence_type, evidence_at, run_status, last_deploy_name, rollback_for, message, at,
+	recorded_at`
 
 func scanTransition(r rowScanner) (Transition, error) {
 	var (
 		t                                               Transition
 		kind, runStatus                                 string
 		status, input, output, evName, evType, evAt, at sql.NullString
-		lastDeploy, rollbackFor                         sql.NullString
+		lastDeploy, rollbackFor, recordedAt             sql.NullString
 	)
 	err := r.Scan(&t.RunID, &t.Seq, &kind, &t.StepIndex, &t.StepName, &t.StepType, &status, &input, &output,
-		&evName, &evType, &evAt, &runStatus, &lastDeploy, &rollbackFor, &t.Message, &at)
+		&evName, &evType, &evAt, &runStatus, &lastDeploy, &rollbackFor, &t.Message, &at, &recordedAt)
 	if err != nil {
 		return Transition{}, err
 	}
 	t.Kind, t.RunStatus = TransitionKind(kind), ExecStatus(runStatus)
 	t.LastDeployName, t.RollbackFor = lastDeploy.String, rollbackFor.String
 	if t.At, err = parseTime("at", at); err != nil {
+		return Transition{}, err
+	}
+	if t.RecordedAt, err = parseTime("recorded_at", recordedAt); err != nil {
 		return Transition{}, err
 	}
 	if status.Valid {
@@ -164,8 +168,9 @@ func scanTransition(r rowScanner) (Transition, error) {
 	return t, nil
 }
 
-// transitionArgs are the insert arguments in transitionColumns order.
-func transitionArgs(t Transition) []any {
+// transitionArgs are the insert arguments in transitionColumns order; recordedAt is the
+// formatted t.RecordedAt (the caller has it already).
+func transitionArgs(t Transition, recordedAt string) []any {
 	var status, input, output, evName, evType, evAt any
 	if ev := t.Evidence; ev != nil {
 		status, output, evName, evType, evAt = string(ev.Status), ev.Output, ev.StepName, ev.Type, nullTime(ev.At)
@@ -175,14 +180,14 @@ func transitionArgs(t Transition) []any {
 	}
 	return []any{t.RunID, t.Seq, string(t.Kind), t.StepIndex, t.StepName, t.StepType, status, input, output,
 		evName, evType, evAt, string(t.RunStatus), nullString(t.LastDeployName), nullString(t.RollbackFor),
-		t.Message, formatTime(t.At)}
+		t.Message, formatTime(t.At), recordedAt}
 }
 
 const insertTransitionSQL = "INSERT INTO run_transitions (" + transitionColumns +
-	") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+	") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
 const approvalColumns = `approval_id, run_id, node_id, step_index, token, status, requested_at, approved_at,
-	approver, reason, auto_passed, deadline, plan_digest, prompt, decided_by_source`
+	approver, reason, auto_passed, deadline, plan_digest, prompt, decided_by_source, on_fail`
 
 func scanApproval(r rowScanner) (Approval, error) {
 	var (
@@ -192,7 +197,7 @@ func scanApproval(r rowScanner) (Approval, error) {
 		autoPassed                                              int
 	)
 	err := r.Scan(&a.ApprovalID, &a.RunID, &a.NodeID, &a.StepIndex, &a.TokenHash, &status, &requestedAt,
-		&decidedAt, &approver, &reason, &autoPassed, &deadline, &a.PlanDigest, &a.Prompt, &src)
+		&decidedAt, &approver, &reason, &autoPassed, &deadline, &a.PlanDigest, &a.Prompt, &src, &a.OnFail)
 	if err != nil {
 		return Approval{}, err
 	}

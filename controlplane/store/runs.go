@@ -11,8 +11,11 @@ import (
 )
 
 // StartRun creates the run, or returns the stored one when run_id exists (resume, or a
-// retried call), with created=false and nothing changed. The caller decides what an
-// existing final run means (DESIGN D6 gives the new run a suffix).
+// retried call) with created=false. An existing run is returned unchanged unless
+// nr.AdoptPlan is set and it is not final: then it takes nr's plan digest and step count
+// when the digest differs, and its pending approvals for another digest are closed as
+// superseded, in one transaction (DESIGN D9). The caller decides what an existing final run
+// means (DESIGN D6 gives the new run a suffix).
 // Errors: ErrInvalidArgument (field named), ErrClosed, storage errors.
 func (s *Store) StartRun(ctx context.Context, nr NewRun) (run Run, created bool, err error) {
 	if err := validateNewRun(nr); err != nil {
@@ -28,7 +31,7 @@ func (s *Store) StartRun(ctx context.Context, nr NewRun) (run Run, created bool,
 		startedAt = now
 	}
 	err = s.write(ctx, func(w *writeTx) error {
-		res, err := w.tx.ExecContext(w.ctx, `INSERT INTO playbook_runs
+		res, err := w.execSQL(`INSERT INTO playbook_runs
 			(run_id, playbook_name, playbook_hash, bindings, status, epic_id, session_id, started_at,
 			 schema_hash8, total_steps, started_by, updated_at)
 			VALUES (?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?)
@@ -46,8 +49,11 @@ func (s *Store) StartRun(ctx context.Context, nr NewRun) (run Run, created bool,
 			return fmt.Errorf("store: read run: %w", err)
 		}
 		created = n == 1
-		if created {
+		switch {
+		case created:
 			w.change.Runs = append(w.change.Runs, run)
+		case nr.AdoptPlan && !run.Status.Final() && run.PlaybookHash != nr.PlaybookHash:
+			return w.adoptPlan(&run, nr.PlaybookHash, nr.TotalSteps, now)
 		}
 		return nil
 	})
@@ -55,6 +61,26 @@ func (s *Store) StartRun(ctx context.Context, nr NewRun) (run Run, created bool,
 		return Run{}, false, err
 	}
 	return run, created, nil
+}
+
+// adoptPlan gives a resumed run its new plan digest and step count and closes the run's
+// pending approvals bound to another digest, so their tokens stop working (case A03.6).
+func (w *writeTx) adoptPlan(run *Run, digest string, totalSteps int, now time.Time) error {
+	if _, err := w.execSQL(`UPDATE playbook_runs SET playbook_hash = ?, total_steps = ?, updated_at = ?
+		WHERE run_id = ?`, digest, totalSteps, formatTime(now), run.RunID); err != nil {
+		return fmt.Errorf("store: adopt plan digest: %w", err)
+	}
+	run.PlaybookHash, run.TotalSteps, run.UpdatedAt = digest, totalSteps, now
+	superseded, err := w.writeApprovals(`UPDATE playbook_approvals SET status = 'cancelled', approved_at = ?,
+		approver = 'system', reason = 'superseded: the run resumed with another plan digest', decided_by_source = ?
+		WHERE run_id = ? AND status = 'pending' AND plan_digest <> ? RETURNING `+approvalColumns,
+		formatTime(now), SourceSuperseded, run.RunID, digest)
+	if err != nil {
+		return fmt.Errorf("store: supersede approvals: %w", err)
+	}
+	w.change.Runs = append(w.change.Runs, *run)
+	w.change.Approvals = append(w.change.Approvals, superseded...)
+	return nil
 }
 
 func validateNewRun(nr NewRun) error {
@@ -76,8 +102,9 @@ func validateNewRun(nr NewRun) error {
 	return nil
 }
 
-// RecordTransition stores t and updates its run in one transaction (DESIGN D10). It is
-// idempotent on (run_id, seq): an identical stored transition gives Duplicate=true and no
+// RecordTransition stores t and updates its run in one transaction (DESIGN D10), with
+// RecordedAt set to the store's clock in that transaction. It is idempotent on (run_id,
+// seq): an identical stored transition (RecordedAt aside) gives Duplicate=true and no
 // change; a different one gives ErrConflict. seq must be last_seq+1, else ErrOutOfOrder, so
 // gaps are refused. The run row follows t: status by RunStatusOf, current_node = step name
 // (NULL when final), completed_at when final, error_context when failed,
@@ -97,14 +124,10 @@ func (s *Store) RecordTransition(ctx context.Context, t Transition) (RecordResul
 	}
 	var res RecordResult
 	err = s.write(ctx, func(w *writeTx) error {
-		run, err := scanProgress(w.queryRow(stmtSelectRunProgress, t.RunID))
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("%w: run %q", ErrNotFound, t.RunID)
-		}
+		run, err := w.progress(t.RunID)
 		if err != nil {
-			return fmt.Errorf("store: read run: %w", err)
+			return err
 		}
-		run.RunID = t.RunID
 		if t.Seq <= run.LastSeq {
 			stored, err := scanTransition(w.queryRow(stmtSelectTransition, t.RunID, t.Seq))
 			if err != nil {
@@ -143,9 +166,10 @@ func (s *Store) RecordTransition(ctx context.Context, t Transition) (RecordResul
 			run.LastDeployName = t.LastDeployName
 		}
 		run.LastSeq = t.Seq
-		updatedAt := formatTime(s.now())
+		t.RecordedAt = s.now()
+		updatedAt := formatTime(t.RecordedAt)
 
-		if _, err := w.exec(stmtInsertTransition, transitionArgs(t)...); err != nil {
+		if _, err := w.exec(stmtInsertTransition, transitionArgs(t, updatedAt)...); err != nil {
 			return fmt.Errorf("store: insert transition: %w", err)
 		}
 		if run.Status == oldStatus {
@@ -168,12 +192,31 @@ func (s *Store) RecordTransition(ctx context.Context, t Transition) (RecordResul
 		res = RecordResult{Progress: run}
 		w.change.Transitions = append(w.change.Transitions, t)
 		w.change.Progress = append(w.change.Progress, run)
+		w.staged = append(w.staged, run)
 		return nil
 	})
 	if err != nil {
 		return RecordResult{}, err
 	}
 	return res, nil
+}
+
+// progress returns the run's progress columns from the writer's cache, else from its row.
+// Errors: ErrNotFound, storage errors.
+func (w *writeTx) progress(runID string) (RunProgress, error) {
+	if p, ok := w.cache.lookup(runID); ok {
+		return p, nil
+	}
+	w.progressReads++
+	p, err := scanProgress(w.queryRow(stmtSelectRunProgress, runID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return RunProgress{}, fmt.Errorf("%w: run %q", ErrNotFound, runID)
+	}
+	if err != nil {
+		return RunProgress{}, fmt.Errorf("store: read run: %w", err)
+	}
+	p.RunID = runID
+	return p, nil
 }
 
 // The run-row updates after a transition. SQLite rewrites an index when a column of it is
@@ -240,7 +283,8 @@ func validateTransition(t *Transition) error {
 	return nil
 }
 
-// sameTransition compares every stored field; times compare by their stored text.
+// sameTransition compares every field the caller sends; times compare by their stored text.
+// RecordedAt is the store's own and is not compared.
 func sameTransition(a, b Transition) bool {
 	if a.RunID != b.RunID || a.Seq != b.Seq || a.Kind != b.Kind || a.StepIndex != b.StepIndex ||
 		a.StepName != b.StepName || a.StepType != b.StepType || a.RunStatus != b.RunStatus ||
@@ -431,12 +475,13 @@ func (s *Store) CancelRun(ctx context.Context, runID, by, reason string, at time
 		}
 		run.Status, run.CurrentNode, run.CompletedAt = RunCancelled, "", at.UTC()
 		run.CancelledBy, run.CancelReason, run.UpdatedAt = by, reason, s.now()
-		if _, err := w.tx.ExecContext(w.ctx, `UPDATE playbook_runs SET status = 'cancelled', current_node = NULL,
+		w.cache.forget(runID)
+		if _, err := w.execSQL(`UPDATE playbook_runs SET status = 'cancelled', current_node = NULL,
 			completed_at = ?, cancelled_by = ?, cancel_reason = ?, updated_at = ? WHERE run_id = ?`,
 			formatTime(run.CompletedAt), nullString(by), nullString(reason), formatTime(run.UpdatedAt), runID); err != nil {
 			return fmt.Errorf("store: cancel run: %w", err)
 		}
-		closed, err := queryApprovals(w.ctx, w.tx, `UPDATE playbook_approvals SET status = 'cancelled',
+		closed, err := w.writeApprovals(`UPDATE playbook_approvals SET status = 'cancelled',
 			approved_at = ?, approver = ?, reason = ?, decided_by_source = ?
 			WHERE run_id = ? AND status = 'pending' RETURNING `+approvalColumns,
 			formatTime(at), nullString(by), nullString(reason), SourceCancelRun, runID)

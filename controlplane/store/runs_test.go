@@ -45,6 +45,68 @@ func TestStartRunCreatesOnceThenReturnsExisting(t *testing.T) {
 	}
 }
 
+// A resume with --allow-edited-runbook (AdoptPlan) gives the run the new plan digest and
+// step count, and closes its pending gates for the old digest in the same commit; a resume
+// with the same digest, or of a final run, changes nothing.
+func TestStartRunAdoptsPlanOnResume(t *testing.T) {
+	t.Parallel()
+	s, _ := openTest(t)
+	ctx := context.Background()
+	nr := newRun("R1")
+	orig := mustStart(t, s, nr)
+	mustRecord(t, s, tr("R1", 1))
+	mustCreateApproval(t, s, newApproval("a1", "R1", "approve"))
+	auto := newApproval("a2", "R1", "policy-gate")
+	auto.AutoPassed = true
+	mustCreateApproval(t, s, auto)
+	got, _ := subscribe(s)
+
+	resume := nr
+	resume.PlaybookHash, resume.TotalSteps, resume.AdoptPlan = hash("edited"), 6, true
+	resume.StartedBy = "mallory" // not adopted: the run keeps who started it
+	run, created, err := s.StartRun(ctx, resume)
+	if err != nil || created {
+		t.Fatalf("resume = created %v, %v", created, err)
+	}
+	if run.PlaybookHash != hash("edited") || run.TotalSteps != 6 || run.LastSeq != 1 || run.StartedBy != "alice" ||
+		run.Status != RunRunning || !run.StartedAt.Equal(orig.StartedAt) {
+		t.Fatalf("resumed run = %+v", run)
+	}
+	stored, _, err := s.GetRun(ctx, "R1")
+	if err != nil || !reflect.DeepEqual(stored, run) {
+		t.Fatalf("GetRun after the resume = %+v, %v; want %+v", stored, err, run)
+	}
+	a1, _ := s.GetApproval(ctx, "a1")
+	if a1.Status != ApprovalCancelled || a1.DecidedBySource != SourceSuperseded || a1.Approver != "system" {
+		t.Fatalf("the old digest's pending gate = %+v, want cancelled as superseded", a1)
+	}
+	if a2, _ := s.GetApproval(ctx, "a2"); a2.Status != ApprovalApproved {
+		t.Fatalf("a decided gate changed: %+v", a2)
+	}
+	ch := got.snapshot()
+	if len(ch) != 1 || len(ch[0].Runs) != 1 || ch[0].Runs[0].PlaybookHash != hash("edited") ||
+		len(ch[0].Approvals) != 1 || ch[0].Approvals[0].ApprovalID != "a1" {
+		t.Fatalf("published %+v, want one change with the run and its superseded gate", ch)
+	}
+
+	// The same digest again: nothing changes, nothing is published.
+	if again, _, err := s.StartRun(ctx, resume); err != nil || !reflect.DeepEqual(again, run) {
+		t.Fatalf("second resume = %+v, %v", again, err)
+	}
+	if n := len(got.snapshot()); n != 1 {
+		t.Fatalf("%d changes published, want still 1", n)
+	}
+
+	// A final run keeps its plan.
+	if _, err := s.CancelRun(ctx, "R1", "carol", "", t0); err != nil {
+		t.Fatal(err)
+	}
+	resume.PlaybookHash = hash("edited again")
+	if final, _, err := s.StartRun(ctx, resume); err != nil || final.PlaybookHash != hash("edited") {
+		t.Fatalf("resume of a cancelled run = %+v, %v; want its plan unchanged", final, err)
+	}
+}
+
 func TestStartRunValidates(t *testing.T) {
 	t.Parallel()
 	s, _ := openTest(t)
@@ -131,6 +193,17 @@ func TestRecordTransitionFollowsTheRun(t *testing.T) {
 		run.CurrentNode != "" || !run.CompletedAt.Equal(ts[8].At) || run.LastSeq != 9 || run.LastCompletedStepIndex != 2 {
 		t.Errorf("run = %+v", run)
 	}
+	// recorded_at is the store's clock in the committing transaction: set, increasing, and the
+	// last one is the run's updated_at.
+	if last := stored[len(stored)-1].RecordedAt; !run.UpdatedAt.Equal(last) {
+		t.Errorf("run updated_at %v, want the last transition's recorded_at %v", run.UpdatedAt, last)
+	}
+	for i := len(stored) - 1; i >= 0; i-- {
+		if i > 0 && !stored[i].RecordedAt.After(stored[i-1].RecordedAt) {
+			t.Errorf("recorded_at of #%d (%v) is not after #%d's (%v)", i+1, stored[i].RecordedAt, i, stored[i-1].RecordedAt)
+		}
+		stored[i] = sent(t, stored[i])
+	}
 	if !reflect.DeepEqual(stored, ts) {
 		t.Fatalf("stored transitions differ from recorded ones:\n got %+v\nwant %+v", stored, ts)
 	}
@@ -145,10 +218,18 @@ func TestRecordTransitionIdempotencyAndOrder(t *testing.T) {
 	for _, x := range ts[:3] {
 		mustRecord(t, s, x)
 	}
-	// The same transition again (a retry after a lost response): duplicate, no change.
+	// The same transition again (a retry after a lost response): duplicate, no change; it
+	// keeps the time it was first recorded.
+	_, before, err := s.GetRun(ctx, "R1")
+	if err != nil {
+		t.Fatal(err)
+	}
 	res, err := s.RecordTransition(ctx, ts[2])
 	if err != nil || !res.Duplicate || res.Progress.LastSeq != 3 {
 		t.Fatalf("retry of seq 3 = %+v, %v; want duplicate at last_seq 3", res, err)
+	}
+	if _, after, err := s.GetRun(ctx, "R1"); err != nil || !after[2].RecordedAt.Equal(before[2].RecordedAt) {
+		t.Fatalf("recorded_at of #3 after a replay = %v (%v), want %v", after[2].RecordedAt, err, before[2].RecordedAt)
 	}
 	// Times in another zone are the same instant.
 	local := ts[1]

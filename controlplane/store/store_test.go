@@ -147,7 +147,7 @@ func TestGroupCommitIsolatesFailures(t *testing.T) {
 	s, _ := openTest(t)
 	insert := func(id string) func(*writeTx) error {
 		return func(w *writeTx) error {
-			_, err := w.tx.Exec("INSERT INTO playbook_runs (run_id, playbook_name, playbook_hash, started_at, updated_at) VALUES (?, 'p', 'h', ?, ?)", id, formatTime(t0), formatTime(t0))
+			_, err := w.execSQL("INSERT INTO playbook_runs (run_id, playbook_name, playbook_hash, started_at, updated_at) VALUES (?, 'p', 'h', ?, ?)", id, formatTime(t0), formatTime(t0))
 			return err
 		}
 	}
@@ -258,5 +258,68 @@ func TestNotFoundIsSentinel(t *testing.T) {
 		if !errors.Is(err, ErrNotFound) || errors.Is(err, sql.ErrNoRows) {
 			t.Errorf("call %d: err = %v, want ErrNotFound only", i+1, err)
 		}
+	}
+}
+
+// A database written by the first schema (migration 0001 only) opens, migrates to the latest
+// version, keeps its rows, and reads them with the new columns' defaults: on_fail "" and no
+// recorded_at.
+func TestOpenMigratesAVersion1Database(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "v1.db")
+	ms, err := loadMigrations()
+	if err != nil || len(ms) < 2 {
+		t.Fatalf("migrations: %d, %v", len(ms), err)
+	}
+	old, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := formatTime(t0)
+	for _, q := range []string{
+		`CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL) STRICT`,
+		ms[0].sql,
+		`INSERT INTO schema_migrations VALUES (1, '` + ms[0].name + `', '` + at + `')`,
+		`INSERT INTO playbook_runs (run_id, playbook_name, playbook_hash, started_at, updated_at, last_seq)
+		 VALUES ('R1', 'demo', '` + hash("plan-R1") + `', '` + at + `', '` + at + `', 1)`,
+		`INSERT INTO run_transitions (run_id, seq, kind, step_index, step_name, step_type, run_status, at)
+		 VALUES ('R1', 1, 'run_started', -1, '', '', 'IN_PROGRESS', '` + at + `')`,
+		`INSERT INTO playbook_approvals (approval_id, run_id, node_id, token, requested_at, plan_digest)
+		 VALUES ('a1', 'R1', 'approve', '` + hash("token-a1") + `', '` + at + `', '` + hash("plan-R1") + `')`,
+	} {
+		if _, err := old.ExecContext(ctx, q); err != nil {
+			t.Fatalf("building the version-1 database: %v\n%s", err, q)
+		}
+	}
+	if err := old.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s, err := Open(ctx, path, WithClock((&testClock{}).now))
+	if err != nil {
+		t.Fatalf("Open of a version-1 database: %v", err)
+	}
+	defer s.Close()
+	var version int
+	if err := s.reader.QueryRowContext(ctx, "SELECT max(version) FROM schema_migrations").Scan(&version); err != nil || version != len(ms) {
+		t.Fatalf("schema version %d (%v), want %d", version, err, len(ms))
+	}
+	_, ts, err := s.GetRun(ctx, "R1")
+	if err != nil || len(ts) != 1 || !ts[0].RecordedAt.IsZero() {
+		t.Fatalf("old transition = %+v, %v; want one, without recorded_at", ts, err)
+	}
+	if a, err := s.GetApproval(ctx, "a1"); err != nil || a.OnFail != "" || a.Status != ApprovalPending {
+		t.Fatalf("old approval = %+v, %v; want pending with on_fail \"\"", a, err)
+	}
+	res := mustRecord(t, s, tr("R1", 2))
+	if res.Progress.LastSeq != 2 {
+		t.Fatalf("a new transition on the migrated run: %+v", res)
+	}
+	if _, ts, _ := s.GetRun(ctx, "R1"); len(ts) != 2 || ts[1].RecordedAt.IsZero() {
+		t.Fatalf("new transition = %+v, want recorded_at set", ts)
+	}
+	if _, err := s.writer.ExecContext(ctx, "UPDATE playbook_approvals SET on_fail = 'retry'"); err == nil {
+		t.Fatal("on_fail accepted a word outside halt, rollback, continue")
 	}
 }

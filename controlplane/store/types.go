@@ -25,6 +25,10 @@ var (
 	ErrOutOfOrder = errors.New("store: transition out of order")
 	// ErrRunFinal: the run already has its one final status.
 	ErrRunFinal = errors.New("store: run is already final")
+	// ErrPlanDigestMismatch: an approval is requested or approved for a plan digest that is not
+	// the run's current playbook_hash (the run resumed with an edited runbook; DESIGN D9,
+	// case A03.6). Seed-side code E_PLAN_DIGEST_MISMATCH.
+	ErrPlanDigestMismatch = errors.New("store: plan digest is not the run's current one")
 	// ErrSelfApproval: the approver started the run and Decision.RefuseRunStarter was set.
 	ErrSelfApproval = errors.New("store: the identity that started the run may not approve it")
 	// ErrInvalidArgument: a request field is missing, malformed or over a limit; the wrapped
@@ -187,6 +191,12 @@ type NewRun struct {
 	Bindings json.RawMessage
 	// StartedAt defaults to the store's clock.
 	StartedAt time.Time
+	// AdoptPlan applies when the run exists and is not final (a resume): the run takes this
+	// call's PlaybookHash and TotalSteps when the hash differs (the executor resumed with
+	// --allow-edited-runbook), and its pending approvals bound to another plan digest are
+	// closed as cancelled by SourceSuperseded in the same transaction, so their tokens stop
+	// working (DESIGN D9, case A03.6). Without it an existing run is returned unchanged.
+	AdoptPlan bool
 }
 
 // Run is one row of playbook_runs. Optional text columns read as "" when NULL, optional
@@ -249,6 +259,10 @@ type Transition struct {
 	// RollbackFor names the failed step whose on_fail: rollback is being carried out (DESIGN D4).
 	RollbackFor string
 	Message     string
+	// RecordedAt is when the control plane stored the transition (the writer's clock in the
+	// transaction that committed it; column recorded_at). RecordTransition sets it and ignores
+	// the caller's value; it is zero for transitions stored before migration 0002.
+	RecordedAt time.Time
 }
 
 // RunProgress is the part of a run row that transitions change. RecordTransition reads and
@@ -312,6 +326,9 @@ type NewApproval struct {
 	// SourcePolicy, with Reason as its reason (seed "Policy evaluator").
 	AutoPassed bool
 	Reason     string
+	// OnFail is the gate step's on_fail: "halt", "rollback", "continue" (seed runbook-executor,
+	// "Field rules"), or "" when the caller did not say; shown to approvers.
+	OnFail string
 }
 
 // Approval is one row of playbook_approvals. Optional columns read as "" / zero time.
@@ -333,6 +350,8 @@ type Approval struct {
 	PlanDigest      string
 	Prompt          string
 	DecidedBySource string
+	// OnFail is the gate step's on_fail ("" for approvals stored before migration 0002).
+	OnFail string
 }
 
 // Decision is one DecideApproval request.
@@ -370,8 +389,8 @@ type ApprovalPage struct {
 // Change is what one commit changed, handed to subscribers after the commit (Subscribe).
 // Within a Change, items keep commit order; transitions of one run are in seq order.
 type Change struct {
-	// Runs holds each run row created by StartRun or cancelled by CancelRun, as it stands
-	// after the change.
+	// Runs holds each run row created by StartRun, whose plan StartRun adopted (AdoptPlan),
+	// or cancelled by CancelRun, as it stands after the change.
 	Runs []Run
 	// Progress holds, for each recorded transition, its run's progress after it.
 	Progress    []RunProgress

@@ -6,23 +6,36 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"time"
 )
 
-// writeReq is one queued write. fn runs inside its own SAVEPOINT of a group transaction;
-// returning an error rolls back only this request.
+// writeReq is one queued write. fn runs inside a group transaction; an error it returns
+// undoes only this request (see runBatch).
 type writeReq struct {
 	ctx  context.Context
 	fn   func(*writeTx) error
 	done chan error // buffered: the writer never blocks on a caller that gave up
 }
 
-// writeTx is what a request's fn sees: the group transaction and the change it makes.
+// writeTx is what a request's fn sees: the group transaction, the change it makes and the
+// writer's progress cache. fn must change rows only through exec, execSQL and
+// writeApprovals (never w.tx directly), so that the writer knows whether a failed request
+// left writes behind, and must set every result it reports afresh: the writer may run it
+// twice (runBatch).
 type writeTx struct {
-	ctx    context.Context
-	tx     *sql.Tx
-	stmts  *writeStmts
-	bound  [numStmts]*sql.Stmt // stmts bound to tx, prepared once per batch
+	ctx   context.Context
+	tx    *sql.Tx
+	stmts *writeStmts
+	bound [numStmts]*sql.Stmt // stmts bound to tx, prepared once per batch
+	cache *progressCache
+
 	change Change
+	// wrote is set once the current request changed a row.
+	wrote bool
+	// staged holds the progress the current request committed to, for the cache.
+	staged []RunProgress
+	// progressReads counts run-row reads by RecordTransition (tests check the cache with it).
+	progressReads int
 }
 
 // stmt returns the prepared statement id bound to this transaction.
@@ -33,12 +46,42 @@ func (w *writeTx) stmt(id stmtID) *sql.Stmt {
 	return w.bound[id]
 }
 
+// exec runs a prepared write statement.
 func (w *writeTx) exec(id stmtID, args ...any) (sql.Result, error) {
-	return w.stmt(id).ExecContext(w.ctx, args...)
+	res, err := w.stmt(id).ExecContext(w.ctx, args...)
+	if err == nil {
+		w.wrote = true
+	}
+	return res, err
 }
 
+// queryRow runs a prepared read statement.
 func (w *writeTx) queryRow(id stmtID, args ...any) *sql.Row {
 	return w.stmt(id).QueryRowContext(w.ctx, args...)
+}
+
+// execSQL runs a write statement that is not prepared (the rare writes).
+func (w *writeTx) execSQL(query string, args ...any) (sql.Result, error) {
+	res, err := w.tx.ExecContext(w.ctx, query, args...)
+	if err == nil {
+		w.wrote = true
+	}
+	return res, err
+}
+
+// readRow runs a read statement that is not prepared.
+func (w *writeTx) readRow(query string, args ...any) *sql.Row {
+	return w.tx.QueryRowContext(w.ctx, query, args...)
+}
+
+// writeApprovals runs an INSERT or UPDATE … RETURNING approvalColumns. RETURNING lists
+// every row changed, so none returned means nothing was written.
+func (w *writeTx) writeApprovals(query string, args ...any) ([]Approval, error) {
+	out, err := queryApprovals(w.ctx, w.tx, query, args...)
+	if err == nil && len(out) > 0 {
+		w.wrote = true
+	}
+	return out, err
 }
 
 // write queues fn for the writer goroutine and waits for its commit. If ctx ends first the
@@ -65,12 +108,27 @@ func (s *Store) write(ctx context.Context, fn func(*writeTx) error) error {
 	}
 }
 
+// defaultLingerFastCommit is the slowest previous commit after which the writer still
+// lingers: a slower one means the disk, not the arrival of requests, bounds throughput, and
+// waiting would only add latency.
+const defaultLingerFastCommit = 5 * time.Millisecond
+
 // writeLoop is the one writer: it takes the first queued request, adds whatever else is
 // queued (up to maxBatch) and commits them together. While it waits on the fsync of one
 // batch, the next batch queues up, so throughput grows with the number of writers.
+//
+// Over RPC the writers just answered need a round trip before their next request arrives,
+// so right after a commit the queue holds only part of them and a batch taken at once
+// commits half a cohort. When fewer requests are queued than the previous batch held and
+// that batch committed quickly, the loop therefore lingers up to cfg.linger for the others
+// (stopping as soon as the previous size is reached): fewer, larger commits, each fsync and
+// WAL write shared by more requests, and fewer, larger socket writes on both sides.
 func (s *Store) writeLoop() {
 	defer close(s.done)
 	batch := make([]*writeReq, 0, s.cfg.maxBatch)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	prevSize, lastCommit := 0, time.Duration(0)
 	for {
 		var first *writeReq
 		select {
@@ -86,7 +144,12 @@ func (s *Store) writeLoop() {
 				}
 			}
 		}
-		s.runBatch(s.fill(append(batch[:0], first)))
+		batch = s.fill(append(batch[:0], first))
+		if s.cfg.linger > 0 && len(batch) < prevSize && lastCommit <= s.cfg.lingerFastCommit {
+			batch = s.linger(batch, prevSize, timer)
+		}
+		lastCommit = s.runBatch(batch)
+		prevSize = len(batch)
 		// Let the writers just answered run and queue their next request, so they join the
 		// next batch instead of forming a second, alternating cohort (half-size batches).
 		runtime.Gosched()
@@ -106,27 +169,80 @@ func (s *Store) fill(batch []*writeReq) []*writeReq {
 	return batch
 }
 
-// runBatch executes batch in one transaction, each request in its own savepoint, commits,
-// publishes the committed change and then answers every request.
-func (s *Store) runBatch(batch []*writeReq) {
-	ctx := context.Background() // one caller's cancel must not interrupt the others' statements
-	results := make([]error, len(batch))
-	answer := func() {
-		for i, r := range batch {
-			r.done <- results[i]
+// linger waits up to cfg.linger for batch to reach want requests (or maxBatch); Close ends
+// the wait at once.
+func (s *Store) linger(batch []*writeReq, want int, timer *time.Timer) []*writeReq {
+	s.lingers.Add(1)
+	if s.cfg.onLinger != nil {
+		s.cfg.onLinger()
+	}
+	want = min(want, s.cfg.maxBatch)
+	timer.Reset(s.cfg.linger)
+	defer timer.Stop()
+	for len(batch) < want {
+		select {
+		case r := <-s.queue:
+			batch = append(batch, r)
+		case <-timer.C:
+			return batch
+		case <-s.closing:
+			return batch
 		}
 	}
-	s.requests.Add(uint64(len(batch)))
+	return batch
+}
 
+// runBatch executes batch in one transaction, commits, publishes the committed change and
+// then answers every request. It returns how long the COMMIT took (0 when there was none).
+//
+// A request that fails undoes only itself. The batch first runs without savepoints: a
+// request that fails before changing anything (a refused seq, an unknown run) needs none.
+// If a request fails after it changed a row, or with a storage error, the transaction is
+// rolled back and the batch runs again with each request inside its own SAVEPOINT, so the
+// common case pays two statements less per request.
+func (s *Store) runBatch(batch []*writeReq) time.Duration {
+	results := make([]error, len(batch))
+	s.requests.Add(uint64(len(batch)))
+	outcome, took := s.attempt(batch, results, false)
+	if outcome == attemptRetry {
+		s.safeRetries.Add(1)
+		clear(results)
+		_, took = s.attempt(batch, results, true)
+	}
+	for i, r := range batch {
+		r.done <- results[i]
+	}
+	return took
+}
+
+// attemptOutcome is how one execution of a batch ended.
+type attemptOutcome int
+
+const (
+	attemptDone  attemptOutcome = iota // committed, or failed as a whole; results are final
+	attemptRetry                       // rolled back; run again with savepoints
+)
+
+// attempt runs batch once (with a savepoint per request when safe) and fills results.
+func (s *Store) attempt(batch []*writeReq, results []error, safe bool) (attemptOutcome, time.Duration) {
+	ctx := context.Background() // one caller's cancel must not interrupt the others' statements
+	failAll := func(cause error, committed []bool) (attemptOutcome, time.Duration) {
+		for i := range batch {
+			if committed == nil || committed[i] || results[i] == nil {
+				results[i] = cause
+			}
+		}
+		return attemptDone, 0
+	}
 	tx, err := s.writer.BeginTx(ctx, nil)
 	if err != nil {
-		for i := range results {
-			results[i] = fmt.Errorf("store: begin transaction: %w", err)
-		}
-		answer()
-		return
+		return failAll(fmt.Errorf("store: begin transaction: %w", err), nil)
 	}
-	w := &writeTx{ctx: ctx, tx: tx, stmts: s.stmts}
+	w := &writeTx{ctx: ctx, tx: tx, stmts: s.stmts, cache: &s.cache}
+	if err := s.cache.begin(w); err != nil {
+		_ = tx.Rollback()
+		return failAll(fmt.Errorf("store: write batch aborted: %w", err), nil)
+	}
 	var change Change
 	committed := make([]bool, len(batch))
 	var fatal error
@@ -135,56 +251,147 @@ func (s *Store) runBatch(batch []*writeReq) {
 			results[i] = err
 			continue
 		}
-		if _, err := w.exec(stmtSavepoint); err != nil {
-			fatal = err
-			break
+		if safe {
+			s.savepoints.Add(1)
+			if _, err := w.exec(stmtSavepoint); err != nil {
+				fatal = err
+				break
+			}
 		}
-		w.change = Change{}
-		if err := r.fn(w); err != nil {
+		w.change, w.wrote, w.staged = Change{}, false, w.staged[:0]
+		err := r.fn(w)
+		if err != nil && !safe {
+			if w.wrote || !isRequestError(err) {
+				_ = tx.Rollback()
+				s.cache.abort()
+				return attemptRetry, 0
+			}
+			results[i] = err
+			continue
+		}
+		if err != nil {
 			results[i] = err
 			if _, rbErr := w.exec(stmtRollbackTo); rbErr != nil {
 				fatal = rbErr
 				break
 			}
-			if _, relErr := w.exec(stmtRelease); relErr != nil {
-				fatal = relErr
+		}
+		if safe {
+			if _, err := w.exec(stmtRelease); err != nil {
+				fatal = err
 				break
 			}
-			continue
 		}
-		if _, err := w.exec(stmtRelease); err != nil {
-			fatal = err
-			break
+		if err != nil {
+			continue
 		}
 		committed[i] = true
 		change.append(w.change)
-	}
-	failAll := func(cause error) {
-		for i := range batch {
-			if committed[i] || results[i] == nil {
-				results[i] = cause
-			}
-		}
+		s.cache.stage(w.staged)
 	}
 	if fatal != nil {
 		_ = tx.Rollback()
-		failAll(fmt.Errorf("store: write batch aborted: %w", fatal))
-		answer()
-		return
+		s.cache.abort()
+		return failAll(fmt.Errorf("store: write batch aborted: %w", fatal), committed)
 	}
+	began := time.Now()
 	if err := tx.Commit(); err != nil {
 		s.failedCommits.Add(1)
+		s.cache.abort()
 		// A COMMIT that failed with SQLITE_BUSY leaves the transaction open on the
 		// connection; end it so the next batch can begin. "no transaction" is fine here.
 		_, _ = s.writer.ExecContext(ctx, "ROLLBACK")
-		failAll(fmt.Errorf("store: commit: %w", err))
-		answer()
-		return
+		return failAll(fmt.Errorf("store: commit: %w", err), committed)
 	}
+	took := time.Since(began)
+	s.cache.commit()
 	s.commits.Add(1)
+	s.commitNanos.Add(int64(took))
+	s.progressReads.Add(uint64(w.progressReads))
 	s.publish(change)
-	answer()
+	return attemptDone, took
 }
+
+// isRequestError reports whether err is one of the store's own refusals, which a request
+// returns after reads only: it leaves the transaction as it found it.
+func isRequestError(err error) bool {
+	for _, sentinel := range []error{ErrNotFound, ErrAlreadyDecided, ErrConflict, ErrOutOfOrder, ErrRunFinal,
+		ErrSelfApproval, ErrInvalidArgument, ErrPlanDigestMismatch} {
+		if errors.Is(err, sentinel) {
+			return true
+		}
+	}
+	return false
+}
+
+// maxCachedRuns bounds the progress cache; past it the cache starts over (a run not in it
+// costs one indexed read).
+const maxCachedRuns = 4096
+
+// progressCache keeps the progress columns of recently written runs, so RecordTransition
+// does not read its run row back before every insert. It holds committed data only: a
+// batch's updates are staged and applied after its COMMIT, and dropped when the batch rolls
+// back. Another connection's commit (a second server on the same file) changes PRAGMA
+// data_version, which is checked at the start of every batch and empties the cache. Only
+// the writer goroutine uses it.
+type progressCache struct {
+	runs    map[string]RunProgress
+	staged  map[string]RunProgress
+	version int64
+	known   bool // version has been read
+}
+
+// begin validates the cache against PRAGMA data_version inside a batch's transaction.
+func (c *progressCache) begin(w *writeTx) error {
+	var v int64
+	if err := w.queryRow(stmtDataVersion).Scan(&v); err != nil {
+		return fmt.Errorf("read data_version: %w", err)
+	}
+	if !c.known || v != c.version {
+		clear(c.runs)
+		c.version, c.known = v, true
+	}
+	if c.runs == nil {
+		c.runs, c.staged = map[string]RunProgress{}, map[string]RunProgress{}
+	}
+	clear(c.staged)
+	return nil
+}
+
+// lookup returns the run's progress as this batch left it, or as last committed.
+func (c *progressCache) lookup(runID string) (RunProgress, bool) {
+	if p, ok := c.staged[runID]; ok {
+		return p, true
+	}
+	p, ok := c.runs[runID]
+	return p, ok
+}
+
+// stage records what a successful request wrote.
+func (c *progressCache) stage(ps []RunProgress) {
+	for _, p := range ps {
+		c.staged[p.RunID] = p
+	}
+}
+
+// forget drops a run whose row changed in a way the cache does not follow (CancelRun).
+// Dropping is always safe: the next transition reads the row.
+func (c *progressCache) forget(runID string) {
+	delete(c.staged, runID)
+	delete(c.runs, runID)
+}
+
+func (c *progressCache) commit() {
+	if len(c.runs)+len(c.staged) > maxCachedRuns {
+		clear(c.runs)
+	}
+	for id, p := range c.staged {
+		c.runs[id] = p
+	}
+	clear(c.staged)
+}
+
+func (c *progressCache) abort() { clear(c.staged) }
 
 // stmtID indexes the writer's prepared statements.
 type stmtID int
@@ -193,6 +400,7 @@ const (
 	stmtSavepoint stmtID = iota
 	stmtRelease
 	stmtRollbackTo
+	stmtDataVersion
 	stmtSelectRun
 	stmtSelectRunProgress
 	stmtSelectTransition
@@ -206,6 +414,7 @@ var writeSQL = [numStmts]string{
 	stmtSavepoint:         "SAVEPOINT request",
 	stmtRelease:           "RELEASE request",
 	stmtRollbackTo:        "ROLLBACK TO request",
+	stmtDataVersion:       "PRAGMA data_version",
 	stmtSelectRun:         "SELECT " + runColumns + " FROM playbook_runs WHERE run_id = ?",
 	stmtSelectRunProgress: "SELECT " + progressColumns + " FROM playbook_runs WHERE run_id = ?",
 	stmtSelectTransition:  "SELECT " + transitionColumns + " FROM run_transitions WHERE run_id = ? AND seq = ?",
