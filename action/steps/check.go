@@ -212,7 +212,9 @@ var scopeShapingOperators = map[string]bool{
 // statement (likewise before summarize, count, distinct, take, limit, top or sample, which
 // would drop the column or the rows first), or at the end when there is none. The query is
 // returned unchanged when subs is empty or a top-level where clause of the last statement
-// already mentions subscriptionId. Pipes, quotes and the word subscriptionId inside string
+// already holds a scope filter (`subscriptionId in~ (…)`); any other mention of
+// subscriptionId (isnotempty, !=, ==) does not scope the query, so the filter is still
+// added (an extra filter only narrows). Pipes, quotes and the word subscriptionId inside string
 // literals, comments and parenthesised subqueries are not mistaken for query structure.
 // Subscription ids are quoted as KQL string literals (backslash and quote escaped).
 func InjectScope(query string, subs []string) string {
@@ -227,7 +229,7 @@ func InjectScope(query string, subs []string) string {
 
 	stmt := lastStatement(query)
 	for _, seg := range stmt.segments {
-		if (seg.operator == "where" || seg.operator == "filter") && seg.mentionsSubscriptionID {
+		if (seg.operator == "where" || seg.operator == "filter") && seg.scopesSubscriptionID {
 			return query
 		}
 	}
@@ -246,9 +248,9 @@ func InjectScope(query string, subs []string) string {
 
 // kqlSegment is one top-level pipe segment of a KQL statement.
 type kqlSegment struct {
-	pipe                   int    // byte offset of the segment's '|', -1 for the first segment
-	operator               string // first word after the pipe (e.g. where, project-away)
-	mentionsSubscriptionID bool   // the identifier subscriptionId occurs in the segment
+	pipe                 int    // byte offset of the segment's '|', -1 for the first segment
+	operator             string // first word after the pipe (e.g. where, project-away)
+	scopesSubscriptionID bool   // the segment has `subscriptionId in~ (`: the seed's scope filter
 }
 
 // kqlStatement is one ';'-separated statement of a KQL query.
@@ -313,8 +315,8 @@ func lastStatement(query string) kqlStatement {
 			if wantOperator {
 				current.operator, wantOperator = word, false
 			}
-			if strings.EqualFold(word, "subscriptionId") {
-				current.mentionsSubscriptionID = true
+			if strings.EqualFold(word, "subscriptionId") && strings.HasPrefix(strings.ToLower(strings.TrimLeft(query[i:], " \t\r\n")), "in~") {
+				current.scopesSubscriptionID = true
 			}
 		default:
 			i++
