@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/rbookhq/rbook-action/action/engine"
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
@@ -29,6 +30,9 @@ type fakeCP struct {
 	approval    *rbookv1.Approval
 	changed     chan struct{} // closed and replaced on every approval change
 	decideCalls int
+	// reopened makes RequestApproval answer like a gate opened before a restart: the same
+	// approval with its original, earlier deadline.
+	reopened bool
 }
 
 func newFake() *fakeCP { return &fakeCP{changed: make(chan struct{})} }
@@ -73,7 +77,11 @@ func (f *fakeCP) setApproval(a *rbookv1.Approval) {
 func (f *fakeCP) RequestApproval(_ context.Context, req *rbookv1.RequestApprovalRequest) (*rbookv1.RequestApprovalResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.setApproval(&rbookv1.Approval{ApprovalId: "a-1", RunId: req.GetRunId(), NodeId: req.GetNodeId(), Status: rbookv1.ApprovalStatus_APPROVAL_STATUS_PENDING})
+	a := &rbookv1.Approval{ApprovalId: "a-1", RunId: req.GetRunId(), NodeId: req.GetNodeId(), Status: rbookv1.ApprovalStatus_APPROVAL_STATUS_PENDING, Deadline: req.GetDeadline()}
+	if f.reopened {
+		a.Deadline = timestamppb.New(req.GetDeadline().AsTime().Add(-time.Minute))
+	}
+	f.setApproval(a)
 	return &rbookv1.RequestApprovalResponse{Approval: f.approval, Token: "tok-1"}, nil
 }
 
@@ -358,4 +366,19 @@ func TestGateExpiredIsATimeout(t *testing.T) {
 	if err := <-errc; !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err %v, want a deadline", err)
 	}
+}
+
+func TestGateReopenedAfterRestartSaysItsDeadline(t *testing.T) {
+	f := newFake()
+	f.reopened = true
+	c := serve(t, f)
+	notices := make(chan string, 2)
+	announced := make(chan string, 1)
+	g := &Gate{C: c, Notice: func(m string) { notices <- m }, Announce: func(_, tok string) { announced <- tok }}
+	go g.Await(t.Context(), engine.GateRequest{RunID: "R", StepName: "g", Deadline: time.Now().Add(2 * time.Minute)})
+	tok := <-announced
+	if m := <-notices; !strings.Contains(m, "opened before the executor restarted") {
+		t.Fatalf("notice %q", m)
+	}
+	c.Approvals.Approve(t.Context(), &rbookv1.ApproveRequest{Token: tok, Approver: "bob"})
 }

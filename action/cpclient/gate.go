@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -61,6 +62,11 @@ func (g *Gate) Await(ctx context.Context, req engine.GateRequest) (engine.Decisi
 	id, token := opened.GetApproval().GetApprovalId(), opened.GetToken()
 	if g.Announce != nil {
 		g.Announce(id, token)
+	}
+	// A gate reopened after a restart keeps the approval (and token) it had, with its
+	// original deadline; say so rather than let the prompt promise more time.
+	if dl := opened.GetApproval().GetDeadline(); dl != nil && g.Notice != nil && dl.AsTime().Before(req.Deadline.Add(-time.Second)) {
+		g.Notice(fmt.Sprintf("approval %s was opened before the executor restarted; it closes at its original deadline %s", id, dl.AsTime().UTC().Format(time.RFC3339)))
 	}
 
 	ctx, stop := context.WithCancel(ctx)
