@@ -386,3 +386,33 @@ func TestControlPlane_OneServerPerDatabase(t *testing.T) {
 		t.Fatalf("first run: exit %d\n%s", code, first.output())
 	}
 }
+
+// An approval given while the executor was dead stands: the resumed run takes it instead of
+// asking again.
+func TestControlPlane_ApprovedWhileExecutorWasDead(t *testing.T) {
+	dir := workdir(t)
+	url := serveCP(t, dir)
+	t.Setenv("RBOOK_SHOW_TOKEN", "1")
+	p := start(t, dir, "run", "demo", "--control-plane", url)
+	tok := tokenFrom(t, p)
+	p.cmd.Process.Kill()
+	p.wait(t)
+	if out, code := run(t, dir, "", "approve", tok, "--control-plane", url, "--reason", "while it was down"); code != 0 {
+		t.Fatalf("approve: exit %d\n%s", code, out)
+	}
+	out, code := run(t, dir, "", "run", "demo", "--control-plane", url) // stdin closed: nobody types
+	if code != 0 || !strings.Contains(out, "RESUMING run") {
+		t.Fatalf("resume: exit %d\n%s", code, out)
+	}
+	s := readState(t, dir)
+	var gate string
+	for _, e := range s.EvidencePack {
+		if e.StepName == "confirm-rollout" {
+			gate = e.Status + " " + e.Output
+		}
+	}
+	if !strings.HasPrefix(gate, "PASS") || !strings.Contains(gate, "while it was down") {
+		t.Fatalf("gate entry %q", gate)
+	}
+	checkTransitions(t, getRun(t, url, s.RunID), rbookv1.RunStatus_RUN_STATUS_SUCCEEDED)
+}

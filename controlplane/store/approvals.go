@@ -66,6 +66,28 @@ func (s *Store) CreateApproval(ctx context.Context, na NewApproval) (a Approval,
 			w.change.Approvals = append(w.change.Approvals, superseded...)
 		case !errors.Is(err, sql.ErrNoRows):
 			return fmt.Errorf("store: read approval: %w", err)
+		default:
+			// No open gate: if the last one was decided and the executor never recorded that
+			// decision (it died waiting), the decision stands: reopening hands it back
+			// instead of asking again and losing it.
+			decided, err := scanApproval(w.readRow("SELECT "+approvalColumns+
+				" FROM playbook_approvals WHERE run_id = ? AND node_id = ? AND plan_digest = ?"+
+				" ORDER BY requested_at DESC LIMIT 1", na.RunID, na.NodeID, na.PlanDigest))
+			if err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return fmt.Errorf("store: read approval: %w", err)
+			}
+			if err == nil && (decided.Status == ApprovalApproved || decided.Status == ApprovalRejected) {
+				var seen int
+				if err := w.readRow(`SELECT COUNT(*) FROM run_transitions WHERE run_id = ? AND kind = ? AND step_name = ?
+					AND (recorded_at IS NULL OR recorded_at >= ?)`,
+					na.RunID, string(KindGateDecided), na.NodeID, formatTime(decided.RequestedAt)).Scan(&seen); err != nil {
+					return fmt.Errorf("store: read transitions: %w", err)
+				}
+				if seen == 0 {
+					a, created = decided, false
+					return nil
+				}
+			}
 		}
 
 		initial, decidedAt, approver, reason, source := ApprovalPending, any(nil), any(nil), any(nil), any(nil)
