@@ -104,7 +104,7 @@ type run struct {
 // ended. The error is non-nil only when a Recorder failed: the run's fate is then unknown to
 // its records, and the caller must say so.
 func (e *Engine) Run(ctx context.Context, st Start) (Result, error) {
-	r := &run{e: e, id: st.RunID, seq: st.Seq, evidence: append([]Evidence(nil), st.Evidence...), lastDep: st.LastDeployName}
+	r := e.newRun(st)
 	if st.Fresh {
 		if err := r.emit(ctx, Transition{Kind: TransitionRunStarted, StepIndex: -1, RunStatus: RunInProgress}); err != nil {
 			return Result{}, err
@@ -205,7 +205,7 @@ func (r *run) continuedFailures() string {
 // Rollback runs the compensation for the run's most recent deploy (the rollback verb, DESIGN
 // D4). An unfinished run ends FAILED; a final run keeps its status and gains the entry.
 func (e *Engine) Rollback(ctx context.Context, st Start, current RunStatus) (Result, error) {
-	r := &run{e: e, id: st.RunID, seq: st.Seq, evidence: append([]Evidence(nil), st.Evidence...), lastDep: st.LastDeployName}
+	r := e.newRun(st)
 	final := RunFailed
 	if current.Final() {
 		final = current
@@ -216,8 +216,13 @@ func (e *Engine) Rollback(ctx context.Context, st Start, current RunStatus) (Res
 // Cancel writes the CANCEL audit entry and ends the run CANCELLED (seed Step 8.4–8.6). The
 // caller has already had the cancel confirmed by the user.
 func (e *Engine) Cancel(ctx context.Context, st Start, by string) (Result, error) {
-	r := &run{e: e, id: st.RunID, seq: st.Seq, evidence: append([]Evidence(nil), st.Evidence...), lastDep: st.LastDeployName}
+	r := e.newRun(st)
 	return r.cancel(ctx, by)
+}
+
+// newRun picks the run up where st says it stands.
+func (e *Engine) newRun(st Start) *run {
+	return &run{e: e, id: st.RunID, seq: st.Seq, evidence: append([]Evidence(nil), st.Evidence...), lastDep: st.LastDeployName}
 }
 
 func (r *run) now() time.Time {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/rbookhq/rbook-action/action/mcp/procgroup"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	rmcp "github.com/rbookhq/rbook-action/action/mcp"
 )
@@ -99,7 +101,7 @@ func TestConnectEndKillsMuteServer(t *testing.T) {
 			if !errors.Is(err, context.Canceled) || !strings.HasPrefix(err.Error(), `mcp server "mute": connect: `) {
 				t.Errorf("Dial = %v, want a connect error naming the server and wrapping context.Canceled", err)
 			}
-			if err := awaitGroupGone(pgid); err != nil {
+			if err := procgroup.AwaitGone(pgid, 10*time.Second); err != nil {
 				t.Error(err)
 			}
 		})
@@ -125,7 +127,7 @@ func TestSessionOutlivesConnectContext(t *testing.T) {
 		t.Fatalf("CallTool after the connect context ended = %+v, %v", res, err)
 	}
 	endLifetime()
-	if err := awaitGroupGone(pgid); err != nil {
+	if err := procgroup.AwaitGone(pgid, 10*time.Second); err != nil {
 		t.Error(err)
 	}
 	if _, err := s.CallTool(context.Background(), "validate_query", map[string]any{"query": "Resources"}); err == nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/rbookhq/rbook-action/action/mcp/procgroup"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -156,7 +157,7 @@ func TestStdioDemoEndToEnd(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Errorf("second Close = %v", err)
 	}
-	if err := awaitGroupGone(pgid); err != nil {
+	if err := procgroup.AwaitGone(pgid, 10*time.Second); err != nil {
 		t.Error(err)
 	}
 }
@@ -265,7 +266,7 @@ func TestCloseKillsServerProcessGroup(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Errorf("Close = %v", err)
 	}
-	if err := awaitGroupGone(pgid); err != nil {
+	if err := procgroup.AwaitGone(pgid, 10*time.Second); err != nil {
 		t.Error(err)
 	}
 }
@@ -280,7 +281,7 @@ func TestDialContextEndKillsServerProcessGroup(t *testing.T) {
 	}
 	pgid := rmcp.ServerPID(s)
 	cancel()
-	if err := awaitGroupGone(pgid); err != nil {
+	if err := procgroup.AwaitGone(pgid, 10*time.Second); err != nil {
 		t.Error(err)
 	}
 	if _, err := s.CallTool(context.Background(), "validate_query", map[string]any{"query": "Resources"}); err == nil {
@@ -344,21 +345,4 @@ func groupMembers(t *testing.T, pgid int) []int {
 		}
 	}
 	return pids
-}
-
-// awaitGroupGone polls kill(-pgid, 0) until ESRCH: orphans are reaped by init asynchronously,
-// so a bounded poll is the only way to observe that the group is gone.
-func awaitGroupGone(pgid int) error {
-	const within = 10 * time.Second
-	deadline := time.Now().Add(within)
-	for {
-		err := syscall.Kill(-pgid, 0)
-		if errors.Is(err, syscall.ESRCH) {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("process group %d still exists %v after the session ended (kill -0: %v)", pgid, within, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }

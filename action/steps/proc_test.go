@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/rbookhq/rbook-action/action/mcp/procgroup"
 	"os"
 	"strconv"
 	"strings"
@@ -73,7 +74,7 @@ func TestCase_R04_DeadlineKillsWholeProcessGroup(t *testing.T) {
 	if limit := deadline + grace + 5*time.Second; elapsed > limit {
 		t.Fatalf("Wait returned after %v, want under %v", elapsed, limit)
 	}
-	if err := awaitGroupGone(pgid, 10*time.Second); err != nil {
+	if err := procgroup.AwaitGone(pgid, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	for _, pid := range children {
@@ -98,27 +99,11 @@ func TestKillGroup(t *testing.T) {
 	if err := cmd.Wait(); err == nil {
 		t.Fatal("Wait returned nil for a killed process")
 	}
-	if err := awaitGroupGone(pgid, 10*time.Second); err != nil {
+	if err := procgroup.AwaitGone(pgid, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	if err := KillGroup(cmd); err != nil {
 		t.Fatalf("KillGroup on a gone group = %v, want nil", err)
-	}
-}
-
-// awaitGroupGone polls kill(-pgid, 0) until it reports ESRCH. Orphaned members are reaped by
-// init asynchronously after SIGKILL, so a bounded poll is the only portable way to observe it.
-func awaitGroupGone(pgid int, within time.Duration) error {
-	deadline := time.Now().Add(within)
-	for {
-		err := syscall.Kill(-pgid, 0)
-		if errors.Is(err, syscall.ESRCH) {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("process group %d still exists %v after the kill (kill -0: %v)", pgid, within, err)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 

@@ -63,7 +63,10 @@ func serveCP(t *testing.T, dir string) string {
 	return "http://" + addr
 }
 
-var approveLine = regexp.MustCompile(`rbook approve (\S+)`)
+var (
+	approveLine = regexp.MustCompile(`rbook approve (\S+)`)
+	demoRunID   = regexp.MustCompile(`RBOOK-\d{8}-demo-[0-9a-f]{8}(\.\d+)?`)
+)
 
 // tokenFrom waits for the executor's "rbook approve <token>" line and returns the token.
 func tokenFrom(t *testing.T, p *proc) string {
@@ -213,7 +216,7 @@ func TestCase_A04_CancelRunWhileGateWaits(t *testing.T) {
 	t.Setenv("RBOOK_SHOW_TOKEN", "1")
 	p := start(t, dir, "run", "demo", "--control-plane", url)
 	tok := tokenFrom(t, p)
-	runID := regexp.MustCompile(`RBOOK-\d{8}-demo-[0-9a-f]{8}(\.\d+)?`).FindString(p.output())
+	runID := demoRunID.FindString(p.output())
 	c := cpclient.New(url, "")
 	if _, err := c.Runs.CancelRun(context.Background(), &rbookv1.CancelRunRequest{RunId: runID, Reason: "change freeze"}); err != nil {
 		t.Fatal(err)
@@ -241,7 +244,7 @@ func TestControlPlane_ThreeClients(t *testing.T) {
 	t.Setenv("RBOOK_SHOW_TOKEN", "1")
 	p := start(t, dir, "run", "demo", "--control-plane", url)
 	tok := tokenFrom(t, p)
-	runID := regexp.MustCompile(`RBOOK-\d{8}-demo-[0-9a-f]{8}(\.\d+)?`).FindString(p.output())
+	runID := demoRunID.FindString(p.output())
 
 	conn, err := grpc.NewClient(strings.TrimPrefix(url, "http://"), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -319,7 +322,7 @@ func TestControlPlane_CLI(t *testing.T) {
 	t.Setenv("RBOOK_SHOW_TOKEN", "1")
 	p := start(t, dir, "run", "demo", "--control-plane", url)
 	tok := tokenFrom(t, p)
-	runID := regexp.MustCompile(`RBOOK-\d{8}-demo-[0-9a-f]{8}(\.\d+)?`).FindString(p.output())
+	runID := demoRunID.FindString(p.output())
 
 	out, code := run(t, dir, "", "approvals", "--pending", "--control-plane", url)
 	if code != 0 || !strings.Contains(out, runID) || !strings.Contains(out, "confirm-rollout") || !strings.Contains(out, "pending") || strings.Contains(out, tok) {

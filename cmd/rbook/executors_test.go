@@ -6,8 +6,8 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
+	"github.com/rbookhq/rbook-action/action/mcp/procgroup"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -96,7 +96,7 @@ func TestUnansweredMCPHandshakeTimesOutEachCheck(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := awaitMCPServerGone(pgid); err != nil {
+		if err := procgroup.AwaitGone(pgid, 10*time.Second); err != nil {
 			t.Error(err)
 		}
 	}
@@ -147,7 +147,7 @@ func TestSIGTERMStopsRunWaitingForMCPHandshake(t *testing.T) {
 	if p.code != 1 || !strings.Contains(p.output(), "can be resumed: rbook run h") {
 		t.Errorf("exit %d, want 1 and a resume hint:\n%s", p.code, p.output())
 	}
-	if err := awaitMCPServerGone(pgid); err != nil {
+	if err := procgroup.AwaitGone(pgid, 10*time.Second); err != nil {
 		t.Error(err)
 	}
 }
@@ -160,24 +160,7 @@ func TestKilledRbookTakesMCPServerAlong(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Not waiting for p.done: rbook's output pipe stays open as long as the server lives.
-	if err := awaitMCPServerGone(pgid); err != nil {
+	if err := procgroup.AwaitGone(pgid, 10*time.Second); err != nil {
 		t.Error(err)
-	}
-}
-
-// awaitMCPServerGone polls kill(-pgid, 0) until ESRCH: orphans are reaped by init
-// asynchronously, so a bounded poll is the only way to observe that the group is gone.
-func awaitMCPServerGone(pgid int) error {
-	const within = 10 * time.Second
-	deadline := time.Now().Add(within)
-	for {
-		err := syscall.Kill(-pgid, 0)
-		if errors.Is(err, syscall.ESRCH) {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("MCP server process group %d still exists %v after rbook let go of it (kill -0: %v)", pgid, within, err)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // helperEnv makes the re-executed test binary start a group leader, print its pid and wait
@@ -58,7 +59,7 @@ func TestKilledParentTakesLeaderAlong(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = parent.Wait()
-	if err := awaitGroupGone(pid); err != nil {
+	if err := AwaitGone(pid, 10*time.Second); err != nil {
 		t.Fatalf("the leader outlived its killed parent: %v", err)
 	}
 }

@@ -8,6 +8,7 @@ package procgroup
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"syscall"
@@ -69,4 +70,22 @@ func groupSignalError(err error) error {
 		return os.ErrProcessDone
 	}
 	return err
+}
+
+// AwaitGone waits until process group pgid no longer exists (kill(-pgid, 0) reports ESRCH),
+// for at most within. Members killed with SIGKILL are reaped by init asynchronously, so a
+// bounded poll every 10 ms is the only way to observe that the group is gone. It returns an
+// error naming the group when it still exists at the deadline.
+func AwaitGone(pgid int, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for {
+		err := syscall.Kill(-pgid, 0)
+		if errors.Is(err, syscall.ESRCH) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("process group %d still exists %v later (kill -0: %v)", pgid, within, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"fmt"
 	"os/exec"
 	"syscall"
 	"testing"
@@ -36,7 +35,7 @@ func TestCancelKillsChildThatOutlivesLeader(t *testing.T) {
 	if err := cmd.Wait(); !errors.As(err, &exitErr) || exitErr.Sys().(syscall.WaitStatus).Signal() != syscall.SIGTERM {
 		t.Fatalf("Wait = %v, want the leader killed by SIGTERM", err)
 	}
-	if err := awaitGroupGone(pgid); err != nil {
+	if err := AwaitGone(pgid, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -53,20 +52,5 @@ func TestKillNotStarted(t *testing.T) {
 func TestDefaultGrace(t *testing.T) {
 	if cmd := Command(context.Background(), 0, "true"); cmd.WaitDelay != DefaultGrace {
 		t.Errorf("WaitDelay = %v, want DefaultGrace %v", cmd.WaitDelay, DefaultGrace)
-	}
-}
-
-// awaitGroupGone polls kill(-pgid, 0) until ESRCH; init reaps orphans asynchronously.
-func awaitGroupGone(pgid int) error {
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		err := syscall.Kill(-pgid, 0)
-		if errors.Is(err, syscall.ESRCH) {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("process group %d still exists (kill -0: %v)", pgid, err)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
