@@ -3,6 +3,7 @@ package cpclient
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -33,9 +34,19 @@ type fakeCP struct {
 	// reopened makes RequestApproval answer like a gate opened before a restart: the same
 	// approval with its original, earlier deadline.
 	reopened bool
+	// approveFail makes Approve answer Unavailable this many times first (-1: always).
+	approveFail int
+	// watchBreak makes the first WatchApproval stream, after its first message, wait this
+	// long and then fail with Unavailable.
+	watchBreak  time.Duration
+	watchCalls  int
+	watched     chan struct{} // closed once the first watch stream sent its first message
+	recordCalls int
+	// recordHang makes RecordTransition wait until the client gives up.
+	recordHang bool
 }
 
-func newFake() *fakeCP { return &fakeCP{changed: make(chan struct{})} }
+func newFake() *fakeCP { return &fakeCP{changed: make(chan struct{}), watched: make(chan struct{})} }
 
 func cpErr(code connect.Code, rcode string) error {
 	e := connect.NewError(code, errors.New(rcode+": refused"))
@@ -45,8 +56,14 @@ func cpErr(code connect.Code, rcode string) error {
 	return e
 }
 
-func (f *fakeCP) RecordTransition(_ context.Context, req *rbookv1.RecordTransitionRequest) (*rbookv1.RecordTransitionResponse, error) {
+func (f *fakeCP) RecordTransition(ctx context.Context, req *rbookv1.RecordTransitionRequest) (*rbookv1.RecordTransitionResponse, error) {
 	f.mu.Lock()
+	f.recordCalls++
+	if f.recordHang {
+		f.mu.Unlock()
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
 	defer f.mu.Unlock()
 	if f.failFirst > 0 {
 		f.failFirst--
@@ -105,6 +122,14 @@ func (f *fakeCP) decide(token, by string, st rbookv1.ApprovalStatus) (*rbookv1.A
 }
 
 func (f *fakeCP) Approve(_ context.Context, req *rbookv1.ApproveRequest) (*rbookv1.ApproveResponse, error) {
+	f.mu.Lock()
+	if f.approveFail != 0 {
+		f.approveFail--
+		f.decideCalls++
+		f.mu.Unlock()
+		return nil, connect.NewError(connect.CodeUnavailable, errors.New("503 Service Unavailable"))
+	}
+	f.mu.Unlock()
 	a, err := f.decide(req.GetToken(), req.GetApprover(), rbookv1.ApprovalStatus_APPROVAL_STATUS_APPROVED)
 	return &rbookv1.ApproveResponse{Approval: a}, err
 }
@@ -115,12 +140,24 @@ func (f *fakeCP) Reject(_ context.Context, req *rbookv1.RejectRequest) (*rbookv1
 }
 
 func (f *fakeCP) WatchApproval(ctx context.Context, _ *rbookv1.WatchApprovalRequest, s *connect.ServerStream[rbookv1.WatchApprovalResponse]) error {
+	f.mu.Lock()
+	f.watchCalls++
+	breakAfter := f.watchBreak
+	if f.watchCalls > 1 {
+		breakAfter = 0
+	}
+	f.mu.Unlock()
 	for {
 		f.mu.Lock()
 		a, changed := f.approval, f.changed
 		f.mu.Unlock()
 		if err := s.Send(&rbookv1.WatchApprovalResponse{Approval: a}); err != nil {
 			return err
+		}
+		if breakAfter > 0 {
+			close(f.watched)
+			time.Sleep(breakAfter) // a stream that lived long, then broke
+			return connect.NewError(connect.CodeUnavailable, errors.New("connection reset"))
 		}
 		if a.GetStatus() != rbookv1.ApprovalStatus_APPROVAL_STATUS_PENDING {
 			return nil
@@ -138,7 +175,11 @@ func serve(t *testing.T, f *fakeCP) *Client {
 	mux := http.NewServeMux()
 	mux.Handle(rbookv1connect.NewRunServiceHandler(f))
 	mux.Handle(rbookv1connect.NewApprovalServiceHandler(f))
-	srv := httptest.NewServer(mux)
+	srv := httptest.NewUnstartedServer(mux)
+	srv.Config.Protocols = new(http.Protocols)
+	srv.Config.Protocols.SetHTTP1(true)
+	srv.Config.Protocols.SetUnencryptedHTTP2(true) // the client speaks h2c to http:// URLs
+	srv.Start()
 	t.Cleanup(srv.Close)
 	c := New(srv.URL, "")
 	c.Deadline = 5 * time.Second
@@ -381,4 +422,170 @@ func TestGateReopenedAfterRestartSaysItsDeadline(t *testing.T) {
 		t.Fatalf("notice %q", m)
 	}
 	c.Approvals.Approve(t.Context(), &rbookv1.ApproveRequest{Token: tok, Approver: "bob"})
+}
+
+func connectErr(code connect.Code, rcode string) error {
+	if rcode != "" {
+		return cpErr(code, rcode)
+	}
+	return connect.NewError(code, errors.New("from the transport"))
+}
+
+// Issue 6, item 1.5: transient failures are retried, definite refusals are not.
+func TestIssue6_1_5_RetryableClassification(t *testing.T) {
+	cases := []struct {
+		code  connect.Code
+		rcode string
+		want  bool
+	}{
+		{connect.CodeUnavailable, "", true},      // refused or reset connection, HTTP 429/502/503/504
+		{connect.CodeUnknown, "", true},          // another HTTP status, a broken read
+		{connect.CodeInternal, "", true},         // incomplete envelope, unexpected EOF
+		{connect.CodeDeadlineExceeded, "", true}, // an attempt timed out
+		{connect.CodeCanceled, "", true},         // a stream reset by the peer
+		{connect.CodeAborted, "", true},
+		{connect.CodeInvalidArgument, "", false},
+		{connect.CodeUnauthenticated, "", false}, // HTTP 401
+		{connect.CodePermissionDenied, "", false},
+		{connect.CodeUnimplemented, "", false}, // HTTP 404
+		{connect.CodeResourceExhausted, "", false},
+		{connect.CodeAborted, "E_RETRY", true},
+		{connect.CodeUnavailable, "E_RETRY", true},
+		{connect.CodeInternal, "E_INTERNAL", true},
+		{connect.CodeAlreadyExists, "E_SEQ_CONFLICT", false},
+		{connect.CodeFailedPrecondition, "E_SEQ_GAP", false},
+		{connect.CodePermissionDenied, "E_PERMISSION_DENIED", false},
+		{connect.CodeInvalidArgument, "E_INVALID_ARGUMENT", false},
+		{connect.CodeFailedPrecondition, "E_APPROVAL_ALREADY_DECIDED", false},
+		{connect.CodeUnavailable, "E_SOMETHING_NEW", false}, // any other rbook code is the server's answer
+	}
+	for _, c := range cases {
+		if got := Retryable(connectErr(c.code, c.rcode)); got != c.want {
+			t.Errorf("%s %q: Retryable = %v, want %v", c.code, c.rcode, got, c.want)
+		}
+	}
+	if Retryable(errors.New("not a connect error")) {
+		t.Error("an unknown error is retried")
+	}
+}
+
+// Issue 6, item 1.5: the back-off doubles from minBackoff, never exceeds maxBackoff, and is
+// jittered (equal jitter: between half the step and the step).
+func TestIssue6_1_5_BackoffIsCappedAndJittered(t *testing.T) {
+	seen := map[time.Duration]bool{}
+	for n := range 40 {
+		step := maxBackoff
+		if n < 16 {
+			step = min(minBackoff<<n, maxBackoff)
+		}
+		d := backoff(n)
+		if d < step/2 || d > step {
+			t.Fatalf("backoff(%d) = %s, want within [%s, %s]", n, d, step/2, step)
+		}
+		seen[d] = true
+	}
+	if len(seen) < 20 {
+		t.Errorf("only %d distinct waits in 40: no jitter", len(seen))
+	}
+}
+
+// Issue 6, item 1.4: a control plane that takes calls and never answers costs one attempt
+// timeout per attempt, and the call gives up at the deadline instead of hanging.
+func TestIssue6_1_4_AttemptTimeoutBoundsASilentServer(t *testing.T) {
+	f := newFake()
+	f.recordHang = true
+	c := serve(t, f)
+	c.Deadline, c.AttemptTimeout = 1500*time.Millisecond, 200*time.Millisecond
+	err := (&Recorder{C: c, Sync: true}).Record(t.Context(), tr(1))
+	var ue *UnreachableError
+	if !errors.As(err, &ue) || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err %v, want *UnreachableError that is no deadline", err)
+	}
+	f.mu.Lock()
+	calls := f.recordCalls
+	f.mu.Unlock()
+	if calls < 3 {
+		t.Fatalf("%d attempts within the deadline; each should have been cut at the attempt timeout", calls)
+	}
+	// A direct unary call without a deadline gets the attempt timeout too (the CLI's get, runs).
+	if _, err := c.Runs.RecordTransition(t.Context(), &rbookv1.RecordTransitionRequest{Transition: ToProto(tr(1))}); connect.CodeOf(err) != connect.CodeDeadlineExceeded {
+		t.Fatalf("a direct call: %v, want deadline_exceeded", err)
+	}
+}
+
+// Issue 6, item 1.4: a watch stream that lived longer than the deadline and then broke gets a
+// full deadline to come back: the clock starts when the stream was lost.
+func TestIssue6_1_4_WatchDeadlineCountsFromTheLoss(t *testing.T) {
+	f := newFake()
+	f.watchBreak = 700 * time.Millisecond
+	c := serve(t, f)
+	c.Deadline = 500 * time.Millisecond
+	announced := make(chan string, 1)
+	g := &Gate{C: c, Announce: func(_, tok string) { announced <- tok }}
+	done := make(chan error, 1)
+	go func() {
+		d, err := g.Await(t.Context(), engine.GateRequest{RunID: "R", StepName: "g", Deadline: time.Now().Add(time.Minute)})
+		if err == nil && d.Verdict != engine.Approved {
+			err = fmt.Errorf("verdict %d", d.Verdict)
+		}
+		done <- err
+	}()
+	tok := <-announced
+	<-f.watched
+	if _, err := c.Approvals.Approve(t.Context(), &rbookv1.ApproveRequest{Token: tok, Approver: "bob"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("the watch did not come back after a long-lived stream broke: %v", err)
+	}
+	f.mu.Lock()
+	calls := f.watchCalls
+	f.mu.Unlock()
+	if calls != 2 {
+		t.Fatalf("%d watch streams, want the broken one and its replacement", calls)
+	}
+}
+
+// Issue 6, item 1.6: a terminal answer the control plane cannot take at once is sent again
+// until it is recorded — also after the gate's deadline passed meanwhile.
+func TestIssue6_1_6_AnswerRetriedPastTheGateDeadline(t *testing.T) {
+	f := newFake()
+	f.approveFail = 4
+	c := serve(t, f)
+	local := &localGate{v: engine.Approved, release: make(chan struct{})}
+	close(local.release)
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond) // the gate's deadline
+	defer cancel()
+	g := &Gate{C: c, Local: local, Who: "ann"}
+	d, err := g.Await(ctx, engine.GateRequest{RunID: "R", StepName: "g", Deadline: time.Now().Add(300 * time.Millisecond)})
+	if err != nil || d.Verdict != engine.Approved {
+		t.Fatalf("decision %+v, err %v; want the answer recorded", d, err)
+	}
+	if ctx.Err() == nil {
+		t.Fatal("the retries ended before the gate's deadline; the test proves nothing")
+	}
+	f.mu.Lock()
+	calls, st := f.decideCalls, f.approval.GetStatus()
+	f.mu.Unlock()
+	if calls != 5 || st != rbookv1.ApprovalStatus_APPROVAL_STATUS_APPROVED {
+		t.Fatalf("%d Approve calls, approval %s", calls, st)
+	}
+}
+
+// Issue 6, item 1.6: an answer that cannot be recorded within the deadline makes the gate
+// unresolved (the run halts), never a timeout.
+func TestIssue6_1_6_UnrecordableAnswerIsUnresolved(t *testing.T) {
+	f := newFake()
+	f.approveFail = -1
+	c := serve(t, f)
+	c.Deadline = 600 * time.Millisecond
+	local := &localGate{v: engine.Approved, release: make(chan struct{})}
+	close(local.release)
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	g := &Gate{C: c, Local: local, Who: "ann"}
+	_, err := g.Await(ctx, engine.GateRequest{RunID: "R", StepName: "g", Deadline: time.Now().Add(200 * time.Millisecond)})
+	if !errors.Is(err, engine.ErrGateUnresolved) || errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), `your answer "typed" could not be recorded`) {
+		t.Fatalf("err %v, want ErrGateUnresolved and no deadline", err)
+	}
 }

@@ -39,15 +39,33 @@ type Gate struct {
 }
 
 // Await opens the gate on the control plane and waits for the first decision (engine.Gate).
-// It returns ctx.Err() when the gate's deadline passes or the run stops.
+//
+// The control plane's record decides (issue 6, item 1.6): ctx's deadline is the gate's, and
+// the control plane closes the gate (expired) at that same deadline, so when it passes Await
+// waits up to the client's Deadline more for the control plane to say what became of the
+// gate — expired (ctx.Err()-like: the engine records TIMED_OUT) or a decision that made it
+// in time. When it cannot tell, it returns an error wrapping engine.ErrGateUnresolved and the
+// run halts, resumable, rather than time out on a guess. A person's answer at the terminal
+// is kept and sent with the client's retries and back-off; until it is recorded or refused
+// the gate's deadline does not apply, and an answer the control plane cannot take within the
+// Deadline halts the run (ErrGateUnresolved) — it never becomes TIMED_OUT or on_fail. A retry
+// that finds the gate E_APPROVAL_ALREADY_DECIDED (the first attempt committed and its answer
+// was lost, or someone decided first) takes the decision the watch stream delivers. Await
+// returns ctx.Err() when the run stops (signal, cancel).
 func (g *Gate) Await(ctx context.Context, req engine.GateRequest) (engine.Decision, error) {
 	open := &rbookv1.RequestApprovalRequest{
 		RunId: req.RunID, NodeId: req.StepName, StepIndex: int32(req.StepIndex), Prompt: req.Prompt,
 		Deadline: timestamppb.New(req.Deadline), PlanDigest: req.PlanDigest, OnFail: req.OnFail,
 	}
+	// hold ends when the run stops, not at the gate's deadline.
+	hold, release := untilStopped(ctx)
+	defer release()
 	if g.Drain != nil {
-		if err := g.Drain(ctx); err != nil {
-			return engine.Decision{}, err
+		if err := g.Drain(hold); err != nil {
+			return engine.Decision{}, stopped(ctx, fmt.Errorf("%w: %w", engine.ErrGateUnresolved, err))
+		}
+		if ctx.Err() != nil {
+			return engine.Decision{}, ctx.Err() // the deadline passed before the gate could open
 		}
 	}
 	var opened *rbookv1.RequestApprovalResponse
@@ -57,6 +75,9 @@ func (g *Gate) Await(ctx context.Context, req engine.GateRequest) (engine.Decisi
 		return err
 	})
 	if err != nil {
+		if ctx.Err() != nil {
+			return engine.Decision{}, ctx.Err() // nobody was asked: the gate never opened in time
+		}
 		return engine.Decision{}, fmt.Errorf("control plane %s: RequestApproval: %w", g.C.URL, err)
 	}
 	id, token := opened.GetApproval().GetApprovalId(), opened.GetToken()
@@ -69,7 +90,7 @@ func (g *Gate) Await(ctx context.Context, req engine.GateRequest) (engine.Decisi
 		g.Notice(fmt.Sprintf("approval %s was opened before the executor restarted; it closes at its original deadline %s", id, dl.AsTime().UTC().Format(time.RFC3339)))
 	}
 
-	ctx, stop := context.WithCancel(ctx)
+	hold, stop := context.WithCancel(hold)
 	defer stop()
 	type result struct {
 		d   engine.Decision
@@ -77,7 +98,7 @@ func (g *Gate) Await(ctx context.Context, req engine.GateRequest) (engine.Decisi
 	}
 	remote := make(chan result, 1)
 	go func() {
-		d, err := g.watch(ctx, id)
+		d, err := g.watch(hold, id)
 		remote <- result{d, err}
 	}()
 	local := make(chan result, 1)
@@ -87,6 +108,12 @@ func (g *Gate) Await(ctx context.Context, req engine.GateRequest) (engine.Decisi
 			local <- result{d, err}
 		}()
 	}
+	var (
+		answer   *engine.Decision // a terminal answer being recorded
+		recorded chan result      // its outcome
+		gateDone = ctx.Done()     // nil while an answer is being recorded
+		grace    <-chan time.Time // after the deadline: how long the control plane has to confirm
+	)
 	for {
 		select {
 		case r := <-remote:
@@ -97,52 +124,123 @@ func (g *Gate) Await(ctx context.Context, req engine.GateRequest) (engine.Decisi
 				<-ctx.Done()
 				return engine.Decision{}, ctx.Err()
 			}
-			return r.d, r.err
+			if r.err != nil && answer != nil && errors.Is(r.err, context.DeadlineExceeded) {
+				// The gate closed on the control plane while a person's answer was on its way.
+				return engine.Decision{}, stopped(ctx, fmt.Errorf("%w: your answer %q did not reach the control plane %s before the gate's deadline, so it was not recorded; run the same command again to be asked again", engine.ErrGateUnresolved, answer.Input, g.C.URL))
+			}
+			if r.err != nil {
+				return engine.Decision{}, stopped(ctx, r.err)
+			}
+			return r.d, nil
 		case r := <-local:
-			if r.err != nil || r.d.Verdict == engine.Cancelled {
-				if r.err != nil {
-					continue // the terminal cannot answer (stdin closed): the control plane still can
-				}
+			if r.err != nil {
+				continue // the terminal cannot answer (stdin closed): the control plane still can
+			}
+			if r.d.Verdict == engine.Cancelled {
 				return r.d, nil
 			}
-			d, err := g.decideLocally(ctx, token, r.d)
-			if err == nil {
-				return d, nil
+			answer, recorded, gateDone, grace = &r.d, make(chan result, 1), nil, nil
+			go func(d engine.Decision) {
+				d, err := g.decideLocally(hold, token, d)
+				recorded <- result{d, err}
+			}(r.d)
+		case r := <-recorded:
+			switch code := Code(r.err); {
+			case r.err == nil:
+				return r.d, nil
+			case hold.Err() != nil:
+				return engine.Decision{}, stopped(ctx, r.err)
+			case code == "E_APPROVAL_ALREADY_DECIDED":
+				// Someone decided first, or an earlier attempt of ours committed and its answer
+				// was lost: the control plane's record, which the watch delivers, decides.
+				recorded = nil
+			case code == "E_TOKEN_EXPIRED":
+				return engine.Decision{}, fmt.Errorf("%w: your answer %q reached the control plane %s only after the gate's deadline, so it was not recorded; run the same command again to be asked again", engine.ErrGateUnresolved, answer.Input, g.C.URL)
+			case !isDefinite(r.err):
+				return engine.Decision{}, fmt.Errorf("%w: your answer %q could not be recorded on the control plane: %w", engine.ErrGateUnresolved, answer.Input, r.err)
+			default:
+				// The terminal's answer may not decide this gate (E_PERMISSION_DENIED,
+				// E_SELF_APPROVAL): it is no answer, and the control plane decides.
+				if g.Notice != nil {
+					g.Notice(fmt.Sprintf("your answer could not decide the gate (%v); it waits for a decision on the control plane", r.err))
+				}
+				answer, recorded, gateDone = nil, nil, ctx.Done()
 			}
-			// Another source decided first (its decision arrives on the watch stream), or the
-			// terminal's answer may not decide this gate: either way the control plane decides.
-			if Code(err) != "E_APPROVAL_ALREADY_DECIDED" && g.Notice != nil {
-				g.Notice(fmt.Sprintf("your answer could not decide the gate (%v); it waits for a decision on the control plane", err))
+		case <-gateDone:
+			gateDone = nil
+			if !errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
+				return engine.Decision{}, ctx.Err() // the run stopped
 			}
+			t := time.NewTimer(g.C.deadline())
+			defer t.Stop()
+			grace = t.C
+		case <-grace:
+			return engine.Decision{}, fmt.Errorf("%w: the gate's deadline passed and the control plane %s did not confirm within %s that it closed approval %s", engine.ErrGateUnresolved, g.C.URL, g.C.deadline(), id)
 		}
 	}
 }
 
-// decideLocally applies a terminal answer with the same compare-and-set as everyone else.
+// isDefinite reports whether err is the control plane's definite answer (not a transport
+// failure, not *UnreachableError).
+func isDefinite(err error) bool {
+	var ue *UnreachableError
+	return err != nil && !errors.As(err, &ue) && !Retryable(err) && Code(err) != ""
+}
+
+// untilStopped returns a context that ends when ctx is cancelled (the run stopped: a signal,
+// a cancel) but not when ctx's own deadline passes.
+func untilStopped(ctx context.Context) (context.Context, func()) {
+	hold, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, func() {
+		if cause := context.Cause(ctx); !errors.Is(cause, context.DeadlineExceeded) {
+			cancel(cause)
+		}
+	})
+	return hold, func() { stop(); cancel(nil) }
+}
+
+// stopped returns ctx.Err() when the run stopped (so the engine records the interruption),
+// else err.
+func stopped(ctx context.Context, err error) error {
+	if ctx.Err() != nil && !errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
+		return ctx.Err()
+	}
+	return err
+}
+
+// decideLocally applies a terminal answer with the same compare-and-set as everyone else,
+// retrying transient failures with the client's back-off (issue 6, item 1.6).
 func (g *Gate) decideLocally(ctx context.Context, token string, d engine.Decision) (engine.Decision, error) {
 	reason := "answered at the executor's terminal: " + d.Input
-	var err error
-	if d.Verdict == engine.Approved {
-		_, err = g.C.Approvals.Approve(ctx, &rbookv1.ApproveRequest{Token: token, Reason: reason, Approver: g.Who})
-	} else {
-		_, err = g.C.Approvals.Reject(ctx, &rbookv1.RejectRequest{Token: token, Reason: reason, Approver: g.Who})
-	}
+	err := g.C.retry(ctx, func(ctx context.Context) error {
+		var err error
+		if d.Verdict == engine.Approved {
+			_, err = g.C.Approvals.Approve(ctx, &rbookv1.ApproveRequest{Token: token, Reason: reason, Approver: g.Who})
+		} else {
+			_, err = g.C.Approvals.Reject(ctx, &rbookv1.RejectRequest{Token: token, Reason: reason, Approver: g.Who})
+		}
+		return err
+	})
 	return d, err
 }
 
 var errRunCancelled = errors.New("the run was cancelled on the control plane")
 
-// watch follows the approval until it is decided. A broken stream is reopened (with
-// back-off); the control plane replays the current state first, so nothing is missed.
+// watch follows the approval until it is decided. A broken stream is reopened with the
+// client's back-off; the control plane replays the current state first, so nothing is
+// missed. A stream counts as alive once its first message arrived (a silent connection is
+// found by HTTP/2 pings, see PingInterval); it fails with engine.ErrGateUnresolved when the
+// control plane stayed unreachable for the client's Deadline.
 func (g *Gate) watch(ctx context.Context, approvalID string) (engine.Decision, error) {
 	var decided *rbookv1.Approval
-	err := g.C.retry(ctx, func(ctx context.Context) error {
+	err := g.C.retryAlive(ctx, func(ctx context.Context, alive func()) error {
 		stream, err := g.C.Approvals.WatchApproval(ctx, &rbookv1.WatchApprovalRequest{ApprovalId: approvalID})
 		if err != nil {
 			return err
 		}
 		defer stream.Close()
 		for stream.Receive() {
+			alive()
 			a := stream.Msg().GetApproval()
 			if a.GetStatus() != rbookv1.ApprovalStatus_APPROVAL_STATUS_PENDING {
 				decided = a
@@ -155,7 +253,10 @@ func (g *Gate) watch(ctx context.Context, approvalID string) (engine.Decision, e
 		return errStreamEnded
 	})
 	if err != nil {
-		return engine.Decision{}, err
+		if ctx.Err() != nil {
+			return engine.Decision{}, ctx.Err()
+		}
+		return engine.Decision{}, fmt.Errorf("%w: watching approval %s: %w", engine.ErrGateUnresolved, approvalID, err)
 	}
 	d := engine.Decision{By: decided.GetApprover(), Reason: decided.GetReason(), Source: "control-plane"}
 	switch decided.GetStatus() {

@@ -360,6 +360,9 @@ func (r *run) confirm(ctx context.Context, step runbook.Step) Outcome {
 			if ctx.Err() != nil {
 				return Outcome{Status: StatusFail, Output: context.Cause(ctx).Error()}
 			}
+			if errors.Is(err, ErrGateUnresolved) {
+				return Outcome{halt: fmt.Errorf("gate '%s' could not wait for a decision: %w", step.Name, err)}
+			}
 			if errors.Is(sctx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) {
 				return Outcome{Status: StatusTimedOut, Output: fmt.Sprintf("no decision within max_timeout_seconds=%d; the gate was closed", step.TimeoutSeconds)}
 			}

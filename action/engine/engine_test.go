@@ -440,3 +440,20 @@ func TestGateErrorsHaltOrFail(t *testing.T) {
 		t.Fatalf("no answer: %v %s %q", err, res.Status, rec.summary())
 	}
 }
+
+// Issue 6, item 1.6: a gate whose decision is not known (ErrGateUnresolved) halts the run,
+// resumable, even when its deadline passed meanwhile: no TIMED_OUT, no on_fail.
+func TestIssue6_1_6_UnresolvedGateHaltsAfterItsDeadline(t *testing.T) {
+	rec := &memRecorder{}
+	g := gateFunc(func(ctx context.Context, _ engine.GateRequest) (engine.Decision, error) {
+		<-ctx.Done() // the deadline passes while a person's answer is on its way
+		return engine.Decision{}, fmt.Errorf("%w: the answer could not be recorded", engine.ErrGateUnresolved)
+	})
+	c := confirm("g", "rollback")
+	c.TimeoutSeconds = 1
+	s := newScripted(nil)
+	res, err := newEngine(plan(deploy("d"), rollback("r"), c), s, g, rec).Run(context.Background(), engine.Start{RunID: "R", Fresh: true})
+	if !errors.Is(err, engine.ErrGateUnresolved) || res.Status != engine.RunInProgress || rec.summary() != "d=PASS r=SKIPPED" || s.calls["r"] != 0 {
+		t.Fatalf("unresolved gate: %v %s %q, rollback ran %d times", err, res.Status, rec.summary(), s.calls["r"])
+	}
+}

@@ -64,6 +64,13 @@ type Outcome struct {
 // applies (seed Step 5, confirm: anything but yes fails). Any other gate error halts the run.
 var ErrNoAnswer = errors.New("nobody can answer this gate")
 
+// ErrGateUnresolved is what a Gate returns (wrapped) when it cannot tell whether or how the
+// gate was decided: the control plane that holds the decision stayed unreachable, or a
+// person's answer could not be recorded there. The run halts, resumable, even when the gate's
+// deadline has passed meanwhile: a gate is never TIMED_OUT (and on_fail never runs) on a
+// guess, nor while a person's answer is unrecorded (issue 6, item 1.6).
+var ErrGateUnresolved = errors.New("the gate's decision is not known")
+
 // RunContext is what an Executor may read about the run it is part of. It is a snapshot:
 // executors never write state (DESIGN, "The seams").
 type RunContext struct {
