@@ -19,18 +19,21 @@ type FileRecorder struct {
 	// KeepOutbox queues every transition in State.Outbox until Ack, for a control plane.
 	KeepOutbox bool
 	pack       Pack
-	// outboxWritten is len(State.Outbox) at the last write, to know whether Sync must write.
+	// outboxWritten is len(State.Outbox) at the last write, and acked says Ack dropped
+	// transitions since then: Sync writes when either shows the file is behind.
 	outboxWritten int
+	acked         bool
 	// mu guards State against Ack, which an asynchronous control-plane sender calls.
 	mu sync.Mutex
 }
 
-// Sync writes the file if acknowledgements changed the outbox since the last write, so a run
-// that ended cleanly leaves an empty outbox behind.
+// Sync writes the file if acknowledgements changed the outbox since the last write (or since
+// the State was read), so a run that ended cleanly, or a delivered outbox, leaves an empty
+// outbox behind.
 func (r *FileRecorder) Sync() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if len(r.State.Outbox) == r.outboxWritten {
+	if len(r.State.Outbox) == r.outboxWritten && !r.acked {
 		return nil
 	}
 	return r.write()
@@ -44,7 +47,7 @@ func (r *FileRecorder) write() error {
 	if err != nil {
 		return &NotWritableError{Err: err}
 	}
-	r.outboxWritten = len(r.State.Outbox)
+	r.outboxWritten, r.acked = len(r.State.Outbox), false
 	return nil
 }
 
@@ -59,6 +62,15 @@ func (r *FileRecorder) Ack(seq int64) {
 		i++
 	}
 	r.State.Outbox = ob[i:]
+	r.acked = r.acked || i > 0
+}
+
+// Unacked is how many transitions the outbox holds: recorded here, not yet acknowledged by
+// the control plane.
+func (r *FileRecorder) Unacked() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.State.Outbox)
 }
 
 // Record applies t to the State and writes the file when needed (engine.Recorder). It returns

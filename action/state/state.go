@@ -56,6 +56,11 @@ type State struct {
 	Interrupted *Interruption `json:"interrupted,omitempty"`
 	// ControlPlane is the URL of the control plane the run reports to ("" for none).
 	ControlPlane string `json:"control_plane,omitempty"`
+	// ControlPlaneEmbedded is set when that control plane was the embedded one of rbook run:
+	// its URL changes every time it starts, so the outbox of such a run is delivered to the
+	// embedded control plane of this folder (.rbook/controlplane.db), not to the URL (issue 6,
+	// item 1.1).
+	ControlPlaneEmbedded bool `json:"control_plane_embedded,omitempty"`
 	// Outbox holds transitions not yet acknowledged by the control plane, oldest first; they
 	// are sent again (idempotently) on resume, so nothing recorded locally is lost.
 	Outbox []engine.Transition `json:"outbox,omitempty"`

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -30,37 +31,116 @@ const testSecret = "e2e-test-secret-0123456789abcdef"
 // serveCP starts `rbook serve` on a free loopback port and returns its URL once it listens.
 func serveCP(t *testing.T, dir string) string {
 	t.Helper()
+	return startServe(t, dir).url()
+}
+
+// cpServer is an `rbook serve` process that a test can stop (SIGSTOP), continue, kill and
+// start again on the same address and database (issue 6, items 1.4 and 1.5).
+type cpServer struct {
+	t        *testing.T
+	addr, db string
+	mu       sync.Mutex
+	cmd      *exec.Cmd
+	exited   chan struct{}
+	// recorded gets one value per RecordTransition call any instance logged.
+	recorded chan struct{}
+}
+
+// startServe starts `rbook serve` on a free loopback port with its database in dir and waits
+// until it says it listens. The test's cleanup kills it.
+func startServe(t *testing.T, dir string) *cpServer {
+	t.Helper()
+	return startServeDB(t, filepath.Join(dir, "cp.db"))
+}
+
+// startServeDB is startServe with the database file db.
+func startServeDB(t *testing.T, db string) *cpServer {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := l.Addr().String()
+	s := &cpServer{t: t, addr: l.Addr().String(), db: db, recorded: make(chan struct{}, 1<<16)}
 	l.Close()
-	cmd := exec.Command(rbookBin, "serve", "--addr", addr, "--db", filepath.Join(dir, "cp.db"))
+	if err := s.launch(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.kill)
+	return s
+}
+
+func (s *cpServer) url() string { return "http://" + s.addr }
+
+// launch runs a new instance on s.addr and s.db and waits for its "listening on" line. It
+// does not call t.Fatal, so a restarting goroutine may use it.
+func (s *cpServer) launch() error {
+	cmd := exec.Command(rbookBin, "serve", "--addr", s.addr, "--db", s.db)
 	cmd.Env = append(os.Environ(), "RBOOK_APPROVAL_SECRET="+testSecret)
 	logs, _ := cmd.StderrPipe()
 	cmd.Stdout = cmd.Stderr
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		return err
 	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	ready := make(chan struct{})
+	ready, exited := make(chan struct{}), make(chan struct{})
 	go func() {
 		sc := bufio.NewScanner(logs)
 		once := false
 		for sc.Scan() {
-			if !once && strings.Contains(sc.Text(), "listening on") {
+			line := sc.Text()
+			if !once && strings.Contains(line, "listening on") {
 				once = true
 				close(ready)
 			}
+			if strings.Contains(line, "/rbook.v1.RunService/RecordTransition") {
+				select {
+				case s.recorded <- struct{}{}:
+				default:
+				}
+			}
 		}
+		cmd.Wait()
+		close(exited)
 	}()
+	s.mu.Lock()
+	s.cmd, s.exited = cmd, exited
+	s.mu.Unlock()
 	select {
 	case <-ready:
+		return nil
+	case <-exited:
+		return fmt.Errorf("rbook serve on %s exited before it said it was listening", s.addr)
 	case <-time.After(60 * time.Second):
-		t.Fatal("rbook serve did not say it was listening within 60s")
+		return fmt.Errorf("rbook serve on %s did not say it was listening within 60s", s.addr)
 	}
-	return "http://" + addr
+}
+
+// signal sends sig to the running instance.
+func (s *cpServer) signal(sig os.Signal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd != nil {
+		s.cmd.Process.Signal(sig)
+	}
+}
+
+// kill ends the running instance with SIGKILL (which also ends a stopped one) and waits
+// until it is gone.
+func (s *cpServer) kill() {
+	s.mu.Lock()
+	cmd, exited := s.cmd, s.exited
+	s.cmd = nil
+	s.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	cmd.Process.Kill()
+	<-exited
+}
+
+// restart kills the running instance and starts a new one on the same address and database.
+func (s *cpServer) restart() error {
+	s.kill()
+	return s.launch()
 }
 
 var (

@@ -179,7 +179,13 @@ type stateFile struct {
 	TotalSteps     int    `json:"total_steps"`
 	SchemaHash8    string `json:"schema_hash8"`
 	LastDeployName string `json:"last_deploy_name"`
-	EvidencePack   []struct {
+	Seq            int64  `json:"seq"`
+	// Outbox holds the transitions the control plane has not acknowledged.
+	Outbox               []json.RawMessage        `json:"outbox"`
+	Interrupted          *struct{ Reason string } `json:"interrupted"`
+	ControlPlane         string                   `json:"control_plane"`
+	ControlPlaneEmbedded bool                     `json:"control_plane_embedded"`
+	EvidencePack         []struct {
 		StepName     string  `json:"step_name"`
 		Type         string  `json:"type"`
 		Input        *string `json:"input"`
@@ -191,7 +197,13 @@ type stateFile struct {
 
 func readState(t *testing.T, dir string) stateFile {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(dir, ".rbook", "demo.state.json"))
+	return readStateFile(t, filepath.Join(dir, ".rbook", "demo.state.json"))
+}
+
+// readStateFile reads the state file at path.
+func readStateFile(t *testing.T, path string) stateFile {
+	t.Helper()
+	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}

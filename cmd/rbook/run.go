@@ -134,6 +134,15 @@ func runRunbook(cmd *cobra.Command, name string, f runFlags, stepIndex *int) err
 		return abort("%v", err)
 	}
 	defer lock.Release()
+	// A final run whose last transitions never reached its control plane is delivered first:
+	// the new run would move its state file (and outbox) away (issue 6, item 1.1).
+	if err := deliverFinal(cmd.Context(), statePath, f.controlPlane, f.cpTimeout, errw); err != nil {
+		var ue *undeliveredError
+		if errors.As(err, &ue) {
+			return haltUndelivered(ue, statePath, name)
+		}
+		return abort("%v", err)
+	}
 	opened, err := state.Open(plan, statePath, state.OpenOptions{StepIndex: stepIndex, AllowEdited: f.allowEdited})
 	if err != nil {
 		return abort("%v", err)
@@ -181,14 +190,14 @@ func runRunbook(cmd *cobra.Command, name string, f runFlags, stepIndex *int) err
 		c.Deadline = f.cpTimeout
 		cpRec := &cpclient.Recorder{C: c, Acked: fileRec.Ack, Cancelled: func() { cancel(engine.CancelRequest{By: "the control plane (CancelRun)"}) }}
 		if err := cpRec.Flush(ctx, st.Outbox); err != nil {
-			return abort("%v", err)
+			return startHalted(ctx, err)
 		}
 		lastSeq, err := startOnControlPlane(ctx, c, plan, st, opened.Resumed, who)
 		if err != nil {
-			return abort("%v", err)
+			return startHalted(ctx, err)
 		}
 		start.RunID, start.Seq = st.RunID, max(st.Seq, lastSeq)
-		st.ControlPlane, fileRec.KeepOutbox = cpURL, true
+		st.ControlPlane, st.ControlPlaneEmbedded, fileRec.KeepOutbox = cpURL, embedded, true
 		recorders = append(recorders, cpRec)
 		gate = &cpclient.Gate{C: c, Local: gate, Who: who, Announce: announcer(errw, cpURL, embedded), Cancelled: cpRec.Cancelled, Drain: cpRec.Drain,
 			Notice: func(m string) { fmt.Fprintln(errw, m) }}
@@ -216,7 +225,15 @@ func runRunbook(cmd *cobra.Command, name string, f runFlags, stepIndex *int) err
 	}
 	res, err := eng.Run(ctx, start)
 	if err == nil {
-		err = drainCP(context.WithoutCancel(ctx))
+		dctx, stopDrain := drainContext(ctx)
+		err = drainCP(dctx)
+		stopDrain()
+		if err != nil && ctx.Err() != nil {
+			// A signal stopped the run: it ends now, and what the control plane has not taken
+			// waits in the outbox for the next run (issue 6, item 1.4).
+			fmt.Fprintf(errw, "%d transition(s) of run %s have not reached the control plane (%v); they are kept in the state file's outbox and the next 'rbook run %s' sends them first.\n", fileRec.Unacked(), st.RunID, err, name)
+			err = nil
+		}
 	}
 	if err == nil {
 		err = fileRec.Sync()
@@ -225,6 +242,29 @@ func runRunbook(cmd *cobra.Command, name string, f runFlags, stepIndex *int) err
 		return &exitError{code: exitAborted, msg: fmt.Sprintf("%v\nRun %s halted; everything recorded is in %s. Run the same command again to resume.", err, st.RunID, statePath)}
 	}
 	return finishReport(out, errw, rend, name, plan, st, res)
+}
+
+// signalDrainGrace is how long, once a signal has stopped the run, the executor still gives
+// the control plane to take the transitions queued for it; the rest stays in the state file's
+// outbox for the next run, so SIGTERM ends the executor within seconds even when the control
+// plane is dead (issue 6, item 1.4).
+const signalDrainGrace = 3 * time.Second
+
+// drainContext is the context of the final drain of the control-plane recorder: it lasts as
+// long as ctx (the run's: a signal cancels it) and signalDrainGrace after ctx ends.
+func drainContext(ctx context.Context) (context.Context, func()) {
+	d, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, func() { time.AfterFunc(signalDrainGrace, cancel) })
+	return d, func() { stop(); cancel() }
+}
+
+// startHalted is the error of a run that could not start on its control plane: halted,
+// resumable (exit 2), or stopped by a signal before it started.
+func startHalted(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return &exitError{code: exitFailed, msg: fmt.Sprintf("%v before the run was started on the control plane; nothing was run. Run the same command again to start it.", context.Cause(ctx))}
+	}
+	return abort("%v", err)
 }
 
 // finishReport writes the evidence pack JSON, prints the report and the evidence pack

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"syscall"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
+	"github.com/rbookhq/rbook-action/action/cpclient"
 	"github.com/rbookhq/rbook-action/action/engine"
 	"github.com/rbookhq/rbook-action/action/report"
 	"github.com/rbookhq/rbook-action/action/runbook"
@@ -22,12 +24,17 @@ import (
 func newStatusCmd() *cobra.Command {
 	var c common
 	var output string
+	var cp deliverFlags
 	cmd := &cobra.Command{
 		Use:   "status [RUNBOOK]",
 		Short: "Show where the runbook's current or last run stands",
 		Long: `Show the run recorded in the runbook's state file: its status, whether an executor
 is running it right now or it was interrupted (and where a new 'rbook run' resumes), and
 its report so far.
+
+A final run whose last transitions never reached its control plane (its executor stopped
+before they were acknowledged) has them delivered first, to the control plane the state file
+names; the output says how many are still undelivered.
 
 Exit codes: 0 a run was found and shown, 2 no run or an unreadable state file.`,
 		Args: cobra.MaximumNArgs(1),
@@ -48,6 +55,18 @@ Exit codes: 0 a run was found and shown, 2 no run or an unreadable state file.`,
 			if err != nil {
 				return abort("%v", err)
 			}
+			var undelivered error
+			if !held && st.RunStatus.Final() && len(st.Outbox) > 0 {
+				// Deliver under the lock; an executor that starts at this moment has it first
+				// and delivers the outbox itself (issue 6, item 1.1).
+				if lock, lerr := state.Acquire(plan.StateFilePath, "status"); lerr == nil {
+					undelivered = deliverFinal(cmd.Context(), plan.StateFilePath, cp.url, cp.timeout, cmd.ErrOrStderr())
+					lock.Release()
+					if st, err = state.Read(plan.StateFilePath); err != nil {
+						return abort("%v", err)
+					}
+				}
+			}
 			liveness := "final"
 			switch {
 			case st.RunStatus.Final():
@@ -63,9 +82,14 @@ Exit codes: 0 a run was found and shown, 2 no run or an unreadable state file.`,
 				return enc.Encode(struct {
 					*state.State
 					Liveness string `json:"liveness"`
-				}{st, liveness})
+					// Undelivered counts the outbox: transitions not yet on the control plane.
+					Undelivered int `json:"undelivered_transitions"`
+				}{st, liveness, len(st.Outbox)})
 			}
 			fmt.Fprintf(out, "Run %s · runbook %s · %s (%s)\n", st.RunID, st.RunbookName, st.RunStatus, liveness)
+			if n := len(st.Outbox); n > 0 {
+				fmt.Fprintf(out, "Undelivered: %d transition(s) are in the state file's outbox, not yet on the control plane %s; %s\n", n, outboxWhere(st), outboxNext(st, name, undelivered))
+			}
 			if !st.RunStatus.Final() {
 				fmt.Fprintf(out, "Next step index: %d of %d steps\n", st.LastCompletedStepIndex+1, st.TotalSteps)
 			}
@@ -84,8 +108,47 @@ Exit codes: 0 a run was found and shown, 2 no run or an unreadable state file.`,
 		},
 	}
 	c.register(cmd)
+	cp.register(cmd, "")
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
 	return cmd
+}
+
+// deliverFlags are the flags of the verbs that deliver a state file's outbox (status, cancel).
+type deliverFlags struct {
+	url     string
+	timeout time.Duration
+}
+
+func (d *deliverFlags) register(cmd *cobra.Command, extra string) {
+	cmd.Flags().StringVar(&d.url, "control-plane", "", "control plane for undelivered transitions when the state file names none (default $RBOOK_CONTROL_PLANE, else the embedded one)"+extra)
+	cmd.Flags().DurationVar(&d.timeout, "control-plane-timeout", verbDeliverTimeout, "give up delivering undelivered transitions after this long")
+}
+
+// outboxWhere names the control plane a state file's outbox belongs to, for messages.
+func outboxWhere(st *state.State) string {
+	switch {
+	case st.ControlPlaneEmbedded:
+		return "(the embedded one, " + embeddedDB + ")"
+	case st.ControlPlane != "":
+		return st.ControlPlane
+	}
+	return "(none recorded)"
+}
+
+// outboxNext says what happens to an outbox next: why this delivery failed, and who sends it.
+func outboxNext(st *state.State, name string, err error) string {
+	why := ""
+	if err != nil {
+		var ue *undeliveredError
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		why = fmt.Sprintf("delivering them failed (%v); ", err)
+	}
+	if st.RunStatus.Final() {
+		return why + fmt.Sprintf("'rbook status %s' or 'rbook run %s' delivers them once the control plane is reachable (a new run does not start before)", name, name)
+	}
+	return why + fmt.Sprintf("'rbook run %s' sends them first when it resumes the run", name)
 }
 
 func newRollbackCmd() *cobra.Command {
@@ -136,6 +199,7 @@ Exit codes: 0 the rollback passed, 1 it failed or there was nothing to roll back
 
 func newCancelCmd() *cobra.Command {
 	var c common
+	var cp deliverFlags
 	cmd := &cobra.Command{
 		Use:   "cancel [RUNBOOK]",
 		Short: "Cancel the runbook's unfinished run (asks to confirm the deployment)",
@@ -143,6 +207,9 @@ func newCancelCmd() *cobra.Command {
 deployment and waits for you to type yes. In v1 the cancel is simulated (WOULD CANCEL …).
 The CANCEL audit entry becomes the last evidence entry and the run ends CANCELLED. When an
 executor is running it right now (on this machine), it is told to stop and records the cancel itself.
+Otherwise the cancel is recorded in the state file and then sent, with any transitions the
+run's control plane has not acknowledged yet, to that control plane; if it cannot be reached
+they stay in the state file's outbox and the next 'rbook status' or 'rbook run' delivers them.
 
 Exit codes: 3 the run was cancelled, 1 you did not confirm, 2 nothing to cancel.`,
 		Args: cobra.MaximumNArgs(1),
@@ -157,7 +224,7 @@ Exit codes: 3 the run was cancelled, 1 you did not confirm, 2 nothing to cancel.
 				return err
 			}
 			if st.RunStatus.Final() {
-				return abort("run %s is already %s; there is nothing to cancel", st.RunID, st.RunStatus)
+				return cancelFinal(cmd.Context(), plan.StateFilePath, name, st, cp, cmd.ErrOrStderr())
 			}
 			out := cmd.OutOrStdout()
 			prompt, err := rend.RenderCancelPrompt(st.RunID, st.LastDeployName)
@@ -185,10 +252,26 @@ Exit codes: 3 the run was cancelled, 1 you did not confirm, 2 nothing to cancel.
 			if st.RunStatus.Final() {
 				return abort("run %s ended %s while the cancel prompt waited; nothing was cancelled", st.RunID, st.RunStatus)
 			}
-			eng := &engine.Engine{Plan: plan, Recorders: []engine.Recorder{&state.FileRecorder{Path: plan.StateFilePath, State: st}, newProgress(out, cmd.ErrOrStderr(), rend, plan)}}
-			res, err := eng.Cancel(cmd.Context(), startOf(st), who)
+			// A run that reports to a control plane records the cancel there too, after the
+			// last transition the control plane holds, and keeps it in its outbox until the
+			// control plane has it (issue 6, item 1.1).
+			start := startOf(st)
+			var target *cancelTarget
+			if (st.ControlPlane != "" || st.ControlPlaneEmbedded) && cp.url != "off" {
+				if target, err = reachForCancel(cmd.Context(), st, cp); err != nil {
+					return err
+				}
+				defer target.stop()
+				start.Seq = max(start.Seq, target.lastSeq)
+			}
+			fileRec := &state.FileRecorder{Path: plan.StateFilePath, State: st, KeepOutbox: target != nil}
+			eng := &engine.Engine{Plan: plan, Recorders: []engine.Recorder{fileRec, newProgress(out, cmd.ErrOrStderr(), rend, plan)}}
+			res, err := eng.Cancel(cmd.Context(), start, who)
 			if err != nil {
 				return abort("%v", err)
+			}
+			if target != nil {
+				deliverCancel(cmd.Context(), fileRec, name, target.url, cp, cmd.ErrOrStderr())
 			}
 			if _, err := printReport(out, rend, plan, st, res.Message, writeEvidence(cmd.ErrOrStderr(), plan, st)); err != nil {
 				return abort("%v", err)
@@ -197,7 +280,62 @@ Exit codes: 3 the run was cancelled, 1 you did not confirm, 2 nothing to cancel.
 		},
 	}
 	c.register(cmd)
+	cp.register(cmd, `; "off" cancels in the state file only`)
 	return cmd
+}
+
+// cancelFinal is `rbook cancel` on a final run: nothing to cancel, but an outbox its executor
+// left undelivered is delivered first (issue 6, item 1.1).
+func cancelFinal(ctx context.Context, statePath, name string, st *state.State, cp deliverFlags, errw io.Writer) error {
+	nothing := fmt.Sprintf("run %s is already %s; there is nothing to cancel", st.RunID, st.RunStatus)
+	if len(st.Outbox) == 0 {
+		return abort("%s", nothing)
+	}
+	lock, err := state.Acquire(statePath, "cancel")
+	if err != nil {
+		return abort("%s; its undelivered transitions were not sent: %v", nothing, err)
+	}
+	defer lock.Release()
+	if err := deliverFinal(ctx, statePath, cp.url, cp.timeout, errw); err != nil {
+		return abort("%s.\n%v\n%s", nothing, err, outboxNext(st, name, nil))
+	}
+	return abort("%s", nothing)
+}
+
+// cancelTarget is the control plane a cancel is recorded on.
+type cancelTarget struct {
+	url     string
+	lastSeq int64
+	stop    func()
+}
+
+// reachForCancel finds the control plane st's run reports to and the last seq it holds. A
+// cancel whose seq the control plane's record does not fit could never be delivered, so when
+// it cannot be read the cancel is refused (exit 2), saying how to cancel in the state file
+// only.
+func reachForCancel(ctx context.Context, st *state.State, cp deliverFlags) (*cancelTarget, error) {
+	url, stop, err := outboxTarget(ctx, st, cp.url)
+	if err == nil {
+		c := cpclient.New(url, os.Getenv("RBOOK_TOKEN"))
+		c.Deadline = cp.timeout
+		var last int64
+		if last, err = c.LastSeq(ctx, st.RunID); err == nil {
+			return &cancelTarget{url: url, lastSeq: last, stop: stop}, nil
+		}
+		stop()
+	}
+	return nil, abort("nothing was cancelled: run %s reports to the control plane %s, which must record the cancel too, and it could not be reached (%v). "+
+		"Try again when it is back, or pass --control-plane off to cancel in the state file only (the control plane then keeps showing the run unfinished).", st.RunID, outboxWhere(st), err)
+}
+
+// deliverCancel sends a cancelled run's outbox (the cancel and anything unsent before it) to
+// the control plane at url; when that fails the cancel stands and the outbox waits for the
+// next status or run, which the message says.
+func deliverCancel(ctx context.Context, fileRec *state.FileRecorder, name, url string, cp deliverFlags, errw io.Writer) {
+	st := fileRec.State
+	if _, err := deliver(ctx, fileRec, url, cp.timeout); err != nil {
+		fmt.Fprintf(errw, "The cancel is recorded in the state file, but %d transition(s) have not reached the control plane %s (%v); %s.\n", fileRec.Unacked(), outboxWhere(st), err, outboxNext(st, name, nil))
+	}
 }
 
 // cancelLive asks the executor holding the run to cancel it: a request file, then SIGUSR1,
