@@ -77,7 +77,7 @@ func (f *fakeCP) setApproval(a *rbookv1.Approval) {
 func (f *fakeCP) RequestApproval(_ context.Context, req *rbookv1.RequestApprovalRequest) (*rbookv1.RequestApprovalResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	a := &rbookv1.Approval{ApprovalId: "a-1", RunId: req.GetRunId(), NodeId: req.GetNodeId(), Status: rbookv1.ApprovalStatus_APPROVAL_STATUS_PENDING, Deadline: req.GetDeadline()}
+	a := &rbookv1.Approval{ApprovalId: "a-1", RunId: req.GetRunId(), StepName: req.GetStepName(), Status: rbookv1.ApprovalStatus_APPROVAL_STATUS_PENDING, Deadline: req.GetDeadline()}
 	if f.reopened {
 		a.Deadline = timestamppb.New(req.GetDeadline().AsTime().Add(-time.Minute))
 	}

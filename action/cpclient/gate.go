@@ -41,9 +41,11 @@ type Gate struct {
 // Await opens the gate on the control plane and waits for the first decision (engine.Gate).
 // It returns ctx.Err() when the gate's deadline passes or the run stops.
 func (g *Gate) Await(ctx context.Context, req engine.GateRequest) (engine.Decision, error) {
+	owner, epoch := g.C.Fence()
 	open := &rbookv1.RequestApprovalRequest{
-		RunId: req.RunID, NodeId: req.StepName, StepIndex: int32(req.StepIndex), Prompt: req.Prompt,
+		RunId: req.RunID, StepName: req.StepName, StepIndex: int32(req.StepIndex), Prompt: req.Prompt,
 		Deadline: timestamppb.New(req.Deadline), PlanDigest: req.PlanDigest, OnFail: req.OnFail,
+		OwnerId: owner, Epoch: epoch,
 	}
 	if g.Drain != nil {
 		if err := g.Drain(ctx); err != nil {

@@ -1,6 +1,8 @@
 package state
 
 import (
+	"crypto/rand"
+	"encoding/base32"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -102,6 +104,9 @@ func Open(plan *runbook.Plan, path string, opts OpenOptions) (*Opened, error) {
 		}
 		prev.TotalSteps = len(plan.Steps)
 		prev.RunbookHash = plan.ContentHash
+		if prev.OwnerID == "" {
+			prev.OwnerID = NewOwnerID()
+		}
 		return &Opened{State: prev, Resumed: true, StartIndex: start}, nil
 	}
 	start := 0
@@ -121,9 +126,22 @@ func Open(plan *runbook.Plan, path string, opts OpenOptions) (*Opened, error) {
 		RunID: id, RunbookName: plan.Name, RunStatus: engine.RunInProgress,
 		CurrentStepIndex: start, LastCompletedStepIndex: start - 1, TotalSteps: len(plan.Steps),
 		EvidencePack: []engine.Evidence{}, StartedUTC: engine.FormatTime(t), SchemaHash8: plan.SchemaHash8,
-		RunbookHash: plan.ContentHash,
+		RunbookHash: plan.ContentHash, OwnerID: NewOwnerID(),
+	}
+	if prev != nil && prev.OwnerID != "" {
+		// One workspace is one owner: a run that died between StartRun and its first state
+		// write is found again as its own (DESIGN D12).
+		o.State.OwnerID = prev.OwnerID
 	}
 	return o, nil
+}
+
+// NewOwnerID returns a random executor owner id: "o-" and 26 base32 characters (128 bits),
+// the shape StartRunRequest.owner_id accepts (DESIGN D12).
+func NewOwnerID() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails (Go 1.24+)
+	return "o-" + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b))
 }
 
 // RunID is the seed's run id: "RBOOK-" + UTC date YYYYMMDD + "-" + runbook_name + "-" +

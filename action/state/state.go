@@ -56,6 +56,11 @@ type State struct {
 	Interrupted *Interruption `json:"interrupted,omitempty"`
 	// ControlPlane is the URL of the control plane the run reports to ("" for none).
 	ControlPlane string `json:"control_plane,omitempty"`
+	// OwnerID identifies the executor instance that owns the run's lease on the control plane
+	// (DESIGN D12): random, made by NewOwnerID, carried from run to run in one workspace.
+	OwnerID string `json:"owner_id,omitempty"`
+	// LeaseEpoch is the fencing epoch the control plane gave the last StartRun (DESIGN D12).
+	LeaseEpoch int64 `json:"lease_epoch,omitempty"`
 	// Outbox holds transitions not yet acknowledged by the control plane, oldest first; they
 	// are sent again (idempotently) on resume, so nothing recorded locally is lost.
 	Outbox []engine.Transition `json:"outbox,omitempty"`

@@ -71,6 +71,7 @@ type runFlags struct {
 	mcpConfig    string
 	controlPlane string
 	cpTimeout    time.Duration
+	takeOver     bool
 }
 
 func newRunCmd() *cobra.Command {
@@ -103,6 +104,7 @@ again after a crash resumes where it stopped. The run ends with the report
 	cmd.Flags().StringVar(&f.mcpConfig, "mcp-config", "", "mcpServers JSON for check steps (default <dir>/<RUNBOOK>.mcp.json)")
 	cmd.Flags().StringVar(&f.controlPlane, "control-plane", "", "control plane URL to report to (default $RBOOK_CONTROL_PLANE; unset: start an embedded one; \"off\": none)")
 	cmd.Flags().DurationVar(&f.cpTimeout, "control-plane-timeout", cpclient.DefaultDeadline, "halt the run when the control plane stays unreachable this long")
+	cmd.Flags().BoolVar(&f.takeOver, "take-over", false, "resume a run that another executor owns on the control plane, once its lease expired")
 	return cmd
 }
 
@@ -180,14 +182,17 @@ func runRunbook(cmd *cobra.Command, name string, f runFlags, stepIndex *int) err
 		c := cpclient.New(cpURL, os.Getenv("RBOOK_TOKEN"))
 		c.Deadline = f.cpTimeout
 		cpRec := &cpclient.Recorder{C: c, Acked: fileRec.Ack, Cancelled: func() { cancel(engine.CancelRequest{By: "the control plane (CancelRun)"}) }}
-		if err := cpRec.Flush(ctx, st.Outbox); err != nil {
-			return abort("%v", err)
-		}
-		lastSeq, err := startOnControlPlane(ctx, c, plan, st, opened.Resumed, who)
+		started, err := startOnControlPlane(ctx, c, plan, st, opened.Resumed, f.takeOver, who)
 		if err != nil {
 			return abort("%v", err)
 		}
-		start.RunID, start.Seq = st.RunID, max(st.Seq, lastSeq)
+		if err := cpRec.Flush(ctx, st.Outbox); err != nil {
+			return abort("%v", err)
+		}
+		go c.KeepLease(ctx, st.RunID, started.Lease, func(err error) {
+			cancel(fmt.Errorf("%v; another executor owns the run now, so this one stops", err))
+		})
+		start.RunID, start.Seq = st.RunID, max(st.Seq, started.LastSeq)
 		st.ControlPlane, fileRec.KeepOutbox = cpURL, true
 		recorders = append(recorders, cpRec)
 		gate = &cpclient.Gate{C: c, Local: gate, Who: who, Announce: announcer(errw, cpURL, embedded), Cancelled: cpRec.Cancelled, Drain: cpRec.Drain,

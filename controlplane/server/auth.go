@@ -45,6 +45,7 @@ const (
 var writeRoles = map[string][]Role{
 	rbookv1connect.RunServiceStartRunProcedure:             {RoleExecutor},
 	rbookv1connect.RunServiceRecordTransitionProcedure:     {RoleExecutor},
+	rbookv1connect.RunServiceRenewLeaseProcedure:           {RoleExecutor},
 	rbookv1connect.RunServiceCancelRunProcedure:            {RoleExecutor, RoleApprover},
 	rbookv1connect.ApprovalServiceRequestApprovalProcedure: {RoleExecutor},
 	rbookv1connect.ApprovalServiceApproveProcedure:         {RoleApprover},
