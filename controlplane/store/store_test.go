@@ -239,7 +239,7 @@ func TestSubscribeSeesCommitsUntilUnsubscribed(t *testing.T) {
 	}
 	if len(all[1].Transitions) != 1 || all[1].Transitions[0].Seq != 1 || len(all[1].Runs) != 0 ||
 		len(all[1].Progress) != 1 || all[1].Progress[0] != (RunProgress{RunID: "R1", Status: RunRunning, CurrentNode: "step-1", LastSeq: 1, LastCompletedStepIndex: -1,
-			Owner: "alice", OwnerIDHash: fence1.OwnerIDHash, LeaseEpoch: 1, LeaseSeconds: 60, LeaseExpiresAt: all[1].Transitions[0].RecordedAt.Add(DefaultLease)}) {
+		Owner: "alice", OwnerIDHash: fence1.OwnerIDHash, LeaseEpoch: 1, LeaseSeconds: 60, LeaseExpiresAt: all[1].Transitions[0].RecordedAt.Add(DefaultLease)}) {
 		t.Errorf("second change = %+v, want transition 1 and the run's progress at last_seq 1", all[1])
 	}
 }

@@ -316,7 +316,7 @@ type Evidence struct {
 	// (issue 6, item 2.1). nil when they are the same or the step is not a check.
 	SourceInput *string
 	Output      string
-	Status StepStatus
+	Status      StepStatus
 	// At is timestamp_utc.
 	At time.Time
 }
