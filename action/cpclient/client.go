@@ -175,6 +175,9 @@ type RunInfo struct {
 	OwnerID string
 	// TakeOver asks to take the run over from another owner whose lease expired.
 	TakeOver bool
+	// Lease is how long the lease lasts without renewal (whole seconds, 5 s..1 h); zero means
+	// the control plane's default (DefaultLease).
+	Lease time.Duration
 }
 
 // Sentinel errors of StartRun (DESIGN D6, D12).
@@ -193,6 +196,8 @@ var (
 type Started struct {
 	// LastSeq is the highest seq the control plane holds for the run.
 	LastSeq int64
+	// LastCompletedStepIndex is the last step the control plane saw finish (-1 before one).
+	LastCompletedStepIndex int
 	// Created is true when the call created the run.
 	Created bool
 	// Epoch is the lease epoch every later write carries.
@@ -210,6 +215,7 @@ func (c *Client) StartRun(ctx context.Context, ri RunInfo) (Started, error) {
 		RunId: ri.RunID, Name: ri.RunbookName, ContentHash: ri.PlanDigest, SchemaHash8: ri.SchemaHash8,
 		TotalSteps: int32(ri.TotalSteps), StartedBy: ri.StartedBy, StartedAt: timestamppb.New(ri.StartedAt),
 		Kind: rbookv1.RunKind_RUN_KIND_RUNBOOK, OwnerId: ri.OwnerID, TakeOver: ri.TakeOver,
+		LeaseSeconds: int32(ri.Lease / time.Second),
 	}
 	var resp *rbookv1.StartRunResponse
 	err := c.retry(ctx, func(ctx context.Context) error {
@@ -237,7 +243,8 @@ func (c *Client) StartRun(ctx context.Context, ri RunInfo) (Started, error) {
 			lease = d
 		}
 	}
-	return Started{LastSeq: run.GetLastSeq(), Created: resp.GetCreated(), Epoch: run.GetLease().GetEpoch(), Lease: lease}, nil
+	return Started{LastSeq: run.GetLastSeq(), LastCompletedStepIndex: int(run.GetLastCompletedStepIndex()),
+		Created: resp.GetCreated(), Epoch: run.GetLease().GetEpoch(), Lease: lease}, nil
 }
 
 // DefaultLease is the lease the control plane grants when StartRun asks for none (60 s).

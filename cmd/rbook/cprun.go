@@ -39,12 +39,12 @@ func controlPlaneURL(ctx context.Context, flag string, errw io.Writer) (url stri
 // another executor owns (another workspace started the same runbook the same day), takes the
 // next suffix (DESIGN D6): N workspaces starting one runbook at once all run, each under its
 // own id. A resumed run that another executor owns is refused unless takeOver is set.
-func startOnControlPlane(ctx context.Context, c *cpclient.Client, plan *runbook.Plan, st *state.State, resumed, takeOver bool, who string) (cpclient.Started, error) {
+func startOnControlPlane(ctx context.Context, c *cpclient.Client, plan *runbook.Plan, st *state.State, resumed, takeOver bool, lease time.Duration, who string) (cpclient.Started, error) {
 	for range 1000 {
 		started, err := c.StartRun(ctx, cpclient.RunInfo{
 			RunID: st.RunID, RunbookName: plan.Name, PlanDigest: plan.ContentHash, SchemaHash8: plan.SchemaHash8,
 			StartedBy: who, TotalSteps: len(plan.Steps), StartedAt: startedAt(st), OwnerID: st.OwnerID,
-			TakeOver: takeOver && resumed,
+			TakeOver: takeOver && resumed, Lease: lease,
 		})
 		fresh := !resumed && (errors.Is(err, cpclient.ErrRunFinal) || errors.Is(err, cpclient.ErrRunOwned))
 		switch {
@@ -61,10 +61,12 @@ func startOnControlPlane(ctx context.Context, c *cpclient.Client, plan *runbook.
 		case err != nil:
 			return started, err
 		}
-		if takeOver && resumed && started.LastSeq > st.Seq {
-			return started, fmt.Errorf("run %s: the control plane holds %d transitions but this state file only %d; "+
+		if takeOver && resumed && started.LastCompletedStepIndex > st.LastCompletedStepIndex {
+			// The state file skips only transitions a resume repeats anyway (a check's or
+			// gate's step_started, gate_opened), so only finished steps it lacks matter.
+			return started, fmt.Errorf("run %s: the control plane saw step %d finish but this state file only step %d; "+
 				"the executor you are taking over from went further. Restore its state file (the job's artifact) and run again with --take-over",
-				st.RunID, started.LastSeq, st.Seq)
+				st.RunID, started.LastCompletedStepIndex, st.LastCompletedStepIndex)
 		}
 		st.LeaseEpoch = started.Epoch
 		return started, nil

@@ -72,6 +72,7 @@ type runFlags struct {
 	controlPlane string
 	cpTimeout    time.Duration
 	takeOver     bool
+	lease        time.Duration
 }
 
 func newRunCmd() *cobra.Command {
@@ -105,6 +106,7 @@ again after a crash resumes where it stopped. The run ends with the report
 	cmd.Flags().StringVar(&f.controlPlane, "control-plane", "", "control plane URL to report to (default $RBOOK_CONTROL_PLANE; unset: start an embedded one; \"off\": none)")
 	cmd.Flags().DurationVar(&f.cpTimeout, "control-plane-timeout", cpclient.DefaultDeadline, "halt the run when the control plane stays unreachable this long")
 	cmd.Flags().BoolVar(&f.takeOver, "take-over", false, "resume a run that another executor owns on the control plane, once its lease expired")
+	cmd.Flags().DurationVar(&f.lease, "control-plane-lease", cpclient.DefaultLease, "how long the run's lease outlives this executor if it dies (5s..1h); renewed every third of it")
 	return cmd
 }
 
@@ -182,7 +184,7 @@ func runRunbook(cmd *cobra.Command, name string, f runFlags, stepIndex *int) err
 		c := cpclient.New(cpURL, os.Getenv("RBOOK_TOKEN"))
 		c.Deadline = f.cpTimeout
 		cpRec := &cpclient.Recorder{C: c, Acked: fileRec.Ack, Cancelled: func() { cancel(engine.CancelRequest{By: "the control plane (CancelRun)"}) }}
-		started, err := startOnControlPlane(ctx, c, plan, st, opened.Resumed, f.takeOver, who)
+		started, err := startOnControlPlane(ctx, c, plan, st, opened.Resumed, f.takeOver, f.lease, who)
 		if err != nil {
 			return abort("%v", err)
 		}
