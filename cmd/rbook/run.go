@@ -240,7 +240,9 @@ func runRunbook(cmd *cobra.Command, name string, f runFlags, stepIndex *int) err
 		}),
 	}
 	fmt.Fprintf(errw, "Run %s · runbook %s (%s) · %d steps · state %s\n", st.RunID, plan.Name, plan.Path, len(plan.Steps), statePath)
-	warnUnanswerableGates(errw, plan, start.Index, noInput, cpURL)
+	if start.RollbackFor == "" {
+		warnUnanswerableGates(errw, plan, start.Index, noInput, cpURL)
+	}
 	if err := opened.KeepPrevious(); err != nil {
 		return abort("%v", err)
 	}

@@ -76,13 +76,6 @@ Exit codes: 0 a run was found and shown, 2 no run or an unreadable state file.`,
 					Liveness string `json:"liveness"`
 				}{st, liveness})
 			}
-			fmt.Fprintf(out, "Run %s · runbook %s · %s (%s)\n", st.RunID, st.RunbookName, st.RunStatus, liveness)
-			if !st.RunStatus.Final() {
-				fmt.Fprintf(out, "Next step index: %d of %d steps\n", st.LastCompletedStepIndex+1, st.TotalSteps)
-			}
-			if st.Interrupted != nil {
-				fmt.Fprintf(out, "Interrupted at %s: %s\n", st.Interrupted.AtUTC, st.Interrupted.Reason)
-			}
 			rend, err := report.New(c.templates)
 			if err != nil {
 				return abort("%v", err)
@@ -94,6 +87,13 @@ Exit codes: 0 a run was found and shown, 2 no run or an unreadable state file.`,
 				}
 				fmt.Fprint(out, s)
 				return nil
+			}
+			fmt.Fprintf(out, "Run %s · runbook %s · %s (%s)\n", st.RunID, st.RunbookName, st.RunStatus, liveness)
+			if !st.RunStatus.Final() {
+				fmt.Fprintf(out, "Next step index: %d of %d steps\n", st.LastCompletedStepIndex+1, st.TotalSteps)
+			}
+			if st.Interrupted != nil {
+				fmt.Fprintf(out, "Interrupted at %s: %s\n", st.Interrupted.AtUTC, st.Interrupted.Reason)
 			}
 			if st.InFlight != nil {
 				fmt.Fprintf(out, "In flight: %s step '%s' started %s, outcome not recorded\n", st.InFlight.StepType, st.InFlight.StepName, st.InFlight.StartedUTC)
