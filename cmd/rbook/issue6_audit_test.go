@@ -396,6 +396,8 @@ func startPTY(t *testing.T, dir string, env []string, args ...string) *ptyProc {
 	p.cmd.Dir = dir
 	p.cmd.Env = append(append(os.Environ(), "RBOOK_CONTROL_PLANE=", "TERM=xterm", "NO_COLOR="), env...)
 	p.cmd.Stdin, p.cmd.Stdout, p.cmd.Stderr = tty, tty, tty
+	// Its own session with the pty as controlling terminal: Ctrl-C typed there is a SIGINT.
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -681,4 +683,63 @@ func demoPlan(t *testing.T) *runbook.Plan {
 		t.Fatal(err)
 	}
 	return plan
+}
+
+// Issue 6, item 2.4 at a real terminal: Ctrl-C at the gate (the terminal sends SIGINT) prints
+// no final-looking outcome, but that the run was interrupted and how to resume it; the resume
+// asks again.
+func TestIssue6_2_4_CtrlCAtTheTerminal(t *testing.T) {
+	dir := workdir(t)
+	p := startPTY(t, dir, nil, "run", "demo", "--control-plane", "off")
+	p.waitFor(t, "AWAITING_CONFIRMATION")
+	p.waitFor(t, "> ")
+	io.WriteString(p.ctl, "\x03") // Ctrl-C
+	if code := p.wait(t); code != 1 {
+		t.Fatalf("exit %d\n%s", code, p.output())
+	}
+	out := sgrRe.ReplaceAllString(p.output(), "")
+	s := readState(t, dir)
+	want := "Run " + s.RunID + " was interrupted (interrupted by SIGINT during step 'confirm-rollout' (index 4); the step was stopped). It is not finished: its state is kept in .rbook/demo.state.json and the run can be resumed: rbook run demo (or end it: rbook cancel demo)."
+	if !strings.Contains(out, want) || !strings.Contains(out, "Run "+s.RunID+" is not finished") {
+		t.Errorf("no interruption message:\n%s", out)
+	}
+	for _, bad := range []string{"ended IN_PROGRESS", "IN_PROGRESS", "Outcome", "# Runbook Execution Report"} {
+		if strings.Contains(out, bad) {
+			t.Errorf("the interrupted run printed %q:\n%s", bad, out)
+		}
+	}
+	if s.RunStatus != "IN_PROGRESS" || len(s.EvidencePack) != 4 {
+		t.Fatalf("state %s %q", s.RunStatus, s.steps())
+	}
+	again := startPTY(t, dir, nil, "run", "demo", "--control-plane", "off")
+	again.waitFor(t, "RESUMING run "+s.RunID+" from step index 4.")
+	again.waitFor(t, "AWAITING_CONFIRMATION")
+	again.waitFor(t, "> ")
+	io.WriteString(again.ctl, "yes\n")
+	if code := again.wait(t); code != 0 || readState(t, dir).steps() != demoPass {
+		t.Fatalf("resume: exit %d\n%s", code, again.output())
+	}
+}
+
+// Issue 6, item 3.2: the text line's limits hold: a step name is cut at maxNameColumn runes
+// and the note from its output at maxNoteRunes, each ending in "…", and only the output's
+// first line is shown.
+func TestIssue6_3_2_StepLineLimits(t *testing.T) {
+	long := strings.Repeat("n", 60)
+	plan := &runbook.Plan{Steps: []runbook.Step{{Name: long, Type: runbook.TypeCheck}}}
+	rend, err := report.New("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := newView(io.Discard, io.Discard, ttys{stdout: true}, rend, plan, "text", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.color = false
+	line := v.stepLine(1, engine.Evidence{StepName: long, Type: "check", Status: engine.StatusFail, Output: strings.Repeat("x", 500) + "\nsecond line"}, 1500*time.Millisecond, "")
+	name := strings.Repeat("n", maxNameColumn-1) + "…"
+	note := strings.Repeat("x", maxNoteRunes-1) + "…"
+	if want := "✗ step 1 of 1  " + name + "  check     FAIL         1.5s  " + note; line != want {
+		t.Errorf("line\n%q\nwant\n%q", line, want)
+	}
 }
