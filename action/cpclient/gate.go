@@ -65,10 +65,13 @@ func (g *Gate) Await(ctx context.Context, req engine.GateRequest) (engine.Decisi
 	if g.Announce != nil {
 		g.Announce(id, token)
 	}
-	// A gate reopened after a restart keeps the approval (and token) it had, with its
-	// original deadline; say so rather than let the prompt promise more time.
-	if dl := opened.GetApproval().GetDeadline(); dl != nil && g.Notice != nil && dl.AsTime().Before(req.Deadline.Add(-time.Second)) {
-		g.Notice(fmt.Sprintf("approval %s was opened before the executor restarted; it closes at its original deadline %s", id, dl.AsTime().UTC().Format(time.RFC3339)))
+	// The approval closes at its own deadline; a gate reopened after a restart keeps the
+	// approval (and token) it had, with its original, earlier deadline. The Local gate's
+	// prompt states that one deadline, not the fresh step timeout (issue 6, item 2.4).
+	localReq := req
+	if dl := opened.GetApproval().GetDeadline(); dl != nil && dl.AsTime().Before(req.Deadline) {
+		localReq.Deadline = dl.AsTime()
+		localReq.Reopened = dl.AsTime().Before(req.Deadline.Add(-time.Second))
 	}
 
 	ctx, stop := context.WithCancel(ctx)
@@ -85,7 +88,7 @@ func (g *Gate) Await(ctx context.Context, req engine.GateRequest) (engine.Decisi
 	local := make(chan result, 1)
 	if g.Local != nil {
 		go func() {
-			d, err := g.Local.Await(ctx, req)
+			d, err := g.Local.Await(ctx, localReq)
 			local <- result{d, err}
 		}()
 	}

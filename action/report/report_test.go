@@ -33,7 +33,7 @@ func TestReportHeadingAndCounts(t *testing.T) {
 	if strings.Count(s, "\n# ") != 0 {
 		t.Errorf("a second H1 in the report:\n%s", s)
 	}
-	for _, want := range []string{"**CANCELLED**", "4 in the runbook · 1 step results", "1 failed", `q\|pipe`} {
+	for _, want := range []string{"**CANCELLED**", "4 in the runbook: 0 passed, 1 failed, 0 timed out, 0 skipped, 0 not run · and 1 other evidence entry", `q\|pipe`} {
 		if !strings.Contains(s, want) {
 			t.Errorf("report lacks %q:\n%s", want, s)
 		}

@@ -22,12 +22,20 @@ import (
 func newStatusCmd() *cobra.Command {
 	var c common
 	var output string
+	var markdown bool
 	cmd := &cobra.Command{
 		Use:   "status [RUNBOOK]",
 		Short: "Show where the runbook's current or last run stands",
 		Long: `Show the run recorded in the runbook's state file: its status, whether an executor
 is running it right now or it was interrupted (and where a new 'rbook run' resumes), and
-its report so far.
+every step of the runbook, in runbook order, with its final status or "not run".
+
+--report prints the Markdown run report instead ("# Runbook Execution Report", the same
+as 'rbook run --report FILE' writes); -o json prints the state file's fields and liveness.
+
+Examples:
+  rbook status demo
+  rbook status demo --report > report.md
 
 Exit codes: 0 a run was found and shown, 2 no run or an unreadable state file.`,
 		Args: cobra.MaximumNArgs(1),
@@ -57,6 +65,9 @@ Exit codes: 0 a run was found and shown, 2 no run or an unreadable state file.`,
 				liveness = fmt.Sprintf("interrupted: no executor holds it; 'rbook run %s' resumes it from step index %d", name, st.LastCompletedStepIndex+1)
 			}
 			out := cmd.OutOrStdout()
+			if output != "text" && output != "json" {
+				return abort("-o/--output %q: use text or json", output)
+			}
 			if output == "json" {
 				enc := json.NewEncoder(out)
 				enc.SetIndent("", "  ")
@@ -64,6 +75,18 @@ Exit codes: 0 a run was found and shown, 2 no run or an unreadable state file.`,
 					*state.State
 					Liveness string `json:"liveness"`
 				}{st, liveness})
+			}
+			rend, err := report.New(c.templates)
+			if err != nil {
+				return abort("%v", err)
+			}
+			if markdown {
+				s, err := rend.RenderReport(reportData(plan, st, "", ""))
+				if err != nil {
+					return abort("%v", err)
+				}
+				fmt.Fprint(out, s)
+				return nil
 			}
 			fmt.Fprintf(out, "Run %s · runbook %s · %s (%s)\n", st.RunID, st.RunbookName, st.RunStatus, liveness)
 			if !st.RunStatus.Final() {
@@ -75,16 +98,18 @@ Exit codes: 0 a run was found and shown, 2 no run or an unreadable state file.`,
 			if st.InFlight != nil {
 				fmt.Fprintf(out, "In flight: %s step '%s' started %s, outcome not recorded\n", st.InFlight.StepType, st.InFlight.StepName, st.InFlight.StartedUTC)
 			}
-			rend, err := report.New(c.templates)
+			v, err := newView(out, cmd.ErrOrStderr(), terminals(out, cmd.ErrOrStderr()), rend, plan, "text", "")
 			if err != nil {
 				return abort("%v", err)
 			}
-			_, err = printReport(out, rend, plan, st, "", "")
-			return err
+			v.color = colorAllowed(isTerminal(out)) // the step lines are text whatever stdout is
+			v.statusLines(st)
+			return nil
 		},
 	}
 	c.register(cmd)
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	cmd.Flags().BoolVar(&markdown, "report", false, "print the Markdown run report (\"# Runbook Execution Report\")")
 	return cmd
 }
 
@@ -115,13 +140,17 @@ Exit codes: 0 the rollback passed, 1 it failed or there was nothing to roll back
 				return err
 			}
 			out, errw := cmd.OutOrStdout(), cmd.ErrOrStderr()
+			v, err := newView(out, errw, terminals(out, errw), rend, plan, "text", "")
+			if err != nil {
+				return abort("%v", err)
+			}
 			before := len(st.EvidencePack)
-			eng := &engine.Engine{Plan: plan, Executors: simulatedExecutors(), Recorders: []engine.Recorder{&state.FileRecorder{Path: plan.StateFilePath, State: st}, newProgress(out, errw, rend, plan)}}
+			eng := &engine.Engine{Plan: plan, Executors: simulatedExecutors(), Recorders: []engine.Recorder{&state.FileRecorder{Path: plan.StateFilePath, State: st}, v}}
 			res, err := eng.Rollback(cmd.Context(), startOf(st), st.RunStatus)
 			if err != nil {
 				return abort("%v", err)
 			}
-			if _, err := printReport(out, rend, plan, st, res.Message, writeEvidence(errw, plan, st)); err != nil {
+			if err := v.showReport(st, res.Message, writeEvidence(errw, plan, st)); err != nil {
 				return abort("%v", err)
 			}
 			if len(st.EvidencePack) > before && st.EvidencePack[len(st.EvidencePack)-1].Status == engine.StatusPass {
@@ -185,12 +214,16 @@ Exit codes: 3 the run was cancelled, 1 you did not confirm, 2 nothing to cancel.
 			if st.RunStatus.Final() {
 				return abort("run %s ended %s while the cancel prompt waited; nothing was cancelled", st.RunID, st.RunStatus)
 			}
-			eng := &engine.Engine{Plan: plan, Recorders: []engine.Recorder{&state.FileRecorder{Path: plan.StateFilePath, State: st}, newProgress(out, cmd.ErrOrStderr(), rend, plan)}}
+			v, err := newView(out, cmd.ErrOrStderr(), terminals(out, cmd.ErrOrStderr()), rend, plan, "text", "")
+			if err != nil {
+				return abort("%v", err)
+			}
+			eng := &engine.Engine{Plan: plan, Recorders: []engine.Recorder{&state.FileRecorder{Path: plan.StateFilePath, State: st}, v}}
 			res, err := eng.Cancel(cmd.Context(), startOf(st), who)
 			if err != nil {
 				return abort("%v", err)
 			}
-			if _, err := printReport(out, rend, plan, st, res.Message, writeEvidence(cmd.ErrOrStderr(), plan, st)); err != nil {
+			if err := v.showReport(st, res.Message, writeEvidence(cmd.ErrOrStderr(), plan, st)); err != nil {
 				return abort("%v", err)
 			}
 			return &exitError{code: exitCancelled}
