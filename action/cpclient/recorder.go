@@ -171,7 +171,8 @@ func ToProto(t engine.Transition) *rbookv1.Transition {
 		RollbackFor: t.RollbackFor,
 	}
 	if e := t.Evidence; e != nil {
-		p.Evidence = &rbookv1.Evidence{StepName: e.StepName, Type: e.Type, Input: e.Input, Output: e.Output, Status: stepStatus[e.Status], TimestampUtc: e.TimestampUTC}
+		p.Evidence = &rbookv1.Evidence{StepName: e.StepName, Type: e.Type, Input: e.Input, SourceInput: e.SourceInput, Output: e.Output,
+			Status: stepStatus[e.Status], TimestampUtc: e.TimestampUTC}
 	}
 	return p
 }

@@ -159,6 +159,9 @@ func TestIssue6_2_1_EvidenceHoldsTheQueryThatRan(t *testing.T) {
 	for _, tr := range getRun(t, url, st.RunID).GetTransitions() {
 		if e := tr.GetEvidence(); e != nil && e.GetType() == "check" {
 			onCP = append(onCP, e.GetInput())
+			if e.GetSourceInput() != source[e.GetStepName()] {
+				t.Errorf("control plane: check %s has source_input %q, want the runbook's text", e.GetStepName(), e.GetSourceInput())
+			}
 		}
 	}
 	if strings.Join(onCP, "\n") != strings.Join(checks, "\n") {
