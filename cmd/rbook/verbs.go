@@ -34,7 +34,7 @@ Exit codes: 0 a run was found and shown, 2 no run or an unreadable state file.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := runbookArg(args)
-			plan, err := c.loadPlan(name)
+			plan, rend, err := c.loadWithReports(name)
 			if err != nil {
 				return err
 			}
@@ -81,10 +81,6 @@ Exit codes: 0 a run was found and shown, 2 no run or an unreadable state file.`,
 			}
 			if st.InFlight != nil {
 				fmt.Fprintf(out, "In flight: %s step '%s' started %s, outcome not recorded\n", st.InFlight.StepType, st.InFlight.StepName, st.InFlight.StartedUTC)
-			}
-			rend, err := report.New(c.templates)
-			if err != nil {
-				return abort("%v", err)
 			}
 			_, err = printReport(out, rend, plan, st, "", evPath)
 			return err
