@@ -27,8 +27,9 @@ func newStatusCmd() *cobra.Command {
 		Use:   "status [RUNBOOK]",
 		Short: "Show where the runbook's current or last run stands",
 		Long: `Show the run recorded in the runbook's state file: its status, whether an executor
-is running it right now or it was interrupted (and where a new 'rbook run' resumes), and
-its report so far.
+is running it right now or it was interrupted (and where a new 'rbook run' resumes), where
+its evidence pack is (a final run's missing evidence pack is rebuilt from the state file),
+and its report so far. -o json adds "liveness" and "evidence_path" to the state file's fields.
 
 Exit codes: 0 a run was found and shown, 2 no run or an unreadable state file.`,
 		Args: cobra.MaximumNArgs(1),
