@@ -6,7 +6,6 @@ package report
 import (
 	"bytes"
 	"embed"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/rbookhq/rbook-action/action/engine"
+	"github.com/rbookhq/rbook-action/action/state"
 )
 
 //go:embed templates/*.md prompts/*.md
@@ -39,9 +39,23 @@ type Renderer struct {
 }
 
 // New parses the embedded templates, each replaced by DIR/<same path> when overrideDir is
-// set and that file exists. It returns an error naming the file when a template does not
-// parse, or when a report template does not start with ReportHeading.
+// set and that file exists. It returns an error naming the folder when overrideDir is set
+// but does not exist or is not a folder (the --templates flag; issue 6, item 1.9: a mistyped
+// folder must not silently fall back to the built-in templates), and an error naming the
+// file when a template does not parse, or when a report template does not start with
+// ReportHeading.
 func New(overrideDir string) (*Renderer, error) {
+	if overrideDir != "" {
+		info, err := os.Stat(overrideDir)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return nil, fmt.Errorf("templates folder %s (--templates) does not exist", overrideDir)
+		case err != nil:
+			return nil, fmt.Errorf("templates folder %s (--templates): %w", overrideDir, err)
+		case !info.IsDir():
+			return nil, fmt.Errorf("templates folder %s (--templates) is not a folder", overrideDir)
+		}
+	}
 	r := &Renderer{t: map[string]*template.Template{}}
 	for _, name := range []string{StepStatusFile, ReportFile, EvidencePackFile, CancelPromptFile} {
 		src, from, err := load(overrideDir, name)
@@ -227,25 +241,9 @@ func (r *Renderer) RenderReport(d Report) (string, error) {
 	return r.render(ReportFile, d)
 }
 
-// EvidencePackJSON is the evidence pack as a JSON array in execution order, no trailing comma,
-// "[]" when empty (seed "Output contract").
-func EvidencePackJSON(ev []engine.Evidence) ([]byte, error) {
-	if ev == nil {
-		ev = []engine.Evidence{}
-	}
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(ev); err != nil {
-		return nil, err
-	}
-	return b.Bytes(), nil
-}
-
 // RenderEvidencePack renders templates/output-evidence-pack.md (seed Step 9.3).
 func (r *Renderer) RenderEvidencePack(runID string, ev []engine.Evidence) (string, error) {
-	js, err := EvidencePackJSON(ev)
+	js, err := state.EvidencePackJSON(ev)
 	if err != nil {
 		return "", err
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/rbookhq/rbook-action/action/engine"
+	"github.com/rbookhq/rbook-action/action/state"
 )
 
 func sampleEvidence() []engine.Evidence {
@@ -42,7 +43,7 @@ func TestReportHeadingAndCounts(t *testing.T) {
 
 func TestEvidencePackIsAJSONArrayInOrder(t *testing.T) {
 	for _, ev := range [][]engine.Evidence{nil, sampleEvidence()} {
-		js, err := EvidencePackJSON(ev)
+		js, err := state.EvidencePackJSON(ev)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -59,7 +60,7 @@ func TestEvidencePackIsAJSONArrayInOrder(t *testing.T) {
 			}
 		}
 	}
-	js, _ := EvidencePackJSON(sampleEvidence())
+	js, _ := state.EvidencePackJSON(sampleEvidence())
 	if _, ok := json.Unmarshal(js, new([]any)).(error); ok || strings.Contains(string(js), ",\n]") {
 		t.Errorf("trailing comma")
 	}

@@ -24,6 +24,10 @@ type OpenOptions struct {
 	StepIndex *int
 	// AllowEdited resumes a run even though the runbook's content hash changed.
 	AllowEdited bool
+	// Lock, when set, is the caller's lock on the state file: Open then removes the stale
+	// temp files an interrupted write left in the folder (Lock.RemoveStaleTemps; issue 6,
+	// item 1.9).
+	Lock *Lock
 }
 
 // Opened is the outcome of resume detection (seed Step 3).
@@ -73,16 +77,29 @@ func (e *UnknownStepError) Error() string {
 
 // Open decides whether plan's run is resumed or started fresh (seed Steps 2–4, DESIGN D6) and
 // returns the State to record into. The caller must hold the Lock. A fresh State is not
-// written yet: the engine's run_started transition writes it. Errors: *CorruptError,
-// *EditedError, *UnknownStepError, or a file-system error naming the path.
+// written yet: the engine's run_started transition writes it. A final previous run whose
+// evidence pack file is missing gets it rebuilt from its state (EnsureEvidence; issue 6,
+// item 1.7) before anything else happens. Errors: *CorruptError, *SymlinkError,
+// *EditedError, *UnknownStepError, *NotWritableError (the evidence pack could not be
+// rebuilt), or a file-system error naming the path.
 func Open(plan *runbook.Plan, path string, opts OpenOptions) (*Opened, error) {
 	now := time.Now
 	if opts.Now != nil {
 		now = opts.Now
 	}
+	if opts.Lock != nil {
+		if _, err := opts.Lock.RemoveStaleTemps(plan.Name); err != nil {
+			return nil, err
+		}
+	}
 	prev, err := Read(path)
 	if err != nil && !errors.Is(err, ErrNotExist) {
 		return nil, err
+	}
+	if prev != nil {
+		if _, _, err := EnsureEvidence(path, prev); err != nil {
+			return nil, &NotWritableError{Err: fmt.Errorf("rebuild the evidence pack of run %s: %w", prev.RunID, err)}
+		}
 	}
 	if prev != nil && prev.RunStatus == engine.RunInProgress {
 		if prev.RunbookName != plan.Name {

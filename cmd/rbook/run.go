@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/signal"
 	"os/user"
-	"path/filepath"
 	"syscall"
 	"time"
 
@@ -159,7 +158,7 @@ func runRunbook(cmd *cobra.Command, name string, f runFlags, stepIndex *int) err
 		return abort("%v", err)
 	}
 	defer lock.Release()
-	opened, err := state.Open(plan, statePath, state.OpenOptions{StepIndex: stepIndex, AllowEdited: f.allowEdited})
+	opened, err := state.Open(plan, statePath, state.OpenOptions{StepIndex: stepIndex, AllowEdited: f.allowEdited, Lock: lock})
 	if err != nil {
 		return abort("%v", err)
 	}
@@ -332,13 +331,10 @@ func handleSignals(ctx context.Context, cancel context.CancelCauseFunc, statePat
 }
 
 // writeEvidence writes the evidence pack JSON next to the state file (seed Step 9.3) and
-// returns its path, or "" (with a warning) when it could not be written.
+// returns its path, or "" (with a warning) when it could not be written. A final run's pack
+// was already written by the FileRecorder before its final state (issue 6, item 1.7).
 func writeEvidence(errw io.Writer, plan *runbook.Plan, st *state.State) string {
-	evPath := filepath.Join(filepath.Dir(plan.StateFilePath), st.RunID+".evidence.json")
-	js, err := report.EvidencePackJSON(st.EvidencePack)
-	if err == nil {
-		err = state.WriteFileAtomic(evPath, js)
-	}
+	evPath, err := state.WriteEvidence(plan.StateFilePath, st)
 	if err != nil {
 		fmt.Fprintf(errw, "warning: evidence pack not written to %s: %v\n", evPath, err)
 		return ""

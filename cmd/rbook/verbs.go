@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"syscall"
 	"time"
@@ -27,11 +28,13 @@ func newStatusCmd() *cobra.Command {
 		Use:   "status [RUNBOOK]",
 		Short: "Show where the runbook's current or last run stands",
 		Long: `Show the run recorded in the runbook's state file: its status, whether an executor
-is running it right now or it was interrupted (and where a new 'rbook run' resumes), and
-every step of the runbook, in runbook order, with its final status or "not run".
+is running it right now or it was interrupted (and where a new 'rbook run' resumes), where
+its evidence pack is (a final run's missing evidence pack is rebuilt from the state file),
+and every step of the runbook, in runbook order, with its final status or "not run".
 
 --report prints the Markdown run report instead ("# Runbook Execution Report", the same
-as 'rbook run --report FILE' writes); -o json prints the state file's fields and liveness.
+as 'rbook run --report FILE' writes); -o json prints the state file's fields, "liveness" and
+"evidence_path".
 
 Examples:
   rbook status demo
@@ -41,7 +44,7 @@ Exit codes: 0 a run was found and shown, 2 no run or an unreadable state file.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := runbookArg(args)
-			plan, err := c.loadPlan(name)
+			plan, rend, err := c.loadWithReports(name)
 			if err != nil {
 				return err
 			}
@@ -68,20 +71,19 @@ Exit codes: 0 a run was found and shown, 2 no run or an unreadable state file.`,
 			if output != "text" && output != "json" {
 				return abort("-o/--output %q: use text or json", output)
 			}
+			evPath := ensureEvidence(cmd.ErrOrStderr(), plan.StateFilePath, st)
 			if output == "json" {
 				enc := json.NewEncoder(out)
 				enc.SetIndent("", "  ")
 				return enc.Encode(struct {
 					*state.State
 					Liveness string `json:"liveness"`
-				}{st, liveness})
-			}
-			rend, err := report.New(c.templates)
-			if err != nil {
-				return abort("%v", err)
+					// EvidencePath is the final run's evidence pack file (issue 6, item 1.7).
+					EvidencePath string `json:"evidence_path,omitempty"`
+				}{st, liveness, evPath})
 			}
 			if markdown {
-				s, err := rend.RenderReport(reportData(plan, st, "", ""))
+				s, err := rend.RenderReport(reportData(plan, st, "", evPath))
 				if err != nil {
 					return abort("%v", err)
 				}
@@ -91,6 +93,9 @@ Exit codes: 0 a run was found and shown, 2 no run or an unreadable state file.`,
 			fmt.Fprintf(out, "Run %s · runbook %s · %s (%s)\n", st.RunID, st.RunbookName, st.RunStatus, liveness)
 			if !st.RunStatus.Final() {
 				fmt.Fprintf(out, "Next step index: %d of %d steps\n", st.LastCompletedStepIndex+1, st.TotalSteps)
+				fmt.Fprintf(out, "Evidence pack: written to %s when the run ends\n", state.EvidencePath(plan.StateFilePath, st.RunID))
+			} else if evPath != "" {
+				fmt.Fprintf(out, "Evidence pack: %s\n", evPath)
 			}
 			if st.Interrupted != nil {
 				fmt.Fprintf(out, "Interrupted at %s: %s\n", st.Interrupted.AtUTC, st.Interrupted.Reason)
@@ -186,7 +191,11 @@ Exit codes: 3 the run was cancelled, 1 you did not confirm, 2 nothing to cancel.
 				return err
 			}
 			if st.RunStatus.Final() {
-				return abort("run %s is already %s; there is nothing to cancel", st.RunID, st.RunStatus)
+				msg := fmt.Sprintf("run %s is already %s; there is nothing to cancel", st.RunID, st.RunStatus)
+				if evPath := ensureEvidence(cmd.ErrOrStderr(), plan.StateFilePath, st); evPath != "" {
+					msg += ". Its evidence pack: " + evPath
+				}
+				return abort("%s", msg)
 			}
 			out := cmd.OutOrStdout()
 			prompt, err := rend.RenderCancelPrompt(st.RunID, st.LastDeployName)
@@ -278,6 +287,21 @@ func cancelLive(ctx context.Context, statePath string, h state.Holder, who strin
 	}
 	fmt.Fprintf(out, "Run %s is CANCELLED.\n", st.RunID)
 	return &exitError{code: exitCancelled}
+}
+
+// ensureEvidence rebuilds a final run's missing evidence pack file from its state file
+// (issue 6, item 1.7), saying so on errw, and returns the file's path: "" when the run is not
+// final, or when the file is missing and could not be written (a warning says why).
+func ensureEvidence(errw io.Writer, statePath string, st *state.State) string {
+	p, rebuilt, err := state.EnsureEvidence(statePath, st)
+	if err != nil {
+		fmt.Fprintf(errw, "warning: the evidence pack of run %s is missing and could not be rebuilt at %s: %v\n", st.RunID, p, err)
+		return ""
+	}
+	if rebuilt {
+		fmt.Fprintf(errw, "The evidence pack of run %s was missing; rebuilt it from the state file: %s\n", st.RunID, p)
+	}
+	return p
 }
 
 func readExisting(path, name string) (*state.State, error) {
