@@ -53,7 +53,7 @@ var ownerIDRE = regexp.MustCompile(`^[A-Za-z0-9_-]{16,128}$`)
 // caller is an authenticated executor, its identity (DESIGN D12-D13; issue 6, item 1.3).
 func fenceOf(ctx context.Context, ownerID string, epoch int64) (store.Fence, error) {
 	if !ownerIDRE.MatchString(ownerID) {
-		return store.Fence{}, invalidArg("owner_id is required: 16-128 characters of [A-Za-z0-9_-] (StartRunRequest.owner_id)")
+		return store.Fence{}, invalidArg("owner_id is required: the 16-128 characters of [A-Za-z0-9_-] this executor gave StartRun")
 	}
 	if epoch < 1 {
 		return store.Fence{}, invalidArg("epoch is %d; send the lease epoch StartRun returned (>= 1)", epoch)
