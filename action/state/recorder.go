@@ -88,6 +88,9 @@ func (r *FileRecorder) Record(_ context.Context, t engine.Transition) error {
 	if t.Kind != engine.TransitionRunInterrupted {
 		s.Interrupted = nil
 	}
+	if t.Kind != engine.TransitionGateOpened {
+		s.AwaitingConfirmation = nil
+	}
 	write := true
 	switch t.Kind {
 	case engine.TransitionRunStarted:
@@ -101,7 +104,11 @@ func (r *FileRecorder) Record(_ context.Context, t engine.Transition) error {
 		} else {
 			write = false
 		}
-	case engine.TransitionGateOpened, engine.TransitionGateDecided:
+	case engine.TransitionGateOpened:
+		// Written (one write per gate), so `rbook status` can say the run waits at a gate, as
+		// the control plane does (issue 6, item 2.3).
+		s.AwaitingConfirmation = &Gate{StepIndex: t.StepIndex, StepName: t.StepName, SinceUTC: engine.FormatTime(t.Time)}
+	case engine.TransitionGateDecided:
 		write = false
 	case engine.TransitionStepFinished:
 		if t.Evidence != nil {

@@ -57,6 +57,9 @@ type State struct {
 	RollbackFor string `json:"rollback_for,omitempty"`
 	// Interrupted is set when a signal stopped the executor; the run is resumable.
 	Interrupted *Interruption `json:"interrupted,omitempty"`
+	// AwaitingConfirmation is the confirm gate the run waits at, from its gate_opened until the
+	// next transition (a decision, an interruption); nil otherwise.
+	AwaitingConfirmation *Gate `json:"awaiting_confirmation,omitempty"`
 	// ControlPlane is the URL of the control plane the run reports to ("" for none).
 	ControlPlane string `json:"control_plane,omitempty"`
 	// OwnerID identifies the executor instance that owns the run's lease on the control plane
@@ -73,6 +76,13 @@ type State struct {
 type Interruption struct {
 	AtUTC  string `json:"at_utc"`
 	Reason string `json:"reason"`
+}
+
+// Gate is an open confirm gate: its step and when it opened (ISO 8601 UTC).
+type Gate struct {
+	StepIndex int    `json:"step_index"`
+	StepName  string `json:"step_name"`
+	SinceUTC  string `json:"since_utc"`
 }
 
 // InFlight identifies a started step whose outcome was never recorded.

@@ -60,8 +60,14 @@ Exit codes: 0 a run was found and shown, 2 no run or an unreadable state file.`,
 				return abort("%v", err)
 			}
 			liveness := "final"
+			shown := string(st.RunStatus)
 			switch {
 			case st.RunStatus.Final():
+			case held && st.AwaitingConfirmation != nil:
+				// The control plane's word for a run waiting at a gate (issue 6, item 2.3).
+				shown = string(engine.StatusAwaitingConfirmation)
+				liveness = fmt.Sprintf("running: waiting at gate '%s' since %s; an executor holds it (%s)",
+					st.AwaitingConfirmation.StepName, st.AwaitingConfirmation.SinceUTC, holder.String())
 			case held:
 				liveness = "running: an executor holds it (" + holder.String() + ")"
 			default:
@@ -90,7 +96,7 @@ Exit codes: 0 a run was found and shown, 2 no run or an unreadable state file.`,
 				fmt.Fprint(out, s)
 				return nil
 			}
-			fmt.Fprintf(out, "Run %s · runbook %s · %s (%s)\n", st.RunID, st.RunbookName, st.RunStatus, liveness)
+			fmt.Fprintf(out, "Run %s · runbook %s · %s (%s)\n", st.RunID, st.RunbookName, shown, liveness)
 			if !st.RunStatus.Final() {
 				fmt.Fprintf(out, "Next step index: %d of %d steps\n", st.LastCompletedStepIndex+1, st.TotalSteps)
 				fmt.Fprintf(out, "Evidence pack: written to %s when the run ends\n", state.EvidencePath(plan.StateFilePath, st.RunID))
