@@ -199,14 +199,6 @@ func readState(t *testing.T, dir string) stateFile {
 	if err := json.Unmarshal(data, &s); err != nil {
 		t.Fatalf("state file is not valid JSON: %v\n%s", err, data)
 	}
-	for i := range s.EvidencePack {
-		var raw []map[string]any
-		json.Unmarshal(data, &struct {
-			E *[]map[string]any `json:"evidence_pack"`
-		}{&raw})
-		_ = raw
-		_ = i
-	}
 	return s
 }
 
