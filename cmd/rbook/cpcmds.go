@@ -38,31 +38,65 @@ func (f *cpFlags) register(cmd *cobra.Command, withOutput bool) {
 	}
 }
 
+// noControlPlane is the error when there is nothing to talk to.
+func noControlPlane() error {
+	return abort("no control plane to talk to: pass --control-plane URL or set RBOOK_CONTROL_PLANE (a running 'rbook run' starts an embedded one and leaves its address in ./%s)", embeddedURLFile)
+}
+
 // resolve finds the control plane URL: the flag, $RBOOK_CONTROL_PLANE, then the address a
-// running embedded control plane left in .rbook/controlplane.url.
-func (f *cpFlags) resolve() (string, error) {
+// running embedded control plane left in .rbook/controlplane.url. stale reports a URL file
+// whose address no longer answers (its run has ended, or was killed).
+func (f *cpFlags) resolve() (u string, stale bool, err error) {
 	f.fromFile = false
 	if f.url != "" {
-		return f.url, nil
+		return f.url, false, nil
 	}
 	if u := os.Getenv("RBOOK_CONTROL_PLANE"); u != "" && u != "off" {
-		return u, nil
+		return u, false, nil
 	}
 	if data, err := os.ReadFile(embeddedURLFile); err == nil {
 		f.fromFile = true
-		return strings.TrimSpace(string(data)), nil
+		u := strings.TrimSpace(string(data))
+		return u, !listening(u), nil
 	}
-	return "", abort("no control plane to talk to: pass --control-plane URL or set RBOOK_CONTROL_PLANE (a running 'rbook run' starts an embedded one and leaves its address in ./%s)", embeddedURLFile)
+	return "", false, noControlPlane()
 }
 
-func (f *cpFlags) client() (*cpclient.Client, error) {
-	u, err := f.resolve()
+// client connects to the control plane (see resolve). The returned func releases it.
+func (f *cpFlags) client() (*cpclient.Client, func(), error) {
+	u, _, err := f.resolve()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	c := cpclient.New(u, os.Getenv("RBOOK_TOKEN"))
 	c.Deadline = 10 * time.Second
-	return c, nil
+	return c, func() {}, nil
+}
+
+// reader is client for the commands that only read history (runs, get, approvals): when no
+// control plane is running — no --control-plane, no RBOOK_CONTROL_PLANE, no live
+// .rbook/controlplane.url — it reads the embedded control plane's database
+// .rbook/controlplane.db directly, read-only, and says so on stderr (issue 6, item 3.3).
+func (f *cpFlags) reader(cmd *cobra.Command) (*cpclient.Client, func(), error) {
+	u, stale, err := f.resolve()
+	if err == nil && !stale {
+		c := cpclient.New(u, os.Getenv("RBOOK_TOKEN"))
+		c.Deadline = 10 * time.Second
+		return c, func() {}, nil
+	}
+	if _, serr := os.Stat(embeddedDB); serr != nil {
+		if err != nil {
+			return nil, nil, err
+		}
+		return f.client() // a stale URL file and no database: rpcError explains
+	}
+	c, closeDB, oerr := openLocalHistory(cmd.Context(), embeddedDB)
+	if oerr != nil {
+		return nil, nil, abort("rbook: no control plane is running, and the local database %s cannot be read: %v", embeddedDB, oerr)
+	}
+	f.fromFile = false
+	fmt.Fprintf(cmd.ErrOrStderr(), "No control plane is running: read the local database %s (read-only; the history of this folder's embedded runs).\n", embeddedDB)
+	return c, closeDB, nil
 }
 
 // rpcError turns a control-plane error into a one-line message with its code and exit 1.
@@ -124,10 +158,11 @@ Exit codes: 0 %s, 1 refused (the message names the error code), 2 usage.`, strin
 				}
 				token = strings.TrimSpace(string(b))
 			}
-			c, err := f.client()
+			c, done, err := f.client()
 			if err != nil {
 				return err
 			}
+			defer done()
 			if approver == "" {
 				approver = currentUser()
 			}
@@ -167,10 +202,11 @@ func newRunsCmd() *cobra.Command {
 		Short: "List runs on the control plane, newest first",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := f.client()
+			c, done, err := f.reader(cmd)
 			if err != nil {
 				return err
 			}
+			defer done()
 			req := &rbookv1.ListRunsRequest{RunbookName: runbook, PageSize: int32(limit)}
 			if status != "" {
 				v, ok := rbookv1.RunStatus_value["RUN_STATUS_"+strings.ToUpper(status)]
@@ -227,10 +263,11 @@ func newGetCmd() *cobra.Command {
 		Short: "Show a run on the control plane with every transition",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := f.client()
+			c, done, err := f.reader(cmd)
 			if err != nil {
 				return err
 			}
+			defer done()
 			resp, err := c.Runs.GetRun(cmd.Context(), &rbookv1.GetRunRequest{RunId: args[0]})
 			if err != nil {
 				return f.rpcError(err)
@@ -259,10 +296,11 @@ func newWatchCmd() *cobra.Command {
 		Short: "Follow a run's transitions live (replays from --from-seq first)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := f.client()
+			c, done, err := f.client()
 			if err != nil {
 				return err
 			}
+			defer done()
 			stream, err := c.Runs.WatchRun(cmd.Context(), &rbookv1.WatchRunRequest{RunId: args[0], FromSeq: from})
 			if err != nil {
 				return f.rpcError(err)
@@ -325,10 +363,11 @@ func newApprovalsCmd() *cobra.Command {
 		Short: "List confirm-gate approvals (tokens are never shown)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := f.client()
+			c, done, err := f.reader(cmd)
 			if err != nil {
 				return err
 			}
+			defer done()
 			req := &rbookv1.ListApprovalsRequest{RunId: runID}
 			if pending {
 				req.Status = rbookv1.ApprovalStatus_APPROVAL_STATUS_PENDING

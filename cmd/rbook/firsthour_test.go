@@ -86,3 +86,90 @@ func TestIssue6_3_1_ValidateSaysWhatRunWouldDo(t *testing.T) {
 		t.Fatalf("validate demo: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
 }
+
+// TestIssue6_3_3_HistoryAfterEmbeddedRunEnds: once the run that served the embedded
+// control plane has ended, runs, get and approvals read .rbook/controlplane.db directly,
+// read-only, say so on stderr, and leave the folder as it was; a stale controlplane.url
+// (a killed run) does not get in the way, and an explicit control plane is never replaced
+// by the local file.
+func TestIssue6_3_3_HistoryAfterEmbeddedRunEnds(t *testing.T) {
+	dir := workdir(t)
+	out, code := run(t, dir, "yes\n", "run", "demo")
+	if code != 0 || !strings.Contains(out, "Control plane (embedded)") {
+		t.Fatalf("run demo: exit %d\n%s", code, out)
+	}
+	s := readState(t, dir)
+	rbookDir := filepath.Join(dir, ".rbook")
+	if _, err := os.Stat(filepath.Join(rbookDir, "controlplane.url")); !os.IsNotExist(err) {
+		t.Fatalf("controlplane.url is still there after the run: %v", err)
+	}
+	before := dirSnapshot(t, rbookDir)
+	note := "No control plane is running: read the local database .rbook/controlplane.db (read-only"
+
+	stdout, stderr, code := runSplit(t, dir, nil, "runs")
+	if code != 0 || !strings.Contains(stderr, note) || !strings.Contains(stdout, s.RunID+"  demo") || !strings.Contains(stdout, "6/6") {
+		t.Fatalf("runs: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	stdout, stderr, code = runSplit(t, dir, nil, "get", s.RunID)
+	if code != 0 || !strings.Contains(stderr, note) || !strings.Contains(stdout, "Run "+s.RunID+" · runbook demo") ||
+		!strings.Contains(stdout, "step_finished    deploy 'deploy-app-config'  pass") || !strings.Contains(stdout, "run_finished") {
+		t.Fatalf("get: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	stdout, stderr, code = runSplit(t, dir, nil, "approvals", "-o", "json")
+	if code != 0 || !strings.Contains(stderr, note) || !strings.Contains(stdout, `"status": "APPROVAL_STATUS_APPROVED"`) || !strings.Contains(stdout, `"nodeId": "confirm-rollout"`) {
+		t.Fatalf("approvals: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	if after := dirSnapshot(t, rbookDir); !equalSnapshots(before, after) {
+		t.Fatalf("reading the history changed .rbook:\nbefore %v\nafter  %v", keys(before), keys(after))
+	}
+
+	// A URL file left by a killed run names an address nobody listens on.
+	os.WriteFile(filepath.Join(rbookDir, "controlplane.url"), []byte("http://127.0.0.1:1\n"), 0o600)
+	stdout, stderr, code = runSplit(t, dir, nil, "runs", "--status", "succeeded")
+	if code != 0 || !strings.Contains(stderr, note) || !strings.Contains(stdout, s.RunID) {
+		t.Fatalf("runs with a stale URL file: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	// A control plane named explicitly is the one asked, even when it is down.
+	_, stderr, code = runSplit(t, dir, []string{"RBOOK_CONTROL_PLANE=http://127.0.0.1:1"}, "runs")
+	if code != 1 || strings.Contains(stderr, note) {
+		t.Fatalf("runs with RBOOK_CONTROL_PLANE: exit %d\n%s", code, stderr)
+	}
+}
+
+// dirSnapshot maps each file in dir to its bytes.
+func dirSnapshot(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	es, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]string{}
+	for _, e := range es {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m[e.Name()] = string(b)
+	}
+	return m
+}
+
+func equalSnapshots(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+func keys(m map[string]string) []string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	return ks
+}

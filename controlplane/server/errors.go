@@ -73,6 +73,8 @@ func (s *Server) storeError(ctx context.Context, op string, err error) *connect.
 	switch {
 	case errors.Is(err, store.ErrInvalidArgument):
 		return invalidArg("%s", storeMessage(err, store.ErrInvalidArgument))
+	case errors.Is(err, store.ErrReadOnly):
+		return rpcError(connect.CodePermissionDenied, CodePermissionDenied, "this view of the control-plane database is read-only; %s needs a running control plane", op)
 	case errors.Is(err, store.ErrClosed):
 		return rpcError(connect.CodeUnavailable, CodeRetry, "the control plane is shutting down; retry")
 	case errors.Is(err, context.Canceled):

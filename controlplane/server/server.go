@@ -69,8 +69,12 @@ type Server struct {
 // New builds the handler over st and starts the gate-deadline timer. It must be called
 // before st serves other writers (it loads the pending gates first). Errors: a missing or
 // short Secret, a storage failure while loading pending gates.
+//
+// Over a store from store.OpenReadOnly it is a read-only view (issue 6, item 3.3: the CLI
+// reads an ended embedded run's history in-process): no Secret is needed, no deadline timer
+// runs, reads answer as usual and every write RPC fails with PERMISSION_DENIED.
 func New(st *store.Store, opts Options) (*Server, error) {
-	if len(opts.Secret) < approval.MinSecretBytes {
+	if len(opts.Secret) < approval.MinSecretBytes && !st.ReadOnly() {
 		return nil, fmt.Errorf("server: %w", approval.ErrWeakSecret)
 	}
 	if opts.Logger == nil {
@@ -108,6 +112,10 @@ func New(st *store.Store, opts Options) (*Server, error) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	s.stopLoop = func() { cancel(); unsubscribe() }
+	if st.ReadOnly() {
+		close(s.loopDone) // gates cannot expire in a database nobody writes
+		return s, nil
+	}
 	go s.deadlineLoop(ctx)
 	return s, nil
 }
