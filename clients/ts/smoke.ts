@@ -65,7 +65,7 @@ function parseOptions(argv: string[], env: NodeJS.ProcessEnv): Options {
   });
   const addr = values.addr ?? env.RBOOK_CONTROL_PLANE ?? "";
   const runId = values["run-id"] ?? env.RBOOK_RUN_ID ?? "";
-  if (addr === "") throw new UsageError("--addr (or RBOOK_CONTROL_PLANE) is required, e.g. http://127.0.0.1:8080");
+  if (addr === "") throw new UsageError("--addr (or RBOOK_CONTROL_PLANE) is required, e.g. http://127.0.0.1:7070");
   if (!/^https?:\/\//.test(addr)) throw new UsageError(`--addr must start with http:// or https://, got ${JSON.stringify(addr)}`);
   if (runId === "") throw new UsageError("--run-id (or RBOOK_RUN_ID) is required");
   const chosen = (values.protocol ?? [...protocols]).map((p) => {

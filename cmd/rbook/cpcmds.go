@@ -38,6 +38,16 @@ func (f *cpFlags) register(cmd *cobra.Command, withOutput bool) {
 	}
 }
 
+// cpHelp is the paragraph every control-plane command's --help shares: where it connects.
+const cpHelp = `Which control plane: --control-plane URL, else $RBOOK_CONTROL_PLANE, else the embedded
+one of an 'rbook run' in progress in this folder (its address is in .rbook/controlplane.url).
+With auth on (rbook serve --auth-file), the bearer token comes from $RBOOK_TOKEN.`
+
+// historyHelp adds, for the commands that only read, what happens when none is running.
+const historyHelp = cpHelp + `
+When none of those is running, the history of this folder's embedded runs is read from
+.rbook/controlplane.db, read-only (stderr says so).`
+
 // noControlPlane is the error when there is nothing to talk to.
 func noControlPlane() error {
 	return abort("no control plane to talk to: pass --control-plane URL or set RBOOK_CONTROL_PLANE (a running 'rbook run' starts an embedded one and leaves its address in ./%s)", embeddedURLFile)
@@ -147,7 +157,13 @@ func newDecideCmd(approve bool) *cobra.Command {
 a second one fails with E_APPROVAL_ALREADY_DECIDED. Pass the token as an argument or "-" to
 read it from stdin (keeps it out of shell history).
 
-Exit codes: 0 %s, 1 refused (the message names the error code), 2 usage.`, strings.ToUpper(verb[:1])+verb[1:], past),
+%s
+
+Exit codes: 0 %s, 1 refused or the control plane unreachable (the message names the error
+code, e.g. E_APPROVAL_ALREADY_DECIDED, E_TOKEN_EXPIRED), 2 usage or no control plane.`, strings.ToUpper(verb[:1])+verb[1:], cpHelp, past),
+		Example: fmt.Sprintf(`  rbook %[1]s <token>                      # the token the waiting run printed
+  rbook %[1]s - --reason "checked the canary" < token.txt
+  rbook %[1]s <token> --control-plane http://127.0.0.1:7070 -o json`, verb),
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			token := args[0]
@@ -200,7 +216,18 @@ func newRunsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "runs",
 		Short: "List runs on the control plane, newest first",
-		Args:  cobra.NoArgs,
+		Long: `List the runs the control plane holds, newest first: run id, runbook, status, steps done,
+start time and who started it. --status and --runbook filter; -o json prints the
+ListRunsResponse as proto JSON.
+
+` + historyHelp + `
+
+Exit codes: 0 listed (possibly none), 1 the control plane refused or is unreachable,
+2 usage, a bad --status, or no control plane and no local database.`,
+		Example: `  rbook runs
+  rbook runs --status failed --runbook demo
+  rbook runs --control-plane http://127.0.0.1:7070 -o json`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, done, err := f.reader(cmd)
 			if err != nil {
@@ -261,7 +288,16 @@ func newGetCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "get RUN_ID",
 		Short: "Show a run on the control plane with every transition",
-		Args:  cobra.ExactArgs(1),
+		Long: `Show one run: its status and progress, then every transition in order (sequence
+number, time, kind, step, step status). -o json prints the GetRunResponse as proto JSON.
+
+` + historyHelp + `
+
+Exit codes: 0 shown, 1 no such run (E_RUN_NOT_FOUND), refused or unreachable, 2 usage or no
+control plane and no local database.`,
+		Example: `  rbook get RBOOK-20260512-demo-a1b2c3d4
+  rbook get RBOOK-20260512-demo-a1b2c3d4 -o json | jq '.transitions | length'`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, done, err := f.reader(cmd)
 			if err != nil {
@@ -294,7 +330,18 @@ func newWatchCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "watch RUN_ID",
 		Short: "Follow a run's transitions live (replays from --from-seq first)",
-		Args:  cobra.ExactArgs(1),
+		Long: `Follow a run: replay its transitions from --from-seq, then print each new one as the
+executor records it, until the run finishes (the last line says how it ended). -o json
+prints one WatchRunResponse per line. A running control plane is needed (a finished run's
+history is also shown by 'rbook get').
+
+` + cpHelp + `
+
+Exit codes: 0 the run finished (whatever its status), 1 no such run, refused or the stream
+broke, 2 usage or no control plane.`,
+		Example: `  rbook watch RBOOK-20260512-demo-a1b2c3d4
+  rbook watch RBOOK-20260512-demo-a1b2c3d4 --from-seq 10 -o json`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, done, err := f.client()
 			if err != nil {
@@ -361,7 +408,17 @@ func newApprovalsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "approvals",
 		Short: "List confirm-gate approvals (tokens are never shown)",
-		Args:  cobra.NoArgs,
+		Long: `List the approvals of confirm gates: approval id, run, gate, status (pending, approved,
+rejected, expired, cancelled), when it was requested, its deadline and who decided it.
+Tokens are secrets and are never shown. -o json prints the ListApprovalsResponse.
+
+` + historyHelp + `
+
+Exit codes: 0 listed (possibly none), 1 refused or unreachable, 2 usage or no control plane
+and no local database.`,
+		Example: `  rbook approvals --pending
+  rbook approvals --run RBOOK-20260512-demo-a1b2c3d4 -o json`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, done, err := f.reader(cmd)
 			if err != nil {
