@@ -46,12 +46,17 @@ Exit codes: 0 every runbook would start, 2 at least one error (or no runbook to 
   rbook validate prod                  # runbooks/prod.yaml, its values and MCP config
   rbook validate path/to/my.yaml --mcp-config ci.mcp.json --templates my-templates`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 0 {
+			named := len(args) > 0
+			if !named {
 				found, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 				if err != nil {
 					return abort("%v", err)
 				}
-				args = found
+				for _, f := range found {
+					if !strings.HasSuffix(f, ".values.yaml") {
+						args = append(args, f)
+					}
+				}
 			}
 			var files []string
 			for _, f := range args {
