@@ -103,8 +103,13 @@ func New(st *store.Store, opts Options) (*Server, error) {
 	s.mux = http.NewServeMux()
 	s.mux.Handle(rbookv1connect.NewRunServiceHandler(runService{s}, handlerOpts...))
 	s.mux.Handle(rbookv1connect.NewApprovalServiceHandler(approvalService{s}, handlerOpts...))
-	reflector := grpcreflect.NewStaticReflector(rbookv1connect.RunServiceName, rbookv1connect.ApprovalServiceName,
-		grpchealth.HealthV1ServiceName)
+	files, err := reflectionResolver()
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	// Reflection resolves from the descriptors with the proto's comments (issue 6, item 3.5).
+	names := []string{rbookv1connect.RunServiceName, rbookv1connect.ApprovalServiceName, grpchealth.HealthV1ServiceName}
+	reflector := grpcreflect.NewReflector(grpcreflect.NamerFunc(func() []string { return names }), grpcreflect.WithDescriptorResolver(files))
 	s.mux.Handle(grpcreflect.NewHandlerV1(reflector))
 	s.mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
 	s.health = grpchealth.NewStaticChecker(rbookv1connect.RunServiceName, rbookv1connect.ApprovalServiceName)
