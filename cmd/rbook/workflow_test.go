@@ -1,9 +1,12 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -132,5 +135,107 @@ func TestIssue6_3_5_ActionlintAcceptsTheExampleWorkflows(t *testing.T) {
 	os.WriteFile(filepath.Join(bad, "bad.yml"), []byte(strings.Replace(readFile(t, exampleWorkflow), "runbook: ci-demo", "runbok: ci-demo", 1)), 0o644)
 	if out, err := lint(bad); err == nil || !strings.Contains(out, `input "runbok" is not defined in action "rbook"`) {
 		t.Fatalf("actionlint accepted an undeclared input: %v\n%s", err, out)
+	}
+}
+
+// TestIssue6_3_5_TypeScriptClientHelpAndToken: the documented `npx tsx smoke.ts --help`
+// works, and the client sends $RBOOK_TOKEN (the README's variable) as its bearer token.
+func TestIssue6_3_5_TypeScriptClientHelpAndToken(t *testing.T) {
+	npx, tsDir := tsClient(t)
+	if npx == "" {
+		t.Skip("the TypeScript client is not installed (see the log above)")
+	}
+	help := exec.Command(npx, "tsx", "smoke.ts", "--help")
+	help.Dir = tsDir
+	out, err := help.CombinedOutput()
+	if err != nil || !strings.HasPrefix(string(out), "Usage (from clients/ts, after npm ci):") || !strings.Contains(string(out), "RBOOK_TOKEN") {
+		t.Fatalf("smoke.ts --help: %v\n%s", err, out)
+	}
+	dir := t.TempDir()
+	auth := filepath.Join(dir, "auth.txt")
+	os.WriteFile(auth, []byte("reader viewer viewer-token-0123456789\n"), 0o600)
+	url := serveCP(t, dir, "--auth-file", auth)
+	code := func(env ...string) string {
+		t.Helper()
+		cmd := exec.Command(npx, "tsx", "smoke.ts", "--addr", url, "--run-id", "RBOOK-20260101-none-00000000", "--protocol", "connect")
+		cmd.Dir = tsDir
+		cmd.Env = append(os.Environ(), env...)
+		out, _ := cmd.Output()
+		var line struct {
+			Error struct{ Code string } `json:"error"`
+		}
+		if err := json.Unmarshal(out, &line); err != nil {
+			t.Fatalf("smoke.ts output: %v\n%s", err, out)
+		}
+		return line.Error.Code
+	}
+	if got := code("RBOOK_TOKEN="); got != "unauthenticated" {
+		t.Errorf("without RBOOK_TOKEN: %q, want unauthenticated", got)
+	}
+	if got := code("RBOOK_TOKEN=viewer-token-0123456789"); got != "not_found" {
+		t.Errorf("with RBOOK_TOKEN: %q, want not_found (authenticated, no such run)", got)
+	}
+}
+
+// TestIssue6_3_5_NodeVersionTheReadmeNames: the Node version the READMEs name is the one
+// npm ci accepts: package.json's engines, and every package in the lock file.
+func TestIssue6_3_5_NodeVersionTheReadmeNames(t *testing.T) {
+	named := regexp.MustCompile(`Node (\d+) or newer`)
+	var major string
+	for _, f := range []string{"../../README.md", "../../clients/ts/README.md"} {
+		m := named.FindStringSubmatch(readFile(t, f))
+		if m == nil {
+			t.Fatalf("%s names no Node version", f)
+		}
+		if major != "" && m[1] != major {
+			t.Fatalf("the READMEs name Node %s and %s", major, m[1])
+		}
+		major = m[1]
+	}
+	var pkg struct {
+		Engines struct{ Node string } `json:"engines"`
+	}
+	if err := json.Unmarshal([]byte(readFile(t, "../../clients/ts/package.json")), &pkg); err != nil {
+		t.Fatal(err)
+	}
+	if pkg.Engines.Node != ">="+major {
+		t.Errorf("package.json engines.node = %q, the README says Node %s or newer", pkg.Engines.Node, major)
+	}
+	if !strings.Contains(readFile(t, "../../clients/ts/.npmrc"), "engine-strict=true") {
+		t.Error("clients/ts/.npmrc does not make npm ci refuse other Node versions")
+	}
+	var lock struct {
+		Packages map[string]struct {
+			Engines  map[string]string `json:"engines"`
+			Optional bool              `json:"optional"`
+			OS       []string          `json:"os"`
+		} `json:"packages"`
+	}
+	if err := json.Unmarshal([]byte(readFile(t, "../../clients/ts/package-lock.json")), &lock); err != nil {
+		t.Fatal(err)
+	}
+	want, _ := strconv.Atoi(major)
+	lowerBound := regexp.MustCompile(`^>=\s*(\d+)`)
+	checked := 0
+	for name, p := range lock.Packages {
+		rng, ok := p.Engines["node"]
+		if !ok || (p.Optional && len(p.OS) > 0) { // platform-only optional packages are not installed everywhere
+			continue
+		}
+		accepted := false
+		for _, alt := range strings.Split(rng, "||") {
+			if m := lowerBound.FindStringSubmatch(strings.TrimSpace(alt)); m != nil {
+				if n, _ := strconv.Atoi(m[1]); n <= want {
+					accepted = true
+				}
+			}
+		}
+		checked++
+		if !accepted {
+			t.Errorf("%s requires node %q, which Node %d does not satisfy", name, rng, want)
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no engines found in package-lock.json")
 	}
 }
