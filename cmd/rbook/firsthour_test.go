@@ -4,6 +4,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -116,8 +117,12 @@ func TestIssue6_3_3_HistoryAfterEmbeddedRunEnds(t *testing.T) {
 		t.Fatalf("get: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
 	stdout, stderr, code = runSplit(t, dir, nil, "approvals", "-o", "json")
-	if code != 0 || !strings.Contains(stderr, note) || !strings.Contains(stdout, `"status": "APPROVAL_STATUS_APPROVED"`) || !strings.Contains(stdout, `"nodeId": "confirm-rollout"`) {
-		t.Fatalf("approvals: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	var listed struct {
+		Approvals []struct{ RunID, NodeID, Status string } `json:"approvals"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &listed); err != nil || code != 0 || !strings.Contains(stderr, note) || len(listed.Approvals) != 1 ||
+		listed.Approvals[0] != (struct{ RunID, NodeID, Status string }{s.RunID, "confirm-rollout", "APPROVAL_STATUS_APPROVED"}) {
+		t.Fatalf("approvals: exit %d, %v %+v\nstdout:\n%s\nstderr:\n%s", code, err, listed, stdout, stderr)
 	}
 	if after := dirSnapshot(t, rbookDir); !equalSnapshots(before, after) {
 		t.Fatalf("reading the history changed .rbook:\nbefore %v\nafter  %v", keys(before), keys(after))
