@@ -41,9 +41,11 @@ type Gate struct {
 // Await opens the gate on the control plane and waits for the first decision (engine.Gate).
 // It returns ctx.Err() when the gate's deadline passes or the run stops.
 func (g *Gate) Await(ctx context.Context, req engine.GateRequest) (engine.Decision, error) {
+	owner, epoch := g.C.Fence()
 	open := &rbookv1.RequestApprovalRequest{
-		RunId: req.RunID, NodeId: req.StepName, StepIndex: int32(req.StepIndex), Prompt: req.Prompt,
+		RunId: req.RunID, StepName: req.StepName, StepIndex: int32(req.StepIndex), Prompt: req.Prompt,
 		Deadline: timestamppb.New(req.Deadline), PlanDigest: req.PlanDigest, OnFail: req.OnFail,
+		OwnerId: owner, Epoch: epoch,
 	}
 	if g.Drain != nil {
 		if err := g.Drain(ctx); err != nil {
@@ -63,10 +65,13 @@ func (g *Gate) Await(ctx context.Context, req engine.GateRequest) (engine.Decisi
 	if g.Announce != nil {
 		g.Announce(id, token)
 	}
-	// A gate reopened after a restart keeps the approval (and token) it had, with its
-	// original deadline; say so rather than let the prompt promise more time.
-	if dl := opened.GetApproval().GetDeadline(); dl != nil && g.Notice != nil && dl.AsTime().Before(req.Deadline.Add(-time.Second)) {
-		g.Notice(fmt.Sprintf("approval %s was opened before the executor restarted; it closes at its original deadline %s", id, dl.AsTime().UTC().Format(time.RFC3339)))
+	// The approval closes at its own deadline; a gate reopened after a restart keeps the
+	// approval (and token) it had, with its original, earlier deadline. The Local gate's
+	// prompt states that one deadline, not the fresh step timeout (issue 6, item 2.4).
+	localReq := req
+	if dl := opened.GetApproval().GetDeadline(); dl != nil && dl.AsTime().Before(req.Deadline) {
+		localReq.Deadline = dl.AsTime()
+		localReq.Reopened = dl.AsTime().Before(req.Deadline.Add(-time.Second))
 	}
 
 	ctx, stop := context.WithCancel(ctx)
@@ -83,7 +88,7 @@ func (g *Gate) Await(ctx context.Context, req engine.GateRequest) (engine.Decisi
 	local := make(chan result, 1)
 	if g.Local != nil {
 		go func() {
-			d, err := g.Local.Await(ctx, req)
+			d, err := g.Local.Await(ctx, localReq)
 			local <- result{d, err}
 		}()
 	}

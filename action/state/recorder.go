@@ -13,12 +13,19 @@ import (
 // the run's State in memory and rewrites the file whenever a transition changes what a
 // resume would do. A step_started of a step that is safe to repeat (check, confirm) is not
 // written: resume re-runs such steps anyway, and skipping the write halves the fsyncs.
+//
+// No final run without its evidence pack (issue 6, item 1.7): every write of a state whose
+// run_status is final is preceded by writing the evidence pack file
+// (EvidencePath(Path, run_id), atomically) whenever the pack changed since the last such
+// write, so a state file that says COMPLETED, FAILED or CANCELLED always has its
+// `<run_id>.evidence.json` with the same entries, whenever the executor dies.
 type FileRecorder struct {
 	Path  string
 	State *State
 	// KeepOutbox queues every transition in State.Outbox until Ack, for a control plane.
 	KeepOutbox bool
 	pack       Pack
+	evidence   evidenceWriter
 	// outboxWritten is len(State.Outbox) at the last write, to know whether Sync must write.
 	outboxWritten int
 	// mu guards State against Ack, which an asynchronous control-plane sender calls.
@@ -37,7 +44,11 @@ func (r *FileRecorder) Sync() error {
 }
 
 func (r *FileRecorder) write() error {
-	data, err := r.pack.Encode(r.State)
+	err := r.evidence.before(r.Path, r.State)
+	var data []byte
+	if err == nil {
+		data, err = r.pack.Encode(r.State)
+	}
 	if err == nil {
 		err = WriteFileAtomic(r.Path, data)
 	}

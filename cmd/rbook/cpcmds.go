@@ -199,7 +199,7 @@ code, e.g. E_APPROVAL_ALREADY_DECIDED, E_TOKEN_EXPIRED), 2 usage or no control p
 			if f.output == "json" {
 				return printJSON(cmd.OutOrStdout(), a)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "Gate '%s' of run %s %s by %s.\n", a.GetNodeId(), a.GetRunId(), past, a.GetApprover())
+			fmt.Fprintf(cmd.OutOrStdout(), "Gate '%s' of run %s %s by %s.\n", a.GetStepName(), a.GetRunId(), past, a.GetApprover())
 			return nil
 		},
 	}
@@ -234,38 +234,41 @@ Exit codes: 0 listed (possibly none), 1 the control plane refused or is unreacha
 				return err
 			}
 			defer done()
-			req := &rbookv1.ListRunsRequest{RunbookName: runbook, PageSize: int32(limit)}
+			statuses := []rbookv1.RunStatus{rbookv1.RunStatus_RUN_STATUS_UNSPECIFIED}
 			if status != "" {
-				v, ok := rbookv1.RunStatus_value["RUN_STATUS_"+strings.ToUpper(status)]
-				if !ok {
-					return abort("--status %q: use running, paused, failed, succeeded or cancelled", status)
+				if statuses, err = parseStatusFilter(status); err != nil {
+					return abort("%v", err)
 				}
-				req.Status = rbookv1.RunStatus(v)
 			}
-			resp, err := c.Runs.ListRuns(cmd.Context(), req)
-			if err != nil {
-				return f.rpcError(err)
+			resp := &rbookv1.ListRunsResponse{}
+			for _, st := range statuses {
+				page, err := c.Runs.ListRuns(cmd.Context(), &rbookv1.ListRunsRequest{Name: runbook, PageSize: int32(limit), Status: st})
+				if err != nil {
+					return f.rpcError(err)
+				}
+				resp.Runs = append(resp.Runs, page.GetRuns()...)
 			}
+			resp.Runs = sortRunsNewestFirst(resp.Runs, limit)
 			if f.output == "json" {
 				return printJSON(cmd.OutOrStdout(), resp)
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "RUN\tRUNBOOK\tSTATUS\tSTEPS DONE\tSTARTED\tBY")
 			for _, r := range resp.GetRuns() {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%d/%d\t%s\t%s\n", r.GetRunId(), r.GetPlaybookName(), shortEnum(r.GetStatus(), "RUN_STATUS_"),
+				fmt.Fprintf(w, "%s\t%s\t%s\t%d/%d\t%s\t%s\n", r.GetRunId(), r.GetName(), statusWord(r.GetKind(), r.GetStatus()),
 					r.GetLastCompletedStepIndex()+1, r.GetTotalSteps(), ts(r.GetStartedAt()), r.GetStartedBy())
 			}
 			return w.Flush()
 		},
 	}
 	f.register(cmd, true)
-	cmd.Flags().StringVar(&status, "status", "", "only runs with this status: running, paused, failed, succeeded, cancelled")
+	cmd.Flags().StringVar(&status, "status", "", "only runs with this status: "+strings.Join(statusFilterWords, ", ")+" (or running, paused, succeeded, failed, cancelled)")
 	cmd.Flags().StringVar(&runbook, "runbook", "", "only runs of this runbook_name")
 	cmd.Flags().IntVar(&limit, "limit", 50, "at most this many runs")
 	return cmd
 }
 
-func describeTransition(w io.Writer, t *rbookv1.Transition) {
+func describeTransition(w io.Writer, kind rbookv1.RunKind, t *rbookv1.Transition) {
 	what := shortEnum(t.GetKind(), "TRANSITION_KIND_")
 	line := fmt.Sprintf("%4d  %s  %-15s", t.GetSeq(), ts(t.GetTime()), what)
 	if t.GetStepName() != "" {
@@ -275,7 +278,7 @@ func describeTransition(w io.Writer, t *rbookv1.Transition) {
 		line += "  " + shortEnum(e.GetStatus(), "STEP_STATUS_")
 	}
 	if t.GetKind() == rbookv1.TransitionKind_TRANSITION_KIND_RUN_FINISHED {
-		line += "  " + shortEnum(t.GetRunStatus(), "RUN_STATUS_")
+		line += "  " + statusWord(kind, t.GetRunStatus())
 	}
 	if t.GetMessage() != "" {
 		line += "  — " + t.GetMessage()
@@ -304,18 +307,30 @@ control plane and no local database.`,
 				return err
 			}
 			defer done()
-			resp, err := c.Runs.GetRun(cmd.Context(), &rbookv1.GetRunRequest{RunId: args[0]})
-			if err != nil {
-				return f.rpcError(err)
+			// Every page of transitions (GetRun pages them; issue 6, item 1.8).
+			resp := &rbookv1.GetRunResponse{}
+			for token := ""; ; {
+				page, err := c.Runs.GetRun(cmd.Context(), &rbookv1.GetRunRequest{RunId: args[0], PageToken: token})
+				if err != nil {
+					return f.rpcError(err)
+				}
+				resp.Run = page.GetRun()
+				resp.Transitions = append(resp.Transitions, page.GetTransitions()...)
+				if token = page.GetNextPageToken(); token == "" {
+					break
+				}
 			}
 			if f.output == "json" {
 				return printJSON(cmd.OutOrStdout(), resp)
 			}
 			r, out := resp.GetRun(), cmd.OutOrStdout()
-			fmt.Fprintf(out, "Run %s · runbook %s · %s · %d of %d steps done · started %s by %s\n", r.GetRunId(), r.GetPlaybookName(),
-				r.GetStatus(), r.GetLastCompletedStepIndex()+1, r.GetTotalSteps(), ts(r.GetStartedAt()), r.GetStartedBy())
+			fmt.Fprintf(out, "Run %s · runbook %s · %s · %d of %d steps done · started %s by %s\n", r.GetRunId(), r.GetName(),
+				statusWord(r.GetKind(), r.GetStatus()), r.GetLastCompletedStepIndex()+1, r.GetTotalSteps(), ts(r.GetStartedAt()), r.GetStartedBy())
+			if l := r.GetLease(); l != nil {
+				fmt.Fprintf(out, "Owner %s · lease epoch %d · until %s\n", l.GetOwner(), l.GetEpoch(), ts(l.GetExpiresAt()))
+			}
 			for _, t := range resp.GetTransitions() {
-				describeTransition(out, t)
+				describeTransition(out, r.GetKind(), t)
 			}
 			return nil
 		},
@@ -355,12 +370,16 @@ broke, 2 usage or no control plane.`,
 			defer stream.Close()
 			out := cmd.OutOrStdout()
 			last := from - 1
+			kind := rbookv1.RunKind_RUN_KIND_RUNBOOK
 			show := func(m *rbookv1.WatchRunResponse) {
+				if r := m.GetRun(); r != nil && r.GetKind() != rbookv1.RunKind_RUN_KIND_UNSPECIFIED {
+					kind = r.GetKind()
+				}
 				if f.output == "json" {
 					b, _ := protojson.Marshal(m)
 					fmt.Fprintln(out, string(b))
 				} else if t := m.GetTransition(); t != nil {
-					describeTransition(out, t)
+					describeTransition(out, kind, t)
 				}
 				if t := m.GetTransition(); t != nil {
 					last = t.GetSeq()
@@ -372,7 +391,7 @@ broke, 2 usage or no control plane.`,
 				// The stream replays first, so a finished run still shows every transition.
 				if m.GetTransition().GetKind() == rbookv1.TransitionKind_TRANSITION_KIND_RUN_FINISHED {
 					if f.output != "json" {
-						fmt.Fprintf(out, "Run %s is %s.\n", args[0], m.GetTransition().GetRunStatus())
+						fmt.Fprintf(out, "Run %s is %s.\n", args[0], statusWord(kind, m.GetTransition().GetRunStatus()))
 					}
 					return nil
 				}
@@ -391,7 +410,7 @@ broke, 2 usage or no control plane.`,
 				}
 			}
 			if f.output != "json" {
-				fmt.Fprintf(out, "Run %s is %s.\n", args[0], resp.GetRun().GetStatus())
+				fmt.Fprintf(out, "Run %s is %s.\n", args[0], statusWord(resp.GetRun().GetKind(), resp.GetRun().GetStatus()))
 			}
 			return nil
 		},
@@ -439,7 +458,7 @@ and no local database.`,
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "APPROVAL\tRUN\tGATE\tSTATUS\tREQUESTED\tDEADLINE\tDECIDED BY")
 			for _, a := range resp.GetApprovals() {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.GetApprovalId(), a.GetRunId(), a.GetNodeId(), shortEnum(a.GetStatus(), "APPROVAL_STATUS_"),
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.GetApprovalId(), a.GetRunId(), a.GetStepName(), shortEnum(a.GetStatus(), "APPROVAL_STATUS_"),
 					ts(a.GetRequestedAt()), ts(a.GetDeadline()), a.GetApprover())
 			}
 			return w.Flush()

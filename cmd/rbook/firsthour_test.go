@@ -118,10 +118,10 @@ func TestIssue6_3_3_HistoryAfterEmbeddedRunEnds(t *testing.T) {
 	}
 	stdout, stderr, code = runSplit(t, dir, nil, "approvals", "-o", "json")
 	var listed struct {
-		Approvals []struct{ RunID, NodeID, Status string } `json:"approvals"`
+		Approvals []struct{ RunID, StepName, Status string } `json:"approvals"`
 	}
 	if err := json.Unmarshal([]byte(stdout), &listed); err != nil || code != 0 || !strings.Contains(stderr, note) || len(listed.Approvals) != 1 ||
-		listed.Approvals[0] != (struct{ RunID, NodeID, Status string }{s.RunID, "confirm-rollout", "APPROVAL_STATUS_APPROVED"}) {
+		listed.Approvals[0] != (struct{ RunID, StepName, Status string }{s.RunID, "confirm-rollout", "APPROVAL_STATUS_APPROVED"}) {
 		t.Fatalf("approvals: exit %d, %v %+v\nstdout:\n%s\nstderr:\n%s", code, err, listed, stdout, stderr)
 	}
 	if after := dirSnapshot(t, rbookDir); !equalSnapshots(before, after) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"syscall"
 	"time"
@@ -22,12 +23,22 @@ import (
 func newStatusCmd() *cobra.Command {
 	var c common
 	var output string
+	var markdown bool
 	cmd := &cobra.Command{
 		Use:   "status [RUNBOOK]",
 		Short: "Show where the runbook's current or last run stands",
 		Long: `Show the run recorded in the runbook's state file: its status, whether an executor
-is running it right now or it was interrupted (and where a new 'rbook run' resumes), and
-its report so far.
+is running it right now or it was interrupted (and where a new 'rbook run' resumes), where
+its evidence pack is (a final run's missing evidence pack is rebuilt from the state file),
+and every step of the runbook, in runbook order, with its final status or "not run".
+
+--report prints the Markdown run report instead ("# Runbook Execution Report", the same
+as 'rbook run --report FILE' writes); -o json prints the state file's fields, "liveness" and
+"evidence_path".
+
+Examples:
+  rbook status demo
+  rbook status demo --report > report.md
 
 Exit codes: 0 a run was found and shown, 2 no run, an invalid runbook or an unreadable state file.`,
 		Example: `  rbook status demo
@@ -35,7 +46,7 @@ Exit codes: 0 a run was found and shown, 2 no run, an invalid runbook or an unre
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := runbookArg(args)
-			plan, err := c.loadPlan(name)
+			plan, rend, err := c.loadWithReports(name)
 			if err != nil {
 				return err
 			}
@@ -59,17 +70,34 @@ Exit codes: 0 a run was found and shown, 2 no run, an invalid runbook or an unre
 				liveness = fmt.Sprintf("interrupted: no executor holds it; 'rbook run %s' resumes it from step index %d", name, st.LastCompletedStepIndex+1)
 			}
 			out := cmd.OutOrStdout()
+			if output != "text" && output != "json" {
+				return abort("-o/--output %q: use text or json", output)
+			}
+			evPath := ensureEvidence(cmd.ErrOrStderr(), plan.StateFilePath, st)
 			if output == "json" {
 				enc := json.NewEncoder(out)
 				enc.SetIndent("", "  ")
 				return enc.Encode(struct {
 					*state.State
 					Liveness string `json:"liveness"`
-				}{st, liveness})
+					// EvidencePath is the final run's evidence pack file (issue 6, item 1.7).
+					EvidencePath string `json:"evidence_path,omitempty"`
+				}{st, liveness, evPath})
+			}
+			if markdown {
+				s, err := rend.RenderReport(reportData(plan, st, "", evPath))
+				if err != nil {
+					return abort("%v", err)
+				}
+				fmt.Fprint(out, s)
+				return nil
 			}
 			fmt.Fprintf(out, "Run %s · runbook %s · %s (%s)\n", st.RunID, st.RunbookName, st.RunStatus, liveness)
 			if !st.RunStatus.Final() {
 				fmt.Fprintf(out, "Next step index: %d of %d steps\n", st.LastCompletedStepIndex+1, st.TotalSteps)
+				fmt.Fprintf(out, "Evidence pack: written to %s when the run ends\n", state.EvidencePath(plan.StateFilePath, st.RunID))
+			} else if evPath != "" {
+				fmt.Fprintf(out, "Evidence pack: %s\n", evPath)
 			}
 			if st.Interrupted != nil {
 				fmt.Fprintf(out, "Interrupted at %s: %s\n", st.Interrupted.AtUTC, st.Interrupted.Reason)
@@ -77,16 +105,18 @@ Exit codes: 0 a run was found and shown, 2 no run, an invalid runbook or an unre
 			if st.InFlight != nil {
 				fmt.Fprintf(out, "In flight: %s step '%s' started %s, outcome not recorded\n", st.InFlight.StepType, st.InFlight.StepName, st.InFlight.StartedUTC)
 			}
-			rend, err := report.New(c.templates)
+			v, err := newView(out, cmd.ErrOrStderr(), terminals(out, cmd.ErrOrStderr()), rend, plan, "text", "")
 			if err != nil {
 				return abort("%v", err)
 			}
-			_, err = printReport(out, rend, plan, st, "", "")
-			return err
+			v.color = colorAllowed(isTerminal(out)) // the step lines are text whatever stdout is
+			v.statusLines(st)
+			return nil
 		},
 	}
 	c.register(cmd)
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	cmd.Flags().BoolVar(&markdown, "report", false, "print the Markdown run report (\"# Runbook Execution Report\")")
 	return cmd
 }
 
@@ -120,13 +150,17 @@ an invalid runbook or held state.`,
 				return err
 			}
 			out, errw := cmd.OutOrStdout(), cmd.ErrOrStderr()
+			v, err := newView(out, errw, terminals(out, errw), rend, plan, "text", "")
+			if err != nil {
+				return abort("%v", err)
+			}
 			before := len(st.EvidencePack)
-			eng := &engine.Engine{Plan: plan, Executors: simulatedExecutors(), Recorders: []engine.Recorder{&state.FileRecorder{Path: plan.StateFilePath, State: st}, newProgress(out, errw, rend, plan)}}
+			eng := &engine.Engine{Plan: plan, Executors: simulatedExecutors(), Recorders: []engine.Recorder{&state.FileRecorder{Path: plan.StateFilePath, State: st}, v}}
 			res, err := eng.Rollback(cmd.Context(), startOf(st), st.RunStatus)
 			if err != nil {
 				return abort("%v", err)
 			}
-			if _, err := printReport(out, rend, plan, st, res.Message, writeEvidence(errw, plan, st)); err != nil {
+			if err := v.showReport(st, res.Message, writeEvidence(errw, plan, st)); err != nil {
 				return abort("%v", err)
 			}
 			if len(st.EvidencePack) > before && st.EvidencePack[len(st.EvidencePack)-1].Status == engine.StatusPass {
@@ -165,7 +199,11 @@ it is already final), an invalid runbook or held state.`,
 				return err
 			}
 			if st.RunStatus.Final() {
-				return abort("run %s is already %s; there is nothing to cancel", st.RunID, st.RunStatus)
+				msg := fmt.Sprintf("run %s is already %s; there is nothing to cancel", st.RunID, st.RunStatus)
+				if evPath := ensureEvidence(cmd.ErrOrStderr(), plan.StateFilePath, st); evPath != "" {
+					msg += ". Its evidence pack: " + evPath
+				}
+				return abort("%s", msg)
 			}
 			out := cmd.OutOrStdout()
 			prompt, err := rend.RenderCancelPrompt(st.RunID, st.LastDeployName)
@@ -193,12 +231,16 @@ it is already final), an invalid runbook or held state.`,
 			if st.RunStatus.Final() {
 				return abort("run %s ended %s while the cancel prompt waited; nothing was cancelled", st.RunID, st.RunStatus)
 			}
-			eng := &engine.Engine{Plan: plan, Recorders: []engine.Recorder{&state.FileRecorder{Path: plan.StateFilePath, State: st}, newProgress(out, cmd.ErrOrStderr(), rend, plan)}}
+			v, err := newView(out, cmd.ErrOrStderr(), terminals(out, cmd.ErrOrStderr()), rend, plan, "text", "")
+			if err != nil {
+				return abort("%v", err)
+			}
+			eng := &engine.Engine{Plan: plan, Recorders: []engine.Recorder{&state.FileRecorder{Path: plan.StateFilePath, State: st}, v}}
 			res, err := eng.Cancel(cmd.Context(), startOf(st), who)
 			if err != nil {
 				return abort("%v", err)
 			}
-			if _, err := printReport(out, rend, plan, st, res.Message, writeEvidence(cmd.ErrOrStderr(), plan, st)); err != nil {
+			if err := v.showReport(st, res.Message, writeEvidence(cmd.ErrOrStderr(), plan, st)); err != nil {
 				return abort("%v", err)
 			}
 			return &exitError{code: exitCancelled}
@@ -253,6 +295,21 @@ func cancelLive(ctx context.Context, statePath string, h state.Holder, who strin
 	}
 	fmt.Fprintf(out, "Run %s is CANCELLED.\n", st.RunID)
 	return &exitError{code: exitCancelled}
+}
+
+// ensureEvidence rebuilds a final run's missing evidence pack file from its state file
+// (issue 6, item 1.7), saying so on errw, and returns the file's path: "" when the run is not
+// final, or when the file is missing and could not be written (a warning says why).
+func ensureEvidence(errw io.Writer, statePath string, st *state.State) string {
+	p, rebuilt, err := state.EnsureEvidence(statePath, st)
+	if err != nil {
+		fmt.Fprintf(errw, "warning: the evidence pack of run %s is missing and could not be rebuilt at %s: %v\n", st.RunID, p, err)
+		return ""
+	}
+	if rebuilt {
+		fmt.Fprintf(errw, "The evidence pack of run %s was missing; rebuilt it from the state file: %s\n", st.RunID, p)
+	}
+	return p
 }
 
 func readExisting(path, name string) (*state.State, error) {
