@@ -81,6 +81,11 @@ func TestIssue6_3_1_ValidateSaysWhatRunWouldDo(t *testing.T) {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s\nwant stderr to start with:\n%s", code, out, errOut, want)
 	}
 
+	// A --templates folder that does not exist is an error, as it is for run.
+	if _, errOut, code := runSplit(t, dir, nil, "validate", "demo", "--templates", "nope"); code != 2 || !strings.HasPrefix(errOut, "nope: templates folder nope (--templates) does not exist\n") {
+		t.Fatalf("validate --templates nope: exit %d\n%s", code, errOut)
+	}
+
 	// The demo is ok, and says what it checked.
 	out, errOut, code = runSplit(t, dir, nil, "validate", "demo")
 	if code != 0 || out != "runbooks/demo.yaml: ok (values runbooks/demo.values.yaml; MCP runbooks/demo.mcp.json: demo-inventory: stdio command rbook found)\n" || errOut != "" {

@@ -13,10 +13,11 @@ import (
 	"time"
 )
 
-// ErrReadOnly: a write on a Store opened with OpenReadOnly.
+// ErrReadOnly: a write on a Store opened with OpenReadOnly (issue 6, item 3.3).
 var ErrReadOnly = errors.New("store: the database is open read-only")
 
-// ErrNoDatabase: OpenReadOnly found no database file at the path (it never creates one).
+// ErrNoDatabase: OpenReadOnly found no database file at the path; it never creates one
+// (issue 6, item 3.3).
 var ErrNoDatabase = errors.New("store: no database file")
 
 // OpenReadOnly opens an existing database for reading only (issue 6, item 3.3): `rbook runs`,
