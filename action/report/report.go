@@ -11,6 +11,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"text/template"
 	"time"
@@ -38,12 +40,33 @@ type Renderer struct {
 	t map[string]*template.Template
 }
 
+// TemplateError is a template that cannot be used: it does not parse, cannot be read, or
+// (the report) does not start with ReportHeading. Line is 1-based, 0 when unknown.
+type TemplateError struct {
+	// Path is the override file, or "embedded <name>" for a built-in template.
+	Path string
+	Line int
+	Msg  string
+}
+
+// Error formats the error as "template PATH:LINE: MSG" (":LINE" only when known).
+func (e *TemplateError) Error() string {
+	if e.Line > 0 {
+		return fmt.Sprintf("template %s:%d: %s", e.Path, e.Line, e.Msg)
+	}
+	return fmt.Sprintf("template %s: %s", e.Path, e.Msg)
+}
+
+// templateLineRE finds the line in a text/template parse error ("template: NAME:LINE: …").
+var templateLineRE = regexp.MustCompile(`^template: [^:]*:(\d+): (.*)$`)
+
 // New parses the embedded templates, each replaced by DIR/<same path> when overrideDir is
 // set and that file exists. It returns an error naming the folder when overrideDir is set
 // but does not exist or is not a folder (the --templates flag; issue 6, item 1.9: a mistyped
-// folder must not silently fall back to the built-in templates), and an error naming the
-// file when a template does not parse, or when a report template does not start with
-// ReportHeading.
+// folder must not silently fall back to the built-in templates). Otherwise it checks every
+// template and returns all their problems at once (issue 6, item 3.1) as errors.Join of
+// *TemplateError: a template that does not parse or cannot be read, a report template that
+// does not start with ReportHeading.
 func New(overrideDir string) (*Renderer, error) {
 	if overrideDir != "" {
 		info, err := os.Stat(overrideDir)
@@ -57,19 +80,31 @@ func New(overrideDir string) (*Renderer, error) {
 		}
 	}
 	r := &Renderer{t: map[string]*template.Template{}}
+	var errs []error
 	for _, name := range []string{StepStatusFile, ReportFile, EvidencePackFile, CancelPromptFile} {
 		src, from, err := load(overrideDir, name)
 		if err != nil {
-			return nil, err
+			errs = append(errs, err)
+			continue
 		}
 		t, err := template.New(name).Funcs(funcs).Option("missingkey=error").Parse(string(src))
 		if err != nil {
-			return nil, fmt.Errorf("template %s: %w", from, err)
+			te := &TemplateError{Path: from, Msg: err.Error()}
+			if m := templateLineRE.FindStringSubmatch(err.Error()); m != nil {
+				te.Line, _ = strconv.Atoi(m[1])
+				te.Msg = m[2]
+			}
+			errs = append(errs, te)
+			continue
 		}
 		if name == ReportFile && !strings.HasPrefix(string(src), ReportHeading+"\n") {
-			return nil, fmt.Errorf("template %s: the first line must be exactly %q (seed output contract)", from, ReportHeading)
+			errs = append(errs, &TemplateError{Path: from, Line: 1, Msg: fmt.Sprintf("the first line must be exactly %q (seed output contract)", ReportHeading)})
+			continue
 		}
 		r.t[name] = t
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	return r, nil
 }
@@ -82,7 +117,12 @@ func load(dir, name string) ([]byte, string, error) {
 			return b, p, nil
 		}
 		if !errors.Is(err, fs.ErrNotExist) {
-			return nil, p, fmt.Errorf("template %s: %w", p, err)
+			msg := err.Error()
+			var pe *fs.PathError
+			if errors.As(err, &pe) {
+				msg = pe.Err.Error()
+			}
+			return nil, p, &TemplateError{Path: p, Msg: msg}
 		}
 	}
 	b, err := embedded.ReadFile(name)

@@ -27,8 +27,9 @@ import (
 
 const testSecret = "e2e-test-secret-0123456789abcdef"
 
-// serveCP starts `rbook serve` on a free loopback port and returns its URL once it listens.
-func serveCP(t *testing.T, dir string) string {
+// serveCP starts `rbook serve` on a free loopback port (with extra flags) and returns its
+// URL once it listens.
+func serveCP(t *testing.T, dir string, extra ...string) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -36,7 +37,7 @@ func serveCP(t *testing.T, dir string) string {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	cmd := exec.Command(rbookBin, "serve", "--addr", addr, "--db", filepath.Join(dir, "cp.db"))
+	cmd := exec.Command(rbookBin, append([]string{"serve", "--addr", addr, "--db", filepath.Join(dir, "cp.db")}, extra...)...)
 	cmd.Env = append(os.Environ(), "RBOOK_APPROVAL_SECRET="+testSecret)
 	logs, _ := cmd.StderrPipe()
 	cmd.Stdout = cmd.Stderr

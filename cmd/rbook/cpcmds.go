@@ -38,31 +38,75 @@ func (f *cpFlags) register(cmd *cobra.Command, withOutput bool) {
 	}
 }
 
+// cpHelp is the paragraph every control-plane command's --help shares: where it connects.
+const cpHelp = `Which control plane: --control-plane URL, else $RBOOK_CONTROL_PLANE, else the embedded
+one of an 'rbook run' in progress in this folder (its address is in .rbook/controlplane.url).
+With auth on (rbook serve --auth-file), the bearer token comes from $RBOOK_TOKEN.`
+
+// historyHelp adds, for the commands that only read, what happens when none is running.
+const historyHelp = cpHelp + `
+When none of those is running, the history of this folder's embedded runs is read from
+.rbook/controlplane.db, read-only (stderr says so).`
+
+// noControlPlane is the error when there is nothing to talk to.
+func noControlPlane() error {
+	return abort("no control plane to talk to: pass --control-plane URL or set RBOOK_CONTROL_PLANE (a running 'rbook run' starts an embedded one and leaves its address in ./%s)", embeddedURLFile)
+}
+
 // resolve finds the control plane URL: the flag, $RBOOK_CONTROL_PLANE, then the address a
-// running embedded control plane left in .rbook/controlplane.url.
-func (f *cpFlags) resolve() (string, error) {
+// running embedded control plane left in .rbook/controlplane.url. stale reports a URL file
+// whose address no longer answers (its run has ended, or was killed).
+func (f *cpFlags) resolve() (u string, stale bool, err error) {
 	f.fromFile = false
 	if f.url != "" {
-		return f.url, nil
+		return f.url, false, nil
 	}
 	if u := os.Getenv("RBOOK_CONTROL_PLANE"); u != "" && u != "off" {
-		return u, nil
+		return u, false, nil
 	}
 	if data, err := os.ReadFile(embeddedURLFile); err == nil {
 		f.fromFile = true
-		return strings.TrimSpace(string(data)), nil
+		u := strings.TrimSpace(string(data))
+		return u, !listening(u), nil
 	}
-	return "", abort("no control plane to talk to: pass --control-plane URL or set RBOOK_CONTROL_PLANE (a running 'rbook run' starts an embedded one and leaves its address in ./%s)", embeddedURLFile)
+	return "", false, noControlPlane()
 }
 
-func (f *cpFlags) client() (*cpclient.Client, error) {
-	u, err := f.resolve()
+// client connects to the control plane (see resolve). The returned func releases it.
+func (f *cpFlags) client() (*cpclient.Client, func(), error) {
+	u, _, err := f.resolve()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	c := cpclient.New(u, os.Getenv("RBOOK_TOKEN"))
 	c.Deadline = 10 * time.Second
-	return c, nil
+	return c, func() {}, nil
+}
+
+// reader is client for the commands that only read history (runs, get, approvals): when no
+// control plane is running — no --control-plane, no RBOOK_CONTROL_PLANE, no live
+// .rbook/controlplane.url — it reads the embedded control plane's database
+// .rbook/controlplane.db directly, read-only, and says so on stderr (issue 6, item 3.3).
+func (f *cpFlags) reader(cmd *cobra.Command) (*cpclient.Client, func(), error) {
+	u, stale, err := f.resolve()
+	if err == nil && !stale {
+		c := cpclient.New(u, os.Getenv("RBOOK_TOKEN"))
+		c.Deadline = 10 * time.Second
+		return c, func() {}, nil
+	}
+	if _, serr := os.Stat(embeddedDB); serr != nil {
+		if err != nil {
+			return nil, nil, err
+		}
+		return f.client() // a stale URL file and no database: rpcError explains
+	}
+	c, closeDB, oerr := openLocalHistory(cmd.Context(), embeddedDB)
+	if oerr != nil {
+		return nil, nil, abort("rbook: no control plane is running, and the local database %s cannot be read: %v", embeddedDB, oerr)
+	}
+	f.fromFile = false
+	fmt.Fprintf(cmd.ErrOrStderr(), "No control plane is running: read the local database %s (read-only; the history of this folder's embedded runs).\n", embeddedDB)
+	return c, closeDB, nil
 }
 
 // rpcError turns a control-plane error into a one-line message with its code and exit 1.
@@ -113,7 +157,13 @@ func newDecideCmd(approve bool) *cobra.Command {
 a second one fails with E_APPROVAL_ALREADY_DECIDED. Pass the token as an argument or "-" to
 read it from stdin (keeps it out of shell history).
 
-Exit codes: 0 %s, 1 refused (the message names the error code), 2 usage.`, strings.ToUpper(verb[:1])+verb[1:], past),
+%s
+
+Exit codes: 0 %s, 1 refused or the control plane unreachable (the message names the error
+code, e.g. E_APPROVAL_ALREADY_DECIDED, E_TOKEN_EXPIRED), 2 usage or no control plane.`, strings.ToUpper(verb[:1])+verb[1:], cpHelp, past),
+		Example: fmt.Sprintf(`  rbook %[1]s <token>                      # the token the waiting run printed
+  rbook %[1]s - --reason "checked the canary" < token.txt
+  rbook %[1]s <token> --control-plane http://127.0.0.1:7070 -o json`, verb),
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			token := args[0]
@@ -124,10 +174,11 @@ Exit codes: 0 %s, 1 refused (the message names the error code), 2 usage.`, strin
 				}
 				token = strings.TrimSpace(string(b))
 			}
-			c, err := f.client()
+			c, done, err := f.client()
 			if err != nil {
 				return err
 			}
+			defer done()
 			if approver == "" {
 				approver = currentUser()
 			}
@@ -165,12 +216,24 @@ func newRunsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "runs",
 		Short: "List runs on the control plane, newest first",
-		Args:  cobra.NoArgs,
+		Long: `List the runs the control plane holds, newest first: run id, runbook, status, steps done,
+start time and who started it. --status and --runbook filter; -o json prints the
+ListRunsResponse as proto JSON.
+
+` + historyHelp + `
+
+Exit codes: 0 listed (possibly none), 1 the control plane refused or is unreachable,
+2 usage, a bad --status, or no control plane and no local database.`,
+		Example: `  rbook runs
+  rbook runs --status failed --runbook demo
+  rbook runs --control-plane http://127.0.0.1:7070 -o json`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := f.client()
+			c, done, err := f.reader(cmd)
 			if err != nil {
 				return err
 			}
+			defer done()
 			statuses := []rbookv1.RunStatus{rbookv1.RunStatus_RUN_STATUS_UNSPECIFIED}
 			if status != "" {
 				if statuses, err = parseStatusFilter(status); err != nil {
@@ -228,12 +291,22 @@ func newGetCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "get RUN_ID",
 		Short: "Show a run on the control plane with every transition",
-		Args:  cobra.ExactArgs(1),
+		Long: `Show one run: its status and progress, then every transition in order (sequence
+number, time, kind, step, step status). -o json prints the GetRunResponse as proto JSON.
+
+` + historyHelp + `
+
+Exit codes: 0 shown, 1 no such run (E_RUN_NOT_FOUND), refused or unreachable, 2 usage or no
+control plane and no local database.`,
+		Example: `  rbook get RBOOK-20260512-demo-a1b2c3d4
+  rbook get RBOOK-20260512-demo-a1b2c3d4 -o json | jq '.transitions | length'`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := f.client()
+			c, done, err := f.reader(cmd)
 			if err != nil {
 				return err
 			}
+			defer done()
 			// Every page of transitions (GetRun pages them; issue 6, item 1.8).
 			resp := &rbookv1.GetRunResponse{}
 			for token := ""; ; {
@@ -272,12 +345,24 @@ func newWatchCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "watch RUN_ID",
 		Short: "Follow a run's transitions live (replays from --from-seq first)",
-		Args:  cobra.ExactArgs(1),
+		Long: `Follow a run: replay its transitions from --from-seq, then print each new one as the
+executor records it, until the run finishes (the last line says how it ended). -o json
+prints one WatchRunResponse per line. A running control plane is needed (a finished run's
+history is also shown by 'rbook get').
+
+` + cpHelp + `
+
+Exit codes: 0 the run finished (whatever its status), 1 no such run, refused or the stream
+broke, 2 usage or no control plane.`,
+		Example: `  rbook watch RBOOK-20260512-demo-a1b2c3d4
+  rbook watch RBOOK-20260512-demo-a1b2c3d4 --from-seq 10 -o json`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := f.client()
+			c, done, err := f.client()
 			if err != nil {
 				return err
 			}
+			defer done()
 			stream, err := c.Runs.WatchRun(cmd.Context(), &rbookv1.WatchRunRequest{RunId: args[0], FromSeq: from})
 			if err != nil {
 				return f.rpcError(err)
@@ -342,12 +427,23 @@ func newApprovalsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "approvals",
 		Short: "List confirm-gate approvals (tokens are never shown)",
-		Args:  cobra.NoArgs,
+		Long: `List the approvals of confirm gates: approval id, run, gate, status (pending, approved,
+rejected, expired, cancelled), when it was requested, its deadline and who decided it.
+Tokens are secrets and are never shown. -o json prints the ListApprovalsResponse.
+
+` + historyHelp + `
+
+Exit codes: 0 listed (possibly none), 1 refused or unreachable, 2 usage or no control plane
+and no local database.`,
+		Example: `  rbook approvals --pending
+  rbook approvals --run RBOOK-20260512-demo-a1b2c3d4 -o json`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := f.client()
+			c, done, err := f.reader(cmd)
 			if err != nil {
 				return err
 			}
+			defer done()
 			req := &rbookv1.ListApprovalsRequest{RunId: runID}
 			if pending {
 				req.Status = rbookv1.ApprovalStatus_APPROVAL_STATUS_PENDING

@@ -443,7 +443,7 @@ func TestValidateReportsEveryError(t *testing.T) {
 	if code != 2 {
 		t.Fatalf("exit %d\n%s", code, out)
 	}
-	for _, want := range []string{"runbooks/demo.yaml: ok", "runbooks/demo.values.yaml: skipped", "runbooks/prod.yaml: ok", "runbooks/bad.yaml:6:", "runbooks/bad.yaml:10:"} {
+	for _, want := range []string{"runbooks/demo.yaml: ok", "runbooks/demo.values.yaml: skipped", "runbooks/prod.yaml: 2 error(s) (checked with runbooks/prod.values.yaml.example", "runbooks/bad.yaml:6:", "runbooks/bad.yaml:10:", "2 of 3 runbooks have errors"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("validate output lacks %q:\n%s", want, out)
 		}
@@ -451,7 +451,10 @@ func TestValidateReportsEveryError(t *testing.T) {
 }
 
 func TestValidateDefaultsToTheRunbooksFolder(t *testing.T) {
-	out, code := run(t, workdir(t), "", "validate")
+	dir := workdir(t)
+	os.WriteFile(filepath.Join(dir, "runbooks", "prod.values.yaml"), []byte(readFile(t, filepath.Join(dir, "runbooks", "prod.values.yaml.example"))), 0o644)
+	os.WriteFile(filepath.Join(dir, "runbooks", "prod.mcp.json"), []byte(readFile(t, filepath.Join(dir, "runbooks", "demo.mcp.json"))), 0o644)
+	out, code := run(t, dir, "", "validate")
 	if code != 0 || !strings.Contains(out, "runbooks/demo.yaml: ok") || !strings.Contains(out, "runbooks/prod.yaml: ok") {
 		t.Fatalf("exit %d\n%s", code, out)
 	}

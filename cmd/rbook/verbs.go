@@ -40,7 +40,9 @@ Examples:
   rbook status demo
   rbook status demo --report > report.md
 
-Exit codes: 0 a run was found and shown, 2 no run or an unreadable state file.`,
+Exit codes: 0 a run was found and shown, 2 no run, an invalid runbook or an unreadable state file.`,
+		Example: `  rbook status demo
+  rbook status prod -o json | jq .liveness`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := runbookArg(args)
@@ -133,7 +135,10 @@ func newRollbackCmd() *cobra.Command {
 rollback step after that deploy in the runbook (simulated in v1). An unfinished run ends
 FAILED; a finished run keeps its status and gains the rollback's evidence entry.
 
-Exit codes: 0 the rollback passed, 1 it failed or there was nothing to roll back, 2 no run or held state.`,
+Exit codes: 0 the rollback passed, 1 it failed or there was nothing to roll back, 2 no run,
+an invalid runbook or held state.`,
+		Example: `  rbook rollback demo
+  rbook rollback prod --dir ops/runbooks`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := runbookArg(args)
@@ -184,7 +189,10 @@ deployment and waits for you to type yes. In v1 the cancel is simulated (WOULD C
 The CANCEL audit entry becomes the last evidence entry and the run ends CANCELLED. When an
 executor is running it right now (on this machine), it is told to stop and records the cancel itself.
 
-Exit codes: 3 the run was cancelled, 1 you did not confirm, 2 nothing to cancel.`,
+Exit codes: 3 the run was cancelled, 1 you did not confirm, 2 nothing to cancel (no run, or
+it is already final), an invalid runbook or held state.`,
+		Example: `  rbook cancel demo                    # then type yes to confirm the deployment
+  echo yes | rbook cancel prod`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := runbookArg(args)

@@ -75,6 +75,8 @@ func (s *Server) storeError(ctx context.Context, op string, err error) *connect.
 	switch {
 	case errors.Is(err, store.ErrInvalidArgument):
 		return invalidArg("%s", storeMessage(err, store.ErrInvalidArgument))
+	case errors.Is(err, store.ErrReadOnly):
+		return rpcError(connect.CodePermissionDenied, CodePermissionDenied, "this view of the control-plane database is read-only; %s needs a running control plane", op)
 	case errors.Is(err, store.ErrLeaseLost):
 		return rpcError(connect.CodeFailedPrecondition, CodeLeaseLost,
 			"%s: another executor resumed or took over the run since this one started it; this executor must stop writing (DESIGN D12)",
