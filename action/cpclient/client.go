@@ -12,6 +12,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -71,7 +72,19 @@ type Client struct {
 	// AttemptTimeout bounds one attempt; zero means DefaultAttemptTimeout. It also applies to
 	// unary calls made directly on Runs and Approvals with a context without a deadline.
 	AttemptTimeout time.Duration
+
+	// ownerID and epoch are the run's lease (DESIGN D12): set by StartRun, sent with every
+	// write (RecordTransition, RequestApproval, RenewLease).
+	ownerID string
+	epoch   atomic.Int64
 }
+
+// Fence returns the owner id and lease epoch the client writes with (zero before StartRun).
+func (c *Client) Fence() (ownerID string, epoch int64) { return c.ownerID, c.epoch.Load() }
+
+// SetFence sets the lease the client writes with, for a caller that delivers an outbox of a
+// run it started earlier (the epoch the state file kept).
+func (c *Client) SetFence(ownerID string, epoch int64) { c.ownerID = ownerID; c.epoch.Store(epoch) }
 
 // New returns a client for baseURL (http://host:port or https://…). bearer, when set, is sent
 // as "Authorization: Bearer …" on every call; it is never logged. The HTTP client is h2c for
@@ -327,30 +340,113 @@ type RunInfo struct {
 	RunID, RunbookName, PlanDigest, SchemaHash8, StartedBy string
 	TotalSteps                                             int
 	StartedAt                                              time.Time
+	// OwnerID is the executor's owner id (state.NewOwnerID; DESIGN D12). Required.
+	OwnerID string
+	// TakeOver asks to take the run over from another owner whose lease expired.
+	TakeOver bool
+	// Lease is how long the lease lasts without renewal (whole seconds, 5 s..1 h); zero means
+	// the control plane's default (DefaultLease).
+	Lease time.Duration
 }
 
-// ErrRunFinal means the control plane already holds a final run with this id (DESIGN D6:
-// the caller picks the next id suffix).
-var ErrRunFinal = errors.New("the control plane already has a final run with this id")
+// Sentinel errors of StartRun (DESIGN D6, D12).
+var (
+	// ErrRunFinal means the control plane already holds a final run with this id: a fresh
+	// run takes the next id suffix.
+	ErrRunFinal = errors.New("the control plane already has a final run with this id")
+	// ErrRunOwned means another executor owns the (unfinished) run: a fresh run takes the next
+	// id suffix; a resume needs --take-over once that executor's lease expired.
+	ErrRunOwned = errors.New("another executor owns this run on the control plane")
+	// ErrLeaseHeld means take-over was asked while the owner's lease is still live.
+	ErrLeaseHeld = errors.New("the run's lease is still held by its executor")
+)
 
-// StartRun creates the run on the control plane, or returns the one to resume. It returns the
-// last sequence number the control plane holds for the run.
-func (c *Client) StartRun(ctx context.Context, ri RunInfo) (lastSeq int64, created bool, err error) {
+// Started is what StartRun reports.
+type Started struct {
+	// LastSeq is the highest seq the control plane holds for the run.
+	LastSeq int64
+	// LastCompletedStepIndex is the last step the control plane saw finish (-1 before one).
+	LastCompletedStepIndex int
+	// Created is true when the call created the run.
+	Created bool
+	// Epoch is the lease epoch every later write carries.
+	Epoch int64
+	// Lease is how long the lease lasts without renewal (the heartbeat renews it at a third).
+	Lease time.Duration
+}
+
+// StartRun creates the run on the control plane, or resumes (or, with ri.TakeOver, takes
+// over) the one with this id, and keeps the lease for the client's later writes. Errors:
+// ErrRunFinal, ErrRunOwned, ErrLeaseHeld (each wrapped with the server's message),
+// *UnreachableError, or another refusal naming the control plane.
+func (c *Client) StartRun(ctx context.Context, ri RunInfo) (Started, error) {
 	req := &rbookv1.StartRunRequest{
-		RunId: ri.RunID, RunbookName: ri.RunbookName, PlanDigest: ri.PlanDigest, SchemaHash8: ri.SchemaHash8,
-		TotalSteps: int32(ri.TotalSteps), StartedBy: ri.StartedBy, Idempotent: true, StartedAt: timestamppb.New(ri.StartedAt),
+		RunId: ri.RunID, Name: ri.RunbookName, ContentHash: ri.PlanDigest, SchemaHash8: ri.SchemaHash8,
+		TotalSteps: int32(ri.TotalSteps), StartedBy: ri.StartedBy, StartedAt: timestamppb.New(ri.StartedAt),
+		Kind: rbookv1.RunKind_RUN_KIND_RUNBOOK, OwnerId: ri.OwnerID, TakeOver: ri.TakeOver,
+		LeaseSeconds: int32(ri.Lease / time.Second),
 	}
 	var resp *rbookv1.StartRunResponse
-	err = c.retry(ctx, func(ctx context.Context) error {
+	err := c.retry(ctx, func(ctx context.Context) error {
 		var err error
 		resp, err = c.Runs.StartRun(ctx, req)
 		return err
 	})
-	if Code(err) == "E_RUN_FINAL" {
-		return 0, false, ErrRunFinal
+	switch Code(err) {
+	case "":
+	case "E_RUN_FINAL":
+		return Started{}, fmt.Errorf("%w: %v", ErrRunFinal, err)
+	case "E_RUN_OWNED":
+		return Started{}, fmt.Errorf("%w: %v", ErrRunOwned, err)
+	case "E_LEASE_HELD":
+		return Started{}, fmt.Errorf("%w: %v", ErrLeaseHeld, err)
 	}
 	if err != nil {
-		return 0, false, fmt.Errorf("control plane %s: StartRun: %w", c.URL, err)
+		return Started{}, fmt.Errorf("control plane %s: StartRun: %w", c.URL, err)
 	}
-	return resp.GetRun().GetLastSeq(), resp.GetCreated(), nil
+	run := resp.GetRun()
+	c.SetFence(ri.OwnerID, run.GetLease().GetEpoch())
+	lease := DefaultLease
+	if exp := run.GetLease().GetExpiresAt(); exp != nil && run.GetUpdatedAt() != nil {
+		if d := exp.AsTime().Sub(run.GetUpdatedAt().AsTime()); d > 0 {
+			lease = d
+		}
+	}
+	return Started{LastSeq: run.GetLastSeq(), LastCompletedStepIndex: int(run.GetLastCompletedStepIndex()),
+		Created: resp.GetCreated(), Epoch: run.GetLease().GetEpoch(), Lease: lease}, nil
+}
+
+// DefaultLease is the lease the control plane grants when StartRun asks for none (60 s).
+const DefaultLease = 60 * time.Second
+
+// ErrLeaseLost means the control plane refused a write because another executor resumed or
+// took over the run: this executor must stop writing (DESIGN D12).
+var ErrLeaseLost = errors.New("this executor lost the run's lease")
+
+// KeepLease renews the lease every third of its duration until ctx ends, so a long step or a
+// gate that waits for hours keeps the run owned. When the control plane says the lease is
+// lost (E_LEASE_LOST) it calls lost once and stops; other failures are retried at the next
+// tick (a RecordTransition renews the lease too).
+func (c *Client) KeepLease(ctx context.Context, runID string, lease time.Duration, lost func(error)) {
+	every := max(lease/3, time.Second)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		owner, epoch := c.Fence()
+		cctx, cancel := context.WithTimeout(ctx, every)
+		_, err := c.Runs.RenewLease(cctx, &rbookv1.RenewLeaseRequest{RunId: runID, OwnerId: owner, Epoch: epoch})
+		cancel()
+		switch Code(err) {
+		case "E_LEASE_LOST", "E_PERMISSION_DENIED":
+			lost(fmt.Errorf("%w: %v", ErrLeaseLost, err))
+			return
+		case "E_RUN_FINAL", "E_RUN_CANCELLED":
+			return
+		}
+	}
 }

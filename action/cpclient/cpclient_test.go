@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/rbookhq/rbook-action/action/engine"
+	"github.com/rbookhq/rbook-action/action/steps"
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
 	"github.com/rbookhq/rbook-action/gen/rbook/v1/rbookv1connect"
 )
@@ -94,7 +96,7 @@ func (f *fakeCP) setApproval(a *rbookv1.Approval) {
 func (f *fakeCP) RequestApproval(_ context.Context, req *rbookv1.RequestApprovalRequest) (*rbookv1.RequestApprovalResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	a := &rbookv1.Approval{ApprovalId: "a-1", RunId: req.GetRunId(), NodeId: req.GetNodeId(), Status: rbookv1.ApprovalStatus_APPROVAL_STATUS_PENDING, Deadline: req.GetDeadline()}
+	a := &rbookv1.Approval{ApprovalId: "a-1", RunId: req.GetRunId(), StepName: req.GetStepName(), Status: rbookv1.ApprovalStatus_APPROVAL_STATUS_PENDING, Deadline: req.GetDeadline()}
 	if f.reopened {
 		a.Deadline = timestamppb.New(req.GetDeadline().AsTime().Add(-time.Minute))
 	}
@@ -409,19 +411,69 @@ func TestGateExpiredIsATimeout(t *testing.T) {
 	}
 }
 
-func TestGateReopenedAfterRestartSaysItsDeadline(t *testing.T) {
+// promptWriter collects what a terminal gate prints and signals each write.
+type promptWriter struct {
+	mu     sync.Mutex
+	b      strings.Builder
+	writes chan struct{}
+}
+
+func (w *promptWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	w.b.Write(p)
+	w.mu.Unlock()
+	select {
+	case w.writes <- struct{}{}:
+	default:
+	}
+	return len(p), nil
+}
+
+func (w *promptWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
+}
+
+// Issue 6, item 2.4: a gate reopened after a restart keeps its approval's original deadline,
+// and the terminal prompt states that one deadline, not the fresh step timeout as well.
+func TestIssue6_2_4_ReopenedGateStatesOneDeadline(t *testing.T) {
 	f := newFake()
 	f.reopened = true
 	c := serve(t, f)
-	notices := make(chan string, 2)
-	announced := make(chan string, 1)
-	g := &Gate{C: c, Notice: func(m string) { notices <- m }, Announce: func(_, tok string) { announced <- tok }}
-	go g.Await(t.Context(), engine.GateRequest{RunID: "R", StepName: "g", Deadline: time.Now().Add(2 * time.Minute)})
-	tok := <-announced
-	if m := <-notices; !strings.Contains(m, "opened before the executor restarted") {
-		t.Fatalf("notice %q", m)
+	var notices []string
+	var nmu sync.Mutex
+	out := &promptWriter{writes: make(chan struct{}, 16)}
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	local := &steps.TerminalGate{In: steps.NewLines(pr), Out: out, Who: "ann"}
+	g := &Gate{C: c, Local: local, Who: "ann", Notice: func(m string) { nmu.Lock(); notices = append(notices, m); nmu.Unlock() }}
+	requested := time.Now().Add(2 * time.Minute).Truncate(time.Second)
+	done := make(chan engine.Decision, 1)
+	go func() {
+		d, _ := g.Await(t.Context(), engine.GateRequest{RunID: "R", StepName: "g", Deadline: requested})
+		done <- d
+	}()
+	for !strings.HasSuffix(out.String(), "> ") {
+		<-out.writes
 	}
-	c.Approvals.Approve(t.Context(), &rbookv1.ApproveRequest{Token: tok, Approver: "bob"})
+	prompt := out.String()
+	original := requested.Add(-time.Minute).UTC().Format("2006-01-02 15:04:05 UTC")
+	if strings.Count(prompt, "closes at") != 1 || !strings.Contains(prompt, "closes at "+original) || !strings.Contains(prompt, "original deadline") {
+		t.Errorf("prompt states no single deadline %s:\n%s", original, prompt)
+	}
+	if strings.Contains(prompt, requested.UTC().Format("15:04:05")) {
+		t.Errorf("prompt also states the fresh timeout %s:\n%s", requested.UTC().Format("15:04:05"), prompt)
+	}
+	io.WriteString(pw, "yes\n")
+	if d := <-done; d.Verdict != engine.Approved {
+		t.Fatalf("decision %+v", d)
+	}
+	nmu.Lock()
+	defer nmu.Unlock()
+	if len(notices) != 0 {
+		t.Errorf("extra notices %q", notices)
+	}
 }
 
 func connectErr(code connect.Code, rcode string) error {

@@ -53,9 +53,11 @@ type Gate struct {
 // was lost, or someone decided first) takes the decision the watch stream delivers. Await
 // returns ctx.Err() when the run stops (signal, cancel).
 func (g *Gate) Await(ctx context.Context, req engine.GateRequest) (engine.Decision, error) {
+	owner, epoch := g.C.Fence()
 	open := &rbookv1.RequestApprovalRequest{
-		RunId: req.RunID, NodeId: req.StepName, StepIndex: int32(req.StepIndex), Prompt: req.Prompt,
+		RunId: req.RunID, StepName: req.StepName, StepIndex: int32(req.StepIndex), Prompt: req.Prompt,
 		Deadline: timestamppb.New(req.Deadline), PlanDigest: req.PlanDigest, OnFail: req.OnFail,
+		OwnerId: owner, Epoch: epoch,
 	}
 	// hold ends when the run stops, not at the gate's deadline.
 	hold, release := untilStopped(ctx)
@@ -84,10 +86,13 @@ func (g *Gate) Await(ctx context.Context, req engine.GateRequest) (engine.Decisi
 	if g.Announce != nil {
 		g.Announce(id, token)
 	}
-	// A gate reopened after a restart keeps the approval (and token) it had, with its
-	// original deadline; say so rather than let the prompt promise more time.
-	if dl := opened.GetApproval().GetDeadline(); dl != nil && g.Notice != nil && dl.AsTime().Before(req.Deadline.Add(-time.Second)) {
-		g.Notice(fmt.Sprintf("approval %s was opened before the executor restarted; it closes at its original deadline %s", id, dl.AsTime().UTC().Format(time.RFC3339)))
+	// The approval closes at its own deadline; a gate reopened after a restart keeps the
+	// approval (and token) it had, with its original, earlier deadline. The Local gate's
+	// prompt states that one deadline, not the fresh step timeout (issue 6, item 2.4).
+	localReq := req
+	if dl := opened.GetApproval().GetDeadline(); dl != nil && dl.AsTime().Before(req.Deadline) {
+		localReq.Deadline = dl.AsTime()
+		localReq.Reopened = dl.AsTime().Before(req.Deadline.Add(-time.Second))
 	}
 
 	hold, stop := context.WithCancel(hold)
@@ -104,7 +109,7 @@ func (g *Gate) Await(ctx context.Context, req engine.GateRequest) (engine.Decisi
 	local := make(chan result, 1)
 	if g.Local != nil {
 		go func() {
-			d, err := g.Local.Await(ctx, req)
+			d, err := g.Local.Await(ctx, localReq)
 			local <- result{d, err}
 		}()
 	}

@@ -90,7 +90,8 @@ func (r *Recorder) Drain(ctx context.Context) error {
 }
 
 func (r *Recorder) send(ctx context.Context, t engine.Transition) error {
-	req := &rbookv1.RecordTransitionRequest{Transition: ToProto(t)}
+	owner, epoch := r.C.Fence()
+	req := &rbookv1.RecordTransitionRequest{Transition: ToProto(t), OwnerId: owner, Epoch: epoch}
 	err := r.C.retry(ctx, func(ctx context.Context) error {
 		_, err := r.C.Runs.RecordTransition(ctx, req)
 		return err
@@ -106,6 +107,8 @@ func (r *Recorder) send(ctx context.Context, t engine.Transition) error {
 		if r.Cancelled != nil && t.RunStatus != engine.RunCancelled {
 			r.Cancelled()
 		}
+	case "E_LEASE_LOST":
+		return fmt.Errorf("%w: control plane %s refused transition %d of run %s: %v", ErrLeaseLost, r.C.URL, t.Seq, t.RunID, err)
 	default:
 		return fmt.Errorf("control plane %s refused transition %d of run %s: %w", r.C.URL, t.Seq, t.RunID, err)
 	}
@@ -165,9 +168,11 @@ func ToProto(t engine.Transition) *rbookv1.Transition {
 		RunId: t.RunID, Seq: t.Seq, Kind: transitionKind[t.Kind], Time: timestamppb.New(t.Time),
 		StepIndex: int32(t.StepIndex), StepName: t.StepName, StepType: t.StepType,
 		RunStatus: RunStatusToProto(t.RunStatus), LastDeployName: t.LastDeployName, Message: t.Message,
+		RollbackFor: t.RollbackFor,
 	}
 	if e := t.Evidence; e != nil {
-		p.Evidence = &rbookv1.Evidence{StepName: e.StepName, Type: e.Type, Input: e.Input, Output: e.Output, Status: stepStatus[e.Status], TimestampUtc: e.TimestampUTC}
+		p.Evidence = &rbookv1.Evidence{StepName: e.StepName, Type: e.Type, Input: e.Input, SourceInput: e.SourceInput, Output: e.Output,
+			Status: stepStatus[e.Status], TimestampUtc: e.TimestampUTC}
 	}
 	return p
 }

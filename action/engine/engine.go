@@ -251,6 +251,9 @@ func (r *run) emit(ctx context.Context, t Transition) error {
 
 func (r *run) finish(ctx context.Context, step runbook.Step, out Outcome, status RunStatus, rollbackFor string) error {
 	ev := Evidence{StepName: step.Name, Type: string(step.Type), Input: step.Input, Output: capOutput(out.Output), Status: out.Status, TimestampUTC: FormatTime(r.now())}
+	if out.input != nil && (step.Input == nil || *out.input != *step.Input) {
+		ev.Input, ev.SourceInput = out.input, step.Input
+	}
 	if step.Type == runbook.TypeConfirm {
 		in := "user-confirmation"
 		ev.Input = &in
@@ -304,16 +307,25 @@ func (r *run) grace() time.Duration {
 }
 
 // execute runs a check, deploy or rollback step under its timeout (seed Step 5.4, DESIGN D5).
+// The outcome carries the input the executor ran with (InputRewriter), whatever the outcome.
 func (r *run) execute(ctx context.Context, step runbook.Step) Outcome {
 	ex, ok := r.e.Executors[step.Type]
 	if !ok {
 		return Outcome{Status: StatusFail, Output: fmt.Sprintf("no executor for step type %q", step.Type)}
 	}
+	rc := r.runContext(step)
+	out := r.executeWith(ctx, ex, step, rc)
+	if rw, ok := ex.(InputRewriter); ok {
+		out.input = rw.RunInput(step, rc)
+	}
+	return out
+}
+
+func (r *run) executeWith(ctx context.Context, ex Executor, step runbook.Step, rc RunContext) Outcome {
 	limit := time.Duration(step.TimeoutSeconds) * time.Second
 	sctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	done := make(chan Outcome, 1)
-	rc := r.runContext(step)
 	go func() { done <- ex.Execute(sctx, step, rc) }()
 	var out Outcome
 	select {
@@ -347,7 +359,7 @@ func (r *run) confirm(ctx context.Context, step runbook.Step) Outcome {
 	defer cancel()
 	deadline, _ := sctx.Deadline()
 	rc := r.runContext(step)
-	req := GateRequest{RunID: r.id, StepIndex: step.Index, StepName: step.Name, Deadline: deadline, PlanDigest: r.e.Plan.ContentHash, OnFail: string(step.OnFail)}
+	req := GateRequest{RunID: r.id, StepIndex: step.Index, StepName: step.Name, StepCount: len(r.e.Plan.Steps), Deadline: deadline, PlanDigest: r.e.Plan.ContentHash, OnFail: string(step.OnFail)}
 	if r.e.Prompt != nil {
 		req.Prompt = r.e.Prompt(step, rc)
 	}

@@ -457,3 +457,54 @@ func TestIssue6_1_6_UnresolvedGateHaltsAfterItsDeadline(t *testing.T) {
 		t.Fatalf("unresolved gate: %v %s %q, rollback ran %d times", err, res.Status, rec.summary(), s.calls["r"])
 	}
 }
+
+// rewriter is a check executor that, like steps.Check, runs its input with a suffix.
+type rewriter struct{ block bool }
+
+func (w rewriter) RunInput(step runbook.Step, _ engine.RunContext) *string {
+	if step.Input == nil {
+		return nil
+	}
+	q := *step.Input + " | where scoped"
+	return &q
+}
+
+func (w rewriter) Execute(ctx context.Context, step runbook.Step, _ engine.RunContext) engine.Outcome {
+	if w.block && step.Name == "slow" {
+		<-ctx.Done()
+		return engine.Outcome{Status: engine.StatusFail, Output: ctx.Err().Error()}
+	}
+	return engine.Outcome{Status: engine.StatusPass, Output: "[]"}
+}
+
+// Issue 6, item 2.1: the evidence's input is the input the executor ran with (the runbook's
+// text goes to source_input), also when the step timed out; an executor that runs its input
+// as written gets no source_input.
+func TestIssue6_2_1_EvidenceHoldsTheInputThatRan(t *testing.T) {
+	for _, block := range []bool{false, true} {
+		slow := check("slow", runbook.OnFailContinue)
+		slow.TimeoutSeconds = 1
+		p := plan(check("q", runbook.OnFailHalt), slow, deploy("d"))
+		rec := &memRecorder{}
+		e := newEngine(p, newScripted(nil), approve, rec)
+		e.Executors[runbook.TypeCheck] = rewriter{block: block}
+		if _, err := e.Run(context.Background(), engine.Start{RunID: "R", Fresh: true}); err != nil {
+			t.Fatal(err)
+		}
+		ev := rec.evidence()
+		if len(ev) != 3 {
+			t.Fatalf("evidence %s", rec.summary())
+		}
+		for _, i := range []int{0, 1} {
+			if ev[i].Input == nil || *ev[i].Input != "Resources | where scoped" || ev[i].SourceInput == nil || *ev[i].SourceInput != "Resources" {
+				t.Errorf("block=%v: entry %d (%s) input %v source %v", block, i, ev[i].Status, ev[i].Input, ev[i].SourceInput)
+			}
+		}
+		if block && ev[1].Status != engine.StatusTimedOut {
+			t.Errorf("the blocked check ended %s", ev[1].Status)
+		}
+		if ev[2].SourceInput != nil || ev[2].Input == nil || *ev[2].Input != "remediation/a.json" {
+			t.Errorf("deploy entry input %v source %v", ev[2].Input, ev[2].SourceInput)
+		}
+	}
+}

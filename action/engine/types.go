@@ -34,8 +34,13 @@ const (
 // Final reports whether no step will run after this status.
 func (s RunStatus) Final() bool { return s == RunCompleted || s == RunFailed || s == RunCancelled }
 
-// Evidence is one evidence-pack entry with exactly the seed's fields (seed runbook-executor,
-// Step 7). Input is null for a step without kql_or_template.
+// Evidence is one evidence-pack entry: the seed's six fields (seed runbook-executor, Step 7),
+// spelled exactly, plus SourceInput. Input is null for a step without kql_or_template.
+//
+// Input is the input exactly as the step ran with it: for a check, the query after the scope
+// filter was injected, byte for byte what validate_query and execute_query received (issue 6,
+// item 2.1; DESIGN D17). It is the same struct in the state file, the evidence pack JSON,
+// the report and the control plane's record.
 type Evidence struct {
 	StepName     string     `json:"step_name"`
 	Type         string     `json:"type"`
@@ -43,6 +48,10 @@ type Evidence struct {
 	Output       string     `json:"output"`
 	Status       StepStatus `json:"status"`
 	TimestampUTC string     `json:"timestamp_utc"`
+	// SourceInput is the runbook's kql_or_template as written, kept only when the executor
+	// ran something else (a check whose scope filter was injected); absent otherwise. It is
+	// an rbook addition to the seed's entry (issue 6, item 2.1).
+	SourceInput *string `json:"source_input,omitempty"`
 }
 
 // Outcome is what an Executor returns for one step.
@@ -57,6 +66,19 @@ type Outcome struct {
 	Cancel bool
 	// halt stops the run without an outcome for the step (a gate that could not wait).
 	halt error
+	// input is the step's input as it ran (InputRewriter), set by the engine.
+	input *string
+}
+
+// InputRewriter is implemented by an Executor that does not run a step's kql_or_template as
+// written: a check injects the scope filter before it calls its tools (seed runbook-executor,
+// Step 5, check 1). RunInput returns the input exactly as Execute will send it for the same
+// step and RunContext (nil when the step has no input); it must be a pure function of them.
+// The engine records it as the evidence's input and keeps the runbook's text as SourceInput
+// when the two differ, also when the step times out or never returns (issue 6, item 2.1;
+// DESIGN D17: the evidence records the query exactly as it was executed).
+type InputRewriter interface {
+	RunInput(step runbook.Step, run RunContext) *string
 }
 
 // ErrNoAnswer is what a Gate returns (wrapped) when nobody can answer it at all, such as a
@@ -156,6 +178,8 @@ type GateRequest struct {
 	RunID     string
 	StepIndex int
 	StepName  string
+	// StepCount is the runbook's number of steps, for "step n of N" (StepIndex+1 of StepCount).
+	StepCount int
 	// Prompt is the rendered step-status template with AWAITING_CONFIRMATION (seed Step 5, confirm 1).
 	Prompt string
 	// Deadline is when the gate times out (the step's max_timeout_seconds).
@@ -164,6 +188,11 @@ type GateRequest struct {
 	PlanDigest string
 	// OnFail is what a rejection or a timeout leads to, for the prompt.
 	OnFail string
+	// Reopened is true when a gate (the control plane's) hands a Local gate the approval that
+	// was opened before the executor restarted: Deadline is then that approval's original
+	// deadline, the one the gate really closes at, so the prompt states one deadline only
+	// (issue 6, item 2.4).
+	Reopened bool
 }
 
 // Decision is how a gate was decided.

@@ -1,10 +1,12 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -12,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
+	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -23,6 +27,31 @@ const (
 	ClientName    = "rbook"
 	ClientVersion = "1"
 )
+
+// MaxResponseBytes caps what rbook reads of one message from an MCP server (8 MiB; issue 6,
+// item 1.9): one line of a stdio server's output (one JSON-RPC message), or one HTTP response
+// body of a streamable HTTP server (a JSON answer, or the event stream answering one
+// request). It is enforced while reading, before the message is in memory; a server that
+// sends more ends the session with a *ResponseTooLargeError, so its check step FAILs
+// instead of the executor running out of memory. (An answer under the cap is read whole;
+// what a check step keeps of it in the evidence is still cut to 64 KiB by the engine.)
+const MaxResponseBytes = 8 << 20
+
+// ResponseTooLargeError is the error of a call (or connect) during which the server sent a
+// message over MaxResponseBytes. The session is unusable afterwards: every later call on it
+// returns this error too.
+type ResponseTooLargeError struct {
+	// Server is the configured server name; Limit is MaxResponseBytes.
+	Server string
+	Limit  int
+}
+
+func (e *ResponseTooLargeError) Error() string {
+	return fmt.Sprintf("mcp server %q sent a message larger than %d bytes (MaxResponseBytes, %d MiB); rbook stopped reading it and closed the session", e.Server, e.Limit, e.Limit>>20)
+}
+
+// errTooLarge is what a limited reader returns once a message passed MaxResponseBytes.
+var errTooLarge = fmt.Errorf("message larger than %d bytes (MaxResponseBytes)", MaxResponseBytes)
 
 // Result is the outcome of one tool call.
 type Result struct {
@@ -60,6 +89,8 @@ type Session struct {
 	lifetime context.Context
 	stop     context.CancelFunc
 	redactor *strings.Replacer
+	// tooLarge turns true when the server sent a message over MaxResponseBytes.
+	tooLarge atomic.Bool
 
 	closeOnce sync.Once
 	closeErr  error
@@ -126,7 +157,7 @@ func DialWithLifetime(ctx, lifetime context.Context, cfg *Config, server string)
 	if err != nil {
 		_ = procgroup.Kill(s.cmd)
 		stop()
-		return nil, s.wrap(fmt.Errorf("mcp server %q: connect: %w", srv.Name, err))
+		return nil, s.callError(fmt.Errorf("mcp server %q: connect: %w", srv.Name, err))
 	}
 	s.connected.Store(true)
 	s.cs = cs
@@ -179,7 +210,148 @@ func (s *Session) stdioTransport(sessionCtx, connectCtx context.Context, srv *Se
 	}
 	cmd.Stderr = os.Stderr
 	s.cmd = cmd
-	return &sdk.CommandTransport{Command: cmd, TerminateDuration: procgroup.DefaultGrace}, stopConnectWatch, nil
+	return &commandTransport{cmd: cmd, grace: procgroup.DefaultGrace, tooLarge: &s.tooLarge}, stopConnectWatch, nil
+}
+
+// commandTransport is sdk.CommandTransport with every line the server writes capped at
+// MaxResponseBytes (the SDK's own cap is a fixed 16 MiB). Closing it closes the server's
+// stdin, then waits up to grace for it to exit, then SIGTERM, then SIGKILL, as the MCP spec
+// asks and as CommandTransport does.
+type commandTransport struct {
+	cmd      *exec.Cmd
+	grace    time.Duration
+	tooLarge *atomic.Bool
+}
+
+func (t *commandTransport) Connect(ctx context.Context) (sdk.Connection, error) {
+	stdout, err := t.cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdin, err := t.cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := t.cmd.Start(); err != nil {
+		return nil, err
+	}
+	return (&sdk.IOTransport{
+		Reader: &serverStdout{lineLimitReader{r: stdout, limit: MaxResponseBytes, tooLarge: t.tooLarge}, stdout},
+		Writer: &serverStdin{WriteCloser: stdin, cmd: t.cmd, grace: t.grace},
+		// rbook's own cap applies first; the SDK's stays as a backstop.
+		MaxLineLength: 2 * MaxResponseBytes,
+	}).Connect(ctx)
+}
+
+// serverStdout is a stdio server's stdout, read through the line cap. The connection is
+// closed by closing stdin, not stdout, so a server can still write its last words; only a
+// server that went over the cap has its stdout closed too, so that it cannot stay blocked
+// writing the rest of its oversized message.
+type serverStdout struct {
+	lineLimitReader
+	pipe io.Closer
+}
+
+func (s *serverStdout) Close() error {
+	if s.tooLarge.Load() {
+		return s.pipe.Close()
+	}
+	return nil
+}
+
+// serverStdin is a stdio server's stdin whose Close ends the server (MCP spec, "stdio"
+// shutdown): stdin closed, wait up to grace, SIGTERM, wait, SIGKILL, wait.
+type serverStdin struct {
+	io.WriteCloser
+	cmd   *exec.Cmd
+	grace time.Duration
+}
+
+func (s *serverStdin) Close() error {
+	if err := s.WriteCloser.Close(); err != nil {
+		return fmt.Errorf("closing stdin: %w", err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- s.cmd.Wait() }()
+	wait := func() (error, bool) {
+		select {
+		case err := <-exited:
+			return err, true
+		case <-time.After(s.grace):
+			return nil, false
+		}
+	}
+	if err, ok := wait(); ok {
+		return err
+	}
+	if s.cmd.Process.Signal(syscall.SIGTERM) == nil {
+		if err, ok := wait(); ok {
+			return err
+		}
+	}
+	if err := s.cmd.Process.Kill(); err != nil {
+		return err
+	}
+	if err, ok := wait(); ok {
+		return err
+	}
+	return errors.New("the server process does not exit")
+}
+
+// lineLimitReader fails a read, and sets tooLarge, once more than limit bytes arrived without
+// a newline: one line of a stdio server is one JSON-RPC message.
+type lineLimitReader struct {
+	r        io.Reader
+	limit    int
+	line     int // bytes of the current line so far
+	tooLarge *atomic.Bool
+}
+
+func (l *lineLimitReader) Read(p []byte) (int, error) {
+	if l.tooLarge.Load() {
+		return 0, errTooLarge
+	}
+	n, err := l.r.Read(p)
+	chunk := p[:n]
+	for {
+		i := bytes.IndexByte(chunk, '\n')
+		if i < 0 {
+			l.line += len(chunk)
+			break
+		}
+		if l.line+i > l.limit {
+			l.line += i
+			break
+		}
+		l.line, chunk = 0, chunk[i+1:]
+	}
+	if l.line > l.limit {
+		l.tooLarge.Store(true)
+		return 0, errTooLarge
+	}
+	return n, err
+}
+
+// bodyLimitReader fails a read, and sets tooLarge, once an HTTP response body passed limit.
+type bodyLimitReader struct {
+	io.ReadCloser
+	left     int64
+	tooLarge *atomic.Bool
+}
+
+func (b *bodyLimitReader) Read(p []byte) (int, error) {
+	if b.left < 0 {
+		return 0, errTooLarge
+	}
+	if int64(len(p)) > b.left+1 {
+		p = p[:b.left+1]
+	}
+	n, err := b.ReadCloser.Read(p)
+	if b.left -= int64(n); b.left < 0 {
+		b.tooLarge.Store(true)
+		return 0, errTooLarge
+	}
+	return n, err
 }
 
 func (s *Session) httpTransport(srv *Server) (sdk.Transport, error) {
@@ -200,20 +372,23 @@ func (s *Session) httpTransport(srv *Server) (sdk.Transport, error) {
 	if len(secrets) > 0 {
 		s.redactor = strings.NewReplacer(secrets...)
 	}
-	client := &http.Client{Transport: &headerTransport{headers: srv.Headers, base: http.DefaultTransport}}
+	client := &http.Client{Transport: &headerTransport{headers: srv.Headers, base: http.DefaultTransport, tooLarge: &s.tooLarge}}
 	return &sdk.StreamableClientTransport{
 		Endpoint:   srv.URL,
 		HTTPClient: client,
 		// Never retry (seed "Failure handling"); rbook needs no server-initiated messages.
 		MaxRetries:           -1,
 		DisableStandaloneSSE: true,
+		MaxEventSize:         MaxResponseBytes,
 	}, nil
 }
 
-// headerTransport adds the configured headers to every request.
+// headerTransport adds the configured headers to every request and caps every response body
+// at MaxResponseBytes.
 type headerTransport struct {
-	headers map[string]string
-	base    http.RoundTripper
+	headers  map[string]string
+	base     http.RoundTripper
+	tooLarge *atomic.Bool
 }
 
 func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -223,7 +398,11 @@ func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 			req.Header.Set(k, v)
 		}
 	}
-	return t.base.RoundTrip(req)
+	res, err := t.base.RoundTrip(req)
+	if err == nil && res.Body != nil {
+		res.Body = &bodyLimitReader{ReadCloser: res.Body, left: MaxResponseBytes, tooLarge: t.tooLarge}
+	}
+	return res, err
 }
 
 // Server returns the configured name of the server this session talks to.
@@ -232,11 +411,16 @@ func (s *Session) Server() string { return s.server }
 // CallTool calls the tool name with args and waits for its answer or for ctx to end. A tool
 // that ran and failed is a Result with IsError set and a nil error; protocol, transport and
 // context errors are returned as errors (errors.Is(err, context.DeadlineExceeded) holds for
-// a deadline) and are not retried. On ctx end the server is told to cancel the call.
+// a deadline) and are not retried. On ctx end the server is told to cancel the call. Once
+// the server sent a message over MaxResponseBytes, this and every later call return a
+// *ResponseTooLargeError.
 func (s *Session) CallTool(ctx context.Context, name string, args map[string]any) (Result, error) {
+	if s.tooLarge.Load() {
+		return Result{}, s.callError(nil)
+	}
 	res, err := s.cs.CallTool(ctx, &sdk.CallToolParams{Name: name, Arguments: args})
 	if err != nil {
-		return Result{}, s.wrap(fmt.Errorf("mcp server %q: tool %s: %w", s.server, name, err))
+		return Result{}, s.callError(fmt.Errorf("mcp server %q: tool %s: %w", s.server, name, err))
 	}
 	out := Result{IsError: res.IsError}
 	var text []string
@@ -278,12 +462,13 @@ func contentKind(c sdk.Content) string {
 // procgroup.DefaultGrace for it to exit (then SIGTERM, then SIGKILL, as the MCP spec asks) and
 // finally SIGKILLs whatever else is left in its process group. It is idempotent and safe to
 // call concurrently. A stdio server that exits with a failure status is reported, unless the
-// session's lifetime context had already ended (then rbook stopped it on purpose).
+// session's lifetime context had already ended, or it sent a message over MaxResponseBytes
+// (then rbook stopped it on purpose).
 func (s *Session) Close() error {
 	s.closeOnce.Do(func() {
 		err := s.cs.Close()
 		var exitErr *exec.ExitError
-		if s.lifetime.Err() != nil && errors.As(err, &exitErr) {
+		if (s.lifetime.Err() != nil || s.tooLarge.Load()) && errors.As(err, &exitErr) {
 			err = nil
 		}
 		if s.cmd != nil {
@@ -295,6 +480,16 @@ func (s *Session) Close() error {
 		}
 	})
 	return s.closeErr
+}
+
+// callError is the error of a failed connect or call: a *ResponseTooLargeError when the
+// server sent a message over MaxResponseBytes (whatever the SDK made of the cut-off read),
+// else err with header values and URL credentials removed.
+func (s *Session) callError(err error) error {
+	if s.tooLarge.Load() {
+		return &ResponseTooLargeError{Server: s.server, Limit: MaxResponseBytes}
+	}
+	return s.wrap(err)
 }
 
 // wrap removes header values and URL credentials from err's text, keeping errors.Is/As.

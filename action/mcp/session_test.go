@@ -43,6 +43,8 @@ func TestMain(m *testing.M) {
 		}
 	case "mute":
 		runMuteServer()
+	case "flood":
+		runFloodServer()
 	default:
 		fmt.Fprintln(os.Stderr, "unknown", serverModeEnv)
 		os.Exit(2)

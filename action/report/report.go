@@ -6,17 +6,19 @@ package report
 import (
 	"bytes"
 	"embed"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"text/template"
 	"time"
 
 	"github.com/rbookhq/rbook-action/action/engine"
+	"github.com/rbookhq/rbook-action/action/state"
 )
 
 //go:embed templates/*.md prompts/*.md
@@ -38,24 +40,71 @@ type Renderer struct {
 	t map[string]*template.Template
 }
 
+// TemplateError is a template that cannot be used: it does not parse, cannot be read, or
+// (the report) does not start with ReportHeading. Line is 1-based, 0 when unknown.
+type TemplateError struct {
+	// Path is the override file, or "embedded <name>" for a built-in template.
+	Path string
+	Line int
+	Msg  string
+}
+
+// Error formats the error as "template PATH:LINE: MSG" (":LINE" only when known).
+func (e *TemplateError) Error() string {
+	if e.Line > 0 {
+		return fmt.Sprintf("template %s:%d: %s", e.Path, e.Line, e.Msg)
+	}
+	return fmt.Sprintf("template %s: %s", e.Path, e.Msg)
+}
+
+// templateLineRE finds the line in a text/template parse error ("template: NAME:LINE: …").
+var templateLineRE = regexp.MustCompile(`^template: [^:]*:(\d+): (.*)$`)
+
 // New parses the embedded templates, each replaced by DIR/<same path> when overrideDir is
-// set and that file exists. It returns an error naming the file when a template does not
-// parse, or when a report template does not start with ReportHeading.
+// set and that file exists. It returns an error naming the folder when overrideDir is set
+// but does not exist or is not a folder (the --templates flag; issue 6, item 1.9: a mistyped
+// folder must not silently fall back to the built-in templates). Otherwise it checks every
+// template and returns all their problems at once (issue 6, item 3.1) as errors.Join of
+// *TemplateError: a template that does not parse or cannot be read, a report template that
+// does not start with ReportHeading.
 func New(overrideDir string) (*Renderer, error) {
+	if overrideDir != "" {
+		info, err := os.Stat(overrideDir)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return nil, fmt.Errorf("templates folder %s (--templates) does not exist", overrideDir)
+		case err != nil:
+			return nil, fmt.Errorf("templates folder %s (--templates): %w", overrideDir, err)
+		case !info.IsDir():
+			return nil, fmt.Errorf("templates folder %s (--templates) is not a folder", overrideDir)
+		}
+	}
 	r := &Renderer{t: map[string]*template.Template{}}
+	var errs []error
 	for _, name := range []string{StepStatusFile, ReportFile, EvidencePackFile, CancelPromptFile} {
 		src, from, err := load(overrideDir, name)
 		if err != nil {
-			return nil, err
+			errs = append(errs, err)
+			continue
 		}
 		t, err := template.New(name).Funcs(funcs).Option("missingkey=error").Parse(string(src))
 		if err != nil {
-			return nil, fmt.Errorf("template %s: %w", from, err)
+			te := &TemplateError{Path: from, Msg: err.Error()}
+			if m := templateLineRE.FindStringSubmatch(err.Error()); m != nil {
+				te.Line, _ = strconv.Atoi(m[1])
+				te.Msg = m[2]
+			}
+			errs = append(errs, te)
+			continue
 		}
 		if name == ReportFile && !strings.HasPrefix(string(src), ReportHeading+"\n") {
-			return nil, fmt.Errorf("template %s: the first line must be exactly %q (seed output contract)", from, ReportHeading)
+			errs = append(errs, &TemplateError{Path: from, Line: 1, Msg: fmt.Sprintf("the first line must be exactly %q (seed output contract)", ReportHeading)})
+			continue
 		}
 		r.t[name] = t
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	return r, nil
 }
@@ -68,7 +117,12 @@ func load(dir, name string) ([]byte, string, error) {
 			return b, p, nil
 		}
 		if !errors.Is(err, fs.ErrNotExist) {
-			return nil, p, fmt.Errorf("template %s: %w", p, err)
+			msg := err.Error()
+			var pe *fs.PathError
+			if errors.As(err, &pe) {
+				msg = pe.Err.Error()
+			}
+			return nil, p, &TemplateError{Path: p, Msg: msg}
 		}
 	}
 	b, err := embedded.ReadFile(name)
@@ -105,22 +159,103 @@ type Report struct {
 	TotalSteps                      int
 	SchemaHash8, RunbookHash        string
 	Message                         string
-	Evidence                        []engine.Evidence
+	// Evidence is the evidence pack in execution order (seed Step 7).
+	Evidence []engine.Evidence
+	// Steps are the runbook's steps in runbook order. When set, the report's step table has
+	// one row per step (Rows); when nil, one row per evidence entry.
+	Steps []StepRef
+	// Rows is filled by RenderReport from Steps and Evidence (see Rows).
+	Rows []Row
 	// EvidencePath is where the evidence pack JSON was written ("" when it was not).
 	EvidencePath string
-	// Counts by status; Done counts evidence entries of runbook steps (not CANCEL).
-	Done, Pass, Fail, TimedOut, Skipped int
+	// Counts over the runbook-step rows by final status; Done counts the rows with an
+	// outcome (not NotRun), Extra the rows that are no runbook step (the CANCEL audit entry).
+	Done, Pass, Fail, TimedOut, Skipped, NotRunCount, Extra int
 }
 
-// Tally fills the counts from Evidence.
-func (d *Report) Tally() {
-	d.Done, d.Pass, d.Fail, d.TimedOut, d.Skipped = 0, 0, 0, 0, 0
-	for _, e := range d.Evidence {
-		if e.Type == "cancel" {
+// StepRef names one runbook step for the report: its name and type.
+type StepRef struct {
+	Name, Type string
+}
+
+// NotRun is the status a report row shows for a runbook step with no evidence entry: the run
+// ended (halt, rollback, cancel) or stopped before it, or has not reached it yet (issue 6,
+// item 2.2).
+const NotRun engine.StepStatus = "not run"
+
+// Row is one line of the report's step table (issue 6, item 2.2).
+type Row struct {
+	// Number is the step's 1-based position in the runbook; 0 for an entry that is no
+	// runbook step (the CANCEL audit entry, a rollback that found no rollback step).
+	Number int
+	Name   string
+	Type   string
+	// Status is the step's final status: that of its last evidence entry, or NotRun.
+	Status engine.StepStatus
+	// At is the final entry's timestamp_utc ("" when not run).
+	At string
+	// Earlier are the statuses of the step's earlier entries, in execution order (a rollback
+	// step SKIPPED in forward flow and then run by on_fail: rollback; a step run again after
+	// a --step-index jump back).
+	Earlier []engine.StepStatus
+}
+
+// Rows lists every runbook step once, in runbook order, with its final status or NotRun,
+// followed by the evidence entries that belong to no runbook step, in execution order, with
+// the CANCEL audit entry last (seed Step 8). An entry belongs to the step with its step_name
+// and type. The evidence pack itself stays in execution order (seed Step 7).
+func Rows(steps []StepRef, ev []engine.Evidence) []Row {
+	rows := make([]Row, len(steps))
+	at := make(map[StepRef]int, len(steps))
+	for i, s := range steps {
+		rows[i] = Row{Number: i + 1, Name: s.Name, Type: s.Type, Status: NotRun}
+		at[s] = i
+	}
+	var extra, cancel []Row
+	for _, e := range ev {
+		i, ok := at[StepRef{e.StepName, e.Type}]
+		if !ok {
+			r := Row{Name: e.StepName, Type: e.Type, Status: e.Status, At: e.TimestampUTC}
+			if e.Type == "cancel" {
+				cancel = append(cancel, r)
+			} else {
+				extra = append(extra, r)
+			}
 			continue
 		}
-		d.Done++
-		switch e.Status {
+		r := &rows[i]
+		if r.Status != NotRun {
+			r.Earlier = append(r.Earlier, r.Status)
+		}
+		r.Status, r.At = e.Status, e.TimestampUTC
+	}
+	return append(append(rows, extra...), cancel...)
+}
+
+// Tally fills Rows (when Steps is set and Rows is not) and the counts.
+func (d *Report) Tally() {
+	if d.Steps != nil && d.Rows == nil {
+		d.Rows = Rows(d.Steps, d.Evidence)
+	}
+	if d.Steps == nil && d.Rows == nil {
+		d.Rows = Rows(nil, d.Evidence)
+		// Without the runbook's steps every entry is its own row (execution order).
+		for i := range d.Rows {
+			if d.Rows[i].Type != "cancel" {
+				d.Rows[i].Number = i + 1
+			}
+		}
+	}
+	d.Done, d.Pass, d.Fail, d.TimedOut, d.Skipped, d.NotRunCount, d.Extra = 0, 0, 0, 0, 0, 0, 0
+	for _, r := range d.Rows {
+		if r.Number == 0 {
+			d.Extra++
+			continue
+		}
+		if r.Status != NotRun {
+			d.Done++
+		}
+		switch r.Status {
 		case engine.StatusPass:
 			d.Pass++
 		case engine.StatusFail:
@@ -129,35 +264,26 @@ func (d *Report) Tally() {
 			d.TimedOut++
 		case engine.StatusSkipped:
 			d.Skipped++
+		case NotRun:
+			d.NotRunCount++
 		}
+	}
+	if d.Steps != nil {
+		d.TotalSteps = len(d.Steps)
 	}
 }
 
 // RenderReport renders the final run report; its first line is ReportHeading (seed Step 9.2).
+// Its step table lists every runbook step once, in runbook order (Rows).
 func (r *Renderer) RenderReport(d Report) (string, error) {
+	d.Rows = nil
 	d.Tally()
 	return r.render(ReportFile, d)
 }
 
-// EvidencePackJSON is the evidence pack as a JSON array in execution order, no trailing comma,
-// "[]" when empty (seed "Output contract").
-func EvidencePackJSON(ev []engine.Evidence) ([]byte, error) {
-	if ev == nil {
-		ev = []engine.Evidence{}
-	}
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(ev); err != nil {
-		return nil, err
-	}
-	return b.Bytes(), nil
-}
-
 // RenderEvidencePack renders templates/output-evidence-pack.md (seed Step 9.3).
 func (r *Renderer) RenderEvidencePack(runID string, ev []engine.Evidence) (string, error) {
-	js, err := EvidencePackJSON(ev)
+	js, err := state.EvidencePackJSON(ev)
 	if err != nil {
 		return "", err
 	}
@@ -203,8 +329,17 @@ var funcs = template.FuncMap{
 			return "⏭️"
 		case engine.StatusAwaitingConfirmation:
 			return "⏸️"
+		case NotRun:
+			return "➖"
 		}
 		return "•"
+	},
+	"statuses": func(ss []engine.StepStatus) string {
+		w := make([]string, len(ss))
+		for i, s := range ss {
+			w[i] = string(s)
+		}
+		return strings.Join(w, ", ")
 	},
 	"code":      inlineCode,
 	"textblock": func(s string) string { return fenced("text", s) },

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/rbookhq/rbook-action/action/engine"
+	"github.com/rbookhq/rbook-action/action/state"
 )
 
 func sampleEvidence() []engine.Evidence {
@@ -33,7 +34,7 @@ func TestReportHeadingAndCounts(t *testing.T) {
 	if strings.Count(s, "\n# ") != 0 {
 		t.Errorf("a second H1 in the report:\n%s", s)
 	}
-	for _, want := range []string{"**CANCELLED**", "4 in the runbook · 1 step results", "1 failed", `q\|pipe`} {
+	for _, want := range []string{"**CANCELLED**", "4 in the runbook: 0 passed, 1 failed, 0 timed out, 0 skipped, 0 not run · and 1 other evidence entry", `q\|pipe`} {
 		if !strings.Contains(s, want) {
 			t.Errorf("report lacks %q:\n%s", want, s)
 		}
@@ -42,7 +43,7 @@ func TestReportHeadingAndCounts(t *testing.T) {
 
 func TestEvidencePackIsAJSONArrayInOrder(t *testing.T) {
 	for _, ev := range [][]engine.Evidence{nil, sampleEvidence()} {
-		js, err := EvidencePackJSON(ev)
+		js, err := state.EvidencePackJSON(ev)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -59,7 +60,7 @@ func TestEvidencePackIsAJSONArrayInOrder(t *testing.T) {
 			}
 		}
 	}
-	js, _ := EvidencePackJSON(sampleEvidence())
+	js, _ := state.EvidencePackJSON(sampleEvidence())
 	if _, ok := json.Unmarshal(js, new([]any)).(error); ok || strings.Contains(string(js), ",\n]") {
 		t.Errorf("trailing comma")
 	}

@@ -1,14 +1,15 @@
 package runbook
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -105,25 +106,71 @@ func LoadFile(path, rulesPath string) (*Plan, error) {
 	return plan, nil
 }
 
-// Validate checks one runbook file for `rbook validate` and returns every problem found (nil
-// when it is valid). Without a values file it uses <base>.values.yaml.example, so a shipped
-// runbook validates structurally; with neither, the seed's missing-values ABORT line is the
-// one diagnostic.
-func Validate(path, rulesPath string) []Diagnostic {
+// ValidateResult is what Validate found out about one runbook file (issue 6, item 3.1).
+type ValidateResult struct {
+	// ValuesPath is the values file the runbook was checked with: <base>.values.yaml, or
+	// <base>.values.yaml.example when ExampleUsed.
+	ValuesPath string
+	// ExampleUsed: <base>.values.yaml is missing, so `rbook run` stops with the seed's ABORT
+	// line (which is among Diagnostics), and the rest was checked with the .example file.
+	ExampleUsed bool
+	// Diagnostics is every problem of the runbook and its values file, sorted by file, line
+	// and column; the missing-values ABORT line, when it applies, is one of them (File is
+	// the missing values file, no line). Empty means `rbook run` would load this runbook.
+	Diagnostics []Diagnostic
+	// Plan is the loaded runbook when Diagnostics is empty, else nil.
+	Plan *Plan
+	// NeedsMCP: a step is a check with a query, so the run needs an MCP server. It is read
+	// from the parsed runbook even when the runbook has other errors.
+	NeedsMCP bool
+}
+
+// Validate checks one runbook file for `rbook validate` exactly as Load would for `rbook
+// run`, and reports every problem it finds at once, sorted by file then line and column.
+// When <base>.values.yaml is missing, the seed's ABORT line (what `rbook run` prints) is a
+// diagnostic, and the runbook is still checked: with <base>.values.yaml.example when it
+// exists (ExampleUsed), else with every ${key} left unresolved.
+func Validate(path, rulesPath string) ValidateResult {
 	valuesPath, base := valuesPathFor(path)
-	if _, err := os.Stat(valuesPath); errors.Is(err, fs.ErrNotExist) {
-		if _, err := os.Stat(valuesPath + ".example"); err == nil {
-			valuesPath += ".example"
+	res := ValidateResult{ValuesPath: valuesPath}
+	rb, vals, haveValues, rules, rulesFile, lerr := readFiles(path, valuesPath, base, rulesPath)
+	var abort *Diagnostic
+	if lerr != nil && lerr.Abort != "" && len(lerr.Diagnostics) == 0 { // values file missing
+		abort = &Diagnostic{File: valuesPath, Message: lerr.Abort}
+		example := valuesPath + ".example"
+		data, err := readLimited(example)
+		switch {
+		case err == nil:
+			res.ValuesPath, res.ExampleUsed, vals, haveValues = example, true, data, true
+		case !errors.Is(err, fs.ErrNotExist):
+			res.Diagnostics = append(res.Diagnostics, Diagnostic{File: example, Message: pathErrText(err)})
+		}
+		lerr = nil
+	}
+	if lerr != nil {
+		res.Diagnostics = append(res.Diagnostics, lerr.Diagnostics...)
+	} else if rules != nil { // nil: the rules are unreadable too, and the ABORT says enough
+		plan, lerr, needsMCP := loadChecked(path, rb, res.ValuesPath, vals, haveValues, rulesFile, rules)
+		res.NeedsMCP = needsMCP
+		if lerr != nil {
+			res.Diagnostics = append(res.Diagnostics, lerr.Diagnostics...)
+		} else if abort == nil {
+			res.Plan = plan
 		}
 	}
-	_, lerr := loadFiles(path, valuesPath, base, rulesPath)
-	switch {
-	case lerr == nil:
-		return nil
-	case len(lerr.Diagnostics) == 0:
-		return []Diagnostic{{File: valuesPath, Message: lerr.Abort}}
+	if abort != nil {
+		res.Diagnostics = append(res.Diagnostics, *abort)
 	}
-	return lerr.Diagnostics
+	SortDiagnostics(res.Diagnostics)
+	return res
+}
+
+// SortDiagnostics orders diagnostics by file, then line, then column (unknown positions,
+// 0, first within a file), keeping the found order among equals.
+func SortDiagnostics(ds []Diagnostic) {
+	slices.SortStableFunc(ds, func(a, b Diagnostic) int {
+		return cmp.Or(strings.Compare(a.File, b.File), cmp.Compare(a.Line, b.Line), cmp.Compare(a.Column, b.Column))
+	})
 }
 
 // valuesPathFor returns the values file beside a runbook and the runbook's base name.
@@ -134,37 +181,58 @@ func valuesPathFor(path string) (valuesPath, base string) {
 
 // loadFiles reads the files and runs load.
 func loadFiles(path, valuesPath, base, rulesPath string) (*Plan, *LoadError) {
+	rb, vals, _, rules, rulesFile, lerr := readFiles(path, valuesPath, base, rulesPath)
+	if lerr != nil {
+		return nil, lerr
+	}
+	return load(path, rb, valuesPath, vals, rulesFile, rules)
+}
+
+// readFiles reads a runbook, its values file and the rules. A missing values file is a
+// LoadError with the seed's ABORT line and no diagnostics (seed runbook-executor, Step 1.1);
+// rules is the embedded rules.yaml unless rulesPath is set.
+func readFiles(path, valuesPath, base, rulesPath string) (rb, vals []byte, haveValues bool, rules []byte, rulesFile string, lerr *LoadError) {
 	fileErr := func(file string, err error) *LoadError {
-		msg := err.Error()
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
-			msg = pe.Err.Error() // the file is already named
-		}
-		return &LoadError{Diagnostics: []Diagnostic{{File: file, Message: msg}}}
+		return &LoadError{Diagnostics: []Diagnostic{{File: file, Message: pathErrText(err)}}}
 	}
 	rb, err := readLimited(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, &LoadError{Diagnostics: []Diagnostic{{File: path, Message: "runbook file not found; " + listRunbooks(filepath.Dir(path))}}}
+		return nil, nil, false, nil, "", &LoadError{Diagnostics: []Diagnostic{{File: path, Message: "runbook file not found; " + listRunbooks(filepath.Dir(path))}}}
 	} else if err != nil {
-		return nil, fileErr(path, err)
+		return nil, nil, false, nil, "", fileErr(path, err)
 	}
-	vals, err := readLimited(valuesPath)
+	vals, err = readLimited(valuesPath)
+	var missing *LoadError
 	if errors.Is(err, fs.ErrNotExist) {
-		abort := "ABORT: " + valuesPath + " missing — copy " + base + ".values.yaml.example and fill in real values."
-		return nil, &LoadError{Abort: abort}
+		missing = &LoadError{Abort: "ABORT: " + valuesPath + " missing — copy " + base + ".values.yaml.example and fill in real values."}
 	} else if err != nil {
-		return nil, fileErr(valuesPath, err)
+		return nil, nil, false, nil, "", fileErr(valuesPath, err)
 	}
-	rules, rulesFile := embeddedRules, "rules.yaml (embedded)"
+	rules, rulesFile = embeddedRules, "rules.yaml (embedded)"
 	if rulesPath != "" {
 		rulesFile = rulesPath
 		if rules, err = readLimited(rulesPath); err != nil {
+			if missing != nil { // the seed checks the values file first (Step 1.1 before 1.3)
+				return nil, nil, false, nil, "", missing
+			}
 			lerr := fileErr(rulesPath, err)
 			lerr.Abort = "ABORT: rules.yaml unreadable"
-			return nil, lerr
+			return nil, nil, false, nil, "", lerr
 		}
 	}
-	return load(path, rb, valuesPath, vals, rulesFile, rules)
+	if missing != nil {
+		return rb, nil, false, rules, rulesFile, missing
+	}
+	return rb, vals, true, rules, rulesFile, nil
+}
+
+// pathErrText is a read error's text without the path (a diagnostic names the file).
+func pathErrText(err error) string {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err.Error()
+	}
+	return err.Error()
 }
 
 // listRunbooks names the runbooks in dir, for a "not found" message.
@@ -195,6 +263,13 @@ type loader struct {
 	stepNodes               map[int]*yaml.Node    // each step's mapping, for the ABORT line
 	substituted             map[*yaml.Node]string // nodes replaced by a whole value, and its key
 	interpolated            map[*yaml.Node]bool   // scalars with values inserted into their text
+	// unresolved holds scalars whose ${key} could not be substituted (missing key, or a
+	// list inserted into a string). Their problem is reported once, by substitution; the
+	// schema checks skip them, so the runbook's own errors still show (issue 6, item 3.1).
+	unresolved map[*yaml.Node]bool
+	// valuesUnusable: the values file is missing or broken (and reported), so a missing key
+	// is not worth a diagnostic of its own.
+	valuesUnusable bool
 }
 
 // hasValueText reports whether a node's text came, wholly or partly, from the values file.
@@ -205,7 +280,8 @@ func (l *loader) hasValueText(n *yaml.Node) bool {
 
 func newLoader(rules *ruleSet, runbookFile, valuesFile string) *loader {
 	return &loader{rules: rules, runbookFile: runbookFile, valuesFile: valuesFile, origin: map[*yaml.Node]string{}, curStep: -1,
-		unique: map[*fieldRule]map[string]*yaml.Node{}, stepNodes: map[int]*yaml.Node{}, substituted: map[*yaml.Node]string{}, interpolated: map[*yaml.Node]bool{}}
+		unique: map[*fieldRule]map[string]*yaml.Node{}, stepNodes: map[int]*yaml.Node{}, substituted: map[*yaml.Node]string{}, interpolated: map[*yaml.Node]bool{},
+		unresolved: map[*yaml.Node]bool{}}
 }
 
 // issue is a diagnostic and the step it belongs to (-1 for none).
@@ -229,42 +305,61 @@ func (l *loader) report(n *yaml.Node, field, format string, args ...any) {
 // load is the whole of Step 1 on bytes in memory: parse both files within the limits,
 // substitute values into the parsed runbook, validate it against the rules, build the Plan.
 func load(path string, rb []byte, valuesPath string, vals []byte, rulesFile string, rulesData []byte) (*Plan, *LoadError) {
+	plan, lerr, _ := loadChecked(path, rb, valuesPath, vals, true, rulesFile, rulesData)
+	return plan, lerr
+}
+
+// loadChecked is load that also reports whether the runbook has a check step with a query
+// (so it needs an MCP server), read from the parsed tree even when the runbook is invalid.
+// haveValues=false means there is no values file to use: the runbook is still checked, with
+// every ${key} left unresolved and not reported (the caller reports the missing file).
+//
+// Every problem of both files is collected before it gives up (issue 6, item 3.1): errors
+// in the values file or missing keys do not stop the schema checks of the runbook; only a
+// runbook that does not parse, or a limit hit (DESIGN D2), ends the checks early.
+func loadChecked(path string, rb []byte, valuesPath string, vals []byte, haveValues bool, rulesFile string, rulesData []byte) (plan *Plan, lerr *LoadError, needsMCP bool) {
 	rules, err := parseRules(rulesData)
 	if err != nil {
-		return nil, &LoadError{Abort: "ABORT: rules.yaml unreadable", Diagnostics: []Diagnostic{{File: rulesFile, Message: err.Error()}}}
+		return nil, &LoadError{Abort: "ABORT: rules.yaml unreadable", Diagnostics: []Diagnostic{{File: rulesFile, Message: err.Error()}}}, false
 	}
 	l := newLoader(rules, path, valuesPath)
-	values, valuesOK := l.values(valuesPath, vals)
+	values, valuesOK := map[string]*yaml.Node{}, true
+	if haveValues {
+		values, valuesOK = l.values(valuesPath, vals)
+	}
+	l.valuesUnusable = !haveValues || !valuesOK
+	if values == nil {
+		values = map[string]*yaml.Node{}
+	}
 	root, ok := l.parse(path, rb)
-	if !ok || !valuesOK {
-		return nil, l.failure()
+	if !ok {
+		return nil, l.failure(), false
 	}
 	if root == nil || root.Kind != yaml.MappingNode {
 		l.reportAt(path, 1, 1, "", "a runbook must be a mapping with runbook_name, subscriptions, state_file_path and runbook_steps")
-		return nil, l.failure()
+		return nil, l.failure(), false
 	}
-	if l.substitute(root, values, ""); len(l.issues) > 0 {
-		return nil, l.failure()
-	}
+	l.substitute(root, values, "")
 	// Substituted values can nest and repeat, so the limits hold again for the result.
 	if w := (limitWalker{l: l, active: map[*yaml.Node]bool{}}); !w.walk(root, 1, nil) {
-		return nil, l.failure()
+		return nil, l.failure(), false
 	}
 	top := l.object(root, "", rules.Runbook, nil)
+	needsMCP = l.hasCheckQuery()
 	for _, c := range l.caps {
 		if limit, ok := top[c.from].(int); ok && c.value > limit {
 			l.curStep = c.step
 			l.report(c.node, c.field, "%d exceeds %s (%d); it is rejected, not clamped", c.value, c.from, limit)
 		}
 	}
-	if len(l.issues) > 0 {
-		return nil, l.failure()
+	if len(l.issues) > 0 || !valuesOK || !haveValues {
+		return nil, l.failure(), needsMCP
 	}
 	sum := sha256.New()
 	sum.Write(rb)
 	sum.Write([]byte{0})
 	sum.Write(vals)
-	plan := &Plan{Path: path, ValuesPath: valuesPath, ContentHash: hex.EncodeToString(sum.Sum(nil)), SchemaHash8: SchemaHash8(rulesData)}
+	plan = &Plan{Path: path, ValuesPath: valuesPath, ContentHash: hex.EncodeToString(sum.Sum(nil)), SchemaHash8: SchemaHash8(rulesData)}
 	plan.Name, _ = top["runbook_name"].(string)
 	plan.StateFilePath, _ = top["state_file_path"].(string)
 	plan.MaxStepTimeoutSeconds, _ = top["max_step_timeout_seconds"].(int)
@@ -298,7 +393,23 @@ func load(path string, rb []byte, valuesPath string, vals []byte, rulesFile stri
 		}
 		plan.Steps = append(plan.Steps, st)
 	}
-	return plan, nil
+	return plan, nil, needsMCP
+}
+
+// hasCheckQuery reports whether a step of the parsed runbook is a check with a non-null
+// kql_or_template: the steps `rbook run` sends to an MCP server (cmd/rbook executors).
+func (l *loader) hasCheckQuery() bool {
+	for _, n := range l.stepNodes {
+		if n == nil || n.Kind != yaml.MappingNode {
+			continue
+		}
+		ps := pairs(n)
+		t, q := lookup(ps, "type"), lookup(ps, "kql_or_template")
+		if t != nil && t.Value == string(TypeCheck) && q != nil && q.ShortTag() != "!!null" {
+			return true
+		}
+	}
+	return false
 }
 
 // failure turns the issues into a LoadError. When a step broke its type schema, Abort is the

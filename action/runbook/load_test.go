@@ -155,27 +155,122 @@ func TestValidateReportsEveryErrorAndFallsBackToExample(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "prod.yaml")
 	writeFile(t, path, header+"  - {name: a, type: check, on_fail: stop}\n  - {name: a, type: deploy, kql_or_template: \"${tpl}\", on_fail: halt}\n")
-	want := "ABORT: " + filepath.Join(dir, "prod.values.yaml") + " missing — copy prod.values.yaml.example and fill in real values."
-	if got := Validate(path, ""); len(got) != 1 || got[0].Message != want {
-		t.Fatalf("no values: %v", got)
+	valuesPath := filepath.Join(dir, "prod.values.yaml")
+	abort := "ABORT: " + valuesPath + " missing — copy prod.values.yaml.example and fill in real values."
+	strs := func(ds []Diagnostic) string {
+		var got []string
+		for _, d := range ds {
+			got = append(got, d.String())
+		}
+		return strings.Join(got, "\n")
 	}
-	writeFile(t, filepath.Join(dir, "prod.values.yaml.example"), "tpl: /abs.json\n")
-	var got []string
-	for _, d := range Validate(path, "") {
-		got = append(got, d.String())
-	}
-	wantAll := []string{
+	// No values file and no example: the ABORT, and the runbook's own errors all the same
+	// (the unresolved ${tpl} is not reported on its own).
+	res := Validate(path, "")
+	// Sorted by file name: prod.values.yaml before prod.yaml.
+	want := strings.Join([]string{
+		valuesPath + ": " + abort,
 		path + `:5:37: runbook_steps[0].on_fail: must be one of halt, rollback, continue, got "stop"`,
 		path + `:6:12: runbook_steps[1].name: duplicate of the name at line 5 (compared after Unicode NFC normalisation)`,
-		path + `:6:46: runbook_steps[1].kql_or_template: must be a relative path under remediation/ with no '..', '.' or empty segments (the value comes from ` + strings.TrimSuffix(path, ".yaml") + `.values.yaml.example and is not shown)`,
+	}, "\n")
+	if got := strs(res.Diagnostics); got != want || res.ExampleUsed || res.Plan != nil || res.NeedsMCP {
+		t.Fatalf("no values: %+v\n%s\nwant:\n%s", res, got, want)
 	}
-	if strings.Join(got, "\n") != strings.Join(wantAll, "\n") {
-		t.Fatalf("diagnostics:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(wantAll, "\n"))
+	writeFile(t, filepath.Join(dir, "prod.values.yaml.example"), "tpl: /abs.json\n")
+	res = Validate(path, "")
+	want = strings.Join([]string{
+		valuesPath + ": " + abort,
+		path + `:5:37: runbook_steps[0].on_fail: must be one of halt, rollback, continue, got "stop"`,
+		path + `:6:12: runbook_steps[1].name: duplicate of the name at line 5 (compared after Unicode NFC normalisation)`,
+		path + `:6:46: runbook_steps[1].kql_or_template: must be a relative path under remediation/ with no '..', '.' or empty segments (the value comes from ` + valuesPath + `.example and is not shown)`,
+	}, "\n")
+	if got := strs(res.Diagnostics); got != want || !res.ExampleUsed || res.ValuesPath != valuesPath+".example" {
+		t.Fatalf("with example: %+v\n%s\nwant:\n%s", res, got, want)
 	}
-	for _, path := range []string{"testdata/valid.yaml", "../../runbooks/demo.yaml", "../../runbooks/prod.yaml"} {
-		if d := Validate(path, ""); d != nil {
-			t.Errorf("%s: %v", path, d)
+	for _, path := range []string{"testdata/valid.yaml", "../../runbooks/demo.yaml"} {
+		if res := Validate(path, ""); res.Diagnostics != nil || res.Plan == nil {
+			t.Errorf("%s: %v", path, res.Diagnostics)
 		}
+	}
+	// prod ships only its example: `rbook run prod` aborts, so validate is not ok, but the
+	// runbook itself is fine with the example's values.
+	res = Validate("../../runbooks/prod.yaml", "")
+	if len(res.Diagnostics) != 1 || !strings.HasPrefix(res.Diagnostics[0].Message, "ABORT: ../../runbooks/prod.values.yaml missing") || !res.ExampleUsed {
+		t.Errorf("prod: %+v", res)
+	}
+}
+
+// TestIssue6_3_1_MissingKeyDoesNotHideSchemaErrors: a missing values key, a values file
+// that does not parse, and schema errors are all reported in one pass, sorted by file and
+// line; the unresolved field itself gets only the missing-key diagnostic.
+func TestIssue6_3_1_MissingKeyDoesNotHideSchemaErrors(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "rb.yaml")
+	valuesPath := filepath.Join(dir, "rb.values.yaml")
+	rb := "runbook_name: rb\nsubscriptions: ${subs}\nstate_file_path: .rbook/rb.json\nrunbook_steps:\n" +
+		"  - {name: a, type: check, kql_or_template: \"R | where x == '${owner}'\", on_fail: explode}\n" +
+		"  - {name: b, type: wait, on_fail: halt}\n"
+	writeFile(t, path, rb)
+	writeFile(t, valuesPath, "region: west\n")
+	res := Validate(path, "")
+	want := []string{
+		path + `:2:16: subscriptions: values key "subs" is not defined in ` + valuesPath,
+		path + `:5:45: runbook_steps[0].kql_or_template: values key "owner" is not defined in ` + valuesPath,
+		path + `:5:83: runbook_steps[0].on_fail: must be one of halt, rollback, continue, got "explode"`,
+		path + `:6:21: runbook_steps[1].type: must be one of check, deploy, confirm, rollback, got "wait"`,
+	}
+	var got []string
+	for _, d := range res.Diagnostics {
+		got = append(got, d.String())
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("diagnostics:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	// rbook run's loader reports the same problems (in the order found).
+	_, err := LoadFile(path, "")
+	var lerr *LoadError
+	if !errors.As(err, &lerr) || len(lerr.Diagnostics) != len(want) {
+		t.Fatalf("LoadFile: %v", err)
+	}
+	// A values file that does not parse: its error, and the runbook's schema errors; the
+	// keys it would have defined are not reported missing one by one.
+	writeFile(t, valuesPath, "subs: [a\n")
+	got = nil
+	for _, d := range Validate(path, "").Diagnostics {
+		got = append(got, d.String())
+	}
+	want = []string{
+		valuesPath + `:2: invalid YAML: did not find expected ',' or ']'`,
+		path + `:5:83: runbook_steps[0].on_fail: must be one of halt, rollback, continue, got "explode"`,
+		path + `:6:21: runbook_steps[1].type: must be one of check, deploy, confirm, rollback, got "wait"`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("broken values:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestIssue6_3_1_TabIndentationLineAndColumn: yaml.v3 reports a tab in the indentation at
+// the line where the scalar before it started, without a column; the diagnostic names the
+// tab's own line and column.
+func TestIssue6_3_1_TabIndentationLineAndColumn(t *testing.T) {
+	for _, tc := range []struct{ name, runbook, want string }{
+		{"tab after a plain scalar", header + "  - name: c\n\ttype: check\n", "rb.yaml:6:1: invalid YAML: found a tab character that violates indentation (indent YAML with spaces, not tabs)"},
+		{"tab after spaces", header + "  - name: c\n    type: check\n  \t  on_fail: halt\n", "rb.yaml:7:3: invalid YAML: found a tab character that violates indentation"},
+		{"tab on the first line", "\trunbook_name: rb\n", "rb.yaml:1:1: invalid YAML: found character that cannot start any token (indent YAML with spaces, not tabs)"},
+		{"tab starting a mapping", "runbook_name: rb\nsubscriptions:\n\t- a\n", "rb.yaml:3:1: invalid YAML: found character that cannot start any token"},
+		{"tab in a block scalar", header + "  - name: c\n    type: check\n    kql_or_template: |\n\tResources\n", "rb.yaml:8:1: invalid YAML: found a tab character where an indentation space is expected"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, lerr := loadString(t, tc.runbook, "")
+			if lerr == nil || len(lerr.Diagnostics) != 1 || !strings.HasPrefix(lerr.Diagnostics[0].String(), tc.want) {
+				t.Fatalf("got %v\nwant %s", lerr, tc.want)
+			}
+		})
+	}
+	// A character other than a tab that cannot start a token keeps yaml.v3's line, no column.
+	_, lerr := loadString(t, header+"  - name: c\n    type: @check\n\n\tx\n", "")
+	if lerr == nil || lerr.Diagnostics[0].String() != "rb.yaml:6: invalid YAML: found character that cannot start any token" {
+		t.Fatalf("got %v", lerr)
 	}
 }
 

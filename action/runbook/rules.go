@@ -132,6 +132,9 @@ type capCheck struct {
 // selected by the step's `type` field.
 func (l *loader) object(n *yaml.Node, field string, fields map[string]*fieldRule, types map[string]map[string]*fieldRule) map[string]any {
 	n = resolveAlias(n)
+	if l.unresolved[n] {
+		return nil // its missing values key is reported already
+	}
 	if n.Kind != yaml.MappingNode {
 		l.report(n, field, "must be a mapping, got a %s", kindName(n))
 		return nil
@@ -180,7 +183,9 @@ var decimalRE = regexp.MustCompile(`^-?(0|[1-9][0-9]*)$`)
 func (l *loader) value(n *yaml.Node, r *fieldRule, field string) (any, bool) {
 	n = resolveAlias(n)
 	fail := func(format string, args ...any) (any, bool) {
-		l.report(n, field, format, args...)
+		if !l.unresolved[n] { // a node whose values key is missing was reported as such
+			l.report(n, field, format, args...)
+		}
 		return nil, false
 	}
 	switch r.Kind {

@@ -64,7 +64,12 @@ func (l *loader) substituteScalar(n *yaml.Node, vals map[string]*yaml.Node, fiel
 	lookup := func(key string) *yaml.Node {
 		v := vals[key]
 		if v == nil {
-			l.report(n, field, "values key %q is not defined in %s", key, l.valuesFile)
+			// The node keeps its token text; the schema checks leave it alone, so a missing
+			// key is reported once and does not hide (or fake) the runbook's other errors.
+			l.unresolved[n] = true
+			if !l.valuesUnusable {
+				l.report(n, field, "values key %q is not defined in %s", key, l.valuesFile)
+			}
 		}
 		return resolveAlias(v)
 	}
@@ -92,6 +97,7 @@ func (l *loader) substituteScalar(n *yaml.Node, vals map[string]*yaml.Node, fiel
 			ok = false
 		case v.Kind != yaml.ScalarNode:
 			l.report(n, field, "values key %q holds a %s, which cannot be inserted into a larger string", key, kindName(v))
+			l.unresolved[n] = true
 			ok = false
 		default:
 			b.WriteString(v.Value)

@@ -45,7 +45,10 @@ func (e *HeldError) Error() string {
 // Lock is an exclusive advisory lock (flock) on "<state file>.lock". The kernel drops it
 // when the holder dies, even by kill -9, so a dead executor never blocks a resume.
 type Lock struct {
-	f *os.File
+	f         *os.File
+	statePath string
+	// since is when the lock was taken; RemoveStaleTemps removes only older temp files.
+	since time.Time
 }
 
 // LockPath is the lock file guarding the state file at statePath.
@@ -53,13 +56,22 @@ func LockPath(statePath string) string { return statePath + ".lock" }
 
 // Acquire takes the lock for statePath without waiting, for role ("run", "cancel",
 // "rollback"). It returns *HeldError when a live process holds it, and records this process
-// as the holder. A lock file that cannot be created is the seed's not-writable abort.
+// as the holder. A lock file that cannot be created is the seed's not-writable abort. A state
+// path through a symbolic link, or a lock file that is one, is refused first with a
+// *SymlinkError (CheckPath; issue 6, item 1.9).
 func Acquire(statePath, role string) (*Lock, error) {
+	if err := CheckPath(statePath); err != nil {
+		return nil, err
+	}
 	p := LockPath(statePath)
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return nil, &NotWritableError{Err: err}
 	}
-	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW, 0o600)
+	if errors.Is(err, unix.ELOOP) {
+		target, _ := os.Readlink(p)
+		return nil, &SymlinkError{StatePath: statePath, Link: p, Target: target}
+	}
 	if err != nil {
 		return nil, &NotWritableError{Err: err}
 	}
@@ -71,13 +83,14 @@ func Acquire(statePath, role string) (*Lock, error) {
 		}
 		return nil, fmt.Errorf("lock %s: %w", p, err)
 	}
+	now := time.Now()
 	host, _ := os.Hostname()
-	h := Holder{PID: os.Getpid(), Host: host, SinceUTC: time.Now().UTC().Format(time.RFC3339), Role: role}
+	h := Holder{PID: os.Getpid(), Host: host, SinceUTC: now.UTC().Format(time.RFC3339), Role: role}
 	data, _ := json.Marshal(h)
 	if err := f.Truncate(0); err == nil {
 		f.WriteAt(data, 0)
 	}
-	return &Lock{f: f}, nil
+	return &Lock{f: f, statePath: statePath, since: now}, nil
 }
 
 // Release drops the lock. The lock file stays; its holder record is cleared.

@@ -13,12 +13,19 @@ import (
 // the run's State in memory and rewrites the file whenever a transition changes what a
 // resume would do. A step_started of a step that is safe to repeat (check, confirm) is not
 // written: resume re-runs such steps anyway, and skipping the write halves the fsyncs.
+//
+// No final run without its evidence pack (issue 6, item 1.7): every write of a state whose
+// run_status is final is preceded by writing the evidence pack file
+// (EvidencePath(Path, run_id), atomically) whenever the pack changed since the last such
+// write, so a state file that says COMPLETED, FAILED or CANCELLED always has its
+// `<run_id>.evidence.json` with the same entries, whenever the executor dies.
 type FileRecorder struct {
 	Path  string
 	State *State
 	// KeepOutbox queues every transition in State.Outbox until Ack, for a control plane.
 	KeepOutbox bool
 	pack       Pack
+	evidence   evidenceWriter
 	// outboxWritten is len(State.Outbox) at the last write, and acked says Ack dropped
 	// transitions since then: Sync writes when either shows the file is behind.
 	outboxWritten int
@@ -40,7 +47,11 @@ func (r *FileRecorder) Sync() error {
 }
 
 func (r *FileRecorder) write() error {
-	data, err := r.pack.Encode(r.State)
+	err := r.evidence.before(r.Path, r.State)
+	var data []byte
+	if err == nil {
+		data, err = r.pack.Encode(r.State)
+	}
 	if err == nil {
 		err = WriteFileAtomic(r.Path, data)
 	}
@@ -89,6 +100,9 @@ func (r *FileRecorder) Record(_ context.Context, t engine.Transition) error {
 	if t.Kind != engine.TransitionRunInterrupted {
 		s.Interrupted = nil
 	}
+	if t.Kind != engine.TransitionGateOpened {
+		s.AwaitingConfirmation = nil
+	}
 	write := true
 	switch t.Kind {
 	case engine.TransitionRunStarted:
@@ -102,7 +116,11 @@ func (r *FileRecorder) Record(_ context.Context, t engine.Transition) error {
 		} else {
 			write = false
 		}
-	case engine.TransitionGateOpened, engine.TransitionGateDecided:
+	case engine.TransitionGateOpened:
+		// Written (one write per gate), so `rbook status` can say the run waits at a gate, as
+		// the control plane does (issue 6, item 2.3).
+		s.AwaitingConfirmation = &Gate{StepIndex: t.StepIndex, StepName: t.StepName, SinceUTC: engine.FormatTime(t.Time)}
+	case engine.TransitionGateDecided:
 		write = false
 	case engine.TransitionStepFinished:
 		if t.Evidence != nil {

@@ -1,6 +1,8 @@
 package state
 
 import (
+	"crypto/rand"
+	"encoding/base32"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -22,6 +24,10 @@ type OpenOptions struct {
 	StepIndex *int
 	// AllowEdited resumes a run even though the runbook's content hash changed.
 	AllowEdited bool
+	// Lock, when set, is the caller's lock on the state file: Open then removes the stale
+	// temp files an interrupted write left in the folder (Lock.RemoveStaleTemps; issue 6,
+	// item 1.9).
+	Lock *Lock
 }
 
 // Opened is the outcome of resume detection (seed Step 3).
@@ -71,16 +77,29 @@ func (e *UnknownStepError) Error() string {
 
 // Open decides whether plan's run is resumed or started fresh (seed Steps 2–4, DESIGN D6) and
 // returns the State to record into. The caller must hold the Lock. A fresh State is not
-// written yet: the engine's run_started transition writes it. Errors: *CorruptError,
-// *EditedError, *UnknownStepError, or a file-system error naming the path.
+// written yet: the engine's run_started transition writes it. A final previous run whose
+// evidence pack file is missing gets it rebuilt from its state (EnsureEvidence; issue 6,
+// item 1.7) before anything else happens. Errors: *CorruptError, *SymlinkError,
+// *EditedError, *UnknownStepError, *NotWritableError (the evidence pack could not be
+// rebuilt), or a file-system error naming the path.
 func Open(plan *runbook.Plan, path string, opts OpenOptions) (*Opened, error) {
 	now := time.Now
 	if opts.Now != nil {
 		now = opts.Now
 	}
+	if opts.Lock != nil {
+		if _, err := opts.Lock.RemoveStaleTemps(plan.Name); err != nil {
+			return nil, err
+		}
+	}
 	prev, err := Read(path)
 	if err != nil && !errors.Is(err, ErrNotExist) {
 		return nil, err
+	}
+	if prev != nil {
+		if _, _, err := EnsureEvidence(path, prev); err != nil {
+			return nil, &NotWritableError{Err: fmt.Errorf("rebuild the evidence pack of run %s: %w", prev.RunID, err)}
+		}
 	}
 	if prev != nil && prev.RunStatus == engine.RunInProgress {
 		if prev.RunbookName != plan.Name {
@@ -102,6 +121,9 @@ func Open(plan *runbook.Plan, path string, opts OpenOptions) (*Opened, error) {
 		}
 		prev.TotalSteps = len(plan.Steps)
 		prev.RunbookHash = plan.ContentHash
+		if prev.OwnerID == "" {
+			prev.OwnerID = NewOwnerID()
+		}
 		return &Opened{State: prev, Resumed: true, StartIndex: start}, nil
 	}
 	start := 0
@@ -121,9 +143,22 @@ func Open(plan *runbook.Plan, path string, opts OpenOptions) (*Opened, error) {
 		RunID: id, RunbookName: plan.Name, RunStatus: engine.RunInProgress,
 		CurrentStepIndex: start, LastCompletedStepIndex: start - 1, TotalSteps: len(plan.Steps),
 		EvidencePack: []engine.Evidence{}, StartedUTC: engine.FormatTime(t), SchemaHash8: plan.SchemaHash8,
-		RunbookHash: plan.ContentHash,
+		RunbookHash: plan.ContentHash, OwnerID: NewOwnerID(),
+	}
+	if prev != nil && prev.OwnerID != "" {
+		// One workspace is one owner: a run that died between StartRun and its first state
+		// write is found again as its own (DESIGN D12).
+		o.State.OwnerID = prev.OwnerID
 	}
 	return o, nil
+}
+
+// NewOwnerID returns a random executor owner id: "o-" and 26 base32 characters (128 bits),
+// the shape StartRunRequest.owner_id accepts (DESIGN D12).
+func NewOwnerID() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails (Go 1.24+)
+	return "o-" + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b))
 }
 
 // RunID is the seed's run id: "RBOOK-" + UTC date YYYYMMDD + "-" + runbook_name + "-" +

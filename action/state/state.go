@@ -12,6 +12,9 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/rbookhq/rbook-action/action/engine"
 )
@@ -54,6 +57,9 @@ type State struct {
 	RollbackFor string `json:"rollback_for,omitempty"`
 	// Interrupted is set when a signal stopped the executor; the run is resumable.
 	Interrupted *Interruption `json:"interrupted,omitempty"`
+	// AwaitingConfirmation is the confirm gate the run waits at, from its gate_opened until the
+	// next transition (a decision, an interruption); nil otherwise.
+	AwaitingConfirmation *Gate `json:"awaiting_confirmation,omitempty"`
 	// ControlPlane is the URL of the control plane the run reports to ("" for none).
 	ControlPlane string `json:"control_plane,omitempty"`
 	// ControlPlaneEmbedded is set when that control plane was the embedded one of rbook run:
@@ -61,6 +67,11 @@ type State struct {
 	// embedded control plane of this folder (.rbook/controlplane.db), not to the URL (issue 6,
 	// item 1.1).
 	ControlPlaneEmbedded bool `json:"control_plane_embedded,omitempty"`
+	// OwnerID identifies the executor instance that owns the run's lease on the control plane
+	// (DESIGN D12): random, made by NewOwnerID, carried from run to run in one workspace.
+	OwnerID string `json:"owner_id,omitempty"`
+	// LeaseEpoch is the fencing epoch the control plane gave the last StartRun (DESIGN D12).
+	LeaseEpoch int64 `json:"lease_epoch,omitempty"`
 	// Outbox holds transitions not yet acknowledged by the control plane, oldest first; they
 	// are sent again (idempotently) on resume, so nothing recorded locally is lost.
 	Outbox []engine.Transition `json:"outbox,omitempty"`
@@ -70,6 +81,13 @@ type State struct {
 type Interruption struct {
 	AtUTC  string `json:"at_utc"`
 	Reason string `json:"reason"`
+}
+
+// Gate is an open confirm gate: its step and when it opened (ISO 8601 UTC).
+type Gate struct {
+	StepIndex int    `json:"step_index"`
+	StepName  string `json:"step_name"`
+	SinceUTC  string `json:"since_utc"`
 }
 
 // InFlight identifies a started step whose outcome was never recorded.
@@ -95,12 +113,19 @@ func (e *CorruptError) Error() string {
 	return fmt.Sprintf("state file %s is corrupt: %s; move it aside (or restore it) and run again — rbook will not guess what it held", e.Path, e.Reason)
 }
 
-// Read loads the state file at path. It returns ErrNotExist when the file is absent and a
-// *CorruptError when it is truncated, not JSON, over MaxFileBytes, or lacks the seed's fields.
+// Read loads the state file at path. It returns ErrNotExist when the file is absent, a
+// *SymlinkError when the path goes through a symbolic link (CheckPath), and a *CorruptError
+// when it is truncated, not JSON, over MaxFileBytes, or lacks the seed's fields.
 func Read(path string) (*State, error) {
-	f, err := os.Open(path)
+	if err := CheckPath(path); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, ErrNotExist
+	}
+	if errors.Is(err, unix.ELOOP) { // replaced by a link since CheckPath looked
+		return nil, CheckPath(path)
 	}
 	if err != nil {
 		return nil, err
@@ -121,7 +146,9 @@ func Read(path string) (*State, error) {
 }
 
 // Parse decodes state file bytes (path is used in errors only). Unknown fields are allowed so
-// newer files stay readable; missing seed fields make the file corrupt.
+// newer files stay readable; missing seed fields make the file corrupt, and so does a key
+// that appears twice in one object at any depth (issue 6, item 1.9): JSON decoders disagree
+// on which of the two wins, so such a file has no single meaning.
 func Parse(path string, data []byte) (*State, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, &CorruptError{path, "the file is empty"}
@@ -129,6 +156,9 @@ func Parse(path string, data []byte) (*State, error) {
 	var present map[string]json.RawMessage
 	if err := json.Unmarshal(data, &present); err != nil {
 		return nil, &CorruptError{path, "not valid JSON: " + err.Error()}
+	}
+	if err := checkDuplicateKeys(data); err != nil {
+		return nil, &CorruptError{path, err.Error()}
 	}
 	for _, k := range []string{"run_id", "runbook_name", "run_status", "current_step_index",
 		"last_completed_step_index", "total_steps", "evidence_pack", "started_utc", "schema_hash8"} {
@@ -152,6 +182,59 @@ func Parse(path string, data []byte) (*State, error) {
 		return nil, &CorruptError{path, fmt.Sprintf("last_completed_step_index %d is outside 0..%d", s.LastCompletedStepIndex, s.TotalSteps-1)}
 	}
 	return &s, nil
+}
+
+// checkDuplicateKeys returns an error naming the first key that appears twice in one JSON
+// object of data, at any depth, and where ("evidence_pack[2].status"). Keys are compared
+// after case folding, because encoding/json matches struct fields without regard to case:
+// "run_status" and "RUN_STATUS" would fill the same field. data must be valid JSON.
+func checkDuplicateKeys(data []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var walk func(at string) error
+	walk = func(at string) error {
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		switch tok {
+		case json.Delim('{'):
+			seen := map[string]string{}
+			for dec.More() {
+				kt, err := dec.Token()
+				if err != nil {
+					return err
+				}
+				k, _ := kt.(string)
+				where := k
+				if at != "" {
+					where = at + "." + k
+				}
+				fold := strings.ToLower(strings.ToUpper(k))
+				if first, dup := seen[fold]; dup {
+					if first == k {
+						return fmt.Errorf("duplicate key %q at %s", k, where)
+					}
+					return fmt.Errorf("duplicate key %q at %s (it also appears as %q; keys are matched without regard to case)", k, where, first)
+				}
+				seen[fold] = k
+				if err := walk(where); err != nil {
+					return err
+				}
+			}
+		case json.Delim('['):
+			for i := 0; dec.More(); i++ {
+				if err := walk(fmt.Sprintf("%s[%d]", at, i)); err != nil {
+					return err
+				}
+			}
+		default:
+			return nil
+		}
+		_, err = dec.Token() // the closing delimiter
+		return err
+	}
+	return walk("")
 }
 
 // Write replaces the state file atomically: a temp file in the same folder is written,
@@ -246,21 +329,54 @@ func (p *Pack) appendOutbox(out []byte, ob []engine.Transition) ([]byte, error) 
 }
 
 // WriteFileAtomic writes data to path with the temp-file, fsync, rename, fsync-folder
-// sequence of DESIGN D10. The file mode is 0600: evidence can hold estate details.
+// sequence of DESIGN D10. The file mode is 0600: evidence can hold estate details. The temp
+// file is ".<name>.tmp-<digits>" in the same folder (TempPattern); an interrupted write can
+// leave one behind, which RemoveStaleTemps cleans.
 func WriteFileAtomic(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	tmpName, err := writeTemp(path, data)
 	if err != nil {
 		return err
 	}
-	tmpName := tmp.Name()
-	cleanup := func(err error) error {
-		tmp.Close()
+	if err := os.Rename(tmpName, path); err != nil {
 		os.Remove(tmpName)
 		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return syncDir(filepath.Dir(path))
+}
+
+// writeFileExclusive is WriteFileAtomic that never replaces an existing file: the temp file
+// is hard-linked to path, which fails when path exists. created is false in that case.
+func writeFileExclusive(path string, data []byte) (created bool, err error) {
+	tmpName, err := writeTemp(path, data)
+	if err != nil {
+		return false, err
+	}
+	err = os.Link(tmpName, path)
+	os.Remove(tmpName)
+	if errors.Is(err, fs.ErrExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("write %s: %w", path, err)
+	}
+	return true, syncDir(filepath.Dir(path))
+}
+
+// writeTemp writes data to a new, fsynced 0600 temp file beside path and returns its name.
+func writeTemp(path string, data []byte) (string, error) {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return "", err
+	}
+	tmpName := tmp.Name()
+	cleanup := func(err error) (string, error) {
+		tmp.Close()
+		os.Remove(tmpName)
+		return "", fmt.Errorf("write %s: %w", path, err)
 	}
 	if _, err := tmp.Write(data); err != nil {
 		return cleanup(err)
@@ -274,10 +390,11 @@ func WriteFileAtomic(path string, data []byte) error {
 	if err := tmp.Close(); err != nil {
 		return cleanup(err)
 	}
-	if err := os.Rename(tmpName, path); err != nil {
-		os.Remove(tmpName)
-		return fmt.Errorf("write %s: %w", path, err)
-	}
+	return tmpName, nil
+}
+
+// syncDir fsyncs a folder so a rename or link in it survives a crash.
+func syncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return err

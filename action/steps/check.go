@@ -58,12 +58,9 @@ func (c Check) Execute(ctx context.Context, step runbook.Step, run engine.RunCon
 	if c.Session == nil {
 		return checkFailure(validate, errors.New("no MCP server is configured for check steps"), "")
 	}
-	subs := c.Subscriptions
-	if len(subs) == 0 && run.Plan != nil {
-		subs = run.Plan.Subscriptions
-	}
+	subs := c.subscriptions(run)
 	args := map[string]any{
-		"query":         InjectScope(*step.Input, subs),
+		"query":         *c.RunInput(step, run),
 		"subscriptions": append([]string{}, subs...), // [] rather than null on the wire
 	}
 
@@ -88,6 +85,25 @@ func (c Check) Execute(ctx context.Context, step runbook.Step, run engine.RunCon
 		return engine.Outcome{Status: engine.StatusPass, Output: res.Payload()}
 	}
 	return engine.Outcome{Status: engine.StatusFail, Output: res.Payload()}
+}
+
+// RunInput is the query Execute sends to both tools for step: its kql_or_template with the
+// scope filter injected (InjectScope), or nil when the step has none. The engine records it
+// as the evidence's input (engine.InputRewriter; issue 6, item 2.1).
+func (c Check) RunInput(step runbook.Step, run engine.RunContext) *string {
+	if step.Input == nil {
+		return nil
+	}
+	q := InjectScope(*step.Input, c.subscriptions(run))
+	return &q
+}
+
+// subscriptions are the scope of a check: c.Subscriptions, else the plan's.
+func (c Check) subscriptions(run engine.RunContext) []string {
+	if len(c.Subscriptions) == 0 && run.Plan != nil {
+		return run.Plan.Subscriptions
+	}
+	return c.Subscriptions
 }
 
 func orDefault(s, fallback string) string {

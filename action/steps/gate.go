@@ -209,6 +209,23 @@ type TerminalGate struct {
 	Who string
 	// Echoed is true when In is a terminal: the user's Enter already ended the prompt line.
 	Echoed bool
+	// Render, when set, draws the whole prompt for req (a box on a terminal; issue 6, item
+	// 3.2) instead of req.Prompt and the plain instructions. Await prints "> " after it.
+	Render func(req engine.GateRequest) string
+	// Now is the clock for the deadline sentence; nil means time.Now.
+	Now func() time.Time
+}
+
+// DeadlineText is the one sentence that says when a gate closes: "closes at 2026-05-12
+// 08:35:00 UTC (in 5m0s)", and, for a reopened approval, that this is its original deadline
+// (issue 6, item 2.4: a resumed gate states one deadline).
+func DeadlineText(req engine.GateRequest, now time.Time) string {
+	left := max(req.Deadline.Sub(now), 0).Round(time.Second)
+	s := fmt.Sprintf("closes at %s (in %s)", req.Deadline.UTC().Format("2006-01-02 15:04:05 UTC"), left)
+	if req.Reopened {
+		s += ", the original deadline of its approval, which was opened before rbook restarted"
+	}
+	return s
 }
 
 // Await prints the prompt and waits for one non-blank line. The Decision's Input is that line
@@ -216,15 +233,22 @@ type TerminalGate struct {
 // its verdict is judged on that same text. It returns ErrNoInput when stdin is closed, and
 // ctx.Err() when the gate's deadline passes or the run stops.
 func (g *TerminalGate) Await(ctx context.Context, req engine.GateRequest) (engine.Decision, error) {
-	if req.Prompt != "" {
-		fmt.Fprintln(g.Out, req.Prompt)
+	if g.Render != nil {
+		fmt.Fprint(g.Out, g.Render(req)+"> ")
+	} else {
+		if req.Prompt != "" {
+			fmt.Fprintln(g.Out, req.Prompt)
+		}
+		now := time.Now
+		if g.Now != nil {
+			now = g.Now
+		}
+		onFail := ""
+		if req.OnFail != "" {
+			onFail = " (on_fail: " + req.OnFail + ")"
+		}
+		fmt.Fprintf(g.Out, "Gate '%s' is waiting; it %s.\nType yes (or confirm) to continue, cancel to cancel the run; any other answer fails the gate%s.\n> ", req.StepName, DeadlineText(req, now()), onFail)
 	}
-	left := time.Until(req.Deadline).Round(time.Second)
-	onFail := ""
-	if req.OnFail != "" {
-		onFail = " (on_fail: " + req.OnFail + ")"
-	}
-	fmt.Fprintf(g.Out, "Gate '%s' is waiting; it closes in %s.\nType yes (or confirm) to continue, cancel to cancel the run; any other answer fails the gate%s.\n> ", req.StepName, left, onFail)
 	var line string
 	for {
 		var err error

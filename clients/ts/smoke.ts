@@ -3,20 +3,7 @@
 // h2c for http:// addresses) and over the Connect protocol (HTTP/1.1), and prints one JSON
 // object per call on stdout, so a Go test that starts `rbook serve` can run it and read the lines.
 //
-// Usage (from clients/ts, after `npm ci`):
-//   npx tsx smoke.ts --addr http://127.0.0.1:PORT --run-id RUN_ID [--token TOKEN] [--reason TEXT]
-//                    [--protocol grpc|connect]... [--timeout-ms N]
-// Flags fall back to the environment: RBOOK_CONTROL_PLANE (addr), RBOOK_RUN_ID,
-// RBOOK_APPROVAL_TOKEN (token), RBOOK_AUTH_TOKEN (bearer token sent as "Authorization: Bearer …").
-// --protocol may repeat; by default both run, gRPC first. Approve is called only when a token is
-// given, once per protocol: a token decides a gate once, so with both protocols the second
-// Approve gets E_APPROVAL_ALREADY_DECIDED; pass one --protocol per run to approve over each.
-//
-// Output lines: {"protocol":"grpc","rpc":"GetRun","ok":true,"response":{…proto JSON, proto field
-// names…}} or {"protocol":…,"rpc":…,"ok":false,"error":{"code":"failed_precondition",
-// "message":"…","details":[{"code":"E_APPROVAL_ALREADY_DECIDED","message":"…"}]}}.
-// Exit status: 0 when every call succeeded, 1 when any call failed, 2 for bad usage.
-// The approval token is never printed.
+// Usage: see `usage` below, printed by `npx tsx smoke.ts --help` (from clients/ts, after `npm ci`).
 
 import { parseArgs } from "node:util";
 import { toJson } from "@bufbuild/protobuf";
@@ -28,6 +15,32 @@ import { ApprovalService, ApproveResponseSchema } from "./gen/rbook/v1/approval_
 import { ErrorInfoSchema } from "./gen/rbook/v1/errors_pb.js";
 import { GetRunResponseSchema, RunService } from "./gen/rbook/v1/run_service_pb.js";
 
+/** usage is the --help text: flags, environment, output and exit status. */
+const usage = `Usage (from clients/ts, after npm ci):
+  npx tsx smoke.ts --addr http://127.0.0.1:7070 --run-id RUN_ID [--token TOKEN] [--reason TEXT]
+                   [--protocol grpc|connect]... [--timeout-ms N]
+  npx tsx smoke.ts --help
+
+Calls RunService.GetRun, and ApprovalService.Approve when a token is given, over gRPC
+(HTTP/2, h2c for http://) and the Connect protocol (HTTP/1.1), and prints one JSON line per call.
+
+Flags fall back to the environment:
+  --addr      RBOOK_CONTROL_PLANE   the control plane URL (rbook serve's default: http://127.0.0.1:7070)
+  --run-id    RBOOK_RUN_ID          the run to read
+  --token     RBOOK_APPROVAL_TOKEN  an approval token to approve with (never printed)
+              RBOOK_TOKEN           bearer token sent as "Authorization: Bearer ..." when the
+                                    control plane has an --auth-file (as for the rbook CLI)
+--protocol may repeat; by default both run, gRPC first. A token decides a gate once, so with
+both protocols the second Approve gets E_APPROVAL_ALREADY_DECIDED; pass one --protocol per
+run to approve over each.
+
+Output lines:
+  {"protocol":"grpc","rpc":"GetRun","ok":true,"response":{...proto JSON, proto field names...}}
+  {"protocol":"connect","rpc":"Approve","ok":false,"error":{"code":"failed_precondition",
+   "message":"...","details":[{"code":"E_APPROVAL_ALREADY_DECIDED","message":"..."}]}}
+
+Exit status: 0 every call succeeded (or --help), 1 a call failed, 2 bad usage.`;
+
 /** The wire protocols this driver speaks. */
 type Protocol = "grpc" | "connect";
 const protocols: readonly Protocol[] = ["grpc", "connect"];
@@ -37,6 +50,7 @@ const defaultTimeoutMs = 10_000;
 
 /** Options after flags and environment are merged. */
 interface Options {
+  help: boolean;
   addr: string;
   runId: string;
   token: string;
@@ -53,6 +67,7 @@ function parseOptions(argv: string[], env: NodeJS.ProcessEnv): Options {
   const { values } = parseArgs({
     args: argv,
     options: {
+      help: { type: "boolean", short: "h" },
       addr: { type: "string" },
       "run-id": { type: "string" },
       token: { type: "string" },
@@ -63,9 +78,12 @@ function parseOptions(argv: string[], env: NodeJS.ProcessEnv): Options {
     strict: true,
     allowPositionals: false,
   });
+  if (values.help === true) {
+    return { help: true, addr: "", runId: "", token: "", reason: "", bearer: "", protocols: [], timeoutMs: 0 };
+  }
   const addr = values.addr ?? env.RBOOK_CONTROL_PLANE ?? "";
   const runId = values["run-id"] ?? env.RBOOK_RUN_ID ?? "";
-  if (addr === "") throw new UsageError("--addr (or RBOOK_CONTROL_PLANE) is required, e.g. http://127.0.0.1:8080");
+  if (addr === "") throw new UsageError("--addr (or RBOOK_CONTROL_PLANE) is required, e.g. http://127.0.0.1:7070");
   if (!/^https?:\/\//.test(addr)) throw new UsageError(`--addr must start with http:// or https://, got ${JSON.stringify(addr)}`);
   if (runId === "") throw new UsageError("--run-id (or RBOOK_RUN_ID) is required");
   const chosen = (values.protocol ?? [...protocols]).map((p) => {
@@ -76,11 +94,12 @@ function parseOptions(argv: string[], env: NodeJS.ProcessEnv): Options {
   const timeoutMs = Number(timeoutText);
   if (!Number.isInteger(timeoutMs) || timeoutMs <= 0) throw new UsageError(`--timeout-ms must be a positive integer, got ${JSON.stringify(timeoutText)}`);
   return {
+    help: false,
     addr,
     runId,
     token: values.token ?? env.RBOOK_APPROVAL_TOKEN ?? "",
     reason: values.reason ?? "approved by clients/ts/smoke.ts",
-    bearer: env.RBOOK_AUTH_TOKEN ?? "",
+    bearer: env.RBOOK_TOKEN ?? "",
     protocols: chosen,
     timeoutMs,
   };
@@ -143,7 +162,12 @@ async function main(): Promise<number> {
     opts = parseOptions(process.argv.slice(2), process.env);
   } catch (err) {
     console.error(`smoke: ${err instanceof Error ? err.message : String(err)}`);
+    console.error("See: npx tsx smoke.ts --help");
     return 2;
+  }
+  if (opts.help) {
+    console.log(usage);
+    return 0;
   }
   let failed = false;
   for (const protocol of opts.protocols) {

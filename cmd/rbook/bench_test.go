@@ -59,7 +59,7 @@ func BenchmarkEngineWithControlPlane1000Steps(b *testing.B) {
 			b.Fatal(err)
 		}
 		o.State.RunID = fmt.Sprintf("%s.%d", o.State.RunID, i+2)
-		if _, _, err := c.StartRun(context.Background(), cpclient.RunInfo{RunID: o.State.RunID, RunbookName: plan.Name, PlanDigest: digest, SchemaHash8: plan.SchemaHash8, TotalSteps: n}); err != nil {
+		if _, err := c.StartRun(context.Background(), cpclient.RunInfo{RunID: o.State.RunID, RunbookName: plan.Name, PlanDigest: digest, SchemaHash8: plan.SchemaHash8, TotalSteps: n, OwnerID: o.State.OwnerID}); err != nil {
 			b.Fatal(err)
 		}
 		file := &state.FileRecorder{Path: path, State: o.State, KeepOutbox: true}

@@ -28,10 +28,11 @@ import (
 
 const testSecret = "e2e-test-secret-0123456789abcdef"
 
-// serveCP starts `rbook serve` on a free loopback port and returns its URL once it listens.
-func serveCP(t *testing.T, dir string) string {
+// serveCP starts `rbook serve` on a free loopback port (with extra flags) and returns its
+// URL once it listens.
+func serveCP(t *testing.T, dir string, extra ...string) string {
 	t.Helper()
-	return startServe(t, dir).url()
+	return startServe(t, dir, extra...).url()
 }
 
 // cpServer is an `rbook serve` process that a test can stop (SIGSTOP), continue, kill and
@@ -40,27 +41,28 @@ type cpServer struct {
 	t        *testing.T
 	addr, db string
 	mu       sync.Mutex
+	extra    []string // more rbook serve flags
 	cmd      *exec.Cmd
 	exited   chan struct{}
 	// recorded gets one value per RecordTransition call any instance logged.
 	recorded chan struct{}
 }
 
-// startServe starts `rbook serve` on a free loopback port with its database in dir and waits
-// until it says it listens. The test's cleanup kills it.
-func startServe(t *testing.T, dir string) *cpServer {
+// startServe starts `rbook serve` (with extra flags) on a free loopback port with its
+// database in dir and waits until it says it listens. The test's cleanup kills it.
+func startServe(t *testing.T, dir string, extra ...string) *cpServer {
 	t.Helper()
-	return startServeDB(t, filepath.Join(dir, "cp.db"))
+	return startServeDB(t, filepath.Join(dir, "cp.db"), extra...)
 }
 
 // startServeDB is startServe with the database file db.
-func startServeDB(t *testing.T, db string) *cpServer {
+func startServeDB(t *testing.T, db string, extra ...string) *cpServer {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &cpServer{t: t, addr: l.Addr().String(), db: db, recorded: make(chan struct{}, 1<<16)}
+	s := &cpServer{t: t, addr: l.Addr().String(), db: db, extra: extra, recorded: make(chan struct{}, 1<<16)}
 	l.Close()
 	if err := s.launch(); err != nil {
 		t.Fatal(err)
@@ -74,7 +76,7 @@ func (s *cpServer) url() string { return "http://" + s.addr }
 // launch runs a new instance on s.addr and s.db and waits for its "listening on" line. It
 // does not call t.Fatal, so a restarting goroutine may use it.
 func (s *cpServer) launch() error {
-	cmd := exec.Command(rbookBin, "serve", "--addr", s.addr, "--db", s.db)
+	cmd := exec.Command(rbookBin, append([]string{"serve", "--addr", s.addr, "--db", s.db}, s.extra...)...)
 	cmd.Env = append(os.Environ(), "RBOOK_APPROVAL_SECRET="+testSecret)
 	logs, _ := cmd.StderrPipe()
 	cmd.Stdout = cmd.Stderr
@@ -415,6 +417,15 @@ func TestControlPlane_CLI(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &runs); code != 0 || err != nil || len(runs.Runs) != 1 || runs.Runs[0].Status != "RUN_STATUS_PAUSED" {
 		t.Fatalf("runs -o json: exit %d %v\n%s", code, err, out)
 	}
+	// A gate-waiting runbook run reads AWAITING_CONFIRMATION in text (issue 6, item 2.3).
+	out, code = run(t, dir, "", "runs", "--status", "AWAITING_CONFIRMATION", "--control-plane", url)
+	if code != 0 || !strings.Contains(out, runID) || !strings.Contains(out, "AWAITING_CONFIRMATION") {
+		t.Fatalf("runs --status AWAITING_CONFIRMATION: exit %d\n%s", code, out)
+	}
+	out, code = run(t, dir, "", "runs", "--status", "in_progress", "--control-plane", url)
+	if code != 0 || !strings.Contains(out, runID) {
+		t.Fatalf("runs --status in_progress (IN_PROGRESS covers a waiting gate): exit %d\n%s", code, out)
+	}
 
 	watch := start(t, dir, "watch", runID, "--control-plane", url)
 	watch.waitFor(t, "gate_opened")
@@ -425,12 +436,30 @@ func TestControlPlane_CLI(t *testing.T) {
 	if code := p.wait(t); code != 1 {
 		t.Fatalf("the rejected run exits %d, want 1 (on_fail: rollback)\n%s", code, p.output())
 	}
-	if code := watch.wait(t); code != 0 || !strings.Contains(watch.output(), "RUN_STATUS_FAILED") || !strings.Contains(watch.output(), "rollback 'rollback-app-config'") {
+	// One vocabulary (issue 6, item 2.3): a runbook run is FAILED in watch and get, as in the
+	// state file and the report; the enum stays the machine form in -o json.
+	if code := watch.wait(t); code != 0 || !strings.Contains(watch.output(), "is FAILED.") || !strings.Contains(watch.output(), "rollback 'rollback-app-config'") ||
+		strings.Contains(watch.output(), "RUN_STATUS_") {
 		t.Fatalf("watch: exit %d\n%s", code, watch.output())
 	}
 	out, code = run(t, dir, "", "get", runID, "--control-plane", url)
-	if code != 0 || !strings.Contains(out, "RUN_STATUS_FAILED") || !strings.Contains(out, "not today") {
+	if code != 0 || !strings.Contains(out, " · FAILED · ") || !strings.Contains(out, "not today") || strings.Contains(out, "RUN_STATUS_") {
 		t.Fatalf("get: exit %d\n%s", code, out)
+	}
+	for _, spelling := range []string{"FAILED", "failed", "RUN_STATUS_FAILED"} {
+		out, code = run(t, dir, "", "runs", "--status", spelling, "--control-plane", url)
+		if code != 0 || !strings.Contains(out, runID) || !strings.Contains(out, "FAILED") {
+			t.Fatalf("runs --status %s: exit %d\n%s", spelling, code, out)
+		}
+	}
+	for _, spelling := range []string{"COMPLETED", "succeeded", "IN_PROGRESS", "running", "AWAITING_CONFIRMATION", "paused", "cancelled"} {
+		out, code = run(t, dir, "", "runs", "--status", spelling, "--control-plane", url)
+		if code != 0 || strings.Contains(out, runID) {
+			t.Fatalf("runs --status %s lists the failed run: exit %d\n%s", spelling, code, out)
+		}
+	}
+	if out, code = run(t, dir, "", "runs", "--status", "done", "--control-plane", url); code != 2 || !strings.Contains(out, "IN_PROGRESS, AWAITING_CONFIRMATION, COMPLETED, FAILED, CANCELLED") {
+		t.Fatalf("runs --status done: exit %d\n%s", code, out)
 	}
 	out, code = run(t, dir, "", "approvals", "--pending", "--control-plane", url, "-o", "json")
 	if code != 0 || strings.Contains(out, runID) {

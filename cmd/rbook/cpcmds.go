@@ -38,31 +38,75 @@ func (f *cpFlags) register(cmd *cobra.Command, withOutput bool) {
 	}
 }
 
+// cpHelp is the paragraph every control-plane command's --help shares: where it connects.
+const cpHelp = `Which control plane: --control-plane URL, else $RBOOK_CONTROL_PLANE, else the embedded
+one of an 'rbook run' in progress in this folder (its address is in .rbook/controlplane.url).
+With auth on (rbook serve --auth-file), the bearer token comes from $RBOOK_TOKEN.`
+
+// historyHelp adds, for the commands that only read, what happens when none is running.
+const historyHelp = cpHelp + `
+When none of those is running, the history of this folder's embedded runs is read from
+.rbook/controlplane.db, read-only (stderr says so).`
+
+// noControlPlane is the error when there is nothing to talk to.
+func noControlPlane() error {
+	return abort("no control plane to talk to: pass --control-plane URL or set RBOOK_CONTROL_PLANE (a running 'rbook run' starts an embedded one and leaves its address in ./%s)", embeddedURLFile)
+}
+
 // resolve finds the control plane URL: the flag, $RBOOK_CONTROL_PLANE, then the address a
-// running embedded control plane left in .rbook/controlplane.url.
-func (f *cpFlags) resolve() (string, error) {
+// running embedded control plane left in .rbook/controlplane.url. stale reports a URL file
+// whose address no longer answers (its run has ended, or was killed).
+func (f *cpFlags) resolve() (u string, stale bool, err error) {
 	f.fromFile = false
 	if f.url != "" {
-		return f.url, nil
+		return f.url, false, nil
 	}
 	if u := os.Getenv("RBOOK_CONTROL_PLANE"); u != "" && u != "off" {
-		return u, nil
+		return u, false, nil
 	}
 	if data, err := os.ReadFile(embeddedURLFile); err == nil {
 		f.fromFile = true
-		return strings.TrimSpace(string(data)), nil
+		u := strings.TrimSpace(string(data))
+		return u, !listening(u), nil
 	}
-	return "", abort("no control plane to talk to: pass --control-plane URL or set RBOOK_CONTROL_PLANE (a running 'rbook run' starts an embedded one and leaves its address in ./%s)", embeddedURLFile)
+	return "", false, noControlPlane()
 }
 
-func (f *cpFlags) client() (*cpclient.Client, error) {
-	u, err := f.resolve()
+// client connects to the control plane (see resolve). The returned func releases it.
+func (f *cpFlags) client() (*cpclient.Client, func(), error) {
+	u, _, err := f.resolve()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	c := cpclient.New(u, os.Getenv("RBOOK_TOKEN"))
 	c.Deadline = 10 * time.Second
-	return c, nil
+	return c, func() {}, nil
+}
+
+// reader is client for the commands that only read history (runs, get, approvals): when no
+// control plane is running — no --control-plane, no RBOOK_CONTROL_PLANE, no live
+// .rbook/controlplane.url — it reads the embedded control plane's database
+// .rbook/controlplane.db directly, read-only, and says so on stderr (issue 6, item 3.3).
+func (f *cpFlags) reader(cmd *cobra.Command) (*cpclient.Client, func(), error) {
+	u, stale, err := f.resolve()
+	if err == nil && !stale {
+		c := cpclient.New(u, os.Getenv("RBOOK_TOKEN"))
+		c.Deadline = 10 * time.Second
+		return c, func() {}, nil
+	}
+	if _, serr := os.Stat(embeddedDB); serr != nil {
+		if err != nil {
+			return nil, nil, err
+		}
+		return f.client() // a stale URL file and no database: rpcError explains
+	}
+	c, closeDB, oerr := openLocalHistory(cmd.Context(), embeddedDB)
+	if oerr != nil {
+		return nil, nil, abort("rbook: no control plane is running, and the local database %s cannot be read: %v", embeddedDB, oerr)
+	}
+	f.fromFile = false
+	fmt.Fprintf(cmd.ErrOrStderr(), "No control plane is running: read the local database %s (read-only; the history of this folder's embedded runs).\n", embeddedDB)
+	return c, closeDB, nil
 }
 
 // rpcError turns a control-plane error into a one-line message with its code and exit 1.
@@ -113,7 +157,13 @@ func newDecideCmd(approve bool) *cobra.Command {
 a second one fails with E_APPROVAL_ALREADY_DECIDED. Pass the token as an argument or "-" to
 read it from stdin (keeps it out of shell history).
 
-Exit codes: 0 %s, 1 refused (the message names the error code), 2 usage.`, strings.ToUpper(verb[:1])+verb[1:], past),
+%s
+
+Exit codes: 0 %s, 1 refused or the control plane unreachable (the message names the error
+code, e.g. E_APPROVAL_ALREADY_DECIDED, E_TOKEN_EXPIRED), 2 usage or no control plane.`, strings.ToUpper(verb[:1])+verb[1:], cpHelp, past),
+		Example: fmt.Sprintf(`  rbook %[1]s <token>                      # the token the waiting run printed
+  rbook %[1]s - --reason "checked the canary" < token.txt
+  rbook %[1]s <token> --control-plane http://127.0.0.1:7070 -o json`, verb),
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			token := args[0]
@@ -124,10 +174,11 @@ Exit codes: 0 %s, 1 refused (the message names the error code), 2 usage.`, strin
 				}
 				token = strings.TrimSpace(string(b))
 			}
-			c, err := f.client()
+			c, done, err := f.client()
 			if err != nil {
 				return err
 			}
+			defer done()
 			if approver == "" {
 				approver = currentUser()
 			}
@@ -148,7 +199,7 @@ Exit codes: 0 %s, 1 refused (the message names the error code), 2 usage.`, strin
 			if f.output == "json" {
 				return printJSON(cmd.OutOrStdout(), a)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "Gate '%s' of run %s %s by %s.\n", a.GetNodeId(), a.GetRunId(), past, a.GetApprover())
+			fmt.Fprintf(cmd.OutOrStdout(), "Gate '%s' of run %s %s by %s.\n", a.GetStepName(), a.GetRunId(), past, a.GetApprover())
 			return nil
 		},
 	}
@@ -165,44 +216,59 @@ func newRunsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "runs",
 		Short: "List runs on the control plane, newest first",
-		Args:  cobra.NoArgs,
+		Long: `List the runs the control plane holds, newest first: run id, runbook, status, steps done,
+start time and who started it. --status and --runbook filter; -o json prints the
+ListRunsResponse as proto JSON.
+
+` + historyHelp + `
+
+Exit codes: 0 listed (possibly none), 1 the control plane refused or is unreachable,
+2 usage, a bad --status, or no control plane and no local database.`,
+		Example: `  rbook runs
+  rbook runs --status failed --runbook demo
+  rbook runs --control-plane http://127.0.0.1:7070 -o json`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := f.client()
+			c, done, err := f.reader(cmd)
 			if err != nil {
 				return err
 			}
-			req := &rbookv1.ListRunsRequest{RunbookName: runbook, PageSize: int32(limit)}
+			defer done()
+			statuses := []rbookv1.RunStatus{rbookv1.RunStatus_RUN_STATUS_UNSPECIFIED}
 			if status != "" {
-				v, ok := rbookv1.RunStatus_value["RUN_STATUS_"+strings.ToUpper(status)]
-				if !ok {
-					return abort("--status %q: use running, paused, failed, succeeded or cancelled", status)
+				if statuses, err = parseStatusFilter(status); err != nil {
+					return abort("%v", err)
 				}
-				req.Status = rbookv1.RunStatus(v)
 			}
-			resp, err := c.Runs.ListRuns(cmd.Context(), req)
-			if err != nil {
-				return f.rpcError(err)
+			resp := &rbookv1.ListRunsResponse{}
+			for _, st := range statuses {
+				page, err := c.Runs.ListRuns(cmd.Context(), &rbookv1.ListRunsRequest{Name: runbook, PageSize: int32(limit), Status: st})
+				if err != nil {
+					return f.rpcError(err)
+				}
+				resp.Runs = append(resp.Runs, page.GetRuns()...)
 			}
+			resp.Runs = sortRunsNewestFirst(resp.Runs, limit)
 			if f.output == "json" {
 				return printJSON(cmd.OutOrStdout(), resp)
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "RUN\tRUNBOOK\tSTATUS\tSTEPS DONE\tSTARTED\tBY")
 			for _, r := range resp.GetRuns() {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%d/%d\t%s\t%s\n", r.GetRunId(), r.GetPlaybookName(), shortEnum(r.GetStatus(), "RUN_STATUS_"),
+				fmt.Fprintf(w, "%s\t%s\t%s\t%d/%d\t%s\t%s\n", r.GetRunId(), r.GetName(), statusWord(r.GetKind(), r.GetStatus()),
 					r.GetLastCompletedStepIndex()+1, r.GetTotalSteps(), ts(r.GetStartedAt()), r.GetStartedBy())
 			}
 			return w.Flush()
 		},
 	}
 	f.register(cmd, true)
-	cmd.Flags().StringVar(&status, "status", "", "only runs with this status: running, paused, failed, succeeded, cancelled")
+	cmd.Flags().StringVar(&status, "status", "", "only runs with this status: "+strings.Join(statusFilterWords, ", ")+" (or running, paused, succeeded, failed, cancelled)")
 	cmd.Flags().StringVar(&runbook, "runbook", "", "only runs of this runbook_name")
 	cmd.Flags().IntVar(&limit, "limit", 50, "at most this many runs")
 	return cmd
 }
 
-func describeTransition(w io.Writer, t *rbookv1.Transition) {
+func describeTransition(w io.Writer, kind rbookv1.RunKind, t *rbookv1.Transition) {
 	what := shortEnum(t.GetKind(), "TRANSITION_KIND_")
 	line := fmt.Sprintf("%4d  %s  %-15s", t.GetSeq(), ts(t.GetTime()), what)
 	if t.GetStepName() != "" {
@@ -212,7 +278,7 @@ func describeTransition(w io.Writer, t *rbookv1.Transition) {
 		line += "  " + shortEnum(e.GetStatus(), "STEP_STATUS_")
 	}
 	if t.GetKind() == rbookv1.TransitionKind_TRANSITION_KIND_RUN_FINISHED {
-		line += "  " + shortEnum(t.GetRunStatus(), "RUN_STATUS_")
+		line += "  " + statusWord(kind, t.GetRunStatus())
 	}
 	if t.GetMessage() != "" {
 		line += "  — " + t.GetMessage()
@@ -225,24 +291,46 @@ func newGetCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "get RUN_ID",
 		Short: "Show a run on the control plane with every transition",
-		Args:  cobra.ExactArgs(1),
+		Long: `Show one run: its status and progress, then every transition in order (sequence
+number, time, kind, step, step status). -o json prints the GetRunResponse as proto JSON.
+
+` + historyHelp + `
+
+Exit codes: 0 shown, 1 no such run (E_RUN_NOT_FOUND), refused or unreachable, 2 usage or no
+control plane and no local database.`,
+		Example: `  rbook get RBOOK-20260512-demo-a1b2c3d4
+  rbook get RBOOK-20260512-demo-a1b2c3d4 -o json | jq '.transitions | length'`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := f.client()
+			c, done, err := f.reader(cmd)
 			if err != nil {
 				return err
 			}
-			resp, err := c.Runs.GetRun(cmd.Context(), &rbookv1.GetRunRequest{RunId: args[0]})
-			if err != nil {
-				return f.rpcError(err)
+			defer done()
+			// Every page of transitions (GetRun pages them; issue 6, item 1.8).
+			resp := &rbookv1.GetRunResponse{}
+			for token := ""; ; {
+				page, err := c.Runs.GetRun(cmd.Context(), &rbookv1.GetRunRequest{RunId: args[0], PageToken: token})
+				if err != nil {
+					return f.rpcError(err)
+				}
+				resp.Run = page.GetRun()
+				resp.Transitions = append(resp.Transitions, page.GetTransitions()...)
+				if token = page.GetNextPageToken(); token == "" {
+					break
+				}
 			}
 			if f.output == "json" {
 				return printJSON(cmd.OutOrStdout(), resp)
 			}
 			r, out := resp.GetRun(), cmd.OutOrStdout()
-			fmt.Fprintf(out, "Run %s · runbook %s · %s · %d of %d steps done · started %s by %s\n", r.GetRunId(), r.GetPlaybookName(),
-				r.GetStatus(), r.GetLastCompletedStepIndex()+1, r.GetTotalSteps(), ts(r.GetStartedAt()), r.GetStartedBy())
+			fmt.Fprintf(out, "Run %s · runbook %s · %s · %d of %d steps done · started %s by %s\n", r.GetRunId(), r.GetName(),
+				statusWord(r.GetKind(), r.GetStatus()), r.GetLastCompletedStepIndex()+1, r.GetTotalSteps(), ts(r.GetStartedAt()), r.GetStartedBy())
+			if l := r.GetLease(); l != nil {
+				fmt.Fprintf(out, "Owner %s · lease epoch %d · until %s\n", l.GetOwner(), l.GetEpoch(), ts(l.GetExpiresAt()))
+			}
 			for _, t := range resp.GetTransitions() {
-				describeTransition(out, t)
+				describeTransition(out, r.GetKind(), t)
 			}
 			return nil
 		},
@@ -257,12 +345,24 @@ func newWatchCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "watch RUN_ID",
 		Short: "Follow a run's transitions live (replays from --from-seq first)",
-		Args:  cobra.ExactArgs(1),
+		Long: `Follow a run: replay its transitions from --from-seq, then print each new one as the
+executor records it, until the run finishes (the last line says how it ended). -o json
+prints one WatchRunResponse per line. A running control plane is needed (a finished run's
+history is also shown by 'rbook get').
+
+` + cpHelp + `
+
+Exit codes: 0 the run finished (whatever its status), 1 no such run, refused or the stream
+broke, 2 usage or no control plane.`,
+		Example: `  rbook watch RBOOK-20260512-demo-a1b2c3d4
+  rbook watch RBOOK-20260512-demo-a1b2c3d4 --from-seq 10 -o json`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := f.client()
+			c, done, err := f.client()
 			if err != nil {
 				return err
 			}
+			defer done()
 			stream, err := c.Runs.WatchRun(cmd.Context(), &rbookv1.WatchRunRequest{RunId: args[0], FromSeq: from})
 			if err != nil {
 				return f.rpcError(err)
@@ -270,12 +370,16 @@ func newWatchCmd() *cobra.Command {
 			defer stream.Close()
 			out := cmd.OutOrStdout()
 			last := from - 1
+			kind := rbookv1.RunKind_RUN_KIND_RUNBOOK
 			show := func(m *rbookv1.WatchRunResponse) {
+				if r := m.GetRun(); r != nil && r.GetKind() != rbookv1.RunKind_RUN_KIND_UNSPECIFIED {
+					kind = r.GetKind()
+				}
 				if f.output == "json" {
 					b, _ := protojson.Marshal(m)
 					fmt.Fprintln(out, string(b))
 				} else if t := m.GetTransition(); t != nil {
-					describeTransition(out, t)
+					describeTransition(out, kind, t)
 				}
 				if t := m.GetTransition(); t != nil {
 					last = t.GetSeq()
@@ -287,7 +391,7 @@ func newWatchCmd() *cobra.Command {
 				// The stream replays first, so a finished run still shows every transition.
 				if m.GetTransition().GetKind() == rbookv1.TransitionKind_TRANSITION_KIND_RUN_FINISHED {
 					if f.output != "json" {
-						fmt.Fprintf(out, "Run %s is %s.\n", args[0], m.GetTransition().GetRunStatus())
+						fmt.Fprintf(out, "Run %s is %s.\n", args[0], statusWord(kind, m.GetTransition().GetRunStatus()))
 					}
 					return nil
 				}
@@ -306,7 +410,7 @@ func newWatchCmd() *cobra.Command {
 				}
 			}
 			if f.output != "json" {
-				fmt.Fprintf(out, "Run %s is %s.\n", args[0], resp.GetRun().GetStatus())
+				fmt.Fprintf(out, "Run %s is %s.\n", args[0], statusWord(resp.GetRun().GetKind(), resp.GetRun().GetStatus()))
 			}
 			return nil
 		},
@@ -323,12 +427,23 @@ func newApprovalsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "approvals",
 		Short: "List confirm-gate approvals (tokens are never shown)",
-		Args:  cobra.NoArgs,
+		Long: `List the approvals of confirm gates: approval id, run, gate, status (pending, approved,
+rejected, expired, cancelled), when it was requested, its deadline and who decided it.
+Tokens are secrets and are never shown. -o json prints the ListApprovalsResponse.
+
+` + historyHelp + `
+
+Exit codes: 0 listed (possibly none), 1 refused or unreachable, 2 usage or no control plane
+and no local database.`,
+		Example: `  rbook approvals --pending
+  rbook approvals --run RBOOK-20260512-demo-a1b2c3d4 -o json`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := f.client()
+			c, done, err := f.reader(cmd)
 			if err != nil {
 				return err
 			}
+			defer done()
 			req := &rbookv1.ListApprovalsRequest{RunId: runID}
 			if pending {
 				req.Status = rbookv1.ApprovalStatus_APPROVAL_STATUS_PENDING
@@ -343,7 +458,7 @@ func newApprovalsCmd() *cobra.Command {
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "APPROVAL\tRUN\tGATE\tSTATUS\tREQUESTED\tDEADLINE\tDECIDED BY")
 			for _, a := range resp.GetApprovals() {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.GetApprovalId(), a.GetRunId(), a.GetNodeId(), shortEnum(a.GetStatus(), "APPROVAL_STATUS_"),
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.GetApprovalId(), a.GetRunId(), a.GetStepName(), shortEnum(a.GetStatus(), "APPROVAL_STATUS_"),
 					ts(a.GetRequestedAt()), ts(a.GetDeadline()), a.GetApprover())
 			}
 			return w.Flush()

@@ -34,25 +34,44 @@ func controlPlaneURL(ctx context.Context, flag string, errw io.Writer) (url stri
 	return u, false, func() {}, nil
 }
 
-// startOnControlPlane creates (or finds, on resume) the run on the control plane and returns
-// the last sequence number it holds. A fresh run whose id the control plane already holds as
-// final gets the next suffix (DESIGN D6).
-func startOnControlPlane(ctx context.Context, c *cpclient.Client, plan *runbook.Plan, st *state.State, resumed bool, who string) (int64, error) {
+// startOnControlPlane creates the run on the control plane, or resumes it there, under the
+// lease rule of DESIGN D12. A fresh run whose id the control plane holds as final, or that
+// another executor owns (another workspace started the same runbook the same day), takes the
+// next suffix (DESIGN D6): N workspaces starting one runbook at once all run, each under its
+// own id. A resumed run that another executor owns is refused unless takeOver is set.
+func startOnControlPlane(ctx context.Context, c *cpclient.Client, plan *runbook.Plan, st *state.State, resumed, takeOver bool, lease time.Duration, who string) (cpclient.Started, error) {
 	for range 1000 {
-		lastSeq, _, err := c.StartRun(ctx, cpclient.RunInfo{
+		started, err := c.StartRun(ctx, cpclient.RunInfo{
 			RunID: st.RunID, RunbookName: plan.Name, PlanDigest: plan.ContentHash, SchemaHash8: plan.SchemaHash8,
-			StartedBy: who, TotalSteps: len(plan.Steps), StartedAt: startedAt(st),
+			StartedBy: who, TotalSteps: len(plan.Steps), StartedAt: startedAt(st), OwnerID: st.OwnerID,
+			TakeOver: takeOver && resumed, Lease: lease,
 		})
-		if errors.Is(err, cpclient.ErrRunFinal) && !resumed {
+		fresh := !resumed && (errors.Is(err, cpclient.ErrRunFinal) || errors.Is(err, cpclient.ErrRunOwned))
+		switch {
+		case fresh:
 			st.RunID = state.NextRunID(st.RunID)
 			continue
+		case errors.Is(err, cpclient.ErrRunFinal):
+			return started, fmt.Errorf("run %s is already final on the control plane %s; end it locally with: rbook cancel", st.RunID, c.URL)
+		case errors.Is(err, cpclient.ErrRunOwned):
+			return started, fmt.Errorf("%v\nThis state file's executor does not own run %s any more. If the other executor is gone, "+
+				"run the same command with --take-over once its lease expired", err, st.RunID)
+		case errors.Is(err, cpclient.ErrLeaseHeld):
+			return started, fmt.Errorf("%v\nWait until the lease expires (the other executor may still be running), then retry", err)
+		case err != nil:
+			return started, err
 		}
-		if errors.Is(err, cpclient.ErrRunFinal) {
-			return 0, fmt.Errorf("run %s is already final on the control plane %s; end it locally with: rbook cancel", st.RunID, c.URL)
+		if takeOver && resumed && started.LastCompletedStepIndex > st.LastCompletedStepIndex {
+			// The state file skips only transitions a resume repeats anyway (a check's or
+			// gate's step_started, gate_opened), so only finished steps it lacks matter.
+			return started, fmt.Errorf("run %s: the control plane saw step %d finish but this state file only step %d; "+
+				"the executor you are taking over from went further. Restore its state file (the job's artifact) and run again with --take-over",
+				st.RunID, started.LastCompletedStepIndex, st.LastCompletedStepIndex)
 		}
-		return lastSeq, err
+		st.LeaseEpoch = started.Epoch
+		return started, nil
 	}
-	return 0, fmt.Errorf("no free run id after %s", st.RunID)
+	return cpclient.Started{}, fmt.Errorf("no free run id after %s", st.RunID)
 }
 
 // announcer prints how to decide an open gate: the approve command with its token on a

@@ -32,11 +32,10 @@ func executors(plan *runbook.Plan, name, dir, mcpConfig string) (map[runbook.Ste
 	if !needsMCP {
 		return execs, func() {}, nil
 	}
-	path := mcpConfig
-	if path == "" {
-		path = filepath.Join(dir, name+".mcp.json")
+	path := mcpConfigPath(dir, name, mcpConfig)
+	if mcpConfig == "" {
 		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-			return nil, nil, fmt.Errorf("%s has check steps, which query an MCP server, but %s does not exist; create it in the mcpServers JSON shape (see the README) or pass --mcp-config FILE", plan.Path, path)
+			return nil, nil, errors.New(missingMCPConfig(plan.Path, path))
 		}
 	}
 	cfg, err := mcp.LoadConfig(path)
@@ -46,6 +45,21 @@ func executors(plan *runbook.Plan, name, dir, mcpConfig string) (map[runbook.Ste
 	lazy := newLazySession(cfg)
 	execs[runbook.TypeCheck] = &steps.Check{Session: lazy, Subscriptions: plan.Subscriptions}
 	return execs, lazy.close, nil
+}
+
+// mcpConfigPath is the MCP configuration a run of runbook name uses: the --mcp-config
+// flag's file when set, else <dir>/<name>.mcp.json (DESIGN D11). `rbook validate` checks
+// the same file.
+func mcpConfigPath(dir, name, flag string) string {
+	if flag != "" {
+		return flag
+	}
+	return filepath.Join(dir, name+".mcp.json")
+}
+
+// missingMCPConfig is the message for a runbook with check steps and no MCP config file.
+func missingMCPConfig(runbookPath, configPath string) string {
+	return fmt.Sprintf("%s has check steps, which query an MCP server, but %s does not exist; create it in the mcpServers JSON shape (see the README) or pass --mcp-config FILE", runbookPath, configPath)
 }
 
 // lazySession dials the MCP server on the first call and keeps the session for the run.

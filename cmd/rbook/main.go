@@ -6,7 +6,9 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
@@ -39,38 +41,121 @@ const exitCodesHelp = `Exit codes:
      because the run's records could not be kept (state file, control plane) — resumable
   3  the run was cancelled`
 
-// version is set at build time with -ldflags "-X main.version=…".
+// version is set at build time with -ldflags "-X main.version=…"; "dev" means unset, and
+// `rbook version` reads the module version from the build info instead.
 var version = "dev"
 
-func main() {
+// exitUsage is the exit code of a usage error (wrong argument count, unknown flag or
+// command): the same as exitAborted, since nothing ran.
+const exitUsage = exitAborted
+
+// usageError is a command-line mistake; main prints it with the command's usage line and
+// where to read more (issue 6, item 3.4).
+type usageError struct {
+	cmd *cobra.Command
+	err error
+}
+
+func (e *usageError) Error() string { return e.err.Error() }
+
+// withUsageErrors makes every argument and flag error of cmd and its subcommands a
+// usageError: cobra's SilenceUsage (set so that a failing run does not print the usage)
+// would otherwise leave just the bare error.
+func withUsageErrors(cmd *cobra.Command) {
+	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return &usageError{c, err} })
+	args := cmd.Args
+	if args == nil && cmd.HasSubCommands() && !cmd.Runnable() {
+		// A group (rbook, rbook mcp): cobra would print its help for any arguments and
+		// exit 0. An unknown subcommand is a usage error, with suggestions; no arguments
+		// show the help.
+		cmd.SuggestionsMinimumDistance = 2
+		args = func(c *cobra.Command, a []string) error {
+			if len(a) == 0 {
+				return nil
+			}
+			msg := fmt.Sprintf("unknown command %q for %q", a[0], c.CommandPath())
+			if s := c.SuggestionsFor(a[0]); len(s) > 0 {
+				msg += "; did you mean " + strings.Join(s, " or ") + "?"
+			}
+			return errors.New(msg)
+		}
+		cmd.RunE = func(c *cobra.Command, _ []string) error { return c.Help() }
+	}
+	if args != nil {
+		cmd.Args = func(c *cobra.Command, a []string) error {
+			if err := args(c, a); err != nil {
+				return &usageError{c, err}
+			}
+			return nil
+		}
+	}
+	for _, sub := range cmd.Commands() {
+		withUsageErrors(sub)
+	}
+}
+
+// runExample is the run command's --help example (newRunCmd lives in run.go).
+const runExample = `  rbook run demo                       # the demo; type "yes" at the gate
+  rbook run prod --control-plane http://127.0.0.1:7070
+  rbook run prod --step-index 3        # resume at step 3 after a "step in unknown state"
+  rbook run demo --control-plane off   # the state file only`
+
+// newRootCmd builds the whole command tree.
+func newRootCmd() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "rbook",
 		Short: "Run operational runbooks with durable state, confirm gates and an evidence pack",
 		Long: `rbook runs the steps of a runbook (runbooks/<name>.yaml): checks over MCP, simulated
 deploys and rollbacks, and confirm gates that wait for a person. Every step is recorded in a
 state file so a killed run resumes where it stopped, and every run ends with a report and
-an evidence pack.
+an evidence pack. Each command's --help lists its examples and exit codes.
 
 Try it: rbook run demo
 
 ` + exitCodesHelp,
+		Example: `  rbook run demo
+  rbook validate
+  rbook runs`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		Version:       version,
+		Version:       versionLine(),
 	}
-	root.AddCommand(newRunCmd(), newStatusCmd(), newCancelCmd(), newRollbackCmd(), newValidateCmd(), newMCPCmd(),
-		newDecideCmd(true), newDecideCmd(false), newRunsCmd(), newGetCmd(), newWatchCmd(), newApprovalsCmd(), newServeCmd())
+	runCmd := newRunCmd()
+	runCmd.Example = runExample
+	root.AddCommand(runCmd, newStatusCmd(), newCancelCmd(), newRollbackCmd(), newValidateCmd(), newMCPCmd(),
+		newDecideCmd(true), newDecideCmd(false), newRunsCmd(), newGetCmd(), newWatchCmd(), newApprovalsCmd(), newServeCmd(),
+		newVersionCmd())
+	root.SetVersionTemplate("{{.Version}}\n")
+	withUsageErrors(root)
+	return root
+}
+
+func main() {
+	os.Exit(execute(newRootCmd(), os.Stderr))
+}
+
+// execute runs the command tree and maps its error to an exit code, printing the message.
+func execute(root *cobra.Command, errw io.Writer) int {
 	err := root.Execute()
 	if err == nil {
-		os.Exit(exitCompleted)
+		return exitCompleted
+	}
+	var ue *usageError
+	if errors.As(err, &ue) {
+		use := ue.cmd.UseLine()
+		if ue.cmd.HasAvailableSubCommands() {
+			use = ue.cmd.CommandPath() + " COMMAND [flags]"
+		}
+		fmt.Fprintf(errw, "rbook: %v\nUsage: %s\nSee '%s --help' for examples and exit codes.\n", ue.err, use, ue.cmd.CommandPath())
+		return exitUsage
 	}
 	var ee *exitError
 	if errors.As(err, &ee) {
 		if ee.msg != "" {
-			fmt.Fprintln(os.Stderr, ee.msg)
+			fmt.Fprintln(errw, ee.msg)
 		}
-		os.Exit(ee.code)
+		return ee.code
 	}
-	fmt.Fprintln(os.Stderr, "rbook:", err)
-	os.Exit(exitAborted)
+	fmt.Fprintln(errw, "rbook:", err)
+	return exitAborted
 }

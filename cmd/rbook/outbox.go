@@ -99,6 +99,8 @@ func deliver(ctx context.Context, fileRec *state.FileRecorder, url string, timeo
 	before := fileRec.Unacked()
 	c := cpclient.New(url, os.Getenv("RBOOK_TOKEN"))
 	c.Deadline = timeout
+	// The run's own lease: the state file kept the owner id and epoch it wrote with.
+	c.SetFence(fileRec.State.OwnerID, fileRec.State.LeaseEpoch)
 	rec := &cpclient.Recorder{C: c, Acked: fileRec.Ack}
 	err := rec.Flush(ctx, append([]engine.Transition(nil), fileRec.State.Outbox...))
 	if serr := fileRec.Sync(); serr != nil {

@@ -3,31 +3,29 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/rbookhq/rbook-action/action/engine"
 	"github.com/rbookhq/rbook-action/action/report"
-	"github.com/rbookhq/rbook-action/action/runbook"
+	"github.com/rbookhq/rbook-action/action/steps"
 )
 
-// progress is the Recorder that shows a person what the run is doing: a line when a step
-// starts (step n of N, its timeout), the rendered step status when it ends (seed Step 9.1),
-// and the run's closing message.
-type progress struct {
-	out, errw io.Writer
-	rend      *report.Renderer
-	plan      *runbook.Plan
-	started   time.Time
-}
-
-func newProgress(out, errw io.Writer, rend *report.Renderer, plan *runbook.Plan) *progress {
-	return &progress{out: out, errw: errw, rend: rend, plan: plan, started: time.Now()}
-}
-
-// Record implements engine.Recorder; printing cannot fail the run.
-func (p *progress) Record(_ context.Context, t engine.Transition) error {
-	n := len(p.plan.Steps)
+// Record implements engine.Recorder: it shows a person what the run is doing (seed Step 9.1;
+// DESIGN D17). With Markdown output (stdout is not a terminal) it prints a line to stderr
+// when a step starts and the rendered step status to stdout when it ends; on a terminal and
+// with -o json it prints one text line per finished step (see stepLine). It says nothing of
+// an interrupted run: finish does, once, truthfully (issue 6, item 2.4). Printing cannot fail
+// the run.
+func (v *view) Record(_ context.Context, t engine.Transition) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.mode != modeMarkdown {
+		v.recordLine(t)
+		return nil
+	}
+	n := len(v.plan.Steps)
 	switch t.Kind {
 	case engine.TransitionStepStarted:
 		what := ""
@@ -40,23 +38,119 @@ func (p *progress) Record(_ context.Context, t engine.Transition) error {
 		}
 		timeout := 0
 		if t.StepIndex >= 0 && t.StepIndex < n {
-			timeout = p.plan.Steps[t.StepIndex].TimeoutSeconds
+			timeout = v.plan.Steps[t.StepIndex].TimeoutSeconds
 		}
-		fmt.Fprintf(p.errw, "\n▶ step %d/%d (index %d) · %s '%s'%s · timeout %ds · elapsed %s\n", t.StepIndex+1, n, t.StepIndex, t.StepType, t.StepName, what, timeout, report.HumanDuration(time.Since(p.started)))
+		fmt.Fprintf(v.errw, "\n▶ step %d/%d (index %d) · %s '%s'%s · timeout %ds · elapsed %s\n", t.StepIndex+1, n, t.StepIndex, t.StepType, t.StepName, what, timeout, report.HumanDuration(time.Since(v.started)))
 	case engine.TransitionGateDecided:
-		fmt.Fprintf(p.errw, "Gate '%s' %s\n", t.StepName, t.Message)
+		fmt.Fprintf(v.errw, "Gate '%s' %s\n", t.StepName, t.Message)
 	case engine.TransitionStepFinished:
 		if t.Evidence == nil {
 			return nil
 		}
-		s, err := p.rend.RenderStepStatus(report.StepStatus{RunID: t.RunID, Number: t.StepIndex + 1, Count: n, Entry: *t.Evidence, Elapsed: report.HumanDuration(time.Since(p.started))})
+		s, err := v.rend.RenderStepStatus(report.StepStatus{RunID: t.RunID, Number: t.StepIndex + 1, Count: n, Entry: *t.Evidence, Elapsed: report.HumanDuration(time.Since(v.started))})
 		if err != nil {
-			fmt.Fprintln(p.errw, err)
+			fmt.Fprintln(v.errw, err)
 			return nil
 		}
-		fmt.Fprint(p.out, "\n"+s)
-	case engine.TransitionRunFinished, engine.TransitionRunInterrupted:
-		fmt.Fprintf(p.errw, "Run %s ended %s after %s.\n", t.RunID, t.RunStatus, report.HumanDuration(time.Since(p.started)))
+		fmt.Fprint(v.out, "\n"+s)
+	case engine.TransitionRunFinished:
+		fmt.Fprintf(v.errw, "Run %s ended %s after %s.\n", t.RunID, t.RunStatus, report.HumanDuration(time.Since(v.started)))
 	}
 	return nil
+}
+
+// recordLine is Record on a terminal (and with -o json, on stderr): one line per step.
+func (v *view) recordLine(t engine.Transition) {
+	switch t.Kind {
+	case engine.TransitionStepStarted:
+		v.stepStart[t.StepIndex] = t.Time
+	case engine.TransitionStepFinished:
+		if t.Evidence == nil {
+			return
+		}
+		var took time.Duration
+		if at, ok := v.stepStart[t.StepIndex]; ok {
+			took = t.Time.Sub(at)
+			delete(v.stepStart, t.StepIndex)
+		}
+		fmt.Fprintln(v.lines(), v.stepLine(t.StepIndex+1, *t.Evidence, took, t.RollbackFor))
+	case engine.TransitionRunFinished:
+		if t.Evidence != nil { // the CANCEL audit entry (seed Step 8)
+			fmt.Fprintln(v.lines(), v.stepLine(0, *t.Evidence, 0, ""))
+		}
+	}
+}
+
+// maxNameColumn caps the step-name column of the text lines (runes); longer names are cut.
+const maxNameColumn = 40
+
+// maxNoteRunes caps the note after a text step line (runes): the first line of the step's
+// output, cut, so a long MCP response never floods the terminal.
+const maxNoteRunes = 72
+
+// stepLine renders one finished step for a terminal (issue 6, item 3.2; DESIGN D17):
+//
+//	✓ step 3 of 6  deploy-app-config          deploy    PASS       12ms
+//
+// number is 1-based (0 for an entry that is no runbook step, like CANCEL). Failed, timed-out
+// and skipped steps, gates and compensations get a short note; text from the step's output
+// is cleaned of control characters first (steps.CleanInput), so it cannot drive the terminal.
+func (v *view) stepLine(number int, e engine.Evidence, took time.Duration, rollbackFor string) string {
+	n := len(v.plan.Steps)
+	where := fmt.Sprintf("step %*d of %d", len(fmt.Sprint(n)), number, n)
+	if number == 0 {
+		where = strings.Repeat(" ", len(where))
+	}
+	dur := ""
+	if took > 0 {
+		dur = report.HumanDuration(took)
+	}
+	note := ""
+	switch {
+	case rollbackFor == engine.RollbackVerb:
+		note = "requested with rbook rollback"
+	case rollbackFor != "" && e.Type == "rollback":
+		note = fmt.Sprintf("on_fail: rollback of '%s'", rollbackFor)
+	case e.Status != engine.StatusPass || e.Type == "confirm" || e.Type == "cancel":
+		first, _, _ := strings.Cut(strings.TrimSpace(e.Output), "\n")
+		note = cutRunes(steps.CleanInput(first), maxNoteRunes)
+	}
+	line := fmt.Sprintf("%s %s  %s  %-8s  %s  %6s", v.paint(e.Status, statusMark(e.Status)), where,
+		padRunes(cutRunes(steps.CleanInput(e.StepName), maxNameColumn), v.nameWidth), e.Type, v.paint(e.Status, fmt.Sprintf("%-9s", e.Status)), dur)
+	if note != "" {
+		line += "  " + v.dim(note)
+	}
+	return strings.TrimRight(line, " ")
+}
+
+func statusMark(s engine.StepStatus) string {
+	switch s {
+	case engine.StatusPass:
+		return "✓"
+	case engine.StatusFail:
+		return "✗"
+	case engine.StatusTimedOut:
+		return "⏱"
+	case engine.StatusSkipped:
+		return "↷"
+	case report.NotRun:
+		return "·"
+	}
+	return "•"
+}
+
+// cutRunes cuts s to at most n runes, ending in "…" when it was longer.
+func cutRunes(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n-1]) + "…"
+}
+
+func padRunes(s string, width int) string {
+	if pad := width - utf8.RuneCountInString(s); pad > 0 {
+		return s + strings.Repeat(" ", pad)
+	}
+	return s
 }

@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/signal"
 	"os/user"
-	"path/filepath"
 	"syscall"
 	"time"
 
@@ -18,7 +17,6 @@ import (
 
 	"github.com/rbookhq/rbook-action/action/cpclient"
 	"github.com/rbookhq/rbook-action/action/engine"
-	"github.com/rbookhq/rbook-action/action/github"
 	"github.com/rbookhq/rbook-action/action/report"
 	"github.com/rbookhq/rbook-action/action/runbook"
 	"github.com/rbookhq/rbook-action/action/state"
@@ -71,6 +69,10 @@ type runFlags struct {
 	mcpConfig    string
 	controlPlane string
 	cpTimeout    time.Duration
+	takeOver     bool
+	lease        time.Duration
+	// output is -o (text or json) and report is --report FILE (issue 6, item 3.2).
+	output, report string
 }
 
 func newRunCmd() *cobra.Command {
@@ -84,8 +86,22 @@ func newRunCmd() *cobra.Command {
 Each step's status is printed as it finishes; a confirm step waits for you to type yes
 (continue), no (fail the gate; its on_fail applies) or cancel (cancel the run). State is
 written to the runbook's state_file_path after every step, so running the same command
-again after a crash resumes where it stopped. The run ends with the report
-("# Runbook Execution Report") and the evidence pack, also written as JSON next to the state file.
+again after a crash resumes where it stopped. The evidence pack is written as JSON next to
+the state file.
+
+On a terminal, each step is one line (step n of N, name, type, status, duration), a gate is
+a box, and the run ends with a summary that says where the evidence pack is. When stdout
+is not a terminal, stdout gets the Markdown: each step's status, the report ("# Runbook
+Execution Report") and the evidence pack, as in: rbook run demo > report.md
+--report FILE also writes the Markdown report to FILE; -o json prints only the final
+result (the state file's fields, message, file paths, exit_code) as JSON on stdout.
+Colour is used only on a terminal, and never with NO_COLOR set.
+
+Examples:
+  rbook run demo                       run the demo, type yes at the gate
+  rbook run demo --report report.md    also write the Markdown report
+  rbook run demo -o json < answers.txt machine-readable result
+
 
 ` + exitCodesHelp,
 		Args: cobra.MaximumNArgs(1),
@@ -103,6 +119,10 @@ again after a crash resumes where it stopped. The run ends with the report
 	cmd.Flags().StringVar(&f.mcpConfig, "mcp-config", "", "mcpServers JSON for check steps (default <dir>/<RUNBOOK>.mcp.json)")
 	cmd.Flags().StringVar(&f.controlPlane, "control-plane", "", "control plane URL to report to (default $RBOOK_CONTROL_PLANE; unset: start an embedded one; \"off\": none)")
 	cmd.Flags().DurationVar(&f.cpTimeout, "control-plane-timeout", cpclient.DefaultDeadline, "halt the run when the control plane stays unreachable this long")
+	cmd.Flags().BoolVar(&f.takeOver, "take-over", false, "resume a run that another executor owns on the control plane, once its lease expired")
+	cmd.Flags().DurationVar(&f.lease, "control-plane-lease", cpclient.DefaultLease, "how long the run's lease outlives this executor if it dies (5s..1h); renewed every third of it")
+	cmd.Flags().StringVar(&f.report, "report", "", "also write the Markdown report (\"# Runbook Execution Report\") to this file")
+	cmd.Flags().StringVarP(&f.output, "output", "o", "text", "output format: text (lines on a terminal, Markdown otherwise) or json")
 	return cmd
 }
 
@@ -121,6 +141,10 @@ func runRunbook(cmd *cobra.Command, name string, f runFlags, stepIndex *int) err
 	plan, rend, err := f.loadWithReports(name)
 	if err != nil {
 		return err
+	}
+	v, err := newView(out, errw, terminals(out, errw), rend, plan, f.output, f.report)
+	if err != nil {
+		return abort("%v", err)
 	}
 	// Everything that can refuse the run is checked before the state is touched.
 	execs, closeExecs, err := executors(plan, name, f.dir, f.mcpConfig)
@@ -143,15 +167,13 @@ func runRunbook(cmd *cobra.Command, name string, f runFlags, stepIndex *int) err
 		}
 		return abort("%v", err)
 	}
-	opened, err := state.Open(plan, statePath, state.OpenOptions{StepIndex: stepIndex, AllowEdited: f.allowEdited})
+	opened, err := state.Open(plan, statePath, state.OpenOptions{StepIndex: stepIndex, AllowEdited: f.allowEdited, Lock: lock})
 	if err != nil {
 		return abort("%v", err)
 	}
 	st := opened.State
 	if opened.Resumed {
-		fmt.Fprintf(out, "RESUMING run %s from step index %d.\n", st.RunID, opened.StartIndex)
-	} else if opened.PrevPath != "" {
-		fmt.Fprintf(errw, "The previous run is final; its state is kept as %s.\n", opened.PrevPath)
+		fmt.Fprintf(v.lines(), "RESUMING run %s from step index %d.\n", st.RunID, opened.StartIndex)
 	}
 
 	ctx, cancel := context.WithCancelCause(cmd.Context())
@@ -163,9 +185,14 @@ func runRunbook(cmd *cobra.Command, name string, f runFlags, stepIndex *int) err
 	drainCP := func(context.Context) error { return nil }
 	recorders := []engine.Recorder{fileRec}
 	who := currentUser()
+	noInput := noInputReason(os.Stdin)
 	lines := steps.NewLines(os.Stdin)
 	interactive := term.IsTerminal(int(os.Stdin.Fd()))
-	var gate engine.Gate = &steps.TerminalGate{In: lines, Out: errw, Who: who, Echoed: interactive}
+	tg := &steps.TerminalGate{In: lines, Out: errw, Who: who, Echoed: interactive}
+	if v.gateBox {
+		tg.Render = v.renderGate
+	}
+	var gate engine.Gate = tg
 	start := engine.Start{
 		RunID: st.RunID, Seq: st.Seq, Index: opened.StartIndex, Fresh: !opened.Resumed,
 		RollbackFor: st.RollbackFor, Evidence: st.EvidencePack, LastDeployName: st.LastDeployName,
@@ -189,14 +216,17 @@ func runRunbook(cmd *cobra.Command, name string, f runFlags, stepIndex *int) err
 		c := cpclient.New(cpURL, os.Getenv("RBOOK_TOKEN"))
 		c.Deadline = f.cpTimeout
 		cpRec := &cpclient.Recorder{C: c, Acked: fileRec.Ack, Cancelled: func() { cancel(engine.CancelRequest{By: "the control plane (CancelRun)"}) }}
-		if err := cpRec.Flush(ctx, st.Outbox); err != nil {
-			return startHalted(ctx, err)
-		}
-		lastSeq, err := startOnControlPlane(ctx, c, plan, st, opened.Resumed, who)
+		started, err := startOnControlPlane(ctx, c, plan, st, opened.Resumed, f.takeOver, f.lease, who)
 		if err != nil {
 			return startHalted(ctx, err)
 		}
-		start.RunID, start.Seq = st.RunID, max(st.Seq, lastSeq)
+		if err := cpRec.Flush(ctx, st.Outbox); err != nil {
+			return startHalted(ctx, err)
+		}
+		go c.KeepLease(ctx, st.RunID, started.Lease, func(err error) {
+			cancel(fmt.Errorf("%v; another executor owns the run now, so this one stops", err))
+		})
+		start.RunID, start.Seq = st.RunID, max(st.Seq, started.LastSeq)
 		st.ControlPlane, st.ControlPlaneEmbedded, fileRec.KeepOutbox = cpURL, embedded, true
 		recorders = append(recorders, cpRec)
 		gate = &cpclient.Gate{C: c, Local: gate, Who: who, Announce: announcer(errw, cpURL, embedded), Cancelled: cpRec.Cancelled, Drain: cpRec.Drain,
@@ -209,7 +239,7 @@ func runRunbook(cmd *cobra.Command, name string, f runFlags, stepIndex *int) err
 		Executors: execs,
 		// Prompts go to stderr so `rbook run demo > report.md` still shows them to the person.
 		Gate:      gate,
-		Recorders: append(recorders, newProgress(out, errw, rend, plan)),
+		Recorders: append(recorders, v),
 		Prompt:    gatePrompt(rend),
 		ConfirmCancel: steps.ConfirmCancel(lines, errw, func(deploy string) string {
 			s, err := rend.RenderCancelPrompt(st.RunID, deploy)
@@ -220,17 +250,26 @@ func runRunbook(cmd *cobra.Command, name string, f runFlags, stepIndex *int) err
 		}),
 	}
 	fmt.Fprintf(errw, "Run %s · runbook %s (%s) · %d steps · state %s\n", st.RunID, plan.Name, plan.Path, len(plan.Steps), statePath)
+	if start.RollbackFor == "" {
+		warnUnanswerableGates(errw, plan, start.Index, noInput, cpURL)
+	}
 	if err := opened.KeepPrevious(); err != nil {
 		return abort("%v", err)
+	}
+	if opened.PrevPath != "" && !opened.Resumed {
+		// Only now is the file there (issue 6, item 2.4).
+		fmt.Fprintf(errw, "The previous run is final; its state is kept as %s.\n", opened.PrevPath)
 	}
 	res, err := eng.Run(ctx, start)
 	if err == nil {
 		dctx, stopDrain := drainContext(ctx)
 		err = drainCP(dctx)
 		stopDrain()
-		if err != nil && ctx.Err() != nil {
+		var ue *cpclient.UnreachableError
+		if err != nil && ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.As(err, &ue)) {
 			// A signal stopped the run: it ends now, and what the control plane has not taken
-			// waits in the outbox for the next run (issue 6, item 1.4).
+			// in time waits in the outbox for the next run (issue 6, item 1.4). A refusal
+			// (E_LEASE_LOST, …) still halts.
 			fmt.Fprintf(errw, "%d transition(s) of run %s have not reached the control plane (%v); they are kept in the state file's outbox and the next 'rbook run %s' sends them first.\n", fileRec.Unacked(), st.RunID, err, name)
 			err = nil
 		}
@@ -239,9 +278,10 @@ func runRunbook(cmd *cobra.Command, name string, f runFlags, stepIndex *int) err
 		err = fileRec.Sync()
 	}
 	if err != nil {
+		v.halted(st, err)
 		return &exitError{code: exitAborted, msg: fmt.Sprintf("%v\nRun %s halted; everything recorded is in %s. Run the same command again to resume.", err, st.RunID, statePath)}
 	}
-	return finishReport(out, errw, rend, name, plan, st, res)
+	return finishReport(v, errw, name, plan, st, res)
 }
 
 // signalDrainGrace is how long, once a signal has stopped the run, the executor still gives
@@ -267,58 +307,11 @@ func startHalted(ctx context.Context, err error) error {
 	return abort("%v", err)
 }
 
-// finishReport writes the evidence pack JSON, prints the report and the evidence pack
-// (seed Step 9.2–9.3) and maps the run status to the exit code.
-func finishReport(out, errw io.Writer, rend *report.Renderer, name string, plan *runbook.Plan, st *state.State, res engine.Result) error {
+// finishReport writes the evidence pack JSON next to the state file (seed Step 9.3) and hands
+// the end of the output to the view (render.go), which maps the run status to the exit code.
+func finishReport(v *view, errw io.Writer, name string, plan *runbook.Plan, st *state.State, res engine.Result) error {
 	evPath := writeEvidence(errw, plan, st)
-	rep, err := printReport(out, rend, plan, st, res.Message, evPath)
-	if err != nil {
-		return abort("%v", err)
-	}
-	github.Publish(rep, st.RunID, string(st.RunStatus))
-	if pack, err := rend.RenderEvidencePack(st.RunID, st.EvidencePack); err == nil {
-		fmt.Fprint(out, "\n"+pack)
-	}
-	// The outcome comes last, where a person at a terminal looks.
-	fmt.Fprintln(errw)
-	if res.Message != "" {
-		fmt.Fprintln(errw, res.Message)
-	}
-	switch st.RunStatus {
-	case engine.RunCompleted:
-		fmt.Fprintf(errw, "Run %s COMPLETED. Evidence pack: %s\n", st.RunID, evPath)
-		return nil
-	case engine.RunCancelled:
-		fmt.Fprintf(errw, "Run %s CANCELLED. Evidence pack: %s\n", st.RunID, evPath)
-		return &exitError{code: exitCancelled}
-	case engine.RunInProgress:
-		fmt.Fprintf(errw, "Run %s stopped and can be resumed: rbook run %s (or end it: rbook cancel %s)\n", st.RunID, name, name)
-		return &exitError{code: exitFailed}
-	default:
-		fmt.Fprintf(errw, "Run %s FAILED. Evidence pack: %s\n", st.RunID, evPath)
-		return &exitError{code: exitFailed}
-	}
-}
-
-// printReport renders the run report (seed Step 9.2), prints it and returns it.
-func printReport(out io.Writer, rend *report.Renderer, plan *runbook.Plan, st *state.State, msg, evPath string) (string, error) {
-	d := report.Report{
-		RunID: st.RunID, RunbookName: plan.Name, RunbookPath: plan.Path, RunStatus: st.RunStatus,
-		StartedUTC: st.StartedUTC, CompletedUTC: st.CompletedUTC, TotalSteps: st.TotalSteps,
-		SchemaHash8: st.SchemaHash8, RunbookHash: st.RunbookHash, Message: msg,
-		Evidence: st.EvidencePack, EvidencePath: evPath,
-	}
-	if a, err := time.Parse(engine.TimeFormat, st.StartedUTC); err == nil {
-		if b, err := time.Parse(engine.TimeFormat, st.CompletedUTC); err == nil {
-			d.Duration = report.HumanDuration(b.Sub(a))
-		}
-	}
-	s, err := rend.RenderReport(d)
-	if err != nil {
-		return "", err
-	}
-	fmt.Fprint(out, "\n"+s)
-	return s, nil
+	return v.finish(name, st, res, evPath)
 }
 
 // gatePrompt renders the step status with AWAITING_CONFIRMATION (seed Step 5, confirm 1).
@@ -380,13 +373,10 @@ func handleSignals(ctx context.Context, cancel context.CancelCauseFunc, statePat
 }
 
 // writeEvidence writes the evidence pack JSON next to the state file (seed Step 9.3) and
-// returns its path, or "" (with a warning) when it could not be written.
+// returns its path, or "" (with a warning) when it could not be written. A final run's pack
+// was already written by the FileRecorder before its final state (issue 6, item 1.7).
 func writeEvidence(errw io.Writer, plan *runbook.Plan, st *state.State) string {
-	evPath := filepath.Join(filepath.Dir(plan.StateFilePath), st.RunID+".evidence.json")
-	js, err := report.EvidencePackJSON(st.EvidencePack)
-	if err == nil {
-		err = state.WriteFileAtomic(evPath, js)
-	}
+	evPath, err := state.WriteEvidence(plan.StateFilePath, st)
 	if err != nil {
 		fmt.Fprintf(errw, "warning: evidence pack not written to %s: %v\n", evPath, err)
 		return ""

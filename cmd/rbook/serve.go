@@ -14,6 +14,13 @@ import (
 	"github.com/rbookhq/rbook-action/controlplane/server"
 )
 
+// The control plane's default address: the one port the README, every --help and the
+// TypeScript client's messages name (issue 6, item 3.4).
+const (
+	defaultServePort = "7070"
+	defaultServeAddr = "127.0.0.1:" + defaultServePort
+)
+
 // newServeCmd is `rbook serve`: the control plane (issue 3, item 2).
 func newServeCmd() *cobra.Command {
 	var (
@@ -45,8 +52,10 @@ SIGINT or SIGTERM shuts down gracefully: open watch streams end (clients reconne
 in flight finish, the database is closed.
 
 Exit codes: 0 after a clean shutdown, 2 bad flags, no secret, or the server could not start.`,
-		Example: `  RBOOK_APPROVAL_SECRET=$(openssl rand -hex 32) rbook serve --addr 127.0.0.1:7070 --db .rbook/controlplane.db
-  grpcurl -plaintext 127.0.0.1:7070 list`,
+		Example: `  export RBOOK_APPROVAL_SECRET=$(head -c 32 /dev/urandom | base64)
+  rbook serve                          # ` + defaultServeAddr + `, database .rbook/controlplane.db
+  rbook serve --addr 0.0.0.0:` + defaultServePort + ` --auth-file auth.txt --db /var/lib/rbook/cp.db
+  grpcurl -plaintext ` + defaultServeAddr + ` list`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			secret, err := approval.SecretFromEnv(os.Getenv)
@@ -90,7 +99,7 @@ Exit codes: 0 after a clean shutdown, 2 bad flags, no secret, or the server coul
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&cfg.Addr, "addr", "127.0.0.1:7070", "host:port to listen on (port 0 picks a free one)")
+	f.StringVar(&cfg.Addr, "addr", defaultServeAddr, "host:port to listen on (port 0 picks a free one)")
 	f.StringVar(&cfg.DBPath, "db", ".rbook/controlplane.db", "SQLite database file (created if missing)")
 	f.StringVar(&authFile, "auth-file", "", `bearer tokens, one "identity role token" per line (roles: executor, approver, viewer)`)
 	f.BoolVar(&cfg.Insecure, "insecure", false, "allow a non-loopback --addr without --auth-file")

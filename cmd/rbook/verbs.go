@@ -25,22 +25,34 @@ func newStatusCmd() *cobra.Command {
 	var c common
 	var output string
 	var cp deliverFlags
+	var markdown bool
 	cmd := &cobra.Command{
 		Use:   "status [RUNBOOK]",
 		Short: "Show where the runbook's current or last run stands",
 		Long: `Show the run recorded in the runbook's state file: its status, whether an executor
-is running it right now or it was interrupted (and where a new 'rbook run' resumes), and
-its report so far.
+is running it right now or it was interrupted (and where a new 'rbook run' resumes), where
+its evidence pack is (a final run's missing evidence pack is rebuilt from the state file),
+and every step of the runbook, in runbook order, with its final status or "not run".
 
 A final run whose last transitions never reached its control plane (its executor stopped
 before they were acknowledged) has them delivered first, to the control plane the state file
 names; the output says how many are still undelivered.
 
-Exit codes: 0 a run was found and shown, 2 no run or an unreadable state file.`,
+--report prints the Markdown run report instead ("# Runbook Execution Report", the same
+as 'rbook run --report FILE' writes); -o json prints the state file's fields, "liveness",
+"evidence_path" and "undelivered_transitions".
+
+Examples:
+  rbook status demo
+  rbook status demo --report > report.md
+
+Exit codes: 0 a run was found and shown, 2 no run, an invalid runbook or an unreadable state file.`,
+		Example: `  rbook status demo
+  rbook status prod -o json | jq .liveness`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := runbookArg(args)
-			plan, err := c.loadPlan(name)
+			plan, rend, err := c.loadWithReports(name)
 			if err != nil {
 				return err
 			}
@@ -68,30 +80,53 @@ Exit codes: 0 a run was found and shown, 2 no run or an unreadable state file.`,
 				}
 			}
 			liveness := "final"
+			shown := string(st.RunStatus)
 			switch {
 			case st.RunStatus.Final():
+			case held && st.AwaitingConfirmation != nil:
+				// The control plane's word for a run waiting at a gate (issue 6, item 2.3).
+				shown = string(engine.StatusAwaitingConfirmation)
+				liveness = fmt.Sprintf("running: waiting at gate '%s' since %s; an executor holds it (%s)",
+					st.AwaitingConfirmation.StepName, st.AwaitingConfirmation.SinceUTC, holder.String())
 			case held:
 				liveness = "running: an executor holds it (" + holder.String() + ")"
 			default:
 				liveness = fmt.Sprintf("interrupted: no executor holds it; 'rbook run %s' resumes it from step index %d", name, st.LastCompletedStepIndex+1)
 			}
 			out := cmd.OutOrStdout()
+			if output != "text" && output != "json" {
+				return abort("-o/--output %q: use text or json", output)
+			}
+			evPath := ensureEvidence(cmd.ErrOrStderr(), plan.StateFilePath, st)
 			if output == "json" {
 				enc := json.NewEncoder(out)
 				enc.SetIndent("", "  ")
 				return enc.Encode(struct {
 					*state.State
 					Liveness string `json:"liveness"`
+					// EvidencePath is the final run's evidence pack file (issue 6, item 1.7).
+					EvidencePath string `json:"evidence_path,omitempty"`
 					// Undelivered counts the outbox: transitions not yet on the control plane.
 					Undelivered int `json:"undelivered_transitions"`
-				}{st, liveness, len(st.Outbox)})
+				}{st, liveness, evPath, len(st.Outbox)})
 			}
-			fmt.Fprintf(out, "Run %s · runbook %s · %s (%s)\n", st.RunID, st.RunbookName, st.RunStatus, liveness)
-			if n := len(st.Outbox); n > 0 {
+			if markdown {
+				s, err := rend.RenderReport(reportData(plan, st, "", evPath))
+				if err != nil {
+					return abort("%v", err)
+				}
+				fmt.Fprint(out, s)
+				return nil
+			}
+			fmt.Fprintf(out, "Run %s · runbook %s · %s (%s)\n", st.RunID, st.RunbookName, shown, liveness)
+			if n := len(st.Outbox); n > 0 && !held { // a running executor is sending them
 				fmt.Fprintf(out, "Undelivered: %d transition(s) are in the state file's outbox, not yet on the control plane %s; %s\n", n, outboxWhere(st), outboxNext(st, name, undelivered))
 			}
 			if !st.RunStatus.Final() {
 				fmt.Fprintf(out, "Next step index: %d of %d steps\n", st.LastCompletedStepIndex+1, st.TotalSteps)
+				fmt.Fprintf(out, "Evidence pack: written to %s when the run ends\n", state.EvidencePath(plan.StateFilePath, st.RunID))
+			} else if evPath != "" {
+				fmt.Fprintf(out, "Evidence pack: %s\n", evPath)
 			}
 			if st.Interrupted != nil {
 				fmt.Fprintf(out, "Interrupted at %s: %s\n", st.Interrupted.AtUTC, st.Interrupted.Reason)
@@ -99,17 +134,19 @@ Exit codes: 0 a run was found and shown, 2 no run or an unreadable state file.`,
 			if st.InFlight != nil {
 				fmt.Fprintf(out, "In flight: %s step '%s' started %s, outcome not recorded\n", st.InFlight.StepType, st.InFlight.StepName, st.InFlight.StartedUTC)
 			}
-			rend, err := report.New(c.templates)
+			v, err := newView(out, cmd.ErrOrStderr(), terminals(out, cmd.ErrOrStderr()), rend, plan, "text", "")
 			if err != nil {
 				return abort("%v", err)
 			}
-			_, err = printReport(out, rend, plan, st, "", "")
-			return err
+			v.color = colorAllowed(isTerminal(out)) // the step lines are text whatever stdout is
+			v.statusLines(st)
+			return nil
 		},
 	}
 	c.register(cmd)
 	cp.register(cmd, "")
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	cmd.Flags().BoolVar(&markdown, "report", false, "print the Markdown run report (\"# Runbook Execution Report\")")
 	return cmd
 }
 
@@ -160,7 +197,10 @@ func newRollbackCmd() *cobra.Command {
 rollback step after that deploy in the runbook (simulated in v1). An unfinished run ends
 FAILED; a finished run keeps its status and gains the rollback's evidence entry.
 
-Exit codes: 0 the rollback passed, 1 it failed or there was nothing to roll back, 2 no run or held state.`,
+Exit codes: 0 the rollback passed, 1 it failed or there was nothing to roll back, 2 no run,
+an invalid runbook or held state.`,
+		Example: `  rbook rollback demo
+  rbook rollback prod --dir ops/runbooks`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := runbookArg(args)
@@ -178,13 +218,17 @@ Exit codes: 0 the rollback passed, 1 it failed or there was nothing to roll back
 				return err
 			}
 			out, errw := cmd.OutOrStdout(), cmd.ErrOrStderr()
+			v, err := newView(out, errw, terminals(out, errw), rend, plan, "text", "")
+			if err != nil {
+				return abort("%v", err)
+			}
 			before := len(st.EvidencePack)
-			eng := &engine.Engine{Plan: plan, Executors: simulatedExecutors(), Recorders: []engine.Recorder{&state.FileRecorder{Path: plan.StateFilePath, State: st}, newProgress(out, errw, rend, plan)}}
+			eng := &engine.Engine{Plan: plan, Executors: simulatedExecutors(), Recorders: []engine.Recorder{&state.FileRecorder{Path: plan.StateFilePath, State: st}, v}}
 			res, err := eng.Rollback(cmd.Context(), startOf(st), st.RunStatus)
 			if err != nil {
 				return abort("%v", err)
 			}
-			if _, err := printReport(out, rend, plan, st, res.Message, writeEvidence(errw, plan, st)); err != nil {
+			if err := v.showReport(st, res.Message, writeEvidence(errw, plan, st)); err != nil {
 				return abort("%v", err)
 			}
 			if len(st.EvidencePack) > before && st.EvidencePack[len(st.EvidencePack)-1].Status == engine.StatusPass {
@@ -211,7 +255,10 @@ Otherwise the cancel is recorded in the state file and then sent, with any trans
 run's control plane has not acknowledged yet, to that control plane; if it cannot be reached
 they stay in the state file's outbox and the next 'rbook status' or 'rbook run' delivers them.
 
-Exit codes: 3 the run was cancelled, 1 you did not confirm, 2 nothing to cancel.`,
+Exit codes: 3 the run was cancelled, 1 you did not confirm, 2 nothing to cancel (no run, or
+it is already final), an invalid runbook or held state.`,
+		Example: `  rbook cancel demo                    # then type yes to confirm the deployment
+  echo yes | rbook cancel prod`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := runbookArg(args)
@@ -224,7 +271,14 @@ Exit codes: 3 the run was cancelled, 1 you did not confirm, 2 nothing to cancel.
 				return err
 			}
 			if st.RunStatus.Final() {
-				return cancelFinal(cmd.Context(), plan.StateFilePath, name, st, cp, cmd.ErrOrStderr())
+				msg := fmt.Sprintf("run %s is already %s; there is nothing to cancel", st.RunID, st.RunStatus)
+				if err := cancelFinal(cmd.Context(), plan.StateFilePath, name, st, cp, cmd.ErrOrStderr()); err != nil {
+					return abort("%s.\n%v", msg, err)
+				}
+				if evPath := ensureEvidence(cmd.ErrOrStderr(), plan.StateFilePath, st); evPath != "" {
+					msg += ". Its evidence pack: " + evPath
+				}
+				return abort("%s", msg)
 			}
 			out := cmd.OutOrStdout()
 			prompt, err := rend.RenderCancelPrompt(st.RunID, st.LastDeployName)
@@ -264,8 +318,12 @@ Exit codes: 3 the run was cancelled, 1 you did not confirm, 2 nothing to cancel.
 				defer target.stop()
 				start.Seq = max(start.Seq, target.lastSeq)
 			}
+			v, err := newView(out, cmd.ErrOrStderr(), terminals(out, cmd.ErrOrStderr()), rend, plan, "text", "")
+			if err != nil {
+				return abort("%v", err)
+			}
 			fileRec := &state.FileRecorder{Path: plan.StateFilePath, State: st, KeepOutbox: target != nil}
-			eng := &engine.Engine{Plan: plan, Recorders: []engine.Recorder{fileRec, newProgress(out, cmd.ErrOrStderr(), rend, plan)}}
+			eng := &engine.Engine{Plan: plan, Recorders: []engine.Recorder{fileRec, v}}
 			res, err := eng.Cancel(cmd.Context(), start, who)
 			if err != nil {
 				return abort("%v", err)
@@ -273,7 +331,7 @@ Exit codes: 3 the run was cancelled, 1 you did not confirm, 2 nothing to cancel.
 			if target != nil {
 				deliverCancel(cmd.Context(), fileRec, name, target.url, cp, cmd.ErrOrStderr())
 			}
-			if _, err := printReport(out, rend, plan, st, res.Message, writeEvidence(cmd.ErrOrStderr(), plan, st)); err != nil {
+			if err := v.showReport(st, res.Message, writeEvidence(cmd.ErrOrStderr(), plan, st)); err != nil {
 				return abort("%v", err)
 			}
 			return &exitError{code: exitCancelled}
@@ -284,22 +342,22 @@ Exit codes: 3 the run was cancelled, 1 you did not confirm, 2 nothing to cancel.
 	return cmd
 }
 
-// cancelFinal is `rbook cancel` on a final run: nothing to cancel, but an outbox its executor
-// left undelivered is delivered first (issue 6, item 1.1).
+// cancelFinal delivers the outbox a final run's executor left undelivered (issue 6, item
+// 1.1): `rbook cancel` on a final run has nothing to cancel, but delivers first. It returns
+// why transitions are left, and what happens to them next.
 func cancelFinal(ctx context.Context, statePath, name string, st *state.State, cp deliverFlags, errw io.Writer) error {
-	nothing := fmt.Sprintf("run %s is already %s; there is nothing to cancel", st.RunID, st.RunStatus)
 	if len(st.Outbox) == 0 {
-		return abort("%s", nothing)
+		return nil
 	}
 	lock, err := state.Acquire(statePath, "cancel")
 	if err != nil {
-		return abort("%s; its undelivered transitions were not sent: %v", nothing, err)
+		return fmt.Errorf("its %d undelivered transition(s) were not sent: %v", len(st.Outbox), err)
 	}
 	defer lock.Release()
 	if err := deliverFinal(ctx, statePath, cp.url, cp.timeout, errw); err != nil {
-		return abort("%s.\n%v\n%s", nothing, err, outboxNext(st, name, nil))
+		return fmt.Errorf("%v\n%s", err, outboxNext(st, name, nil))
 	}
-	return abort("%s", nothing)
+	return nil
 }
 
 // cancelTarget is the control plane a cancel is recorded on.
@@ -383,6 +441,21 @@ func cancelLive(ctx context.Context, statePath string, h state.Holder, who strin
 	}
 	fmt.Fprintf(out, "Run %s is CANCELLED.\n", st.RunID)
 	return &exitError{code: exitCancelled}
+}
+
+// ensureEvidence rebuilds a final run's missing evidence pack file from its state file
+// (issue 6, item 1.7), saying so on errw, and returns the file's path: "" when the run is not
+// final, or when the file is missing and could not be written (a warning says why).
+func ensureEvidence(errw io.Writer, statePath string, st *state.State) string {
+	p, rebuilt, err := state.EnsureEvidence(statePath, st)
+	if err != nil {
+		fmt.Fprintf(errw, "warning: the evidence pack of run %s is missing and could not be rebuilt at %s: %v\n", st.RunID, p, err)
+		return ""
+	}
+	if rebuilt {
+		fmt.Fprintf(errw, "The evidence pack of run %s was missing; rebuilt it from the state file: %s\n", st.RunID, p)
+	}
+	return p
 }
 
 func readExisting(path, name string) (*state.State, error) {

@@ -58,8 +58,8 @@ func (h approvalService) RequestApproval(ctx context.Context, req *rbookv1.Reque
 	switch {
 	case req.GetRunId() == "":
 		return nil, invalidArg("run_id is required")
-	case req.GetNodeId() == "":
-		return nil, invalidArg("node_id is required")
+	case req.GetStepName() == "":
+		return nil, invalidArg("step_name is required")
 	case req.GetStepIndex() < 0:
 		return nil, invalidArg("step_index is %d, must be >= 0", req.GetStepIndex())
 	case len(req.GetPrompt()) > maxPromptBytes:
@@ -74,14 +74,19 @@ func (h approvalService) RequestApproval(ctx context.Context, req *rbookv1.Reque
 	default:
 		return nil, invalidArg("on_fail %q is not halt, rollback or continue", truncate(req.GetOnFail(), 40))
 	}
+	fence, err := fenceOf(ctx, req.GetOwnerId(), req.GetEpoch())
+	if err != nil {
+		return nil, err
+	}
 	deadline := req.GetDeadline().AsTime().Truncate(time.Second)
 	if deadline.Unix() <= now.Unix() {
 		return nil, invalidArg("deadline %s must be at least one second in the future", deadline.Format(time.RFC3339))
 	}
 	for attempt := 0; ; attempt++ {
 		id := newApprovalID()
-		na := store.NewApproval{ApprovalID: id, RunID: req.GetRunId(), NodeID: req.GetNodeId(), StepIndex: int(req.GetStepIndex()),
-			RequestedAt: now, Deadline: deadline, PlanDigest: req.GetPlanDigest(), Prompt: req.GetPrompt(), OnFail: req.GetOnFail()}
+		na := store.NewApproval{ApprovalID: id, RunID: req.GetRunId(), NodeID: req.GetStepName(), StepIndex: int(req.GetStepIndex()),
+			RequestedAt: now, Deadline: deadline, PlanDigest: req.GetPlanDigest(), Prompt: req.GetPrompt(), OnFail: req.GetOnFail(),
+			Fence: &fence}
 		token, err := approval.Issue(s.opts.Secret, claimsOf(store.Approval{ApprovalID: id, RunID: na.RunID, NodeID: na.NodeID,
 			RequestedAt: now, Deadline: deadline, PlanDigest: na.PlanDigest}))
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"regexp"
 	"strings"
 
 	"connectrpc.com/connect"
@@ -40,11 +41,37 @@ const (
 	maxBearerBytes = 4096
 )
 
+// b64token is the syntax of a bearer token (RFC 6750, section 2.1): letters, digits and
+// "-._~+/", then optionally "=" at the end. It has no room for whitespace, so a token is
+// exactly what the auth file holds.
+var b64token = regexp.MustCompile(`^[A-Za-z0-9._~+/-]+=*$`)
+
+// bearerToken extracts the token of a request's Authorization header (issue 6, item 1.9).
+// Exactly one Authorization header is accepted, of the form "Bearer <token>": the scheme
+// compared without regard to case (RFC 9110, section 11.1: "Bearer", "bearer" and "BEARER"
+// are the same scheme), then exactly one space, then a b64token up to maxBearerBytes.
+// Anything else — no header, two headers, another scheme, two spaces or a tab, whitespace or
+// other characters around or inside the token — is refused, never trimmed. (HTTP/1.1 itself
+// strips whitespace before and after a whole field value, RFC 9110 section 5.5, so such
+// whitespace never reaches the server; HTTP/2 and gRPC deliver it, and it is refused.)
+func bearerToken(h http.Header) (string, bool) {
+	vs := h.Values("Authorization")
+	if len(vs) != 1 || len(vs[0]) > len("Bearer ")+maxBearerBytes {
+		return "", false
+	}
+	scheme, tok, ok := strings.Cut(vs[0], " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || !b64token.MatchString(tok) {
+		return "", false
+	}
+	return tok, true
+}
+
 // writeRoles lists, per procedure that changes something, the roles allowed to call it.
 // Procedures not listed here are reads, open to every role.
 var writeRoles = map[string][]Role{
 	rbookv1connect.RunServiceStartRunProcedure:             {RoleExecutor},
 	rbookv1connect.RunServiceRecordTransitionProcedure:     {RoleExecutor},
+	rbookv1connect.RunServiceRenewLeaseProcedure:           {RoleExecutor},
 	rbookv1connect.RunServiceCancelRunProcedure:            {RoleExecutor, RoleApprover},
 	rbookv1connect.ApprovalServiceRequestApprovalProcedure: {RoleExecutor},
 	rbookv1connect.ApprovalServiceApproveProcedure:         {RoleApprover},
@@ -71,10 +98,11 @@ type Authenticator struct {
 }
 
 // LoadAuthFile reads an auth file: one caller per line, "identity role token", where role
-// is executor, approver or viewer and token is at least MinBearerTokenBytes; blank lines and
+// is executor, approver or viewer and token is at least MinBearerTokenBytes of bearer-token
+// characters (b64token, RFC 6750: what a client can send; issue 6, item 1.9); blank lines and
 // lines starting with '#' are ignored. Errors name the file and line (never the token):
-// unreadable or oversized file, wrong field count, unknown role, short or duplicate token,
-// no entries.
+// unreadable or oversized file, wrong field count, unknown role, short, malformed or duplicate
+// token, no entries.
 func LoadAuthFile(path string) (*Authenticator, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -112,6 +140,9 @@ func ParseAuth(r io.Reader, name string) (*Authenticator, error) {
 		if len(tok) < MinBearerTokenBytes {
 			return nil, fmt.Errorf("%s:%d: the token of %q is shorter than %d bytes", name, n, id, MinBearerTokenBytes)
 		}
+		if len(tok) > maxBearerBytes || !b64token.MatchString(tok) {
+			return nil, fmt.Errorf("%s:%d: the token of %q is not a bearer token: at most %d of the characters A-Z a-z 0-9 - . _ ~ + /, then optionally = at the end (RFC 6750)", name, n, id, maxBearerBytes)
+		}
 		h := sha256.Sum256([]byte(tok))
 		if prev, dup := seen[h]; dup {
 			return nil, fmt.Errorf("%s:%d: the token of %q is also used on line %d; give every caller its own", name, n, id, prev)
@@ -128,7 +159,9 @@ func ParseAuth(r io.Reader, name string) (*Authenticator, error) {
 	return a, nil
 }
 
-// lookup returns the caller whose token matches; every entry is compared, in constant time.
+// lookup returns the caller whose token matches. The token is hashed and compared with every
+// entry's hash in constant time (crypto/subtle), so neither which entry matched nor how much
+// of a token was right shows in the time taken.
 func (a *Authenticator) lookup(token string) (Caller, bool) {
 	h := sha256.Sum256([]byte(token))
 	var found Caller
@@ -151,13 +184,12 @@ func CallerFrom(ctx context.Context) (Caller, bool) {
 
 // authorize checks the Authorization header for procedure and returns ctx with the caller.
 func (a *Authenticator) authorize(ctx context.Context, procedure string, h http.Header) (context.Context, error) {
-	v := h.Get("Authorization")
-	tok, ok := strings.CutPrefix(v, "Bearer ")
-	if !ok || tok == "" || len(tok) > maxBearerBytes {
+	tok, ok := bearerToken(h)
+	if !ok {
 		return ctx, rpcError(connect.CodeUnauthenticated, CodeUnauthenticated,
-			"this control plane needs \"Authorization: Bearer <token>\" from its auth file")
+			"this control plane needs one \"Authorization: Bearer <token>\" header, with a token from its auth file and no other spaces")
 	}
-	c, found := a.lookup(strings.TrimSpace(tok))
+	c, found := a.lookup(tok)
 	if !found {
 		return ctx, rpcError(connect.CodeUnauthenticated, CodeUnauthenticated, "the bearer token is not in this control plane's auth file")
 	}

@@ -69,7 +69,7 @@ func recordConcurrently(tb testing.TB, c clients, ccs []*grpc.ClientConn, prefix
 				var res rbookv1.RecordTransitionResponse
 				began := time.Now()
 				err := ccs[i%len(ccs)].Invoke(context.Background(), rbookv1connect.RunServiceRecordTransitionProcedure,
-					&rbookv1.RecordTransitionRequest{Transition: transition(id, seq, final)}, &res)
+					&rbookv1.RecordTransitionRequest{Transition: transition(id, seq, final), OwnerId: testOwner, Epoch: 1}, &res)
 				lat[i] = append(lat[i], time.Since(began))
 				if err != nil {
 					failed.Store(fmt.Errorf("%s seq %d: %w", id, seq, err))
@@ -158,7 +158,7 @@ func BenchmarkApproveToWatch(b *testing.B) {
 	b.ResetTimer()
 	for i := range b.N {
 		b.StopTimer()
-		res, err := c.apps.RequestApproval(context.Background(), &rbookv1.RequestApprovalRequest{RunId: id, NodeId: fmt.Sprintf("g%d", i),
+		res, err := c.apps.RequestApproval(context.Background(), &rbookv1.RequestApprovalRequest{OwnerId: testOwner, Epoch: 1, RunId: id, StepName: fmt.Sprintf("g%d", i),
 			PlanDigest: digest("plan"), Deadline: timestamppb.New(time.Now().Add(time.Hour))})
 		if err != nil {
 			b.Fatal(err)

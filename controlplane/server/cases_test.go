@@ -114,7 +114,7 @@ func TestCase_A01_ConcurrentWritersPollerAndWatch(t *testing.T) {
 					final = rbookv1.RunStatus_RUN_STATUS_SUCCEEDED
 				}
 				var res rbookv1.RecordTransitionResponse
-				req := &rbookv1.RecordTransitionRequest{Transition: transition(runID(i), seq, final)}
+				req := &rbookv1.RecordTransitionRequest{Transition: transition(runID(i), seq, final), OwnerId: testOwner, Epoch: 1}
 				if err := cc.Invoke(context.Background(), rbookv1connect.RunServiceRecordTransitionProcedure, req, &res); err != nil {
 					errs <- fmt.Errorf("run %d seq %d: %w", i, seq, err)
 					return
@@ -175,11 +175,11 @@ func TestCase_A01_ConcurrentWritersPollerAndWatch(t *testing.T) {
 	}
 
 	// A refused write is an error, and nothing of it is stored.
-	_, err = c.runs.RecordTransition(context.Background(), &rbookv1.RecordTransitionRequest{Transition: transition(runID(1), perRun+2, 0)})
+	_, err = c.runs.RecordTransition(context.Background(), &rbookv1.RecordTransitionRequest{Transition: transition(runID(1), perRun+2, 0), OwnerId: testOwner, Epoch: 1})
 	wantCode(t, err, connect.CodeFailedPrecondition, "E_SEQ_GAP")
 	conflict := transition(runID(1), 3, 0)
 	conflict.Message = "different"
-	_, err = c.runs.RecordTransition(context.Background(), &rbookv1.RecordTransitionRequest{Transition: conflict})
+	_, err = c.runs.RecordTransition(context.Background(), &rbookv1.RecordTransitionRequest{Transition: conflict, OwnerId: testOwner, Epoch: 1})
 	wantCode(t, err, connect.CodeAlreadyExists, "E_SEQ_CONFLICT")
 	dup := record(t, c, transition(runID(1), 3, 0))
 	if !dup.GetDuplicate() || dup.GetLastSeq() != perRun {
@@ -400,21 +400,21 @@ func TestCase_A03_TokenReplayAndBinding(t *testing.T) {
 	startRunDigest(t, c, "R5", digest("v1"))
 	_, t5 := gateDigest(t, c, "R5", time.Hour, digest("v1"))
 	tokens = append(tokens, t5)
-	if run := startRunDigest(t, c, "R5", digest("v2")); run.GetPlaybookHash() != digest("v2") { // the resume
-		t.Fatalf("item 6: the resumed run has plan digest %s, want v2's", run.GetPlaybookHash())
+	if run := startRunDigest(t, c, "R5", digest("v2")); run.GetContentHash() != digest("v2") { // the resume
+		t.Fatalf("item 6: the resumed run has plan digest %s, want v2's", run.GetContentHash())
 	}
-	if got, err := c.runs.GetRun(ctx, &rbookv1.GetRunRequest{RunId: "R5"}); err != nil || got.GetRun().GetPlaybookHash() != digest("v2") {
+	if got, err := c.runs.GetRun(ctx, &rbookv1.GetRunRequest{RunId: "R5"}); err != nil || got.GetRun().GetContentHash() != digest("v2") {
 		t.Fatalf("item 6: GetRun after the resume: %v, %v", got.GetRun(), err)
 	}
 	_, err = approve(t5)
 	wantCode(t, err, connect.CodeFailedPrecondition, "E_PLAN_DIGEST_MISMATCH")
-	_, err = c.apps.RequestApproval(ctx, &rbookv1.RequestApprovalRequest{RunId: "R5", NodeId: "approve", StepIndex: 1,
+	_, err = c.apps.RequestApproval(ctx, &rbookv1.RequestApprovalRequest{OwnerId: testOwner, Epoch: epochOf(t, c, "R5"), RunId: "R5", StepName: "approve", StepIndex: 1,
 		Deadline: timestamppb.New(time.Now().Add(time.Hour)), PlanDigest: digest("v1")})
 	wantCode(t, err, connect.CodeFailedPrecondition, "E_PLAN_DIGEST_MISMATCH")
-	_, err = c.runs.StartRun(ctx, &rbookv1.StartRunRequest{RunId: "R5", RunbookName: "demo", PlanDigest: digest("v3"),
+	_, err = c.runs.StartRun(ctx, &rbookv1.StartRunRequest{OwnerId: "another-owner-0123456789", RunId: "R5", Name: "demo", ContentHash: digest("v3"),
 		SchemaHash8: "0123abcd", TotalSteps: 5})
-	wantCode(t, err, connect.CodeAlreadyExists, "E_RUN_EXISTS")
-	if got, err := c.runs.GetRun(ctx, &rbookv1.GetRunRequest{RunId: "R5"}); err != nil || got.GetRun().GetPlaybookHash() != digest("v2") {
+	wantCode(t, err, connect.CodeAlreadyExists, "E_RUN_OWNED")
+	if got, err := c.runs.GetRun(ctx, &rbookv1.GetRunRequest{RunId: "R5"}); err != nil || got.GetRun().GetContentHash() != digest("v2") {
 		t.Fatalf("item 6: a refused StartRun changed the plan digest: %v, %v", got.GetRun(), err)
 	}
 	_, t5b := gateDigest(t, c, "R5", time.Hour, digest("v2"))
@@ -540,15 +540,15 @@ func TestCase_A04_DeadlineAndCancel(t *testing.T) {
 			!again.GetRun().GetCompletedAt().AsTime().Equal(res.GetRun().GetCompletedAt().AsTime()) {
 			t.Fatalf("second CancelRun: %v %v", again.GetRun(), err)
 		}
-		_, err = c.apps.RequestApproval(ctx, &rbookv1.RequestApprovalRequest{RunId: id, NodeId: "n2", PlanDigest: digest("plan"),
+		_, err = c.apps.RequestApproval(ctx, &rbookv1.RequestApprovalRequest{OwnerId: testOwner, Epoch: 1, RunId: id, StepName: "n2", PlanDigest: digest("plan"),
 			Deadline: timestamppb.New(time.Now().Add(time.Hour))})
 		wantCode(t, err, connect.CodeFailedPrecondition, "E_RUN_CANCELLED")
 
 		// The executor winds down: its in-progress transition is kept but answered with
 		// E_RUN_CANCELLED; a different final status is refused; its CANCELLED finish is kept.
-		_, err = c.runs.RecordTransition(ctx, &rbookv1.RecordTransitionRequest{Transition: transition(id, 2, 0)})
+		_, err = c.runs.RecordTransition(ctx, &rbookv1.RecordTransitionRequest{Transition: transition(id, 2, 0), OwnerId: testOwner, Epoch: 1})
 		wantCode(t, err, connect.CodeFailedPrecondition, "E_RUN_CANCELLED")
-		_, err = c.runs.RecordTransition(ctx, &rbookv1.RecordTransitionRequest{Transition: transition(id, 3, rbookv1.RunStatus_RUN_STATUS_SUCCEEDED)})
+		_, err = c.runs.RecordTransition(ctx, &rbookv1.RecordTransitionRequest{Transition: transition(id, 3, rbookv1.RunStatus_RUN_STATUS_SUCCEEDED), OwnerId: testOwner, Epoch: 1})
 		wantCode(t, err, connect.CodeFailedPrecondition, "E_RUN_CANCELLED")
 		record(t, c, transition(id, 3, rbookv1.RunStatus_RUN_STATUS_CANCELLED))
 		run, err := c.runs.GetRun(ctx, &rbookv1.GetRunRequest{RunId: id})

@@ -104,22 +104,29 @@ func ts(t time.Time) *timestamppb.Timestamp {
 // runToProto renders a run with the status the caller computed (gateIndex.effective).
 func runToProto(r store.Run, status rbookv1.RunStatus) *rbookv1.Run {
 	p := &rbookv1.Run{
-		RunId: r.RunID, PlaybookName: r.PlaybookName, PlaybookHash: r.PlaybookHash, CurrentNode: r.CurrentNode,
-		Status: status, StartedAt: ts(r.StartedAt), CompletedAt: ts(r.CompletedAt), EpicId: r.EpicID, SessionId: r.SessionID,
+		RunId: r.RunID, Kind: runKindToProto[r.Kind], Name: r.PlaybookName, ContentHash: r.PlaybookHash, CurrentStep: r.CurrentNode,
+		Status: status, StartedAt: ts(r.StartedAt), CompletedAt: ts(r.CompletedAt),
 		SchemaHash8: r.SchemaHash8, TotalSteps: int32(r.TotalSteps), LastCompletedStepIndex: int32(r.LastCompletedStepIndex),
 		LastDeployName: r.LastDeployName, StartedBy: r.StartedBy, LastSeq: r.LastSeq, UpdatedAt: ts(r.UpdatedAt),
+	}
+	if r.LeaseEpoch > 0 {
+		p.Lease = &rbookv1.RunLease{Owner: r.Owner, Epoch: r.LeaseEpoch, ExpiresAt: ts(r.LeaseExpiresAt)}
 	}
 	if len(r.ErrorContext) > 0 && string(r.ErrorContext) != "null" {
 		p.ErrorContext = string(r.ErrorContext)
 	}
-	if len(r.Bindings) > 0 && string(r.Bindings) != "{}" {
-		p.Bindings = string(r.Bindings)
-	}
-	if len(r.IterationCounts) > 0 && string(r.IterationCounts) != "{}" {
-		var counts map[string]int32
-		if json.Unmarshal(r.IterationCounts, &counts) == nil && len(counts) > 0 {
-			p.IterationCounts = counts
+	if r.Kind == store.KindPlaybook {
+		pb := &rbookv1.PlaybookRunDetails{EpicId: r.EpicID, SessionId: r.SessionID}
+		if len(r.Bindings) > 0 && string(r.Bindings) != "{}" {
+			pb.Bindings = string(r.Bindings)
 		}
+		if len(r.IterationCounts) > 0 && string(r.IterationCounts) != "{}" {
+			var counts map[string]int32
+			if json.Unmarshal(r.IterationCounts, &counts) == nil && len(counts) > 0 {
+				pb.IterationCounts = counts
+			}
+		}
+		p.Playbook = pb
 	}
 	// The store keeps no current step index: a final run is past its last step, otherwise the
 	// step after the last completed one is the current one.
@@ -137,13 +144,19 @@ func applyProgress(r *store.Run, p store.RunProgress) {
 	if !p.CompletedAt.IsZero() {
 		r.CompletedAt = p.CompletedAt
 	}
+	r.Owner, r.OwnerIDHash, r.LeaseEpoch, r.LeaseExpiresAt = p.Owner, p.OwnerIDHash, p.LeaseEpoch, p.LeaseExpiresAt
+}
+
+var runKindToProto = map[store.RunKind]rbookv1.RunKind{
+	store.KindRunbook:  rbookv1.RunKind_RUN_KIND_RUNBOOK,
+	store.KindPlaybook: rbookv1.RunKind_RUN_KIND_PLAYBOOK,
 }
 
 func transitionToProto(t store.Transition) *rbookv1.Transition {
 	p := &rbookv1.Transition{
 		RunId: t.RunID, Seq: t.Seq, Kind: kindToProto(t.Kind), Time: ts(t.At), StepIndex: int32(t.StepIndex),
 		StepName: t.StepName, StepType: t.StepType, LastDeployName: t.LastDeployName, Message: t.Message,
-		RecordedAt: ts(t.RecordedAt),
+		RecordedAt: ts(t.RecordedAt), RollbackFor: t.RollbackFor,
 	}
 	if st, err := store.RunStatusOf(t.RunStatus, t.Kind); err == nil {
 		p.RunStatus = runStatusToProto[st]
@@ -156,8 +169,13 @@ func transitionToProto(t store.Transition) *rbookv1.Transition {
 
 func evidenceToProto(e store.Evidence) *rbookv1.Evidence {
 	return &rbookv1.Evidence{StepName: e.StepName, Type: e.Type, Input: e.Input, Output: e.Output,
-		Status: stepStatusToProto[e.Status], TimestampUtc: e.At.UTC().Format(evidenceTimeLayout)}
+		Status: stepStatusToProto[e.Status], TimestampUtc: e.At.UTC().Format(evidenceTimeLayout), SourceInput: e.SourceInput}
 }
+
+// MaxEvidenceOutputBytes caps an evidence entry's output at the server (issue 6, item 1.8):
+// the executor's own cap (engine.MaxOutputBytes, 64 KiB) plus room for its truncation note,
+// so every honest executor fits and nothing larger is ever stored.
+const MaxEvidenceOutputBytes = 64<<10 + 256
 
 // transitionFromProto validates what the store does not (enums, required message fields)
 // and converts. Errors name the request field.
@@ -182,7 +200,7 @@ func transitionFromProto(p *rbookv1.Transition) (store.Transition, error) {
 	t := store.Transition{
 		RunID: p.GetRunId(), Seq: p.GetSeq(), Kind: kind, At: p.GetTime().AsTime(),
 		StepIndex: int(p.GetStepIndex()), StepName: p.GetStepName(), StepType: p.GetStepType(), RunStatus: exec,
-		LastDeployName: p.GetLastDeployName(), Message: p.GetMessage(),
+		LastDeployName: p.GetLastDeployName(), Message: p.GetMessage(), RollbackFor: p.GetRollbackFor(),
 	}
 	if e := p.GetEvidence(); e != nil {
 		status, ok := stepStatusFromProto[e.GetStatus()]
@@ -193,7 +211,12 @@ func transitionFromProto(p *rbookv1.Transition) (store.Transition, error) {
 		if err != nil {
 			return store.Transition{}, invalidArg("transition.evidence.timestamp_utc %q is not an RFC 3339 time", truncate(e.GetTimestampUtc(), 64))
 		}
-		t.Evidence = &store.Evidence{StepName: e.GetStepName(), Type: e.GetType(), Input: e.Input, Output: e.GetOutput(), Status: status, At: at}
+		if len(e.GetOutput()) > MaxEvidenceOutputBytes {
+			return store.Transition{}, invalidArg("transition.evidence.output is %d bytes, over the limit of %d (64 KiB and the executor's truncation note)",
+				len(e.GetOutput()), MaxEvidenceOutputBytes)
+		}
+		t.Evidence = &store.Evidence{StepName: e.GetStepName(), Type: e.GetType(), Input: e.Input, SourceInput: e.SourceInput,
+			Output: e.GetOutput(), Status: status, At: at}
 	}
 	return t, nil
 }
@@ -201,7 +224,7 @@ func transitionFromProto(p *rbookv1.Transition) (store.Transition, error) {
 // approvalToProto renders an approval; it never carries the token or its hash (DESIGN D9).
 func approvalToProto(a store.Approval) *rbookv1.Approval {
 	p := &rbookv1.Approval{
-		ApprovalId: a.ApprovalID, RunId: a.RunID, NodeId: a.NodeID, RequestedAt: ts(a.RequestedAt),
+		ApprovalId: a.ApprovalID, RunId: a.RunID, StepName: a.NodeID, RequestedAt: ts(a.RequestedAt),
 		ApprovedAt: ts(a.DecidedAt), Approver: a.Approver, Reason: a.Reason, Status: approvalStatusToProto[a.Status],
 		AutoPassed: a.AutoPassed, StepIndex: int32(a.StepIndex), Prompt: a.Prompt, Deadline: ts(a.Deadline),
 		PlanDigest: a.PlanDigest, OnFail: a.OnFail,

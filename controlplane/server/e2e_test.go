@@ -37,7 +37,7 @@ func TestProtocolsReflectionHealth(t *testing.T) {
 		"grpc": newClients(p.URL, connect.WithGRPC()), "grpc-web": newClients(p.URL, connect.WithGRPCWeb()),
 	} {
 		res, err := c.runs.GetRun(ctx, &rbookv1.GetRunRequest{RunId: "RBOOK-20260102-proto"})
-		if err != nil || res.GetRun().GetPlaybookName() != "demo" || res.GetRun().GetStartedBy() != "tester" {
+		if err != nil || res.GetRun().GetName() != "demo" || res.GetRun().GetStartedBy() != "tester" {
 			t.Fatalf("%s: GetRun %v %v", name, res.GetRun(), err)
 		}
 	}
@@ -169,12 +169,12 @@ func TestAuth(t *testing.T) {
 	}
 
 	// Identity comes from the token: started_by is ci-bot, not what the request claims.
-	res, err := exec.runs.StartRun(ctx, &rbookv1.StartRunRequest{RunId: "R-auth", RunbookName: "demo", PlanDigest: digest("plan"),
+	res, err := exec.runs.StartRun(ctx, &rbookv1.StartRunRequest{OwnerId: testOwner, RunId: "R-auth", Name: "demo", ContentHash: digest("plan"),
 		SchemaHash8: "0123abcd", TotalSteps: 2, StartedBy: "mallory"})
 	if err != nil || res.GetRun().GetStartedBy() != "ci-bot" {
 		t.Fatalf("executor StartRun: %v %v", res.GetRun(), err)
 	}
-	_, err = view.runs.StartRun(ctx, &rbookv1.StartRunRequest{RunId: "R-view", RunbookName: "demo", PlanDigest: digest("plan"), SchemaHash8: "0123abcd", TotalSteps: 2})
+	_, err = view.runs.StartRun(ctx, &rbookv1.StartRunRequest{OwnerId: testOwner, RunId: "R-view", Name: "demo", ContentHash: digest("plan"), SchemaHash8: "0123abcd", TotalSteps: 2})
 	wantCode(t, err, connect.CodePermissionDenied, "E_PERMISSION_DENIED")
 	if _, err := view.runs.GetRun(ctx, &rbookv1.GetRunRequest{RunId: "R-auth"}); err != nil {
 		t.Fatalf("viewer GetRun: %v", err)
@@ -182,7 +182,7 @@ func TestAuth(t *testing.T) {
 	_, tok := gate(t, exec, "R-auth", time.Hour)
 	_, err = exec.apps.Approve(ctx, &rbookv1.ApproveRequest{Token: tok})
 	wantCode(t, err, connect.CodePermissionDenied, "E_PERMISSION_DENIED")
-	_, err = appr.apps.RequestApproval(ctx, &rbookv1.RequestApprovalRequest{RunId: "R-auth", NodeId: "n"})
+	_, err = appr.apps.RequestApproval(ctx, &rbookv1.RequestApprovalRequest{OwnerId: testOwner, Epoch: 1, RunId: "R-auth", StepName: "n"})
 	wantCode(t, err, connect.CodePermissionDenied, "E_PERMISSION_DENIED")
 	ok, err := appr.apps.Approve(ctx, &rbookv1.ApproveRequest{Token: tok, Approver: "mallory", Reason: "ok"})
 	if err != nil || ok.GetApproval().GetApprover() != "alice" {
@@ -192,7 +192,7 @@ func TestAuth(t *testing.T) {
 	// --forbid-self-approval: bob started the run, so bob may not approve it (but may reject).
 	bobExec := newClients(p.URL, withBearer("bob-exec-token-0123456789"))
 	bobAppr := newClients(p.URL, withBearer("bob-appr-token-0123456789"))
-	if _, err := bobExec.runs.StartRun(ctx, &rbookv1.StartRunRequest{RunId: "R-bob", RunbookName: "demo", PlanDigest: digest("plan"),
+	if _, err := bobExec.runs.StartRun(ctx, &rbookv1.StartRunRequest{OwnerId: testOwner, RunId: "R-bob", Name: "demo", ContentHash: digest("plan"),
 		SchemaHash8: "0123abcd", TotalSteps: 2}); err != nil {
 		t.Fatal(err)
 	}
@@ -356,14 +356,14 @@ func TestEvidencePackAndListing(t *testing.T) {
 	}
 	_, err = c.runs.ListRuns(ctx, &rbookv1.ListRunsRequest{PageToken: "garbage"})
 	wantCode(t, err, connect.CodeInvalidArgument, "E_INVALID_ARGUMENT")
-	_, err = c.runs.StartRun(ctx, &rbookv1.StartRunRequest{RunId: "R-ev", RunbookName: "demo", PlanDigest: digest("plan"), SchemaHash8: "0123abcd", TotalSteps: 5})
-	wantCode(t, err, connect.CodeAlreadyExists, "E_RUN_EXISTS")
-	_, err = c.runs.StartRun(ctx, &rbookv1.StartRunRequest{RunId: "R-bad", RunbookName: "bad name", PlanDigest: digest("plan"), SchemaHash8: "0123abcd", TotalSteps: 5})
+	_, err = c.runs.StartRun(ctx, &rbookv1.StartRunRequest{OwnerId: "another-owner-0123456789", RunId: "R-ev", Name: "demo", ContentHash: digest("plan"), SchemaHash8: "0123abcd", TotalSteps: 5})
+	wantCode(t, err, connect.CodeAlreadyExists, "E_RUN_OWNED")
+	_, err = c.runs.StartRun(ctx, &rbookv1.StartRunRequest{OwnerId: testOwner, RunId: "R-bad", Name: "bad name", ContentHash: digest("plan"), SchemaHash8: "0123abcd", TotalSteps: 5})
 	wantCode(t, err, connect.CodeInvalidArgument, "E_INVALID_ARGUMENT")
-	_, err = c.runs.RecordTransition(ctx, &rbookv1.RecordTransitionRequest{Transition: transition("nope", 1, 0)})
+	_, err = c.runs.RecordTransition(ctx, &rbookv1.RecordTransitionRequest{Transition: transition("nope", 1, 0), OwnerId: testOwner, Epoch: 1})
 	wantCode(t, err, connect.CodeNotFound, "E_RUN_NOT_FOUND")
 	record(t, c, transition("R-ev", 6, rbookv1.RunStatus_RUN_STATUS_SUCCEEDED))
-	_, err = c.runs.StartRun(ctx, &rbookv1.StartRunRequest{RunId: "R-ev", RunbookName: "demo", PlanDigest: digest("plan"), SchemaHash8: "0123abcd", TotalSteps: 5, Idempotent: true})
+	_, err = c.runs.StartRun(ctx, &rbookv1.StartRunRequest{OwnerId: testOwner, RunId: "R-ev", Name: "demo", ContentHash: digest("plan"), SchemaHash8: "0123abcd", TotalSteps: 5})
 	wantCode(t, err, connect.CodeFailedPrecondition, "E_RUN_FINAL")
 	_, err = c.runs.CancelRun(ctx, &rbookv1.CancelRunRequest{RunId: "R-ev"})
 	wantCode(t, err, connect.CodeFailedPrecondition, "E_RUN_FINAL")
@@ -378,12 +378,12 @@ func TestOnFailAndRecordedAt(t *testing.T) {
 	ctx := context.Background()
 	const id = "RBOOK-20260102-onfail"
 	startRun(t, c, id)
-	opened, err := c.apps.RequestApproval(ctx, &rbookv1.RequestApprovalRequest{RunId: id, NodeId: "approve", StepIndex: 1,
+	opened, err := c.apps.RequestApproval(ctx, &rbookv1.RequestApprovalRequest{OwnerId: testOwner, Epoch: 1, RunId: id, StepName: "approve", StepIndex: 1,
 		Deadline: timestamppb.New(time.Now().Add(time.Hour)), PlanDigest: digest("plan"), OnFail: "rollback"})
 	if err != nil || opened.GetApproval().GetOnFail() != "rollback" {
 		t.Fatalf("RequestApproval: %v, %v; want on_fail rollback", opened.GetApproval(), err)
 	}
-	retried, err := c.apps.RequestApproval(ctx, &rbookv1.RequestApprovalRequest{RunId: id, NodeId: "approve", StepIndex: 1,
+	retried, err := c.apps.RequestApproval(ctx, &rbookv1.RequestApprovalRequest{OwnerId: testOwner, Epoch: 1, RunId: id, StepName: "approve", StepIndex: 1,
 		Deadline: timestamppb.New(time.Now().Add(time.Hour)), PlanDigest: digest("plan"), OnFail: "rollback"})
 	if err != nil || retried.GetApproval().GetApprovalId() != opened.GetApproval().GetApprovalId() || retried.GetApproval().GetOnFail() != "rollback" {
 		t.Fatalf("retried RequestApproval: %v, %v", retried.GetApproval(), err)
@@ -396,7 +396,7 @@ func TestOnFailAndRecordedAt(t *testing.T) {
 	if err != nil || len(list.GetApprovals()) != 1 || list.GetApprovals()[0].GetOnFail() != "rollback" {
 		t.Fatalf("ListApprovals: %v, %v", list.GetApprovals(), err)
 	}
-	_, err = c.apps.RequestApproval(ctx, &rbookv1.RequestApprovalRequest{RunId: id, NodeId: "other", StepIndex: 2,
+	_, err = c.apps.RequestApproval(ctx, &rbookv1.RequestApprovalRequest{OwnerId: testOwner, Epoch: 1, RunId: id, StepName: "other", StepIndex: 2,
 		Deadline: timestamppb.New(time.Now().Add(time.Hour)), PlanDigest: digest("plan"), OnFail: "retry"})
 	wantCode(t, err, connect.CodeInvalidArgument, "E_INVALID_ARGUMENT")
 

@@ -22,7 +22,9 @@ const (
 	CodePlanDigestMismatch     = "E_PLAN_DIGEST_MISMATCH"
 	CodeSelfApproval           = "E_SELF_APPROVAL"
 	CodeRunNotFound            = "E_RUN_NOT_FOUND"
-	CodeRunExists              = "E_RUN_EXISTS"
+	CodeRunOwned               = "E_RUN_OWNED"
+	CodeLeaseHeld              = "E_LEASE_HELD"
+	CodeLeaseLost              = "E_LEASE_LOST"
 	CodeRunFinal               = "E_RUN_FINAL"
 	CodeRunCancelled           = "E_RUN_CANCELLED"
 	CodeSeqConflict            = "E_SEQ_CONFLICT"
@@ -73,6 +75,15 @@ func (s *Server) storeError(ctx context.Context, op string, err error) *connect.
 	switch {
 	case errors.Is(err, store.ErrInvalidArgument):
 		return invalidArg("%s", storeMessage(err, store.ErrInvalidArgument))
+	case errors.Is(err, store.ErrReadOnly):
+		return rpcError(connect.CodePermissionDenied, CodePermissionDenied, "this view of the control-plane database is read-only; %s needs a running control plane", op)
+	case errors.Is(err, store.ErrLeaseLost):
+		return rpcError(connect.CodeFailedPrecondition, CodeLeaseLost,
+			"%s: another executor resumed or took over the run since this one started it; this executor must stop writing (DESIGN D12)",
+			storeMessage(err, store.ErrLeaseLost))
+	case errors.Is(err, store.ErrNotOwner):
+		return rpcError(connect.CodePermissionDenied, CodePermissionDenied,
+			"%s is owned by another executor identity; executors write only their own runs", storeMessage(err, store.ErrNotOwner))
 	case errors.Is(err, store.ErrClosed):
 		return rpcError(connect.CodeUnavailable, CodeRetry, "the control plane is shutting down; retry")
 	case errors.Is(err, context.Canceled):

@@ -55,10 +55,10 @@ func TestGrpcurl(t *testing.T) {
 		}
 	}
 	const run = "RBOOK-20260102-grpcurl-0123abcd"
-	must("rbook.v1.RunService/StartRun", map[string]any{"run_id": run, "runbook_name": "grpcurl", "plan_digest": digest("plan"),
-		"schema_hash8": "0123abcd", "total_steps": 2})
-	out := must("rbook.v1.ApprovalService/RequestApproval", map[string]any{"run_id": run, "node_id": "approve", "step_index": 1,
-		"plan_digest": digest("plan"), "deadline": time.Now().Add(time.Hour).UTC().Format(time.RFC3339)})
+	must("rbook.v1.RunService/StartRun", map[string]any{"run_id": run, "name": "grpcurl", "content_hash": digest("plan"),
+		"schema_hash8": "0123abcd", "total_steps": 2, "owner_id": testOwner})
+	out := must("rbook.v1.ApprovalService/RequestApproval", map[string]any{"run_id": run, "step_name": "approve", "step_index": 1,
+		"owner_id": testOwner, "epoch": 1, "plan_digest": digest("plan"), "deadline": time.Now().Add(time.Hour).UTC().Format(time.RFC3339)})
 	var opened struct{ Token string }
 	if err := json.Unmarshal([]byte(out), &opened); err != nil || opened.Token == "" {
 		t.Fatalf("RequestApproval output has no token: %v\n%s", err, out)
@@ -74,7 +74,7 @@ func TestGrpcurl(t *testing.T) {
 		t.Fatalf("replayed Approve: %v\n%s", err, replay)
 	}
 	must("rbook.v1.RunService/RecordTransition", map[string]any{"transition": map[string]any{"run_id": run, "seq": 1,
-		"kind": "TRANSITION_KIND_RUN_FINISHED", "time": time.Now().UTC().Format(time.RFC3339), "step_index": -1, "run_status": "RUN_STATUS_SUCCEEDED"}})
+		"kind": "TRANSITION_KIND_RUN_FINISHED", "time": time.Now().UTC().Format(time.RFC3339), "step_index": -1, "run_status": "RUN_STATUS_SUCCEEDED"}, "owner_id": testOwner, "epoch": 1})
 	got := must("rbook.v1.RunService/GetRun", map[string]any{"run_id": run})
 	if !strings.Contains(got, "RUN_STATUS_SUCCEEDED") || !strings.Contains(got, "TRANSITION_KIND_RUN_FINISHED") {
 		t.Fatalf("GetRun after the run finished:\n%s", got)

@@ -37,6 +37,9 @@ const testSecret = "server-test-secret-0123456789abcdef"
 // With RBOOK_TEST_SERVE_RACE=1 it is built with the race detector too.
 var rbookBin string
 
+// testOwner is the owner id every test executor starts runs with (DESIGN D12).
+const testOwner = "test-owner-0123456789"
+
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "rbook-server-test-")
 	if err != nil {
@@ -258,8 +261,8 @@ func startRun(t testing.TB, c clients, id string) *rbookv1.Run {
 
 func startRunDigest(t testing.TB, c clients, id, planDigest string) *rbookv1.Run {
 	t.Helper()
-	res, err := c.runs.StartRun(context.Background(), &rbookv1.StartRunRequest{RunId: id, RunbookName: "demo",
-		PlanDigest: planDigest, SchemaHash8: "0123abcd", TotalSteps: 5, StartedBy: "tester", Idempotent: true})
+	res, err := c.runs.StartRun(context.Background(), &rbookv1.StartRunRequest{OwnerId: testOwner, RunId: id, Name: "demo",
+		ContentHash: planDigest, SchemaHash8: "0123abcd", TotalSteps: 5, StartedBy: "tester"})
 	if err != nil {
 		t.Fatalf("StartRun %s: %v", id, err)
 	}
@@ -286,9 +289,20 @@ func transition(runID string, seq int64, final rbookv1.RunStatus) *rbookv1.Trans
 	return t
 }
 
+// epochOf is the run's current lease epoch (every StartRun by testOwner bumps it), or 1
+// when the run does not exist.
+func epochOf(t testing.TB, c clients, runID string) int64 {
+	t.Helper()
+	res, err := c.runs.GetRun(context.Background(), &rbookv1.GetRunRequest{RunId: runID, PageSize: 1})
+	if err != nil {
+		return 1
+	}
+	return res.GetRun().GetLease().GetEpoch()
+}
+
 func record(t testing.TB, c clients, tr *rbookv1.Transition) *rbookv1.RecordTransitionResponse {
 	t.Helper()
-	res, err := c.runs.RecordTransition(context.Background(), &rbookv1.RecordTransitionRequest{Transition: tr})
+	res, err := c.runs.RecordTransition(context.Background(), &rbookv1.RecordTransitionRequest{Transition: tr, OwnerId: testOwner, Epoch: epochOf(t, c, tr.GetRunId())})
 	if err != nil {
 		t.Fatalf("RecordTransition %s/%d: %v", tr.GetRunId(), tr.GetSeq(), err)
 	}
@@ -303,8 +317,8 @@ func gate(t testing.TB, c clients, runID string, in time.Duration) (*rbookv1.App
 
 func gateDigest(t testing.TB, c clients, runID string, in time.Duration, planDigest string) (*rbookv1.Approval, string) {
 	t.Helper()
-	res, err := c.apps.RequestApproval(context.Background(), &rbookv1.RequestApprovalRequest{RunId: runID, NodeId: "approve",
-		StepIndex: 1, Prompt: "Deploy?", Deadline: timestamppb.New(time.Now().Add(in)), PlanDigest: planDigest, OnFail: "halt"})
+	res, err := c.apps.RequestApproval(context.Background(), &rbookv1.RequestApprovalRequest{OwnerId: testOwner, Epoch: epochOf(t, c, runID), RunId: runID,
+		StepName: "approve", StepIndex: 1, Prompt: "Deploy?", Deadline: timestamppb.New(time.Now().Add(in)), PlanDigest: planDigest, OnFail: "halt"})
 	if err != nil {
 		t.Fatalf("RequestApproval %s: %v", runID, err)
 	}

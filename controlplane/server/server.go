@@ -69,8 +69,12 @@ type Server struct {
 // New builds the handler over st and starts the gate-deadline timer. It must be called
 // before st serves other writers (it loads the pending gates first). Errors: a missing or
 // short Secret, a storage failure while loading pending gates.
+//
+// Over a store from store.OpenReadOnly it is a read-only view (issue 6, item 3.3: the CLI
+// reads an ended embedded run's history in-process): no Secret is needed, no deadline timer
+// runs, reads answer as usual and every write RPC fails with PERMISSION_DENIED.
 func New(st *store.Store, opts Options) (*Server, error) {
-	if len(opts.Secret) < approval.MinSecretBytes {
+	if len(opts.Secret) < approval.MinSecretBytes && !st.ReadOnly() {
 		return nil, fmt.Errorf("server: %w", approval.ErrWeakSecret)
 	}
 	if opts.Logger == nil {
@@ -99,8 +103,13 @@ func New(st *store.Store, opts Options) (*Server, error) {
 	s.mux = http.NewServeMux()
 	s.mux.Handle(rbookv1connect.NewRunServiceHandler(runService{s}, handlerOpts...))
 	s.mux.Handle(rbookv1connect.NewApprovalServiceHandler(approvalService{s}, handlerOpts...))
-	reflector := grpcreflect.NewStaticReflector(rbookv1connect.RunServiceName, rbookv1connect.ApprovalServiceName,
-		grpchealth.HealthV1ServiceName)
+	files, err := reflectionResolver()
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	// Reflection resolves from the descriptors with the proto's comments (issue 6, item 3.5).
+	names := []string{rbookv1connect.RunServiceName, rbookv1connect.ApprovalServiceName, grpchealth.HealthV1ServiceName}
+	reflector := grpcreflect.NewReflector(grpcreflect.NamerFunc(func() []string { return names }), grpcreflect.WithDescriptorResolver(files))
 	s.mux.Handle(grpcreflect.NewHandlerV1(reflector))
 	s.mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
 	s.health = grpchealth.NewStaticChecker(rbookv1connect.RunServiceName, rbookv1connect.ApprovalServiceName)
@@ -108,6 +117,10 @@ func New(st *store.Store, opts Options) (*Server, error) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	s.stopLoop = func() { cancel(); unsubscribe() }
+	if st.ReadOnly() {
+		close(s.loopDone) // gates cannot expire in a database nobody writes
+		return s, nil
+	}
 	go s.deadlineLoop(ctx)
 	return s, nil
 }

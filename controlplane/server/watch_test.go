@@ -98,8 +98,8 @@ func TestWatchRunSlowConsumer(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for i := w; i < gates; i += workers {
-					_, err := c.apps.RequestApproval(context.Background(), &rbookv1.RequestApprovalRequest{RunId: id,
-						NodeId: fmt.Sprintf("gate-%d", i), PlanDigest: digest("plan"), Deadline: timestamppb.New(time.Now().Add(time.Hour))})
+					_, err := c.apps.RequestApproval(context.Background(), &rbookv1.RequestApprovalRequest{OwnerId: testOwner, Epoch: 1, RunId: id,
+						StepName: fmt.Sprintf("gate-%d", i), PlanDigest: digest("plan"), Deadline: timestamppb.New(time.Now().Add(time.Hour))})
 					if err != nil {
 						t.Error(err)
 						return
@@ -150,23 +150,23 @@ func TestWatchRunSeesPlanAdoption(t *testing.T) {
 			t.Fatalf("WatchRun ended early: %v", s.Err())
 		}
 	}
-	if got := s.Msg().GetRun().GetPlaybookHash(); got != digest("v1") {
+	if got := s.Msg().GetRun().GetContentHash(); got != digest("v1") {
 		t.Fatalf("before the resume the watcher sees digest %s", got)
 	}
-	res, err := c.runs.StartRun(context.Background(), &rbookv1.StartRunRequest{RunId: id, RunbookName: "demo",
-		PlanDigest: digest("v2"), SchemaHash8: "0123abcd", TotalSteps: 7, Idempotent: true})
-	if err != nil || res.GetRun().GetPlaybookHash() != digest("v2") {
+	res, err := c.runs.StartRun(context.Background(), &rbookv1.StartRunRequest{OwnerId: testOwner, RunId: id, Name: "demo",
+		ContentHash: digest("v2"), SchemaHash8: "0123abcd", TotalSteps: 7})
+	if err != nil || res.GetRun().GetContentHash() != digest("v2") {
 		t.Fatalf("resume: %v, %v", res.GetRun(), err)
 	}
 	if !s.Receive() {
 		t.Fatalf("no message after the resume: %v", s.Err())
 	}
-	if m := s.Msg(); m.GetTransition() != nil || m.GetRun().GetPlaybookHash() != digest("v2") || m.GetRun().GetTotalSteps() != 7 ||
+	if m := s.Msg(); m.GetTransition() != nil || m.GetRun().GetContentHash() != digest("v2") || m.GetRun().GetTotalSteps() != 7 ||
 		m.GetRun().GetLastSeq() != 1 {
 		t.Fatalf("message after the resume: %v, want the run at digest v2, 7 steps, last_seq 1", m)
 	}
 	record(t, c, transition(id, 2, rbookv1.RunStatus_RUN_STATUS_SUCCEEDED))
-	if !s.Receive() || s.Msg().GetTransition().GetSeq() != 2 || s.Msg().GetRun().GetPlaybookHash() != digest("v2") {
+	if !s.Receive() || s.Msg().GetTransition().GetSeq() != 2 || s.Msg().GetRun().GetContentHash() != digest("v2") {
 		t.Fatalf("after the resume: %v, %v", s.Msg(), s.Err())
 	}
 }

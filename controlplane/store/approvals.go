@@ -22,7 +22,8 @@ import (
 //     as cancelled by SourceSuperseded and a new one is created, so the old token stops
 //     working (case A03.6).
 //
-// Errors: ErrNotFound (no such run), ErrRunFinal, ErrPlanDigestMismatch, ErrConflict
+// With na.Fence set, the caller must hold the run's lease (DESIGN D12; ErrLeaseLost, ErrNotOwner).
+// Errors: ErrNotFound (no such run), ErrRunFinal, ErrPlanDigestMismatch, ErrLeaseLost, ErrNotOwner, ErrConflict
 // (approval_id or token hash already used), ErrInvalidArgument, ErrClosed, storage errors.
 func (s *Store) CreateApproval(ctx context.Context, na NewApproval) (a Approval, created bool, err error) {
 	if err := validateNewApproval(na); err != nil {
@@ -35,6 +36,15 @@ func (s *Store) CreateApproval(ctx context.Context, na NewApproval) (a Approval,
 		return Approval{}, false, fmt.Errorf("%w: deadline must be after requested_at", ErrInvalidArgument)
 	}
 	err = s.write(ctx, func(w *writeTx) error {
+		if na.Fence != nil {
+			p, err := w.progress(na.RunID)
+			if err != nil {
+				return err
+			}
+			if err := checkFence(na.RunID, p, *na.Fence); err != nil {
+				return err
+			}
+		}
 		var status, runDigest string
 		err := w.readRow("SELECT status, playbook_hash FROM playbook_runs WHERE run_id = ?", na.RunID).Scan(&status, &runDigest)
 		if errors.Is(err, sql.ErrNoRows) {

@@ -53,7 +53,7 @@ func benchRecord(b *testing.B, writers int, opts ...Option) {
 			for seq := int64(1); next.Add(1) <= int64(b.N); seq++ {
 				x := tr(run, seq)
 				t := time.Now()
-				if _, err := s.RecordTransition(ctx, x); err != nil {
+				if _, err := s.RecordTransition(ctx, x, fence1); err != nil {
 					b.Error(err)
 					return
 				}
@@ -153,7 +153,7 @@ func BenchmarkMemory10kRuns(b *testing.B) {
 							x.Evidence = &Evidence{StepName: x.StepName, Type: "check", Input: strp("query"),
 								Output: `{"rows":[{"region":"westeurope","healthy":true}]}`, Status: StepPass, At: x.At}
 						}
-						if _, err := s.RecordTransition(ctx, x); err != nil {
+						if _, err := s.RecordTransition(ctx, x, fence1); err != nil {
 							b.Error(err)
 							return
 						}

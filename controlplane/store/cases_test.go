@@ -89,7 +89,7 @@ func TestCase_A01_ConcurrentWritersNoBusy(t *testing.T) {
 			defer wg.Done()
 			<-start
 			for seq := int64(1); seq <= perRun; seq++ {
-				if _, err := s.RecordTransition(ctx, tr(run, seq)); err != nil {
+				if _, err := s.RecordTransition(ctx, tr(run, seq), fence1); err != nil {
 					fail(fmt.Errorf("RecordTransition %s #%d: %w", run, seq, err))
 					return
 				}
@@ -294,9 +294,9 @@ func TestCase_A03_TokenReplayAndBinding(t *testing.T) {
 	// at once; the gate can only be re-requested with the new digest.
 	digest2 := hash("runbook v2")
 	resume := newRun("R2")
-	resume.PlaybookHash, resume.AdoptPlan = digest2, true
-	if run, created, err := s.StartRun(ctx, resume); err != nil || created || run.PlaybookHash != digest2 {
-		t.Fatalf("6: resume with a new digest = %+v, %v, %v", run, created, err)
+	resume.PlaybookHash = digest2
+	if run, outcome, err := s.StartRun(ctx, resume); err != nil || outcome != Resumed || run.PlaybookHash != digest2 {
+		t.Fatalf("6: resume with a new digest = %+v, %v, %v", run, outcome, err)
 	}
 	if _, err := decide(tokR2, now.Add(time.Minute)); !errors.Is(err, ErrAlreadyDecided) {
 		t.Fatalf("6: old token after a plan change = %v, want refused", err)
@@ -375,7 +375,7 @@ func TestCase_A04_DeadlineAndCancelAtGate(t *testing.T) {
 		}
 		finished := tr("R2", 3)
 		finished.Kind, finished.RunStatus = KindRunFinished, ExecCompleted
-		if _, err := s.RecordTransition(ctx, finished); !errors.Is(err, ErrRunFinal) {
+		if _, err := s.RecordTransition(ctx, finished, fence1); !errors.Is(err, ErrRunFinal) {
 			t.Fatalf("COMPLETED after cancel = %v, want ErrRunFinal", err)
 		}
 		if run, _, _ := s.GetRun(ctx, "R2"); run.Status != RunCancelled {

@@ -44,7 +44,7 @@ func TestCrashChild(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for seq := int64(1); ; seq++ {
-				if _, err := s.RecordTransition(ctx, tr(run, seq)); err != nil {
+				if _, err := s.RecordTransition(ctx, tr(run, seq), fence1); err != nil {
 					fmt.Fprintln(os.Stderr, "record:", err)
 					os.Exit(2)
 				}

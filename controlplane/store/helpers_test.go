@@ -44,16 +44,21 @@ func openTest(t testing.TB, opts ...Option) (*Store, string) {
 	return s, path
 }
 
+// ownerID is the tests' executor owner id; fence1 is its fence at epoch 1 (a created run).
+const ownerID = "test-owner-0123456789"
+
+var fence1 = Fence{OwnerIDHash: OwnerIDHash(ownerID), Epoch: 1}
+
 func newRun(id string) NewRun {
 	return NewRun{RunID: id, PlaybookName: "demo", PlaybookHash: hash("plan-" + id), SchemaHash8: "a1b2c3d4",
-		TotalSteps: 4, StartedBy: "alice", StartedAt: t0}
+		TotalSteps: 4, StartedBy: "alice", StartedAt: t0, OwnerIDHash: OwnerIDHash(ownerID), Owner: "alice"}
 }
 
 func mustStart(t testing.TB, s *Store, nr NewRun) Run {
 	t.Helper()
-	run, created, err := s.StartRun(context.Background(), nr)
-	if err != nil || !created {
-		t.Fatalf("StartRun(%s) = created %v, %v", nr.RunID, created, err)
+	run, outcome, err := s.StartRun(context.Background(), nr)
+	if err != nil || outcome != Created {
+		t.Fatalf("StartRun(%s) = outcome %v, %v", nr.RunID, outcome, err)
 	}
 	return run
 }
@@ -85,7 +90,7 @@ func sent(t testing.TB, x Transition) Transition {
 
 func mustRecord(t testing.TB, s *Store, x Transition) RecordResult {
 	t.Helper()
-	res, err := s.RecordTransition(context.Background(), x)
+	res, err := s.RecordTransition(context.Background(), x, fence1)
 	if err != nil {
 		t.Fatalf("RecordTransition(%s #%d): %v", x.RunID, x.Seq, err)
 	}

@@ -74,21 +74,26 @@ type rowScanner interface{ Scan(dest ...any) error }
 
 const runColumns = `run_id, playbook_name, playbook_hash, current_node, bindings, error_context, status,
 	iteration_counts, epic_id, session_id, started_at, completed_at, schema_hash8, total_steps,
-	last_completed_step_index, last_deploy_name, started_by, last_seq, updated_at, cancelled_by, cancel_reason`
+	last_completed_step_index, last_deploy_name, started_by, last_seq, updated_at, cancelled_by, cancel_reason,
+	kind, owner, owner_id_hash, lease_epoch, lease_seconds, lease_expires_at`
 
 func scanRun(r rowScanner) (Run, error) {
 	var (
 		run                                             Run
 		currentNode, errorContext, epicID, sessionID    sql.NullString
 		completedAt, lastDeploy, startedBy, cancelledBy sql.NullString
-		cancelReason, startedAt, updatedAt              sql.NullString
-		bindings, iterationCounts, status               string
+		cancelReason, startedAt, updatedAt, leaseExp    sql.NullString
+		bindings, iterationCounts, status, kind         string
 	)
 	err := r.Scan(&run.RunID, &run.PlaybookName, &run.PlaybookHash, &currentNode, &bindings, &errorContext,
 		&status, &iterationCounts, &epicID, &sessionID, &startedAt, &completedAt, &run.SchemaHash8,
 		&run.TotalSteps, &run.LastCompletedStepIndex, &lastDeploy, &startedBy, &run.LastSeq, &updatedAt,
-		&cancelledBy, &cancelReason)
+		&cancelledBy, &cancelReason, &kind, &run.Owner, &run.OwnerIDHash, &run.LeaseEpoch, &run.LeaseSeconds, &leaseExp)
 	if err != nil {
+		return Run{}, err
+	}
+	run.Kind = RunKind(kind)
+	if run.LeaseExpiresAt, err = parseTime("lease_expires_at", leaseExp); err != nil {
 		return Run{}, err
 	}
 	run.CurrentNode = currentNode.String
@@ -113,36 +118,42 @@ func scanRun(r rowScanner) (Run, error) {
 	return run, nil
 }
 
-const progressColumns = `status, current_node, last_seq, last_completed_step_index, last_deploy_name, completed_at`
+const progressColumns = `status, current_node, last_seq, last_completed_step_index, last_deploy_name, completed_at,
+	owner, owner_id_hash, lease_epoch, lease_seconds, lease_expires_at`
 
 func scanProgress(r rowScanner) (RunProgress, error) {
 	var (
 		p                               RunProgress
 		status                          string
 		currentNode, lastDeploy, doneAt sql.NullString
+		leaseExp                        sql.NullString
 	)
-	if err := r.Scan(&status, &currentNode, &p.LastSeq, &p.LastCompletedStepIndex, &lastDeploy, &doneAt); err != nil {
+	if err := r.Scan(&status, &currentNode, &p.LastSeq, &p.LastCompletedStepIndex, &lastDeploy, &doneAt,
+		&p.Owner, &p.OwnerIDHash, &p.LeaseEpoch, &p.LeaseSeconds, &leaseExp); err != nil {
 		return RunProgress{}, err
 	}
 	p.Status, p.CurrentNode, p.LastDeployName = RunStatus(status), currentNode.String, lastDeploy.String
 	var err error
-	p.CompletedAt, err = parseTime("completed_at", doneAt)
+	if p.CompletedAt, err = parseTime("completed_at", doneAt); err != nil {
+		return RunProgress{}, err
+	}
+	p.LeaseExpiresAt, err = parseTime("lease_expires_at", leaseExp)
 	return p, err
 }
 
 const transitionColumns = `run_id, seq, kind, step_index, step_name, step_type, status, input, output,
 	evidence_step_name, evidence_type, evidence_at, run_status, last_deploy_name, rollback_for, message, at,
-	recorded_at`
+	recorded_at, source_input`
 
 func scanTransition(r rowScanner) (Transition, error) {
 	var (
 		t                                               Transition
 		kind, runStatus                                 string
 		status, input, output, evName, evType, evAt, at sql.NullString
-		lastDeploy, rollbackFor, recordedAt             sql.NullString
+		lastDeploy, rollbackFor, recordedAt, srcInput   sql.NullString
 	)
 	err := r.Scan(&t.RunID, &t.Seq, &kind, &t.StepIndex, &t.StepName, &t.StepType, &status, &input, &output,
-		&evName, &evType, &evAt, &runStatus, &lastDeploy, &rollbackFor, &t.Message, &at, &recordedAt)
+		&evName, &evType, &evAt, &runStatus, &lastDeploy, &rollbackFor, &t.Message, &at, &recordedAt, &srcInput)
 	if err != nil {
 		return Transition{}, err
 	}
@@ -160,6 +171,10 @@ func scanTransition(r rowScanner) (Transition, error) {
 			in := input.String
 			ev.Input = &in
 		}
+		if srcInput.Valid {
+			src := srcInput.String
+			ev.SourceInput = &src
+		}
 		if ev.At, err = parseTime("evidence_at", evAt); err != nil {
 			return Transition{}, err
 		}
@@ -171,20 +186,23 @@ func scanTransition(r rowScanner) (Transition, error) {
 // transitionArgs are the insert arguments in transitionColumns order; recordedAt is the
 // formatted t.RecordedAt (the caller has it already).
 func transitionArgs(t Transition, recordedAt string) []any {
-	var status, input, output, evName, evType, evAt any
+	var status, input, srcInput, output, evName, evType, evAt any
 	if ev := t.Evidence; ev != nil {
 		status, output, evName, evType, evAt = string(ev.Status), ev.Output, ev.StepName, ev.Type, nullTime(ev.At)
 		if ev.Input != nil {
 			input = *ev.Input
 		}
+		if ev.SourceInput != nil {
+			srcInput = *ev.SourceInput
+		}
 	}
 	return []any{t.RunID, t.Seq, string(t.Kind), t.StepIndex, t.StepName, t.StepType, status, input, output,
 		evName, evType, evAt, string(t.RunStatus), nullString(t.LastDeployName), nullString(t.RollbackFor),
-		t.Message, formatTime(t.At), recordedAt}
+		t.Message, formatTime(t.At), recordedAt, srcInput}
 }
 
 const insertTransitionSQL = "INSERT INTO run_transitions (" + transitionColumns +
-	") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+	") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
 const approvalColumns = `approval_id, run_id, node_id, step_index, token, status, requested_at, approved_at,
 	approver, reason, auto_passed, deadline, plan_digest, prompt, decided_by_source, on_fail`

@@ -2,7 +2,10 @@ package store
 
 import (
 	"context"
+	"crypto/sha256"
+	"crypto/subtle"
 	"database/sql"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,34 +13,54 @@ import (
 	"time"
 )
 
-// StartRun creates the run, or returns the stored one when run_id exists (resume, or a
-// retried call) with created=false. An existing run is returned unchanged unless
-// nr.AdoptPlan is set and it is not final: then it takes nr's plan digest and step count
-// when the digest differs, and its pending approvals for another digest are closed as
-// superseded, in one transaction (DESIGN D9). The caller decides what an existing final run
-// means (DESIGN D6 gives the new run a suffix).
-// Errors: ErrInvalidArgument (field named), ErrClosed, storage errors.
-func (s *Store) StartRun(ctx context.Context, nr NewRun) (run Run, created bool, err error) {
-	if err := validateNewRun(nr); err != nil {
-		return Run{}, false, err
+// OwnerIDHash is the lowercase hex SHA-256 of an executor's owner id: what the store keeps
+// and compares (an owner id is a capability and never stored; DESIGN D12).
+func OwnerIDHash(ownerID string) string {
+	sum := sha256.Sum256([]byte(ownerID))
+	return hex.EncodeToString(sum[:])
+}
+
+// StartRun creates the run, or resumes or takes it over under the lease rule of DESIGN D12
+// (issue 6, item 1.2), in one transaction:
+//   - no run with nr.RunID: created, owned by nr.OwnerIDHash at epoch 1 (Created);
+//   - the run is final: ErrRunFinal, with the run (the caller picks the next id suffix,
+//     DESIGN D6);
+//   - it is not final and nr.OwnerIDHash owns it: the epoch is bumped, the lease renewed and
+//     the plan adopted (Resumed); with nr.RequireOwner, another identity gets ErrNotOwner;
+//   - another owner id holds it: ErrRunOwned, unless nr.TakeOver and the lease has expired:
+//     then nr takes it at the next epoch (TookOver); TakeOver of a live lease: ErrLeaseHeld.
+//
+// A resumed or taken-over run whose digest differs takes nr's digest and step count, and its
+// pending approvals for another digest are closed as superseded (DESIGN D9, case A03.6).
+// The returned Run is the row after the call (also with ErrRunFinal, ErrRunOwned and
+// ErrLeaseHeld, so the caller can say until when the lease runs).
+// Errors: ErrInvalidArgument (field named), ErrRunFinal, ErrRunOwned, ErrLeaseHeld,
+// ErrNotOwner, ErrClosed, storage errors.
+func (s *Store) StartRun(ctx context.Context, nr NewRun) (run Run, outcome StartOutcome, err error) {
+	if err := validateNewRun(&nr); err != nil {
+		return Run{}, 0, err
 	}
 	bindings, err := checkJSON("bindings", nr.Bindings, "{}")
 	if err != nil {
-		return Run{}, false, err
+		return Run{}, 0, err
 	}
 	now := s.now()
 	startedAt := nr.StartedAt
 	if startedAt.IsZero() {
 		startedAt = now
 	}
+	leaseSecs := int(nr.Lease / time.Second)
+	expires := formatTime(now.Add(nr.Lease))
 	err = s.write(ctx, func(w *writeTx) error {
 		res, err := w.execSQL(`INSERT INTO playbook_runs
 			(run_id, playbook_name, playbook_hash, bindings, status, epic_id, session_id, started_at,
-			 schema_hash8, total_steps, started_by, updated_at)
-			VALUES (?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?)
+			 schema_hash8, total_steps, started_by, updated_at, kind, owner, owner_id_hash, lease_epoch,
+			 lease_seconds, lease_expires_at)
+			VALUES (?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)
 			ON CONFLICT (run_id) DO NOTHING`,
 			nr.RunID, nr.PlaybookName, nr.PlaybookHash, bindings, nullString(nr.EpicID), nullString(nr.SessionID),
-			formatTime(startedAt), nr.SchemaHash8, nr.TotalSteps, nullString(nr.StartedBy), formatTime(now))
+			formatTime(startedAt), nr.SchemaHash8, nr.TotalSteps, nullString(nr.StartedBy), formatTime(now),
+			string(nr.Kind), nr.Owner, nr.OwnerIDHash, leaseSecs, expires)
 		if err != nil {
 			return fmt.Errorf("store: insert run: %w", err)
 		}
@@ -48,19 +71,88 @@ func (s *Store) StartRun(ctx context.Context, nr NewRun) (run Run, created bool,
 		if run, err = scanRun(w.queryRow(stmtSelectRun, nr.RunID)); err != nil {
 			return fmt.Errorf("store: read run: %w", err)
 		}
-		created = n == 1
-		switch {
-		case created:
+		if n == 1 {
+			outcome = Created
 			w.change.Runs = append(w.change.Runs, run)
-		case nr.AdoptPlan && !run.Status.Final() && run.PlaybookHash != nr.PlaybookHash:
+			return nil
+		}
+		ours := run.OwnerIDHash != "" && subtle.ConstantTimeCompare([]byte(run.OwnerIDHash), []byte(nr.OwnerIDHash)) == 1
+		switch {
+		case run.Status.Final():
+			return fmt.Errorf("%w: run %q is %s", ErrRunFinal, run.RunID, run.Status)
+		case ours && nr.RequireOwner && run.Owner != nr.Owner:
+			return fmt.Errorf("%w: run %q", ErrNotOwner, run.RunID)
+		case ours:
+			outcome = Resumed
+		case !nr.TakeOver:
+			return fmt.Errorf("%w: run %q", ErrRunOwned, run.RunID)
+		case now.Before(run.LeaseExpiresAt):
+			return fmt.Errorf("%w: run %q", ErrLeaseHeld, run.RunID)
+		default:
+			outcome = TookOver
+		}
+		run.Owner, run.OwnerIDHash, run.LeaseEpoch = nr.Owner, nr.OwnerIDHash, run.LeaseEpoch+1
+		run.LeaseSeconds, run.LeaseExpiresAt, run.UpdatedAt = leaseSecs, now.Add(nr.Lease), now
+		if _, err := w.execSQL(`UPDATE playbook_runs SET owner = ?, owner_id_hash = ?, lease_epoch = ?,
+			lease_seconds = ?, lease_expires_at = ?, updated_at = ? WHERE run_id = ?`,
+			run.Owner, run.OwnerIDHash, run.LeaseEpoch, leaseSecs, expires, formatTime(now), run.RunID); err != nil {
+			return fmt.Errorf("store: take the lease: %w", err)
+		}
+		w.cache.forget(run.RunID)
+		if run.PlaybookHash != nr.PlaybookHash {
 			return w.adoptPlan(&run, nr.PlaybookHash, nr.TotalSteps, now)
 		}
+		w.change.Runs = append(w.change.Runs, run)
 		return nil
 	})
 	if err != nil {
-		return Run{}, false, err
+		if errors.Is(err, ErrRunFinal) || errors.Is(err, ErrRunOwned) || errors.Is(err, ErrLeaseHeld) {
+			return run, 0, err
+		}
+		return Run{}, 0, err
 	}
-	return run, created, nil
+	return run, outcome, nil
+}
+
+// checkFence is the lease check of every executor write (DESIGN D12): f must carry the run's
+// current owner id hash and epoch, and f.Identity (when set) its owner identity.
+func checkFence(runID string, p RunProgress, f Fence) error {
+	if p.OwnerIDHash == "" || subtle.ConstantTimeCompare([]byte(p.OwnerIDHash), []byte(f.OwnerIDHash)) != 1 || p.LeaseEpoch != f.Epoch {
+		return fmt.Errorf("%w: run %q is at epoch %d", ErrLeaseLost, runID, p.LeaseEpoch)
+	}
+	if f.Identity != "" && f.Identity != p.Owner {
+		return fmt.Errorf("%w: run %q", ErrNotOwner, runID)
+	}
+	return nil
+}
+
+// RenewLease extends the lease f holds on the run by its lease duration and returns the run's
+// progress (with the new LeaseExpiresAt). A final run's lease is not renewed: ErrRunFinal.
+// Errors: ErrNotFound, ErrLeaseLost, ErrNotOwner, ErrRunFinal, ErrClosed, storage errors.
+func (s *Store) RenewLease(ctx context.Context, runID string, f Fence) (RunProgress, error) {
+	var out RunProgress
+	err := s.write(ctx, func(w *writeTx) error {
+		p, err := w.progress(runID)
+		if err != nil {
+			return err
+		}
+		if err := checkFence(runID, p, f); err != nil {
+			return err
+		}
+		if p.Status.Final() {
+			return fmt.Errorf("%w: run %q is %s", ErrRunFinal, runID, p.Status)
+		}
+		now := s.now()
+		p.LeaseExpiresAt = now.Add(time.Duration(p.LeaseSeconds) * time.Second)
+		if _, err := w.execSQL(`UPDATE playbook_runs SET lease_expires_at = ? WHERE run_id = ?`,
+			formatTime(p.LeaseExpiresAt), runID); err != nil {
+			return fmt.Errorf("store: renew lease: %w", err)
+		}
+		w.staged = append(w.staged, p)
+		out = p
+		return nil
+	})
+	return out, err
 }
 
 // adoptPlan gives a resumed run its new plan digest and step count and closes the run's
@@ -83,7 +175,7 @@ func (w *writeTx) adoptPlan(run *Run, digest string, totalSteps int, now time.Ti
 	return nil
 }
 
-func validateNewRun(nr NewRun) error {
+func validateNewRun(nr *NewRun) error {
 	for _, f := range []struct {
 		name, v  string
 		required bool
@@ -98,6 +190,25 @@ func validateNewRun(nr NewRun) error {
 	}
 	if nr.TotalSteps < 0 {
 		return fmt.Errorf("%w: total_steps is %d, must be >= 0", ErrInvalidArgument, nr.TotalSteps)
+	}
+	if !isTokenHash(nr.OwnerIDHash) {
+		return fmt.Errorf("%w: owner_id_hash must be 64 lowercase hex characters (OwnerIDHash)", ErrInvalidArgument)
+	}
+	if err := checkText("owner", nr.Owner, false, MaxIDBytes); err != nil {
+		return err
+	}
+	switch nr.Kind {
+	case "":
+		nr.Kind = KindRunbook
+	case KindRunbook, KindPlaybook:
+	default:
+		return fmt.Errorf("%w: kind %q is not runbook or playbook", ErrInvalidArgument, nr.Kind)
+	}
+	if nr.Lease == 0 {
+		nr.Lease = DefaultLease
+	}
+	if nr.Lease < MinLease || nr.Lease > MaxLease {
+		return fmt.Errorf("%w: lease is %s, must be %s..%s", ErrInvalidArgument, nr.Lease, MinLease, MaxLease)
 	}
 	return nil
 }
@@ -114,7 +225,7 @@ func validateNewRun(nr NewRun) error {
 // CancelRun) are stored, but one claiming a different final status gets ErrRunFinal.
 // Errors: ErrNotFound (no such run), ErrConflict, ErrOutOfOrder, ErrRunFinal,
 // ErrInvalidArgument, ErrClosed, storage errors.
-func (s *Store) RecordTransition(ctx context.Context, t Transition) (RecordResult, error) {
+func (s *Store) RecordTransition(ctx context.Context, t Transition, f Fence) (RecordResult, error) {
 	if err := validateTransition(&t); err != nil {
 		return RecordResult{}, err
 	}
@@ -129,6 +240,11 @@ func (s *Store) RecordTransition(ctx context.Context, t Transition) (RecordResul
 			return err
 		}
 		if t.Seq <= run.LastSeq {
+			// A replay needs the owner id but not the current epoch: it changes nothing, and an
+			// executor delivering its outbox after a restart may hold an older epoch.
+			if run.OwnerIDHash == "" || subtle.ConstantTimeCompare([]byte(run.OwnerIDHash), []byte(f.OwnerIDHash)) != 1 {
+				return fmt.Errorf("%w: run %q", ErrLeaseLost, t.RunID)
+			}
 			stored, err := scanTransition(w.queryRow(stmtSelectTransition, t.RunID, t.Seq))
 			if err != nil {
 				return fmt.Errorf("store: read transition %d: %w", t.Seq, err)
@@ -138,6 +254,9 @@ func (s *Store) RecordTransition(ctx context.Context, t Transition) (RecordResul
 			}
 			res = RecordResult{Duplicate: true, Progress: run}
 			return nil
+		}
+		if err := checkFence(t.RunID, run, f); err != nil {
+			return err
 		}
 		if t.Seq != run.LastSeq+1 {
 			return fmt.Errorf("%w: run %q expects seq %d, got %d", ErrOutOfOrder, t.RunID, run.LastSeq+1, t.Seq)
@@ -168,6 +287,8 @@ func (s *Store) RecordTransition(ctx context.Context, t Transition) (RecordResul
 		run.LastSeq = t.Seq
 		t.RecordedAt = s.now()
 		updatedAt := formatTime(t.RecordedAt)
+		run.LeaseExpiresAt = t.RecordedAt.Add(time.Duration(run.LeaseSeconds) * time.Second)
+		leaseExpires := formatTime(run.LeaseExpiresAt)
 
 		if _, err := w.exec(stmtInsertTransition, transitionArgs(t, updatedAt)...); err != nil {
 			return fmt.Errorf("store: insert transition: %w", err)
@@ -175,7 +296,7 @@ func (s *Store) RecordTransition(ctx context.Context, t Transition) (RecordResul
 		if run.Status == oldStatus {
 			// Most transitions: leave status alone so its index is not rewritten.
 			_, err = w.exec(stmtUpdateRunProgress, nullString(run.CurrentNode), run.LastCompletedStepIndex,
-				nullString(run.LastDeployName), run.LastSeq, updatedAt, run.RunID)
+				nullString(run.LastDeployName), run.LastSeq, updatedAt, leaseExpires, run.RunID)
 		} else {
 			// Only a run that just became failed has an error context; others keep NULL.
 			var ec any
@@ -184,7 +305,7 @@ func (s *Store) RecordTransition(ctx context.Context, t Transition) (RecordResul
 			}
 			_, err = w.exec(stmtUpdateRunStatus, string(run.Status), nullTime(run.CompletedAt), ec,
 				nullString(run.CurrentNode), run.LastCompletedStepIndex, nullString(run.LastDeployName), run.LastSeq,
-				updatedAt, run.RunID)
+				updatedAt, leaseExpires, run.RunID)
 		}
 		if err != nil {
 			return fmt.Errorf("store: update run: %w", err)
@@ -223,9 +344,10 @@ func (w *writeTx) progress(runID string) (RunProgress, error) {
 // in the SET list, so the common case leaves status out.
 const (
 	updateRunProgressSQL = `UPDATE playbook_runs SET current_node = ?, last_completed_step_index = ?,
-	last_deploy_name = ?, last_seq = ?, updated_at = ? WHERE run_id = ?`
+	last_deploy_name = ?, last_seq = ?, updated_at = ?, lease_expires_at = ? WHERE run_id = ?`
 	updateRunStatusSQL = `UPDATE playbook_runs SET status = ?, completed_at = ?, error_context = ?, current_node = ?,
-	last_completed_step_index = ?, last_deploy_name = ?, last_seq = ?, updated_at = ? WHERE run_id = ?`
+	last_completed_step_index = ?, last_deploy_name = ?, last_seq = ?, updated_at = ?, lease_expires_at = ?
+	WHERE run_id = ?`
 )
 
 // validateTransition checks limits and normalises times to UTC.
@@ -297,8 +419,12 @@ func sameTransition(a, b Transition) bool {
 	}
 	x, y := a.Evidence, b.Evidence
 	return x.StepName == y.StepName && x.Type == y.Type && x.Output == y.Output && x.Status == y.Status &&
-		(x.Input == nil) == (y.Input == nil) && (x.Input == nil || *x.Input == *y.Input) &&
-		formatTime(x.At) == formatTime(y.At)
+		sameText(x.Input, y.Input) && sameText(x.SourceInput, y.SourceInput) && formatTime(x.At) == formatTime(y.At)
+}
+
+// sameText compares optional text (nil is JSON null, distinct from "").
+func sameText(a, b *string) bool {
+	return (a == nil) == (b == nil) && (a == nil || *a == *b)
 }
 
 // errorContext is the seed's error_context JSON for a failed run: the failing transition.
@@ -338,6 +464,18 @@ func (s *Store) GetRun(ctx context.Context, runID string) (Run, []Transition, er
 		return Run{}, nil, err
 	}
 	return run, ts, nil
+}
+
+// Run returns the run row alone (no transitions). Errors: ErrNotFound, storage errors.
+func (s *Store) Run(ctx context.Context, runID string) (Run, error) {
+	run, err := scanRun(s.reader.QueryRowContext(ctx, "SELECT "+runColumns+" FROM playbook_runs WHERE run_id = ?", runID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Run{}, fmt.Errorf("%w: run %q", ErrNotFound, runID)
+	}
+	if err != nil {
+		return Run{}, fmt.Errorf("store: read run: %w", err)
+	}
+	return run, nil
 }
 
 // Transitions returns up to limit transitions of runID with seq >= fromSeq, in seq order

@@ -11,21 +11,22 @@ import (
 	"time"
 )
 
-func TestStartRunCreatesOnceThenReturnsExisting(t *testing.T) {
+func TestStartRunCreatesOnceThenResumes(t *testing.T) {
 	t.Parallel()
 	s, _ := openTest(t)
 	ctx := context.Background()
 	nr := newRun("RBOOK-20260512-demo-a1b2c3d4")
 	nr.Bindings = json.RawMessage(`{"version":"1.10"}`)
 	nr.EpicID = "T889"
-	run, created, err := s.StartRun(ctx, nr)
-	if err != nil || !created {
-		t.Fatalf("StartRun = %v, %v", created, err)
+	run, outcome, err := s.StartRun(ctx, nr)
+	if err != nil || outcome != Created {
+		t.Fatalf("StartRun = %v, %v", outcome, err)
 	}
 	want := Run{RunID: nr.RunID, PlaybookName: "demo", PlaybookHash: nr.PlaybookHash, Bindings: nr.Bindings,
 		Status: RunRunning, IterationCounts: json.RawMessage("{}"), EpicID: "T889", StartedAt: t0,
 		SchemaHash8: "a1b2c3d4", TotalSteps: 4, LastCompletedStepIndex: -1, StartedBy: "alice",
-		UpdatedAt: run.UpdatedAt}
+		UpdatedAt: run.UpdatedAt, Kind: KindRunbook, Owner: "alice", OwnerIDHash: OwnerIDHash(ownerID),
+		LeaseEpoch: 1, LeaseSeconds: 60, LeaseExpiresAt: run.UpdatedAt.Add(DefaultLease)}
 	if !reflect.DeepEqual(run, want) {
 		t.Fatalf("run = %+v\nwant  %+v", run, want)
 	}
@@ -33,15 +34,18 @@ func TestStartRunCreatesOnceThenReturnsExisting(t *testing.T) {
 		t.Error("updated_at not set")
 	}
 
-	// Resume: a second StartRun (even with other fields) returns the stored run unchanged.
+	// Resume by the same owner id: the epoch is bumped and the lease renewed; who started the
+	// run and when stay.
 	again := nr
-	again.PlaybookHash, again.TotalSteps = hash("edited"), 9
-	got, created, err := s.StartRun(ctx, again)
-	if err != nil || created {
-		t.Fatalf("second StartRun = created %v, %v; want existing", created, err)
+	again.StartedBy = "mallory"
+	got, outcome, err := s.StartRun(ctx, again)
+	if err != nil || outcome != Resumed {
+		t.Fatalf("second StartRun = %v, %v; want Resumed", outcome, err)
 	}
-	if !reflect.DeepEqual(got, run) {
-		t.Fatalf("existing run = %+v, want %+v", got, run)
+	want = run
+	want.LeaseEpoch, want.UpdatedAt, want.LeaseExpiresAt = 2, got.UpdatedAt, got.UpdatedAt.Add(DefaultLease)
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("resumed run = %+v, want %+v", got, want)
 	}
 }
 
@@ -62,11 +66,11 @@ func TestStartRunAdoptsPlanOnResume(t *testing.T) {
 	got, _ := subscribe(s)
 
 	resume := nr
-	resume.PlaybookHash, resume.TotalSteps, resume.AdoptPlan = hash("edited"), 6, true
+	resume.PlaybookHash, resume.TotalSteps = hash("edited"), 6
 	resume.StartedBy = "mallory" // not adopted: the run keeps who started it
-	run, created, err := s.StartRun(ctx, resume)
-	if err != nil || created {
-		t.Fatalf("resume = created %v, %v", created, err)
+	run, outcome, err := s.StartRun(ctx, resume)
+	if err != nil || outcome != Resumed {
+		t.Fatalf("resume = %v, %v", outcome, err)
 	}
 	if run.PlaybookHash != hash("edited") || run.TotalSteps != 6 || run.LastSeq != 1 || run.StartedBy != "alice" ||
 		run.Status != RunRunning || !run.StartedAt.Equal(orig.StartedAt) {
@@ -89,21 +93,22 @@ func TestStartRunAdoptsPlanOnResume(t *testing.T) {
 		t.Fatalf("published %+v, want one change with the run and its superseded gate", ch)
 	}
 
-	// The same digest again: nothing changes, nothing is published.
-	if again, _, err := s.StartRun(ctx, resume); err != nil || !reflect.DeepEqual(again, run) {
+	// The same digest again: only the lease moves (epoch 3); no gate is touched.
+	again, _, err := s.StartRun(ctx, resume)
+	if err != nil || again.LeaseEpoch != 3 || again.PlaybookHash != hash("edited") {
 		t.Fatalf("second resume = %+v, %v", again, err)
 	}
-	if n := len(got.snapshot()); n != 1 {
-		t.Fatalf("%d changes published, want still 1", n)
+	if a1, _ := s.GetApproval(ctx, "a1"); a1.Status != ApprovalCancelled {
+		t.Fatalf("a1 = %+v", a1)
 	}
 
-	// A final run keeps its plan.
+	// A final run keeps its plan: ErrRunFinal, with the run as stored.
 	if _, err := s.CancelRun(ctx, "R1", "carol", "", t0); err != nil {
 		t.Fatal(err)
 	}
 	resume.PlaybookHash = hash("edited again")
-	if final, _, err := s.StartRun(ctx, resume); err != nil || final.PlaybookHash != hash("edited") {
-		t.Fatalf("resume of a cancelled run = %+v, %v; want its plan unchanged", final, err)
+	if final, _, err := s.StartRun(ctx, resume); !errors.Is(err, ErrRunFinal) || final.PlaybookHash != hash("edited") {
+		t.Fatalf("resume of a cancelled run = %+v, %v; want ErrRunFinal and its plan unchanged", final, err)
 	}
 }
 
@@ -224,7 +229,7 @@ func TestRecordTransitionIdempotencyAndOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := s.RecordTransition(ctx, ts[2])
+	res, err := s.RecordTransition(ctx, ts[2], fence1)
 	if err != nil || !res.Duplicate || res.Progress.LastSeq != 3 {
 		t.Fatalf("retry of seq 3 = %+v, %v; want duplicate at last_seq 3", res, err)
 	}
@@ -234,7 +239,7 @@ func TestRecordTransitionIdempotencyAndOrder(t *testing.T) {
 	// Times in another zone are the same instant.
 	local := ts[1]
 	local.At = local.At.In(time.FixedZone("X", 3600))
-	if res, err := s.RecordTransition(ctx, local); err != nil || !res.Duplicate {
+	if res, err := s.RecordTransition(ctx, local, fence1); err != nil || !res.Duplicate {
 		t.Fatalf("retry in another time zone = %+v, %v", res, err)
 	}
 	conflicts := map[string]func(*Transition){
@@ -251,12 +256,12 @@ func TestRecordTransitionIdempotencyAndOrder(t *testing.T) {
 		ev := *x.Evidence
 		x.Evidence = &ev
 		change(&x)
-		if _, err := s.RecordTransition(ctx, x); !errors.Is(err, ErrConflict) {
+		if _, err := s.RecordTransition(ctx, x, fence1); !errors.Is(err, ErrConflict) {
 			t.Errorf("seq 3 with different %s: err = %v, want ErrConflict", name, err)
 		}
 	}
 	for _, seq := range []int64{5, 100} {
-		_, err := s.RecordTransition(ctx, tr("R1", seq))
+		_, err := s.RecordTransition(ctx, tr("R1", seq), fence1)
 		if !errors.Is(err, ErrOutOfOrder) || !strings.Contains(err.Error(), "expects seq 4") {
 			t.Errorf("seq %d after 3: err = %v, want ErrOutOfOrder expecting 4", seq, err)
 		}
@@ -292,7 +297,7 @@ func TestRecordTransitionValidates(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := s.RecordTransition(context.Background(), tt.x)
+			_, err := s.RecordTransition(context.Background(), tt.x, fence1)
 			if !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("err = %v, want ErrInvalidArgument containing %q", err, tt.want)
 			}
@@ -326,7 +331,7 @@ func TestRecordTransitionFailedSetsErrorContext(t *testing.T) {
 	// One final status: a later transition may not claim another one.
 	done := tr("R1", 3)
 	done.Kind, done.RunStatus = KindRunFinished, ExecCompleted
-	if _, err := s.RecordTransition(context.Background(), done); !errors.Is(err, ErrRunFinal) {
+	if _, err := s.RecordTransition(context.Background(), done, fence1); !errors.Is(err, ErrRunFinal) {
 		t.Fatalf("COMPLETED after FAILED = %v, want ErrRunFinal", err)
 	}
 }
@@ -488,7 +493,7 @@ func TestCancelRunClosesGatesAndIsFinal(t *testing.T) {
 	}
 	done := tr("R1", 4)
 	done.RunStatus = ExecCompleted
-	if _, err := s.RecordTransition(ctx, done); !errors.Is(err, ErrRunFinal) {
+	if _, err := s.RecordTransition(ctx, done, fence1); !errors.Is(err, ErrRunFinal) {
 		t.Fatalf("COMPLETED after cancel = %v, want ErrRunFinal", err)
 	}
 }

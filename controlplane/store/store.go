@@ -76,6 +76,8 @@ type Store struct {
 	writer *sql.DB // MaxOpenConns(1); used only by Open (migrations) and the writer goroutine
 	reader *sql.DB // read-only pool
 	stmts  *writeStmts
+	// readOnly: opened with OpenReadOnly; writer and stmts are nil and writes fail.
+	readOnly bool
 
 	queue   chan *writeReq
 	mu      sync.RWMutex // guards closed against senders racing Close
@@ -188,6 +190,9 @@ func (s *Store) Close() error {
 	s.mu.Unlock()
 	close(s.closing)
 	<-s.done
+	if s.readOnly {
+		return s.reader.Close()
+	}
 	err := s.stmts.close()
 	// Readers first: the writer's close checkpoints and removes the WAL.
 	err = errors.Join(err, s.reader.Close(), s.writer.Close())

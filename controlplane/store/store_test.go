@@ -224,7 +224,7 @@ func TestSubscribeSeesCommitsUntilUnsubscribed(t *testing.T) {
 	mustStart(t, s, newRun("R1"))
 	mustRecord(t, s, tr("R1", 1))
 	mustRecord(t, s, tr("R1", 1)) // duplicate: changes nothing, publishes nothing
-	if _, err := s.RecordTransition(context.Background(), tr("R1", 5)); !errors.Is(err, ErrOutOfOrder) {
+	if _, err := s.RecordTransition(context.Background(), tr("R1", 5), fence1); !errors.Is(err, ErrOutOfOrder) {
 		t.Fatal(err)
 	}
 	unsubscribe()
@@ -238,7 +238,8 @@ func TestSubscribeSeesCommitsUntilUnsubscribed(t *testing.T) {
 		t.Errorf("first change = %+v, want the created run", all[0])
 	}
 	if len(all[1].Transitions) != 1 || all[1].Transitions[0].Seq != 1 || len(all[1].Runs) != 0 ||
-		len(all[1].Progress) != 1 || all[1].Progress[0] != (RunProgress{RunID: "R1", Status: RunRunning, CurrentNode: "step-1", LastSeq: 1, LastCompletedStepIndex: -1}) {
+		len(all[1].Progress) != 1 || all[1].Progress[0] != (RunProgress{RunID: "R1", Status: RunRunning, CurrentNode: "step-1", LastSeq: 1, LastCompletedStepIndex: -1,
+		Owner: "alice", OwnerIDHash: fence1.OwnerIDHash, LeaseEpoch: 1, LeaseSeconds: 60, LeaseExpiresAt: all[1].Transitions[0].RecordedAt.Add(DefaultLease)}) {
 		t.Errorf("second change = %+v, want transition 1 and the run's progress at last_seq 1", all[1])
 	}
 }
@@ -252,7 +253,7 @@ func TestNotFoundIsSentinel(t *testing.T) {
 	_, err2 := s.Transitions(ctx, "nope", 1, 0)
 	_, err3 := s.GetApproval(ctx, "nope")
 	_, err4 := s.GetApprovalByTokenHash(ctx, hash("nope"))
-	_, err5 := s.RecordTransition(ctx, tr("nope", 1))
+	_, err5 := s.RecordTransition(ctx, tr("nope", 1), fence1)
 	_, err6 := s.CancelRun(ctx, "nope", "bob", "", t0)
 	for i, err := range []error{err1, err2, err3, err4, err5, err6} {
 		if !errors.Is(err, ErrNotFound) || errors.Is(err, sql.ErrNoRows) {
@@ -311,6 +312,15 @@ func TestOpenMigratesAVersion1Database(t *testing.T) {
 	}
 	if a, err := s.GetApproval(ctx, "a1"); err != nil || a.OnFail != "" || a.Status != ApprovalPending {
 		t.Fatalf("old approval = %+v, %v; want pending with on_fail \"\"", a, err)
+	}
+	// A run from before the lease has no owner: it is written again only after a take-over.
+	if _, err := s.RecordTransition(ctx, tr("R1", 2), fence1); !errors.Is(err, ErrLeaseLost) {
+		t.Fatalf("a write to an unowned migrated run = %v, want ErrLeaseLost", err)
+	}
+	take := newRun("R1")
+	take.TakeOver = true
+	if _, outcome, err := s.StartRun(ctx, take); err != nil || outcome != TookOver {
+		t.Fatalf("take-over of the migrated run = %v, %v", outcome, err)
 	}
 	res := mustRecord(t, s, tr("R1", 2))
 	if res.Progress.LastSeq != 2 {

@@ -36,7 +36,50 @@ var (
 	ErrInvalidArgument = errors.New("store: invalid argument")
 	// ErrClosed: the Store was closed.
 	ErrClosed = errors.New("store: closed")
+	// ErrRunOwned: StartRun for a run that is not final and whose lease another owner id holds
+	// (DESIGN D12). A fresh executor starts the next run id suffix (DESIGN D6). Wire code
+	// E_RUN_OWNED.
+	ErrRunOwned = errors.New("store: the run is owned by another executor")
+	// ErrLeaseHeld: StartRun with TakeOver while the owner's lease has not expired. Wire code
+	// E_LEASE_HELD.
+	ErrLeaseHeld = errors.New("store: the run's lease has not expired")
+	// ErrLeaseLost: a write (RecordTransition, RenewLease, an approval request) carries an owner
+	// id or epoch that no longer holds the run's lease (DESIGN D12). Wire code E_LEASE_LOST.
+	ErrLeaseLost = errors.New("store: the caller no longer holds the run's lease")
+	// ErrNotOwner: Fence.Identity is set and is not the run's owner identity (issue 6, item 1.3).
+	ErrNotOwner = errors.New("store: the caller's identity does not own the run")
 )
+
+// Lease limits (DESIGN D12).
+const (
+	// DefaultLease is a run lease's duration when NewRun.Lease is zero.
+	DefaultLease = 60 * time.Second
+	// MinLease and MaxLease bound NewRun.Lease.
+	MinLease = 5 * time.Second
+	MaxLease = time.Hour
+)
+
+// RunKind is the kind column: which format a run executes (issue 6, item 2.3).
+type RunKind string
+
+// The run kinds.
+const (
+	KindRunbook  RunKind = "runbook"
+	KindPlaybook RunKind = "playbook"
+)
+
+// Fence identifies the writer of a run: the owner id (hashed with OwnerIDHash), the lease
+// epoch StartRun returned and, with auth on, the caller's identity (DESIGN D12-D13). A write
+// whose fence does not match the run's lease fails with ErrLeaseLost (ErrNotOwner for the
+// identity) and changes nothing.
+type Fence struct {
+	// OwnerIDHash is OwnerIDHash(owner id).
+	OwnerIDHash string
+	// Epoch is the lease epoch, >= 1.
+	Epoch int64
+	// Identity, when set, must equal the run's owner identity.
+	Identity string
+}
 
 // Limits, checked before anything is written.
 const (
@@ -191,13 +234,35 @@ type NewRun struct {
 	Bindings json.RawMessage
 	// StartedAt defaults to the store's clock.
 	StartedAt time.Time
-	// AdoptPlan applies when the run exists and is not final (a resume): the run takes this
-	// call's PlaybookHash and TotalSteps when the hash differs (the executor resumed with
-	// --allow-edited-runbook), and its pending approvals bound to another plan digest are
-	// closed as cancelled by SourceSuperseded in the same transaction, so their tokens stop
-	// working (DESIGN D9, case A03.6). Without it an existing run is returned unchanged.
-	AdoptPlan bool
+	// Kind is the run's format; "" means KindRunbook.
+	Kind RunKind
+	// OwnerIDHash is OwnerIDHash(the executor's owner id): required (DESIGN D12).
+	OwnerIDHash string
+	// Owner is the identity that holds the lease from this call on (the authenticated caller,
+	// else StartedBy).
+	Owner string
+	// RequireOwner, when set, refuses a resume by another identity than the run's owner with
+	// ErrNotOwner (auth on: executors write only their own runs; issue 6, item 1.3). Take-over
+	// replaces the owner identity instead.
+	RequireOwner bool
+	// TakeOver lets the call take a run owned by another owner id once its lease expired.
+	TakeOver bool
+	// Lease is the lease duration; zero means DefaultLease, else MinLease..MaxLease.
+	Lease time.Duration
 }
+
+// StartOutcome says what StartRun did.
+type StartOutcome int
+
+// The StartRun outcomes.
+const (
+	// Created: the run did not exist; the caller owns it at epoch 1.
+	Created StartOutcome = iota + 1
+	// Resumed: the caller's owner id already owned the run; the epoch was bumped.
+	Resumed
+	// TookOver: another owner's lease had expired and TakeOver was set; the epoch was bumped.
+	TookOver
+)
 
 // Run is one row of playbook_runs. Optional text columns read as "" when NULL, optional
 // times as the zero time.
@@ -227,6 +292,18 @@ type Run struct {
 	UpdatedAt    time.Time
 	CancelledBy  string
 	CancelReason string
+
+	// Kind is the run's format (column kind).
+	Kind RunKind
+	// Owner is the identity that holds (or last held) the lease.
+	Owner string
+	// OwnerIDHash is the SHA-256 of the lease holder's owner id ("" for runs from before
+	// migration 0003).
+	OwnerIDHash string
+	// LeaseEpoch is the fencing epoch, LeaseExpiresAt when the lease lapses unless renewed.
+	LeaseEpoch     int64
+	LeaseSeconds   int
+	LeaseExpiresAt time.Time
 }
 
 // Evidence is one evidence-pack entry (seed runbook-executor, Step 7; mirrors engine.Evidence).
@@ -234,9 +311,12 @@ type Evidence struct {
 	StepName string
 	Type     string
 	// Input is nil for a step without kql_or_template (JSON null).
-	Input  *string
-	Output string
-	Status StepStatus
+	Input *string
+	// SourceInput is a check's KQL as written in the runbook; Input is the query executed
+	// (issue 6, item 2.1). nil when they are the same or the step is not a check.
+	SourceInput *string
+	Output      string
+	Status      StepStatus
 	// At is timestamp_utc.
 	At time.Time
 }
@@ -276,6 +356,13 @@ type RunProgress struct {
 	LastCompletedStepIndex int
 	LastDeployName         string
 	CompletedAt            time.Time
+	// The lease (DESIGN D12): RecordTransition checks the caller's Fence against these and
+	// renews LeaseExpiresAt by LeaseSeconds.
+	Owner          string
+	OwnerIDHash    string
+	LeaseEpoch     int64
+	LeaseSeconds   int
+	LeaseExpiresAt time.Time
 }
 
 // RecordResult is what RecordTransition reports.
@@ -329,6 +416,9 @@ type NewApproval struct {
 	// OnFail is the gate step's on_fail: "halt", "rollback", "continue" (seed runbook-executor,
 	// "Field rules"), or "" when the caller did not say; shown to approvers.
 	OnFail string
+	// Fence, when set, must hold the run's lease (DESIGN D12): only the run's executor opens
+	// its gates and receives their tokens (issue 6, item 1.3). The server always sets it.
+	Fence *Fence
 }
 
 // Approval is one row of playbook_approvals. Optional columns read as "" / zero time.

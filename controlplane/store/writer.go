@@ -87,6 +87,9 @@ func (w *writeTx) writeApprovals(query string, args ...any) ([]Approval, error) 
 // write queues fn for the writer goroutine and waits for its commit. If ctx ends first the
 // call returns ctx.Err(), and the write may still commit: callers retry idempotently.
 func (s *Store) write(ctx context.Context, fn func(*writeTx) error) error {
+	if s.readOnly {
+		return ErrReadOnly
+	}
 	req := &writeReq{ctx: ctx, fn: fn, done: make(chan error, 1)}
 	s.mu.RLock()
 	if s.closed {

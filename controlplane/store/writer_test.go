@@ -189,7 +189,7 @@ func TestProgressCacheSkipsRunReads(t *testing.T) {
 	if res := mustRecord(t, s, tr("R1", 5)); !res.Duplicate || res.Progress.LastSeq != 5 {
 		t.Fatalf("replay of #5 = %+v", res)
 	}
-	if _, err := s.RecordTransition(context.Background(), tr("R1", 7)); !errors.Is(err, ErrOutOfOrder) {
+	if _, err := s.RecordTransition(context.Background(), tr("R1", 7), fence1); !errors.Is(err, ErrOutOfOrder) {
 		t.Fatalf("seq 7 after 5 = %v, want ErrOutOfOrder", err)
 	}
 	if res := mustRecord(t, s, tr("R1", 6)); res.Progress.LastSeq != 6 || s.progressReads.Load() != 2 {

@@ -100,7 +100,7 @@ type Approval struct {
 	// The run the gate belongs to. Column run_id.
 	RunId string `protobuf:"bytes,2,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	// The gate's step name (runbooks) or approval node id (playbooks). Column node_id.
-	NodeId string `protobuf:"bytes,3,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	StepName string `protobuf:"bytes,3,opt,name=step_name,json=stepName,proto3" json:"step_name,omitempty"`
 	// When the gate was requested. Column requested_at.
 	RequestedAt *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=requested_at,json=requestedAt,proto3" json:"requested_at,omitempty"`
 	// When the gate was decided: set on approve and reject alike, as the seed's column is; also
@@ -174,9 +174,9 @@ func (x *Approval) GetRunId() string {
 	return ""
 }
 
-func (x *Approval) GetNodeId() string {
+func (x *Approval) GetStepName() string {
 	if x != nil {
-		return x.NodeId
+		return x.StepName
 	}
 	return ""
 }
@@ -262,12 +262,12 @@ var File_rbook_v1_approval_proto protoreflect.FileDescriptor
 
 const file_rbook_v1_approval_proto_rawDesc = "" +
 	"\n" +
-	"\x17rbook/v1/approval.proto\x12\brbook.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x87\x04\n" +
+	"\x17rbook/v1/approval.proto\x12\brbook.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8b\x04\n" +
 	"\bApproval\x12\x1f\n" +
 	"\vapproval_id\x18\x01 \x01(\tR\n" +
 	"approvalId\x12\x15\n" +
-	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x17\n" +
-	"\anode_id\x18\x03 \x01(\tR\x06nodeId\x12=\n" +
+	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x1b\n" +
+	"\tstep_name\x18\x03 \x01(\tR\bstepName\x12=\n" +
 	"\frequested_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\vrequestedAt\x12;\n" +
 	"\vapproved_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"approvedAt\x12\x1a\n" +

@@ -28,7 +28,7 @@ type RequestApprovalRequest struct {
 	// The run waiting at the gate. Required.
 	RunId string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	// The gate's step name or playbook node id. Required.
-	NodeId string `protobuf:"bytes,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	StepName string `protobuf:"bytes,2,opt,name=step_name,json=stepName,proto3" json:"step_name,omitempty"`
 	// 0-based index of the gate's step, >= 0.
 	StepIndex int32 `protobuf:"varint,3,opt,name=step_index,json=stepIndex,proto3" json:"step_index,omitempty"`
 	// Prompt to show approvers, at most 64 KiB.
@@ -40,7 +40,12 @@ type RequestApprovalRequest struct {
 	PlanDigest string `protobuf:"bytes,6,opt,name=plan_digest,json=planDigest,proto3" json:"plan_digest,omitempty"`
 	// The step's on_fail ("halt", "rollback", "continue"): what a rejection or a timeout leads
 	// to, shown to approvers.
-	OnFail        string `protobuf:"bytes,7,opt,name=on_fail,json=onFail,proto3" json:"on_fail,omitempty"`
+	OnFail string `protobuf:"bytes,7,opt,name=on_fail,json=onFail,proto3" json:"on_fail,omitempty"`
+	// The caller's owner id (StartRunRequest.owner_id). Required: only the run's lease holder
+	// opens its gates and receives their tokens (issue 6, item 1.3).
+	OwnerId string `protobuf:"bytes,8,opt,name=owner_id,json=ownerId,proto3" json:"owner_id,omitempty"`
+	// The lease epoch StartRun returned. Required; a stale one fails with E_LEASE_LOST.
+	Epoch         int64 `protobuf:"varint,9,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -82,9 +87,9 @@ func (x *RequestApprovalRequest) GetRunId() string {
 	return ""
 }
 
-func (x *RequestApprovalRequest) GetNodeId() string {
+func (x *RequestApprovalRequest) GetStepName() string {
 	if x != nil {
-		return x.NodeId
+		return x.StepName
 	}
 	return ""
 }
@@ -122,6 +127,20 @@ func (x *RequestApprovalRequest) GetOnFail() string {
 		return x.OnFail
 	}
 	return ""
+}
+
+func (x *RequestApprovalRequest) GetOwnerId() string {
+	if x != nil {
+		return x.OwnerId
+	}
+	return ""
+}
+
+func (x *RequestApprovalRequest) GetEpoch() int64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
 }
 
 // RequestApprovalResponse returns the gate and its secret token.
@@ -720,17 +739,19 @@ var File_rbook_v1_approval_service_proto protoreflect.FileDescriptor
 
 const file_rbook_v1_approval_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1frbook/v1/approval_service.proto\x12\brbook.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17rbook/v1/approval.proto\"\xf1\x01\n" +
+	"\x1frbook/v1/approval_service.proto\x12\brbook.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17rbook/v1/approval.proto\"\xa6\x02\n" +
 	"\x16RequestApprovalRequest\x12\x15\n" +
-	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x17\n" +
-	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12\x1d\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1b\n" +
+	"\tstep_name\x18\x02 \x01(\tR\bstepName\x12\x1d\n" +
 	"\n" +
 	"step_index\x18\x03 \x01(\x05R\tstepIndex\x12\x16\n" +
 	"\x06prompt\x18\x04 \x01(\tR\x06prompt\x126\n" +
 	"\bdeadline\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12\x1f\n" +
 	"\vplan_digest\x18\x06 \x01(\tR\n" +
 	"planDigest\x12\x17\n" +
-	"\aon_fail\x18\a \x01(\tR\x06onFail\"_\n" +
+	"\aon_fail\x18\a \x01(\tR\x06onFail\x12\x19\n" +
+	"\bowner_id\x18\b \x01(\tR\aownerId\x12\x14\n" +
+	"\x05epoch\x18\t \x01(\x03R\x05epoch\"_\n" +
 	"\x17RequestApprovalResponse\x12.\n" +
 	"\bapproval\x18\x01 \x01(\v2\x12.rbook.v1.ApprovalR\bapproval\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\tR\x05token\"Z\n" +

@@ -46,7 +46,13 @@ const (
 //	- E_SELF_APPROVAL (PERMISSION_DENIED): the server refuses approval by the identity that started
 //	  the run.
 //	- E_RUN_NOT_FOUND (NOT_FOUND): no run has this run_id.
-//	- E_RUN_EXISTS (ALREADY_EXISTS): StartRun without `idempotent` for a run_id that exists.
+//	- E_RUN_OWNED (ALREADY_EXISTS): StartRun for a run that is not final and that another
+//	  executor owns; a fresh executor starts the next id suffix (DESIGN D6, D12).
+//	- E_LEASE_HELD (FAILED_PRECONDITION): StartRun with take_over while the owner's lease is
+//	  still live; the message says until when.
+//	- E_LEASE_LOST (FAILED_PRECONDITION): RecordTransition, RequestApproval or RenewLease with
+//	  an owner id or epoch that no longer holds the run's lease (another executor resumed or
+//	  took it over); the executor must stop writing (DESIGN D12).
 //	- E_RUN_FINAL (FAILED_PRECONDITION): the run already has a final status; StartRun callers
 //	  pick the next id suffix (DESIGN D6).
 //	- E_RUN_CANCELLED (FAILED_PRECONDITION): the run was cancelled; its approvals and further
@@ -59,7 +65,8 @@ const (
 //	- E_INVALID_ARGUMENT (INVALID_ARGUMENT): a request field is missing or out of range; the
 //	  message names the field.
 //	- E_UNAUTHENTICATED (UNAUTHENTICATED) and E_PERMISSION_DENIED (PERMISSION_DENIED): the bearer
-//	  token is missing, wrong, or lacks the role (caller or approver) the RPC needs.
+//	  token is missing, wrong, or lacks the role (caller or approver) the RPC needs, or an
+//	  executor identity acts on a run it does not own (issue 6, item 1.3).
 //	- E_INTERNAL (INTERNAL): storage failure; details are in the server log only.
 type ErrorInfo struct {
 	state protoimpl.MessageState `protogen:"open.v1"`

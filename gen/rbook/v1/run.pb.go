@@ -233,61 +233,115 @@ func (TransitionKind) EnumDescriptor() ([]byte, []int) {
 	return file_rbook_v1_run_proto_rawDescGZIP(), []int{2}
 }
 
-// Run is one runbook or playbook run. Fields 1-12 are the seed's playbook_runs columns
-// (seed playbooks.txt, "Database tables"); fields 20 and up are what the runbook executor adds
-// (seed runbook-executor, Step 4 state file).
+// RunKind says which format a run executes; it decides the status words a person is shown
+// (issue 6, item 2.3): a runbook run's IN_PROGRESS / COMPLETED / FAILED / CANCELLED (seed
+// runbook-executor) or a playbook run's running / paused / failed / succeeded / cancelled (seed
+// playbooks).
+type RunKind int32
+
+const (
+	// Not set; StartRun treats it as RUN_KIND_RUNBOOK.
+	RunKind_RUN_KIND_UNSPECIFIED RunKind = 0
+	// A runbook (runbooks/<name>.yaml): a chain of steps.
+	RunKind_RUN_KIND_RUNBOOK RunKind = 1
+	// A playbook (.cantbook): a DAG of nodes.
+	RunKind_RUN_KIND_PLAYBOOK RunKind = 2
+)
+
+// Enum value maps for RunKind.
+var (
+	RunKind_name = map[int32]string{
+		0: "RUN_KIND_UNSPECIFIED",
+		1: "RUN_KIND_RUNBOOK",
+		2: "RUN_KIND_PLAYBOOK",
+	}
+	RunKind_value = map[string]int32{
+		"RUN_KIND_UNSPECIFIED": 0,
+		"RUN_KIND_RUNBOOK":     1,
+		"RUN_KIND_PLAYBOOK":    2,
+	}
+)
+
+func (x RunKind) Enum() *RunKind {
+	p := new(RunKind)
+	*p = x
+	return p
+}
+
+func (x RunKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RunKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_rbook_v1_run_proto_enumTypes[3].Descriptor()
+}
+
+func (RunKind) Type() protoreflect.EnumType {
+	return &file_rbook_v1_run_proto_enumTypes[3]
+}
+
+func (x RunKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RunKind.Descriptor instead.
+func (RunKind) EnumDescriptor() ([]byte, []int) {
+	return file_rbook_v1_run_proto_rawDescGZIP(), []int{3}
+}
+
+// Run is one runbook or playbook run. Field names are neutral (issue 6, item 2.3); the
+// control plane stores them in the seed's playbook_runs columns (seed playbooks.txt, "Database
+// tables"), named after each field below.
 type Run struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Caller-supplied id, e.g. "RBOOK-20260102-demo-1a2b3c4d" or with a ".2" suffix
 	// (seed runbook-executor, Step 2; DESIGN D6). Column run_id.
 	RunId string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// Which format the run executes.
+	Kind RunKind `protobuf:"varint,2,opt,name=kind,proto3,enum=rbook.v1.RunKind" json:"kind,omitempty"`
 	// The runbook's runbook_name or the playbook's name. Column playbook_name.
-	PlaybookName string `protobuf:"bytes,2,opt,name=playbook_name,json=playbookName,proto3" json:"playbook_name,omitempty"`
+	Name string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
 	// Lowercase hex SHA-256 plan digest (runbook.Plan.ContentHash) the run currently executes;
 	// approval tokens are bound to it (DESIGN D9). Column playbook_hash.
-	PlaybookHash string `protobuf:"bytes,3,opt,name=playbook_hash,json=playbookHash,proto3" json:"playbook_hash,omitempty"`
+	ContentHash string `protobuf:"bytes,4,opt,name=content_hash,json=contentHash,proto3" json:"content_hash,omitempty"`
 	// Name of the step (node id) being executed or waited on; empty when the run is final.
 	// Column current_node.
-	CurrentNode string `protobuf:"bytes,4,opt,name=current_node,json=currentNode,proto3" json:"current_node,omitempty"`
-	// The run's status. Column status.
-	Status RunStatus `protobuf:"varint,5,opt,name=status,proto3,enum=rbook.v1.RunStatus" json:"status,omitempty"`
+	CurrentStep string `protobuf:"bytes,5,opt,name=current_step,json=currentStep,proto3" json:"current_step,omitempty"`
+	// The run's status (the machine form; clients show the words of the run's kind).
+	// Column status.
+	Status RunStatus `protobuf:"varint,6,opt,name=status,proto3,enum=rbook.v1.RunStatus" json:"status,omitempty"`
 	// When the run started (state file started_utc). Column started_at.
-	StartedAt *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	StartedAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
 	// When the run became final; unset while it is not. Column completed_at.
-	CompletedAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=completed_at,json=completedAt,proto3" json:"completed_at,omitempty"`
+	CompletedAt *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=completed_at,json=completedAt,proto3" json:"completed_at,omitempty"`
 	// JSON object text describing the failure when status is FAILED (step, message); empty
 	// otherwise. Column error_context.
-	ErrorContext string `protobuf:"bytes,8,opt,name=error_context,json=errorContext,proto3" json:"error_context,omitempty"`
-	// JSON object text of accumulated input and per-node output bindings (playbooks only; empty
-	// for runbooks). Column bindings.
-	Bindings string `protobuf:"bytes,9,opt,name=bindings,proto3" json:"bindings,omitempty"`
-	// Per-node iteration counts, enforced against iteration_cap (playbooks only). Column
-	// iteration_counts.
-	IterationCounts map[string]int32 `protobuf:"bytes,10,rep,name=iteration_counts,json=iterationCounts,proto3" json:"iteration_counts,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
-	// Linked task epic, optional (playbooks only). Column epic_id.
-	EpicId string `protobuf:"bytes,11,opt,name=epic_id,json=epicId,proto3" json:"epic_id,omitempty"`
-	// Linked session, optional (playbooks only). Column session_id.
-	SessionId string `protobuf:"bytes,12,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	ErrorContext string `protobuf:"bytes,9,opt,name=error_context,json=errorContext,proto3" json:"error_context,omitempty"`
 	// First 8 lowercase hex chars of SHA-256(rules.yaml) (seed runbook-executor, Step 1.3).
-	SchemaHash8 string `protobuf:"bytes,20,opt,name=schema_hash8,json=schemaHash8,proto3" json:"schema_hash8,omitempty"`
+	SchemaHash8 string `protobuf:"bytes,10,opt,name=schema_hash8,json=schemaHash8,proto3" json:"schema_hash8,omitempty"`
 	// Number of steps in the plan (seed state file total_steps).
-	TotalSteps int32 `protobuf:"varint,21,opt,name=total_steps,json=totalSteps,proto3" json:"total_steps,omitempty"`
+	TotalSteps int32 `protobuf:"varint,11,opt,name=total_steps,json=totalSteps,proto3" json:"total_steps,omitempty"`
 	// 0-based index of the last step that finished, -1 before the first (seed state file
 	// last_completed_step_index).
-	LastCompletedStepIndex int32 `protobuf:"varint,22,opt,name=last_completed_step_index,json=lastCompletedStepIndex,proto3" json:"last_completed_step_index,omitempty"`
-	// 0-based index of the step current_node names; equals total_steps when the run is final.
-	CurrentStepIndex int32 `protobuf:"varint,23,opt,name=current_step_index,json=currentStepIndex,proto3" json:"current_step_index,omitempty"`
+	LastCompletedStepIndex int32 `protobuf:"varint,12,opt,name=last_completed_step_index,json=lastCompletedStepIndex,proto3" json:"last_completed_step_index,omitempty"`
+	// 0-based index of the step current_step names; equals total_steps when the run is final.
+	CurrentStepIndex int32 `protobuf:"varint,13,opt,name=current_step_index,json=currentStepIndex,proto3" json:"current_step_index,omitempty"`
 	// Name of the last simulated deployment, used by the cancel flow (seed runbook-executor,
 	// deploy step 5).
-	LastDeployName string `protobuf:"bytes,24,opt,name=last_deploy_name,json=lastDeployName,proto3" json:"last_deploy_name,omitempty"`
-	// Identity that started the run (authenticated caller, or the StartRun request's started_by
-	// on an unauthenticated loopback server).
-	StartedBy string `protobuf:"bytes,25,opt,name=started_by,json=startedBy,proto3" json:"started_by,omitempty"`
+	LastDeployName string `protobuf:"bytes,14,opt,name=last_deploy_name,json=lastDeployName,proto3" json:"last_deploy_name,omitempty"`
+	// Identity that started the run: the authenticated caller (DESIGN D13), or the StartRun
+	// request's started_by on an unauthenticated loopback server.
+	StartedBy string `protobuf:"bytes,15,opt,name=started_by,json=startedBy,proto3" json:"started_by,omitempty"`
 	// Highest transition seq stored for the run, 0 before the first. A resuming executor
 	// continues at last_seq + 1.
-	LastSeq int64 `protobuf:"varint,26,opt,name=last_seq,json=lastSeq,proto3" json:"last_seq,omitempty"`
+	LastSeq int64 `protobuf:"varint,16,opt,name=last_seq,json=lastSeq,proto3" json:"last_seq,omitempty"`
 	// When the server last changed the run.
-	UpdatedAt     *timestamppb.Timestamp `protobuf:"bytes,27,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	UpdatedAt *timestamppb.Timestamp `protobuf:"bytes,17,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	// Who may write the run, and until when (DESIGN D12). A final run keeps the lease its last
+	// owner left.
+	Lease *RunLease `protobuf:"bytes,18,opt,name=lease,proto3" json:"lease,omitempty"`
+	// Playbook-only columns; unset for runbook runs.
+	Playbook      *PlaybookRunDetails `protobuf:"bytes,19,opt,name=playbook,proto3" json:"playbook,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -329,23 +383,30 @@ func (x *Run) GetRunId() string {
 	return ""
 }
 
-func (x *Run) GetPlaybookName() string {
+func (x *Run) GetKind() RunKind {
 	if x != nil {
-		return x.PlaybookName
+		return x.Kind
+	}
+	return RunKind_RUN_KIND_UNSPECIFIED
+}
+
+func (x *Run) GetName() string {
+	if x != nil {
+		return x.Name
 	}
 	return ""
 }
 
-func (x *Run) GetPlaybookHash() string {
+func (x *Run) GetContentHash() string {
 	if x != nil {
-		return x.PlaybookHash
+		return x.ContentHash
 	}
 	return ""
 }
 
-func (x *Run) GetCurrentNode() string {
+func (x *Run) GetCurrentStep() string {
 	if x != nil {
-		return x.CurrentNode
+		return x.CurrentStep
 	}
 	return ""
 }
@@ -374,34 +435,6 @@ func (x *Run) GetCompletedAt() *timestamppb.Timestamp {
 func (x *Run) GetErrorContext() string {
 	if x != nil {
 		return x.ErrorContext
-	}
-	return ""
-}
-
-func (x *Run) GetBindings() string {
-	if x != nil {
-		return x.Bindings
-	}
-	return ""
-}
-
-func (x *Run) GetIterationCounts() map[string]int32 {
-	if x != nil {
-		return x.IterationCounts
-	}
-	return nil
-}
-
-func (x *Run) GetEpicId() string {
-	if x != nil {
-		return x.EpicId
-	}
-	return ""
-}
-
-func (x *Run) GetSessionId() string {
-	if x != nil {
-		return x.SessionId
 	}
 	return ""
 }
@@ -462,6 +495,164 @@ func (x *Run) GetUpdatedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Run) GetLease() *RunLease {
+	if x != nil {
+		return x.Lease
+	}
+	return nil
+}
+
+func (x *Run) GetPlaybook() *PlaybookRunDetails {
+	if x != nil {
+		return x.Playbook
+	}
+	return nil
+}
+
+// RunLease is the executor lease of a run (issue 6, item 1.2; DESIGN D12). One executor
+// instance (owner) writes a run at a time; every RecordTransition carries the epoch, and a
+// stale epoch is refused with E_LEASE_LOST, so an executor that lost the lease can never
+// write again.
+type RunLease struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Authenticated identity of the executor that holds the lease (DESIGN D13), or the claimed
+	// started_by on an unauthenticated server. With auth on, only this identity may record
+	// transitions, open gates and read tokens for the run (issue 6, item 1.3).
+	Owner string `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"`
+	// Fencing epoch: 1 when the run is created, +1 at every StartRun that resumes or takes
+	// the run over.
+	Epoch int64 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// When the lease lapses unless renewed (by RecordTransition or RenewLease). Another
+	// executor may take the run over (StartRun with take_over) only after this time.
+	ExpiresAt     *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunLease) Reset() {
+	*x = RunLease{}
+	mi := &file_rbook_v1_run_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunLease) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunLease) ProtoMessage() {}
+
+func (x *RunLease) ProtoReflect() protoreflect.Message {
+	mi := &file_rbook_v1_run_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunLease.ProtoReflect.Descriptor instead.
+func (*RunLease) Descriptor() ([]byte, []int) {
+	return file_rbook_v1_run_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *RunLease) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *RunLease) GetEpoch() int64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *RunLease) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
+// PlaybookRunDetails holds the playbook_runs columns only playbooks use (seed playbooks.txt).
+type PlaybookRunDetails struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// JSON object text of accumulated input and per-node output bindings. Column bindings.
+	Bindings string `protobuf:"bytes,1,opt,name=bindings,proto3" json:"bindings,omitempty"`
+	// Per-node iteration counts, enforced against iteration_cap. Column iteration_counts.
+	IterationCounts map[string]int32 `protobuf:"bytes,2,rep,name=iteration_counts,json=iterationCounts,proto3" json:"iteration_counts,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	// Linked task epic, optional. Column epic_id.
+	EpicId string `protobuf:"bytes,3,opt,name=epic_id,json=epicId,proto3" json:"epic_id,omitempty"`
+	// Linked session, optional. Column session_id.
+	SessionId     string `protobuf:"bytes,4,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlaybookRunDetails) Reset() {
+	*x = PlaybookRunDetails{}
+	mi := &file_rbook_v1_run_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlaybookRunDetails) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlaybookRunDetails) ProtoMessage() {}
+
+func (x *PlaybookRunDetails) ProtoReflect() protoreflect.Message {
+	mi := &file_rbook_v1_run_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlaybookRunDetails.ProtoReflect.Descriptor instead.
+func (*PlaybookRunDetails) Descriptor() ([]byte, []int) {
+	return file_rbook_v1_run_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *PlaybookRunDetails) GetBindings() string {
+	if x != nil {
+		return x.Bindings
+	}
+	return ""
+}
+
+func (x *PlaybookRunDetails) GetIterationCounts() map[string]int32 {
+	if x != nil {
+		return x.IterationCounts
+	}
+	return nil
+}
+
+func (x *PlaybookRunDetails) GetEpicId() string {
+	if x != nil {
+		return x.EpicId
+	}
+	return ""
+}
+
+func (x *PlaybookRunDetails) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
 // Evidence is one evidence-pack entry with exactly the seed's fields (seed runbook-executor,
 // Step 7; action/engine.Evidence).
 type Evidence struct {
@@ -479,14 +670,17 @@ type Evidence struct {
 	Status StepStatus `protobuf:"varint,5,opt,name=status,proto3,enum=rbook.v1.StepStatus" json:"status,omitempty"`
 	// ISO 8601 UTC time of step completion exactly as written in the state file
 	// (e.g. "2026-01-02T03:04:05Z"); kept as text so the evidence pack round-trips byte for byte.
-	TimestampUtc  string `protobuf:"bytes,6,opt,name=timestamp_utc,json=timestampUtc,proto3" json:"timestamp_utc,omitempty"`
+	TimestampUtc string `protobuf:"bytes,6,opt,name=timestamp_utc,json=timestampUtc,proto3" json:"timestamp_utc,omitempty"`
+	// For a check step, the runbook's KQL text before the scope filter was injected; `input`
+	// holds the query that was executed (issue 6, item 2.1; DESIGN D17). Unset otherwise.
+	SourceInput   *string `protobuf:"bytes,7,opt,name=source_input,json=sourceInput,proto3,oneof" json:"source_input,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Evidence) Reset() {
 	*x = Evidence{}
-	mi := &file_rbook_v1_run_proto_msgTypes[1]
+	mi := &file_rbook_v1_run_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -498,7 +692,7 @@ func (x *Evidence) String() string {
 func (*Evidence) ProtoMessage() {}
 
 func (x *Evidence) ProtoReflect() protoreflect.Message {
-	mi := &file_rbook_v1_run_proto_msgTypes[1]
+	mi := &file_rbook_v1_run_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -511,7 +705,7 @@ func (x *Evidence) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Evidence.ProtoReflect.Descriptor instead.
 func (*Evidence) Descriptor() ([]byte, []int) {
-	return file_rbook_v1_run_proto_rawDescGZIP(), []int{1}
+	return file_rbook_v1_run_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Evidence) GetStepName() string {
@@ -556,6 +750,13 @@ func (x *Evidence) GetTimestampUtc() string {
 	return ""
 }
 
+func (x *Evidence) GetSourceInput() string {
+	if x != nil && x.SourceInput != nil {
+		return *x.SourceInput
+	}
+	return ""
+}
+
 // Transition is one durable event of a run, mirroring action/engine.Transition. (run_id, seq)
 // is the idempotency key: the control plane stores each pair once (DESIGN, "How data flows").
 type Transition struct {
@@ -584,14 +785,17 @@ type Transition struct {
 	// Short human-readable note: gate decision source, halt reason, resume notice.
 	Message string `protobuf:"bytes,11,opt,name=message,proto3" json:"message,omitempty"`
 	// When the control plane stored the transition; set by the server, ignored on input.
-	RecordedAt    *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=recorded_at,json=recordedAt,proto3" json:"recorded_at,omitempty"`
+	RecordedAt *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=recorded_at,json=recordedAt,proto3" json:"recorded_at,omitempty"`
+	// Name of the failed step whose on_fail: rollback is being carried out while this
+	// transition happened (DESIGN D4); empty in forward flow. State file field rollback_for.
+	RollbackFor   string `protobuf:"bytes,13,opt,name=rollback_for,json=rollbackFor,proto3" json:"rollback_for,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Transition) Reset() {
 	*x = Transition{}
-	mi := &file_rbook_v1_run_proto_msgTypes[2]
+	mi := &file_rbook_v1_run_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -603,7 +807,7 @@ func (x *Transition) String() string {
 func (*Transition) ProtoMessage() {}
 
 func (x *Transition) ProtoReflect() protoreflect.Message {
-	mi := &file_rbook_v1_run_proto_msgTypes[2]
+	mi := &file_rbook_v1_run_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -616,7 +820,7 @@ func (x *Transition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Transition.ProtoReflect.Descriptor instead.
 func (*Transition) Descriptor() ([]byte, []int) {
-	return file_rbook_v1_run_proto_rawDescGZIP(), []int{2}
+	return file_rbook_v1_run_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Transition) GetRunId() string {
@@ -703,49 +907,67 @@ func (x *Transition) GetRecordedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Transition) GetRollbackFor() string {
+	if x != nil {
+		return x.RollbackFor
+	}
+	return ""
+}
+
 var File_rbook_v1_run_proto protoreflect.FileDescriptor
 
 const file_rbook_v1_run_proto_rawDesc = "" +
 	"\n" +
-	"\x12rbook/v1/run.proto\x12\brbook.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x88\a\n" +
+	"\x12rbook/v1/run.proto\x12\brbook.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x99\x06\n" +
 	"\x03Run\x12\x15\n" +
-	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12#\n" +
-	"\rplaybook_name\x18\x02 \x01(\tR\fplaybookName\x12#\n" +
-	"\rplaybook_hash\x18\x03 \x01(\tR\fplaybookHash\x12!\n" +
-	"\fcurrent_node\x18\x04 \x01(\tR\vcurrentNode\x12+\n" +
-	"\x06status\x18\x05 \x01(\x0e2\x13.rbook.v1.RunStatusR\x06status\x129\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12%\n" +
+	"\x04kind\x18\x02 \x01(\x0e2\x11.rbook.v1.RunKindR\x04kind\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12!\n" +
+	"\fcontent_hash\x18\x04 \x01(\tR\vcontentHash\x12!\n" +
+	"\fcurrent_step\x18\x05 \x01(\tR\vcurrentStep\x12+\n" +
+	"\x06status\x18\x06 \x01(\x0e2\x13.rbook.v1.RunStatusR\x06status\x129\n" +
 	"\n" +
-	"started_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x12=\n" +
-	"\fcompleted_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\vcompletedAt\x12#\n" +
-	"\rerror_context\x18\b \x01(\tR\ferrorContext\x12\x1a\n" +
-	"\bbindings\x18\t \x01(\tR\bbindings\x12M\n" +
-	"\x10iteration_counts\x18\n" +
-	" \x03(\v2\".rbook.v1.Run.IterationCountsEntryR\x0fiterationCounts\x12\x17\n" +
-	"\aepic_id\x18\v \x01(\tR\x06epicId\x12\x1d\n" +
-	"\n" +
-	"session_id\x18\f \x01(\tR\tsessionId\x12!\n" +
-	"\fschema_hash8\x18\x14 \x01(\tR\vschemaHash8\x12\x1f\n" +
-	"\vtotal_steps\x18\x15 \x01(\x05R\n" +
+	"started_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x12=\n" +
+	"\fcompleted_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\vcompletedAt\x12#\n" +
+	"\rerror_context\x18\t \x01(\tR\ferrorContext\x12!\n" +
+	"\fschema_hash8\x18\n" +
+	" \x01(\tR\vschemaHash8\x12\x1f\n" +
+	"\vtotal_steps\x18\v \x01(\x05R\n" +
 	"totalSteps\x129\n" +
-	"\x19last_completed_step_index\x18\x16 \x01(\x05R\x16lastCompletedStepIndex\x12,\n" +
-	"\x12current_step_index\x18\x17 \x01(\x05R\x10currentStepIndex\x12(\n" +
-	"\x10last_deploy_name\x18\x18 \x01(\tR\x0elastDeployName\x12\x1d\n" +
+	"\x19last_completed_step_index\x18\f \x01(\x05R\x16lastCompletedStepIndex\x12,\n" +
+	"\x12current_step_index\x18\r \x01(\x05R\x10currentStepIndex\x12(\n" +
+	"\x10last_deploy_name\x18\x0e \x01(\tR\x0elastDeployName\x12\x1d\n" +
 	"\n" +
-	"started_by\x18\x19 \x01(\tR\tstartedBy\x12\x19\n" +
-	"\blast_seq\x18\x1a \x01(\x03R\alastSeq\x129\n" +
+	"started_by\x18\x0f \x01(\tR\tstartedBy\x12\x19\n" +
+	"\blast_seq\x18\x10 \x01(\x03R\alastSeq\x129\n" +
 	"\n" +
-	"updated_at\x18\x1b \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x1aB\n" +
+	"updated_at\x18\x11 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12(\n" +
+	"\x05lease\x18\x12 \x01(\v2\x12.rbook.v1.RunLeaseR\x05lease\x128\n" +
+	"\bplaybook\x18\x13 \x01(\v2\x1c.rbook.v1.PlaybookRunDetailsR\bplaybook\"q\n" +
+	"\bRunLease\x12\x14\n" +
+	"\x05owner\x18\x01 \x01(\tR\x05owner\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\x129\n" +
+	"\n" +
+	"expires_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"\x8a\x02\n" +
+	"\x12PlaybookRunDetails\x12\x1a\n" +
+	"\bbindings\x18\x01 \x01(\tR\bbindings\x12\\\n" +
+	"\x10iteration_counts\x18\x02 \x03(\v21.rbook.v1.PlaybookRunDetails.IterationCountsEntryR\x0fiterationCounts\x12\x17\n" +
+	"\aepic_id\x18\x03 \x01(\tR\x06epicId\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x04 \x01(\tR\tsessionId\x1aB\n" +
 	"\x14IterationCountsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\"\xcb\x01\n" +
+	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\"\x84\x02\n" +
 	"\bEvidence\x12\x1b\n" +
 	"\tstep_name\x18\x01 \x01(\tR\bstepName\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x19\n" +
 	"\x05input\x18\x03 \x01(\tH\x00R\x05input\x88\x01\x01\x12\x16\n" +
 	"\x06output\x18\x04 \x01(\tR\x06output\x12,\n" +
 	"\x06status\x18\x05 \x01(\x0e2\x14.rbook.v1.StepStatusR\x06status\x12#\n" +
-	"\rtimestamp_utc\x18\x06 \x01(\tR\ftimestampUtcB\b\n" +
-	"\x06_input\"\xd1\x03\n" +
+	"\rtimestamp_utc\x18\x06 \x01(\tR\ftimestampUtc\x12&\n" +
+	"\fsource_input\x18\a \x01(\tH\x01R\vsourceInput\x88\x01\x01B\b\n" +
+	"\x06_inputB\x0f\n" +
+	"\r_source_input\"\xf4\x03\n" +
 	"\n" +
 	"Transition\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x10\n" +
@@ -763,7 +985,8 @@ const file_rbook_v1_run_proto_rawDesc = "" +
 	" \x01(\tR\x0elastDeployName\x12\x18\n" +
 	"\amessage\x18\v \x01(\tR\amessage\x12;\n" +
 	"\vrecorded_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"recordedAt*\xa1\x01\n" +
+	"recordedAt\x12!\n" +
+	"\frollback_for\x18\r \x01(\tR\vrollbackFor*\xa1\x01\n" +
 	"\tRunStatus\x12\x1a\n" +
 	"\x16RUN_STATUS_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12RUN_STATUS_RUNNING\x10\x01\x12\x15\n" +
@@ -787,7 +1010,11 @@ const file_rbook_v1_run_proto_rawDesc = "" +
 	"\x1bTRANSITION_KIND_GATE_OPENED\x10\x04\x12 \n" +
 	"\x1cTRANSITION_KIND_GATE_DECIDED\x10\x05\x12 \n" +
 	"\x1cTRANSITION_KIND_RUN_FINISHED\x10\x06\x12#\n" +
-	"\x1fTRANSITION_KIND_RUN_INTERRUPTED\x10\aB6Z4github.com/rbookhq/rbook-action/gen/rbook/v1;rbookv1b\x06proto3"
+	"\x1fTRANSITION_KIND_RUN_INTERRUPTED\x10\a*P\n" +
+	"\aRunKind\x12\x18\n" +
+	"\x14RUN_KIND_UNSPECIFIED\x10\x00\x12\x14\n" +
+	"\x10RUN_KIND_RUNBOOK\x10\x01\x12\x15\n" +
+	"\x11RUN_KIND_PLAYBOOK\x10\x02B6Z4github.com/rbookhq/rbook-action/gen/rbook/v1;rbookv1b\x06proto3"
 
 var (
 	file_rbook_v1_run_proto_rawDescOnce sync.Once
@@ -801,35 +1028,42 @@ func file_rbook_v1_run_proto_rawDescGZIP() []byte {
 	return file_rbook_v1_run_proto_rawDescData
 }
 
-var file_rbook_v1_run_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_rbook_v1_run_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_rbook_v1_run_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_rbook_v1_run_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_rbook_v1_run_proto_goTypes = []any{
 	(RunStatus)(0),                // 0: rbook.v1.RunStatus
 	(StepStatus)(0),               // 1: rbook.v1.StepStatus
 	(TransitionKind)(0),           // 2: rbook.v1.TransitionKind
-	(*Run)(nil),                   // 3: rbook.v1.Run
-	(*Evidence)(nil),              // 4: rbook.v1.Evidence
-	(*Transition)(nil),            // 5: rbook.v1.Transition
-	nil,                           // 6: rbook.v1.Run.IterationCountsEntry
-	(*timestamppb.Timestamp)(nil), // 7: google.protobuf.Timestamp
+	(RunKind)(0),                  // 3: rbook.v1.RunKind
+	(*Run)(nil),                   // 4: rbook.v1.Run
+	(*RunLease)(nil),              // 5: rbook.v1.RunLease
+	(*PlaybookRunDetails)(nil),    // 6: rbook.v1.PlaybookRunDetails
+	(*Evidence)(nil),              // 7: rbook.v1.Evidence
+	(*Transition)(nil),            // 8: rbook.v1.Transition
+	nil,                           // 9: rbook.v1.PlaybookRunDetails.IterationCountsEntry
+	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
 }
 var file_rbook_v1_run_proto_depIdxs = []int32{
-	0,  // 0: rbook.v1.Run.status:type_name -> rbook.v1.RunStatus
-	7,  // 1: rbook.v1.Run.started_at:type_name -> google.protobuf.Timestamp
-	7,  // 2: rbook.v1.Run.completed_at:type_name -> google.protobuf.Timestamp
-	6,  // 3: rbook.v1.Run.iteration_counts:type_name -> rbook.v1.Run.IterationCountsEntry
-	7,  // 4: rbook.v1.Run.updated_at:type_name -> google.protobuf.Timestamp
-	1,  // 5: rbook.v1.Evidence.status:type_name -> rbook.v1.StepStatus
-	2,  // 6: rbook.v1.Transition.kind:type_name -> rbook.v1.TransitionKind
-	7,  // 7: rbook.v1.Transition.time:type_name -> google.protobuf.Timestamp
-	4,  // 8: rbook.v1.Transition.evidence:type_name -> rbook.v1.Evidence
-	0,  // 9: rbook.v1.Transition.run_status:type_name -> rbook.v1.RunStatus
-	7,  // 10: rbook.v1.Transition.recorded_at:type_name -> google.protobuf.Timestamp
-	11, // [11:11] is the sub-list for method output_type
-	11, // [11:11] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	3,  // 0: rbook.v1.Run.kind:type_name -> rbook.v1.RunKind
+	0,  // 1: rbook.v1.Run.status:type_name -> rbook.v1.RunStatus
+	10, // 2: rbook.v1.Run.started_at:type_name -> google.protobuf.Timestamp
+	10, // 3: rbook.v1.Run.completed_at:type_name -> google.protobuf.Timestamp
+	10, // 4: rbook.v1.Run.updated_at:type_name -> google.protobuf.Timestamp
+	5,  // 5: rbook.v1.Run.lease:type_name -> rbook.v1.RunLease
+	6,  // 6: rbook.v1.Run.playbook:type_name -> rbook.v1.PlaybookRunDetails
+	10, // 7: rbook.v1.RunLease.expires_at:type_name -> google.protobuf.Timestamp
+	9,  // 8: rbook.v1.PlaybookRunDetails.iteration_counts:type_name -> rbook.v1.PlaybookRunDetails.IterationCountsEntry
+	1,  // 9: rbook.v1.Evidence.status:type_name -> rbook.v1.StepStatus
+	2,  // 10: rbook.v1.Transition.kind:type_name -> rbook.v1.TransitionKind
+	10, // 11: rbook.v1.Transition.time:type_name -> google.protobuf.Timestamp
+	7,  // 12: rbook.v1.Transition.evidence:type_name -> rbook.v1.Evidence
+	0,  // 13: rbook.v1.Transition.run_status:type_name -> rbook.v1.RunStatus
+	10, // 14: rbook.v1.Transition.recorded_at:type_name -> google.protobuf.Timestamp
+	15, // [15:15] is the sub-list for method output_type
+	15, // [15:15] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_rbook_v1_run_proto_init() }
@@ -837,14 +1071,14 @@ func file_rbook_v1_run_proto_init() {
 	if File_rbook_v1_run_proto != nil {
 		return
 	}
-	file_rbook_v1_run_proto_msgTypes[1].OneofWrappers = []any{}
+	file_rbook_v1_run_proto_msgTypes[3].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rbook_v1_run_proto_rawDesc), len(file_rbook_v1_run_proto_rawDesc)),
-			NumEnums:      3,
-			NumMessages:   4,
+			NumEnums:      4,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -23,30 +23,36 @@ const (
 )
 
 // StartRunRequest describes the run an executor is about to execute (seed runbook-executor,
-// Steps 2-4).
+// Steps 2-4; DESIGN D12).
 type StartRunRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Run id computed by the executor (seed Step 2; DESIGN D6). Required, at most 128 bytes.
 	RunId string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	// runbook_name (or playbook name), [A-Za-z0-9._-]{1,64} (DESIGN D6). Required.
-	RunbookName string `protobuf:"bytes,2,opt,name=runbook_name,json=runbookName,proto3" json:"runbook_name,omitempty"`
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
 	// Lowercase hex SHA-256 plan digest (runbook.Plan.ContentHash), 64 chars. Required. When a
 	// resumed run brings another digest, the run adopts it and tokens bound to the old one stop
 	// working (DESIGN D9).
-	PlanDigest string `protobuf:"bytes,3,opt,name=plan_digest,json=planDigest,proto3" json:"plan_digest,omitempty"`
+	ContentHash string `protobuf:"bytes,3,opt,name=content_hash,json=contentHash,proto3" json:"content_hash,omitempty"`
 	// First 8 lowercase hex chars of SHA-256(rules.yaml) (seed Step 1.3). Required.
 	SchemaHash8 string `protobuf:"bytes,4,opt,name=schema_hash8,json=schemaHash8,proto3" json:"schema_hash8,omitempty"`
 	// Number of steps in the plan, >= 1.
 	TotalSteps int32 `protobuf:"varint,5,opt,name=total_steps,json=totalSteps,proto3" json:"total_steps,omitempty"`
 	// Who starts the run (user name, CI actor). The server records the authenticated identity
-	// instead when it has one.
+	// instead when it has one (DESIGN D13).
 	StartedBy string `protobuf:"bytes,6,opt,name=started_by,json=startedBy,proto3" json:"started_by,omitempty"`
-	// When true, an existing run with this run_id that is not final is returned with
-	// created = false (resume, and safe retries of StartRun). When false, an existing run_id
-	// fails with E_RUN_EXISTS. A final run always fails with E_RUN_FINAL.
-	Idempotent bool `protobuf:"varint,7,opt,name=idempotent,proto3" json:"idempotent,omitempty"`
 	// When the executor started the run (state file started_utc); the server's time when unset.
-	StartedAt     *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	StartedAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	// Which format the run executes; unset means RUN_KIND_RUNBOOK.
+	Kind RunKind `protobuf:"varint,8,opt,name=kind,proto3,enum=rbook.v1.RunKind" json:"kind,omitempty"`
+	// The executor instance's owner id: random, kept in its state file, 16-128 bytes of
+	// [A-Za-z0-9_-]. Required. It is a capability (never shown by GetRun): whoever presents it
+	// with the current epoch may write the run.
+	OwnerId string `protobuf:"bytes,9,opt,name=owner_id,json=ownerId,proto3" json:"owner_id,omitempty"`
+	// Take the run over from another owner whose lease expired (rbook run --take-over).
+	TakeOver bool `protobuf:"varint,10,opt,name=take_over,json=takeOver,proto3" json:"take_over,omitempty"`
+	// How long the lease lasts without renewal, in seconds: 0 means 60; 5..3600.
+	LeaseSeconds  int32 `protobuf:"varint,11,opt,name=lease_seconds,json=leaseSeconds,proto3" json:"lease_seconds,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -88,16 +94,16 @@ func (x *StartRunRequest) GetRunId() string {
 	return ""
 }
 
-func (x *StartRunRequest) GetRunbookName() string {
+func (x *StartRunRequest) GetName() string {
 	if x != nil {
-		return x.RunbookName
+		return x.Name
 	}
 	return ""
 }
 
-func (x *StartRunRequest) GetPlanDigest() string {
+func (x *StartRunRequest) GetContentHash() string {
 	if x != nil {
-		return x.PlanDigest
+		return x.ContentHash
 	}
 	return ""
 }
@@ -123,13 +129,6 @@ func (x *StartRunRequest) GetStartedBy() string {
 	return ""
 }
 
-func (x *StartRunRequest) GetIdempotent() bool {
-	if x != nil {
-		return x.Idempotent
-	}
-	return false
-}
-
 func (x *StartRunRequest) GetStartedAt() *timestamppb.Timestamp {
 	if x != nil {
 		return x.StartedAt
@@ -137,12 +136,41 @@ func (x *StartRunRequest) GetStartedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *StartRunRequest) GetKind() RunKind {
+	if x != nil {
+		return x.Kind
+	}
+	return RunKind_RUN_KIND_UNSPECIFIED
+}
+
+func (x *StartRunRequest) GetOwnerId() string {
+	if x != nil {
+		return x.OwnerId
+	}
+	return ""
+}
+
+func (x *StartRunRequest) GetTakeOver() bool {
+	if x != nil {
+		return x.TakeOver
+	}
+	return false
+}
+
+func (x *StartRunRequest) GetLeaseSeconds() int32 {
+	if x != nil {
+		return x.LeaseSeconds
+	}
+	return 0
+}
+
 // StartRunResponse returns the run to report transitions for.
 type StartRunResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The created or resumed run; a resuming executor continues at run.last_seq + 1.
+	// The created or resumed run; a resuming executor continues at run.last_seq + 1 and sends
+	// run.lease.epoch with every transition.
 	Run *Run `protobuf:"bytes,1,opt,name=run,proto3" json:"run,omitempty"`
-	// True when this call created the run, false when it returned an existing one.
+	// True when this call created the run, false when it resumed or took over an existing one.
 	Created       bool `protobuf:"varint,2,opt,name=created,proto3" json:"created,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -196,7 +224,11 @@ func (x *StartRunResponse) GetCreated() bool {
 type RecordTransitionRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The transition; run_id, seq >= 1, kind and time are required. recorded_at is ignored.
-	Transition    *Transition `protobuf:"bytes,1,opt,name=transition,proto3" json:"transition,omitempty"`
+	Transition *Transition `protobuf:"bytes,1,opt,name=transition,proto3" json:"transition,omitempty"`
+	// The caller's owner id (StartRunRequest.owner_id). Required.
+	OwnerId string `protobuf:"bytes,2,opt,name=owner_id,json=ownerId,proto3" json:"owner_id,omitempty"`
+	// The lease epoch StartRun returned. Required; a stale one fails with E_LEASE_LOST.
+	Epoch         int64 `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -236,6 +268,20 @@ func (x *RecordTransitionRequest) GetTransition() *Transition {
 		return x.Transition
 	}
 	return nil
+}
+
+func (x *RecordTransitionRequest) GetOwnerId() string {
+	if x != nil {
+		return x.OwnerId
+	}
+	return ""
+}
+
+func (x *RecordTransitionRequest) GetEpoch() int64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
 }
 
 // RecordTransitionResponse acknowledges a durable transition.
@@ -293,18 +339,133 @@ func (x *RecordTransitionResponse) GetLastSeq() int64 {
 	return 0
 }
 
-// GetRunRequest names a run.
+// RenewLeaseRequest extends an executor's lease on a run.
+type RenewLeaseRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The run. Required.
+	RunId string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// The caller's owner id. Required.
+	OwnerId string `protobuf:"bytes,2,opt,name=owner_id,json=ownerId,proto3" json:"owner_id,omitempty"`
+	// The lease epoch StartRun returned. Required.
+	Epoch         int64 `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RenewLeaseRequest) Reset() {
+	*x = RenewLeaseRequest{}
+	mi := &file_rbook_v1_run_service_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenewLeaseRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenewLeaseRequest) ProtoMessage() {}
+
+func (x *RenewLeaseRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rbook_v1_run_service_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenewLeaseRequest.ProtoReflect.Descriptor instead.
+func (*RenewLeaseRequest) Descriptor() ([]byte, []int) {
+	return file_rbook_v1_run_service_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *RenewLeaseRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *RenewLeaseRequest) GetOwnerId() string {
+	if x != nil {
+		return x.OwnerId
+	}
+	return ""
+}
+
+func (x *RenewLeaseRequest) GetEpoch() int64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+// RenewLeaseResponse returns the renewed lease.
+type RenewLeaseResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The lease with its new expires_at.
+	Lease         *RunLease `protobuf:"bytes,1,opt,name=lease,proto3" json:"lease,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RenewLeaseResponse) Reset() {
+	*x = RenewLeaseResponse{}
+	mi := &file_rbook_v1_run_service_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenewLeaseResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenewLeaseResponse) ProtoMessage() {}
+
+func (x *RenewLeaseResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_rbook_v1_run_service_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenewLeaseResponse.ProtoReflect.Descriptor instead.
+func (*RenewLeaseResponse) Descriptor() ([]byte, []int) {
+	return file_rbook_v1_run_service_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *RenewLeaseResponse) GetLease() *RunLease {
+	if x != nil {
+		return x.Lease
+	}
+	return nil
+}
+
+// GetRunRequest names a run and the page of transitions to return.
 type GetRunRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The run to return. Required.
-	RunId         string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	RunId string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// Maximum transitions in this page: 0 means 1000; larger is treated as 1000. The page also
+	// ends early when it would pass about 3 MiB.
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// next_page_token of the previous page; empty for the first page. Opaque.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetRunRequest) Reset() {
 	*x = GetRunRequest{}
-	mi := &file_rbook_v1_run_service_proto_msgTypes[4]
+	mi := &file_rbook_v1_run_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -316,7 +477,7 @@ func (x *GetRunRequest) String() string {
 func (*GetRunRequest) ProtoMessage() {}
 
 func (x *GetRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rbook_v1_run_service_proto_msgTypes[4]
+	mi := &file_rbook_v1_run_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -329,7 +490,7 @@ func (x *GetRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRunRequest.ProtoReflect.Descriptor instead.
 func (*GetRunRequest) Descriptor() ([]byte, []int) {
-	return file_rbook_v1_run_service_proto_rawDescGZIP(), []int{4}
+	return file_rbook_v1_run_service_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GetRunRequest) GetRunId() string {
@@ -339,20 +500,36 @@ func (x *GetRunRequest) GetRunId() string {
 	return ""
 }
 
-// GetRunResponse is a run with its full history.
+func (x *GetRunRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *GetRunRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// GetRunResponse is a run with one page of its history.
 type GetRunResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The run, including its status.
 	Run *Run `protobuf:"bytes,1,opt,name=run,proto3" json:"run,omitempty"`
-	// Every stored transition of the run in seq order.
-	Transitions   []*Transition `protobuf:"bytes,2,rep,name=transitions,proto3" json:"transitions,omitempty"`
+	// Stored transitions of the run in seq order, from the page's start.
+	Transitions []*Transition `protobuf:"bytes,2,rep,name=transitions,proto3" json:"transitions,omitempty"`
+	// Token for the next page; empty when this page holds the last transition.
+	NextPageToken string `protobuf:"bytes,3,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetRunResponse) Reset() {
 	*x = GetRunResponse{}
-	mi := &file_rbook_v1_run_service_proto_msgTypes[5]
+	mi := &file_rbook_v1_run_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -364,7 +541,7 @@ func (x *GetRunResponse) String() string {
 func (*GetRunResponse) ProtoMessage() {}
 
 func (x *GetRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rbook_v1_run_service_proto_msgTypes[5]
+	mi := &file_rbook_v1_run_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -377,7 +554,7 @@ func (x *GetRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRunResponse.ProtoReflect.Descriptor instead.
 func (*GetRunResponse) Descriptor() ([]byte, []int) {
-	return file_rbook_v1_run_service_proto_rawDescGZIP(), []int{5}
+	return file_rbook_v1_run_service_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GetRunResponse) GetRun() *Run {
@@ -394,13 +571,20 @@ func (x *GetRunResponse) GetTransitions() []*Transition {
 	return nil
 }
 
+func (x *GetRunResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
 // ListRunsRequest filters and pages runs.
 type ListRunsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Only runs with this status; RUN_STATUS_UNSPECIFIED means any.
 	Status RunStatus `protobuf:"varint,1,opt,name=status,proto3,enum=rbook.v1.RunStatus" json:"status,omitempty"`
-	// Only runs of this runbook_name (exact match); empty means any.
-	RunbookName string `protobuf:"bytes,2,opt,name=runbook_name,json=runbookName,proto3" json:"runbook_name,omitempty"`
+	// Only runs of this runbook or playbook name (exact match); empty means any.
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
 	// Maximum runs per page: 0 means 50, larger than 500 is treated as 500.
 	PageSize int32 `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// next_page_token of the previous page; empty for the first page. Opaque; only valid with
@@ -412,7 +596,7 @@ type ListRunsRequest struct {
 
 func (x *ListRunsRequest) Reset() {
 	*x = ListRunsRequest{}
-	mi := &file_rbook_v1_run_service_proto_msgTypes[6]
+	mi := &file_rbook_v1_run_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -424,7 +608,7 @@ func (x *ListRunsRequest) String() string {
 func (*ListRunsRequest) ProtoMessage() {}
 
 func (x *ListRunsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rbook_v1_run_service_proto_msgTypes[6]
+	mi := &file_rbook_v1_run_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -437,7 +621,7 @@ func (x *ListRunsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRunsRequest.ProtoReflect.Descriptor instead.
 func (*ListRunsRequest) Descriptor() ([]byte, []int) {
-	return file_rbook_v1_run_service_proto_rawDescGZIP(), []int{6}
+	return file_rbook_v1_run_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListRunsRequest) GetStatus() RunStatus {
@@ -447,9 +631,9 @@ func (x *ListRunsRequest) GetStatus() RunStatus {
 	return RunStatus_RUN_STATUS_UNSPECIFIED
 }
 
-func (x *ListRunsRequest) GetRunbookName() string {
+func (x *ListRunsRequest) GetName() string {
 	if x != nil {
-		return x.RunbookName
+		return x.Name
 	}
 	return ""
 }
@@ -481,7 +665,7 @@ type ListRunsResponse struct {
 
 func (x *ListRunsResponse) Reset() {
 	*x = ListRunsResponse{}
-	mi := &file_rbook_v1_run_service_proto_msgTypes[7]
+	mi := &file_rbook_v1_run_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -493,7 +677,7 @@ func (x *ListRunsResponse) String() string {
 func (*ListRunsResponse) ProtoMessage() {}
 
 func (x *ListRunsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rbook_v1_run_service_proto_msgTypes[7]
+	mi := &file_rbook_v1_run_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -506,7 +690,7 @@ func (x *ListRunsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRunsResponse.ProtoReflect.Descriptor instead.
 func (*ListRunsResponse) Descriptor() ([]byte, []int) {
-	return file_rbook_v1_run_service_proto_rawDescGZIP(), []int{7}
+	return file_rbook_v1_run_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListRunsResponse) GetRuns() []*Run {
@@ -536,7 +720,7 @@ type WatchRunRequest struct {
 
 func (x *WatchRunRequest) Reset() {
 	*x = WatchRunRequest{}
-	mi := &file_rbook_v1_run_service_proto_msgTypes[8]
+	mi := &file_rbook_v1_run_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -548,7 +732,7 @@ func (x *WatchRunRequest) String() string {
 func (*WatchRunRequest) ProtoMessage() {}
 
 func (x *WatchRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rbook_v1_run_service_proto_msgTypes[8]
+	mi := &file_rbook_v1_run_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -561,7 +745,7 @@ func (x *WatchRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRunRequest.ProtoReflect.Descriptor instead.
 func (*WatchRunRequest) Descriptor() ([]byte, []int) {
-	return file_rbook_v1_run_service_proto_rawDescGZIP(), []int{8}
+	return file_rbook_v1_run_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *WatchRunRequest) GetRunId() string {
@@ -591,7 +775,7 @@ type WatchRunResponse struct {
 
 func (x *WatchRunResponse) Reset() {
 	*x = WatchRunResponse{}
-	mi := &file_rbook_v1_run_service_proto_msgTypes[9]
+	mi := &file_rbook_v1_run_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -603,7 +787,7 @@ func (x *WatchRunResponse) String() string {
 func (*WatchRunResponse) ProtoMessage() {}
 
 func (x *WatchRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rbook_v1_run_service_proto_msgTypes[9]
+	mi := &file_rbook_v1_run_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -616,7 +800,7 @@ func (x *WatchRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRunResponse.ProtoReflect.Descriptor instead.
 func (*WatchRunResponse) Descriptor() ([]byte, []int) {
-	return file_rbook_v1_run_service_proto_rawDescGZIP(), []int{9}
+	return file_rbook_v1_run_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *WatchRunResponse) GetRun() *Run {
@@ -646,7 +830,7 @@ type CancelRunRequest struct {
 
 func (x *CancelRunRequest) Reset() {
 	*x = CancelRunRequest{}
-	mi := &file_rbook_v1_run_service_proto_msgTypes[10]
+	mi := &file_rbook_v1_run_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -658,7 +842,7 @@ func (x *CancelRunRequest) String() string {
 func (*CancelRunRequest) ProtoMessage() {}
 
 func (x *CancelRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rbook_v1_run_service_proto_msgTypes[10]
+	mi := &file_rbook_v1_run_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -671,7 +855,7 @@ func (x *CancelRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRunRequest.ProtoReflect.Descriptor instead.
 func (*CancelRunRequest) Descriptor() ([]byte, []int) {
-	return file_rbook_v1_run_service_proto_rawDescGZIP(), []int{10}
+	return file_rbook_v1_run_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CancelRunRequest) GetRunId() string {
@@ -699,7 +883,7 @@ type CancelRunResponse struct {
 
 func (x *CancelRunResponse) Reset() {
 	*x = CancelRunResponse{}
-	mi := &file_rbook_v1_run_service_proto_msgTypes[11]
+	mi := &file_rbook_v1_run_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -711,7 +895,7 @@ func (x *CancelRunResponse) String() string {
 func (*CancelRunResponse) ProtoMessage() {}
 
 func (x *CancelRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rbook_v1_run_service_proto_msgTypes[11]
+	mi := &file_rbook_v1_run_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -724,7 +908,7 @@ func (x *CancelRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRunResponse.ProtoReflect.Descriptor instead.
 func (*CancelRunResponse) Descriptor() ([]byte, []int) {
-	return file_rbook_v1_run_service_proto_rawDescGZIP(), []int{11}
+	return file_rbook_v1_run_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CancelRunResponse) GetRun() *Run {
@@ -734,18 +918,23 @@ func (x *CancelRunResponse) GetRun() *Run {
 	return nil
 }
 
-// GetEvidencePackRequest names a run.
+// GetEvidencePackRequest names a run and the page of its evidence pack to return.
 type GetEvidencePackRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The run whose evidence pack to return. Required.
-	RunId         string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	RunId string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// Maximum entries in this page: 0 means 1000; larger is treated as 1000. The page also ends
+	// early when it would pass about 3 MiB.
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// next_page_token of the previous page; empty for the first page. Opaque.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetEvidencePackRequest) Reset() {
 	*x = GetEvidencePackRequest{}
-	mi := &file_rbook_v1_run_service_proto_msgTypes[12]
+	mi := &file_rbook_v1_run_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -757,7 +946,7 @@ func (x *GetEvidencePackRequest) String() string {
 func (*GetEvidencePackRequest) ProtoMessage() {}
 
 func (x *GetEvidencePackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rbook_v1_run_service_proto_msgTypes[12]
+	mi := &file_rbook_v1_run_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -770,7 +959,7 @@ func (x *GetEvidencePackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetEvidencePackRequest.ProtoReflect.Descriptor instead.
 func (*GetEvidencePackRequest) Descriptor() ([]byte, []int) {
-	return file_rbook_v1_run_service_proto_rawDescGZIP(), []int{12}
+	return file_rbook_v1_run_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GetEvidencePackRequest) GetRunId() string {
@@ -780,21 +969,38 @@ func (x *GetEvidencePackRequest) GetRunId() string {
 	return ""
 }
 
-// GetEvidencePackResponse is the run's evidence pack in two forms.
+func (x *GetEvidencePackRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *GetEvidencePackRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// GetEvidencePackResponse is one page of the run's evidence pack in two forms.
 type GetEvidencePackResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Entries in execution order, never re-sorted (seed Step 7).
+	// This page's entries in execution order, never re-sorted (seed Step 7).
 	Entries []*Evidence `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
 	// The same entries as the seed's JSON array text: fields step_name, type, input (null when
-	// unset), output, status (seed words, e.g. "PASS"), timestamp_utc; no trailing comma.
+	// unset), output, status (seed words, e.g. "PASS"), timestamp_utc; no trailing comma. When
+	// the pack spans pages, concatenating the pages' entries in order gives the whole pack.
 	EvidencePackJson string `protobuf:"bytes,2,opt,name=evidence_pack_json,json=evidencePackJson,proto3" json:"evidence_pack_json,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Token for the next page; empty on the last page.
+	NextPageToken string `protobuf:"bytes,3,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetEvidencePackResponse) Reset() {
 	*x = GetEvidencePackResponse{}
-	mi := &file_rbook_v1_run_service_proto_msgTypes[13]
+	mi := &file_rbook_v1_run_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -806,7 +1012,7 @@ func (x *GetEvidencePackResponse) String() string {
 func (*GetEvidencePackResponse) ProtoMessage() {}
 
 func (x *GetEvidencePackResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rbook_v1_run_service_proto_msgTypes[13]
+	mi := &file_rbook_v1_run_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -819,7 +1025,7 @@ func (x *GetEvidencePackResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetEvidencePackResponse.ProtoReflect.Descriptor instead.
 func (*GetEvidencePackResponse) Descriptor() ([]byte, []int) {
-	return file_rbook_v1_run_service_proto_rawDescGZIP(), []int{13}
+	return file_rbook_v1_run_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GetEvidencePackResponse) GetEntries() []*Evidence {
@@ -836,44 +1042,64 @@ func (x *GetEvidencePackResponse) GetEvidencePackJson() string {
 	return ""
 }
 
+func (x *GetEvidencePackResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
 var File_rbook_v1_run_service_proto protoreflect.FileDescriptor
 
 const file_rbook_v1_run_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1arbook/v1/run_service.proto\x12\brbook.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x12rbook/v1/run.proto\"\xaa\x02\n" +
+	"\x1arbook/v1/run_service.proto\x12\brbook.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x12rbook/v1/run.proto\"\x81\x03\n" +
 	"\x0fStartRunRequest\x12\x15\n" +
-	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12!\n" +
-	"\frunbook_name\x18\x02 \x01(\tR\vrunbookName\x12\x1f\n" +
-	"\vplan_digest\x18\x03 \x01(\tR\n" +
-	"planDigest\x12!\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12!\n" +
+	"\fcontent_hash\x18\x03 \x01(\tR\vcontentHash\x12!\n" +
 	"\fschema_hash8\x18\x04 \x01(\tR\vschemaHash8\x12\x1f\n" +
 	"\vtotal_steps\x18\x05 \x01(\x05R\n" +
 	"totalSteps\x12\x1d\n" +
 	"\n" +
-	"started_by\x18\x06 \x01(\tR\tstartedBy\x12\x1e\n" +
+	"started_by\x18\x06 \x01(\tR\tstartedBy\x129\n" +
 	"\n" +
-	"idempotent\x18\a \x01(\bR\n" +
-	"idempotent\x129\n" +
-	"\n" +
-	"started_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\"M\n" +
+	"started_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x12%\n" +
+	"\x04kind\x18\b \x01(\x0e2\x11.rbook.v1.RunKindR\x04kind\x12\x19\n" +
+	"\bowner_id\x18\t \x01(\tR\aownerId\x12\x1b\n" +
+	"\ttake_over\x18\n" +
+	" \x01(\bR\btakeOver\x12#\n" +
+	"\rlease_seconds\x18\v \x01(\x05R\fleaseSeconds\"M\n" +
 	"\x10StartRunResponse\x12\x1f\n" +
 	"\x03run\x18\x01 \x01(\v2\r.rbook.v1.RunR\x03run\x12\x18\n" +
-	"\acreated\x18\x02 \x01(\bR\acreated\"O\n" +
+	"\acreated\x18\x02 \x01(\bR\acreated\"\x80\x01\n" +
 	"\x17RecordTransitionRequest\x124\n" +
 	"\n" +
 	"transition\x18\x01 \x01(\v2\x14.rbook.v1.TransitionR\n" +
-	"transition\"S\n" +
+	"transition\x12\x19\n" +
+	"\bowner_id\x18\x02 \x01(\tR\aownerId\x12\x14\n" +
+	"\x05epoch\x18\x03 \x01(\x03R\x05epoch\"S\n" +
 	"\x18RecordTransitionResponse\x12\x1c\n" +
 	"\tduplicate\x18\x01 \x01(\bR\tduplicate\x12\x19\n" +
-	"\blast_seq\x18\x02 \x01(\x03R\alastSeq\"&\n" +
+	"\blast_seq\x18\x02 \x01(\x03R\alastSeq\"[\n" +
+	"\x11RenewLeaseRequest\x12\x15\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x19\n" +
+	"\bowner_id\x18\x02 \x01(\tR\aownerId\x12\x14\n" +
+	"\x05epoch\x18\x03 \x01(\x03R\x05epoch\">\n" +
+	"\x12RenewLeaseResponse\x12(\n" +
+	"\x05lease\x18\x01 \x01(\v2\x12.rbook.v1.RunLeaseR\x05lease\"b\n" +
 	"\rGetRunRequest\x12\x15\n" +
-	"\x06run_id\x18\x01 \x01(\tR\x05runId\"i\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"\x91\x01\n" +
 	"\x0eGetRunResponse\x12\x1f\n" +
 	"\x03run\x18\x01 \x01(\v2\r.rbook.v1.RunR\x03run\x126\n" +
-	"\vtransitions\x18\x02 \x03(\v2\x14.rbook.v1.TransitionR\vtransitions\"\x9d\x01\n" +
+	"\vtransitions\x18\x02 \x03(\v2\x14.rbook.v1.TransitionR\vtransitions\x12&\n" +
+	"\x0fnext_page_token\x18\x03 \x01(\tR\rnextPageToken\"\x8e\x01\n" +
 	"\x0fListRunsRequest\x12+\n" +
-	"\x06status\x18\x01 \x01(\x0e2\x13.rbook.v1.RunStatusR\x06status\x12!\n" +
-	"\frunbook_name\x18\x02 \x01(\tR\vrunbookName\x12\x1b\n" +
+	"\x06status\x18\x01 \x01(\x0e2\x13.rbook.v1.RunStatusR\x06status\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1b\n" +
 	"\tpage_size\x18\x03 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
 	"page_token\x18\x04 \x01(\tR\tpageToken\"]\n" +
@@ -892,16 +1118,22 @@ const file_rbook_v1_run_service_proto_rawDesc = "" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"4\n" +
 	"\x11CancelRunResponse\x12\x1f\n" +
-	"\x03run\x18\x01 \x01(\v2\r.rbook.v1.RunR\x03run\"/\n" +
+	"\x03run\x18\x01 \x01(\v2\r.rbook.v1.RunR\x03run\"k\n" +
 	"\x16GetEvidencePackRequest\x12\x15\n" +
-	"\x06run_id\x18\x01 \x01(\tR\x05runId\"u\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"\x9d\x01\n" +
 	"\x17GetEvidencePackResponse\x12,\n" +
 	"\aentries\x18\x01 \x03(\v2\x12.rbook.v1.EvidenceR\aentries\x12,\n" +
-	"\x12evidence_pack_json\x18\x02 \x01(\tR\x10evidencePackJson2\x8d\x04\n" +
+	"\x12evidence_pack_json\x18\x02 \x01(\tR\x10evidencePackJson\x12&\n" +
+	"\x0fnext_page_token\x18\x03 \x01(\tR\rnextPageToken2\xd6\x04\n" +
 	"\n" +
 	"RunService\x12A\n" +
 	"\bStartRun\x12\x19.rbook.v1.StartRunRequest\x1a\x1a.rbook.v1.StartRunResponse\x12Y\n" +
-	"\x10RecordTransition\x12!.rbook.v1.RecordTransitionRequest\x1a\".rbook.v1.RecordTransitionResponse\x12;\n" +
+	"\x10RecordTransition\x12!.rbook.v1.RecordTransitionRequest\x1a\".rbook.v1.RecordTransitionResponse\x12G\n" +
+	"\n" +
+	"RenewLease\x12\x1b.rbook.v1.RenewLeaseRequest\x1a\x1c.rbook.v1.RenewLeaseResponse\x12;\n" +
 	"\x06GetRun\x12\x17.rbook.v1.GetRunRequest\x1a\x18.rbook.v1.GetRunResponse\x12A\n" +
 	"\bListRuns\x12\x19.rbook.v1.ListRunsRequest\x1a\x1a.rbook.v1.ListRunsResponse\x12C\n" +
 	"\bWatchRun\x12\x19.rbook.v1.WatchRunRequest\x1a\x1a.rbook.v1.WatchRunResponse0\x01\x12D\n" +
@@ -920,59 +1152,67 @@ func file_rbook_v1_run_service_proto_rawDescGZIP() []byte {
 	return file_rbook_v1_run_service_proto_rawDescData
 }
 
-var file_rbook_v1_run_service_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_rbook_v1_run_service_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_rbook_v1_run_service_proto_goTypes = []any{
 	(*StartRunRequest)(nil),          // 0: rbook.v1.StartRunRequest
 	(*StartRunResponse)(nil),         // 1: rbook.v1.StartRunResponse
 	(*RecordTransitionRequest)(nil),  // 2: rbook.v1.RecordTransitionRequest
 	(*RecordTransitionResponse)(nil), // 3: rbook.v1.RecordTransitionResponse
-	(*GetRunRequest)(nil),            // 4: rbook.v1.GetRunRequest
-	(*GetRunResponse)(nil),           // 5: rbook.v1.GetRunResponse
-	(*ListRunsRequest)(nil),          // 6: rbook.v1.ListRunsRequest
-	(*ListRunsResponse)(nil),         // 7: rbook.v1.ListRunsResponse
-	(*WatchRunRequest)(nil),          // 8: rbook.v1.WatchRunRequest
-	(*WatchRunResponse)(nil),         // 9: rbook.v1.WatchRunResponse
-	(*CancelRunRequest)(nil),         // 10: rbook.v1.CancelRunRequest
-	(*CancelRunResponse)(nil),        // 11: rbook.v1.CancelRunResponse
-	(*GetEvidencePackRequest)(nil),   // 12: rbook.v1.GetEvidencePackRequest
-	(*GetEvidencePackResponse)(nil),  // 13: rbook.v1.GetEvidencePackResponse
-	(*timestamppb.Timestamp)(nil),    // 14: google.protobuf.Timestamp
-	(*Run)(nil),                      // 15: rbook.v1.Run
-	(*Transition)(nil),               // 16: rbook.v1.Transition
-	(RunStatus)(0),                   // 17: rbook.v1.RunStatus
-	(*Evidence)(nil),                 // 18: rbook.v1.Evidence
+	(*RenewLeaseRequest)(nil),        // 4: rbook.v1.RenewLeaseRequest
+	(*RenewLeaseResponse)(nil),       // 5: rbook.v1.RenewLeaseResponse
+	(*GetRunRequest)(nil),            // 6: rbook.v1.GetRunRequest
+	(*GetRunResponse)(nil),           // 7: rbook.v1.GetRunResponse
+	(*ListRunsRequest)(nil),          // 8: rbook.v1.ListRunsRequest
+	(*ListRunsResponse)(nil),         // 9: rbook.v1.ListRunsResponse
+	(*WatchRunRequest)(nil),          // 10: rbook.v1.WatchRunRequest
+	(*WatchRunResponse)(nil),         // 11: rbook.v1.WatchRunResponse
+	(*CancelRunRequest)(nil),         // 12: rbook.v1.CancelRunRequest
+	(*CancelRunResponse)(nil),        // 13: rbook.v1.CancelRunResponse
+	(*GetEvidencePackRequest)(nil),   // 14: rbook.v1.GetEvidencePackRequest
+	(*GetEvidencePackResponse)(nil),  // 15: rbook.v1.GetEvidencePackResponse
+	(*timestamppb.Timestamp)(nil),    // 16: google.protobuf.Timestamp
+	(RunKind)(0),                     // 17: rbook.v1.RunKind
+	(*Run)(nil),                      // 18: rbook.v1.Run
+	(*Transition)(nil),               // 19: rbook.v1.Transition
+	(*RunLease)(nil),                 // 20: rbook.v1.RunLease
+	(RunStatus)(0),                   // 21: rbook.v1.RunStatus
+	(*Evidence)(nil),                 // 22: rbook.v1.Evidence
 }
 var file_rbook_v1_run_service_proto_depIdxs = []int32{
-	14, // 0: rbook.v1.StartRunRequest.started_at:type_name -> google.protobuf.Timestamp
-	15, // 1: rbook.v1.StartRunResponse.run:type_name -> rbook.v1.Run
-	16, // 2: rbook.v1.RecordTransitionRequest.transition:type_name -> rbook.v1.Transition
-	15, // 3: rbook.v1.GetRunResponse.run:type_name -> rbook.v1.Run
-	16, // 4: rbook.v1.GetRunResponse.transitions:type_name -> rbook.v1.Transition
-	17, // 5: rbook.v1.ListRunsRequest.status:type_name -> rbook.v1.RunStatus
-	15, // 6: rbook.v1.ListRunsResponse.runs:type_name -> rbook.v1.Run
-	15, // 7: rbook.v1.WatchRunResponse.run:type_name -> rbook.v1.Run
-	16, // 8: rbook.v1.WatchRunResponse.transition:type_name -> rbook.v1.Transition
-	15, // 9: rbook.v1.CancelRunResponse.run:type_name -> rbook.v1.Run
-	18, // 10: rbook.v1.GetEvidencePackResponse.entries:type_name -> rbook.v1.Evidence
-	0,  // 11: rbook.v1.RunService.StartRun:input_type -> rbook.v1.StartRunRequest
-	2,  // 12: rbook.v1.RunService.RecordTransition:input_type -> rbook.v1.RecordTransitionRequest
-	4,  // 13: rbook.v1.RunService.GetRun:input_type -> rbook.v1.GetRunRequest
-	6,  // 14: rbook.v1.RunService.ListRuns:input_type -> rbook.v1.ListRunsRequest
-	8,  // 15: rbook.v1.RunService.WatchRun:input_type -> rbook.v1.WatchRunRequest
-	10, // 16: rbook.v1.RunService.CancelRun:input_type -> rbook.v1.CancelRunRequest
-	12, // 17: rbook.v1.RunService.GetEvidencePack:input_type -> rbook.v1.GetEvidencePackRequest
-	1,  // 18: rbook.v1.RunService.StartRun:output_type -> rbook.v1.StartRunResponse
-	3,  // 19: rbook.v1.RunService.RecordTransition:output_type -> rbook.v1.RecordTransitionResponse
-	5,  // 20: rbook.v1.RunService.GetRun:output_type -> rbook.v1.GetRunResponse
-	7,  // 21: rbook.v1.RunService.ListRuns:output_type -> rbook.v1.ListRunsResponse
-	9,  // 22: rbook.v1.RunService.WatchRun:output_type -> rbook.v1.WatchRunResponse
-	11, // 23: rbook.v1.RunService.CancelRun:output_type -> rbook.v1.CancelRunResponse
-	13, // 24: rbook.v1.RunService.GetEvidencePack:output_type -> rbook.v1.GetEvidencePackResponse
-	18, // [18:25] is the sub-list for method output_type
-	11, // [11:18] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	16, // 0: rbook.v1.StartRunRequest.started_at:type_name -> google.protobuf.Timestamp
+	17, // 1: rbook.v1.StartRunRequest.kind:type_name -> rbook.v1.RunKind
+	18, // 2: rbook.v1.StartRunResponse.run:type_name -> rbook.v1.Run
+	19, // 3: rbook.v1.RecordTransitionRequest.transition:type_name -> rbook.v1.Transition
+	20, // 4: rbook.v1.RenewLeaseResponse.lease:type_name -> rbook.v1.RunLease
+	18, // 5: rbook.v1.GetRunResponse.run:type_name -> rbook.v1.Run
+	19, // 6: rbook.v1.GetRunResponse.transitions:type_name -> rbook.v1.Transition
+	21, // 7: rbook.v1.ListRunsRequest.status:type_name -> rbook.v1.RunStatus
+	18, // 8: rbook.v1.ListRunsResponse.runs:type_name -> rbook.v1.Run
+	18, // 9: rbook.v1.WatchRunResponse.run:type_name -> rbook.v1.Run
+	19, // 10: rbook.v1.WatchRunResponse.transition:type_name -> rbook.v1.Transition
+	18, // 11: rbook.v1.CancelRunResponse.run:type_name -> rbook.v1.Run
+	22, // 12: rbook.v1.GetEvidencePackResponse.entries:type_name -> rbook.v1.Evidence
+	0,  // 13: rbook.v1.RunService.StartRun:input_type -> rbook.v1.StartRunRequest
+	2,  // 14: rbook.v1.RunService.RecordTransition:input_type -> rbook.v1.RecordTransitionRequest
+	4,  // 15: rbook.v1.RunService.RenewLease:input_type -> rbook.v1.RenewLeaseRequest
+	6,  // 16: rbook.v1.RunService.GetRun:input_type -> rbook.v1.GetRunRequest
+	8,  // 17: rbook.v1.RunService.ListRuns:input_type -> rbook.v1.ListRunsRequest
+	10, // 18: rbook.v1.RunService.WatchRun:input_type -> rbook.v1.WatchRunRequest
+	12, // 19: rbook.v1.RunService.CancelRun:input_type -> rbook.v1.CancelRunRequest
+	14, // 20: rbook.v1.RunService.GetEvidencePack:input_type -> rbook.v1.GetEvidencePackRequest
+	1,  // 21: rbook.v1.RunService.StartRun:output_type -> rbook.v1.StartRunResponse
+	3,  // 22: rbook.v1.RunService.RecordTransition:output_type -> rbook.v1.RecordTransitionResponse
+	5,  // 23: rbook.v1.RunService.RenewLease:output_type -> rbook.v1.RenewLeaseResponse
+	7,  // 24: rbook.v1.RunService.GetRun:output_type -> rbook.v1.GetRunResponse
+	9,  // 25: rbook.v1.RunService.ListRuns:output_type -> rbook.v1.ListRunsResponse
+	11, // 26: rbook.v1.RunService.WatchRun:output_type -> rbook.v1.WatchRunResponse
+	13, // 27: rbook.v1.RunService.CancelRun:output_type -> rbook.v1.CancelRunResponse
+	15, // 28: rbook.v1.RunService.GetEvidencePack:output_type -> rbook.v1.GetEvidencePackResponse
+	21, // [21:29] is the sub-list for method output_type
+	13, // [13:21] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_rbook_v1_run_service_proto_init() }
@@ -987,7 +1227,7 @@ func file_rbook_v1_run_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rbook_v1_run_service_proto_rawDesc), len(file_rbook_v1_run_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -58,7 +58,7 @@ type ApprovalServiceClient interface {
 	// pending returns the same approval and token, so retries are safe; the auto-pass policy may
 	// return it already APPROVED with auto_passed set.
 	// Errors: E_RUN_NOT_FOUND, E_RUN_FINAL, E_RUN_CANCELLED, E_PLAN_DIGEST_MISMATCH,
-	// E_INVALID_ARGUMENT.
+	// E_LEASE_LOST, E_PERMISSION_DENIED (not the run's owner), E_INVALID_ARGUMENT.
 	RequestApproval(context.Context, *v1.RequestApprovalRequest) (*v1.RequestApprovalResponse, error)
 	// Approve decides a gate as approved. The token is verified before anything is read or
 	// changed. Errors: E_TOKEN_INVALID, E_TOKEN_EXPIRED, E_PLAN_DIGEST_MISMATCH,
@@ -195,7 +195,7 @@ type ApprovalServiceHandler interface {
 	// pending returns the same approval and token, so retries are safe; the auto-pass policy may
 	// return it already APPROVED with auto_passed set.
 	// Errors: E_RUN_NOT_FOUND, E_RUN_FINAL, E_RUN_CANCELLED, E_PLAN_DIGEST_MISMATCH,
-	// E_INVALID_ARGUMENT.
+	// E_LEASE_LOST, E_PERMISSION_DENIED (not the run's owner), E_INVALID_ARGUMENT.
 	RequestApproval(context.Context, *v1.RequestApprovalRequest) (*v1.RequestApprovalResponse, error)
 	// Approve decides a gate as approved. The token is verified before anything is read or
 	// changed. Errors: E_TOKEN_INVALID, E_TOKEN_EXPIRED, E_PLAN_DIGEST_MISMATCH,

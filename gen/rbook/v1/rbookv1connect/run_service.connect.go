@@ -38,6 +38,8 @@ const (
 	// RunServiceRecordTransitionProcedure is the fully-qualified name of the RunService's
 	// RecordTransition RPC.
 	RunServiceRecordTransitionProcedure = "/rbook.v1.RunService/RecordTransition"
+	// RunServiceRenewLeaseProcedure is the fully-qualified name of the RunService's RenewLease RPC.
+	RunServiceRenewLeaseProcedure = "/rbook.v1.RunService/RenewLease"
 	// RunServiceGetRunProcedure is the fully-qualified name of the RunService's GetRun RPC.
 	RunServiceGetRunProcedure = "/rbook.v1.RunService/GetRun"
 	// RunServiceListRunsProcedure is the fully-qualified name of the RunService's ListRuns RPC.
@@ -53,15 +55,30 @@ const (
 
 // RunServiceClient is a client for the rbook.v1.RunService service.
 type RunServiceClient interface {
-	// StartRun creates a run, or returns the one to resume when `idempotent` is set and the run
-	// exists and is not final. Errors: E_INVALID_ARGUMENT, E_RUN_EXISTS, E_RUN_FINAL.
+	// StartRun creates a run, or resumes one the caller owns (DESIGN D12, issue 6 item 1.2):
+	//   - no run with run_id: it is created, owned by owner_id at epoch 1 (created = true);
+	//   - the run exists, is not final and owner_id owns it: the epoch is bumped, the lease
+	//     renewed, and the run adopts plan_digest (created = false);
+	//   - it exists, is not final and another owner holds it: E_RUN_OWNED, unless take_over is set
+	//     and the lease has expired (then the caller becomes the owner at the next epoch) —
+	//     take_over of a live lease fails with E_LEASE_HELD. A fresh executor that gets E_RUN_OWNED
+	//     or E_RUN_FINAL starts the next run id suffix (.2, .3, …; DESIGN D6).
+	//
+	// Errors: E_INVALID_ARGUMENT, E_RUN_OWNED, E_LEASE_HELD, E_RUN_FINAL, E_PERMISSION_DENIED.
 	StartRun(context.Context, *v1.StartRunRequest) (*v1.StartRunResponse, error)
 	// RecordTransition stores one transition durably before it returns (DESIGN D10), idempotent
-	// on (run_id, seq): a replay of a stored transition succeeds with duplicate = true.
-	// Errors: E_RUN_NOT_FOUND, E_SEQ_CONFLICT, E_SEQ_GAP, E_RUN_FINAL, E_RUN_CANCELLED,
-	// E_INVALID_ARGUMENT.
+	// on (run_id, seq): a replay of a stored transition succeeds with duplicate = true. It renews
+	// the caller's lease. Errors: E_RUN_NOT_FOUND, E_LEASE_LOST (stale epoch or another owner),
+	// E_PERMISSION_DENIED (an executor identity that does not own the run), E_SEQ_CONFLICT,
+	// E_SEQ_GAP, E_RUN_FINAL, E_RUN_CANCELLED, E_INVALID_ARGUMENT.
 	RecordTransition(context.Context, *v1.RecordTransitionRequest) (*v1.RecordTransitionResponse, error)
-	// GetRun returns a run and all its transitions in seq order. Errors: E_RUN_NOT_FOUND.
+	// RenewLease extends the caller's lease without recording anything; executors call it while
+	// a step or gate takes longer than a third of the lease. Errors: E_RUN_NOT_FOUND,
+	// E_LEASE_LOST, E_PERMISSION_DENIED, E_RUN_FINAL, E_RUN_CANCELLED.
+	RenewLease(context.Context, *v1.RenewLeaseRequest) (*v1.RenewLeaseResponse, error)
+	// GetRun returns a run and one page of its transitions in seq order; no response is larger
+	// than about 3 MiB (issue 6, item 1.8), so follow next_page_token for long runs.
+	// Errors: E_RUN_NOT_FOUND, E_INVALID_ARGUMENT (bad page_token or page_size).
 	GetRun(context.Context, *v1.GetRunRequest) (*v1.GetRunResponse, error)
 	// ListRuns lists runs, newest started first, filtered and paged.
 	// Errors: E_INVALID_ARGUMENT (bad page_token or page_size).
@@ -75,8 +92,9 @@ type RunServiceClient interface {
 	// and ends its watches. Cancelling a cancelled run returns it unchanged.
 	// Errors: E_RUN_NOT_FOUND, E_RUN_FINAL (it succeeded or failed).
 	CancelRun(context.Context, *v1.CancelRunRequest) (*v1.CancelRunResponse, error)
-	// GetEvidencePack returns the run's evidence pack in execution order (seed runbook-executor,
-	// Step 7). Errors: E_RUN_NOT_FOUND.
+	// GetEvidencePack returns one page of the run's evidence pack in execution order (seed
+	// runbook-executor, Step 7); no response is larger than about 3 MiB (issue 6, item 1.8).
+	// Errors: E_RUN_NOT_FOUND, E_INVALID_ARGUMENT (bad page_token or page_size).
 	GetEvidencePack(context.Context, *v1.GetEvidencePackRequest) (*v1.GetEvidencePackResponse, error)
 }
 
@@ -101,6 +119,12 @@ func NewRunServiceClient(httpClient connect.HTTPClient, baseURL string, opts ...
 			httpClient,
 			baseURL+RunServiceRecordTransitionProcedure,
 			connect.WithSchema(runServiceMethods.ByName("RecordTransition")),
+			connect.WithClientOptions(opts...),
+		),
+		renewLease: connect.NewClient[v1.RenewLeaseRequest, v1.RenewLeaseResponse](
+			httpClient,
+			baseURL+RunServiceRenewLeaseProcedure,
+			connect.WithSchema(runServiceMethods.ByName("RenewLease")),
 			connect.WithClientOptions(opts...),
 		),
 		getRun: connect.NewClient[v1.GetRunRequest, v1.GetRunResponse](
@@ -140,6 +164,7 @@ func NewRunServiceClient(httpClient connect.HTTPClient, baseURL string, opts ...
 type runServiceClient struct {
 	startRun         *connect.Client[v1.StartRunRequest, v1.StartRunResponse]
 	recordTransition *connect.Client[v1.RecordTransitionRequest, v1.RecordTransitionResponse]
+	renewLease       *connect.Client[v1.RenewLeaseRequest, v1.RenewLeaseResponse]
 	getRun           *connect.Client[v1.GetRunRequest, v1.GetRunResponse]
 	listRuns         *connect.Client[v1.ListRunsRequest, v1.ListRunsResponse]
 	watchRun         *connect.Client[v1.WatchRunRequest, v1.WatchRunResponse]
@@ -159,6 +184,15 @@ func (c *runServiceClient) StartRun(ctx context.Context, req *v1.StartRunRequest
 // RecordTransition calls rbook.v1.RunService.RecordTransition.
 func (c *runServiceClient) RecordTransition(ctx context.Context, req *v1.RecordTransitionRequest) (*v1.RecordTransitionResponse, error) {
 	response, err := c.recordTransition.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// RenewLease calls rbook.v1.RunService.RenewLease.
+func (c *runServiceClient) RenewLease(ctx context.Context, req *v1.RenewLeaseRequest) (*v1.RenewLeaseResponse, error) {
+	response, err := c.renewLease.CallUnary(ctx, connect.NewRequest(req))
 	if response != nil {
 		return response.Msg, err
 	}
@@ -208,15 +242,30 @@ func (c *runServiceClient) GetEvidencePack(ctx context.Context, req *v1.GetEvide
 
 // RunServiceHandler is an implementation of the rbook.v1.RunService service.
 type RunServiceHandler interface {
-	// StartRun creates a run, or returns the one to resume when `idempotent` is set and the run
-	// exists and is not final. Errors: E_INVALID_ARGUMENT, E_RUN_EXISTS, E_RUN_FINAL.
+	// StartRun creates a run, or resumes one the caller owns (DESIGN D12, issue 6 item 1.2):
+	//   - no run with run_id: it is created, owned by owner_id at epoch 1 (created = true);
+	//   - the run exists, is not final and owner_id owns it: the epoch is bumped, the lease
+	//     renewed, and the run adopts plan_digest (created = false);
+	//   - it exists, is not final and another owner holds it: E_RUN_OWNED, unless take_over is set
+	//     and the lease has expired (then the caller becomes the owner at the next epoch) —
+	//     take_over of a live lease fails with E_LEASE_HELD. A fresh executor that gets E_RUN_OWNED
+	//     or E_RUN_FINAL starts the next run id suffix (.2, .3, …; DESIGN D6).
+	//
+	// Errors: E_INVALID_ARGUMENT, E_RUN_OWNED, E_LEASE_HELD, E_RUN_FINAL, E_PERMISSION_DENIED.
 	StartRun(context.Context, *v1.StartRunRequest) (*v1.StartRunResponse, error)
 	// RecordTransition stores one transition durably before it returns (DESIGN D10), idempotent
-	// on (run_id, seq): a replay of a stored transition succeeds with duplicate = true.
-	// Errors: E_RUN_NOT_FOUND, E_SEQ_CONFLICT, E_SEQ_GAP, E_RUN_FINAL, E_RUN_CANCELLED,
-	// E_INVALID_ARGUMENT.
+	// on (run_id, seq): a replay of a stored transition succeeds with duplicate = true. It renews
+	// the caller's lease. Errors: E_RUN_NOT_FOUND, E_LEASE_LOST (stale epoch or another owner),
+	// E_PERMISSION_DENIED (an executor identity that does not own the run), E_SEQ_CONFLICT,
+	// E_SEQ_GAP, E_RUN_FINAL, E_RUN_CANCELLED, E_INVALID_ARGUMENT.
 	RecordTransition(context.Context, *v1.RecordTransitionRequest) (*v1.RecordTransitionResponse, error)
-	// GetRun returns a run and all its transitions in seq order. Errors: E_RUN_NOT_FOUND.
+	// RenewLease extends the caller's lease without recording anything; executors call it while
+	// a step or gate takes longer than a third of the lease. Errors: E_RUN_NOT_FOUND,
+	// E_LEASE_LOST, E_PERMISSION_DENIED, E_RUN_FINAL, E_RUN_CANCELLED.
+	RenewLease(context.Context, *v1.RenewLeaseRequest) (*v1.RenewLeaseResponse, error)
+	// GetRun returns a run and one page of its transitions in seq order; no response is larger
+	// than about 3 MiB (issue 6, item 1.8), so follow next_page_token for long runs.
+	// Errors: E_RUN_NOT_FOUND, E_INVALID_ARGUMENT (bad page_token or page_size).
 	GetRun(context.Context, *v1.GetRunRequest) (*v1.GetRunResponse, error)
 	// ListRuns lists runs, newest started first, filtered and paged.
 	// Errors: E_INVALID_ARGUMENT (bad page_token or page_size).
@@ -230,8 +279,9 @@ type RunServiceHandler interface {
 	// and ends its watches. Cancelling a cancelled run returns it unchanged.
 	// Errors: E_RUN_NOT_FOUND, E_RUN_FINAL (it succeeded or failed).
 	CancelRun(context.Context, *v1.CancelRunRequest) (*v1.CancelRunResponse, error)
-	// GetEvidencePack returns the run's evidence pack in execution order (seed runbook-executor,
-	// Step 7). Errors: E_RUN_NOT_FOUND.
+	// GetEvidencePack returns one page of the run's evidence pack in execution order (seed
+	// runbook-executor, Step 7); no response is larger than about 3 MiB (issue 6, item 1.8).
+	// Errors: E_RUN_NOT_FOUND, E_INVALID_ARGUMENT (bad page_token or page_size).
 	GetEvidencePack(context.Context, *v1.GetEvidencePackRequest) (*v1.GetEvidencePackResponse, error)
 }
 
@@ -252,6 +302,12 @@ func NewRunServiceHandler(svc RunServiceHandler, opts ...connect.HandlerOption) 
 		RunServiceRecordTransitionProcedure,
 		svc.RecordTransition,
 		connect.WithSchema(runServiceMethods.ByName("RecordTransition")),
+		connect.WithHandlerOptions(opts...),
+	)
+	runServiceRenewLeaseHandler := connect.NewUnaryHandlerSimple(
+		RunServiceRenewLeaseProcedure,
+		svc.RenewLease,
+		connect.WithSchema(runServiceMethods.ByName("RenewLease")),
 		connect.WithHandlerOptions(opts...),
 	)
 	runServiceGetRunHandler := connect.NewUnaryHandlerSimple(
@@ -290,6 +346,8 @@ func NewRunServiceHandler(svc RunServiceHandler, opts ...connect.HandlerOption) 
 			runServiceStartRunHandler.ServeHTTP(w, r)
 		case RunServiceRecordTransitionProcedure:
 			runServiceRecordTransitionHandler.ServeHTTP(w, r)
+		case RunServiceRenewLeaseProcedure:
+			runServiceRenewLeaseHandler.ServeHTTP(w, r)
 		case RunServiceGetRunProcedure:
 			runServiceGetRunHandler.ServeHTTP(w, r)
 		case RunServiceListRunsProcedure:
@@ -315,6 +373,10 @@ func (UnimplementedRunServiceHandler) StartRun(context.Context, *v1.StartRunRequ
 
 func (UnimplementedRunServiceHandler) RecordTransition(context.Context, *v1.RecordTransitionRequest) (*v1.RecordTransitionResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("rbook.v1.RunService.RecordTransition is not implemented"))
+}
+
+func (UnimplementedRunServiceHandler) RenewLease(context.Context, *v1.RenewLeaseRequest) (*v1.RenewLeaseResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("rbook.v1.RunService.RenewLease is not implemented"))
 }
 
 func (UnimplementedRunServiceHandler) GetRun(context.Context, *v1.GetRunRequest) (*v1.GetRunResponse, error) {

@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file rbook/v1/approval_service.proto.
  */
 export const file_rbook_v1_approval_service: GenFile = /*@__PURE__*/
-  fileDesc("Ch9yYm9vay92MS9hcHByb3ZhbF9zZXJ2aWNlLnByb3RvEghyYm9vay52MSKxAQoWUmVxdWVzdEFwcHJvdmFsUmVxdWVzdBIOCgZydW5faWQYASABKAkSDwoHbm9kZV9pZBgCIAEoCRISCgpzdGVwX2luZGV4GAMgASgFEg4KBnByb21wdBgEIAEoCRIsCghkZWFkbGluZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEwoLcGxhbl9kaWdlc3QYBiABKAkSDwoHb25fZmFpbBgHIAEoCSJOChdSZXF1ZXN0QXBwcm92YWxSZXNwb25zZRIkCghhcHByb3ZhbBgBIAEoCzISLnJib29rLnYxLkFwcHJvdmFsEg0KBXRva2VuGAIgASgJIkEKDkFwcHJvdmVSZXF1ZXN0Eg0KBXRva2VuGAEgASgJEg4KBnJlYXNvbhgCIAEoCRIQCghhcHByb3ZlchgDIAEoCSI3Cg9BcHByb3ZlUmVzcG9uc2USJAoIYXBwcm92YWwYASABKAsyEi5yYm9vay52MS5BcHByb3ZhbCJACg1SZWplY3RSZXF1ZXN0Eg0KBXRva2VuGAEgASgJEg4KBnJlYXNvbhgCIAEoCRIQCghhcHByb3ZlchgDIAEoCSI2Cg5SZWplY3RSZXNwb25zZRIkCghhcHByb3ZhbBgBIAEoCzISLnJib29rLnYxLkFwcHJvdmFsIikKEkdldEFwcHJvdmFsUmVxdWVzdBITCgthcHByb3ZhbF9pZBgBIAEoCSI7ChNHZXRBcHByb3ZhbFJlc3BvbnNlEiQKCGFwcHJvdmFsGAEgASgLMhIucmJvb2sudjEuQXBwcm92YWwidwoUTGlzdEFwcHJvdmFsc1JlcXVlc3QSKAoGc3RhdHVzGAEgASgOMhgucmJvb2sudjEuQXBwcm92YWxTdGF0dXMSDgoGcnVuX2lkGAIgASgJEhEKCXBhZ2Vfc2l6ZRgDIAEoBRISCgpwYWdlX3Rva2VuGAQgASgJIlcKFUxpc3RBcHByb3ZhbHNSZXNwb25zZRIlCglhcHByb3ZhbHMYASADKAsyEi5yYm9vay52MS5BcHByb3ZhbBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiKwoUV2F0Y2hBcHByb3ZhbFJlcXVlc3QSEwoLYXBwcm92YWxfaWQYASABKAkiPQoVV2F0Y2hBcHByb3ZhbFJlc3BvbnNlEiQKCGFwcHJvdmFsGAEgASgLMhIucmJvb2sudjEuQXBwcm92YWwy2AMKD0FwcHJvdmFsU2VydmljZRJWCg9SZXF1ZXN0QXBwcm92YWwSIC5yYm9vay52MS5SZXF1ZXN0QXBwcm92YWxSZXF1ZXN0GiEucmJvb2sudjEuUmVxdWVzdEFwcHJvdmFsUmVzcG9uc2USPgoHQXBwcm92ZRIYLnJib29rLnYxLkFwcHJvdmVSZXF1ZXN0GhkucmJvb2sudjEuQXBwcm92ZVJlc3BvbnNlEjsKBlJlamVjdBIXLnJib29rLnYxLlJlamVjdFJlcXVlc3QaGC5yYm9vay52MS5SZWplY3RSZXNwb25zZRJKCgtHZXRBcHByb3ZhbBIcLnJib29rLnYxLkdldEFwcHJvdmFsUmVxdWVzdBodLnJib29rLnYxLkdldEFwcHJvdmFsUmVzcG9uc2USUAoNTGlzdEFwcHJvdmFscxIeLnJib29rLnYxLkxpc3RBcHByb3ZhbHNSZXF1ZXN0Gh8ucmJvb2sudjEuTGlzdEFwcHJvdmFsc1Jlc3BvbnNlElIKDVdhdGNoQXBwcm92YWwSHi5yYm9vay52MS5XYXRjaEFwcHJvdmFsUmVxdWVzdBofLnJib29rLnYxLldhdGNoQXBwcm92YWxSZXNwb25zZTABQjZaNGdpdGh1Yi5jb20vcmJvb2tocS9yYm9vay1hY3Rpb24vZ2VuL3Jib29rL3YxO3Jib29rdjFiBnByb3RvMw", [file_google_protobuf_timestamp, file_rbook_v1_approval]);
+  fileDesc("Ch9yYm9vay92MS9hcHByb3ZhbF9zZXJ2aWNlLnByb3RvEghyYm9vay52MSLUAQoWUmVxdWVzdEFwcHJvdmFsUmVxdWVzdBIOCgZydW5faWQYASABKAkSEQoJc3RlcF9uYW1lGAIgASgJEhIKCnN0ZXBfaW5kZXgYAyABKAUSDgoGcHJvbXB0GAQgASgJEiwKCGRlYWRsaW5lGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBITCgtwbGFuX2RpZ2VzdBgGIAEoCRIPCgdvbl9mYWlsGAcgASgJEhAKCG93bmVyX2lkGAggASgJEg0KBWVwb2NoGAkgASgDIk4KF1JlcXVlc3RBcHByb3ZhbFJlc3BvbnNlEiQKCGFwcHJvdmFsGAEgASgLMhIucmJvb2sudjEuQXBwcm92YWwSDQoFdG9rZW4YAiABKAkiQQoOQXBwcm92ZVJlcXVlc3QSDQoFdG9rZW4YASABKAkSDgoGcmVhc29uGAIgASgJEhAKCGFwcHJvdmVyGAMgASgJIjcKD0FwcHJvdmVSZXNwb25zZRIkCghhcHByb3ZhbBgBIAEoCzISLnJib29rLnYxLkFwcHJvdmFsIkAKDVJlamVjdFJlcXVlc3QSDQoFdG9rZW4YASABKAkSDgoGcmVhc29uGAIgASgJEhAKCGFwcHJvdmVyGAMgASgJIjYKDlJlamVjdFJlc3BvbnNlEiQKCGFwcHJvdmFsGAEgASgLMhIucmJvb2sudjEuQXBwcm92YWwiKQoSR2V0QXBwcm92YWxSZXF1ZXN0EhMKC2FwcHJvdmFsX2lkGAEgASgJIjsKE0dldEFwcHJvdmFsUmVzcG9uc2USJAoIYXBwcm92YWwYASABKAsyEi5yYm9vay52MS5BcHByb3ZhbCJ3ChRMaXN0QXBwcm92YWxzUmVxdWVzdBIoCgZzdGF0dXMYASABKA4yGC5yYm9vay52MS5BcHByb3ZhbFN0YXR1cxIOCgZydW5faWQYAiABKAkSEQoJcGFnZV9zaXplGAMgASgFEhIKCnBhZ2VfdG9rZW4YBCABKAkiVwoVTGlzdEFwcHJvdmFsc1Jlc3BvbnNlEiUKCWFwcHJvdmFscxgBIAMoCzISLnJib29rLnYxLkFwcHJvdmFsEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIrChRXYXRjaEFwcHJvdmFsUmVxdWVzdBITCgthcHByb3ZhbF9pZBgBIAEoCSI9ChVXYXRjaEFwcHJvdmFsUmVzcG9uc2USJAoIYXBwcm92YWwYASABKAsyEi5yYm9vay52MS5BcHByb3ZhbDLYAwoPQXBwcm92YWxTZXJ2aWNlElYKD1JlcXVlc3RBcHByb3ZhbBIgLnJib29rLnYxLlJlcXVlc3RBcHByb3ZhbFJlcXVlc3QaIS5yYm9vay52MS5SZXF1ZXN0QXBwcm92YWxSZXNwb25zZRI+CgdBcHByb3ZlEhgucmJvb2sudjEuQXBwcm92ZVJlcXVlc3QaGS5yYm9vay52MS5BcHByb3ZlUmVzcG9uc2USOwoGUmVqZWN0EhcucmJvb2sudjEuUmVqZWN0UmVxdWVzdBoYLnJib29rLnYxLlJlamVjdFJlc3BvbnNlEkoKC0dldEFwcHJvdmFsEhwucmJvb2sudjEuR2V0QXBwcm92YWxSZXF1ZXN0Gh0ucmJvb2sudjEuR2V0QXBwcm92YWxSZXNwb25zZRJQCg1MaXN0QXBwcm92YWxzEh4ucmJvb2sudjEuTGlzdEFwcHJvdmFsc1JlcXVlc3QaHy5yYm9vay52MS5MaXN0QXBwcm92YWxzUmVzcG9uc2USUgoNV2F0Y2hBcHByb3ZhbBIeLnJib29rLnYxLldhdGNoQXBwcm92YWxSZXF1ZXN0Gh8ucmJvb2sudjEuV2F0Y2hBcHByb3ZhbFJlc3BvbnNlMAFCNlo0Z2l0aHViLmNvbS9yYm9va2hxL3Jib29rLWFjdGlvbi9nZW4vcmJvb2svdjE7cmJvb2t2MWIGcHJvdG8z", [file_google_protobuf_timestamp, file_rbook_v1_approval]);
 
 /**
  * RequestApprovalRequest describes the gate an executor reached (engine.GateRequest).
@@ -32,9 +32,9 @@ export type RequestApprovalRequest = Message<"rbook.v1.RequestApprovalRequest"> 
   /**
    * The gate's step name or playbook node id. Required.
    *
-   * @generated from field: string node_id = 2;
+   * @generated from field: string step_name = 2;
    */
-  nodeId: string;
+  stepName: string;
 
   /**
    * 0-based index of the gate's step, >= 0.
@@ -72,6 +72,21 @@ export type RequestApprovalRequest = Message<"rbook.v1.RequestApprovalRequest"> 
    * @generated from field: string on_fail = 7;
    */
   onFail: string;
+
+  /**
+   * The caller's owner id (StartRunRequest.owner_id). Required: only the run's lease holder
+   * opens its gates and receives their tokens (issue 6, item 1.3).
+   *
+   * @generated from field: string owner_id = 8;
+   */
+  ownerId: string;
+
+  /**
+   * The lease epoch StartRun returned. Required; a stale one fails with E_LEASE_LOST.
+   *
+   * @generated from field: int64 epoch = 9;
+   */
+  epoch: bigint;
 };
 
 /**
@@ -394,7 +409,7 @@ export const ApprovalService: GenService<{
    * pending returns the same approval and token, so retries are safe; the auto-pass policy may
    * return it already APPROVED with auto_passed set.
    * Errors: E_RUN_NOT_FOUND, E_RUN_FINAL, E_RUN_CANCELLED, E_PLAN_DIGEST_MISMATCH,
-   * E_INVALID_ARGUMENT.
+   * E_LEASE_LOST, E_PERMISSION_DENIED (not the run's owner), E_INVALID_ARGUMENT.
    *
    * @generated from rpc rbook.v1.ApprovalService.RequestApproval
    */

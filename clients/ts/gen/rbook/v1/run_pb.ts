@@ -12,12 +12,12 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file rbook/v1/run.proto.
  */
 export const file_rbook_v1_run: GenFile = /*@__PURE__*/
-  fileDesc("ChJyYm9vay92MS9ydW4ucHJvdG8SCHJib29rLnYxIv4ECgNSdW4SDgoGcnVuX2lkGAEgASgJEhUKDXBsYXlib29rX25hbWUYAiABKAkSFQoNcGxheWJvb2tfaGFzaBgDIAEoCRIUCgxjdXJyZW50X25vZGUYBCABKAkSIwoGc3RhdHVzGAUgASgOMhMucmJvb2sudjEuUnVuU3RhdHVzEi4KCnN0YXJ0ZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjAKDGNvbXBsZXRlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNZXJyb3JfY29udGV4dBgIIAEoCRIQCghiaW5kaW5ncxgJIAEoCRI8ChBpdGVyYXRpb25fY291bnRzGAogAygLMiIucmJvb2sudjEuUnVuLkl0ZXJhdGlvbkNvdW50c0VudHJ5Eg8KB2VwaWNfaWQYCyABKAkSEgoKc2Vzc2lvbl9pZBgMIAEoCRIUCgxzY2hlbWFfaGFzaDgYFCABKAkSEwoLdG90YWxfc3RlcHMYFSABKAUSIQoZbGFzdF9jb21wbGV0ZWRfc3RlcF9pbmRleBgWIAEoBRIaChJjdXJyZW50X3N0ZXBfaW5kZXgYFyABKAUSGAoQbGFzdF9kZXBsb3lfbmFtZRgYIAEoCRISCgpzdGFydGVkX2J5GBkgASgJEhAKCGxhc3Rfc2VxGBogASgDEi4KCnVwZGF0ZWRfYXQYGyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wGjYKFEl0ZXJhdGlvbkNvdW50c0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoBToCOAEilgEKCEV2aWRlbmNlEhEKCXN0ZXBfbmFtZRgBIAEoCRIMCgR0eXBlGAIgASgJEhIKBWlucHV0GAMgASgJSACIAQESDgoGb3V0cHV0GAQgASgJEiQKBnN0YXR1cxgFIAEoDjIULnJib29rLnYxLlN0ZXBTdGF0dXMSFQoNdGltZXN0YW1wX3V0YxgGIAEoCUIICgZfaW5wdXQi4AIKClRyYW5zaXRpb24SDgoGcnVuX2lkGAEgASgJEgsKA3NlcRgCIAEoAxImCgRraW5kGAMgASgOMhgucmJvb2sudjEuVHJhbnNpdGlvbktpbmQSKAoEdGltZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKc3RlcF9pbmRleBgFIAEoBRIRCglzdGVwX25hbWUYBiABKAkSEQoJc3RlcF90eXBlGAcgASgJEiQKCGV2aWRlbmNlGAggASgLMhIucmJvb2sudjEuRXZpZGVuY2USJwoKcnVuX3N0YXR1cxgJIAEoDjITLnJib29rLnYxLlJ1blN0YXR1cxIYChBsYXN0X2RlcGxveV9uYW1lGAogASgJEg8KB21lc3NhZ2UYCyABKAkSLwoLcmVjb3JkZWRfYXQYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wKqEBCglSdW5TdGF0dXMSGgoWUlVOX1NUQVRVU19VTlNQRUNJRklFRBAAEhYKElJVTl9TVEFUVVNfUlVOTklORxABEhUKEVJVTl9TVEFUVVNfUEFVU0VEEAISFQoRUlVOX1NUQVRVU19GQUlMRUQQAxIYChRSVU5fU1RBVFVTX1NVQ0NFRURFRBAEEhgKFFJVTl9TVEFUVVNfQ0FOQ0VMTEVEEAUqsAEKClN0ZXBTdGF0dXMSGwoXU1RFUF9TVEFUVVNfVU5TUEVDSUZJRUQQABIUChBTVEVQX1NUQVRVU19QQVNTEAESFAoQU1RFUF9TVEFUVVNfRkFJTBACEhkKFVNURVBfU1RBVFVTX1RJTUVEX09VVBADEhcKE1NURVBfU1RBVFVTX1NLSVBQRUQQBBIlCiFTVEVQX1NUQVRVU19BV0FJVElOR19DT05GSVJNQVRJT04QBSqhAgoOVHJhbnNpdGlvbktpbmQSHwobVFJBTlNJVElPTl9LSU5EX1VOU1BFQ0lGSUVEEAASHwobVFJBTlNJVElPTl9LSU5EX1JVTl9TVEFSVEVEEAESIAocVFJBTlNJVElPTl9LSU5EX1NURVBfU1RBUlRFRBACEiEKHVRSQU5TSVRJT05fS0lORF9TVEVQX0ZJTklTSEVEEAMSHwobVFJBTlNJVElPTl9LSU5EX0dBVEVfT1BFTkVEEAQSIAocVFJBTlNJVElPTl9LSU5EX0dBVEVfREVDSURFRBAFEiAKHFRSQU5TSVRJT05fS0lORF9SVU5fRklOSVNIRUQQBhIjCh9UUkFOU0lUSU9OX0tJTkRfUlVOX0lOVEVSUlVQVEVEEAdCNlo0Z2l0aHViLmNvbS9yYm9va2hxL3Jib29rLWFjdGlvbi9nZW4vcmJvb2svdjE7cmJvb2t2MWIGcHJvdG8z", [file_google_protobuf_timestamp]);
+  fileDesc("ChJyYm9vay92MS9ydW4ucHJvdG8SCHJib29rLnYxIrsECgNSdW4SDgoGcnVuX2lkGAEgASgJEh8KBGtpbmQYAiABKA4yES5yYm9vay52MS5SdW5LaW5kEgwKBG5hbWUYAyABKAkSFAoMY29udGVudF9oYXNoGAQgASgJEhQKDGN1cnJlbnRfc3RlcBgFIAEoCRIjCgZzdGF0dXMYBiABKA4yEy5yYm9vay52MS5SdW5TdGF0dXMSLgoKc3RhcnRlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMAoMY29tcGxldGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIVCg1lcnJvcl9jb250ZXh0GAkgASgJEhQKDHNjaGVtYV9oYXNoOBgKIAEoCRITCgt0b3RhbF9zdGVwcxgLIAEoBRIhChlsYXN0X2NvbXBsZXRlZF9zdGVwX2luZGV4GAwgASgFEhoKEmN1cnJlbnRfc3RlcF9pbmRleBgNIAEoBRIYChBsYXN0X2RlcGxveV9uYW1lGA4gASgJEhIKCnN0YXJ0ZWRfYnkYDyABKAkSEAoIbGFzdF9zZXEYECABKAMSLgoKdXBkYXRlZF9hdBgRIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASIQoFbGVhc2UYEiABKAsyEi5yYm9vay52MS5SdW5MZWFzZRIuCghwbGF5Ym9vaxgTIAEoCzIcLnJib29rLnYxLlBsYXlib29rUnVuRGV0YWlscyJYCghSdW5MZWFzZRINCgVvd25lchgBIAEoCRINCgVlcG9jaBgCIAEoAxIuCgpleHBpcmVzX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCLQAQoSUGxheWJvb2tSdW5EZXRhaWxzEhAKCGJpbmRpbmdzGAEgASgJEksKEGl0ZXJhdGlvbl9jb3VudHMYAiADKAsyMS5yYm9vay52MS5QbGF5Ym9va1J1bkRldGFpbHMuSXRlcmF0aW9uQ291bnRzRW50cnkSDwoHZXBpY19pZBgDIAEoCRISCgpzZXNzaW9uX2lkGAQgASgJGjYKFEl0ZXJhdGlvbkNvdW50c0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoBToCOAEiwgEKCEV2aWRlbmNlEhEKCXN0ZXBfbmFtZRgBIAEoCRIMCgR0eXBlGAIgASgJEhIKBWlucHV0GAMgASgJSACIAQESDgoGb3V0cHV0GAQgASgJEiQKBnN0YXR1cxgFIAEoDjIULnJib29rLnYxLlN0ZXBTdGF0dXMSFQoNdGltZXN0YW1wX3V0YxgGIAEoCRIZCgxzb3VyY2VfaW5wdXQYByABKAlIAYgBAUIICgZfaW5wdXRCDwoNX3NvdXJjZV9pbnB1dCL2AgoKVHJhbnNpdGlvbhIOCgZydW5faWQYASABKAkSCwoDc2VxGAIgASgDEiYKBGtpbmQYAyABKA4yGC5yYm9vay52MS5UcmFuc2l0aW9uS2luZBIoCgR0aW1lGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBISCgpzdGVwX2luZGV4GAUgASgFEhEKCXN0ZXBfbmFtZRgGIAEoCRIRCglzdGVwX3R5cGUYByABKAkSJAoIZXZpZGVuY2UYCCABKAsyEi5yYm9vay52MS5FdmlkZW5jZRInCgpydW5fc3RhdHVzGAkgASgOMhMucmJvb2sudjEuUnVuU3RhdHVzEhgKEGxhc3RfZGVwbG95X25hbWUYCiABKAkSDwoHbWVzc2FnZRgLIAEoCRIvCgtyZWNvcmRlZF9hdBgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFAoMcm9sbGJhY2tfZm9yGA0gASgJKqEBCglSdW5TdGF0dXMSGgoWUlVOX1NUQVRVU19VTlNQRUNJRklFRBAAEhYKElJVTl9TVEFUVVNfUlVOTklORxABEhUKEVJVTl9TVEFUVVNfUEFVU0VEEAISFQoRUlVOX1NUQVRVU19GQUlMRUQQAxIYChRSVU5fU1RBVFVTX1NVQ0NFRURFRBAEEhgKFFJVTl9TVEFUVVNfQ0FOQ0VMTEVEEAUqsAEKClN0ZXBTdGF0dXMSGwoXU1RFUF9TVEFUVVNfVU5TUEVDSUZJRUQQABIUChBTVEVQX1NUQVRVU19QQVNTEAESFAoQU1RFUF9TVEFUVVNfRkFJTBACEhkKFVNURVBfU1RBVFVTX1RJTUVEX09VVBADEhcKE1NURVBfU1RBVFVTX1NLSVBQRUQQBBIlCiFTVEVQX1NUQVRVU19BV0FJVElOR19DT05GSVJNQVRJT04QBSqhAgoOVHJhbnNpdGlvbktpbmQSHwobVFJBTlNJVElPTl9LSU5EX1VOU1BFQ0lGSUVEEAASHwobVFJBTlNJVElPTl9LSU5EX1JVTl9TVEFSVEVEEAESIAocVFJBTlNJVElPTl9LSU5EX1NURVBfU1RBUlRFRBACEiEKHVRSQU5TSVRJT05fS0lORF9TVEVQX0ZJTklTSEVEEAMSHwobVFJBTlNJVElPTl9LSU5EX0dBVEVfT1BFTkVEEAQSIAocVFJBTlNJVElPTl9LSU5EX0dBVEVfREVDSURFRBAFEiAKHFRSQU5TSVRJT05fS0lORF9SVU5fRklOSVNIRUQQBhIjCh9UUkFOU0lUSU9OX0tJTkRfUlVOX0lOVEVSUlVQVEVEEAcqUAoHUnVuS2luZBIYChRSVU5fS0lORF9VTlNQRUNJRklFRBAAEhQKEFJVTl9LSU5EX1JVTkJPT0sQARIVChFSVU5fS0lORF9QTEFZQk9PSxACQjZaNGdpdGh1Yi5jb20vcmJvb2tocS9yYm9vay1hY3Rpb24vZ2VuL3Jib29rL3YxO3Jib29rdjFiBnByb3RvMw", [file_google_protobuf_timestamp]);
 
 /**
- * Run is one runbook or playbook run. Fields 1-12 are the seed's playbook_runs columns
- * (seed playbooks.txt, "Database tables"); fields 20 and up are what the runbook executor adds
- * (seed runbook-executor, Step 4 state file).
+ * Run is one runbook or playbook run. Field names are neutral (issue 6, item 2.3); the
+ * control plane stores them in the seed's playbook_runs columns (seed playbooks.txt, "Database
+ * tables"), named after each field below.
  *
  * @generated from message rbook.v1.Run
  */
@@ -31,46 +31,54 @@ export type Run = Message<"rbook.v1.Run"> & {
   runId: string;
 
   /**
+   * Which format the run executes.
+   *
+   * @generated from field: rbook.v1.RunKind kind = 2;
+   */
+  kind: RunKind;
+
+  /**
    * The runbook's runbook_name or the playbook's name. Column playbook_name.
    *
-   * @generated from field: string playbook_name = 2;
+   * @generated from field: string name = 3;
    */
-  playbookName: string;
+  name: string;
 
   /**
    * Lowercase hex SHA-256 plan digest (runbook.Plan.ContentHash) the run currently executes;
    * approval tokens are bound to it (DESIGN D9). Column playbook_hash.
    *
-   * @generated from field: string playbook_hash = 3;
+   * @generated from field: string content_hash = 4;
    */
-  playbookHash: string;
+  contentHash: string;
 
   /**
    * Name of the step (node id) being executed or waited on; empty when the run is final.
    * Column current_node.
    *
-   * @generated from field: string current_node = 4;
+   * @generated from field: string current_step = 5;
    */
-  currentNode: string;
+  currentStep: string;
 
   /**
-   * The run's status. Column status.
+   * The run's status (the machine form; clients show the words of the run's kind).
+   * Column status.
    *
-   * @generated from field: rbook.v1.RunStatus status = 5;
+   * @generated from field: rbook.v1.RunStatus status = 6;
    */
   status: RunStatus;
 
   /**
    * When the run started (state file started_utc). Column started_at.
    *
-   * @generated from field: google.protobuf.Timestamp started_at = 6;
+   * @generated from field: google.protobuf.Timestamp started_at = 7;
    */
   startedAt?: Timestamp | undefined;
 
   /**
    * When the run became final; unset while it is not. Column completed_at.
    *
-   * @generated from field: google.protobuf.Timestamp completed_at = 7;
+   * @generated from field: google.protobuf.Timestamp completed_at = 8;
    */
   completedAt?: Timestamp | undefined;
 
@@ -78,51 +86,21 @@ export type Run = Message<"rbook.v1.Run"> & {
    * JSON object text describing the failure when status is FAILED (step, message); empty
    * otherwise. Column error_context.
    *
-   * @generated from field: string error_context = 8;
+   * @generated from field: string error_context = 9;
    */
   errorContext: string;
 
   /**
-   * JSON object text of accumulated input and per-node output bindings (playbooks only; empty
-   * for runbooks). Column bindings.
-   *
-   * @generated from field: string bindings = 9;
-   */
-  bindings: string;
-
-  /**
-   * Per-node iteration counts, enforced against iteration_cap (playbooks only). Column
-   * iteration_counts.
-   *
-   * @generated from field: map<string, int32> iteration_counts = 10;
-   */
-  iterationCounts: { [key: string]: number };
-
-  /**
-   * Linked task epic, optional (playbooks only). Column epic_id.
-   *
-   * @generated from field: string epic_id = 11;
-   */
-  epicId: string;
-
-  /**
-   * Linked session, optional (playbooks only). Column session_id.
-   *
-   * @generated from field: string session_id = 12;
-   */
-  sessionId: string;
-
-  /**
    * First 8 lowercase hex chars of SHA-256(rules.yaml) (seed runbook-executor, Step 1.3).
    *
-   * @generated from field: string schema_hash8 = 20;
+   * @generated from field: string schema_hash8 = 10;
    */
   schemaHash8: string;
 
   /**
    * Number of steps in the plan (seed state file total_steps).
    *
-   * @generated from field: int32 total_steps = 21;
+   * @generated from field: int32 total_steps = 11;
    */
   totalSteps: number;
 
@@ -130,14 +108,14 @@ export type Run = Message<"rbook.v1.Run"> & {
    * 0-based index of the last step that finished, -1 before the first (seed state file
    * last_completed_step_index).
    *
-   * @generated from field: int32 last_completed_step_index = 22;
+   * @generated from field: int32 last_completed_step_index = 12;
    */
   lastCompletedStepIndex: number;
 
   /**
-   * 0-based index of the step current_node names; equals total_steps when the run is final.
+   * 0-based index of the step current_step names; equals total_steps when the run is final.
    *
-   * @generated from field: int32 current_step_index = 23;
+   * @generated from field: int32 current_step_index = 13;
    */
   currentStepIndex: number;
 
@@ -145,15 +123,15 @@ export type Run = Message<"rbook.v1.Run"> & {
    * Name of the last simulated deployment, used by the cancel flow (seed runbook-executor,
    * deploy step 5).
    *
-   * @generated from field: string last_deploy_name = 24;
+   * @generated from field: string last_deploy_name = 14;
    */
   lastDeployName: string;
 
   /**
-   * Identity that started the run (authenticated caller, or the StartRun request's started_by
-   * on an unauthenticated loopback server).
+   * Identity that started the run: the authenticated caller (DESIGN D13), or the StartRun
+   * request's started_by on an unauthenticated loopback server.
    *
-   * @generated from field: string started_by = 25;
+   * @generated from field: string started_by = 15;
    */
   startedBy: string;
 
@@ -161,16 +139,31 @@ export type Run = Message<"rbook.v1.Run"> & {
    * Highest transition seq stored for the run, 0 before the first. A resuming executor
    * continues at last_seq + 1.
    *
-   * @generated from field: int64 last_seq = 26;
+   * @generated from field: int64 last_seq = 16;
    */
   lastSeq: bigint;
 
   /**
    * When the server last changed the run.
    *
-   * @generated from field: google.protobuf.Timestamp updated_at = 27;
+   * @generated from field: google.protobuf.Timestamp updated_at = 17;
    */
   updatedAt?: Timestamp | undefined;
+
+  /**
+   * Who may write the run, and until when (DESIGN D12). A final run keeps the lease its last
+   * owner left.
+   *
+   * @generated from field: rbook.v1.RunLease lease = 18;
+   */
+  lease?: RunLease | undefined;
+
+  /**
+   * Playbook-only columns; unset for runbook runs.
+   *
+   * @generated from field: rbook.v1.PlaybookRunDetails playbook = 19;
+   */
+  playbook?: PlaybookRunDetails | undefined;
 };
 
 /**
@@ -179,6 +172,90 @@ export type Run = Message<"rbook.v1.Run"> & {
  */
 export const RunSchema: GenMessage<Run> = /*@__PURE__*/
   messageDesc(file_rbook_v1_run, 0);
+
+/**
+ * RunLease is the executor lease of a run (issue 6, item 1.2; DESIGN D12). One executor
+ * instance (owner) writes a run at a time; every RecordTransition carries the epoch, and a
+ * stale epoch is refused with E_LEASE_LOST, so an executor that lost the lease can never
+ * write again.
+ *
+ * @generated from message rbook.v1.RunLease
+ */
+export type RunLease = Message<"rbook.v1.RunLease"> & {
+  /**
+   * Authenticated identity of the executor that holds the lease (DESIGN D13), or the claimed
+   * started_by on an unauthenticated server. With auth on, only this identity may record
+   * transitions, open gates and read tokens for the run (issue 6, item 1.3).
+   *
+   * @generated from field: string owner = 1;
+   */
+  owner: string;
+
+  /**
+   * Fencing epoch: 1 when the run is created, +1 at every StartRun that resumes or takes
+   * the run over.
+   *
+   * @generated from field: int64 epoch = 2;
+   */
+  epoch: bigint;
+
+  /**
+   * When the lease lapses unless renewed (by RecordTransition or RenewLease). Another
+   * executor may take the run over (StartRun with take_over) only after this time.
+   *
+   * @generated from field: google.protobuf.Timestamp expires_at = 3;
+   */
+  expiresAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message rbook.v1.RunLease.
+ * Use `create(RunLeaseSchema)` to create a new message.
+ */
+export const RunLeaseSchema: GenMessage<RunLease> = /*@__PURE__*/
+  messageDesc(file_rbook_v1_run, 1);
+
+/**
+ * PlaybookRunDetails holds the playbook_runs columns only playbooks use (seed playbooks.txt).
+ *
+ * @generated from message rbook.v1.PlaybookRunDetails
+ */
+export type PlaybookRunDetails = Message<"rbook.v1.PlaybookRunDetails"> & {
+  /**
+   * JSON object text of accumulated input and per-node output bindings. Column bindings.
+   *
+   * @generated from field: string bindings = 1;
+   */
+  bindings: string;
+
+  /**
+   * Per-node iteration counts, enforced against iteration_cap. Column iteration_counts.
+   *
+   * @generated from field: map<string, int32> iteration_counts = 2;
+   */
+  iterationCounts: { [key: string]: number };
+
+  /**
+   * Linked task epic, optional. Column epic_id.
+   *
+   * @generated from field: string epic_id = 3;
+   */
+  epicId: string;
+
+  /**
+   * Linked session, optional. Column session_id.
+   *
+   * @generated from field: string session_id = 4;
+   */
+  sessionId: string;
+};
+
+/**
+ * Describes the message rbook.v1.PlaybookRunDetails.
+ * Use `create(PlaybookRunDetailsSchema)` to create a new message.
+ */
+export const PlaybookRunDetailsSchema: GenMessage<PlaybookRunDetails> = /*@__PURE__*/
+  messageDesc(file_rbook_v1_run, 2);
 
 /**
  * Evidence is one evidence-pack entry with exactly the seed's fields (seed runbook-executor,
@@ -230,6 +307,14 @@ export type Evidence = Message<"rbook.v1.Evidence"> & {
    * @generated from field: string timestamp_utc = 6;
    */
   timestampUtc: string;
+
+  /**
+   * For a check step, the runbook's KQL text before the scope filter was injected; `input`
+   * holds the query that was executed (issue 6, item 2.1; DESIGN D17). Unset otherwise.
+   *
+   * @generated from field: optional string source_input = 7;
+   */
+  sourceInput?: string | undefined;
 };
 
 /**
@@ -237,7 +322,7 @@ export type Evidence = Message<"rbook.v1.Evidence"> & {
  * Use `create(EvidenceSchema)` to create a new message.
  */
 export const EvidenceSchema: GenMessage<Evidence> = /*@__PURE__*/
-  messageDesc(file_rbook_v1_run, 1);
+  messageDesc(file_rbook_v1_run, 3);
 
 /**
  * Transition is one durable event of a run, mirroring action/engine.Transition. (run_id, seq)
@@ -330,6 +415,14 @@ export type Transition = Message<"rbook.v1.Transition"> & {
    * @generated from field: google.protobuf.Timestamp recorded_at = 12;
    */
   recordedAt?: Timestamp | undefined;
+
+  /**
+   * Name of the failed step whose on_fail: rollback is being carried out while this
+   * transition happened (DESIGN D4); empty in forward flow. State file field rollback_for.
+   *
+   * @generated from field: string rollback_for = 13;
+   */
+  rollbackFor: string;
 };
 
 /**
@@ -337,7 +430,7 @@ export type Transition = Message<"rbook.v1.Transition"> & {
  * Use `create(TransitionSchema)` to create a new message.
  */
 export const TransitionSchema: GenMessage<Transition> = /*@__PURE__*/
-  messageDesc(file_rbook_v1_run, 2);
+  messageDesc(file_rbook_v1_run, 4);
 
 /**
  * RunStatus is a run's status. It mirrors the seed's playbook_runs.status words
@@ -525,4 +618,41 @@ export enum TransitionKind {
  */
 export const TransitionKindSchema: GenEnum<TransitionKind> = /*@__PURE__*/
   enumDesc(file_rbook_v1_run, 2);
+
+/**
+ * RunKind says which format a run executes; it decides the status words a person is shown
+ * (issue 6, item 2.3): a runbook run's IN_PROGRESS / COMPLETED / FAILED / CANCELLED (seed
+ * runbook-executor) or a playbook run's running / paused / failed / succeeded / cancelled (seed
+ * playbooks).
+ *
+ * @generated from enum rbook.v1.RunKind
+ */
+export enum RunKind {
+  /**
+   * Not set; StartRun treats it as RUN_KIND_RUNBOOK.
+   *
+   * @generated from enum value: RUN_KIND_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * A runbook (runbooks/<name>.yaml): a chain of steps.
+   *
+   * @generated from enum value: RUN_KIND_RUNBOOK = 1;
+   */
+  RUNBOOK = 1,
+
+  /**
+   * A playbook (.cantbook): a DAG of nodes.
+   *
+   * @generated from enum value: RUN_KIND_PLAYBOOK = 2;
+   */
+  PLAYBOOK = 2,
+}
+
+/**
+ * Describes the enum rbook.v1.RunKind.
+ */
+export const RunKindSchema: GenEnum<RunKind> = /*@__PURE__*/
+  enumDesc(file_rbook_v1_run, 3);
 

@@ -6,7 +6,7 @@ import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegen
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
-import type { Evidence, Run, RunStatus, Transition } from "./run_pb.js";
+import type { Evidence, Run, RunKind, RunLease, RunStatus, Transition } from "./run_pb.js";
 import { file_rbook_v1_run } from "./run_pb.js";
 import type { Message } from "@bufbuild/protobuf";
 
@@ -14,11 +14,11 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file rbook/v1/run_service.proto.
  */
 export const file_rbook_v1_run_service: GenFile = /*@__PURE__*/
-  fileDesc("ChpyYm9vay92MS9ydW5fc2VydmljZS5wcm90bxIIcmJvb2sudjEizwEKD1N0YXJ0UnVuUmVxdWVzdBIOCgZydW5faWQYASABKAkSFAoMcnVuYm9va19uYW1lGAIgASgJEhMKC3BsYW5fZGlnZXN0GAMgASgJEhQKDHNjaGVtYV9oYXNoOBgEIAEoCRITCgt0b3RhbF9zdGVwcxgFIAEoBRISCgpzdGFydGVkX2J5GAYgASgJEhIKCmlkZW1wb3RlbnQYByABKAgSLgoKc3RhcnRlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiPwoQU3RhcnRSdW5SZXNwb25zZRIaCgNydW4YASABKAsyDS5yYm9vay52MS5SdW4SDwoHY3JlYXRlZBgCIAEoCCJDChdSZWNvcmRUcmFuc2l0aW9uUmVxdWVzdBIoCgp0cmFuc2l0aW9uGAEgASgLMhQucmJvb2sudjEuVHJhbnNpdGlvbiI/ChhSZWNvcmRUcmFuc2l0aW9uUmVzcG9uc2USEQoJZHVwbGljYXRlGAEgASgIEhAKCGxhc3Rfc2VxGAIgASgDIh8KDUdldFJ1blJlcXVlc3QSDgoGcnVuX2lkGAEgASgJIlcKDkdldFJ1blJlc3BvbnNlEhoKA3J1bhgBIAEoCzINLnJib29rLnYxLlJ1bhIpCgt0cmFuc2l0aW9ucxgCIAMoCzIULnJib29rLnYxLlRyYW5zaXRpb24icwoPTGlzdFJ1bnNSZXF1ZXN0EiMKBnN0YXR1cxgBIAEoDjITLnJib29rLnYxLlJ1blN0YXR1cxIUCgxydW5ib29rX25hbWUYAiABKAkSEQoJcGFnZV9zaXplGAMgASgFEhIKCnBhZ2VfdG9rZW4YBCABKAkiSAoQTGlzdFJ1bnNSZXNwb25zZRIbCgRydW5zGAEgAygLMg0ucmJvb2sudjEuUnVuEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIzCg9XYXRjaFJ1blJlcXVlc3QSDgoGcnVuX2lkGAEgASgJEhAKCGZyb21fc2VxGAIgASgDIlgKEFdhdGNoUnVuUmVzcG9uc2USGgoDcnVuGAEgASgLMg0ucmJvb2sudjEuUnVuEigKCnRyYW5zaXRpb24YAiABKAsyFC5yYm9vay52MS5UcmFuc2l0aW9uIjIKEENhbmNlbFJ1blJlcXVlc3QSDgoGcnVuX2lkGAEgASgJEg4KBnJlYXNvbhgCIAEoCSIvChFDYW5jZWxSdW5SZXNwb25zZRIaCgNydW4YASABKAsyDS5yYm9vay52MS5SdW4iKAoWR2V0RXZpZGVuY2VQYWNrUmVxdWVzdBIOCgZydW5faWQYASABKAkiWgoXR2V0RXZpZGVuY2VQYWNrUmVzcG9uc2USIwoHZW50cmllcxgBIAMoCzISLnJib29rLnYxLkV2aWRlbmNlEhoKEmV2aWRlbmNlX3BhY2tfanNvbhgCIAEoCTKNBAoKUnVuU2VydmljZRJBCghTdGFydFJ1bhIZLnJib29rLnYxLlN0YXJ0UnVuUmVxdWVzdBoaLnJib29rLnYxLlN0YXJ0UnVuUmVzcG9uc2USWQoQUmVjb3JkVHJhbnNpdGlvbhIhLnJib29rLnYxLlJlY29yZFRyYW5zaXRpb25SZXF1ZXN0GiIucmJvb2sudjEuUmVjb3JkVHJhbnNpdGlvblJlc3BvbnNlEjsKBkdldFJ1bhIXLnJib29rLnYxLkdldFJ1blJlcXVlc3QaGC5yYm9vay52MS5HZXRSdW5SZXNwb25zZRJBCghMaXN0UnVucxIZLnJib29rLnYxLkxpc3RSdW5zUmVxdWVzdBoaLnJib29rLnYxLkxpc3RSdW5zUmVzcG9uc2USQwoIV2F0Y2hSdW4SGS5yYm9vay52MS5XYXRjaFJ1blJlcXVlc3QaGi5yYm9vay52MS5XYXRjaFJ1blJlc3BvbnNlMAESRAoJQ2FuY2VsUnVuEhoucmJvb2sudjEuQ2FuY2VsUnVuUmVxdWVzdBobLnJib29rLnYxLkNhbmNlbFJ1blJlc3BvbnNlElYKD0dldEV2aWRlbmNlUGFjaxIgLnJib29rLnYxLkdldEV2aWRlbmNlUGFja1JlcXVlc3QaIS5yYm9vay52MS5HZXRFdmlkZW5jZVBhY2tSZXNwb25zZUI2WjRnaXRodWIuY29tL3Jib29raHEvcmJvb2stYWN0aW9uL2dlbi9yYm9vay92MTtyYm9va3YxYgZwcm90bzM", [file_google_protobuf_timestamp, file_rbook_v1_run]);
+  fileDesc("ChpyYm9vay92MS9ydW5fc2VydmljZS5wcm90bxIIcmJvb2sudjEikQIKD1N0YXJ0UnVuUmVxdWVzdBIOCgZydW5faWQYASABKAkSDAoEbmFtZRgCIAEoCRIUCgxjb250ZW50X2hhc2gYAyABKAkSFAoMc2NoZW1hX2hhc2g4GAQgASgJEhMKC3RvdGFsX3N0ZXBzGAUgASgFEhIKCnN0YXJ0ZWRfYnkYBiABKAkSLgoKc3RhcnRlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASHwoEa2luZBgIIAEoDjIRLnJib29rLnYxLlJ1bktpbmQSEAoIb3duZXJfaWQYCSABKAkSEQoJdGFrZV9vdmVyGAogASgIEhUKDWxlYXNlX3NlY29uZHMYCyABKAUiPwoQU3RhcnRSdW5SZXNwb25zZRIaCgNydW4YASABKAsyDS5yYm9vay52MS5SdW4SDwoHY3JlYXRlZBgCIAEoCCJkChdSZWNvcmRUcmFuc2l0aW9uUmVxdWVzdBIoCgp0cmFuc2l0aW9uGAEgASgLMhQucmJvb2sudjEuVHJhbnNpdGlvbhIQCghvd25lcl9pZBgCIAEoCRINCgVlcG9jaBgDIAEoAyI/ChhSZWNvcmRUcmFuc2l0aW9uUmVzcG9uc2USEQoJZHVwbGljYXRlGAEgASgIEhAKCGxhc3Rfc2VxGAIgASgDIkQKEVJlbmV3TGVhc2VSZXF1ZXN0Eg4KBnJ1bl9pZBgBIAEoCRIQCghvd25lcl9pZBgCIAEoCRINCgVlcG9jaBgDIAEoAyI3ChJSZW5ld0xlYXNlUmVzcG9uc2USIQoFbGVhc2UYASABKAsyEi5yYm9vay52MS5SdW5MZWFzZSJGCg1HZXRSdW5SZXF1ZXN0Eg4KBnJ1bl9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSJwCg5HZXRSdW5SZXNwb25zZRIaCgNydW4YASABKAsyDS5yYm9vay52MS5SdW4SKQoLdHJhbnNpdGlvbnMYAiADKAsyFC5yYm9vay52MS5UcmFuc2l0aW9uEhcKD25leHRfcGFnZV90b2tlbhgDIAEoCSJrCg9MaXN0UnVuc1JlcXVlc3QSIwoGc3RhdHVzGAEgASgOMhMucmJvb2sudjEuUnVuU3RhdHVzEgwKBG5hbWUYAiABKAkSEQoJcGFnZV9zaXplGAMgASgFEhIKCnBhZ2VfdG9rZW4YBCABKAkiSAoQTGlzdFJ1bnNSZXNwb25zZRIbCgRydW5zGAEgAygLMg0ucmJvb2sudjEuUnVuEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIzCg9XYXRjaFJ1blJlcXVlc3QSDgoGcnVuX2lkGAEgASgJEhAKCGZyb21fc2VxGAIgASgDIlgKEFdhdGNoUnVuUmVzcG9uc2USGgoDcnVuGAEgASgLMg0ucmJvb2sudjEuUnVuEigKCnRyYW5zaXRpb24YAiABKAsyFC5yYm9vay52MS5UcmFuc2l0aW9uIjIKEENhbmNlbFJ1blJlcXVlc3QSDgoGcnVuX2lkGAEgASgJEg4KBnJlYXNvbhgCIAEoCSIvChFDYW5jZWxSdW5SZXNwb25zZRIaCgNydW4YASABKAsyDS5yYm9vay52MS5SdW4iTwoWR2V0RXZpZGVuY2VQYWNrUmVxdWVzdBIOCgZydW5faWQYASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkicwoXR2V0RXZpZGVuY2VQYWNrUmVzcG9uc2USIwoHZW50cmllcxgBIAMoCzISLnJib29rLnYxLkV2aWRlbmNlEhoKEmV2aWRlbmNlX3BhY2tfanNvbhgCIAEoCRIXCg9uZXh0X3BhZ2VfdG9rZW4YAyABKAky1gQKClJ1blNlcnZpY2USQQoIU3RhcnRSdW4SGS5yYm9vay52MS5TdGFydFJ1blJlcXVlc3QaGi5yYm9vay52MS5TdGFydFJ1blJlc3BvbnNlElkKEFJlY29yZFRyYW5zaXRpb24SIS5yYm9vay52MS5SZWNvcmRUcmFuc2l0aW9uUmVxdWVzdBoiLnJib29rLnYxLlJlY29yZFRyYW5zaXRpb25SZXNwb25zZRJHCgpSZW5ld0xlYXNlEhsucmJvb2sudjEuUmVuZXdMZWFzZVJlcXVlc3QaHC5yYm9vay52MS5SZW5ld0xlYXNlUmVzcG9uc2USOwoGR2V0UnVuEhcucmJvb2sudjEuR2V0UnVuUmVxdWVzdBoYLnJib29rLnYxLkdldFJ1blJlc3BvbnNlEkEKCExpc3RSdW5zEhkucmJvb2sudjEuTGlzdFJ1bnNSZXF1ZXN0GhoucmJvb2sudjEuTGlzdFJ1bnNSZXNwb25zZRJDCghXYXRjaFJ1bhIZLnJib29rLnYxLldhdGNoUnVuUmVxdWVzdBoaLnJib29rLnYxLldhdGNoUnVuUmVzcG9uc2UwARJECglDYW5jZWxSdW4SGi5yYm9vay52MS5DYW5jZWxSdW5SZXF1ZXN0GhsucmJvb2sudjEuQ2FuY2VsUnVuUmVzcG9uc2USVgoPR2V0RXZpZGVuY2VQYWNrEiAucmJvb2sudjEuR2V0RXZpZGVuY2VQYWNrUmVxdWVzdBohLnJib29rLnYxLkdldEV2aWRlbmNlUGFja1Jlc3BvbnNlQjZaNGdpdGh1Yi5jb20vcmJvb2tocS9yYm9vay1hY3Rpb24vZ2VuL3Jib29rL3YxO3Jib29rdjFiBnByb3RvMw", [file_google_protobuf_timestamp, file_rbook_v1_run]);
 
 /**
  * StartRunRequest describes the run an executor is about to execute (seed runbook-executor,
- * Steps 2-4).
+ * Steps 2-4; DESIGN D12).
  *
  * @generated from message rbook.v1.StartRunRequest
  */
@@ -33,18 +33,18 @@ export type StartRunRequest = Message<"rbook.v1.StartRunRequest"> & {
   /**
    * runbook_name (or playbook name), [A-Za-z0-9._-]{1,64} (DESIGN D6). Required.
    *
-   * @generated from field: string runbook_name = 2;
+   * @generated from field: string name = 2;
    */
-  runbookName: string;
+  name: string;
 
   /**
    * Lowercase hex SHA-256 plan digest (runbook.Plan.ContentHash), 64 chars. Required. When a
    * resumed run brings another digest, the run adopts it and tokens bound to the old one stop
    * working (DESIGN D9).
    *
-   * @generated from field: string plan_digest = 3;
+   * @generated from field: string content_hash = 3;
    */
-  planDigest: string;
+  contentHash: string;
 
   /**
    * First 8 lowercase hex chars of SHA-256(rules.yaml) (seed Step 1.3). Required.
@@ -62,27 +62,48 @@ export type StartRunRequest = Message<"rbook.v1.StartRunRequest"> & {
 
   /**
    * Who starts the run (user name, CI actor). The server records the authenticated identity
-   * instead when it has one.
+   * instead when it has one (DESIGN D13).
    *
    * @generated from field: string started_by = 6;
    */
   startedBy: string;
 
   /**
-   * When true, an existing run with this run_id that is not final is returned with
-   * created = false (resume, and safe retries of StartRun). When false, an existing run_id
-   * fails with E_RUN_EXISTS. A final run always fails with E_RUN_FINAL.
-   *
-   * @generated from field: bool idempotent = 7;
-   */
-  idempotent: boolean;
-
-  /**
    * When the executor started the run (state file started_utc); the server's time when unset.
    *
-   * @generated from field: google.protobuf.Timestamp started_at = 8;
+   * @generated from field: google.protobuf.Timestamp started_at = 7;
    */
   startedAt?: Timestamp | undefined;
+
+  /**
+   * Which format the run executes; unset means RUN_KIND_RUNBOOK.
+   *
+   * @generated from field: rbook.v1.RunKind kind = 8;
+   */
+  kind: RunKind;
+
+  /**
+   * The executor instance's owner id: random, kept in its state file, 16-128 bytes of
+   * [A-Za-z0-9_-]. Required. It is a capability (never shown by GetRun): whoever presents it
+   * with the current epoch may write the run.
+   *
+   * @generated from field: string owner_id = 9;
+   */
+  ownerId: string;
+
+  /**
+   * Take the run over from another owner whose lease expired (rbook run --take-over).
+   *
+   * @generated from field: bool take_over = 10;
+   */
+  takeOver: boolean;
+
+  /**
+   * How long the lease lasts without renewal, in seconds: 0 means 60; 5..3600.
+   *
+   * @generated from field: int32 lease_seconds = 11;
+   */
+  leaseSeconds: number;
 };
 
 /**
@@ -99,14 +120,15 @@ export const StartRunRequestSchema: GenMessage<StartRunRequest> = /*@__PURE__*/
  */
 export type StartRunResponse = Message<"rbook.v1.StartRunResponse"> & {
   /**
-   * The created or resumed run; a resuming executor continues at run.last_seq + 1.
+   * The created or resumed run; a resuming executor continues at run.last_seq + 1 and sends
+   * run.lease.epoch with every transition.
    *
    * @generated from field: rbook.v1.Run run = 1;
    */
   run?: Run | undefined;
 
   /**
-   * True when this call created the run, false when it returned an existing one.
+   * True when this call created the run, false when it resumed or took over an existing one.
    *
    * @generated from field: bool created = 2;
    */
@@ -132,6 +154,20 @@ export type RecordTransitionRequest = Message<"rbook.v1.RecordTransitionRequest"
    * @generated from field: rbook.v1.Transition transition = 1;
    */
   transition?: Transition | undefined;
+
+  /**
+   * The caller's owner id (StartRunRequest.owner_id). Required.
+   *
+   * @generated from field: string owner_id = 2;
+   */
+  ownerId: string;
+
+  /**
+   * The lease epoch StartRun returned. Required; a stale one fails with E_LEASE_LOST.
+   *
+   * @generated from field: int64 epoch = 3;
+   */
+  epoch: bigint;
 };
 
 /**
@@ -170,7 +206,63 @@ export const RecordTransitionResponseSchema: GenMessage<RecordTransitionResponse
   messageDesc(file_rbook_v1_run_service, 3);
 
 /**
- * GetRunRequest names a run.
+ * RenewLeaseRequest extends an executor's lease on a run.
+ *
+ * @generated from message rbook.v1.RenewLeaseRequest
+ */
+export type RenewLeaseRequest = Message<"rbook.v1.RenewLeaseRequest"> & {
+  /**
+   * The run. Required.
+   *
+   * @generated from field: string run_id = 1;
+   */
+  runId: string;
+
+  /**
+   * The caller's owner id. Required.
+   *
+   * @generated from field: string owner_id = 2;
+   */
+  ownerId: string;
+
+  /**
+   * The lease epoch StartRun returned. Required.
+   *
+   * @generated from field: int64 epoch = 3;
+   */
+  epoch: bigint;
+};
+
+/**
+ * Describes the message rbook.v1.RenewLeaseRequest.
+ * Use `create(RenewLeaseRequestSchema)` to create a new message.
+ */
+export const RenewLeaseRequestSchema: GenMessage<RenewLeaseRequest> = /*@__PURE__*/
+  messageDesc(file_rbook_v1_run_service, 4);
+
+/**
+ * RenewLeaseResponse returns the renewed lease.
+ *
+ * @generated from message rbook.v1.RenewLeaseResponse
+ */
+export type RenewLeaseResponse = Message<"rbook.v1.RenewLeaseResponse"> & {
+  /**
+   * The lease with its new expires_at.
+   *
+   * @generated from field: rbook.v1.RunLease lease = 1;
+   */
+  lease?: RunLease | undefined;
+};
+
+/**
+ * Describes the message rbook.v1.RenewLeaseResponse.
+ * Use `create(RenewLeaseResponseSchema)` to create a new message.
+ */
+export const RenewLeaseResponseSchema: GenMessage<RenewLeaseResponse> = /*@__PURE__*/
+  messageDesc(file_rbook_v1_run_service, 5);
+
+/**
+ * GetRunRequest names a run and the page of transitions to return.
  *
  * @generated from message rbook.v1.GetRunRequest
  */
@@ -181,6 +273,21 @@ export type GetRunRequest = Message<"rbook.v1.GetRunRequest"> & {
    * @generated from field: string run_id = 1;
    */
   runId: string;
+
+  /**
+   * Maximum transitions in this page: 0 means 1000; larger is treated as 1000. The page also
+   * ends early when it would pass about 3 MiB.
+   *
+   * @generated from field: int32 page_size = 2;
+   */
+  pageSize: number;
+
+  /**
+   * next_page_token of the previous page; empty for the first page. Opaque.
+   *
+   * @generated from field: string page_token = 3;
+   */
+  pageToken: string;
 };
 
 /**
@@ -188,10 +295,10 @@ export type GetRunRequest = Message<"rbook.v1.GetRunRequest"> & {
  * Use `create(GetRunRequestSchema)` to create a new message.
  */
 export const GetRunRequestSchema: GenMessage<GetRunRequest> = /*@__PURE__*/
-  messageDesc(file_rbook_v1_run_service, 4);
+  messageDesc(file_rbook_v1_run_service, 6);
 
 /**
- * GetRunResponse is a run with its full history.
+ * GetRunResponse is a run with one page of its history.
  *
  * @generated from message rbook.v1.GetRunResponse
  */
@@ -204,11 +311,18 @@ export type GetRunResponse = Message<"rbook.v1.GetRunResponse"> & {
   run?: Run | undefined;
 
   /**
-   * Every stored transition of the run in seq order.
+   * Stored transitions of the run in seq order, from the page's start.
    *
    * @generated from field: repeated rbook.v1.Transition transitions = 2;
    */
   transitions: Transition[];
+
+  /**
+   * Token for the next page; empty when this page holds the last transition.
+   *
+   * @generated from field: string next_page_token = 3;
+   */
+  nextPageToken: string;
 };
 
 /**
@@ -216,7 +330,7 @@ export type GetRunResponse = Message<"rbook.v1.GetRunResponse"> & {
  * Use `create(GetRunResponseSchema)` to create a new message.
  */
 export const GetRunResponseSchema: GenMessage<GetRunResponse> = /*@__PURE__*/
-  messageDesc(file_rbook_v1_run_service, 5);
+  messageDesc(file_rbook_v1_run_service, 7);
 
 /**
  * ListRunsRequest filters and pages runs.
@@ -232,11 +346,11 @@ export type ListRunsRequest = Message<"rbook.v1.ListRunsRequest"> & {
   status: RunStatus;
 
   /**
-   * Only runs of this runbook_name (exact match); empty means any.
+   * Only runs of this runbook or playbook name (exact match); empty means any.
    *
-   * @generated from field: string runbook_name = 2;
+   * @generated from field: string name = 2;
    */
-  runbookName: string;
+  name: string;
 
   /**
    * Maximum runs per page: 0 means 50, larger than 500 is treated as 500.
@@ -259,7 +373,7 @@ export type ListRunsRequest = Message<"rbook.v1.ListRunsRequest"> & {
  * Use `create(ListRunsRequestSchema)` to create a new message.
  */
 export const ListRunsRequestSchema: GenMessage<ListRunsRequest> = /*@__PURE__*/
-  messageDesc(file_rbook_v1_run_service, 6);
+  messageDesc(file_rbook_v1_run_service, 8);
 
 /**
  * ListRunsResponse is one page of runs.
@@ -287,7 +401,7 @@ export type ListRunsResponse = Message<"rbook.v1.ListRunsResponse"> & {
  * Use `create(ListRunsResponseSchema)` to create a new message.
  */
 export const ListRunsResponseSchema: GenMessage<ListRunsResponse> = /*@__PURE__*/
-  messageDesc(file_rbook_v1_run_service, 7);
+  messageDesc(file_rbook_v1_run_service, 9);
 
 /**
  * WatchRunRequest names the run to watch and where to start replaying.
@@ -315,7 +429,7 @@ export type WatchRunRequest = Message<"rbook.v1.WatchRunRequest"> & {
  * Use `create(WatchRunRequestSchema)` to create a new message.
  */
 export const WatchRunRequestSchema: GenMessage<WatchRunRequest> = /*@__PURE__*/
-  messageDesc(file_rbook_v1_run_service, 8);
+  messageDesc(file_rbook_v1_run_service, 10);
 
 /**
  * WatchRunResponse is one event of a watched run.
@@ -343,7 +457,7 @@ export type WatchRunResponse = Message<"rbook.v1.WatchRunResponse"> & {
  * Use `create(WatchRunResponseSchema)` to create a new message.
  */
 export const WatchRunResponseSchema: GenMessage<WatchRunResponse> = /*@__PURE__*/
-  messageDesc(file_rbook_v1_run_service, 9);
+  messageDesc(file_rbook_v1_run_service, 11);
 
 /**
  * CancelRunRequest asks to cancel a run (seed runbook-executor, Step 8; case A04).
@@ -371,7 +485,7 @@ export type CancelRunRequest = Message<"rbook.v1.CancelRunRequest"> & {
  * Use `create(CancelRunRequestSchema)` to create a new message.
  */
 export const CancelRunRequestSchema: GenMessage<CancelRunRequest> = /*@__PURE__*/
-  messageDesc(file_rbook_v1_run_service, 10);
+  messageDesc(file_rbook_v1_run_service, 12);
 
 /**
  * CancelRunResponse returns the cancelled run.
@@ -392,10 +506,10 @@ export type CancelRunResponse = Message<"rbook.v1.CancelRunResponse"> & {
  * Use `create(CancelRunResponseSchema)` to create a new message.
  */
 export const CancelRunResponseSchema: GenMessage<CancelRunResponse> = /*@__PURE__*/
-  messageDesc(file_rbook_v1_run_service, 11);
+  messageDesc(file_rbook_v1_run_service, 13);
 
 /**
- * GetEvidencePackRequest names a run.
+ * GetEvidencePackRequest names a run and the page of its evidence pack to return.
  *
  * @generated from message rbook.v1.GetEvidencePackRequest
  */
@@ -406,6 +520,21 @@ export type GetEvidencePackRequest = Message<"rbook.v1.GetEvidencePackRequest"> 
    * @generated from field: string run_id = 1;
    */
   runId: string;
+
+  /**
+   * Maximum entries in this page: 0 means 1000; larger is treated as 1000. The page also ends
+   * early when it would pass about 3 MiB.
+   *
+   * @generated from field: int32 page_size = 2;
+   */
+  pageSize: number;
+
+  /**
+   * next_page_token of the previous page; empty for the first page. Opaque.
+   *
+   * @generated from field: string page_token = 3;
+   */
+  pageToken: string;
 };
 
 /**
@@ -413,16 +542,16 @@ export type GetEvidencePackRequest = Message<"rbook.v1.GetEvidencePackRequest"> 
  * Use `create(GetEvidencePackRequestSchema)` to create a new message.
  */
 export const GetEvidencePackRequestSchema: GenMessage<GetEvidencePackRequest> = /*@__PURE__*/
-  messageDesc(file_rbook_v1_run_service, 12);
+  messageDesc(file_rbook_v1_run_service, 14);
 
 /**
- * GetEvidencePackResponse is the run's evidence pack in two forms.
+ * GetEvidencePackResponse is one page of the run's evidence pack in two forms.
  *
  * @generated from message rbook.v1.GetEvidencePackResponse
  */
 export type GetEvidencePackResponse = Message<"rbook.v1.GetEvidencePackResponse"> & {
   /**
-   * Entries in execution order, never re-sorted (seed Step 7).
+   * This page's entries in execution order, never re-sorted (seed Step 7).
    *
    * @generated from field: repeated rbook.v1.Evidence entries = 1;
    */
@@ -430,11 +559,19 @@ export type GetEvidencePackResponse = Message<"rbook.v1.GetEvidencePackResponse"
 
   /**
    * The same entries as the seed's JSON array text: fields step_name, type, input (null when
-   * unset), output, status (seed words, e.g. "PASS"), timestamp_utc; no trailing comma.
+   * unset), output, status (seed words, e.g. "PASS"), timestamp_utc; no trailing comma. When
+   * the pack spans pages, concatenating the pages' entries in order gives the whole pack.
    *
    * @generated from field: string evidence_pack_json = 2;
    */
   evidencePackJson: string;
+
+  /**
+   * Token for the next page; empty on the last page.
+   *
+   * @generated from field: string next_page_token = 3;
+   */
+  nextPageToken: string;
 };
 
 /**
@@ -442,7 +579,7 @@ export type GetEvidencePackResponse = Message<"rbook.v1.GetEvidencePackResponse"
  * Use `create(GetEvidencePackResponseSchema)` to create a new message.
  */
 export const GetEvidencePackResponseSchema: GenMessage<GetEvidencePackResponse> = /*@__PURE__*/
-  messageDesc(file_rbook_v1_run_service, 13);
+  messageDesc(file_rbook_v1_run_service, 15);
 
 /**
  * RunService owns runs and their transitions (issue 3, item 1). Executors call StartRun and
@@ -452,8 +589,15 @@ export const GetEvidencePackResponseSchema: GenMessage<GetEvidencePackResponse> 
  */
 export const RunService: GenService<{
   /**
-   * StartRun creates a run, or returns the one to resume when `idempotent` is set and the run
-   * exists and is not final. Errors: E_INVALID_ARGUMENT, E_RUN_EXISTS, E_RUN_FINAL.
+   * StartRun creates a run, or resumes one the caller owns (DESIGN D12, issue 6 item 1.2):
+   * - no run with run_id: it is created, owned by owner_id at epoch 1 (created = true);
+   * - the run exists, is not final and owner_id owns it: the epoch is bumped, the lease
+   *   renewed, and the run adopts plan_digest (created = false);
+   * - it exists, is not final and another owner holds it: E_RUN_OWNED, unless take_over is set
+   *   and the lease has expired (then the caller becomes the owner at the next epoch) —
+   *   take_over of a live lease fails with E_LEASE_HELD. A fresh executor that gets E_RUN_OWNED
+   *   or E_RUN_FINAL starts the next run id suffix (.2, .3, …; DESIGN D6).
+   * Errors: E_INVALID_ARGUMENT, E_RUN_OWNED, E_LEASE_HELD, E_RUN_FINAL, E_PERMISSION_DENIED.
    *
    * @generated from rpc rbook.v1.RunService.StartRun
    */
@@ -464,9 +608,10 @@ export const RunService: GenService<{
   },
   /**
    * RecordTransition stores one transition durably before it returns (DESIGN D10), idempotent
-   * on (run_id, seq): a replay of a stored transition succeeds with duplicate = true.
-   * Errors: E_RUN_NOT_FOUND, E_SEQ_CONFLICT, E_SEQ_GAP, E_RUN_FINAL, E_RUN_CANCELLED,
-   * E_INVALID_ARGUMENT.
+   * on (run_id, seq): a replay of a stored transition succeeds with duplicate = true. It renews
+   * the caller's lease. Errors: E_RUN_NOT_FOUND, E_LEASE_LOST (stale epoch or another owner),
+   * E_PERMISSION_DENIED (an executor identity that does not own the run), E_SEQ_CONFLICT,
+   * E_SEQ_GAP, E_RUN_FINAL, E_RUN_CANCELLED, E_INVALID_ARGUMENT.
    *
    * @generated from rpc rbook.v1.RunService.RecordTransition
    */
@@ -476,7 +621,21 @@ export const RunService: GenService<{
     output: typeof RecordTransitionResponseSchema;
   },
   /**
-   * GetRun returns a run and all its transitions in seq order. Errors: E_RUN_NOT_FOUND.
+   * RenewLease extends the caller's lease without recording anything; executors call it while
+   * a step or gate takes longer than a third of the lease. Errors: E_RUN_NOT_FOUND,
+   * E_LEASE_LOST, E_PERMISSION_DENIED, E_RUN_FINAL, E_RUN_CANCELLED.
+   *
+   * @generated from rpc rbook.v1.RunService.RenewLease
+   */
+  renewLease: {
+    methodKind: "unary";
+    input: typeof RenewLeaseRequestSchema;
+    output: typeof RenewLeaseResponseSchema;
+  },
+  /**
+   * GetRun returns a run and one page of its transitions in seq order; no response is larger
+   * than about 3 MiB (issue 6, item 1.8), so follow next_page_token for long runs.
+   * Errors: E_RUN_NOT_FOUND, E_INVALID_ARGUMENT (bad page_token or page_size).
    *
    * @generated from rpc rbook.v1.RunService.GetRun
    */
@@ -522,8 +681,9 @@ export const RunService: GenService<{
     output: typeof CancelRunResponseSchema;
   },
   /**
-   * GetEvidencePack returns the run's evidence pack in execution order (seed runbook-executor,
-   * Step 7). Errors: E_RUN_NOT_FOUND.
+   * GetEvidencePack returns one page of the run's evidence pack in execution order (seed
+   * runbook-executor, Step 7); no response is larger than about 3 MiB (issue 6, item 1.8).
+   * Errors: E_RUN_NOT_FOUND, E_INVALID_ARGUMENT (bad page_token or page_size).
    *
    * @generated from rpc rbook.v1.RunService.GetEvidencePack
    */

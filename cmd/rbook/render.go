@@ -1,0 +1,447 @@
+package main
+
+// How a run shows itself (DESIGN D17; issue 6, item 3.2): short text lines and a gate box on
+// a terminal, the seed's Markdown when stdout is not a terminal (so `rbook run demo >
+// report.md` keeps working), and JSON with -o json. The Markdown report also goes to
+// --report FILE and the GitHub job summary, whatever stdout is.
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"golang.org/x/term"
+
+	"github.com/rbookhq/rbook-action/action/engine"
+	"github.com/rbookhq/rbook-action/action/github"
+	"github.com/rbookhq/rbook-action/action/report"
+	"github.com/rbookhq/rbook-action/action/runbook"
+	"github.com/rbookhq/rbook-action/action/state"
+	"github.com/rbookhq/rbook-action/action/steps"
+)
+
+// ttys says which of a command's streams are terminals.
+type ttys struct{ stdin, stdout, stderr bool }
+
+// terminals decides which of stdin, out and errw are terminals. It is a variable so tests can
+// exercise the terminal rendering without a pty (issue 6, item 3.2).
+var terminals = func(out, errw io.Writer) ttys {
+	return ttys{stdin: isTerminal(os.Stdin), stdout: isTerminal(out), stderr: isTerminal(errw)}
+}
+
+// isTerminal reports whether w is a file open on a terminal.
+func isTerminal(w any) bool {
+	f, ok := w.(interface{ Fd() uintptr })
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// colorAllowed reports whether output to a stream may be coloured: only on a terminal, never
+// with NO_COLOR set to anything but "" (https://no-color.org), nor with TERM=dumb.
+func colorAllowed(tty bool) bool {
+	return tty && os.Getenv("NO_COLOR") == "" && os.Getenv("TERM") != "dumb"
+}
+
+// outputMode is which rendering a command uses.
+type outputMode int
+
+const (
+	// modeMarkdown is for a stdout that is not a terminal: the seed's templates (step status
+	// after every step, the report, the evidence pack) on stdout, progress on stderr.
+	modeMarkdown outputMode = iota
+	// modeTerminal is for a stdout that is a terminal: one text line per step, a summary
+	// that says where the evidence pack and the report are.
+	modeTerminal
+	// modeJSON is -o json: stdout holds only the final result as one JSON object; the
+	// text lines go to stderr.
+	modeJSON
+)
+
+// view renders one command's run. It is also the engine.Recorder that shows progress
+// (progress.go).
+type view struct {
+	out, errw io.Writer
+	mode      outputMode
+	// color colours the step lines; boxColor the gate box (which goes to stderr).
+	color, boxColor bool
+	// gateBox draws the confirm gate as a box: stderr, where it is shown, is a terminal.
+	gateBox bool
+	// reportPath is --report FILE ("" for none).
+	reportPath string
+	rend       *report.Renderer
+	plan       *runbook.Plan
+	started    time.Time
+	nameWidth  int
+
+	mu        sync.Mutex
+	stepStart map[int]time.Time
+}
+
+// newView picks the rendering from -o (output: "", "text" or "json") and which streams are
+// terminals. It returns an error naming the flag for another -o value or a --report FILE
+// whose folder does not exist, before anything ran.
+func newView(out, errw io.Writer, tt ttys, rend *report.Renderer, plan *runbook.Plan, output, reportPath string) (*view, error) {
+	v := &view{out: out, errw: errw, rend: rend, plan: plan, started: time.Now(), reportPath: reportPath, stepStart: map[int]time.Time{}}
+	switch output {
+	case "", "text":
+		if tt.stdout {
+			v.mode, v.color = modeTerminal, colorAllowed(true)
+		}
+	case "json":
+		v.mode, v.color = modeJSON, colorAllowed(tt.stderr)
+	default:
+		return nil, fmt.Errorf("-o/--output %q: use text or json", output)
+	}
+	v.gateBox, v.boxColor = tt.stderr, colorAllowed(tt.stderr)
+	if err := checkReportPath(reportPath); err != nil {
+		return nil, err
+	}
+	v.nameWidth = len("CANCEL")
+	for _, s := range plan.Steps {
+		v.nameWidth = max(v.nameWidth, min(utf8.RuneCountInString(s.Name), maxNameColumn))
+	}
+	return v, nil
+}
+
+// checkReportPath refuses a --report FILE that cannot be written: its folder must exist and
+// FILE must not be a folder.
+func checkReportPath(p string) error {
+	if p == "" {
+		return nil
+	}
+	if info, err := os.Stat(p); err == nil && info.IsDir() {
+		return fmt.Errorf("--report %s: is a folder; name a file", p)
+	}
+	dir := filepath.Dir(p)
+	info, err := os.Stat(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("--report %s: folder %s does not exist", p, dir)
+	}
+	if err != nil {
+		return fmt.Errorf("--report %s: %w", p, err)
+	}
+	if !info.IsDir() {
+		return fmt.Errorf("--report %s: %s is not a folder", p, dir)
+	}
+	return nil
+}
+
+// lines is where the text step lines go: stdout on a terminal, stderr with -o json.
+func (v *view) lines() io.Writer {
+	if v.mode == modeJSON {
+		return v.errw
+	}
+	return v.out
+}
+
+// ANSI SGR colours of the text lines.
+const (
+	sgrReset  = "\x1b[0m"
+	sgrBold   = "\x1b[1m"
+	sgrDim    = "\x1b[2m"
+	sgrRed    = "\x1b[31m"
+	sgrGreen  = "\x1b[32m"
+	sgrYellow = "\x1b[33m"
+	sgrCyan   = "\x1b[36m"
+)
+
+func sgr(on bool, code, s string) string {
+	if !on || s == "" {
+		return s
+	}
+	return code + s + sgrReset
+}
+
+// paint colours s by the status it shows.
+func (v *view) paint(status engine.StepStatus, s string) string {
+	code := ""
+	switch status {
+	case engine.StatusPass:
+		code = sgrGreen
+	case engine.StatusFail:
+		code = sgrRed
+	case engine.StatusTimedOut:
+		code = sgrYellow
+	case engine.StatusSkipped, report.NotRun:
+		code = sgrDim
+	}
+	return sgr(v.color && code != "", code, s)
+}
+
+func (v *view) dim(s string) string { return sgr(v.color, sgrDim, s) }
+
+func (v *view) paintRun(s engine.RunStatus, text string) string {
+	code := map[engine.RunStatus]string{engine.RunCompleted: sgrGreen, engine.RunFailed: sgrRed, engine.RunCancelled: sgrYellow, engine.RunInProgress: sgrYellow}[s]
+	return sgr(v.color, sgrBold+code, text)
+}
+
+// maxBoxText is the widest line inside the gate box (runes); longer text is wrapped.
+const maxBoxText = 72
+
+// renderGate draws a confirm gate as a box for a terminal (issue 6, item 3.2; DESIGN D17):
+// the step, the one deadline (steps.DeadlineText), and the three answers. It is the
+// TerminalGate's Render when stderr is a terminal.
+func (v *view) renderGate(req engine.GateRequest) string {
+	name := cutRunes(steps.CleanInput(req.StepName), maxNameColumn)
+	title := fmt.Sprintf(" Confirm gate · step %d of %d · %s ", req.StepIndex+1, req.StepCount, name)
+	onFail := "fail the gate"
+	if req.OnFail != "" {
+		onFail += "; on_fail: " + req.OnFail
+	}
+	var body []string
+	body = append(body, wrap(fmt.Sprintf("Run %s is AWAITING_CONFIRMATION. The gate %s.", req.RunID, steps.DeadlineText(req, time.Now())), maxBoxText)...)
+	body = append(body, "",
+		"  yes, confirm    continue the run",
+		"  cancel          cancel the run (you confirm the deployment next)",
+		"  anything else   "+onFail)
+	width := utf8.RuneCountInString(title) + 2
+	for _, l := range body {
+		width = max(width, utf8.RuneCountInString(l)+2)
+	}
+	border := func(s string) string { return sgr(v.boxColor, sgrCyan, s) }
+	var b strings.Builder
+	b.WriteString("\n" + border("╭─") + sgr(v.boxColor, sgrBold, title) + border(strings.Repeat("─", width-1-utf8.RuneCountInString(title))+"╮") + "\n")
+	for _, l := range body {
+		b.WriteString(border("│") + " " + padRunes(l, width-2) + " " + border("│") + "\n")
+	}
+	b.WriteString(border("╰"+strings.Repeat("─", width)+"╯") + "\n")
+	return b.String()
+}
+
+// wrap breaks s at spaces into lines of at most width runes (a longer word stays whole).
+func wrap(s string, width int) []string {
+	var lines []string
+	line := ""
+	for _, w := range strings.Fields(s) {
+		switch {
+		case line == "":
+			line = w
+		case utf8.RuneCountInString(line)+1+utf8.RuneCountInString(w) <= width:
+			line += " " + w
+		default:
+			lines = append(lines, line)
+			line = w
+		}
+	}
+	return append(lines, line)
+}
+
+// reportData is the data of the run report (seed Step 9.2), with the runbook's steps so the
+// table lists each step once, in runbook order (issue 6, item 2.2).
+func reportData(plan *runbook.Plan, st *state.State, msg, evPath string) report.Report {
+	d := report.Report{
+		RunID: st.RunID, RunbookName: plan.Name, RunbookPath: plan.Path, RunStatus: st.RunStatus,
+		StartedUTC: st.StartedUTC, CompletedUTC: st.CompletedUTC, TotalSteps: st.TotalSteps,
+		SchemaHash8: st.SchemaHash8, RunbookHash: st.RunbookHash, Message: msg,
+		Evidence: st.EvidencePack, EvidencePath: evPath,
+	}
+	for _, s := range plan.Steps {
+		d.Steps = append(d.Steps, report.StepRef{Name: s.Name, Type: string(s.Type)})
+	}
+	if a, err := time.Parse(engine.TimeFormat, st.StartedUTC); err == nil {
+		if b, err := time.Parse(engine.TimeFormat, st.CompletedUTC); err == nil {
+			d.Duration = report.HumanDuration(b.Sub(a))
+		}
+	}
+	d.Tally()
+	return d
+}
+
+// printReport renders the run report (seed Step 9.2), prints it to out and returns it.
+func printReport(out io.Writer, rend *report.Renderer, plan *runbook.Plan, st *state.State, msg, evPath string) (string, error) {
+	s, err := rend.RenderReport(reportData(plan, st, msg, evPath))
+	if err != nil {
+		return "", err
+	}
+	fmt.Fprint(out, "\n"+s)
+	return s, nil
+}
+
+// showReport is how the cancel and rollback verbs end: the Markdown report when stdout is not
+// a terminal (as before), the text summary when it is.
+func (v *view) showReport(st *state.State, msg, evPath string) error {
+	if v.mode == modeTerminal {
+		v.summary(st, msg, evPath)
+		return nil
+	}
+	_, err := printReport(v.out, v.rend, v.plan, st, msg, evPath)
+	return err
+}
+
+// runResult is the JSON `rbook run -o json` prints: the final state file's fields, plus how
+// the run ended and where its files are.
+type runResult struct {
+	*state.State
+	// Message says why the run did not complete, or how it was interrupted or halted.
+	Message string `json:"message,omitempty"`
+	// StateFile, EvidenceFile and ReportFile are the paths of the run's files ("" omitted).
+	StateFile    string `json:"state_file"`
+	EvidenceFile string `json:"evidence_file,omitempty"`
+	ReportFile   string `json:"report_file,omitempty"`
+	// ExitCode is rbook's exit code for this outcome (see --help).
+	ExitCode int `json:"exit_code"`
+}
+
+func (v *view) printJSON(st *state.State, msg, evPath string, code int) {
+	res := runResult{State: st, Message: msg, StateFile: v.plan.StateFilePath, EvidenceFile: evPath, ReportFile: v.reportPath, ExitCode: code}
+	enc := json.NewEncoder(v.out)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(res); err != nil {
+		fmt.Fprintln(v.errw, err)
+	}
+}
+
+// exitFor maps a run status to rbook's exit code (see exitCodesHelp).
+func exitFor(s engine.RunStatus) int {
+	switch s {
+	case engine.RunCompleted:
+		return exitCompleted
+	case engine.RunCancelled:
+		return exitCancelled
+	}
+	return exitFailed // FAILED, or IN_PROGRESS: a signal stopped it
+}
+
+// finish ends a run's output (seed Step 9.2–9.3): the Markdown report goes to --report FILE
+// and the job summary; stdout gets the report and the evidence pack (not a terminal), a
+// short summary (a terminal) or the JSON result (-o json). An interrupted run prints no
+// final-looking outcome, only that it was interrupted and how to resume (issue 6, item 2.4).
+// It returns the exit code's error.
+func (v *view) finish(name string, st *state.State, res engine.Result, evPath string) error {
+	rep, err := v.rend.RenderReport(reportData(v.plan, st, res.Message, evPath))
+	if err != nil {
+		return abort("%v", err)
+	}
+	if v.reportPath != "" {
+		if err := state.WriteFileAtomic(v.reportPath, []byte(rep)); err != nil {
+			fmt.Fprintf(v.errw, "warning: the report was not written to %s: %v\n", v.reportPath, err)
+			v.reportPath = ""
+		}
+	}
+	github.Publish(rep, st.RunID, string(st.RunStatus))
+	code := exitFor(st.RunStatus)
+	interrupted := st.RunStatus == engine.RunInProgress
+	switch v.mode {
+	case modeTerminal:
+		v.summary(st, res.Message, evPath)
+		if interrupted {
+			fmt.Fprintln(v.out, v.interruptedText(name, st, res.Message))
+		}
+	case modeJSON:
+		v.printJSON(st, res.Message, evPath, code)
+		v.trailer(name, st, res.Message, evPath)
+	default:
+		if !interrupted {
+			fmt.Fprint(v.out, "\n"+rep)
+			if pack, err := v.rend.RenderEvidencePack(st.RunID, st.EvidencePack); err == nil {
+				fmt.Fprint(v.out, "\n"+pack)
+			}
+		}
+		v.trailer(name, st, res.Message, evPath)
+	}
+	if code == exitCompleted {
+		return nil
+	}
+	return &exitError{code: code}
+}
+
+// halted is called when the run stopped because its records could not be kept; with -o json
+// it prints the result so far (the caller prints the reason and exits 2).
+func (v *view) halted(st *state.State, err error) {
+	if v.mode == modeJSON {
+		v.printJSON(st, err.Error(), "", exitAborted)
+	}
+}
+
+// trailer is the closing lines on stderr, where a person at a terminal looks last.
+func (v *view) trailer(name string, st *state.State, msg, evPath string) {
+	fmt.Fprintln(v.errw)
+	if st.RunStatus == engine.RunInProgress {
+		fmt.Fprintln(v.errw, v.interruptedText(name, st, msg))
+		return
+	}
+	if msg != "" {
+		fmt.Fprintln(v.errw, msg)
+	}
+	fmt.Fprintf(v.errw, "Run %s %s. Evidence pack: %s\n", st.RunID, st.RunStatus, evPath)
+	if v.reportPath != "" {
+		fmt.Fprintf(v.errw, "Report: %s\n", v.reportPath)
+	}
+}
+
+// interruptedText says that a signal stopped the run, that nothing is final, and how to go on
+// (issue 6, item 2.4).
+func (v *view) interruptedText(name string, st *state.State, msg string) string {
+	why := msg
+	if why == "" && st.Interrupted != nil {
+		why = st.Interrupted.Reason
+	}
+	s := fmt.Sprintf("Run %s was interrupted (%s). It is not finished: its state is kept in %s and the run can be resumed: rbook run %s (or end it: rbook cancel %s).",
+		st.RunID, why, v.plan.StateFilePath, name, name)
+	if f := st.InFlight; f != nil {
+		s += fmt.Sprintf(" The %s step '%s' was in flight, so the resume asks you to choose --step-index %d (run it again) or %d (go on after it).", f.StepType, f.StepName, f.StepIndex, f.StepIndex+1)
+	}
+	return s
+}
+
+// summary is the end of a terminal run: status, step counts that match the report's rows,
+// the run's message, and where the evidence pack, the report and the state file are. It never
+// prints the evidence pack itself.
+func (v *view) summary(st *state.State, msg, evPath string) {
+	d := reportData(v.plan, st, msg, evPath)
+	w := v.out
+	fmt.Fprintln(w)
+	took := ""
+	if d.Duration != "" {
+		took = " in " + d.Duration
+	}
+	if st.RunStatus == engine.RunInProgress {
+		fmt.Fprintf(w, "Run %s is %s%s\n", st.RunID, v.paintRun(st.RunStatus, "not finished"), took)
+	} else {
+		fmt.Fprintf(w, "Run %s %s%s\n", st.RunID, v.paintRun(st.RunStatus, string(st.RunStatus)), took)
+	}
+	fmt.Fprintf(w, "  %d steps: %d passed, %d failed, %d timed out, %d skipped, %d not run\n", len(d.Steps), d.Pass, d.Fail, d.TimedOut, d.Skipped, d.NotRunCount)
+	if msg != "" && st.RunStatus != engine.RunInProgress {
+		fmt.Fprintf(w, "  %s\n", msg)
+	}
+	if evPath != "" {
+		fmt.Fprintf(w, "  Evidence pack  %s (%d entries, JSON)\n", evPath, len(st.EvidencePack))
+	}
+	if v.reportPath != "" {
+		fmt.Fprintf(w, "  Report         %s\n", v.reportPath)
+	}
+	fmt.Fprintf(w, "  State file     %s\n", v.plan.StateFilePath)
+}
+
+// statusLines prints a recorded run's steps as text, one line per runbook step in runbook
+// order with its final status or "not run" (rbook status without --report).
+func (v *view) statusLines(st *state.State) {
+	d := reportData(v.plan, st, "", "")
+	for _, r := range d.Rows {
+		e := engine.Evidence{StepName: r.Name, Type: r.Type, Status: r.Status}
+		line := v.stepLine(r.Number, e, 0, "")
+		if r.At != "" {
+			line += "  " + v.dim(r.At)
+		}
+		if len(r.Earlier) > 0 {
+			line += "  " + v.dim(fmt.Sprintf("(earlier: %s)", joinStatuses(r.Earlier)))
+		}
+		fmt.Fprintln(v.out, line)
+	}
+}
+
+func joinStatuses(ss []engine.StepStatus) string {
+	w := make([]string, len(ss))
+	for i, s := range ss {
+		w[i] = string(s)
+	}
+	return strings.Join(w, ", ")
+}

@@ -1,0 +1,88 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
+)
+
+// The status words a person sees (issue 6, item 2.3; DESIGN D7). The proto enum is the
+// machine form; a runbook run is shown in the state file's words (seed runbook-executor) and
+// a playbook run in playbook_runs' words (seed playbooks). A run waiting at a gate shows
+// AWAITING_CONFIRMATION (runbook) or paused (playbook). This is the one place that maps them.
+var (
+	runbookWords = map[rbookv1.RunStatus]string{
+		rbookv1.RunStatus_RUN_STATUS_RUNNING:   "IN_PROGRESS",
+		rbookv1.RunStatus_RUN_STATUS_PAUSED:    "AWAITING_CONFIRMATION",
+		rbookv1.RunStatus_RUN_STATUS_SUCCEEDED: "COMPLETED",
+		rbookv1.RunStatus_RUN_STATUS_FAILED:    "FAILED",
+		rbookv1.RunStatus_RUN_STATUS_CANCELLED: "CANCELLED",
+	}
+	playbookWords = map[rbookv1.RunStatus]string{
+		rbookv1.RunStatus_RUN_STATUS_RUNNING:   "running",
+		rbookv1.RunStatus_RUN_STATUS_PAUSED:    "paused",
+		rbookv1.RunStatus_RUN_STATUS_SUCCEEDED: "succeeded",
+		rbookv1.RunStatus_RUN_STATUS_FAILED:    "failed",
+		rbookv1.RunStatus_RUN_STATUS_CANCELLED: "cancelled",
+	}
+)
+
+// statusWord is how a run's status is shown: the words of its kind.
+func statusWord(kind rbookv1.RunKind, s rbookv1.RunStatus) string {
+	words := runbookWords
+	if kind == rbookv1.RunKind_RUN_KIND_PLAYBOOK {
+		words = playbookWords
+	}
+	if w, ok := words[s]; ok {
+		return w
+	}
+	return s.String()
+}
+
+// parseStatusFilter turns any spelling shown anywhere (IN_PROGRESS, in-progress, running,
+// AWAITING_CONFIRMATION, paused, COMPLETED, succeeded, RUN_STATUS_FAILED, …; any case) into
+// the enum values it selects. IN_PROGRESS is the state file's word for a run that has not
+// ended, so it selects both RUNNING and PAUSED.
+func parseStatusFilter(s string) ([]rbookv1.RunStatus, error) {
+	w := strings.ToUpper(strings.ReplaceAll(strings.TrimSpace(s), "-", "_"))
+	w = strings.TrimPrefix(w, "RUN_STATUS_")
+	switch w {
+	case "IN_PROGRESS":
+		return []rbookv1.RunStatus{rbookv1.RunStatus_RUN_STATUS_RUNNING, rbookv1.RunStatus_RUN_STATUS_PAUSED}, nil
+	case "RUNNING":
+		return []rbookv1.RunStatus{rbookv1.RunStatus_RUN_STATUS_RUNNING}, nil
+	case "PAUSED", "AWAITING_CONFIRMATION", "WAITING":
+		return []rbookv1.RunStatus{rbookv1.RunStatus_RUN_STATUS_PAUSED}, nil
+	case "COMPLETED", "SUCCEEDED":
+		return []rbookv1.RunStatus{rbookv1.RunStatus_RUN_STATUS_SUCCEEDED}, nil
+	case "FAILED":
+		return []rbookv1.RunStatus{rbookv1.RunStatus_RUN_STATUS_FAILED}, nil
+	case "CANCELLED", "CANCELED":
+		return []rbookv1.RunStatus{rbookv1.RunStatus_RUN_STATUS_CANCELLED}, nil
+	}
+	return nil, fmt.Errorf("--status %q is not a run status; use one of %s (or the playbook words running, paused, succeeded, failed, cancelled)",
+		s, strings.Join(statusFilterWords, ", "))
+}
+
+// statusFilterWords are the runbook words --status lists in its help.
+var statusFilterWords = func() []string {
+	ws := []string{"IN_PROGRESS", "AWAITING_CONFIRMATION", "COMPLETED", "FAILED", "CANCELLED"}
+	return slices.Clip(ws)
+}()
+
+// sortRunsNewestFirst orders runs merged from several ListRuns calls as one call would
+// (started_at, then run_id, descending) and keeps at most limit of them.
+func sortRunsNewestFirst(runs []*rbookv1.Run, limit int) []*rbookv1.Run {
+	slices.SortStableFunc(runs, func(a, b *rbookv1.Run) int {
+		if c := b.GetStartedAt().AsTime().Compare(a.GetStartedAt().AsTime()); c != 0 {
+			return c
+		}
+		return strings.Compare(b.GetRunId(), a.GetRunId())
+	})
+	if limit > 0 && len(runs) > limit {
+		runs = runs[:limit]
+	}
+	return runs
+}

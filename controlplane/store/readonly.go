@@ -1,0 +1,109 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// ErrReadOnly: a write on a Store opened with OpenReadOnly (issue 6, item 3.3).
+var ErrReadOnly = errors.New("store: the database is open read-only")
+
+// ErrNoDatabase: OpenReadOnly found no database file at the path; it never creates one
+// (issue 6, item 3.3).
+var ErrNoDatabase = errors.New("store: no database file")
+
+// OpenReadOnly opens an existing database for reading only (issue 6, item 3.3): `rbook runs`,
+// `get` and `approvals` read an embedded control plane's history with it after its run has
+// ended. Every read method works as on a Store from Open; every write returns ErrReadOnly.
+//
+// It never changes anything on disk: no migration (a database whose schema is older or
+// newer than this rbook's is refused with ErrInvalidArgument, naming both versions), no
+// journal-mode change, and no new files. Which SQLite open it uses depends on what is there:
+//   - a -wal file exists (a control plane is serving the file, or one was killed before it
+//     checkpointed): mode=ro with query_only, a normal WAL reader. It sees every committed
+//     transaction, including those only in the WAL, and never blocks the writer (WAL readers
+//     do not); SQLite may add the -shm index beside an existing WAL, never a WAL.
+//   - no -wal file: everything committed is in the main file, and a mode=ro connection
+//     would create -wal and -shm files and leave them behind. So the file is opened with
+//     immutable=1: no locks, no side files. A writer that starts meanwhile is not blocked;
+//     its changes stay in its own WAL and are not seen by this Store (reads are a snapshot
+//     of the file as it was when the process last checkpointed).
+//
+// Errors: ErrNoDatabase when path does not exist, ErrInvalidArgument for a bad path or a
+// schema this rbook cannot read, otherwise the SQLite error.
+func OpenReadOnly(ctx context.Context, path string, opts ...Option) (*Store, error) {
+	cfg := config{clock: time.Now, readerConns: 2, busyTimeout: defaultBusyTimeout}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if path == "" || path == ":memory:" {
+		return nil, fmt.Errorf("%w: database path %q: need a file path", ErrInvalidArgument, path)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: database path %q: %v", ErrInvalidArgument, path, err)
+	}
+	if fi, err := os.Stat(abs); errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w at %s", ErrNoDatabase, path)
+	} else if err != nil {
+		return nil, err
+	} else if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%w: %s is not a regular file", ErrInvalidArgument, path)
+	}
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", cfg.busyTimeout.Milliseconds()))
+	q.Add("_pragma", "query_only(1)")
+	q.Set("mode", "ro")
+	if _, err := os.Stat(abs + "-wal"); errors.Is(err, fs.ErrNotExist) {
+		q.Set("immutable", "1")
+	}
+	reader, err := sql.Open("sqlite", fileURI(abs, q))
+	if err != nil {
+		return nil, err
+	}
+	reader.SetMaxOpenConns(cfg.readerConns)
+	reader.SetMaxIdleConns(cfg.readerConns)
+	if err := checkSchema(ctx, reader, path); err != nil {
+		reader.Close()
+		return nil, err
+	}
+	s := &Store{cfg: cfg, reader: reader, readOnly: true, closing: make(chan struct{}), done: make(chan struct{})}
+	close(s.done) // there is no writer goroutine to wait for
+	s.subs.Store(&[]*subscriber{})
+	return s, nil
+}
+
+// checkSchema refuses a database whose schema version is not exactly this rbook's: a
+// read-only open cannot migrate an older one, and a newer one may mean something else.
+func checkSchema(ctx context.Context, db *sql.DB, path string) error {
+	ms, err := loadMigrations()
+	if err != nil {
+		return err
+	}
+	var version int
+	err = db.QueryRowContext(ctx, "SELECT coalesce(max(version), 0) FROM schema_migrations").Scan(&version)
+	if err != nil && strings.Contains(err.Error(), "no such table") {
+		return fmt.Errorf("%w: %s is not an rbook control-plane database (no schema_migrations table)", ErrInvalidArgument, path)
+	}
+	if err != nil {
+		return fmt.Errorf("store: read schema version of %s: %w", path, err)
+	}
+	switch latest := len(ms); {
+	case version > latest:
+		return fmt.Errorf("%w: %s has schema version %d, newer than this rbook's %d", ErrInvalidArgument, path, version, latest)
+	case version < latest:
+		return fmt.Errorf("%w: %s has schema version %d, older than this rbook's %d; a read-only open does not migrate it (rbook serve --db %s does)", ErrInvalidArgument, path, version, latest, path)
+	}
+	return nil
+}
+
+// ReadOnly reports whether the Store was opened with OpenReadOnly.
+func (s *Store) ReadOnly() bool { return s.readOnly }
