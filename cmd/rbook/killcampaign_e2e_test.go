@@ -103,6 +103,7 @@ const (
 	mmEvidence      = "evidence entries differ"
 	mmDeployTwice   = "a deploy or rollback executed twice in one run"
 	mmOrphan        = "control plane run that no state file records"
+	mmSameID        = "two state files record one run id (DESIGN D6)"
 	mmResume        = "resume did not end the run"
 	mmWrongOutcome  = "run ended with another status than its runbook leads to"
 	mmStepIndexLoop = "resume kept stopping at a step in unknown state"
@@ -427,6 +428,7 @@ func (k *campaign) cycle(n int, v campaignVariant, duration time.Duration) {
 		break
 	}
 	problems = append(problems, k.check(before, v, log)...)
+	problems = slices.DeleteFunc(problems, func(p string) bool { return p == "" })
 	if runID, step, ok := strings.Cut(skippedRollback, "|"); ok && k.ranAfterSkip(runID, step) {
 		k.rollbackRerunOnSkip++
 		t.Logf("cycle %d: run %s: the operator chose --step-index past the in-flight rollback '%s', and the resume ran it again", n, runID, step)
@@ -478,16 +480,18 @@ func (k *campaign) killPhase(before snap) string {
 	}
 }
 
-// problem formats one mismatch and counts its kind once per run.
+// problem formats one mismatch and counts its kind once per run. It returns "" for a run and
+// kind reported in an earlier cycle (a run's .prev- file appears in the cycle after it ended).
 func (k *campaign) problem(cycle int, runID, kind, detail string) string {
 	key := runID + "|" + kind
 	if runID == "" {
 		key = fmt.Sprintf("cycle %d|%s", cycle, kind)
 	}
-	if !k.reported[key] {
-		k.reported[key] = true
-		k.counts[kind]++
+	if k.reported[key] {
+		return ""
 	}
+	k.reported[key] = true
+	k.counts[kind]++
 	who := ""
 	if runID != "" {
 		who = " run " + runID
@@ -500,30 +504,44 @@ func (k *campaign) problem(cycle int, runID, kind, detail string) string {
 // control plane runs the cycle created that no state file records.
 func (k *campaign) check(before snap, v campaignVariant, log cycleLog) []string {
 	var problems []string
-	runs := map[string]string{} // run id -> state file path
-	all := map[string]bool{}
+	add := func(p string) {
+		if p != "" {
+			problems = append(problems, p)
+		}
+	}
+	files := map[string][]string{} // run id -> every state file that records it
+	touched := map[string]bool{}
 	for _, p := range k.stateFiles() {
 		st, data, err := readStateFile(p)
 		if err != nil {
-			problems = append(problems, k.problem(log.n, filepath.Base(p), mmInvalidState, err.Error()))
+			add(k.problem(log.n, filepath.Base(p), mmInvalidState, err.Error()))
 			continue
 		}
-		all[st.RunID] = true
+		files[st.RunID] = append(files[st.RunID], p)
 		if h, ok := before.files[p]; !ok || h != sha256.Sum256(data) || st.RunID == before.current {
-			runs[st.RunID] = p
+			touched[st.RunID] = true
 		}
 	}
-	ids := make([]string, 0, len(runs))
-	for id := range runs {
+	ids := make([]string, 0, len(touched))
+	for id := range touched {
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
 	for _, id := range ids {
-		problems = append(problems, k.compare(log.n, id, runs[id], v)...)
+		if ps := files[id]; len(ps) > 1 {
+			names := make([]string, len(ps))
+			for i, p := range ps {
+				names[i] = filepath.Base(p)
+			}
+			add(k.problem(log.n, id, mmSameID, strings.Join(names, " and ")+" both record it"))
+		}
+		for _, p := range files[id] {
+			problems = append(problems, k.compare(log.n, id, p, v)...)
+		}
 	}
 	var orphans []string
 	for id := range k.cpRunIDs() {
-		if !before.cpRuns[id] && !all[id] {
+		if !before.cpRuns[id] && len(files[id]) == 0 {
 			orphans = append(orphans, id)
 		}
 	}
@@ -535,7 +553,7 @@ func (k *campaign) check(before snap, v campaignVariant, log cycleLog) []string 
 			detail = fmt.Sprintf("%s, last_seq %d, %d transitions, lease epoch %d; no state file or .prev- file in %s names it",
 				run.GetStatus(), run.GetLastSeq(), len(ts), run.GetLease().GetEpoch(), filepath.Dir(k.statePath()))
 		}
-		problems = append(problems, k.problem(log.n, id, mmOrphan, detail))
+		add(k.problem(log.n, id, mmOrphan, detail))
 	}
 	return problems
 }
@@ -548,10 +566,25 @@ var cpStatus = map[engine.RunStatus]rbookv1.RunStatus{
 	engine.RunCancelled: rbookv1.RunStatus_RUN_STATUS_CANCELLED,
 }
 
+// stateWord renders a control plane status in the state file's words, so the diff of two
+// records shows only real differences.
+func stateWord(s rbookv1.RunStatus) string {
+	for word, cp := range cpStatus {
+		if cp == s {
+			return string(word)
+		}
+	}
+	return "IN_PROGRESS (" + s.String() + ")"
+}
+
 // compare checks one run's state file against the control plane's record of it.
 func (k *campaign) compare(cycle int, runID, path string, v campaignVariant) []string {
 	var problems []string
-	add := func(kind, detail string) { problems = append(problems, k.problem(cycle, runID, kind, detail)) }
+	add := func(kind, detail string) {
+		if p := k.problem(cycle, runID, kind, detail); p != "" {
+			problems = append(problems, p)
+		}
+	}
 	st, _, err := readStateFile(path)
 	if err != nil {
 		add(mmInvalidState, err.Error())
@@ -611,7 +644,7 @@ func (k *campaign) compare(cycle int, runID, path string, v campaignVariant) []s
 	}
 
 	cpEv := cpEvidence(ts)
-	stLines, cpLines := recordLines(string(st.RunStatus), st.Seq, st.EvidencePack), recordLines(run.GetStatus().String(), run.GetLastSeq(), cpEv)
+	stLines, cpLines := recordLines(string(st.RunStatus), st.Seq, st.EvidencePack), recordLines(stateWord(run.GetStatus()), run.GetLastSeq(), cpEv)
 	sameEvidence := slices.Equal(stLines[2:], cpLines[2:])
 	same := run.GetStatus() == cpStatus[st.RunStatus] && run.GetLastSeq() == st.Seq && sameEvidence
 	diff := "diff (- state file, + control plane):\n" + lineDiff(stLines, cpLines)
@@ -648,7 +681,9 @@ func (k *campaign) compare(cycle int, runID, path string, v campaignVariant) []s
 	if !sameEvidence {
 		add(mmEvidence, "see the diff below")
 	}
-	problems = append(problems, indent(diff, "    "))
+	if len(problems) > 0 {
+		problems = append(problems, indent(diff, "    "))
+	}
 	return problems
 }
 
