@@ -1,13 +1,7 @@
-//go:build knownbug
-
 package main
 
-// A reproduction of a bug the kill campaign found (TestIssue6_KillCampaign, "evidence entries
-// differ"), kept behind the knownbug build tag until the executor's start-up is fixed:
-//
-//	go test -tags knownbug -run TestIssue6_1_2_FreshRunNeverAdoptsAnUndeliveredRun ./cmd/rbook/
-//
-// A fresh run walks run ids upward from the lowest id free in the folder (state.uniqueRunID)
+// A bug the kill campaign found (TestIssue6_KillCampaign, "evidence entries differ"), fixed in
+// startOnControlPlane: a fresh run walks run ids upward from the lowest id free in the folder (state.uniqueRunID)
 // and lets the control plane say which are taken (startOnControlPlane). When an id below the
 // folder's last run belongs to someone else (another workspace, or an orphan of a kill), the
 // walk reaches the folder's own previous run; if that run is final in its state file but not on
