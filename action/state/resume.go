@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -39,6 +40,7 @@ type Opened struct {
 	// PrevPath is where KeepPrevious moves a final previous state file ("" when there is none).
 	PrevPath string
 	path     string
+	taken    func(id string) bool
 }
 
 // KeepPrevious moves the final previous run's state file to PrevPath (seed Step 3.4). Call it
@@ -134,8 +136,12 @@ func Open(plan *runbook.Plan, path string, opts OpenOptions) (*Opened, error) {
 		}
 	}
 	t := now().UTC()
-	id := uniqueRunID(plan, path, prev, t)
-	o := &Opened{StartIndex: start, path: path}
+	taken := takenRunIDs(path, prev)
+	id := RunID(plan, t)
+	for taken(id) {
+		id = NextRunID(id)
+	}
+	o := &Opened{StartIndex: start, path: path, taken: taken}
 	if prev != nil {
 		o.PrevPath = path + ".prev-" + prev.RunID
 	}
@@ -145,12 +151,57 @@ func Open(plan *runbook.Plan, path string, opts OpenOptions) (*Opened, error) {
 		EvidencePack: []engine.Evidence{}, StartedUTC: engine.FormatTime(t), SchemaHash8: plan.SchemaHash8,
 		RunbookHash: plan.ContentHash, OwnerID: NewOwnerID(),
 	}
-	if prev != nil && prev.OwnerID != "" {
-		// One workspace is one owner: a run that died between StartRun and its first state
-		// write is found again as its own (DESIGN D12).
-		o.State.OwnerID = prev.OwnerID
+	// One workspace is one owner (DESIGN D12): a run that died between StartRun and its first
+	// state write is found again as its own, even when the state file was already moved to
+	// its .prev- name.
+	if owner := workspaceOwner(path, prev); owner != "" {
+		o.State.OwnerID = owner
 	}
 	return o, nil
+}
+
+// NextFreeRunID is the next D6 suffix after id that no state file in this folder holds (the
+// replaced file or a .prev- file): the id a fresh run tries when the control plane refuses
+// id (DESIGN D6).
+func (o *Opened) NextFreeRunID(id string) string {
+	id = NextRunID(id)
+	for o.taken != nil && o.taken(id) {
+		id = NextRunID(id)
+	}
+	return id
+}
+
+// workspaceOwner is the owner id this folder's runs use: the state file's, else the newest
+// .prev- file's; "" when the folder has none.
+func workspaceOwner(path string, prev *State) string {
+	if prev != nil && prev.OwnerID != "" {
+		return prev.OwnerID
+	}
+	matches, _ := filepath.Glob(globEscape(path) + ".prev-*")
+	var newest time.Time
+	owner := ""
+	for _, m := range matches {
+		info, err := os.Lstat(m)
+		if err != nil || !info.Mode().IsRegular() || !info.ModTime().After(newest) {
+			continue
+		}
+		if st, err := Read(m); err == nil && st.OwnerID != "" {
+			newest, owner = info.ModTime(), st.OwnerID
+		}
+	}
+	return owner
+}
+
+// globEscape quotes the glob metacharacters of a literal path.
+func globEscape(p string) string {
+	var b strings.Builder
+	for _, r := range p {
+		if strings.ContainsRune(`*?[\`, r) {
+			b.WriteRune('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 // NewOwnerID returns a random executor owner id: "o-" and 26 base32 characters (128 bits),
@@ -167,22 +218,16 @@ func RunID(plan *runbook.Plan, t time.Time) string {
 	return "RBOOK-" + t.UTC().Format("20060102") + "-" + plan.Name + "-" + plan.SchemaHash8
 }
 
-// uniqueRunID appends .2, .3, … while a final run with the id exists in the file being
-// replaced or in a .prev- file (DESIGN D6).
-func uniqueRunID(plan *runbook.Plan, path string, prev *State, t time.Time) string {
-	base := RunID(plan, t)
-	taken := func(id string) bool {
+// takenRunIDs reports the run ids a final run in this folder already has: the file being
+// replaced or a .prev- file (DESIGN D6).
+func takenRunIDs(path string, prev *State) func(string) bool {
+	return func(id string) bool {
 		if prev != nil && prev.RunID == id {
 			return true
 		}
 		_, err := os.Stat(path + ".prev-" + id)
 		return !errors.Is(err, fs.ErrNotExist)
 	}
-	id := base
-	for n := 2; taken(id); n++ {
-		id = fmt.Sprintf("%s.%d", base, n)
-	}
-	return id
 }
 
 // NextRunID returns the run id with the next D6 suffix: X → X.2, X.2 → X.3.

@@ -39,17 +39,24 @@ func controlPlaneURL(ctx context.Context, flag string, errw io.Writer) (url stri
 // another executor owns (another workspace started the same runbook the same day), takes the
 // next suffix (DESIGN D6): N workspaces starting one runbook at once all run, each under its
 // own id. A resumed run that another executor owns is refused unless takeOver is set.
-func startOnControlPlane(ctx context.Context, c *cpclient.Client, plan *runbook.Plan, st *state.State, resumed, takeOver bool, lease time.Duration, who string) (cpclient.Started, error) {
+//
+// A fresh run never continues a run with transitions: when the control plane hands back an
+// existing run of this folder's own owner id (its previous run, final here but not yet there)
+// the fresh run moves on too; one without transitions (a run that died between StartRun and
+// its first write) is taken as this one.
+func startOnControlPlane(ctx context.Context, c *cpclient.Client, plan *runbook.Plan, opened *state.Opened, takeOver bool, lease time.Duration, who string) (cpclient.Started, error) {
+	st, resumed := opened.State, opened.Resumed
 	for range 1000 {
 		started, err := c.StartRun(ctx, cpclient.RunInfo{
 			RunID: st.RunID, RunbookName: plan.Name, PlanDigest: plan.ContentHash, SchemaHash8: plan.SchemaHash8,
 			StartedBy: who, TotalSteps: len(plan.Steps), StartedAt: startedAt(st), OwnerID: st.OwnerID,
 			TakeOver: takeOver && resumed, Lease: lease,
 		})
-		fresh := !resumed && (errors.Is(err, cpclient.ErrRunFinal) || errors.Is(err, cpclient.ErrRunOwned))
+		taken := errors.Is(err, cpclient.ErrRunFinal) || errors.Is(err, cpclient.ErrRunOwned) ||
+			err == nil && !started.Created && started.LastSeq > 0
 		switch {
-		case fresh:
-			st.RunID = state.NextRunID(st.RunID)
+		case !resumed && taken:
+			st.RunID = opened.NextFreeRunID(st.RunID)
 			continue
 		case errors.Is(err, cpclient.ErrRunFinal):
 			return started, fmt.Errorf("run %s is already final on the control plane %s; end it locally with: rbook cancel", st.RunID, c.URL)

@@ -216,7 +216,7 @@ func runRunbook(cmd *cobra.Command, name string, f runFlags, stepIndex *int) err
 		c := cpclient.New(cpURL, os.Getenv("RBOOK_TOKEN"))
 		c.Deadline = f.cpTimeout
 		cpRec := &cpclient.Recorder{C: c, Acked: fileRec.Ack, Cancelled: func() { cancel(engine.CancelRequest{By: "the control plane (CancelRun)"}) }}
-		started, err := startOnControlPlane(ctx, c, plan, st, opened.Resumed, f.takeOver, f.lease, who)
+		started, err := startOnControlPlane(ctx, c, plan, opened, f.takeOver, f.lease, who)
 		if err != nil {
 			return startHalted(ctx, err)
 		}

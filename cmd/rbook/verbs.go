@@ -86,8 +86,8 @@ Exit codes: 0 a run was found and shown, 2 no run, an invalid runbook or an unre
 			case held && st.AwaitingConfirmation != nil:
 				// The control plane's word for a run waiting at a gate (issue 6, item 2.3).
 				shown = string(engine.StatusAwaitingConfirmation)
-				liveness = fmt.Sprintf("running: waiting at gate '%s' since %s; an executor holds it (%s)",
-					st.AwaitingConfirmation.StepName, st.AwaitingConfirmation.SinceUTC, holder.String())
+				liveness = fmt.Sprintf("running: an executor holds it (%s), waiting at gate '%s' since %s",
+					holder.String(), st.AwaitingConfirmation.StepName, st.AwaitingConfirmation.SinceUTC)
 			case held:
 				liveness = "running: an executor holds it (" + holder.String() + ")"
 			default:
