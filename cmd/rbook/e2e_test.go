@@ -197,11 +197,11 @@ type stateFile struct {
 
 func readState(t *testing.T, dir string) stateFile {
 	t.Helper()
-	return readStateFile(t, filepath.Join(dir, ".rbook", "demo.state.json"))
+	return readStateAt(t, filepath.Join(dir, ".rbook", "demo.state.json"))
 }
 
-// readStateFile reads the state file at path.
-func readStateFile(t *testing.T, path string) stateFile {
+// readStateAt reads the state file at path (readState for another runbook).
+func readStateAt(t *testing.T, path string) stateFile {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {

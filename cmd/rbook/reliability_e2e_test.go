@@ -390,7 +390,7 @@ func TestIssue6_1_5_ControlPlaneRestartsDuringRuns(t *testing.T) {
 			if strings.HasSuffix(f, ".lock") {
 				continue
 			}
-			s := readStateFile(t, f)
+			s := readStateAt(t, f)
 			resp := getRun(t, cp.url(), s.RunID)
 			checkTransitions(t, resp, rbookv1.RunStatus_RUN_STATUS_SUCCEEDED)
 			if int64(len(resp.GetTransitions())) != s.Seq || len(s.Outbox) != 0 || s.RunStatus != "COMPLETED" {
@@ -554,7 +554,7 @@ func TestIssue6_1_6_TypedAnswerNeverLost(t *testing.T) {
 		if code := p.wait(t); code != 2 || !strings.Contains(p.output(), "before the gate's deadline, so it was not recorded") {
 			t.Fatalf("exit %d\n%s", code, p.output())
 		}
-		s := readStateFile(t, statePath)
+		s := readStateAt(t, statePath)
 		if s.RunStatus != "IN_PROGRESS" || s.steps() != "deploy-a=PASS" {
 			t.Fatalf("after the halt: %s %q (no TIMED_OUT, no rollback)", s.RunStatus, s.steps())
 		}
@@ -565,7 +565,7 @@ func TestIssue6_1_6_TypedAnswerNeverLost(t *testing.T) {
 		if code := p.wait(t); code != 0 {
 			t.Fatalf("resume: exit %d\n%s", code, p.output())
 		}
-		if s := readStateFile(t, statePath); s.steps() != "deploy-a=PASS confirm-a=PASS rollback-a=SKIPPED" {
+		if s := readStateAt(t, statePath); s.steps() != "deploy-a=PASS confirm-a=PASS rollback-a=SKIPPED" {
 			t.Fatalf("after resume: %q", s.steps())
 		}
 		checkTransitions(t, getRun(t, cp.url(), s.RunID), rbookv1.RunStatus_RUN_STATUS_SUCCEEDED)
