@@ -76,6 +76,10 @@ type Start struct {
 	Fresh bool
 	// RollbackFor, when set, means a compensation is still owed: the engine runs it and ends.
 	RollbackFor string
+	// SkipOwedRollback, with RollbackFor, records the owed rollback step SKIPPED (its first
+	// attempt's outcome is unknown and the operator chose to go on after it) and ends the run
+	// as the compensation would, without running the rollback again (case R06).
+	SkipOwedRollback bool
 	// Evidence is the evidence pack recorded so far (used to find the most recent deploy).
 	Evidence       []Evidence
 	LastDeployName string
@@ -93,11 +97,12 @@ type Result struct {
 }
 
 type run struct {
-	e        *Engine
-	id       string
-	seq      int64
-	evidence []Evidence
-	lastDep  string
+	e            *Engine
+	skipRollback bool // Start.SkipOwedRollback
+	id           string
+	seq          int64
+	evidence     []Evidence
+	lastDep      string
 }
 
 // Run executes the plan from st (seed Step 5 and the on_fail table) and returns how the run
@@ -111,6 +116,7 @@ func (e *Engine) Run(ctx context.Context, st Start) (Result, error) {
 		}
 	}
 	if st.RollbackFor != "" {
+		r.skipRollback = st.SkipOwedRollback
 		return r.compensate(ctx, st.RollbackFor, RunFailed)
 	}
 	steps := e.Plan.Steps
@@ -482,6 +488,13 @@ func (r *run) compensate(ctx context.Context, reason string, final RunStatus) (R
 			return Result{}, err
 		}
 		return r.end(ctx, final, out.Output, nil)
+	}
+	if r.skipRollback {
+		out := Outcome{Status: StatusSkipped, Output: "skipped by the operator (--step-index past it): its first attempt's outcome was never recorded; check the target by hand"}
+		if err := r.finish(ctx, *rb, out, final, reason); err != nil {
+			return Result{}, err
+		}
+		return r.end(ctx, final, fmt.Sprintf("rollback '%s' of deploy '%s' skipped by the operator after %s", rb.Name, deploy.Name, reason), nil)
 	}
 	if err := r.emit(ctx, Transition{Kind: TransitionStepStarted, StepIndex: rb.Index, StepName: rb.Name, StepType: string(rb.Type), RunStatus: RunInProgress, RollbackFor: reason}); err != nil {
 		return Result{}, err

@@ -354,6 +354,23 @@ func TestResumeOwedRollback(t *testing.T) {
 	}
 }
 
+// Case R06: an operator who resumes past a compensating rollback whose outcome is unknown
+// ("--step-index N+1: go on after it") gets the rollback recorded SKIPPED and the run FAILED,
+// and the rollback is not executed again (found by the issue 6 kill campaign).
+func TestCase_R06_SkippedOwedRollbackIsNotRunAgain(t *testing.T) {
+	rec := &memRecorder{}
+	s := newScripted(nil)
+	p := plan(deploy("d"), rollback("r"), check("c", "rollback"))
+	prior := []engine.Evidence{{StepName: "d", Type: "deploy", Status: engine.StatusPass}, {StepName: "r", Type: "rollback", Status: engine.StatusSkipped}, {StepName: "c", Type: "check", Status: engine.StatusFail}}
+	res, err := newEngine(p, s, approve, rec).Run(context.Background(), engine.Start{RunID: "R", Seq: 9, Index: 2, RollbackFor: "c", SkipOwedRollback: true, Evidence: prior})
+	if err != nil || res.Status != engine.RunFailed || rec.summary() != "r=SKIPPED" || s.calls["r"] != 0 {
+		t.Fatalf("%s %q, rollback executed %d times, %v", res.Status, rec.summary(), s.calls["r"], err)
+	}
+	if ev := rec.evidence(); !strings.Contains(ev[0].Output, "skipped by the operator") {
+		t.Fatalf("the SKIPPED entry says %q", ev[0].Output)
+	}
+}
+
 func TestRecorderErrorStopsRun(t *testing.T) {
 	boom := errors.New("disk full")
 	s := newScripted(nil)

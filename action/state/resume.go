@@ -37,6 +37,10 @@ type Opened struct {
 	// Resumed is true when an IN_PROGRESS run is continued; StartIndex is where it goes on.
 	Resumed    bool
 	StartIndex int
+	// SkipOwedRollback is set when the operator chose to go on after a compensating rollback
+	// that was in flight when the executor died: the run ends without running it again
+	// (engine.Start.SkipOwedRollback).
+	SkipOwedRollback bool
 	// PrevPath is where KeepPrevious moves a final previous state file ("" when there is none).
 	PrevPath string
 	path     string
@@ -114,8 +118,13 @@ func Open(plan *runbook.Plan, path string, opts OpenOptions) (*Opened, error) {
 			return nil, &UnknownStepError{RunID: prev.RunID, InFlight: *prev.InFlight}
 		}
 		start := prev.LastCompletedStepIndex + 1
+		skipRollback := false
 		if opts.StepIndex != nil {
 			start = *opts.StepIndex
+			// "go on after it" for a compensating rollback whose outcome is unknown: the
+			// operator checked the target, so the rollback is not run again (case R06).
+			f := prev.InFlight
+			skipRollback = f != nil && prev.RollbackFor != "" && f.StepType == string(runbook.TypeRollback) && start > f.StepIndex
 			prev.InFlight = nil
 		}
 		if start < 0 || start > len(plan.Steps) {
@@ -126,7 +135,7 @@ func Open(plan *runbook.Plan, path string, opts OpenOptions) (*Opened, error) {
 		if prev.OwnerID == "" {
 			prev.OwnerID = NewOwnerID()
 		}
-		return &Opened{State: prev, Resumed: true, StartIndex: start}, nil
+		return &Opened{State: prev, Resumed: true, StartIndex: start, SkipOwedRollback: skipRollback}, nil
 	}
 	start := 0
 	if opts.StepIndex != nil {

@@ -144,6 +144,19 @@ func TestCase_R06_ResumeNeverRepeatsSideEffect(t *testing.T) {
 			t.Fatalf("operator override: %v %+v", err, o)
 		}
 	})
+	t.Run("killed while a compensating rollback was in flight", func(t *testing.T) {
+		p := filepath.Join(t.TempDir(), "s.json")
+		writeRun(t, p, finished(0, "check-pre", "check", "PASS"),
+			engine.Transition{Kind: engine.TransitionStepStarted, StepIndex: 1, StepName: "deploy-app", StepType: "deploy"},
+			finished(1, "deploy-app", "deploy", "PASS"),
+			engine.Transition{Kind: engine.TransitionStepStarted, StepIndex: 2, StepName: "rollback-app", StepType: "rollback", RollbackFor: "confirm-app"})
+		for idx, skip := range map[int]bool{2: false, 3: true} {
+			o, err := Open(testPlan(), p, OpenOptions{Now: clock, StepIndex: &idx})
+			if err != nil || o.SkipOwedRollback != skip || o.State.RollbackFor != "confirm-app" {
+				t.Fatalf("--step-index %d: skip=%v rollback_for=%q, %v; want skip=%v", idx, o.SkipOwedRollback, o.State.RollbackFor, err, skip)
+			}
+		}
+	})
 	t.Run("killed while a check was running is simply re-run", func(t *testing.T) {
 		p := filepath.Join(t.TempDir(), "s.json")
 		writeRun(t, p, engine.Transition{Kind: engine.TransitionStepStarted, StepIndex: 0, StepName: "check-pre", StepType: "check"})

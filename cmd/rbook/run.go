@@ -195,7 +195,7 @@ func runRunbook(cmd *cobra.Command, name string, f runFlags, stepIndex *int) err
 	var gate engine.Gate = tg
 	start := engine.Start{
 		RunID: st.RunID, Seq: st.Seq, Index: opened.StartIndex, Fresh: !opened.Resumed,
-		RollbackFor: st.RollbackFor, Evidence: st.EvidencePack, LastDeployName: st.LastDeployName,
+		RollbackFor: st.RollbackFor, SkipOwedRollback: opened.SkipOwedRollback, Evidence: st.EvidencePack, LastDeployName: st.LastDeployName,
 	}
 	if stepIndex != nil {
 		from := 0
