@@ -168,3 +168,32 @@ func TestIssue6_Hostile_StaleEpochReplayIsLeaseLost(t *testing.T) {
 		t.Fatalf("a different seq 2 at the current epoch = %v, want ErrConflict", err)
 	}
 }
+
+// Another executor identity gets nothing back from a run it does not own, not even a
+// replay's answer (hostile test of issue 6, item 1.3): e2 presenting e1's owner id for a seq
+// e1 stored gets ErrNotOwner, not Duplicate (or ErrConflict for other content), so it cannot
+// probe e1's record through RecordTransition.
+func TestIssue6_Hostile_ForeignIdentityReplayIsRefused(t *testing.T) {
+	t.Parallel()
+	s, _ := openTest(t)
+	ctx := context.Background()
+	nr := newRun("R1")
+	nr.Owner = "token:e1"
+	mustStart(t, s, nr)
+	e1 := Fence{OwnerIDHash: fence1.OwnerIDHash, Epoch: 1, Identity: "token:e1"}
+	e2 := Fence{OwnerIDHash: fence1.OwnerIDHash, Epoch: 1, Identity: "token:e2"}
+	if _, err := s.RecordTransition(ctx, tr("R1", 1), e1); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := s.RecordTransition(ctx, tr("R1", 1), e2); !errors.Is(err, ErrNotOwner) {
+		t.Fatalf("e2 replaying e1's seq 1 = %+v, %v; want ErrNotOwner", res, err)
+	}
+	other := tr("R1", 1)
+	other.StepName = "probe"
+	if _, err := s.RecordTransition(ctx, other, e2); !errors.Is(err, ErrNotOwner) {
+		t.Fatalf("e2 probing e1's seq 1 = %v; want ErrNotOwner", err)
+	}
+	if res, err := s.RecordTransition(ctx, tr("R1", 1), e1); err != nil || !res.Duplicate {
+		t.Fatalf("e1's own replay = %+v, %v; want a duplicate", res, err)
+	}
+}

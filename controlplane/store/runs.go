@@ -247,6 +247,9 @@ func (s *Store) RecordTransition(ctx context.Context, t Transition, f Fence) (Re
 			if run.OwnerIDHash == "" || subtle.ConstantTimeCompare([]byte(run.OwnerIDHash), []byte(f.OwnerIDHash)) != 1 {
 				return fmt.Errorf("%w: run %q", ErrLeaseLost, t.RunID)
 			}
+			if f.Identity != "" && f.Identity != run.Owner {
+				return fmt.Errorf("%w: run %q", ErrNotOwner, t.RunID) // no answer about another's record
+			}
 			stored, err := scanTransition(w.queryRow(stmtSelectTransition, t.RunID, t.Seq))
 			if err != nil {
 				return fmt.Errorf("store: read transition %d: %w", t.Seq, err)
