@@ -63,7 +63,11 @@ func (r *FileRecorder) write() error {
 }
 
 // Ack drops the transitions up to seq from the outbox: the control plane has stored them.
-// The change reaches the file with the next write.
+// The change reaches the file with the next write — or at once when the run is parked at a
+// gate and this acknowledgement emptied the outbox: a parked run makes no further write, and
+// an executor killed there must not leave delivered transitions listed as undelivered
+// (hostile test TestIssue6_Hostile_ParkedGateOutboxIsSynced; one write per gate). A failed
+// write here is left to the next one.
 func (r *FileRecorder) Ack(seq int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -74,6 +78,9 @@ func (r *FileRecorder) Ack(seq int64) {
 	}
 	r.State.Outbox = ob[i:]
 	r.acked = r.acked || i > 0
+	if i > 0 && len(r.State.Outbox) == 0 && r.State.AwaitingConfirmation != nil {
+		_ = r.write()
+	}
 }
 
 // Unacked is how many transitions the outbox holds: recorded here, not yet acknowledged by

@@ -39,13 +39,30 @@ func controlPlaneURL(ctx context.Context, flag string, errw io.Writer) (url stri
 // another executor owns (another workspace started the same runbook the same day), takes the
 // next suffix (DESIGN D6): N workspaces starting one runbook at once all run, each under its
 // own id. A resumed run that another executor owns is refused unless takeOver is set.
+// takeOver starts the resumed run under a fresh owner id, kept only when the take-over
+// succeeds (hostile test TestIssue6_Hostile_TakeOverOfACopiedStateFileChecksTheLease).
 //
 // A fresh run never continues a run with transitions: when the control plane hands back an
 // existing run of this folder's own owner id (its previous run, final here but not yet there)
 // the fresh run moves on too; one without transitions (a run that died between StartRun and
 // its first write) is taken as this one.
-func startOnControlPlane(ctx context.Context, c *cpclient.Client, plan *runbook.Plan, opened *state.Opened, takeOver bool, lease time.Duration, who string) (cpclient.Started, error) {
+func startOnControlPlane(ctx context.Context, c *cpclient.Client, plan *runbook.Plan, opened *state.Opened, takeOver bool, lease time.Duration, who string) (_ cpclient.Started, err error) {
 	st, resumed := opened.State, opened.Resumed
+	if takeOver && resumed {
+		// A take-over is another executor instance: a restored copy of the old workspace's
+		// state file carries the old owner id, which would resume the run as its owner and
+		// skip the lease check, even while the old executor still holds the lease; with a
+		// fresh owner id the control plane decides (E_LEASE_HELD until the lease expired),
+		// and the old executor, if alive, is fenced (E_LEASE_LOST).
+		// A refused take-over keeps the state file's owner id.
+		old := st.OwnerID
+		st.OwnerID = state.NewOwnerID()
+		defer func() {
+			if err != nil {
+				st.OwnerID = old
+			}
+		}()
+	}
 	for range 1000 {
 		started, err := c.StartRun(ctx, cpclient.RunInfo{
 			RunID: st.RunID, RunbookName: plan.Name, PlanDigest: plan.ContentHash, SchemaHash8: plan.SchemaHash8,

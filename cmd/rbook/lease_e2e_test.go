@@ -161,3 +161,46 @@ func waitLine(p *proc, subs ...string) <-chan string {
 	}()
 	return ch
 }
+
+// A take-over checks the lease even when the state file was copied as it is (hostile test of
+// issue 6, item 1.2): the documented way to continue a run from another workspace is to
+// restore its state file there — owner id included — and run with --take-over. That must
+// not pass as the owner resuming: while executor A is alive at its gate (its lease live),
+// B's --take-over is refused with E_LEASE_HELD, the lease stays A's at epoch 1, and A
+// completes the run undisturbed.
+func TestIssue6_Hostile_TakeOverOfACopiedStateFileChecksTheLease(t *testing.T) {
+	a := workdir(t)
+	url := serveCP(t, a)
+	pa := start(t, a, "run", "demo", "--control-plane", url)
+	pa.waitFor(t, "AWAITING_CONFIRMATION")
+	runID := readState(t, a).RunID
+
+	b := workdir(t)
+	raw, err := os.ReadFile(filepath.Join(a, ".rbook", "demo.state.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(filepath.Join(b, ".rbook"), 0o755)
+	if err := os.WriteFile(filepath.Join(b, ".rbook", "demo.state.json"), raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pb := start(t, b, "run", "demo", "--control-plane", url, "--take-over")
+	select {
+	case line := <-waitLine(pb, "AWAITING_CONFIRMATION"):
+		pb.cmd.Process.Kill()
+		pb.wait(t)
+		t.Fatalf("--take-over of a live run from a copied state file resumed it (%q), want exit 2 with E_LEASE_HELD\n%s", line, pb.output())
+	case <-pb.done:
+	}
+	if code := pb.wait(t); code != 2 || !strings.Contains(pb.output(), "E_LEASE_HELD") {
+		t.Fatalf("--take-over of a live run from a copied state file: exit %d, want 2 with E_LEASE_HELD\n%s", code, pb.output())
+	}
+	if l := getRun(t, url, runID).GetRun().GetLease(); l.GetEpoch() != 1 {
+		t.Fatalf("after the refused take-over: lease %v, want epoch 1 (A's)", l)
+	}
+	pa.stdin.Write([]byte("yes\n"))
+	if code := pa.wait(t); code != 0 {
+		t.Fatalf("A after the refused take-over: exit %d\n%s", code, pa.output())
+	}
+	checkTransitions(t, getRun(t, url, runID), rbookv1.RunStatus_RUN_STATUS_SUCCEEDED)
+}

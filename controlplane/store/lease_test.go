@@ -135,3 +135,65 @@ func TestIssue6_1_3_OwnerIdentity(t *testing.T) {
 		t.Fatalf("run = %+v", run)
 	}
 }
+
+// A stale epoch is E_LEASE_LOST even for a seq already stored (hostile test of issue 6, item
+// 1.2): two copies of one state file share an owner id; when one resumes (epoch 2) and writes
+// seq 2, the other, still at epoch 1, sending its own different seq 2 is a zombie — the
+// answer is ErrLeaseLost ("another executor resumed the run"), not ErrConflict, which would
+// tell it that its own record is inconsistent. An identical replay at the old epoch stays a
+// harmless duplicate (an outbox delivered after a restart).
+func TestIssue6_Hostile_StaleEpochReplayIsLeaseLost(t *testing.T) {
+	t.Parallel()
+	s, _ := openTest(t)
+	ctx := context.Background()
+	const run = "RBOOK-20260512-demo-a1b2c3d4"
+	mustStart(t, s, newRun(run))
+	mustRecord(t, s, tr(run, 1))
+	if got, outcome, err := s.StartRun(ctx, newRun(run)); err != nil || outcome != Resumed || got.LeaseEpoch != 2 {
+		t.Fatalf("resume by the same owner id = %+v, %v, %v", got, outcome, err)
+	}
+	fence2 := Fence{OwnerIDHash: fence1.OwnerIDHash, Epoch: 2}
+	if _, err := s.RecordTransition(ctx, tr(run, 2), fence2); err != nil {
+		t.Fatal(err)
+	}
+	other := tr(run, 2)
+	other.StepName = "another-step"
+	if _, err := s.RecordTransition(ctx, other, fence1); !errors.Is(err, ErrLeaseLost) {
+		t.Fatalf("a different seq 2 at the stale epoch = %v, want ErrLeaseLost", err)
+	}
+	if res, err := s.RecordTransition(ctx, tr(run, 1), fence1); err != nil || !res.Duplicate {
+		t.Fatalf("an identical replay at the stale epoch = %+v, %v; want a duplicate", res, err)
+	}
+	if _, err := s.RecordTransition(ctx, other, fence2); !errors.Is(err, ErrConflict) {
+		t.Fatalf("a different seq 2 at the current epoch = %v, want ErrConflict", err)
+	}
+}
+
+// Another executor identity gets nothing back from a run it does not own, not even a
+// replay's answer (hostile test of issue 6, item 1.3): e2 presenting e1's owner id for a seq
+// e1 stored gets ErrNotOwner, not Duplicate (or ErrConflict for other content), so it cannot
+// probe e1's record through RecordTransition.
+func TestIssue6_Hostile_ForeignIdentityReplayIsRefused(t *testing.T) {
+	t.Parallel()
+	s, _ := openTest(t)
+	ctx := context.Background()
+	nr := newRun("R1")
+	nr.Owner = "token:e1"
+	mustStart(t, s, nr)
+	e1 := Fence{OwnerIDHash: fence1.OwnerIDHash, Epoch: 1, Identity: "token:e1"}
+	e2 := Fence{OwnerIDHash: fence1.OwnerIDHash, Epoch: 1, Identity: "token:e2"}
+	if _, err := s.RecordTransition(ctx, tr("R1", 1), e1); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := s.RecordTransition(ctx, tr("R1", 1), e2); !errors.Is(err, ErrNotOwner) {
+		t.Fatalf("e2 replaying e1's seq 1 = %+v, %v; want ErrNotOwner", res, err)
+	}
+	other := tr("R1", 1)
+	other.StepName = "probe"
+	if _, err := s.RecordTransition(ctx, other, e2); !errors.Is(err, ErrNotOwner) {
+		t.Fatalf("e2 probing e1's seq 1 = %v; want ErrNotOwner", err)
+	}
+	if res, err := s.RecordTransition(ctx, tr("R1", 1), e1); err != nil || !res.Duplicate {
+		t.Fatalf("e1's own replay = %+v, %v; want a duplicate", res, err)
+	}
+}

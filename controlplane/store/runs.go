@@ -221,6 +221,8 @@ func validateNewRun(nr *NewRun) error {
 // (NULL when final), completed_at when final, error_context when failed,
 // last_completed_step_index on step_finished, last_deploy_name, last_seq, updated_at.
 //
+// A seq already stored with other content is ErrLeaseLost when f's epoch is stale (the
+// caller lost the run to another executor with the same owner id), else ErrConflict.
 // A final run keeps its one status: transitions after it (an executor winding down after
 // CancelRun) are stored, but one claiming a different final status gets ErrRunFinal.
 // Errors: ErrNotFound (no such run), ErrConflict, ErrOutOfOrder, ErrRunFinal,
@@ -245,11 +247,19 @@ func (s *Store) RecordTransition(ctx context.Context, t Transition, f Fence) (Re
 			if run.OwnerIDHash == "" || subtle.ConstantTimeCompare([]byte(run.OwnerIDHash), []byte(f.OwnerIDHash)) != 1 {
 				return fmt.Errorf("%w: run %q", ErrLeaseLost, t.RunID)
 			}
+			if f.Identity != "" && f.Identity != run.Owner {
+				return fmt.Errorf("%w: run %q", ErrNotOwner, t.RunID) // no answer about another's record
+			}
 			stored, err := scanTransition(w.queryRow(stmtSelectTransition, t.RunID, t.Seq))
 			if err != nil {
 				return fmt.Errorf("store: read transition %d: %w", t.Seq, err)
 			}
 			if !sameTransition(stored, t) {
+				if f.Epoch != run.LeaseEpoch {
+					// Another copy of this owner resumed the run and wrote this seq: the
+					// caller is the zombie (hostile test of issue 6, item 1.2).
+					return fmt.Errorf("%w: run %q is at epoch %d", ErrLeaseLost, t.RunID, run.LeaseEpoch)
+				}
 				return fmt.Errorf("%w: run %q seq %d", ErrConflict, t.RunID, t.Seq)
 			}
 			res = RecordResult{Duplicate: true, Progress: run}
