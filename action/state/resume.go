@@ -2,7 +2,9 @@ package state
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base32"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -132,9 +134,12 @@ func Open(plan *runbook.Plan, path string, opts OpenOptions) (*Opened, error) {
 		}
 		prev.TotalSteps = len(plan.Steps)
 		prev.RunbookHash = plan.ContentHash
-		if prev.OwnerID == "" {
+		if prev.OwnerID == "" || !sameWorkspace(prev, path) {
+			// A state file copied from another workspace does not make this executor the
+			// run's owner (DESIGN D12): it needs --take-over, which waits for the lease.
 			prev.OwnerID = NewOwnerID()
 		}
+		prev.OwnerWorkspace = WorkspaceID(path)
 		return &Opened{State: prev, Resumed: true, StartIndex: start, SkipOwedRollback: skipRollback}, nil
 	}
 	start := 0
@@ -158,7 +163,7 @@ func Open(plan *runbook.Plan, path string, opts OpenOptions) (*Opened, error) {
 		RunID: id, RunbookName: plan.Name, RunStatus: engine.RunInProgress,
 		CurrentStepIndex: start, LastCompletedStepIndex: start - 1, TotalSteps: len(plan.Steps),
 		EvidencePack: []engine.Evidence{}, StartedUTC: engine.FormatTime(t), SchemaHash8: plan.SchemaHash8,
-		RunbookHash: plan.ContentHash, OwnerID: NewOwnerID(),
+		RunbookHash: plan.ContentHash, OwnerID: NewOwnerID(), OwnerWorkspace: WorkspaceID(path),
 	}
 	// One workspace is one owner (DESIGN D12): a run that died between StartRun and its first
 	// state write is found again as its own, even when the state file was already moved to
@@ -184,6 +189,9 @@ func (o *Opened) NextFreeRunID(id string) string {
 // .prev- file's; "" when the folder has none.
 func workspaceOwner(path string, prev *State) string {
 	if prev != nil && prev.OwnerID != "" {
+		if !sameWorkspace(prev, path) {
+			return ""
+		}
 		return prev.OwnerID
 	}
 	matches, _ := filepath.Glob(globEscape(path) + ".prev-*")
@@ -194,11 +202,30 @@ func workspaceOwner(path string, prev *State) string {
 		if err != nil || !info.Mode().IsRegular() || !info.ModTime().After(newest) {
 			continue
 		}
-		if st, err := Read(m); err == nil && st.OwnerID != "" {
+		if st, err := Read(m); err == nil && st.OwnerID != "" && sameWorkspace(st, path) {
 			newest, owner = info.ModTime(), st.OwnerID
 		}
 	}
 	return owner
+}
+
+// WorkspaceID names the workspace a state file lives in: the first 16 hex characters of
+// SHA-256(host name, NUL, absolute state path). An owner id belongs to one workspace (DESIGN
+// D12); a state file restored elsewhere (another runner, another folder) gets a new one.
+func WorkspaceID(statePath string) string {
+	host, _ := os.Hostname()
+	abs, err := filepath.Abs(statePath)
+	if err != nil {
+		abs = statePath
+	}
+	sum := sha256.Sum256([]byte(host + "\x00" + abs))
+	return hex.EncodeToString(sum[:8])
+}
+
+// sameWorkspace reports whether st was written in the workspace of statePath; a state file
+// from before workspaces were recorded counts as this workspace's.
+func sameWorkspace(st *State, statePath string) bool {
+	return st.OwnerWorkspace == "" || st.OwnerWorkspace == WorkspaceID(statePath)
 }
 
 // globEscape quotes the glob metacharacters of a literal path.

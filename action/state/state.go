@@ -70,6 +70,9 @@ type State struct {
 	// OwnerID identifies the executor instance that owns the run's lease on the control plane
 	// (DESIGN D12): random, made by NewOwnerID, carried from run to run in one workspace.
 	OwnerID string `json:"owner_id,omitempty"`
+	// OwnerWorkspace is WorkspaceID of the folder that holds OwnerID: a state file copied
+	// into another workspace does not carry its owner id along (DESIGN D12).
+	OwnerWorkspace string `json:"owner_workspace,omitempty"`
 	// LeaseEpoch is the fencing epoch the control plane gave the last StartRun (DESIGN D12).
 	LeaseEpoch int64 `json:"lease_epoch,omitempty"`
 	// Outbox holds transitions not yet acknowledged by the control plane, oldest first; they

@@ -166,8 +166,9 @@ func waitLine(p *proc, subs ...string) <-chan string {
 // issue 6, item 1.2): the documented way to continue a run from another workspace is to
 // restore its state file there — owner id included — and run with --take-over. That must
 // not pass as the owner resuming: while executor A is alive at its gate (its lease live),
-// B's --take-over is refused with E_LEASE_HELD, the lease stays A's at epoch 1, and A
-// completes the run undisturbed.
+// B's plain run is refused with E_RUN_OWNED (the owner id belongs to A's workspace), B's
+// --take-over with E_LEASE_HELD, the lease stays A's at epoch 1, and A completes the run
+// undisturbed.
 func TestIssue6_Hostile_TakeOverOfACopiedStateFileChecksTheLease(t *testing.T) {
 	a := workdir(t)
 	url := serveCP(t, a)
@@ -183,6 +184,15 @@ func TestIssue6_Hostile_TakeOverOfACopiedStateFileChecksTheLease(t *testing.T) {
 	os.MkdirAll(filepath.Join(b, ".rbook"), 0o755)
 	if err := os.WriteFile(filepath.Join(b, ".rbook", "demo.state.json"), raw, 0o644); err != nil {
 		t.Fatal(err)
+	}
+	// Without --take-over, the copy is another workspace, so the owner id does not come
+	// along: refused with E_RUN_OWNED and the hint, and A's lease is untouched.
+	out, code := run(t, b, "", "run", "demo", "--control-plane", url)
+	if code != 2 || !strings.Contains(out, "E_RUN_OWNED") || !strings.Contains(out, "--take-over") {
+		t.Fatalf("plain run of a live run from a copied state file: exit %d, want 2 with E_RUN_OWNED\n%s", code, out)
+	}
+	if l := getRun(t, url, runID).GetRun().GetLease(); l.GetEpoch() != 1 {
+		t.Fatalf("after the refused resume: lease %v, want epoch 1 (A's)", l)
 	}
 	pb := start(t, b, "run", "demo", "--control-plane", url, "--take-over")
 	select {
