@@ -97,12 +97,6 @@ Execution Report") and the evidence pack, as in: rbook run demo > report.md
 result (the state file's fields, message, file paths, exit_code) as JSON on stdout.
 Colour is used only on a terminal, and never with NO_COLOR set.
 
-Examples:
-  rbook run demo                       run the demo, type yes at the gate
-  rbook run demo --report report.md    also write the Markdown report
-  rbook run demo -o json < answers.txt machine-readable result
-
-
 ` + exitCodesHelp,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

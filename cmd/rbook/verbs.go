@@ -42,12 +42,9 @@ names; the output says how many are still undelivered.
 as 'rbook run --report FILE' writes); -o json prints the state file's fields, "liveness",
 "evidence_path" and "undelivered_transitions".
 
-Examples:
-  rbook status demo
-  rbook status demo --report > report.md
-
 Exit codes: 0 a run was found and shown, 2 no run, an invalid runbook or an unreadable state file.`,
 		Example: `  rbook status demo
+  rbook status demo --report > report.md
   rbook status prod -o json | jq .liveness`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
