@@ -105,7 +105,13 @@ func (f *cpFlags) reader(cmd *cobra.Command) (*cpclient.Client, func(), error) {
 		return nil, nil, abort("rbook: no control plane is running, and the local database %s cannot be read: %v", embeddedDB, oerr)
 	}
 	f.fromFile = false
-	fmt.Fprintf(cmd.ErrOrStderr(), "No control plane is running: read the local database %s (read-only; the history of this folder's embedded runs).\n", embeddedDB)
+	if dbServed(embeddedDB) {
+		// An 'rbook serve' here on the default --db writes no controlplane.url: it is running,
+		// so do not say otherwise, and say how to talk to it.
+		fmt.Fprintf(cmd.ErrOrStderr(), "A control plane serves %s (an 'rbook serve' in this folder) but none was named: read the database directly (read-only); pass --control-plane URL (the address 'rbook serve' printed) to talk to it.\n", embeddedDB)
+	} else {
+		fmt.Fprintf(cmd.ErrOrStderr(), "No control plane is running: read the local database %s (read-only; the history of this folder's embedded runs).\n", embeddedDB)
+	}
 	return c, closeDB, nil
 }
 

@@ -183,3 +183,28 @@ func keys(m map[string]string) []string {
 	}
 	return ks
 }
+
+// TestIssue6_3_3_ServeInTheSameFolder: an 'rbook serve' started in the run's folder with the
+// default --db (as the README's control-plane section has a new user do) holds
+// .rbook/controlplane.db. A run without --control-plane then says that another process
+// serves it and generates no approval secret it would not use; runs reads the database and
+// says a control plane serves it, not that none is running (found trying the README as a
+// new user).
+func TestIssue6_3_3_ServeInTheSameFolder(t *testing.T) {
+	dir := workdir(t)
+	startServeDB(t, filepath.Join(dir, ".rbook", "controlplane.db"))
+	noSecret := []string{"RBOOK_APPROVAL_SECRET=", "RBOOK_SECRET="}
+	_, stderr, code := runSplit(t, dir, noSecret, "run", "demo")
+	want := "Another rbook process serves .rbook/controlplane.db (an 'rbook serve' in this folder, or the embedded control plane of another 'rbook run'), so this run keeps its record in the state file only"
+	if code != 1 || !strings.Contains(stderr, want) {
+		t.Fatalf("run demo with a serve here: exit %d, want 1 and %q\n%s", code, want, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(dir, ".rbook", "approval-secret")); !os.IsNotExist(err) {
+		t.Errorf("an approval secret was generated for an embedded control plane that never started: %v", err)
+	}
+	stdout, stderr, code := runSplit(t, dir, nil, "runs")
+	if code != 0 || strings.Contains(stderr, "No control plane is running") ||
+		!strings.Contains(stderr, "A control plane serves .rbook/controlplane.db (an 'rbook serve' in this folder) but none was named") {
+		t.Errorf("runs with a serve here: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+}
