@@ -277,9 +277,16 @@ func TestProdWithoutValuesAborts(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, ".rbook")); !os.IsNotExist(err) {
 		t.Errorf("an aborted run wrote state: %v", err)
 	}
-	// The default runbook is prod.
-	if out2, code2 := run(t, dir, "", "run"); code2 != 2 || !strings.Contains(out2, want) {
-		t.Errorf("rbook run (default prod): exit %d\n%s", code2, out2)
+	if strings.Contains(out, "No RUNBOOK was given") {
+		t.Errorf("a named runbook got the default's hint:\n%s", out)
+	}
+	// The default runbook is prod; when it was not named, the ABORT line says so and how to
+	// name another (a new user's 'rbook status' after the demo).
+	for _, verb := range []string{"run", "status", "cancel", "rollback"} {
+		hint := "(No RUNBOOK was given, so rbook " + verb + " used the default, prod; name the runbook to use another, e.g. 'rbook " + verb + " demo'.)"
+		if out2, code2 := run(t, dir, "", verb); code2 != 2 || !strings.Contains(out2, want+"\n"+hint) {
+			t.Errorf("rbook %s (default prod): exit %d\n%s", verb, code2, out2)
+		}
 	}
 }
 

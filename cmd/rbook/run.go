@@ -26,6 +26,9 @@ import (
 // common holds the flags every runbook verb shares.
 type common struct {
 	dir, templates, rules string
+	// defaulted is the command path ("rbook status") when no RUNBOOK was given and the
+	// seed's default, prod, is used; "" when the user named one (see runbookArg).
+	defaulted string
 }
 
 func (c *common) register(cmd *cobra.Command) {
@@ -34,11 +37,13 @@ func (c *common) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&c.rules, "rules", "", "rules.yaml to validate steps against instead of the built-in one")
 }
 
-// runbookArg is the optional RUNBOOK argument; the seed's default is prod.
-func runbookArg(args []string) string {
+// runbookArg is the optional RUNBOOK argument; the seed's default is prod. It notes in
+// c.defaulted that prod was not named, so loadPlan can say so when prod cannot be loaded.
+func (c *common) runbookArg(cmd *cobra.Command, args []string) string {
 	if len(args) == 1 {
 		return args[0]
 	}
+	c.defaulted = cmd.CommandPath()
 	return "prod"
 }
 
@@ -58,6 +63,11 @@ func (c *common) loadPlan(name string) (*runbook.Plan, error) {
 			msg += "\n"
 		}
 		msg += d.String()
+	}
+	if c.defaulted != "" {
+		// A new user who ran the demo and then types 'rbook status' gets prod's ABORT line:
+		// say why prod, and how to name the runbook (found trying the README as a new user).
+		msg += fmt.Sprintf("\n(No RUNBOOK was given, so %s used the default, prod; name the runbook to use another, e.g. '%s demo'.)", c.defaulted, c.defaulted)
 	}
 	return nil, abort("%s", msg)
 }
@@ -104,7 +114,7 @@ Colour is used only on a terminal, and never with NO_COLOR set.
 			if cmd.Flags().Changed("step-index") {
 				idx = &f.stepIndex
 			}
-			return runRunbook(cmd, runbookArg(args), f, idx)
+			return runRunbook(cmd, f.runbookArg(cmd, args), f, idx)
 		},
 	}
 	f.register(cmd)

@@ -48,7 +48,7 @@ Exit codes: 0 a run was found and shown, 2 no run, an invalid runbook or an unre
   rbook status prod -o json | jq .liveness`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			name := runbookArg(args)
+			name := c.runbookArg(cmd, args)
 			plan, rend, err := c.loadWithReports(name)
 			if err != nil {
 				return err
@@ -200,7 +200,7 @@ an invalid runbook or held state.`,
   rbook rollback prod --dir ops/runbooks`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			name := runbookArg(args)
+			name := c.runbookArg(cmd, args)
 			plan, rend, err := c.loadWithReports(name)
 			if err != nil {
 				return err
@@ -258,7 +258,7 @@ it is already final), an invalid runbook or held state.`,
   echo yes | rbook cancel prod`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			name := runbookArg(args)
+			name := c.runbookArg(cmd, args)
 			plan, rend, err := c.loadWithReports(name)
 			if err != nil {
 				return err
