@@ -121,7 +121,14 @@ Exit codes: 0 a run was found and shown, 2 no run, an invalid runbook or an unre
 			}
 			if !st.RunStatus.Final() {
 				fmt.Fprintf(out, "Next step index: %d of %d steps\n", st.LastCompletedStepIndex+1, st.TotalSteps)
-				fmt.Fprintf(out, "Evidence pack: written to %s when the run ends\n", state.EvidencePath(plan.StateFilePath, st.RunID))
+				ev := state.EvidencePath(plan.StateFilePath, st.RunID)
+				if _, err := os.Stat(ev); err == nil {
+					// An interrupted run's executor wrote the pack so far: it is there, and
+					// "written ... when the run ends" alone would say it is not.
+					fmt.Fprintf(out, "Evidence pack: written to %s when the run ends (it holds the %d entries so far)\n", ev, len(st.EvidencePack))
+				} else {
+					fmt.Fprintf(out, "Evidence pack: written to %s when the run ends\n", ev)
+				}
 			} else if evPath != "" {
 				fmt.Fprintf(out, "Evidence pack: %s\n", evPath)
 			}
