@@ -115,6 +115,15 @@ func (f *cpFlags) reader(cmd *cobra.Command) (*cpclient.Client, func(), error) {
 	return c, closeDB, nil
 }
 
+// urlSource names where resolve found the URL, for messages: "--control-plane" or
+// "RBOOK_CONTROL_PLANE".
+func (f *cpFlags) urlSource() string {
+	if f.url != "" {
+		return "--control-plane"
+	}
+	return "RBOOK_CONTROL_PLANE"
+}
+
 // rpcError turns a control-plane error into a one-line message with its code and exit 1.
 func (f *cpFlags) rpcError(err error) error {
 	var ce *connect.Error
@@ -122,6 +131,10 @@ func (f *cpFlags) rpcError(err error) error {
 		msg := fmt.Sprintf("rbook: %s (%s)", ce.Message(), ce.Code())
 		if f.fromFile && ce.Code() == connect.CodeUnavailable {
 			msg += fmt.Sprintf("\nThe embedded control plane named in %s is not running any more (its 'rbook run' has ended). Pass --control-plane URL for another one.", embeddedURLFile)
+		} else if u, _, rerr := f.resolve(); rerr == nil && ce.Code() == connect.CodeUnavailable && !listening(u) {
+			// A bare "connection refused" does not say what to do (found trying the README as
+			// a new user): name the address and where it came from.
+			msg += fmt.Sprintf("\nNothing listens at %s (from %s): start the control plane there ('rbook serve --addr HOST:PORT'), or point --control-plane at a running one.", u, f.urlSource())
 		}
 		return &exitError{code: exitFailed, msg: msg}
 	}

@@ -5,6 +5,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -206,5 +207,32 @@ func TestIssue6_3_3_ServeInTheSameFolder(t *testing.T) {
 	if code != 0 || strings.Contains(stderr, "No control plane is running") ||
 		!strings.Contains(stderr, "A control plane serves .rbook/controlplane.db (an 'rbook serve' in this folder) but none was named") {
 		t.Errorf("runs with a serve here: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+}
+
+// TestIssue6_3_3_NothingListensSaysWhatToDo: runs, get or approve against a control-plane
+// URL where nothing listens name the address, where it came from and what to do, not only
+// "connection refused" (found trying the README as a new user).
+func TestIssue6_3_3_NothingListensSaysWhatToDo(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := "http://" + l.Addr().String()
+	l.Close()
+	for _, tc := range []struct {
+		env    []string
+		args   []string
+		source string
+	}{
+		{nil, []string{"runs", "--control-plane", u}, "--control-plane"},
+		{[]string{"RBOOK_CONTROL_PLANE=" + u}, []string{"get", "RBOOK-x"}, "RBOOK_CONTROL_PLANE"},
+		{nil, []string{"approve", "tok", "--control-plane", u}, "--control-plane"},
+	} {
+		_, stderr, code := runSplit(t, t.TempDir(), tc.env, tc.args...)
+		want := "\nNothing listens at " + u + " (from " + tc.source + "): start the control plane there ('rbook serve --addr HOST:PORT'), or point --control-plane at a running one.\n"
+		if code != 1 || !strings.Contains(stderr, "connection refused (unavailable)"+want) {
+			t.Errorf("rbook %s: exit %d, want 1 and %q\n%s", strings.Join(tc.args, " "), code, want, stderr)
+		}
 	}
 }
