@@ -509,3 +509,44 @@ func TestGitHubRunnerGlue(t *testing.T) {
 		t.Errorf("the approval token was printed in CI:\n%s", out)
 	}
 }
+
+// TestIssue6_2_4_EndedAfterIsTheRunsDuration: with Markdown output, "Run … ended … after D"
+// gives the run's duration from its started_utc, also when this rbook process only resumed
+// or cancelled it (it said "after 3ms" for a run started minutes before; found trying the
+// README as a new user).
+func TestIssue6_2_4_EndedAfterIsTheRunsDuration(t *testing.T) {
+	for _, verb := range []string{"run", "cancel"} {
+		t.Run(verb, func(t *testing.T) {
+			dir := workdir(t)
+			p := start(t, dir, "run", "demo", "--control-plane", "off")
+			p.waitFor(t, "AWAITING_CONFIRMATION")
+			p.cmd.Process.Signal(syscall.SIGINT)
+			if code := p.wait(t); code != 1 {
+				t.Fatalf("exit %d\n%s", code, p.output())
+			}
+			// The run started an hour ago, as far as its state file says.
+			statePath := filepath.Join(dir, ".rbook", "demo.state.json")
+			s := readState(t, dir)
+			raw, _ := os.ReadFile(statePath)
+			var fields map[string]any
+			if err := json.Unmarshal(raw, &fields); err != nil {
+				t.Fatal(err)
+			}
+			old := fields["started_utc"].(string)
+			at, err := time.Parse(time.RFC3339Nano, old)
+			if err != nil {
+				t.Fatal(err)
+			}
+			earlier := at.Add(-time.Hour).UTC().Format("2006-01-02T15:04:05.000000000Z")
+			os.WriteFile(statePath, []byte(strings.Replace(string(raw), `"started_utc": "`+old+`"`, `"started_utc": "`+earlier+`"`, 1)), 0o600)
+			args, want := []string{"run", "demo", "--control-plane", "off"}, "ended COMPLETED after "
+			if verb == "cancel" {
+				args, want = []string{"cancel", "demo"}, "ended CANCELLED after "
+			}
+			out, _ := run(t, dir, "yes\n", args...)
+			if !regexp.MustCompile(regexp.QuoteMeta("Run "+s.RunID+" "+want) + `1h0m\d+s\.`).MatchString(out) {
+				t.Errorf("rbook %s: want %q and about 1h:\n%s", verb, want, out)
+			}
+		})
+	}
+}

@@ -176,6 +176,7 @@ func runRunbook(cmd *cobra.Command, name string, f runFlags, stepIndex *int) err
 		return abort("%v", err)
 	}
 	st := opened.State
+	v.setRunStart(st.StartedUTC)
 	if opened.Resumed {
 		fmt.Fprintf(v.lines(), "RESUMING run %s from step index %d.\n", st.RunID, opened.StartIndex)
 	}

@@ -226,6 +226,7 @@ an invalid runbook or held state.`,
 			if err != nil {
 				return abort("%v", err)
 			}
+			v.setRunStart(st.StartedUTC)
 			before := len(st.EvidencePack)
 			eng := &engine.Engine{Plan: plan, Executors: simulatedExecutors(), Recorders: []engine.Recorder{&state.FileRecorder{Path: plan.StateFilePath, State: st}, v}}
 			res, err := eng.Rollback(cmd.Context(), startOf(st), st.RunStatus)
@@ -326,6 +327,7 @@ it is already final), an invalid runbook or held state.`,
 			if err != nil {
 				return abort("%v", err)
 			}
+			v.setRunStart(st.StartedUTC)
 			fileRec := &state.FileRecorder{Path: plan.StateFilePath, State: st, KeepOutbox: target != nil}
 			eng := &engine.Engine{Plan: plan, Recorders: []engine.Recorder{fileRec, v}}
 			res, err := eng.Cancel(cmd.Context(), start, who)
