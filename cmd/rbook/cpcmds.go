@@ -48,6 +48,14 @@ const historyHelp = cpHelp + `
 When none of those is running, the history of this folder's embedded runs is read from
 .rbook/controlplane.db, read-only (stderr says so).`
 
+// abortIf is abort (exit 2) of err, or nil for nil.
+func abortIf(err error) error {
+	if err == nil {
+		return nil
+	}
+	return abort("rbook: %v", err)
+}
+
 // noControlPlane is the error when there is nothing to talk to.
 func noControlPlane() error {
 	return abort("no control plane to talk to: pass --control-plane URL or set RBOOK_CONTROL_PLANE (a running 'rbook run' starts an embedded one and leaves its address in ./%s)", embeddedURLFile)
@@ -58,11 +66,14 @@ func noControlPlane() error {
 // whose address no longer answers (its run has ended, or was killed).
 func (f *cpFlags) resolve() (u string, stale bool, err error) {
 	f.fromFile = false
+	if f.url == "off" {
+		return "", false, abort("rbook: --control-plane off (no control plane) is for rbook run, status and cancel; this command talks to a control plane: give its URL (http://HOST:PORT), or leave the flag out for the embedded one (or, for runs, get and approvals, the local database %s)", embeddedDB)
+	}
 	if f.url != "" {
-		return f.url, false, nil
+		return f.url, false, abortIf(checkCPURL(f.url, "--control-plane"))
 	}
 	if u := os.Getenv("RBOOK_CONTROL_PLANE"); u != "" && u != "off" {
-		return u, false, nil
+		return u, false, abortIf(checkCPURL(u, "RBOOK_CONTROL_PLANE"))
 	}
 	if data, err := os.ReadFile(embeddedURLFile); err == nil {
 		f.fromFile = true
@@ -88,6 +99,12 @@ func (f *cpFlags) client() (*cpclient.Client, func(), error) {
 // .rbook/controlplane.url — it reads the embedded control plane's database
 // .rbook/controlplane.db directly, read-only, and says so on stderr (issue 6, item 3.3).
 func (f *cpFlags) reader(cmd *cobra.Command) (*cpclient.Client, func(), error) {
+	if err := abortIf(checkCPURL(cpURLFrom(f.url))); err != nil || f.url == "off" {
+		if err == nil {
+			_, _, err = f.resolve()
+		}
+		return nil, nil, err // a URL was given: never fall back to the local database instead
+	}
 	u, stale, err := f.resolve()
 	if err == nil && !stale {
 		c := cpclient.New(u, os.Getenv("RBOOK_TOKEN"))

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // runSplit runs rbook to completion with no stdin and returns stdout and stderr apart.
@@ -233,6 +234,41 @@ func TestIssue6_3_3_NothingListensSaysWhatToDo(t *testing.T) {
 		want := "\nNothing listens at " + u + " (from " + tc.source + "): start the control plane there ('rbook serve --addr HOST:PORT'), or point --control-plane at a running one.\n"
 		if code != 1 || !strings.Contains(stderr, "connection refused (unavailable)"+want) {
 			t.Errorf("rbook %s: exit %d, want 1 and %q\n%s", strings.Join(tc.args, " "), code, want, stderr)
+		}
+	}
+}
+
+// TestIssue6_3_4_ControlPlaneURLWithoutScheme: a --control-plane or RBOOK_CONTROL_PLANE
+// without http:// or https:// (grpcurl's HOST:PORT spelling) is refused at once, exit 2,
+// saying what to write, before anything is run or written; it used to be retried as
+// "unavailable" for --control-plane-timeout and then halted "until the control plane is
+// back" (found trying the README as a new user). --control-plane off is refused by the
+// commands that need a control plane.
+func TestIssue6_3_4_ControlPlaneURLWithoutScheme(t *testing.T) {
+	for _, tc := range []struct {
+		env  []string
+		args []string
+		want string
+	}{
+		{nil, []string{"run", "demo", "--control-plane", "127.0.0.1:7070"},
+			`--control-plane "127.0.0.1:7070" is not a control plane URL: give its scheme (http:// or https://) and host, as in http://127.0.0.1:7070`},
+		{[]string{"RBOOK_CONTROL_PLANE=localhost:7070"}, []string{"run", "demo"},
+			`RBOOK_CONTROL_PLANE "localhost:7070" is not a control plane URL: give its scheme (http:// or https://) and host, as in http://localhost:7070`},
+		{nil, []string{"runs", "--control-plane", "127.0.0.1:7070"},
+			`rbook: --control-plane "127.0.0.1:7070" is not a control plane URL`},
+		{[]string{"RBOOK_CONTROL_PLANE=ftp://x"}, []string{"get", "RBOOK-x"},
+			`rbook: RBOOK_CONTROL_PLANE "ftp://x" is not a control plane URL: give its scheme (http:// or https://) and host, as in http://127.0.0.1:7070`},
+		{nil, []string{"approve", "tok", "--control-plane", "off"},
+			"rbook: --control-plane off (no control plane) is for rbook run, status and cancel; this command talks to a control plane"},
+	} {
+		dir := workdir(t)
+		start := time.Now()
+		_, stderr, code := runSplit(t, dir, tc.env, tc.args...)
+		if code != 2 || !strings.Contains(stderr, tc.want) || time.Since(start) > 20*time.Second {
+			t.Errorf("rbook %s (%v): exit %d after %s, want 2 and %q\n%s", strings.Join(tc.args, " "), tc.env, code, time.Since(start), tc.want, stderr)
+		}
+		if _, err := os.Stat(filepath.Join(dir, ".rbook")); !os.IsNotExist(err) {
+			t.Errorf("rbook %s wrote .rbook: %v", strings.Join(tc.args, " "), err)
 		}
 	}
 }

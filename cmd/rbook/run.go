@@ -151,6 +151,9 @@ func runRunbook(cmd *cobra.Command, name string, f runFlags, stepIndex *int) err
 		return abort("%v", err)
 	}
 	// Everything that can refuse the run is checked before the state is touched.
+	if err := checkCPURL(cpURLFrom(f.controlPlane)); err != nil {
+		return abort("%v", err)
+	}
 	execs, closeExecs, err := executors(plan, name, f.dir, f.mcpConfig)
 	if err != nil {
 		return abort("%v", err)
