@@ -547,6 +547,14 @@ func TestIssue6_2_4_EndedAfterIsTheRunsDuration(t *testing.T) {
 			if !regexp.MustCompile(regexp.QuoteMeta("Run "+s.RunID+" "+want) + `1h0m\d+s\.`).MatchString(out) {
 				t.Errorf("rbook %s: want %q and about 1h:\n%s", verb, want, out)
 			}
+			if verb == "run" {
+				// A rollback of the final run keeps its status and duration: the line gives
+				// the rollback's own time, not the hour since the run started.
+				out, _ := run(t, dir, "", "rollback", "demo")
+				if !regexp.MustCompile(regexp.QuoteMeta("Run "+s.RunID+" ended COMPLETED after ") + `[0-9.]+m?s\.`).MatchString(out) {
+					t.Errorf("rollback of the final run:\n%s", out)
+				}
+			}
 		})
 	}
 }

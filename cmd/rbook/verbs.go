@@ -226,7 +226,11 @@ an invalid runbook or held state.`,
 			if err != nil {
 				return abort("%v", err)
 			}
-			v.setRunStart(st.StartedUTC)
+			if !st.RunStatus.Final() {
+				// A rollback ends an unfinished run: say how long the run took. A final run
+				// keeps its status and duration; "ended … after" is then this rollback's time.
+				v.setRunStart(st.StartedUTC)
+			}
 			before := len(st.EvidencePack)
 			eng := &engine.Engine{Plan: plan, Executors: simulatedExecutors(), Recorders: []engine.Recorder{&state.FileRecorder{Path: plan.StateFilePath, State: st}, v}}
 			res, err := eng.Rollback(cmd.Context(), startOf(st), st.RunStatus)
