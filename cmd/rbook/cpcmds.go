@@ -48,6 +48,14 @@ const historyHelp = cpHelp + `
 When none of those is running, the history of this folder's embedded runs is read from
 .rbook/controlplane.db, read-only (stderr says so).`
 
+// abortIf is abort (exit 2) of err, or nil for nil.
+func abortIf(err error) error {
+	if err == nil {
+		return nil
+	}
+	return abort("rbook: %v", err)
+}
+
 // noControlPlane is the error when there is nothing to talk to.
 func noControlPlane() error {
 	return abort("no control plane to talk to: pass --control-plane URL or set RBOOK_CONTROL_PLANE (a running 'rbook run' starts an embedded one and leaves its address in ./%s)", embeddedURLFile)
@@ -58,11 +66,14 @@ func noControlPlane() error {
 // whose address no longer answers (its run has ended, or was killed).
 func (f *cpFlags) resolve() (u string, stale bool, err error) {
 	f.fromFile = false
+	if f.url == "off" {
+		return "", false, abort("rbook: --control-plane off (no control plane) is for rbook run, status and cancel; this command talks to a control plane: give its URL (http://HOST:PORT), or leave the flag out for the embedded one (or, for runs, get and approvals, the local database %s)", embeddedDB)
+	}
 	if f.url != "" {
-		return f.url, false, nil
+		return f.url, false, abortIf(checkCPURL(f.url, "--control-plane"))
 	}
 	if u := os.Getenv("RBOOK_CONTROL_PLANE"); u != "" && u != "off" {
-		return u, false, nil
+		return u, false, abortIf(checkCPURL(u, "RBOOK_CONTROL_PLANE"))
 	}
 	if data, err := os.ReadFile(embeddedURLFile); err == nil {
 		f.fromFile = true
@@ -88,6 +99,12 @@ func (f *cpFlags) client() (*cpclient.Client, func(), error) {
 // .rbook/controlplane.url — it reads the embedded control plane's database
 // .rbook/controlplane.db directly, read-only, and says so on stderr (issue 6, item 3.3).
 func (f *cpFlags) reader(cmd *cobra.Command) (*cpclient.Client, func(), error) {
+	if err := abortIf(checkCPURL(cpURLFrom(f.url))); err != nil || f.url == "off" {
+		if err == nil {
+			_, _, err = f.resolve()
+		}
+		return nil, nil, err // a URL was given: never fall back to the local database instead
+	}
 	u, stale, err := f.resolve()
 	if err == nil && !stale {
 		c := cpclient.New(u, os.Getenv("RBOOK_TOKEN"))
@@ -105,8 +122,23 @@ func (f *cpFlags) reader(cmd *cobra.Command) (*cpclient.Client, func(), error) {
 		return nil, nil, abort("rbook: no control plane is running, and the local database %s cannot be read: %v", embeddedDB, oerr)
 	}
 	f.fromFile = false
-	fmt.Fprintf(cmd.ErrOrStderr(), "No control plane is running: read the local database %s (read-only; the history of this folder's embedded runs).\n", embeddedDB)
+	if dbServed(embeddedDB) {
+		// An 'rbook serve' here on the default --db writes no controlplane.url: it is running,
+		// so do not say otherwise, and say how to talk to it.
+		fmt.Fprintf(cmd.ErrOrStderr(), "A control plane serves %s (an 'rbook serve' in this folder) but none was named: read the database directly (read-only); pass --control-plane URL (the address 'rbook serve' printed) to talk to it.\n", embeddedDB)
+	} else {
+		fmt.Fprintf(cmd.ErrOrStderr(), "No control plane is running: read the local database %s (read-only; the history of this folder's embedded runs).\n", embeddedDB)
+	}
 	return c, closeDB, nil
+}
+
+// urlSource names where resolve found the URL, for messages: "--control-plane" or
+// "RBOOK_CONTROL_PLANE".
+func (f *cpFlags) urlSource() string {
+	if f.url != "" {
+		return "--control-plane"
+	}
+	return "RBOOK_CONTROL_PLANE"
 }
 
 // rpcError turns a control-plane error into a one-line message with its code and exit 1.
@@ -116,6 +148,10 @@ func (f *cpFlags) rpcError(err error) error {
 		msg := fmt.Sprintf("rbook: %s (%s)", ce.Message(), ce.Code())
 		if f.fromFile && ce.Code() == connect.CodeUnavailable {
 			msg += fmt.Sprintf("\nThe embedded control plane named in %s is not running any more (its 'rbook run' has ended). Pass --control-plane URL for another one.", embeddedURLFile)
+		} else if u, _, rerr := f.resolve(); rerr == nil && ce.Code() == connect.CodeUnavailable && !listening(u) {
+			// A bare "connection refused" does not say what to do (found trying the README as
+			// a new user): name the address and where it came from.
+			msg += fmt.Sprintf("\nNothing listens at %s (from %s): start the control plane there ('rbook serve --addr HOST:PORT'), or point --control-plane at a running one.", u, f.urlSource())
 		}
 		return &exitError{code: exitFailed, msg: msg}
 	}

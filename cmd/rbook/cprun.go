@@ -5,8 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
-
+	"strings"
 	"time"
 
 	"golang.org/x/term"
@@ -16,6 +17,36 @@ import (
 	"github.com/rbookhq/rbook-action/action/runbook"
 	"github.com/rbookhq/rbook-action/action/state"
 )
+
+// checkCPURL refuses a control-plane URL that no call could reach: it needs the scheme
+// http:// or https:// and a host. Without it every call failed as "unavailable" and was
+// retried, so 'rbook run --control-plane 127.0.0.1:7070' (grpcurl's spelling) hung for
+// --control-plane-timeout before halting (found trying the README as a new user). "" and
+// "off" pass (no URL). from names where u came from: "--control-plane" or
+// "RBOOK_CONTROL_PLANE". The error says what to write instead.
+func checkCPURL(u, from string) error {
+	if u == "" || u == "off" {
+		return nil
+	}
+	p, err := url.Parse(u)
+	if err == nil && (p.Scheme == "http" || p.Scheme == "https") && p.Host != "" {
+		return nil
+	}
+	hint := "http://127.0.0.1:7070"
+	if !strings.Contains(u, "://") {
+		hint = "http://" + u
+	}
+	return fmt.Errorf("%s %q is not a control plane URL: give its scheme (http:// or https://) and host, as in %s", from, u, hint)
+}
+
+// cpURLFrom is the URL a run or delivery would use from flag or $RBOOK_CONTROL_PLANE, and
+// where it came from, for checkCPURL.
+func cpURLFrom(flag string) (u, from string) {
+	if flag != "" {
+		return flag, "--control-plane"
+	}
+	return os.Getenv("RBOOK_CONTROL_PLANE"), "RBOOK_CONTROL_PLANE"
+}
 
 // controlPlaneURL picks the control plane a run reports to: the flag, else
 // $RBOOK_CONTROL_PLANE, else an embedded one started in-process ("off" means none).

@@ -277,9 +277,16 @@ func TestProdWithoutValuesAborts(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, ".rbook")); !os.IsNotExist(err) {
 		t.Errorf("an aborted run wrote state: %v", err)
 	}
-	// The default runbook is prod.
-	if out2, code2 := run(t, dir, "", "run"); code2 != 2 || !strings.Contains(out2, want) {
-		t.Errorf("rbook run (default prod): exit %d\n%s", code2, out2)
+	if strings.Contains(out, "No RUNBOOK was given") {
+		t.Errorf("a named runbook got the default's hint:\n%s", out)
+	}
+	// The default runbook is prod; when it was not named, the ABORT line says so and how to
+	// name another (a new user's 'rbook status' after the demo).
+	for _, verb := range []string{"run", "status", "cancel", "rollback"} {
+		hint := "(No RUNBOOK was given, so rbook " + verb + " used the default, prod; name the runbook to use another, e.g. 'rbook " + verb + " demo'.)"
+		if out2, code2 := run(t, dir, "", verb); code2 != 2 || !strings.Contains(out2, want+"\n"+hint) {
+			t.Errorf("rbook %s (default prod): exit %d\n%s", verb, code2, out2)
+		}
 	}
 }
 
@@ -500,5 +507,54 @@ func TestGitHubRunnerGlue(t *testing.T) {
 	}
 	if strings.Contains(out, "rbook approve ") {
 		t.Errorf("the approval token was printed in CI:\n%s", out)
+	}
+}
+
+// TestIssue6_2_4_EndedAfterIsTheRunsDuration: with Markdown output, "Run … ended … after D"
+// gives the run's duration from its started_utc, also when this rbook process only resumed
+// or cancelled it (it said "after 3ms" for a run started minutes before; found trying the
+// README as a new user).
+func TestIssue6_2_4_EndedAfterIsTheRunsDuration(t *testing.T) {
+	for _, verb := range []string{"run", "cancel"} {
+		t.Run(verb, func(t *testing.T) {
+			dir := workdir(t)
+			p := start(t, dir, "run", "demo", "--control-plane", "off")
+			p.waitFor(t, "AWAITING_CONFIRMATION")
+			p.cmd.Process.Signal(syscall.SIGINT)
+			if code := p.wait(t); code != 1 {
+				t.Fatalf("exit %d\n%s", code, p.output())
+			}
+			// The run started an hour ago, as far as its state file says.
+			statePath := filepath.Join(dir, ".rbook", "demo.state.json")
+			s := readState(t, dir)
+			raw, _ := os.ReadFile(statePath)
+			var fields map[string]any
+			if err := json.Unmarshal(raw, &fields); err != nil {
+				t.Fatal(err)
+			}
+			old := fields["started_utc"].(string)
+			at, err := time.Parse(time.RFC3339Nano, old)
+			if err != nil {
+				t.Fatal(err)
+			}
+			earlier := at.Add(-time.Hour).UTC().Format("2006-01-02T15:04:05.000000000Z")
+			os.WriteFile(statePath, []byte(strings.Replace(string(raw), `"started_utc": "`+old+`"`, `"started_utc": "`+earlier+`"`, 1)), 0o600)
+			args, want := []string{"run", "demo", "--control-plane", "off"}, "ended COMPLETED after "
+			if verb == "cancel" {
+				args, want = []string{"cancel", "demo"}, "ended CANCELLED after "
+			}
+			out, _ := run(t, dir, "yes\n", args...)
+			if !regexp.MustCompile(regexp.QuoteMeta("Run "+s.RunID+" "+want) + `1h0m\d+s\.`).MatchString(out) {
+				t.Errorf("rbook %s: want %q and about 1h:\n%s", verb, want, out)
+			}
+			if verb == "run" {
+				// A rollback of the final run keeps its status and duration: the line gives
+				// the rollback's own time, not the hour since the run started.
+				out, _ := run(t, dir, "", "rollback", "demo")
+				if !regexp.MustCompile(regexp.QuoteMeta("Run "+s.RunID+" ended COMPLETED after ") + `[0-9.]+m?s\.`).MatchString(out) {
+					t.Errorf("rollback of the final run:\n%s", out)
+				}
+			}
+		})
 	}
 }

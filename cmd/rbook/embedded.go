@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -26,23 +27,27 @@ const (
 // run lasts. The approval secret comes from RBOOK_APPROVAL_SECRET / RBOOK_SECRET, else from
 // .rbook/approval-secret, generated (0600) on first use. The returned func stops it.
 func startEmbedded(ctx context.Context, errw io.Writer) (string, func(), error) {
+	// The lock comes first: a run that does not serve the embedded control plane has no use
+	// for an approval secret, so none is generated for it.
+	unlock, err := lockDB(embeddedDB)
+	if err != nil {
+		// Another process serves this folder's database: an 'rbook serve' started here with
+		// the default --db, or another run's embedded control plane, whose life is tied to
+		// that run; this run does not lean on either.
+		fmt.Fprintf(errw, "Another rbook process serves %s (an 'rbook serve' in this folder, or the embedded control plane of another 'rbook run'), so this run keeps its record in the state file only; pass --control-plane URL (for 'rbook serve': the address it printed) to report to it.\n", embeddedDB)
+		return "", func() {}, nil
+	}
 	secret, err := approval.SecretFromEnv(os.Getenv)
 	if err != nil {
 		var created bool
 		secret, created, err = server.LoadOrCreateSecretFile(embeddedSecret)
 		if err != nil {
+			unlock()
 			return "", nil, fmt.Errorf("embedded control plane: %w", err)
 		}
 		if created {
 			fmt.Fprintf(errw, "Generated an approval-token secret for the embedded control plane in %s (set RBOOK_APPROVAL_SECRET to use your own).\n", embeddedSecret)
 		}
-	}
-	unlock, err := lockDB(embeddedDB)
-	if err != nil {
-		// Another run in this folder serves the embedded control plane; its life is tied to
-		// that run, so this one does not lean on it.
-		fmt.Fprintf(errw, "Another rbook process in this folder serves the embedded control plane, so this run keeps its record in the state file only (pass --control-plane URL to report to a control plane).\n")
-		return "", func() {}, nil
 	}
 	// The embedded server logs only problems: the run's own output is what a person reads.
 	logger := slog.New(slog.NewTextHandler(errw, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -82,4 +87,32 @@ func lockDB(dbPath string) (release func(), err error) {
 		return nil, fmt.Errorf("another control plane is serving %s (an 'rbook serve', or the embedded one of a running 'rbook run'); talk to that one, or give this one its own --db", dbPath)
 	}
 	return func() { f.Close() }, nil
+}
+
+// procLocks is where Linux lists every file lock held on the machine (proc(5)).
+const procLocks = "/proc/locks"
+
+// dbServed reports whether a process holds dbPath's ".serving" lock (lockDB): an 'rbook
+// serve' on that database, or the embedded control plane of a running 'rbook run'. It reads
+// procLocks (a FLOCK line naming the file's device and inode) instead of trying the lock, so
+// it never makes a control plane that starts at the same moment fail; where procLocks cannot
+// be read (not Linux) or the file does not exist it reports false.
+func dbServed(dbPath string) bool {
+	var st unix.Stat_t
+	if err := unix.Stat(dbPath+".serving", &st); err != nil {
+		return false
+	}
+	data, err := os.ReadFile(procLocks)
+	if err != nil {
+		return false
+	}
+	// Each line: "N: FLOCK  ADVISORY  WRITE PID MAJ:MIN:INODE START END", MAJ and MIN in hex.
+	id := fmt.Sprintf("%02x:%02x:%d", unix.Major(uint64(st.Dev)), unix.Minor(uint64(st.Dev)), st.Ino)
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 6 && f[1] == "FLOCK" && f[5] == id {
+			return true
+		}
+	}
+	return false
 }

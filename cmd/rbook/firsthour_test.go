@@ -5,11 +5,13 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // runSplit runs rbook to completion with no stdin and returns stdout and stderr apart.
@@ -182,4 +184,91 @@ func keys(m map[string]string) []string {
 		ks = append(ks, k)
 	}
 	return ks
+}
+
+// TestIssue6_3_3_ServeInTheSameFolder: an 'rbook serve' started in the run's folder with the
+// default --db (as the README's control-plane section has a new user do) holds
+// .rbook/controlplane.db. A run without --control-plane then says that another process
+// serves it and generates no approval secret it would not use; runs reads the database and
+// says a control plane serves it, not that none is running (found trying the README as a
+// new user).
+func TestIssue6_3_3_ServeInTheSameFolder(t *testing.T) {
+	dir := workdir(t)
+	startServeDB(t, filepath.Join(dir, ".rbook", "controlplane.db"))
+	noSecret := []string{"RBOOK_APPROVAL_SECRET=", "RBOOK_SECRET="}
+	_, stderr, code := runSplit(t, dir, noSecret, "run", "demo")
+	want := "Another rbook process serves .rbook/controlplane.db (an 'rbook serve' in this folder, or the embedded control plane of another 'rbook run'), so this run keeps its record in the state file only"
+	if code != 1 || !strings.Contains(stderr, want) {
+		t.Fatalf("run demo with a serve here: exit %d, want 1 and %q\n%s", code, want, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(dir, ".rbook", "approval-secret")); !os.IsNotExist(err) {
+		t.Errorf("an approval secret was generated for an embedded control plane that never started: %v", err)
+	}
+	stdout, stderr, code := runSplit(t, dir, nil, "runs")
+	if code != 0 || strings.Contains(stderr, "No control plane is running") ||
+		!strings.Contains(stderr, "A control plane serves .rbook/controlplane.db (an 'rbook serve' in this folder) but none was named") {
+		t.Errorf("runs with a serve here: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+}
+
+// TestIssue6_3_3_NothingListensSaysWhatToDo: runs, get or approve against a control-plane
+// URL where nothing listens name the address, where it came from and what to do, not only
+// "connection refused" (found trying the README as a new user).
+func TestIssue6_3_3_NothingListensSaysWhatToDo(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := "http://" + l.Addr().String()
+	l.Close()
+	for _, tc := range []struct {
+		env    []string
+		args   []string
+		source string
+	}{
+		{nil, []string{"runs", "--control-plane", u}, "--control-plane"},
+		{[]string{"RBOOK_CONTROL_PLANE=" + u}, []string{"get", "RBOOK-x"}, "RBOOK_CONTROL_PLANE"},
+		{nil, []string{"approve", "tok", "--control-plane", u}, "--control-plane"},
+	} {
+		_, stderr, code := runSplit(t, t.TempDir(), tc.env, tc.args...)
+		want := "\nNothing listens at " + u + " (from " + tc.source + "): start the control plane there ('rbook serve --addr HOST:PORT'), or point --control-plane at a running one.\n"
+		if code != 1 || !strings.Contains(stderr, "connection refused (unavailable)"+want) {
+			t.Errorf("rbook %s: exit %d, want 1 and %q\n%s", strings.Join(tc.args, " "), code, want, stderr)
+		}
+	}
+}
+
+// TestIssue6_3_4_ControlPlaneURLWithoutScheme: a --control-plane or RBOOK_CONTROL_PLANE
+// without http:// or https:// (grpcurl's HOST:PORT spelling) is refused at once, exit 2,
+// saying what to write, before anything is run or written; it used to be retried as
+// "unavailable" for --control-plane-timeout and then halted "until the control plane is
+// back" (found trying the README as a new user). --control-plane off is refused by the
+// commands that need a control plane.
+func TestIssue6_3_4_ControlPlaneURLWithoutScheme(t *testing.T) {
+	for _, tc := range []struct {
+		env  []string
+		args []string
+		want string
+	}{
+		{nil, []string{"run", "demo", "--control-plane", "127.0.0.1:7070"},
+			`--control-plane "127.0.0.1:7070" is not a control plane URL: give its scheme (http:// or https://) and host, as in http://127.0.0.1:7070`},
+		{[]string{"RBOOK_CONTROL_PLANE=localhost:7070"}, []string{"run", "demo"},
+			`RBOOK_CONTROL_PLANE "localhost:7070" is not a control plane URL: give its scheme (http:// or https://) and host, as in http://localhost:7070`},
+		{nil, []string{"runs", "--control-plane", "127.0.0.1:7070"},
+			`rbook: --control-plane "127.0.0.1:7070" is not a control plane URL`},
+		{[]string{"RBOOK_CONTROL_PLANE=ftp://x"}, []string{"get", "RBOOK-x"},
+			`rbook: RBOOK_CONTROL_PLANE "ftp://x" is not a control plane URL: give its scheme (http:// or https://) and host, as in http://127.0.0.1:7070`},
+		{nil, []string{"approve", "tok", "--control-plane", "off"},
+			"rbook: --control-plane off (no control plane) is for rbook run, status and cancel; this command talks to a control plane"},
+	} {
+		dir := workdir(t)
+		start := time.Now()
+		_, stderr, code := runSplit(t, dir, tc.env, tc.args...)
+		if code != 2 || !strings.Contains(stderr, tc.want) || time.Since(start) > 20*time.Second {
+			t.Errorf("rbook %s (%v): exit %d after %s, want 2 and %q\n%s", strings.Join(tc.args, " "), tc.env, code, time.Since(start), tc.want, stderr)
+		}
+		if _, err := os.Stat(filepath.Join(dir, ".rbook")); !os.IsNotExist(err) {
+			t.Errorf("rbook %s wrote .rbook: %v", strings.Join(tc.args, " "), err)
+		}
+	}
 }

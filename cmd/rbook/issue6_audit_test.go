@@ -714,6 +714,19 @@ func TestIssue6_2_4_CtrlCAtTheTerminal(t *testing.T) {
 	if s.RunStatus != "IN_PROGRESS" || len(s.EvidencePack) != 4 {
 		t.Fatalf("state %s %q", s.RunStatus, s.steps())
 	}
+	// The interrupted run wrote its pack so far, as its summary says; status says so too
+	// rather than that the file comes only when the run ends (found trying the README as a
+	// new user).
+	pack := ".rbook/" + s.RunID + ".evidence.json"
+	if !strings.Contains(out, "Evidence pack  "+pack+" (4 entries, JSON)") {
+		t.Errorf("summary does not name the pack so far:\n%s", out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, pack)); err != nil {
+		t.Errorf("the interrupted run's pack so far: %v", err)
+	}
+	if st, _ := run(t, dir, "", "status", "demo"); !strings.Contains(st, "Evidence pack: written to "+pack+" when the run ends (it holds the 4 entries so far)\n") {
+		t.Errorf("status of the interrupted run:\n%s", st)
+	}
 	again := startPTY(t, dir, nil, "run", "demo", "--control-plane", "off")
 	again.waitFor(t, "RESUMING run "+s.RunID+" from step index 4.")
 	again.waitFor(t, "AWAITING_CONFIRMATION")

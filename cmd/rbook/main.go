@@ -95,10 +95,12 @@ func withUsageErrors(cmd *cobra.Command) {
 }
 
 // runExample is the run command's --help example (newRunCmd lives in run.go).
-const runExample = `  rbook run demo                       # the demo; type "yes" at the gate
+const runExample = `  rbook run demo                         # the demo; type "yes" at the gate
+  rbook run demo --report report.md      # also write the Markdown report
+  rbook run demo -o json < answers.txt   # only the final result, as JSON
   rbook run prod --control-plane http://127.0.0.1:7070
-  rbook run prod --step-index 3        # resume at step 3 after a "step in unknown state"
-  rbook run demo --control-plane off   # the state file only`
+  rbook run prod --step-index 3          # resume at index 3 (step 4 of N) after a "step in unknown state"
+  rbook run demo --control-plane off     # the state file only`
 
 // newRootCmd builds the whole command tree.
 func newRootCmd() *cobra.Command {

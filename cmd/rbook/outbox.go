@@ -57,9 +57,9 @@ func outboxTarget(ctx context.Context, st *state.State, flag string) (string, fu
 	case st.ControlPlane != "":
 		return st.ControlPlane, func() {}, nil
 	}
-	u := flag
-	if u == "" {
-		u = os.Getenv("RBOOK_CONTROL_PLANE")
+	u, from := cpURLFrom(flag)
+	if err := checkCPURL(u, from); err != nil {
+		return "", nil, err
 	}
 	switch u {
 	case "off":

@@ -54,7 +54,11 @@ func (v *view) Record(_ context.Context, t engine.Transition) error {
 		}
 		fmt.Fprint(v.out, "\n"+s)
 	case engine.TransitionRunFinished:
-		fmt.Fprintf(v.errw, "Run %s ended %s after %s.\n", t.RunID, t.RunStatus, report.HumanDuration(time.Since(v.started)))
+		took := time.Since(v.started)
+		if !v.runStart.IsZero() && !t.Time.IsZero() {
+			took = t.Time.Sub(v.runStart)
+		}
+		fmt.Fprintf(v.errw, "Run %s ended %s after %s.\n", t.RunID, t.RunStatus, report.HumanDuration(took))
 	}
 	return nil
 }

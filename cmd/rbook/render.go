@@ -78,10 +78,24 @@ type view struct {
 	rend       *report.Renderer
 	plan       *runbook.Plan
 	started    time.Time
-	nameWidth  int
+	// runStart is when the run itself started (its state file's started_utc, see
+	// setRunStart), which is before started for a resumed, cancelled or rolled-back run;
+	// zero when unknown.
+	runStart  time.Time
+	nameWidth int
 
 	mu        sync.Mutex
 	stepStart map[int]time.Time
+}
+
+// setRunStart records the run's started_utc (engine.TimeFormat) so that "Run … ended … after
+// D" says how long the run took, not how long this rbook process ran: a resumed run, or a
+// cancel of one started minutes ago, said "after 3ms" (found trying the README as a new
+// user). An unparsable value leaves it unknown.
+func (v *view) setRunStart(startedUTC string) {
+	if t, err := time.Parse(engine.TimeFormat, startedUTC); err == nil {
+		v.runStart = t
+	}
 }
 
 // newView picks the rendering from -o (output: "", "text" or "json") and which streams are

@@ -26,6 +26,9 @@ import (
 // common holds the flags every runbook verb shares.
 type common struct {
 	dir, templates, rules string
+	// defaulted is the command path ("rbook status") when no RUNBOOK was given and the
+	// seed's default, prod, is used; "" when the user named one (see runbookArg).
+	defaulted string
 }
 
 func (c *common) register(cmd *cobra.Command) {
@@ -34,11 +37,13 @@ func (c *common) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&c.rules, "rules", "", "rules.yaml to validate steps against instead of the built-in one")
 }
 
-// runbookArg is the optional RUNBOOK argument; the seed's default is prod.
-func runbookArg(args []string) string {
+// runbookArg is the optional RUNBOOK argument; the seed's default is prod. It notes in
+// c.defaulted that prod was not named, so loadPlan can say so when prod cannot be loaded.
+func (c *common) runbookArg(cmd *cobra.Command, args []string) string {
 	if len(args) == 1 {
 		return args[0]
 	}
+	c.defaulted = cmd.CommandPath()
 	return "prod"
 }
 
@@ -58,6 +63,11 @@ func (c *common) loadPlan(name string) (*runbook.Plan, error) {
 			msg += "\n"
 		}
 		msg += d.String()
+	}
+	if c.defaulted != "" {
+		// A new user who ran the demo and then types 'rbook status' gets prod's ABORT line:
+		// say why prod, and how to name the runbook (found trying the README as a new user).
+		msg += fmt.Sprintf("\n(No RUNBOOK was given, so %s used the default, prod; name the runbook to use another, e.g. '%s demo'.)", c.defaulted, c.defaulted)
 	}
 	return nil, abort("%s", msg)
 }
@@ -97,12 +107,6 @@ Execution Report") and the evidence pack, as in: rbook run demo > report.md
 result (the state file's fields, message, file paths, exit_code) as JSON on stdout.
 Colour is used only on a terminal, and never with NO_COLOR set.
 
-Examples:
-  rbook run demo                       run the demo, type yes at the gate
-  rbook run demo --report report.md    also write the Markdown report
-  rbook run demo -o json < answers.txt machine-readable result
-
-
 ` + exitCodesHelp,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -110,7 +114,7 @@ Examples:
 			if cmd.Flags().Changed("step-index") {
 				idx = &f.stepIndex
 			}
-			return runRunbook(cmd, runbookArg(args), f, idx)
+			return runRunbook(cmd, f.runbookArg(cmd, args), f, idx)
 		},
 	}
 	f.register(cmd)
@@ -147,6 +151,9 @@ func runRunbook(cmd *cobra.Command, name string, f runFlags, stepIndex *int) err
 		return abort("%v", err)
 	}
 	// Everything that can refuse the run is checked before the state is touched.
+	if err := checkCPURL(cpURLFrom(f.controlPlane)); err != nil {
+		return abort("%v", err)
+	}
 	execs, closeExecs, err := executors(plan, name, f.dir, f.mcpConfig)
 	if err != nil {
 		return abort("%v", err)
@@ -172,6 +179,7 @@ func runRunbook(cmd *cobra.Command, name string, f runFlags, stepIndex *int) err
 		return abort("%v", err)
 	}
 	st := opened.State
+	v.setRunStart(st.StartedUTC)
 	if opened.Resumed {
 		fmt.Fprintf(v.lines(), "RESUMING run %s from step index %d.\n", st.RunID, opened.StartIndex)
 	}

@@ -42,16 +42,13 @@ names; the output says how many are still undelivered.
 as 'rbook run --report FILE' writes); -o json prints the state file's fields, "liveness",
 "evidence_path" and "undelivered_transitions".
 
-Examples:
-  rbook status demo
-  rbook status demo --report > report.md
-
 Exit codes: 0 a run was found and shown, 2 no run, an invalid runbook or an unreadable state file.`,
 		Example: `  rbook status demo
+  rbook status demo --report > report.md
   rbook status prod -o json | jq .liveness`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			name := runbookArg(args)
+			name := c.runbookArg(cmd, args)
 			plan, rend, err := c.loadWithReports(name)
 			if err != nil {
 				return err
@@ -124,7 +121,14 @@ Exit codes: 0 a run was found and shown, 2 no run, an invalid runbook or an unre
 			}
 			if !st.RunStatus.Final() {
 				fmt.Fprintf(out, "Next step index: %d of %d steps\n", st.LastCompletedStepIndex+1, st.TotalSteps)
-				fmt.Fprintf(out, "Evidence pack: written to %s when the run ends\n", state.EvidencePath(plan.StateFilePath, st.RunID))
+				ev := state.EvidencePath(plan.StateFilePath, st.RunID)
+				if _, err := os.Stat(ev); err == nil {
+					// An interrupted run's executor wrote the pack so far: it is there, and
+					// "written ... when the run ends" alone would say it is not.
+					fmt.Fprintf(out, "Evidence pack: written to %s when the run ends (it holds the %d entries so far)\n", ev, len(st.EvidencePack))
+				} else {
+					fmt.Fprintf(out, "Evidence pack: written to %s when the run ends\n", ev)
+				}
 			} else if evPath != "" {
 				fmt.Fprintf(out, "Evidence pack: %s\n", evPath)
 			}
@@ -203,7 +207,7 @@ an invalid runbook or held state.`,
   rbook rollback prod --dir ops/runbooks`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			name := runbookArg(args)
+			name := c.runbookArg(cmd, args)
 			plan, rend, err := c.loadWithReports(name)
 			if err != nil {
 				return err
@@ -221,6 +225,11 @@ an invalid runbook or held state.`,
 			v, err := newView(out, errw, terminals(out, errw), rend, plan, "text", "")
 			if err != nil {
 				return abort("%v", err)
+			}
+			if !st.RunStatus.Final() {
+				// A rollback ends an unfinished run: say how long the run took. A final run
+				// keeps its status and duration; "ended … after" is then this rollback's time.
+				v.setRunStart(st.StartedUTC)
 			}
 			before := len(st.EvidencePack)
 			eng := &engine.Engine{Plan: plan, Executors: simulatedExecutors(), Recorders: []engine.Recorder{&state.FileRecorder{Path: plan.StateFilePath, State: st}, v}}
@@ -261,7 +270,7 @@ it is already final), an invalid runbook or held state.`,
   echo yes | rbook cancel prod`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			name := runbookArg(args)
+			name := c.runbookArg(cmd, args)
 			plan, rend, err := c.loadWithReports(name)
 			if err != nil {
 				return err
@@ -322,6 +331,7 @@ it is already final), an invalid runbook or held state.`,
 			if err != nil {
 				return abort("%v", err)
 			}
+			v.setRunStart(st.StartedUTC)
 			fileRec := &state.FileRecorder{Path: plan.StateFilePath, State: st, KeepOutbox: target != nil}
 			eng := &engine.Engine{Plan: plan, Recorders: []engine.Recorder{fileRec, v}}
 			res, err := eng.Cancel(cmd.Context(), start, who)
