@@ -214,6 +214,10 @@ type TerminalGate struct {
 	Render func(req engine.GateRequest) string
 	// Now is the clock for the deadline sentence; nil means time.Now.
 	Now func() time.Time
+	// NoAnswer, when set, says why nobody can answer here (stdin is /dev/null or closed) and
+	// no other source can decide the gate: Await says the gate fails now, instead of prompting
+	// as if it waited, and returns ErrNoInput (issue 6, item 2.4: messages that are true).
+	NoAnswer string
 }
 
 // DeadlineText is the one sentence that says when a gate closes: "closes at 2026-05-12
@@ -233,6 +237,11 @@ func DeadlineText(req engine.GateRequest, now time.Time) string {
 // its verdict is judged on that same text. It returns ErrNoInput when stdin is closed, and
 // ctx.Err() when the gate's deadline passes or the run stops.
 func (g *TerminalGate) Await(ctx context.Context, req engine.GateRequest) (engine.Decision, error) {
+	if g.NoAnswer != "" {
+		fmt.Fprintf(g.Out, "Gate '%s' cannot be answered: %s and no control plane can decide it. It fails now (on_fail: %s).\n",
+			req.StepName, g.NoAnswer, req.OnFail)
+		return engine.Decision{}, ErrNoInput
+	}
 	if g.Render != nil {
 		fmt.Fprint(g.Out, g.Render(req)+"> ")
 	} else {

@@ -339,6 +339,11 @@ func TestIssue6_2_4_GateNobodyCanAnswerSaysSoAtStart(t *testing.T) {
 			if warn < 0 || first < 0 || warn > first || !strings.Contains(out, "the gate fails at once (FAIL: not confirmed) and its on_fail: rollback applies") {
 				t.Fatalf("no warning before the first step:\n%s", out)
 			}
+			// At the gate itself: no prompt that pretends to wait, only the truth.
+			if strings.Contains(out, "is waiting") || !strings.Contains(out, "Gate 'confirm-rollout' cannot be answered: standard input is ") ||
+				!strings.Contains(out, "It fails now (on_fail: rollback).") {
+				t.Fatalf("the gate's own message:\n%s", out)
+			}
 			s := readState(t, dir)
 			want := "web-apps-enforce-https=PASS resources-have-owner-tag=FAIL deploy-app-config=PASS rollback-app-config=SKIPPED confirm-rollout=FAIL rollback-app-config=PASS"
 			if s.RunStatus != "FAILED" || s.steps() != want {

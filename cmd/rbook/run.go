@@ -261,6 +261,9 @@ func runRunbook(cmd *cobra.Command, name string, f runFlags, stepIndex *int) err
 	if start.RollbackFor == "" {
 		warnUnanswerableGates(errw, plan, start.Index, noInput, cpURL)
 	}
+	if cpURL == "" {
+		tg.NoAnswer = noInput // the terminal is the only source, and it cannot answer
+	}
 	if err := opened.KeepPrevious(); err != nil {
 		return abort("%v", err)
 	}
