@@ -460,6 +460,7 @@ func newApprovalsCmd() *cobra.Command {
 	var f cpFlags
 	var pending bool
 	var runID string
+	var limit int
 	cmd := &cobra.Command{
 		Use:   "approvals",
 		Short: "List confirm-gate approvals (tokens are never shown)",
@@ -484,9 +485,20 @@ and no local database.`,
 			if pending {
 				req.Status = rbookv1.ApprovalStatus_APPROVAL_STATUS_PENDING
 			}
-			resp, err := c.Approvals.ListApprovals(cmd.Context(), req)
-			if err != nil {
-				return f.rpcError(err)
+			// Pages of at most 40 (issue 6, item 1.8): follow them up to --limit.
+			resp := &rbookv1.ListApprovalsResponse{}
+			for len(resp.Approvals) < limit {
+				page, err := c.Approvals.ListApprovals(cmd.Context(), req)
+				if err != nil {
+					return f.rpcError(err)
+				}
+				resp.Approvals = append(resp.Approvals, page.GetApprovals()...)
+				if req.PageToken = page.GetNextPageToken(); req.PageToken == "" {
+					break
+				}
+			}
+			if len(resp.Approvals) > limit {
+				resp.Approvals = resp.Approvals[:limit]
 			}
 			if f.output == "json" {
 				return printJSON(cmd.OutOrStdout(), resp)
@@ -503,6 +515,7 @@ and no local database.`,
 	f.register(cmd, true)
 	cmd.Flags().BoolVar(&pending, "pending", false, "only gates still waiting for a decision")
 	cmd.Flags().StringVar(&runID, "run", "", "only approvals of this run")
+	cmd.Flags().IntVar(&limit, "limit", 200, "at most this many approvals, newest first")
 	return cmd
 }
 

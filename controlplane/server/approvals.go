@@ -247,11 +247,20 @@ func (h approvalService) GetApproval(ctx context.Context, req *rbookv1.GetApprov
 	return &rbookv1.GetApprovalResponse{Approval: approvalToProto(a)}, nil
 }
 
+// MaxApprovalsPage is ListApprovals' default and largest page: 40 approvals with 64 KiB
+// prompts (maxPromptBytes) and 1 KiB reasons stay under 3 MiB, below gRPC's 4 MiB default
+// receive limit (issue 6, item 1.8).
+const MaxApprovalsPage = 40
+
 func (h approvalService) ListApprovals(ctx context.Context, req *rbookv1.ListApprovalsRequest) (*rbookv1.ListApprovalsResponse, error) {
 	if req.GetPageSize() < 0 {
 		return nil, invalidArg("page_size is %d, must be >= 0", req.GetPageSize())
 	}
-	f := store.ApprovalFilter{RunID: req.GetRunId(), PageSize: int(req.GetPageSize()), PageToken: req.GetPageToken()}
+	size := int(req.GetPageSize())
+	if size == 0 || size > MaxApprovalsPage {
+		size = MaxApprovalsPage
+	}
+	f := store.ApprovalFilter{RunID: req.GetRunId(), PageSize: size, PageToken: req.GetPageToken()}
 	if req.GetStatus() != rbookv1.ApprovalStatus_APPROVAL_STATUS_UNSPECIFIED {
 		st, ok := approvalStatusFromProto[req.GetStatus()]
 		if !ok {

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -182,6 +183,31 @@ func TestIssue6_1_8_ServerLimitsAndPaging(t *testing.T) {
 	}
 	if entries != n {
 		t.Fatalf("GetEvidencePack pages hold %d entries, want %d", entries, n)
+	}
+	// ListApprovals: 50 gates with 64 KiB prompts (3.2 MiB and more) come in pages a stock
+	// grpc-go client reads.
+	prompt := strings.Repeat("p", 64<<10)
+	for i := range 50 {
+		if _, err := c.apps.RequestApproval(ctx, &rbookv1.RequestApprovalRequest{OwnerId: testOwner, Epoch: 1, RunId: "R-big",
+			StepName: fmt.Sprintf("gate-%d", i), StepIndex: 1, Prompt: prompt, Deadline: timestamppb.New(time.Now().Add(time.Hour)),
+			PlanDigest: digest("plan")}); err != nil {
+			t.Fatalf("RequestApproval %d: %v", i, err)
+		}
+	}
+	approvals, apages := 0, 0
+	for token := ""; ; apages++ {
+		var page rbookv1.ListApprovalsResponse
+		if err := conn.Invoke(ctx, rbookv1connect.ApprovalServiceListApprovalsProcedure,
+			&rbookv1.ListApprovalsRequest{RunId: "R-big", PageSize: 500, PageToken: token}, &page); err != nil {
+			t.Fatalf("grpc-go ListApprovals page %d: %v", apages, err)
+		}
+		approvals += len(page.GetApprovals())
+		if token = page.GetNextPageToken(); token == "" {
+			break
+		}
+	}
+	if approvals != 50 || apages != 1 {
+		t.Fatalf("ListApprovals: %d approvals in %d pages, want 50 in 2", approvals, apages+1)
 	}
 	_, err = c.runs.GetRun(ctx, &rbookv1.GetRunRequest{RunId: "R-big", PageToken: "seq:x"})
 	wantCode(t, err, connect.CodeInvalidArgument, "E_INVALID_ARGUMENT")

@@ -521,7 +521,8 @@ type ListApprovalsRequest struct {
 	Status ApprovalStatus `protobuf:"varint,1,opt,name=status,proto3,enum=rbook.v1.ApprovalStatus" json:"status,omitempty"`
 	// Only approvals of this run; empty means any.
 	RunId string `protobuf:"bytes,2,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
-	// Maximum approvals per page: 0 means 50, larger than 500 is treated as 500.
+	// Maximum approvals per page: 0 or more than 40 means 40, so a page of approvals with 64 KiB
+	// prompts stays under gRPC's 4 MiB message limit (issue 6, item 1.8).
 	PageSize int32 `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// next_page_token of the previous page; empty for the first page. Opaque; only valid with
 	// the same filters.

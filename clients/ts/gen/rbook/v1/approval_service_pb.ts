@@ -303,7 +303,8 @@ export type ListApprovalsRequest = Message<"rbook.v1.ListApprovalsRequest"> & {
   runId: string;
 
   /**
-   * Maximum approvals per page: 0 means 50, larger than 500 is treated as 500.
+   * Maximum approvals per page: 0 or more than 40 means 40, so a page of approvals with 64 KiB
+   * prompts stays under gRPC's 4 MiB message limit (issue 6, item 1.8).
    *
    * @generated from field: int32 page_size = 3;
    */
