@@ -437,6 +437,11 @@ func sameText(a, b *string) bool {
 	return (a == nil) == (b == nil) && (a == nil || *a == *b)
 }
 
+// MaxErrorContextMessage caps the message copied into a failed run's error_context (bytes):
+// every run row of a ListRuns page carries it, so 500 rows stay far below gRPC's 4 MiB
+// (issue 6, item 1.8). The whole message stays in the transition.
+const MaxErrorContextMessage = 1024
+
 // errorContext is the seed's error_context JSON for a failed run: the failing transition.
 func errorContext(t Transition) json.RawMessage {
 	ec := struct {
@@ -446,7 +451,7 @@ func errorContext(t Transition) json.RawMessage {
 		StepName   string `json:"step_name,omitempty"`
 		StepStatus string `json:"step_status,omitempty"`
 		Message    string `json:"message,omitempty"`
-	}{Seq: t.Seq, Kind: string(t.Kind), StepIndex: t.StepIndex, StepName: t.StepName, Message: t.Message}
+	}{Seq: t.Seq, Kind: string(t.Kind), StepIndex: t.StepIndex, StepName: t.StepName, Message: truncateText(t.Message, MaxErrorContextMessage)}
 	if t.Evidence != nil {
 		ec.StepStatus = string(t.Evidence.Status)
 	}

@@ -497,3 +497,24 @@ func TestCancelRunClosesGatesAndIsFinal(t *testing.T) {
 		t.Fatalf("COMPLETED after cancel = %v, want ErrRunFinal", err)
 	}
 }
+
+// A failed run's error_context keeps at most MaxErrorContextMessage bytes of the message, so
+// a ListRuns page of failed runs stays small (issue 6, item 1.8); the transition keeps it all.
+func TestIssue6_1_8_ErrorContextMessageIsCapped(t *testing.T) {
+	t.Parallel()
+	s, _ := openTest(t)
+	ctx := context.Background()
+	mustStart(t, s, newRun("R1"))
+	fail := tr("R1", 1)
+	fail.Kind, fail.RunStatus, fail.StepIndex, fail.Message = KindRunFinished, ExecFailed, -1, strings.Repeat("é", 5000)
+	mustRecord(t, s, fail)
+	run, ts, err := s.GetRun(ctx, "R1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ec struct{ Message string }
+	if err := json.Unmarshal(run.ErrorContext, &ec); err != nil || len(ec.Message) > MaxErrorContextMessage+len("…") ||
+		!strings.HasPrefix(ts[0].Message, ec.Message[:MaxErrorContextMessage-2]) || len(ts[0].Message) != 10000 {
+		t.Fatalf("error_context message %d bytes (%v), transition message %d bytes", len(ec.Message), err, len(ts[0].Message))
+	}
+}
