@@ -214,3 +214,16 @@ func TestIssue6_Hostile_TakeOverOfACopiedStateFileChecksTheLease(t *testing.T) {
 	}
 	checkTransitions(t, getRun(t, url, runID), rbookv1.RunStatus_RUN_STATUS_SUCCEEDED)
 }
+
+// --take-over in a folder with no unfinished run says what it needs instead of quietly
+// starting a new run, and changes nothing (issue 6, item 1.2).
+func TestIssue6_1_2_TakeOverNeedsAnUnfinishedRun(t *testing.T) {
+	dir := workdir(t)
+	out, code := run(t, dir, "", "run", "demo", "--control-plane", "off", "--take-over")
+	if code != 2 || !strings.Contains(out, "--take-over continues an unfinished run, but .rbook/demo.state.json holds none") {
+		t.Fatalf("exit %d\n%s", code, out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, ".rbook", "demo.state.json")); !os.IsNotExist(err) {
+		t.Fatalf("a refused take-over wrote the state file: %v", err)
+	}
+}

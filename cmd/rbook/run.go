@@ -215,6 +215,10 @@ func runRunbook(cmd *cobra.Command, name string, f runFlags, stepIndex *int) err
 			start.SkipReason = fmt.Sprintf("skipped: %s started the run at --step-index %d", who, *stepIndex)
 		}
 	}
+	if f.takeOver && !opened.Resumed {
+		return abort("--take-over continues an unfinished run, but %s holds none; restore the state file of the run to take over "+
+			"(its job's artifact) into %s, or drop --take-over to start a new run", statePath, statePath)
+	}
 	cpURL, embedded, stopCP, err := controlPlaneURL(ctx, f.controlPlane, errw)
 	if err != nil {
 		return abort("%v", err)
