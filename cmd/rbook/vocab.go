@@ -67,10 +67,7 @@ func parseStatusFilter(s string) ([]rbookv1.RunStatus, error) {
 }
 
 // statusFilterWords are the runbook words --status lists in its help.
-var statusFilterWords = func() []string {
-	ws := []string{"IN_PROGRESS", "AWAITING_CONFIRMATION", "COMPLETED", "FAILED", "CANCELLED"}
-	return slices.Clip(ws)
-}()
+var statusFilterWords = []string{"IN_PROGRESS", "AWAITING_CONFIRMATION", "COMPLETED", "FAILED", "CANCELLED"}
 
 // sortRunsNewestFirst orders runs merged from several ListRuns calls as one call would
 // (started_at, then run_id, descending) and keeps at most limit of them.
