@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 )
@@ -44,12 +43,9 @@ func OpenReadOnly(ctx context.Context, path string, opts ...Option) (*Store, err
 	for _, o := range opts {
 		o(&cfg)
 	}
-	if path == "" || path == ":memory:" {
-		return nil, fmt.Errorf("%w: database path %q: need a file path", ErrInvalidArgument, path)
-	}
-	abs, err := filepath.Abs(path)
+	abs, err := databasePath(path)
 	if err != nil {
-		return nil, fmt.Errorf("%w: database path %q: %v", ErrInvalidArgument, path, err)
+		return nil, err
 	}
 	if fi, err := os.Stat(abs); errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%w at %s", ErrNoDatabase, path)

@@ -105,12 +105,9 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	if path == "" || path == ":memory:" {
-		return nil, fmt.Errorf("%w: database path %q: need a file path", ErrInvalidArgument, path)
-	}
-	abs, err := filepath.Abs(path)
+	abs, err := databasePath(path)
 	if err != nil {
-		return nil, fmt.Errorf("%w: database path %q: %v", ErrInvalidArgument, path, err)
+		return nil, err
 	}
 	busyMS := cfg.busyTimeout.Milliseconds()
 
@@ -173,6 +170,19 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 }
 
 // fileURI builds a SQLite URI filename so that paths with '?', '#' or '%' stay intact.
+// databasePath is path made absolute; an empty path or ":memory:" is ErrInvalidArgument (the
+// writer and the reader pool must share one file).
+func databasePath(path string) (string, error) {
+	if path == "" || path == ":memory:" {
+		return "", fmt.Errorf("%w: database path %q: need a file path", ErrInvalidArgument, path)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", fmt.Errorf("%w: database path %q: %v", ErrInvalidArgument, path, err)
+	}
+	return abs, nil
+}
+
 func fileURI(abs string, q url.Values) string {
 	u := url.URL{Scheme: "file", Path: filepath.ToSlash(abs), RawQuery: q.Encode()}
 	return u.String()
