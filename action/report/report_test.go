@@ -61,7 +61,7 @@ func TestEvidencePackIsAJSONArrayInOrder(t *testing.T) {
 		}
 	}
 	js, _ := state.EvidencePackJSON(sampleEvidence())
-	if _, ok := json.Unmarshal(js, new([]any)).(error); ok || strings.Contains(string(js), ",\n]") {
+	if err := json.Unmarshal(js, new([]any)); err != nil || strings.Contains(string(js), ",\n]") {
 		t.Errorf("trailing comma")
 	}
 	if !strings.Contains(string(js), `"input": null`) {

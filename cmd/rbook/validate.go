@@ -187,7 +187,7 @@ func checkMCP(path string, res runbook.ValidateResult, flag string) ([]runbook.D
 		}
 		resolved, err := srv.ResolvedCommand()
 		if err == nil {
-			resolved, err = exec.LookPath(resolved)
+			_, err = exec.LookPath(resolved)
 		}
 		if err != nil {
 			ds = append(ds, runbook.Diagnostic{File: cfgPath, Line: srv.Line, Column: srv.Column, Field: "mcpServers." + n + ".command",
