@@ -125,9 +125,26 @@ type Approval struct {
 	// Plan digest the token is bound to (DESIGN D9).
 	PlanDigest string `protobuf:"bytes,23,opt,name=plan_digest,json=planDigest,proto3" json:"plan_digest,omitempty"`
 	// The step's on_fail ("halt", "rollback", "continue"): what a rejection or a timeout leads to.
-	OnFail        string `protobuf:"bytes,24,opt,name=on_fail,json=onFail,proto3" json:"on_fail,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	OnFail string `protobuf:"bytes,24,opt,name=on_fail,json=onFail,proto3" json:"on_fail,omitempty"`
+	// Where the decision came from: "rpc" (Approve/Reject), "terminal", "policy" (auto-pass),
+	// "deadline" (timed out: status REJECTED, reason "timed out after …"; issue 7, item 4),
+	// "cancel-run", "superseded", "interrupted" (the job died or was cancelled; issue 7, item 2),
+	// "github" (an environment review). Empty while pending. Column decided_by_source.
+	DecidedBySource string `protobuf:"bytes,25,opt,name=decided_by_source,json=decidedBySource,proto3" json:"decided_by_source,omitempty"`
+	// How many distinct approvers must approve before the gate opens: the control plane's gate
+	// policy for this runbook and step (issue 7, item 4: M-of-N); 1 without a policy.
+	ApprovalsRequired int32 `protobuf:"varint,26,opt,name=approvals_required,json=approvalsRequired,proto3" json:"approvals_required,omitempty"`
+	// Every decision cast on the gate so far, oldest first: the tally. An approval by an identity
+	// that already approved is not added again (two approvals by the same identity count once).
+	Votes []*ApprovalVote `protobuf:"bytes,27,rep,name=votes,proto3" json:"votes,omitempty"`
+	// Who may decide the gate under the policy: identities ("alice", "github:octocat") and
+	// groups ("group:sre") from the auth file. Empty means any caller with the approver role.
+	AllowedApprovers []string `protobuf:"bytes,28,rep,name=allowed_approvers,json=allowedApprovers,proto3" json:"allowed_approvers,omitempty"`
+	// Whether the identity that started the run may approve its gates (policy; default false:
+	// four-eyes). Without auth the control plane cannot tell, and this is informational.
+	StarterMayApprove bool `protobuf:"varint,29,opt,name=starter_may_approve,json=starterMayApprove,proto3" json:"starter_may_approve,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *Approval) Reset() {
@@ -258,11 +275,140 @@ func (x *Approval) GetOnFail() string {
 	return ""
 }
 
+func (x *Approval) GetDecidedBySource() string {
+	if x != nil {
+		return x.DecidedBySource
+	}
+	return ""
+}
+
+func (x *Approval) GetApprovalsRequired() int32 {
+	if x != nil {
+		return x.ApprovalsRequired
+	}
+	return 0
+}
+
+func (x *Approval) GetVotes() []*ApprovalVote {
+	if x != nil {
+		return x.Votes
+	}
+	return nil
+}
+
+func (x *Approval) GetAllowedApprovers() []string {
+	if x != nil {
+		return x.AllowedApprovers
+	}
+	return nil
+}
+
+func (x *Approval) GetStarterMayApprove() bool {
+	if x != nil {
+		return x.StarterMayApprove
+	}
+	return false
+}
+
+// ApprovalVote is one approver's decision on a gate (issue 7, item 4). A gate that needs M
+// approvals (Approval.approvals_required) collects votes until M distinct identities approved
+// (APPROVED) or any allowed approver rejected (REJECTED).
+type ApprovalVote struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Who voted: the authenticated identity (DESIGN D13), or "unverified:<name>" for a name an
+	// unauthenticated caller asserted (ApproveRequest.approver on a server without auth).
+	Approver string `protobuf:"bytes,1,opt,name=approver,proto3" json:"approver,omitempty"`
+	// APPROVAL_STATUS_APPROVED or APPROVAL_STATUS_REJECTED.
+	Verdict ApprovalStatus `protobuf:"varint,2,opt,name=verdict,proto3,enum=rbook.v1.ApprovalStatus" json:"verdict,omitempty"`
+	// The voter's rationale, at most 1024 bytes.
+	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// When the vote was recorded (server clock).
+	At *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=at,proto3" json:"at,omitempty"`
+	// The channel: "rpc", "terminal", "policy" or "github" (see Approval.decided_by_source).
+	Source string `protobuf:"bytes,5,opt,name=source,proto3" json:"source,omitempty"`
+	// True when approver is an authenticated identity; false when it was only asserted.
+	Verified      bool `protobuf:"varint,6,opt,name=verified,proto3" json:"verified,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApprovalVote) Reset() {
+	*x = ApprovalVote{}
+	mi := &file_rbook_v1_approval_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApprovalVote) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApprovalVote) ProtoMessage() {}
+
+func (x *ApprovalVote) ProtoReflect() protoreflect.Message {
+	mi := &file_rbook_v1_approval_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApprovalVote.ProtoReflect.Descriptor instead.
+func (*ApprovalVote) Descriptor() ([]byte, []int) {
+	return file_rbook_v1_approval_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ApprovalVote) GetApprover() string {
+	if x != nil {
+		return x.Approver
+	}
+	return ""
+}
+
+func (x *ApprovalVote) GetVerdict() ApprovalStatus {
+	if x != nil {
+		return x.Verdict
+	}
+	return ApprovalStatus_APPROVAL_STATUS_UNSPECIFIED
+}
+
+func (x *ApprovalVote) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *ApprovalVote) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
+func (x *ApprovalVote) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *ApprovalVote) GetVerified() bool {
+	if x != nil {
+		return x.Verified
+	}
+	return false
+}
+
 var File_rbook_v1_approval_proto protoreflect.FileDescriptor
 
 const file_rbook_v1_approval_proto_rawDesc = "" +
 	"\n" +
-	"\x17rbook/v1/approval.proto\x12\brbook.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8b\x04\n" +
+	"\x17rbook/v1/approval.proto\x12\brbook.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf1\x05\n" +
 	"\bApproval\x12\x1f\n" +
 	"\vapproval_id\x18\x01 \x01(\tR\n" +
 	"approvalId\x12\x15\n" +
@@ -282,7 +428,19 @@ const file_rbook_v1_approval_proto_rawDesc = "" +
 	"\bdeadline\x18\x16 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12\x1f\n" +
 	"\vplan_digest\x18\x17 \x01(\tR\n" +
 	"planDigest\x12\x17\n" +
-	"\aon_fail\x18\x18 \x01(\tR\x06onFail*\xc6\x01\n" +
+	"\aon_fail\x18\x18 \x01(\tR\x06onFail\x12*\n" +
+	"\x11decided_by_source\x18\x19 \x01(\tR\x0fdecidedBySource\x12-\n" +
+	"\x12approvals_required\x18\x1a \x01(\x05R\x11approvalsRequired\x12,\n" +
+	"\x05votes\x18\x1b \x03(\v2\x16.rbook.v1.ApprovalVoteR\x05votes\x12+\n" +
+	"\x11allowed_approvers\x18\x1c \x03(\tR\x10allowedApprovers\x12.\n" +
+	"\x13starter_may_approve\x18\x1d \x01(\bR\x11starterMayApprove\"\xd6\x01\n" +
+	"\fApprovalVote\x12\x1a\n" +
+	"\bapprover\x18\x01 \x01(\tR\bapprover\x122\n" +
+	"\averdict\x18\x02 \x01(\x0e2\x18.rbook.v1.ApprovalStatusR\averdict\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12*\n" +
+	"\x02at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x16\n" +
+	"\x06source\x18\x05 \x01(\tR\x06source\x12\x1a\n" +
+	"\bverified\x18\x06 \x01(\bR\bverified*\xc6\x01\n" +
 	"\x0eApprovalStatus\x12\x1f\n" +
 	"\x1bAPPROVAL_STATUS_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17APPROVAL_STATUS_PENDING\x10\x01\x12\x1c\n" +
@@ -304,22 +462,26 @@ func file_rbook_v1_approval_proto_rawDescGZIP() []byte {
 }
 
 var file_rbook_v1_approval_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_rbook_v1_approval_proto_msgTypes = make([]protoimpl.MessageInfo, 1)
+var file_rbook_v1_approval_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
 var file_rbook_v1_approval_proto_goTypes = []any{
 	(ApprovalStatus)(0),           // 0: rbook.v1.ApprovalStatus
 	(*Approval)(nil),              // 1: rbook.v1.Approval
-	(*timestamppb.Timestamp)(nil), // 2: google.protobuf.Timestamp
+	(*ApprovalVote)(nil),          // 2: rbook.v1.ApprovalVote
+	(*timestamppb.Timestamp)(nil), // 3: google.protobuf.Timestamp
 }
 var file_rbook_v1_approval_proto_depIdxs = []int32{
-	2, // 0: rbook.v1.Approval.requested_at:type_name -> google.protobuf.Timestamp
-	2, // 1: rbook.v1.Approval.approved_at:type_name -> google.protobuf.Timestamp
+	3, // 0: rbook.v1.Approval.requested_at:type_name -> google.protobuf.Timestamp
+	3, // 1: rbook.v1.Approval.approved_at:type_name -> google.protobuf.Timestamp
 	0, // 2: rbook.v1.Approval.status:type_name -> rbook.v1.ApprovalStatus
-	2, // 3: rbook.v1.Approval.deadline:type_name -> google.protobuf.Timestamp
-	4, // [4:4] is the sub-list for method output_type
-	4, // [4:4] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	3, // 3: rbook.v1.Approval.deadline:type_name -> google.protobuf.Timestamp
+	2, // 4: rbook.v1.Approval.votes:type_name -> rbook.v1.ApprovalVote
+	0, // 5: rbook.v1.ApprovalVote.verdict:type_name -> rbook.v1.ApprovalStatus
+	3, // 6: rbook.v1.ApprovalVote.at:type_name -> google.protobuf.Timestamp
+	7, // [7:7] is the sub-list for method output_type
+	7, // [7:7] is the sub-list for method input_type
+	7, // [7:7] is the sub-list for extension type_name
+	7, // [7:7] is the sub-list for extension extendee
+	0, // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_rbook_v1_approval_proto_init() }
@@ -333,7 +495,7 @@ func file_rbook_v1_approval_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rbook_v1_approval_proto_rawDesc), len(file_rbook_v1_approval_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   1,
+			NumMessages:   2,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

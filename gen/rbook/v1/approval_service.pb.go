@@ -199,16 +199,21 @@ func (x *RequestApprovalResponse) GetToken() string {
 	return ""
 }
 
-// ApproveRequest approves the gate a token was issued for.
+// ApproveRequest approves a gate, named by its token or by its approval id (exactly one).
 type ApproveRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The resume token from RequestApprovalResponse. Required; at most 4 KiB.
+	// The resume token from RequestApprovalResponse: the capability, for links that carry it.
+	// At most 4 KiB. Exactly one of token and approval_id.
 	Token string `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
 	// Free-form rationale, recorded as the approval's reason; at most 1024 bytes.
 	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
 	// Claimed approver name, used only when the server has no authenticated identity for the
-	// caller (loopback without auth); otherwise ignored.
-	Approver      string `protobuf:"bytes,3,opt,name=approver,proto3" json:"approver,omitempty"`
+	// caller (loopback without auth), and then recorded as "unverified:<name>"; otherwise ignored.
+	Approver string `protobuf:"bytes,3,opt,name=approver,proto3" json:"approver,omitempty"`
+	// The gate to decide, by Approval.approval_id, instead of token (issue 7, item 4: `rbook
+	// approve APPROVAL_ID`). Needs an authenticated caller with the approver role whom the
+	// gate's policy allows (E_UNAUTHENTICATED without auth, E_PERMISSION_DENIED otherwise).
+	ApprovalId    string `protobuf:"bytes,4,opt,name=approval_id,json=approvalId,proto3" json:"approval_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -264,10 +269,18 @@ func (x *ApproveRequest) GetApprover() string {
 	return ""
 }
 
+func (x *ApproveRequest) GetApprovalId() string {
+	if x != nil {
+		return x.ApprovalId
+	}
+	return ""
+}
+
 // ApproveResponse returns the decided approval.
 type ApproveResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The approval, status APPROVAL_STATUS_APPROVED.
+	// The approval: APPROVAL_STATUS_APPROVED once enough approvers approved, else still
+	// APPROVAL_STATUS_PENDING with this vote in votes.
 	Approval      *Approval `protobuf:"bytes,1,opt,name=approval,proto3" json:"approval,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -310,16 +323,21 @@ func (x *ApproveResponse) GetApproval() *Approval {
 	return nil
 }
 
-// RejectRequest rejects the gate a token was issued for.
+// RejectRequest rejects a gate, named by its token or by its approval id (exactly one).
 type RejectRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The resume token from RequestApprovalResponse. Required; at most 4 KiB.
+	// The resume token from RequestApprovalResponse: the capability, for links that carry it.
+	// At most 4 KiB. Exactly one of token and approval_id.
 	Token string `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
 	// Free-form rationale, recorded as the approval's reason; at most 1024 bytes.
 	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
 	// Claimed approver name, used only when the server has no authenticated identity for the
-	// caller (loopback without auth); otherwise ignored.
-	Approver      string `protobuf:"bytes,3,opt,name=approver,proto3" json:"approver,omitempty"`
+	// caller (loopback without auth), and then recorded as "unverified:<name>"; otherwise ignored.
+	Approver string `protobuf:"bytes,3,opt,name=approver,proto3" json:"approver,omitempty"`
+	// The gate to decide, by Approval.approval_id, instead of token (issue 7, item 4: `rbook
+	// reject APPROVAL_ID`). Needs an authenticated caller with the approver role whom the
+	// gate's policy allows (E_UNAUTHENTICATED without auth, E_PERMISSION_DENIED otherwise).
+	ApprovalId    string `protobuf:"bytes,4,opt,name=approval_id,json=approvalId,proto3" json:"approval_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -371,6 +389,13 @@ func (x *RejectRequest) GetReason() string {
 func (x *RejectRequest) GetApprover() string {
 	if x != nil {
 		return x.Approver
+	}
+	return ""
+}
+
+func (x *RejectRequest) GetApprovalId() string {
+	if x != nil {
+		return x.ApprovalId
 	}
 	return ""
 }
@@ -755,17 +780,21 @@ const file_rbook_v1_approval_service_proto_rawDesc = "" +
 	"\x05epoch\x18\t \x01(\x03R\x05epoch\"_\n" +
 	"\x17RequestApprovalResponse\x12.\n" +
 	"\bapproval\x18\x01 \x01(\v2\x12.rbook.v1.ApprovalR\bapproval\x12\x14\n" +
-	"\x05token\x18\x02 \x01(\tR\x05token\"Z\n" +
+	"\x05token\x18\x02 \x01(\tR\x05token\"{\n" +
 	"\x0eApproveRequest\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x1a\n" +
-	"\bapprover\x18\x03 \x01(\tR\bapprover\"A\n" +
+	"\bapprover\x18\x03 \x01(\tR\bapprover\x12\x1f\n" +
+	"\vapproval_id\x18\x04 \x01(\tR\n" +
+	"approvalId\"A\n" +
 	"\x0fApproveResponse\x12.\n" +
-	"\bapproval\x18\x01 \x01(\v2\x12.rbook.v1.ApprovalR\bapproval\"Y\n" +
+	"\bapproval\x18\x01 \x01(\v2\x12.rbook.v1.ApprovalR\bapproval\"z\n" +
 	"\rRejectRequest\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x1a\n" +
-	"\bapprover\x18\x03 \x01(\tR\bapprover\"@\n" +
+	"\bapprover\x18\x03 \x01(\tR\bapprover\x12\x1f\n" +
+	"\vapproval_id\x18\x04 \x01(\tR\n" +
+	"approvalId\"@\n" +
 	"\x0eRejectResponse\x12.\n" +
 	"\bapproval\x18\x01 \x01(\v2\x12.rbook.v1.ApprovalR\bapproval\"5\n" +
 	"\x12GetApprovalRequest\x12\x1f\n" +

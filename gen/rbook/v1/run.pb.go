@@ -341,7 +341,11 @@ type Run struct {
 	// owner left.
 	Lease *RunLease `protobuf:"bytes,18,opt,name=lease,proto3" json:"lease,omitempty"`
 	// Playbook-only columns; unset for runbook runs.
-	Playbook      *PlaybookRunDetails `protobuf:"bytes,19,opt,name=playbook,proto3" json:"playbook,omitempty"`
+	Playbook *PlaybookRunDetails `protobuf:"bytes,19,opt,name=playbook,proto3" json:"playbook,omitempty"`
+	// The GitHub Actions job that started the run, from the claims of its verified OIDC token
+	// (issue 7, item 5); unset when the run was started by another kind of caller. The gate
+	// policy's four-eyes rule compares approvers with actor.
+	StartedByJob  *GitHubJob `protobuf:"bytes,20,opt,name=started_by_job,json=startedByJob,proto3" json:"started_by_job,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -509,6 +513,141 @@ func (x *Run) GetPlaybook() *PlaybookRunDetails {
 	return nil
 }
 
+func (x *Run) GetStartedByJob() *GitHubJob {
+	if x != nil {
+		return x.StartedByJob
+	}
+	return nil
+}
+
+// GitHubJob is the GitHub Actions job behind a run: claims of the job's OIDC token
+// (GitHub, "About security hardening with OpenID Connect"), verified by the control plane.
+type GitHubJob struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Login of the user that triggered the workflow run (claim actor).
+	Actor string `protobuf:"bytes,1,opt,name=actor,proto3" json:"actor,omitempty"`
+	// owner/name (claim repository).
+	Repository string `protobuf:"bytes,2,opt,name=repository,proto3" json:"repository,omitempty"`
+	// Numeric repository id, as text (claim repository_id).
+	RepositoryId string `protobuf:"bytes,3,opt,name=repository_id,json=repositoryId,proto3" json:"repository_id,omitempty"`
+	// The workflow run id, as text (claim run_id; GITHUB_RUN_ID).
+	RunId string `protobuf:"bytes,4,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// The attempt of the workflow run, as text (claim run_attempt).
+	RunAttempt string `protobuf:"bytes,5,opt,name=run_attempt,json=runAttempt,proto3" json:"run_attempt,omitempty"`
+	// Commit SHA the workflow runs on (claim sha).
+	Sha string `protobuf:"bytes,6,opt,name=sha,proto3" json:"sha,omitempty"`
+	// owner/name/.github/workflows/file.yml@ref (claim workflow_ref).
+	WorkflowRef string `protobuf:"bytes,7,opt,name=workflow_ref,json=workflowRef,proto3" json:"workflow_ref,omitempty"`
+	// Git ref, e.g. refs/heads/main (claim ref).
+	Ref string `protobuf:"bytes,8,opt,name=ref,proto3" json:"ref,omitempty"`
+	// The job's environment, empty without one (claim environment).
+	Environment string `protobuf:"bytes,9,opt,name=environment,proto3" json:"environment,omitempty"`
+	// The workflow file the job's steps come from, e.g. a reusable workflow (claim job_workflow_ref).
+	JobWorkflowRef string `protobuf:"bytes,10,opt,name=job_workflow_ref,json=jobWorkflowRef,proto3" json:"job_workflow_ref,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *GitHubJob) Reset() {
+	*x = GitHubJob{}
+	mi := &file_rbook_v1_run_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GitHubJob) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GitHubJob) ProtoMessage() {}
+
+func (x *GitHubJob) ProtoReflect() protoreflect.Message {
+	mi := &file_rbook_v1_run_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GitHubJob.ProtoReflect.Descriptor instead.
+func (*GitHubJob) Descriptor() ([]byte, []int) {
+	return file_rbook_v1_run_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *GitHubJob) GetActor() string {
+	if x != nil {
+		return x.Actor
+	}
+	return ""
+}
+
+func (x *GitHubJob) GetRepository() string {
+	if x != nil {
+		return x.Repository
+	}
+	return ""
+}
+
+func (x *GitHubJob) GetRepositoryId() string {
+	if x != nil {
+		return x.RepositoryId
+	}
+	return ""
+}
+
+func (x *GitHubJob) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *GitHubJob) GetRunAttempt() string {
+	if x != nil {
+		return x.RunAttempt
+	}
+	return ""
+}
+
+func (x *GitHubJob) GetSha() string {
+	if x != nil {
+		return x.Sha
+	}
+	return ""
+}
+
+func (x *GitHubJob) GetWorkflowRef() string {
+	if x != nil {
+		return x.WorkflowRef
+	}
+	return ""
+}
+
+func (x *GitHubJob) GetRef() string {
+	if x != nil {
+		return x.Ref
+	}
+	return ""
+}
+
+func (x *GitHubJob) GetEnvironment() string {
+	if x != nil {
+		return x.Environment
+	}
+	return ""
+}
+
+func (x *GitHubJob) GetJobWorkflowRef() string {
+	if x != nil {
+		return x.JobWorkflowRef
+	}
+	return ""
+}
+
 // RunLease is the executor lease of a run (issue 6, item 1.2; DESIGN D12). One executor
 // instance (owner) writes a run at a time; every RecordTransition carries the epoch, and a
 // stale epoch is refused with E_LEASE_LOST, so an executor that lost the lease can never
@@ -531,7 +670,7 @@ type RunLease struct {
 
 func (x *RunLease) Reset() {
 	*x = RunLease{}
-	mi := &file_rbook_v1_run_proto_msgTypes[1]
+	mi := &file_rbook_v1_run_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -543,7 +682,7 @@ func (x *RunLease) String() string {
 func (*RunLease) ProtoMessage() {}
 
 func (x *RunLease) ProtoReflect() protoreflect.Message {
-	mi := &file_rbook_v1_run_proto_msgTypes[1]
+	mi := &file_rbook_v1_run_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -556,7 +695,7 @@ func (x *RunLease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunLease.ProtoReflect.Descriptor instead.
 func (*RunLease) Descriptor() ([]byte, []int) {
-	return file_rbook_v1_run_proto_rawDescGZIP(), []int{1}
+	return file_rbook_v1_run_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *RunLease) GetOwner() string {
@@ -597,7 +736,7 @@ type PlaybookRunDetails struct {
 
 func (x *PlaybookRunDetails) Reset() {
 	*x = PlaybookRunDetails{}
-	mi := &file_rbook_v1_run_proto_msgTypes[2]
+	mi := &file_rbook_v1_run_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -609,7 +748,7 @@ func (x *PlaybookRunDetails) String() string {
 func (*PlaybookRunDetails) ProtoMessage() {}
 
 func (x *PlaybookRunDetails) ProtoReflect() protoreflect.Message {
-	mi := &file_rbook_v1_run_proto_msgTypes[2]
+	mi := &file_rbook_v1_run_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -622,7 +761,7 @@ func (x *PlaybookRunDetails) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlaybookRunDetails.ProtoReflect.Descriptor instead.
 func (*PlaybookRunDetails) Descriptor() ([]byte, []int) {
-	return file_rbook_v1_run_proto_rawDescGZIP(), []int{2}
+	return file_rbook_v1_run_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *PlaybookRunDetails) GetBindings() string {
@@ -680,7 +819,7 @@ type Evidence struct {
 
 func (x *Evidence) Reset() {
 	*x = Evidence{}
-	mi := &file_rbook_v1_run_proto_msgTypes[3]
+	mi := &file_rbook_v1_run_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -692,7 +831,7 @@ func (x *Evidence) String() string {
 func (*Evidence) ProtoMessage() {}
 
 func (x *Evidence) ProtoReflect() protoreflect.Message {
-	mi := &file_rbook_v1_run_proto_msgTypes[3]
+	mi := &file_rbook_v1_run_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -705,7 +844,7 @@ func (x *Evidence) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Evidence.ProtoReflect.Descriptor instead.
 func (*Evidence) Descriptor() ([]byte, []int) {
-	return file_rbook_v1_run_proto_rawDescGZIP(), []int{3}
+	return file_rbook_v1_run_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Evidence) GetStepName() string {
@@ -795,7 +934,7 @@ type Transition struct {
 
 func (x *Transition) Reset() {
 	*x = Transition{}
-	mi := &file_rbook_v1_run_proto_msgTypes[4]
+	mi := &file_rbook_v1_run_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -807,7 +946,7 @@ func (x *Transition) String() string {
 func (*Transition) ProtoMessage() {}
 
 func (x *Transition) ProtoReflect() protoreflect.Message {
-	mi := &file_rbook_v1_run_proto_msgTypes[4]
+	mi := &file_rbook_v1_run_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -820,7 +959,7 @@ func (x *Transition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Transition.ProtoReflect.Descriptor instead.
 func (*Transition) Descriptor() ([]byte, []int) {
-	return file_rbook_v1_run_proto_rawDescGZIP(), []int{4}
+	return file_rbook_v1_run_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Transition) GetRunId() string {
@@ -918,7 +1057,7 @@ var File_rbook_v1_run_proto protoreflect.FileDescriptor
 
 const file_rbook_v1_run_proto_rawDesc = "" +
 	"\n" +
-	"\x12rbook/v1/run.proto\x12\brbook.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x99\x06\n" +
+	"\x12rbook/v1/run.proto\x12\brbook.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd4\x06\n" +
 	"\x03Run\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12%\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x11.rbook.v1.RunKindR\x04kind\x12\x12\n" +
@@ -943,7 +1082,23 @@ const file_rbook_v1_run_proto_rawDesc = "" +
 	"\n" +
 	"updated_at\x18\x11 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12(\n" +
 	"\x05lease\x18\x12 \x01(\v2\x12.rbook.v1.RunLeaseR\x05lease\x128\n" +
-	"\bplaybook\x18\x13 \x01(\v2\x1c.rbook.v1.PlaybookRunDetailsR\bplaybook\"q\n" +
+	"\bplaybook\x18\x13 \x01(\v2\x1c.rbook.v1.PlaybookRunDetailsR\bplaybook\x129\n" +
+	"\x0estarted_by_job\x18\x14 \x01(\v2\x13.rbook.v1.GitHubJobR\fstartedByJob\"\xb1\x02\n" +
+	"\tGitHubJob\x12\x14\n" +
+	"\x05actor\x18\x01 \x01(\tR\x05actor\x12\x1e\n" +
+	"\n" +
+	"repository\x18\x02 \x01(\tR\n" +
+	"repository\x12#\n" +
+	"\rrepository_id\x18\x03 \x01(\tR\frepositoryId\x12\x15\n" +
+	"\x06run_id\x18\x04 \x01(\tR\x05runId\x12\x1f\n" +
+	"\vrun_attempt\x18\x05 \x01(\tR\n" +
+	"runAttempt\x12\x10\n" +
+	"\x03sha\x18\x06 \x01(\tR\x03sha\x12!\n" +
+	"\fworkflow_ref\x18\a \x01(\tR\vworkflowRef\x12\x10\n" +
+	"\x03ref\x18\b \x01(\tR\x03ref\x12 \n" +
+	"\venvironment\x18\t \x01(\tR\venvironment\x12(\n" +
+	"\x10job_workflow_ref\x18\n" +
+	" \x01(\tR\x0ejobWorkflowRef\"q\n" +
 	"\bRunLease\x12\x14\n" +
 	"\x05owner\x18\x01 \x01(\tR\x05owner\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\x129\n" +
@@ -1029,41 +1184,43 @@ func file_rbook_v1_run_proto_rawDescGZIP() []byte {
 }
 
 var file_rbook_v1_run_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_rbook_v1_run_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_rbook_v1_run_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_rbook_v1_run_proto_goTypes = []any{
 	(RunStatus)(0),                // 0: rbook.v1.RunStatus
 	(StepStatus)(0),               // 1: rbook.v1.StepStatus
 	(TransitionKind)(0),           // 2: rbook.v1.TransitionKind
 	(RunKind)(0),                  // 3: rbook.v1.RunKind
 	(*Run)(nil),                   // 4: rbook.v1.Run
-	(*RunLease)(nil),              // 5: rbook.v1.RunLease
-	(*PlaybookRunDetails)(nil),    // 6: rbook.v1.PlaybookRunDetails
-	(*Evidence)(nil),              // 7: rbook.v1.Evidence
-	(*Transition)(nil),            // 8: rbook.v1.Transition
-	nil,                           // 9: rbook.v1.PlaybookRunDetails.IterationCountsEntry
-	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
+	(*GitHubJob)(nil),             // 5: rbook.v1.GitHubJob
+	(*RunLease)(nil),              // 6: rbook.v1.RunLease
+	(*PlaybookRunDetails)(nil),    // 7: rbook.v1.PlaybookRunDetails
+	(*Evidence)(nil),              // 8: rbook.v1.Evidence
+	(*Transition)(nil),            // 9: rbook.v1.Transition
+	nil,                           // 10: rbook.v1.PlaybookRunDetails.IterationCountsEntry
+	(*timestamppb.Timestamp)(nil), // 11: google.protobuf.Timestamp
 }
 var file_rbook_v1_run_proto_depIdxs = []int32{
 	3,  // 0: rbook.v1.Run.kind:type_name -> rbook.v1.RunKind
 	0,  // 1: rbook.v1.Run.status:type_name -> rbook.v1.RunStatus
-	10, // 2: rbook.v1.Run.started_at:type_name -> google.protobuf.Timestamp
-	10, // 3: rbook.v1.Run.completed_at:type_name -> google.protobuf.Timestamp
-	10, // 4: rbook.v1.Run.updated_at:type_name -> google.protobuf.Timestamp
-	5,  // 5: rbook.v1.Run.lease:type_name -> rbook.v1.RunLease
-	6,  // 6: rbook.v1.Run.playbook:type_name -> rbook.v1.PlaybookRunDetails
-	10, // 7: rbook.v1.RunLease.expires_at:type_name -> google.protobuf.Timestamp
-	9,  // 8: rbook.v1.PlaybookRunDetails.iteration_counts:type_name -> rbook.v1.PlaybookRunDetails.IterationCountsEntry
-	1,  // 9: rbook.v1.Evidence.status:type_name -> rbook.v1.StepStatus
-	2,  // 10: rbook.v1.Transition.kind:type_name -> rbook.v1.TransitionKind
-	10, // 11: rbook.v1.Transition.time:type_name -> google.protobuf.Timestamp
-	7,  // 12: rbook.v1.Transition.evidence:type_name -> rbook.v1.Evidence
-	0,  // 13: rbook.v1.Transition.run_status:type_name -> rbook.v1.RunStatus
-	10, // 14: rbook.v1.Transition.recorded_at:type_name -> google.protobuf.Timestamp
-	15, // [15:15] is the sub-list for method output_type
-	15, // [15:15] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	11, // 2: rbook.v1.Run.started_at:type_name -> google.protobuf.Timestamp
+	11, // 3: rbook.v1.Run.completed_at:type_name -> google.protobuf.Timestamp
+	11, // 4: rbook.v1.Run.updated_at:type_name -> google.protobuf.Timestamp
+	6,  // 5: rbook.v1.Run.lease:type_name -> rbook.v1.RunLease
+	7,  // 6: rbook.v1.Run.playbook:type_name -> rbook.v1.PlaybookRunDetails
+	5,  // 7: rbook.v1.Run.started_by_job:type_name -> rbook.v1.GitHubJob
+	11, // 8: rbook.v1.RunLease.expires_at:type_name -> google.protobuf.Timestamp
+	10, // 9: rbook.v1.PlaybookRunDetails.iteration_counts:type_name -> rbook.v1.PlaybookRunDetails.IterationCountsEntry
+	1,  // 10: rbook.v1.Evidence.status:type_name -> rbook.v1.StepStatus
+	2,  // 11: rbook.v1.Transition.kind:type_name -> rbook.v1.TransitionKind
+	11, // 12: rbook.v1.Transition.time:type_name -> google.protobuf.Timestamp
+	8,  // 13: rbook.v1.Transition.evidence:type_name -> rbook.v1.Evidence
+	0,  // 14: rbook.v1.Transition.run_status:type_name -> rbook.v1.RunStatus
+	11, // 15: rbook.v1.Transition.recorded_at:type_name -> google.protobuf.Timestamp
+	16, // [16:16] is the sub-list for method output_type
+	16, // [16:16] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_rbook_v1_run_proto_init() }
@@ -1071,14 +1228,14 @@ func file_rbook_v1_run_proto_init() {
 	if File_rbook_v1_run_proto != nil {
 		return
 	}
-	file_rbook_v1_run_proto_msgTypes[3].OneofWrappers = []any{}
+	file_rbook_v1_run_proto_msgTypes[4].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rbook_v1_run_proto_rawDesc), len(file_rbook_v1_run_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   6,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

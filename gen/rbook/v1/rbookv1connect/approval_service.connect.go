@@ -60,12 +60,15 @@ type ApprovalServiceClient interface {
 	// Errors: E_RUN_NOT_FOUND, E_RUN_FINAL, E_RUN_CANCELLED, E_PLAN_DIGEST_MISMATCH,
 	// E_LEASE_LOST, E_PERMISSION_DENIED (not the run's owner), E_INVALID_ARGUMENT.
 	RequestApproval(context.Context, *v1.RequestApprovalRequest) (*v1.RequestApprovalResponse, error)
-	// Approve decides a gate as approved. The token is verified before anything is read or
-	// changed. Errors: E_TOKEN_INVALID, E_TOKEN_EXPIRED, E_PLAN_DIGEST_MISMATCH,
-	// E_APPROVAL_NOT_FOUND, E_APPROVAL_ALREADY_DECIDED, E_RUN_CANCELLED, E_SELF_APPROVAL.
+	// Approve casts an approval on a gate, named by its token (verified before anything is read
+	// or changed) or by approval_id (an authenticated approver). The gate opens when the policy's
+	// number of distinct approvers approved (1 without a policy); until then the response shows it
+	// PENDING with the tally in votes. Errors: E_TOKEN_INVALID, E_TOKEN_EXPIRED,
+	// E_PLAN_DIGEST_MISMATCH, E_APPROVAL_NOT_FOUND, E_APPROVAL_ALREADY_DECIDED, E_RUN_CANCELLED,
+	// E_SELF_APPROVAL, E_UNAUTHENTICATED, E_PERMISSION_DENIED (not an allowed approver).
 	Approve(context.Context, *v1.ApproveRequest) (*v1.ApproveResponse, error)
-	// Reject decides a gate as rejected; the step fails and on_fail applies. Same checks and
-	// errors as Approve.
+	// Reject decides a gate as rejected: one reject by an allowed approver rejects, the step
+	// fails and on_fail applies. Same checks and errors as Approve.
 	Reject(context.Context, *v1.RejectRequest) (*v1.RejectResponse, error)
 	// GetApproval returns one approval by id. Errors: E_APPROVAL_NOT_FOUND.
 	GetApproval(context.Context, *v1.GetApprovalRequest) (*v1.GetApprovalResponse, error)
@@ -197,12 +200,15 @@ type ApprovalServiceHandler interface {
 	// Errors: E_RUN_NOT_FOUND, E_RUN_FINAL, E_RUN_CANCELLED, E_PLAN_DIGEST_MISMATCH,
 	// E_LEASE_LOST, E_PERMISSION_DENIED (not the run's owner), E_INVALID_ARGUMENT.
 	RequestApproval(context.Context, *v1.RequestApprovalRequest) (*v1.RequestApprovalResponse, error)
-	// Approve decides a gate as approved. The token is verified before anything is read or
-	// changed. Errors: E_TOKEN_INVALID, E_TOKEN_EXPIRED, E_PLAN_DIGEST_MISMATCH,
-	// E_APPROVAL_NOT_FOUND, E_APPROVAL_ALREADY_DECIDED, E_RUN_CANCELLED, E_SELF_APPROVAL.
+	// Approve casts an approval on a gate, named by its token (verified before anything is read
+	// or changed) or by approval_id (an authenticated approver). The gate opens when the policy's
+	// number of distinct approvers approved (1 without a policy); until then the response shows it
+	// PENDING with the tally in votes. Errors: E_TOKEN_INVALID, E_TOKEN_EXPIRED,
+	// E_PLAN_DIGEST_MISMATCH, E_APPROVAL_NOT_FOUND, E_APPROVAL_ALREADY_DECIDED, E_RUN_CANCELLED,
+	// E_SELF_APPROVAL, E_UNAUTHENTICATED, E_PERMISSION_DENIED (not an allowed approver).
 	Approve(context.Context, *v1.ApproveRequest) (*v1.ApproveResponse, error)
-	// Reject decides a gate as rejected; the step fails and on_fail applies. Same checks and
-	// errors as Approve.
+	// Reject decides a gate as rejected: one reject by an allowed approver rejects, the step
+	// fails and on_fail applies. Same checks and errors as Approve.
 	Reject(context.Context, *v1.RejectRequest) (*v1.RejectResponse, error)
 	// GetApproval returns one approval by id. Errors: E_APPROVAL_NOT_FOUND.
 	GetApproval(context.Context, *v1.GetApprovalRequest) (*v1.GetApprovalResponse, error)

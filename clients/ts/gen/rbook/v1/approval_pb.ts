@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file rbook/v1/approval.proto.
  */
 export const file_rbook_v1_approval: GenFile = /*@__PURE__*/
-  fileDesc("ChdyYm9vay92MS9hcHByb3ZhbC5wcm90bxIIcmJvb2sudjEi/gIKCEFwcHJvdmFsEhMKC2FwcHJvdmFsX2lkGAEgASgJEg4KBnJ1bl9pZBgCIAEoCRIRCglzdGVwX25hbWUYAyABKAkSMAoMcmVxdWVzdGVkX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgthcHByb3ZlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEAoIYXBwcm92ZXIYBiABKAkSDgoGcmVhc29uGAcgASgJEigKBnN0YXR1cxgIIAEoDjIYLnJib29rLnYxLkFwcHJvdmFsU3RhdHVzEhMKC2F1dG9fcGFzc2VkGAkgASgIEhIKCnN0ZXBfaW5kZXgYFCABKAUSDgoGcHJvbXB0GBUgASgJEiwKCGRlYWRsaW5lGBYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBITCgtwbGFuX2RpZ2VzdBgXIAEoCRIPCgdvbl9mYWlsGBggASgJKsYBCg5BcHByb3ZhbFN0YXR1cxIfChtBUFBST1ZBTF9TVEFUVVNfVU5TUEVDSUZJRUQQABIbChdBUFBST1ZBTF9TVEFUVVNfUEVORElORxABEhwKGEFQUFJPVkFMX1NUQVRVU19BUFBST1ZFRBACEhwKGEFQUFJPVkFMX1NUQVRVU19SRUpFQ1RFRBADEhsKF0FQUFJPVkFMX1NUQVRVU19FWFBJUkVEEAQSHQoZQVBQUk9WQUxfU1RBVFVTX0NBTkNFTExFRBAFQjZaNGdpdGh1Yi5jb20vcmJvb2tocS9yYm9vay1hY3Rpb24vZ2VuL3Jib29rL3YxO3Jib29rdjFiBnByb3RvMw", [file_google_protobuf_timestamp]);
+  fileDesc("ChdyYm9vay92MS9hcHByb3ZhbC5wcm90bxIIcmJvb2sudjEilAQKCEFwcHJvdmFsEhMKC2FwcHJvdmFsX2lkGAEgASgJEg4KBnJ1bl9pZBgCIAEoCRIRCglzdGVwX25hbWUYAyABKAkSMAoMcmVxdWVzdGVkX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgthcHByb3ZlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEAoIYXBwcm92ZXIYBiABKAkSDgoGcmVhc29uGAcgASgJEigKBnN0YXR1cxgIIAEoDjIYLnJib29rLnYxLkFwcHJvdmFsU3RhdHVzEhMKC2F1dG9fcGFzc2VkGAkgASgIEhIKCnN0ZXBfaW5kZXgYFCABKAUSDgoGcHJvbXB0GBUgASgJEiwKCGRlYWRsaW5lGBYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBITCgtwbGFuX2RpZ2VzdBgXIAEoCRIPCgdvbl9mYWlsGBggASgJEhkKEWRlY2lkZWRfYnlfc291cmNlGBkgASgJEhoKEmFwcHJvdmFsc19yZXF1aXJlZBgaIAEoBRIlCgV2b3RlcxgbIAMoCzIWLnJib29rLnYxLkFwcHJvdmFsVm90ZRIZChFhbGxvd2VkX2FwcHJvdmVycxgcIAMoCRIbChNzdGFydGVyX21heV9hcHByb3ZlGB0gASgIIqUBCgxBcHByb3ZhbFZvdGUSEAoIYXBwcm92ZXIYASABKAkSKQoHdmVyZGljdBgCIAEoDjIYLnJib29rLnYxLkFwcHJvdmFsU3RhdHVzEg4KBnJlYXNvbhgDIAEoCRImCgJhdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDgoGc291cmNlGAUgASgJEhAKCHZlcmlmaWVkGAYgASgIKsYBCg5BcHByb3ZhbFN0YXR1cxIfChtBUFBST1ZBTF9TVEFUVVNfVU5TUEVDSUZJRUQQABIbChdBUFBST1ZBTF9TVEFUVVNfUEVORElORxABEhwKGEFQUFJPVkFMX1NUQVRVU19BUFBST1ZFRBACEhwKGEFQUFJPVkFMX1NUQVRVU19SRUpFQ1RFRBADEhsKF0FQUFJPVkFMX1NUQVRVU19FWFBJUkVEEAQSHQoZQVBQUk9WQUxfU1RBVFVTX0NBTkNFTExFRBAFQjZaNGdpdGh1Yi5jb20vcmJvb2tocS9yYm9vay1hY3Rpb24vZ2VuL3Jib29rL3YxO3Jib29rdjFiBnByb3RvMw", [file_google_protobuf_timestamp]);
 
 /**
  * Approval is one confirm gate. Fields 1-9 are the seed's playbook_approvals columns except the
@@ -122,6 +122,48 @@ export type Approval = Message<"rbook.v1.Approval"> & {
    * @generated from field: string on_fail = 24;
    */
   onFail: string;
+
+  /**
+   * Where the decision came from: "rpc" (Approve/Reject), "terminal", "policy" (auto-pass),
+   * "deadline" (timed out: status REJECTED, reason "timed out after …"; issue 7, item 4),
+   * "cancel-run", "superseded", "interrupted" (the job died or was cancelled; issue 7, item 2),
+   * "github" (an environment review). Empty while pending. Column decided_by_source.
+   *
+   * @generated from field: string decided_by_source = 25;
+   */
+  decidedBySource: string;
+
+  /**
+   * How many distinct approvers must approve before the gate opens: the control plane's gate
+   * policy for this runbook and step (issue 7, item 4: M-of-N); 1 without a policy.
+   *
+   * @generated from field: int32 approvals_required = 26;
+   */
+  approvalsRequired: number;
+
+  /**
+   * Every decision cast on the gate so far, oldest first: the tally. An approval by an identity
+   * that already approved is not added again (two approvals by the same identity count once).
+   *
+   * @generated from field: repeated rbook.v1.ApprovalVote votes = 27;
+   */
+  votes: ApprovalVote[];
+
+  /**
+   * Who may decide the gate under the policy: identities ("alice", "github:octocat") and
+   * groups ("group:sre") from the auth file. Empty means any caller with the approver role.
+   *
+   * @generated from field: repeated string allowed_approvers = 28;
+   */
+  allowedApprovers: string[];
+
+  /**
+   * Whether the identity that started the run may approve its gates (policy; default false:
+   * four-eyes). Without auth the control plane cannot tell, and this is informational.
+   *
+   * @generated from field: bool starter_may_approve = 29;
+   */
+  starterMayApprove: boolean;
 };
 
 /**
@@ -130,6 +172,65 @@ export type Approval = Message<"rbook.v1.Approval"> & {
  */
 export const ApprovalSchema: GenMessage<Approval> = /*@__PURE__*/
   messageDesc(file_rbook_v1_approval, 0);
+
+/**
+ * ApprovalVote is one approver's decision on a gate (issue 7, item 4). A gate that needs M
+ * approvals (Approval.approvals_required) collects votes until M distinct identities approved
+ * (APPROVED) or any allowed approver rejected (REJECTED).
+ *
+ * @generated from message rbook.v1.ApprovalVote
+ */
+export type ApprovalVote = Message<"rbook.v1.ApprovalVote"> & {
+  /**
+   * Who voted: the authenticated identity (DESIGN D13), or "unverified:<name>" for a name an
+   * unauthenticated caller asserted (ApproveRequest.approver on a server without auth).
+   *
+   * @generated from field: string approver = 1;
+   */
+  approver: string;
+
+  /**
+   * APPROVAL_STATUS_APPROVED or APPROVAL_STATUS_REJECTED.
+   *
+   * @generated from field: rbook.v1.ApprovalStatus verdict = 2;
+   */
+  verdict: ApprovalStatus;
+
+  /**
+   * The voter's rationale, at most 1024 bytes.
+   *
+   * @generated from field: string reason = 3;
+   */
+  reason: string;
+
+  /**
+   * When the vote was recorded (server clock).
+   *
+   * @generated from field: google.protobuf.Timestamp at = 4;
+   */
+  at?: Timestamp | undefined;
+
+  /**
+   * The channel: "rpc", "terminal", "policy" or "github" (see Approval.decided_by_source).
+   *
+   * @generated from field: string source = 5;
+   */
+  source: string;
+
+  /**
+   * True when approver is an authenticated identity; false when it was only asserted.
+   *
+   * @generated from field: bool verified = 6;
+   */
+  verified: boolean;
+};
+
+/**
+ * Describes the message rbook.v1.ApprovalVote.
+ * Use `create(ApprovalVoteSchema)` to create a new message.
+ */
+export const ApprovalVoteSchema: GenMessage<ApprovalVote> = /*@__PURE__*/
+  messageDesc(file_rbook_v1_approval, 1);
 
 /**
  * ApprovalStatus is a confirm gate's status. PENDING, APPROVED and REJECTED are the seed's

@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file rbook/v1/approval_service.proto.
  */
 export const file_rbook_v1_approval_service: GenFile = /*@__PURE__*/
-  fileDesc("Ch9yYm9vay92MS9hcHByb3ZhbF9zZXJ2aWNlLnByb3RvEghyYm9vay52MSLUAQoWUmVxdWVzdEFwcHJvdmFsUmVxdWVzdBIOCgZydW5faWQYASABKAkSEQoJc3RlcF9uYW1lGAIgASgJEhIKCnN0ZXBfaW5kZXgYAyABKAUSDgoGcHJvbXB0GAQgASgJEiwKCGRlYWRsaW5lGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBITCgtwbGFuX2RpZ2VzdBgGIAEoCRIPCgdvbl9mYWlsGAcgASgJEhAKCG93bmVyX2lkGAggASgJEg0KBWVwb2NoGAkgASgDIk4KF1JlcXVlc3RBcHByb3ZhbFJlc3BvbnNlEiQKCGFwcHJvdmFsGAEgASgLMhIucmJvb2sudjEuQXBwcm92YWwSDQoFdG9rZW4YAiABKAkiQQoOQXBwcm92ZVJlcXVlc3QSDQoFdG9rZW4YASABKAkSDgoGcmVhc29uGAIgASgJEhAKCGFwcHJvdmVyGAMgASgJIjcKD0FwcHJvdmVSZXNwb25zZRIkCghhcHByb3ZhbBgBIAEoCzISLnJib29rLnYxLkFwcHJvdmFsIkAKDVJlamVjdFJlcXVlc3QSDQoFdG9rZW4YASABKAkSDgoGcmVhc29uGAIgASgJEhAKCGFwcHJvdmVyGAMgASgJIjYKDlJlamVjdFJlc3BvbnNlEiQKCGFwcHJvdmFsGAEgASgLMhIucmJvb2sudjEuQXBwcm92YWwiKQoSR2V0QXBwcm92YWxSZXF1ZXN0EhMKC2FwcHJvdmFsX2lkGAEgASgJIjsKE0dldEFwcHJvdmFsUmVzcG9uc2USJAoIYXBwcm92YWwYASABKAsyEi5yYm9vay52MS5BcHByb3ZhbCJ3ChRMaXN0QXBwcm92YWxzUmVxdWVzdBIoCgZzdGF0dXMYASABKA4yGC5yYm9vay52MS5BcHByb3ZhbFN0YXR1cxIOCgZydW5faWQYAiABKAkSEQoJcGFnZV9zaXplGAMgASgFEhIKCnBhZ2VfdG9rZW4YBCABKAkiVwoVTGlzdEFwcHJvdmFsc1Jlc3BvbnNlEiUKCWFwcHJvdmFscxgBIAMoCzISLnJib29rLnYxLkFwcHJvdmFsEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIrChRXYXRjaEFwcHJvdmFsUmVxdWVzdBITCgthcHByb3ZhbF9pZBgBIAEoCSI9ChVXYXRjaEFwcHJvdmFsUmVzcG9uc2USJAoIYXBwcm92YWwYASABKAsyEi5yYm9vay52MS5BcHByb3ZhbDLYAwoPQXBwcm92YWxTZXJ2aWNlElYKD1JlcXVlc3RBcHByb3ZhbBIgLnJib29rLnYxLlJlcXVlc3RBcHByb3ZhbFJlcXVlc3QaIS5yYm9vay52MS5SZXF1ZXN0QXBwcm92YWxSZXNwb25zZRI+CgdBcHByb3ZlEhgucmJvb2sudjEuQXBwcm92ZVJlcXVlc3QaGS5yYm9vay52MS5BcHByb3ZlUmVzcG9uc2USOwoGUmVqZWN0EhcucmJvb2sudjEuUmVqZWN0UmVxdWVzdBoYLnJib29rLnYxLlJlamVjdFJlc3BvbnNlEkoKC0dldEFwcHJvdmFsEhwucmJvb2sudjEuR2V0QXBwcm92YWxSZXF1ZXN0Gh0ucmJvb2sudjEuR2V0QXBwcm92YWxSZXNwb25zZRJQCg1MaXN0QXBwcm92YWxzEh4ucmJvb2sudjEuTGlzdEFwcHJvdmFsc1JlcXVlc3QaHy5yYm9vay52MS5MaXN0QXBwcm92YWxzUmVzcG9uc2USUgoNV2F0Y2hBcHByb3ZhbBIeLnJib29rLnYxLldhdGNoQXBwcm92YWxSZXF1ZXN0Gh8ucmJvb2sudjEuV2F0Y2hBcHByb3ZhbFJlc3BvbnNlMAFCNlo0Z2l0aHViLmNvbS9yYm9va2hxL3Jib29rLWFjdGlvbi9nZW4vcmJvb2svdjE7cmJvb2t2MWIGcHJvdG8z", [file_google_protobuf_timestamp, file_rbook_v1_approval]);
+  fileDesc("Ch9yYm9vay92MS9hcHByb3ZhbF9zZXJ2aWNlLnByb3RvEghyYm9vay52MSLUAQoWUmVxdWVzdEFwcHJvdmFsUmVxdWVzdBIOCgZydW5faWQYASABKAkSEQoJc3RlcF9uYW1lGAIgASgJEhIKCnN0ZXBfaW5kZXgYAyABKAUSDgoGcHJvbXB0GAQgASgJEiwKCGRlYWRsaW5lGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBITCgtwbGFuX2RpZ2VzdBgGIAEoCRIPCgdvbl9mYWlsGAcgASgJEhAKCG93bmVyX2lkGAggASgJEg0KBWVwb2NoGAkgASgDIk4KF1JlcXVlc3RBcHByb3ZhbFJlc3BvbnNlEiQKCGFwcHJvdmFsGAEgASgLMhIucmJvb2sudjEuQXBwcm92YWwSDQoFdG9rZW4YAiABKAkiVgoOQXBwcm92ZVJlcXVlc3QSDQoFdG9rZW4YASABKAkSDgoGcmVhc29uGAIgASgJEhAKCGFwcHJvdmVyGAMgASgJEhMKC2FwcHJvdmFsX2lkGAQgASgJIjcKD0FwcHJvdmVSZXNwb25zZRIkCghhcHByb3ZhbBgBIAEoCzISLnJib29rLnYxLkFwcHJvdmFsIlUKDVJlamVjdFJlcXVlc3QSDQoFdG9rZW4YASABKAkSDgoGcmVhc29uGAIgASgJEhAKCGFwcHJvdmVyGAMgASgJEhMKC2FwcHJvdmFsX2lkGAQgASgJIjYKDlJlamVjdFJlc3BvbnNlEiQKCGFwcHJvdmFsGAEgASgLMhIucmJvb2sudjEuQXBwcm92YWwiKQoSR2V0QXBwcm92YWxSZXF1ZXN0EhMKC2FwcHJvdmFsX2lkGAEgASgJIjsKE0dldEFwcHJvdmFsUmVzcG9uc2USJAoIYXBwcm92YWwYASABKAsyEi5yYm9vay52MS5BcHByb3ZhbCJ3ChRMaXN0QXBwcm92YWxzUmVxdWVzdBIoCgZzdGF0dXMYASABKA4yGC5yYm9vay52MS5BcHByb3ZhbFN0YXR1cxIOCgZydW5faWQYAiABKAkSEQoJcGFnZV9zaXplGAMgASgFEhIKCnBhZ2VfdG9rZW4YBCABKAkiVwoVTGlzdEFwcHJvdmFsc1Jlc3BvbnNlEiUKCWFwcHJvdmFscxgBIAMoCzISLnJib29rLnYxLkFwcHJvdmFsEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIrChRXYXRjaEFwcHJvdmFsUmVxdWVzdBITCgthcHByb3ZhbF9pZBgBIAEoCSI9ChVXYXRjaEFwcHJvdmFsUmVzcG9uc2USJAoIYXBwcm92YWwYASABKAsyEi5yYm9vay52MS5BcHByb3ZhbDLYAwoPQXBwcm92YWxTZXJ2aWNlElYKD1JlcXVlc3RBcHByb3ZhbBIgLnJib29rLnYxLlJlcXVlc3RBcHByb3ZhbFJlcXVlc3QaIS5yYm9vay52MS5SZXF1ZXN0QXBwcm92YWxSZXNwb25zZRI+CgdBcHByb3ZlEhgucmJvb2sudjEuQXBwcm92ZVJlcXVlc3QaGS5yYm9vay52MS5BcHByb3ZlUmVzcG9uc2USOwoGUmVqZWN0EhcucmJvb2sudjEuUmVqZWN0UmVxdWVzdBoYLnJib29rLnYxLlJlamVjdFJlc3BvbnNlEkoKC0dldEFwcHJvdmFsEhwucmJvb2sudjEuR2V0QXBwcm92YWxSZXF1ZXN0Gh0ucmJvb2sudjEuR2V0QXBwcm92YWxSZXNwb25zZRJQCg1MaXN0QXBwcm92YWxzEh4ucmJvb2sudjEuTGlzdEFwcHJvdmFsc1JlcXVlc3QaHy5yYm9vay52MS5MaXN0QXBwcm92YWxzUmVzcG9uc2USUgoNV2F0Y2hBcHByb3ZhbBIeLnJib29rLnYxLldhdGNoQXBwcm92YWxSZXF1ZXN0Gh8ucmJvb2sudjEuV2F0Y2hBcHByb3ZhbFJlc3BvbnNlMAFCNlo0Z2l0aHViLmNvbS9yYm9va2hxL3Jib29rLWFjdGlvbi9nZW4vcmJvb2svdjE7cmJvb2t2MWIGcHJvdG8z", [file_google_protobuf_timestamp, file_rbook_v1_approval]);
 
 /**
  * RequestApprovalRequest describes the gate an executor reached (engine.GateRequest).
@@ -126,13 +126,14 @@ export const RequestApprovalResponseSchema: GenMessage<RequestApprovalResponse> 
   messageDesc(file_rbook_v1_approval_service, 1);
 
 /**
- * ApproveRequest approves the gate a token was issued for.
+ * ApproveRequest approves a gate, named by its token or by its approval id (exactly one).
  *
  * @generated from message rbook.v1.ApproveRequest
  */
 export type ApproveRequest = Message<"rbook.v1.ApproveRequest"> & {
   /**
-   * The resume token from RequestApprovalResponse. Required; at most 4 KiB.
+   * The resume token from RequestApprovalResponse: the capability, for links that carry it.
+   * At most 4 KiB. Exactly one of token and approval_id.
    *
    * @generated from field: string token = 1;
    */
@@ -147,11 +148,20 @@ export type ApproveRequest = Message<"rbook.v1.ApproveRequest"> & {
 
   /**
    * Claimed approver name, used only when the server has no authenticated identity for the
-   * caller (loopback without auth); otherwise ignored.
+   * caller (loopback without auth), and then recorded as "unverified:<name>"; otherwise ignored.
    *
    * @generated from field: string approver = 3;
    */
   approver: string;
+
+  /**
+   * The gate to decide, by Approval.approval_id, instead of token (issue 7, item 4: `rbook
+   * approve APPROVAL_ID`). Needs an authenticated caller with the approver role whom the
+   * gate's policy allows (E_UNAUTHENTICATED without auth, E_PERMISSION_DENIED otherwise).
+   *
+   * @generated from field: string approval_id = 4;
+   */
+  approvalId: string;
 };
 
 /**
@@ -168,7 +178,8 @@ export const ApproveRequestSchema: GenMessage<ApproveRequest> = /*@__PURE__*/
  */
 export type ApproveResponse = Message<"rbook.v1.ApproveResponse"> & {
   /**
-   * The approval, status APPROVAL_STATUS_APPROVED.
+   * The approval: APPROVAL_STATUS_APPROVED once enough approvers approved, else still
+   * APPROVAL_STATUS_PENDING with this vote in votes.
    *
    * @generated from field: rbook.v1.Approval approval = 1;
    */
@@ -183,13 +194,14 @@ export const ApproveResponseSchema: GenMessage<ApproveResponse> = /*@__PURE__*/
   messageDesc(file_rbook_v1_approval_service, 3);
 
 /**
- * RejectRequest rejects the gate a token was issued for.
+ * RejectRequest rejects a gate, named by its token or by its approval id (exactly one).
  *
  * @generated from message rbook.v1.RejectRequest
  */
 export type RejectRequest = Message<"rbook.v1.RejectRequest"> & {
   /**
-   * The resume token from RequestApprovalResponse. Required; at most 4 KiB.
+   * The resume token from RequestApprovalResponse: the capability, for links that carry it.
+   * At most 4 KiB. Exactly one of token and approval_id.
    *
    * @generated from field: string token = 1;
    */
@@ -204,11 +216,20 @@ export type RejectRequest = Message<"rbook.v1.RejectRequest"> & {
 
   /**
    * Claimed approver name, used only when the server has no authenticated identity for the
-   * caller (loopback without auth); otherwise ignored.
+   * caller (loopback without auth), and then recorded as "unverified:<name>"; otherwise ignored.
    *
    * @generated from field: string approver = 3;
    */
   approver: string;
+
+  /**
+   * The gate to decide, by Approval.approval_id, instead of token (issue 7, item 4: `rbook
+   * reject APPROVAL_ID`). Needs an authenticated caller with the approver role whom the
+   * gate's policy allows (E_UNAUTHENTICATED without auth, E_PERMISSION_DENIED otherwise).
+   *
+   * @generated from field: string approval_id = 4;
+   */
+  approvalId: string;
 };
 
 /**
@@ -420,9 +441,12 @@ export const ApprovalService: GenService<{
     output: typeof RequestApprovalResponseSchema;
   },
   /**
-   * Approve decides a gate as approved. The token is verified before anything is read or
-   * changed. Errors: E_TOKEN_INVALID, E_TOKEN_EXPIRED, E_PLAN_DIGEST_MISMATCH,
-   * E_APPROVAL_NOT_FOUND, E_APPROVAL_ALREADY_DECIDED, E_RUN_CANCELLED, E_SELF_APPROVAL.
+   * Approve casts an approval on a gate, named by its token (verified before anything is read
+   * or changed) or by approval_id (an authenticated approver). The gate opens when the policy's
+   * number of distinct approvers approved (1 without a policy); until then the response shows it
+   * PENDING with the tally in votes. Errors: E_TOKEN_INVALID, E_TOKEN_EXPIRED,
+   * E_PLAN_DIGEST_MISMATCH, E_APPROVAL_NOT_FOUND, E_APPROVAL_ALREADY_DECIDED, E_RUN_CANCELLED,
+   * E_SELF_APPROVAL, E_UNAUTHENTICATED, E_PERMISSION_DENIED (not an allowed approver).
    *
    * @generated from rpc rbook.v1.ApprovalService.Approve
    */
@@ -432,8 +456,8 @@ export const ApprovalService: GenService<{
     output: typeof ApproveResponseSchema;
   },
   /**
-   * Reject decides a gate as rejected; the step fails and on_fail applies. Same checks and
-   * errors as Approve.
+   * Reject decides a gate as rejected: one reject by an allowed approver rejects, the step
+   * fails and on_fail applies. Same checks and errors as Approve.
    *
    * @generated from rpc rbook.v1.ApprovalService.Reject
    */

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file rbook/v1/run.proto.
  */
 export const file_rbook_v1_run: GenFile = /*@__PURE__*/
-  fileDesc("ChJyYm9vay92MS9ydW4ucHJvdG8SCHJib29rLnYxIrsECgNSdW4SDgoGcnVuX2lkGAEgASgJEh8KBGtpbmQYAiABKA4yES5yYm9vay52MS5SdW5LaW5kEgwKBG5hbWUYAyABKAkSFAoMY29udGVudF9oYXNoGAQgASgJEhQKDGN1cnJlbnRfc3RlcBgFIAEoCRIjCgZzdGF0dXMYBiABKA4yEy5yYm9vay52MS5SdW5TdGF0dXMSLgoKc3RhcnRlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMAoMY29tcGxldGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIVCg1lcnJvcl9jb250ZXh0GAkgASgJEhQKDHNjaGVtYV9oYXNoOBgKIAEoCRITCgt0b3RhbF9zdGVwcxgLIAEoBRIhChlsYXN0X2NvbXBsZXRlZF9zdGVwX2luZGV4GAwgASgFEhoKEmN1cnJlbnRfc3RlcF9pbmRleBgNIAEoBRIYChBsYXN0X2RlcGxveV9uYW1lGA4gASgJEhIKCnN0YXJ0ZWRfYnkYDyABKAkSEAoIbGFzdF9zZXEYECABKAMSLgoKdXBkYXRlZF9hdBgRIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASIQoFbGVhc2UYEiABKAsyEi5yYm9vay52MS5SdW5MZWFzZRIuCghwbGF5Ym9vaxgTIAEoCzIcLnJib29rLnYxLlBsYXlib29rUnVuRGV0YWlscyJYCghSdW5MZWFzZRINCgVvd25lchgBIAEoCRINCgVlcG9jaBgCIAEoAxIuCgpleHBpcmVzX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCLQAQoSUGxheWJvb2tSdW5EZXRhaWxzEhAKCGJpbmRpbmdzGAEgASgJEksKEGl0ZXJhdGlvbl9jb3VudHMYAiADKAsyMS5yYm9vay52MS5QbGF5Ym9va1J1bkRldGFpbHMuSXRlcmF0aW9uQ291bnRzRW50cnkSDwoHZXBpY19pZBgDIAEoCRISCgpzZXNzaW9uX2lkGAQgASgJGjYKFEl0ZXJhdGlvbkNvdW50c0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoBToCOAEiwgEKCEV2aWRlbmNlEhEKCXN0ZXBfbmFtZRgBIAEoCRIMCgR0eXBlGAIgASgJEhIKBWlucHV0GAMgASgJSACIAQESDgoGb3V0cHV0GAQgASgJEiQKBnN0YXR1cxgFIAEoDjIULnJib29rLnYxLlN0ZXBTdGF0dXMSFQoNdGltZXN0YW1wX3V0YxgGIAEoCRIZCgxzb3VyY2VfaW5wdXQYByABKAlIAYgBAUIICgZfaW5wdXRCDwoNX3NvdXJjZV9pbnB1dCL2AgoKVHJhbnNpdGlvbhIOCgZydW5faWQYASABKAkSCwoDc2VxGAIgASgDEiYKBGtpbmQYAyABKA4yGC5yYm9vay52MS5UcmFuc2l0aW9uS2luZBIoCgR0aW1lGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBISCgpzdGVwX2luZGV4GAUgASgFEhEKCXN0ZXBfbmFtZRgGIAEoCRIRCglzdGVwX3R5cGUYByABKAkSJAoIZXZpZGVuY2UYCCABKAsyEi5yYm9vay52MS5FdmlkZW5jZRInCgpydW5fc3RhdHVzGAkgASgOMhMucmJvb2sudjEuUnVuU3RhdHVzEhgKEGxhc3RfZGVwbG95X25hbWUYCiABKAkSDwoHbWVzc2FnZRgLIAEoCRIvCgtyZWNvcmRlZF9hdBgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFAoMcm9sbGJhY2tfZm9yGA0gASgJKqEBCglSdW5TdGF0dXMSGgoWUlVOX1NUQVRVU19VTlNQRUNJRklFRBAAEhYKElJVTl9TVEFUVVNfUlVOTklORxABEhUKEVJVTl9TVEFUVVNfUEFVU0VEEAISFQoRUlVOX1NUQVRVU19GQUlMRUQQAxIYChRSVU5fU1RBVFVTX1NVQ0NFRURFRBAEEhgKFFJVTl9TVEFUVVNfQ0FOQ0VMTEVEEAUqsAEKClN0ZXBTdGF0dXMSGwoXU1RFUF9TVEFUVVNfVU5TUEVDSUZJRUQQABIUChBTVEVQX1NUQVRVU19QQVNTEAESFAoQU1RFUF9TVEFUVVNfRkFJTBACEhkKFVNURVBfU1RBVFVTX1RJTUVEX09VVBADEhcKE1NURVBfU1RBVFVTX1NLSVBQRUQQBBIlCiFTVEVQX1NUQVRVU19BV0FJVElOR19DT05GSVJNQVRJT04QBSqhAgoOVHJhbnNpdGlvbktpbmQSHwobVFJBTlNJVElPTl9LSU5EX1VOU1BFQ0lGSUVEEAASHwobVFJBTlNJVElPTl9LSU5EX1JVTl9TVEFSVEVEEAESIAocVFJBTlNJVElPTl9LSU5EX1NURVBfU1RBUlRFRBACEiEKHVRSQU5TSVRJT05fS0lORF9TVEVQX0ZJTklTSEVEEAMSHwobVFJBTlNJVElPTl9LSU5EX0dBVEVfT1BFTkVEEAQSIAocVFJBTlNJVElPTl9LSU5EX0dBVEVfREVDSURFRBAFEiAKHFRSQU5TSVRJT05fS0lORF9SVU5fRklOSVNIRUQQBhIjCh9UUkFOU0lUSU9OX0tJTkRfUlVOX0lOVEVSUlVQVEVEEAcqUAoHUnVuS2luZBIYChRSVU5fS0lORF9VTlNQRUNJRklFRBAAEhQKEFJVTl9LSU5EX1JVTkJPT0sQARIVChFSVU5fS0lORF9QTEFZQk9PSxACQjZaNGdpdGh1Yi5jb20vcmJvb2tocS9yYm9vay1hY3Rpb24vZ2VuL3Jib29rL3YxO3Jib29rdjFiBnByb3RvMw", [file_google_protobuf_timestamp]);
+  fileDesc("ChJyYm9vay92MS9ydW4ucHJvdG8SCHJib29rLnYxIugECgNSdW4SDgoGcnVuX2lkGAEgASgJEh8KBGtpbmQYAiABKA4yES5yYm9vay52MS5SdW5LaW5kEgwKBG5hbWUYAyABKAkSFAoMY29udGVudF9oYXNoGAQgASgJEhQKDGN1cnJlbnRfc3RlcBgFIAEoCRIjCgZzdGF0dXMYBiABKA4yEy5yYm9vay52MS5SdW5TdGF0dXMSLgoKc3RhcnRlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMAoMY29tcGxldGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIVCg1lcnJvcl9jb250ZXh0GAkgASgJEhQKDHNjaGVtYV9oYXNoOBgKIAEoCRITCgt0b3RhbF9zdGVwcxgLIAEoBRIhChlsYXN0X2NvbXBsZXRlZF9zdGVwX2luZGV4GAwgASgFEhoKEmN1cnJlbnRfc3RlcF9pbmRleBgNIAEoBRIYChBsYXN0X2RlcGxveV9uYW1lGA4gASgJEhIKCnN0YXJ0ZWRfYnkYDyABKAkSEAoIbGFzdF9zZXEYECABKAMSLgoKdXBkYXRlZF9hdBgRIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASIQoFbGVhc2UYEiABKAsyEi5yYm9vay52MS5SdW5MZWFzZRIuCghwbGF5Ym9vaxgTIAEoCzIcLnJib29rLnYxLlBsYXlib29rUnVuRGV0YWlscxIrCg5zdGFydGVkX2J5X2pvYhgUIAEoCzITLnJib29rLnYxLkdpdEh1YkpvYiLJAQoJR2l0SHViSm9iEg0KBWFjdG9yGAEgASgJEhIKCnJlcG9zaXRvcnkYAiABKAkSFQoNcmVwb3NpdG9yeV9pZBgDIAEoCRIOCgZydW5faWQYBCABKAkSEwoLcnVuX2F0dGVtcHQYBSABKAkSCwoDc2hhGAYgASgJEhQKDHdvcmtmbG93X3JlZhgHIAEoCRILCgNyZWYYCCABKAkSEwoLZW52aXJvbm1lbnQYCSABKAkSGAoQam9iX3dvcmtmbG93X3JlZhgKIAEoCSJYCghSdW5MZWFzZRINCgVvd25lchgBIAEoCRINCgVlcG9jaBgCIAEoAxIuCgpleHBpcmVzX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCLQAQoSUGxheWJvb2tSdW5EZXRhaWxzEhAKCGJpbmRpbmdzGAEgASgJEksKEGl0ZXJhdGlvbl9jb3VudHMYAiADKAsyMS5yYm9vay52MS5QbGF5Ym9va1J1bkRldGFpbHMuSXRlcmF0aW9uQ291bnRzRW50cnkSDwoHZXBpY19pZBgDIAEoCRISCgpzZXNzaW9uX2lkGAQgASgJGjYKFEl0ZXJhdGlvbkNvdW50c0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoBToCOAEiwgEKCEV2aWRlbmNlEhEKCXN0ZXBfbmFtZRgBIAEoCRIMCgR0eXBlGAIgASgJEhIKBWlucHV0GAMgASgJSACIAQESDgoGb3V0cHV0GAQgASgJEiQKBnN0YXR1cxgFIAEoDjIULnJib29rLnYxLlN0ZXBTdGF0dXMSFQoNdGltZXN0YW1wX3V0YxgGIAEoCRIZCgxzb3VyY2VfaW5wdXQYByABKAlIAYgBAUIICgZfaW5wdXRCDwoNX3NvdXJjZV9pbnB1dCL2AgoKVHJhbnNpdGlvbhIOCgZydW5faWQYASABKAkSCwoDc2VxGAIgASgDEiYKBGtpbmQYAyABKA4yGC5yYm9vay52MS5UcmFuc2l0aW9uS2luZBIoCgR0aW1lGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBISCgpzdGVwX2luZGV4GAUgASgFEhEKCXN0ZXBfbmFtZRgGIAEoCRIRCglzdGVwX3R5cGUYByABKAkSJAoIZXZpZGVuY2UYCCABKAsyEi5yYm9vay52MS5FdmlkZW5jZRInCgpydW5fc3RhdHVzGAkgASgOMhMucmJvb2sudjEuUnVuU3RhdHVzEhgKEGxhc3RfZGVwbG95X25hbWUYCiABKAkSDwoHbWVzc2FnZRgLIAEoCRIvCgtyZWNvcmRlZF9hdBgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFAoMcm9sbGJhY2tfZm9yGA0gASgJKqEBCglSdW5TdGF0dXMSGgoWUlVOX1NUQVRVU19VTlNQRUNJRklFRBAAEhYKElJVTl9TVEFUVVNfUlVOTklORxABEhUKEVJVTl9TVEFUVVNfUEFVU0VEEAISFQoRUlVOX1NUQVRVU19GQUlMRUQQAxIYChRSVU5fU1RBVFVTX1NVQ0NFRURFRBAEEhgKFFJVTl9TVEFUVVNfQ0FOQ0VMTEVEEAUqsAEKClN0ZXBTdGF0dXMSGwoXU1RFUF9TVEFUVVNfVU5TUEVDSUZJRUQQABIUChBTVEVQX1NUQVRVU19QQVNTEAESFAoQU1RFUF9TVEFUVVNfRkFJTBACEhkKFVNURVBfU1RBVFVTX1RJTUVEX09VVBADEhcKE1NURVBfU1RBVFVTX1NLSVBQRUQQBBIlCiFTVEVQX1NUQVRVU19BV0FJVElOR19DT05GSVJNQVRJT04QBSqhAgoOVHJhbnNpdGlvbktpbmQSHwobVFJBTlNJVElPTl9LSU5EX1VOU1BFQ0lGSUVEEAASHwobVFJBTlNJVElPTl9LSU5EX1JVTl9TVEFSVEVEEAESIAocVFJBTlNJVElPTl9LSU5EX1NURVBfU1RBUlRFRBACEiEKHVRSQU5TSVRJT05fS0lORF9TVEVQX0ZJTklTSEVEEAMSHwobVFJBTlNJVElPTl9LSU5EX0dBVEVfT1BFTkVEEAQSIAocVFJBTlNJVElPTl9LSU5EX0dBVEVfREVDSURFRBAFEiAKHFRSQU5TSVRJT05fS0lORF9SVU5fRklOSVNIRUQQBhIjCh9UUkFOU0lUSU9OX0tJTkRfUlVOX0lOVEVSUlVQVEVEEAcqUAoHUnVuS2luZBIYChRSVU5fS0lORF9VTlNQRUNJRklFRBAAEhQKEFJVTl9LSU5EX1JVTkJPT0sQARIVChFSVU5fS0lORF9QTEFZQk9PSxACQjZaNGdpdGh1Yi5jb20vcmJvb2tocS9yYm9vay1hY3Rpb24vZ2VuL3Jib29rL3YxO3Jib29rdjFiBnByb3RvMw", [file_google_protobuf_timestamp]);
 
 /**
  * Run is one runbook or playbook run. Field names are neutral (issue 6, item 2.3); the
@@ -164,6 +164,15 @@ export type Run = Message<"rbook.v1.Run"> & {
    * @generated from field: rbook.v1.PlaybookRunDetails playbook = 19;
    */
   playbook?: PlaybookRunDetails | undefined;
+
+  /**
+   * The GitHub Actions job that started the run, from the claims of its verified OIDC token
+   * (issue 7, item 5); unset when the run was started by another kind of caller. The gate
+   * policy's four-eyes rule compares approvers with actor.
+   *
+   * @generated from field: rbook.v1.GitHubJob started_by_job = 20;
+   */
+  startedByJob?: GitHubJob | undefined;
 };
 
 /**
@@ -172,6 +181,91 @@ export type Run = Message<"rbook.v1.Run"> & {
  */
 export const RunSchema: GenMessage<Run> = /*@__PURE__*/
   messageDesc(file_rbook_v1_run, 0);
+
+/**
+ * GitHubJob is the GitHub Actions job behind a run: claims of the job's OIDC token
+ * (GitHub, "About security hardening with OpenID Connect"), verified by the control plane.
+ *
+ * @generated from message rbook.v1.GitHubJob
+ */
+export type GitHubJob = Message<"rbook.v1.GitHubJob"> & {
+  /**
+   * Login of the user that triggered the workflow run (claim actor).
+   *
+   * @generated from field: string actor = 1;
+   */
+  actor: string;
+
+  /**
+   * owner/name (claim repository).
+   *
+   * @generated from field: string repository = 2;
+   */
+  repository: string;
+
+  /**
+   * Numeric repository id, as text (claim repository_id).
+   *
+   * @generated from field: string repository_id = 3;
+   */
+  repositoryId: string;
+
+  /**
+   * The workflow run id, as text (claim run_id; GITHUB_RUN_ID).
+   *
+   * @generated from field: string run_id = 4;
+   */
+  runId: string;
+
+  /**
+   * The attempt of the workflow run, as text (claim run_attempt).
+   *
+   * @generated from field: string run_attempt = 5;
+   */
+  runAttempt: string;
+
+  /**
+   * Commit SHA the workflow runs on (claim sha).
+   *
+   * @generated from field: string sha = 6;
+   */
+  sha: string;
+
+  /**
+   * owner/name/.github/workflows/file.yml@ref (claim workflow_ref).
+   *
+   * @generated from field: string workflow_ref = 7;
+   */
+  workflowRef: string;
+
+  /**
+   * Git ref, e.g. refs/heads/main (claim ref).
+   *
+   * @generated from field: string ref = 8;
+   */
+  ref: string;
+
+  /**
+   * The job's environment, empty without one (claim environment).
+   *
+   * @generated from field: string environment = 9;
+   */
+  environment: string;
+
+  /**
+   * The workflow file the job's steps come from, e.g. a reusable workflow (claim job_workflow_ref).
+   *
+   * @generated from field: string job_workflow_ref = 10;
+   */
+  jobWorkflowRef: string;
+};
+
+/**
+ * Describes the message rbook.v1.GitHubJob.
+ * Use `create(GitHubJobSchema)` to create a new message.
+ */
+export const GitHubJobSchema: GenMessage<GitHubJob> = /*@__PURE__*/
+  messageDesc(file_rbook_v1_run, 1);
 
 /**
  * RunLease is the executor lease of a run (issue 6, item 1.2; DESIGN D12). One executor
@@ -213,7 +307,7 @@ export type RunLease = Message<"rbook.v1.RunLease"> & {
  * Use `create(RunLeaseSchema)` to create a new message.
  */
 export const RunLeaseSchema: GenMessage<RunLease> = /*@__PURE__*/
-  messageDesc(file_rbook_v1_run, 1);
+  messageDesc(file_rbook_v1_run, 2);
 
 /**
  * PlaybookRunDetails holds the playbook_runs columns only playbooks use (seed playbooks.txt).
@@ -255,7 +349,7 @@ export type PlaybookRunDetails = Message<"rbook.v1.PlaybookRunDetails"> & {
  * Use `create(PlaybookRunDetailsSchema)` to create a new message.
  */
 export const PlaybookRunDetailsSchema: GenMessage<PlaybookRunDetails> = /*@__PURE__*/
-  messageDesc(file_rbook_v1_run, 2);
+  messageDesc(file_rbook_v1_run, 3);
 
 /**
  * Evidence is one evidence-pack entry with exactly the seed's fields (seed runbook-executor,
@@ -322,7 +416,7 @@ export type Evidence = Message<"rbook.v1.Evidence"> & {
  * Use `create(EvidenceSchema)` to create a new message.
  */
 export const EvidenceSchema: GenMessage<Evidence> = /*@__PURE__*/
-  messageDesc(file_rbook_v1_run, 3);
+  messageDesc(file_rbook_v1_run, 4);
 
 /**
  * Transition is one durable event of a run, mirroring action/engine.Transition. (run_id, seq)
@@ -430,7 +524,7 @@ export type Transition = Message<"rbook.v1.Transition"> & {
  * Use `create(TransitionSchema)` to create a new message.
  */
 export const TransitionSchema: GenMessage<Transition> = /*@__PURE__*/
-  messageDesc(file_rbook_v1_run, 4);
+  messageDesc(file_rbook_v1_run, 5);
 
 /**
  * RunStatus is a run's status. It mirrors the seed's playbook_runs.status words
