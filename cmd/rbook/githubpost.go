@@ -167,7 +167,7 @@ func githubPost(ctx context.Context, c *common, name string, cp deliverFlags, ou
 		return abort("rbook github post: run %s is recorded interrupted, but the control plane %s left approval(s) %s pending (does it predate issue 7?); reject them with 'rbook reject'",
 			st.RunID, url, strings.Join(still, ", "))
 	}
-	fmt.Fprintf(errw, "rbook github post: run %s is unfinished; recorded it interrupted on the control plane %s and withdrew %d pending approval(s). Resume it with: rbook run %s\n",
+	fmt.Fprintf(errw, "rbook github post: run %s is unfinished and recorded interrupted on the control plane %s; %d pending approval(s) withdrawn. Resume it with: rbook run %s\n",
 		st.RunID, url, len(pending), name)
 	return nil
 }

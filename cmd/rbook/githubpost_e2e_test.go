@@ -74,7 +74,7 @@ func TestIssue7_2_GitHubPostWithdrawsTheApprovalsOfAKilledRun(t *testing.T) {
 	}
 
 	out, code = run(t, dir, "", "github", "post", "demo", "--control-plane", url)
-	if code != 0 || strings.Contains(out, "Withdrawn approval") || !strings.Contains(out, "withdrew 0 pending approval(s)") {
+	if code != 0 || strings.Contains(out, "Withdrawn approval") || !strings.Contains(out, "; 0 pending approval(s) withdrawn") {
 		t.Fatalf("post again: exit %d\n%s", code, out)
 	}
 	if n := len(getRun(t, url, s.RunID).GetTransitions()); n != len(ts) {
