@@ -126,7 +126,7 @@ Try it: rbook run demo
 	runCmd.Example = runExample
 	root.AddCommand(runCmd, newStatusCmd(), newCancelCmd(), newRollbackCmd(), newValidateCmd(), newMCPCmd(),
 		newDecideCmd(true), newDecideCmd(false), newRunsCmd(), newGetCmd(), newWatchCmd(), newApprovalsCmd(), newServeCmd(),
-		newVersionCmd())
+		newVersionCmd(), newGitHubCmd())
 	root.SetVersionTemplate("{{.Version}}\n")
 	withUsageErrors(root)
 	return root

@@ -222,6 +222,9 @@ func closedError(a store.Approval) error {
 	case a.Status == store.ApprovalCancelled && a.DecidedBySource == store.SourceSuperseded:
 		return rpcError(connect.CodeFailedPrecondition, CodePlanDigestMismatch,
 			"approval %s was superseded: the run resumed with another plan digest, so its token no longer works", a.ApprovalID)
+	case a.Status == store.ApprovalCancelled && a.DecidedBySource == store.SourceInterrupted:
+		return rpcError(connect.CodeFailedPrecondition, CodeApprovalAlreadyDecided,
+			"approval %s was withdrawn: the job running run %s was interrupted; resume the run to open the gate again", a.ApprovalID, a.RunID)
 	case a.Status == store.ApprovalCancelled:
 		return rpcError(connect.CodeFailedPrecondition, CodeApprovalAlreadyDecided,
 			"approval %s was closed when run %s finished", a.ApprovalID, a.RunID)

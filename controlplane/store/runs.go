@@ -320,6 +320,18 @@ func (s *Store) RecordTransition(ctx context.Context, t Transition, f Fence) (Re
 		if err != nil {
 			return fmt.Errorf("store: update run: %w", err)
 		}
+		if t.Kind == KindRunInterrupted && !run.Status.Final() {
+			// The executor that waited at the gate is gone: withdraw the run's pending
+			// approvals in this transaction, so nobody approves a dead job (issue 7, item 2).
+			withdrawn, err := w.writeApprovals(`UPDATE playbook_approvals SET status = 'cancelled', approved_at = ?,
+				approver = 'system', reason = ?, decided_by_source = ?
+				WHERE run_id = ? AND status = 'pending' RETURNING `+approvalColumns,
+				updatedAt, interruptedReason, SourceInterrupted, t.RunID)
+			if err != nil {
+				return fmt.Errorf("store: withdraw approvals: %w", err)
+			}
+			w.change.Approvals = append(w.change.Approvals, withdrawn...)
+		}
 		res = RecordResult{Progress: run}
 		w.change.Transitions = append(w.change.Transitions, t)
 		w.change.Progress = append(w.change.Progress, run)
@@ -331,6 +343,10 @@ func (s *Store) RecordTransition(ctx context.Context, t Transition, f Fence) (Re
 	}
 	return res, nil
 }
+
+// interruptedReason is the reason recorded on an approval withdrawn by a run_interrupted
+// transition (SourceInterrupted).
+const interruptedReason = "withdrawn: the job running the run was interrupted"
 
 // progress returns the run's progress columns from the writer's cache, else from its row.
 // Errors: ErrNotFound, storage errors.
