@@ -232,7 +232,7 @@ func (t *commandTransport) Connect(ctx context.Context) (sdk.Connection, error) 
 	if err != nil {
 		return nil, err
 	}
-	if err := t.cmd.Start(); err != nil {
+	if err := procgroup.Start(t.cmd); err != nil {
 		return nil, err
 	}
 	return (&sdk.IOTransport{

@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/signal"
 	"os/user"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -353,18 +352,21 @@ type cancelRequest struct {
 func cancelRequestPath(statePath string) string { return statePath + ".cancel" }
 
 // handleSignals turns SIGINT, SIGTERM and SIGHUP into Interrupted, and SIGUSR1 with a cancel
-// request file into a confirmed cancel (case R07). The returned func stops it.
+// request file into a confirmed cancel (case R07). On Windows, Ctrl-C/Ctrl-Break and
+// console close interrupt, and the cancel request file is polled for (signals_windows.go;
+// issue 7, item 1). The returned func stops it.
 func handleSignals(ctx context.Context, cancel context.CancelCauseFunc, statePath string, errw io.Writer) func() {
 	ch := make(chan os.Signal, 4)
-	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGUSR1)
+	signal.Notify(ch, runSignals...)
 	done := make(chan struct{})
+	watchCancelRequests(statePath, ch, done)
 	go func() {
 		for {
 			select {
 			case <-done:
 				return
 			case s := <-ch:
-				if s == syscall.SIGUSR1 {
+				if s == cancelSignal {
 					p := cancelRequestPath(statePath)
 					data, err := os.ReadFile(p)
 					var req cancelRequest
@@ -376,7 +378,7 @@ func handleSignals(ctx context.Context, cancel context.CancelCauseFunc, statePat
 					cancel(engine.CancelRequest{By: req.By})
 					continue
 				}
-				name := map[os.Signal]string{syscall.SIGINT: "SIGINT", syscall.SIGTERM: "SIGTERM", syscall.SIGHUP: "SIGHUP"}[s]
+				name := signalNames[s]
 				if ctx.Err() == nil {
 					fmt.Fprintf(errw, "Received %s: stopping the run and recording it…\n", name)
 				}
