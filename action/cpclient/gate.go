@@ -234,6 +234,11 @@ func (g *Gate) decideLocally(ctx context.Context, token string, d engine.Decisio
 		}
 		return err
 	})
+	if err == nil {
+		// The decision carries the reason the control plane recorded, as one the watch
+		// delivers does (the step output approval-comment; issue 7, item 3).
+		d.Reason = reason
+	}
 	return d, err
 }
 
