@@ -133,7 +133,9 @@ Try it: rbook run demo
 }
 
 func main() {
-	os.Exit(execute(newRootCmd(), os.Stderr))
+	code := execute(newRootCmd(), ciErrWriter{})
+	ciClose()
+	os.Exit(code)
 }
 
 // execute runs the command tree and maps its error to an exit code, printing the message.

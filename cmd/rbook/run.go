@@ -140,7 +140,7 @@ func currentUser() string {
 }
 
 func runRunbook(cmd *cobra.Command, name string, f runFlags, stepIndex *int) error {
-	out, errw := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	out, errw, ci := ciStreams(cmd.OutOrStdout(), cmd.ErrOrStderr(), f.output)
 	plan, rend, err := f.loadWithReports(name)
 	if err != nil {
 		return err
@@ -149,6 +149,7 @@ func runRunbook(cmd *cobra.Command, name string, f runFlags, stepIndex *int) err
 	if err != nil {
 		return abort("%v", err)
 	}
+	ci.attach(v, plan)
 	// Everything that can refuse the run is checked before the state is touched.
 	if err := checkCPURL(cpURLFrom(f.controlPlane)); err != nil {
 		return abort("%v", err)
@@ -245,6 +246,7 @@ func runRunbook(cmd *cobra.Command, name string, f runFlags, stepIndex *int) err
 		drainCP = cpRec.Drain
 	}
 
+	gate = ci.gate(gate, cpURL, embedded, cpOpened(gate))
 	eng := &engine.Engine{
 		Plan:      plan,
 		Executors: execs,
