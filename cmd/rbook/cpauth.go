@@ -6,7 +6,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/spf13/pflag"
+	"github.com/spf13/cobra"
 
 	"github.com/rbookhq/rbook-action/action/cpclient"
 	"github.com/rbookhq/rbook-action/action/github"
@@ -26,8 +26,9 @@ const (
 // environment, see cpAuthMode and cpAuthAudience).
 var cpAuth struct{ mode, audience string }
 
-// addControlPlaneAuthFlags registers --control-plane-auth and --oidc-audience on fs.
-func addControlPlaneAuthFlags(fs *pflag.FlagSet) {
+// addControlPlaneAuthFlags registers --control-plane-auth and --oidc-audience on cmd.
+func addControlPlaneAuthFlags(cmd *cobra.Command) {
+	fs := cmd.Flags()
 	fs.StringVar(&cpAuth.mode, "control-plane-auth", "", "how to authenticate to the control plane: auto (default: $RBOOK_TOKEN if set, "+
 		"else a GitHub OIDC token in a job with `permissions: id-token: write`, else none), token, oidc or none; default $RBOOK_CONTROL_PLANE_AUTH")
 	fs.StringVar(&cpAuth.audience, "oidc-audience", "", "audience of the GitHub OIDC token (default $RBOOK_OIDC_AUDIENCE, else the control-plane URL)")

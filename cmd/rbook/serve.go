@@ -113,7 +113,7 @@ Exit codes: 0 after a clean shutdown, 2 bad flags, no secret, or the server coul
 	f.StringVar(&cfg.Addr, "addr", defaultServeAddr, "host:port to listen on (port 0 picks a free one)")
 	f.StringVar(&cfg.DBPath, "db", ".rbook/controlplane.db", "SQLite database file (created if missing)")
 	f.StringVar(&authFile, "auth-file", "", `bearer tokens, one "identity role token" per line (roles: executor, approver, viewer)`)
-	addServeOIDCFlags(f)
+	addServeOIDCFlags(cmd)
 	f.BoolVar(&cfg.Insecure, "insecure", false, "allow a non-loopback --addr without --auth-file or --oidc-config")
 	f.BoolVar(&cfg.ForbidSelfApproval, "forbid-self-approval", false, "refuse Approve by the identity that started the run (E_SELF_APPROVAL)")
 	f.BoolVar(&logJSON, "log-json", false, "write logs as JSON lines instead of text")

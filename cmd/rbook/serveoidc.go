@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/spf13/pflag"
+	"github.com/spf13/cobra"
 
 	"github.com/rbookhq/rbook-action/controlplane/auth"
 	"github.com/rbookhq/rbook-action/controlplane/server"
@@ -13,8 +13,9 @@ import (
 // serveOIDC holds rbook serve's --oidc-config and --public-url (issue 7, item 5).
 var serveOIDC struct{ config, publicURL string }
 
-// addServeOIDCFlags registers --oidc-config and --public-url on fs.
-func addServeOIDCFlags(fs *pflag.FlagSet) {
+// addServeOIDCFlags registers --oidc-config and --public-url on cmd.
+func addServeOIDCFlags(cmd *cobra.Command) {
+	fs := cmd.Flags()
 	fs.StringVar(&serveOIDC.config, "oidc-config", "", "YAML file: GitHub Actions OIDC issuers, audience and the rules that grant executors (see README, OIDC)")
 	fs.StringVar(&serveOIDC.publicURL, "public-url", "", "the URL executors reach this control plane at; the default audience of OIDC tokens")
 }
