@@ -45,8 +45,10 @@ Authentication: --auth-file FILE holds one caller per line, "identity role token
   executor   start runs, record transitions, request approvals, cancel runs
   approver   approve and reject gates, cancel runs
   viewer     read only (every role can read)
-Callers send "Authorization: Bearer <token>". Without --auth-file every call is allowed,
-so a non-loopback --addr is refused unless --insecure is given.
+Callers send "Authorization: Bearer <token>". --oidc-config FILE also admits GitHub Actions
+jobs as executors with their OIDC token (identity oidc:<repository>@<ref>), by the file's
+rules; its audience defaults to --public-url. Without --auth-file or --oidc-config every
+call is allowed, so a non-loopback --addr is refused unless --insecure is given.
 
 SIGINT or SIGTERM shuts down gracefully: open watch streams end (clients reconnect), calls
 in flight finish, the database is closed.
@@ -67,6 +69,10 @@ Exit codes: 0 after a clean shutdown, 2 bad flags, no secret, or the server coul
 				if cfg.Auth, err = server.LoadAuthFile(authFile); err != nil {
 					return abort("rbook serve: %v", err)
 				}
+			}
+			oidcMode, err := applyServeOIDC(&cfg)
+			if err != nil {
+				return abort("rbook serve: %v", err)
 			}
 			var h slog.Handler = slog.NewTextHandler(cmd.ErrOrStderr(), nil)
 			if logJSON {
@@ -89,6 +95,11 @@ Exit codes: 0 after a clean shutdown, 2 bad flags, no secret, or the server coul
 			if cfg.Auth != nil {
 				mode = "auth file " + authFile
 			}
+			if oidcMode != "" && cfg.Auth != nil {
+				mode += ", " + oidcMode
+			} else if oidcMode != "" {
+				mode = oidcMode
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "rbook control plane listening on %s (db %s, %s)\n", r.URL(), cfg.DBPath, mode)
 			<-ctx.Done()
 			cfg.Logger.Info("shutting down", "cause", context.Cause(ctx).Error())
@@ -102,7 +113,8 @@ Exit codes: 0 after a clean shutdown, 2 bad flags, no secret, or the server coul
 	f.StringVar(&cfg.Addr, "addr", defaultServeAddr, "host:port to listen on (port 0 picks a free one)")
 	f.StringVar(&cfg.DBPath, "db", ".rbook/controlplane.db", "SQLite database file (created if missing)")
 	f.StringVar(&authFile, "auth-file", "", `bearer tokens, one "identity role token" per line (roles: executor, approver, viewer)`)
-	f.BoolVar(&cfg.Insecure, "insecure", false, "allow a non-loopback --addr without --auth-file")
+	addServeOIDCFlags(cmd)
+	f.BoolVar(&cfg.Insecure, "insecure", false, "allow a non-loopback --addr without --auth-file or --oidc-config")
 	f.BoolVar(&cfg.ForbidSelfApproval, "forbid-self-approval", false, "refuse Approve by the identity that started the run (E_SELF_APPROVAL)")
 	f.BoolVar(&logJSON, "log-json", false, "write logs as JSON lines instead of text")
 	return cmd

@@ -382,7 +382,11 @@ type cancelTarget struct {
 func reachForCancel(ctx context.Context, st *state.State, cp deliverFlags) (*cancelTarget, error) {
 	url, stop, err := outboxTarget(ctx, st, cp.url)
 	if err == nil {
-		c := cpclient.New(url, os.Getenv("RBOOK_TOKEN"))
+		var c *cpclient.Client
+		if c, err = newCPClient(url, st.ControlPlaneEmbedded); err != nil {
+			stop()
+			return nil, abort("%v", err)
+		}
 		c.Deadline = cp.timeout
 		var last int64
 		if last, err = c.LastSeq(ctx, st.RunID); err == nil {

@@ -14,6 +14,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/rbookhq/rbook-action/controlplane/auth"
 	"github.com/rbookhq/rbook-action/gen/rbook/v1/rbookv1connect"
 )
 
@@ -84,6 +85,9 @@ type Caller struct {
 	Identity string
 	// Role decides which procedures the caller may use (writeRoles).
 	Role Role
+	// GitHub holds the verified claims of a GitHub Actions OIDC caller (issue 7, item 5;
+	// identity oidc:<repository>@<ref>, role executor); nil for an auth-file caller.
+	GitHub *auth.GitHubClaims
 }
 
 type authEntry struct {
@@ -95,6 +99,8 @@ type authEntry struct {
 // SHA-256 hashes and compared in constant time.
 type Authenticator struct {
 	entries []authEntry
+	// oidc, when set, verifies bearer values shaped like a JWT (Options.OIDC; oidc.go).
+	oidc *auth.Verifier
 }
 
 // LoadAuthFile reads an auth file: one caller per line, "identity role token", where role
@@ -189,9 +195,20 @@ func (a *Authenticator) authorize(ctx context.Context, procedure string, h http.
 		return ctx, rpcError(connect.CodeUnauthenticated, CodeUnauthenticated,
 			"this control plane needs one \"Authorization: Bearer <token>\" header, with a token from its auth file and no other spaces")
 	}
-	c, found := a.lookup(tok)
-	if !found {
-		return ctx, rpcError(connect.CodeUnauthenticated, CodeUnauthenticated, "the bearer token is not in this control plane's auth file")
+	var c Caller
+	if a.oidc != nil && auth.LooksLikeJWT(tok) {
+		var err error
+		if c, err = a.verifyOIDC(ctx, tok); err != nil {
+			return ctx, err
+		}
+	} else if len(a.entries) == 0 {
+		return ctx, rpcError(connect.CodeUnauthenticated, CodeUnauthenticated,
+			"this control plane accepts only GitHub Actions OIDC tokens (a JWT), and the bearer token is not one")
+	} else {
+		found := false
+		if c, found = a.lookup(tok); !found {
+			return ctx, rpcError(connect.CodeUnauthenticated, CodeUnauthenticated, "the bearer token is not in this control plane's auth file")
+		}
 	}
 	if roles, write := writeRoles[procedure]; write {
 		allowed := false

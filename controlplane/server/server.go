@@ -23,6 +23,7 @@ import (
 	"connectrpc.com/grpcreflect"
 
 	"github.com/rbookhq/rbook-action/controlplane/approval"
+	"github.com/rbookhq/rbook-action/controlplane/auth"
 	"github.com/rbookhq/rbook-action/controlplane/store"
 	"github.com/rbookhq/rbook-action/gen/rbook/v1/rbookv1connect"
 )
@@ -39,6 +40,10 @@ type Options struct {
 	// Auth checks bearer tokens on every rbook.v1 RPC; nil turns auth off (loopback laptop
 	// mode: every call is allowed). Reflection and health never need a token.
 	Auth *Authenticator
+	// OIDC verifies GitHub Actions OIDC tokens (issue 7, item 5): a bearer value shaped like a
+	// JWT goes to it, anything else to Auth. With OIDC and no Auth, only OIDC callers get in.
+	// New attaches it to Auth (creating an empty one when Auth is nil).
+	OIDC *auth.Verifier
 	// ForbidSelfApproval refuses Approve by the identity that started the run
 	// (E_SELF_APPROVAL; issue 3, item 4). Meaningful with Auth: without it identities are
 	// whatever callers claim.
@@ -91,6 +96,13 @@ func New(st *store.Store, opts Options) (*Server, error) {
 	}
 	unsubscribe := st.Subscribe(s.hub.publish)
 
+	if opts.OIDC != nil {
+		if opts.Auth == nil {
+			opts.Auth = &Authenticator{}
+		}
+		opts.Auth.oidc = opts.OIDC
+		s.opts.Auth = opts.Auth
+	}
 	interceptors := []connect.Interceptor{logInterceptor{s.log}}
 	if opts.Auth != nil {
 		interceptors = append(interceptors, authInterceptor{opts.Auth})

@@ -55,12 +55,12 @@ func (s *Store) StartRun(ctx context.Context, nr NewRun) (run Run, outcome Start
 		res, err := w.execSQL(`INSERT INTO playbook_runs
 			(run_id, playbook_name, playbook_hash, bindings, status, epic_id, session_id, started_at,
 			 schema_hash8, total_steps, started_by, updated_at, kind, owner, owner_id_hash, lease_epoch,
-			 lease_seconds, lease_expires_at)
-			VALUES (?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)
+			 lease_seconds, lease_expires_at, `+githubJobColumns+`)
+			VALUES (?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (run_id) DO NOTHING`,
-			nr.RunID, nr.PlaybookName, nr.PlaybookHash, bindings, nullString(nr.EpicID), nullString(nr.SessionID),
-			formatTime(startedAt), nr.SchemaHash8, nr.TotalSteps, nullString(nr.StartedBy), formatTime(now),
-			string(nr.Kind), nr.Owner, nr.OwnerIDHash, leaseSecs, expires)
+			append([]any{nr.RunID, nr.PlaybookName, nr.PlaybookHash, bindings, nullString(nr.EpicID), nullString(nr.SessionID),
+				formatTime(startedAt), nr.SchemaHash8, nr.TotalSteps, nullString(nr.StartedBy), formatTime(now),
+				string(nr.Kind), nr.Owner, nr.OwnerIDHash, leaseSecs, expires}, githubJobArgs(nr.GitHub)...)...)
 		if err != nil {
 			return fmt.Errorf("store: insert run: %w", err)
 		}
@@ -187,6 +187,9 @@ func validateNewRun(nr *NewRun) error {
 		if err := checkText(f.name, f.v, f.required, MaxIDBytes); err != nil {
 			return err
 		}
+	}
+	if err := validateGitHubJob(nr.GitHub); err != nil {
+		return err
 	}
 	if nr.TotalSteps < 0 {
 		return fmt.Errorf("%w: total_steps is %d, must be >= 0", ErrInvalidArgument, nr.TotalSteps)

@@ -258,6 +258,10 @@ type NewRun struct {
 	TakeOver bool
 	// Lease is the lease duration; zero means DefaultLease, else MinLease..MaxLease.
 	Lease time.Duration
+	// GitHub is the job that starts the run, from its verified OIDC token (issue 7, item 5);
+	// nil for any other caller. Stored when the run is created only: a resume or take-over
+	// keeps the starter's job, as it keeps started_by.
+	GitHub *GitHubJob
 }
 
 // StartOutcome says what StartRun did.
@@ -313,6 +317,8 @@ type Run struct {
 	LeaseEpoch     int64
 	LeaseSeconds   int
 	LeaseExpiresAt time.Time
+	// GitHub is the GitHub Actions job that started the run (migration 0005), nil if none.
+	GitHub *GitHubJob
 }
 
 // Evidence is one evidence-pack entry (seed runbook-executor, Step 7; mirrors engine.Evidence).
