@@ -47,6 +47,84 @@ func TestIssue7_2_ShimNodeTests(t *testing.T) {
 	}
 }
 
+// fakeRelease is the Action as a runner checks it out plus GitHub's release download for it:
+// the real rbook packed by .ci/release for this OS/arch under version, an action folder
+// (action/shim/*.js and the release.json .ci/release wrote) and a local server that redirects
+// /owner/repo/releases/download/<version>/<archive> to the asset, as github.com does.
+type fakeRelease struct {
+	root, version, actionDir, url string
+	mu                            sync.Mutex
+	requests                      []string
+}
+
+func newFakeRelease(t *testing.T) *fakeRelease {
+	t.Helper()
+	fr := &fakeRelease{root: t.TempDir(), version: "v0.0.0-shimtest"}
+	root, version := fr.root, fr.version
+	dist := filepath.Join(root, "dist")
+	target := runtime.GOOS + "/" + runtime.GOARCH
+	pack := exec.Command("go", "run", "./.ci/release", "-version", version, "-out", dist, "-targets", target, "-bin", rbookBin)
+	pack.Dir = filepath.Join("..", "..")
+	if out, err := pack.CombinedOutput(); err != nil {
+		t.Fatalf("go run ./.ci/release: %v\n%s", err, out)
+	}
+	fr.actionDir = filepath.Join(root, "action-repo")
+	actionDir := fr.actionDir
+	os.MkdirAll(filepath.Join(actionDir, "action", "shim"), 0o755)
+	for _, f := range []string{"lib.js", "main.js", "post.js"} {
+		os.WriteFile(filepath.Join(actionDir, "action", "shim", f), []byte(readFile(t, filepath.Join("..", "..", "action", "shim", f))), 0o644)
+	}
+	os.WriteFile(filepath.Join(actionDir, "action", "shim", "release.json"), []byte(readFile(t, filepath.Join(dist, "release.json"))), 0o644)
+	name := "rbook_" + version + "_" + runtime.GOOS + "_" + runtime.GOARCH + ".tar.gz"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fr.mu.Lock()
+		fr.requests = append(fr.requests, r.URL.Path)
+		fr.mu.Unlock()
+		switch r.URL.Path {
+		case "/owner/repo/releases/download/" + version + "/" + name:
+			http.Redirect(w, r, "/asset/"+name, http.StatusFound)
+		case "/asset/" + name:
+			http.ServeFile(w, r, filepath.Join(dist, name))
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	fr.url = srv.URL
+	return fr
+}
+
+// env is a simulated runner's environment for the Action at this release: the GITHUB_*
+// file commands under the release's folder, the tool cache, and the given INPUT_* pairs.
+func (fr *fakeRelease) env(inputs ...string) []string {
+	env := append(os.Environ(), "GITHUB_ACTIONS=true", "RBOOK_CONTROL_PLANE=", "RBOOK_TOKEN=", "GITHUB_STATE="+fr.path("github_state"),
+		"GITHUB_OUTPUT="+fr.path("github_output"), "GITHUB_STEP_SUMMARY="+fr.path("summary.md"),
+		"GITHUB_SERVER_URL="+fr.url, "GITHUB_ACTION_REPOSITORY=owner/repo", "GITHUB_ACTION_REF="+fr.version, "GITHUB_ACTION_PATH="+fr.actionDir,
+		"RUNNER_TOOL_CACHE="+fr.path("toolcache"), "RUNNER_TEMP="+fr.root, "INPUT_BUILD-FROM-SOURCE=false")
+	return append(env, inputs...)
+}
+
+// path is a file of the simulated runner.
+func (fr *fakeRelease) path(name string) string { return filepath.Join(fr.root, name) }
+
+// entry is the path of one of the Action's entry points ("main.js", "post.js").
+func (fr *fakeRelease) entry(name string) string {
+	return filepath.Join(fr.actionDir, "action", "shim", name)
+}
+
+// postEnv is env plus main's saved GITHUB_STATE as STATE_<name>, as the runner passes it to post.
+func (fr *fakeRelease) postEnv(t *testing.T, env []string) []string {
+	t.Helper()
+	saved := readFile(t, fr.path("github_state"))
+	for _, m := range regexp.MustCompile(`(?m)^(\w+)<<(ghadelimiter_[0-9a-f-]+)\n(.*)\n(ghadelimiter_[0-9a-f-]+)$`).FindAllStringSubmatch(saved, -1) {
+		if m[2] != m[4] {
+			t.Fatalf("GITHUB_STATE delimiters differ: %q", m[0])
+		}
+		env = append(env, "STATE_"+m[1]+"="+m[3])
+	}
+	return env
+}
+
 // Issue 7, item 2, as a simulated runner: node runs the Action's main.js, which downloads the
 // real rbook (packed by .ci/release) from a local release server, checks it against
 // release.json and runs the demo against `rbook serve`; SIGINT to node at the gate makes
@@ -57,48 +135,11 @@ func TestIssue7_2_ShimRunsTheReleaseBinaryAndForwardsSIGINT(t *testing.T) {
 	if runtime.GOOS == "windows" {
 		t.Skip("signals are POSIX here")
 	}
-	root := t.TempDir()
-	const version = "v0.0.0-shimtest"
-	dist := filepath.Join(root, "dist")
-	target := runtime.GOOS + "/" + runtime.GOARCH
-	pack := exec.Command("go", "run", "./.ci/release", "-version", version, "-out", dist, "-targets", target, "-bin", rbookBin)
-	pack.Dir = filepath.Join("..", "..")
-	if out, err := pack.CombinedOutput(); err != nil {
-		t.Fatalf("go run ./.ci/release: %v\n%s", err, out)
-	}
-	actionDir := filepath.Join(root, "action-repo")
-	os.MkdirAll(filepath.Join(actionDir, "action", "shim"), 0o755)
-	for _, f := range []string{"lib.js", "main.js", "post.js"} {
-		os.WriteFile(filepath.Join(actionDir, "action", "shim", f), []byte(readFile(t, filepath.Join("..", "..", "action", "shim", f))), 0o644)
-	}
-	os.WriteFile(filepath.Join(actionDir, "action", "shim", "release.json"), []byte(readFile(t, filepath.Join(dist, "release.json"))), 0o644)
-	name := "rbook_" + version + "_" + runtime.GOOS + "_" + runtime.GOARCH + ".tar.gz"
-	var mu sync.Mutex
-	var requests []string
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		requests = append(requests, r.URL.Path)
-		mu.Unlock()
-		switch r.URL.Path {
-		case "/owner/repo/releases/download/" + version + "/" + name:
-			http.Redirect(w, r, "/asset/"+name, http.StatusFound)
-		case "/asset/" + name:
-			http.ServeFile(w, r, filepath.Join(dist, name))
-		default:
-			http.NotFound(w, r)
-		}
-	}))
-	defer srv.Close()
-
+	fr := newFakeRelease(t)
 	dir := workdir(t)
 	url := serveCP(t, dir)
-	stateFile := filepath.Join(root, "github_state")
-	env := append(os.Environ(), "GITHUB_ACTIONS=true", "RBOOK_CONTROL_PLANE=", "GITHUB_STATE="+stateFile,
-		"GITHUB_OUTPUT="+filepath.Join(root, "github_output"), "GITHUB_STEP_SUMMARY="+filepath.Join(root, "summary.md"),
-		"GITHUB_SERVER_URL="+srv.URL, "GITHUB_ACTION_REPOSITORY=owner/repo", "GITHUB_ACTION_REF="+version, "GITHUB_ACTION_PATH="+actionDir,
-		"RUNNER_TOOL_CACHE="+filepath.Join(root, "toolcache"), "RUNNER_TEMP="+root,
-		"INPUT_RUNBOOK=demo", "INPUT_DIR=runbooks", "INPUT_CONTROL-PLANE="+url, "INPUT_BUILD-FROM-SOURCE=false")
-	main := exec.Command(node, filepath.Join(actionDir, "action", "shim", "main.js"))
+	env := fr.env("INPUT_RUNBOOK=demo", "INPUT_DIR=runbooks", "INPUT_CONTROL-PLANE="+url)
+	main := exec.Command(node, fr.entry("main.js"))
 	main.Dir, main.Env = dir, env
 	pr, pw, _ := os.Pipe()
 	main.Stdout, main.Stderr = pw, pw
@@ -142,11 +183,11 @@ func TestIssue7_2_ShimRunsTheReleaseBinaryAndForwardsSIGINT(t *testing.T) {
 	if !strings.Contains(log.String(), "downloaded and verified (SHA-256 ") {
 		t.Errorf("main.js did not say it verified the download:\n%s", log.String())
 	}
-	mu.Lock()
-	if len(requests) != 2 {
-		t.Errorf("release server requests %v, want the redirect and the asset", requests)
+	fr.mu.Lock()
+	if len(fr.requests) != 2 {
+		t.Errorf("release server requests %v, want the redirect and the asset", fr.requests)
 	}
-	mu.Unlock()
+	fr.mu.Unlock()
 	s := readState(t, dir)
 	if s.Interrupted == nil || !strings.Contains(s.Interrupted.Reason, "interrupted by SIGINT") {
 		t.Fatalf("state after SIGINT: %+v\n%s", s.Interrupted, log.String())
@@ -157,15 +198,8 @@ func TestIssue7_2_ShimRunsTheReleaseBinaryAndForwardsSIGINT(t *testing.T) {
 	}
 
 	// post.js gets main's saved state as STATE_<name>, as the runner passes it.
-	saved := readFile(t, stateFile)
-	post := exec.Command(node, filepath.Join(actionDir, "action", "shim", "post.js"))
-	post.Env = env
-	for _, m := range regexp.MustCompile(`(?m)^(\w+)<<(ghadelimiter_[0-9a-f-]+)\n(.*)\n(ghadelimiter_[0-9a-f-]+)$`).FindAllStringSubmatch(saved, -1) {
-		if m[2] != m[4] {
-			t.Fatalf("GITHUB_STATE delimiters differ: %q", m[0])
-		}
-		post.Env = append(post.Env, "STATE_"+m[1]+"="+m[3])
-	}
+	post := exec.Command(node, fr.entry("post.js"))
+	post.Env = fr.postEnv(t, env)
 	out, err := post.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "run "+s.RunID+" is unfinished and recorded interrupted on the control plane "+url+"; 0 pending approval(s) withdrawn") {
 		t.Fatalf("post.js: %v\n%s", err, out)
