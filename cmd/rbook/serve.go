@@ -103,7 +103,8 @@ Exit codes: 0 after a clean shutdown, 2 bad flags, no secret, or the server coul
 	f.StringVar(&cfg.DBPath, "db", ".rbook/controlplane.db", "SQLite database file (created if missing)")
 	f.StringVar(&authFile, "auth-file", "", `bearer tokens, one "identity role token" per line (roles: executor, approver, viewer)`)
 	f.BoolVar(&cfg.Insecure, "insecure", false, "allow a non-loopback --addr without --auth-file")
-	f.BoolVar(&cfg.ForbidSelfApproval, "forbid-self-approval", false, "refuse Approve by the identity that started the run (E_SELF_APPROVAL)")
+	f.Bool("forbid-self-approval", true, "deprecated: the run's starter may never approve its gates unless the gate policy says so")
+	_ = f.MarkDeprecated("forbid-self-approval", "four-eyes is the default (see --gate-policy)")
 	f.BoolVar(&logJSON, "log-json", false, "write logs as JSON lines instead of text")
 	return cmd
 }

@@ -39,10 +39,12 @@ type Options struct {
 	// Auth checks bearer tokens on every rbook.v1 RPC; nil turns auth off (loopback laptop
 	// mode: every call is allowed). Reflection and health never need a token.
 	Auth *Authenticator
-	// ForbidSelfApproval refuses Approve by the identity that started the run
-	// (E_SELF_APPROVAL; issue 3, item 4). Meaningful with Auth: without it identities are
-	// whatever callers claim.
-	ForbidSelfApproval bool
+	// GatePolicy says, per runbook and gate, how many distinct approvers a gate needs, who may
+	// decide it and whether the run's starter may approve (issue 7, item 4); it is captured on
+	// each approval when the gate opens. Nil: every gate needs one approval by anyone with the
+	// approver role, not by the run's starter (approval.Default). Who is who needs Auth:
+	// without it, approver names are unverified and only approvals_required applies.
+	GatePolicy *approval.GatePolicy
 	// Logger receives one line per RPC and storage failures; nil means slog.Default().
 	Logger *slog.Logger
 	// MaxMessageBytes caps request messages; 0 means DefaultMaxMessageBytes.
