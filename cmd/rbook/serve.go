@@ -24,7 +24,7 @@ const (
 // newServeCmd is `rbook serve`: the control plane (issue 3, item 2).
 func newServeCmd() *cobra.Command {
 	var (
-		cfg      server.Config
+		cfg        server.Config
 		authFile   string
 		policyFile string
 		logJSON    bool
