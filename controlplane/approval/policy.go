@@ -222,7 +222,10 @@ func ParseGatePolicy(data []byte, file string) (*GatePolicy, error) {
 		if errors.Is(err, io.EOF) {
 			return nil, fmt.Errorf("%s: empty gate policy: want a mapping with \"rules\"", file)
 		}
-		return nil, fmt.Errorf("%s: %s", file, yamlLine.ReplaceAllString(err.Error(), "line $1: "))
+		if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
+			return nil, fmt.Errorf("%s:%s: %s", file, m[1], err.Error()[len(m[0]):])
+		}
+		return nil, fmt.Errorf("%s: %s", file, strings.TrimPrefix(err.Error(), "yaml: "))
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
