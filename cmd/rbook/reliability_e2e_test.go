@@ -434,7 +434,7 @@ func checkTerminalApproval(t *testing.T, url, runID string) {
 		t.Fatal(err)
 	}
 	as := list.GetApprovals()
-	if len(as) != 1 || as[0].GetStatus() != rbookv1.ApprovalStatus_APPROVAL_STATUS_APPROVED || as[0].GetApprover() != currentUser() ||
+	if len(as) != 1 || as[0].GetStatus() != rbookv1.ApprovalStatus_APPROVAL_STATUS_APPROVED || as[0].GetApprover() != "unverified:"+currentUser() ||
 		as[0].GetReason() != "answered at the executor's terminal: yes" {
 		t.Fatalf("approvals of %s: %v", runID, as)
 	}
@@ -466,7 +466,7 @@ func TestIssue6_1_6_TypedAnswerNeverLost(t *testing.T) {
 		s := readState(t, dir)
 		resp := getRun(t, cp.url(), s.RunID)
 		checkTransitions(t, resp, rbookv1.RunStatus_RUN_STATUS_SUCCEEDED)
-		if s.steps() != demoPass || len(approves(px)) != 4 || !strings.Contains(decidedMessage(resp), "approved by "+currentUser()) {
+		if s.steps() != demoPass || len(approves(px)) != 4 || !strings.Contains(decidedMessage(resp), "approved by unverified:"+currentUser()) {
 			t.Fatalf("steps %q, %d Approve calls, gate_decided %q", s.steps(), len(approves(px)), decidedMessage(resp))
 		}
 		checkTerminalApproval(t, cp.url(), s.RunID)
@@ -497,7 +497,7 @@ func TestIssue6_1_6_TypedAnswerNeverLost(t *testing.T) {
 		resp := getRun(t, cp.url(), s.RunID)
 		checkTransitions(t, resp, rbookv1.RunStatus_RUN_STATUS_SUCCEEDED)
 		// The retry met E_APPROVAL_ALREADY_DECIDED; the decision is the person's own.
-		if s.steps() != demoPass || len(approves(px)) != 2 || !strings.Contains(decidedMessage(resp), "approved by "+currentUser()+" via control-plane: answered at the executor's terminal: yes") {
+		if s.steps() != demoPass || len(approves(px)) != 2 || !strings.Contains(decidedMessage(resp), "approved by unverified:"+currentUser()+" via control-plane: answered at the executor's terminal: yes") {
 			t.Fatalf("steps %q, %d Approve calls, gate_decided %q", s.steps(), len(approves(px)), decidedMessage(resp))
 		}
 		checkTerminalApproval(t, cp.url(), s.RunID)

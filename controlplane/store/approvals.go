@@ -88,7 +88,10 @@ func (s *Store) CreateApproval(ctx context.Context, na NewApproval) (a Approval,
 			if err != nil && !errors.Is(err, sql.ErrNoRows) {
 				return fmt.Errorf("store: read approval: %w", err)
 			}
-			if err == nil && (decided.Status == ApprovalApproved || decided.Status == ApprovalRejected) {
+			// A gate its deadline closed (rejected, "timed out after …") is no person's
+			// decision: a resumed run asks again, as it did for expired gates.
+			if err == nil && (decided.Status == ApprovalApproved || decided.Status == ApprovalRejected) &&
+				decided.DecidedBySource != SourceDeadline {
 				var seen int
 				if err := w.readRow(`SELECT COUNT(*) FROM run_transitions WHERE run_id = ? AND kind = ? AND step_name = ?
 					AND (recorded_at IS NULL OR recorded_at >= ?)`,

@@ -175,6 +175,12 @@ func TestIssue7_4_StoreExpiryRejectsTimedOut(t *testing.T) {
 	if page, _ := s.ListApprovals(ctx, ApprovalFilter{Status: ApprovalPending}); len(page.Approvals) != 0 {
 		t.Fatalf("pending after expiry: %+v", page.Approvals)
 	}
+	// A resumed run asks again: the timed-out gate is no decision to hand back.
+	again := newApproval("a2", "R1", "approve")
+	again.RequestedAt, again.Deadline = na.Deadline.Add(time.Second), na.Deadline.Add(time.Hour)
+	if a, created, err := s.CreateApproval(ctx, again); err != nil || !created || a.ApprovalID != "a2" || a.Status != ApprovalPending {
+		t.Fatalf("reopening after a timeout = %+v, created %v, %v; want a new pending gate", a, created, err)
+	}
 }
 
 // The reason rounds the open time up to whole seconds: a deadline truncated to the second
