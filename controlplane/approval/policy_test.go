@@ -126,3 +126,26 @@ func TestIssue7_4_GatePolicyErrors(t *testing.T) {
 		t.Errorf("the documented maximum: %+v, %v", p, err)
 	}
 }
+
+// The README's sample gate policy (section "Gate policy") loads and means what it says.
+func TestIssue7_4_ReadmeSamplePolicyLoads(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(b), "```yaml\n# gates.yaml")
+	body, _, ok2 := strings.Cut(rest, "```")
+	if !ok || !ok2 {
+		t.Fatal("README.md has no gates.yaml sample")
+	}
+	p, err := approval.ParseGatePolicy([]byte(body), "README gates.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := p.For("prod-eu", "confirm-rollout"); r.ApprovalsRequired != 2 || len(r.AllowedApprovers) != 3 || r.StarterMayApprove {
+		t.Fatalf("prod gate: %+v", r)
+	}
+	if r := p.For("staging", "confirm-rollout"); r.ApprovalsRequired != 1 || !r.StarterMayApprove {
+		t.Fatalf("staging gate: %+v", r)
+	}
+}
