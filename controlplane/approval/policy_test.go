@@ -138,7 +138,7 @@ func TestIssue7_4_ReadmeSamplePolicyLoads(t *testing.T) {
 	if !ok || !ok2 {
 		t.Fatal("README.md has no gates.yaml sample")
 	}
-	p, err := approval.ParseGatePolicy([]byte(body), "README gates.yaml")
+	p, err := approval.ParseGatePolicy([]byte("# gates.yaml"+body), "README gates.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
