@@ -89,18 +89,14 @@ func (c *Client) SetFence(ownerID string, epoch int64) { c.ownerID = ownerID; c.
 // New returns a client for baseURL (http://host:port or https://…). bearer, when set, is sent
 // as "Authorization: Bearer …" on every call; it is never logged. The HTTP client is h2c for
 // http:// URLs and HTTP/2-or-HTTP/1.1 over TLS for https:// ones, with HTTP/2 pings (see
-// PingInterval); unary calls get AttemptTimeout when their context has no deadline.
+// PingInterval); unary calls get AttemptTimeout when their context has no deadline. See
+// NewWithTokenSource for a token that changes (a GitHub OIDC token).
 func New(baseURL, bearer string) *Client {
-	baseURL = strings.TrimRight(baseURL, "/")
-	c := &Client{URL: baseURL}
-	opts := []connect.ClientOption{connect.WithInterceptors(attemptInterceptor{c})}
+	var ts TokenSource
 	if bearer != "" {
-		opts = append(opts, connect.WithInterceptors(bearerInterceptor(bearer)))
+		ts = StaticToken(bearer)
 	}
-	hc := &http.Client{Transport: transport(baseURL)}
-	c.Runs = rbookv1connect.NewRunServiceClient(hc, baseURL, opts...)
-	c.Approvals = rbookv1connect.NewApprovalServiceClient(hc, baseURL, opts...)
-	return c
+	return NewWithTokenSource(baseURL, ts)
 }
 
 // transport is the HTTP transport for baseURL: h2c prior knowledge for http:// (HTTP/1.1 has
@@ -152,27 +148,6 @@ func (a attemptInterceptor) WrapStreamingClient(next connect.StreamingClientFunc
 }
 
 func (a attemptInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
-	return next
-}
-
-type bearerInterceptor string
-
-func (b bearerInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
-	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-		req.Header().Set("Authorization", "Bearer "+string(b))
-		return next(ctx, req)
-	}
-}
-
-func (b bearerInterceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
-	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
-		conn := next(ctx, spec)
-		conn.RequestHeader().Set("Authorization", "Bearer "+string(b))
-		return conn
-	}
-}
-
-func (b bearerInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
 	return next
 }
 

@@ -24,6 +24,11 @@ type Gate struct {
 	Local engine.Gate
 	// Who is recorded as the approver of a Local decision.
 	Who string
+	// Opened, when set, is told the approval id, its token and the deadline the approval
+	// really closes at (a reopened gate keeps its original one) once the gate is open,
+	// before Announce: a GitHub runner masks the token and says at the gate how to decide it
+	// (issue 7, items 3 and 4).
+	Opened func(approvalID, token string, deadline time.Time)
 	// Announce is told the approval id and token once the gate is open (to print
 	// "rbook approve <token>" on a terminal, or only the id in CI: the token is a secret).
 	Announce func(approvalID, token string)
@@ -84,9 +89,6 @@ func (g *Gate) Await(ctx context.Context, req engine.GateRequest) (engine.Decisi
 		return engine.Decision{}, fmt.Errorf("control plane %s: RequestApproval: %w", g.C.URL, err)
 	}
 	id, token := opened.GetApproval().GetApprovalId(), opened.GetToken()
-	if g.Announce != nil {
-		g.Announce(id, token)
-	}
 	// The approval closes at its own deadline; a gate reopened after a restart keeps the
 	// approval (and token) it had, with its original, earlier deadline. The Local gate's
 	// prompt states that one deadline, not the fresh step timeout (issue 6, item 2.4).
@@ -94,6 +96,12 @@ func (g *Gate) Await(ctx context.Context, req engine.GateRequest) (engine.Decisi
 	if dl := opened.GetApproval().GetDeadline(); dl != nil && dl.AsTime().Before(req.Deadline) {
 		localReq.Deadline = dl.AsTime()
 		localReq.Reopened = dl.AsTime().Before(req.Deadline.Add(-time.Second))
+	}
+	if g.Opened != nil {
+		g.Opened(id, token, localReq.Deadline)
+	}
+	if g.Announce != nil {
+		g.Announce(id, token)
 	}
 
 	hold, stop := context.WithCancel(hold)
@@ -227,6 +235,11 @@ func (g *Gate) decideLocally(ctx context.Context, token string, d engine.Decisio
 		}
 		return err
 	})
+	if err == nil {
+		// The decision carries the reason the control plane recorded, as one the watch
+		// delivers does (the step output approval-comment; issue 7, item 3).
+		d.Reason = reason
+	}
 	return d, err
 }
 

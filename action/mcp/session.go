@@ -208,10 +208,17 @@ func (s *Session) stdioTransport(sessionCtx, connectCtx context.Context, srv *Se
 	for k, v := range srv.Env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
-	cmd.Stderr = os.Stderr
+	cmd.Stderr = ServerStderr
 	s.cmd = cmd
 	return &commandTransport{cmd: cmd, grace: procgroup.DefaultGrace, tooLarge: &s.tooLarge}, stopConnectWatch, nil
 }
+
+// ServerStderr is where a stdio MCP server's stderr goes: rbook's own stderr, or (in a
+// GitHub runner) a pipe whose lines rbook logs inside a stop-commands block, so a server's
+// output cannot act as a workflow command (issue 7, item 3). It is an *os.File so the
+// server writes to it directly and no copy goroutine outlives the process. Set it before
+// the first session starts.
+var ServerStderr = os.Stderr
 
 // commandTransport is sdk.CommandTransport with every line the server writes capped at
 // MaxResponseBytes (the SDK's own cap is a fixed 16 MiB). Closing it closes the server's
@@ -232,7 +239,7 @@ func (t *commandTransport) Connect(ctx context.Context) (sdk.Connection, error) 
 	if err != nil {
 		return nil, err
 	}
-	if err := t.cmd.Start(); err != nil {
+	if err := procgroup.Start(t.cmd); err != nil {
 		return nil, err
 	}
 	return (&sdk.IOTransport{

@@ -361,6 +361,7 @@ func loadChecked(path string, rb []byte, valuesPath string, vals []byte, haveVal
 	sum.Write(vals)
 	plan = &Plan{Path: path, ValuesPath: valuesPath, ContentHash: hex.EncodeToString(sum.Sum(nil)), SchemaHash8: SchemaHash8(rulesData)}
 	plan.Name, _ = top["runbook_name"].(string)
+	plan.ValueTexts = valueTexts(values)
 	plan.StateFilePath, _ = top["state_file_path"].(string)
 	plan.MaxStepTimeoutSeconds, _ = top["max_step_timeout_seconds"].(int)
 	if plan.MaxStepTimeoutSeconds == 0 {
@@ -452,4 +453,34 @@ func (l *loader) stepLabel(i int, stepField string) (name, typ string) {
 		}
 	}
 	return name, typ
+}
+
+// valueTexts is Plan.ValueTexts: every scalar text under each values key (aliases followed
+// once; the limit walk already bounded the tree).
+func valueTexts(values map[string]*yaml.Node) map[string][]string {
+	out := make(map[string][]string, len(values))
+	for k, v := range values {
+		seen := map[*yaml.Node]bool{}
+		have := map[string]bool{}
+		var walk func(n *yaml.Node)
+		walk = func(n *yaml.Node) {
+			n = resolveAlias(n)
+			if n == nil || seen[n] {
+				return
+			}
+			seen[n] = true
+			if n.Kind == yaml.ScalarNode {
+				if !have[n.Value] {
+					have[n.Value] = true
+					out[k] = append(out[k], n.Value)
+				}
+				return
+			}
+			for _, c := range n.Content {
+				walk(c)
+			}
+		}
+		walk(v)
+	}
+	return out
 }

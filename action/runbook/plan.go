@@ -74,4 +74,9 @@ type Plan struct {
 	ContentHash string
 	// SchemaHash8 is the first 8 lowercase hex chars of SHA-256(rules.yaml) (seed Step 1.3).
 	SchemaHash8 string
+	// ValueTexts maps each top-level key of the values file to the text of every scalar
+	// in its value (one for a scalar, all the items of a list or mapping, each distinct text
+	// once), so a GitHub runner can mask the values whose key looks secret before anything
+	// prints them (issue 7, item 3).
+	ValueTexts map[string][]string
 }

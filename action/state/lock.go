@@ -1,18 +1,18 @@
 package state
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
-	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/gofrs/flock"
 )
 
 // Holder describes the executor that holds a run's lock; it is written into the lock file.
@@ -42,10 +42,25 @@ func (e *HeldError) Error() string {
 	return fmt.Sprintf("the run in %s is held by another executor (%s); wait for it to finish or stop it first", e.Path, e.Holder)
 }
 
-// Lock is an exclusive advisory lock (flock) on "<state file>.lock". The kernel drops it
-// when the holder dies, even by kill -9, so a dead executor never blocks a resume.
+// LockRetryWindow is how long Acquire keeps trying a lock that is taken before it reports
+// *HeldError: Probe takes a shared lock for an instant to see whether the run is held, and an
+// executor that starts at that instant must not take the prober for an executor (issue 7,
+// item 1). A real holder keeps the lock for the whole run, so the window only delays the
+// R05 refusal by this much.
+const LockRetryWindow = 250 * time.Millisecond
+
+// lockRetryDelay is the pause between two tries within LockRetryWindow.
+const lockRetryDelay = 5 * time.Millisecond
+
+// Lock is an exclusive lock on "<state file>.lock", taken with github.com/gofrs/flock
+// (flock(2) on unix, LockFileEx on Windows; DESIGN's dependency table). The operating system
+// drops it when the holder dies, even by kill -9, so a dead executor never blocks a resume.
+// The holder's record (Holder, JSON) is written into the lock file at recordOffset once the
+// lock is taken, and cleared on Release; a record left by a killed holder is stale and is
+// never read while the lock is free.
 type Lock struct {
-	f         *os.File
+	fl        *flock.Flock
+	f         *os.File // the same file, for writing the holder record
 	statePath string
 	// since is when the lock was taken; RemoveStaleTemps removes only older temp files.
 	since time.Time
@@ -54,10 +69,27 @@ type Lock struct {
 // LockPath is the lock file guarding the state file at statePath.
 func LockPath(statePath string) string { return statePath + ".lock" }
 
-// Acquire takes the lock for statePath without waiting, for role ("run", "cancel",
-// "rollback"). It returns *HeldError when a live process holds it, and records this process
-// as the holder. A lock file that cannot be created is the seed's not-writable abort. A state
-// path through a symbolic link, or a lock file that is one, is refused first with a
+// tryLock takes fl (exclusive, or shared when shared is true) without blocking, trying again
+// for up to LockRetryWindow while it is taken. It reports false when it is still taken.
+func tryLock(fl *flock.Flock, shared bool) (bool, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), LockRetryWindow)
+	defer cancel()
+	try := fl.TryLockContext
+	if shared {
+		try = fl.TryRLockContext
+	}
+	ok, err := try(ctx, lockRetryDelay)
+	if errors.Is(err, context.DeadlineExceeded) {
+		return false, nil
+	}
+	return ok, err
+}
+
+// Acquire takes the lock for statePath for role ("run", "cancel", "rollback"), waiting at
+// most LockRetryWindow. It returns *HeldError, naming the holder from its record, when
+// another process holds it, and records this process as the holder. A lock file that cannot
+// be created is the seed's not-writable abort. A state path through a symbolic link, or a
+// lock file that is one (or, on Windows, another reparse point), is refused with a
 // *SymlinkError (CheckPath; issue 6, item 1.9).
 func Acquire(statePath, role string) (*Lock, error) {
 	if err := CheckPath(statePath); err != nil {
@@ -67,96 +99,129 @@ func Acquire(statePath, role string) (*Lock, error) {
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return nil, &NotWritableError{Err: err}
 	}
-	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW, 0o600)
-	if errors.Is(err, unix.ELOOP) {
+	if target, link := checkNotLink(p); link {
+		return nil, &SymlinkError{StatePath: statePath, Link: p, Target: target}
+	}
+	const flags = os.O_RDWR | os.O_CREATE | oNoFollow
+	f, err := os.OpenFile(p, flags, 0o600)
+	if isLoop(err) {
 		target, _ := os.Readlink(p)
 		return nil, &SymlinkError{StatePath: statePath, Link: p, Target: target}
 	}
 	if err != nil {
 		return nil, &NotWritableError{Err: err}
 	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+	if info, err := f.Stat(); err == nil && info.Size() < recordOffset {
+		// Where the lock covers the record's first bytes (Windows), reserve them before
+		// locking, so the holder's record write below stays outside the locked range.
+		f.Truncate(recordOffset)
+	}
+	fl := flock.New(p, flock.SetFlag(flags), flock.SetPermissions(0o600))
+	ok, err := tryLock(fl, false)
+	if err != nil {
 		f.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			h, _ := readHolder(p)
-			return nil, &HeldError{Path: statePath, Holder: h}
+		if isLoop(err) { // replaced by a link since it was opened
+			target, _ := os.Readlink(p)
+			return nil, &SymlinkError{StatePath: statePath, Link: p, Target: target}
 		}
 		return nil, fmt.Errorf("lock %s: %w", p, err)
+	}
+	if !ok {
+		f.Close()
+		h, _ := readHolder(p)
+		return nil, &HeldError{Path: statePath, Holder: h}
 	}
 	now := time.Now()
 	host, _ := os.Hostname()
 	h := Holder{PID: os.Getpid(), Host: host, SinceUTC: now.UTC().Format(time.RFC3339), Role: role}
 	data, _ := json.Marshal(h)
-	if err := f.Truncate(0); err == nil {
-		f.WriteAt(data, 0)
+	if err := f.Truncate(recordOffset); err == nil {
+		f.WriteAt(data, recordOffset)
 	}
-	return &Lock{f: f, statePath: statePath, since: now}, nil
+	return &Lock{fl: fl, f: f, statePath: statePath, since: now}, nil
 }
 
-// Release drops the lock. The lock file stays; its holder record is cleared.
+// Release drops the lock. The lock file stays; its holder record is cleared first, so a
+// contender never reads this process as the holder once the lock is free.
 func (l *Lock) Release() error {
-	if l == nil || l.f == nil {
+	if l == nil || l.fl == nil {
 		return nil
 	}
-	l.f.Truncate(0)
-	err := l.f.Close() // closing the descriptor releases the flock
-	l.f = nil
+	l.f.Truncate(recordOffset)
+	err := errors.Join(l.fl.Unlock(), l.f.Close()) // unlocking closes the lock's descriptor
+	l.fl, l.f = nil, nil
 	return err
 }
 
-// Probe reports whether a live process holds the lock for statePath, and who, without
-// taking the lock: a probe must never make an executor that starts at the same moment think
-// the run is held (so `rbook status` is safe to run in a loop). On Linux it asks /proc/locks;
-// elsewhere it checks that the recorded holder's process is alive.
+// Probe reports whether a process holds the lock for statePath, and who (from the holder
+// record), without /proc (issue 7, item 1): it takes a shared lock without waiting and lets
+// go at once. Taking it means nobody holds the run, and any holder record is stale and
+// ignored; failing means a holder has it. A probe never makes an executor that starts at the
+// same moment think the run is held, because Acquire tries again for LockRetryWindow, so
+// `rbook status` is safe to run in a loop. The holder is Holder{} ("a process that is starting
+// up") when it has locked but not yet written its record.
 func Probe(statePath string) (held bool, h Holder, err error) {
 	p := LockPath(statePath)
-	info, err := os.Stat(p)
+	if _, err := os.Lstat(p); errors.Is(err, fs.ErrNotExist) {
+		return false, Holder{}, nil
+	}
+	fl := flock.New(p, flock.SetFlag(os.O_RDONLY|oNoFollow))
+	ok, err := fl.TryRLock()
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, Holder{}, nil
 	}
 	if err != nil {
 		return false, Holder{}, err
 	}
+	if ok {
+		return false, Holder{}, fl.Unlock()
+	}
 	h, _ = readHolder(p)
-	if st, ok := info.Sys().(*syscall.Stat_t); ok {
-		if pid, found, err := flockHolder(uint64(st.Dev), st.Ino); err == nil {
-			if found && h.PID == 0 {
-				h.PID = pid
-			}
-			return found, h, nil
-		}
-	}
-	host, _ := os.Hostname()
-	if h.PID <= 0 || h.Host != host {
-		return h.PID > 0, h, nil
-	}
-	return syscall.Kill(h.PID, 0) == nil, h, nil
+	return true, h, nil
 }
 
-// flockHolder looks for a FLOCK on the file (dev, ino) in /proc/locks and returns its pid.
-func flockHolder(dev, ino uint64) (pid int, found bool, err error) {
-	data, err := os.ReadFile("/proc/locks")
-	if err != nil {
-		return 0, false, err
+// AwaitRelease waits until nobody holds the lock for statePath (a shared lock on it can be
+// taken), for at most within; `rbook cancel` uses it to wait for the executor it asked to
+// cancel (case R07). It polls every 20 ms. It returns ctx's error when ctx ends first, an
+// error wrapping ErrStillLocked and naming the lock file when within passes, and the open or
+// lock error otherwise.
+func AwaitRelease(ctx context.Context, statePath string, within time.Duration) error {
+	p := LockPath(statePath)
+	fl := flock.New(p, flock.SetFlag(os.O_RDONLY|oNoFollow))
+	wctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	ok, err := fl.TryRLockContext(wctx, 20*time.Millisecond)
+	if ok {
+		return fl.Unlock()
 	}
-	want := fmt.Sprintf("%02x:%02x:%d", unix.Major(dev), unix.Minor(dev), ino)
-	for _, line := range strings.Split(string(data), "\n") {
-		f := strings.Fields(line)
-		// "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF"; blocked waiters have "->" first.
-		if len(f) >= 6 && f[1] == "FLOCK" && f[5] == want {
-			pid, _ := strconv.Atoi(f[4])
-			return pid, true, nil
-		}
+	if ctx.Err() != nil {
+		return ctx.Err()
 	}
-	return 0, false, nil
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%s: %w %v later", p, ErrStillLocked, within)
+	}
+	return err
 }
 
+// ErrStillLocked is wrapped by AwaitRelease's error when the lock is still held at its deadline.
+var ErrStillLocked = errors.New("still locked")
+
+// readHolder reads the holder record from the lock file at lockPath (from recordOffset).
 func readHolder(lockPath string) (Holder, error) {
 	var h Holder
-	data, err := os.ReadFile(lockPath)
+	f, err := os.OpenFile(lockPath, os.O_RDONLY|oNoFollow, 0)
 	if err != nil {
 		return h, err
 	}
-	err = json.Unmarshal(data, &h)
+	defer f.Close()
+	data, err := io.ReadAll(io.NewSectionReader(f, recordOffset, MaxHolderBytes))
+	if err != nil {
+		return h, err
+	}
+	err = json.Unmarshal(bytes.TrimLeft(data, "\x00"), &h)
 	return h, err
 }
+
+// MaxHolderBytes caps the holder record read from a lock file (4 KiB; a record is about 100
+// bytes), so a lock file filled by something else is not loaded into memory.
+const MaxHolderBytes = 4 << 10

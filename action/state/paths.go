@@ -51,7 +51,7 @@ func CheckPath(statePath string) error {
 		if err != nil {
 			return err
 		}
-		if info.Mode()&fs.ModeSymlink != 0 {
+		if isLink(info.Mode()) {
 			target, _ := os.Readlink(p)
 			return &SymlinkError{StatePath: statePath, Link: p, Target: target}
 		}

@@ -14,8 +14,6 @@ import (
 	"regexp"
 	"strings"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/rbookhq/rbook-action/action/engine"
 )
 
@@ -123,11 +121,11 @@ func Read(path string) (*State, error) {
 	if err := CheckPath(path); err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	f, err := os.OpenFile(path, os.O_RDONLY|oNoFollow, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, ErrNotExist
 	}
-	if errors.Is(err, unix.ELOOP) { // replaced by a link since CheckPath looked
+	if isLoop(err) { // replaced by a link since CheckPath looked
 		return nil, CheckPath(path)
 	}
 	if err != nil {

@@ -16,9 +16,14 @@ const KillGrace = procgroup.DefaultGrace
 // ends (step deadline, cancel, signal), the whole group gets SIGTERM, then SIGKILL grace later,
 // so children that ignore SIGTERM do not survive the step (case R04, second bullet).
 // grace <= 0 means KillGrace. The MCP stdio transport uses the same helper (action/mcp).
+// On Windows the tree is a Job Object instead (procgroup; issue 7, item 1), and the command
+// must be started with StartGroup.
 func GroupCommand(ctx context.Context, grace time.Duration, name string, args ...string) *exec.Cmd {
 	return procgroup.Command(ctx, grace, name, args...)
 }
+
+// StartGroup starts a GroupCommand (on Windows, inside its Job Object; procgroup.Start).
+func StartGroup(cmd *exec.Cmd) error { return procgroup.Start(cmd) }
 
 // KillGroup sends SIGKILL to the process group of a started GroupCommand. It returns nil when
 // the command never started or its group is already gone, and the kill(2) error otherwise.

@@ -502,14 +502,22 @@ func TestGitHubRunnerGlue(t *testing.T) {
 		t.Fatalf("exit %d\n%s", code, out)
 	}
 	s := readState(t, dir)
-	if sum := readFile(t, summary); !strings.HasPrefix(sum, "# Runbook Execution Report\n") || !strings.Contains(sum, s.RunID) {
+	// The gate's announcement comes first (issue 7, item 4), then the report.
+	if sum := readFile(t, summary); !strings.Contains(sum, "\n# Runbook Execution Report\n") || !strings.Contains(sum, s.RunID) {
 		t.Errorf("job summary:\n%s", sum)
 	}
 	if o := readFile(t, output); !strings.Contains(o, s.RunID) || !strings.Contains(o, "COMPLETED") {
 		t.Errorf("step outputs:\n%s", o)
 	}
-	if strings.Contains(out, "rbook approve ") {
-		t.Errorf("the approval token was printed in CI:\n%s", out)
+	// In CI the command names the approval id, never the token (issue 7, item 4).
+	approves := regexp.MustCompile(`rbook approve (\S+)`).FindAllStringSubmatch(out, -1)
+	for _, m := range approves {
+		if !regexp.MustCompile(`^a-[a-z0-9]+$`).MatchString(m[1]) {
+			t.Errorf("rbook approve %s: not an approval id (the token was printed in CI?):\n%s", m[1], out)
+		}
+	}
+	if len(approves) == 0 {
+		t.Errorf("the gate did not say how to approve it:\n%s", out)
 	}
 }
 

@@ -8,10 +8,11 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
+	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/gofrs/flock"
 
+	"github.com/rbookhq/rbook-action/action/state"
 	"github.com/rbookhq/rbook-action/controlplane/approval"
 	"github.com/rbookhq/rbook-action/controlplane/server"
 )
@@ -73,46 +74,45 @@ func startEmbedded(ctx context.Context, errw io.Writer) (string, func(), error) 
 
 // lockDB makes sure one control plane at a time serves a database: watch streams and gate
 // deadlines live in the serving process, so a second server on the same file would take
-// decisions its executors never hear about. The kernel drops the lock when the process dies.
+// decisions its executors never hear about. The lock is github.com/gofrs/flock on
+// dbPath+".serving" (flock(2) on unix, LockFileEx on Windows; issue 7, item 1); the operating
+// system drops it when the process dies. A taken lock is tried again for
+// state.LockRetryWindow, so a dbServed probe at the same moment does not make it fail.
 func lockDB(dbPath string) (release func(), err error) {
 	if err := os.MkdirAll(filepath.Dir(dbPath), 0o755); err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(dbPath+".serving", os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
+	fl := flock.New(dbPath+".serving", flock.SetFlag(os.O_RDWR|os.O_CREATE), flock.SetPermissions(0o600))
+	ctx, cancel := context.WithTimeout(context.Background(), state.LockRetryWindow)
+	defer cancel()
+	ok, err := fl.TryLockContext(ctx, 5*time.Millisecond)
+	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return nil, err
 	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		f.Close()
+	if !ok {
 		return nil, fmt.Errorf("another control plane is serving %s (an 'rbook serve', or the embedded one of a running 'rbook run'); talk to that one, or give this one its own --db", dbPath)
 	}
-	return func() { f.Close() }, nil
+	return func() { fl.Unlock() }, nil
 }
 
-// procLocks is where Linux lists every file lock held on the machine (proc(5)).
-const procLocks = "/proc/locks"
-
 // dbServed reports whether a process holds dbPath's ".serving" lock (lockDB): an 'rbook
-// serve' on that database, or the embedded control plane of a running 'rbook run'. It reads
-// procLocks (a FLOCK line naming the file's device and inode) instead of trying the lock, so
-// it never makes a control plane that starts at the same moment fail; where procLocks cannot
-// be read (not Linux) or the file does not exist it reports false.
+// serve' on that database, or the embedded control plane of a running 'rbook run'. It takes a
+// shared lock without waiting and lets go at once (no /proc; issue 7, item 1); lockDB tries
+// again for a moment, so this never makes a control plane that starts at the same moment
+// fail. It reports false when the file does not exist or cannot be opened.
 func dbServed(dbPath string) bool {
-	var st unix.Stat_t
-	if err := unix.Stat(dbPath+".serving", &st); err != nil {
+	p := dbPath + ".serving"
+	if _, err := os.Stat(p); err != nil {
 		return false
 	}
-	data, err := os.ReadFile(procLocks)
+	fl := flock.New(p, flock.SetFlag(os.O_RDONLY))
+	ok, err := fl.TryRLock()
 	if err != nil {
 		return false
 	}
-	// Each line: "N: FLOCK  ADVISORY  WRITE PID MAJ:MIN:INODE START END", MAJ and MIN in hex.
-	id := fmt.Sprintf("%02x:%02x:%d", unix.Major(uint64(st.Dev)), unix.Minor(uint64(st.Dev)), st.Ino)
-	for _, line := range strings.Split(string(data), "\n") {
-		f := strings.Fields(line)
-		if len(f) >= 6 && f[1] == "FLOCK" && f[5] == id {
-			return true
-		}
+	if ok {
+		fl.Unlock()
+		return false
 	}
-	return false
+	return true
 }

@@ -1,3 +1,5 @@
+//go:build unix
+
 package main
 
 // End-to-end tests of check steps against an MCP server that never answers the initialize

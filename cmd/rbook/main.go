@@ -126,14 +126,16 @@ Try it: rbook run demo
 	runCmd.Example = runExample
 	root.AddCommand(runCmd, newStatusCmd(), newCancelCmd(), newRollbackCmd(), newValidateCmd(), newMCPCmd(),
 		newDecideCmd(true), newDecideCmd(false), newRunsCmd(), newGetCmd(), newWatchCmd(), newApprovalsCmd(), newServeCmd(),
-		newVersionCmd())
+		newVersionCmd(), newGitHubCmd())
 	root.SetVersionTemplate("{{.Version}}\n")
 	withUsageErrors(root)
 	return root
 }
 
 func main() {
-	os.Exit(execute(newRootCmd(), os.Stderr))
+	code := execute(newRootCmd(), ciErrWriter{})
+	ciClose()
+	os.Exit(code)
 }
 
 // execute runs the command tree and maps its error to an exit code, printing the message.

@@ -97,12 +97,15 @@ func embeddedTarget(ctx context.Context) (string, func(), error) {
 // its code).
 func deliver(ctx context.Context, fileRec *state.FileRecorder, url string, timeout time.Duration) (int, error) {
 	before := fileRec.Unacked()
-	c := cpclient.New(url, os.Getenv("RBOOK_TOKEN"))
+	c, err := newCPClient(url, fileRec.State.ControlPlaneEmbedded)
+	if err != nil {
+		return 0, err
+	}
 	c.Deadline = timeout
 	// The run's own lease: the state file kept the owner id and epoch it wrote with.
 	c.SetFence(fileRec.State.OwnerID, fileRec.State.LeaseEpoch)
 	rec := &cpclient.Recorder{C: c, Acked: fileRec.Ack}
-	err := rec.Flush(ctx, append([]engine.Transition(nil), fileRec.State.Outbox...))
+	err = rec.Flush(ctx, append([]engine.Transition(nil), fileRec.State.Outbox...))
 	if serr := fileRec.Sync(); serr != nil {
 		return before - fileRec.Unacked(), serr
 	}

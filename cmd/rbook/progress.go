@@ -19,6 +19,10 @@ import (
 // an interrupted run: finish does, once, truthfully (issue 6, item 2.4). Printing cannot fail
 // the run.
 func (v *view) Record(_ context.Context, t engine.Transition) error {
+	if v.ci != nil {
+		v.ci.before(t)
+		defer v.ci.after(t)
+	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.mode != modeMarkdown {

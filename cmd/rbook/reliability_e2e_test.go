@@ -1,3 +1,5 @@
+//go:build unix
+
 package main
 
 // End-to-end tests of issue 6, items 1.1, 1.4, 1.5 and 1.6: the executor's side of talking to

@@ -21,7 +21,6 @@ import (
 	"golang.org/x/term"
 
 	"github.com/rbookhq/rbook-action/action/engine"
-	"github.com/rbookhq/rbook-action/action/github"
 	"github.com/rbookhq/rbook-action/action/report"
 	"github.com/rbookhq/rbook-action/action/runbook"
 	"github.com/rbookhq/rbook-action/action/state"
@@ -86,6 +85,8 @@ type view struct {
 
 	mu        sync.Mutex
 	stepStart map[int]time.Time
+	// ci is the GitHub runner output (ci_output.go), nil outside a runner.
+	ci *ciOutput
 }
 
 // setRunStart records the run's started_utc (engine.TimeFormat) so that "Run … ended … after
@@ -340,7 +341,7 @@ func (v *view) finish(name string, st *state.State, res engine.Result, evPath st
 			v.reportPath = ""
 		}
 	}
-	github.Publish(rep, st.RunID, string(st.RunStatus))
+	v.ci.publish(v, rep, st, evPath)
 	code := exitFor(st.RunStatus)
 	interrupted := st.RunStatus == engine.RunInProgress
 	switch v.mode {

@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/signal"
 	"os/user"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -124,6 +123,7 @@ Colour is used only on a terminal, and never with NO_COLOR set.
 	cmd.Flags().StringVar(&f.controlPlane, "control-plane", "", "control plane URL to report to (default $RBOOK_CONTROL_PLANE; unset: start an embedded one; \"off\": none)")
 	cmd.Flags().DurationVar(&f.cpTimeout, "control-plane-timeout", cpclient.DefaultDeadline, "halt the run when the control plane stays unreachable this long")
 	cmd.Flags().BoolVar(&f.takeOver, "take-over", false, "resume a run that another executor owns on the control plane, once its lease expired")
+	addControlPlaneAuthFlags(cmd)
 	cmd.Flags().DurationVar(&f.lease, "control-plane-lease", cpclient.DefaultLease, "how long the run's lease outlives this executor if it dies (5s..1h); renewed every third of it")
 	cmd.Flags().StringVar(&f.report, "report", "", "also write the Markdown report (\"# Runbook Execution Report\") to this file")
 	cmd.Flags().StringVarP(&f.output, "output", "o", "text", "output format: text (lines on a terminal, Markdown otherwise) or json")
@@ -141,7 +141,7 @@ func currentUser() string {
 }
 
 func runRunbook(cmd *cobra.Command, name string, f runFlags, stepIndex *int) error {
-	out, errw := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	out, errw, ci := ciStreams(cmd.OutOrStdout(), cmd.ErrOrStderr(), f.output)
 	plan, rend, err := f.loadWithReports(name)
 	if err != nil {
 		return err
@@ -150,6 +150,7 @@ func runRunbook(cmd *cobra.Command, name string, f runFlags, stepIndex *int) err
 	if err != nil {
 		return abort("%v", err)
 	}
+	ci.attach(v, plan)
 	// Everything that can refuse the run is checked before the state is touched.
 	if err := checkCPURL(cpURLFrom(f.controlPlane)); err != nil {
 		return abort("%v", err)
@@ -225,7 +226,10 @@ func runRunbook(cmd *cobra.Command, name string, f runFlags, stepIndex *int) err
 	}
 	defer stopCP()
 	if cpURL != "" {
-		c := cpclient.New(cpURL, os.Getenv("RBOOK_TOKEN"))
+		c, err := newCPClient(cpURL, embedded)
+		if err != nil {
+			return abort("%v", err)
+		}
 		c.Deadline = f.cpTimeout
 		cpRec := &cpclient.Recorder{C: c, Acked: fileRec.Ack, Cancelled: func() { cancel(engine.CancelRequest{By: "the control plane (CancelRun)"}) }}
 		started, err := startOnControlPlane(ctx, c, plan, opened, f.takeOver, f.lease, who)
@@ -246,6 +250,7 @@ func runRunbook(cmd *cobra.Command, name string, f runFlags, stepIndex *int) err
 		drainCP = cpRec.Drain
 	}
 
+	gate = ci.gate(gate, cpURL, embedded, cpOpened(gate))
 	eng := &engine.Engine{
 		Plan:      plan,
 		Executors: execs,
@@ -353,18 +358,21 @@ type cancelRequest struct {
 func cancelRequestPath(statePath string) string { return statePath + ".cancel" }
 
 // handleSignals turns SIGINT, SIGTERM and SIGHUP into Interrupted, and SIGUSR1 with a cancel
-// request file into a confirmed cancel (case R07). The returned func stops it.
+// request file into a confirmed cancel (case R07). On Windows, Ctrl-C/Ctrl-Break and
+// console close interrupt, and the cancel request file is polled for (signals_windows.go;
+// issue 7, item 1). The returned func stops it.
 func handleSignals(ctx context.Context, cancel context.CancelCauseFunc, statePath string, errw io.Writer) func() {
 	ch := make(chan os.Signal, 4)
-	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGUSR1)
+	signal.Notify(ch, runSignals...)
 	done := make(chan struct{})
+	watchCancelRequests(statePath, ch, done)
 	go func() {
 		for {
 			select {
 			case <-done:
 				return
 			case s := <-ch:
-				if s == syscall.SIGUSR1 {
+				if s == cancelSignal {
 					p := cancelRequestPath(statePath)
 					data, err := os.ReadFile(p)
 					var req cancelRequest
@@ -376,7 +384,7 @@ func handleSignals(ctx context.Context, cancel context.CancelCauseFunc, statePat
 					cancel(engine.CancelRequest{By: req.By})
 					continue
 				}
-				name := map[os.Signal]string{syscall.SIGINT: "SIGINT", syscall.SIGTERM: "SIGTERM", syscall.SIGHUP: "SIGHUP"}[s]
+				name := signalNames[s]
 				if ctx.Err() == nil {
 					fmt.Fprintf(errw, "Received %s: stopping the run and recording it…\n", name)
 				}

@@ -48,8 +48,10 @@ Authentication: --auth-file FILE holds one caller per line, "identity role token
   viewer     read only (every role can read)
 and optionally, after the token, groups=sre,dba (for a gate policy's group:NAME) and
 github=LOGIN (the caller's GitHub login, for four-eyes against a run's GitHub actor).
-Callers send "Authorization: Bearer <token>". Without --auth-file every call is allowed,
-so a non-loopback --addr is refused unless --insecure is given.
+Callers send "Authorization: Bearer <token>". --oidc-config FILE also admits GitHub Actions
+jobs as executors with their OIDC token (identity oidc:<repository>@<ref>), by the file's
+rules; its audience defaults to --public-url. Without --auth-file or --oidc-config every
+call is allowed, so a non-loopback --addr is refused unless --insecure is given.
 
 Gate policy: --gate-policy FILE (YAML) says per runbook and gate (globs) how many distinct
 approvers a gate needs (approvals, 1..10), who may decide it (approvers: identities,
@@ -84,6 +86,10 @@ Exit codes: 0 after a clean shutdown, 2 bad flags, no secret, or the server coul
 					return abort("rbook serve: %v", err)
 				}
 			}
+			oidcMode, err := applyServeOIDC(&cfg)
+			if err != nil {
+				return abort("rbook serve: %v", err)
+			}
 			var h slog.Handler = slog.NewTextHandler(cmd.ErrOrStderr(), nil)
 			if logJSON {
 				h = slog.NewJSONHandler(cmd.ErrOrStderr(), nil)
@@ -105,9 +111,14 @@ Exit codes: 0 after a clean shutdown, 2 bad flags, no secret, or the server coul
 			if cfg.Auth != nil {
 				mode = "auth file " + authFile
 			}
+			if oidcMode != "" && cfg.Auth != nil {
+				mode += ", " + oidcMode
+			} else if oidcMode != "" {
+				mode = oidcMode
+			}
 			if cfg.GatePolicy != nil {
 				mode += fmt.Sprintf(", gate policy %s (%d rules)", policyFile, len(cfg.GatePolicy.Rules))
-				if cfg.Auth == nil {
+				if authFile == "" {
 					cfg.Logger.Warn("gate policy without --auth-file: approver names are unverified, so only the number of approvals applies")
 				}
 			}
@@ -125,7 +136,8 @@ Exit codes: 0 after a clean shutdown, 2 bad flags, no secret, or the server coul
 	f.StringVar(&cfg.DBPath, "db", ".rbook/controlplane.db", "SQLite database file (created if missing)")
 	f.StringVar(&authFile, "auth-file", "", `bearer tokens, one "identity role token" per line (roles: executor, approver, viewer)`)
 	f.StringVar(&policyFile, "gate-policy", "", "YAML gate policy: approvals needed, allowed approvers and four-eyes per runbook and gate")
-	f.BoolVar(&cfg.Insecure, "insecure", false, "allow a non-loopback --addr without --auth-file")
+	addServeOIDCFlags(cmd)
+	f.BoolVar(&cfg.Insecure, "insecure", false, "allow a non-loopback --addr without --auth-file or --oidc-config")
 	f.Bool("forbid-self-approval", true, "deprecated: the run's starter may never approve its gates unless the gate policy says so")
 	_ = f.MarkDeprecated("forbid-self-approval", "four-eyes is the default (see --gate-policy)")
 	f.BoolVar(&logJSON, "log-json", false, "write logs as JSON lines instead of text")

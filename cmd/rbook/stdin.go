@@ -1,12 +1,10 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
 
-	"golang.org/x/sys/unix"
 	"golang.org/x/term"
 
 	"github.com/rbookhq/rbook-action/action/runbook"
@@ -35,12 +33,7 @@ func noInputReason(f *os.File) string {
 			return "standard input is an empty file"
 		}
 	case mode&os.ModeNamedPipe != 0:
-		fds := []unix.PollFd{{Fd: int32(f.Fd()), Events: unix.POLLIN}}
-		n, err := unix.Poll(fds, 0)
-		for errors.Is(err, unix.EINTR) {
-			n, err = unix.Poll(fds, 0)
-		}
-		if err == nil && n == 1 && fds[0].Revents&unix.POLLHUP != 0 && fds[0].Revents&unix.POLLIN == 0 {
+		if pipeGoneEmpty(f) {
 			return "standard input is closed (its writer is gone and it holds no input)"
 		}
 	}

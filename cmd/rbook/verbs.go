@@ -7,11 +7,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
 
 	"github.com/rbookhq/rbook-action/action/cpclient"
 	"github.com/rbookhq/rbook-action/action/engine"
@@ -384,7 +382,11 @@ type cancelTarget struct {
 func reachForCancel(ctx context.Context, st *state.State, cp deliverFlags) (*cancelTarget, error) {
 	url, stop, err := outboxTarget(ctx, st, cp.url)
 	if err == nil {
-		c := cpclient.New(url, os.Getenv("RBOOK_TOKEN"))
+		var c *cpclient.Client
+		if c, err = newCPClient(url, st.ControlPlaneEmbedded); err != nil {
+			stop()
+			return nil, abort("%v", err)
+		}
 		c.Deadline = cp.timeout
 		var last int64
 		if last, err = c.LastSeq(ctx, st.RunID); err == nil {
@@ -406,8 +408,9 @@ func deliverCancel(ctx context.Context, fileRec *state.FileRecorder, name, url s
 	}
 }
 
-// cancelLive asks the executor holding the run to cancel it: a request file, then SIGUSR1,
-// then it waits (on the lock, not by polling) until the executor lets go.
+// cancelLive asks the executor holding the run to cancel it: a request file, then SIGUSR1
+// (on Windows the executor polls for the file; signals_windows.go), then it waits until the
+// executor lets go of the lock (state.AwaitRelease).
 func cancelLive(ctx context.Context, statePath string, h state.Holder, who string, out interface{ Write([]byte) (int, error) }) error {
 	host, _ := os.Hostname()
 	if h.Role != "run" {
@@ -420,27 +423,19 @@ func cancelLive(ctx context.Context, statePath string, h state.Holder, who strin
 	if err := state.WriteFileAtomic(cancelRequestPath(statePath), data); err != nil {
 		return abort("%v", err)
 	}
-	if err := syscall.Kill(h.PID, syscall.SIGUSR1); err != nil {
+	if err := signalCancel(h.PID); err != nil {
 		os.Remove(cancelRequestPath(statePath))
 		return abort("cannot signal the executor (%s): %v", h, err)
 	}
 	fmt.Fprintf(out, "Asked the executor (%s) to cancel; waiting for it to record the cancel…\n", h)
-	f, err := os.Open(state.LockPath(statePath))
-	if err != nil {
-		return abort("%v", err)
-	}
-	defer f.Close()
-	got := make(chan error, 1)
-	go func() { got <- unix.Flock(int(f.Fd()), unix.LOCK_SH) }()
-	select {
-	case err := <-got:
-		if err != nil {
-			return abort("%v", err)
+	if err := state.AwaitRelease(ctx, statePath, 30*time.Second); err != nil {
+		if errors.Is(err, state.ErrStillLocked) {
+			return abort("the executor (%s) did not finish within 30s; check it with: rbook status", h)
 		}
-	case <-time.After(30 * time.Second):
-		return abort("the executor (%s) did not finish within 30s; check it with: rbook status", h)
-	case <-ctx.Done():
-		return ctx.Err()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return abort("%v", err)
 	}
 	st, err := state.Read(statePath)
 	if err != nil {

@@ -121,9 +121,10 @@ type Starter struct {
 }
 
 // IsRunStarter reports whether v is the identity that started the run: its verified identity
-// equals started_by, or its github= link equals the run's GitHub actor (logins compared
-// without regard to case, as GitHub does). An unverified voter is never taken for the starter
-// (nothing about it is known). Issue 7, item 4: four-eyes.
+// equals started_by, or is "github:<actor>" of the run's GitHub actor (DESIGN D13's spelling of
+// a GitHub login), or its github= link equals that actor (logins compared without regard to
+// case, as GitHub does). An unverified voter is never taken for the starter (nothing about it
+// is known). Issue 7, items 4 and 5: four-eyes, also against the job's actor.
 func IsRunStarter(s Starter, v Voter) bool {
 	if !v.Verified {
 		return false
@@ -131,7 +132,13 @@ func IsRunStarter(s Starter, v Voter) bool {
 	if s.StartedBy != "" && s.StartedBy == v.Identity {
 		return true
 	}
-	return s.GitHubActor != "" && v.GitHub != "" && strings.EqualFold(s.GitHubActor, v.GitHub)
+	if s.GitHubActor == "" {
+		return false
+	}
+	if login, ok := strings.CutPrefix(v.Identity, "github:"); ok && strings.EqualFold(login, s.GitHubActor) {
+		return true
+	}
+	return v.GitHub != "" && strings.EqualFold(s.GitHubActor, v.GitHub)
 }
 
 // Allows reports whether v may decide a gate with requirement r: an empty AllowedApprovers

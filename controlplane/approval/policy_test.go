@@ -64,6 +64,7 @@ func TestIssue7_4_CheckVote(t *testing.T) {
 		{"not listed, reject", approval.Voter{Identity: "carol", Verified: true}, false, approval.ErrNotAllowedApprover},
 		{"unverified name of a listed identity", approval.Voter{Identity: "alice"}, true, approval.ErrNotAllowedApprover},
 		{"starter's GitHub actor", approval.Voter{Identity: "bob", Verified: true, Groups: []string{"sre"}, GitHub: "bob-gh"}, true, approval.ErrSelfApproval},
+		{"starter's GitHub login as identity", approval.Voter{Identity: "github:bob-gh", Verified: true}, true, approval.ErrNotAllowedApprover},
 		{"starter's GitHub actor may reject", approval.Voter{Identity: "bob", Verified: true, Groups: []string{"sre"}, GitHub: "bob-gh"}, false, nil},
 	} {
 		err := approval.CheckVote(r, starter, c.v, c.approve)
@@ -73,6 +74,9 @@ func TestIssue7_4_CheckVote(t *testing.T) {
 		if errors.Is(err, approval.ErrNotAllowedApprover) && !strings.Contains(err.Error(), "rule 1 allows only alice, group:sre, github:octocat") {
 			t.Errorf("%s: %v does not name the rule and who it allows", c.name, err)
 		}
+	}
+	if err := approval.CheckVote(approval.Default(), starter, approval.Voter{Identity: "github:bob-gh", Verified: true}, true); !errors.Is(err, approval.ErrSelfApproval) {
+		t.Errorf("default rule, the run's GitHub actor as github:<login>: %v, want ErrSelfApproval", err)
 	}
 	open := approval.Default()
 	if err := approval.CheckVote(open, starter, approval.Voter{Identity: "ci-bot", Verified: true}, true); !errors.Is(err, approval.ErrSelfApproval) {

@@ -168,7 +168,11 @@ const unverifiedPrefix = "unverified:"
 // "unverified:<name>", else "anonymous" (unverified).
 func voterOf(ctx context.Context, claimed string) approval.Voter {
 	if c, ok := CallerFrom(ctx); ok {
-		return approval.Voter{Identity: c.Identity, Verified: true, Groups: c.Groups, GitHub: c.GitHub}
+		v := approval.Voter{Identity: c.Identity, Verified: true, Groups: c.Groups, GitHub: c.GitHubLogin}
+		if v.GitHub == "" && c.GitHub != nil {
+			v.GitHub = c.GitHub.Actor // an OIDC caller: the job's actor
+		}
+		return v
 	}
 	if claimed == "" {
 		return approval.Voter{Identity: "anonymous"}
@@ -311,6 +315,9 @@ func closedError(a store.Approval, byID bool) error {
 	case a.Status == store.ApprovalCancelled && a.DecidedBySource == store.SourceSuperseded:
 		return rpcError(connect.CodeFailedPrecondition, CodePlanDigestMismatch,
 			"approval %s was superseded: the run resumed with another plan digest, so its token no longer works", a.ApprovalID)
+	case a.Status == store.ApprovalCancelled && a.DecidedBySource == store.SourceInterrupted:
+		return rpcError(connect.CodeFailedPrecondition, CodeApprovalAlreadyDecided,
+			"approval %s was withdrawn: the job running run %s was interrupted; resume the run to open the gate again", a.ApprovalID, a.RunID)
 	case a.Status == store.ApprovalCancelled:
 		return rpcError(connect.CodeFailedPrecondition, CodeApprovalAlreadyDecided,
 			"approval %s was closed when run %s finished", a.ApprovalID, a.RunID)

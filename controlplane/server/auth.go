@@ -14,6 +14,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/rbookhq/rbook-action/controlplane/auth"
 	"github.com/rbookhq/rbook-action/gen/rbook/v1/rbookv1connect"
 )
 
@@ -87,9 +88,12 @@ type Caller struct {
 	// Groups are the line's groups= attribute: names a gate policy's "group:<name>" approvers
 	// match (issue 7, item 4). Nil when the line has none.
 	Groups []string
-	// GitHub is the line's github= attribute: the GitHub login of this identity, so four-eyes
+	// GitHubLogin is the line's github= attribute: the GitHub login of this identity, so four-eyes
 	// also refuses it as approver of a run its GitHub account started (issue 7, item 4).
-	GitHub string
+	GitHubLogin string
+	// GitHub holds the verified claims of a GitHub Actions OIDC caller (issue 7, item 5;
+	// identity oidc:<repository>@<ref>, role executor); nil for an auth-file caller.
+	GitHub *auth.GitHubClaims
 }
 
 type authEntry struct {
@@ -101,6 +105,8 @@ type authEntry struct {
 // SHA-256 hashes and compared in constant time.
 type Authenticator struct {
 	entries []authEntry
+	// oidc, when set, verifies bearer values shaped like a JWT (Options.OIDC; oidc.go).
+	oidc *auth.Verifier
 }
 
 // LoadAuthFile reads an auth file: one caller per line, "identity role token [attr=value…]",
@@ -203,7 +209,7 @@ func parseAuthAttrs(c *Caller, attrs []string) error {
 			if !githubLoginRE.MatchString(v) {
 				return fmt.Errorf("github=: %q is not a GitHub login (1-39 letters, digits or -, not starting with -)", truncate(v, 40))
 			}
-			c.GitHub = v
+			c.GitHubLogin = v
 		}
 	}
 	return nil
@@ -239,9 +245,20 @@ func (a *Authenticator) authorize(ctx context.Context, procedure string, h http.
 		return ctx, rpcError(connect.CodeUnauthenticated, CodeUnauthenticated,
 			"this control plane needs one \"Authorization: Bearer <token>\" header, with a token from its auth file and no other spaces")
 	}
-	c, found := a.lookup(tok)
-	if !found {
-		return ctx, rpcError(connect.CodeUnauthenticated, CodeUnauthenticated, "the bearer token is not in this control plane's auth file")
+	var c Caller
+	if a.oidc != nil && auth.LooksLikeJWT(tok) {
+		var err error
+		if c, err = a.verifyOIDC(ctx, tok); err != nil {
+			return ctx, err
+		}
+	} else if len(a.entries) == 0 {
+		return ctx, rpcError(connect.CodeUnauthenticated, CodeUnauthenticated,
+			"this control plane accepts only GitHub Actions OIDC tokens (a JWT), and the bearer token is not one")
+	} else {
+		found := false
+		if c, found = a.lookup(tok); !found {
+			return ctx, rpcError(connect.CodeUnauthenticated, CodeUnauthenticated, "the bearer token is not in this control plane's auth file")
+		}
 	}
 	if roles, write := writeRoles[procedure]; write {
 		allowed := false

@@ -1,3 +1,5 @@
+//go:build unix
+
 package server_test
 
 // Benchmarks for the DESIGN quality targets, each against a real `rbook serve` process

@@ -108,6 +108,7 @@ func runToProto(r store.Run, status rbookv1.RunStatus) *rbookv1.Run {
 		Status: status, StartedAt: ts(r.StartedAt), CompletedAt: ts(r.CompletedAt),
 		SchemaHash8: r.SchemaHash8, TotalSteps: int32(r.TotalSteps), LastCompletedStepIndex: int32(r.LastCompletedStepIndex),
 		LastDeployName: r.LastDeployName, StartedBy: r.StartedBy, LastSeq: r.LastSeq, UpdatedAt: ts(r.UpdatedAt),
+		StartedByJob: githubJobToProto(r.GitHub),
 	}
 	if r.LeaseEpoch > 0 {
 		p.Lease = &rbookv1.RunLease{Owner: r.Owner, Epoch: r.LeaseEpoch, ExpiresAt: ts(r.LeaseExpiresAt)}

@@ -229,10 +229,10 @@ func TestIssue7_4_AuthFileAttributes(t *testing.T) {
 		t.Fatal(err)
 	}
 	c, ok := a.LookupCaller("alice-token-0123456789")
-	if !ok || c.Identity != "alice" || strings.Join(c.Groups, ",") != "sre,dba" || c.GitHub != "Alice-1" {
+	if !ok || c.Identity != "alice" || strings.Join(c.Groups, ",") != "sre,dba" || c.GitHubLogin != "Alice-1" {
 		t.Fatalf("alice = %+v", c)
 	}
-	if c, ok := a.LookupCaller("bob-token-0123456789"); !ok || c.Groups != nil || c.GitHub != "" {
+	if c, ok := a.LookupCaller("bob-token-0123456789"); !ok || c.Groups != nil || c.GitHubLogin != "" {
 		t.Fatalf("bob = %+v", c)
 	}
 	for _, tc := range []struct{ line, want string }{

@@ -28,7 +28,7 @@ type Config struct {
 	Addr string
 	// DBPath is the SQLite file (created with its folder when missing).
 	DBPath string
-	// Insecure allows a non-loopback Addr without Options.Auth (issue 3, item 2).
+	// Insecure allows a non-loopback Addr without Options.Auth or Options.OIDC (issue 3, item 2).
 	Insecure bool
 	// ShutdownTimeout bounds Close; 0 means DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
@@ -60,7 +60,7 @@ func CheckExposure(addr string, auth, insecure bool) error {
 		return nil
 	}
 	return fmt.Errorf("refusing to serve on %s without authentication: it is not a loopback address; "+
-		"give --auth-file FILE (lines \"identity role token\"), or --insecure to serve it unauthenticated anyway", addr)
+		"give --auth-file FILE (lines \"identity role token\") or --oidc-config FILE, or --insecure to serve it unauthenticated anyway", addr)
 }
 
 func isLoopback(host string) bool {
@@ -75,7 +75,7 @@ func isLoopback(host string) bool {
 // gRPC-Web over HTTP/1.1 and h2c on that one port until Close. ctx bounds only the start-up.
 // Errors: CheckExposure's refusal, a missing secret, the store's or the listener's errors.
 func Start(ctx context.Context, cfg Config) (*Running, error) {
-	if err := CheckExposure(cfg.Addr, cfg.Auth != nil, cfg.Insecure); err != nil {
+	if err := CheckExposure(cfg.Addr, cfg.Auth != nil || cfg.OIDC != nil, cfg.Insecure); err != nil {
 		return nil, err
 	}
 	if cfg.DBPath == "" {

@@ -103,6 +103,7 @@ func (h runService) StartRun(ctx context.Context, req *rbookv1.StartRunRequest) 
 		SchemaHash8: req.GetSchemaHash8(), TotalSteps: int(req.GetTotalSteps()), StartedBy: who,
 		OwnerIDHash: store.OwnerIDHash(req.GetOwnerId()), Owner: who, TakeOver: req.GetTakeOver(),
 		RequireOwner: authed && caller.Role == RoleExecutor, Lease: time.Duration(req.GetLeaseSeconds()) * time.Second,
+		GitHub: githubJobOf(ctx),
 	}
 	if req.GetStartedAt() != nil {
 		nr.StartedAt = req.GetStartedAt().AsTime()

@@ -23,6 +23,7 @@ import (
 	"connectrpc.com/grpcreflect"
 
 	"github.com/rbookhq/rbook-action/controlplane/approval"
+	"github.com/rbookhq/rbook-action/controlplane/auth"
 	"github.com/rbookhq/rbook-action/controlplane/store"
 	"github.com/rbookhq/rbook-action/gen/rbook/v1/rbookv1connect"
 )
@@ -45,6 +46,10 @@ type Options struct {
 	// approver role, not by the run's starter (approval.Default). Who is who needs Auth:
 	// without it, approver names are unverified and only approvals_required applies.
 	GatePolicy *approval.GatePolicy
+	// OIDC verifies GitHub Actions OIDC tokens (issue 7, item 5): a bearer value shaped like a
+	// JWT goes to it, anything else to Auth. With OIDC and no Auth, only OIDC callers get in.
+	// New attaches it to Auth (creating an empty one when Auth is nil).
+	OIDC *auth.Verifier
 	// Logger receives one line per RPC and storage failures; nil means slog.Default().
 	Logger *slog.Logger
 	// MaxMessageBytes caps request messages; 0 means DefaultMaxMessageBytes.
@@ -93,6 +98,13 @@ func New(st *store.Store, opts Options) (*Server, error) {
 	}
 	unsubscribe := st.Subscribe(s.hub.publish)
 
+	if opts.OIDC != nil {
+		if opts.Auth == nil {
+			opts.Auth = &Authenticator{}
+		}
+		opts.Auth.oidc = opts.OIDC
+		s.opts.Auth = opts.Auth
+	}
 	interceptors := []connect.Interceptor{logInterceptor{s.log}}
 	if opts.Auth != nil {
 		interceptors = append(interceptors, authInterceptor{opts.Auth})

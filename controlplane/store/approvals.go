@@ -351,15 +351,15 @@ func (s *Store) DecideApproval(ctx context.Context, d Decision) (Approval, error
 	return result, outcome
 }
 
-// runStarter reads who started a run, for Decision.Authorize (issue 7, item 4). Issue 7,
-// item 5 adds the GitHub actor of the job that started it.
+// runStarter reads who started a run, for Decision.Authorize (issue 7, item 4): started_by
+// and the GitHub actor of the OIDC job that started it (migration 0005; "" without one).
 func (w *writeTx) runStarter(runID string) (RunStarter, error) {
-	var startedBy sql.NullString
-	err := w.readRow("SELECT started_by FROM playbook_runs WHERE run_id = ?", runID).Scan(&startedBy)
+	var startedBy, actor sql.NullString
+	err := w.readRow("SELECT started_by, github_actor FROM playbook_runs WHERE run_id = ?", runID).Scan(&startedBy, &actor)
 	if err != nil {
 		return RunStarter{}, fmt.Errorf("store: read run: %w", err)
 	}
-	return RunStarter{StartedBy: startedBy.String}, nil
+	return RunStarter{StartedBy: startedBy.String, GitHubActor: actor.String}, nil
 }
 
 // ExpireDueApprovals closes every pending approval whose deadline is at or before now and

@@ -75,7 +75,7 @@ type rowScanner interface{ Scan(dest ...any) error }
 const runColumns = `run_id, playbook_name, playbook_hash, current_node, bindings, error_context, status,
 	iteration_counts, epic_id, session_id, started_at, completed_at, schema_hash8, total_steps,
 	last_completed_step_index, last_deploy_name, started_by, last_seq, updated_at, cancelled_by, cancel_reason,
-	kind, owner, owner_id_hash, lease_epoch, lease_seconds, lease_expires_at`
+	kind, owner, owner_id_hash, lease_epoch, lease_seconds, lease_expires_at, ` + githubJobColumns
 
 func scanRun(r rowScanner) (Run, error) {
 	var (
@@ -84,14 +84,16 @@ func scanRun(r rowScanner) (Run, error) {
 		completedAt, lastDeploy, startedBy, cancelledBy sql.NullString
 		cancelReason, startedAt, updatedAt, leaseExp    sql.NullString
 		bindings, iterationCounts, status, kind         string
+		job                                             githubJobScan
 	)
-	err := r.Scan(&run.RunID, &run.PlaybookName, &run.PlaybookHash, &currentNode, &bindings, &errorContext,
+	err := r.Scan(append([]any{&run.RunID, &run.PlaybookName, &run.PlaybookHash, &currentNode, &bindings, &errorContext,
 		&status, &iterationCounts, &epicID, &sessionID, &startedAt, &completedAt, &run.SchemaHash8,
 		&run.TotalSteps, &run.LastCompletedStepIndex, &lastDeploy, &startedBy, &run.LastSeq, &updatedAt,
-		&cancelledBy, &cancelReason, &kind, &run.Owner, &run.OwnerIDHash, &run.LeaseEpoch, &run.LeaseSeconds, &leaseExp)
+		&cancelledBy, &cancelReason, &kind, &run.Owner, &run.OwnerIDHash, &run.LeaseEpoch, &run.LeaseSeconds, &leaseExp}, job.dests()...)...)
 	if err != nil {
 		return Run{}, err
 	}
+	run.GitHub = job.job()
 	run.Kind = RunKind(kind)
 	if run.LeaseExpiresAt, err = parseTime("lease_expires_at", leaseExp); err != nil {
 		return Run{}, err

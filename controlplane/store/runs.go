@@ -55,12 +55,12 @@ func (s *Store) StartRun(ctx context.Context, nr NewRun) (run Run, outcome Start
 		res, err := w.execSQL(`INSERT INTO playbook_runs
 			(run_id, playbook_name, playbook_hash, bindings, status, epic_id, session_id, started_at,
 			 schema_hash8, total_steps, started_by, updated_at, kind, owner, owner_id_hash, lease_epoch,
-			 lease_seconds, lease_expires_at)
-			VALUES (?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)
+			 lease_seconds, lease_expires_at, `+githubJobColumns+`)
+			VALUES (?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (run_id) DO NOTHING`,
-			nr.RunID, nr.PlaybookName, nr.PlaybookHash, bindings, nullString(nr.EpicID), nullString(nr.SessionID),
-			formatTime(startedAt), nr.SchemaHash8, nr.TotalSteps, nullString(nr.StartedBy), formatTime(now),
-			string(nr.Kind), nr.Owner, nr.OwnerIDHash, leaseSecs, expires)
+			append([]any{nr.RunID, nr.PlaybookName, nr.PlaybookHash, bindings, nullString(nr.EpicID), nullString(nr.SessionID),
+				formatTime(startedAt), nr.SchemaHash8, nr.TotalSteps, nullString(nr.StartedBy), formatTime(now),
+				string(nr.Kind), nr.Owner, nr.OwnerIDHash, leaseSecs, expires}, githubJobArgs(nr.GitHub)...)...)
 		if err != nil {
 			return fmt.Errorf("store: insert run: %w", err)
 		}
@@ -187,6 +187,9 @@ func validateNewRun(nr *NewRun) error {
 		if err := checkText(f.name, f.v, f.required, MaxIDBytes); err != nil {
 			return err
 		}
+	}
+	if err := validateGitHubJob(nr.GitHub); err != nil {
+		return err
 	}
 	if nr.TotalSteps < 0 {
 		return fmt.Errorf("%w: total_steps is %d, must be >= 0", ErrInvalidArgument, nr.TotalSteps)
@@ -320,6 +323,18 @@ func (s *Store) RecordTransition(ctx context.Context, t Transition, f Fence) (Re
 		if err != nil {
 			return fmt.Errorf("store: update run: %w", err)
 		}
+		if t.Kind == KindRunInterrupted && !run.Status.Final() {
+			// The executor that waited at the gate is gone: withdraw the run's pending
+			// approvals in this transaction, so nobody approves a dead job (issue 7, item 2).
+			withdrawn, err := w.writeApprovals(`UPDATE playbook_approvals SET status = 'cancelled', approved_at = ?,
+				approver = 'system', reason = ?, decided_by_source = ?
+				WHERE run_id = ? AND status = 'pending' RETURNING `+approvalColumns,
+				updatedAt, interruptedReason, SourceInterrupted, t.RunID)
+			if err != nil {
+				return fmt.Errorf("store: withdraw approvals: %w", err)
+			}
+			w.change.Approvals = append(w.change.Approvals, withdrawn...)
+		}
 		res = RecordResult{Progress: run}
 		w.change.Transitions = append(w.change.Transitions, t)
 		w.change.Progress = append(w.change.Progress, run)
@@ -331,6 +346,10 @@ func (s *Store) RecordTransition(ctx context.Context, t Transition, f Fence) (Re
 	}
 	return res, nil
 }
+
+// interruptedReason is the reason recorded on an approval withdrawn by a run_interrupted
+// transition (SourceInterrupted).
+const interruptedReason = "withdrawn: the job running the run was interrupted"
 
 // progress returns the run's progress columns from the writer's cache, else from its row.
 // Errors: ErrNotFound, storage errors.

@@ -178,6 +178,10 @@ const (
 	KindGateOpened   TransitionKind = "gate_opened"
 	KindGateDecided  TransitionKind = "gate_decided"
 	KindRunFinished  TransitionKind = "run_finished"
+	// KindRunInterrupted: a signal stopped the executor (or the Action's post step recorded
+	// that its job ended without the run); the run stays unfinished and its pending
+	// approvals are withdrawn (SourceInterrupted; issue 7, item 2).
+	KindRunInterrupted TransitionKind = "run_interrupted"
 )
 
 // ApprovalStatus is the status column of playbook_approvals. The seed's words are pending,
@@ -212,6 +216,11 @@ const (
 	SourceSuperseded = "superseded"
 	// SourcePolicy marks approvals auto-passed by the policy evaluator (seed "Policy evaluator").
 	SourcePolicy = "policy"
+	// SourceInterrupted marks pending approvals withdrawn (closed as cancelled) when their
+	// run recorded a run_interrupted transition: the job that waited at the gate is gone, so
+	// nobody may approve it; a resumed run opens the gate again with a new approval (issue 7,
+	// item 2).
+	SourceInterrupted = "interrupted"
 )
 
 // NewRun is what StartRun needs to create a run.
@@ -249,6 +258,10 @@ type NewRun struct {
 	TakeOver bool
 	// Lease is the lease duration; zero means DefaultLease, else MinLease..MaxLease.
 	Lease time.Duration
+	// GitHub is the job that starts the run, from its verified OIDC token (issue 7, item 5);
+	// nil for any other caller. Stored when the run is created only: a resume or take-over
+	// keeps the starter's job, as it keeps started_by.
+	GitHub *GitHubJob
 }
 
 // StartOutcome says what StartRun did.
@@ -304,6 +317,8 @@ type Run struct {
 	LeaseEpoch     int64
 	LeaseSeconds   int
 	LeaseExpiresAt time.Time
+	// GitHub is the GitHub Actions job that started the run (migration 0005), nil if none.
+	GitHub *GitHubJob
 }
 
 // Evidence is one evidence-pack entry (seed runbook-executor, Step 7; mirrors engine.Evidence).

@@ -201,3 +201,23 @@ func TestIssue7_4_TimedOutReasonRoundsUp(t *testing.T) {
 		}
 	}
 }
+
+// Issue 7, items 4 and 5: Authorize sees the run's starter: started_by and the GitHub actor
+// of the OIDC job that started it, for four-eyes against that actor.
+func TestIssue7_4_StoreAuthorizeSeesTheGitHubActor(t *testing.T) {
+	t.Parallel()
+	s, _ := openTest(t)
+	ctx := context.Background()
+	nr := newRun("R1")
+	nr.GitHub = &GitHubJob{Actor: "octocat", Repository: "o/r"}
+	mustStart(t, s, nr)
+	twoOfN(t, s, "a1", 2)
+	var seen RunStarter
+	if _, err := s.DecideApproval(ctx, Decision{ApprovalID: "a1", Verdict: ApprovalApproved, Approver: "bob", At: t0.Add(2 * time.Minute),
+		Authorize: func(_ Approval, st RunStarter) error { seen = st; return nil }}); err != nil {
+		t.Fatal(err)
+	}
+	if seen != (RunStarter{StartedBy: "alice", GitHubActor: "octocat"}) {
+		t.Fatalf("Authorize saw %+v, want started_by alice and actor octocat", seen)
+	}
+}

@@ -1,0 +1,26 @@
+'use strict';
+// The rbook Action's main step (action.yml: runs.using node24, main). It gets the rbook
+// binary for this runner — from the tool cache, or the release archive named in release.json
+// downloaded and checked against its committed SHA-256, or built from source — and runs
+// `rbook run` with the inputs as arguments and environment variables (never through a shell),
+// forwarding SIGINT/SIGTERM to it and exiting with its exit code (issue 7, item 2).
+const { ShimError, resolveBinary, saveState, rbookEnv, rbookArgs, runForwarding } = require('./lib.js');
+
+async function main() {
+  const started = Date.now();
+  const { bin, how } = await resolveBinary();
+  console.log(`rbook: ${how} in ${Date.now() - started} ms: ${bin}`);
+  // What post.js needs: the binary, and the folder the run's state file is relative to.
+  saveState('binary', bin);
+  saveState('cwd', process.cwd());
+  return runForwarding(bin, rbookArgs(['run']), rbookEnv());
+}
+
+main().then((code) => {
+  process.exitCode = code;
+}, (e) => {
+  // A workflow command: the message is the shim's own text (paths, URLs, checksums).
+  const msg = e instanceof ShimError ? e.message : (e && e.stack) || String(e);
+  console.log(`::error title=rbook action::${msg.replace(/%/g, '%25').replace(/\r/g, '%0D').replace(/\n/g, '%0A')}`);
+  process.exitCode = 1;
+});

@@ -1,0 +1,301 @@
+'use strict';
+// Tests of the Action shim (issue 7, item 2): `node --test action/shim/`. Each test lays out
+// an action folder (these files and its own release.json), a fake rbook binary packed as the
+// release archive, and a local HTTP server playing GitHub's release download (a redirect to
+// the asset), then runs main.js / post.js as the runner would: as a node process with
+// INPUT_*, RUNNER_*, GITHUB_* set.
+const assert = require('node:assert/strict');
+const { spawn } = require('node:child_process');
+const fs = require('node:fs');
+const http = require('node:http');
+const os = require('node:os');
+const path = require('node:path');
+const test = require('node:test');
+const zlib = require('node:zlib');
+const lib = require('./lib.js');
+
+const VERSION = 'v9.9.9';
+const skipOnWindows = process.platform === 'win32' ? 'the fake rbook is a #! script' : false;
+
+// tarGz packs files ({name: content}) as a ustar .tar.gz, as tools/release does.
+function tarGz(files, { type = '0' } = {}) {
+  const blocks = [];
+  for (const [name, content] of Object.entries(files)) {
+    const body = Buffer.from(content);
+    const h = Buffer.alloc(512);
+    h.write(name, 0, 100, 'utf8');
+    h.write('0000755\0', 100);
+    h.write('0000000\0', 108);
+    h.write('0000000\0', 116);
+    h.write(body.length.toString(8).padStart(11, '0') + '\0', 124);
+    h.write('00000000000\0', 136);
+    h.write('        ', 148);
+    h.write(type, 156);
+    h.write('ustar\x0000', 257, 'latin1');
+    let sum = 0;
+    for (const b of h) sum += b;
+    h.write(sum.toString(8).padStart(6, '0') + '\0 ', 148);
+    blocks.push(h, body, Buffer.alloc((512 - (body.length % 512)) % 512));
+  }
+  blocks.push(Buffer.alloc(1024));
+  return zlib.gzipSync(Buffer.concat(blocks));
+}
+
+// fakeRbook is a node script standing in for rbook: it records its arguments and the
+// variables the shim sets in $FAKE_OUT, then exits as $FAKE_MODE says (exit:N), or waits
+// for a signal (wait) and records it in $FAKE_OUT.sig.
+function fakeRbook() {
+  return `#!${process.execPath}
+const fs = require('fs');
+fs.writeFileSync(process.env.FAKE_OUT, JSON.stringify({ argv: process.argv.slice(2), cp: process.env.RBOOK_CONTROL_PLANE,
+  token: process.env.RBOOK_TOKEN ?? null, inputToken: process.env['INPUT_CONTROL-PLANE-TOKEN'] ?? null, cwd: process.cwd() }));
+const mode = process.env.FAKE_MODE || 'exit:0';
+if (mode === 'wait') {
+  for (const s of ['SIGINT', 'SIGTERM']) process.on(s, () => { fs.writeFileSync(process.env.FAKE_OUT + '.sig', s); process.exit(1); });
+  console.log('FAKE READY');
+  setInterval(() => {}, 1000);
+} else {
+  process.exit(Number(mode.slice(5)));
+}
+`;
+}
+
+// setup makes a job: an action folder with release.json (archives: sums, default the real
+// archive's), a release server, a tool cache, and the runner's variables.
+async function setup(t, { sums, version = VERSION, archive } = {}) {
+  const root = fs.mkdtempSync(path.join(os.tmpdir(), 'rbook-shim-'));
+  t.after(() => fs.rmSync(root, { recursive: true, force: true }));
+  const actionDir = path.join(root, 'action-repo');
+  fs.mkdirSync(path.join(actionDir, 'action', 'shim'), { recursive: true });
+  for (const f of ['lib.js', 'main.js', 'post.js']) fs.copyFileSync(path.join(__dirname, f), path.join(actionDir, 'action', 'shim', f));
+  const env0 = { RUNNER_OS: { linux: 'Linux', darwin: 'macOS', win32: 'Windows' }[process.platform], RUNNER_ARCH: { x64: 'X64', arm64: 'ARM64' }[process.arch] };
+  const tgt = lib.target(env0);
+  const name = lib.archiveName(version, tgt);
+  archive = archive || tarGz({ [tgt.exe]: fakeRbook(), 'README.md': 'rbook\n' });
+  fs.writeFileSync(path.join(actionDir, 'action', 'shim', 'release.json'),
+    JSON.stringify({ version, archives: sums || { [name]: lib.sha256(archive) } }));
+  const requests = [];
+  const server = http.createServer((req, res) => {
+    requests.push(req.url);
+    if (req.url === `/owner/repo/releases/download/${version}/${name}`) {
+      res.writeHead(302, { Location: `/assets/${name}?sig=x` });
+      return res.end();
+    }
+    if (req.url === `/assets/${name}?sig=x`) {
+      res.writeHead(200, { 'Content-Type': 'application/octet-stream', 'Content-Length': archive.length });
+      return res.end(archive);
+    }
+    res.writeHead(404);
+    res.end('not found');
+  });
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  t.after(() => server.close());
+  const work = path.join(root, 'work');
+  fs.mkdirSync(work);
+  const env = {
+    ...env0, PATH: process.env.PATH, HOME: root,
+    GITHUB_SERVER_URL: `http://127.0.0.1:${server.address().port}`, GITHUB_ACTION_REPOSITORY: 'owner/repo', GITHUB_ACTION_REF: version,
+    GITHUB_ACTION_PATH: actionDir, RUNNER_TOOL_CACHE: path.join(root, 'toolcache'), RUNNER_TEMP: path.join(root, 'temp'),
+    GITHUB_STATE: path.join(root, 'state.txt'), FAKE_OUT: path.join(root, 'fake.json'),
+    INPUT_RUNBOOK: 'demo', INPUT_DIR: 'runbooks', 'INPUT_CONTROL-PLANE': 'off', 'INPUT_CONTROL-PLANE-TOKEN': '', 'INPUT_STEP-INDEX': '',
+    'INPUT_BUILD-FROM-SOURCE': 'false',
+  };
+  fs.mkdirSync(env.RUNNER_TEMP);
+  return { root, actionDir, env, work, requests, name, tgt, archive };
+}
+
+// node runs an entry point of the action like the runner: resolves { code, out } at exit;
+// onLine sees each output line (and may signal the process).
+function node(job, entry, extraEnv = {}, onLine) {
+  return new Promise((resolve) => {
+    const p = spawn(process.execPath, [path.join(job.actionDir, 'action', 'shim', entry)], {
+      cwd: job.work, env: { ...job.env, ...extraEnv }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    const feed = (d) => {
+      const before = out;
+      out += d;
+      if (onLine) for (const l of out.slice(before.lastIndexOf('\n') + 1).split('\n').slice(0, -1)) onLine(l, p);
+    };
+    p.stdout.on('data', feed);
+    p.stderr.on('data', feed);
+    p.on('close', (code, signal) => resolve({ code, signal, out }));
+  });
+}
+
+const fakeRan = (job) => fs.existsSync(job.env.FAKE_OUT);
+const fakeSaw = (job) => JSON.parse(fs.readFileSync(job.env.FAKE_OUT, 'utf8'));
+
+test('TestIssue7_2_ShimDownloadsFollowsRedirectVerifiesAndPassesExitCode', { skip: skipOnWindows }, async (t) => {
+  const job = await setup(t);
+  const r = await node(job, 'main.js', { FAKE_MODE: 'exit:3' });
+  assert.equal(r.code, 3, r.out);
+  assert.deepEqual(job.requests, [`/owner/repo/releases/download/${VERSION}/${job.name}`, `/assets/${job.name}?sig=x`]);
+  assert.match(r.out, /downloaded and verified \(SHA-256 [0-9a-f]{64}\)/);
+  assert.deepEqual(fakeSaw(job).argv, ['run', '--dir=runbooks', '--', 'demo']);
+  const dir = path.join(job.env.RUNNER_TOOL_CACHE, 'rbook', '9.9.9', job.tgt.arch);
+  const marker = JSON.parse(fs.readFileSync(dir + '.complete', 'utf8'));
+  assert.equal(marker.archive_sha256, lib.sha256(job.archive));
+  assert.equal(marker.binary_sha256, lib.sha256(fs.readFileSync(path.join(dir, job.tgt.exe))));
+  // GITHUB_STATE: name<<delimiter lines, the binary for post.js.
+  const state = fs.readFileSync(job.env.GITHUB_STATE, 'utf8');
+  const m = state.match(/^binary<<(ghadelimiter_[0-9a-f-]{36})\n(.*)\n\1\n/);
+  assert.ok(m, state);
+  assert.equal(m[2], path.join(dir, job.tgt.exe));
+  for (const code of [0, 1, 2]) {
+    const again = await node(job, 'main.js', { FAKE_MODE: `exit:${code}` });
+    assert.equal(again.code, code, again.out);
+  }
+});
+
+test('TestIssue7_2_ShimCacheHitMakesNoRequest', { skip: skipOnWindows }, async (t) => {
+  const job = await setup(t);
+  assert.equal((await node(job, 'main.js')).code, 0);
+  const n = job.requests.length;
+  assert.equal(n, 2);
+  const r = await node(job, 'main.js');
+  assert.equal(r.code, 0, r.out);
+  assert.equal(job.requests.length, n, `the cache hit made requests: ${job.requests.slice(n)}`);
+  assert.match(r.out, /from the tool cache/);
+  // A cached binary that no longer has its recorded checksum is not run: fetched again.
+  const bin = path.join(job.env.RUNNER_TOOL_CACHE, 'rbook', '9.9.9', job.tgt.arch, job.tgt.exe);
+  fs.appendFileSync(bin, '\n// tampered\n');
+  const r2 = await node(job, 'main.js');
+  assert.equal(r2.code, 0, r2.out);
+  assert.equal(job.requests.length, n + 2);
+  assert.doesNotMatch(fs.readFileSync(bin, 'utf8'), /tampered/);
+});
+
+test('TestIssue7_2_ShimRefusesBadChecksum', { skip: skipOnWindows }, async (t) => {
+  const other = 'a'.repeat(64);
+  const job = await setup(t, { sums: { [lib.archiveName(VERSION, lib.target())]: other } });
+  const r = await node(job, 'main.js');
+  assert.equal(r.code, 1, r.out);
+  assert.match(r.out, new RegExp(`::error title=rbook action::${job.name}: SHA-256 [0-9a-f]{64} does not match the committed checksum ${other}`));
+  assert.equal(fakeRan(job), false, 'the unverified binary ran');
+  assert.equal(fs.existsSync(path.join(job.env.RUNNER_TOOL_CACHE, 'rbook', '9.9.9', job.tgt.arch + '.complete')), false);
+  assert.doesNotMatch(r.out, /building rbook from source/i, 'a mismatch fell back to building');
+});
+
+test('TestIssue7_2_ShimRefusesMissingChecksumEntry', { skip: skipOnWindows }, async (t) => {
+  const job = await setup(t, { sums: { 'rbook_v9.9.9_plan9_mips.tar.gz': 'b'.repeat(64) } });
+  const r = await node(job, 'main.js');
+  assert.equal(r.code, 1, r.out);
+  assert.match(r.out, new RegExp(`release.json has no checksum for ${job.name.replace(/\./g, '\\.')}: refusing`));
+  assert.deepEqual(job.requests, [], 'an unlisted archive was downloaded');
+  assert.equal(fakeRan(job), false);
+});
+
+test('TestIssue7_2_ShimForwardsSIGINTToRbook', { skip: skipOnWindows }, async (t) => {
+  const job = await setup(t);
+  let sent = false;
+  const r = await node(job, 'main.js', { FAKE_MODE: 'wait' }, (line, p) => {
+    if (line === 'FAKE READY' && !sent) {
+      sent = true;
+      p.kill('SIGINT');
+    }
+  });
+  assert.ok(sent, r.out);
+  assert.equal(fs.readFileSync(job.env.FAKE_OUT + '.sig', 'utf8'), 'SIGINT');
+  assert.equal(r.code, 1, r.out); // rbook's own exit code for an interrupted run
+  assert.equal(r.signal, null);
+  const r2 = await node(job, 'main.js', { FAKE_MODE: 'wait' }, (line, p) => { if (line === 'FAKE READY') p.kill('SIGTERM'); });
+  assert.equal(fs.readFileSync(job.env.FAKE_OUT + '.sig', 'utf8'), 'SIGTERM');
+  assert.equal(r2.code, 1, r2.out);
+});
+
+test('TestIssue7_2_ShimPassesShellMetacharactersVerbatim', { skip: skipOnWindows }, async (t) => {
+  const job = await setup(t);
+  const nasty = {
+    INPUT_RUNBOOK: '-x; touch pwned1 $(touch pwned2) `touch pwned3` "q\' | cat',
+    INPUT_DIR: 'dir with spaces && touch pwned4 > out',
+    'INPUT_CONTROL-PLANE': 'http://127.0.0.1:1/$HOME;touch pwned5',
+    'INPUT_CONTROL-PLANE-TOKEN': 'tok$(touch pwned6)`id`',
+    'INPUT_STEP-INDEX': '2;touch pwned7',
+  };
+  const r = await node(job, 'main.js', nasty);
+  assert.equal(r.code, 0, r.out);
+  const saw = fakeSaw(job);
+  assert.deepEqual(saw.argv, ['run', `--dir=${nasty.INPUT_DIR}`, `--step-index=${nasty['INPUT_STEP-INDEX']}`, '--', nasty.INPUT_RUNBOOK]);
+  assert.equal(saw.cp, nasty['INPUT_CONTROL-PLANE']);
+  assert.equal(saw.token, nasty['INPUT_CONTROL-PLANE-TOKEN']);
+  assert.equal(saw.inputToken, null, 'the token input reached rbook under its INPUT_ name');
+  assert.deepEqual(fs.readdirSync(job.work).filter((f) => f.startsWith('pwned')), []);
+  assert.ok(!r.out.includes(nasty['INPUT_CONTROL-PLANE-TOKEN']), 'the token was printed');
+});
+
+test('TestIssue7_2_ShimFallsBackToSourceOnlyWithoutARelease', { skip: skipOnWindows }, async (t) => {
+  const job = await setup(t);
+  const noGo = { PATH: path.join(job.root, 'empty-bin') }; // no go on PATH: the build says so
+  fs.mkdirSync(noGo.PATH);
+  const want = /building rbook from source needs Go on the runner, and 'go' is not on PATH/;
+  // The ref has no release asset (404), uses: ./ (no ref), release.json names no version,
+  // and build-from-source: true all build from source.
+  for (const extra of [{ GITHUB_ACTION_REPOSITORY: 'owner/other' }, { GITHUB_ACTION_REF: '' }, { 'INPUT_BUILD-FROM-SOURCE': 'true' }]) {
+    const r = await node(job, 'main.js', { ...noGo, ...extra });
+    assert.equal(r.code, 1, r.out);
+    assert.match(r.out, want, JSON.stringify(extra));
+  }
+  fs.writeFileSync(path.join(job.actionDir, 'action', 'shim', 'release.json'), '{"version": "", "archives": {}}');
+  const r = await node(job, 'main.js', noGo);
+  assert.match(r.out, /release.json names no release for this ref/);
+  assert.match(r.out, want);
+  assert.equal(fakeRan(job), false);
+});
+
+test('TestIssue7_2_ShimPostRunsGithubPost', { skip: skipOnWindows }, async (t) => {
+  const job = await setup(t);
+  const none = await node(job, 'post.js');
+  assert.equal(none.code, 0, none.out);
+  assert.match(none.out, /installed no rbook binary/);
+  assert.equal((await node(job, 'main.js')).code, 0);
+  const bin = path.join(job.env.RUNNER_TOOL_CACHE, 'rbook', '9.9.9', job.tgt.arch, job.tgt.exe);
+  const r = await node(job, 'post.js', { STATE_binary: bin, STATE_cwd: job.work, FAKE_MODE: 'exit:2', INPUT_RUNBOOK: 'prod' });
+  assert.equal(r.code, 2, r.out);
+  assert.deepEqual(fakeSaw(job).argv, ['github', 'post', '--dir=runbooks', '--', 'prod']);
+});
+
+test('TestIssue7_2_ShimTarReaderRefusesEscapesAndLinks', () => {
+  const dest = fs.mkdtempSync(path.join(os.tmpdir(), 'rbook-untar-'));
+  try {
+    for (const name of ['../evil', '/abs/evil', 'a/../../evil', 'C:/evil', 'a\\..\\evil']) {
+      assert.throws(() => lib.untarGz(tarGz({ [name]: 'x' }), dest), /refused \(absolute, or leaves the folder\)/, name);
+    }
+    assert.throws(() => lib.untarGz(tarGz({ link: '' }, { type: '2' }), dest), /type "2" refused \(regular files only\)/);
+    assert.throws(() => lib.untarGz(zlib.gzipSync(Buffer.alloc(4096, 1)), dest, { maxBytes: 1024 }), /over 1024 bytes unpacked/);
+    assert.deepEqual(lib.untarGz(tarGz({ 'rbook': 'bin', 'docs/a.md': 'a' }), dest), ['rbook', 'docs/a.md']);
+    assert.equal(fs.readFileSync(path.join(dest, 'docs', 'a.md'), 'utf8'), 'a');
+    assert.deepEqual(fs.readdirSync(path.dirname(dest)).filter((f) => f === 'evil'), []);
+  } finally {
+    fs.rmSync(dest, { recursive: true, force: true });
+  }
+});
+
+test('TestIssue7_2_ShimDownloadLimits', async (t) => {
+  let hops = 0;
+  const server = http.createServer((req, res) => {
+    if (req.url === '/big') { res.writeHead(200); return res.end(Buffer.alloc(4096)); } // chunked: counted as it arrives
+    if (req.url === '/declared') { res.writeHead(200, { 'Content-Length': 4096 }); return res.end(Buffer.alloc(4096)); }
+    if (req.url === '/loop') { hops++; res.writeHead(302, { Location: '/loop' }); return res.end(); }
+    if (req.url === '/hang') return; // never answers
+    res.writeHead(404); res.end();
+  });
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  t.after(() => server.close());
+  const base = `http://127.0.0.1:${server.address().port}`;
+  await assert.rejects(lib.download(base + '/big', { maxBytes: 1000 }), /\/big: over the limit of 1000 bytes/);
+  await assert.rejects(lib.download(base + '/declared', { maxBytes: 1000 }), /\/declared: 4096 bytes, over the limit of 1000/);
+  assert.equal((await lib.download(base + '/declared', { maxBytes: 4096 })).length, 4096);
+  await assert.rejects(lib.download(base + '/loop'), /more than 5 redirects/);
+  assert.equal(hops, lib.MAX_REDIRECTS + 1);
+  await assert.rejects(lib.download(base + '/hang', { timeoutMs: 200 }), /no complete answer within 200 ms/);
+  await assert.rejects(lib.download(base + '/nothing'), (e) => e.fallback === true && /HTTP 404/.test(e.message));
+  server.closeAllConnections();
+});
+
+test('TestIssue7_2_ShimTargets', () => {
+  assert.deepEqual(lib.target({ RUNNER_OS: 'Windows', RUNNER_ARCH: 'ARM64' }), { os: 'windows', arch: 'arm64', exe: 'rbook.exe' });
+  assert.deepEqual(lib.target({ RUNNER_OS: 'macOS', RUNNER_ARCH: 'X64' }), { os: 'darwin', arch: 'amd64', exe: 'rbook' });
+  assert.deepEqual(lib.target({}, 'linux', 'arm64'), { os: 'linux', arch: 'arm64', exe: 'rbook' });
+  assert.throws(() => lib.target({}, 'aix', 'ppc64'), /no release for this runner \(aix\/ppc64\)/);
+  assert.equal(lib.archiveName('v0.7.0', { os: 'linux', arch: 'amd64' }), 'rbook_v0.7.0_linux_amd64.tar.gz');
+});

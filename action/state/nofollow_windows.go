@@ -1,0 +1,34 @@
+//go:build windows
+
+package state
+
+import (
+	"io/fs"
+	"os"
+)
+
+// oNoFollow is 0: Windows has no O_NOFOLLOW, so the lock and state files are checked with
+// Lstat first (checkNotLink, CheckPath) and reparse points are refused (issue 7, item 1).
+const oNoFollow = 0
+
+// recordOffset is where the holder record starts in the lock file. LockFileEx locks are
+// mandatory and gofrs/flock locks byte 0, so a contender cannot read that byte while the lock
+// is held: the record starts after it.
+const recordOffset = 1
+
+// isLoop is always false: without O_NOFOLLOW an open never fails for a link.
+func isLoop(error) bool { return false }
+
+// isLink reports whether an Lstat mode is a symbolic link or another reparse point (a
+// junction or mount point, which Go reports as ModeIrregular since Go 1.23).
+func isLink(m fs.FileMode) bool { return m&(fs.ModeSymlink|fs.ModeIrregular) != 0 }
+
+// checkNotLink reports whether path is a symbolic link or reparse point, and its target.
+func checkNotLink(path string) (target string, link bool) {
+	info, err := os.Lstat(path)
+	if err != nil || !isLink(info.Mode()) {
+		return "", false
+	}
+	target, _ = os.Readlink(path)
+	return target, true
+}

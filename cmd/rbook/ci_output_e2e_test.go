@@ -1,0 +1,240 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// hostileRows is what the hostile MCP server answers for the demo's owner-tag check: rows
+// that carry workflow commands, at a line start (v2 syntax) and mid-line (v1 ##[…]).
+const hostileRows = `{"count":1,"data":[{"name":"##[add-mask]y"}]}` + "\n::add-mask::x\n::error::pwned\n"
+
+// hostileMCP serves validate_query and execute_query over streamable HTTP; execute_query
+// answers hostileRows for the owner-tag query and no rows otherwise. It returns the MCP
+// config file.
+func hostileMCP(t *testing.T, dir string) string {
+	t.Helper()
+	type in struct {
+		Query         string   `json:"query"`
+		Subscriptions []string `json:"subscriptions,omitempty"`
+	}
+	newServer := func(*http.Request) *sdk.Server {
+		s := sdk.NewServer(&sdk.Implementation{Name: "hostile", Version: "1"}, nil)
+		sdk.AddTool(s, &sdk.Tool{Name: "validate_query"}, func(context.Context, *sdk.CallToolRequest, in) (*sdk.CallToolResult, map[string]bool, error) {
+			return nil, map[string]bool{"valid": true}, nil
+		})
+		sdk.AddTool(s, &sdk.Tool{Name: "execute_query"}, func(_ context.Context, _ *sdk.CallToolRequest, q in) (*sdk.CallToolResult, any, error) {
+			text := `{"count":0,"data":[]}`
+			if strings.Contains(q.Query, "tags.owner") {
+				text = hostileRows
+			}
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: text}}}, nil, nil
+		})
+		return s
+	}
+	srv := httptest.NewServer(sdk.NewStreamableHTTPHandler(newServer, nil))
+	t.Cleanup(srv.Close)
+	cfg := filepath.Join(dir, "hostile.mcp.json")
+	os.WriteFile(cfg, []byte(`{"mcpServers": {"hostile": {"url": "`+srv.URL+`"}}}`), 0o644)
+	return cfg
+}
+
+// actedCommands plays the runner's command processing over a job log: a line whose trimmed
+// start is "::name …::msg" (v2) or that holds "##[name …]msg" (v1) is a command; while
+// stop-commands is on only "::<token>::" acts. It returns the commands that acted ("name
+// props::message") and, per acted command, the index of its line.
+func actedCommands(log string) (acted []string, at []int) {
+	v1 := regexp.MustCompile(`##\[([^\]]*)\](.*)`)
+	stop := ""
+	for n, line := range strings.Split(log, "\n") {
+		l := strings.TrimLeft(line, " \t")
+		head, msg, ok := "", "", false
+		if rest, isV2 := strings.CutPrefix(l, "::"); isV2 {
+			head, msg, ok = strings.Cut(rest, "::")
+		} else if m := v1.FindStringSubmatch(l); m != nil {
+			head, msg, ok = m[1], m[2], true
+		}
+		if !ok {
+			continue
+		}
+		name := strings.SplitN(head, " ", 2)[0]
+		if stop != "" {
+			if name == stop {
+				stop = ""
+			}
+			continue
+		}
+		if name == "stop-commands" {
+			stop = msg
+			continue
+		}
+		acted, at = append(acted, head+"::"+msg), append(at, n)
+	}
+	return acted, at
+}
+
+// parseOutputs reads a $GITHUB_OUTPUT file with GitHub's grammar: name=value lines and
+// name<<DELIM … DELIM blocks. A malformed file fails the test.
+func parseOutputs(t *testing.T, text string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	lines := strings.Split(strings.TrimSuffix(text, "\n"), "\n")
+	for i := 0; i < len(lines); i++ {
+		if name, delim, ok := strings.Cut(lines[i], "<<"); ok && !strings.Contains(name, "=") {
+			var val []string
+			for i++; i < len(lines) && lines[i] != delim; i++ {
+				val = append(val, lines[i])
+			}
+			if i == len(lines) {
+				t.Fatalf("output %s: no closing %q in\n%s", name, delim, text)
+			}
+			out[name] = strings.Join(val, "\n")
+			continue
+		}
+		name, val, ok := strings.Cut(lines[i], "=")
+		if !ok {
+			t.Fatalf("line %q of the outputs is no file command", lines[i])
+		}
+		out[name] = val
+	}
+	return out
+}
+
+// TestIssue7_3_RunnerNativeOutputOfTheDemo runs the demo as a GitHub job would see it
+// (GITHUB_ACTIONS, GITHUB_OUTPUT, GITHUB_STEP_SUMMARY, GITHUB_STATE set; one log stream),
+// its checks answered by an MCP server whose rows carry workflow commands, and the gate
+// answered at stdin: the outputs parse with GitHub's grammar and hold the run's values; the
+// summary has the gate's announcement, the report and a Mermaid graph; the log has one
+// group per step, the gate's announcement outside any group, an error annotation on the
+// failing step's line, the secret value and the approval token masked before use, and no
+// command from the MCP rows acts.
+func TestIssue7_3_RunnerNativeOutputOfTheDemo(t *testing.T) {
+	dir := workdir(t)
+	values := filepath.Join(dir, "runbooks", "demo.values.yaml")
+	v := readFile(t, values)
+	os.WriteFile(values, []byte(v+"\napi_token: tok-very-secret-123\n"), 0o644)
+	cfg := hostileMCP(t, dir)
+	files := map[string]string{}
+	for _, k := range []string{"GITHUB_OUTPUT", "GITHUB_STEP_SUMMARY", "GITHUB_STATE"} {
+		files[k] = filepath.Join(dir, strings.ToLower(k))
+	}
+	cmd := exec.Command(rbookBin, "run", "demo", "--mcp-config", cfg, "--report", "report.md")
+	cmd.Dir = dir
+	cmd.Stdin = strings.NewReader("yes\n")
+	cmd.Env = append(os.Environ(), "RBOOK_CONTROL_PLANE=", "GITHUB_ACTIONS=true", "GITHUB_ACTOR=octocat", "GITHUB_WORKSPACE="+dir,
+		"GITHUB_OUTPUT="+files["GITHUB_OUTPUT"], "GITHUB_STEP_SUMMARY="+files["GITHUB_STEP_SUMMARY"], "GITHUB_STATE="+files["GITHUB_STATE"])
+	outb, err := cmd.CombinedOutput() // one stream, as the runner reads it
+	log := string(outb)
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, log)
+	}
+	st := readState(t, dir)
+
+	// Outputs.
+	outs := parseOutputs(t, readFile(t, files["GITHUB_OUTPUT"]))
+	ids := regexp.MustCompile(`Approval id +(\S+)`).FindStringSubmatch(log)
+	if ids == nil {
+		t.Fatalf("no approval id in the log:\n%s", log)
+	}
+	want := map[string]string{
+		"run-id": st.RunID, "status": "COMPLETED", "report-path": "report.md",
+		"evidence-path": filepath.Join(".rbook", st.RunID+".evidence.json"),
+		"approval-id":   ids[1], "approved-by": "octocat", "approval-comment": "answered at the executor's terminal: yes",
+	}
+	for k, w := range want {
+		if outs[k] != w {
+			t.Errorf("output %s = %q, want %q", k, outs[k], w)
+		}
+	}
+	if len(outs) != len(want) {
+		t.Errorf("outputs %q", outs)
+	}
+	if _, err := os.Stat(filepath.Join(dir, outs["evidence-path"])); err != nil {
+		t.Errorf("evidence-path: %v", err)
+	}
+	if s, _ := os.ReadFile(files["GITHUB_STATE"]); len(s) != 0 {
+		t.Errorf("GITHUB_STATE written: %q", s)
+	}
+
+	// Summary: the gate's announcement (written at the gate), the report, the graph.
+	sum := readFile(t, files["GITHUB_STEP_SUMMARY"])
+	approve := "rbook approve " + ids[1] + " --control-plane http://127.0.0.1:"
+	gateAt, reportAt := strings.Index(sum, approve), strings.Index(sum, "# Runbook Execution Report")
+	if gateAt < 0 || reportAt < gateAt || !strings.Contains(sum, "```mermaid\nflowchart TD\n") ||
+		!strings.Contains(sum, "class s1 fail") || !strings.Contains(sum, "decided by octocat") || !strings.Contains(sum, st.RunID) {
+		t.Errorf("job summary:\n%s", sum)
+	}
+
+	// The log as the runner processes it.
+	acted, at := actedCommands(log)
+	lines := strings.Split(log, "\n")
+	var groups []string
+	depth, maskedSecret, annotated := 0, -1, false
+	tokenMask := ""
+	for i, c := range acted {
+		switch {
+		case strings.HasPrefix(c, "add-mask::x") || strings.HasPrefix(c, "add-mask::y") || strings.HasPrefix(c, "error::pwned"):
+			t.Errorf("a command from the MCP rows acted: %q (log line %d)", c, at[i]+1)
+		case strings.HasPrefix(c, "group::"):
+			if depth != 0 {
+				t.Errorf("nested group %q", c)
+			}
+			depth++
+			groups = append(groups, strings.TrimPrefix(c, "group::"))
+		case c == "endgroup::":
+			depth--
+		case c == "add-mask::tok-very-secret-123":
+			maskedSecret = at[i]
+		case strings.HasPrefix(c, "add-mask::"):
+			tokenMask = strings.TrimPrefix(c, "add-mask::")
+		case strings.HasPrefix(c, "error file=runbooks/demo.yaml,line=18,title=rbook%3A step 'resources-have-owner-tag' FAIL::"):
+			annotated = true
+		case strings.HasPrefix(c, "notice "):
+		default:
+			t.Errorf("unexpected command acted: %q", c)
+		}
+	}
+	wantGroups := []string{"step 1/6 · check 'web-apps-enforce-https'", "step 2/6 · check 'resources-have-owner-tag'",
+		"step 3/6 · deploy 'deploy-app-config'", "step 4/6 · rollback 'rollback-app-config'", "step 5/6 · confirm 'confirm-rollout'",
+		"step 6/6 · check 'app-running-after-rollout'"}
+	if strings.Join(groups, "\n") != strings.Join(wantGroups, "\n") || depth != 0 {
+		t.Errorf("groups (depth %d):\n%s", depth, strings.Join(groups, "\n"))
+	}
+	if maskedSecret < 0 || !annotated || tokenMask == "" {
+		t.Errorf("secret masked at line %d, annotated %v, token mask %q", maskedSecret, annotated, tokenMask)
+	}
+	if n := strings.Count(log, tokenMask); n != 1 {
+		t.Errorf("the approval token occurs %d times in the log (only its ::add-mask:: may hold it)", n)
+	}
+	// The hostile rows are in the log (so the check is real), and none of them acted.
+	for _, s := range []string{"::add-mask::x", "::error::pwned", "##[add-mask]y"} {
+		if !strings.Contains(log, s) {
+			t.Errorf("the log lacks %q", s)
+		}
+	}
+	// The gate's announcement is outside any group.
+	inGroup := false
+	for i, l := range lines {
+		for j, n := range at {
+			if n == i {
+				if strings.HasPrefix(acted[j], "group::") {
+					inGroup = true
+				} else if acted[j] == "endgroup::" {
+					inGroup = false
+				}
+			}
+		}
+		if strings.HasPrefix(l, "  Approval id ") && inGroup {
+			t.Errorf("the gate's announcement (line %d) is inside a group", i+1)
+		}
+	}
+}

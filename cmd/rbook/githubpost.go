@@ -1,0 +1,204 @@
+package main
+
+// `rbook github post`: what the Action's post step (action/shim/post.js, `post-if: always()`)
+// runs when the job ends, however it ended (issue 7, item 2). A final run only has its outbox
+// delivered. An unfinished one — the job was cancelled, timed out, or rbook was killed — has
+// its outbox delivered, a run_interrupted transition recorded (state file and control plane,
+// under the run's own lease), and its pending approvals withdrawn by the control plane, so
+// nobody approves a gate whose job is gone.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rbookhq/rbook-action/action/cpclient"
+	"github.com/rbookhq/rbook-action/action/engine"
+	"github.com/rbookhq/rbook-action/action/state"
+	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
+)
+
+// postInterruptedMessage is the message of the run_interrupted transition `rbook github
+// post` records for a run its job left unfinished (issue 7, item 2).
+const postInterruptedMessage = "interrupted: the GitHub Actions job ended while the run was unfinished (recorded by rbook github post)"
+
+// newGitHubCmd is the `rbook github` group: commands the GitHub Action runs (issue 7, item 2).
+func newGitHubCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "github",
+		Short: "Commands the rbook GitHub Action runs (post)",
+		Long: `Commands the rbook GitHub Action runs itself; see 'rbook github post --help'.
+
+Exit codes: 0 done, 2 usage or an unknown command.`,
+		Example: `  rbook github post demo                # what the Action's post step runs`,
+	}
+	cmd.AddCommand(newGitHubPostCmd())
+	return cmd
+}
+
+func newGitHubPostCmd() *cobra.Command {
+	var c common
+	var cp deliverFlags
+	cmd := &cobra.Command{
+		Use:   "post [RUNBOOK]",
+		Short: "End of the Action's job: deliver the outbox; an unfinished run is recorded interrupted and its approvals withdrawn",
+		Long: `Run by the rbook Action's post step when the job ends, however it ended.
+
+For the runbook's state file: a final run only has its undelivered transitions (the outbox)
+sent to its control plane. A run that is not final (the job was cancelled or timed out, or
+rbook was killed) has its outbox sent, a run_interrupted transition recorded in the state file
+and on the control plane (under the run's own lease), and the control plane withdraws the
+run's pending approvals (cancelled, decided_by_source "interrupted"), so nobody approves a
+gate whose job is gone. One line is printed per withdrawn approval id (never a token). The
+run stays resumable: 'rbook run RUNBOOK' (with the state file) opens the gate again.
+
+With no state file (the job never started a run) it says so and exits 0.
+
+Exit codes: 0 done (or nothing to do), 2 the outbox could not be delivered, the interruption
+could not be recorded, or an approval is still pending.`,
+		Example: `  rbook github post demo
+  rbook github post prod --dir ops/runbooks --control-plane https://rbook.example.internal`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return githubPost(cmd.Context(), &c, c.runbookArg(cmd, args), cp, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	c.register(cmd)
+	cp.register(cmd, "")
+	return cmd
+}
+
+// githubPost is `rbook github post` (see its Long help). Messages go to errw; the withdrawn
+// approval ids, one a line ("Withdrawn approval a-… (gate '…' of run …)"), to out.
+func githubPost(ctx context.Context, c *common, name string, cp deliverFlags, out, errw io.Writer) error {
+	plan, err := c.loadPlan(name)
+	if err != nil {
+		var ee *exitError
+		if errors.As(err, &ee) {
+			// The main step reported this already and never started a run.
+			fmt.Fprintf(errw, "rbook github post: no run to finish: runbook %s could not be loaded:\n%s\n", name, ee.msg)
+			return nil
+		}
+		return err
+	}
+	statePath := plan.StateFilePath
+	if _, err := state.Read(statePath); errors.Is(err, state.ErrNotExist) {
+		fmt.Fprintf(errw, "rbook github post: no run to finish: %s does not exist (the job never started a run of %s).\n", statePath, name)
+		return nil
+	}
+	lock, err := state.Acquire(statePath, "post")
+	if err != nil {
+		return abort("rbook github post: %v", err)
+	}
+	defer lock.Release()
+	st, err := state.Read(statePath)
+	if err != nil {
+		return abort("rbook github post: %v", err)
+	}
+	if st.RunStatus.Final() {
+		if err := deliverFinal(ctx, statePath, cp.url, cp.timeout, errw); err != nil {
+			return abort("rbook github post: %v", err)
+		}
+		fmt.Fprintf(errw, "rbook github post: run %s is %s; nothing to withdraw.\n", st.RunID, st.RunStatus)
+		return nil
+	}
+	fileRec := &state.FileRecorder{Path: statePath, State: st}
+	if !st.ControlPlaneEmbedded && st.ControlPlane == "" {
+		// The run kept its record in the state file only: no approvals exist anywhere.
+		if st.Interrupted == nil {
+			if err := fileRec.Record(ctx, interruptedTransition(st, st.Seq)); err != nil {
+				return abort("rbook github post: %v", err)
+			}
+		}
+		fmt.Fprintf(errw, "rbook github post: run %s is unfinished; recorded it interrupted in %s (it reports to no control plane). Resume it with: rbook run %s\n", st.RunID, statePath, name)
+		return nil
+	}
+	url, stop, err := outboxTarget(ctx, st, cp.url)
+	if err != nil {
+		return abort("rbook github post: run %s is unfinished, and its control plane cannot be reached: %v", st.RunID, err)
+	}
+	defer stop()
+	fileRec.KeepOutbox = true
+	if _, err := deliver(ctx, fileRec, url, cp.timeout); err != nil {
+		return abort("rbook github post: run %s is unfinished, and %d of its transitions could not be delivered to the control plane %s: %v", st.RunID, fileRec.Unacked(), url, err)
+	}
+	cl := cpclient.New(url, os.Getenv("RBOOK_TOKEN"))
+	cl.Deadline = cp.timeout
+	cl.SetFence(st.OwnerID, st.LeaseEpoch)
+	pending, err := pendingApprovals(ctx, cl, st.RunID)
+	if err != nil {
+		return abort("rbook github post: %v", err)
+	}
+	if st.Interrupted == nil || len(pending) > 0 {
+		// Record the interruption after the last transition the control plane holds: the
+		// state file does not write every transition (issue 6, item 1.1; as rbook cancel).
+		last, err := cl.LastSeq(ctx, st.RunID)
+		if err != nil {
+			return abort("rbook github post: run %s is unfinished: %v", st.RunID, err)
+		}
+		if err := fileRec.Record(ctx, interruptedTransition(st, max(st.Seq, last))); err != nil {
+			return abort("rbook github post: %v", err)
+		}
+		if _, err := deliver(ctx, fileRec, url, cp.timeout); err != nil {
+			return abort("rbook github post: run %s: the interruption is recorded in %s but not on the control plane %s: %v", st.RunID, statePath, url, err)
+		}
+	}
+	// Every approval that was pending must be closed now; the control plane withdraws them
+	// in the transaction that records run_interrupted.
+	var still []string
+	for _, a := range pending {
+		resp, err := cl.Approvals.GetApproval(ctx, &rbookv1.GetApprovalRequest{ApprovalId: a.GetApprovalId()})
+		if err != nil {
+			return abort("rbook github post: control plane %s: GetApproval %s: %v", url, a.GetApprovalId(), err)
+		}
+		if resp.GetApproval().GetStatus() == rbookv1.ApprovalStatus_APPROVAL_STATUS_PENDING {
+			still = append(still, a.GetApprovalId())
+			continue
+		}
+		fmt.Fprintf(out, "Withdrawn approval %s (gate '%s' of run %s)\n", a.GetApprovalId(), a.GetStepName(), st.RunID)
+	}
+	if len(still) > 0 {
+		return abort("rbook github post: run %s is recorded interrupted, but the control plane %s left approval(s) %s pending (does it predate issue 7?); reject them with 'rbook reject'",
+			st.RunID, url, strings.Join(still, ", "))
+	}
+	fmt.Fprintf(errw, "rbook github post: run %s is unfinished and recorded interrupted on the control plane %s; %d pending approval(s) withdrawn. Resume it with: rbook run %s\n",
+		st.RunID, url, len(pending), name)
+	return nil
+}
+
+// interruptedTransition is the run_interrupted transition after seq for st's run, at the gate
+// it waited at or the side-effecting step it was running, if any.
+func interruptedTransition(st *state.State, seq int64) engine.Transition {
+	t := engine.Transition{RunID: st.RunID, Seq: seq + 1, Kind: engine.TransitionRunInterrupted, Time: time.Now().UTC(),
+		StepIndex: -1, RunStatus: engine.RunInProgress, Message: postInterruptedMessage, RollbackFor: st.RollbackFor}
+	switch {
+	case st.AwaitingConfirmation != nil:
+		t.StepIndex, t.StepName, t.StepType = st.AwaitingConfirmation.StepIndex, st.AwaitingConfirmation.StepName, "confirm"
+	case st.InFlight != nil:
+		t.StepIndex, t.StepName, t.StepType = st.InFlight.StepIndex, st.InFlight.StepName, st.InFlight.StepType
+	}
+	return t
+}
+
+// pendingApprovals lists runID's pending approvals on the control plane, every page.
+func pendingApprovals(ctx context.Context, cl *cpclient.Client, runID string) ([]*rbookv1.Approval, error) {
+	req := &rbookv1.ListApprovalsRequest{RunId: runID, Status: rbookv1.ApprovalStatus_APPROVAL_STATUS_PENDING}
+	var all []*rbookv1.Approval
+	for {
+		page, err := cl.Approvals.ListApprovals(ctx, req)
+		if err != nil {
+			return nil, fmt.Errorf("control plane %s: ListApprovals of run %s: %w", cl.URL, runID, err)
+		}
+		all = append(all, page.GetApprovals()...)
+		if page.GetNextPageToken() == "" {
+			return all, nil
+		}
+		req.PageToken = page.GetNextPageToken()
+	}
+}

@@ -1,0 +1,180 @@
+//go:build unix
+
+package main
+
+import (
+	"bufio"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rbookhq/rbook-action/action/cpclient"
+	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
+)
+
+// nodeBin finds node, or skips the test saying how to get it.
+func nodeBin(t *testing.T) string {
+	t.Helper()
+	p, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node not found: install Node.js 24 to run the Action shim tests")
+	}
+	return p
+}
+
+// Issue 7, item 2: the shim's own tests (node:test, against a local release server: bad
+// checksum and missing entry refused, cache hit without a request, redirect followed,
+// SIGINT/SIGTERM forwarded, exit code passed through, inputs verbatim).
+func TestIssue7_2_ShimNodeTests(t *testing.T) {
+	node := nodeBin(t)
+	cmd := exec.Command(node, "--test", filepath.Join("..", "..", "action", "shim", "shim.test.js"))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("node --test action/shim/shim.test.js: %v\n%s", err, out)
+	}
+	if !regexp.MustCompile(`(?m)^(# |ℹ )pass \d+$`).Match(out) || !regexp.MustCompile(`(?m)^(# |ℹ )fail 0$`).Match(out) {
+		t.Fatalf("node --test: no pass/fail summary:\n%s", out)
+	}
+}
+
+// Issue 7, item 2, as a simulated runner: node runs the Action's main.js, which downloads the
+// real rbook (packed by .ci/release) from a local release server, checks it against
+// release.json and runs the demo against `rbook serve`; SIGINT to node at the gate makes
+// rbook record run_interrupted, the control plane withdraws the pending approval, and
+// post.js (with the GITHUB_STATE main wrote) runs `rbook github post`, which finds it closed.
+func TestIssue7_2_ShimRunsTheReleaseBinaryAndForwardsSIGINT(t *testing.T) {
+	node := nodeBin(t)
+	if runtime.GOOS == "windows" {
+		t.Skip("signals are POSIX here")
+	}
+	root := t.TempDir()
+	const version = "v0.0.0-shimtest"
+	dist := filepath.Join(root, "dist")
+	target := runtime.GOOS + "/" + runtime.GOARCH
+	pack := exec.Command("go", "run", "./.ci/release", "-version", version, "-out", dist, "-targets", target, "-bin", rbookBin)
+	pack.Dir = filepath.Join("..", "..")
+	if out, err := pack.CombinedOutput(); err != nil {
+		t.Fatalf("go run ./.ci/release: %v\n%s", err, out)
+	}
+	actionDir := filepath.Join(root, "action-repo")
+	os.MkdirAll(filepath.Join(actionDir, "action", "shim"), 0o755)
+	for _, f := range []string{"lib.js", "main.js", "post.js"} {
+		os.WriteFile(filepath.Join(actionDir, "action", "shim", f), []byte(readFile(t, filepath.Join("..", "..", "action", "shim", f))), 0o644)
+	}
+	os.WriteFile(filepath.Join(actionDir, "action", "shim", "release.json"), []byte(readFile(t, filepath.Join(dist, "release.json"))), 0o644)
+	name := "rbook_" + version + "_" + runtime.GOOS + "_" + runtime.GOARCH + ".tar.gz"
+	var mu sync.Mutex
+	var requests []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		requests = append(requests, r.URL.Path)
+		mu.Unlock()
+		switch r.URL.Path {
+		case "/owner/repo/releases/download/" + version + "/" + name:
+			http.Redirect(w, r, "/asset/"+name, http.StatusFound)
+		case "/asset/" + name:
+			http.ServeFile(w, r, filepath.Join(dist, name))
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+
+	dir := workdir(t)
+	url := serveCP(t, dir)
+	stateFile := filepath.Join(root, "github_state")
+	env := append(os.Environ(), "GITHUB_ACTIONS=true", "RBOOK_CONTROL_PLANE=", "GITHUB_STATE="+stateFile,
+		"GITHUB_OUTPUT="+filepath.Join(root, "github_output"), "GITHUB_STEP_SUMMARY="+filepath.Join(root, "summary.md"),
+		"GITHUB_SERVER_URL="+srv.URL, "GITHUB_ACTION_REPOSITORY=owner/repo", "GITHUB_ACTION_REF="+version, "GITHUB_ACTION_PATH="+actionDir,
+		"RUNNER_TOOL_CACHE="+filepath.Join(root, "toolcache"), "RUNNER_TEMP="+root,
+		"INPUT_RUNBOOK=demo", "INPUT_DIR=runbooks", "INPUT_CONTROL-PLANE="+url, "INPUT_BUILD-FROM-SOURCE=false")
+	main := exec.Command(node, filepath.Join(actionDir, "action", "shim", "main.js"))
+	main.Dir, main.Env = dir, env
+	pr, pw, _ := os.Pipe()
+	main.Stdout, main.Stderr = pw, pw
+	if err := main.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	t.Cleanup(func() { main.Process.Kill() })
+	var log strings.Builder
+	sc := bufio.NewScanner(pr)
+	opened := false
+	for sc.Scan() {
+		log.WriteString(sc.Text() + "\n")
+		if strings.Contains(sc.Text(), gateOpen) {
+			opened = true
+			break
+		}
+	}
+	if !opened {
+		main.Wait()
+		t.Fatalf("the gate never opened:\n%s", log.String())
+	}
+	if err := main.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		for sc.Scan() {
+			log.WriteString(sc.Text() + "\n")
+		}
+		close(done)
+	}()
+	err := main.Wait()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+	}
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+		t.Fatalf("main.js after SIGINT: %v (want exit 1, rbook's)\n%s", err, log.String())
+	}
+	if !strings.Contains(log.String(), "downloaded and verified (SHA-256 ") {
+		t.Errorf("main.js did not say it verified the download:\n%s", log.String())
+	}
+	mu.Lock()
+	if len(requests) != 2 {
+		t.Errorf("release server requests %v, want the redirect and the asset", requests)
+	}
+	mu.Unlock()
+	s := readState(t, dir)
+	if s.Interrupted == nil || !strings.Contains(s.Interrupted.Reason, "interrupted by SIGINT") {
+		t.Fatalf("state after SIGINT: %+v\n%s", s.Interrupted, log.String())
+	}
+	as := approvalsOf(t, url, s.RunID)
+	if len(as) != 1 || as[0].GetStatus() != rbookv1.ApprovalStatus_APPROVAL_STATUS_CANCELLED || as[0].GetDecidedBySource() != "interrupted" {
+		t.Fatalf("approval after SIGINT: %v", as)
+	}
+
+	// post.js gets main's saved state as STATE_<name>, as the runner passes it.
+	saved := readFile(t, stateFile)
+	post := exec.Command(node, filepath.Join(actionDir, "action", "shim", "post.js"))
+	post.Env = env
+	for _, m := range regexp.MustCompile(`(?m)^(\w+)<<(ghadelimiter_[0-9a-f-]+)\n(.*)\n(ghadelimiter_[0-9a-f-]+)$`).FindAllStringSubmatch(saved, -1) {
+		if m[2] != m[4] {
+			t.Fatalf("GITHUB_STATE delimiters differ: %q", m[0])
+		}
+		post.Env = append(post.Env, "STATE_"+m[1]+"="+m[3])
+	}
+	out, err := post.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "run "+s.RunID+" is unfinished and recorded interrupted on the control plane "+url+"; 0 pending approval(s) withdrawn") {
+		t.Fatalf("post.js: %v\n%s", err, out)
+	}
+	resp, gerr := cpclient.New(url, "").Runs.GetRun(context.Background(), &rbookv1.GetRunRequest{RunId: s.RunID})
+	if gerr != nil {
+		t.Fatal(gerr)
+	}
+	if ts := resp.GetTransitions(); ts[len(ts)-1].GetKind() != rbookv1.TransitionKind_TRANSITION_KIND_RUN_INTERRUPTED {
+		t.Fatalf("last transition %v", ts[len(ts)-1])
+	}
+}
