@@ -391,23 +391,69 @@ func TestGateLocalAnswerRefusedKeepsWaiting(t *testing.T) {
 	}
 }
 
-// An approval that expired on the control plane ends the wait as a timeout.
-func TestGateExpiredIsATimeout(t *testing.T) {
-	f := newFake()
-	c := serve(t, f)
-	announced := make(chan struct{}, 1)
-	g := &Gate{C: c, Announce: func(string, string) { announced <- struct{}{} }}
-	errc := make(chan error, 1)
-	go func() {
-		_, err := g.Await(t.Context(), engine.GateRequest{RunID: "R", StepName: "g", Deadline: time.Now().Add(time.Minute)})
-		errc <- err
-	}()
-	<-announced
-	f.mu.Lock()
-	f.setApproval(&rbookv1.Approval{ApprovalId: "a-1", Status: rbookv1.ApprovalStatus_APPROVAL_STATUS_EXPIRED})
-	f.mu.Unlock()
-	if err := <-errc; !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("err %v, want a deadline", err)
+// Issue 7, item 4: a gate the control plane closed at its deadline (REJECTED "timed out
+// after …", decided_by_source "deadline"; EXPIRED from older control planes) ends the wait as
+// a timeout, so the engine records TIMED_OUT and on_fail applies; a person's REJECTED stays a
+// rejection.
+func TestIssue7_4_GateClosedByDeadlineIsATimeout(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		a       *rbookv1.Approval
+		timeout bool
+	}{
+		{"rejected by the deadline", &rbookv1.Approval{ApprovalId: "a-1", Status: rbookv1.ApprovalStatus_APPROVAL_STATUS_REJECTED,
+			Approver: "system", Reason: "timed out after 1m0s", DecidedBySource: "deadline"}, true},
+		{"expired (older control plane)", &rbookv1.Approval{ApprovalId: "a-1", Status: rbookv1.ApprovalStatus_APPROVAL_STATUS_EXPIRED}, true},
+		{"rejected by a person", &rbookv1.Approval{ApprovalId: "a-1", Status: rbookv1.ApprovalStatus_APPROVAL_STATUS_REJECTED,
+			Approver: "alice", Reason: "no", DecidedBySource: "rpc"}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFake()
+			cl := serve(t, f)
+			announced := make(chan struct{}, 1)
+			g := &Gate{C: cl, Announce: func(string, string) { announced <- struct{}{} }}
+			type res struct {
+				d   engine.Decision
+				err error
+			}
+			done := make(chan res, 1)
+			go func() {
+				d, err := g.Await(t.Context(), engine.GateRequest{RunID: "R", StepName: "g", Deadline: time.Now().Add(time.Minute)})
+				done <- res{d, err}
+			}()
+			<-announced
+			f.mu.Lock()
+			f.setApproval(c.a)
+			f.mu.Unlock()
+			r := <-done
+			if c.timeout {
+				if !errors.Is(r.err, context.DeadlineExceeded) {
+					t.Fatalf("err %v, want a deadline", r.err)
+				}
+				if c.a.GetReason() != "" && !strings.Contains(r.err.Error(), "timed out after 1m0s") {
+					t.Fatalf("err %q does not say how long the gate waited", r.err)
+				}
+				return
+			}
+			if r.err != nil || r.d.Verdict != engine.Rejected || r.d.By != "alice" || r.d.Reason != "no" {
+				t.Fatalf("decision %+v, %v; want rejected by alice", r.d, r.err)
+			}
+		})
+	}
+}
+
+// Issue 7, item 4: the decision of an M-of-N gate names every approver (the Action's
+// approved-by output), also when only the votes carry them.
+func TestIssue7_4_DecisionNamesEveryApprover(t *testing.T) {
+	votes := []*rbookv1.ApprovalVote{
+		{Approver: "alice", Verdict: rbookv1.ApprovalStatus_APPROVAL_STATUS_APPROVED},
+		{Approver: "bob", Verdict: rbookv1.ApprovalStatus_APPROVAL_STATUS_APPROVED},
+	}
+	for _, by := range []string{"alice, bob", ""} {
+		d, err := decisionOf(&rbookv1.Approval{Status: rbookv1.ApprovalStatus_APPROVAL_STATUS_APPROVED, Approver: by, Votes: votes, Reason: "ok"})
+		if err != nil || d.Verdict != engine.Approved || d.By != "alice, bob" || d.Reason != "ok" {
+			t.Fatalf("approver %q: decision %+v, %v; want approved by \"alice, bob\"", by, d, err)
+		}
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -276,18 +277,51 @@ func (g *Gate) watch(ctx context.Context, approvalID string) (engine.Decision, e
 		}
 		return engine.Decision{}, fmt.Errorf("%w: watching approval %s: %w", engine.ErrGateUnresolved, approvalID, err)
 	}
-	d := engine.Decision{By: decided.GetApprover(), Reason: decided.GetReason(), Source: "control-plane"}
-	switch decided.GetStatus() {
-	case rbookv1.ApprovalStatus_APPROVAL_STATUS_APPROVED:
+	return decisionOf(decided)
+}
+
+// sourceDeadline is Approval.decided_by_source of a gate its deadline closed (approval.proto).
+const sourceDeadline = "deadline"
+
+// decisionOf turns a decided approval into the engine's decision. A gate closed by its
+// deadline — status REJECTED with decided_by_source "deadline" (issue 7, item 4), or EXPIRED
+// from older control planes — is no rejection: it returns an error wrapping
+// context.DeadlineExceeded, so the engine records TIMED_OUT and on_fail applies (seed
+// runbook-executor, confirm step). An approved M-of-N gate's By names every approver in vote
+// order ("alice, bob": the approval's approver).
+func decisionOf(a *rbookv1.Approval) (engine.Decision, error) {
+	d := engine.Decision{By: a.GetApprover(), Reason: a.GetReason(), Source: "control-plane"}
+	switch st := a.GetStatus(); {
+	case st == rbookv1.ApprovalStatus_APPROVAL_STATUS_EXPIRED,
+		st == rbookv1.ApprovalStatus_APPROVAL_STATUS_REJECTED && a.GetDecidedBySource() == sourceDeadline:
+		return engine.Decision{}, fmt.Errorf("approval %s %s: %w", a.GetApprovalId(), timedOut(a), context.DeadlineExceeded)
+	case st == rbookv1.ApprovalStatus_APPROVAL_STATUS_APPROVED:
 		d.Verdict = engine.Approved
-	case rbookv1.ApprovalStatus_APPROVAL_STATUS_REJECTED:
+		if d.By == "" {
+			var by []string
+			for _, v := range a.GetVotes() {
+				if v.GetVerdict() == rbookv1.ApprovalStatus_APPROVAL_STATUS_APPROVED {
+					by = append(by, v.GetApprover())
+				}
+			}
+			d.By = strings.Join(by, ", ")
+		}
+	case st == rbookv1.ApprovalStatus_APPROVAL_STATUS_REJECTED:
 		d.Verdict = engine.Rejected
-	case rbookv1.ApprovalStatus_APPROVAL_STATUS_CANCELLED:
+	case st == rbookv1.ApprovalStatus_APPROVAL_STATUS_CANCELLED:
 		return engine.Decision{}, errRunCancelled
-	default: // expired: the gate's deadline passed on the control plane
-		return engine.Decision{}, fmt.Errorf("approval %s expired: %w", approvalID, context.DeadlineExceeded)
+	default:
+		return engine.Decision{}, fmt.Errorf("approval %s has the unknown status %v", a.GetApprovalId(), st)
 	}
 	return d, nil
+}
+
+// timedOut says how a deadline closed a: its reason ("timed out after 5m0s") or "expired".
+func timedOut(a *rbookv1.Approval) string {
+	if strings.HasPrefix(a.GetReason(), "timed out") {
+		return a.GetReason()
+	}
+	return "expired"
 }
 
 // errStreamEnded is a watch stream that ended before a decision; it is retried.

@@ -186,29 +186,47 @@ func newDecideCmd(approve bool) *cobra.Command {
 		verb, past = "approve", "approved"
 	}
 	cmd := &cobra.Command{
-		Use:   verb + " TOKEN",
-		Short: strings.ToUpper(verb[:1]) + verb[1:] + " a waiting confirm gate with its token",
-		Long: fmt.Sprintf(`%s the confirm gate the TOKEN was issued for (the executor prints
-"rbook approve <token>" on a terminal). A gate is decided once: the first decision wins, and
-a second one fails with E_APPROVAL_ALREADY_DECIDED. Pass the token as an argument or "-" to
-read it from stdin (keeps it out of shell history).
+		Use:   verb + " APPROVAL_ID|TOKEN",
+		Short: strings.ToUpper(verb[:1]) + verb[1:] + " a waiting confirm gate, by approval id or with its token",
+		Long: fmt.Sprintf(`%s a waiting confirm gate, named by its APPROVAL_ID ("a-" and 26 characters, what a
+run prints in CI) or by the TOKEN it was issued with (the executor prints "rbook approve
+<token>" on a terminal; "-" reads the token from stdin, keeping it out of shell history).
+
+By approval id you need an approver's bearer token ($RBOOK_TOKEN, rbook serve --auth-file):
+the control plane records your identity from it, and its gate policy decides whether you
+may decide the gate (E_PERMISSION_DENIED), whether you started the run (E_SELF_APPROVAL:
+another person must approve) and how many distinct approvers the gate needs. A gate that
+needs more prints how far it got ("approval a-…: 1 of 2 approvals (alice); waiting for 1
+more"); approving twice counts once. One reject by an allowed approver rejects. The first
+decision wins; a second one fails with E_APPROVAL_ALREADY_DECIDED.
+
+--approver NAME is only for a control plane without auth (no $RBOOK_TOKEN): it then records
+the name as "unverified:NAME". With a bearer token your identity is the token's.
 
 %s
 
-Exit codes: 0 %s, 1 refused or the control plane unreachable (the message names the error
-code, e.g. E_APPROVAL_ALREADY_DECIDED, E_TOKEN_EXPIRED), 2 usage or no control plane.`, strings.ToUpper(verb[:1])+verb[1:], cpHelp, past),
-		Example: fmt.Sprintf(`  rbook %[1]s <token>                      # the token the waiting run printed
+Exit codes: 0 %s (or your approval was counted and the gate waits for more), 1 refused or the
+control plane unreachable (the message names the error code, e.g. E_APPROVAL_ALREADY_DECIDED,
+E_TOKEN_EXPIRED, E_SELF_APPROVAL), 2 usage or no control plane.`, strings.ToUpper(verb[:1])+verb[1:], cpHelp, past),
+		Example: fmt.Sprintf(`  RBOOK_TOKEN=$APPROVER_TOKEN rbook %[1]s a-5wbvol5fcc25vsfvgyhmosr26e --reason "checked the canary"
+  rbook %[1]s <token>                      # the token the waiting run printed
   rbook %[1]s - --reason "checked the canary" < token.txt
   rbook %[1]s <token> --control-plane http://127.0.0.1:7070 -o json`, verb),
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			token := args[0]
+			token, id := args[0], ""
+			if isApprovalID(token) {
+				token, id = "", token
+			}
 			if token == "-" {
 				b, err := io.ReadAll(io.LimitReader(os.Stdin, 64<<10))
 				if err != nil {
 					return abort("read the token from stdin: %v", err)
 				}
 				token = strings.TrimSpace(string(b))
+			}
+			if approver != "" && os.Getenv("RBOOK_TOKEN") != "" {
+				return &usageError{cmd, errors.New("--approver is only for a control plane without auth: with $RBOOK_TOKEN set, the control plane records the identity of your token")}
 			}
 			c, done, err := f.client()
 			if err != nil {
@@ -220,13 +238,13 @@ code, e.g. E_APPROVAL_ALREADY_DECIDED, E_TOKEN_EXPIRED), 2 usage or no control p
 			}
 			var a *rbookv1.Approval
 			if approve {
-				resp, err := c.Approvals.Approve(cmd.Context(), &rbookv1.ApproveRequest{Token: token, Reason: reason, Approver: approver})
+				resp, err := c.Approvals.Approve(cmd.Context(), &rbookv1.ApproveRequest{Token: token, ApprovalId: id, Reason: reason, Approver: approver})
 				if err != nil {
 					return f.rpcError(err)
 				}
 				a = resp.GetApproval()
 			} else {
-				resp, err := c.Approvals.Reject(cmd.Context(), &rbookv1.RejectRequest{Token: token, Reason: reason, Approver: approver})
+				resp, err := c.Approvals.Reject(cmd.Context(), &rbookv1.RejectRequest{Token: token, ApprovalId: id, Reason: reason, Approver: approver})
 				if err != nil {
 					return f.rpcError(err)
 				}
@@ -235,13 +253,17 @@ code, e.g. E_APPROVAL_ALREADY_DECIDED, E_TOKEN_EXPIRED), 2 usage or no control p
 			if f.output == "json" {
 				return printJSON(cmd.OutOrStdout(), a)
 			}
+			if a.GetStatus() == rbookv1.ApprovalStatus_APPROVAL_STATUS_PENDING {
+				fmt.Fprintln(cmd.OutOrStdout(), tallyLine(a))
+				return nil
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "Gate '%s' of run %s %s by %s.\n", a.GetStepName(), a.GetRunId(), past, a.GetApprover())
 			return nil
 		},
 	}
 	f.register(cmd, true)
 	cmd.Flags().StringVar(&reason, "reason", "", "why (recorded with the decision)")
-	cmd.Flags().StringVar(&approver, "approver", "", "who decides, when the control plane has no login for you (default: your user name)")
+	cmd.Flags().StringVar(&approver, "approver", "", `who decides, only without auth (no $RBOOK_TOKEN): recorded as "unverified:NAME" (default: your user name)`)
 	return cmd
 }
 
@@ -504,10 +526,10 @@ and no local database.`,
 				return printJSON(cmd.OutOrStdout(), resp)
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "APPROVAL\tRUN\tGATE\tSTATUS\tREQUESTED\tDEADLINE\tDECIDED BY")
+			fmt.Fprintln(w, "APPROVAL\tRUN\tGATE\tSTATUS\tREQUESTED\tDEADLINE\tDECIDED BY\tAPPROVALS")
 			for _, a := range resp.GetApprovals() {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.GetApprovalId(), a.GetRunId(), a.GetStepName(), shortEnum(a.GetStatus(), "APPROVAL_STATUS_"),
-					ts(a.GetRequestedAt()), ts(a.GetDeadline()), a.GetApprover())
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.GetApprovalId(), a.GetRunId(), a.GetStepName(), shortEnum(a.GetStatus(), "APPROVAL_STATUS_"),
+					ts(a.GetRequestedAt()), ts(a.GetDeadline()), a.GetApprover(), tally(a))
 			}
 			return w.Flush()
 		},

@@ -59,7 +59,7 @@ func TestIssue6_3_4_ArgumentErrorsPrintUsage(t *testing.T) {
 		{[]string{"get"}, "rbook: accepts 1 arg(s), received 0\nUsage: rbook get RUN_ID [flags]\nSee 'rbook get --help' for examples and exit codes.\n"},
 		{[]string{"runs", "--bogus"}, "rbook: unknown flag: --bogus\nUsage: rbook runs [flags]\nSee 'rbook runs --help' for examples and exit codes.\n"},
 		{[]string{"status", "a", "b"}, "rbook: accepts at most 1 arg(s), received 2\nUsage: rbook status [RUNBOOK] [flags]\nSee 'rbook status --help' for examples and exit codes.\n"},
-		{[]string{"approve"}, "rbook: accepts 1 arg(s), received 0\nUsage: rbook approve TOKEN [flags]\nSee 'rbook approve --help' for examples and exit codes.\n"},
+		{[]string{"approve"}, "rbook: accepts 1 arg(s), received 0\nUsage: rbook approve APPROVAL_ID|TOKEN [flags]\nSee 'rbook approve --help' for examples and exit codes.\n"},
 		{[]string{"serve", "extra"}, "rbook: unknown command \"extra\" for \"rbook serve\"\nUsage: rbook serve [flags]\nSee 'rbook serve --help' for examples and exit codes.\n"},
 		{[]string{"rn", "demo"}, "rbook: unknown command \"rn\" for \"rbook\"; did you mean run or runs?\nUsage: rbook COMMAND [flags]\nSee 'rbook --help' for examples and exit codes.\n"},
 		{[]string{"mcp", "nope"}, "rbook: unknown command \"nope\" for \"rbook mcp\"\nUsage: rbook mcp COMMAND [flags]\nSee 'rbook mcp --help' for examples and exit codes.\n"},

@@ -24,9 +24,10 @@ const (
 // newServeCmd is `rbook serve`: the control plane (issue 3, item 2).
 func newServeCmd() *cobra.Command {
 	var (
-		cfg      server.Config
-		authFile string
-		logJSON  bool
+		cfg        server.Config
+		authFile   string
+		policyFile string
+		logJSON    bool
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -43,12 +44,21 @@ bytes); the server does not start without one.
 
 Authentication: --auth-file FILE holds one caller per line, "identity role token", with role
   executor   start runs, record transitions, request approvals, cancel runs
-  approver   approve and reject gates, cancel runs
+  approver   approve and reject gates (by token or by approval id), cancel runs
   viewer     read only (every role can read)
+and optionally, after the token, groups=sre,dba (for a gate policy's group:NAME) and
+github=LOGIN (the caller's GitHub login, for four-eyes against a run's GitHub actor).
 Callers send "Authorization: Bearer <token>". --oidc-config FILE also admits GitHub Actions
 jobs as executors with their OIDC token (identity oidc:<repository>@<ref>), by the file's
 rules; its audience defaults to --public-url. Without --auth-file or --oidc-config every
 call is allowed, so a non-loopback --addr is refused unless --insecure is given.
+
+Gate policy: --gate-policy FILE (YAML) says per runbook and gate (globs) how many distinct
+approvers a gate needs (approvals, 1..10), who may decide it (approvers: identities,
+github:LOGIN, group:NAME; empty = anyone with the approver role) and whether the identity
+that started the run may approve (starter_may_approve, default false). The first matching
+rule applies; with none, a gate needs 1 approval and the run's starter may not approve it.
+The requirement is captured when a gate opens: editing the file does not change open gates.
 
 SIGINT or SIGTERM shuts down gracefully: open watch streams end (clients reconnect), calls
 in flight finish, the database is closed.
@@ -57,6 +67,7 @@ Exit codes: 0 after a clean shutdown, 2 bad flags, no secret, or the server coul
 		Example: `  export RBOOK_APPROVAL_SECRET=$(head -c 32 /dev/urandom | base64)
   rbook serve                          # ` + defaultServeAddr + `, database .rbook/controlplane.db
   rbook serve --addr 0.0.0.0:` + defaultServePort + ` --auth-file auth.txt --db /var/lib/rbook/cp.db
+  rbook serve --auth-file auth.txt --gate-policy gates.yaml   # e.g. two approvers for prod gates
   grpcurl -plaintext ` + defaultServeAddr + ` list`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -67,6 +78,11 @@ Exit codes: 0 after a clean shutdown, 2 bad flags, no secret, or the server coul
 			cfg.Secret = secret
 			if authFile != "" {
 				if cfg.Auth, err = server.LoadAuthFile(authFile); err != nil {
+					return abort("rbook serve: %v", err)
+				}
+			}
+			if policyFile != "" {
+				if cfg.GatePolicy, err = approval.LoadGatePolicy(policyFile); err != nil {
 					return abort("rbook serve: %v", err)
 				}
 			}
@@ -100,6 +116,12 @@ Exit codes: 0 after a clean shutdown, 2 bad flags, no secret, or the server coul
 			} else if oidcMode != "" {
 				mode = oidcMode
 			}
+			if cfg.GatePolicy != nil {
+				mode += fmt.Sprintf(", gate policy %s (%d rules)", policyFile, len(cfg.GatePolicy.Rules))
+				if authFile == "" {
+					cfg.Logger.Warn("gate policy without --auth-file: approver names are unverified, so only the number of approvals applies")
+				}
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "rbook control plane listening on %s (db %s, %s)\n", r.URL(), cfg.DBPath, mode)
 			<-ctx.Done()
 			cfg.Logger.Info("shutting down", "cause", context.Cause(ctx).Error())
@@ -113,9 +135,11 @@ Exit codes: 0 after a clean shutdown, 2 bad flags, no secret, or the server coul
 	f.StringVar(&cfg.Addr, "addr", defaultServeAddr, "host:port to listen on (port 0 picks a free one)")
 	f.StringVar(&cfg.DBPath, "db", ".rbook/controlplane.db", "SQLite database file (created if missing)")
 	f.StringVar(&authFile, "auth-file", "", `bearer tokens, one "identity role token" per line (roles: executor, approver, viewer)`)
+	f.StringVar(&policyFile, "gate-policy", "", "YAML gate policy: approvals needed, allowed approvers and four-eyes per runbook and gate")
 	addServeOIDCFlags(cmd)
 	f.BoolVar(&cfg.Insecure, "insecure", false, "allow a non-loopback --addr without --auth-file or --oidc-config")
-	f.BoolVar(&cfg.ForbidSelfApproval, "forbid-self-approval", false, "refuse Approve by the identity that started the run (E_SELF_APPROVAL)")
+	f.Bool("forbid-self-approval", true, "deprecated: the run's starter may never approve its gates unless the gate policy says so")
+	_ = f.MarkDeprecated("forbid-self-approval", "four-eyes is the default (see --gate-policy)")
 	f.BoolVar(&logJSON, "log-json", false, "write logs as JSON lines instead of text")
 	return cmd
 }

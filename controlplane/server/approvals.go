@@ -82,11 +82,18 @@ func (h approvalService) RequestApproval(ctx context.Context, req *rbookv1.Reque
 	if deadline.Unix() <= now.Unix() {
 		return nil, invalidArg("deadline %s must be at least one second in the future", deadline.Format(time.RFC3339))
 	}
+	// The gate policy's requirement is captured on the row now (issue 7, item 4); a run that
+	// does not exist is reported by CreateApproval.
+	need := approval.Default()
+	if run, err := s.st.Run(ctx, req.GetRunId()); err == nil {
+		need = s.opts.GatePolicy.For(run.PlaybookName, req.GetStepName())
+	}
 	for attempt := 0; ; attempt++ {
 		id := newApprovalID()
 		na := store.NewApproval{ApprovalID: id, RunID: req.GetRunId(), NodeID: req.GetStepName(), StepIndex: int(req.GetStepIndex()),
 			RequestedAt: now, Deadline: deadline, PlanDigest: req.GetPlanDigest(), Prompt: req.GetPrompt(), OnFail: req.GetOnFail(),
-			Fence: &fence}
+			Fence: &fence, ApprovalsRequired: need.ApprovalsRequired, AllowedApprovers: need.AllowedApprovers,
+			StarterMayApprove: need.StarterMayApprove, PolicyRule: need.Rule}
 		token, err := approval.Issue(s.opts.Secret, claimsOf(store.Approval{ApprovalID: id, RunID: na.RunID, NodeID: na.NodeID,
 			RequestedAt: now, Deadline: deadline, PlanDigest: na.PlanDigest}))
 		if err != nil {
@@ -130,7 +137,8 @@ func (h approvalService) RequestApproval(ctx context.Context, req *rbookv1.Reque
 }
 
 func (h approvalService) Approve(ctx context.Context, req *rbookv1.ApproveRequest) (*rbookv1.ApproveResponse, error) {
-	a, err := h.s.decide(ctx, req.GetToken(), req.GetReason(), req.GetApprover(), store.ApprovalApproved)
+	a, err := h.s.decide(ctx, vote{token: req.GetToken(), approvalID: req.GetApprovalId(), reason: req.GetReason(),
+		claimed: req.GetApprover(), verdict: store.ApprovalApproved})
 	if err != nil {
 		return nil, err
 	}
@@ -138,84 +146,169 @@ func (h approvalService) Approve(ctx context.Context, req *rbookv1.ApproveReques
 }
 
 func (h approvalService) Reject(ctx context.Context, req *rbookv1.RejectRequest) (*rbookv1.RejectResponse, error) {
-	a, err := h.s.decide(ctx, req.GetToken(), req.GetReason(), req.GetApprover(), store.ApprovalRejected)
+	a, err := h.s.decide(ctx, vote{token: req.GetToken(), approvalID: req.GetApprovalId(), reason: req.GetReason(),
+		claimed: req.GetApprover(), verdict: store.ApprovalRejected})
 	if err != nil {
 		return nil, err
 	}
 	return &rbookv1.RejectResponse{Approval: approvalToProto(a)}, nil
 }
 
-// decide is Approve and Reject (DESIGN D8-D9, cases A02-A04): cap the token's size, verify
-// its HMAC (constant time) before reading anything, find the gate by the token's hash, check
-// the plan digest, the gate's state and the expiry, then decide with one compare-and-set.
-// Error messages name the approval id, never the token.
-func (s *Server) decide(ctx context.Context, token, reason, claimedApprover string, verdict store.ApprovalStatus) (store.Approval, error) {
+// vote is one Approve or Reject request: the gate by token or by approval id (exactly one).
+type vote struct {
+	token, approvalID, reason, claimed string
+	verdict                            store.ApprovalStatus
+}
+
+// unverifiedPrefix marks a vote by a name an unauthenticated caller asserted (approval.proto,
+// ApprovalVote.approver; issue 7, item 4).
+const unverifiedPrefix = "unverified:"
+
+// voterOf is who casts v: the authenticated caller (DESIGN D13), else the asserted name as
+// "unverified:<name>", else "anonymous" (unverified).
+func voterOf(ctx context.Context, claimed string) approval.Voter {
+	if c, ok := CallerFrom(ctx); ok {
+		v := approval.Voter{Identity: c.Identity, Verified: true, Groups: c.Groups, GitHub: c.GitHubLogin}
+		if v.GitHub == "" && c.GitHub != nil {
+			v.GitHub = c.GitHub.Actor // an OIDC caller: the job's actor
+		}
+		return v
+	}
+	if claimed == "" {
+		return approval.Voter{Identity: "anonymous"}
+	}
+	return approval.Voter{Identity: unverifiedPrefix + claimed}
+}
+
+// decide is Approve and Reject (DESIGN D8-D9, cases A02-A04; issue 7, item 4). By token: cap
+// its size, verify its HMAC (constant time) before reading anything, find the gate by the
+// token's hash, check the plan digest, the gate's state and the expiry. By approval id: only
+// an authenticated caller (E_UNAUTHENTICATED otherwise). Then one store transaction checks
+// the gate's captured policy (allowed approvers, four-eyes), records the vote and, when the
+// votes decide the gate, decides it with the compare-and-set. Error messages name the
+// approval id, never the token.
+func (s *Server) decide(ctx context.Context, v vote) (store.Approval, error) {
 	switch {
-	case token == "":
-		return store.Approval{}, invalidArg("token is required")
-	case len(token) > approval.MaxTokenBytes:
+	case v.token == "" && v.approvalID == "":
+		return store.Approval{}, invalidArg("give the gate's token or its approval_id")
+	case v.token != "" && v.approvalID != "":
+		return store.Approval{}, invalidArg("give the gate's token or its approval_id, not both")
+	case len(v.token) > approval.MaxTokenBytes:
 		return store.Approval{}, rpcError(connect.CodePermissionDenied, CodeTokenInvalid,
-			"the approval token is %d bytes, over the limit of %d", len(token), approval.MaxTokenBytes)
-	case len(reason) > maxReasonBytes:
-		return store.Approval{}, invalidArg("reason is %d bytes, over the limit of %d", len(reason), maxReasonBytes)
-	case len(claimedApprover) > maxApproverBytes:
-		return store.Approval{}, invalidArg("approver is %d bytes, over the limit of %d", len(claimedApprover), maxApproverBytes)
+			"the approval token is %d bytes, over the limit of %d", len(v.token), approval.MaxTokenBytes)
+	case len(v.approvalID) > maxApproverBytes:
+		return store.Approval{}, invalidArg("approval_id is %d bytes, over the limit of %d", len(v.approvalID), maxApproverBytes)
+	case len(v.reason) > maxReasonBytes:
+		return store.Approval{}, invalidArg("reason is %d bytes, over the limit of %d", len(v.reason), maxReasonBytes)
+	case len(v.claimed) > maxApproverBytes:
+		return store.Approval{}, invalidArg("approver is %d bytes, over the limit of %d", len(v.claimed), maxApproverBytes)
 	}
 	now := time.Now()
-	claims, verr := approval.Verify(s.opts.Secret, token, now)
-	if verr != nil && !errors.Is(verr, approval.ErrTokenExpired) {
-		return store.Approval{}, rpcError(connect.CodePermissionDenied, CodeTokenInvalid,
-			"the approval token is invalid (malformed, altered, truncated or signed with another secret)")
-	}
-	a, err := s.st.GetApprovalByTokenHash(ctx, approval.TokenHash(token))
-	if errors.Is(err, store.ErrNotFound) {
-		return store.Approval{}, rpcError(connect.CodeNotFound, CodeApprovalNotFound, "no approval matches this token")
-	}
-	if err != nil {
-		return store.Approval{}, s.storeError(ctx, "finding the approval", err)
-	}
-	if claims.RunID != a.RunID || claims.NodeID != a.NodeID {
-		return store.Approval{}, rpcError(connect.CodePermissionDenied, CodeTokenInvalid, "the approval token was issued for another gate")
-	}
-	if claims.PlanDigest != a.PlanDigest {
-		return store.Approval{}, rpcError(connect.CodeFailedPrecondition, CodePlanDigestMismatch,
-			"approval %s: the token was issued for another plan digest", a.ApprovalID)
+	byID := v.approvalID != ""
+	var a store.Approval
+	if byID {
+		if _, ok := CallerFrom(ctx); !ok {
+			return store.Approval{}, rpcError(connect.CodeUnauthenticated, CodeUnauthenticated,
+				"deciding a gate by approval_id needs an authenticated approver, and this control plane has no auth file: use the approval token, or run the control plane with --auth-file")
+		}
+		var err error
+		if a, err = s.st.GetApproval(ctx, v.approvalID); errors.Is(err, store.ErrNotFound) {
+			return store.Approval{}, rpcError(connect.CodeNotFound, CodeApprovalNotFound, "no approval has approval_id %q", truncate(v.approvalID, 140))
+		} else if err != nil {
+			return store.Approval{}, s.storeError(ctx, "finding the approval", err)
+		}
+	} else {
+		claims, verr := approval.Verify(s.opts.Secret, v.token, now)
+		if verr != nil && !errors.Is(verr, approval.ErrTokenExpired) {
+			return store.Approval{}, rpcError(connect.CodePermissionDenied, CodeTokenInvalid,
+				"the approval token is invalid (malformed, altered, truncated or signed with another secret)")
+		}
+		var err error
+		a, err = s.st.GetApprovalByTokenHash(ctx, approval.TokenHash(v.token))
+		if errors.Is(err, store.ErrNotFound) {
+			return store.Approval{}, rpcError(connect.CodeNotFound, CodeApprovalNotFound, "no approval matches this token")
+		}
+		if err != nil {
+			return store.Approval{}, s.storeError(ctx, "finding the approval", err)
+		}
+		if claims.RunID != a.RunID || claims.NodeID != a.NodeID {
+			return store.Approval{}, rpcError(connect.CodePermissionDenied, CodeTokenInvalid, "the approval token was issued for another gate")
+		}
+		if claims.PlanDigest != a.PlanDigest {
+			return store.Approval{}, rpcError(connect.CodeFailedPrecondition, CodePlanDigestMismatch,
+				"approval %s: the token was issued for another plan digest", a.ApprovalID)
+		}
+		if a.Status != store.ApprovalPending {
+			return a, closedError(a, false)
+		}
+		if verr != nil {
+			s.wakeDeadlines() // the timer closes the gate; the token is refused either way
+			return a, rpcError(connect.CodeFailedPrecondition, CodeTokenExpired,
+				"approval %s expired at %s; its token no longer works", a.ApprovalID, claims.ExpiresAt.Format(time.RFC3339))
+		}
 	}
 	if a.Status != store.ApprovalPending {
-		return a, closedError(a)
+		return a, closedError(a, byID)
 	}
-	if verr != nil {
-		s.wakeDeadlines() // the timer closes the gate; the token is refused either way
-		return a, rpcError(connect.CodeFailedPrecondition, CodeTokenExpired,
-			"approval %s expired at %s; its token no longer works", a.ApprovalID, claims.ExpiresAt.Format(time.RFC3339))
-	}
-	d := store.Decision{ApprovalID: a.ApprovalID, Verdict: verdict, Approver: identity(ctx, claimedApprover, "anonymous"),
-		Reason: reason, Source: sourceRPC, At: now, RefuseRunStarter: s.opts.ForbidSelfApproval}
+	voter := voterOf(ctx, v.claimed)
+	approve := v.verdict == store.ApprovalApproved
+	d := store.Decision{ApprovalID: a.ApprovalID, Verdict: v.verdict, Approver: voter.Identity, Verified: voter.Verified,
+		Reason: v.reason, Source: sourceRPC, At: now,
+		Authorize: func(cur store.Approval, st store.RunStarter) error {
+			return approval.CheckVote(requirementOf(cur), approval.Starter{StartedBy: st.StartedBy, GitHubActor: st.GitHubActor}, voter, approve)
+		}}
 	decided, err := s.st.DecideApproval(ctx, d)
 	switch {
-	case errors.Is(err, store.ErrSelfApproval):
-		return a, rpcError(connect.CodePermissionDenied, CodeSelfApproval,
-			"%s started run %s and may not approve its gates on this control plane", d.Approver, a.RunID)
+	case errors.Is(err, approval.ErrSelfApproval):
+		return decided, rpcError(connect.CodePermissionDenied, CodeSelfApproval,
+			"%s started run %s and may not approve its gates (%s: starter_may_approve is false); another approver must decide approval %s",
+			voter.Identity, a.RunID, requirementOf(decided).Rule, a.ApprovalID)
+	case errors.Is(err, approval.ErrNotAllowedApprover):
+		r := requirementOf(decided)
+		return decided, rpcError(connect.CodePermissionDenied, CodePermissionDenied,
+			"%s may not decide approval %s: %s allows only %s", voter.Identity, a.ApprovalID, r.Rule, strings.Join(r.AllowedApprovers, ", "))
 	case errors.Is(err, store.ErrAlreadyDecided), errors.Is(err, store.ErrPlanDigestMismatch):
 		// ErrExpired is an ErrAlreadyDecided; on ErrPlanDigestMismatch the store closed the gate
 		// as superseded (the run executes another plan), which closedError explains.
-		return decided, closedError(decided)
+		return decided, closedError(decided, byID)
 	case errors.Is(err, store.ErrNotFound):
 		return a, rpcError(connect.CodeNotFound, CodeApprovalNotFound, "no approval matches this token")
 	case err != nil:
 		return a, s.storeError(ctx, "deciding the approval", err)
+	}
+	if decided.Status == store.ApprovalPending {
+		s.log.InfoContext(ctx, "gate vote", "approval_id", decided.ApprovalID, "run_id", decided.RunID,
+			"approver", voter.Identity, "approvals", len(decided.ApprovedBy()), "required", decided.ApprovalsRequired)
+		return decided, nil
 	}
 	s.log.InfoContext(ctx, "gate decided", "approval_id", decided.ApprovalID, "run_id", decided.RunID,
 		"status", string(decided.Status), "approver", decided.Approver)
 	return decided, nil
 }
 
-// closedError says why a gate that is no longer pending refuses a decision.
-func closedError(a store.Approval) error {
+// requirementOf is the gate policy requirement captured on a (issue 7, item 4).
+func requirementOf(a store.Approval) approval.GateRequirement {
+	r := approval.GateRequirement{Rule: a.PolicyRule, ApprovalsRequired: max(a.ApprovalsRequired, 1),
+		AllowedApprovers: a.AllowedApprovers, StarterMayApprove: a.StarterMayApprove}
+	if r.Rule == "" {
+		r.Rule = approval.DefaultRuleName
+	}
+	return r
+}
+
+// closedError says why a gate that is no longer pending refuses a decision. A gate closed by
+// its deadline (status rejected, or expired for rows of older versions) is E_TOKEN_EXPIRED on
+// the token path and a "timed out" E_APPROVAL_ALREADY_DECIDED by approval id (issue 7, item 4).
+func closedError(a store.Approval, byID bool) error {
+	timedOut := a.Status == store.ApprovalExpired || (a.Status == store.ApprovalRejected && a.DecidedBySource == store.SourceDeadline)
 	switch {
-	case a.Status == store.ApprovalExpired:
+	case timedOut && byID:
+		return rpcError(connect.CodeFailedPrecondition, CodeApprovalAlreadyDecided,
+			"approval %s timed out at its deadline %s (%s) and was rejected; it can no longer be decided",
+			a.ApprovalID, a.Deadline.Format(time.RFC3339), a.Reason)
+	case timedOut:
 		return rpcError(connect.CodeFailedPrecondition, CodeTokenExpired,
-			"approval %s expired at its deadline %s; its token no longer works", a.ApprovalID, a.Deadline.Format(time.RFC3339))
+			"approval %s timed out at its deadline %s; its token no longer works", a.ApprovalID, a.Deadline.Format(time.RFC3339))
 	case a.Status == store.ApprovalCancelled && a.DecidedBySource == store.SourceCancelRun:
 		return rpcError(connect.CodeFailedPrecondition, CodeRunCancelled,
 			"run %s was cancelled; approval %s is closed", a.RunID, a.ApprovalID)

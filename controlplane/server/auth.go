@@ -85,6 +85,12 @@ type Caller struct {
 	Identity string
 	// Role decides which procedures the caller may use (writeRoles).
 	Role Role
+	// Groups are the line's groups= attribute: names a gate policy's "group:<name>" approvers
+	// match (issue 7, item 4). Nil when the line has none.
+	Groups []string
+	// GitHubLogin is the line's github= attribute: the GitHub login of this identity, so four-eyes
+	// also refuses it as approver of a run its GitHub account started (issue 7, item 4).
+	GitHubLogin string
 	// GitHub holds the verified claims of a GitHub Actions OIDC caller (issue 7, item 5;
 	// identity oidc:<repository>@<ref>, role executor); nil for an auth-file caller.
 	GitHub *auth.GitHubClaims
@@ -103,12 +109,15 @@ type Authenticator struct {
 	oidc *auth.Verifier
 }
 
-// LoadAuthFile reads an auth file: one caller per line, "identity role token", where role
-// is executor, approver or viewer and token is at least MinBearerTokenBytes of bearer-token
-// characters (b64token, RFC 6750: what a client can send; issue 6, item 1.9); blank lines and
-// lines starting with '#' are ignored. Errors name the file and line (never the token):
-// unreadable or oversized file, wrong field count, unknown role, short, malformed or duplicate
-// token, no entries.
+// LoadAuthFile reads an auth file: one caller per line, "identity role token [attr=value…]",
+// where role is executor, approver or viewer and token is at least MinBearerTokenBytes of
+// bearer-token characters (b64token, RFC 6750: what a client can send; issue 6, item 1.9);
+// blank lines and lines starting with '#' are ignored. Optional attributes after the token
+// (issue 7, item 4): groups=sre,dba (the caller's groups, for a gate policy's "group:<name>")
+// and github=LOGIN (the caller's GitHub login, for four-eyes against a run's GitHub actor);
+// each at most once. Errors name the file and line (never the token): unreadable or oversized
+// file, too few fields, unknown role, short, malformed or duplicate token, unknown, repeated
+// or malformed attribute, no entries.
 func LoadAuthFile(path string) (*Authenticator, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -136,8 +145,8 @@ func ParseAuth(r io.Reader, name string) (*Authenticator, error) {
 			continue
 		}
 		fields := strings.Fields(line)
-		if len(fields) != 3 {
-			return nil, fmt.Errorf("%s:%d: want \"identity role token\", got %d fields", name, n, len(fields))
+		if len(fields) < 3 {
+			return nil, fmt.Errorf("%s:%d: want \"identity role token [groups=a,b] [github=login]\", got %d fields", name, n, len(fields))
 		}
 		id, role, tok := fields[0], Role(fields[1]), fields[2]
 		if role != RoleExecutor && role != RoleApprover && role != RoleViewer {
@@ -154,7 +163,11 @@ func ParseAuth(r io.Reader, name string) (*Authenticator, error) {
 			return nil, fmt.Errorf("%s:%d: the token of %q is also used on line %d; give every caller its own", name, n, id, prev)
 		}
 		seen[h] = n
-		a.entries = append(a.entries, authEntry{caller: Caller{Identity: id, Role: role}, hash: h})
+		c := Caller{Identity: id, Role: role}
+		if err := parseAuthAttrs(&c, fields[3:]); err != nil {
+			return nil, fmt.Errorf("%s:%d: %s: %w", name, n, id, err)
+		}
+		a.entries = append(a.entries, authEntry{caller: c, hash: h})
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
@@ -163,6 +176,43 @@ func ParseAuth(r io.Reader, name string) (*Authenticator, error) {
 		return nil, fmt.Errorf("%s: no callers (lines \"identity role token\")", name)
 	}
 	return a, nil
+}
+
+// Auth-file attribute syntax (issue 7, item 4).
+var (
+	groupNameRE   = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+	githubLoginRE = regexp.MustCompile(`^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$`)
+)
+
+// parseAuthAttrs applies an auth-file line's attributes (after the token) to c.
+func parseAuthAttrs(c *Caller, attrs []string) error {
+	seen := map[string]bool{}
+	for i, kv := range attrs {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || (k != "groups" && k != "github") {
+			// Never echo the field: a misplaced token may be in it.
+			return fmt.Errorf("field %d is not an attribute (attributes after the token: groups=a,b and github=login)", i+4)
+		}
+		if seen[k] {
+			return fmt.Errorf("attribute %s= is given twice", truncate(k, 40))
+		}
+		seen[k] = true
+		switch k {
+		case "groups":
+			for _, g := range strings.Split(v, ",") {
+				if !groupNameRE.MatchString(g) {
+					return fmt.Errorf("groups=: %q is not a group name (1-64 of A-Z a-z 0-9 . _ -, separated by commas)", truncate(g, 40))
+				}
+				c.Groups = append(c.Groups, g)
+			}
+		case "github":
+			if !githubLoginRE.MatchString(v) {
+				return fmt.Errorf("github=: %q is not a GitHub login (1-39 letters, digits or -, not starting with -)", truncate(v, 40))
+			}
+			c.GitHubLogin = v
+		}
+	}
+	return nil
 }
 
 // lookup returns the caller whose token matches. The token is hashed and compared with every

@@ -266,7 +266,7 @@ func TestCheckExposure(t *testing.T) {
 
 func TestParseAuthErrors(t *testing.T) {
 	for _, tc := range []struct{ body, want string }{
-		{"alice approver", "f:1: want \"identity role token\", got 2 fields"},
+		{"alice approver", "f:1: want \"identity role token [groups=a,b] [github=login]\", got 2 fields"},
 		{"# c\n\nalice admin token-0123456789abc", "f:3: role \"admin\" is not executor, approver or viewer"},
 		{"alice approver short", "f:1: the token of \"alice\" is shorter than 16 bytes"},
 		{"a viewer same-token-0123456789\nb viewer same-token-0123456789", "f:2: the token of \"b\" is also used on line 1"},

@@ -14,3 +14,6 @@ func SetWatchBuffer(n int) (restore func()) {
 	watchBuffer = n
 	return func() { watchBuffer = old }
 }
+
+// LookupCaller is the caller a bearer token authenticates as (tests only).
+func (a *Authenticator) LookupCaller(token string) (Caller, bool) { return a.lookup(token) }

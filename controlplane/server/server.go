@@ -40,14 +40,16 @@ type Options struct {
 	// Auth checks bearer tokens on every rbook.v1 RPC; nil turns auth off (loopback laptop
 	// mode: every call is allowed). Reflection and health never need a token.
 	Auth *Authenticator
+	// GatePolicy says, per runbook and gate, how many distinct approvers a gate needs, who may
+	// decide it and whether the run's starter may approve (issue 7, item 4); it is captured on
+	// each approval when the gate opens. Nil: every gate needs one approval by anyone with the
+	// approver role, not by the run's starter (approval.Default). Who is who needs Auth:
+	// without it, approver names are unverified and only approvals_required applies.
+	GatePolicy *approval.GatePolicy
 	// OIDC verifies GitHub Actions OIDC tokens (issue 7, item 5): a bearer value shaped like a
 	// JWT goes to it, anything else to Auth. With OIDC and no Auth, only OIDC callers get in.
 	// New attaches it to Auth (creating an empty one when Auth is nil).
 	OIDC *auth.Verifier
-	// ForbidSelfApproval refuses Approve by the identity that started the run
-	// (E_SELF_APPROVAL; issue 3, item 4). Meaningful with Auth: without it identities are
-	// whatever callers claim.
-	ForbidSelfApproval bool
 	// Logger receives one line per RPC and storage failures; nil means slog.Default().
 	Logger *slog.Logger
 	// MaxMessageBytes caps request messages; 0 means DefaultMaxMessageBytes.

@@ -137,6 +137,7 @@ func (h approvalService) WatchApproval(ctx context.Context, req *rbookv1.WatchAp
 		if err := stream.Send(&rbookv1.WatchApprovalResponse{Approval: approvalToProto(a)}); err != nil || a.Status != store.ApprovalPending {
 			return err
 		}
+		sent := len(a.Votes)
 	wait:
 		for {
 			select {
@@ -154,8 +155,8 @@ func (h approvalService) WatchApproval(ctx context.Context, req *rbookv1.WatchAp
 			case ev := <-w.ch:
 				a = *ev.approval
 			}
-			if a.Status != store.ApprovalPending {
-				break wait // pending-to-pending changes are not news to a watcher
+			if a.Status != store.ApprovalPending || len(a.Votes) != sent {
+				break wait // a decision, or a new vote on the tally (issue 7, item 4); other pending-to-pending changes are not news
 			}
 		}
 	}

@@ -3,8 +3,10 @@ package store
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -86,7 +88,10 @@ func (s *Store) CreateApproval(ctx context.Context, na NewApproval) (a Approval,
 			if err != nil && !errors.Is(err, sql.ErrNoRows) {
 				return fmt.Errorf("store: read approval: %w", err)
 			}
-			if err == nil && (decided.Status == ApprovalApproved || decided.Status == ApprovalRejected) {
+			// A gate its deadline closed (rejected, "timed out after …") is no person's
+			// decision: a resumed run asks again, as it did for expired gates.
+			if err == nil && (decided.Status == ApprovalApproved || decided.Status == ApprovalRejected) &&
+				decided.DecidedBySource != SourceDeadline {
 				var seen int
 				if err := w.readRow(`SELECT COUNT(*) FROM run_transitions WHERE run_id = ? AND kind = ? AND step_name = ?
 					AND (recorded_at IS NULL OR recorded_at >= ?)`,
@@ -105,13 +110,19 @@ func (s *Store) CreateApproval(ctx context.Context, na NewApproval) (a Approval,
 			initial, decidedAt, approver, source = ApprovalApproved, formatTime(na.RequestedAt), SourcePolicy, SourcePolicy
 			reason = nullString(na.Reason)
 		}
+		required := max(na.ApprovalsRequired, 1)
+		allowed, err := json.Marshal(append([]string{}, na.AllowedApprovers...))
+		if err != nil {
+			return fmt.Errorf("store: allowed approvers: %w", err)
+		}
 		rows, err := w.writeApprovals(`INSERT INTO playbook_approvals
 			(approval_id, run_id, node_id, step_index, token, status, requested_at, approved_at, approver, reason,
-			 auto_passed, deadline, plan_digest, prompt, decided_by_source, on_fail)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING `+approvalColumns,
+			 auto_passed, deadline, plan_digest, prompt, decided_by_source, on_fail,
+			 approvals_required, allowed_approvers, starter_may_approve, policy_rule)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING `+approvalColumns,
 			na.ApprovalID, na.RunID, na.NodeID, na.StepIndex, na.TokenHash, string(initial), formatTime(na.RequestedAt),
 			decidedAt, approver, reason, boolInt(na.AutoPassed), nullTime(na.Deadline), na.PlanDigest, na.Prompt, source,
-			na.OnFail)
+			na.OnFail, required, string(allowed), boolInt(na.StarterMayApprove), na.PolicyRule)
 		if isUniqueViolation(err) {
 			return fmt.Errorf("%w: approval id or token already used", ErrConflict)
 		}
@@ -145,6 +156,20 @@ func validateNewApproval(na NewApproval) error {
 	if !isTokenHash(na.TokenHash) {
 		return fmt.Errorf("%w: token_hash must be 64 lowercase hex characters (SHA-256)", ErrInvalidArgument)
 	}
+	if na.ApprovalsRequired < 0 || na.ApprovalsRequired > MaxApprovalsRequired {
+		return fmt.Errorf("%w: approvals_required is %d, must be 1..%d", ErrInvalidArgument, na.ApprovalsRequired, MaxApprovalsRequired)
+	}
+	if len(na.AllowedApprovers) > 100 {
+		return fmt.Errorf("%w: %d allowed approvers, over the limit of 100", ErrInvalidArgument, len(na.AllowedApprovers))
+	}
+	for _, a := range na.AllowedApprovers {
+		if err := checkText("allowed approver", a, true, MaxIDBytes); err != nil {
+			return err
+		}
+	}
+	if err := checkText("policy_rule", na.PolicyRule, false, MaxTextBytes); err != nil {
+		return err
+	}
 	if na.StepIndex < -1 {
 		return fmt.Errorf("%w: step_index is %d, must be >= -1", ErrInvalidArgument, na.StepIndex)
 	}
@@ -176,17 +201,24 @@ func isTokenHash(h string) bool {
 	return true
 }
 
-// DecideApproval decides a pending approval with one compare-and-set
+// DecideApproval decides a pending approval in one transaction with a compare-and-set
 // (UPDATE … WHERE approval_id = ? AND status = 'pending'), so of any number of concurrent
-// decisions exactly one wins (DESIGN D8, case A02). Approve and reject at or after the
-// deadline do not decide: the gate is closed as expired in the same transaction and the call
-// returns ErrExpired. An approve of a gate issued for another plan digest than the run's
-// current one (DESIGN D9) does not decide either: the gate is closed as superseded and the
-// call returns ErrPlanDigestMismatch. On ErrAlreadyDecided, ErrExpired and
-// ErrPlanDigestMismatch the returned Approval is the current row, so the caller can say how
-// it was decided.
-// Errors: ErrNotFound, ErrAlreadyDecided, ErrExpired, ErrPlanDigestMismatch, ErrSelfApproval,
-// ErrInvalidArgument, ErrClosed, storage errors.
+// decisions exactly one wins (DESIGN D8, case A02).
+//
+// An approve or reject is a vote (issue 7, item 4): d.Authorize (when set) sees the gate and
+// the run's starter and may refuse it, then the vote is added to approval_votes. An approve
+// by an identity that already approved adds nothing and returns the gate as it stands, no
+// error. The gate becomes approved when its distinct approvals reach approvals_required
+// (approver = the approving identities joined with ", " in vote order, reason = this vote's);
+// until then it stays pending and the returned row shows the tally. A reject rejects at once.
+// Approve and reject at or after the deadline do not decide: the gate is closed as timed out
+// (status rejected, decided_by_source "deadline", see ExpireDueApprovals) in the same
+// transaction and the call returns ErrExpired. An approve of a gate issued for another plan
+// digest than the run's current one (DESIGN D9) closes the gate as superseded and returns
+// ErrPlanDigestMismatch. On ErrAlreadyDecided, ErrExpired, ErrPlanDigestMismatch and an
+// Authorize refusal the returned Approval is the current row, so the caller can say why.
+// Errors: ErrNotFound, ErrAlreadyDecided, ErrExpired, ErrPlanDigestMismatch, Authorize's
+// errors, ErrInvalidArgument, ErrClosed, storage errors.
 func (s *Store) DecideApproval(ctx context.Context, d Decision) (Approval, error) {
 	switch d.Verdict {
 	case ApprovalApproved, ApprovalRejected, ApprovalExpired, ApprovalCancelled:
@@ -209,44 +241,13 @@ func (s *Store) DecideApproval(ctx context.Context, d Decision) (Approval, error
 		d.At = s.now()
 	}
 	at := formatTime(d.At)
-	checkDeadline := d.Verdict == ApprovalApproved || d.Verdict == ApprovalRejected
-	checkDigest := d.Verdict == ApprovalApproved
+	vote := d.Verdict == ApprovalApproved || d.Verdict == ApprovalRejected
 	var (
 		result  Approval
 		outcome error // returned to the caller even though the transaction commits
 	)
 	err := s.write(ctx, func(w *writeTx) error {
 		result, outcome = Approval{}, nil // the writer may run fn twice (see runBatch)
-		if d.RefuseRunStarter && d.Verdict == ApprovalApproved {
-			var startedBy sql.NullString
-			err := w.readRow(`SELECT r.started_by FROM playbook_approvals a
-				JOIN playbook_runs r ON r.run_id = a.run_id WHERE a.approval_id = ?`, d.ApprovalID).Scan(&startedBy)
-			if errors.Is(err, sql.ErrNoRows) {
-				return fmt.Errorf("%w: approval %q", ErrNotFound, d.ApprovalID)
-			}
-			if err != nil {
-				return fmt.Errorf("store: read run: %w", err)
-			}
-			if startedBy.String != "" && startedBy.String == d.Approver {
-				return ErrSelfApproval
-			}
-		}
-		won, err := w.writeApprovals(`UPDATE playbook_approvals
-			SET status = ?, approved_at = ?, approver = ?, reason = ?, decided_by_source = ?
-			WHERE approval_id = ? AND status = 'pending' AND (NOT ? OR deadline IS NULL OR deadline > ?)
-			  AND (NOT ? OR plan_digest = (SELECT r.playbook_hash FROM playbook_runs r
-			                               WHERE r.run_id = playbook_approvals.run_id))
-			RETURNING `+approvalColumns,
-			string(d.Verdict), at, nullString(d.Approver), nullString(d.Reason), nullString(d.Source),
-			d.ApprovalID, boolInt(checkDeadline), at, boolInt(checkDigest))
-		if err != nil {
-			return fmt.Errorf("store: decide approval: %w", err)
-		}
-		if len(won) == 1 {
-			result = won[0]
-			w.change.Approvals = append(w.change.Approvals, result)
-			return nil
-		}
 		current, err := scanApproval(w.readRow(
 			"SELECT "+approvalColumns+" FROM playbook_approvals WHERE approval_id = ?", d.ApprovalID))
 		if errors.Is(err, sql.ErrNoRows) {
@@ -259,37 +260,89 @@ func (s *Store) DecideApproval(ctx context.Context, d Decision) (Approval, error
 			result, outcome = current, ErrAlreadyDecided
 			return nil
 		}
-		if checkDigest {
-			var runDigest string
-			if err := w.readRow("SELECT playbook_hash FROM playbook_runs WHERE run_id = ?", current.RunID).Scan(&runDigest); err != nil {
-				return fmt.Errorf("store: read run: %w", err)
-			}
-			if runDigest != current.PlanDigest {
-				// The run moved on to another plan: this gate can never be approved.
-				closed, err := w.writeApprovals(`UPDATE playbook_approvals SET status = 'cancelled', approved_at = ?,
-					approver = 'system', reason = 'superseded: the run executes another plan digest', decided_by_source = ?
-					WHERE approval_id = ? AND status = 'pending' RETURNING `+approvalColumns, at, SourceSuperseded, d.ApprovalID)
+		approver, reason := d.Approver, d.Reason
+		if vote {
+			if !current.Deadline.IsZero() && !current.Deadline.After(d.At) {
+				// The deadline had passed: close the gate now.
+				expired, err := expireApprovals(w, "approval_id = ?", d.ApprovalID)
 				if err != nil {
-					return fmt.Errorf("store: supersede approval: %w", err)
+					return err
 				}
-				if len(closed) != 1 {
+				if len(expired) != 1 {
 					return fmt.Errorf("store: approval %q is pending but could not be closed", d.ApprovalID)
 				}
-				result, outcome = closed[0], ErrPlanDigestMismatch
-				w.change.Approvals = append(w.change.Approvals, closed...)
+				result, outcome = expired[0], ErrExpired
+				w.change.Approvals = append(w.change.Approvals, expired...)
 				return nil
 			}
+			if d.Verdict == ApprovalApproved {
+				var runDigest string
+				if err := w.readRow("SELECT playbook_hash FROM playbook_runs WHERE run_id = ?", current.RunID).Scan(&runDigest); err != nil {
+					return fmt.Errorf("store: read run: %w", err)
+				}
+				if runDigest != current.PlanDigest {
+					// The run moved on to another plan: this gate can never be approved.
+					closed, err := w.writeApprovals(`UPDATE playbook_approvals SET status = 'cancelled', approved_at = ?,
+						approver = 'system', reason = 'superseded: the run executes another plan digest', decided_by_source = ?
+						WHERE approval_id = ? AND status = 'pending' RETURNING `+approvalColumns, at, SourceSuperseded, d.ApprovalID)
+					if err != nil {
+						return fmt.Errorf("store: supersede approval: %w", err)
+					}
+					if len(closed) != 1 {
+						return fmt.Errorf("store: approval %q is pending but could not be closed", d.ApprovalID)
+					}
+					result, outcome = closed[0], ErrPlanDigestMismatch
+					w.change.Approvals = append(w.change.Approvals, closed...)
+					return nil
+				}
+			}
+			if d.Authorize != nil {
+				starter, err := w.runStarter(current.RunID)
+				if err != nil {
+					return err
+				}
+				if err := d.Authorize(current, starter); err != nil {
+					result, outcome = current, err
+					return nil
+				}
+			}
+			approvedBy := current.ApprovedBy()
+			if d.Verdict == ApprovalApproved && slices.Contains(approvedBy, d.Approver) {
+				result = current // a second approval by the same identity counts once
+				return nil
+			}
+			if _, err := w.execSQL(`INSERT INTO approval_votes (approval_id, approver, verdict, reason, at, source, verified)
+				VALUES (?, ?, ?, ?, ?, ?, ?)`, d.ApprovalID, d.Approver, string(d.Verdict), d.Reason, at, d.Source,
+				boolInt(d.Verified)); err != nil {
+				return fmt.Errorf("store: insert vote: %w", err)
+			}
+			if d.Verdict == ApprovalApproved {
+				approvedBy = append(approvedBy, d.Approver)
+				if len(approvedBy) < max(current.ApprovalsRequired, 1) {
+					tally, err := scanApproval(w.readRow(
+						"SELECT "+approvalColumns+" FROM playbook_approvals WHERE approval_id = ?", d.ApprovalID))
+					if err != nil {
+						return fmt.Errorf("store: read approval: %w", err)
+					}
+					result = tally
+					w.change.Approvals = append(w.change.Approvals, tally) // watchers see the tally
+					return nil
+				}
+				approver = strings.Join(approvedBy, ", ")
+			}
 		}
-		// Still pending, so the deadline had passed: close the gate now.
-		expired, err := expireApprovals(w, "approval_id = ?", d.ApprovalID)
+		won, err := w.writeApprovals(`UPDATE playbook_approvals
+			SET status = ?, approved_at = ?, approver = ?, reason = ?, decided_by_source = ?
+			WHERE approval_id = ? AND status = 'pending' RETURNING `+approvalColumns,
+			string(d.Verdict), at, nullString(approver), nullString(reason), nullString(d.Source), d.ApprovalID)
 		if err != nil {
-			return err
+			return fmt.Errorf("store: decide approval: %w", err)
 		}
-		if len(expired) != 1 {
+		if len(won) != 1 {
 			return fmt.Errorf("store: approval %q is pending but could not be decided", d.ApprovalID)
 		}
-		result, outcome = expired[0], ErrExpired
-		w.change.Approvals = append(w.change.Approvals, expired...)
+		result = won[0]
+		w.change.Approvals = append(w.change.Approvals, result)
 		return nil
 	})
 	if err != nil {
@@ -298,9 +351,22 @@ func (s *Store) DecideApproval(ctx context.Context, d Decision) (Approval, error
 	return result, outcome
 }
 
-// ExpireDueApprovals closes every pending approval whose deadline is at or before now as
-// expired (decided_by_source "deadline", decided at its deadline) and returns them; their
-// tokens stop working (issue 3, item 4; case A04). The server calls it when NextDeadline
+// runStarter reads who started a run, for Decision.Authorize (issue 7, item 4): started_by
+// and the GitHub actor of the OIDC job that started it (migration 0005; "" without one).
+func (w *writeTx) runStarter(runID string) (RunStarter, error) {
+	var startedBy, actor sql.NullString
+	err := w.readRow("SELECT started_by, github_actor FROM playbook_runs WHERE run_id = ?", runID).Scan(&startedBy, &actor)
+	if err != nil {
+		return RunStarter{}, fmt.Errorf("store: read run: %w", err)
+	}
+	return RunStarter{StartedBy: startedBy.String, GitHubActor: actor.String}, nil
+}
+
+// ExpireDueApprovals closes every pending approval whose deadline is at or before now and
+// returns them: status rejected, approver "system", reason "timed out after <deadline minus
+// requested_at, whole seconds>" (e.g. "timed out after 5m0s"), decided_by_source "deadline",
+// decided at its deadline; their tokens stop working (issue 7, item 4: an expired gate is
+// decided rejected, never left pending; case A04). The server calls it when NextDeadline
 // comes due. Errors: ErrClosed, storage errors.
 func (s *Store) ExpireDueApprovals(ctx context.Context, now time.Time) ([]Approval, error) {
 	var out []Approval
@@ -316,12 +382,55 @@ func (s *Store) ExpireDueApprovals(ctx context.Context, now time.Time) ([]Approv
 	return out, nil
 }
 
+// TimedOutReason is the reason of a gate closed by its deadline: "timed out after " and the
+// time it was open, deadline minus requested_at rounded up to whole seconds ("5m0s").
+func TimedOutReason(requestedAt, deadline time.Time) string {
+	open := deadline.Sub(requestedAt)
+	if r := open.Truncate(time.Second); r != open {
+		open = r + time.Second
+	}
+	return "timed out after " + open.String()
+}
+
 func expireApprovals(w *writeTx, cond string, args ...any) ([]Approval, error) {
-	out, err := w.writeApprovals(`UPDATE playbook_approvals
-		SET status = 'expired', approved_at = deadline, decided_by_source = '`+SourceDeadline+`'
-		WHERE status = 'pending' AND `+cond+` RETURNING `+approvalColumns, args...)
+	rows, err := w.tx.QueryContext(w.ctx, `SELECT approval_id, requested_at, deadline FROM playbook_approvals
+		WHERE status = 'pending' AND `+cond, args...)
 	if err != nil {
 		return nil, fmt.Errorf("store: expire approvals: %w", err)
+	}
+	type due struct {
+		id                 string
+		requested, expires time.Time
+	}
+	var list []due
+	for rows.Next() {
+		var id string
+		var req, dl sql.NullString
+		if err := rows.Scan(&id, &req, &dl); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("store: expire approvals: %w", err)
+		}
+		r, err1 := parseTime("requested_at", req)
+		d, err2 := parseTime("deadline", dl)
+		if err := errors.Join(err1, err2); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		list = append(list, due{id, r, d})
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: expire approvals: %w", err)
+	}
+	var out []Approval
+	for _, d := range list {
+		closed, err := w.writeApprovals(`UPDATE playbook_approvals
+			SET status = 'rejected', approved_at = deadline, approver = 'system', reason = ?, decided_by_source = '`+SourceDeadline+`'
+			WHERE approval_id = ? AND status = 'pending' RETURNING `+approvalColumns, TimedOutReason(d.requested, d.expires), d.id)
+		if err != nil {
+			return nil, fmt.Errorf("store: expire approvals: %w", err)
+		}
+		out = append(out, closed...)
 	}
 	return out, nil
 }

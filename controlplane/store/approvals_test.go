@@ -19,7 +19,7 @@ func TestCreateApproval(t *testing.T) {
 	a := mustCreateApproval(t, s, na)
 	want := Approval{ApprovalID: "a1", RunID: "R1", NodeID: "approve", StepIndex: 2, TokenHash: na.TokenHash,
 		Status: ApprovalPending, RequestedAt: na.RequestedAt, Deadline: na.Deadline, PlanDigest: na.PlanDigest,
-		Prompt: "Deploy to prod?", OnFail: "rollback"}
+		Prompt: "Deploy to prod?", OnFail: "rollback", ApprovalsRequired: 1, AllowedApprovers: []string{}, Votes: []Vote{}}
 	if !reflect.DeepEqual(a, want) {
 		t.Fatalf("approval = %+v\nwant       %+v", a, want)
 	}
@@ -140,14 +140,25 @@ func TestDecideApprovalRefusesRunStarter(t *testing.T) {
 	ctx := context.Background()
 	mustStart(t, s, newRun("R1")) // started by alice
 	mustCreateApproval(t, s, newApproval("a1", "R1", "approve"))
-	d := Decision{ApprovalID: "a1", Verdict: ApprovalApproved, Approver: "alice", RefuseRunStarter: true}
+	var seen RunStarter
+	d := Decision{ApprovalID: "a1", Verdict: ApprovalApproved, Approver: "alice", Authorize: func(a Approval, st RunStarter) error {
+		seen = st
+		if st.StartedBy == "alice" && a.Status == ApprovalPending {
+			return ErrSelfApproval
+		}
+		return nil
+	}}
 	if _, err := s.DecideApproval(ctx, d); !errors.Is(err, ErrSelfApproval) {
 		t.Fatalf("self-approval = %v, want ErrSelfApproval", err)
+	}
+	if seen.StartedBy != "alice" {
+		t.Fatalf("Authorize saw the starter %+v, want started_by alice", seen)
 	}
 	if a, _ := s.GetApproval(ctx, "a1"); a.Status != ApprovalPending {
 		t.Fatalf("refused self-approval changed the gate to %s", a.Status)
 	}
-	// Without the option, or as a rejection, or by someone else, it is allowed.
+	// Without the refusal, it is allowed.
+	d.Authorize = nil
 	d.Verdict = ApprovalRejected
 	if a, err := s.DecideApproval(ctx, d); err != nil || a.Status != ApprovalRejected {
 		t.Fatalf("self-rejection = %+v, %v", a, err)
@@ -166,10 +177,13 @@ func TestDecideApprovalAfterDeadlineExpiresIt(t *testing.T) {
 	if !errors.Is(err, ErrExpired) || !errors.Is(err, ErrAlreadyDecided) {
 		t.Fatalf("approve at the deadline = %v, want ErrExpired (an ErrAlreadyDecided)", err)
 	}
-	if a.Status != ApprovalExpired || a.DecidedBySource != SourceDeadline || !a.DecidedAt.Equal(na.Deadline) || a.Approver != "" {
-		t.Fatalf("approval = %+v, want expired at its deadline", a)
+	// Issue 7, item 4: an expired gate is decided rejected, "timed out after …".
+	want := "timed out after " + na.Deadline.Sub(na.RequestedAt).String()
+	if a.Status != ApprovalRejected || a.DecidedBySource != SourceDeadline || !a.DecidedAt.Equal(na.Deadline) ||
+		a.Approver != "system" || a.Reason != want || len(a.Votes) != 0 {
+		t.Fatalf("approval = %+v, want rejected at its deadline, %q, no vote", a, want)
 	}
-	if ch := got.snapshot(); len(ch) != 1 || ch[0].Approvals[0].Status != ApprovalExpired {
+	if ch := got.snapshot(); len(ch) != 1 || ch[0].Approvals[0].Status != ApprovalRejected {
 		t.Fatalf("published %+v, want the expiry", ch)
 	}
 }
@@ -196,8 +210,9 @@ func TestExpireDueApprovalsAndNextDeadline(t *testing.T) {
 		t.Fatalf("NextDeadline = %v %v %v, want t0+10m", next, ok, err)
 	}
 	expired, err := s.ExpireDueApprovals(ctx, t0.Add(15*time.Minute))
-	if err != nil || len(expired) != 1 || expired[0].ApprovalID != "a0" || expired[0].Status != ApprovalExpired {
-		t.Fatalf("ExpireDueApprovals(t0+15m) = %+v, %v; want a0 expired", expired, err)
+	if err != nil || len(expired) != 1 || expired[0].ApprovalID != "a0" || expired[0].Status != ApprovalRejected ||
+		expired[0].Reason != "timed out after 9m0s" {
+		t.Fatalf("ExpireDueApprovals(t0+15m) = %+v, %v; want a0 rejected, timed out after 9m0s", expired, err)
 	}
 	if next, _, _ := s.NextDeadline(ctx); !next.Equal(t0.Add(20 * time.Minute)) {
 		t.Fatalf("NextDeadline after expiry = %v", next)

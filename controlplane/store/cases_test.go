@@ -339,8 +339,9 @@ func TestCase_A04_DeadlineAndCancelAtGate(t *testing.T) {
 		na := newApproval("a1", "R1", "approve")
 		mustCreateApproval(t, s, na)
 		expired, err := s.ExpireDueApprovals(ctx, na.Deadline)
-		if err != nil || len(expired) != 1 || expired[0].Status != ApprovalExpired {
-			t.Fatalf("ExpireDueApprovals at the deadline = %+v, %v", expired, err)
+		if err != nil || len(expired) != 1 || expired[0].Status != ApprovalRejected || expired[0].DecidedBySource != SourceDeadline ||
+			expired[0].Reason != "timed out after 59m0s" {
+			t.Fatalf("ExpireDueApprovals at the deadline = %+v, %v; want rejected, timed out after 59m0s", expired, err)
 		}
 		if _, err := s.DecideApproval(ctx, Decision{ApprovalID: "a1", Verdict: ApprovalApproved, Approver: "bob",
 			At: na.Deadline.Add(time.Second)}); !errors.Is(err, ErrAlreadyDecided) {

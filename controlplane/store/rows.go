@@ -206,20 +206,36 @@ func transitionArgs(t Transition, recordedAt string) []any {
 const insertTransitionSQL = "INSERT INTO run_transitions (" + transitionColumns +
 	") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
+// approvalColumns are the columns scanApproval reads, the last one the gate's votes as a JSON
+// array of [approver, verdict, reason, at, source, verified] in vote order (migration 0004).
+// Used in SELECT … FROM playbook_approvals and in RETURNING clauses of writes to it, whose
+// subquery sees the transaction's own votes.
 const approvalColumns = `approval_id, run_id, node_id, step_index, token, status, requested_at, approved_at,
-	approver, reason, auto_passed, deadline, plan_digest, prompt, decided_by_source, on_fail`
+	approver, reason, auto_passed, deadline, plan_digest, prompt, decided_by_source, on_fail,
+	approvals_required, allowed_approvers, starter_may_approve, policy_rule,
+	(SELECT json_group_array(json_array(v.approver, v.verdict, v.reason, v.at, v.source, v.verified) ORDER BY v.at, v.rowid)
+	 FROM approval_votes v WHERE v.approval_id = playbook_approvals.approval_id)`
 
 func scanApproval(r rowScanner) (Approval, error) {
 	var (
 		a                                                       Approval
 		status                                                  string
 		requestedAt, decidedAt, approver, reason, deadline, src sql.NullString
-		autoPassed                                              int
+		autoPassed, starterMay                                  int
+		allowed, votes                                          string
 	)
 	err := r.Scan(&a.ApprovalID, &a.RunID, &a.NodeID, &a.StepIndex, &a.TokenHash, &status, &requestedAt,
-		&decidedAt, &approver, &reason, &autoPassed, &deadline, &a.PlanDigest, &a.Prompt, &src, &a.OnFail)
+		&decidedAt, &approver, &reason, &autoPassed, &deadline, &a.PlanDigest, &a.Prompt, &src, &a.OnFail,
+		&a.ApprovalsRequired, &allowed, &starterMay, &a.PolicyRule, &votes)
 	if err != nil {
 		return Approval{}, err
+	}
+	a.StarterMayApprove = starterMay == 1
+	if err := json.Unmarshal([]byte(allowed), &a.AllowedApprovers); err != nil {
+		return Approval{}, fmt.Errorf("store: allowed_approvers of %s: %w", a.ApprovalID, err)
+	}
+	if a.Votes, err = parseVotes(votes); err != nil {
+		return Approval{}, fmt.Errorf("store: votes of %s: %w", a.ApprovalID, err)
 	}
 	a.Status, a.AutoPassed = ApprovalStatus(status), autoPassed == 1
 	a.Approver, a.Reason, a.DecidedBySource = approver.String, reason.String, src.String
@@ -233,4 +249,34 @@ func scanApproval(r rowScanner) (Approval, error) {
 		return Approval{}, err
 	}
 	return a, nil
+}
+
+// parseVotes reads approvalColumns' votes array.
+func parseVotes(text string) ([]Vote, error) {
+	var rows [][]json.RawMessage
+	if err := json.Unmarshal([]byte(text), &rows); err != nil {
+		return nil, err
+	}
+	out := make([]Vote, 0, len(rows))
+	for _, r := range rows {
+		if len(r) != 6 {
+			return nil, fmt.Errorf("a vote has %d fields, want 6", len(r))
+		}
+		var v Vote
+		var verdict, at string
+		var verified int
+		for i, dst := range []any{&v.Approver, &verdict, &v.Reason, &at, &v.Source, &verified} {
+			if err := json.Unmarshal(r[i], dst); err != nil {
+				return nil, err
+			}
+		}
+		v.Verdict, v.Verified = ApprovalStatus(verdict), verified == 1
+		t, err := parseTime("at", sql.NullString{String: at, Valid: true})
+		if err != nil {
+			return nil, err
+		}
+		v.At = t
+		out = append(out, v)
+	}
+	return out, nil
 }

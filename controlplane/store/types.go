@@ -29,7 +29,7 @@ var (
 	// the run's current playbook_hash (the run resumed with an edited runbook; DESIGN D9,
 	// case A03.6). Seed-side code E_PLAN_DIGEST_MISMATCH.
 	ErrPlanDigestMismatch = errors.New("store: plan digest is not the run's current one")
-	// ErrSelfApproval: the approver started the run and Decision.RefuseRunStarter was set.
+	// ErrSelfApproval: the approver started the run (kept for callers' Decision.Authorize).
 	ErrSelfApproval = errors.New("store: the identity that started the run may not approve it")
 	// ErrInvalidArgument: a request field is missing, malformed or over a limit; the wrapped
 	// message names the field.
@@ -235,7 +235,7 @@ type NewRun struct {
 	SchemaHash8 string
 	// TotalSteps is the number of steps in the plan (seed Step 4).
 	TotalSteps int
-	// StartedBy is the identity that started the run (for Decision.RefuseRunStarter).
+	// StartedBy is the identity that started the run (for the four-eyes rule, RunStarter).
 	StartedBy string
 	// EpicID and SessionID are the seed's optional links; empty means NULL.
 	EpicID, SessionID string
@@ -434,6 +434,38 @@ type NewApproval struct {
 	// Fence, when set, must hold the run's lease (DESIGN D12): only the run's executor opens
 	// its gates and receives their tokens (issue 6, item 1.3). The server always sets it.
 	Fence *Fence
+	// The gate policy's requirement, captured when the gate opens (issue 7, item 4):
+	// ApprovalsRequired distinct approvals (0 means 1; at most MaxApprovalsRequired), who may
+	// decide (AllowedApprovers; empty = anyone with the approver role), whether the run's
+	// starter may approve, and the rule's name for refusals.
+	ApprovalsRequired int
+	AllowedApprovers  []string
+	StarterMayApprove bool
+	PolicyRule        string
+}
+
+// MaxApprovalsRequired is the largest ApprovalsRequired a gate may have (the schema's CHECK,
+// migration 0004; equal to approval.MaxGateApprovals).
+const MaxApprovalsRequired = 10
+
+// Vote is one row of approval_votes: one identity's decision on a gate (issue 7, item 4).
+type Vote struct {
+	Approver string
+	// Verdict is ApprovalApproved or ApprovalRejected.
+	Verdict ApprovalStatus
+	Reason  string
+	At      time.Time
+	// Source is the channel: "rpc", "terminal", …
+	Source string
+	// Verified is false for a name an unauthenticated caller asserted.
+	Verified bool
+}
+
+// RunStarter is who started a run, for the four-eyes rule (issue 7, item 4): started_by and,
+// once the control plane records it, the GitHub actor of the job that started the run.
+type RunStarter struct {
+	StartedBy   string
+	GitHubActor string
 }
 
 // Approval is one row of playbook_approvals. Optional columns read as "" / zero time.
@@ -457,6 +489,25 @@ type Approval struct {
 	DecidedBySource string
 	// OnFail is the gate step's on_fail ("" for approvals stored before migration 0002).
 	OnFail string
+	// The gate policy's requirement captured when the gate opened (migration 0004; 1, none,
+	// false, "" for approvals stored before it).
+	ApprovalsRequired int
+	AllowedApprovers  []string
+	StarterMayApprove bool
+	PolicyRule        string
+	// Votes are every vote cast on the gate, in vote order (the tally).
+	Votes []Vote
+}
+
+// ApprovedBy lists the identities that approved a, in vote order.
+func (a Approval) ApprovedBy() []string {
+	var out []string
+	for _, v := range a.Votes {
+		if v.Verdict == ApprovalApproved {
+			out = append(out, v.Approver)
+		}
+	}
+	return out
 }
 
 // Decision is one DecideApproval request.
@@ -471,9 +522,13 @@ type Decision struct {
 	// At defaults to the store's clock. Approve and reject at or after the deadline fail with
 	// ErrExpired.
 	At time.Time
-	// RefuseRunStarter makes an approve by the run's StartedBy fail with ErrSelfApproval
-	// (issue 3, item 4). Rejections are always allowed.
-	RefuseRunStarter bool
+	// Verified marks Approver as an authenticated identity (recorded on the vote).
+	Verified bool
+	// Authorize, when set, is called inside the deciding transaction for an approve or reject,
+	// with the gate as it stands (its captured policy and votes) and the run's starter; an
+	// error refuses the vote (nothing is written) and is returned by DecideApproval as is
+	// (issue 7, item 4: not an allowed approver, four-eyes). It must not block.
+	Authorize func(a Approval, starter RunStarter) error
 }
 
 // ApprovalFilter selects ListApprovals results; zero fields do not filter.

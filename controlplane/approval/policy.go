@@ -1,0 +1,404 @@
+package approval
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Gate policy limits (issue 7, item 4). They are checked when the policy file is loaded.
+const (
+	// MaxGateApprovals is the largest `approvals` a gate policy rule may ask for: M of M-of-N.
+	MaxGateApprovals = 10
+	// MaxPolicyRules caps the rules of one gate policy file.
+	MaxPolicyRules = 1000
+	// MaxPolicyApprovers caps the `approvers` entries of one rule.
+	MaxPolicyApprovers = 100
+	// MaxPolicyFileBytes caps a gate policy file (1 MiB, as every rbook YAML file; DESIGN D2).
+	MaxPolicyFileBytes = 1 << 20
+	// maxPolicyText caps a glob or approver entry (bytes).
+	maxPolicyText = 256
+)
+
+// DefaultRuleName names the requirement of a gate no policy rule matched (or with no policy):
+// one approval by anyone with the approver role, and not by the run's starter (four-eyes).
+const DefaultRuleName = "the default rule (no gate-policy rule matched: 1 approval, any approver, not the run's starter)"
+
+// GatePolicy is the control plane's gate policy (issue 7, item 4; DESIGN D13): ordered rules,
+// the first whose runbook and gate globs match a gate decides its requirement. Load it with
+// LoadGatePolicy; a nil *GatePolicy is the default for every gate.
+type GatePolicy struct {
+	// File is the path the policy was loaded from, used in rule names.
+	File  string
+	Rules []GateRule
+}
+
+// GateRule is one rule of a gate policy file.
+type GateRule struct {
+	// Line is the 1-based line of the rule in File.
+	Line int
+	// Runbook is a glob (path.Match syntax) over the run's runbook name; "*" when omitted.
+	Runbook string
+	// Gate is a glob (path.Match syntax) over the gate's step name; "*" when omitted.
+	Gate string
+	// Approvals is how many distinct identities must approve: 1..MaxGateApprovals.
+	Approvals int
+	// Approvers lists who may decide: identities of the auth file ("alice"), GitHub logins
+	// linked in it ("github:octocat") and groups ("group:sre"). Empty: anyone with the
+	// approver role.
+	Approvers []string
+	// StarterMayApprove lets the identity that started the run approve its gate (default false).
+	StarterMayApprove bool
+}
+
+// GateRequirement is what a gate needs, captured on the approval row when the gate opens so a
+// policy edit does not change an open gate (issue 7, item 4).
+type GateRequirement struct {
+	// Rule names the policy rule that applied ("gates.yaml rule 2 (line 7)") or DefaultRuleName.
+	Rule string
+	// ApprovalsRequired is M: distinct approvals that open the gate (>= 1).
+	ApprovalsRequired int
+	// AllowedApprovers is the rule's approvers; empty means anyone with the approver role.
+	AllowedApprovers []string
+	// StarterMayApprove: the run's starter may approve.
+	StarterMayApprove bool
+}
+
+// Default is the requirement of a gate without a matching rule: 1 approval, any approver,
+// the run's starter may not approve (four-eyes; issue 7, item 4).
+func Default() GateRequirement {
+	return GateRequirement{Rule: DefaultRuleName, ApprovalsRequired: 1}
+}
+
+// For returns the requirement of the gate step gate of a run of runbook: the first rule whose
+// globs both match, else Default(). A nil policy gives Default().
+func (p *GatePolicy) For(runbook, gate string) GateRequirement {
+	if p == nil {
+		return Default()
+	}
+	for i, r := range p.Rules {
+		if globMatch(r.Runbook, runbook) && globMatch(r.Gate, gate) {
+			return GateRequirement{
+				Rule:              fmt.Sprintf("%s rule %d (line %d)", p.File, i+1, r.Line),
+				ApprovalsRequired: r.Approvals, AllowedApprovers: append([]string(nil), r.Approvers...),
+				StarterMayApprove: r.StarterMayApprove,
+			}
+		}
+	}
+	return Default()
+}
+
+// globMatch is path.Match with a malformed pattern never matching (LoadGatePolicy refuses those).
+func globMatch(pattern, name string) bool {
+	ok, err := path.Match(pattern, name)
+	return err == nil && ok
+}
+
+// Voter is who casts a vote on a gate: an identity of the auth file (Verified), or a name an
+// unauthenticated caller asserted ("unverified:<name>", Verified false).
+type Voter struct {
+	Identity string
+	Verified bool
+	// Groups are the identity's groups= from the auth file.
+	Groups []string
+	// GitHub is the identity's github= login from the auth file ("" when not linked).
+	GitHub string
+}
+
+// Starter is who started a run: started_by, and the GitHub actor of the job that started it
+// when the control plane knows it (issue 7, item 5 fills GitHubActor from the run's OIDC claims).
+type Starter struct {
+	StartedBy   string
+	GitHubActor string
+}
+
+// IsRunStarter reports whether v is the identity that started the run: its verified identity
+// equals started_by, or is "github:<actor>" of the run's GitHub actor (DESIGN D13's spelling of
+// a GitHub login), or its github= link equals that actor (logins compared without regard to
+// case, as GitHub does). An unverified voter is never taken for the starter (nothing about it
+// is known). Issue 7, items 4 and 5: four-eyes, also against the job's actor.
+func IsRunStarter(s Starter, v Voter) bool {
+	if !v.Verified {
+		return false
+	}
+	if s.StartedBy != "" && s.StartedBy == v.Identity {
+		return true
+	}
+	if s.GitHubActor == "" {
+		return false
+	}
+	if login, ok := strings.CutPrefix(v.Identity, "github:"); ok && strings.EqualFold(login, s.GitHubActor) {
+		return true
+	}
+	return v.GitHub != "" && strings.EqualFold(s.GitHubActor, v.GitHub)
+}
+
+// Allows reports whether v may decide a gate with requirement r: an empty AllowedApprovers
+// allows everyone; else an entry must equal v's identity, "github:"+v's linked login, or
+// "group:"+one of v's groups. An unverified voter is allowed only when the list is empty.
+func (r GateRequirement) Allows(v Voter) bool {
+	if len(r.AllowedApprovers) == 0 {
+		return true
+	}
+	if !v.Verified {
+		return false
+	}
+	for _, a := range r.AllowedApprovers {
+		switch {
+		case a == v.Identity:
+			return true
+		case strings.HasPrefix(a, "github:") && v.GitHub != "" && strings.EqualFold(a[len("github:"):], v.GitHub):
+			return true
+		case strings.HasPrefix(a, "group:"):
+			for _, g := range v.Groups {
+				if g == a[len("group:"):] {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// Vote refusals returned by CheckVote.
+var (
+	// ErrNotAllowedApprover: the voter is not among the gate's allowed approvers (E_PERMISSION_DENIED).
+	ErrNotAllowedApprover = errors.New("not an allowed approver of this gate")
+	// ErrSelfApproval: the voter started the run and the gate's rule does not let the starter
+	// approve (E_SELF_APPROVAL).
+	ErrSelfApproval = errors.New("the identity that started the run may not approve its gates")
+)
+
+// CheckVote decides whether v may cast a vote (approve when approve is true, else reject) on
+// a gate with requirement r of a run started by s. Errors: ErrNotAllowedApprover (wrapped with
+// the rule's name), ErrSelfApproval (approvals only: the starter may always reject).
+func CheckVote(r GateRequirement, s Starter, v Voter, approve bool) error {
+	if !r.Allows(v) {
+		return fmt.Errorf("%w: %s allows only %s", ErrNotAllowedApprover, r.Rule, strings.Join(r.AllowedApprovers, ", "))
+	}
+	if approve && !r.StarterMayApprove && IsRunStarter(s, v) {
+		return fmt.Errorf("%w (%s)", ErrSelfApproval, r.Rule)
+	}
+	return nil
+}
+
+// LoadGatePolicy reads a gate policy file (issue 7, item 4):
+//
+//	rules:
+//	  - runbook: prod*          # glob over the run's runbook name (default "*")
+//	    gate: confirm-*         # glob over the gate's step name (default "*")
+//	    approvals: 2            # distinct approvers, 1..MaxGateApprovals (default 1)
+//	    approvers: [alice, "group:sre", "github:octocat"]   # default: anyone with the approver role
+//	    starter_may_approve: false                          # default false
+//
+// It is read as strictly as every rbook YAML file (DESIGN D2): one document of at most
+// MaxPolicyFileBytes, no unknown or duplicate keys, no aliases, merge keys or non-core tags,
+// values of the right type. Errors name file:line and the field.
+func LoadGatePolicy(file string) (*GatePolicy, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, fmt.Errorf("gate policy: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxPolicyFileBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("gate policy %s: %w", file, err)
+	}
+	return ParseGatePolicy(data, file)
+}
+
+// ParseGatePolicy parses gate policy text; file names it in errors. See LoadGatePolicy.
+func ParseGatePolicy(data []byte, file string) (*GatePolicy, error) {
+	if len(data) > MaxPolicyFileBytes {
+		return nil, fmt.Errorf("%s: larger than %d bytes", file, MaxPolicyFileBytes)
+	}
+	errAt := func(n *yaml.Node, format string, args ...any) error {
+		return fmt.Errorf("%s:%d: %s", file, n.Line, fmt.Sprintf(format, args...))
+	}
+	var doc yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("%s: empty gate policy: want a mapping with \"rules\"", file)
+		}
+		if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
+			return nil, fmt.Errorf("%s:%s: %s", file, m[1], err.Error()[len(m[0]):])
+		}
+		return nil, fmt.Errorf("%s: %s", file, strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("%s:%d: a gate policy is exactly one YAML document", file, extra.Line)
+	}
+	if err := checkNodes(&doc, errAt); err != nil {
+		return nil, err
+	}
+	root := doc.Content[0]
+	if root.Kind != yaml.MappingNode {
+		return nil, errAt(root, "a gate policy is a mapping with the key \"rules\"")
+	}
+	p := &GatePolicy{File: file}
+	var rules *yaml.Node
+	for i := 0; i < len(root.Content); i += 2 {
+		k, v := root.Content[i], root.Content[i+1]
+		if k.Value != "rules" {
+			return nil, errAt(k, "unknown field %q (the only top-level field is \"rules\")", k.Value)
+		}
+		rules = v
+	}
+	if rules == nil {
+		return nil, errAt(root, "rules: missing")
+	}
+	if rules.Kind != yaml.SequenceNode {
+		return nil, errAt(rules, "rules: want a list of rules")
+	}
+	if len(rules.Content) > MaxPolicyRules {
+		return nil, errAt(rules, "rules: %d rules, over the limit of %d", len(rules.Content), MaxPolicyRules)
+	}
+	for i, rn := range rules.Content {
+		r, err := parseRule(rn, i, errAt)
+		if err != nil {
+			return nil, err
+		}
+		p.Rules = append(p.Rules, r)
+	}
+	return p, nil
+}
+
+var yamlLine = regexp.MustCompile(`^yaml: line (\d+): `)
+
+func parseRule(n *yaml.Node, i int, errAt func(*yaml.Node, string, ...any) error) (GateRule, error) {
+	r := GateRule{Line: n.Line, Runbook: "*", Gate: "*", Approvals: 1}
+	if n.Kind != yaml.MappingNode {
+		return r, errAt(n, "rules[%d]: want a mapping (runbook, gate, approvals, approvers, starter_may_approve)", i)
+	}
+	for j := 0; j < len(n.Content); j += 2 {
+		k, v := n.Content[j], n.Content[j+1]
+		field := fmt.Sprintf("rules[%d].%s", i, k.Value)
+		switch k.Value {
+		case "runbook", "gate":
+			s, err := scalarString(v, field, errAt)
+			if err != nil {
+				return r, err
+			}
+			if _, err := path.Match(s, ""); err != nil || s == "" {
+				return r, errAt(v, "%s: %q is not a glob (path.Match syntax: * ? [a-z])", field, s)
+			}
+			if k.Value == "runbook" {
+				r.Runbook = s
+			} else {
+				r.Gate = s
+			}
+		case "approvals":
+			if v.Kind != yaml.ScalarNode || v.ShortTag() != "!!int" {
+				return r, errAt(v, "%s: want a whole number 1..%d", field, MaxGateApprovals)
+			}
+			m, err := strconv.Atoi(v.Value)
+			if err != nil || m < 1 || m > MaxGateApprovals {
+				return r, errAt(v, "%s: %s is not in 1..%d (MaxGateApprovals)", field, v.Value, MaxGateApprovals)
+			}
+			r.Approvals = m
+		case "approvers":
+			if v.Kind != yaml.SequenceNode {
+				return r, errAt(v, "%s: want a list of identities, \"github:<login>\" or \"group:<name>\"", field)
+			}
+			if len(v.Content) > MaxPolicyApprovers {
+				return r, errAt(v, "%s: %d entries, over the limit of %d", field, len(v.Content), MaxPolicyApprovers)
+			}
+			seen := map[string]bool{}
+			for _, e := range v.Content {
+				s, err := scalarString(e, field, errAt)
+				if err != nil {
+					return r, err
+				}
+				if !approverRE.MatchString(s) {
+					return r, errAt(e, "%s: %q is not an identity, \"github:<login>\" or \"group:<name>\" (no spaces or commas)", field, s)
+				}
+				if seen[s] {
+					return r, errAt(e, "%s: %q is listed twice", field, s)
+				}
+				seen[s] = true
+				r.Approvers = append(r.Approvers, s)
+			}
+		case "starter_may_approve":
+			if v.Kind != yaml.ScalarNode || v.ShortTag() != "!!bool" {
+				return r, errAt(v, "%s: want true or false", field)
+			}
+			r.StarterMayApprove = v.Value == "true" || v.Value == "True" || v.Value == "TRUE"
+		default:
+			return r, errAt(k, "rules[%d]: unknown field %q (fields: runbook, gate, approvals, approvers, starter_may_approve)", i, k.Value)
+		}
+	}
+	if r.Approvals > 1 && len(r.Approvers) > 0 && !hasGroup(r.Approvers) && len(r.Approvers) < r.Approvals {
+		return r, errAt(n, "rules[%d]: approvals is %d but only %d approvers are listed, so no gate could ever open", i, r.Approvals, len(r.Approvers))
+	}
+	return r, nil
+}
+
+func hasGroup(list []string) bool {
+	for _, a := range list {
+		if strings.HasPrefix(a, "group:") {
+			return true
+		}
+	}
+	return false
+}
+
+// approverRE is an approvers entry: an identity, "github:<login>" or "group:<name>", without
+// whitespace or commas (approvers are joined with ", " on a decided gate).
+var approverRE = regexp.MustCompile(`^[^\s,:]{1,256}$|^(github|group):[^\s,:]{1,200}$`)
+
+func scalarString(v *yaml.Node, field string, errAt func(*yaml.Node, string, ...any) error) (string, error) {
+	if v.Kind != yaml.ScalarNode || v.ShortTag() != "!!str" {
+		return "", errAt(v, "%s: want a string", field)
+	}
+	if len(v.Value) > maxPolicyText {
+		return "", errAt(v, "%s: longer than %d bytes", field, maxPolicyText)
+	}
+	return v.Value, nil
+}
+
+// checkNodes refuses what a gate policy never needs and could hide mistakes: aliases and
+// anchors, merge keys, tags outside the core schema, and duplicate keys (DESIGN D2).
+func checkNodes(n *yaml.Node, errAt func(*yaml.Node, string, ...any) error) error {
+	if n.Kind == yaml.AliasNode || n.Anchor != "" {
+		return errAt(n, "anchors and aliases are not allowed in a gate policy")
+	}
+	switch n.ShortTag() {
+	case "!!str", "!!int", "!!float", "!!bool", "!!null", "!!map", "!!seq":
+	default:
+		if n.Kind != yaml.DocumentNode {
+			return errAt(n, "tag %s is not allowed (only the YAML core schema's)", n.Tag)
+		}
+	}
+	if n.Kind == yaml.MappingNode {
+		seen := map[string]int{}
+		for i := 0; i < len(n.Content); i += 2 {
+			k := n.Content[i]
+			if k.Kind != yaml.ScalarNode {
+				return errAt(k, "a key must be a plain string")
+			}
+			if k.Value == "<<" && k.Tag == "!!merge" {
+				return errAt(k, "merge keys (<<) are not allowed in a gate policy")
+			}
+			if prev, dup := seen[k.Value]; dup {
+				return errAt(k, "duplicate key %q (first on line %d)", k.Value, prev)
+			}
+			seen[k.Value] = k.Line
+		}
+	}
+	for _, c := range n.Content {
+		if err := checkNodes(c, errAt); err != nil {
+			return err
+		}
+	}
+	return nil
+}
