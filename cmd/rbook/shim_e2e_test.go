@@ -132,9 +132,6 @@ func (fr *fakeRelease) postEnv(t *testing.T, env []string) []string {
 // post.js (with the GITHUB_STATE main wrote) runs `rbook github post`, which finds it closed.
 func TestIssue7_2_ShimRunsTheReleaseBinaryAndForwardsSIGINT(t *testing.T) {
 	node := nodeBin(t)
-	if runtime.GOOS == "windows" {
-		t.Skip("signals are POSIX here")
-	}
 	fr := newFakeRelease(t)
 	dir := workdir(t)
 	url := serveCP(t, dir)
