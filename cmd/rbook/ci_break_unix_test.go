@@ -58,3 +58,35 @@ func TestIssue7_Break_GitHubPostAuthenticatesWithOIDC(t *testing.T) {
 		t.Fatalf("after post: %v, %v", got, err)
 	}
 }
+
+// TestIssue7_Break_GitHubPostWithTheControlPlaneDown: the post step of a job whose control
+// plane is down exits non-zero saying so, keeps the state file (the run is not recorded
+// interrupted behind the control plane's back), and a later post, once the control plane is
+// back, finishes the job's business.
+func TestIssue7_Break_GitHubPostWithTheControlPlaneDown(t *testing.T) {
+	t.Setenv("RBOOK_SHOW_TOKEN", "1")
+	dir := workdir(t)
+	srv := startServe(t, dir)
+	p := start(t, dir, "run", "demo", "--control-plane", srv.url())
+	tokenFrom(t, p)
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	p.wait(t)
+	before := readFile(t, filepath.Join(dir, ".rbook", "demo.state.json"))
+	srv.kill()
+	out, code := run(t, dir, "", "github", "post", "demo", "--control-plane", srv.url(), "--control-plane-timeout", "2s")
+	if code != 2 || !strings.Contains(out, "rbook github post: ") || !strings.Contains(out, srv.url()) || !strings.Contains(out, "unavailable") {
+		t.Fatalf("post with the control plane down: exit %d\n%s", code, out)
+	}
+	if after := readFile(t, filepath.Join(dir, ".rbook", "demo.state.json")); after != before {
+		t.Errorf("the state file changed while the control plane was down:\n%s\n---\n%s", before, after)
+	}
+	if err := srv.restart(); err != nil {
+		t.Fatal(err)
+	}
+	out, code = run(t, dir, "", "github", "post", "demo", "--control-plane", srv.url())
+	if code != 0 || !strings.Contains(out, "Withdrawn approval ") {
+		t.Fatalf("post once the control plane is back: exit %d\n%s", code, out)
+	}
+}
