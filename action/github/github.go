@@ -8,6 +8,7 @@
 package github
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -19,18 +20,18 @@ func InRunner() bool { return os.Getenv("GITHUB_ACTIONS") == "true" }
 
 // Publish appends the Markdown report to $GITHUB_STEP_SUMMARY (AppendSummary: cut to
 // MaxSummaryBytes) and sets the step outputs run-id and status (WriteFileCommand). Outside a
-// runner (no GITHUB_ACTIONS) it does nothing. It returns the first error.
+// runner (no GITHUB_ACTIONS) it does nothing. A summary that cannot be written does not
+// stop the outputs; it returns both errors (errors.Join), nil when both were written.
 func Publish(report, runID, status string) error {
 	if !InRunner() {
 		return nil
 	}
-	if _, err := AppendSummary(os.Getenv("GITHUB_STEP_SUMMARY"), report); err != nil {
-		return err
-	}
+	_, serr := AppendSummary(os.Getenv("GITHUB_STEP_SUMMARY"), report)
+	var oerr error
 	if p := os.Getenv("GITHUB_OUTPUT"); p != "" {
-		return WriteFileCommand(p, []Output{{"run-id", runID}, {"status", status}})
+		oerr = WriteFileCommand(p, []Output{{"run-id", runID}, {"status", status}})
 	}
-	return nil
+	return errors.Join(serr, oerr)
 }
 
 // secretWords are the parts of a values-file key that make its value look secret (issue 7,

@@ -24,6 +24,11 @@ const DOWNLOAD_TIMEOUT_MS = 120 * 1000;
 /** How many redirects a download follows (GitHub's release downloads redirect once). */
 const MAX_REDIRECTS = 5;
 
+/** A release tag release.json may name: vMAJOR.MINOR.PATCH with an optional -pre/+build suffix (it becomes a URL part and a tool-cache folder). */
+const VERSION_RE = /^v[0-9]+\.[0-9]+\.[0-9]+(?:[-+][0-9A-Za-z.+-]+)?$/;
+/** The verified release archive kept in each tool-cache folder: every cache hit is re-checked against it. */
+const CACHED_ARCHIVE = '.rbook-verified-archive.tar.gz';
+
 /** ShimError is an error whose message is for the job's log; fallback marks "no release here". */
 class ShimError extends Error {
   constructor(message, { fallback = false } = {}) {
@@ -65,7 +70,8 @@ function archiveName(version, t) {
 /**
  * readRelease reads release.json next to this file: { version: "vX.Y.Z" or "", archives:
  * { "<archive>": "<64 hex sha256>" } }. Throws ShimError naming the file when it is unreadable
- * or malformed (a checksum that is not 64 lowercase hex characters is malformed).
+ * or malformed (a version that is not a release tag like v1.2.3 — it becomes a URL part and
+ * a tool-cache folder — or a checksum that is not 64 lowercase hex characters is malformed).
  */
 function readRelease(file = path.join(__dirname, 'release.json')) {
   let r;
@@ -77,6 +83,9 @@ function readRelease(file = path.join(__dirname, 'release.json')) {
   if (typeof r !== 'object' || r === null || typeof (r.version ?? '') !== 'string' ||
       typeof (r.archives ?? {}) !== 'object' || Array.isArray(r.archives)) {
     throw new ShimError(`${file}: want {"version": "vX.Y.Z", "archives": {"<archive>": "<sha256>"}}`);
+  }
+  if (r.version && !VERSION_RE.test(r.version)) {
+    throw new ShimError(`${file}: version ${JSON.stringify(r.version)} is not a release tag like v1.2.3`);
   }
   const archives = r.archives || {};
   for (const [name, sum] of Object.entries(archives)) {
@@ -157,12 +166,12 @@ function download(url, { timeoutMs = DOWNLOAD_TIMEOUT_MS, maxBytes = MAX_ARCHIVE
 }
 
 /**
- * safeEntryPath checks a tar entry name: relative, no ".." component, no drive or backslash
- * tricks. Returns the name with "/" separators; throws ShimError otherwise.
+ * safeEntryPath checks a tar entry name: relative, no ".." component, no drive, backslash or
+ * colon (an NTFS alternate data stream) tricks. Returns the name with "/" separators; throws ShimError otherwise.
  */
 function safeEntryPath(name) {
   const n = name.replace(/^\.\//, '');
-  if (n === '' || n.startsWith('/') || /^[A-Za-z]:/.test(n) || n.includes('\\') || n.includes('\0') ||
+  if (n === '' || n.startsWith('/') || n.includes(':') || n.includes('\\') || n.includes('\0') ||
       n.split('/').some((p) => p === '..')) {
     throw new ShimError(`archive entry "${name}": refused (absolute, or leaves the folder)`);
   }
@@ -177,11 +186,11 @@ function octal(buf, start, len) {
 }
 
 /**
- * untarGz unpacks a .tar.gz Buffer into dest: regular files only (directories and pax headers
- * are passed over; links, devices and anything else are refused), at most MAX_UNPACKED_BYTES,
- * every path checked by safeEntryPath. Returns the list of files written (relative names).
+ * tarEntries reads a .tar.gz Buffer: regular files only (directories and pax headers are
+ * passed over; links, devices and anything else are refused), at most MAX_UNPACKED_BYTES,
+ * every path checked by safeEntryPath. Returns [{ rel, mode, body }] in archive order.
  */
-function untarGz(buf, dest, { maxBytes = MAX_UNPACKED_BYTES } = {}) {
+function tarEntries(buf, { maxBytes = MAX_UNPACKED_BYTES } = {}) {
   let tar;
   try {
     tar = zlib.gunzipSync(buf, { maxOutputLength: maxBytes });
@@ -207,10 +216,21 @@ function untarGz(buf, dest, { maxBytes = MAX_UNPACKED_BYTES } = {}) {
     off = body + Math.ceil(size / 512) * 512;
     if (type === '5' || type === 'x' || type === 'g') continue;
     if (type !== '0') throw new ShimError(`archive entry "${name}": type ${JSON.stringify(type)} refused (regular files only)`);
-    const rel = safeEntryPath(name);
+    files.push({ rel: safeEntryPath(name), mode: octal(h, 100, 8) & 0o755 || 0o644, body: tar.subarray(body, body + size) });
+  }
+  return files;
+}
+
+/**
+ * untarGz unpacks a .tar.gz Buffer into dest as tarEntries reads it. Returns the list of files
+ * written (relative names).
+ */
+function untarGz(buf, dest, opts = {}) {
+  const files = [];
+  for (const { rel, mode, body } of tarEntries(buf, opts)) {
     const out = path.join(dest, ...rel.split('/'));
     fs.mkdirSync(path.dirname(out), { recursive: true });
-    fs.writeFileSync(out, tar.subarray(body, body + size), { mode: octal(h, 100, 8) & 0o755 || 0o644 });
+    fs.writeFileSync(out, body, { mode });
     files.push(rel);
   }
   return files;
@@ -226,47 +246,65 @@ function cacheDir(env, version, t) {
 }
 
 /**
- * cached returns the cached binary's path when <dir>.complete records this archive's checksum
- * and the binary still has the checksum recorded there; null otherwise (nothing is fetched).
+ * cached returns the cached binary's path when dir holds a verified install of the archive
+ * with checksum archiveSum: the archive kept beside the binary (CACHED_ARCHIVE) still has the
+ * committed checksum, and the binary is byte for byte the one in that archive. Nothing in
+ * the cache is trusted on its own (another job on a self-hosted runner could have rewritten
+ * the binary and <dir>.complete together). null otherwise; nothing is fetched.
  */
 function cached(dir, t, archiveSum) {
-  let marker;
   try {
-    marker = JSON.parse(fs.readFileSync(dir + '.complete', 'utf8'));
+    const archive = fs.readFileSync(path.join(dir, CACHED_ARCHIVE));
+    if (sha256(archive) !== archiveSum) return null;
+    const entry = tarEntries(archive).filter((e) => e.rel === t.exe).pop();
+    const bin = path.join(dir, t.exe);
+    if (!entry || sha256(fs.readFileSync(bin)) !== sha256(entry.body)) return null;
+    return bin;
   } catch {
     return null;
   }
-  const bin = path.join(dir, t.exe);
-  if (marker.archive_sha256 !== archiveSum) return null;
-  try {
-    if (sha256(fs.readFileSync(bin)) !== marker.binary_sha256) return null;
-  } catch {
-    return null;
-  }
-  return bin;
 }
 
 /**
- * install unpacks a verified archive into the tool cache: a temp folder beside dir, renamed
- * into place, then the marker <dir>.complete written last (with the archive's and the binary's
- * checksums). Returns the binary's path. Throws ShimError when the archive has no rbook binary.
+ * install unpacks a verified archive into the tool cache: a temp folder beside dir (with the
+ * archive itself as CACHED_ARCHIVE), renamed into place, then the marker <dir>.complete
+ * (the archive's and the binary's checksums, as actions/tool-cache expects a marker). Jobs
+ * sharing the cache may install at once: a folder another job finished first is used, a
+ * stale one is moved aside (never deleted under a running job). Returns the binary's path.
+ * Throws ShimError when the archive has no rbook binary or the folder cannot be put in place.
  */
 function install(dir, t, archive, archiveSum) {
   fs.mkdirSync(path.dirname(dir), { recursive: true });
-  const tmp = `${dir}.tmp-${crypto.randomBytes(6).toString('hex')}`;
-  fs.rmSync(tmp, { recursive: true, force: true });
+  const rand = () => crypto.randomBytes(6).toString('hex');
+  const tmp = `${dir}.tmp-${rand()}`;
   try {
     const files = untarGz(archive, tmp);
     if (!files.includes(t.exe)) throw new ShimError(`archive: no ${t.exe} at its top level (it holds ${files.join(', ') || 'nothing'})`);
+    if (files.includes(CACHED_ARCHIVE)) throw new ShimError(`archive: it holds ${CACHED_ARCHIVE}, a name the shim keeps for itself`);
+    fs.writeFileSync(path.join(tmp, CACHED_ARCHIVE), archive);
     const binSum = sha256(fs.readFileSync(path.join(tmp, t.exe)));
-    fs.rmSync(dir + '.complete', { force: true });
-    fs.rmSync(dir, { recursive: true, force: true });
-    fs.renameSync(tmp, dir);
-    fs.writeFileSync(dir + '.complete', JSON.stringify({ archive_sha256: archiveSum, binary_sha256: binSum }) + '\n');
+    const bin = path.join(dir, t.exe);
+    if (cached(dir, t, archiveSum)) return bin; // another job put the same archive in place
+    const old = `${dir}.old-${rand()}`;
+    try {
+      fs.renameSync(dir, old); // a stale or tampered folder: moved aside in one step
+    } catch (e) {
+      if (e.code !== 'ENOENT') throw new ShimError(`tool cache: cannot move the stale ${dir} aside: ${e.message}`);
+    }
+    fs.rmSync(old, { recursive: true, force: true, maxRetries: 2 });
+    try {
+      fs.renameSync(tmp, dir);
+    } catch (e) {
+      if (cached(dir, t, archiveSum)) return bin; // lost the race to a job installing the same archive
+      throw new ShimError(`tool cache: cannot put ${dir} in place: ${e.message}`);
+    }
+    const marker = `${dir}.complete.tmp-${rand()}`;
+    fs.writeFileSync(marker, JSON.stringify({ archive_sha256: archiveSum, binary_sha256: binSum }) + '\n');
+    fs.renameSync(marker, dir + '.complete');
+    return bin;
   } finally {
     fs.rmSync(tmp, { recursive: true, force: true });
   }
-  return path.join(dir, t.exe);
 }
 
 /**
@@ -403,6 +441,6 @@ function exitCodeOf(code, signal) {
 
 module.exports = {
   MAX_ARCHIVE_BYTES, MAX_UNPACKED_BYTES, DOWNLOAD_TIMEOUT_MS, MAX_REDIRECTS, ShimError,
-  input, target, archiveName, readRelease, sha256, download, safeEntryPath, untarGz, cacheDir, cached, install,
+  VERSION_RE, CACHED_ARCHIVE, input, target, archiveName, readRelease, sha256, download, safeEntryPath, tarEntries, untarGz, cacheDir, cached, install,
   buildFromSource, resolveBinary, saveState, rbookEnv, rbookArgs, runForwarding, exitCodeOf,
 };

@@ -299,3 +299,91 @@ test('TestIssue7_2_ShimTargets', () => {
   assert.throws(() => lib.target({}, 'aix', 'ppc64'), /no release for this runner \(aix\/ppc64\)/);
   assert.equal(lib.archiveName('v0.7.0', { os: 'linux', arch: 'amd64' }), 'rbook_v0.7.0_linux_amd64.tar.gz');
 });
+
+// Hostile and unlucky cases (issue 7, item 2): TestIssue7_Break_*.
+
+test('TestIssue7_Break_ShimPoisonedCacheWithRewrittenMarkerIsNotRun', { skip: skipOnWindows }, async (t) => {
+  const job = await setup(t);
+  assert.equal((await node(job, 'main.js')).code, 0);
+  const n = job.requests.length;
+  // Another job on this self-hosted runner swaps the cached binary and rewrites the marker
+  // with the new binary's checksum: the marker is in the cache too, so it proves nothing.
+  const dir = path.join(job.env.RUNNER_TOOL_CACHE, 'rbook', '9.9.9', job.tgt.arch);
+  const bin = path.join(dir, job.tgt.exe);
+  const evil = `#!/bin/sh\necho POISONED > "$FAKE_OUT.poisoned"\n`;
+  fs.writeFileSync(bin, evil, { mode: 0o755 });
+  const marker = JSON.parse(fs.readFileSync(dir + '.complete', 'utf8'));
+  marker.binary_sha256 = lib.sha256(Buffer.from(evil));
+  fs.writeFileSync(dir + '.complete', JSON.stringify(marker));
+  const r = await node(job, 'main.js');
+  assert.equal(r.code, 0, r.out);
+  assert.equal(fs.existsSync(job.env.FAKE_OUT + '.poisoned'), false, 'the poisoned cached binary ran');
+  assert.equal(job.requests.length, n + 2, 'the poisoned cache was not fetched again');
+  assert.equal(lib.sha256(fs.readFileSync(bin)), lib.sha256(Buffer.from(fakeRbook())));
+  // A clean cache hit still makes no request.
+  assert.equal((await node(job, 'main.js')).code, 0);
+  assert.equal(job.requests.length, n + 2);
+});
+
+test('TestIssue7_Break_ShimConcurrentJobsShareAColdToolCache', { skip: skipOnWindows }, async (t) => {
+  const job = await setup(t);
+  const runs = await Promise.all([0, 1, 2, 3, 4, 5].map((i) => node(job, 'main.js', { FAKE_OUT: `${job.env.FAKE_OUT}.${i}` })));
+  runs.forEach((r, i) => {
+    assert.equal(r.code, 0, `job ${i}: ${r.out}`);
+    assert.ok(fs.existsSync(`${job.env.FAKE_OUT}.${i}`), `job ${i} did not run rbook: ${r.out}`);
+  });
+  const dir = path.join(job.env.RUNNER_TOOL_CACHE, 'rbook', '9.9.9', job.tgt.arch);
+  assert.deepEqual(fs.readdirSync(path.dirname(dir)).filter((f) => f.includes('.tmp-')), [], 'temp folders left behind');
+  assert.match((await node(job, 'main.js')).out, /from the tool cache/);
+});
+
+test('TestIssue7_Break_ShimRefusesAVersionThatIsAPath', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rbook-rel-'));
+  try {
+    const f = path.join(dir, 'release.json');
+    for (const version of ['v1.0.0/../../../../home', '../../x', 'v1\\..\\x', 'v1.0.0\n', '1.0.0']) {
+      fs.writeFileSync(f, JSON.stringify({ version, archives: {} }));
+      assert.throws(() => lib.readRelease(f), /version .* is not a release tag like v1\.2\.3/, JSON.stringify(version));
+    }
+    fs.writeFileSync(f, JSON.stringify({ version: 'v1.2.3-rc.1', archives: {} }));
+    assert.equal(lib.readRelease(f).version, 'v1.2.3-rc.1');
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('TestIssue7_Break_ShimTarReaderRefusesWindowsStreamsAndOddEntries', () => {
+  const dest = fs.mkdtempSync(path.join(os.tmpdir(), 'rbook-untar-'));
+  try {
+    // An NTFS alternate data stream or a device name would write somewhere else on Windows.
+    for (const name of ['rbook.exe:evil', 'a/b:c']) {
+      assert.throws(() => lib.untarGz(tarGz({ [name]: 'x' }), dest), /refused/, name);
+    }
+    assert.throws(() => lib.untarGz(tarGz({ hard: '' }, { type: '1' }), dest), /type "1" refused/);
+    assert.throws(() => lib.untarGz(tarGz({ longname: 'x' }, { type: 'L' }), dest), /type "L" refused/);
+    const gz = tarGz({ rbook: 'x'.repeat(5000) });
+    assert.throws(() => lib.untarGz(gz.subarray(0, gz.length - 30), dest), /cannot gunzip \(unexpected end of file\)/);
+  } finally {
+    fs.rmSync(dest, { recursive: true, force: true });
+  }
+});
+
+test('TestIssue7_Break_ShimExitCodesAbove128AndSignalDeaths', { skip: skipOnWindows }, async (t) => {
+  const job = await setup(t);
+  for (const code of [129, 200, 255]) {
+    assert.equal((await node(job, 'main.js', { FAKE_MODE: `exit:${code}` })).code, code);
+  }
+  assert.equal(lib.exitCodeOf(null, 'SIGKILL'), 137);
+  assert.equal(lib.exitCodeOf(null, 'SIGTERM'), 143);
+  assert.equal(lib.exitCodeOf(null, null), 1);
+});
+
+test('TestIssue7_Break_ShimArchiveWithoutRbookIsRefusedAndNotCached', { skip: skipOnWindows }, async (t) => {
+  const job = await setup(t, { archive: tarGz({ 'README.md': 'no binary here\n', 'bin/rbook': 'nested' }) });
+  const r = await node(job, 'main.js');
+  assert.equal(r.code, 1, r.out);
+  assert.match(r.out, /archive: no rbook at its top level \(it holds README\.md, bin\/rbook\)/);
+  const dir = path.join(job.env.RUNNER_TOOL_CACHE, 'rbook', '9.9.9', job.tgt.arch);
+  assert.equal(fs.existsSync(dir + '.complete'), false);
+  assert.deepEqual(fs.readdirSync(path.dirname(dir)), []);
+});

@@ -30,6 +30,10 @@ import (
 // step's output, cut; the whole output is in the log, the report and the evidence pack.
 const maxAnnotationMessage = 300
 
+// stderrChunk is the most of one MCP server stderr line the log copy holds at a time (bytes);
+// a longer line is written in pieces of this size.
+const stderrChunk = 64 << 10
+
 // ciOut is this process's runner output, set by ciStreams; nil outside a runner. execute
 // prints a failed command's message through it (ciErrWriter), so an error that quotes a
 // runbook string or an MCP answer is wrapped too.
@@ -81,6 +85,9 @@ func ciStreams(out, errw io.Writer, output string) (io.Writer, io.Writer, *ciOut
 
 // copyServerStderr points mcp.ServerStderr at a pipe whose lines are written to the log;
 // the returned func closes it and waits (briefly: a server's orphan may hold it) for the copy.
+// It reads to the end whatever the servers write: a line longer than stderrChunk goes to the
+// log in pieces (a copy that stopped at a long line would leave the server blocked on a full
+// pipe until its step timed out).
 func (c *ciOutput) copyServerStderr() func() {
 	r, w, err := os.Pipe()
 	if err != nil {
@@ -90,10 +97,15 @@ func (c *ciOutput) copyServerStderr() func() {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		sc := bufio.NewScanner(r)
-		sc.Buffer(nil, 1<<20)
-		for sc.Scan() {
-			fmt.Fprintln(c.log, sc.Text())
+		br := bufio.NewReaderSize(r, stderrChunk)
+		for {
+			piece, err := br.ReadSlice('\n')
+			if len(piece) > 0 {
+				c.log.Write(piece)
+			}
+			if err != nil && err != bufio.ErrBufferFull {
+				return
+			}
 		}
 	}()
 	return func() {

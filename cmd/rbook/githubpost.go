@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
@@ -128,7 +127,11 @@ func githubPost(ctx context.Context, c *common, name string, cp deliverFlags, ou
 	if _, err := deliver(ctx, fileRec, url, cp.timeout); err != nil {
 		return abort("rbook github post: run %s is unfinished, and %d of its transitions could not be delivered to the control plane %s: %v", st.RunID, fileRec.Unacked(), url, err)
 	}
-	cl := cpclient.New(url, os.Getenv("RBOOK_TOKEN"))
+	// Authenticated as the run was (newCPClient: RBOOK_TOKEN, or the job's OIDC token).
+	cl, err := newCPClient(url, st.ControlPlaneEmbedded)
+	if err != nil {
+		return abort("rbook github post: %v", err)
+	}
 	cl.Deadline = cp.timeout
 	cl.SetFence(st.OwnerID, st.LeaseEpoch)
 	pending, err := pendingApprovals(ctx, cl, st.RunID)

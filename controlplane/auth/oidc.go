@@ -24,6 +24,9 @@ const (
 	// MaxClaimBytes caps each claim the control plane keeps (they end up in the run's row);
 	// a token with a longer one is refused.
 	MaxClaimBytes = 1024
+	// MaxTokenBytes caps a bearer JWT before anything decodes it (GitHub's are about 1-2 KiB;
+	// every kept claim is at most MaxClaimBytes). A longer one is refused unparsed.
+	MaxTokenBytes = 32 << 10
 	// MaxIdentityBytes caps the identity oidc:<repository>@<ref> (the store's limit for
 	// started_by and owner, store.MaxIDBytes).
 	MaxIdentityBytes = 256
@@ -170,11 +173,13 @@ func unverifiedClaims(raw string) (iss string, aud []string, err error) {
 }
 
 // verifierFor returns the go-oidc verifier of an allowed issuer, discovering it on first use
-// (bounded by ctx and DiscoveryTimeout; a failure is not cached).
+// (bounded by ctx and DiscoveryTimeout; a failure is not cached). The lock is not held while
+// discovering, so an issuer that hangs does not stall the tokens of another one.
 func (v *Verifier) verifierFor(ctx context.Context, iss string) (*oidc.IDTokenVerifier, error) {
 	v.mu.Lock()
-	defer v.mu.Unlock()
-	if iv, ok := v.verifiers[iss]; ok {
+	iv, ok := v.verifiers[iss]
+	v.mu.Unlock()
+	if ok {
 		return iv, nil
 	}
 	dctx, cancel := context.WithTimeout(oidc.ClientContext(ctx, v.client), DiscoveryTimeout)
@@ -185,19 +190,27 @@ func (v *Verifier) verifierFor(ctx context.Context, iss string) (*oidc.IDTokenVe
 	}
 	// The key set outlives this request: its own context carries only the HTTP client
 	// (go-oidc drops the cancellation); each Verify waits for keys at most as long as its ctx.
-	iv := p.VerifierContext(oidc.ClientContext(context.Background(), v.client), &oidc.Config{
+	iv = p.VerifierContext(oidc.ClientContext(context.Background(), v.client), &oidc.Config{
 		ClientID: v.cfg.Audience, SupportedSigningAlgs: []string{oidc.RS256, oidc.ES256}, Now: v.now,
 	})
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if first, ok := v.verifiers[iss]; ok {
+		return first, nil // a concurrent discovery finished first: keep one key cache
+	}
 	v.verifiers[iss] = iv
 	return iv, nil
 }
 
 // Verify checks raw (a JWT from an Authorization header) and returns its claims when it is a
 // valid token of an allowed issuer for the audience, unexpired, whose claims match a rule.
-// Errors: *RefusedError (issuer not allowed, wrong audience, expired, bad signature, claims
-// missing or too long, no rule matches), *UnavailableError (the issuer's discovery or keys
+// Errors: *RefusedError (over MaxTokenBytes, issuer not allowed, wrong audience, expired, bad
+// signature, claims missing or too long, no rule matches), *UnavailableError (the issuer's discovery or keys
 // could not be fetched, or ctx ended while waiting for them).
 func (v *Verifier) Verify(ctx context.Context, raw string) (*GitHubClaims, error) {
+	if len(raw) > MaxTokenBytes {
+		return nil, &RefusedError{Reason: fmt.Sprintf("the bearer token is %d bytes, over the limit of %d for an OIDC token", len(raw), MaxTokenBytes)}
+	}
 	iss, aud, err := unverifiedClaims(raw)
 	if err != nil {
 		return nil, &RefusedError{Reason: "the bearer token looks like a JWT but is not one: " + err.Error()}
