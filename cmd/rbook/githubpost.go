@@ -170,6 +170,13 @@ func githubPost(ctx context.Context, c *common, name string, cp deliverFlags, ou
 		return abort("rbook github post: run %s is recorded interrupted, but the control plane %s left approval(s) %s pending (does it predate issue 7?); reject them with 'rbook reject'",
 			st.RunID, url, strings.Join(still, ", "))
 	}
+	if len(pending) == 0 {
+		// rbook itself recorded the interruption (SIGINT/SIGTERM from the runner), which
+		// withdrew the gate's approval already: say which, so the job log shows it closed.
+		if a := lastWithdrawn(ctx, cl, st.RunID); a != nil {
+			fmt.Fprintf(out, "Approval %s (gate '%s' of run %s) was withdrawn when the job was interrupted\n", a.GetApprovalId(), a.GetStepName(), st.RunID)
+		}
+	}
 	fmt.Fprintf(errw, "rbook github post: run %s is unfinished and recorded interrupted on the control plane %s; %d pending approval(s) withdrawn. Resume it with: rbook run %s\n",
 		st.RunID, url, len(pending), name)
 	return nil
@@ -187,6 +194,17 @@ func interruptedTransition(st *state.State, seq int64) engine.Transition {
 		t.StepIndex, t.StepName, t.StepType = st.InFlight.StepIndex, st.InFlight.StepName, st.InFlight.StepType
 	}
 	return t
+}
+
+// lastWithdrawn is runID's newest approval when the control plane withdrew it at an
+// interruption (decided_by_source "interrupted"), else nil (the newest gate was decided
+// otherwise, there is none, or the lookup failed: it only informs the log).
+func lastWithdrawn(ctx context.Context, cl *cpclient.Client, runID string) *rbookv1.Approval {
+	page, err := cl.Approvals.ListApprovals(ctx, &rbookv1.ListApprovalsRequest{RunId: runID, PageSize: 1})
+	if err != nil || len(page.GetApprovals()) == 0 || page.GetApprovals()[0].GetDecidedBySource() != "interrupted" {
+		return nil
+	}
+	return page.GetApprovals()[0]
 }
 
 // pendingApprovals lists runID's pending approvals on the control plane, every page.

@@ -198,7 +198,8 @@ func TestIssue7_2_ShimRunsTheReleaseBinaryAndForwardsSIGINT(t *testing.T) {
 	post := exec.Command(node, fr.entry("post.js"))
 	post.Env = fr.postEnv(t, env)
 	out, err := post.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "run "+s.RunID+" is unfinished and recorded interrupted on the control plane "+url+"; 0 pending approval(s) withdrawn") {
+	if err != nil || !strings.Contains(string(out), "run "+s.RunID+" is unfinished and recorded interrupted on the control plane "+url+"; 0 pending approval(s) withdrawn") ||
+		!strings.Contains(string(out), "Approval "+as[0].GetApprovalId()+" (gate 'confirm-rollout' of run "+s.RunID+") was withdrawn when the job was interrupted") {
 		t.Fatalf("post.js: %v\n%s", err, out)
 	}
 	resp, gerr := cpclient.New(url, "").Runs.GetRun(context.Background(), &rbookv1.GetRunRequest{RunId: s.RunID})
