@@ -34,10 +34,12 @@ const (
 	ApprovalStatus_APPROVAL_STATUS_PENDING ApprovalStatus = 1
 	// Approved; the run goes on (seed `approved`).
 	ApprovalStatus_APPROVAL_STATUS_APPROVED ApprovalStatus = 2
-	// Rejected; the step fails and on_fail applies (seed `rejected`).
+	// Rejected; the step fails and on_fail applies (seed `rejected`). A gate whose deadline
+	// passed with no decision is also REJECTED, with decided_by_source "deadline" and reason
+	// "timed out after …"; its step is TIMED_OUT and the token is dead (case A04; issue 7, item 4).
 	ApprovalStatus_APPROVAL_STATUS_REJECTED ApprovalStatus = 3
-	// The deadline passed with no decision; the step is TIMED_OUT, on_fail applies and the token
-	// is dead (case A04).
+	// Only on approvals stored before issue 7: the deadline passed with no decision (today such
+	// a gate is REJECTED by "deadline"). Clients treat it as a timeout.
 	ApprovalStatus_APPROVAL_STATUS_EXPIRED ApprovalStatus = 4
 	// The run was cancelled while the gate waited; the token is dead (case A04).
 	ApprovalStatus_APPROVAL_STATUS_CANCELLED ApprovalStatus = 5

@@ -262,15 +262,17 @@ export enum ApprovalStatus {
   APPROVED = 2,
 
   /**
-   * Rejected; the step fails and on_fail applies (seed `rejected`).
+   * Rejected; the step fails and on_fail applies (seed `rejected`). A gate whose deadline
+   * passed with no decision is also REJECTED, with decided_by_source "deadline" and reason
+   * "timed out after …"; its step is TIMED_OUT and the token is dead (case A04; issue 7, item 4).
    *
    * @generated from enum value: APPROVAL_STATUS_REJECTED = 3;
    */
   REJECTED = 3,
 
   /**
-   * The deadline passed with no decision; the step is TIMED_OUT, on_fail applies and the token
-   * is dead (case A04).
+   * Only on approvals stored before issue 7: the deadline passed with no decision (today such
+   * a gate is REJECTED by "deadline"). Clients treat it as a timeout.
    *
    * @generated from enum value: APPROVAL_STATUS_EXPIRED = 4;
    */
