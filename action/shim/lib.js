@@ -409,8 +409,24 @@ function rbookArgs(verb, env = process.env) {
   const args = [...verb, `--dir=${input('dir', 'runbooks', env)}`];
   const step = input('step-index', '', env);
   if (verb[0] === 'run' && step !== '') args.push(`--step-index=${step}`);
+  if (verb[0] === 'run') args.push(`--report=${reportPath(env)}`);
   args.push('--', input('runbook', 'prod', env));
   return args;
+}
+
+/**
+ * reportPath is where `rbook run` writes the Markdown report (the step output report-path):
+ * the input report, else <RUNNER_TEMP>/rbook/<runbook>.report.md (the folder is created; the
+ * runbook name is reduced to [A-Za-z0-9._-] so it cannot leave that folder).
+ */
+function reportPath(env = process.env) {
+  const given = input('report', '', env);
+  if (given !== '') return given;
+  const path = require('node:path');
+  const dir = path.join(env.RUNNER_TEMP || require('node:os').tmpdir(), 'rbook');
+  require('node:fs').mkdirSync(dir, { recursive: true });
+  const name = input('runbook', 'prod', env).replace(/[^A-Za-z0-9._-]/g, '_').replace(/^\.+/, '_');
+  return path.join(dir, `${name}.report.md`);
 }
 
 /**
@@ -442,5 +458,5 @@ function exitCodeOf(code, signal) {
 module.exports = {
   MAX_ARCHIVE_BYTES, MAX_UNPACKED_BYTES, DOWNLOAD_TIMEOUT_MS, MAX_REDIRECTS, ShimError,
   VERSION_RE, CACHED_ARCHIVE, input, target, archiveName, readRelease, sha256, download, safeEntryPath, tarEntries, untarGz, cacheDir, cached, install,
-  buildFromSource, resolveBinary, saveState, rbookEnv, rbookArgs, runForwarding, exitCodeOf,
+  buildFromSource, resolveBinary, saveState, rbookEnv, rbookArgs, reportPath, runForwarding, exitCodeOf,
 };

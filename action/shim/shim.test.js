@@ -131,7 +131,7 @@ test('TestIssue7_2_ShimDownloadsFollowsRedirectVerifiesAndPassesExitCode', { ski
   assert.equal(r.code, 3, r.out);
   assert.deepEqual(job.requests, [`/owner/repo/releases/download/${VERSION}/${job.name}`, `/assets/${job.name}?sig=x`]);
   assert.match(r.out, /downloaded and verified \(SHA-256 [0-9a-f]{64}\)/);
-  assert.deepEqual(fakeSaw(job).argv, ['run', '--dir=runbooks', '--', 'demo']);
+  assert.deepEqual(fakeSaw(job).argv, ['run', '--dir=runbooks', `--report=${path.join(job.env.RUNNER_TEMP, 'rbook', 'demo.report.md')}`, '--', 'demo']);
   const dir = path.join(job.env.RUNNER_TOOL_CACHE, 'rbook', '9.9.9', job.tgt.arch);
   const marker = JSON.parse(fs.readFileSync(dir + '.complete', 'utf8'));
   assert.equal(marker.archive_sha256, lib.sha256(job.archive));
@@ -215,7 +215,9 @@ test('TestIssue7_2_ShimPassesShellMetacharactersVerbatim', { skip: skipOnWindows
   const r = await node(job, 'main.js', nasty);
   assert.equal(r.code, 0, r.out);
   const saw = fakeSaw(job);
-  assert.deepEqual(saw.argv, ['run', `--dir=${nasty.INPUT_DIR}`, `--step-index=${nasty['INPUT_STEP-INDEX']}`, '--', nasty.INPUT_RUNBOOK]);
+  // The report file's name keeps only [A-Za-z0-9._-] of the runbook input.
+  const report = path.join(job.env.RUNNER_TEMP, 'rbook', '-x__touch_pwned1___touch_pwned2___touch_pwned3___q____cat.report.md');
+  assert.deepEqual(saw.argv, ['run', `--dir=${nasty.INPUT_DIR}`, `--step-index=${nasty['INPUT_STEP-INDEX']}`, `--report=${report}`, '--', nasty.INPUT_RUNBOOK]);
   assert.equal(saw.cp, nasty['INPUT_CONTROL-PLANE']);
   assert.equal(saw.token, nasty['INPUT_CONTROL-PLANE-TOKEN']);
   assert.equal(saw.inputToken, null, 'the token input reached rbook under its INPUT_ name');
