@@ -7,39 +7,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/rbookhq/rbook-action/action/github/ghtest"
 )
 
-// runnerSim plays the GitHub runner's command processing over a log (actions/runner
-// ActionCommandManager): a line whose trimmed start is "::" is a command; while
-// stop-commands is on, only "::<token>::" acts (it resumes). It returns the commands that
-// acted, as "name props::message".
+// runnerSim plays the GitHub runner's command processing over a log (ghtest.ActedCommands)
+// and returns the commands that acted, as "name props::message".
 func runnerSim(log string) []string {
-	var acted []string
-	stop := ""
-	for _, line := range strings.Split(log, "\n") {
-		l := strings.TrimLeft(line, " \t")
-		if !strings.HasPrefix(l, "::") {
-			continue
-		}
-		rest := l[2:]
-		i := strings.Index(rest, "::")
-		if i < 0 {
-			continue
-		}
-		head, msg := rest[:i], rest[i+2:]
-		name := strings.SplitN(head, " ", 2)[0]
-		if stop != "" {
-			if name == stop {
-				stop = ""
-			}
-			continue
-		}
-		if name == "stop-commands" {
-			stop = msg
-			continue
-		}
-		acted = append(acted, head+"::"+msg)
-	}
+	acted, _ := ghtest.ActedCommands(log)
 	return acted
 }
 
@@ -189,30 +164,12 @@ func TestIssue7_3_SummaryIsCutAt1MiB(t *testing.T) {
 	}
 }
 
-// parseFileCommand reads a $GITHUB_OUTPUT file with GitHub's grammar: name=value lines and
-// name<<DELIM … DELIM blocks.
+// parseFileCommand reads a $GITHUB_OUTPUT file with GitHub's grammar (ghtest.ParseFileCommands).
 func parseFileCommand(t *testing.T, text string) map[string]string {
 	t.Helper()
-	out := map[string]string{}
-	lines := strings.Split(strings.TrimSuffix(text, "\n"), "\n")
-	for i := 0; i < len(lines); i++ {
-		l := lines[i]
-		if name, delim, ok := strings.Cut(l, "<<"); ok && !strings.Contains(name, "=") {
-			var val []string
-			for i++; i < len(lines) && lines[i] != delim; i++ {
-				val = append(val, lines[i])
-			}
-			if i == len(lines) {
-				t.Fatalf("block %s has no end %q", name, delim)
-			}
-			out[name] = strings.Join(val, "\n")
-			continue
-		}
-		name, val, ok := strings.Cut(l, "=")
-		if !ok {
-			t.Fatalf("line %q is no file command", l)
-		}
-		out[name] = val
+	out, err := ghtest.ParseFileCommands(text)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return out
 }

@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/rbookhq/rbook-action/action/github/ghtest"
 )
 
 // hostileRows is what the hostile MCP server answers for the demo's owner-tag check: rows
@@ -48,63 +50,15 @@ func hostileMCP(t *testing.T, dir string) string {
 	return cfg
 }
 
-// actedCommands plays the runner's command processing over a job log: a line whose trimmed
-// start is "::name …::msg" (v2) or that holds "##[name …]msg" (v1) is a command; while
-// stop-commands is on only "::<token>::" acts. It returns the commands that acted ("name
-// props::message") and, per acted command, the index of its line.
-func actedCommands(log string) (acted []string, at []int) {
-	v1 := regexp.MustCompile(`##\[([^\]]*)\](.*)`)
-	stop := ""
-	for n, line := range strings.Split(log, "\n") {
-		l := strings.TrimLeft(line, " \t")
-		head, msg, ok := "", "", false
-		if rest, isV2 := strings.CutPrefix(l, "::"); isV2 {
-			head, msg, ok = strings.Cut(rest, "::")
-		} else if m := v1.FindStringSubmatch(l); m != nil {
-			head, msg, ok = m[1], m[2], true
-		}
-		if !ok {
-			continue
-		}
-		name := strings.SplitN(head, " ", 2)[0]
-		if stop != "" {
-			if name == stop {
-				stop = ""
-			}
-			continue
-		}
-		if name == "stop-commands" {
-			stop = msg
-			continue
-		}
-		acted, at = append(acted, head+"::"+msg), append(at, n)
-	}
-	return acted, at
-}
+// actedCommands is the runner's processing of a job log (ghtest.ActedCommands).
+func actedCommands(log string) ([]string, []int) { return ghtest.ActedCommands(log) }
 
-// parseOutputs reads a $GITHUB_OUTPUT file with GitHub's grammar: name=value lines and
-// name<<DELIM … DELIM blocks. A malformed file fails the test.
+// parseOutputs reads a $GITHUB_OUTPUT file with GitHub's grammar; a malformed file fails the test.
 func parseOutputs(t *testing.T, text string) map[string]string {
 	t.Helper()
-	out := map[string]string{}
-	lines := strings.Split(strings.TrimSuffix(text, "\n"), "\n")
-	for i := 0; i < len(lines); i++ {
-		if name, delim, ok := strings.Cut(lines[i], "<<"); ok && !strings.Contains(name, "=") {
-			var val []string
-			for i++; i < len(lines) && lines[i] != delim; i++ {
-				val = append(val, lines[i])
-			}
-			if i == len(lines) {
-				t.Fatalf("output %s: no closing %q in\n%s", name, delim, text)
-			}
-			out[name] = strings.Join(val, "\n")
-			continue
-		}
-		name, val, ok := strings.Cut(lines[i], "=")
-		if !ok {
-			t.Fatalf("line %q of the outputs is no file command", lines[i])
-		}
-		out[name] = val
+	out, err := ghtest.ParseFileCommands(text)
+	if err != nil {
+		t.Fatalf("%v in\n%s", err, text)
 	}
 	return out
 }
