@@ -66,7 +66,8 @@ func parseOutputs(t *testing.T, text string) map[string]string {
 // TestIssue7_3_RunnerNativeOutputOfTheDemo runs the demo as a GitHub job would see it
 // (GITHUB_ACTIONS, GITHUB_OUTPUT, GITHUB_STEP_SUMMARY, GITHUB_STATE set; one log stream),
 // its checks answered by an MCP server whose rows carry workflow commands, and the gate
-// answered at stdin: the outputs parse with GitHub's grammar and hold the run's values; the
+// answered at stdin (an embedded control plane without auth: the terminal's user is recorded
+// "unverified:octocat"): the outputs parse with GitHub's grammar and hold the run's values; the
 // summary has the gate's announcement, the report and a Mermaid graph; the log has one
 // group per step, the gate's announcement outside any group, an error annotation on the
 // failing step's line, the secret value and the approval token masked before use, and no
@@ -102,7 +103,7 @@ func TestIssue7_3_RunnerNativeOutputOfTheDemo(t *testing.T) {
 	want := map[string]string{
 		"run-id": st.RunID, "status": "COMPLETED", "report-path": "report.md",
 		"evidence-path": filepath.Join(".rbook", st.RunID+".evidence.json"),
-		"approval-id":   ids[1], "approved-by": "octocat", "approval-comment": "answered at the executor's terminal: yes",
+		"approval-id":   ids[1], "approved-by": "unverified:octocat", "approval-comment": "answered at the executor's terminal: yes",
 	}
 	for k, w := range want {
 		if outs[k] != w {
@@ -124,7 +125,7 @@ func TestIssue7_3_RunnerNativeOutputOfTheDemo(t *testing.T) {
 	approve := "rbook approve " + ids[1] + " --control-plane http://127.0.0.1:"
 	gateAt, reportAt := strings.Index(sum, approve), strings.Index(sum, "# Runbook Execution Report")
 	if gateAt < 0 || reportAt < gateAt || !strings.Contains(sum, "```mermaid\nflowchart TD\n") ||
-		!strings.Contains(sum, "class s1 fail") || !strings.Contains(sum, "decided by octocat") || !strings.Contains(sum, st.RunID) {
+		!strings.Contains(sum, "class s1 fail") || !strings.Contains(sum, "decided by unverified:octocat") || !strings.Contains(sum, st.RunID) {
 		t.Errorf("job summary:\n%s", sum)
 	}
 
