@@ -45,11 +45,13 @@ var ArchiveTime = time.Date(1980, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // Release is action/shim/release.json: the version the Action's shim downloads, the Go
 // toolchain that built it (the release workflow installs exactly that one, so its rebuilt
-// archives match), and each archive's SHA-256 (lowercase hex).
+// archives match), each archive's SHA-256 and the SHA-256 of the rbook binary inside it
+// (lowercase hex; the shim checks a cached binary against the latter without unpacking).
 type Release struct {
 	Version  string            `json:"version"`
 	Go       string            `json:"go"`
 	Archives map[string]string `json:"archives"`
+	Binaries map[string]string `json:"binaries"`
 }
 
 var versionRE = regexp.MustCompile(`^v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$`)
@@ -95,7 +97,7 @@ func main() {
 // build builds (or, with bin, packs) every target into out and writes checksums.txt and
 // release.json there. Errors: a failed build, an unwritable out.
 func build(version, out string, targets []string, bin string) (Release, error) {
-	rel := Release{Version: version, Go: runtime.Version(), Archives: map[string]string{}}
+	rel := Release{Version: version, Go: runtime.Version(), Archives: map[string]string{}, Binaries: map[string]string{}}
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return rel, err
 	}
@@ -133,6 +135,8 @@ func build(version, out string, targets []string, bin string) (Release, error) {
 		}
 		sum := sha256.Sum256(archive)
 		rel.Archives[name] = hex.EncodeToString(sum[:])
+		binSum := sha256.Sum256(data)
+		rel.Binaries[name] = hex.EncodeToString(binSum[:])
 		sums = append(sums, rel.Archives[name]+"  "+name)
 		fmt.Printf("%s  %s\n", rel.Archives[name], name)
 	}
@@ -203,6 +207,11 @@ func verifyAgainst(path string, rel Release) error {
 	for name, sum := range rel.Archives {
 		if want.Archives[name] != sum {
 			diffs = append(diffs, fmt.Sprintf("%s: committed %q, built %s", name, want.Archives[name], sum))
+		}
+	}
+	for name, sum := range rel.Binaries {
+		if want.Binaries[name] != sum {
+			diffs = append(diffs, fmt.Sprintf("%s: committed binary checksum %q, built %s", name, want.Binaries[name], sum))
 		}
 	}
 	for name := range want.Archives {

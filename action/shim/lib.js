@@ -69,7 +69,8 @@ function archiveName(version, t) {
 
 /**
  * readRelease reads release.json next to this file: { version: "vX.Y.Z" or "", archives:
- * { "<archive>": "<64 hex sha256>" } }. Throws ShimError naming the file when it is unreadable
+ * { "<archive>": "<64 hex sha256>" }, binaries: { "<archive>": "<64 hex sha256 of the rbook
+ * binary inside>" } (optional: it lets a cache hit check the binary alone, without unpacking) }. Throws ShimError naming the file when it is unreadable
  * or malformed (a version that is not a release tag like v1.2.3 — it becomes a URL part and
  * a tool-cache folder — or a checksum that is not 64 lowercase hex characters is malformed).
  */
@@ -88,12 +89,18 @@ function readRelease(file = path.join(__dirname, 'release.json')) {
     throw new ShimError(`${file}: version ${JSON.stringify(r.version)} is not a release tag like v1.2.3`);
   }
   const archives = r.archives || {};
-  for (const [name, sum] of Object.entries(archives)) {
-    if (typeof sum !== 'string' || !/^[0-9a-f]{64}$/.test(sum)) {
-      throw new ShimError(`${file}: archives["${name}"]: the checksum must be 64 lowercase hex characters (SHA-256)`);
+  const binaries = r.binaries || {};
+  if (typeof binaries !== 'object' || Array.isArray(binaries)) {
+    throw new ShimError(`${file}: binaries must be an object {"<archive>": "<sha256 of its rbook binary>"}`);
+  }
+  for (const [field, sums] of [['archives', archives], ['binaries', binaries]]) {
+    for (const [name, sum] of Object.entries(sums)) {
+      if (typeof sum !== 'string' || !/^[0-9a-f]{64}$/.test(sum)) {
+        throw new ShimError(`${file}: ${field}["${name}"]: the checksum must be 64 lowercase hex characters (SHA-256)`);
+      }
     }
   }
-  return { version: r.version || '', archives };
+  return { version: r.version || '', archives, binaries };
 }
 
 /** sha256 returns the hex SHA-256 of a Buffer. */
@@ -248,16 +255,18 @@ function cacheDir(env, version, t) {
 /**
  * cached returns the cached binary's path when dir holds a verified install of the archive
  * with checksum archiveSum: the archive kept beside the binary (CACHED_ARCHIVE) still has the
- * committed checksum, and the binary is byte for byte the one in that archive. Nothing in
+ * committed checksum, and the binary is byte for byte the one in that archive — or, when
+ * release.json commits the binary's own checksum (binarySum), the binary has it. Nothing in
  * the cache is trusted on its own (another job on a self-hosted runner could have rewritten
  * the binary and <dir>.complete together). null otherwise; nothing is fetched.
  */
-function cached(dir, t, archiveSum) {
+function cached(dir, t, archiveSum, binarySum = '') {
   try {
+    const bin = path.join(dir, t.exe);
+    if (binarySum) return sha256(fs.readFileSync(bin)) === binarySum ? bin : null;
     const archive = fs.readFileSync(path.join(dir, CACHED_ARCHIVE));
     if (sha256(archive) !== archiveSum) return null;
     const entry = tarEntries(archive).filter((e) => e.rel === t.exe).pop();
-    const bin = path.join(dir, t.exe);
     if (!entry || sha256(fs.readFileSync(bin)) !== sha256(entry.body)) return null;
     return bin;
   } catch {
@@ -273,7 +282,7 @@ function cached(dir, t, archiveSum) {
  * stale one is moved aside (never deleted under a running job). Returns the binary's path.
  * Throws ShimError when the archive has no rbook binary or the folder cannot be put in place.
  */
-function install(dir, t, archive, archiveSum) {
+function install(dir, t, archive, archiveSum, binarySum = '') {
   fs.mkdirSync(path.dirname(dir), { recursive: true });
   const rand = () => crypto.randomBytes(6).toString('hex');
   const tmp = `${dir}.tmp-${rand()}`;
@@ -283,8 +292,11 @@ function install(dir, t, archive, archiveSum) {
     if (files.includes(CACHED_ARCHIVE)) throw new ShimError(`archive: it holds ${CACHED_ARCHIVE}, a name the shim keeps for itself`);
     fs.writeFileSync(path.join(tmp, CACHED_ARCHIVE), archive);
     const binSum = sha256(fs.readFileSync(path.join(tmp, t.exe)));
+    if (binarySum && binSum !== binarySum) {
+      throw new ShimError(`archive: its ${t.exe} has SHA-256 ${binSum}, not the ${binarySum} committed in release.json; refusing it`);
+    }
     const bin = path.join(dir, t.exe);
-    if (cached(dir, t, archiveSum)) return bin; // another job put the same archive in place
+    if (cached(dir, t, archiveSum, binarySum)) return bin; // another job put the same archive in place
     const old = `${dir}.old-${rand()}`;
     try {
       fs.renameSync(dir, old); // a stale or tampered folder: moved aside in one step
@@ -295,7 +307,7 @@ function install(dir, t, archive, archiveSum) {
     try {
       fs.renameSync(tmp, dir);
     } catch (e) {
-      if (cached(dir, t, archiveSum)) return bin; // lost the race to a job installing the same archive
+      if (cached(dir, t, archiveSum, binarySum)) return bin; // lost the race to a job installing the same archive
       throw new ShimError(`tool cache: cannot put ${dir} in place: ${e.message}`);
     }
     const marker = `${dir}.complete.tmp-${rand()}`;
@@ -352,7 +364,8 @@ async function resolveBinary({ env = process.env, actionPath, releaseFile, log =
     throw new ShimError(`release.json has no checksum for ${name}: refusing to run an unverified binary (the checksums are committed with each release)`);
   }
   const dir = cacheDir(env, rel.version, t);
-  const hit = cached(dir, t, want);
+  const wantBin = rel.binaries[name] || '';
+  const hit = cached(dir, t, want, wantBin);
   if (hit) return { bin: hit, how: `rbook ${rel.version} from the tool cache (${dir})` };
   const server = (env.GITHUB_SERVER_URL || 'https://github.com').replace(/\/+$/, '');
   const url = `${server}/${env.GITHUB_ACTION_REPOSITORY}/releases/download/${rel.version}/${name}`;
@@ -370,7 +383,7 @@ async function resolveBinary({ env = process.env, actionPath, releaseFile, log =
   if (!crypto.timingSafeEqual(Buffer.from(got), Buffer.from(want))) {
     throw new ShimError(`${name}: SHA-256 ${got} does not match the committed checksum ${want} (release.json): refusing to run it`);
   }
-  return { bin: install(dir, t, archive, want), how: `rbook ${rel.version} downloaded and verified (SHA-256 ${want})` };
+  return { bin: install(dir, t, archive, want, wantBin), how: `rbook ${rel.version} downloaded and verified (SHA-256 ${want})` };
 }
 
 /**

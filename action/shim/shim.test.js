@@ -61,8 +61,8 @@ if (mode === 'wait') {
 }
 
 // setup makes a job: an action folder with release.json (archives: sums, default the real
-// archive's), a release server, a tool cache, and the runner's variables.
-async function setup(t, { sums, version = VERSION, archive } = {}) {
+// archive's; binaries: binaries(archiveName) when given), a release server, a tool cache, and the runner's variables.
+async function setup(t, { sums, version = VERSION, archive, binaries } = {}) {
   const root = fs.mkdtempSync(path.join(os.tmpdir(), 'rbook-shim-'));
   t.after(() => fs.rmSync(root, { recursive: true, force: true }));
   const actionDir = path.join(root, 'action-repo');
@@ -73,7 +73,7 @@ async function setup(t, { sums, version = VERSION, archive } = {}) {
   const name = lib.archiveName(version, tgt);
   archive = archive || tarGz({ [tgt.exe]: fakeRbook(), 'README.md': 'rbook\n' });
   fs.writeFileSync(path.join(actionDir, 'action', 'shim', 'release.json'),
-    JSON.stringify({ version, archives: sums || { [name]: lib.sha256(archive) } }));
+    JSON.stringify({ version, archives: sums || { [name]: lib.sha256(archive) }, ...(binaries ? { binaries: binaries(name) } : {}) }));
   const requests = [];
   const server = http.createServer((req, res) => {
     requests.push(req.url);
@@ -325,6 +325,34 @@ test('TestIssue7_Break_ShimPoisonedCacheWithRewrittenMarkerIsNotRun', { skip: sk
   // A clean cache hit still makes no request.
   assert.equal((await node(job, 'main.js')).code, 0);
   assert.equal(job.requests.length, n + 2);
+});
+
+test('TestIssue7_2_ShimCacheHitChecksTheCommittedBinarySum', { skip: skipOnWindows }, async (t) => {
+  const binSum = lib.sha256(Buffer.from(fakeRbook()));
+  const job = await setup(t, { binaries: (name) => ({ [name]: binSum }) });
+  assert.equal((await node(job, 'main.js')).code, 0);
+  const n = job.requests.length;
+  const dir = path.join(job.env.RUNNER_TOOL_CACHE, 'rbook', '9.9.9', job.tgt.arch);
+  const bin = path.join(dir, job.tgt.exe);
+  // A cache hit checks the binary against the committed sum alone: the cached archive is not
+  // read (removing it changes nothing) and no request is made.
+  fs.rmSync(path.join(dir, lib.CACHED_ARCHIVE));
+  assert.equal((await node(job, 'main.js')).code, 0);
+  assert.equal(job.requests.length, n, 'a cache hit made a request');
+  // A swapped binary does not match the committed sum: fetched again, never run.
+  fs.writeFileSync(bin, `#!/bin/sh\necho POISONED > "$FAKE_OUT.poisoned"\n`, { mode: 0o755 });
+  assert.equal((await node(job, 'main.js')).code, 0);
+  assert.equal(fs.existsSync(job.env.FAKE_OUT + '.poisoned'), false, 'the swapped cached binary ran');
+  assert.equal(job.requests.length, n + 2);
+  assert.equal(lib.sha256(fs.readFileSync(bin)), binSum);
+});
+
+test('TestIssue7_2_ShimRefusesAnArchiveWhoseBinaryIsNotTheCommittedOne', { skip: skipOnWindows }, async (t) => {
+  const job = await setup(t, { binaries: (name) => ({ [name]: 'f'.repeat(64) }) });
+  const r = await node(job, 'main.js');
+  assert.notEqual(r.code, 0, r.out);
+  assert.match(r.out, /not the f{64} committed in release\.json; refusing it/);
+  assert.equal(fakeRan(job), false, 'rbook ran');
 });
 
 test('TestIssue7_Break_ShimConcurrentJobsShareAColdToolCache', { skip: skipOnWindows }, async (t) => {
