@@ -322,6 +322,12 @@ func parseRule(n *yaml.Node, i int, errAt func(*yaml.Node, string, ...any) error
 				if !approverRE.MatchString(s) {
 					return r, errAt(e, "%s: %q is not an identity, \"github:<login>\" or \"group:<name>\" (no spaces or commas)", field, s)
 				}
+				if g, ok := strings.CutPrefix(s, "group:"); ok && !groupNameRE.MatchString(g) {
+					return r, errAt(e, "%s: %q: no auth-file group could have that name (1-64 of A-Z a-z 0-9 . _ -), so it would match nobody", field, s)
+				}
+				if l, ok := strings.CutPrefix(s, "github:"); ok && !githubLoginRE.MatchString(l) {
+					return r, errAt(e, "%s: %q is not a GitHub login (1-39 letters, digits or -, not starting with -), so it would match nobody", field, s)
+				}
 				if seen[s] {
 					return r, errAt(e, "%s: %q is listed twice", field, s)
 				}
@@ -355,6 +361,13 @@ func hasGroup(list []string) bool {
 // approverRE is an approvers entry: an identity, "github:<login>" or "group:<name>", without
 // whitespace or commas (approvers are joined with ", " on a decided gate).
 var approverRE = regexp.MustCompile(`^[^\s,:]{1,256}$|^(github|group):[^\s,:]{1,200}$`)
+
+// groupNameRE and githubLoginRE are the auth file's groups= and github= syntax (rbook serve
+// --auth-file, server.LoadAuthFile): a policy entry outside it could never match anyone.
+var (
+	groupNameRE   = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+	githubLoginRE = regexp.MustCompile(`^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$`)
+)
 
 func scalarString(v *yaml.Node, field string, errAt func(*yaml.Node, string, ...any) error) (string, error) {
 	if v.Kind != yaml.ScalarNode || v.ShortTag() != "!!str" {

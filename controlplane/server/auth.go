@@ -116,7 +116,8 @@ type Authenticator struct {
 // (issue 7, item 4): groups=sre,dba (the caller's groups, for a gate policy's "group:<name>")
 // and github=LOGIN (the caller's GitHub login, for four-eyes against a run's GitHub actor);
 // each at most once. Errors name the file and line (never the token): unreadable or oversized
-// file, too few fields, an identity with ':' or ',' or a reserved one (checkAuthIdentity), unknown role, short, malformed or duplicate token, unknown, repeated
+// file, too few fields, an identity with ':' or ',' or a reserved one (checkAuthIdentity),
+// two approver identities with the same github= login (compared without regard to case), unknown role, short, malformed or duplicate token, unknown, repeated
 // or malformed attribute, no entries.
 func LoadAuthFile(path string) (*Authenticator, error) {
 	f, err := os.Open(path)
@@ -131,6 +132,10 @@ func LoadAuthFile(path string) (*Authenticator, error) {
 func ParseAuth(r io.Reader, name string) (*Authenticator, error) {
 	a := &Authenticator{}
 	seen := map[[sha256.Size]byte]int{}
+	approverLogins := map[string]struct {
+		id   string
+		line int
+	}{} // lowercased github= login of an approver line → its identity and line
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 4096), MaxAuthFileBytes+1)
 	n, size := 0, 0
@@ -169,6 +174,19 @@ func ParseAuth(r io.Reader, name string) (*Authenticator, error) {
 		c := Caller{Identity: id, Role: role}
 		if err := parseAuthAttrs(&c, fields[3:]); err != nil {
 			return nil, fmt.Errorf("%s:%d: %s: %w", name, n, id, err)
+		}
+		if c.Role == RoleApprover && c.GitHubLogin != "" {
+			// One GitHub account is one person: two approver identities linked to it would
+			// count twice toward a gate's M distinct approvals.
+			login := strings.ToLower(c.GitHubLogin)
+			if prev, dup := approverLogins[login]; dup && prev.id != id {
+				return nil, fmt.Errorf("%s:%d: %s: github=%s is also the login of approver %q on line %d; one person's approvals would count twice",
+					name, n, id, c.GitHubLogin, prev.id, prev.line)
+			}
+			approverLogins[login] = struct {
+				id   string
+				line int
+			}{id, n}
 		}
 		a.entries = append(a.entries, authEntry{caller: c, hash: h})
 	}

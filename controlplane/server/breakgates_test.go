@@ -363,3 +363,18 @@ func startServeDB(t *testing.T, db string, extra ...string) *serveProc {
 	p.DB = db
 	return p
 }
+
+// Issue 7, item 4 (hostile test): two approver identities linked to one GitHub login (GitHub
+// logins are case-insensitive) would let one person count twice toward M-of-N: refused. The
+// same login on the person's executor line, or on a second token of the same identity, is fine.
+func TestIssue7_BreakGates_AuthFileOneLoginOneApprover(t *testing.T) {
+	_, err := server.ParseAuth(strings.NewReader("alice approver alice-token-0123456789 github=octocat\n"+
+		"al2 approver al2-token-0123456789 github=OctoCat\n"), "auth")
+	if err == nil || !strings.HasPrefix(err.Error(), "auth:2: al2: github=OctoCat is also the login of approver \"alice\" on line 1") {
+		t.Fatalf("err = %v", err)
+	}
+	if _, err := server.ParseAuth(strings.NewReader("alice approver alice-token-0123456789 github=octocat\n"+
+		"alice approver alice-token2-0123456789 github=octocat\nci-bot executor exec-token-0123456789 github=Octocat\n"), "auth"); err != nil {
+		t.Fatal(err)
+	}
+}
