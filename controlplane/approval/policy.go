@@ -175,14 +175,23 @@ var (
 	// ErrSelfApproval: the voter started the run and the gate's rule does not let the starter
 	// approve (E_SELF_APPROVAL).
 	ErrSelfApproval = errors.New("the identity that started the run may not approve its gates")
+	// ErrUnverifiedCount: an unverified voter approved a gate that needs more than one
+	// approval; asserted names are not distinct people, so they cannot count toward M
+	// (E_UNAUTHENTICATED; issue 7, item 4).
+	ErrUnverifiedCount = errors.New("only authenticated identities count toward a gate's distinct approvals")
 )
 
 // CheckVote decides whether v may cast a vote (approve when approve is true, else reject) on
 // a gate with requirement r of a run started by s. Errors: ErrNotAllowedApprover (wrapped with
-// the rule's name), ErrSelfApproval (approvals only: the starter may always reject).
+// the rule's name), ErrSelfApproval (approvals only: the starter may always reject),
+// ErrUnverifiedCount (an unverified approval of a gate needing more than one: whoever holds
+// the token could otherwise assert M names).
 func CheckVote(r GateRequirement, s Starter, v Voter, approve bool) error {
 	if !r.Allows(v) {
 		return fmt.Errorf("%w: %s allows only %s", ErrNotAllowedApprover, r.Rule, strings.Join(r.AllowedApprovers, ", "))
+	}
+	if approve && !v.Verified && r.ApprovalsRequired > 1 {
+		return fmt.Errorf("%w (%s needs %d)", ErrUnverifiedCount, r.Rule, r.ApprovalsRequired)
 	}
 	if approve && !r.StarterMayApprove && IsRunStarter(s, v) {
 		return fmt.Errorf("%w (%s)", ErrSelfApproval, r.Rule)

@@ -270,6 +270,10 @@ func (s *Server) decide(ctx context.Context, v vote) (store.Approval, error) {
 		return decided, rpcError(connect.CodePermissionDenied, CodeSelfApproval,
 			"%s started run %s and may not approve its gates (%s: starter_may_approve is false); another approver must decide approval %s",
 			voter.Identity, a.RunID, requirementOf(decided).Rule, a.ApprovalID)
+	case errors.Is(err, approval.ErrUnverifiedCount):
+		return decided, rpcError(connect.CodeUnauthenticated, CodeUnauthenticated,
+			"approval %s needs %d distinct approvers (%s) and only authenticated identities count, not a name the caller gives (%s); run the control plane with --auth-file",
+			a.ApprovalID, requirementOf(decided).ApprovalsRequired, requirementOf(decided).Rule, voter.Identity)
 	case errors.Is(err, approval.ErrNotAllowedApprover):
 		r := requirementOf(decided)
 		return decided, rpcError(connect.CodePermissionDenied, CodePermissionDenied,

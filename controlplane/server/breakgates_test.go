@@ -378,3 +378,31 @@ func TestIssue7_BreakGates_AuthFileOneLoginOneApprover(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Issue 7, item 4 (hostile test): without an auth file, whoever holds a 2-of-N gate's token
+// could approve twice under two asserted names ("unverified:x", "unverified:y") and open it
+// alone. An unverified approval does not count toward M > 1 (E_UNAUTHENTICATED, nothing
+// recorded); an unverified reject still rejects.
+func TestIssue7_BreakGates_UnverifiedNamesDoNotCountTowardM(t *testing.T) {
+	dir := t.TempDir()
+	policy := filepath.Join(dir, "gates.yaml")
+	if err := os.WriteFile(policy, []byte(breakPolicy[:strings.Index(breakPolicy, "    approvers")]), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := startServe(t, "--gate-policy", policy)
+	c := newClients(p.URL)
+	ctx := context.Background()
+	startRun(t, c, "R-unv")
+	a, tok := gate(t, c, "R-unv", time.Hour)
+	for _, name := range []string{"x", "y"} {
+		_, err := c.apps.Approve(ctx, &rbookv1.ApproveRequest{Token: tok, Approver: name})
+		wantCode(t, err, connect.CodeUnauthenticated, "E_UNAUTHENTICATED")
+	}
+	if got := getApproval(t, c, a.GetApprovalId()); got.GetStatus() != rbookv1.ApprovalStatus_APPROVAL_STATUS_PENDING || len(got.GetVotes()) != 0 {
+		t.Fatalf("after two unverified approvals: %v", got)
+	}
+	res, err := c.apps.Reject(ctx, &rbookv1.RejectRequest{Token: tok, Approver: "x"})
+	if err != nil || res.GetApproval().GetStatus() != rbookv1.ApprovalStatus_APPROVAL_STATUS_REJECTED {
+		t.Fatalf("unverified reject: %v, %v", res, err)
+	}
+}
