@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -225,7 +226,14 @@ func stopped(ctx context.Context, err error) error {
 // decideLocally applies a terminal answer with the same compare-and-set as everyone else,
 // retrying transient failures with the client's back-off (issue 6, item 1.6).
 func (g *Gate) decideLocally(ctx context.Context, token string, d engine.Decision) (engine.Decision, error) {
-	reason := "answered at the executor's terminal: " + d.Input
+	// The control plane refuses control characters in a reason (they would forge terminal
+	// output); a stray one typed at the prompt is shown as U+FFFD instead.
+	reason := "answered at the executor's terminal: " + strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) {
+			return unicode.ReplacementChar
+		}
+		return r
+	}, d.Input)
 	err := g.C.retry(ctx, func(ctx context.Context) error {
 		var err error
 		if d.Verdict == engine.Approved {

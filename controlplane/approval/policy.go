@@ -175,14 +175,23 @@ var (
 	// ErrSelfApproval: the voter started the run and the gate's rule does not let the starter
 	// approve (E_SELF_APPROVAL).
 	ErrSelfApproval = errors.New("the identity that started the run may not approve its gates")
+	// ErrUnverifiedCount: an unverified voter approved a gate that needs more than one
+	// approval; asserted names are not distinct people, so they cannot count toward M
+	// (E_UNAUTHENTICATED; issue 7, item 4).
+	ErrUnverifiedCount = errors.New("only authenticated identities count toward a gate's distinct approvals")
 )
 
 // CheckVote decides whether v may cast a vote (approve when approve is true, else reject) on
 // a gate with requirement r of a run started by s. Errors: ErrNotAllowedApprover (wrapped with
-// the rule's name), ErrSelfApproval (approvals only: the starter may always reject).
+// the rule's name), ErrSelfApproval (approvals only: the starter may always reject),
+// ErrUnverifiedCount (an unverified approval of a gate needing more than one: whoever holds
+// the token could otherwise assert M names).
 func CheckVote(r GateRequirement, s Starter, v Voter, approve bool) error {
 	if !r.Allows(v) {
 		return fmt.Errorf("%w: %s allows only %s", ErrNotAllowedApprover, r.Rule, strings.Join(r.AllowedApprovers, ", "))
+	}
+	if approve && !v.Verified && r.ApprovalsRequired > 1 {
+		return fmt.Errorf("%w (%s needs %d)", ErrUnverifiedCount, r.Rule, r.ApprovalsRequired)
 	}
 	if approve && !r.StarterMayApprove && IsRunStarter(s, v) {
 		return fmt.Errorf("%w (%s)", ErrSelfApproval, r.Rule)
@@ -322,6 +331,12 @@ func parseRule(n *yaml.Node, i int, errAt func(*yaml.Node, string, ...any) error
 				if !approverRE.MatchString(s) {
 					return r, errAt(e, "%s: %q is not an identity, \"github:<login>\" or \"group:<name>\" (no spaces or commas)", field, s)
 				}
+				if g, ok := strings.CutPrefix(s, "group:"); ok && !groupNameRE.MatchString(g) {
+					return r, errAt(e, "%s: %q: no auth-file group could have that name (1-64 of A-Z a-z 0-9 . _ -), so it would match nobody", field, s)
+				}
+				if l, ok := strings.CutPrefix(s, "github:"); ok && !githubLoginRE.MatchString(l) {
+					return r, errAt(e, "%s: %q is not a GitHub login (1-39 letters, digits or -, not starting with -), so it would match nobody", field, s)
+				}
 				if seen[s] {
 					return r, errAt(e, "%s: %q is listed twice", field, s)
 				}
@@ -355,6 +370,13 @@ func hasGroup(list []string) bool {
 // approverRE is an approvers entry: an identity, "github:<login>" or "group:<name>", without
 // whitespace or commas (approvers are joined with ", " on a decided gate).
 var approverRE = regexp.MustCompile(`^[^\s,:]{1,256}$|^(github|group):[^\s,:]{1,200}$`)
+
+// groupNameRE and githubLoginRE are the auth file's groups= and github= syntax (rbook serve
+// --auth-file, server.LoadAuthFile): a policy entry outside it could never match anyone.
+var (
+	groupNameRE   = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+	githubLoginRE = regexp.MustCompile(`^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$`)
+)
 
 func scalarString(v *yaml.Node, field string, errAt func(*yaml.Node, string, ...any) error) (string, error) {
 	if v.Kind != yaml.ScalarNode || v.ShortTag() != "!!str" {

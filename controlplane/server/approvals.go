@@ -7,6 +7,7 @@ import (
 	"errors"
 	"strings"
 	"time"
+	"unicode"
 
 	"connectrpc.com/connect"
 
@@ -203,6 +204,12 @@ func (s *Server) decide(ctx context.Context, v vote) (store.Approval, error) {
 	case len(v.claimed) > maxApproverBytes:
 		return store.Approval{}, invalidArg("approver is %d bytes, over the limit of %d", len(v.claimed), maxApproverBytes)
 	}
+	if err := printableText("reason", v.reason); err != nil {
+		return store.Approval{}, err
+	}
+	if err := printableText("approver", v.claimed); err != nil {
+		return store.Approval{}, err
+	}
 	now := time.Now()
 	byID := v.approvalID != ""
 	var a store.Approval
@@ -263,6 +270,10 @@ func (s *Server) decide(ctx context.Context, v vote) (store.Approval, error) {
 		return decided, rpcError(connect.CodePermissionDenied, CodeSelfApproval,
 			"%s started run %s and may not approve its gates (%s: starter_may_approve is false); another approver must decide approval %s",
 			voter.Identity, a.RunID, requirementOf(decided).Rule, a.ApprovalID)
+	case errors.Is(err, approval.ErrUnverifiedCount):
+		return decided, rpcError(connect.CodeUnauthenticated, CodeUnauthenticated,
+			"approval %s needs %d distinct approvers (%s) and only authenticated identities count, not a name the caller gives (%s); run the control plane with --auth-file",
+			a.ApprovalID, requirementOf(decided).ApprovalsRequired, requirementOf(decided).Rule, voter.Identity)
 	case errors.Is(err, approval.ErrNotAllowedApprover):
 		r := requirementOf(decided)
 		return decided, rpcError(connect.CodePermissionDenied, CodePermissionDenied,
@@ -284,6 +295,20 @@ func (s *Server) decide(ctx context.Context, v vote) (store.Approval, error) {
 	s.log.InfoContext(ctx, "gate decided", "approval_id", decided.ApprovalID, "run_id", decided.RunID,
 		"status", string(decided.Status), "approver", decided.Approver)
 	return decided, nil
+}
+
+// printableText refuses a control character (C0 including newline and tab, DEL, C1) or a
+// bidirectional-text control in field v: reasons and approver names reach terminals, the
+// runner's log, reports and the job summary, where ESC sequences, carriage returns, newlines
+// and bidi overrides would forge or hide output (issue 7, item 4: a reason is one line).
+// Error: E_INVALID_ARGUMENT naming the field, the character and its byte offset.
+func printableText(field, v string) error {
+	for i, r := range v {
+		if unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) {
+			return invalidArg("%s has the control character %U at byte %d; give one line of printable text", field, r, i)
+		}
+	}
+	return nil
 }
 
 // requirementOf is the gate policy requirement captured on a (issue 7, item 4).

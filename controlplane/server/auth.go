@@ -116,7 +116,8 @@ type Authenticator struct {
 // (issue 7, item 4): groups=sre,dba (the caller's groups, for a gate policy's "group:<name>")
 // and github=LOGIN (the caller's GitHub login, for four-eyes against a run's GitHub actor);
 // each at most once. Errors name the file and line (never the token): unreadable or oversized
-// file, too few fields, unknown role, short, malformed or duplicate token, unknown, repeated
+// file, too few fields, an identity with ':' or ',' or a reserved one (checkAuthIdentity),
+// two approver identities with the same github= login (compared without regard to case), unknown role, short, malformed or duplicate token, unknown, repeated
 // or malformed attribute, no entries.
 func LoadAuthFile(path string) (*Authenticator, error) {
 	f, err := os.Open(path)
@@ -131,6 +132,10 @@ func LoadAuthFile(path string) (*Authenticator, error) {
 func ParseAuth(r io.Reader, name string) (*Authenticator, error) {
 	a := &Authenticator{}
 	seen := map[[sha256.Size]byte]int{}
+	approverLogins := map[string]struct {
+		id   string
+		line int
+	}{} // lowercased github= login of an approver line → its identity and line
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 4096), MaxAuthFileBytes+1)
 	n, size := 0, 0
@@ -149,6 +154,9 @@ func ParseAuth(r io.Reader, name string) (*Authenticator, error) {
 			return nil, fmt.Errorf("%s:%d: want \"identity role token [groups=a,b] [github=login]\", got %d fields", name, n, len(fields))
 		}
 		id, role, tok := fields[0], Role(fields[1]), fields[2]
+		if err := checkAuthIdentity(id); err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", name, n, err)
+		}
 		if role != RoleExecutor && role != RoleApprover && role != RoleViewer {
 			return nil, fmt.Errorf("%s:%d: role %q is not executor, approver or viewer", name, n, role)
 		}
@@ -167,6 +175,19 @@ func ParseAuth(r io.Reader, name string) (*Authenticator, error) {
 		if err := parseAuthAttrs(&c, fields[3:]); err != nil {
 			return nil, fmt.Errorf("%s:%d: %s: %w", name, n, id, err)
 		}
+		if c.Role == RoleApprover && c.GitHubLogin != "" {
+			// One GitHub account is one person: two approver identities linked to it would
+			// count twice toward a gate's M distinct approvals.
+			login := strings.ToLower(c.GitHubLogin)
+			if prev, dup := approverLogins[login]; dup && prev.id != id {
+				return nil, fmt.Errorf("%s:%d: %s: github=%s is also the login of approver %q on line %d; one person's approvals would count twice",
+					name, n, id, c.GitHubLogin, prev.id, prev.line)
+			}
+			approverLogins[login] = struct {
+				id   string
+				line int
+			}{id, n}
+		}
 		a.entries = append(a.entries, authEntry{caller: c, hash: h})
 	}
 	if err := sc.Err(); err != nil {
@@ -176,6 +197,22 @@ func ParseAuth(r io.Reader, name string) (*Authenticator, error) {
 		return nil, fmt.Errorf("%s: no callers (lines \"identity role token\")", name)
 	}
 	return a, nil
+}
+
+// reservedIdentities are names the control plane records for decisions nobody's token made
+// (store.Approval.Approver "system" for deadlines and withdrawals, "policy" for auto-passed
+// gates, "anonymous" for an unauthenticated caller without a name).
+var reservedIdentities = map[string]bool{"system": true, "policy": true, "anonymous": true}
+
+// checkAuthIdentity refuses an auth-file identity that could pass for another kind of name
+// (issue 7, item 4): one with ':' would read as "unverified:<name>" (an asserted name),
+// "github:<login>" or "group:<name>" (gate-policy approvers) or "oidc:<repo>@<ref>" (a job);
+// one with ',' would split in an approver list ("alice, bob"); and the reserved names.
+func checkAuthIdentity(id string) error {
+	if strings.ContainsAny(id, ":,") || reservedIdentities[id] {
+		return fmt.Errorf("identity %q is reserved or has ':' or ','; an identity is a plain name such as alice or ci-bot (\"github:<login>\" is the github= attribute, \"group:<name>\" the groups= attribute)", truncate(id, 40))
+	}
+	return nil
 }
 
 // Auth-file attribute syntax (issue 7, item 4).

@@ -350,6 +350,9 @@ func (h runService) CancelRun(ctx context.Context, req *rbookv1.CancelRunRequest
 	case len(req.GetReason()) > maxReasonBytes:
 		return nil, invalidArg("reason is %d bytes, over the limit of %d", len(req.GetReason()), maxReasonBytes)
 	}
+	if err := printableText("reason", req.GetReason()); err != nil {
+		return nil, err
+	}
 	if c, ok := CallerFrom(ctx); ok && c.Role == RoleExecutor {
 		// Executors act only on runs they own (issue 6, item 1.3); approvers cancel any run.
 		cur, err := h.s.st.Run(ctx, req.GetRunId())

@@ -208,8 +208,9 @@ func isTokenHash(h string) bool {
 // An approve or reject is a vote (issue 7, item 4): d.Authorize (when set) sees the gate and
 // the run's starter and may refuse it, then the vote is added to approval_votes. An approve
 // by an identity that already approved adds nothing and returns the gate as it stands, no
-// error. The gate becomes approved when its distinct approvals reach approvals_required
-// (approver = the approving identities joined with ", " in vote order, reason = this vote's);
+// error; a reject by it replaces its approve vote (one vote per identity). The gate becomes
+// approved when its distinct approvals reach approvals_required (approver
+// = the approving identities joined with ", " in vote order, reason = this vote's);
 // until then it stays pending and the returned row shows the tally. A reject rejects at once.
 // Approve and reject at or after the deadline do not decide: the gate is closed as timed out
 // (status rejected, decided_by_source "deadline", see ExpireDueApprovals) in the same
@@ -311,8 +312,11 @@ func (s *Store) DecideApproval(ctx context.Context, d Decision) (Approval, error
 				result = current // a second approval by the same identity counts once
 				return nil
 			}
+			// An identity has one vote per gate: a reject after its own approve replaces that
+			// vote (the person changed their mind; a reject by an allowed approver rejects).
 			if _, err := w.execSQL(`INSERT INTO approval_votes (approval_id, approver, verdict, reason, at, source, verified)
-				VALUES (?, ?, ?, ?, ?, ?, ?)`, d.ApprovalID, d.Approver, string(d.Verdict), d.Reason, at, d.Source,
+				VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (approval_id, approver) DO UPDATE SET verdict = excluded.verdict,
+				reason = excluded.reason, at = excluded.at, source = excluded.source, verified = excluded.verified`, d.ApprovalID, d.Approver, string(d.Verdict), d.Reason, at, d.Source,
 				boolInt(d.Verified)); err != nil {
 				return fmt.Errorf("store: insert vote: %w", err)
 			}

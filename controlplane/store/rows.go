@@ -207,13 +207,15 @@ const insertTransitionSQL = "INSERT INTO run_transitions (" + transitionColumns 
 	") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
 // approvalColumns are the columns scanApproval reads, the last one the gate's votes as a JSON
-// array of [approver, verdict, reason, at, source, verified] in vote order (migration 0004).
+// array of [approver, verdict, reason, at, source, verified] in vote order (migration 0004):
+// the order the votes were stored (rowid), which is the order of the decided gate's approver
+// list; "at" is when each request arrived, so concurrent votes may store out of "at" order.
 // Used in SELECT … FROM playbook_approvals and in RETURNING clauses of writes to it, whose
 // subquery sees the transaction's own votes.
 const approvalColumns = `approval_id, run_id, node_id, step_index, token, status, requested_at, approved_at,
 	approver, reason, auto_passed, deadline, plan_digest, prompt, decided_by_source, on_fail,
 	approvals_required, allowed_approvers, starter_may_approve, policy_rule,
-	(SELECT json_group_array(json_array(v.approver, v.verdict, v.reason, v.at, v.source, v.verified) ORDER BY v.at, v.rowid)
+	(SELECT json_group_array(json_array(v.approver, v.verdict, v.reason, v.at, v.source, v.verified) ORDER BY v.rowid)
 	 FROM approval_votes v WHERE v.approval_id = playbook_approvals.approval_id)`
 
 func scanApproval(r rowScanner) (Approval, error) {
