@@ -77,7 +77,16 @@ type Client struct {
 	// write (RecordTransition, RequestApproval, RenewLease).
 	ownerID string
 	epoch   atomic.Int64
+	// credentialed is true when every call carries a bearer token (New with one, or
+	// NewWithTokenSource with a source).
+	credentialed bool
 }
+
+// Credentialed reports whether the client sends credentials (a static token or a token
+// source such as the job's OIDC token). A client without them talks to a control plane that,
+// if it accepts the client, very likely runs without an auth file, so nobody can decide its
+// gates by approval id there (NEWUSER7 finding 2).
+func (c *Client) Credentialed() bool { return c.credentialed }
 
 // Fence returns the owner id and lease epoch the client writes with (zero before StartRun).
 func (c *Client) Fence() (ownerID string, epoch int64) { return c.ownerID, c.epoch.Load() }

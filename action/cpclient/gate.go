@@ -25,11 +25,22 @@ type Gate struct {
 	Local engine.Gate
 	// Who is recorded as the approver of a Local decision.
 	Who string
-	// Opened, when set, is told the approval id, its token and the deadline the approval
-	// really closes at (a reopened gate keeps its original one) once the gate is open,
-	// before Announce: a GitHub runner masks the token and says at the gate how to decide it
-	// (issue 7, items 3 and 4).
-	Opened func(approvalID, token string, deadline time.Time)
+	// Opened, when set, is told the approval as RequestApproval returned it (its id,
+	// approvals_required, allowed_approvers, starter_may_approve and any votes already cast),
+	// its token and the deadline the approval really closes at (a reopened gate keeps its
+	// original one) once the gate is open, before Announce: a GitHub runner masks the token
+	// and says at the gate how to decide it and who may (issue 7, items 3 and 4).
+	Opened func(a *rbookv1.Approval, token string, deadline time.Time)
+	// Progress, when set, is told each pending state of the approval whose votes differ in
+	// number from the last one seen (Opened's, then the watch stream's): a vote of an M-of-N
+	// gate arrived and the gate still waits (issue 7, item 4; NEWUSER7 finding 10). It is
+	// called from the watch goroutine.
+	Progress func(a *rbookv1.Approval)
+	// Decided, when set, is told the approval as it closed — approved, rejected (also by
+	// its deadline, decided_by_source "deadline"), cancelled — as the watch stream or the
+	// Approve/Reject of a terminal answer returned it, before Await returns: the job summary
+	// lists its votes (NEWUSER7 finding 11).
+	Decided func(a *rbookv1.Approval)
 	// Announce is told the approval id and token once the gate is open (to print
 	// "rbook approve <token>" on a terminal, or only the id in CI: the token is a secret).
 	Announce func(approvalID, token string)
@@ -99,7 +110,7 @@ func (g *Gate) Await(ctx context.Context, req engine.GateRequest) (engine.Decisi
 		localReq.Reopened = dl.AsTime().Before(req.Deadline.Add(-time.Second))
 	}
 	if g.Opened != nil {
-		g.Opened(id, token, localReq.Deadline)
+		g.Opened(opened.GetApproval(), token, localReq.Deadline)
 	}
 	if g.Announce != nil {
 		g.Announce(id, token)
@@ -113,7 +124,7 @@ func (g *Gate) Await(ctx context.Context, req engine.GateRequest) (engine.Decisi
 	}
 	remote := make(chan result, 1)
 	go func() {
-		d, err := g.watch(hold, id)
+		d, err := g.watch(hold, id, len(opened.GetApproval().GetVotes()))
 		remote <- result{d, err}
 	}()
 	local := make(chan result, 1)
@@ -234,31 +245,41 @@ func (g *Gate) decideLocally(ctx context.Context, token string, d engine.Decisio
 		}
 		return r
 	}, d.Input)
+	var closed *rbookv1.Approval
 	err := g.C.retry(ctx, func(ctx context.Context) error {
-		var err error
 		if d.Verdict == engine.Approved {
-			_, err = g.C.Approvals.Approve(ctx, &rbookv1.ApproveRequest{Token: token, Reason: reason, Approver: g.Who})
-		} else {
-			_, err = g.C.Approvals.Reject(ctx, &rbookv1.RejectRequest{Token: token, Reason: reason, Approver: g.Who})
+			resp, err := g.C.Approvals.Approve(ctx, &rbookv1.ApproveRequest{Token: token, Reason: reason, Approver: g.Who})
+			closed = resp.GetApproval()
+			return err
 		}
+		resp, err := g.C.Approvals.Reject(ctx, &rbookv1.RejectRequest{Token: token, Reason: reason, Approver: g.Who})
+		closed = resp.GetApproval()
 		return err
 	})
+	if err == nil && g.Decided != nil && closed != nil && closed.GetStatus() != rbookv1.ApprovalStatus_APPROVAL_STATUS_PENDING {
+		g.Decided(closed)
+	}
 	if err == nil {
-		// The decision carries the reason the control plane recorded, as one the watch
-		// delivers does (the step output approval-comment; issue 7, item 3).
+		// The decision carries the reason, and the decider, the control plane recorded, as
+		// one the watch delivers does (the step outputs approved-by and approval-comment;
+		// issue 7, item 3): "unverified:ann" for a name a control plane without auth took.
 		d.Reason = reason
+		if by := closed.GetApprover(); by != "" {
+			d.By = by
+		}
 	}
 	return d, err
 }
 
 var errRunCancelled = errors.New("the run was cancelled on the control plane")
 
-// watch follows the approval until it is decided. A broken stream is reopened with the
+// watch follows the approval until it is decided; votes is how many votes it had when it
+// opened (Progress is told of each pending state with another number). A broken stream is reopened with the
 // client's back-off; the control plane replays the current state first, so nothing is
 // missed. A stream counts as alive once its first message arrived (a silent connection is
 // found by HTTP/2 pings, see PingInterval); it fails with engine.ErrGateUnresolved when the
 // control plane stayed unreachable for the client's Deadline.
-func (g *Gate) watch(ctx context.Context, approvalID string) (engine.Decision, error) {
+func (g *Gate) watch(ctx context.Context, approvalID string, votes int) (engine.Decision, error) {
 	var decided *rbookv1.Approval
 	err := g.C.retryAlive(ctx, func(ctx context.Context, alive func()) error {
 		stream, err := g.C.Approvals.WatchApproval(ctx, &rbookv1.WatchApprovalRequest{ApprovalId: approvalID})
@@ -273,6 +294,12 @@ func (g *Gate) watch(ctx context.Context, approvalID string) (engine.Decision, e
 				decided = a
 				return nil
 			}
+			if n := len(a.GetVotes()); n != votes {
+				votes = n
+				if g.Progress != nil {
+					g.Progress(a)
+				}
+			}
 		}
 		if err := stream.Err(); err != nil {
 			return err
@@ -284,6 +311,9 @@ func (g *Gate) watch(ctx context.Context, approvalID string) (engine.Decision, e
 			return engine.Decision{}, ctx.Err()
 		}
 		return engine.Decision{}, fmt.Errorf("%w: watching approval %s: %w", engine.ErrGateUnresolved, approvalID, err)
+	}
+	if g.Decided != nil {
+		g.Decided(decided)
 	}
 	return decisionOf(decided)
 }

@@ -107,7 +107,7 @@ func jwtExpiry(tok string) (time.Time, bool) {
 // that expires (JWTSource) is replaced while a run lasts (issue 7, item 5).
 func NewWithTokenSource(baseURL string, ts TokenSource) *Client {
 	baseURL = strings.TrimRight(baseURL, "/")
-	c := &Client{URL: baseURL}
+	c := &Client{URL: baseURL, credentialed: ts != nil}
 	interceptors := []connect.Interceptor{attemptInterceptor{c}}
 	if ts != nil {
 		interceptors = append(interceptors, tokenInterceptor{ts})

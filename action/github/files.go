@@ -46,6 +46,37 @@ func AppendSummary(path, markdown string) (truncated bool, err error) {
 	return truncated, nil
 }
 
+// SummarySize is the size of the job summary file path in bytes, 0 when it does not exist
+// (or path is ""): what was there before rbook started, which ResetSummary keeps.
+func SummarySize(path string) int64 {
+	if path == "" {
+		return 0
+	}
+	info, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return info.Size()
+}
+
+// ResetSummary cuts the job summary file path back to size bytes (its SummarySize when rbook
+// started), so what rbook wrote since — a gate's "waits for a decision" block — can be
+// replaced by what is true now; $GITHUB_STEP_SUMMARY is one file per step, this step's own
+// (NEWUSER7 finding 11). A file that is missing or not longer is left alone.
+func ResetSummary(path string, size int64) error {
+	if path == "" {
+		return nil
+	}
+	info, err := os.Stat(path)
+	if err != nil || info.Size() <= size {
+		return nil
+	}
+	if err := os.Truncate(path, size); err != nil {
+		return fmt.Errorf("job summary %s: %w", path, err)
+	}
+	return nil
+}
+
 // fitSummary is markdown as it fits after have bytes of summary: whole, or cut after its
 // last line break that leaves room for SummaryTruncatedNote (and the note). It is "" when
 // not even the note fits.

@@ -13,10 +13,14 @@ type GraphStep struct {
 	Approver string
 }
 
+// GraphWithdrawn is the graph status of a gate the run stopped at while it waited (its
+// approval withdrawn), which the report calls "not run" (NEWUSER7 finding 11).
+const GraphWithdrawn = "withdrawn (run interrupted)"
+
 // mermaidClass is the classDef of each status; unknown statuses get "other".
 var mermaidClass = map[string]string{
 	"PASS": "pass", "FAIL": "fail", "TIMED_OUT": "timedout", "SKIPPED": "skipped",
-	"not run": "notrun", "AWAITING_CONFIRMATION": "waiting",
+	"not run": "notrun", "AWAITING_CONFIRMATION": "waiting", GraphWithdrawn: "withdrawn",
 }
 
 // mermaidClassDefs colours the statuses (GitHub renders Mermaid in job summaries).
@@ -26,6 +30,7 @@ const mermaidClassDefs = `  classDef pass fill:#d3f9d8,stroke:#2b8a3e,color:#1b4
   classDef skipped fill:#f1f3f5,stroke:#868e96,color:#495057
   classDef notrun fill:#ffffff,stroke:#adb5bd,color:#868e96,stroke-dasharray:4 3
   classDef waiting fill:#d0ebff,stroke:#1864ab,color:#0b3d66
+  classDef withdrawn fill:#fff4e6,stroke:#d9480f,color:#5c2400,stroke-dasharray:4 3
   classDef other fill:#f8f9fa,stroke:#495057
 `
 

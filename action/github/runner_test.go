@@ -162,6 +162,31 @@ func TestIssue7_3_SummaryIsCutAt1MiB(t *testing.T) {
 	if cut, err := AppendSummary(q, "# Runbook Execution Report\n"); cut || err != nil {
 		t.Errorf("cut=%v err=%v", cut, err)
 	}
+
+	// The summary is this step's own file (NEWUSER7 finding 11): ResetSummary cuts it back to
+	// its size when rbook started (SummarySize), so the final summary replaces the gate block
+	// and keeps what an earlier writer left; after a reset the 1 MiB cap still holds.
+	base := SummarySize(p)
+	if base != int64(len(got)) || SummarySize(filepath.Join(t.TempDir(), "none")) != 0 || SummarySize("") != 0 {
+		t.Errorf("SummarySize = %d, want %d (0 for a missing file)", base, len(got))
+	}
+	r := filepath.Join(t.TempDir(), "r.md")
+	os.WriteFile(r, []byte("earlier step\n"), 0o644)
+	start := SummarySize(r)
+	AppendSummary(r, "### gate waits for a decision\n")
+	if err := ResetSummary(r, start); err != nil {
+		t.Fatal(err)
+	}
+	if cut, err := AppendSummary(r, md); err != nil || !cut {
+		t.Fatalf("cut=%v err=%v", cut, err)
+	}
+	final, _ := os.ReadFile(r)
+	if !strings.HasPrefix(string(final), "earlier step\nxxx") || strings.Contains(string(final), "waits for a decision") || len(final) > MaxSummaryBytes {
+		t.Errorf("after ResetSummary: %d bytes, starts %q", len(final), final[:min(len(final), 40)])
+	}
+	if err := ResetSummary(filepath.Join(t.TempDir(), "none"), 0); err != nil {
+		t.Errorf("ResetSummary of a missing file: %v", err)
+	}
 }
 
 // parseFileCommand reads a $GITHUB_OUTPUT file with GitHub's grammar (ghtest.ParseFileCommands).
@@ -217,14 +242,15 @@ func TestIssue7_3_MermaidGraphIsColouredAndSafe(t *testing.T) {
 		{Name: "a", Type: "check", Status: "PASS"},
 		{Name: "gate\"]\n```\n<b>x</b>", Type: "confirm", Status: "FAIL", Approver: "alice,bob"},
 		{Name: "c", Type: "deploy", Status: "not run"},
+		{Name: "d", Type: "confirm", Status: GraphWithdrawn},
 	})
-	for _, want := range []string{"```mermaid\nflowchart TD\n", `s0["1. a<br/>check · PASS"]`, "s0 --> s1", "s1 --> s2",
+	for _, want := range []string{"class s3 withdrawn", "classDef withdrawn ", "confirm · withdrawn (run interrupted)", "```mermaid\nflowchart TD\n", `s0["1. a<br/>check · PASS"]`, "s0 --> s1", "s1 --> s2",
 		"classDef pass ", "classDef fail ", "classDef notrun ", "class s0 pass", "class s1 fail", "class s2 notrun", "decided by alice,bob"} {
 		if !strings.Contains(g, want) {
 			t.Errorf("graph lacks %q:\n%s", want, g)
 		}
 	}
-	if strings.Count(g, "```") != 2 || strings.Contains(g, "<b>") || strings.Count(g, "\"]") != 3 {
+	if strings.Count(g, "```") != 2 || strings.Contains(g, "<b>") || strings.Count(g, "\"]") != 4 {
 		t.Errorf("the name broke out:\n%s", g)
 	}
 }

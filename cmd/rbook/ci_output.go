@@ -11,6 +11,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -24,6 +25,8 @@ import (
 	"github.com/rbookhq/rbook-action/action/mcp"
 	"github.com/rbookhq/rbook-action/action/runbook"
 	"github.com/rbookhq/rbook-action/action/state"
+	"github.com/rbookhq/rbook-action/action/steps"
+	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
 )
 
 // maxAnnotationMessage caps an error annotation's message (runes): the first line of the
@@ -54,11 +57,18 @@ type ciOutput struct {
 	// whose group ended at the gate (their result is printed outside a group).
 	group int
 	gated map[int]bool
-	// approvals maps a gate's step index to its approval id; decisions to its decision.
-	approvals map[int]string
-	decisions map[int]engine.Decision
-	// last is the step index of the last decided gate, -1 for none.
-	last int
+	// gates maps a gate's step index to what is known of it; last is the step index of the
+	// last gate the run reached (the step outputs approval-*), -1 for none.
+	gates map[int]*ciGateRecord
+	last  int
+	// anonymous is true when the executor sends the control plane no credentials
+	// (cpclient.Client.Credentialed); deadline is the open gate's.
+	anonymous bool
+	deadline  time.Time
+	// summaryBase is the size of $GITHUB_STEP_SUMMARY when rbook started (bytes): what was
+	// there before is kept, what rbook wrote during the run is replaced at the gate and at
+	// the end (the file is this step's own; NEWUSER7 finding 11).
+	summaryBase int64
 }
 
 // ciStreams is the writers `rbook run` prints to. Outside a runner they are out and errw.
@@ -74,7 +84,8 @@ func ciStreams(out, errw io.Writer, output string) (io.Writer, io.Writer, *ciOut
 	if output == "json" {
 		sink = errw
 	}
-	c := &ciOutput{log: github.NewLog(sink), group: -1, last: -1, gated: map[int]bool{}, approvals: map[int]string{}, decisions: map[int]engine.Decision{}}
+	c := &ciOutput{log: github.NewLog(sink), group: -1, last: -1, gated: map[int]bool{}, gates: map[int]*ciGateRecord{},
+		summaryBase: github.SummarySize(os.Getenv("GITHUB_STEP_SUMMARY"))}
 	c.stopStderr = c.copyServerStderr()
 	ciOut = c
 	if output == "json" {
@@ -153,58 +164,247 @@ func (c *ciOutput) attach(v *view, plan *runbook.Plan) {
 	}
 }
 
-// gate wraps the run's gate so the runner output learns each decision, and, for a control
-// plane's gate, each approval (to mask its token and announce it). Nil-safe.
-func (c *ciOutput) gate(g engine.Gate, cpURL string, embedded bool, cpGate func(func(id, token string, deadline time.Time))) engine.Gate {
+// gate wraps the run's gate so the runner output learns each gate's outcome and, for a
+// control plane's gate (*cpclient.Gate), its approval: the token is masked and the gate
+// announced (Opened), each vote reported while it waits (Progress), its votes kept for the
+// summary (Decided). Nil-safe.
+func (c *ciOutput) gate(g engine.Gate, cpURL string, embedded bool) engine.Gate {
 	if c == nil {
 		return g
 	}
 	c.cpURL, c.embedded = cpURL, embedded
-	return &ciGate{inner: g, ci: c, setOpened: cpGate}
+	cg, _ := g.(*cpclient.Gate)
+	if cg != nil {
+		c.anonymous = !cg.C.Credentialed()
+	}
+	return &ciGate{inner: g, ci: c, cp: cg}
+}
+
+// local is the terminal source of a control plane's gate in a runner (NEWUSER7 finding 10):
+// nobody reads a CI log to type into it, so when standard input is not a terminal the
+// prompt ("Type yes (or confirm) …>") is not printed — an answer piped in is still read —
+// and when it can give no answer at all (noInput, from noInputReason) there is no terminal
+// source (nil). Outside a runner (c nil) or on a terminal it is g. Nil-safe.
+func (c *ciOutput) local(tg *steps.TerminalGate, g engine.Gate, stdinIsTerminal bool, noInput string) engine.Gate {
+	if c == nil || stdinIsTerminal {
+		return g
+	}
+	if noInput != "" {
+		return nil
+	}
+	tg.Out = io.Discard
+	return g
 }
 
 // ciGate is an engine.Gate that tells the runner output about the gate it decides.
 type ciGate struct {
-	inner     engine.Gate
-	ci        *ciOutput
-	setOpened func(func(id, token string, deadline time.Time))
+	inner engine.Gate
+	ci    *ciOutput
+	cp    *cpclient.Gate // nil for a gate without a control plane
+}
+
+// Gate outcomes: the step output approval-status and the summary's Gates table (NEWUSER7
+// finding 5). A gate the run stopped at while it waited is "withdrawn" when it was open on a
+// control plane (recording run_interrupted withdraws its approval; rbook github post does it
+// for a killed job), else "interrupted".
+const (
+	outcomeApproved    = "approved"
+	outcomeRejected    = "rejected"
+	outcomeCancelled   = "cancelled"
+	outcomeTimedOut    = "timed out"
+	outcomeWithdrawn   = "withdrawn"
+	outcomeInterrupted = "interrupted"
+	outcomeUnanswered  = "not answered"
+	outcomeUnresolved  = "unresolved"
+)
+
+// ciGateRecord is what the runner output knows of one gate of the run.
+type ciGateRecord struct {
+	req engine.GateRequest
+	// id is the approval id ("" without a control plane); approval its latest state seen.
+	id       string
+	approval *rbookv1.Approval
+	// decided is the engine's decision when there was one; outcome one of the outcome* words.
+	decided *engine.Decision
+	outcome string
 }
 
 // Await implements engine.Gate.
 func (g *ciGate) Await(ctx context.Context, req engine.GateRequest) (engine.Decision, error) {
-	if g.setOpened != nil {
-		g.setOpened(func(id, token string, deadline time.Time) { g.ci.opened(req, id, token, deadline) })
+	c := g.ci
+	rec := &ciGateRecord{req: req}
+	c.mu.Lock()
+	c.gates[req.StepIndex], c.last = rec, req.StepIndex
+	c.mu.Unlock()
+	if g.cp != nil {
+		g.cp.Opened = func(a *rbookv1.Approval, token string, deadline time.Time) { c.opened(rec, a, token, deadline) }
+		g.cp.Progress = func(a *rbookv1.Approval) { c.progress(rec, a) }
+		g.cp.Decided = func(a *rbookv1.Approval) {
+			c.mu.Lock()
+			rec.approval = a
+			c.mu.Unlock()
+		}
 	}
 	d, err := g.inner.Await(ctx, req)
-	if err == nil {
-		g.ci.mu.Lock()
-		g.ci.decisions[req.StepIndex], g.ci.last = d, req.StepIndex
-		g.ci.mu.Unlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case err == nil:
+		rec.decided = &d
+		rec.outcome = map[engine.Verdict]string{engine.Approved: outcomeApproved, engine.Rejected: outcomeRejected, engine.Cancelled: outcomeCancelled}[d.Verdict]
+	case errors.Is(err, context.DeadlineExceeded) && (ctx.Err() == nil || errors.Is(context.Cause(ctx), context.DeadlineExceeded)):
+		rec.outcome = outcomeTimedOut
+	case ctx.Err() != nil && rec.id != "":
+		rec.outcome = outcomeWithdrawn
+	case ctx.Err() != nil:
+		rec.outcome = outcomeInterrupted
+	case errors.Is(err, engine.ErrNoAnswer):
+		rec.outcome = outcomeUnanswered
+	default:
+		rec.outcome = outcomeUnresolved
 	}
 	return d, err
 }
 
-// opened masks an approval's token and says, outside any group, in the log and in the job
-// summary, how to decide the gate: the approval id, the approve and reject commands, the
-// control plane and the deadline (issue 7, item 4). The token is never printed.
-func (c *ciOutput) opened(req engine.GateRequest, id, token string, deadline time.Time) {
-	c.log.Mask(token)
+// showToken reports whether the job asked for approval tokens in its log (RBOOK_SHOW_TOKEN=1,
+// for a job whose log is private; README "The GitHub Action").
+func showToken() bool { return os.Getenv("RBOOK_SHOW_TOKEN") == "1" }
+
+// approverPrefix starts the approve and reject commands printed at a gate (README: an
+// approver runs them with their own token of the control plane's auth file).
+const approverPrefix = "RBOOK_TOKEN=<your approver token> "
+
+// opened masks an approval's token (unless RBOOK_SHOW_TOKEN=1) and says, outside any group,
+// in the log and in the job summary, how to decide the gate: the approval id, how many
+// approvals it needs and from whom, the approve and reject commands, the control plane and
+// the deadline (issue 7, item 4; NEWUSER7 findings 2 and 10). When the executor sends the
+// control plane no credentials, that control plane very likely has no auth file, where a
+// gate cannot be decided by approval id: the announcement says so and how to decide instead.
+// The token is printed only with RBOOK_SHOW_TOKEN=1. Every name and text from the control
+// plane or the runbook goes to the log inside its stop-commands wrapping.
+func (c *ciOutput) opened(rec *ciGateRecord, a *rbookv1.Approval, token string, deadline time.Time) {
+	show := showToken()
+	if !show {
+		c.log.Mask(token)
+	}
 	c.mu.Lock()
-	c.approvals[req.StepIndex] = id
+	rec.id, rec.approval, c.deadline = a.GetApprovalId(), a, deadline
+	anonymous := c.anonymous
 	c.mu.Unlock()
-	approve := fmt.Sprintf("rbook approve %s --control-plane %s", id, c.cpURL)
-	reject := fmt.Sprintf("rbook reject %s --control-plane %s --reason \"…\"", id, c.cpURL)
+	id, req := a.GetApprovalId(), rec.req
+	approve := fmt.Sprintf("%srbook approve %s --control-plane %s", approverPrefix, id, c.cpURL)
+	reject := fmt.Sprintf("%srbook reject %s --control-plane %s --reason \"…\"", approverPrefix, id, c.cpURL)
+	note := ""
+	switch {
+	case show:
+		approve = fmt.Sprintf("rbook approve %s --control-plane %s", token, c.cpURL)
+		reject = fmt.Sprintf("rbook reject %s --control-plane %s --reason \"…\"", token, c.cpURL)
+		note = "the approval token is printed because RBOOK_SHOW_TOKEN=1: whoever reads this log can decide the gate"
+	case anonymous:
+		note = unauthenticatedNote
+	}
 	dl := deadline.UTC().Format(time.RFC3339)
 	mins := int(time.Until(deadline).Round(time.Minute) / time.Minute)
+	needs := needsText(a)
 	fmt.Fprintf(c.log, "\nGate '%s' (step %d of %d) of run %s waits for a decision.\n"+
-		"  Approval id    %s\n  Approve        %s\n  Reject         %s\n  Control plane  %s\n  Deadline       %s (in %d minutes)\n",
-		req.StepName, req.StepIndex+1, req.StepCount, req.RunID, id, approve, reject, c.cpURL, dl, mins)
-	c.log.Command("notice", map[string]string{"title": "rbook: a gate waits for a decision"},
-		fmt.Sprintf("Approval %s: %s (deadline %s)", id, approve, dl))
-	md := fmt.Sprintf("\n### rbook: gate %s (step %d of %d) waits for a decision\n\n"+
-		"| | |\n|---|---|\n| Approval id | `%s` |\n| Approve | `%s` |\n| Reject | `%s` |\n| Control plane | %s |\n| Deadline | %s (in %d minutes) |\n\n",
-		mdCode(req.StepName), req.StepIndex+1, req.StepCount, id, approve, reject, c.cpURL, dl, mins)
-	if _, err := github.AppendSummary(os.Getenv("GITHUB_STEP_SUMMARY"), md); err != nil {
+		"  Approval id    %s\n  Needs          %s\n  Approve        %s\n  Reject         %s\n  Control plane  %s\n  Deadline       %s (in %d minutes)\n",
+		req.StepName, req.StepIndex+1, req.StepCount, req.RunID, id, needs, approve, reject, c.cpURL, dl, mins)
+	if note != "" {
+		fmt.Fprintf(c.log, "  Note           %s\n", note)
+	}
+	if n := len(a.GetVotes()); n > 0 {
+		fmt.Fprintf(c.log, "%s\n", progressText(req.StepName, a))
+	}
+	if !show {
+		// The notice (an annotation, shown on the run's page) never carries a token.
+		c.log.Command("notice", map[string]string{"title": "rbook: a gate waits for a decision"},
+			fmt.Sprintf("Approval %s needs %s: %s (deadline %s)", id, needs, approve, dl))
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.writeLiveSummary(rec)
+}
+
+// unauthenticatedNote is the gate announcement's note when the executor sends the control
+// plane no credentials (no RBOOK_TOKEN, no OIDC token; NEWUSER7 finding 2).
+const unauthenticatedNote = "this run sends the control plane no credentials, so it very likely runs without --auth-file, " +
+	"and there a gate cannot be decided by its approval id (E_UNAUTHENTICATED). Decide it with its approval token instead: " +
+	"set RBOOK_SHOW_TOKEN=1 for the job (only where its log is private) and run the approve command with the token it then prints; " +
+	"or run the control plane with --auth-file and give this job RBOOK_TOKEN (input control-plane-token) or `permissions: id-token: write`"
+
+// needsText says how many approvals a gate needs and who may give them: "2 approvals from
+// group:sre; not from whoever started the run".
+func needsText(a *rbookv1.Approval) string {
+	m := max(int(a.GetApprovalsRequired()), 1)
+	s := plural(m, "approval", "approvals")
+	if who := a.GetAllowedApprovers(); len(who) > 0 {
+		s += " from " + strings.Join(who, ", ")
+	} else {
+		s += " from anyone with the approver role"
+	}
+	if a.GetStarterMayApprove() {
+		return s + "; whoever started the run may approve too"
+	}
+	return s + "; not from whoever started the run"
+}
+
+// plural is "1 approval" or "2 approvals".
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
+// progressText is a pending M-of-N gate's tally: "gate confirm-rollout: 1 of 2 approvals
+// (alice); waiting for 1 more".
+func progressText(gate string, a *rbookv1.Approval) string {
+	m := max(int(a.GetApprovalsRequired()), 1)
+	by := approvedBy(a)
+	return fmt.Sprintf("gate %s: %d of %s (%s); waiting for %d more", gate, len(by), plural(m, "approval", "approvals"), strings.Join(by, ", "), max(m-len(by), 0))
+}
+
+// progress prints a vote that arrived while the gate waits (Gate.Progress; NEWUSER7 finding
+// 10), inside the log's stop-commands wrapping (approver names are untrusted), and updates
+// the gate's block in the job summary.
+func (c *ciOutput) progress(rec *ciGateRecord, a *rbookv1.Approval) {
+	fmt.Fprintf(c.log, "%s\n", progressText(rec.req.StepName, a))
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	rec.approval = a
+	c.writeLiveSummary(rec)
+}
+
+// writeLiveSummary makes the job summary what it was when rbook started plus the waiting
+// gate's block (how to decide it, the votes so far): the summary file is this step's own, so
+// an earlier gate's block, now decided, does not stay (NEWUSER7 finding 11). c.mu held.
+func (c *ciOutput) writeLiveSummary(rec *ciGateRecord) {
+	path := os.Getenv("GITHUB_STEP_SUMMARY")
+	if path == "" {
+		return
+	}
+	a, req := rec.approval, rec.req
+	id := a.GetApprovalId()
+	approve := fmt.Sprintf("%srbook approve %s --control-plane %s", approverPrefix, id, c.cpURL)
+	reject := fmt.Sprintf("%srbook reject %s --control-plane %s --reason \"…\"", approverPrefix, id, c.cpURL)
+	dl := c.deadline.UTC().Format(time.RFC3339)
+	mins := int(time.Until(c.deadline).Round(time.Minute) / time.Minute)
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n### rbook: gate %s (step %d of %d) waits for a decision\n\n"+
+		"| | |\n|---|---|\n| Approval id | `%s` |\n| Needs | %s |\n| Approve | `%s` |\n| Reject | `%s` |\n| Control plane | %s |\n| Deadline | %s (in %d minutes) |\n",
+		mdCode(req.StepName), req.StepIndex+1, req.StepCount, id, mdCell(needsText(a)), approve, reject, c.cpURL, dl, mins)
+	if len(a.GetVotes()) > 0 {
+		fmt.Fprintf(&b, "| Votes so far | %s |\n", mdCell(progressText(req.StepName, a)))
+	}
+	if c.anonymous && !showToken() {
+		fmt.Fprintf(&b, "\n> **Note:** %s.\n", mdCell(unauthenticatedNote))
+	}
+	b.WriteString("\n")
+	if err := github.ResetSummary(path, c.summaryBase); err != nil {
+		fmt.Fprintf(c.log, "warning: %v\n", err)
+		return
+	}
+	if _, err := github.AppendSummary(path, b.String()); err != nil {
 		fmt.Fprintf(c.log, "warning: %v\n", err)
 	}
 }
@@ -214,9 +414,10 @@ func mdCode(s string) string {
 	return "`" + strings.NewReplacer("`", "'", "\n", " ", "\r", " ").Replace(s) + "`"
 }
 
-// mdCell is s in a Markdown table cell.
+// mdCell is s in a Markdown table cell: a pipe cannot end the cell, a line break the row,
+// nor an angle bracket start HTML.
 func mdCell(s string) string {
-	return strings.NewReplacer("|", "\\|", "\n", " ", "\r", " ").Replace(s)
+	return strings.NewReplacer("|", "\\|", "\n", " ", "\r", " ", "<", "&lt;", ">", "&gt;").Replace(s)
 }
 
 // before runs before the view records t: a step's log group starts when it starts (or, for
@@ -297,22 +498,38 @@ func (c *ciOutput) publish(v *view, rep string, st *state.State, evPath string) 
 	defer c.mu.Unlock()
 	d := reportData(v.plan, st, "", evPath)
 	var steps []github.GraphStep
-	var gates strings.Builder
+	var gates, votes strings.Builder
 	for i, r := range d.Rows {
 		g := github.GraphStep{Name: r.Name, Type: r.Type, Status: string(r.Status)}
-		if dec, ok := c.decisions[i]; ok {
-			g.Approver = dec.By
-			fmt.Fprintf(&gates, "| %d | %s | %s | %s | %s | %s |\n", i+1, mdCode(r.Name), mdCell(c.approvals[i]), verdictText(dec.Verdict), mdCell(dec.By), mdCell(dec.Reason))
+		if rec, ok := c.gates[i]; ok {
+			by, reason := rec.deciders()
+			g.Approver = by
+			if rec.outcome == outcomeWithdrawn || rec.outcome == outcomeInterrupted {
+				g.Status = github.GraphWithdrawn
+			}
+			fmt.Fprintf(&gates, "| %d | %s | %s | %s | %s | %s |\n", i+1, mdCode(r.Name), mdCell(rec.id), rec.outcome, mdCell(by), mdCell(reason))
+			for _, vt := range rec.approval.GetVotes() {
+				verified := "yes"
+				if !vt.GetVerified() {
+					verified = "no"
+				}
+				fmt.Fprintf(&votes, "| %s | %s | %s | %s | %s |\n", mdCode(r.Name), mdCell(vt.GetApprover()), voteVerdict(vt.GetVerdict()), mdCell(vt.GetReason()), verified)
+			}
 		}
 		steps = append(steps, g)
 	}
 	var b strings.Builder
 	b.WriteString(rep)
-	b.WriteString("\n## Steps\n\n")
+	// The report has its own "## Steps" table; this is the same steps as a graph.
+	b.WriteString("\n## Step graph\n\n")
 	b.WriteString(github.MermaidGraph(steps))
 	if gates.Len() > 0 {
-		b.WriteString("\n## Gates\n\n| Step | Name | Approval id | Decision | By | Reason |\n|---|---|---|---|---|---|\n")
+		b.WriteString("\n## Gates\n\n| Step | Name | Approval id | Outcome | Decided by | Reason |\n|---|---|---|---|---|---|\n")
 		b.WriteString(gates.String())
+	}
+	if votes.Len() > 0 {
+		b.WriteString("\n### Votes\n\n| Gate | Approver | Vote | Reason | Verified identity |\n|---|---|---|---|---|\n")
+		b.WriteString(votes.String())
 	}
 	if n := c.log.Suppressed(); n > 0 {
 		fmt.Fprintf(&b, "\n%d more failed step(s) were not annotated (at most %d annotations per run); see the report above.\n", n, github.MaxAnnotations)
@@ -337,8 +554,14 @@ func (c *ciOutput) publish(v *view, rep string, st *state.State, evPath string) 
 	if evPath != "" {
 		fmt.Fprintf(&b, "- Evidence pack: %s\n", evPath)
 	}
-	if _, err := github.AppendSummary(os.Getenv("GITHUB_STEP_SUMMARY"), b.String()); err != nil {
-		fmt.Fprintf(c.log, "warning: %v\n", err)
+	// The gate blocks written during the run are replaced by this final summary; what the
+	// file held before rbook started stays.
+	if p := os.Getenv("GITHUB_STEP_SUMMARY"); p != "" {
+		if err := github.ResetSummary(p, c.summaryBase); err != nil {
+			fmt.Fprintf(c.log, "warning: %v\n", err)
+		} else if _, err := github.AppendSummary(p, b.String()); err != nil {
+			fmt.Fprintf(c.log, "warning: %v\n", err)
+		}
 	}
 	outs := []github.Output{{Name: "run-id", Value: st.RunID}, {Name: "status", Value: string(st.RunStatus)}}
 	if v.reportPath != "" {
@@ -347,11 +570,15 @@ func (c *ciOutput) publish(v *view, rep string, st *state.State, evPath string) 
 	if evPath != "" {
 		outs = append(outs, github.Output{Name: "evidence-path", Value: evPath})
 	}
-	if dec, ok := c.decisions[c.last]; ok {
-		if id := c.approvals[c.last]; id != "" {
-			outs = append(outs, github.Output{Name: "approval-id", Value: id})
+	if rec, ok := c.gates[c.last]; ok {
+		// The last gate the run reached, decided or not (NEWUSER7 finding 5).
+		if rec.id != "" {
+			outs = append(outs, github.Output{Name: "approval-id", Value: rec.id})
 		}
-		outs = append(outs, github.Output{Name: "approved-by", Value: dec.By}, github.Output{Name: "approval-comment", Value: dec.Reason})
+		outs = append(outs, github.Output{Name: "approval-status", Value: rec.outcome})
+		if by, reason := rec.deciders(); by != "" {
+			outs = append(outs, github.Output{Name: "approved-by", Value: by}, github.Output{Name: "approval-comment", Value: reason})
+		}
 	}
 	if p := os.Getenv("GITHUB_OUTPUT"); p != "" {
 		if err := github.WriteFileCommand(p, outs); err != nil {
@@ -360,25 +587,24 @@ func (c *ciOutput) publish(v *view, rep string, st *state.State, evPath string) 
 	}
 }
 
-// verdictText names a gate's verdict for the summary.
-func verdictText(v engine.Verdict) string {
-	switch v {
-	case engine.Approved:
-		return "approved"
-	case engine.Rejected:
-		return "rejected"
-	case engine.Cancelled:
-		return "cancelled"
+// deciders is who decided the gate and why: for an approved gate its approvers ("alice,
+// bob"), for a rejected one the rejecter, for a terminal answer the terminal's user; "" when
+// nobody did (timed out, withdrawn, interrupted). The step outputs approved-by and
+// approval-comment (NEWUSER7 finding 5).
+func (r *ciGateRecord) deciders() (by, reason string) {
+	if r.decided == nil {
+		return "", ""
 	}
-	return "?"
+	return r.decided.By, r.decided.Reason
 }
 
-// cpOpened is how ciOutput.gate hooks a control plane's gate: it sets the gate's Opened; nil
-// for any other gate.
-func cpOpened(g engine.Gate) func(func(id, token string, deadline time.Time)) {
-	cg, ok := g.(*cpclient.Gate)
-	if !ok {
-		return nil
+// voteVerdict names a vote's verdict for the summary's Votes table.
+func voteVerdict(v rbookv1.ApprovalStatus) string {
+	switch v {
+	case rbookv1.ApprovalStatus_APPROVAL_STATUS_APPROVED:
+		return "approve"
+	case rbookv1.ApprovalStatus_APPROVAL_STATUS_REJECTED:
+		return "reject"
 	}
-	return func(f func(id, token string, deadline time.Time)) { cg.Opened = f }
+	return v.String()
 }

@@ -104,6 +104,7 @@ func TestIssue7_3_RunnerNativeOutputOfTheDemo(t *testing.T) {
 		"run-id": st.RunID, "status": "COMPLETED", "report-path": "report.md",
 		"evidence-path": filepath.Join(".rbook", st.RunID+".evidence.json"),
 		"approval-id":   ids[1], "approved-by": "unverified:octocat", "approval-comment": "answered at the executor's terminal: yes",
+		"approval-status": "approved",
 	}
 	for k, w := range want {
 		if outs[k] != w {
@@ -120,13 +121,26 @@ func TestIssue7_3_RunnerNativeOutputOfTheDemo(t *testing.T) {
 		t.Errorf("GITHUB_STATE written: %q", s)
 	}
 
-	// Summary: the gate's announcement (written at the gate), the report, the graph.
+	// Summary: the report (which replaced the gate's announcement), the graph, the gate's vote.
 	sum := readFile(t, files["GITHUB_STEP_SUMMARY"])
-	approve := "rbook approve " + ids[1] + " --control-plane http://127.0.0.1:"
-	gateAt, reportAt := strings.Index(sum, approve), strings.Index(sum, "# Runbook Execution Report")
-	if gateAt < 0 || reportAt < gateAt || !strings.Contains(sum, "```mermaid\nflowchart TD\n") ||
+	if !strings.HasPrefix(sum, "# Runbook Execution Report\n") || strings.Contains(sum, "waits for a decision") ||
+		!strings.Contains(sum, "| 5 | `confirm-rollout` | "+ids[1]+" | approved | unverified:octocat | answered at the executor's terminal: yes |") ||
+		!strings.Contains(sum, "| `confirm-rollout` | unverified:octocat | approve | answered at the executor's terminal: yes | no |") ||
+		strings.Count(sum, "## Steps") != 1 || !strings.Contains(sum, "```mermaid\nflowchart TD\n") ||
 		!strings.Contains(sum, "class s1 fail") || !strings.Contains(sum, "decided by unverified:octocat") || !strings.Contains(sum, st.RunID) {
 		t.Errorf("job summary:\n%s", sum)
+	}
+
+	// The gate's announcement: the commands an approver runs, what the gate needs, and no
+	// terminal prompt (stdin is not a terminal: nobody types into a CI log; finding 10).
+	for _, w := range []string{"  Approve        RBOOK_TOKEN=<your approver token> rbook approve " + ids[1] + " --control-plane http://127.0.0.1:",
+		"  Needs          1 approval from anyone with the approver role; not from whoever started the run\n"} {
+		if !strings.Contains(log, w) {
+			t.Errorf("the log lacks %q:\n%s", w, log)
+		}
+	}
+	if strings.Contains(log, "Type yes") {
+		t.Errorf("the terminal prompt is in the CI log:\n%s", log)
 	}
 
 	// The log as the runner processes it.
@@ -192,4 +206,108 @@ func TestIssue7_3_RunnerNativeOutputOfTheDemo(t *testing.T) {
 			t.Errorf("the gate's announcement (line %d) is inside a group", i+1)
 		}
 	}
+}
+
+// ciJob starts `rbook run demo --control-plane url` as a GitHub job step would (GITHUB_ACTIONS,
+// GITHUB_OUTPUT, GITHUB_STEP_SUMMARY set; one log stream), with the summary file already
+// holding an earlier step's text, and extra environment. It returns the process and the
+// output and summary paths.
+func ciJob(t *testing.T, dir, url string, extra ...string) (*proc, string, string) {
+	t.Helper()
+	outPath, sumPath := filepath.Join(dir, "github_output"), filepath.Join(dir, "summary.md")
+	os.WriteFile(sumPath, []byte("written before rbook started\n"), 0o644)
+	for _, kv := range append([]string{"GITHUB_ACTIONS=true", "GITHUB_OUTPUT=" + outPath, "GITHUB_STEP_SUMMARY=" + sumPath,
+		"GITHUB_WORKSPACE=" + dir, "RBOOK_TOKEN=", "RBOOK_SHOW_TOKEN=", "RBOOK_CONTROL_PLANE_AUTH="}, extra...) {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v)
+	}
+	return start(t, dir, "run", "demo", "--control-plane", url), outPath, sumPath
+}
+
+// checkFinalSummary: the final summary keeps what was there before rbook, has no stale gate
+// block, one "## Steps" heading, and the Gates row want.
+func checkFinalSummary(t *testing.T, sum, wantRow string) {
+	t.Helper()
+	if !strings.HasPrefix(sum, "written before rbook started\n") || strings.Contains(sum, "waits for a decision") ||
+		strings.Count(sum, "## Steps") != 1 || !strings.Contains(sum, "\n## Step graph\n") || !strings.Contains(sum, wantRow) {
+		t.Errorf("final job summary (want the earlier text kept, no gate block, one ## Steps, row %q):\n%s", wantRow, sum)
+	}
+}
+
+// TestIssue7_3_GateOnAnUnauthenticatedControlPlane (NEWUSER7 findings 2, 5, 10, 11): a job
+// whose executor sends no credentials to a control plane without --auth-file. The gate's
+// announcement says that deciding by approval id cannot work there and how to decide
+// instead (RBOOK_SHOW_TOKEN=1, --auth-file), needs and who may approve, prefixes the commands
+// with RBOOK_TOKEN=…, and prints no terminal prompt; the live summary holds the gate block.
+// Interrupted at the gate, the outputs hold the gate's approval id and approval-status
+// withdrawn (no approved-by), and the final summary replaces the gate block and shows the
+// gate withdrawn. With RBOOK_SHOW_TOKEN=1 the printed token command decides the gate: a
+// reject gives approval-status rejected, approved-by the rejecter, and the vote in the summary.
+func TestIssue7_3_GateOnAnUnauthenticatedControlPlane(t *testing.T) {
+	t.Run("withdrawn", func(t *testing.T) {
+		dir := workdir(t)
+		url := serveCP(t, dir)
+		p, outPath, sumPath := ciJob(t, dir, url)
+		p.waitFor(t, "  Note ")
+		id := approvalIDFrom(t, p)
+		log := p.output()
+		for _, w := range []string{
+			"  Needs          1 approval from anyone with the approver role; not from whoever started the run\n",
+			"  Approve        RBOOK_TOKEN=<your approver token> rbook approve " + id + " --control-plane " + url + "\n",
+			"  Note           this run sends the control plane no credentials, so it very likely runs without --auth-file, and there a gate cannot be decided by its approval id",
+			"set RBOOK_SHOW_TOKEN=1 for the job (only where its log is private)",
+		} {
+			if !strings.Contains(log, w) {
+				t.Errorf("the gate's announcement lacks %q:\n%s", w, log)
+			}
+		}
+		if strings.Contains(log, "Type yes") || strings.Contains(log, "\n> ") {
+			t.Errorf("the terminal prompt is in the CI log:\n%s", log)
+		}
+		if live := readFile(t, sumPath); !strings.HasPrefix(live, "written before rbook started\n") ||
+			!strings.Contains(live, "waits for a decision") || !strings.Contains(live, "RBOOK_SHOW_TOKEN=1") {
+			t.Errorf("live job summary:\n%s", live)
+		}
+		p.cmd.Process.Signal(os.Interrupt)
+		p.wait(t)
+		outs := parseOutputs(t, readFile(t, outPath))
+		if outs["approval-id"] != id || outs["approval-status"] != "withdrawn" || outs["approved-by"] != "" || outs["status"] != "IN_PROGRESS" {
+			t.Errorf("outputs %q; want approval-id %s, approval-status withdrawn, no approved-by", outs, id)
+		}
+		if _, ok := outs["approved-by"]; ok {
+			t.Errorf("approved-by set for a withdrawn gate: %q", outs)
+		}
+		sum := readFile(t, sumPath)
+		checkFinalSummary(t, sum, "| 5 | `confirm-rollout` | "+id+" | withdrawn |  |  |")
+		if !strings.Contains(sum, "confirm · withdrawn (run interrupted)") || !strings.Contains(sum, "class s4 withdrawn") {
+			t.Errorf("the graph does not show the gate withdrawn:\n%s", sum)
+		}
+	})
+	t.Run("rejected with the shown token", func(t *testing.T) {
+		dir := workdir(t)
+		url := serveCP(t, dir)
+		p, outPath, sumPath := ciJob(t, dir, url, "RBOOK_SHOW_TOKEN=1")
+		p.waitFor(t, "  Approve        rbook approve ")
+		m := regexp.MustCompile(`  Approve        rbook approve (\S+) --control-plane`).FindStringSubmatch(p.output())
+		if m == nil || strings.HasPrefix(m[1], "a-") {
+			t.Fatalf("no token command:\n%s", p.output())
+		}
+		if strings.Contains(p.output(), "::add-mask::"+m[1]) {
+			t.Errorf("the shown token is masked (the runner would print ***):\n%s", p.output())
+		}
+		if out, code := runAs(t, dir, "", "reject", m[1], "--control-plane", url, "--approver", "alice", "--reason", "mine | <b>x</b>"); code != 0 {
+			t.Fatalf("reject with the token: exit %d\n%s", code, out)
+		}
+		p.wait(t)
+		outs := parseOutputs(t, readFile(t, outPath))
+		id := approvalIDFrom(t, p)
+		if outs["approval-id"] != id || outs["approval-status"] != "rejected" || outs["approved-by"] != "unverified:alice" || outs["approval-comment"] != "mine | <b>x</b>" {
+			t.Errorf("outputs %q", outs)
+		}
+		sum := readFile(t, sumPath)
+		checkFinalSummary(t, sum, "| 5 | `confirm-rollout` | "+id+" | rejected | unverified:alice | mine \\| &lt;b&gt;x&lt;/b&gt; |")
+		if !strings.Contains(sum, "| `confirm-rollout` | unverified:alice | reject | mine \\| &lt;b&gt;x&lt;/b&gt; | no |") {
+			t.Errorf("the summary lacks the vote:\n%s", sum)
+		}
+	})
 }

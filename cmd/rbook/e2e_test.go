@@ -502,8 +502,8 @@ func TestGitHubRunnerGlue(t *testing.T) {
 		t.Fatalf("exit %d\n%s", code, out)
 	}
 	s := readState(t, dir)
-	// The gate's announcement comes first (issue 7, item 4), then the report.
-	if sum := readFile(t, summary); !strings.Contains(sum, "\n# Runbook Execution Report\n") || !strings.Contains(sum, s.RunID) {
+	// At the end the report replaces the gate's announcement (NEWUSER7 finding 11).
+	if sum := readFile(t, summary); !strings.HasPrefix(sum, "# Runbook Execution Report\n") || !strings.Contains(sum, s.RunID) {
 		t.Errorf("job summary:\n%s", sum)
 	}
 	if o := readFile(t, output); !strings.Contains(o, s.RunID) || !strings.Contains(o, "COMPLETED") {

@@ -85,6 +85,18 @@ func TestIssue7_Acceptance_SimulatedJobGateDecidedByTwoApprovers(t *testing.T) {
 		job.Wait()
 		t.Fatalf("the job never announced its gate:\n%s", log.String())
 	}
+	out, code := runAs(t, dir, accAliceToken, "approve", id, "--control-plane", url, "--reason", "canary is green")
+	if want := "approval " + id + ": 1 of 2 approvals (alice); waiting for 1 more"; code != 0 || !strings.Contains(out, want) {
+		t.Fatalf("alice: exit %d, want %q:\n%s", code, want, out)
+	}
+	// The job's log says, as the vote arrives, where the gate stands (NEWUSER7 finding 10).
+	const progress = "gate confirm-rollout: 1 of 2 approvals (alice); waiting for 1 more"
+	for !strings.Contains(log.String(), progress) && sc.Scan() {
+		log.WriteString(sc.Text() + "\n")
+	}
+	if !strings.Contains(log.String(), progress) {
+		t.Fatalf("the job log never said %q:\n%s", progress, log.String())
+	}
 	done := make(chan struct{})
 	go func() {
 		for sc.Scan() {
@@ -92,11 +104,6 @@ func TestIssue7_Acceptance_SimulatedJobGateDecidedByTwoApprovers(t *testing.T) {
 		}
 		close(done)
 	}()
-
-	out, code := runAs(t, dir, accAliceToken, "approve", id, "--control-plane", url, "--reason", "canary is green")
-	if want := "approval " + id + ": 1 of 2 approvals (alice); waiting for 1 more"; code != 0 || !strings.Contains(out, want) {
-		t.Fatalf("alice: exit %d, want %q:\n%s", code, want, out)
-	}
 	out, code = runAs(t, dir, accCarolToken, "approve", id, "--control-plane", url)
 	if code != 1 || !strings.Contains(out, "E_SELF_APPROVAL") {
 		t.Fatalf("carol (github=octocat, the job's actor): exit %d, want E_SELF_APPROVAL:\n%s", code, out)
@@ -122,7 +129,7 @@ func TestIssue7_Acceptance_SimulatedJobGateDecidedByTwoApprovers(t *testing.T) {
 	want := map[string]string{
 		"run-id": st.RunID, "status": "COMPLETED", "report-path": filepath.Join(fr.root, "rbook", "demo.report.md"),
 		"evidence-path": filepath.Join(".rbook", st.RunID+".evidence.json"),
-		"approval-id":   id, "approved-by": "alice, bob", "approval-comment": "ship it",
+		"approval-id":   id, "approved-by": "alice, bob", "approval-comment": "ship it", "approval-status": "approved",
 	}
 	for k, w := range want {
 		if outs[k] != w {
@@ -135,10 +142,28 @@ func TestIssue7_Acceptance_SimulatedJobGateDecidedByTwoApprovers(t *testing.T) {
 
 	// The job summary: the gate's announcement, the report and the graph.
 	sum := readFile(t, fr.path("summary.md"))
-	for _, w := range []string{"rbook approve " + id + " --control-plane " + url, "# Runbook Execution Report", "```mermaid\nflowchart TD\n", "alice, bob"} {
+	// At the end the report replaces the gate's announcement; the Gates table has the
+	// decision and the Votes table every vote (NEWUSER7 finding 11).
+	for _, w := range []string{"# Runbook Execution Report", "```mermaid\nflowchart TD\n",
+		"| 5 | `confirm-rollout` | " + id + " | approved | alice, bob | ship it |",
+		"| `confirm-rollout` | alice | approve | canary is green | yes |", "| `confirm-rollout` | bob | approve | ship it | yes |"} {
 		if !strings.Contains(sum, w) {
 			t.Errorf("the job summary lacks %q:\n%s", w, sum)
 		}
+	}
+	if strings.Contains(sum, "waits for a decision") || strings.Count(sum, "## Steps") != 1 {
+		t.Errorf("the job summary keeps the gate's block or has two ## Steps:\n%s", sum)
+	}
+	// The announcement: what the gate needs and who may give it, the approver's command, no
+	// terminal prompt, and (the executor authenticates with OIDC) no unauthenticated note.
+	for _, w := range []string{"  Needs          2 approvals from group:sre; not from whoever started the run\n",
+		"  Approve        RBOOK_TOKEN=<your approver token> rbook approve " + id + " --control-plane " + url + "\n"} {
+		if !strings.Contains(jobLog, w) {
+			t.Errorf("the job log lacks %q:\n%s", w, jobLog)
+		}
+	}
+	if strings.Contains(jobLog, "Type yes") || strings.Contains(jobLog, "  Note ") {
+		t.Errorf("the job log has the terminal prompt or the unauthenticated note:\n%s", jobLog)
 	}
 
 	// The log as the runner processes it: one group per step, nothing from the MCP rows acts.

@@ -245,12 +245,12 @@ func runRunbook(cmd *cobra.Command, name string, f runFlags, stepIndex *int) err
 		start.RunID, start.Seq = st.RunID, max(st.Seq, started.LastSeq)
 		st.ControlPlane, st.ControlPlaneEmbedded, fileRec.KeepOutbox = cpURL, embedded, true
 		recorders = append(recorders, cpRec)
-		gate = &cpclient.Gate{C: c, Local: gate, Who: who, Announce: announcer(errw, cpURL, embedded), Cancelled: cpRec.Cancelled, Drain: cpRec.Drain,
+		gate = &cpclient.Gate{C: c, Local: ci.local(tg, gate, interactive, noInput), Who: who, Announce: announcer(errw, cpURL, embedded), Cancelled: cpRec.Cancelled, Drain: cpRec.Drain,
 			Notice: func(m string) { fmt.Fprintln(errw, m) }}
 		drainCP = cpRec.Drain
 	}
 
-	gate = ci.gate(gate, cpURL, embedded, cpOpened(gate))
+	gate = ci.gate(gate, cpURL, embedded)
 	eng := &engine.Engine{
 		Plan:      plan,
 		Executors: execs,
