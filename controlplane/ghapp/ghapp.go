@@ -54,7 +54,7 @@ type Config struct {
 type App struct {
 	appID   int64
 	apiURL  string // with a trailing slash
-	apps    *ghinstallation.AppsTransport
+	keyPEM  []byte
 	base    http.RoundTripper
 	mu      sync.Mutex
 	clients map[int64]*github.Client
@@ -81,13 +81,11 @@ func New(cfg Config) (*App, error) {
 	if base == nil {
 		base = http.DefaultTransport
 	}
-	apps, err := ghinstallation.NewAppsTransport(base, cfg.AppID, cfg.PrivateKeyPEM)
-	if err != nil {
+	if _, err := ghinstallation.NewAppsTransport(base, cfg.AppID, cfg.PrivateKeyPEM); err != nil {
 		return nil, errors.New("GitHub App private key: not an RSA private key in PEM")
 	}
-	apps.BaseURL = strings.TrimRight(api, "/")
-	return &App{appID: cfg.AppID, apiURL: strings.TrimRight(api, "/") + "/", apps: apps, base: base,
-		clients: map[int64]*github.Client{}}, nil
+	return &App{appID: cfg.AppID, apiURL: strings.TrimRight(api, "/") + "/", keyPEM: append([]byte(nil), cfg.PrivateKeyPEM...),
+		base: base, clients: map[int64]*github.Client{}}, nil
 }
 
 // checkKey accepts an RSA private key in PEM (PKCS#1 or PKCS#8).
@@ -123,8 +121,15 @@ func (a *App) Client(installationID int64) (*github.Client, error) {
 	if c := a.clients[installationID]; c != nil {
 		return c, nil
 	}
-	itr := ghinstallation.NewFromAppsTransport(a.apps, installationID)
-	itr.BaseURL = a.apps.BaseURL
+	// One AppsTransport per installation: ghinstallation's token refresh writes the shared
+	// AppsTransport's BaseURL and Client under the installation's own lock only.
+	apps, err := ghinstallation.NewAppsTransport(a.base, a.appID, a.keyPEM)
+	if err != nil {
+		return nil, errors.New("GitHub App private key: not an RSA private key in PEM")
+	}
+	apps.BaseURL = strings.TrimRight(a.apiURL, "/")
+	itr := ghinstallation.NewFromAppsTransport(apps, installationID)
+	itr.BaseURL = apps.BaseURL
 	itr.Client = &http.Client{Transport: a.base, Timeout: RequestTimeout}
 	api := a.apiURL
 	c, err := github.NewClient(github.WithTransport(itr), github.WithURLs(&api, &api), github.WithTimeout(RequestTimeout))

@@ -3,8 +3,10 @@ package ghapp_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -180,6 +182,33 @@ func TestIssue8_1_AppConfigRefused(t *testing.T) {
 	} {
 		if _, err := ghapp.New(c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("New(%d, %q): %v, want %q", c.cfg.AppID, c.cfg.APIURL, err, c.want)
+		}
+	}
+}
+
+// Issue 8, item 2 (foundation): calls for several installations at once each get their own
+// token, once per installation, without data races (run with -race).
+func TestIssue8_1_InstallationsConcurrent(t *testing.T) {
+	gh := ghfake.New(t, appID)
+	app := newApp(t, gh, gh.URL)
+	var wg sync.WaitGroup
+	errs := make(chan error, 12)
+	for i := range 12 {
+		wg.Go(func() {
+			_, err := app.PendingDeployments(context.Background(), ghapp.Repo{InstallationID: int64(1 + i%3), Owner: "acme", Name: "deploys"}, 5)
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for inst := 1; inst <= 3; inst++ {
+		if n := len(gh.RequestsTo(http.MethodPost, fmt.Sprintf("/app/installations/%d/access_tokens", inst))); n != 1 {
+			t.Errorf("installation %d: %d token requests, want 1", inst, n)
 		}
 	}
 }
