@@ -60,6 +60,13 @@ that started the run may approve (starter_may_approve, default false). The first
 rule applies; with none, a gate needs 1 approval and the run's starter may not approve it.
 The requirement is captured when a gate opens: editing the file does not change open gates.
 
+GitHub App (environment reviews as gates): --github-app-id ID --github-app-key FILE
+--github-webhook-secret-file FILE [--github-api-url URL] (all three or none; the URL defaults
+to https://api.github.com, GitHub Enterprise Server: https://HOST/api/v3). The App's webhook
+is then served at /github/webhook on this port: deliveries are verified with the secret
+(X-Hub-Signature-256) and de-duplicated by X-GitHub-Delivery. Without the flags that path
+answers 404. The key and the secret are read from the files and never logged.
+
 SIGINT or SIGTERM shuts down gracefully: open watch streams end (clients reconnect), calls
 in flight finish, the database is closed.
 
@@ -87,6 +94,10 @@ Exit codes: 0 after a clean shutdown, 2 bad flags, no secret, or the server coul
 				}
 			}
 			oidcMode, err := applyServeOIDC(&cfg)
+			if err != nil {
+				return abort("rbook serve: %v", err)
+			}
+			githubMode, err := applyServeGitHub(cmd, &cfg)
 			if err != nil {
 				return abort("rbook serve: %v", err)
 			}
@@ -122,6 +133,9 @@ Exit codes: 0 after a clean shutdown, 2 bad flags, no secret, or the server coul
 					cfg.Logger.Warn("gate policy without --auth-file: approver names are unverified, so only the number of approvals applies")
 				}
 			}
+			if githubMode != "" {
+				mode += ", " + githubMode
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "rbook control plane listening on %s (db %s, %s)\n", r.URL(), cfg.DBPath, mode)
 			<-ctx.Done()
 			cfg.Logger.Info("shutting down", "cause", context.Cause(ctx).Error())
@@ -137,6 +151,7 @@ Exit codes: 0 after a clean shutdown, 2 bad flags, no secret, or the server coul
 	f.StringVar(&authFile, "auth-file", "", `bearer tokens, one "identity role token" per line (roles: executor, approver, viewer)`)
 	f.StringVar(&policyFile, "gate-policy", "", "YAML gate policy: approvals needed, allowed approvers and four-eyes per runbook and gate")
 	addServeOIDCFlags(cmd)
+	addServeGitHubFlags(cmd)
 	f.BoolVar(&cfg.Insecure, "insecure", false, "allow a non-loopback --addr without --auth-file or --oidc-config")
 	f.Bool("forbid-self-approval", true, "deprecated: the run's starter may never approve its gates unless the gate policy says so")
 	_ = f.MarkDeprecated("forbid-self-approval", "four-eyes is the default (see --gate-policy)")

@@ -54,6 +54,9 @@ type Options struct {
 	Logger *slog.Logger
 	// MaxMessageBytes caps request messages; 0 means DefaultMaxMessageBytes.
 	MaxMessageBytes int
+	// GitHub, when set, serves the GitHub App's webhook at /github/webhook (issue 8, item 1);
+	// nil answers that path 404.
+	GitHub *GitHubOptions
 }
 
 // Server is the control plane's http.Handler. Create it with New; Close it before closing
@@ -128,6 +131,10 @@ func New(st *store.Store, opts Options) (*Server, error) {
 	s.mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
 	s.health = grpchealth.NewStaticChecker(rbookv1connect.RunServiceName, rbookv1connect.ApprovalServiceName)
 	s.mux.Handle(grpchealth.NewHandler(s.health))
+	if err := s.mountGitHub(); err != nil {
+		unsubscribe()
+		return nil, fmt.Errorf("server: %w", err)
+	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	s.stopLoop = func() { cancel(); unsubscribe() }

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rbookhq/rbook-action/controlplane/ghapp"
+	"github.com/rbookhq/rbook-action/controlplane/server"
+	"github.com/rbookhq/rbook-action/controlplane/webhook"
+)
+
+// serveGitHub holds rbook serve's GitHub App flags (issue 8, "Interface").
+var serveGitHub struct {
+	appID               int64
+	keyFile, secretFile string
+	apiURL              string
+}
+
+// Caps on the GitHub App's files: a PEM RSA key is a few KiB, a webhook secret a few dozen
+// bytes; anything larger is the wrong file.
+const (
+	maxAppKeyFileBytes    = 64 << 10
+	maxWebhookSecretBytes = 4 << 10
+)
+
+// addServeGitHubFlags registers --github-app-id, --github-app-key, --github-webhook-secret-file
+// and --github-api-url on cmd.
+func addServeGitHubFlags(cmd *cobra.Command) {
+	fs := cmd.Flags()
+	fs.Int64Var(&serveGitHub.appID, "github-app-id", 0, "GitHub App id: take part in environment protection and serve its webhook at "+webhook.Path)
+	fs.StringVar(&serveGitHub.keyFile, "github-app-key", "", "file with the GitHub App's private key (PEM, as GitHub issues it)")
+	fs.StringVar(&serveGitHub.secretFile, "github-webhook-secret-file", "", "file with the GitHub App's webhook secret (at least 16 bytes; surrounding whitespace ignored)")
+	fs.StringVar(&serveGitHub.apiURL, "github-api-url", ghapp.DefaultAPIURL, "GitHub REST API base URL (GitHub Enterprise Server: https://HOST/api/v3)")
+}
+
+// applyServeGitHub checks the GitHub App flags (all of --github-app-id, --github-app-key and
+// --github-webhook-secret-file, or none; --github-api-url only with them), reads the key and
+// secret files and sets cfg.GitHub. It returns the words for the listening line ("" without
+// an App). Errors name the flag or the file; they never hold the files' contents.
+func applyServeGitHub(cmd *cobra.Command, cfg *server.Config) (string, error) {
+	fs := cmd.Flags()
+	set := map[string]bool{}
+	for _, n := range []string{"github-app-id", "github-app-key", "github-webhook-secret-file", "github-api-url"} {
+		set[n] = fs.Changed(n)
+	}
+	if !set["github-app-id"] && !set["github-app-key"] && !set["github-webhook-secret-file"] {
+		if set["github-api-url"] {
+			return "", fmt.Errorf("--github-api-url needs --github-app-id, --github-app-key and --github-webhook-secret-file")
+		}
+		return "", nil
+	}
+	var missing []string
+	for _, n := range []string{"github-app-id", "github-app-key", "github-webhook-secret-file"} {
+		if !set[n] {
+			missing = append(missing, "--"+n)
+		}
+	}
+	if len(missing) > 0 {
+		return "", fmt.Errorf("the GitHub App needs --github-app-id, --github-app-key and --github-webhook-secret-file together; missing %s", strings.Join(missing, ", "))
+	}
+	if serveGitHub.appID <= 0 {
+		return "", fmt.Errorf("--github-app-id %d: must be the App's positive numeric id", serveGitHub.appID)
+	}
+	key, err := readSecretFile(serveGitHub.keyFile, maxAppKeyFileBytes)
+	if err != nil {
+		return "", fmt.Errorf("--github-app-key %s: %v", serveGitHub.keyFile, err)
+	}
+	app, err := ghapp.New(ghapp.Config{AppID: serveGitHub.appID, PrivateKeyPEM: key, APIURL: serveGitHub.apiURL})
+	if err != nil {
+		if strings.Contains(err.Error(), "API URL") {
+			return "", fmt.Errorf("--github-api-url: %v", err)
+		}
+		return "", fmt.Errorf("--github-app-key %s: %v", serveGitHub.keyFile, err)
+	}
+	secret, err := readSecretFile(serveGitHub.secretFile, maxWebhookSecretBytes)
+	if err != nil {
+		return "", fmt.Errorf("--github-webhook-secret-file %s: %v", serveGitHub.secretFile, err)
+	}
+	secret = bytes.TrimSpace(secret)
+	if len(secret) < webhook.MinSecretBytes {
+		return "", fmt.Errorf("--github-webhook-secret-file %s: the secret is %d bytes, need at least %d", serveGitHub.secretFile, len(secret), webhook.MinSecretBytes)
+	}
+	cfg.GitHub = &server.GitHubOptions{App: app, WebhookSecret: secret}
+	return fmt.Sprintf("GitHub App %d at %s, webhook %s", serveGitHub.appID, strings.TrimRight(serveGitHub.apiURL, "/"), webhook.Path), nil
+}
+
+// readSecretFile reads at most limit bytes of path; a larger or empty file is an error.
+func readSecretFile(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("file is over %d bytes: is it the right file?", limit)
+	}
+	if len(bytes.TrimSpace(b)) == 0 {
+		return nil, fmt.Errorf("file is empty")
+	}
+	return b, nil
+}

@@ -1,0 +1,47 @@
+package server
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/rbookhq/rbook-action/controlplane/ghapp"
+	"github.com/rbookhq/rbook-action/controlplane/webhook"
+)
+
+// GitHubOptions make the control plane a GitHub App taking part in environment protection
+// (issue 8, item 1; rbook serve --github-app-id, --github-app-key,
+// --github-webhook-secret-file, --github-api-url).
+type GitHubOptions struct {
+	// App is the App's API client (installation tokens, reviews); required.
+	App *ghapp.App
+	// WebhookSecret verifies X-Hub-Signature-256 of deliveries at webhook.Path; at least
+	// webhook.MinSecretBytes. Never logged.
+	WebhookSecret []byte
+	// Handler acts on verified deliveries; nil means webhook.LogHandler (log only).
+	Handler webhook.Handler
+}
+
+// mountGitHub serves webhook.Path: the endpoint when GitHub is configured, else 404 with a
+// hint (issue 8, item 1: "without them the webhook path answers 404").
+func (s *Server) mountGitHub() error {
+	gh := s.opts.GitHub
+	if gh == nil || s.st.ReadOnly() {
+		s.mux.HandleFunc(webhook.Path, func(w http.ResponseWriter, r *http.Request) {
+			http.Error(w, "GitHub webhook not configured: start rbook serve with --github-app-id, --github-app-key and --github-webhook-secret-file", http.StatusNotFound)
+		})
+		return nil
+	}
+	if gh.App == nil {
+		return fmt.Errorf("GitHub App: no App client")
+	}
+	h := gh.Handler
+	if h == nil {
+		h = webhook.LogHandler{Log: s.log}
+	}
+	ep, err := webhook.New(gh.WebhookSecret, s.st, h, s.log)
+	if err != nil {
+		return fmt.Errorf("GitHub App: %w", err)
+	}
+	s.mux.Handle(webhook.Path, ep)
+	return nil
+}

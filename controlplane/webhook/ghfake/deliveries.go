@@ -1,0 +1,180 @@
+package ghfake
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// Delivery is a webhook delivery as GitHub sends it: event name, delivery id (a GUID), JSON
+// body and the headers that go with them.
+type Delivery struct {
+	Event, ID string
+	Body      []byte
+}
+
+// Sign is GitHub's X-Hub-Signature-256 value for body: "sha256=" + hex(HMAC-SHA256(secret, body)).
+func Sign(secret, body []byte) string {
+	m := hmac.New(sha256.New, secret)
+	m.Write(body)
+	return "sha256=" + hex.EncodeToString(m.Sum(nil))
+}
+
+// NewDeliveryID is a fresh GUID like GitHub's X-GitHub-Delivery.
+func NewDeliveryID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+// Request builds the POST of d to url, signed with secret, with GitHub's headers
+// (X-GitHub-Event, X-GitHub-Delivery, X-GitHub-Hook-ID, X-Hub-Signature-256, a
+// GitHub-Hookshot User-Agent, Content-Type application/json).
+func (d Delivery) Request(url string, secret []byte) (*http.Request, error) {
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(d.Body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "GitHub-Hookshot/fake")
+	req.Header.Set("X-GitHub-Event", d.Event)
+	req.Header.Set("X-GitHub-Delivery", d.ID)
+	req.Header.Set("X-GitHub-Hook-ID", "1")
+	req.Header.Set("X-GitHub-Hook-Installation-Target-Type", "integration")
+	req.Header.Set("X-Hub-Signature-256", Sign(secret, d.Body))
+	return req, nil
+}
+
+// Repository names the repository of a payload.
+type Repository struct {
+	Owner, Name string
+	ID          int64
+}
+
+func (r Repository) payload() map[string]any {
+	return map[string]any{"id": r.ID, "name": r.Name, "full_name": r.Owner + "/" + r.Name, "private": false,
+		"owner":    map[string]any{"login": r.Owner, "id": r.ID + 1, "type": "Organization"},
+		"html_url": "https://github.com/" + r.Owner + "/" + r.Name}
+}
+
+func user(login string, id int64) map[string]any {
+	return map[string]any{"login": login, "id": id, "type": "User", "html_url": "https://github.com/" + login}
+}
+
+// ProtectionRule describes a deployment_protection_rule "requested" delivery.
+type ProtectionRule struct {
+	Repo           Repository
+	InstallationID int64
+	RunID          int64
+	Environment    string
+	// APIURL is the API base URL the callback URL is under (the fake's URL; "" means api.github.com).
+	APIURL       string
+	Event        string // the workflow's trigger, e.g. "workflow_dispatch"
+	SHA, Ref     string
+	SenderLogin  string
+	DeploymentID int64
+}
+
+// ProtectionRuleRequested is a deployment_protection_rule "requested" delivery shaped as
+// GitHub documents it: action, environment, event, deployment_callback_url
+// ({api}/repos/{o}/{r}/actions/runs/{run_id}/deployment_protection_rule), deployment,
+// pull_requests, repository, installation, sender.
+func ProtectionRuleRequested(p ProtectionRule) Delivery {
+	api := p.APIURL
+	if api == "" {
+		api = "https://api.github.com"
+	}
+	if p.Event == "" {
+		p.Event = "workflow_dispatch"
+	}
+	if p.SenderLogin == "" {
+		p.SenderLogin = "octo-starter"
+	}
+	body := map[string]any{
+		"action":                  "requested",
+		"environment":             p.Environment,
+		"event":                   p.Event,
+		"deployment_callback_url": fmt.Sprintf("%s/repos/%s/%s/actions/runs/%d/deployment_protection_rule", api, p.Repo.Owner, p.Repo.Name, p.RunID),
+		"deployment": map[string]any{"id": p.DeploymentID, "sha": p.SHA, "ref": p.Ref, "task": "deploy", "environment": p.Environment,
+			"creator": user(p.SenderLogin, 9001), "created_at": time.Now().UTC().Format(time.RFC3339)},
+		"pull_requests": []any{},
+		"repository":    p.Repo.payload(),
+		"installation":  map[string]any{"id": p.InstallationID, "node_id": "MDIzOkludGVncmF0aW9uSW5zdGFsbGF0aW9u"},
+		"sender":        user(p.SenderLogin, 9001),
+	}
+	return Delivery{Event: "deployment_protection_rule", ID: NewDeliveryID(), Body: mustJSON(body)}
+}
+
+// JobRun is one of a deployment_review's workflow_job_runs.
+type JobRun struct {
+	ID          int64
+	Name        string
+	Environment string
+}
+
+// Review describes a deployment_review delivery.
+type Review struct {
+	Action         string // "approved", "rejected" or "requested"
+	Repo           Repository
+	InstallationID int64
+	RunID          int64
+	Environment    string
+	ApproverLogin  string // approved/rejected
+	ApproverID     int64
+	Comment        string
+	RequestorLogin string // requested
+	JobRuns        []JobRun
+}
+
+// DeploymentReview is a deployment_review delivery shaped as GitHub documents it: action,
+// since, workflow_run, repository, installation, sender, reviewers; for approved/rejected
+// approver, comment and workflow_job_runs; for requested environment, requestor (so spelt in
+// the payload) and workflow_job_run.
+func DeploymentReview(p Review) Delivery {
+	run := map[string]any{"id": p.RunID, "name": "deploy", "status": "waiting", "event": "workflow_dispatch",
+		"head_sha": "0123456789abcdef0123456789abcdef01234567", "head_branch": "main", "run_attempt": 1,
+		"html_url": fmt.Sprintf("https://github.com/%s/%s/actions/runs/%d", p.Repo.Owner, p.Repo.Name, p.RunID)}
+	body := map[string]any{
+		"action":       p.Action,
+		"since":        time.Now().UTC().Format(time.RFC3339),
+		"workflow_run": run,
+		"repository":   p.Repo.payload(),
+		"installation": map[string]any{"id": p.InstallationID},
+		"reviewers":    []any{map[string]any{"type": "User", "reviewer": user("octo-reviewer", 9100)}},
+	}
+	var jobs []any
+	for _, j := range p.JobRuns {
+		jobs = append(jobs, map[string]any{"id": j.ID, "name": j.Name, "environment": j.Environment, "status": "waiting",
+			"conclusion": nil, "created_at": time.Now().UTC().Format(time.RFC3339), "updated_at": time.Now().UTC().Format(time.RFC3339),
+			"html_url": fmt.Sprintf("https://github.com/%s/%s/actions/runs/%d/job/%d", p.Repo.Owner, p.Repo.Name, p.RunID, j.ID)})
+	}
+	switch p.Action {
+	case "requested":
+		body["environment"] = p.Environment
+		body["requestor"] = user(p.RequestorLogin, 9200)
+		body["sender"] = user(p.RequestorLogin, 9200)
+		if len(jobs) > 0 {
+			body["workflow_job_run"] = jobs[0]
+		}
+	default:
+		body["approver"] = user(p.ApproverLogin, p.ApproverID)
+		body["comment"] = p.Comment
+		body["workflow_job_runs"] = jobs
+		body["sender"] = user(p.ApproverLogin, p.ApproverID)
+	}
+	return Delivery{Event: "deployment_review", ID: NewDeliveryID(), Body: mustJSON(body)}
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}

@@ -1,0 +1,348 @@
+// Package webhook is the control plane's GitHub webhook endpoint (issue 8, item 1; DESIGN
+// "The house": "GitHub webhooks (deployment_protection_rule, deployment_review)"), served at
+// Path on the control plane's port.
+//
+// A delivery is answered as GitHub expects: 401 for a missing or bad X-Hub-Signature-256,
+// 400 for missing X-GitHub-Event / X-GitHub-Delivery headers or a malformed payload of an
+// event it acts on, 413 over MaxBodyBytes, 405 for a method other than POST, 200 for an
+// event it does not act on (acknowledged, ignored, nothing recorded) and for a delivery id
+// it already processed (a replay changes nothing), 500 when the Handler failed (GitHub
+// shows the delivery as failed and it can be redelivered; it is not recorded as processed).
+// Every refusal is logged with slog (event, delivery id, reason); the secret, the signature
+// and the body never are.
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"strings"
+	"sync"
+
+	"github.com/google/go-github/v90/github"
+
+	"github.com/rbookhq/rbook-action/controlplane/store"
+)
+
+// Path is where the endpoint is mounted on the control plane's mux (issue 8, "Interface").
+const Path = "/github/webhook"
+
+// MaxBodyBytes caps a delivery's body (1 MiB); a larger one is refused with 413 before its
+// signature is checked, so an unauthenticated sender cannot make the server buffer more.
+// GitHub's own cap is 25 MB, which only push-like events approach; the two events rbook acts
+// on carry one deployment, one workflow run and its job runs (a few tens of KiB), and an App
+// receives only the events it subscribes to.
+const MaxBodyBytes = 1 << 20
+
+// MinSecretBytes is the shortest webhook secret accepted (GitHub accepts any; a short one
+// is guessable, so New refuses it).
+const MinSecretBytes = 16
+
+// The GitHub events the endpoint acts on (issue 8, items 2 and 3).
+const (
+	EventProtectionRule   = "deployment_protection_rule"
+	EventDeploymentReview = "deployment_review"
+)
+
+// Delivery identifies one webhook delivery for a Handler: its X-GitHub-Delivery id, the
+// X-GitHub-Event name and the payload's action.
+type Delivery struct {
+	ID, Event, Action string
+}
+
+// Handler acts on the deliveries the endpoint verified and parsed. Its methods must be
+// idempotent (GitHub redelivers, and two copies of one delivery can race past the seen
+// check in different processes) and should return within GitHub's 10 s delivery timeout.
+// A nil error marks the delivery processed; an error answers 500 and leaves it unrecorded,
+// so a redelivery runs the method again. Errors must not carry secrets (they are logged).
+type Handler interface {
+	// ProtectionRuleRequested is a deployment_protection_rule "requested" delivery (issue 8,
+	// item 2): ev has a deployment_callback_url with a run id (ev.GetRunID()), an
+	// environment, a repository and an installation id (checked by the endpoint).
+	ProtectionRuleRequested(ctx context.Context, d Delivery, ev *github.DeploymentProtectionRuleEvent) error
+	// DeploymentReviewed is a deployment_review "approved" or "rejected" delivery (issue 8,
+	// item 3): ev has an approver login and id, a workflow run id and a repository (checked
+	// by the endpoint); Comment may be empty.
+	DeploymentReviewed(ctx context.Context, d Delivery, ev *github.DeploymentReviewEvent) error
+}
+
+// Deliveries is where processed delivery ids are kept; *store.Store implements it
+// (migration 0006).
+type Deliveries interface {
+	GitHubDeliverySeen(ctx context.Context, id string) (bool, error)
+	RecordGitHubDelivery(ctx context.Context, d store.GitHubDelivery) (bool, error)
+}
+
+// Endpoint is the http.Handler for Path. Create it with New.
+type Endpoint struct {
+	secret     []byte
+	deliveries Deliveries
+	handler    Handler
+	log        *slog.Logger
+
+	mu       sync.Mutex
+	inFlight map[string]*deliveryLock // one delivery id processed at a time in this process
+}
+
+type deliveryLock struct {
+	mu   sync.Mutex
+	refs int
+}
+
+// New returns the endpoint. secret is the App's webhook secret (at least MinSecretBytes;
+// surrounding whitespace of a secret file is the caller's to trim); deliveries and handler
+// are required; log nil means slog.Default(). Errors: a short secret, a nil dependency.
+func New(secret []byte, deliveries Deliveries, handler Handler, log *slog.Logger) (*Endpoint, error) {
+	if len(secret) < MinSecretBytes {
+		return nil, fmt.Errorf("webhook secret is %d bytes, need at least %d", len(secret), MinSecretBytes)
+	}
+	if deliveries == nil || handler == nil {
+		return nil, errors.New("webhook: a delivery store and a handler are required")
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Endpoint{secret: append([]byte(nil), secret...), deliveries: deliveries, handler: handler,
+		log: log, inFlight: map[string]*deliveryLock{}}, nil
+}
+
+// ServeHTTP verifies, de-duplicates, parses and dispatches one delivery (see the package
+// comment for the answers).
+func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	event := r.Header.Get(github.EventTypeHeader)
+	id := r.Header.Get(github.DeliveryIDHeader)
+	refuse := func(code int, reason string, attrs ...any) {
+		e.log.Warn("github webhook refused", append([]any{"event", logValue(event), "delivery", logValue(id),
+			"status", code, "reason", reason, "remote", r.RemoteAddr}, attrs...)...)
+		http.Error(w, reason, code)
+	}
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		refuse(http.StatusMethodNotAllowed, "method "+r.Method+" not allowed: GitHub posts deliveries")
+		return
+	}
+	if event == "" || id == "" {
+		refuse(http.StatusBadRequest, "missing "+github.EventTypeHeader+" or "+github.DeliveryIDHeader+" header")
+		return
+	}
+	if len(event) > store.MaxIDBytes || len(id) > store.MaxIDBytes {
+		refuse(http.StatusBadRequest, fmt.Sprintf("%s or %s header over %d bytes", github.EventTypeHeader, github.DeliveryIDHeader, store.MaxIDBytes))
+		return
+	}
+	if ct, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || ct != "application/json" {
+		refuse(http.StatusUnsupportedMediaType, "Content-Type must be application/json (the App's webhook content type)")
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			refuse(http.StatusRequestEntityTooLarge, fmt.Sprintf("body over %d bytes", MaxBodyBytes))
+			return
+		}
+		refuse(http.StatusBadRequest, "reading the body failed")
+		return
+	}
+	sig := r.Header.Get(github.SHA256SignatureHeader)
+	if !strings.HasPrefix(sig, "sha256=") {
+		refuse(http.StatusUnauthorized, "missing "+github.SHA256SignatureHeader+" (sha256=…) header")
+		return
+	}
+	// ValidateSignature compares the HMAC-SHA256 with hmac.Equal (constant time).
+	if err := github.ValidateSignature(sig, body, e.secret); err != nil {
+		refuse(http.StatusUnauthorized, "signature does not match the webhook secret")
+		return
+	}
+
+	if event != EventProtectionRule && event != EventDeploymentReview {
+		e.log.Info("github webhook ignored", "event", logValue(event), "delivery", logValue(id), "reason", "event not handled")
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+
+	unlock := e.lock(id)
+	defer unlock()
+	seen, err := e.deliveries.GitHubDeliverySeen(r.Context(), id)
+	if err != nil {
+		e.log.Error("github webhook: reading processed deliveries failed", "event", event, "delivery", id, "error", err.Error())
+		http.Error(w, "storage unavailable", http.StatusInternalServerError)
+		return
+	}
+	if seen {
+		e.log.Info("github webhook ignored", "event", event, "delivery", id, "reason", "delivery already processed")
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+
+	d := Delivery{ID: id, Event: event}
+	var handle func() error
+	switch event {
+	case EventProtectionRule:
+		var ev github.DeploymentProtectionRuleEvent
+		if err := json.Unmarshal(body, &ev); err != nil {
+			refuse(http.StatusBadRequest, "payload is not a deployment_protection_rule event: "+jsonReason(err))
+			return
+		}
+		d.Action = ev.GetAction()
+		if d.Action == "requested" {
+			if reason := checkProtectionRule(&ev); reason != "" {
+				refuse(http.StatusBadRequest, reason, "action", logValue(d.Action))
+				return
+			}
+			handle = func() error { return e.handler.ProtectionRuleRequested(r.Context(), d, &ev) }
+		}
+	case EventDeploymentReview:
+		var ev github.DeploymentReviewEvent
+		if err := json.Unmarshal(body, &ev); err != nil {
+			refuse(http.StatusBadRequest, "payload is not a deployment_review event: "+jsonReason(err))
+			return
+		}
+		// GitHub's payload names the requester "requestor"; go-github's field is tagged
+		// "requester" (issue 8, "Facts").
+		if ev.Requester == nil {
+			var alt struct {
+				Requestor *github.User `json:"requestor"`
+			}
+			if json.Unmarshal(body, &alt) == nil {
+				ev.Requester = alt.Requestor
+			}
+		}
+		d.Action = ev.GetAction()
+		if d.Action == "approved" || d.Action == "rejected" {
+			if reason := checkReview(&ev); reason != "" {
+				refuse(http.StatusBadRequest, reason, "action", logValue(d.Action))
+				return
+			}
+			handle = func() error { return e.handler.DeploymentReviewed(r.Context(), d, &ev) }
+		}
+	}
+	if len(d.Action) > store.MaxIDBytes {
+		refuse(http.StatusBadRequest, fmt.Sprintf("action over %d bytes", store.MaxIDBytes))
+		return
+	}
+	if handle == nil {
+		// e.g. deployment_review "requested": nothing to decide; recorded so a replay is a no-op.
+		e.log.Info("github webhook: action not acted on", "event", event, "delivery", id, "action", logValue(d.Action))
+	} else if err := handle(); err != nil {
+		e.log.Error("github webhook: handler failed; not recorded, GitHub may redeliver", "event", event,
+			"delivery", id, "action", d.Action, "error", err.Error())
+		http.Error(w, "processing failed", http.StatusInternalServerError)
+		return
+	}
+	if _, err := e.deliveries.RecordGitHubDelivery(r.Context(), store.GitHubDelivery{ID: id, Event: event, Action: d.Action}); err != nil {
+		e.log.Error("github webhook: recording the processed delivery failed", "event", event, "delivery", id, "error", err.Error())
+		http.Error(w, "storage unavailable", http.StatusInternalServerError)
+		return
+	}
+	e.log.Info("github webhook processed", "event", event, "delivery", id, "action", d.Action)
+	w.WriteHeader(http.StatusOK)
+}
+
+// checkProtectionRule returns why a requested rule cannot be acted on, or "".
+func checkProtectionRule(ev *github.DeploymentProtectionRuleEvent) string {
+	switch {
+	case ev.GetDeploymentCallbackURL() == "":
+		return "deployment_protection_rule: no deployment_callback_url"
+	case ev.GetEnvironment() == "":
+		return "deployment_protection_rule: no environment"
+	case ev.GetRepo().GetFullName() == "":
+		return "deployment_protection_rule: no repository.full_name"
+	case ev.GetInstallation().GetID() == 0:
+		return "deployment_protection_rule: no installation.id (the App's installation)"
+	}
+	if _, err := ev.GetRunID(); err != nil {
+		return "deployment_protection_rule: deployment_callback_url has no run id"
+	}
+	return ""
+}
+
+// checkReview returns why an approved/rejected review cannot be acted on, or "".
+func checkReview(ev *github.DeploymentReviewEvent) string {
+	switch {
+	case ev.GetApprover().GetLogin() == "" || ev.GetApprover().GetID() == 0:
+		return "deployment_review: no approver login and id"
+	case ev.GetWorkflowRun().GetID() == 0:
+		return "deployment_review: no workflow_run.id"
+	case ev.GetRepo().GetFullName() == "":
+		return "deployment_review: no repository.full_name"
+	}
+	return ""
+}
+
+// lock serialises the processing of one delivery id in this process, so two copies of a
+// delivery arriving together run the Handler once.
+func (e *Endpoint) lock(id string) func() {
+	e.mu.Lock()
+	l := e.inFlight[id]
+	if l == nil {
+		l = &deliveryLock{}
+		e.inFlight[id] = l
+	}
+	l.refs++
+	e.mu.Unlock()
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		e.mu.Lock()
+		if l.refs--; l.refs == 0 {
+			delete(e.inFlight, id)
+		}
+		e.mu.Unlock()
+	}
+}
+
+// maxLoggedHeader bounds a header value copied into a log line.
+const maxLoggedHeader = 100
+
+// logValue is a header value as logged: at most maxLoggedHeader bytes, quoted by slog.
+func logValue(s string) string {
+	if len(s) > maxLoggedHeader {
+		return s[:maxLoggedHeader] + "…"
+	}
+	return s
+}
+
+// jsonReason is a JSON error without payload text (a syntax error's offset, a type error's field).
+func jsonReason(err error) string {
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syn):
+		return fmt.Sprintf("invalid JSON at byte %d", syn.Offset)
+	case errors.As(err, &typ):
+		return fmt.Sprintf("field %q has the wrong type", typ.Field)
+	}
+	return "invalid JSON"
+}
+
+// LogHandler is a Handler that only logs what it receives (issue 8, item 1: the endpoint's
+// foundation before items 2 and 3 act on deliveries). It logs ids, names and logins, never
+// comments in full.
+type LogHandler struct{ Log *slog.Logger }
+
+func (h LogHandler) logger() *slog.Logger {
+	if h.Log == nil {
+		return slog.Default()
+	}
+	return h.Log
+}
+
+// ProtectionRuleRequested logs the rule request and returns nil.
+func (h LogHandler) ProtectionRuleRequested(_ context.Context, d Delivery, ev *github.DeploymentProtectionRuleEvent) error {
+	runID, _ := ev.GetRunID()
+	h.logger().Info("github deployment protection rule requested", "delivery", d.ID, "repository", ev.GetRepo().GetFullName(),
+		"environment", ev.GetEnvironment(), "run_id", runID, "installation", ev.GetInstallation().GetID())
+	return nil
+}
+
+// DeploymentReviewed logs the review and returns nil.
+func (h LogHandler) DeploymentReviewed(_ context.Context, d Delivery, ev *github.DeploymentReviewEvent) error {
+	h.logger().Info("github deployment review", "delivery", d.ID, "action", d.Action, "repository", ev.GetRepo().GetFullName(),
+		"run_id", ev.GetWorkflowRun().GetID(), "approver", ev.GetApprover().GetLogin())
+	return nil
+}
