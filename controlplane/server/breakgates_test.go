@@ -306,9 +306,9 @@ func TestIssue7_BreakGates_PolicyEditAfterOpen(t *testing.T) {
 		t.Logf("stop: %v", err)
 	}
 	q := startBreak(t, breakAuth, "rules:\n  - approvals: 1\n    starter_may_approve: true\n", p.DB)
-	got, err := approveByID(asWho(q, "erin"), a.GetApprovalId(), "", "")
+	_, err := approveByID(asWho(q, "erin"), a.GetApprovalId(), "", "")
 	wantCode(t, err, connect.CodePermissionDenied, "E_PERMISSION_DENIED")
-	got, err = approveByID(asWho(q, "alice"), a.GetApprovalId(), "", "")
+	got, err := approveByID(asWho(q, "alice"), a.GetApprovalId(), "", "")
 	if err != nil || got.GetStatus() != rbookv1.ApprovalStatus_APPROVAL_STATUS_PENDING {
 		t.Fatalf("after the policy edit: %v, %v; want the captured 2-of-sre", got, err)
 	}
