@@ -93,3 +93,33 @@ func TestIssue7_Polish_MissingTokenSaysWhatToDo(t *testing.T) {
 		t.Fatalf("no ::error:: annotation in the runner log:\n%s", log)
 	}
 }
+
+// TestIssue7_Polish_ResumeWithControlPlaneOffWarns: a run interrupted while reporting to a
+// control plane, resumed with the control plane off, is warned that the control plane's
+// record will not get this run's transitions, with its URL and the command that resumes
+// with it; a run that never reported to one is not (issue 7 new-user finding 12).
+func TestIssue7_Polish_ResumeWithControlPlaneOffWarns(t *testing.T) {
+	dir := workdir(t)
+	url := serveCP(t, dir)
+	p := start(t, dir, "run", "demo", "--control-plane", url)
+	p.waitFor(t, "Approval a-")
+	p.cmd.Process.Signal(os.Interrupt)
+	if code := p.wait(t); code == 0 {
+		t.Fatalf("interrupted run exited 0:\n%s", p.output())
+	}
+	if st := readState(t, dir); st.ControlPlane != url || st.Interrupted == nil {
+		t.Fatalf("state after the interrupt: control plane %q, interrupted %v", st.ControlPlane, st.Interrupted)
+	}
+	_, stderr, _ := runSplit(t, dir, []string{"RBOOK_CONTROL_PLANE=off"}, "run", "demo")
+	want := "Warning: run " + readState(t, dir).RunID + " reports to the control plane " + url + ", but this resume runs with the control plane off: " +
+		"its record there will not get this run's transitions and keeps the run in progress. To keep it in step, stop now (Ctrl-C) and resume with: rbook run demo --control-plane " + url + "\n"
+	if !strings.Contains(stderr, want) {
+		t.Fatalf("resume with the control plane off:\n%s\nwant\n%s", stderr, want)
+	}
+
+	fresh := workdir(t)
+	_, stderr, _ = runSplit(t, fresh, nil, "run", "demo", "--control-plane", "off")
+	if strings.Contains(stderr, "Warning: run") {
+		t.Fatalf("a run without a control plane was warned:\n%s", stderr)
+	}
+}

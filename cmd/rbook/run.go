@@ -225,6 +225,9 @@ func runRunbook(cmd *cobra.Command, name string, f runFlags, stepIndex *int) err
 		return abort("%v", err)
 	}
 	defer stopCP()
+	if cpURL == "" && opened.Resumed {
+		warnControlPlaneLeftBehind(errw, st, name)
+	}
 	if cpURL != "" {
 		c, err := newCPClient(cpURL, embedded)
 		if err != nil {
