@@ -123,3 +123,22 @@ func TestIssue7_Polish_ResumeWithControlPlaneOffWarns(t *testing.T) {
 		t.Fatalf("a run without a control plane was warned:\n%s", stderr)
 	}
 }
+
+// TestIssue7_Polish_ServeConfigErrors: `rbook serve` refuses --public-url without a scheme
+// (no token's audience could match it) and reports a gate-policy YAML error on line 1 as
+// file:1 (issue 7 new-user finding 14).
+func TestIssue7_Polish_ServeConfigErrors(t *testing.T) {
+	dir := t.TempDir()
+	_, stderr, code := runSplit(t, dir, []string{"RBOOK_APPROVAL_SECRET=" + testSecret}, "serve", "--addr", "127.0.0.1:0", "--db", filepath.Join(dir, "cp.db"), "--public-url", "127.0.0.1:7070")
+	want := "rbook serve: --public-url \"127.0.0.1:7070\" is not a control plane URL: give its scheme (http:// or https://) and host, as in http://127.0.0.1:7070\n"
+	if code != 2 || stderr != want {
+		t.Errorf("--public-url without a scheme: exit %d\n%s\nwant\n%s", code, stderr, want)
+	}
+	policy := filepath.Join(dir, "gp6.yaml")
+	os.WriteFile(policy, []byte("\trules: []\n"), 0o600)
+	_, stderr, code = runSplit(t, dir, []string{"RBOOK_APPROVAL_SECRET=" + testSecret}, "serve", "--addr", "127.0.0.1:0", "--db", filepath.Join(dir, "cp.db"), "--gate-policy", policy)
+	want = "rbook serve: " + policy + ":1: found character that cannot start any token (indent YAML with spaces, not tabs)\n"
+	if code != 2 || stderr != want {
+		t.Errorf("tab in the gate policy: exit %d\n%s\nwant\n%s", code, stderr, want)
+	}
+}
