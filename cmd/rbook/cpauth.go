@@ -30,7 +30,7 @@ var cpAuth struct{ mode, audience string }
 func addControlPlaneAuthFlags(cmd *cobra.Command) {
 	fs := cmd.Flags()
 	fs.StringVar(&cpAuth.mode, "control-plane-auth", "", "how to authenticate to the control plane: auto (default: $RBOOK_TOKEN if set, "+
-		"else a GitHub OIDC token in a job with `permissions: id-token: write`, else none), token, oidc or none; default $RBOOK_CONTROL_PLANE_AUTH")
+		"else a GitHub OIDC token in a job with \"permissions: id-token: write\", else none), token, oidc or none; default $RBOOK_CONTROL_PLANE_AUTH")
 	fs.StringVar(&cpAuth.audience, "oidc-audience", "", "audience of the GitHub OIDC token (default $RBOOK_OIDC_AUDIENCE, else the control-plane URL)")
 }
 

@@ -146,6 +146,9 @@ func (f *cpFlags) rpcError(err error) error {
 	var ce *connect.Error
 	if errors.As(err, &ce) {
 		msg := fmt.Sprintf("rbook: %s (%s)", ce.Message(), ce.Code())
+		if h := rpcHint(err, f.hintURL(), os.Getenv("RBOOK_TOKEN") != ""); h != "" {
+			msg += "\n" + h
+		}
 		if f.fromFile && ce.Code() == connect.CodeUnavailable {
 			msg += fmt.Sprintf("\nThe embedded control plane named in %s is not running any more (its 'rbook run' has ended). Pass --control-plane URL for another one.", embeddedURLFile)
 		} else if u, _, rerr := f.resolve(); rerr == nil && ce.Code() == connect.CodeUnavailable && !listening(u) {
@@ -186,34 +189,15 @@ func newDecideCmd(approve bool) *cobra.Command {
 		verb, past = "approve", "approved"
 	}
 	cmd := &cobra.Command{
-		Use:   verb + " APPROVAL_ID|TOKEN",
-		Short: strings.ToUpper(verb[:1]) + verb[1:] + " a waiting confirm gate, by approval id or with its token",
-		Long: fmt.Sprintf(`%s a waiting confirm gate, named by its APPROVAL_ID ("a-" and 26 characters, what a
-run prints in CI) or by the TOKEN it was issued with (the executor prints "rbook approve
-<token>" on a terminal; "-" reads the token from stdin, keeping it out of shell history).
-
-By approval id you need an approver's bearer token ($RBOOK_TOKEN, rbook serve --auth-file):
-the control plane records your identity from it, and its gate policy decides whether you
-may decide the gate (E_PERMISSION_DENIED), whether you started the run (E_SELF_APPROVAL:
-another person must approve) and how many distinct approvers the gate needs. A gate that
-needs more prints how far it got ("approval a-…: 1 of 2 approvals (alice); waiting for 1
-more"); approving twice counts once. One reject by an allowed approver rejects. The first
-decision wins; a second one fails with E_APPROVAL_ALREADY_DECIDED.
-
---approver NAME is only for a control plane without auth (no $RBOOK_TOKEN): it then records
-the name as "unverified:NAME". With a bearer token your identity is the token's.
-
-%s
-
-Exit codes: 0 %s (or your approval was counted and the gate waits for more), 1 refused or the
-control plane unreachable (the message names the error code, e.g. E_APPROVAL_ALREADY_DECIDED,
-E_TOKEN_EXPIRED, E_SELF_APPROVAL), 2 usage or no control plane.`, strings.ToUpper(verb[:1])+verb[1:], cpHelp, past),
-		Example: fmt.Sprintf(`  RBOOK_TOKEN=$APPROVER_TOKEN rbook %[1]s a-5wbvol5fcc25vsfvgyhmosr26e --reason "checked the canary"
-  rbook %[1]s <token>                      # the token the waiting run printed
-  rbook %[1]s - --reason "checked the canary" < token.txt
-  rbook %[1]s <token> --control-plane http://127.0.0.1:7070 -o json`, verb),
-		Args: cobra.ExactArgs(1),
+		Use:     verb + " APPROVAL_ID|TOKEN",
+		Short:   strings.ToUpper(verb[:1]) + verb[1:] + " a waiting confirm gate, by approval id or with its token",
+		Long:    decideLong(approve),
+		Example: decideExample(approve),
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkApprovalArg(args[0]); err != nil {
+				return err
+			}
 			token, id := args[0], ""
 			if isApprovalID(token) {
 				token, id = "", token

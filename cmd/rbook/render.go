@@ -25,6 +25,8 @@ import (
 	"github.com/rbookhq/rbook-action/action/runbook"
 	"github.com/rbookhq/rbook-action/action/state"
 	"github.com/rbookhq/rbook-action/action/steps"
+
+	"github.com/rbookhq/rbook-action/controlplane/yamlerr"
 )
 
 // ttys says which of a command's streams are terminals.
@@ -428,7 +430,7 @@ func (v *view) summary(st *state.State, msg, evPath string) {
 		fmt.Fprintf(w, "  %s\n", msg)
 	}
 	if evPath != "" {
-		fmt.Fprintf(w, "  Evidence pack  %s (%d entries, JSON)\n", evPath, len(st.EvidencePack))
+		fmt.Fprintf(w, "  Evidence pack  %s (%s, JSON)\n", evPath, yamlerr.Plural(len(st.EvidencePack), "entry", "entries"))
 	}
 	if v.reportPath != "" {
 		fmt.Fprintf(w, "  Report         %s\n", v.reportPath)

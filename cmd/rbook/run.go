@@ -225,6 +225,9 @@ func runRunbook(cmd *cobra.Command, name string, f runFlags, stepIndex *int) err
 		return abort("%v", err)
 	}
 	defer stopCP()
+	if cpURL == "" && opened.Resumed {
+		warnControlPlaneLeftBehind(errw, st, name)
+	}
 	if cpURL != "" {
 		c, err := newCPClient(cpURL, embedded)
 		if err != nil {
@@ -234,7 +237,7 @@ func runRunbook(cmd *cobra.Command, name string, f runFlags, stepIndex *int) err
 		cpRec := &cpclient.Recorder{C: c, Acked: fileRec.Ack, Cancelled: func() { cancel(engine.CancelRequest{By: "the control plane (CancelRun)"}) }}
 		started, err := startOnControlPlane(ctx, c, plan, opened, f.takeOver, f.lease, who)
 		if err != nil {
-			return startHalted(ctx, err)
+			return startHalted(ctx, startErrorHint(err, cpURL))
 		}
 		if err := cpRec.Flush(ctx, st.Outbox); err != nil {
 			return startHalted(ctx, err)

@@ -12,6 +12,8 @@ import (
 
 	"github.com/rbookhq/rbook-action/controlplane/approval"
 	"github.com/rbookhq/rbook-action/controlplane/server"
+
+	"github.com/rbookhq/rbook-action/controlplane/yamlerr"
 )
 
 // The control plane's default address: the one port the README, every --help and the
@@ -128,7 +130,7 @@ Exit codes: 0 after a clean shutdown, 2 bad flags, no secret, or the server coul
 				mode = oidcMode
 			}
 			if cfg.GatePolicy != nil {
-				mode += fmt.Sprintf(", gate policy %s (%d rules)", policyFile, len(cfg.GatePolicy.Rules))
+				mode += fmt.Sprintf(", gate policy %s (%s)", policyFile, yamlerr.Plural(len(cfg.GatePolicy.Rules), "rule", "rules"))
 				if authFile == "" {
 					cfg.Logger.Warn("gate policy without --auth-file: approver names are unverified, so only the number of approvals applies")
 				}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/rbookhq/rbook-action/controlplane/auth"
 	"github.com/rbookhq/rbook-action/controlplane/server"
+	"github.com/rbookhq/rbook-action/controlplane/yamlerr"
 )
 
 // serveOIDC holds rbook serve's --oidc-config and --public-url (issue 7, item 5).
@@ -22,7 +23,15 @@ func addServeOIDCFlags(cmd *cobra.Command) {
 
 // applyServeOIDC loads --oidc-config into cfg.OIDC and returns the words for the
 // listening line ("" without OIDC). Errors name the file and line.
+// --public-url needs a scheme and host, as executors' --control-plane does (issue 7 new-user
+// finding 14: "--public-url 127.0.0.1:7070" was taken and no token's audience could match).
 func applyServeOIDC(cfg *server.Config) (string, error) {
+	if serveOIDC.publicURL == "off" {
+		return "", fmt.Errorf("--public-url %q is not a URL: give the http:// or https:// URL executors reach this control plane at", serveOIDC.publicURL)
+	}
+	if err := checkCPURL(serveOIDC.publicURL, "--public-url"); err != nil {
+		return "", err
+	}
 	if serveOIDC.config == "" {
 		return "", nil
 	}
@@ -39,5 +48,5 @@ func applyServeOIDC(cfg *server.Config) (string, error) {
 	if cfg.OIDC, err = auth.NewVerifier(*oc); err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("OIDC %s: audience %s, issuers %s, %d rules", serveOIDC.config, oc.Audience, strings.Join(oc.Issuers, " "), len(oc.Rules)), nil
+	return fmt.Sprintf("OIDC %s: audience %s, issuers %s, %s", serveOIDC.config, oc.Audience, strings.Join(oc.Issuers, " "), yamlerr.Plural(len(oc.Rules), "rule", "rules")), nil
 }

@@ -17,6 +17,8 @@ import (
 	"github.com/rbookhq/rbook-action/action/runbook"
 	"github.com/rbookhq/rbook-action/action/state"
 	"github.com/rbookhq/rbook-action/action/steps"
+
+	"github.com/rbookhq/rbook-action/controlplane/yamlerr"
 )
 
 func newStatusCmd() *cobra.Command {
@@ -123,7 +125,7 @@ Exit codes: 0 a run was found and shown, 2 no run, an invalid runbook or an unre
 				if _, err := os.Stat(ev); err == nil {
 					// An interrupted run's executor wrote the pack so far: it is there, and
 					// "written ... when the run ends" alone would say it is not.
-					fmt.Fprintf(out, "Evidence pack: written to %s when the run ends (it holds the %d entries so far)\n", ev, len(st.EvidencePack))
+					fmt.Fprintf(out, "Evidence pack: written to %s when the run ends (it holds the %s so far)\n", ev, yamlerr.Plural(len(st.EvidencePack), "entry", "entries"))
 				} else {
 					fmt.Fprintf(out, "Evidence pack: written to %s when the run ends\n", ev)
 				}

@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/rbookhq/rbook-action/controlplane/yamlerr"
 )
 
 // Gate policy limits (issue 7, item 4). They are checked when the policy file is loaded.
@@ -238,10 +240,7 @@ func ParseGatePolicy(data []byte, file string) (*GatePolicy, error) {
 		if errors.Is(err, io.EOF) {
 			return nil, fmt.Errorf("%s: empty gate policy: want a mapping with \"rules\"", file)
 		}
-		if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
-			return nil, fmt.Errorf("%s:%s: %s", file, m[1], err.Error()[len(m[0]):])
-		}
-		return nil, fmt.Errorf("%s: %s", file, strings.TrimPrefix(err.Error(), "yaml: "))
+		return nil, yamlerr.At(file, data, err)
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
@@ -270,7 +269,7 @@ func ParseGatePolicy(data []byte, file string) (*GatePolicy, error) {
 		return nil, errAt(rules, "rules: want a list of rules")
 	}
 	if len(rules.Content) > MaxPolicyRules {
-		return nil, errAt(rules, "rules: %d rules, over the limit of %d", len(rules.Content), MaxPolicyRules)
+		return nil, errAt(rules, "rules: %s, over the limit of %d", yamlerr.Plural(len(rules.Content), "rule", "rules"), MaxPolicyRules)
 	}
 	for i, rn := range rules.Content {
 		r, err := parseRule(rn, i, errAt)
@@ -281,8 +280,6 @@ func ParseGatePolicy(data []byte, file string) (*GatePolicy, error) {
 	}
 	return p, nil
 }
-
-var yamlLine = regexp.MustCompile(`^yaml: line (\d+): `)
 
 func parseRule(n *yaml.Node, i int, errAt func(*yaml.Node, string, ...any) error) (GateRule, error) {
 	r := GateRule{Line: n.Line, Runbook: "*", Gate: "*", Approvals: 1}
@@ -312,7 +309,7 @@ func parseRule(n *yaml.Node, i int, errAt func(*yaml.Node, string, ...any) error
 			}
 			m, err := strconv.Atoi(v.Value)
 			if err != nil || m < 1 || m > MaxGateApprovals {
-				return r, errAt(v, "%s: %s is not in 1..%d (MaxGateApprovals)", field, v.Value, MaxGateApprovals)
+				return r, errAt(v, "%s: %s is not in 1..%d", field, v.Value, MaxGateApprovals)
 			}
 			r.Approvals = m
 		case "approvers":
@@ -320,7 +317,7 @@ func parseRule(n *yaml.Node, i int, errAt func(*yaml.Node, string, ...any) error
 				return r, errAt(v, "%s: want a list of identities, \"github:<login>\" or \"group:<name>\"", field)
 			}
 			if len(v.Content) > MaxPolicyApprovers {
-				return r, errAt(v, "%s: %d entries, over the limit of %d", field, len(v.Content), MaxPolicyApprovers)
+				return r, errAt(v, "%s: %s, over the limit of %d", field, yamlerr.Plural(len(v.Content), "entry", "entries"), MaxPolicyApprovers)
 			}
 			seen := map[string]bool{}
 			for _, e := range v.Content {
@@ -353,7 +350,7 @@ func parseRule(n *yaml.Node, i int, errAt func(*yaml.Node, string, ...any) error
 		}
 	}
 	if r.Approvals > 1 && len(r.Approvers) > 0 && !hasGroup(r.Approvers) && len(r.Approvers) < r.Approvals {
-		return r, errAt(n, "rules[%d]: approvals is %d but only %d approvers are listed, so no gate could ever open", i, r.Approvals, len(r.Approvers))
+		return r, errAt(n, "rules[%d]: approvals is %d but only %s listed, so no gate could ever open", i, r.Approvals, yamlerr.Plural(len(r.Approvers), "approver is", "approvers are"))
 	}
 	return r, nil
 }

@@ -15,6 +15,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/rbookhq/rbook-action/controlplane/yamlerr"
 )
 
 // GitHubIssuer is the issuer of GitHub.com's Actions OIDC tokens, the default allow-list
@@ -114,7 +116,7 @@ func ParseOIDCConfig(data []byte, name string) (*OIDCConfig, error) {
 		if err == io.EOF {
 			return nil, fmt.Errorf("%s: empty; it needs at least \"rules:\"", name)
 		}
-		return nil, fmt.Errorf("%s: %v", name, err)
+		return nil, yamlerr.At(name, data, err)
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); err != io.EOF {
@@ -142,7 +144,7 @@ func ParseOIDCConfig(data []byte, name string) (*OIDCConfig, error) {
 				return p.errf(n, "rules", "must be a list of rules")
 			}
 			if len(n.Content) > MaxOIDCRules {
-				return p.errf(n, "rules", "has %d rules, over the limit of %d", len(n.Content), MaxOIDCRules)
+				return p.errf(n, "rules", "has %s, over the limit of %d", yamlerr.Plural(len(n.Content), "rule", "rules"), MaxOIDCRules)
 			}
 			for i, rn := range n.Content {
 				r, err := p.rule(rn, fmt.Sprintf("rules[%d]", i))
@@ -275,12 +277,25 @@ func (p parser) strings(n *yaml.Node, field string, dst *[]string) error {
 	return nil
 }
 
+// ref is str for a rule's ref glob, which must start with "refs/" or "*": the ref claim is
+// always a full ref, so "main" would never match (issue 7 new-user finding 14).
+func (p parser) ref(n *yaml.Node, field string, dst *string) error {
+	if err := p.str(n, field, dst); err != nil {
+		return err
+	}
+	if !strings.HasPrefix(*dst, "refs/") && !strings.HasPrefix(*dst, "*") {
+		return p.errf(n, field, "%q never matches: the ref claim is a full ref, such as refs/heads/%s or refs/tags/v1.* (or a glob starting with *)",
+			*dst, strings.TrimPrefix(*dst, "heads/"))
+	}
+	return nil
+}
+
 func (p parser) rule(n *yaml.Node, field string) (Rule, error) {
 	r := Rule{Line: n.Line}
 	err := p.mapping(n, field+".", map[string]func(*yaml.Node) error{
 		"repository":       func(v *yaml.Node) error { return p.str(v, field+".repository", &r.Repository) },
 		"repository_id":    func(v *yaml.Node) error { return p.str(v, field+".repository_id", &r.RepositoryID) },
-		"ref":              func(v *yaml.Node) error { return p.str(v, field+".ref", &r.Ref) },
+		"ref":              func(v *yaml.Node) error { return p.ref(v, field+".ref", &r.Ref) },
 		"environment":      func(v *yaml.Node) error { return p.str(v, field+".environment", &r.Environment) },
 		"job_workflow_ref": func(v *yaml.Node) error { return p.str(v, field+".job_workflow_ref", &r.JobWorkflowRef) },
 	})

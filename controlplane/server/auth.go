@@ -16,6 +16,8 @@ import (
 
 	"github.com/rbookhq/rbook-action/controlplane/auth"
 	"github.com/rbookhq/rbook-action/gen/rbook/v1/rbookv1connect"
+
+	"github.com/rbookhq/rbook-action/controlplane/yamlerr"
 )
 
 // Role is what an authenticated caller may do (issue 3, item 2: "bearer tokens for callers
@@ -151,7 +153,7 @@ func ParseAuth(r io.Reader, name string) (*Authenticator, error) {
 		}
 		fields := strings.Fields(line)
 		if len(fields) < 3 {
-			return nil, fmt.Errorf("%s:%d: want \"identity role token [groups=a,b] [github=login]\", got %d fields", name, n, len(fields))
+			return nil, fmt.Errorf("%s:%d: want \"identity role token [groups=a,b] [github=login]\", got %s", name, n, yamlerr.Plural(len(fields), "field", "fields"))
 		}
 		id, role, tok := fields[0], Role(fields[1]), fields[2]
 		if err := checkAuthIdentity(id); err != nil {

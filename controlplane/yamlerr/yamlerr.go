@@ -1,0 +1,80 @@
+// Package yamlerr turns a gopkg.in/yaml.v3 syntax error into "file:line: message", for the
+// control plane's config files (the gate policy, the OIDC config): yaml.v3 writes
+// "yaml: line N: …", leaves the line out for a problem on line 1, and counts parser (not
+// scanner) problems from 0 (issue 7 new-user finding 14; the same rules as the runbook
+// loader, action/runbook yamlsafe.go).
+package yamlerr
+
+import (
+	"bytes"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+var lineRE = regexp.MustCompile(`^yaml: line (\d+): `)
+
+// parserProblems are the problems yaml.v3's parser (as opposed to its scanner) reports,
+// with a 0-based line.
+var parserProblems = []string{
+	"did not find expected ',' or ']'", "did not find expected ',' or '}'", "did not find expected '-' indicator",
+	"did not find expected <document start>", "did not find expected <stream-start>", "did not find expected key",
+	"did not find expected node content", "found duplicate %TAG directive", "found duplicate %YAML directive",
+	"found incompatible YAML document", "found undefined tag handle",
+}
+
+// At is err, a syntax error yaml.v3 returned for data (the text of file), as
+// "file:LINE: message" with a 1-based LINE; a tab in the indentation is named with its line
+// and a hint to indent with spaces.
+func At(file string, data []byte, err error) error {
+	line, msg := Position(data, err)
+	return fmt.Errorf("%s:%d: %s", file, line, msg)
+}
+
+// Position is the 1-based line of a yaml.v3 syntax error err in data, and its message
+// without yaml.v3's "yaml: line N: " prefix.
+func Position(data []byte, err error) (line int, msg string) {
+	msg = strings.TrimPrefix(err.Error(), "yaml: ")
+	line = 1 // no line: yaml.v3 leaves out line 1 (its 0-based mark 0)
+	if m := lineRE.FindStringSubmatch(err.Error()); m != nil {
+		line, _ = strconv.Atoi(m[1])
+		msg = strings.TrimPrefix(err.Error(), m[0])
+		if slices.Contains(parserProblems, msg) {
+			line++
+		}
+	}
+	if strings.Contains(msg, "tab character") || strings.Contains(msg, "cannot start any token") {
+		// "cannot start any token" is reported at the offending line itself; the
+		// tab-indentation errors at the line of the scalar before it.
+		if tl := indentTabLine(data, line); tl > 0 && (tl == line || strings.Contains(msg, "tab character")) {
+			line = tl
+			msg += " (indent YAML with spaces, not tabs)"
+		}
+	}
+	return line, msg
+}
+
+// indentTabLine is the first line at or after fromLine whose indentation holds a tab, 0 for none.
+func indentTabLine(data []byte, fromLine int) int {
+	for i, text := range bytes.Split(data, []byte("\n")) {
+		if i+1 < fromLine {
+			continue
+		}
+		indent := text[:len(text)-len(bytes.TrimLeft(text, " \t"))]
+		if bytes.IndexByte(indent, '\t') >= 0 {
+			return i + 1
+		}
+	}
+	return 0
+}
+
+// Plural is "1 one" for n == 1, else "n many" ("1 rule", "2 rules"), for the counts in
+// config-file and CLI messages (issue 7 new-user finding 14: "1 rules", "1 entries").
+func Plural(n int, one, many string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, one)
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
