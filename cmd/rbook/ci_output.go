@@ -306,6 +306,11 @@ func (c *ciOutput) opened(rec *ciGateRecord, a *rbookv1.Approval, token string, 
 	dl := deadline.UTC().Format(time.RFC3339)
 	mins := int(time.Until(deadline).Round(time.Minute) / time.Minute)
 	needs := needsText(a)
+	// The job summary first, then the log: whoever reads the announcement in the log (a
+	// person, or a test synchronising on it) finds the summary already written.
+	c.mu.Lock()
+	c.writeLiveSummary(rec)
+	c.mu.Unlock()
 	fmt.Fprintf(c.log, "\nGate '%s' (step %d of %d) of run %s waits for a decision.\n"+
 		"  Approval id    %s\n  Needs          %s\n  Approve        %s\n  Reject         %s\n  Control plane  %s\n  Deadline       %s (in %d minutes)\n",
 		req.StepName, req.StepIndex+1, req.StepCount, req.RunID, id, needs, approve, reject, c.cpURL, dl, mins)
@@ -320,9 +325,6 @@ func (c *ciOutput) opened(rec *ciGateRecord, a *rbookv1.Approval, token string, 
 		c.log.Command("notice", map[string]string{"title": "rbook: a gate waits for a decision"},
 			fmt.Sprintf("Approval %s needs %s: %s (deadline %s)", id, needs, approve, dl))
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.writeLiveSummary(rec)
 }
 
 // unauthenticatedNote is the gate announcement's note when the executor sends the control
@@ -368,11 +370,11 @@ func progressText(gate string, a *rbookv1.Approval) string {
 // 10), inside the log's stop-commands wrapping (approver names are untrusted), and updates
 // the gate's block in the job summary.
 func (c *ciOutput) progress(rec *ciGateRecord, a *rbookv1.Approval) {
-	fmt.Fprintf(c.log, "%s\n", progressText(rec.req.StepName, a))
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	rec.approval = a
-	c.writeLiveSummary(rec)
+	c.writeLiveSummary(rec) // the summary first, as at the announcement
+	c.mu.Unlock()
+	fmt.Fprintf(c.log, "%s\n", progressText(rec.req.StepName, a))
 }
 
 // writeLiveSummary makes the job summary what it was when rbook started plus the waiting
