@@ -104,8 +104,9 @@ func (f *fakeCP) RequestApproval(_ context.Context, req *rbookv1.RequestApproval
 	return &rbookv1.RequestApprovalResponse{Approval: f.approval, Token: "tok-1"}, nil
 }
 
-// decide is the one compare-and-set.
-func (f *fakeCP) decide(token, by string, st rbookv1.ApprovalStatus) (*rbookv1.Approval, error) {
+// decide is the one compare-and-set; it keeps the reason, as the control plane records it
+// (the watch then delivers it, whichever of the two answers reaches the gate first).
+func (f *fakeCP) decide(token, by, reason string, st rbookv1.ApprovalStatus) (*rbookv1.Approval, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.decideCalls++
@@ -118,7 +119,7 @@ func (f *fakeCP) decide(token, by string, st rbookv1.ApprovalStatus) (*rbookv1.A
 	if f.approval.GetStatus() != rbookv1.ApprovalStatus_APPROVAL_STATUS_PENDING {
 		return nil, cpErr(connect.CodeFailedPrecondition, "E_APPROVAL_ALREADY_DECIDED")
 	}
-	a := &rbookv1.Approval{ApprovalId: "a-1", Status: st, Approver: by}
+	a := &rbookv1.Approval{ApprovalId: "a-1", Status: st, Approver: by, Reason: reason}
 	f.setApproval(a)
 	return a, nil
 }
@@ -132,12 +133,12 @@ func (f *fakeCP) Approve(_ context.Context, req *rbookv1.ApproveRequest) (*rbook
 		return nil, connect.NewError(connect.CodeUnavailable, errors.New("503 Service Unavailable"))
 	}
 	f.mu.Unlock()
-	a, err := f.decide(req.GetToken(), req.GetApprover(), rbookv1.ApprovalStatus_APPROVAL_STATUS_APPROVED)
+	a, err := f.decide(req.GetToken(), req.GetApprover(), req.GetReason(), rbookv1.ApprovalStatus_APPROVAL_STATUS_APPROVED)
 	return &rbookv1.ApproveResponse{Approval: a}, err
 }
 
 func (f *fakeCP) Reject(_ context.Context, req *rbookv1.RejectRequest) (*rbookv1.RejectResponse, error) {
-	a, err := f.decide(req.GetToken(), req.GetApprover(), rbookv1.ApprovalStatus_APPROVAL_STATUS_REJECTED)
+	a, err := f.decide(req.GetToken(), req.GetApprover(), req.GetReason(), rbookv1.ApprovalStatus_APPROVAL_STATUS_REJECTED)
 	return &rbookv1.RejectResponse{Approval: a}, err
 }
 
