@@ -125,7 +125,7 @@ Try it: rbook run demo
 	runCmd := newRunCmd()
 	runCmd.Example = runExample
 	root.AddCommand(runCmd, newStatusCmd(), newCancelCmd(), newRollbackCmd(), newValidateCmd(), newMCPCmd(),
-		newDecideCmd(true), newDecideCmd(false), newRunsCmd(), newGetCmd(), newWatchCmd(), newApprovalsCmd(), newServeCmd(),
+		newResumeCmd(), newDecideCmd(true), newDecideCmd(false), newRunsCmd(), newGetCmd(), newWatchCmd(), newApprovalsCmd(), newServeCmd(),
 		newVersionCmd(), newGitHubCmd())
 	root.SetVersionTemplate("{{.Version}}\n")
 	withUsageErrors(root)
