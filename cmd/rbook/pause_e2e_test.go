@@ -313,3 +313,32 @@ func TestIssue8_4_PauseNeedsAControlPlane(t *testing.T) {
 		t.Errorf("RBOOK_GATE_MODE=pause with --control-plane off:\n%s", out)
 	}
 }
+
+// Issue 8, item 4: `rbook resume` in the folder that still holds the paused run's state file
+// resumes with that file (no rebuild), and a --run-id that is not that file's run is refused
+// with what to do.
+func TestIssue8_4_ResumeInThePausedFolderUsesItsStateFile(t *testing.T) {
+	cpDir := t.TempDir()
+	url := pauseServe(t, cpDir)
+	dirA, runID, id := pauseAtGate(t, url)
+	if out, code := runAs(t, cpDir, pauseAliceToken, "approve", id, "--control-plane", url); code != 0 {
+		t.Fatalf("approve: exit %d\n%s", code, out)
+	}
+	env, _ := runnerEnv(t, dirA, "2")
+	out, code := rbookIn(t, dirA, env, "resume", "demo", "--run-id", runID+".2", "--control-plane", url)
+	if code != 2 || !strings.Contains(out, "holds the unfinished run "+runID+", not "+runID+".2: move it away") {
+		t.Fatalf("resume of another run id: exit %d\n%s", code, out)
+	}
+	out, code = rbookIn(t, dirA, env, "resume", "demo", "--control-plane", url)
+	if code != 0 || strings.Contains(out, "Rebuilt the state file") || !strings.Contains(out, "RESUMING run "+runID) {
+		t.Fatalf("resume in folder A: exit %d\n%s", code, out)
+	}
+	if st := readState(t, dirA); st.RunStatus != "COMPLETED" || st.steps() != demoPass {
+		t.Fatalf("folder A: %s %q", st.RunStatus, st.steps())
+	}
+	resp := getRunAs(t, url, runID)
+	checkTransitions(t, resp, rbookv1.RunStatus_RUN_STATUS_SUCCEEDED)
+	if e := resp.GetRun().GetLease().GetEpoch(); e != 2 {
+		t.Errorf("lease epoch %d, want 2", e)
+	}
+}
