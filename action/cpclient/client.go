@@ -331,6 +331,9 @@ type RunInfo struct {
 	// Lease is how long the lease lasts without renewal (whole seconds, 5 s..1 h); zero means
 	// the control plane's default (DefaultLease).
 	Lease time.Duration
+	// Reported is the workflow run the executor runs in, from the runner's environment
+	// (StartRunRequest.reported_workflow_run; issue 8), nil outside a runner.
+	Reported *rbookv1.GitHubWorkflowRun
 }
 
 // Sentinel errors of StartRun (DESIGN D6, D12).
@@ -368,7 +371,7 @@ func (c *Client) StartRun(ctx context.Context, ri RunInfo) (Started, error) {
 		RunId: ri.RunID, Name: ri.RunbookName, ContentHash: ri.PlanDigest, SchemaHash8: ri.SchemaHash8,
 		TotalSteps: int32(ri.TotalSteps), StartedBy: ri.StartedBy, StartedAt: timestamppb.New(ri.StartedAt),
 		Kind: rbookv1.RunKind_RUN_KIND_RUNBOOK, OwnerId: ri.OwnerID, TakeOver: ri.TakeOver,
-		LeaseSeconds: int32(ri.Lease / time.Second),
+		LeaseSeconds: int32(ri.Lease / time.Second), ReportedWorkflowRun: ri.Reported,
 	}
 	var resp *rbookv1.StartRunResponse
 	err := c.retry(ctx, func(ctx context.Context) error {

@@ -54,6 +54,29 @@ type Gate struct {
 	// the executor's token may not approve: E_PERMISSION_DENIED, E_SELF_APPROVAL); the gate
 	// then keeps waiting for a decision on the control plane.
 	Notice func(msg string)
+	// Pause, when set, ends Await as soon as the gate is open and still pending (pause mode,
+	// issue 8 item 4; DESIGN D14): it returns a *PausedError, and a later `rbook resume`
+	// continues the run once the gate is decided. A gate the control plane answers at once
+	// (auto-passed by its policy) is decided as usual.
+	Pause bool
+	// GitHub is the workflow run and environment reported with RequestApproval
+	// (RequestApprovalRequest.github; issue 8, Interface); nil outside a runner.
+	GitHub *rbookv1.GitHubWorkflowRun
+}
+
+// PausedError is what a Pause gate returns once its gate is open on the control plane and
+// every transition up to it is there (Drain ran first): the executor ends the job without
+// waiting (issue 8, item 4).
+type PausedError struct {
+	// ApprovalID is the open approval (Approval.approval_id).
+	ApprovalID string
+	// StepIndex and StepName are the gate's step.
+	StepIndex int
+	StepName  string
+}
+
+func (e *PausedError) Error() string {
+	return fmt.Sprintf("paused at gate '%s' (step index %d): approval %s is open", e.StepName, e.StepIndex, e.ApprovalID)
 }
 
 // Await opens the gate on the control plane and waits for the first decision (engine.Gate).
@@ -75,7 +98,7 @@ func (g *Gate) Await(ctx context.Context, req engine.GateRequest) (engine.Decisi
 	open := &rbookv1.RequestApprovalRequest{
 		RunId: req.RunID, StepName: req.StepName, StepIndex: int32(req.StepIndex), Prompt: req.Prompt,
 		Deadline: timestamppb.New(req.Deadline), PlanDigest: req.PlanDigest, OnFail: req.OnFail,
-		OwnerId: owner, Epoch: epoch,
+		OwnerId: owner, Epoch: epoch, Github: g.GitHub,
 	}
 	// hold ends when the run stops, not at the gate's deadline.
 	hold, release := untilStopped(ctx)
@@ -114,6 +137,9 @@ func (g *Gate) Await(ctx context.Context, req engine.GateRequest) (engine.Decisi
 	}
 	if g.Announce != nil {
 		g.Announce(id, token)
+	}
+	if g.Pause && opened.GetApproval().GetStatus() == rbookv1.ApprovalStatus_APPROVAL_STATUS_PENDING {
+		return engine.Decision{}, &PausedError{ApprovalID: id, StepIndex: req.StepIndex, StepName: req.StepName}
 	}
 
 	hold, stop := context.WithCancel(hold)

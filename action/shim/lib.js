@@ -409,20 +409,38 @@ function rbookEnv(env = process.env) {
   if (token) out.RBOOK_TOKEN = token;
   const aud = input('oidc-audience', '', env);
   if (aud) out.RBOOK_OIDC_AUDIENCE = aud;
+  // Issue 8: the gate mode (wait | pause; rbook refuses anything else) and the GitHub
+  // environment the run's gates are bound to.
+  out.RBOOK_GATE_MODE = input('gate-mode', 'wait', env);
+  const environment = input('environment', '', env);
+  if (environment) out.RBOOK_GITHUB_ENVIRONMENT = environment;
   delete out['INPUT_CONTROL-PLANE-TOKEN'];
   return out;
 }
 
 /**
- * rbookArgs is rbook's argument list for verb (["run"] or ["github", "post"]) from the inputs
- * runbook, dir and (for run) step-index: each one argument, "--" before RUNBOOK so a name that
- * starts with "-" is not taken for a flag. Nothing goes through a shell.
+ * rbookVerb is the main step's rbook verb from the input verb: ["run"] (the default) or
+ * ["resume"] (issue 8, item 4: continue a run paused at a gate). Throws ShimError otherwise.
+ */
+function rbookVerb(env = process.env) {
+  const verb = input('verb', 'run', env);
+  if (verb !== 'run' && verb !== 'resume') throw new ShimError(`input verb: ${JSON.stringify(verb)} is not run or resume`);
+  return [verb];
+}
+
+/**
+ * rbookArgs is rbook's argument list for verb (["run"], ["resume"] or ["github", "post"])
+ * from the inputs runbook, dir, (for run) step-index and (for resume) run-id: each one
+ * argument, "--" before RUNBOOK so a name that starts with "-" is not taken for a flag.
+ * Nothing goes through a shell.
  */
 function rbookArgs(verb, env = process.env) {
   const args = [...verb, `--dir=${input('dir', 'runbooks', env)}`];
   const step = input('step-index', '', env);
   if (verb[0] === 'run' && step !== '') args.push(`--step-index=${step}`);
-  if (verb[0] === 'run') args.push(`--report=${reportPath(env)}`);
+  const runID = input('run-id', '', env);
+  if (verb[0] === 'resume' && runID !== '') args.push(`--run-id=${runID}`);
+  if (verb[0] === 'run' || verb[0] === 'resume') args.push(`--report=${reportPath(env)}`);
   args.push('--', input('runbook', 'prod', env));
   return args;
 }
@@ -471,5 +489,5 @@ function exitCodeOf(code, signal) {
 module.exports = {
   MAX_ARCHIVE_BYTES, MAX_UNPACKED_BYTES, DOWNLOAD_TIMEOUT_MS, MAX_REDIRECTS, ShimError,
   VERSION_RE, CACHED_ARCHIVE, input, target, archiveName, readRelease, sha256, download, safeEntryPath, tarEntries, untarGz, cacheDir, cached, install,
-  buildFromSource, resolveBinary, saveState, rbookEnv, rbookArgs, reportPath, runForwarding, exitCodeOf,
+  buildFromSource, resolveBinary, saveState, rbookEnv, rbookVerb, rbookArgs, reportPath, runForwarding, exitCodeOf,
 };

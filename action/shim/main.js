@@ -2,18 +2,19 @@
 // The rbook Action's main step (action.yml: runs.using node24, main). It gets the rbook
 // binary for this runner — from the tool cache, or the release archive named in release.json
 // downloaded and checked against its committed SHA-256, or built from source — and runs
-// `rbook run` with the inputs as arguments and environment variables (never through a shell),
+// `rbook run` (or, with verb: resume, `rbook resume`) with the inputs as arguments and environment variables (never through a shell),
 // forwarding SIGINT/SIGTERM to it and exiting with its exit code (issue 7, item 2).
-const { ShimError, resolveBinary, saveState, rbookEnv, rbookArgs, runForwarding } = require('./lib.js');
+const { ShimError, resolveBinary, saveState, rbookEnv, rbookVerb, rbookArgs, runForwarding } = require('./lib.js');
 
 async function main() {
+  const verb = rbookVerb(); // refused before anything is downloaded
   const started = Date.now();
   const { bin, how } = await resolveBinary();
   console.log(`rbook: ${how} in ${Date.now() - started} ms: ${bin}`);
   // What post.js needs: the binary, and the folder the run's state file is relative to.
   saveState('binary', bin);
   saveState('cwd', process.cwd());
-  return runForwarding(bin, rbookArgs(['run']), rbookEnv());
+  return runForwarding(bin, rbookArgs(verb), rbookEnv());
 }
 
 main().then((code) => {

@@ -417,3 +417,19 @@ test('TestIssue7_Break_ShimArchiveWithoutRbookIsRefusedAndNotCached', { skip: sk
   assert.equal(fs.existsSync(dir + '.complete'), false);
   assert.deepEqual(fs.readdirSync(path.dirname(dir)), []);
 });
+
+test('TestIssue8_4_ShimVerbResumeGateModeAndEnvironment', () => {
+  const env = { INPUT_VERB: 'resume', INPUT_RUNBOOK: 'demo', 'INPUT_RUN-ID': 'RBOOK-20261201-demo-484073aa', 'INPUT_STEP-INDEX': '3',
+    INPUT_REPORT: '/tmp/r.md', 'INPUT_GATE-MODE': 'pause', INPUT_ENVIRONMENT: 'production' };
+  assert.deepEqual(lib.rbookVerb(env), ['resume']);
+  // resume takes --run-id and never --step-index
+  assert.deepEqual(lib.rbookArgs(['resume'], env), ['resume', '--dir=runbooks', '--run-id=RBOOK-20261201-demo-484073aa', '--report=/tmp/r.md', '--', 'demo']);
+  assert.deepEqual(lib.rbookArgs(['run'], env), ['run', '--dir=runbooks', '--step-index=3', '--report=/tmp/r.md', '--', 'demo']);
+  const out = lib.rbookEnv(env);
+  assert.equal(out.RBOOK_GATE_MODE, 'pause');
+  assert.equal(out.RBOOK_GITHUB_ENVIRONMENT, 'production');
+  assert.deepEqual(lib.rbookVerb({}), ['run']);
+  assert.equal(lib.rbookEnv({}).RBOOK_GATE_MODE, 'wait');
+  assert.equal(lib.rbookEnv({}).RBOOK_GITHUB_ENVIRONMENT, undefined);
+  assert.throws(() => lib.rbookVerb({ INPUT_VERB: 'rollback' }), /input verb: "rollback" is not run or resume/);
+});

@@ -100,17 +100,38 @@ func (r *FileRecorder) Record(_ context.Context, t engine.Transition) error {
 	if t.Seq <= s.Seq && t.Kind != engine.TransitionRunStarted {
 		return nil // already recorded: transitions are idempotent on (run_id, seq)
 	}
-	s.Seq = t.Seq
 	if r.KeepOutbox {
 		s.Outbox = append(s.Outbox, t)
 	}
+	write, err := apply(s, t)
+	if err != nil || !write {
+		return err
+	}
+	return r.write()
+}
+
+// Apply applies t to s as the FileRecorder does, without writing anything or touching the
+// outbox: `rbook resume` replays a paused run's transitions from the control plane into a
+// fresh State, which then equals the state file the run's executor kept (issue 8, item 4).
+// A transition at or below s.Seq is ignored (except run_started). Errors: an unknown kind.
+func Apply(s *State, t engine.Transition) error {
+	if t.Seq <= s.Seq && t.Kind != engine.TransitionRunStarted {
+		return nil
+	}
+	_, err := apply(s, t)
+	return err
+}
+
+// apply is Record's change of the State; write says the change must reach the file.
+func apply(s *State, t engine.Transition) (write bool, err error) {
+	s.Seq = t.Seq
 	if t.Kind != engine.TransitionRunInterrupted {
 		s.Interrupted = nil
 	}
 	if t.Kind != engine.TransitionGateOpened {
 		s.AwaitingConfirmation = nil
 	}
-	write := true
+	write = true
 	switch t.Kind {
 	case engine.TransitionRunStarted:
 		s.RunStatus = engine.RunInProgress
@@ -146,7 +167,7 @@ func (r *FileRecorder) Record(_ context.Context, t engine.Transition) error {
 	case engine.TransitionRunInterrupted:
 		s.Interrupted = &Interruption{AtUTC: engine.FormatTime(t.Time), Reason: t.Message}
 	default:
-		return fmt.Errorf("state: unknown transition kind %q", t.Kind)
+		return false, fmt.Errorf("state: unknown transition kind %q", t.Kind)
 	}
 	s.RollbackFor = t.RollbackFor
 	if t.LastDeployName != "" {
@@ -161,10 +182,7 @@ func (r *FileRecorder) Record(_ context.Context, t engine.Transition) error {
 			s.CompletedUTC = engine.FormatTime(t.Time)
 		}
 	}
-	if !write {
-		return nil
-	}
-	return r.write()
+	return write, nil
 }
 
 // NotWritableError is a failed state-file write. Its message starts with the seed's line

@@ -174,6 +174,9 @@ func (c *ciOutput) gate(g engine.Gate, cpURL string, embedded bool) engine.Gate 
 	}
 	c.cpURL, c.embedded = cpURL, embedded
 	cg, _ := g.(*cpclient.Gate)
+	if dg, ok := g.(*decidedGate); ok {
+		cg, _ = dg.next.(*cpclient.Gate) // rbook resume (pause.go): it reports the paused gate's approval
+	}
 	if cg != nil {
 		c.anonymous = !cg.C.Credentialed()
 	}
@@ -248,6 +251,9 @@ func (g *ciGate) Await(ctx context.Context, req engine.GateRequest) (engine.Deci
 	d, err := g.inner.Await(ctx, req)
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if rec.id == "" && rec.approval != nil {
+		rec.id = rec.approval.GetApprovalId() // a gate rbook resume decided from the control plane's record
+	}
 	switch {
 	case err == nil:
 		rec.decided = &d

@@ -15,7 +15,7 @@ import (
 
 // Exit codes (documented in --help and the README).
 const (
-	exitCompleted = 0 // the run completed (or the command succeeded)
+	exitCompleted = 0 // the run completed or paused at a gate (pause mode), or the command succeeded
 	exitFailed    = 1 // the run failed (a step failed with halt/rollback, a signal stopped it)
 	exitAborted   = 2 // aborted before running: invalid input, missing values, held or corrupt state
 	exitCancelled = 3 // the run was cancelled
@@ -35,7 +35,7 @@ func abort(format string, a ...any) error {
 }
 
 const exitCodesHelp = `Exit codes:
-  0  the run completed
+  0  the run completed (or, with --gate-mode pause, paused at a gate: continue with rbook resume)
   1  the run failed (a step failed with on_fail halt or rollback, or a signal stopped it)
   2  aborted: invalid runbook, missing values file, corrupt or held state; or halted
      because the run's records could not be kept (state file, control plane) — resumable
@@ -125,7 +125,7 @@ Try it: rbook run demo
 	runCmd := newRunCmd()
 	runCmd.Example = runExample
 	root.AddCommand(runCmd, newStatusCmd(), newCancelCmd(), newRollbackCmd(), newValidateCmd(), newMCPCmd(),
-		newDecideCmd(true), newDecideCmd(false), newRunsCmd(), newGetCmd(), newWatchCmd(), newApprovalsCmd(), newServeCmd(),
+		newResumeCmd(), newDecideCmd(true), newDecideCmd(false), newRunsCmd(), newGetCmd(), newWatchCmd(), newApprovalsCmd(), newServeCmd(),
 		newVersionCmd(), newGitHubCmd())
 	root.SetVersionTemplate("{{.Version}}\n")
 	withUsageErrors(root)

@@ -82,6 +82,10 @@ type runFlags struct {
 	lease        time.Duration
 	// output is -o (text or json) and report is --report FILE (issue 6, item 3.2).
 	output, report string
+	// gateMode is --gate-mode and githubEnv --github-environment (issue 8, item 4 and
+	// Interface; pause.go); resume is set by `rbook resume`.
+	gateMode, githubEnv string
+	resume              *resumeTarget
 }
 
 func newRunCmd() *cobra.Command {
@@ -127,6 +131,7 @@ Colour is used only on a terminal, and never with NO_COLOR set.
 	cmd.Flags().DurationVar(&f.lease, "control-plane-lease", cpclient.DefaultLease, "how long the run's lease outlives this executor if it dies (5s..1h); renewed every third of it")
 	cmd.Flags().StringVar(&f.report, "report", "", "also write the Markdown report (\"# Runbook Execution Report\") to this file")
 	cmd.Flags().StringVarP(&f.output, "output", "o", "text", "output format: text (lines on a terminal, Markdown otherwise) or json")
+	addGateFlags(cmd, &f)
 	return cmd
 }
 
@@ -155,6 +160,10 @@ func runRunbook(cmd *cobra.Command, name string, f runFlags, stepIndex *int) err
 	if err := checkCPURL(cpURLFrom(f.controlPlane)); err != nil {
 		return abort("%v", err)
 	}
+	gateMode, err := f.resolveGateMode()
+	if err != nil {
+		return abort("%v", err)
+	}
 	execs, closeExecs, err := executors(plan, name, f.dir, f.mcpConfig)
 	if err != nil {
 		return abort("%v", err)
@@ -174,6 +183,15 @@ func runRunbook(cmd *cobra.Command, name string, f runFlags, stepIndex *int) err
 			return haltUndelivered(ue, statePath, name)
 		}
 		return abort("%v", err)
+	}
+	var resumed *resumedGate
+	if f.resume != nil {
+		// rbook resume: the paused run is found and checked on the control plane, and its
+		// state file rebuilt when there is none (issue 8, item 4).
+		if resumed, err = prepareResume(cmd.Context(), f, plan, statePath, errw); err != nil {
+			return err
+		}
+		f.takeOver = true // the paused executor released its lease: take the run at the next epoch
 	}
 	opened, err := state.Open(plan, statePath, state.OpenOptions{StepIndex: stepIndex, AllowEdited: f.allowEdited, Lock: lock})
 	if err != nil {
@@ -220,6 +238,8 @@ func runRunbook(cmd *cobra.Command, name string, f runFlags, stepIndex *int) err
 		return abort("--take-over continues an unfinished run, but %s holds none; restore the state file of the run to take over "+
 			"(its job's artifact) into %s, or drop --take-over to start a new run", statePath, statePath)
 	}
+	var cpc *cpclient.Client
+	stopLease := func() {}
 	cpURL, embedded, stopCP, err := controlPlaneURL(ctx, f.controlPlane, errw)
 	if err != nil {
 		return abort("%v", err)
@@ -242,17 +262,23 @@ func runRunbook(cmd *cobra.Command, name string, f runFlags, stepIndex *int) err
 		if err := cpRec.Flush(ctx, st.Outbox); err != nil {
 			return startHalted(ctx, err)
 		}
-		go c.KeepLease(ctx, st.RunID, started.Lease, func(err error) {
+		cpc = c
+		leaseCtx, endLease := context.WithCancel(ctx)
+		stopLease = endLease
+		go c.KeepLease(leaseCtx, st.RunID, started.Lease, func(err error) {
 			cancel(fmt.Errorf("%v; another executor owns the run now, so this one stops", err))
 		})
 		start.RunID, start.Seq = st.RunID, max(st.Seq, started.LastSeq)
 		st.ControlPlane, st.ControlPlaneEmbedded, fileRec.KeepOutbox = cpURL, embedded, true
 		recorders = append(recorders, cpRec)
 		gate = &cpclient.Gate{C: c, Local: ci.local(tg, gate, interactive, noInput), Who: who, Announce: announcer(errw, cpURL, embedded), Cancelled: cpRec.Cancelled, Drain: cpRec.Drain,
-			Notice: func(m string) { fmt.Fprintln(errw, m) }}
+			Notice: func(m string) { fmt.Fprintln(errw, m) }, Pause: gateMode == gateModePause, GitHub: reportedWorkflowRun(f.githubEnvironment())}
 		drainCP = cpRec.Drain
 	}
 
+	if resumed != nil {
+		gate = &decidedGate{g: resumed, next: gate}
+	}
 	gate = ci.gate(gate, cpURL, embedded)
 	eng := &engine.Engine{
 		Plan:      plan,
@@ -279,11 +305,17 @@ func runRunbook(cmd *cobra.Command, name string, f runFlags, stepIndex *int) err
 	if err := opened.KeepPrevious(); err != nil {
 		return abort("%v", err)
 	}
+	if gateMode == gateModePause {
+		pauseNote(errw, plan, start.Index)
+	}
 	if opened.PrevPath != "" && !opened.Resumed {
 		// Only now is the file there (issue 6, item 2.4).
 		fmt.Fprintf(errw, "The previous run is final; its state is kept as %s.\n", opened.PrevPath)
 	}
 	res, err := eng.Run(ctx, start)
+	if pe := (*cpclient.PausedError)(nil); errors.As(err, &pe) && cpc != nil {
+		return finishPaused(ctx, v, errw, name, st, fileRec, drainCP, cpc, stopLease, pe)
+	}
 	if err == nil {
 		dctx, stopDrain := drainContext(ctx)
 		err = drainCP(dctx)

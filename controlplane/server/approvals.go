@@ -94,7 +94,7 @@ func (h approvalService) RequestApproval(ctx context.Context, req *rbookv1.Reque
 		na := store.NewApproval{ApprovalID: id, RunID: req.GetRunId(), NodeID: req.GetStepName(), StepIndex: int(req.GetStepIndex()),
 			RequestedAt: now, Deadline: deadline, PlanDigest: req.GetPlanDigest(), Prompt: req.GetPrompt(), OnFail: req.GetOnFail(),
 			Fence: &fence, ApprovalsRequired: need.ApprovalsRequired, AllowedApprovers: need.AllowedApprovers,
-			StarterMayApprove: need.StarterMayApprove, PolicyRule: need.Rule}
+			StarterMayApprove: need.StarterMayApprove, PolicyRule: need.Rule, GitHub: workflowRunOf(req.GetGithub())}
 		token, err := approval.Issue(s.opts.Secret, claimsOf(store.Approval{ApprovalID: id, RunID: na.RunID, NodeID: na.NodeID,
 			RequestedAt: now, Deadline: deadline, PlanDigest: na.PlanDigest}))
 		if err != nil {

@@ -108,7 +108,7 @@ func runToProto(r store.Run, status rbookv1.RunStatus) *rbookv1.Run {
 		Status: status, StartedAt: ts(r.StartedAt), CompletedAt: ts(r.CompletedAt),
 		SchemaHash8: r.SchemaHash8, TotalSteps: int32(r.TotalSteps), LastCompletedStepIndex: int32(r.LastCompletedStepIndex),
 		LastDeployName: r.LastDeployName, StartedBy: r.StartedBy, LastSeq: r.LastSeq, UpdatedAt: ts(r.UpdatedAt),
-		StartedByJob: githubJobToProto(r.GitHub),
+		StartedByJob: githubJobToProto(r.GitHub), ReportedWorkflowRun: workflowRunToProto(r.Reported),
 	}
 	if r.LeaseEpoch > 0 {
 		p.Lease = &rbookv1.RunLease{Owner: r.Owner, Epoch: r.LeaseEpoch, ExpiresAt: ts(r.LeaseExpiresAt)}
@@ -228,7 +228,7 @@ func approvalToProto(a store.Approval) *rbookv1.Approval {
 		ApprovalId: a.ApprovalID, RunId: a.RunID, StepName: a.NodeID, RequestedAt: ts(a.RequestedAt),
 		ApprovedAt: ts(a.DecidedAt), Approver: a.Approver, Reason: a.Reason, Status: approvalStatusToProto[a.Status],
 		AutoPassed: a.AutoPassed, StepIndex: int32(a.StepIndex), Prompt: a.Prompt, Deadline: ts(a.Deadline),
-		PlanDigest: a.PlanDigest, OnFail: a.OnFail, DecidedBySource: a.DecidedBySource,
+		PlanDigest: a.PlanDigest, OnFail: a.OnFail, DecidedBySource: a.DecidedBySource, Github: workflowRunToProto(a.GitHub),
 		ApprovalsRequired: int32(max(a.ApprovalsRequired, 1)), AllowedApprovers: a.AllowedApprovers,
 		StarterMayApprove: a.StarterMayApprove,
 	}

@@ -103,7 +103,7 @@ func (h runService) StartRun(ctx context.Context, req *rbookv1.StartRunRequest) 
 		SchemaHash8: req.GetSchemaHash8(), TotalSteps: int(req.GetTotalSteps()), StartedBy: who,
 		OwnerIDHash: store.OwnerIDHash(req.GetOwnerId()), Owner: who, TakeOver: req.GetTakeOver(),
 		RequireOwner: authed && caller.Role == RoleExecutor, Lease: time.Duration(req.GetLeaseSeconds()) * time.Second,
-		GitHub: githubJobOf(ctx),
+		GitHub: githubJobOf(ctx), Reported: workflowRunOf(req.GetReportedWorkflowRun()),
 	}
 	if req.GetStartedAt() != nil {
 		nr.StartedAt = req.GetStartedAt().AsTime()
@@ -194,7 +194,11 @@ func (h runService) RenewLease(ctx context.Context, req *rbookv1.RenewLeaseReque
 	if err != nil {
 		return nil, err
 	}
-	p, err := h.s.st.RenewLease(ctx, req.GetRunId(), fence)
+	renew := h.s.st.RenewLease
+	if req.GetRelease() {
+		renew = h.s.st.ReleaseLease // pause mode: the next executor takes over at once (issue 8, item 4)
+	}
+	p, err := renew(ctx, req.GetRunId(), fence)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return nil, rpcError(connect.CodeNotFound, CodeRunNotFound, "no run has run_id %q", truncate(req.GetRunId(), 140))

@@ -118,11 +118,11 @@ func (s *Store) CreateApproval(ctx context.Context, na NewApproval) (a Approval,
 		rows, err := w.writeApprovals(`INSERT INTO playbook_approvals
 			(approval_id, run_id, node_id, step_index, token, status, requested_at, approved_at, approver, reason,
 			 auto_passed, deadline, plan_digest, prompt, decided_by_source, on_fail,
-			 approvals_required, allowed_approvers, starter_may_approve, policy_rule)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING `+approvalColumns,
-			na.ApprovalID, na.RunID, na.NodeID, na.StepIndex, na.TokenHash, string(initial), formatTime(na.RequestedAt),
-			decidedAt, approver, reason, boolInt(na.AutoPassed), nullTime(na.Deadline), na.PlanDigest, na.Prompt, source,
-			na.OnFail, required, string(allowed), boolInt(na.StarterMayApprove), na.PolicyRule)
+			 approvals_required, allowed_approvers, starter_may_approve, policy_rule, `+approvalWorkflowColumns+`)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING `+approvalColumns,
+			append([]any{na.ApprovalID, na.RunID, na.NodeID, na.StepIndex, na.TokenHash, string(initial), formatTime(na.RequestedAt),
+				decidedAt, approver, reason, boolInt(na.AutoPassed), nullTime(na.Deadline), na.PlanDigest, na.Prompt, source,
+				na.OnFail, required, string(allowed), boolInt(na.StarterMayApprove), na.PolicyRule}, workflowArgs(na.GitHub)...)...)
 		if isUniqueViolation(err) {
 			return fmt.Errorf("%w: approval id or token already used", ErrConflict)
 		}
@@ -140,6 +140,9 @@ func (s *Store) CreateApproval(ctx context.Context, na NewApproval) (a Approval,
 }
 
 func validateNewApproval(na NewApproval) error {
+	if err := validateWorkflowRun(na.GitHub); err != nil {
+		return err
+	}
 	for _, f := range []struct {
 		name, v  string
 		required bool

@@ -75,7 +75,7 @@ type rowScanner interface{ Scan(dest ...any) error }
 const runColumns = `run_id, playbook_name, playbook_hash, current_node, bindings, error_context, status,
 	iteration_counts, epic_id, session_id, started_at, completed_at, schema_hash8, total_steps,
 	last_completed_step_index, last_deploy_name, started_by, last_seq, updated_at, cancelled_by, cancel_reason,
-	kind, owner, owner_id_hash, lease_epoch, lease_seconds, lease_expires_at, ` + githubJobColumns
+	kind, owner, owner_id_hash, lease_epoch, lease_seconds, lease_expires_at, ` + githubJobColumns + `, ` + runWorkflowColumns
 
 func scanRun(r rowScanner) (Run, error) {
 	var (
@@ -85,15 +85,17 @@ func scanRun(r rowScanner) (Run, error) {
 		cancelReason, startedAt, updatedAt, leaseExp    sql.NullString
 		bindings, iterationCounts, status, kind         string
 		job                                             githubJobScan
+		reported                                        workflowScan
 	)
 	err := r.Scan(append([]any{&run.RunID, &run.PlaybookName, &run.PlaybookHash, &currentNode, &bindings, &errorContext,
 		&status, &iterationCounts, &epicID, &sessionID, &startedAt, &completedAt, &run.SchemaHash8,
 		&run.TotalSteps, &run.LastCompletedStepIndex, &lastDeploy, &startedBy, &run.LastSeq, &updatedAt,
-		&cancelledBy, &cancelReason, &kind, &run.Owner, &run.OwnerIDHash, &run.LeaseEpoch, &run.LeaseSeconds, &leaseExp}, job.dests()...)...)
+		&cancelledBy, &cancelReason, &kind, &run.Owner, &run.OwnerIDHash, &run.LeaseEpoch, &run.LeaseSeconds, &leaseExp}, append(job.dests(), reported.dests()...)...)...)
 	if err != nil {
 		return Run{}, err
 	}
 	run.GitHub = job.job()
+	run.Reported = reported.run()
 	run.Kind = RunKind(kind)
 	if run.LeaseExpiresAt, err = parseTime("lease_expires_at", leaseExp); err != nil {
 		return Run{}, err
@@ -216,7 +218,7 @@ const approvalColumns = `approval_id, run_id, node_id, step_index, token, status
 	approver, reason, auto_passed, deadline, plan_digest, prompt, decided_by_source, on_fail,
 	approvals_required, allowed_approvers, starter_may_approve, policy_rule,
 	(SELECT json_group_array(json_array(v.approver, v.verdict, v.reason, v.at, v.source, v.verified) ORDER BY v.rowid)
-	 FROM approval_votes v WHERE v.approval_id = playbook_approvals.approval_id)`
+	 FROM approval_votes v WHERE v.approval_id = playbook_approvals.approval_id), ` + approvalWorkflowColumns
 
 func scanApproval(r rowScanner) (Approval, error) {
 	var (
@@ -225,14 +227,16 @@ func scanApproval(r rowScanner) (Approval, error) {
 		requestedAt, decidedAt, approver, reason, deadline, src sql.NullString
 		autoPassed, starterMay                                  int
 		allowed, votes                                          string
+		gh                                                      workflowScan
 	)
-	err := r.Scan(&a.ApprovalID, &a.RunID, &a.NodeID, &a.StepIndex, &a.TokenHash, &status, &requestedAt,
+	err := r.Scan(append([]any{&a.ApprovalID, &a.RunID, &a.NodeID, &a.StepIndex, &a.TokenHash, &status, &requestedAt,
 		&decidedAt, &approver, &reason, &autoPassed, &deadline, &a.PlanDigest, &a.Prompt, &src, &a.OnFail,
-		&a.ApprovalsRequired, &allowed, &starterMay, &a.PolicyRule, &votes)
+		&a.ApprovalsRequired, &allowed, &starterMay, &a.PolicyRule, &votes}, gh.dests()...)...)
 	if err != nil {
 		return Approval{}, err
 	}
 	a.StarterMayApprove = starterMay == 1
+	a.GitHub = gh.run()
 	if err := json.Unmarshal([]byte(allowed), &a.AllowedApprovers); err != nil {
 		return Approval{}, fmt.Errorf("store: allowed_approvers of %s: %w", a.ApprovalID, err)
 	}

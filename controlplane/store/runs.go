@@ -55,12 +55,12 @@ func (s *Store) StartRun(ctx context.Context, nr NewRun) (run Run, outcome Start
 		res, err := w.execSQL(`INSERT INTO playbook_runs
 			(run_id, playbook_name, playbook_hash, bindings, status, epic_id, session_id, started_at,
 			 schema_hash8, total_steps, started_by, updated_at, kind, owner, owner_id_hash, lease_epoch,
-			 lease_seconds, lease_expires_at, `+githubJobColumns+`)
-			VALUES (?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			 lease_seconds, lease_expires_at, `+githubJobColumns+`, `+runWorkflowColumns+`)
+			VALUES (?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (run_id) DO NOTHING`,
 			append([]any{nr.RunID, nr.PlaybookName, nr.PlaybookHash, bindings, nullString(nr.EpicID), nullString(nr.SessionID),
 				formatTime(startedAt), nr.SchemaHash8, nr.TotalSteps, nullString(nr.StartedBy), formatTime(now),
-				string(nr.Kind), nr.Owner, nr.OwnerIDHash, leaseSecs, expires}, githubJobArgs(nr.GitHub)...)...)
+				string(nr.Kind), nr.Owner, nr.OwnerIDHash, leaseSecs, expires}, append(githubJobArgs(nr.GitHub), workflowArgs(nr.Reported)...)...)...)
 		if err != nil {
 			return fmt.Errorf("store: insert run: %w", err)
 		}
@@ -97,6 +97,15 @@ func (s *Store) StartRun(ctx context.Context, nr NewRun) (run Run, outcome Start
 			lease_seconds = ?, lease_expires_at = ?, updated_at = ? WHERE run_id = ?`,
 			run.Owner, run.OwnerIDHash, run.LeaseEpoch, leaseSecs, expires, formatTime(now), run.RunID); err != nil {
 			return fmt.Errorf("store: take the lease: %w", err)
+		}
+		if nr.Reported != nil {
+			// The last StartRun's report wins: a resume in a later job reports that job.
+			if _, err := w.execSQL(`UPDATE playbook_runs SET reported_repository = ?, reported_run_id = ?,
+				reported_run_attempt = ?, reported_actor = ?, reported_sha = ?, reported_environment = ? WHERE run_id = ?`,
+				append(workflowArgs(nr.Reported), run.RunID)...); err != nil {
+				return fmt.Errorf("store: reported workflow run: %w", err)
+			}
+			run.Reported = nr.Reported
 		}
 		w.cache.forget(run.RunID)
 		if run.PlaybookHash != nr.PlaybookHash {
@@ -189,6 +198,9 @@ func validateNewRun(nr *NewRun) error {
 		}
 	}
 	if err := validateGitHubJob(nr.GitHub); err != nil {
+		return err
+	}
+	if err := validateWorkflowRun(nr.Reported); err != nil {
 		return err
 	}
 	if nr.TotalSteps < 0 {

@@ -262,6 +262,10 @@ type NewRun struct {
 	// nil for any other caller. Stored when the run is created only: a resume or take-over
 	// keeps the starter's job, as it keeps started_by.
 	GitHub *GitHubJob
+	// Reported is the workflow run the executor reports (issue 8; migration 0007), nil for
+	// none. Unlike GitHub it is the executor's word, and the last StartRun's wins: a resume
+	// in a later job of the workflow reports that job's attempt.
+	Reported *WorkflowRun
 }
 
 // StartOutcome says what StartRun did.
@@ -319,6 +323,8 @@ type Run struct {
 	LeaseExpiresAt time.Time
 	// GitHub is the GitHub Actions job that started the run (migration 0005), nil if none.
 	GitHub *GitHubJob
+	// Reported is the workflow run its last StartRun reported (migration 0007), nil if none.
+	Reported *WorkflowRun
 }
 
 // Evidence is one evidence-pack entry (seed runbook-executor, Step 7; mirrors engine.Evidence).
@@ -442,6 +448,9 @@ type NewApproval struct {
 	AllowedApprovers  []string
 	StarterMayApprove bool
 	PolicyRule        string
+	// GitHub is the workflow run and environment the executor reports with the gate (issue 8;
+	// migration 0007), nil for none; at most MaxWorkflowRunField bytes a field.
+	GitHub *WorkflowRun
 }
 
 // MaxApprovalsRequired is the largest ApprovalsRequired a gate may have (the schema's CHECK,
@@ -497,6 +506,9 @@ type Approval struct {
 	PolicyRule        string
 	// Votes are every vote cast on the gate, in vote order (the tally).
 	Votes []Vote
+	// GitHub is the workflow run and environment reported when the gate opened (migration
+	// 0007; issue 8), nil if none.
+	GitHub *WorkflowRun
 }
 
 // ApprovedBy lists the identities that approved a, in vote order.

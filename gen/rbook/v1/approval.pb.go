@@ -145,8 +145,11 @@ type Approval struct {
 	// Whether the identity that started the run may approve its gates (policy; default false:
 	// four-eyes). Without auth the control plane cannot tell, and this is informational.
 	StarterMayApprove bool `protobuf:"varint,29,opt,name=starter_may_approve,json=starterMayApprove,proto3" json:"starter_may_approve,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// The workflow run and GitHub environment the executor reported when it opened the gate
+	// (RequestApprovalRequest.github; issue 8); unset when it reported none.
+	Github        *GitHubWorkflowRun `protobuf:"bytes,30,opt,name=github,proto3" json:"github,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Approval) Reset() {
@@ -312,6 +315,13 @@ func (x *Approval) GetStarterMayApprove() bool {
 	return false
 }
 
+func (x *Approval) GetGithub() *GitHubWorkflowRun {
+	if x != nil {
+		return x.Github
+	}
+	return nil
+}
+
 // ApprovalVote is one approver's decision on a gate (issue 7, item 4). A gate that needs M
 // approvals (Approval.approvals_required) collects votes until M distinct identities approved
 // (APPROVED) or any allowed approver rejected (REJECTED).
@@ -410,7 +420,7 @@ var File_rbook_v1_approval_proto protoreflect.FileDescriptor
 
 const file_rbook_v1_approval_proto_rawDesc = "" +
 	"\n" +
-	"\x17rbook/v1/approval.proto\x12\brbook.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf1\x05\n" +
+	"\x17rbook/v1/approval.proto\x12\brbook.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x12rbook/v1/run.proto\"\xa6\x06\n" +
 	"\bApproval\x12\x1f\n" +
 	"\vapproval_id\x18\x01 \x01(\tR\n" +
 	"approvalId\x12\x15\n" +
@@ -435,7 +445,8 @@ const file_rbook_v1_approval_proto_rawDesc = "" +
 	"\x12approvals_required\x18\x1a \x01(\x05R\x11approvalsRequired\x12,\n" +
 	"\x05votes\x18\x1b \x03(\v2\x16.rbook.v1.ApprovalVoteR\x05votes\x12+\n" +
 	"\x11allowed_approvers\x18\x1c \x03(\tR\x10allowedApprovers\x12.\n" +
-	"\x13starter_may_approve\x18\x1d \x01(\bR\x11starterMayApprove\"\xd6\x01\n" +
+	"\x13starter_may_approve\x18\x1d \x01(\bR\x11starterMayApprove\x123\n" +
+	"\x06github\x18\x1e \x01(\v2\x1b.rbook.v1.GitHubWorkflowRunR\x06github\"\xd6\x01\n" +
 	"\fApprovalVote\x12\x1a\n" +
 	"\bapprover\x18\x01 \x01(\tR\bapprover\x122\n" +
 	"\averdict\x18\x02 \x01(\x0e2\x18.rbook.v1.ApprovalStatusR\averdict\x12\x16\n" +
@@ -470,6 +481,7 @@ var file_rbook_v1_approval_proto_goTypes = []any{
 	(*Approval)(nil),              // 1: rbook.v1.Approval
 	(*ApprovalVote)(nil),          // 2: rbook.v1.ApprovalVote
 	(*timestamppb.Timestamp)(nil), // 3: google.protobuf.Timestamp
+	(*GitHubWorkflowRun)(nil),     // 4: rbook.v1.GitHubWorkflowRun
 }
 var file_rbook_v1_approval_proto_depIdxs = []int32{
 	3, // 0: rbook.v1.Approval.requested_at:type_name -> google.protobuf.Timestamp
@@ -477,13 +489,14 @@ var file_rbook_v1_approval_proto_depIdxs = []int32{
 	0, // 2: rbook.v1.Approval.status:type_name -> rbook.v1.ApprovalStatus
 	3, // 3: rbook.v1.Approval.deadline:type_name -> google.protobuf.Timestamp
 	2, // 4: rbook.v1.Approval.votes:type_name -> rbook.v1.ApprovalVote
-	0, // 5: rbook.v1.ApprovalVote.verdict:type_name -> rbook.v1.ApprovalStatus
-	3, // 6: rbook.v1.ApprovalVote.at:type_name -> google.protobuf.Timestamp
-	7, // [7:7] is the sub-list for method output_type
-	7, // [7:7] is the sub-list for method input_type
-	7, // [7:7] is the sub-list for extension type_name
-	7, // [7:7] is the sub-list for extension extendee
-	0, // [0:7] is the sub-list for field type_name
+	4, // 5: rbook.v1.Approval.github:type_name -> rbook.v1.GitHubWorkflowRun
+	0, // 6: rbook.v1.ApprovalVote.verdict:type_name -> rbook.v1.ApprovalStatus
+	3, // 7: rbook.v1.ApprovalVote.at:type_name -> google.protobuf.Timestamp
+	8, // [8:8] is the sub-list for method output_type
+	8, // [8:8] is the sub-list for method input_type
+	8, // [8:8] is the sub-list for extension type_name
+	8, // [8:8] is the sub-list for extension extendee
+	0, // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_rbook_v1_approval_proto_init() }
@@ -491,6 +504,7 @@ func file_rbook_v1_approval_proto_init() {
 	if File_rbook_v1_approval_proto != nil {
 		return
 	}
+	file_rbook_v1_run_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

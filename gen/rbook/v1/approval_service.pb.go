@@ -45,7 +45,11 @@ type RequestApprovalRequest struct {
 	// opens its gates and receives their tokens (issue 6, item 1.3).
 	OwnerId string `protobuf:"bytes,8,opt,name=owner_id,json=ownerId,proto3" json:"owner_id,omitempty"`
 	// The lease epoch StartRun returned. Required; a stale one fails with E_LEASE_LOST.
-	Epoch         int64 `protobuf:"varint,9,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Epoch int64 `protobuf:"varint,9,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// The workflow run the executor runs in and the GitHub environment the gate is bound to
+	// (issue 8, item 2 and Interface), as the executor reports them; stored as Approval.github
+	// so a deployment protection rule of that run and environment can be bound to this gate.
+	Github        *GitHubWorkflowRun `protobuf:"bytes,10,opt,name=github,proto3" json:"github,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -141,6 +145,13 @@ func (x *RequestApprovalRequest) GetEpoch() int64 {
 		return x.Epoch
 	}
 	return 0
+}
+
+func (x *RequestApprovalRequest) GetGithub() *GitHubWorkflowRun {
+	if x != nil {
+		return x.Github
+	}
+	return nil
 }
 
 // RequestApprovalResponse returns the gate and its secret token.
@@ -765,7 +776,7 @@ var File_rbook_v1_approval_service_proto protoreflect.FileDescriptor
 
 const file_rbook_v1_approval_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1frbook/v1/approval_service.proto\x12\brbook.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17rbook/v1/approval.proto\"\xa6\x02\n" +
+	"\x1frbook/v1/approval_service.proto\x12\brbook.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17rbook/v1/approval.proto\x1a\x12rbook/v1/run.proto\"\xdb\x02\n" +
 	"\x16RequestApprovalRequest\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1b\n" +
 	"\tstep_name\x18\x02 \x01(\tR\bstepName\x12\x1d\n" +
@@ -777,7 +788,9 @@ const file_rbook_v1_approval_service_proto_rawDesc = "" +
 	"planDigest\x12\x17\n" +
 	"\aon_fail\x18\a \x01(\tR\x06onFail\x12\x19\n" +
 	"\bowner_id\x18\b \x01(\tR\aownerId\x12\x14\n" +
-	"\x05epoch\x18\t \x01(\x03R\x05epoch\"_\n" +
+	"\x05epoch\x18\t \x01(\x03R\x05epoch\x123\n" +
+	"\x06github\x18\n" +
+	" \x01(\v2\x1b.rbook.v1.GitHubWorkflowRunR\x06github\"_\n" +
 	"\x17RequestApprovalResponse\x12.\n" +
 	"\bapproval\x18\x01 \x01(\v2\x12.rbook.v1.ApprovalR\bapproval\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\tR\x05token\"{\n" +
@@ -851,35 +864,37 @@ var file_rbook_v1_approval_service_proto_goTypes = []any{
 	(*WatchApprovalRequest)(nil),    // 10: rbook.v1.WatchApprovalRequest
 	(*WatchApprovalResponse)(nil),   // 11: rbook.v1.WatchApprovalResponse
 	(*timestamppb.Timestamp)(nil),   // 12: google.protobuf.Timestamp
-	(*Approval)(nil),                // 13: rbook.v1.Approval
-	(ApprovalStatus)(0),             // 14: rbook.v1.ApprovalStatus
+	(*GitHubWorkflowRun)(nil),       // 13: rbook.v1.GitHubWorkflowRun
+	(*Approval)(nil),                // 14: rbook.v1.Approval
+	(ApprovalStatus)(0),             // 15: rbook.v1.ApprovalStatus
 }
 var file_rbook_v1_approval_service_proto_depIdxs = []int32{
 	12, // 0: rbook.v1.RequestApprovalRequest.deadline:type_name -> google.protobuf.Timestamp
-	13, // 1: rbook.v1.RequestApprovalResponse.approval:type_name -> rbook.v1.Approval
-	13, // 2: rbook.v1.ApproveResponse.approval:type_name -> rbook.v1.Approval
-	13, // 3: rbook.v1.RejectResponse.approval:type_name -> rbook.v1.Approval
-	13, // 4: rbook.v1.GetApprovalResponse.approval:type_name -> rbook.v1.Approval
-	14, // 5: rbook.v1.ListApprovalsRequest.status:type_name -> rbook.v1.ApprovalStatus
-	13, // 6: rbook.v1.ListApprovalsResponse.approvals:type_name -> rbook.v1.Approval
-	13, // 7: rbook.v1.WatchApprovalResponse.approval:type_name -> rbook.v1.Approval
-	0,  // 8: rbook.v1.ApprovalService.RequestApproval:input_type -> rbook.v1.RequestApprovalRequest
-	2,  // 9: rbook.v1.ApprovalService.Approve:input_type -> rbook.v1.ApproveRequest
-	4,  // 10: rbook.v1.ApprovalService.Reject:input_type -> rbook.v1.RejectRequest
-	6,  // 11: rbook.v1.ApprovalService.GetApproval:input_type -> rbook.v1.GetApprovalRequest
-	8,  // 12: rbook.v1.ApprovalService.ListApprovals:input_type -> rbook.v1.ListApprovalsRequest
-	10, // 13: rbook.v1.ApprovalService.WatchApproval:input_type -> rbook.v1.WatchApprovalRequest
-	1,  // 14: rbook.v1.ApprovalService.RequestApproval:output_type -> rbook.v1.RequestApprovalResponse
-	3,  // 15: rbook.v1.ApprovalService.Approve:output_type -> rbook.v1.ApproveResponse
-	5,  // 16: rbook.v1.ApprovalService.Reject:output_type -> rbook.v1.RejectResponse
-	7,  // 17: rbook.v1.ApprovalService.GetApproval:output_type -> rbook.v1.GetApprovalResponse
-	9,  // 18: rbook.v1.ApprovalService.ListApprovals:output_type -> rbook.v1.ListApprovalsResponse
-	11, // 19: rbook.v1.ApprovalService.WatchApproval:output_type -> rbook.v1.WatchApprovalResponse
-	14, // [14:20] is the sub-list for method output_type
-	8,  // [8:14] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	13, // 1: rbook.v1.RequestApprovalRequest.github:type_name -> rbook.v1.GitHubWorkflowRun
+	14, // 2: rbook.v1.RequestApprovalResponse.approval:type_name -> rbook.v1.Approval
+	14, // 3: rbook.v1.ApproveResponse.approval:type_name -> rbook.v1.Approval
+	14, // 4: rbook.v1.RejectResponse.approval:type_name -> rbook.v1.Approval
+	14, // 5: rbook.v1.GetApprovalResponse.approval:type_name -> rbook.v1.Approval
+	15, // 6: rbook.v1.ListApprovalsRequest.status:type_name -> rbook.v1.ApprovalStatus
+	14, // 7: rbook.v1.ListApprovalsResponse.approvals:type_name -> rbook.v1.Approval
+	14, // 8: rbook.v1.WatchApprovalResponse.approval:type_name -> rbook.v1.Approval
+	0,  // 9: rbook.v1.ApprovalService.RequestApproval:input_type -> rbook.v1.RequestApprovalRequest
+	2,  // 10: rbook.v1.ApprovalService.Approve:input_type -> rbook.v1.ApproveRequest
+	4,  // 11: rbook.v1.ApprovalService.Reject:input_type -> rbook.v1.RejectRequest
+	6,  // 12: rbook.v1.ApprovalService.GetApproval:input_type -> rbook.v1.GetApprovalRequest
+	8,  // 13: rbook.v1.ApprovalService.ListApprovals:input_type -> rbook.v1.ListApprovalsRequest
+	10, // 14: rbook.v1.ApprovalService.WatchApproval:input_type -> rbook.v1.WatchApprovalRequest
+	1,  // 15: rbook.v1.ApprovalService.RequestApproval:output_type -> rbook.v1.RequestApprovalResponse
+	3,  // 16: rbook.v1.ApprovalService.Approve:output_type -> rbook.v1.ApproveResponse
+	5,  // 17: rbook.v1.ApprovalService.Reject:output_type -> rbook.v1.RejectResponse
+	7,  // 18: rbook.v1.ApprovalService.GetApproval:output_type -> rbook.v1.GetApprovalResponse
+	9,  // 19: rbook.v1.ApprovalService.ListApprovals:output_type -> rbook.v1.ListApprovalsResponse
+	11, // 20: rbook.v1.ApprovalService.WatchApproval:output_type -> rbook.v1.WatchApprovalResponse
+	15, // [15:21] is the sub-list for method output_type
+	9,  // [9:15] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_rbook_v1_approval_service_proto_init() }
@@ -888,6 +903,7 @@ func file_rbook_v1_approval_service_proto_init() {
 		return
 	}
 	file_rbook_v1_approval_proto_init()
+	file_rbook_v1_run_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -345,9 +345,12 @@ type Run struct {
 	// The GitHub Actions job that started the run, from the claims of its verified OIDC token
 	// (issue 7, item 5); unset when the run was started by another kind of caller. The gate
 	// policy's four-eyes rule compares approvers with actor.
-	StartedByJob  *GitHubJob `protobuf:"bytes,20,opt,name=started_by_job,json=startedByJob,proto3" json:"started_by_job,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	StartedByJob *GitHubJob `protobuf:"bytes,20,opt,name=started_by_job,json=startedByJob,proto3" json:"started_by_job,omitempty"`
+	// The workflow run the executor reported at its last StartRun (StartRunRequest.
+	// reported_workflow_run; issue 8): not verified, for display and binding only.
+	ReportedWorkflowRun *GitHubWorkflowRun `protobuf:"bytes,21,opt,name=reported_workflow_run,json=reportedWorkflowRun,proto3" json:"reported_workflow_run,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *Run) Reset() {
@@ -520,6 +523,109 @@ func (x *Run) GetStartedByJob() *GitHubJob {
 	return nil
 }
 
+func (x *Run) GetReportedWorkflowRun() *GitHubWorkflowRun {
+	if x != nil {
+		return x.ReportedWorkflowRun
+	}
+	return nil
+}
+
+// GitHubWorkflowRun is a GitHub Actions workflow run as an executor reports it from the
+// runner's environment (issue 8, Interface: GITHUB_REPOSITORY, GITHUB_RUN_ID,
+// GITHUB_RUN_ATTEMPT, GITHUB_ACTOR, GITHUB_SHA) plus the environment a gate is bound to
+// (rbook run --github-environment). Fields are text as GitHub gives them, each at most 512
+// bytes; repository is required when the message is set. Not verified by the control plane.
+type GitHubWorkflowRun struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "owner/name" (GITHUB_REPOSITORY).
+	Repository string `protobuf:"bytes,1,opt,name=repository,proto3" json:"repository,omitempty"`
+	// The workflow run id (GITHUB_RUN_ID), decimal.
+	RunId string `protobuf:"bytes,2,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// The attempt (GITHUB_RUN_ATTEMPT), decimal.
+	RunAttempt string `protobuf:"bytes,3,opt,name=run_attempt,json=runAttempt,proto3" json:"run_attempt,omitempty"`
+	// The person or app that triggered the run (GITHUB_ACTOR).
+	Actor string `protobuf:"bytes,4,opt,name=actor,proto3" json:"actor,omitempty"`
+	// The commit the run runs (GITHUB_SHA).
+	Sha string `protobuf:"bytes,5,opt,name=sha,proto3" json:"sha,omitempty"`
+	// The GitHub environment the gate is bound to (--github-environment); "" for none. Only on
+	// an approval's copy (RequestApprovalRequest.github, Approval.github).
+	Environment   string `protobuf:"bytes,6,opt,name=environment,proto3" json:"environment,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GitHubWorkflowRun) Reset() {
+	*x = GitHubWorkflowRun{}
+	mi := &file_rbook_v1_run_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GitHubWorkflowRun) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GitHubWorkflowRun) ProtoMessage() {}
+
+func (x *GitHubWorkflowRun) ProtoReflect() protoreflect.Message {
+	mi := &file_rbook_v1_run_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GitHubWorkflowRun.ProtoReflect.Descriptor instead.
+func (*GitHubWorkflowRun) Descriptor() ([]byte, []int) {
+	return file_rbook_v1_run_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *GitHubWorkflowRun) GetRepository() string {
+	if x != nil {
+		return x.Repository
+	}
+	return ""
+}
+
+func (x *GitHubWorkflowRun) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *GitHubWorkflowRun) GetRunAttempt() string {
+	if x != nil {
+		return x.RunAttempt
+	}
+	return ""
+}
+
+func (x *GitHubWorkflowRun) GetActor() string {
+	if x != nil {
+		return x.Actor
+	}
+	return ""
+}
+
+func (x *GitHubWorkflowRun) GetSha() string {
+	if x != nil {
+		return x.Sha
+	}
+	return ""
+}
+
+func (x *GitHubWorkflowRun) GetEnvironment() string {
+	if x != nil {
+		return x.Environment
+	}
+	return ""
+}
+
 // GitHubJob is the GitHub Actions job behind a run: claims of the job's OIDC token
 // (GitHub, "About security hardening with OpenID Connect"), verified by the control plane.
 type GitHubJob struct {
@@ -550,7 +656,7 @@ type GitHubJob struct {
 
 func (x *GitHubJob) Reset() {
 	*x = GitHubJob{}
-	mi := &file_rbook_v1_run_proto_msgTypes[1]
+	mi := &file_rbook_v1_run_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -562,7 +668,7 @@ func (x *GitHubJob) String() string {
 func (*GitHubJob) ProtoMessage() {}
 
 func (x *GitHubJob) ProtoReflect() protoreflect.Message {
-	mi := &file_rbook_v1_run_proto_msgTypes[1]
+	mi := &file_rbook_v1_run_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -575,7 +681,7 @@ func (x *GitHubJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GitHubJob.ProtoReflect.Descriptor instead.
 func (*GitHubJob) Descriptor() ([]byte, []int) {
-	return file_rbook_v1_run_proto_rawDescGZIP(), []int{1}
+	return file_rbook_v1_run_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *GitHubJob) GetActor() string {
@@ -670,7 +776,7 @@ type RunLease struct {
 
 func (x *RunLease) Reset() {
 	*x = RunLease{}
-	mi := &file_rbook_v1_run_proto_msgTypes[2]
+	mi := &file_rbook_v1_run_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -682,7 +788,7 @@ func (x *RunLease) String() string {
 func (*RunLease) ProtoMessage() {}
 
 func (x *RunLease) ProtoReflect() protoreflect.Message {
-	mi := &file_rbook_v1_run_proto_msgTypes[2]
+	mi := &file_rbook_v1_run_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -695,7 +801,7 @@ func (x *RunLease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunLease.ProtoReflect.Descriptor instead.
 func (*RunLease) Descriptor() ([]byte, []int) {
-	return file_rbook_v1_run_proto_rawDescGZIP(), []int{2}
+	return file_rbook_v1_run_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *RunLease) GetOwner() string {
@@ -736,7 +842,7 @@ type PlaybookRunDetails struct {
 
 func (x *PlaybookRunDetails) Reset() {
 	*x = PlaybookRunDetails{}
-	mi := &file_rbook_v1_run_proto_msgTypes[3]
+	mi := &file_rbook_v1_run_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -748,7 +854,7 @@ func (x *PlaybookRunDetails) String() string {
 func (*PlaybookRunDetails) ProtoMessage() {}
 
 func (x *PlaybookRunDetails) ProtoReflect() protoreflect.Message {
-	mi := &file_rbook_v1_run_proto_msgTypes[3]
+	mi := &file_rbook_v1_run_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -761,7 +867,7 @@ func (x *PlaybookRunDetails) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlaybookRunDetails.ProtoReflect.Descriptor instead.
 func (*PlaybookRunDetails) Descriptor() ([]byte, []int) {
-	return file_rbook_v1_run_proto_rawDescGZIP(), []int{3}
+	return file_rbook_v1_run_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *PlaybookRunDetails) GetBindings() string {
@@ -819,7 +925,7 @@ type Evidence struct {
 
 func (x *Evidence) Reset() {
 	*x = Evidence{}
-	mi := &file_rbook_v1_run_proto_msgTypes[4]
+	mi := &file_rbook_v1_run_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -831,7 +937,7 @@ func (x *Evidence) String() string {
 func (*Evidence) ProtoMessage() {}
 
 func (x *Evidence) ProtoReflect() protoreflect.Message {
-	mi := &file_rbook_v1_run_proto_msgTypes[4]
+	mi := &file_rbook_v1_run_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -844,7 +950,7 @@ func (x *Evidence) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Evidence.ProtoReflect.Descriptor instead.
 func (*Evidence) Descriptor() ([]byte, []int) {
-	return file_rbook_v1_run_proto_rawDescGZIP(), []int{4}
+	return file_rbook_v1_run_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Evidence) GetStepName() string {
@@ -934,7 +1040,7 @@ type Transition struct {
 
 func (x *Transition) Reset() {
 	*x = Transition{}
-	mi := &file_rbook_v1_run_proto_msgTypes[5]
+	mi := &file_rbook_v1_run_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -946,7 +1052,7 @@ func (x *Transition) String() string {
 func (*Transition) ProtoMessage() {}
 
 func (x *Transition) ProtoReflect() protoreflect.Message {
-	mi := &file_rbook_v1_run_proto_msgTypes[5]
+	mi := &file_rbook_v1_run_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -959,7 +1065,7 @@ func (x *Transition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Transition.ProtoReflect.Descriptor instead.
 func (*Transition) Descriptor() ([]byte, []int) {
-	return file_rbook_v1_run_proto_rawDescGZIP(), []int{5}
+	return file_rbook_v1_run_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Transition) GetRunId() string {
@@ -1057,7 +1163,7 @@ var File_rbook_v1_run_proto protoreflect.FileDescriptor
 
 const file_rbook_v1_run_proto_rawDesc = "" +
 	"\n" +
-	"\x12rbook/v1/run.proto\x12\brbook.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd4\x06\n" +
+	"\x12rbook/v1/run.proto\x12\brbook.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa5\a\n" +
 	"\x03Run\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12%\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x11.rbook.v1.RunKindR\x04kind\x12\x12\n" +
@@ -1083,7 +1189,18 @@ const file_rbook_v1_run_proto_rawDesc = "" +
 	"updated_at\x18\x11 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12(\n" +
 	"\x05lease\x18\x12 \x01(\v2\x12.rbook.v1.RunLeaseR\x05lease\x128\n" +
 	"\bplaybook\x18\x13 \x01(\v2\x1c.rbook.v1.PlaybookRunDetailsR\bplaybook\x129\n" +
-	"\x0estarted_by_job\x18\x14 \x01(\v2\x13.rbook.v1.GitHubJobR\fstartedByJob\"\xb1\x02\n" +
+	"\x0estarted_by_job\x18\x14 \x01(\v2\x13.rbook.v1.GitHubJobR\fstartedByJob\x12O\n" +
+	"\x15reported_workflow_run\x18\x15 \x01(\v2\x1b.rbook.v1.GitHubWorkflowRunR\x13reportedWorkflowRun\"\xb5\x01\n" +
+	"\x11GitHubWorkflowRun\x12\x1e\n" +
+	"\n" +
+	"repository\x18\x01 \x01(\tR\n" +
+	"repository\x12\x15\n" +
+	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x1f\n" +
+	"\vrun_attempt\x18\x03 \x01(\tR\n" +
+	"runAttempt\x12\x14\n" +
+	"\x05actor\x18\x04 \x01(\tR\x05actor\x12\x10\n" +
+	"\x03sha\x18\x05 \x01(\tR\x03sha\x12 \n" +
+	"\venvironment\x18\x06 \x01(\tR\venvironment\"\xb1\x02\n" +
 	"\tGitHubJob\x12\x14\n" +
 	"\x05actor\x18\x01 \x01(\tR\x05actor\x12\x1e\n" +
 	"\n" +
@@ -1184,43 +1301,45 @@ func file_rbook_v1_run_proto_rawDescGZIP() []byte {
 }
 
 var file_rbook_v1_run_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_rbook_v1_run_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_rbook_v1_run_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_rbook_v1_run_proto_goTypes = []any{
 	(RunStatus)(0),                // 0: rbook.v1.RunStatus
 	(StepStatus)(0),               // 1: rbook.v1.StepStatus
 	(TransitionKind)(0),           // 2: rbook.v1.TransitionKind
 	(RunKind)(0),                  // 3: rbook.v1.RunKind
 	(*Run)(nil),                   // 4: rbook.v1.Run
-	(*GitHubJob)(nil),             // 5: rbook.v1.GitHubJob
-	(*RunLease)(nil),              // 6: rbook.v1.RunLease
-	(*PlaybookRunDetails)(nil),    // 7: rbook.v1.PlaybookRunDetails
-	(*Evidence)(nil),              // 8: rbook.v1.Evidence
-	(*Transition)(nil),            // 9: rbook.v1.Transition
-	nil,                           // 10: rbook.v1.PlaybookRunDetails.IterationCountsEntry
-	(*timestamppb.Timestamp)(nil), // 11: google.protobuf.Timestamp
+	(*GitHubWorkflowRun)(nil),     // 5: rbook.v1.GitHubWorkflowRun
+	(*GitHubJob)(nil),             // 6: rbook.v1.GitHubJob
+	(*RunLease)(nil),              // 7: rbook.v1.RunLease
+	(*PlaybookRunDetails)(nil),    // 8: rbook.v1.PlaybookRunDetails
+	(*Evidence)(nil),              // 9: rbook.v1.Evidence
+	(*Transition)(nil),            // 10: rbook.v1.Transition
+	nil,                           // 11: rbook.v1.PlaybookRunDetails.IterationCountsEntry
+	(*timestamppb.Timestamp)(nil), // 12: google.protobuf.Timestamp
 }
 var file_rbook_v1_run_proto_depIdxs = []int32{
 	3,  // 0: rbook.v1.Run.kind:type_name -> rbook.v1.RunKind
 	0,  // 1: rbook.v1.Run.status:type_name -> rbook.v1.RunStatus
-	11, // 2: rbook.v1.Run.started_at:type_name -> google.protobuf.Timestamp
-	11, // 3: rbook.v1.Run.completed_at:type_name -> google.protobuf.Timestamp
-	11, // 4: rbook.v1.Run.updated_at:type_name -> google.protobuf.Timestamp
-	6,  // 5: rbook.v1.Run.lease:type_name -> rbook.v1.RunLease
-	7,  // 6: rbook.v1.Run.playbook:type_name -> rbook.v1.PlaybookRunDetails
-	5,  // 7: rbook.v1.Run.started_by_job:type_name -> rbook.v1.GitHubJob
-	11, // 8: rbook.v1.RunLease.expires_at:type_name -> google.protobuf.Timestamp
-	10, // 9: rbook.v1.PlaybookRunDetails.iteration_counts:type_name -> rbook.v1.PlaybookRunDetails.IterationCountsEntry
-	1,  // 10: rbook.v1.Evidence.status:type_name -> rbook.v1.StepStatus
-	2,  // 11: rbook.v1.Transition.kind:type_name -> rbook.v1.TransitionKind
-	11, // 12: rbook.v1.Transition.time:type_name -> google.protobuf.Timestamp
-	8,  // 13: rbook.v1.Transition.evidence:type_name -> rbook.v1.Evidence
-	0,  // 14: rbook.v1.Transition.run_status:type_name -> rbook.v1.RunStatus
-	11, // 15: rbook.v1.Transition.recorded_at:type_name -> google.protobuf.Timestamp
-	16, // [16:16] is the sub-list for method output_type
-	16, // [16:16] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	12, // 2: rbook.v1.Run.started_at:type_name -> google.protobuf.Timestamp
+	12, // 3: rbook.v1.Run.completed_at:type_name -> google.protobuf.Timestamp
+	12, // 4: rbook.v1.Run.updated_at:type_name -> google.protobuf.Timestamp
+	7,  // 5: rbook.v1.Run.lease:type_name -> rbook.v1.RunLease
+	8,  // 6: rbook.v1.Run.playbook:type_name -> rbook.v1.PlaybookRunDetails
+	6,  // 7: rbook.v1.Run.started_by_job:type_name -> rbook.v1.GitHubJob
+	5,  // 8: rbook.v1.Run.reported_workflow_run:type_name -> rbook.v1.GitHubWorkflowRun
+	12, // 9: rbook.v1.RunLease.expires_at:type_name -> google.protobuf.Timestamp
+	11, // 10: rbook.v1.PlaybookRunDetails.iteration_counts:type_name -> rbook.v1.PlaybookRunDetails.IterationCountsEntry
+	1,  // 11: rbook.v1.Evidence.status:type_name -> rbook.v1.StepStatus
+	2,  // 12: rbook.v1.Transition.kind:type_name -> rbook.v1.TransitionKind
+	12, // 13: rbook.v1.Transition.time:type_name -> google.protobuf.Timestamp
+	9,  // 14: rbook.v1.Transition.evidence:type_name -> rbook.v1.Evidence
+	0,  // 15: rbook.v1.Transition.run_status:type_name -> rbook.v1.RunStatus
+	12, // 16: rbook.v1.Transition.recorded_at:type_name -> google.protobuf.Timestamp
+	17, // [17:17] is the sub-list for method output_type
+	17, // [17:17] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_rbook_v1_run_proto_init() }
@@ -1228,14 +1347,14 @@ func file_rbook_v1_run_proto_init() {
 	if File_rbook_v1_run_proto != nil {
 		return
 	}
-	file_rbook_v1_run_proto_msgTypes[4].OneofWrappers = []any{}
+	file_rbook_v1_run_proto_msgTypes[5].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rbook_v1_run_proto_rawDesc), len(file_rbook_v1_run_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   7,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

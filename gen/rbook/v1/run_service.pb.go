@@ -52,9 +52,14 @@ type StartRunRequest struct {
 	// Take the run over from another owner whose lease expired (rbook run --take-over).
 	TakeOver bool `protobuf:"varint,10,opt,name=take_over,json=takeOver,proto3" json:"take_over,omitempty"`
 	// How long the lease lasts without renewal, in seconds: 0 means 60; 5..3600.
-	LeaseSeconds  int32 `protobuf:"varint,11,opt,name=lease_seconds,json=leaseSeconds,proto3" json:"lease_seconds,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	LeaseSeconds int32 `protobuf:"varint,11,opt,name=lease_seconds,json=leaseSeconds,proto3" json:"lease_seconds,omitempty"`
+	// The GitHub Actions workflow run the executor runs in, as it reports it from the runner's
+	// environment (issue 8, Interface); unset outside a runner. Not verified: unlike
+	// Run.started_by_job (the claims of a verified OIDC token), nothing may trust it for
+	// authorization; it is kept as Run.reported_workflow_run.
+	ReportedWorkflowRun *GitHubWorkflowRun `protobuf:"bytes,12,opt,name=reported_workflow_run,json=reportedWorkflowRun,proto3" json:"reported_workflow_run,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *StartRunRequest) Reset() {
@@ -162,6 +167,13 @@ func (x *StartRunRequest) GetLeaseSeconds() int32 {
 		return x.LeaseSeconds
 	}
 	return 0
+}
+
+func (x *StartRunRequest) GetReportedWorkflowRun() *GitHubWorkflowRun {
+	if x != nil {
+		return x.ReportedWorkflowRun
+	}
+	return nil
 }
 
 // StartRunResponse returns the run to report transitions for.
@@ -347,7 +359,13 @@ type RenewLeaseRequest struct {
 	// The caller's owner id. Required.
 	OwnerId string `protobuf:"bytes,2,opt,name=owner_id,json=ownerId,proto3" json:"owner_id,omitempty"`
 	// The lease epoch StartRun returned. Required.
-	Epoch         int64 `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Epoch int64 `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// Release the lease instead of extending it (pause mode, issue 8 item 4): the lease's
+	// expires_at becomes the server's now, so another executor may take the run over at once
+	// (StartRun with take_over, at the next epoch) instead of waiting for the lease to expire.
+	// The caller keeps its epoch until then; after a take-over every write of it fails with
+	// E_LEASE_LOST.
+	Release       bool `protobuf:"varint,4,opt,name=release,proto3" json:"release,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -401,6 +419,13 @@ func (x *RenewLeaseRequest) GetEpoch() int64 {
 		return x.Epoch
 	}
 	return 0
+}
+
+func (x *RenewLeaseRequest) GetRelease() bool {
+	if x != nil {
+		return x.Release
+	}
+	return false
 }
 
 // RenewLeaseResponse returns the renewed lease.
@@ -1053,7 +1078,7 @@ var File_rbook_v1_run_service_proto protoreflect.FileDescriptor
 
 const file_rbook_v1_run_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1arbook/v1/run_service.proto\x12\brbook.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x12rbook/v1/run.proto\"\x81\x03\n" +
+	"\x1arbook/v1/run_service.proto\x12\brbook.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x12rbook/v1/run.proto\"\xd2\x03\n" +
 	"\x0fStartRunRequest\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12!\n" +
@@ -1069,7 +1094,8 @@ const file_rbook_v1_run_service_proto_rawDesc = "" +
 	"\bowner_id\x18\t \x01(\tR\aownerId\x12\x1b\n" +
 	"\ttake_over\x18\n" +
 	" \x01(\bR\btakeOver\x12#\n" +
-	"\rlease_seconds\x18\v \x01(\x05R\fleaseSeconds\"M\n" +
+	"\rlease_seconds\x18\v \x01(\x05R\fleaseSeconds\x12O\n" +
+	"\x15reported_workflow_run\x18\f \x01(\v2\x1b.rbook.v1.GitHubWorkflowRunR\x13reportedWorkflowRun\"M\n" +
 	"\x10StartRunResponse\x12\x1f\n" +
 	"\x03run\x18\x01 \x01(\v2\r.rbook.v1.RunR\x03run\x12\x18\n" +
 	"\acreated\x18\x02 \x01(\bR\acreated\"\x80\x01\n" +
@@ -1081,11 +1107,12 @@ const file_rbook_v1_run_service_proto_rawDesc = "" +
 	"\x05epoch\x18\x03 \x01(\x03R\x05epoch\"S\n" +
 	"\x18RecordTransitionResponse\x12\x1c\n" +
 	"\tduplicate\x18\x01 \x01(\bR\tduplicate\x12\x19\n" +
-	"\blast_seq\x18\x02 \x01(\x03R\alastSeq\"[\n" +
+	"\blast_seq\x18\x02 \x01(\x03R\alastSeq\"u\n" +
 	"\x11RenewLeaseRequest\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x19\n" +
 	"\bowner_id\x18\x02 \x01(\tR\aownerId\x12\x14\n" +
-	"\x05epoch\x18\x03 \x01(\x03R\x05epoch\">\n" +
+	"\x05epoch\x18\x03 \x01(\x03R\x05epoch\x12\x18\n" +
+	"\arelease\x18\x04 \x01(\bR\arelease\">\n" +
 	"\x12RenewLeaseResponse\x12(\n" +
 	"\x05lease\x18\x01 \x01(\v2\x12.rbook.v1.RunLeaseR\x05lease\"b\n" +
 	"\rGetRunRequest\x12\x15\n" +
@@ -1172,47 +1199,49 @@ var file_rbook_v1_run_service_proto_goTypes = []any{
 	(*GetEvidencePackResponse)(nil),  // 15: rbook.v1.GetEvidencePackResponse
 	(*timestamppb.Timestamp)(nil),    // 16: google.protobuf.Timestamp
 	(RunKind)(0),                     // 17: rbook.v1.RunKind
-	(*Run)(nil),                      // 18: rbook.v1.Run
-	(*Transition)(nil),               // 19: rbook.v1.Transition
-	(*RunLease)(nil),                 // 20: rbook.v1.RunLease
-	(RunStatus)(0),                   // 21: rbook.v1.RunStatus
-	(*Evidence)(nil),                 // 22: rbook.v1.Evidence
+	(*GitHubWorkflowRun)(nil),        // 18: rbook.v1.GitHubWorkflowRun
+	(*Run)(nil),                      // 19: rbook.v1.Run
+	(*Transition)(nil),               // 20: rbook.v1.Transition
+	(*RunLease)(nil),                 // 21: rbook.v1.RunLease
+	(RunStatus)(0),                   // 22: rbook.v1.RunStatus
+	(*Evidence)(nil),                 // 23: rbook.v1.Evidence
 }
 var file_rbook_v1_run_service_proto_depIdxs = []int32{
 	16, // 0: rbook.v1.StartRunRequest.started_at:type_name -> google.protobuf.Timestamp
 	17, // 1: rbook.v1.StartRunRequest.kind:type_name -> rbook.v1.RunKind
-	18, // 2: rbook.v1.StartRunResponse.run:type_name -> rbook.v1.Run
-	19, // 3: rbook.v1.RecordTransitionRequest.transition:type_name -> rbook.v1.Transition
-	20, // 4: rbook.v1.RenewLeaseResponse.lease:type_name -> rbook.v1.RunLease
-	18, // 5: rbook.v1.GetRunResponse.run:type_name -> rbook.v1.Run
-	19, // 6: rbook.v1.GetRunResponse.transitions:type_name -> rbook.v1.Transition
-	21, // 7: rbook.v1.ListRunsRequest.status:type_name -> rbook.v1.RunStatus
-	18, // 8: rbook.v1.ListRunsResponse.runs:type_name -> rbook.v1.Run
-	18, // 9: rbook.v1.WatchRunResponse.run:type_name -> rbook.v1.Run
-	19, // 10: rbook.v1.WatchRunResponse.transition:type_name -> rbook.v1.Transition
-	18, // 11: rbook.v1.CancelRunResponse.run:type_name -> rbook.v1.Run
-	22, // 12: rbook.v1.GetEvidencePackResponse.entries:type_name -> rbook.v1.Evidence
-	0,  // 13: rbook.v1.RunService.StartRun:input_type -> rbook.v1.StartRunRequest
-	2,  // 14: rbook.v1.RunService.RecordTransition:input_type -> rbook.v1.RecordTransitionRequest
-	4,  // 15: rbook.v1.RunService.RenewLease:input_type -> rbook.v1.RenewLeaseRequest
-	6,  // 16: rbook.v1.RunService.GetRun:input_type -> rbook.v1.GetRunRequest
-	8,  // 17: rbook.v1.RunService.ListRuns:input_type -> rbook.v1.ListRunsRequest
-	10, // 18: rbook.v1.RunService.WatchRun:input_type -> rbook.v1.WatchRunRequest
-	12, // 19: rbook.v1.RunService.CancelRun:input_type -> rbook.v1.CancelRunRequest
-	14, // 20: rbook.v1.RunService.GetEvidencePack:input_type -> rbook.v1.GetEvidencePackRequest
-	1,  // 21: rbook.v1.RunService.StartRun:output_type -> rbook.v1.StartRunResponse
-	3,  // 22: rbook.v1.RunService.RecordTransition:output_type -> rbook.v1.RecordTransitionResponse
-	5,  // 23: rbook.v1.RunService.RenewLease:output_type -> rbook.v1.RenewLeaseResponse
-	7,  // 24: rbook.v1.RunService.GetRun:output_type -> rbook.v1.GetRunResponse
-	9,  // 25: rbook.v1.RunService.ListRuns:output_type -> rbook.v1.ListRunsResponse
-	11, // 26: rbook.v1.RunService.WatchRun:output_type -> rbook.v1.WatchRunResponse
-	13, // 27: rbook.v1.RunService.CancelRun:output_type -> rbook.v1.CancelRunResponse
-	15, // 28: rbook.v1.RunService.GetEvidencePack:output_type -> rbook.v1.GetEvidencePackResponse
-	21, // [21:29] is the sub-list for method output_type
-	13, // [13:21] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	18, // 2: rbook.v1.StartRunRequest.reported_workflow_run:type_name -> rbook.v1.GitHubWorkflowRun
+	19, // 3: rbook.v1.StartRunResponse.run:type_name -> rbook.v1.Run
+	20, // 4: rbook.v1.RecordTransitionRequest.transition:type_name -> rbook.v1.Transition
+	21, // 5: rbook.v1.RenewLeaseResponse.lease:type_name -> rbook.v1.RunLease
+	19, // 6: rbook.v1.GetRunResponse.run:type_name -> rbook.v1.Run
+	20, // 7: rbook.v1.GetRunResponse.transitions:type_name -> rbook.v1.Transition
+	22, // 8: rbook.v1.ListRunsRequest.status:type_name -> rbook.v1.RunStatus
+	19, // 9: rbook.v1.ListRunsResponse.runs:type_name -> rbook.v1.Run
+	19, // 10: rbook.v1.WatchRunResponse.run:type_name -> rbook.v1.Run
+	20, // 11: rbook.v1.WatchRunResponse.transition:type_name -> rbook.v1.Transition
+	19, // 12: rbook.v1.CancelRunResponse.run:type_name -> rbook.v1.Run
+	23, // 13: rbook.v1.GetEvidencePackResponse.entries:type_name -> rbook.v1.Evidence
+	0,  // 14: rbook.v1.RunService.StartRun:input_type -> rbook.v1.StartRunRequest
+	2,  // 15: rbook.v1.RunService.RecordTransition:input_type -> rbook.v1.RecordTransitionRequest
+	4,  // 16: rbook.v1.RunService.RenewLease:input_type -> rbook.v1.RenewLeaseRequest
+	6,  // 17: rbook.v1.RunService.GetRun:input_type -> rbook.v1.GetRunRequest
+	8,  // 18: rbook.v1.RunService.ListRuns:input_type -> rbook.v1.ListRunsRequest
+	10, // 19: rbook.v1.RunService.WatchRun:input_type -> rbook.v1.WatchRunRequest
+	12, // 20: rbook.v1.RunService.CancelRun:input_type -> rbook.v1.CancelRunRequest
+	14, // 21: rbook.v1.RunService.GetEvidencePack:input_type -> rbook.v1.GetEvidencePackRequest
+	1,  // 22: rbook.v1.RunService.StartRun:output_type -> rbook.v1.StartRunResponse
+	3,  // 23: rbook.v1.RunService.RecordTransition:output_type -> rbook.v1.RecordTransitionResponse
+	5,  // 24: rbook.v1.RunService.RenewLease:output_type -> rbook.v1.RenewLeaseResponse
+	7,  // 25: rbook.v1.RunService.GetRun:output_type -> rbook.v1.GetRunResponse
+	9,  // 26: rbook.v1.RunService.ListRuns:output_type -> rbook.v1.ListRunsResponse
+	11, // 27: rbook.v1.RunService.WatchRun:output_type -> rbook.v1.WatchRunResponse
+	13, // 28: rbook.v1.RunService.CancelRun:output_type -> rbook.v1.CancelRunResponse
+	15, // 29: rbook.v1.RunService.GetEvidencePack:output_type -> rbook.v1.GetEvidencePackResponse
+	22, // [22:30] is the sub-list for method output_type
+	14, // [14:22] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_rbook_v1_run_service_proto_init() }

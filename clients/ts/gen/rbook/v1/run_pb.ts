@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file rbook/v1/run.proto.
  */
 export const file_rbook_v1_run: GenFile = /*@__PURE__*/
-  fileDesc("ChJyYm9vay92MS9ydW4ucHJvdG8SCHJib29rLnYxIugECgNSdW4SDgoGcnVuX2lkGAEgASgJEh8KBGtpbmQYAiABKA4yES5yYm9vay52MS5SdW5LaW5kEgwKBG5hbWUYAyABKAkSFAoMY29udGVudF9oYXNoGAQgASgJEhQKDGN1cnJlbnRfc3RlcBgFIAEoCRIjCgZzdGF0dXMYBiABKA4yEy5yYm9vay52MS5SdW5TdGF0dXMSLgoKc3RhcnRlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMAoMY29tcGxldGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIVCg1lcnJvcl9jb250ZXh0GAkgASgJEhQKDHNjaGVtYV9oYXNoOBgKIAEoCRITCgt0b3RhbF9zdGVwcxgLIAEoBRIhChlsYXN0X2NvbXBsZXRlZF9zdGVwX2luZGV4GAwgASgFEhoKEmN1cnJlbnRfc3RlcF9pbmRleBgNIAEoBRIYChBsYXN0X2RlcGxveV9uYW1lGA4gASgJEhIKCnN0YXJ0ZWRfYnkYDyABKAkSEAoIbGFzdF9zZXEYECABKAMSLgoKdXBkYXRlZF9hdBgRIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASIQoFbGVhc2UYEiABKAsyEi5yYm9vay52MS5SdW5MZWFzZRIuCghwbGF5Ym9vaxgTIAEoCzIcLnJib29rLnYxLlBsYXlib29rUnVuRGV0YWlscxIrCg5zdGFydGVkX2J5X2pvYhgUIAEoCzITLnJib29rLnYxLkdpdEh1YkpvYiLJAQoJR2l0SHViSm9iEg0KBWFjdG9yGAEgASgJEhIKCnJlcG9zaXRvcnkYAiABKAkSFQoNcmVwb3NpdG9yeV9pZBgDIAEoCRIOCgZydW5faWQYBCABKAkSEwoLcnVuX2F0dGVtcHQYBSABKAkSCwoDc2hhGAYgASgJEhQKDHdvcmtmbG93X3JlZhgHIAEoCRILCgNyZWYYCCABKAkSEwoLZW52aXJvbm1lbnQYCSABKAkSGAoQam9iX3dvcmtmbG93X3JlZhgKIAEoCSJYCghSdW5MZWFzZRINCgVvd25lchgBIAEoCRINCgVlcG9jaBgCIAEoAxIuCgpleHBpcmVzX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCLQAQoSUGxheWJvb2tSdW5EZXRhaWxzEhAKCGJpbmRpbmdzGAEgASgJEksKEGl0ZXJhdGlvbl9jb3VudHMYAiADKAsyMS5yYm9vay52MS5QbGF5Ym9va1J1bkRldGFpbHMuSXRlcmF0aW9uQ291bnRzRW50cnkSDwoHZXBpY19pZBgDIAEoCRISCgpzZXNzaW9uX2lkGAQgASgJGjYKFEl0ZXJhdGlvbkNvdW50c0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoBToCOAEiwgEKCEV2aWRlbmNlEhEKCXN0ZXBfbmFtZRgBIAEoCRIMCgR0eXBlGAIgASgJEhIKBWlucHV0GAMgASgJSACIAQESDgoGb3V0cHV0GAQgASgJEiQKBnN0YXR1cxgFIAEoDjIULnJib29rLnYxLlN0ZXBTdGF0dXMSFQoNdGltZXN0YW1wX3V0YxgGIAEoCRIZCgxzb3VyY2VfaW5wdXQYByABKAlIAYgBAUIICgZfaW5wdXRCDwoNX3NvdXJjZV9pbnB1dCL2AgoKVHJhbnNpdGlvbhIOCgZydW5faWQYASABKAkSCwoDc2VxGAIgASgDEiYKBGtpbmQYAyABKA4yGC5yYm9vay52MS5UcmFuc2l0aW9uS2luZBIoCgR0aW1lGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBISCgpzdGVwX2luZGV4GAUgASgFEhEKCXN0ZXBfbmFtZRgGIAEoCRIRCglzdGVwX3R5cGUYByABKAkSJAoIZXZpZGVuY2UYCCABKAsyEi5yYm9vay52MS5FdmlkZW5jZRInCgpydW5fc3RhdHVzGAkgASgOMhMucmJvb2sudjEuUnVuU3RhdHVzEhgKEGxhc3RfZGVwbG95X25hbWUYCiABKAkSDwoHbWVzc2FnZRgLIAEoCRIvCgtyZWNvcmRlZF9hdBgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFAoMcm9sbGJhY2tfZm9yGA0gASgJKqEBCglSdW5TdGF0dXMSGgoWUlVOX1NUQVRVU19VTlNQRUNJRklFRBAAEhYKElJVTl9TVEFUVVNfUlVOTklORxABEhUKEVJVTl9TVEFUVVNfUEFVU0VEEAISFQoRUlVOX1NUQVRVU19GQUlMRUQQAxIYChRSVU5fU1RBVFVTX1NVQ0NFRURFRBAEEhgKFFJVTl9TVEFUVVNfQ0FOQ0VMTEVEEAUqsAEKClN0ZXBTdGF0dXMSGwoXU1RFUF9TVEFUVVNfVU5TUEVDSUZJRUQQABIUChBTVEVQX1NUQVRVU19QQVNTEAESFAoQU1RFUF9TVEFUVVNfRkFJTBACEhkKFVNURVBfU1RBVFVTX1RJTUVEX09VVBADEhcKE1NURVBfU1RBVFVTX1NLSVBQRUQQBBIlCiFTVEVQX1NUQVRVU19BV0FJVElOR19DT05GSVJNQVRJT04QBSqhAgoOVHJhbnNpdGlvbktpbmQSHwobVFJBTlNJVElPTl9LSU5EX1VOU1BFQ0lGSUVEEAASHwobVFJBTlNJVElPTl9LSU5EX1JVTl9TVEFSVEVEEAESIAocVFJBTlNJVElPTl9LSU5EX1NURVBfU1RBUlRFRBACEiEKHVRSQU5TSVRJT05fS0lORF9TVEVQX0ZJTklTSEVEEAMSHwobVFJBTlNJVElPTl9LSU5EX0dBVEVfT1BFTkVEEAQSIAocVFJBTlNJVElPTl9LSU5EX0dBVEVfREVDSURFRBAFEiAKHFRSQU5TSVRJT05fS0lORF9SVU5fRklOSVNIRUQQBhIjCh9UUkFOU0lUSU9OX0tJTkRfUlVOX0lOVEVSUlVQVEVEEAcqUAoHUnVuS2luZBIYChRSVU5fS0lORF9VTlNQRUNJRklFRBAAEhQKEFJVTl9LSU5EX1JVTkJPT0sQARIVChFSVU5fS0lORF9QTEFZQk9PSxACQjZaNGdpdGh1Yi5jb20vcmJvb2tocS9yYm9vay1hY3Rpb24vZ2VuL3Jib29rL3YxO3Jib29rdjFiBnByb3RvMw", [file_google_protobuf_timestamp]);
+  fileDesc("ChJyYm9vay92MS9ydW4ucHJvdG8SCHJib29rLnYxIqQFCgNSdW4SDgoGcnVuX2lkGAEgASgJEh8KBGtpbmQYAiABKA4yES5yYm9vay52MS5SdW5LaW5kEgwKBG5hbWUYAyABKAkSFAoMY29udGVudF9oYXNoGAQgASgJEhQKDGN1cnJlbnRfc3RlcBgFIAEoCRIjCgZzdGF0dXMYBiABKA4yEy5yYm9vay52MS5SdW5TdGF0dXMSLgoKc3RhcnRlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMAoMY29tcGxldGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIVCg1lcnJvcl9jb250ZXh0GAkgASgJEhQKDHNjaGVtYV9oYXNoOBgKIAEoCRITCgt0b3RhbF9zdGVwcxgLIAEoBRIhChlsYXN0X2NvbXBsZXRlZF9zdGVwX2luZGV4GAwgASgFEhoKEmN1cnJlbnRfc3RlcF9pbmRleBgNIAEoBRIYChBsYXN0X2RlcGxveV9uYW1lGA4gASgJEhIKCnN0YXJ0ZWRfYnkYDyABKAkSEAoIbGFzdF9zZXEYECABKAMSLgoKdXBkYXRlZF9hdBgRIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASIQoFbGVhc2UYEiABKAsyEi5yYm9vay52MS5SdW5MZWFzZRIuCghwbGF5Ym9vaxgTIAEoCzIcLnJib29rLnYxLlBsYXlib29rUnVuRGV0YWlscxIrCg5zdGFydGVkX2J5X2pvYhgUIAEoCzITLnJib29rLnYxLkdpdEh1YkpvYhI6ChVyZXBvcnRlZF93b3JrZmxvd19ydW4YFSABKAsyGy5yYm9vay52MS5HaXRIdWJXb3JrZmxvd1J1biJ9ChFHaXRIdWJXb3JrZmxvd1J1bhISCgpyZXBvc2l0b3J5GAEgASgJEg4KBnJ1bl9pZBgCIAEoCRITCgtydW5fYXR0ZW1wdBgDIAEoCRINCgVhY3RvchgEIAEoCRILCgNzaGEYBSABKAkSEwoLZW52aXJvbm1lbnQYBiABKAkiyQEKCUdpdEh1YkpvYhINCgVhY3RvchgBIAEoCRISCgpyZXBvc2l0b3J5GAIgASgJEhUKDXJlcG9zaXRvcnlfaWQYAyABKAkSDgoGcnVuX2lkGAQgASgJEhMKC3J1bl9hdHRlbXB0GAUgASgJEgsKA3NoYRgGIAEoCRIUCgx3b3JrZmxvd19yZWYYByABKAkSCwoDcmVmGAggASgJEhMKC2Vudmlyb25tZW50GAkgASgJEhgKEGpvYl93b3JrZmxvd19yZWYYCiABKAkiWAoIUnVuTGVhc2USDQoFb3duZXIYASABKAkSDQoFZXBvY2gYAiABKAMSLgoKZXhwaXJlc19hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAi0AEKElBsYXlib29rUnVuRGV0YWlscxIQCghiaW5kaW5ncxgBIAEoCRJLChBpdGVyYXRpb25fY291bnRzGAIgAygLMjEucmJvb2sudjEuUGxheWJvb2tSdW5EZXRhaWxzLkl0ZXJhdGlvbkNvdW50c0VudHJ5Eg8KB2VwaWNfaWQYAyABKAkSEgoKc2Vzc2lvbl9pZBgEIAEoCRo2ChRJdGVyYXRpb25Db3VudHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAU6AjgBIsIBCghFdmlkZW5jZRIRCglzdGVwX25hbWUYASABKAkSDAoEdHlwZRgCIAEoCRISCgVpbnB1dBgDIAEoCUgAiAEBEg4KBm91dHB1dBgEIAEoCRIkCgZzdGF0dXMYBSABKA4yFC5yYm9vay52MS5TdGVwU3RhdHVzEhUKDXRpbWVzdGFtcF91dGMYBiABKAkSGQoMc291cmNlX2lucHV0GAcgASgJSAGIAQFCCAoGX2lucHV0Qg8KDV9zb3VyY2VfaW5wdXQi9gIKClRyYW5zaXRpb24SDgoGcnVuX2lkGAEgASgJEgsKA3NlcRgCIAEoAxImCgRraW5kGAMgASgOMhgucmJvb2sudjEuVHJhbnNpdGlvbktpbmQSKAoEdGltZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKc3RlcF9pbmRleBgFIAEoBRIRCglzdGVwX25hbWUYBiABKAkSEQoJc3RlcF90eXBlGAcgASgJEiQKCGV2aWRlbmNlGAggASgLMhIucmJvb2sudjEuRXZpZGVuY2USJwoKcnVuX3N0YXR1cxgJIAEoDjITLnJib29rLnYxLlJ1blN0YXR1cxIYChBsYXN0X2RlcGxveV9uYW1lGAogASgJEg8KB21lc3NhZ2UYCyABKAkSLwoLcmVjb3JkZWRfYXQYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhQKDHJvbGxiYWNrX2ZvchgNIAEoCSqhAQoJUnVuU3RhdHVzEhoKFlJVTl9TVEFUVVNfVU5TUEVDSUZJRUQQABIWChJSVU5fU1RBVFVTX1JVTk5JTkcQARIVChFSVU5fU1RBVFVTX1BBVVNFRBACEhUKEVJVTl9TVEFUVVNfRkFJTEVEEAMSGAoUUlVOX1NUQVRVU19TVUNDRUVERUQQBBIYChRSVU5fU1RBVFVTX0NBTkNFTExFRBAFKrABCgpTdGVwU3RhdHVzEhsKF1NURVBfU1RBVFVTX1VOU1BFQ0lGSUVEEAASFAoQU1RFUF9TVEFUVVNfUEFTUxABEhQKEFNURVBfU1RBVFVTX0ZBSUwQAhIZChVTVEVQX1NUQVRVU19USU1FRF9PVVQQAxIXChNTVEVQX1NUQVRVU19TS0lQUEVEEAQSJQohU1RFUF9TVEFUVVNfQVdBSVRJTkdfQ09ORklSTUFUSU9OEAUqoQIKDlRyYW5zaXRpb25LaW5kEh8KG1RSQU5TSVRJT05fS0lORF9VTlNQRUNJRklFRBAAEh8KG1RSQU5TSVRJT05fS0lORF9SVU5fU1RBUlRFRBABEiAKHFRSQU5TSVRJT05fS0lORF9TVEVQX1NUQVJURUQQAhIhCh1UUkFOU0lUSU9OX0tJTkRfU1RFUF9GSU5JU0hFRBADEh8KG1RSQU5TSVRJT05fS0lORF9HQVRFX09QRU5FRBAEEiAKHFRSQU5TSVRJT05fS0lORF9HQVRFX0RFQ0lERUQQBRIgChxUUkFOU0lUSU9OX0tJTkRfUlVOX0ZJTklTSEVEEAYSIwofVFJBTlNJVElPTl9LSU5EX1JVTl9JTlRFUlJVUFRFRBAHKlAKB1J1bktpbmQSGAoUUlVOX0tJTkRfVU5TUEVDSUZJRUQQABIUChBSVU5fS0lORF9SVU5CT09LEAESFQoRUlVOX0tJTkRfUExBWUJPT0sQAkI2WjRnaXRodWIuY29tL3Jib29raHEvcmJvb2stYWN0aW9uL2dlbi9yYm9vay92MTtyYm9va3YxYgZwcm90bzM", [file_google_protobuf_timestamp]);
 
 /**
  * Run is one runbook or playbook run. Field names are neutral (issue 6, item 2.3); the
@@ -173,6 +173,14 @@ export type Run = Message<"rbook.v1.Run"> & {
    * @generated from field: rbook.v1.GitHubJob started_by_job = 20;
    */
   startedByJob?: GitHubJob | undefined;
+
+  /**
+   * The workflow run the executor reported at its last StartRun (StartRunRequest.
+   * reported_workflow_run; issue 8): not verified, for display and binding only.
+   *
+   * @generated from field: rbook.v1.GitHubWorkflowRun reported_workflow_run = 21;
+   */
+  reportedWorkflowRun?: GitHubWorkflowRun | undefined;
 };
 
 /**
@@ -181,6 +189,67 @@ export type Run = Message<"rbook.v1.Run"> & {
  */
 export const RunSchema: GenMessage<Run> = /*@__PURE__*/
   messageDesc(file_rbook_v1_run, 0);
+
+/**
+ * GitHubWorkflowRun is a GitHub Actions workflow run as an executor reports it from the
+ * runner's environment (issue 8, Interface: GITHUB_REPOSITORY, GITHUB_RUN_ID,
+ * GITHUB_RUN_ATTEMPT, GITHUB_ACTOR, GITHUB_SHA) plus the environment a gate is bound to
+ * (rbook run --github-environment). Fields are text as GitHub gives them, each at most 512
+ * bytes; repository is required when the message is set. Not verified by the control plane.
+ *
+ * @generated from message rbook.v1.GitHubWorkflowRun
+ */
+export type GitHubWorkflowRun = Message<"rbook.v1.GitHubWorkflowRun"> & {
+  /**
+   * "owner/name" (GITHUB_REPOSITORY).
+   *
+   * @generated from field: string repository = 1;
+   */
+  repository: string;
+
+  /**
+   * The workflow run id (GITHUB_RUN_ID), decimal.
+   *
+   * @generated from field: string run_id = 2;
+   */
+  runId: string;
+
+  /**
+   * The attempt (GITHUB_RUN_ATTEMPT), decimal.
+   *
+   * @generated from field: string run_attempt = 3;
+   */
+  runAttempt: string;
+
+  /**
+   * The person or app that triggered the run (GITHUB_ACTOR).
+   *
+   * @generated from field: string actor = 4;
+   */
+  actor: string;
+
+  /**
+   * The commit the run runs (GITHUB_SHA).
+   *
+   * @generated from field: string sha = 5;
+   */
+  sha: string;
+
+  /**
+   * The GitHub environment the gate is bound to (--github-environment); "" for none. Only on
+   * an approval's copy (RequestApprovalRequest.github, Approval.github).
+   *
+   * @generated from field: string environment = 6;
+   */
+  environment: string;
+};
+
+/**
+ * Describes the message rbook.v1.GitHubWorkflowRun.
+ * Use `create(GitHubWorkflowRunSchema)` to create a new message.
+ */
+export const GitHubWorkflowRunSchema: GenMessage<GitHubWorkflowRun> = /*@__PURE__*/
+  messageDesc(file_rbook_v1_run, 1);
 
 /**
  * GitHubJob is the GitHub Actions job behind a run: claims of the job's OIDC token
@@ -265,7 +334,7 @@ export type GitHubJob = Message<"rbook.v1.GitHubJob"> & {
  * Use `create(GitHubJobSchema)` to create a new message.
  */
 export const GitHubJobSchema: GenMessage<GitHubJob> = /*@__PURE__*/
-  messageDesc(file_rbook_v1_run, 1);
+  messageDesc(file_rbook_v1_run, 2);
 
 /**
  * RunLease is the executor lease of a run (issue 6, item 1.2; DESIGN D12). One executor
@@ -307,7 +376,7 @@ export type RunLease = Message<"rbook.v1.RunLease"> & {
  * Use `create(RunLeaseSchema)` to create a new message.
  */
 export const RunLeaseSchema: GenMessage<RunLease> = /*@__PURE__*/
-  messageDesc(file_rbook_v1_run, 2);
+  messageDesc(file_rbook_v1_run, 3);
 
 /**
  * PlaybookRunDetails holds the playbook_runs columns only playbooks use (seed playbooks.txt).
@@ -349,7 +418,7 @@ export type PlaybookRunDetails = Message<"rbook.v1.PlaybookRunDetails"> & {
  * Use `create(PlaybookRunDetailsSchema)` to create a new message.
  */
 export const PlaybookRunDetailsSchema: GenMessage<PlaybookRunDetails> = /*@__PURE__*/
-  messageDesc(file_rbook_v1_run, 3);
+  messageDesc(file_rbook_v1_run, 4);
 
 /**
  * Evidence is one evidence-pack entry with exactly the seed's fields (seed runbook-executor,
@@ -416,7 +485,7 @@ export type Evidence = Message<"rbook.v1.Evidence"> & {
  * Use `create(EvidenceSchema)` to create a new message.
  */
 export const EvidenceSchema: GenMessage<Evidence> = /*@__PURE__*/
-  messageDesc(file_rbook_v1_run, 4);
+  messageDesc(file_rbook_v1_run, 5);
 
 /**
  * Transition is one durable event of a run, mirroring action/engine.Transition. (run_id, seq)
@@ -524,7 +593,7 @@ export type Transition = Message<"rbook.v1.Transition"> & {
  * Use `create(TransitionSchema)` to create a new message.
  */
 export const TransitionSchema: GenMessage<Transition> = /*@__PURE__*/
-  messageDesc(file_rbook_v1_run, 5);
+  messageDesc(file_rbook_v1_run, 6);
 
 /**
  * RunStatus is a run's status. It mirrors the seed's playbook_runs.status words
