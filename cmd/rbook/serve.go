@@ -134,6 +134,9 @@ Exit codes: 0 after a clean shutdown, 2 bad flags, no secret, or the server coul
 				if authFile == "" {
 					cfg.Logger.Warn("gate policy without --auth-file: approver names are unverified, so only the number of approvals applies")
 				}
+				for _, w := range policyWarnings(cfg.GatePolicy, cfg.Auth, authFile) {
+					cfg.Logger.Warn(w)
+				}
 			}
 			if githubMode != "" {
 				mode += ", " + githubMode

@@ -254,6 +254,19 @@ func parseAuthAttrs(c *Caller, attrs []string) error {
 	return nil
 }
 
+// Approvers lists the callers of the auth file with the approver role, in file order (one
+// entry per line: an identity with two tokens appears twice). For start-up checks such as a
+// gate policy naming approvers nobody can be (issue 7, item 4); never tokens.
+func (a *Authenticator) Approvers() []Caller {
+	var out []Caller
+	for _, e := range a.entries {
+		if e.caller.Role == RoleApprover {
+			out = append(out, e.caller)
+		}
+	}
+	return out
+}
+
 // lookup returns the caller whose token matches. The token is hashed and compared with every
 // entry's hash in constant time (crypto/subtle), so neither which entry matched nor how much
 // of a token was right shows in the time taken.
