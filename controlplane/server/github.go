@@ -3,6 +3,7 @@ package server
 import (
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/rbookhq/rbook-action/controlplane/ghapp"
 	"github.com/rbookhq/rbook-action/controlplane/webhook"
@@ -17,8 +18,12 @@ type GitHubOptions struct {
 	// WebhookSecret verifies X-Hub-Signature-256 of deliveries at webhook.Path; at least
 	// webhook.MinSecretBytes. Never logged.
 	WebhookSecret []byte
-	// Handler acts on verified deliveries; nil means webhook.LogHandler (log only).
+	// Handler acts on verified deliveries; nil means the control plane's own: protection
+	// rules bound to gates and reviews deciding them (github_gates.go; issue 8, items 2-3).
 	Handler webhook.Handler
+	// RetryBase is the first back-off of a failed GitHub API delivery (doubling up to
+	// MaxGitHubRetry); zero means DefaultGitHubRetryBase.
+	RetryBase time.Duration
 }
 
 // mountGitHub serves webhook.Path: the endpoint when GitHub is configured, else 404 with a
@@ -36,7 +41,8 @@ func (s *Server) mountGitHub() error {
 	}
 	h := gh.Handler
 	if h == nil {
-		h = webhook.LogHandler{Log: s.log}
+		s.gates = newGitHubGates(s, gh.App, gh.RetryBase)
+		h = s.gates
 	}
 	ep, err := webhook.New(gh.WebhookSecret, s.st, h, s.log)
 	if err != nil {

@@ -74,6 +74,10 @@ type Server struct {
 	endOnce     sync.Once
 	stopLoop    context.CancelFunc
 	loopDone    chan struct{}
+	// gates is the GitHub App's handler and protection rule delivery loop (nil without
+	// GitHub options); gatesDone closes when that loop ended.
+	gates     *githubGates
+	gatesDone chan struct{}
 }
 
 // New builds the handler over st and starts the gate-deadline timer. It must be called
@@ -143,6 +147,17 @@ func New(st *store.Store, opts Options) (*Server, error) {
 		return s, nil
 	}
 	go s.deadlineLoop(ctx)
+	if s.gates != nil {
+		s.gatesDone = make(chan struct{})
+		unsubGates := st.Subscribe(func(c store.Change) {
+			if len(c.Approvals) > 0 {
+				s.gates.poke()
+			}
+		})
+		stop := s.stopLoop
+		s.stopLoop = func() { stop(); unsubGates() }
+		go s.gates.loop(ctx, s.gatesDone)
+	}
 	return s, nil
 }
 
@@ -167,6 +182,9 @@ func (s *Server) Close() error {
 	s.EndStreams()
 	s.stopLoop()
 	<-s.loopDone
+	if s.gatesDone != nil {
+		<-s.gatesDone
+	}
 	return nil
 }
 

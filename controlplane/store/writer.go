@@ -263,6 +263,11 @@ func (s *Store) attempt(batch []*writeReq, results []error, safe bool) (attemptO
 		}
 		w.change, w.wrote, w.staged = Change{}, false, w.staged[:0]
 		err := r.fn(w)
+		if err == nil {
+			// Bindings and verdicts of protection rules commit with the gate change that
+			// caused them (issue 8, item 2; protection.go).
+			err = w.protectionHook()
+		}
 		if err != nil && !safe {
 			if w.wrote || !isRequestError(err) {
 				_ = tx.Rollback()

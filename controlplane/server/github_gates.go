@@ -1,0 +1,348 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/google/go-github/v90/github"
+
+	"github.com/rbookhq/rbook-action/controlplane/approval"
+	"github.com/rbookhq/rbook-action/controlplane/ghapp"
+	"github.com/rbookhq/rbook-action/controlplane/store"
+	"github.com/rbookhq/rbook-action/controlplane/webhook"
+)
+
+// SourceGitHub is the decided_by_source of a vote cast by a deployment_review in GitHub's UI
+// (issue 8, item 3).
+const SourceGitHub = "github"
+
+// GitHubIdentityPrefix prefixes a GitHub reviewer's login to make its rbook identity
+// ("github:<login>", DESIGN D13's spelling; the gate policy's allowed approvers use it).
+const GitHubIdentityPrefix = "github:"
+
+// Back-off of the protection rule delivery loop (issue 8, item 2: "a GitHub API failure is
+// retried with back-off"): the n-th consecutive failure of a rule waits
+// DefaultGitHubRetryBase·2^(n-1), at most MaxGitHubRetry.
+const (
+	DefaultGitHubRetryBase = time.Second
+	MaxGitHubRetry         = 5 * time.Minute
+)
+
+// gitHubDueBatch is how many due rules one pass of the delivery loop delivers.
+const gitHubDueBatch = 50
+
+// githubGates is the webhook.Handler of a control plane configured as a GitHub App (issue 8,
+// items 2 and 3) and the delivery loop of the protection rule outbox (migration 0008).
+type githubGates struct {
+	s         *Server
+	app       *ghapp.App
+	log       *slog.Logger
+	retryBase time.Duration
+	wake      chan struct{}
+}
+
+func newGitHubGates(s *Server, app *ghapp.App, retryBase time.Duration) *githubGates {
+	if retryBase <= 0 {
+		retryBase = DefaultGitHubRetryBase
+	}
+	return &githubGates{s: s, app: app, log: s.log, retryBase: retryBase, wake: make(chan struct{}, 1)}
+}
+
+func (g *githubGates) poke() {
+	select {
+	case g.wake <- struct{}{}:
+	default:
+	}
+}
+
+// ProtectionRuleRequested stores the rule and binds it to the gate of its workflow run and
+// environment, now or when that gate opens (store.RequestProtectionRule); the delivery loop
+// then posts the status report and, once the gate is decided, the verdict.
+func (g *githubGates) ProtectionRuleRequested(ctx context.Context, d webhook.Delivery, ev *github.DeploymentProtectionRuleEvent) error {
+	runID, err := ev.GetRunID()
+	if err != nil {
+		return fmt.Errorf("deployment_callback_url has no run id")
+	}
+	r, err := g.s.st.RequestProtectionRule(ctx, store.ProtectionRule{CallbackURL: ev.GetDeploymentCallbackURL(),
+		DeploymentID: ev.GetDeployment().GetID(), InstallationID: ev.GetInstallation().GetID(),
+		Repository: ev.GetRepo().GetFullName(), RunID: strconv.FormatInt(runID, 10), Environment: ev.GetEnvironment()})
+	if err != nil {
+		return err
+	}
+	g.log.InfoContext(ctx, "github protection rule requested", "delivery", d.ID, "repository", r.Repository, "run_id", r.RunID,
+		"environment", r.Environment, "deployment", r.DeploymentID, "approval_id", r.ApprovalID, "bound", r.ApprovalID != "")
+	g.poke()
+	return nil
+}
+
+// maxGitHubReason caps the reason taken from a review's comment (bytes; the RPCs' limit).
+const maxGitHubReason = maxReasonBytes
+
+// reasonOf is a review comment as a one-line reason: control and bidi characters become
+// spaces (a Markdown comment has newlines), cut to maxGitHubReason bytes on a rune boundary.
+func reasonOf(comment string) string {
+	s := strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) {
+			return ' '
+		}
+		return r
+	}, comment)
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > maxGitHubReason {
+		s = strings.ToValidUTF8(s[:maxGitHubReason-len("…")], "") + "…"
+	}
+	return s
+}
+
+// reviewEnvironments are the environments a deployment_review decides: its environment and
+// those of its workflow_job_runs, without repeats.
+func reviewEnvironments(ev *github.DeploymentReviewEvent) []string {
+	var out []string
+	add := func(e string) {
+		for _, o := range out {
+			if o == e {
+				return
+			}
+		}
+		if e != "" {
+			out = append(out, e)
+		}
+	}
+	add(ev.GetEnvironment())
+	for _, j := range ev.WorkflowJobRuns {
+		add(j.GetEnvironment())
+	}
+	return out
+}
+
+// DeploymentReviewed casts the reviewer's vote on each pending gate of the review's
+// repository, workflow run and environment (issue 8, item 3), through the same
+// compare-and-set and gate policy as Approve: identity "github:<login>" from the signed
+// webhook only, verified, source "github", the comment as the reason. A review matching no
+// pending gate, or one the policy refuses, is logged and changes nothing (nil: GitHub gets
+// 200). Storage errors are returned (500: GitHub may redeliver).
+func (g *githubGates) DeploymentReviewed(ctx context.Context, d webhook.Delivery, ev *github.DeploymentReviewEvent) error {
+	repo, runID := ev.GetRepo().GetFullName(), strconv.FormatInt(ev.GetWorkflowRun().GetID(), 10)
+	login, approverID := ev.GetApprover().GetLogin(), ev.GetApprover().GetID()
+	verdict := store.ApprovalApproved
+	if d.Action == "rejected" {
+		verdict = store.ApprovalRejected
+	}
+	voter := approval.Voter{Identity: GitHubIdentityPrefix + login, Verified: true, GitHub: login}
+	reason := reasonOf(ev.GetComment())
+	var outcomes []string
+	for _, env := range reviewEnvironments(ev) {
+		gates, err := g.s.st.PendingGitHubGates(ctx, repo, runID, env)
+		if err != nil {
+			return err
+		}
+		for _, a := range gates {
+			outcome, err := g.vote(ctx, a, voter, verdict, reason)
+			if err != nil {
+				return err
+			}
+			outcomes = append(outcomes, a.ApprovalID+": "+outcome)
+		}
+	}
+	if len(outcomes) == 0 {
+		outcomes = append(outcomes, "no pending rbook gate of this run and environment: nothing changed")
+	}
+	g.log.InfoContext(ctx, "github deployment review", "delivery", d.ID, "action", d.Action, "repository", repo, "run_id", runID,
+		"environments", strings.Join(reviewEnvironments(ev), ","), "approver", voter.Identity, "approver_id", approverID,
+		"outcome", strings.Join(outcomes, "; "))
+	return nil
+}
+
+// vote casts one GitHub reviewer's vote on gate a and says what came of it. A refusal (policy,
+// already decided, expired, superseded) is an outcome, not an error.
+func (g *githubGates) vote(ctx context.Context, a store.Approval, voter approval.Voter, verdict store.ApprovalStatus, reason string) (string, error) {
+	approve := verdict == store.ApprovalApproved
+	reported := ""
+	if a.GitHub != nil {
+		reported = a.GitHub.Actor
+	}
+	decided, err := g.s.st.DecideApproval(ctx, store.Decision{ApprovalID: a.ApprovalID, Verdict: verdict, Approver: voter.Identity,
+		Verified: true, Reason: reason, Source: SourceGitHub, At: time.Now(),
+		Authorize: func(cur store.Approval, st store.RunStarter) error {
+			starter := approval.Starter{StartedBy: st.StartedBy, GitHubActor: st.GitHubActor}
+			if starter.GitHubActor == "" {
+				// Four-eyes against the actor the job reported when no verified job started
+				// the run: it can only refuse a vote, never grant one.
+				starter.GitHubActor = reported
+			}
+			return approval.CheckVote(requirementOf(cur), starter, voter, approve)
+		}})
+	switch {
+	case errors.Is(err, approval.ErrSelfApproval):
+		return fmt.Sprintf("refused: %s started the run (%s: starter_may_approve is false)", voter.Identity, requirementOf(decided).Rule), nil
+	case errors.Is(err, approval.ErrNotAllowedApprover):
+		r := requirementOf(decided)
+		return fmt.Sprintf("refused: %s allows only %s", r.Rule, strings.Join(r.AllowedApprovers, ", ")), nil
+	case errors.Is(err, approval.ErrUnverifiedCount):
+		return "refused: " + err.Error(), nil
+	case errors.Is(err, store.ErrAlreadyDecided), errors.Is(err, store.ErrPlanDigestMismatch):
+		return "refused: the gate is closed (" + string(decided.Status) + ")", nil
+	case errors.Is(err, store.ErrNotFound):
+		return "refused: the gate no longer exists", nil
+	case err != nil:
+		return "", err
+	}
+	if decided.Status == store.ApprovalPending {
+		return fmt.Sprintf("vote counted (%d of %d approvals)", len(decided.ApprovedBy()), max(decided.ApprovalsRequired, 1)), nil
+	}
+	g.log.InfoContext(ctx, "gate decided", "approval_id", decided.ApprovalID, "run_id", decided.RunID,
+		"status", string(decided.Status), "approver", decided.Approver, "source", SourceGitHub)
+	return "gate " + string(decided.Status), nil
+}
+
+// loop delivers the protection rule outbox until ctx ends: status reports of bound rules,
+// then verdicts of decided gates, each retried with back-off. It wakes on gate changes (the
+// store's change feed), on a rule request and when the earliest retry comes due.
+func (g *githubGates) loop(ctx context.Context, done chan<- struct{}) {
+	defer close(done)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		wait, ok := g.deliverDue(ctx)
+		var fire <-chan time.Time
+		if ok {
+			timer.Reset(wait)
+			fire = timer.C
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-g.wake:
+		case <-fire:
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+	}
+}
+
+// deliverDue delivers every due rule and returns how long until the next retry (ok=false: none).
+func (g *githubGates) deliverDue(ctx context.Context) (time.Duration, bool) {
+	for ctx.Err() == nil {
+		due, err := g.s.st.DueProtectionRules(ctx, time.Now(), gitHubDueBatch)
+		if err != nil {
+			if ctx.Err() == nil && !errors.Is(err, store.ErrClosed) {
+				g.log.Error("reading the protection rule outbox failed", "err", err)
+			}
+			return deadlineRetry, true
+		}
+		if len(due) == 0 {
+			break
+		}
+		for _, r := range due {
+			g.deliver(ctx, r)
+		}
+		if len(due) < gitHubDueBatch {
+			break
+		}
+	}
+	next, ok, err := g.s.st.NextProtectionRuleAttempt(ctx)
+	if err != nil {
+		return deadlineRetry, true
+	}
+	if !ok {
+		return 0, false
+	}
+	return max(time.Until(next), 0), true
+}
+
+// deliver posts what rule r is owed: the status report first, then the verdict. A failure
+// is recorded with the next attempt's time; a failed report is given up when the verdict is
+// ready (the verdict is what GitHub waits for).
+func (g *githubGates) deliver(ctx context.Context, r store.ProtectionRule) {
+	owner, name, err := ghapp.SplitFullName(r.Repository)
+	runID, perr := strconv.ParseInt(r.RunID, 10, 64)
+	if err != nil || perr != nil {
+		g.fail(ctx, r, fmt.Errorf("repository %q / run id %q unusable", r.Repository, r.RunID))
+		return
+	}
+	repo := ghapp.Repo{InstallationID: r.InstallationID, Owner: owner, Name: name}
+	if r.ReportState == store.ReportDue {
+		a, err := g.s.st.GetApproval(ctx, r.ApprovalID)
+		if err == nil {
+			err = g.app.ReportProtectionRuleStatus(ctx, repo, runID, r.Environment, g.statusReport(ctx, a))
+		}
+		switch {
+		case err == nil:
+			if err := g.s.st.MarkProtectionRuleReported(ctx, r.ID, store.ReportSent); err != nil {
+				g.log.Error("recording a protection rule status report failed", "rule", r.ID, "err", err)
+				return
+			}
+			g.log.Info("github protection rule status reported", "rule", r.ID, "approval_id", r.ApprovalID)
+		case r.VerdictState != "":
+			g.log.Warn("github protection rule status report failed; delivering the verdict without it", "rule", r.ID, "err", err.Error())
+			if err := g.s.st.MarkProtectionRuleReported(ctx, r.ID, store.ReportAbandoned); err != nil {
+				g.log.Error("recording a protection rule status report failed", "rule", r.ID, "err", err)
+				return
+			}
+		default:
+			g.fail(ctx, r, err)
+			return
+		}
+	}
+	if r.VerdictState == "" {
+		return
+	}
+	if err := g.app.ReviewProtectionRule(ctx, repo, runID, r.Environment, r.VerdictState, r.VerdictComment); err != nil {
+		g.fail(ctx, r, err)
+		return
+	}
+	// GitHub has the verdict. Should this write fail (or the process die first), the
+	// verdict is posted again later; GitHub keeps the first verdict of a deployment.
+	if err := g.s.st.MarkProtectionRuleVerdictSent(ctx, r.ID, time.Now()); err != nil {
+		g.log.Error("recording a delivered protection rule verdict failed", "rule", r.ID, "err", err)
+		return
+	}
+	g.log.Info("github protection rule verdict delivered", "rule", r.ID, "approval_id", r.ApprovalID, "state", r.VerdictState)
+}
+
+// fail records a failed delivery and schedules the next attempt with back-off.
+func (g *githubGates) fail(ctx context.Context, r store.ProtectionRule, err error) {
+	delay := g.retryBase << min(r.Attempts, 20)
+	if delay <= 0 || delay > MaxGitHubRetry {
+		delay = MaxGitHubRetry
+	}
+	next := time.Now().Add(delay)
+	g.log.Warn("github protection rule delivery failed; retrying", "rule", r.ID, "attempt", r.Attempts+1, "retry_in", delay.String(), "err", err.Error())
+	if werr := g.s.st.ProtectionRuleAttemptFailed(ctx, r.ID, err.Error(), next); werr != nil {
+		g.log.Error("recording a failed protection rule delivery failed", "rule", r.ID, "err", werr)
+	}
+}
+
+// statusReport is the Markdown status report of gate a (≤ ghapp.MaxCommentChars once cut):
+// the gate, the run, the plan digest, the approval id and how to decide it.
+func (g *githubGates) statusReport(ctx context.Context, a store.Approval) string {
+	runbook := ""
+	if run, err := g.s.st.Run(ctx, a.RunID); err == nil {
+		runbook = " of runbook `" + run.PlaybookName + "`"
+	}
+	state := "is waiting for a decision"
+	if a.Status != store.ApprovalPending {
+		state = "was " + string(a.Status) + " in rbook"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "rbook gate `%s`%s (run `%s`) %s.\n\n", a.NodeID, runbook, a.RunID, state)
+	fmt.Fprintf(&b, "- approval id: `%s`\n- plan digest: `%s`\n", a.ApprovalID, a.PlanDigest)
+	if !a.Deadline.IsZero() {
+		fmt.Fprintf(&b, "- deadline: %s (then rejected as timed out)\n", a.Deadline.UTC().Format(time.RFC3339))
+	}
+	if n := max(a.ApprovalsRequired, 1); n > 1 {
+		fmt.Fprintf(&b, "- needs %d approvals\n", n)
+	}
+	fmt.Fprintf(&b, "\nDecide it with `rbook approve %s --reason \"…\"` or `rbook reject %s --reason \"…\"` against the control plane, or by reviewing this deployment in GitHub.", a.ApprovalID, a.ApprovalID)
+	return b.String()
+}

@@ -1,0 +1,330 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// ProtectionRule is a GitHub custom deployment protection rule request (issue 8, item 2;
+// migration 0008): one deployment, keyed by ID, of a workflow run
+// and environment, bound to the rbook gate of that run and environment, with what the
+// control plane owes GitHub for it (a status report, then one verdict).
+type ProtectionRule struct {
+	// ID is "repository/run_id/environment/deployment_id" (set by RequestProtectionRule): the
+	// callback URL names the workflow run only, shared by its environments and attempts.
+	ID             string
+	CallbackURL    string
+	DeploymentID   int64
+	InstallationID int64
+	// Repository is "owner/name"; RunID the workflow run id in decimal.
+	Repository, RunID, Environment string
+	RequestedAt                    time.Time
+	// ApprovalID is the bound gate, "" while no gate of the run and environment exists.
+	ApprovalID string
+	BoundAt    time.Time
+	// ReportState is ReportDue, ReportSent or ReportAbandoned.
+	ReportState string
+	// VerdictState is "approved" or "rejected" once the gate was decided, else "".
+	VerdictState, VerdictComment string
+	VerdictAt, VerdictSentAt     time.Time
+	// Attempts counts failed deliveries since the last success; NextAttemptAt is when the
+	// delivery loop tries again (zero: now); LastError is the last failure's text.
+	Attempts      int
+	NextAttemptAt time.Time
+	LastError     string
+}
+
+// Status report states of a ProtectionRule.
+const (
+	ReportDue       = "due"
+	ReportSent      = "sent"
+	ReportAbandoned = "abandoned"
+)
+
+// MaxProtectionRuleError caps the stored text of a failed delivery (bytes).
+const MaxProtectionRuleError = 1024
+
+const protectionRuleColumns = `rule_id, callback_url, deployment_id, installation_id, repository, run_id, environment, requested_at,
+	approval_id, bound_at, report_state, verdict_state, verdict_comment, verdict_at, verdict_sent_at,
+	attempts, next_attempt_at, last_error`
+
+func scanProtectionRule(row interface{ Scan(...any) error }) (ProtectionRule, error) {
+	var r ProtectionRule
+	var req, approvalID, bound, state, comment, vat, vsent, next, lastErr sql.NullString
+	if err := row.Scan(&r.ID, &r.CallbackURL, &r.DeploymentID, &r.InstallationID, &r.Repository, &r.RunID, &r.Environment, &req,
+		&approvalID, &bound, &r.ReportState, &state, &comment, &vat, &vsent, &r.Attempts, &next, &lastErr); err != nil {
+		return ProtectionRule{}, err
+	}
+	var errs []error
+	for _, t := range []struct {
+		dst  *time.Time
+		name string
+		v    sql.NullString
+	}{{&r.RequestedAt, "requested_at", req}, {&r.BoundAt, "bound_at", bound}, {&r.VerdictAt, "verdict_at", vat},
+		{&r.VerdictSentAt, "verdict_sent_at", vsent}, {&r.NextAttemptAt, "next_attempt_at", next}} {
+		v, err := parseTime(t.name, t.v)
+		*t.dst = v
+		errs = append(errs, err)
+	}
+	r.ApprovalID, r.VerdictState, r.VerdictComment, r.LastError = approvalID.String, state.String, comment.String, lastErr.String
+	return r, errors.Join(errs...)
+}
+
+// RequestProtectionRule records a deployment_protection_rule "requested" delivery and binds
+// it at once to the gate of its repository, run and environment when one was opened: the
+// pending one, else the latest decided one (whose verdict is then due at once). Without a
+// gate it stays unbound until RequestApproval opens one (the binding is made in the gate's
+// transaction). A second request for the same deployment (a redelivery) changes nothing
+// and returns the row as it stands. Errors: ErrInvalidArgument (empty or over-long fields,
+// installation id ≤ 0), ErrReadOnly, ErrClosed, storage errors.
+func (s *Store) RequestProtectionRule(ctx context.Context, r ProtectionRule) (ProtectionRule, error) {
+	for _, f := range []struct{ name, v string }{{"callback_url", r.CallbackURL}, {"repository", r.Repository},
+		{"run_id", r.RunID}, {"environment", r.Environment}} {
+		if f.v == "" || len(f.v) > MaxWorkflowRunField*2 {
+			return ProtectionRule{}, fmt.Errorf("%w: protection rule %s of %d bytes: need 1..%d", ErrInvalidArgument, f.name, len(f.v), MaxWorkflowRunField*2)
+		}
+	}
+	if r.InstallationID <= 0 {
+		return ProtectionRule{}, fmt.Errorf("%w: protection rule installation id %d: must be positive", ErrInvalidArgument, r.InstallationID)
+	}
+	at := r.RequestedAt
+	if at.IsZero() {
+		at = s.now()
+	}
+	id := fmt.Sprintf("%s/%s/%s/%d", r.Repository, r.RunID, r.Environment, r.DeploymentID)
+	var out ProtectionRule
+	err := s.write(ctx, func(w *writeTx) error {
+		if _, err := w.execSQL(`INSERT INTO github_protection_rules (rule_id, callback_url, deployment_id, installation_id,
+			repository, run_id, environment, requested_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (rule_id) DO NOTHING`,
+			id, r.CallbackURL, r.DeploymentID, r.InstallationID, r.Repository, r.RunID, r.Environment, formatTime(at)); err != nil {
+			return fmt.Errorf("store: insert protection rule: %w", err)
+		}
+		gate, err := scanApproval(w.readRow(`SELECT `+approvalColumns+` FROM playbook_approvals
+			WHERE github_repository = ? AND github_run_id = ? AND github_environment = ? AND decided_by_source IS NOT '`+SourceSuperseded+`'
+			ORDER BY status = 'pending' DESC, requested_at DESC, approval_id DESC LIMIT 1`, r.Repository, r.RunID, r.Environment))
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+		case err != nil:
+			return fmt.Errorf("store: read approval: %w", err)
+		default:
+			if err := w.bindRules(gate, at, "rule_id = ?", id); err != nil {
+				return err
+			}
+		}
+		out, err = scanProtectionRule(w.readRow(`SELECT `+protectionRuleColumns+` FROM github_protection_rules WHERE rule_id = ?`, id))
+		if err != nil {
+			return fmt.Errorf("store: read protection rule: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return ProtectionRule{}, err
+	}
+	return out, nil
+}
+
+// bindRules binds the unbound rules matching cond to gate and, when gate is decided,
+// queues their verdict.
+func (w *writeTx) bindRules(gate Approval, at time.Time, cond string, args ...any) error {
+	if _, err := w.execSQL(`UPDATE github_protection_rules SET approval_id = ?, bound_at = ?, next_attempt_at = NULL
+		WHERE approval_id IS NULL AND `+cond, append([]any{gate.ApprovalID, formatTime(at)}, args...)...); err != nil {
+		return fmt.Errorf("store: bind protection rule: %w", err)
+	}
+	if gate.Status != ApprovalPending {
+		return w.queueVerdicts(gate, at)
+	}
+	return nil
+}
+
+// queueVerdicts writes the verdict of decided gate a on every rule bound to it that has none.
+func (w *writeTx) queueVerdicts(a Approval, at time.Time) error {
+	state, comment := ProtectionVerdict(a)
+	if _, err := w.execSQL(`UPDATE github_protection_rules SET verdict_state = ?, verdict_comment = ?, verdict_at = ?,
+		next_attempt_at = NULL, attempts = 0 WHERE approval_id = ? AND verdict_state IS NULL`,
+		state, comment, formatTime(at), a.ApprovalID); err != nil {
+		return fmt.Errorf("store: queue protection rule verdict: %w", err)
+	}
+	return nil
+}
+
+// protectionHook runs in the transaction of every write, after the request changed its
+// approvals (issue 8, item 2: "stored first, delivered after"): a gate opened with a GitHub
+// workflow run and environment binds that run's unbound rules; a decided gate (any channel:
+// Approve/Reject, terminal, policy auto-pass, a GitHub review, the deadline, a withdrawal,
+// the run's end) queues its verdict on the rules bound to it, in the same transaction as
+// the decision; a superseded gate hands its rules back unbound, so the gate that replaces it
+// (opened in the same request) binds them.
+func (w *writeTx) protectionHook() error {
+	if len(w.change.Approvals) == 0 {
+		return nil
+	}
+	at := time.Now().UTC()
+	for _, a := range w.change.Approvals {
+		if a.Status != ApprovalPending && a.DecidedBySource == SourceSuperseded {
+			if _, err := w.execSQL(`UPDATE github_protection_rules SET approval_id = NULL, bound_at = NULL
+				WHERE approval_id = ? AND verdict_state IS NULL`, a.ApprovalID); err != nil {
+				return fmt.Errorf("store: unbind protection rule: %w", err)
+			}
+			continue
+		}
+		if a.GitHub != nil && a.GitHub.Environment != "" && a.GitHub.RunID != "" {
+			if err := w.bindRules(a, at, "repository = ? AND run_id = ? AND environment = ?",
+				a.GitHub.Repository, a.GitHub.RunID, a.GitHub.Environment); err != nil {
+				return err
+			}
+		}
+		if a.Status != ApprovalPending {
+			if err := w.queueVerdicts(a, at); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// ProtectionVerdict is the protection rule verdict of decided gate a (issue 8, item 2):
+// "approved" with "approved by X in rbook: reason" for an approved gate; "rejected" with
+// "rejected by X in rbook: reason" for a rejected one, "timed out after … in rbook: …" for a
+// gate its deadline closed, and "closed in rbook: reason" for a withdrawn or cancelled one.
+// The comment is not cut here; the App client cuts it to GitHub's 1024 characters.
+func ProtectionVerdict(a Approval) (state, comment string) {
+	by := a.Approver
+	if by == "" {
+		by = "unknown"
+	}
+	suffix := ""
+	if a.Reason != "" {
+		suffix = ": " + a.Reason
+	}
+	gate := fmt.Sprintf(" (gate %s of run %s, approval %s)", a.NodeID, a.RunID, a.ApprovalID)
+	switch {
+	case a.Status == ApprovalApproved:
+		return "approved", "approved by " + by + " in rbook" + suffix + gate
+	case a.DecidedBySource == SourceDeadline || a.Status == ApprovalExpired:
+		reason := a.Reason
+		if !strings.HasPrefix(reason, "timed out after ") {
+			reason = TimedOutReason(a.RequestedAt, a.Deadline)
+		}
+		return "rejected", reason + ": nobody decided rbook" + gate + " before its deadline"
+	case a.Status == ApprovalRejected:
+		return "rejected", "rejected by " + by + " in rbook" + suffix + gate
+	}
+	return "rejected", "closed in rbook" + suffix + gate
+}
+
+// DueProtectionRules lists up to limit bound rules with a status report or a verdict to
+// deliver whose next attempt is at or before now, oldest first (the delivery loop's outbox).
+func (s *Store) DueProtectionRules(ctx context.Context, now time.Time, limit int) ([]ProtectionRule, error) {
+	rows, err := s.reader.QueryContext(ctx, `SELECT `+protectionRuleColumns+` FROM github_protection_rules
+		WHERE approval_id IS NOT NULL AND verdict_sent_at IS NULL AND (report_state = 'due' OR verdict_state IS NOT NULL)
+		AND (next_attempt_at IS NULL OR next_attempt_at <= ?) ORDER BY requested_at, rule_id LIMIT ?`, formatTime(now), limit)
+	if err != nil {
+		return nil, fmt.Errorf("store: due protection rules: %w", err)
+	}
+	defer rows.Close()
+	var out []ProtectionRule
+	for rows.Next() {
+		r, err := scanProtectionRule(rows)
+		if err != nil {
+			return nil, fmt.Errorf("store: due protection rules: %w", err)
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// NextProtectionRuleAttempt is the earliest next_attempt_at of a rule waiting for a retry
+// (ok=false when none is).
+func (s *Store) NextProtectionRuleAttempt(ctx context.Context) (time.Time, bool, error) {
+	var v sql.NullString
+	err := s.reader.QueryRowContext(ctx, `SELECT min(next_attempt_at) FROM github_protection_rules
+		WHERE approval_id IS NOT NULL AND verdict_sent_at IS NULL AND (report_state = 'due' OR verdict_state IS NOT NULL)`).Scan(&v)
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("store: next protection rule attempt: %w", err)
+	}
+	t, err := parseTime("next_attempt_at", v)
+	return t, v.Valid, err
+}
+
+// GetProtectionRule returns the rule ruleID (ProtectionRule.ID). Errors: ErrNotFound, storage errors.
+func (s *Store) GetProtectionRule(ctx context.Context, ruleID string) (ProtectionRule, error) {
+	r, err := scanProtectionRule(s.reader.QueryRowContext(ctx, `SELECT `+protectionRuleColumns+
+		` FROM github_protection_rules WHERE rule_id = ?`, ruleID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return ProtectionRule{}, ErrNotFound
+	}
+	if err != nil {
+		return ProtectionRule{}, fmt.Errorf("store: read protection rule: %w", err)
+	}
+	return r, nil
+}
+
+// ListProtectionRules returns the rules of a repository and workflow run, oldest first.
+func (s *Store) ListProtectionRules(ctx context.Context, repository, runID string) ([]ProtectionRule, error) {
+	rows, err := s.reader.QueryContext(ctx, `SELECT `+protectionRuleColumns+` FROM github_protection_rules
+		WHERE repository = ? AND run_id = ? ORDER BY requested_at, rule_id`, repository, runID)
+	if err != nil {
+		return nil, fmt.Errorf("store: list protection rules: %w", err)
+	}
+	defer rows.Close()
+	var out []ProtectionRule
+	for rows.Next() {
+		r, err := scanProtectionRule(rows)
+		if err != nil {
+			return nil, fmt.Errorf("store: list protection rules: %w", err)
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// MarkProtectionRuleReported records the status report of rule ruleID as sent (state
+// ReportSent) or given up (ReportAbandoned: it failed and the verdict is ready, which
+// matters more), and clears the back-off.
+func (s *Store) MarkProtectionRuleReported(ctx context.Context, ruleID, state string) error {
+	if state != ReportSent && state != ReportAbandoned {
+		return fmt.Errorf("%w: report state %q", ErrInvalidArgument, state)
+	}
+	return s.write(ctx, func(w *writeTx) error {
+		_, err := w.execSQL(`UPDATE github_protection_rules SET report_state = ?, attempts = 0, next_attempt_at = NULL,
+			last_error = NULL WHERE rule_id = ? AND report_state = 'due'`, state, ruleID)
+		return err
+	})
+}
+
+// MarkProtectionRuleVerdictSent records that GitHub accepted the verdict of rule ruleID.
+// Only a rule with a queued verdict changes; a second call changes nothing.
+func (s *Store) MarkProtectionRuleVerdictSent(ctx context.Context, ruleID string, at time.Time) error {
+	return s.write(ctx, func(w *writeTx) error {
+		_, err := w.execSQL(`UPDATE github_protection_rules SET verdict_sent_at = ?, attempts = 0, next_attempt_at = NULL,
+			last_error = NULL WHERE rule_id = ? AND verdict_state IS NOT NULL AND verdict_sent_at IS NULL`, formatTime(at), ruleID)
+		return err
+	})
+}
+
+// ProtectionRuleAttemptFailed records a failed delivery of rule ruleID: attempts + 1, the
+// error (cut to MaxProtectionRuleError bytes) and when to try again.
+func (s *Store) ProtectionRuleAttemptFailed(ctx context.Context, ruleID, errText string, next time.Time) error {
+	return s.write(ctx, func(w *writeTx) error {
+		_, err := w.execSQL(`UPDATE github_protection_rules SET attempts = attempts + 1, next_attempt_at = ?, last_error = ?
+			WHERE rule_id = ? AND verdict_sent_at IS NULL`, formatTime(next), truncateText(errText, MaxProtectionRuleError), ruleID)
+		return err
+	})
+}
+
+// PendingGitHubGates lists the pending gates opened with repository, workflow run and
+// environment (migration 0007's index), oldest first: those a deployment_review of that run
+// and environment decides (issue 8, item 3).
+func (s *Store) PendingGitHubGates(ctx context.Context, repository, runID, environment string) ([]Approval, error) {
+	list, err := queryApprovals(ctx, s.reader, `SELECT `+approvalColumns+` FROM playbook_approvals
+		WHERE github_repository = ? AND github_run_id = ? AND github_environment = ? AND status = 'pending'
+		ORDER BY requested_at, approval_id`, repository, runID, environment)
+	if err != nil {
+		return nil, fmt.Errorf("store: pending github gates: %w", err)
+	}
+	return list, nil
+}
