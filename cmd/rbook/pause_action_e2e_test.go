@@ -148,3 +148,35 @@ func TestIssue8_5_PauseAcrossTwoJobsThroughTheAction(t *testing.T) {
 		t.Fatalf("ListRuns: %v, %d runs; want one", err, len(all.GetRuns()))
 	}
 }
+
+// Issue 8, items 4-5: `rbook github post` (the Action's post step) after a pause-mode job
+// whose gate an approver decided before the post step ran leaves the run alone too (it says
+// the approval is approved and records no interruption), so `rbook resume` in an empty folder
+// still finds the run paused at the gate and completes it. The same post without the pause
+// gate mode (a wait-mode job's post step) would record the interruption: the gate mode is
+// what tells a paused run from one whose job died at the gate.
+func TestIssue8_5_GitHubPostLeavesAPausedRunAloneAfterAQuickApproval(t *testing.T) {
+	cpDir := t.TempDir()
+	url := pauseServe(t, cpDir)
+	dirA, runID, id := pauseAtGate(t, url)
+	if out, code := runAs(t, cpDir, pauseAliceToken, "approve", id, "--control-plane", url, "--reason", "quick"); code != 0 {
+		t.Fatalf("alice approves: exit %d\n%s", code, out)
+	}
+	env, _ := runnerEnv(t, dirA, "1")
+	out, code := rbookIn(t, dirA, append(env, "RBOOK_GATE_MODE=pause"), "github", "post", "demo", "--control-plane", url)
+	if code != 0 || !strings.Contains(out, "run "+runID+" is paused at gate 'confirm-rollout' (gate-mode pause); nothing withdrawn: approval "+id+" (approved)") {
+		t.Fatalf("rbook github post after a quick approval: exit %d\n%s", code, out)
+	}
+	if ts := getRunAs(t, url, runID).GetTransitions(); ts[len(ts)-1].GetKind() != rbookv1.TransitionKind_TRANSITION_KIND_GATE_OPENED {
+		t.Fatalf("post changed the paused run: last transition %s", ts[len(ts)-1].GetKind())
+	}
+	if st := readState(t, dirA); st.Interrupted != nil {
+		t.Fatalf("post recorded an interruption in folder A's state: %+v", st.Interrupted)
+	}
+	dirB := workdir(t)
+	envB, _ := runnerEnv(t, dirB, "2")
+	if out, code := rbookIn(t, dirB, envB, "resume", "demo", "--run-id", runID, "--control-plane", url); code != 0 {
+		t.Fatalf("rbook resume after the post: exit %d\n%s", code, out)
+	}
+	checkTransitions(t, getRunAs(t, url, runID), rbookv1.RunStatus_RUN_STATUS_SUCCEEDED)
+}
