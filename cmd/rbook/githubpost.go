@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -56,6 +57,10 @@ and on the control plane (under the run's own lease), and the control plane with
 run's pending approvals (cancelled, decided_by_source "interrupted"), so nobody approves a
 gate whose job is gone. One line is printed per withdrawn approval id (never a token). The
 run stays resumable: 'rbook run RUNBOOK' (with the state file) opens the gate again.
+
+A run the job left paused at a gate on purpose (RBOOK_GATE_MODE=pause, which the Action sets
+from its gate-mode input, and the control plane's last transition opened the gate the state
+file awaits) is left alone: its gate stays open for a later job's 'rbook resume'.
 
 With no state file (the job never started a run) it says so and exits 0.
 
@@ -134,6 +139,11 @@ func githubPost(ctx context.Context, c *common, name string, cp deliverFlags, ou
 	}
 	cl.Deadline = cp.timeout
 	cl.SetFence(st.OwnerID, st.LeaseEpoch)
+	if paused, err := leftPaused(ctx, cl, st, name, errw); err != nil {
+		return abort("rbook github post: %v", err)
+	} else if paused {
+		return nil
+	}
 	pending, err := pendingApprovals(ctx, cl, st.RunID)
 	if err != nil {
 		return abort("rbook github post: %v", err)
@@ -180,6 +190,39 @@ func githubPost(ctx context.Context, c *common, name string, cp deliverFlags, ou
 	fmt.Fprintf(errw, "rbook github post: run %s is unfinished and recorded interrupted on the control plane %s; %d pending approval(s) withdrawn. Resume it with: rbook run %s\n",
 		st.RunID, url, len(pending), name)
 	return nil
+}
+
+// leftPaused reports whether st's run is one the job left paused at a gate on purpose (issue
+// 8, items 4-5): the gate mode is pause ($RBOOK_GATE_MODE, which the Action's post step gets
+// from the same gate-mode input as its main step), the state file awaits a confirmation and
+// records no interruption, and the control plane's last transition of the run opened that
+// gate. Such a run is left alone — its gate stays open (or decided, if an approver was quick)
+// for a later job's `rbook resume` — and one line says so on errw. Errors are the control
+// plane's (GetRun, retried as cpclient retries).
+func leftPaused(ctx context.Context, cl *cpclient.Client, st *state.State, name string, errw io.Writer) (bool, error) {
+	ac := st.AwaitingConfirmation
+	if os.Getenv("RBOOK_GATE_MODE") != gateModePause || ac == nil || st.Interrupted != nil {
+		return false, nil
+	}
+	resp, err := cl.Runs.GetRun(ctx, &rbookv1.GetRunRequest{RunId: st.RunID})
+	if err != nil {
+		return false, fmt.Errorf("run %s is unfinished: control plane %s: GetRun: %w", st.RunID, cl.URL, err)
+	}
+	ts := resp.GetTransitions()
+	if len(ts) == 0 {
+		return false, nil
+	}
+	if last := ts[len(ts)-1]; last.GetKind() != rbookv1.TransitionKind_TRANSITION_KIND_GATE_OPENED || last.GetStepIndex() != int32(ac.StepIndex) {
+		return false, nil
+	}
+	approval := "its approval"
+	if page, err := cl.Approvals.ListApprovals(ctx, &rbookv1.ListApprovalsRequest{RunId: st.RunID, PageSize: 1}); err == nil && len(page.GetApprovals()) > 0 {
+		a := page.GetApprovals()[0]
+		approval = fmt.Sprintf("approval %s (%s)", a.GetApprovalId(), strings.ToLower(strings.TrimPrefix(a.GetStatus().String(), "APPROVAL_STATUS_")))
+	}
+	fmt.Fprintf(errw, "rbook github post: run %s is paused at gate '%s' (gate-mode pause); nothing withdrawn: %s stays on the control plane %s, and a later job continues the run with verb resume (rbook resume %s --run-id %s).\n",
+		st.RunID, ac.StepName, approval, cl.URL, name, st.RunID)
+	return true, nil
 }
 
 // interruptedTransition is the run_interrupted transition after seq for st's run, at the gate
