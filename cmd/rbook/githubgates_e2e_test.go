@@ -5,6 +5,7 @@ package main
 // octo/app, GITHUB_RUN_ID 4242, --github-environment production), signed deliveries.
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -13,7 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rbookhq/rbook-action/action/cpclient"
 	"github.com/rbookhq/rbook-action/controlplane/webhook/ghfake"
+	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
 )
 
 var e2eGHRepo = ghfake.Repository{Owner: "octo", Name: "app", ID: 11}
@@ -131,4 +134,87 @@ func TestIssue8_3_GitHubReviewRejectsEndToEnd(t *testing.T) {
 		!strings.Contains(last.Comment, id) {
 		t.Fatalf("POSTs %+v: want the rejected verdict by github:octo-lead last", posts)
 	}
+}
+
+// Issue 8, acceptance, the end-to-end pause flow: `rbook serve` as a GitHub App against the
+// fake GitHub; an executor in pause mode (folder A) stops at the gate bound to production;
+// the protection rule is requested; a signed deployment_review "approved" by a GitHub
+// reviewer decides the gate (a replay of that delivery changes nothing, a forged one is 401);
+// a second executor in an empty folder B runs `rbook resume` and completes the run. The
+// control plane shows one run, every step once, the gate decided by github:<login> with the
+// comment (source github); the fake GitHub received the "approved" verdict for the rule.
+func TestIssue8_Acceptance_PauseApprovedByAGitHubReviewThenResume(t *testing.T) {
+	cpDir := t.TempDir()
+	url, gh := githubGatesServe(t, cpDir)
+	_, runID, id := pauseAtGate(t, url)
+	rule := ghfake.ProtectionRuleRequested(ghfake.ProtectionRule{Repo: e2eGHRepo, InstallationID: 5, RunID: 4242,
+		Environment: "production", APIURL: gh.URL, DeploymentID: 3})
+	if code := postDelivery(t, url+"/github/webhook", rule, e2eWebhookSecret); code != http.StatusOK {
+		t.Fatalf("protection rule delivery: %d, want 200", code)
+	}
+	rev := ghfake.DeploymentReview(ghfake.Review{Action: "approved", Repo: e2eGHRepo, InstallationID: 5, RunID: 4242,
+		ApproverLogin: "octo-lead", ApproverID: 4242, Comment: "canary is green",
+		JobRuns: []ghfake.JobRun{{ID: 1, Name: "deploy", Environment: "production"}}})
+	if code := postDelivery(t, url+"/github/webhook", rev, "not-the-webhook-secret-0123456789"); code != http.StatusUnauthorized {
+		t.Fatalf("forged review: %d, want 401", code)
+	}
+	if a := approvalByID(t, url, id); a.GetStatus() != rbookv1.ApprovalStatus_APPROVAL_STATUS_PENDING {
+		t.Fatalf("after a forged review the gate is %v, want still pending", a.GetStatus())
+	}
+	for range 2 { // the second is a replay of the same delivery id
+		if code := postDelivery(t, url+"/github/webhook", rev, e2eWebhookSecret); code != http.StatusOK {
+			t.Fatalf("review delivery: %d, want 200", code)
+		}
+	}
+	a := approvalByID(t, url, id)
+	if a.GetStatus() != rbookv1.ApprovalStatus_APPROVAL_STATUS_APPROVED || a.GetApprover() != "github:octo-lead" ||
+		a.GetReason() != "canary is green" || a.GetDecidedBySource() != "github" || len(a.GetVotes()) != 1 {
+		t.Fatalf("approval after the review: %v; want APPROVED by github:octo-lead, one vote", a)
+	}
+
+	dirB := workdir(t)
+	envB, _ := runnerEnv(t, dirB, "2")
+	out, code := rbookIn(t, dirB, envB, "resume", "demo", "--control-plane", url)
+	if code != 0 {
+		t.Fatalf("resume in an empty folder: exit %d, want 0\n%s", code, out)
+	}
+	if st := readState(t, dirB); st.RunID != runID || st.RunStatus != "COMPLETED" || st.steps() != demoPass {
+		t.Fatalf("folder B: run %s %s %q; want %s COMPLETED %q", st.RunID, st.RunStatus, st.steps(), runID, demoPass)
+	}
+	resp := getRunAs(t, url, runID)
+	checkTransitions(t, resp, rbookv1.RunStatus_RUN_STATUS_SUCCEEDED)
+	finished := map[string]int{}
+	for _, tr := range resp.GetTransitions() {
+		if tr.GetKind() == rbookv1.TransitionKind_TRANSITION_KIND_STEP_FINISHED {
+			finished[tr.GetStepName()]++
+		}
+	}
+	for name, n := range finished {
+		if n != 1 {
+			t.Errorf("step %s finished %d times on the control plane", name, n)
+		}
+	}
+	if len(finished) != 6 {
+		t.Errorf("%d steps finished on the control plane, want 6: %v", len(finished), finished)
+	}
+	posts := waitRulePosts(t, gh)
+	var verdicts []e2eRulePost
+	for _, p := range posts {
+		if p.State != nil {
+			verdicts = append(verdicts, p)
+		}
+	}
+	if len(verdicts) != 1 || *verdicts[0].State != "approved" || !strings.HasPrefix(verdicts[0].Comment, "approved by github:octo-lead in rbook: canary is green") {
+		t.Fatalf("verdicts %+v: want exactly one approved by github:octo-lead", verdicts)
+	}
+}
+
+// approvalByID is GetApproval as alice (githubGatesServe needs auth).
+func approvalByID(t *testing.T, url, id string) *rbookv1.Approval {
+	t.Helper()
+	resp, err := cpclient.New(url, pauseAliceToken).Approvals.GetApproval(context.Background(), &rbookv1.GetApprovalRequest{ApprovalId: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.GetApproval()
 }
