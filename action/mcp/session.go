@@ -155,6 +155,14 @@ func DialWithLifetime(ctx, lifetime context.Context, cfg *Config, server string)
 		err = context.Cause(connectCtx)
 	}
 	if err != nil {
+		// A connect or lifetime that ended kills the server, and the handshake may then fail
+		// with the server's EOF before it sees the context: the error names the cause either way.
+		for _, c := range []context.Context{connectCtx, lifetime} {
+			if cause := context.Cause(c); cause != nil && !errors.Is(err, cause) {
+				err = fmt.Errorf("%w (%v)", cause, err)
+				break
+			}
+		}
 		_ = procgroup.Kill(s.cmd)
 		stop()
 		return nil, s.callError(fmt.Errorf("mcp server %q: connect: %w", srv.Name, err))
