@@ -61,9 +61,11 @@ func (g *githubGates) poke() {
 	}
 }
 
-// ProtectionRuleRequested stores the rule and binds it to the gate of its workflow run and
-// environment, now or when that gate opens (store.RequestProtectionRule); the delivery loop
-// then posts the status report and, once the gate is decided, the verdict.
+// ProtectionRuleRequested stores the rule; the delivery loop learns the run's current attempt
+// from GitHub (ghapp.App.RunAttempt, retried with back-off) and binds the rule to the gate of
+// that workflow run, attempt and environment, now or when that gate opens
+// (store.SetProtectionRuleAttempt), then posts the status report and, once the gate is
+// decided, the verdict.
 func (g *githubGates) ProtectionRuleRequested(ctx context.Context, d webhook.Delivery, ev *github.DeploymentProtectionRuleEvent) error {
 	runID, err := ev.GetRunID()
 	if err != nil {
@@ -271,6 +273,26 @@ func (g *githubGates) deliver(ctx context.Context, r store.ProtectionRule) {
 		return
 	}
 	repo := ghapp.Repo{InstallationID: r.InstallationID, Owner: owner, Name: name}
+	if r.RunAttempt == "" {
+		// The payload does not say which attempt of the run asks; binding without knowing
+		// could hand a re-run the verdict of an earlier attempt's gate (break8).
+		attempt, err := g.app.RunAttempt(ctx, repo, runID)
+		if err != nil {
+			g.fail(ctx, r, err)
+			return
+		}
+		b, err := g.s.st.SetProtectionRuleAttempt(ctx, r.ID, strconv.Itoa(attempt))
+		if err != nil {
+			g.fail(ctx, r, err)
+			return
+		}
+		g.log.Info("github protection rule attempt learned", "rule", r.ID, "run_attempt", b.RunAttempt,
+			"approval_id", b.ApprovalID, "bound", b.ApprovalID != "")
+		if b.ApprovalID == "" {
+			return
+		}
+		r = b
+	}
 	if r.ReportState == store.ReportDue {
 		a, err := g.s.st.GetApproval(ctx, r.ApprovalID)
 		if err == nil {

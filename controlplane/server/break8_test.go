@@ -1,0 +1,126 @@
+package server_test
+
+// Break session on issue 8 (GitHub environment reviews as gates): each test failed before
+// the fix committed with it.
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/rbookhq/rbook-action/controlplane/webhook/ghfake"
+	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
+)
+
+// ghGateAttempt is ghGate for workflow run attempt attempt.
+func ghGateAttempt(t *testing.T, c clients, id string, ghRun int64, attempt, env string) (*rbookv1.Approval, string) {
+	t.Helper()
+	startRun(t, c, id)
+	res, err := c.apps.RequestApproval(context.Background(), &rbookv1.RequestApprovalRequest{OwnerId: testOwner, Epoch: epochOf(t, c, id),
+		RunId: id, StepName: "approve", StepIndex: 1, Prompt: "Deploy?", Deadline: timestamppb.New(time.Now().Add(time.Hour)),
+		PlanDigest: digest("plan"), OnFail: "halt", Github: &rbookv1.GitHubWorkflowRun{Repository: "acme/deploys",
+			RunId: strconv.FormatInt(ghRun, 10), RunAttempt: attempt, Actor: "octo-starter", Environment: env}})
+	if err != nil {
+		t.Fatalf("RequestApproval: %v", err)
+	}
+	return res.GetApproval(), res.GetToken()
+}
+
+// ruleFor posts a deployment_protection_rule request for deployment dep of run ghRun.
+func (s *ghServe) ruleFor(t *testing.T, ghRun, dep int64, env string) {
+	t.Helper()
+	d := ghfake.ProtectionRuleRequested(ghfake.ProtectionRule{Repo: ghRepo, InstallationID: 77, RunID: ghRun, Environment: env,
+		APIURL: s.gh.URL, DeploymentID: dep})
+	if code := s.post(t, d); code != http.StatusOK {
+		t.Fatalf("protection rule delivery: %d, want 200\n%s", code, s.Stderr.String())
+	}
+}
+
+// waitLog waits (up to 30 s) until the serve log holds n occurrences of every one of want.
+func (s *ghServe) waitLog(t *testing.T, n int, want ...string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		out, ok := s.Stderr.String(), true
+		for _, w := range want {
+			ok = ok && strings.Count(out, w) >= n
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve never logged %d× %q:\n%s", n, want, out)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A re-run (attempt 2) of a workflow whose attempt-1 gate was approved asks again; its rule
+// binds only a gate of attempt 2 (learned from GET …/actions/runs/{id} → run_attempt), so
+// GitHub gets no verdict until attempt 2's gate is decided.
+func TestIssue8_Break_RerunDoesNotInheritAttemptOneVerdict(t *testing.T) {
+	s := startGitHubServe(t)
+	const run = 9101
+	_, tok1 := ghGateAttempt(t, s.c, "r-att1", run, "1", "production")
+	if _, err := s.c.apps.Approve(context.Background(), &rbookv1.ApproveRequest{Token: tok1, Approver: "alice", Reason: "first"}); err != nil {
+		t.Fatal(err)
+	}
+	s.ruleFor(t, run, 1, "production")
+	s.waitBodies(t, run, "attempt 1's verdict", func(b []ruleBody) bool { return len(verdicts(b)) == 1 })
+
+	s.gh.SetRunAttempt(ghRepo.Owner, ghRepo.Name, run, 2)
+	s.ruleFor(t, run, 2, "production")
+	s.waitLog(t, 1, "github protection rule attempt learned", "run_attempt=2")
+	if v := verdicts(s.ruleBodies(t, run)); len(v) != 1 {
+		t.Fatalf("verdicts %+v after attempt 2 asked: want only attempt 1's", v)
+	}
+	a2, tok2 := ghGateAttempt(t, s.c, "r-att2", run, "2", "production")
+	s.waitBodies(t, run, "attempt 2's status report", func(b []ruleBody) bool {
+		for _, x := range b {
+			if x.State == nil && strings.Contains(x.Comment, a2.GetApprovalId()) {
+				return true
+			}
+		}
+		return false
+	})
+	if v := verdicts(s.ruleBodies(t, run)); len(v) != 1 {
+		t.Fatalf("verdicts %+v while attempt 2's gate is pending: want only attempt 1's", v)
+	}
+	if _, err := s.c.apps.Reject(context.Background(), &rbookv1.RejectRequest{Token: tok2, Approver: "bob", Reason: "second"}); err != nil {
+		t.Fatal(err)
+	}
+	v := verdicts(s.waitBodies(t, run, "attempt 2's verdict", func(b []ruleBody) bool { return len(verdicts(b)) == 2 }))
+	if *v[1].State != "rejected" || !strings.Contains(v[1].Comment, a2.GetApprovalId()) {
+		t.Fatalf("attempt 2's verdict %+v: want rejected naming %s", v[1], a2.GetApprovalId())
+	}
+	if n := len(s.gh.RequestsTo(http.MethodGet, ghfake.RunPath(ghRepo.Owner, ghRepo.Name, run))); n != 2 {
+		t.Fatalf("GET run %d times, want once per rule request (2)", n)
+	}
+}
+
+// The run lookup failing is retried with back-off, not guessed: the rule binds once GitHub answers.
+func TestIssue8_Break_RunAttemptLookupRetried(t *testing.T) {
+	s := startGitHubServe(t)
+	const run = 9102
+	s.gh.FailNext(http.MethodGet, ghfake.RunPath(ghRepo.Owner, ghRepo.Name, run), 502, 500)
+	s.ruleFor(t, run, 1, "production")
+	_, tok := ghGateAttempt(t, s.c, "r-lookup", run, "1", "production")
+	if _, err := s.c.apps.Approve(context.Background(), &rbookv1.ApproveRequest{Token: tok, Approver: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	s.waitBodies(t, run, "the verdict after two failed lookups", func(b []ruleBody) bool { return len(verdicts(b)) == 1 })
+	var failed int
+	for _, r := range s.gh.RequestsTo(http.MethodGet, ghfake.RunPath(ghRepo.Owner, ghRepo.Name, run)) {
+		if r.Status >= 500 {
+			failed++
+		}
+	}
+	if failed != 2 {
+		t.Fatalf("%d failed lookups, want 2", failed)
+	}
+}
