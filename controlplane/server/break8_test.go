@@ -124,3 +124,35 @@ func TestIssue8_Break_RunAttemptLookupRetried(t *testing.T) {
 		t.Fatalf("%d failed lookups, want 2", failed)
 	}
 }
+
+// A verdict GitHub answers 422 forever is given up after MaxGitHubRefusedAttempts (3)
+// attempts, with an error log line that says why; the loop never tries it again.
+func TestIssue8_Break_VerdictRefusedForeverIsGivenUp(t *testing.T) {
+	s := startGitHubServe(t)
+	const run = 9103
+	_, tok := ghGateAttempt(t, s.c, "r-422", run, "1", "production")
+	s.ruleFor(t, run, 1, "production")
+	s.waitBodies(t, run, "a status report", hasReport)
+	path := ghfake.ProtectionRulePath(ghRepo.Owner, ghRepo.Name, run)
+	s.gh.FailNext(http.MethodPost, path, 422, 422, 422, 422, 422, 422, 422, 422)
+	if _, err := s.c.apps.Approve(context.Background(), &rbookv1.ApproveRequest{Token: tok, Approver: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	s.waitLog(t, 1, "github protection rule delivery given up", "gave up after 3 failed attempts (GitHub refused it with 422)")
+	// Drive the loop with another rule; the given-up one must not be tried again.
+	_, tok2 := ghGateAttempt(t, s.c, "r-after-422", run+1, "1", "production")
+	s.ruleFor(t, run+1, 1, "production")
+	if _, err := s.c.apps.Approve(context.Background(), &rbookv1.ApproveRequest{Token: tok2, Approver: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	s.waitBodies(t, run+1, "the other run's verdict", func(b []ruleBody) bool { return len(verdicts(b)) == 1 })
+	var tries int
+	for _, b := range s.ruleBodies(t, run) {
+		if b.State != nil {
+			tries++
+		}
+	}
+	if tries != 3 {
+		t.Fatalf("%d verdict POSTs for the refused rule, want exactly 3 (MaxGitHubRefusedAttempts)", tries)
+	}
+}

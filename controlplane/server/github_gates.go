@@ -34,6 +34,18 @@ const (
 	MaxGitHubRetry         = 5 * time.Minute
 )
 
+// Give-up limits of the protection rule delivery loop (break8: "a verdict GitHub answers 422
+// forever"): a rule whose delivery failed MaxGitHubDeliveryAttempts times in a row (with the
+// back-off above, about 1 h 24 min), or MaxGitHubRefusedAttempts times in a row with a
+// client error GitHub will not change its mind about (4xx other than 401, 403, 408, 429:
+// e.g. 422 "no pending deployment", 404), is given up: logged at error level with the
+// reason, recorded (given_up_at), never tried again. A failed status report whose verdict is
+// not ready is abandoned instead, and the verdict still goes when the gate is decided.
+const (
+	MaxGitHubDeliveryAttempts = 25
+	MaxGitHubRefusedAttempts  = 3
+)
+
 // gitHubDueBatch is how many due rules one pass of the delivery loop delivers.
 const gitHubDueBatch = 50
 
@@ -332,17 +344,48 @@ func (g *githubGates) deliver(ctx context.Context, r store.ProtectionRule) {
 	g.log.Info("github protection rule verdict delivered", "rule", r.ID, "approval_id", r.ApprovalID, "state", r.VerdictState)
 }
 
-// fail records a failed delivery and schedules the next attempt with back-off.
+// fail records a failed delivery and schedules the next attempt with back-off, or gives the
+// rule up (or only its status report) at the limits above.
 func (g *githubGates) fail(ctx context.Context, r store.ProtectionRule, err error) {
+	attempt := r.Attempts + 1
+	if limit, why := giveUpLimit(err); attempt >= limit {
+		reason := fmt.Sprintf("gave up after %d failed attempts (%s): %s", attempt, why, err.Error())
+		if r.ApprovalID != "" && r.VerdictState == "" && r.ReportState == store.ReportDue {
+			g.log.Error("github protection rule status report given up; the verdict will still be delivered", "rule", r.ID,
+				"approval_id", r.ApprovalID, "attempts", attempt, "reason", reason)
+			if werr := g.s.st.MarkProtectionRuleReported(ctx, r.ID, store.ReportAbandoned); werr != nil {
+				g.log.Error("recording an abandoned protection rule status report failed", "rule", r.ID, "err", werr)
+			}
+			return
+		}
+		g.log.Error("github protection rule delivery given up; GitHub will not get rbook's verdict for this deployment",
+			"rule", r.ID, "approval_id", r.ApprovalID, "state", r.VerdictState, "attempts", attempt, "reason", reason)
+		if werr := g.s.st.GiveUpProtectionRule(ctx, r.ID, reason, time.Now()); werr != nil {
+			g.log.Error("recording a given-up protection rule failed", "rule", r.ID, "err", werr)
+		}
+		return
+	}
 	delay := g.retryBase << min(r.Attempts, 20)
 	if delay <= 0 || delay > MaxGitHubRetry {
 		delay = MaxGitHubRetry
 	}
 	next := time.Now().Add(delay)
-	g.log.Warn("github protection rule delivery failed; retrying", "rule", r.ID, "attempt", r.Attempts+1, "retry_in", delay.String(), "err", err.Error())
+	g.log.Warn("github protection rule delivery failed; retrying", "rule", r.ID, "attempt", attempt, "retry_in", delay.String(), "err", err.Error())
 	if werr := g.s.st.ProtectionRuleAttemptFailed(ctx, r.ID, err.Error(), next); werr != nil {
 		g.log.Error("recording a failed protection rule delivery failed", "rule", r.ID, "err", werr)
 	}
+}
+
+// giveUpLimit is how many consecutive failures like err a rule is allowed, and why.
+func giveUpLimit(err error) (int, string) {
+	var ge *github.ErrorResponse
+	if errors.As(err, &ge) && ge.Response != nil {
+		switch c := ge.Response.StatusCode; {
+		case c >= 400 && c < 500 && c != 401 && c != 403 && c != 408 && c != 429:
+			return MaxGitHubRefusedAttempts, fmt.Sprintf("GitHub refused it with %d", c)
+		}
+	}
+	return MaxGitHubDeliveryAttempts, "GitHub unreachable or failing"
 }
 
 // statusReport is the Markdown status report of gate a (≤ ghapp.MaxCommentChars once cut):

@@ -40,6 +40,10 @@ type ProtectionRule struct {
 	Attempts      int
 	NextAttemptAt time.Time
 	LastError     string
+	// GivenUpAt is when the delivery loop stopped trying (zero: it has not), GivenUpReason why
+	// (GiveUpProtectionRule; migration 0009). A given-up rule is never due again.
+	GivenUpAt     time.Time
+	GivenUpReason string
 }
 
 // Status report states of a ProtectionRule.
@@ -54,13 +58,13 @@ const MaxProtectionRuleError = 1024
 
 const protectionRuleColumns = `rule_id, callback_url, deployment_id, installation_id, repository, run_id, environment, requested_at,
 	approval_id, bound_at, report_state, verdict_state, verdict_comment, verdict_at, verdict_sent_at,
-	attempts, next_attempt_at, last_error, run_attempt`
+	attempts, next_attempt_at, last_error, run_attempt, given_up_at, given_up_reason`
 
 func scanProtectionRule(row interface{ Scan(...any) error }) (ProtectionRule, error) {
 	var r ProtectionRule
-	var req, approvalID, bound, state, comment, vat, vsent, next, lastErr, attempt sql.NullString
+	var req, approvalID, bound, state, comment, vat, vsent, next, lastErr, attempt, gaveUp, gaveUpReason sql.NullString
 	if err := row.Scan(&r.ID, &r.CallbackURL, &r.DeploymentID, &r.InstallationID, &r.Repository, &r.RunID, &r.Environment, &req,
-		&approvalID, &bound, &r.ReportState, &state, &comment, &vat, &vsent, &r.Attempts, &next, &lastErr, &attempt); err != nil {
+		&approvalID, &bound, &r.ReportState, &state, &comment, &vat, &vsent, &r.Attempts, &next, &lastErr, &attempt, &gaveUp, &gaveUpReason); err != nil {
 		return ProtectionRule{}, err
 	}
 	var errs []error
@@ -69,12 +73,12 @@ func scanProtectionRule(row interface{ Scan(...any) error }) (ProtectionRule, er
 		name string
 		v    sql.NullString
 	}{{&r.RequestedAt, "requested_at", req}, {&r.BoundAt, "bound_at", bound}, {&r.VerdictAt, "verdict_at", vat},
-		{&r.VerdictSentAt, "verdict_sent_at", vsent}, {&r.NextAttemptAt, "next_attempt_at", next}} {
+		{&r.VerdictSentAt, "verdict_sent_at", vsent}, {&r.NextAttemptAt, "next_attempt_at", next}, {&r.GivenUpAt, "given_up_at", gaveUp}} {
 		v, err := parseTime(t.name, t.v)
 		*t.dst = v
 		errs = append(errs, err)
 	}
-	r.RunAttempt = attempt.String
+	r.RunAttempt, r.GivenUpReason = attempt.String, gaveUpReason.String
 	r.ApprovalID, r.VerdictState, r.VerdictComment, r.LastError = approvalID.String, state.String, comment.String, lastErr.String
 	return r, errors.Join(errs...)
 }
@@ -289,7 +293,7 @@ func ProtectionVerdict(a Approval) (state, comment string) {
 func (s *Store) DueProtectionRules(ctx context.Context, now time.Time, limit int) ([]ProtectionRule, error) {
 	rows, err := s.reader.QueryContext(ctx, `SELECT `+protectionRuleColumns+` FROM github_protection_rules
 		WHERE ((approval_id IS NOT NULL AND verdict_sent_at IS NULL AND (report_state = 'due' OR verdict_state IS NOT NULL))
-			OR (approval_id IS NULL AND run_attempt IS NULL))
+			OR (approval_id IS NULL AND run_attempt IS NULL)) AND given_up_at IS NULL
 		AND (next_attempt_at IS NULL OR next_attempt_at <= ?) ORDER BY requested_at, rule_id LIMIT ?`, formatTime(now), limit)
 	if err != nil {
 		return nil, fmt.Errorf("store: due protection rules: %w", err)
@@ -311,8 +315,8 @@ func (s *Store) DueProtectionRules(ctx context.Context, now time.Time, limit int
 func (s *Store) NextProtectionRuleAttempt(ctx context.Context) (time.Time, bool, error) {
 	var v sql.NullString
 	err := s.reader.QueryRowContext(ctx, `SELECT min(next_attempt_at) FROM github_protection_rules
-		WHERE (approval_id IS NOT NULL AND verdict_sent_at IS NULL AND (report_state = 'due' OR verdict_state IS NOT NULL))
-			OR (approval_id IS NULL AND run_attempt IS NULL)`).Scan(&v)
+		WHERE ((approval_id IS NOT NULL AND verdict_sent_at IS NULL AND (report_state = 'due' OR verdict_state IS NOT NULL))
+			OR (approval_id IS NULL AND run_attempt IS NULL)) AND given_up_at IS NULL`).Scan(&v)
 	if err != nil {
 		return time.Time{}, false, fmt.Errorf("store: next protection rule attempt: %w", err)
 	}
@@ -382,6 +386,17 @@ func (s *Store) ProtectionRuleAttemptFailed(ctx context.Context, ruleID, errText
 	return s.write(ctx, func(w *writeTx) error {
 		_, err := w.execSQL(`UPDATE github_protection_rules SET attempts = attempts + 1, next_attempt_at = ?, last_error = ?
 			WHERE rule_id = ? AND verdict_sent_at IS NULL`, formatTime(next), truncateText(errText, MaxProtectionRuleError), ruleID)
+		return err
+	})
+}
+
+// GiveUpProtectionRule stops the delivery loop trying rule ruleID: given_up_at = at, the
+// reason (cut to MaxProtectionRuleError bytes) kept; a rule whose verdict GitHub already has
+// changes nothing. The gate's decision in rbook is untouched.
+func (s *Store) GiveUpProtectionRule(ctx context.Context, ruleID, reason string, at time.Time) error {
+	return s.write(ctx, func(w *writeTx) error {
+		_, err := w.execSQL(`UPDATE github_protection_rules SET given_up_at = ?, given_up_reason = ?, next_attempt_at = NULL
+			WHERE rule_id = ? AND verdict_sent_at IS NULL AND given_up_at IS NULL`, formatTime(at), truncateText(reason, MaxProtectionRuleError), ruleID)
 		return err
 	})
 }

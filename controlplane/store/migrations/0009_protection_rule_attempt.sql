@@ -7,3 +7,8 @@
 ALTER TABLE github_protection_rules ADD COLUMN run_attempt TEXT;
 CREATE INDEX github_protection_rules_attempt_due ON github_protection_rules (next_attempt_at)
 	WHERE approval_id IS NULL AND run_attempt IS NULL;
+-- given_up_at / given_up_reason: the delivery loop stopped trying this rule (GitHub refused it
+-- MaxGitHubDeliveryAttempts times, or a client error MaxGitHubRefusedAttempts times; see the
+-- server's github_gates.go). The gate's decision stays in rbook; only GitHub's copy is missing.
+ALTER TABLE github_protection_rules ADD COLUMN given_up_at TEXT;
+ALTER TABLE github_protection_rules ADD COLUMN given_up_reason TEXT;
