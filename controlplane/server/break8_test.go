@@ -6,8 +6,11 @@ package server_test
 import (
 	"context"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -154,5 +157,65 @@ func TestIssue8_Break_VerdictRefusedForeverIsGivenUp(t *testing.T) {
 	}
 	if tries != 3 {
 		t.Fatalf("%d verdict POSTs for the refused rule, want exactly 3 (MaxGitHubRefusedAttempts)", tries)
+	}
+}
+
+// Hostile reviews: a login outside the policy's approvers, a review of the right run but
+// another environment, and an approve and a reject delivered at once: the first two change
+// nothing; of the racing two exactly one decides the gate, and GitHub gets that one verdict.
+func TestIssue8_Break_HostileReviews(t *testing.T) {
+	policy := filepath.Join(t.TempDir(), "gates.yaml")
+	if err := os.WriteFile(policy, []byte("rules:\n  - approvals: 1\n    approvers: [\"github:octo-lead\", \"github:octo-ops\"]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := startGitHubServe(t, "--gate-policy", policy)
+	const run = 9105
+	a, _ := ghGateAttempt(t, s.c, "r-hostile", run, "1", "production")
+	s.ruleFor(t, run, 1, "production")
+	review := func(action, login, env string) int {
+		d := ghfake.DeploymentReview(ghfake.Review{Action: action, Repo: ghRepo, InstallationID: 77, RunID: run, ApproverLogin: login,
+			ApproverID: 4242, Comment: action + " by " + login, JobRuns: []ghfake.JobRun{{ID: 1, Name: "deploy", Environment: env}}})
+		return s.post(t, d)
+	}
+	if review("approved", "mallory", "production") != http.StatusOK || review("approved", "octo-lead", "staging") != http.StatusOK {
+		t.Fatal("review deliveries not answered 200")
+	}
+	if got := ghApproval(t, s.c, a.GetApprovalId()); got.GetStatus() != rbookv1.ApprovalStatus_APPROVAL_STATUS_PENDING || len(got.GetVotes()) != 0 {
+		t.Fatalf("after a stranger's and another environment's review: %v, want PENDING with no votes", got)
+	}
+	if out := s.Stderr.String(); !strings.Contains(out, "allows only github:octo-lead, github:octo-ops") {
+		t.Fatalf("the stranger's refusal was not logged:\n%s", out)
+	}
+	var wg sync.WaitGroup
+	codes := make([]int, 2)
+	for i, rv := range [][2]string{{"approved", "octo-lead"}, {"rejected", "octo-ops"}} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d := ghfake.DeploymentReview(ghfake.Review{Action: rv[0], Repo: ghRepo, InstallationID: 77, RunID: run, ApproverLogin: rv[1],
+				ApproverID: int64(100 + i), Comment: rv[0], JobRuns: []ghfake.JobRun{{ID: 1, Name: "deploy", Environment: "production"}}})
+			req, err := d.Request(s.hookURL, []byte(ghSecret))
+			if err != nil {
+				return
+			}
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				codes[i] = resp.StatusCode
+				resp.Body.Close()
+			}
+		}()
+	}
+	wg.Wait()
+	if codes[0] != http.StatusOK || codes[1] != http.StatusOK {
+		t.Fatalf("racing reviews answered %v, want 200 200", codes)
+	}
+	got := ghApproval(t, s.c, a.GetApprovalId())
+	want := map[rbookv1.ApprovalStatus]string{rbookv1.ApprovalStatus_APPROVAL_STATUS_APPROVED: "approved",
+		rbookv1.ApprovalStatus_APPROVAL_STATUS_REJECTED: "rejected"}[got.GetStatus()]
+	if want == "" {
+		t.Fatalf("after racing reviews: %v, want APPROVED or REJECTED", got)
+	}
+	v := verdicts(s.waitBodies(t, run, "the verdict", func(b []ruleBody) bool { return len(verdicts(b)) > 0 }))
+	if len(v) != 1 || *v[0].State != want {
+		t.Fatalf("verdicts %+v, want one %q matching the gate %v", v, want, got.GetStatus())
 	}
 }
