@@ -219,3 +219,32 @@ func TestIssue8_Break_HostileReviews(t *testing.T) {
 		t.Fatalf("verdicts %+v, want one %q matching the gate %v", v, want, got.GetStatus())
 	}
 }
+
+// A deployment_review of a re-run (workflow_run.run_attempt 2) decides attempt 2's gate only,
+// never the gate attempt 1 left pending; a review arriving before any gate opened decides no
+// gate opened later.
+func TestIssue8_Break_ReviewDecidesOnlyItsAttemptsGate(t *testing.T) {
+	s := startGitHubServe(t)
+	const run = 9106
+	review := func(attempt int) {
+		t.Helper()
+		d := ghfake.DeploymentReview(ghfake.Review{Action: "approved", Repo: ghRepo, InstallationID: 77, RunID: run, RunAttempt: attempt,
+			ApproverLogin: "octo-lead", ApproverID: 4242, Comment: "ok", JobRuns: []ghfake.JobRun{{ID: 1, Name: "deploy", Environment: "production"}}})
+		if code := s.post(t, d); code != http.StatusOK {
+			t.Fatalf("review delivery: %d, want 200", code)
+		}
+	}
+	review(1) // before any gate of the run opened
+	a1, _ := ghGateAttempt(t, s.c, "r-stale1", run, "1", "production")
+	if got := ghApproval(t, s.c, a1.GetApprovalId()); got.GetStatus() != rbookv1.ApprovalStatus_APPROVAL_STATUS_PENDING || len(got.GetVotes()) != 0 {
+		t.Fatalf("a gate opened after a review: %v, want PENDING with no votes", got)
+	}
+	a2, _ := ghGateAttempt(t, s.c, "r-rerun2", run, "2", "production")
+	review(2)
+	if got := ghApproval(t, s.c, a2.GetApprovalId()); got.GetStatus() != rbookv1.ApprovalStatus_APPROVAL_STATUS_APPROVED {
+		t.Fatalf("attempt 2's gate after attempt 2's review: %v, want APPROVED", got)
+	}
+	if got := ghApproval(t, s.c, a1.GetApprovalId()); got.GetStatus() != rbookv1.ApprovalStatus_APPROVAL_STATUS_PENDING || len(got.GetVotes()) != 0 {
+		t.Fatalf("attempt 1's gate after attempt 2's review: %v, want PENDING with no votes", got)
+	}
+}

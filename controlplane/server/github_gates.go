@@ -136,13 +136,17 @@ func reviewEnvironments(ev *github.DeploymentReviewEvent) []string {
 }
 
 // DeploymentReviewed casts the reviewer's vote on each pending gate of the review's
-// repository, workflow run and environment (issue 8, item 3), through the same
+// repository, workflow run, attempt (workflow_run.run_attempt) and environment (issue 8, item 3), through the same
 // compare-and-set and gate policy as Approve: identity "github:<login>" from the signed
 // webhook only, verified, source "github", the comment as the reason. A review matching no
 // pending gate, or one the policy refuses, is logged and changes nothing (nil: GitHub gets
 // 200). Storage errors are returned (500: GitHub may redeliver).
 func (g *githubGates) DeploymentReviewed(ctx context.Context, d webhook.Delivery, ev *github.DeploymentReviewEvent) error {
 	repo, runID := ev.GetRepo().GetFullName(), strconv.FormatInt(ev.GetWorkflowRun().GetID(), 10)
+	attempt := "" // a payload without workflow_run.run_attempt matches every attempt
+	if n := ev.GetWorkflowRun().GetRunAttempt(); n > 0 {
+		attempt = strconv.Itoa(n)
+	}
 	login, approverID := ev.GetApprover().GetLogin(), ev.GetApprover().GetID()
 	verdict := store.ApprovalApproved
 	if d.Action == "rejected" {
@@ -152,7 +156,7 @@ func (g *githubGates) DeploymentReviewed(ctx context.Context, d webhook.Delivery
 	reason := reasonOf(ev.GetComment())
 	var outcomes []string
 	for _, env := range reviewEnvironments(ev) {
-		gates, err := g.s.st.PendingGitHubGates(ctx, repo, runID, env)
+		gates, err := g.s.st.PendingGitHubGates(ctx, repo, runID, attempt, env)
 		if err != nil {
 			return err
 		}
@@ -167,7 +171,7 @@ func (g *githubGates) DeploymentReviewed(ctx context.Context, d webhook.Delivery
 	if len(outcomes) == 0 {
 		outcomes = append(outcomes, "no pending rbook gate of this run and environment: nothing changed")
 	}
-	g.log.InfoContext(ctx, "github deployment review", "delivery", d.ID, "action", d.Action, "repository", repo, "run_id", runID,
+	g.log.InfoContext(ctx, "github deployment review", "delivery", d.ID, "action", d.Action, "repository", repo, "run_id", runID, "run_attempt", attempt,
 		"environments", strings.Join(reviewEnvironments(ev), ","), "approver", voter.Identity, "approver_id", approverID,
 		"outcome", strings.Join(outcomes, "; "))
 	return nil

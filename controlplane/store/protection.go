@@ -401,13 +401,16 @@ func (s *Store) GiveUpProtectionRule(ctx context.Context, ruleID, reason string,
 	})
 }
 
-// PendingGitHubGates lists the pending gates opened with repository, workflow run and
-// environment (migration 0007's index), oldest first: those a deployment_review of that run
-// and environment decides (issue 8, item 3).
-func (s *Store) PendingGitHubGates(ctx context.Context, repository, runID, environment string) ([]Approval, error) {
+// PendingGitHubGates lists the pending gates opened with repository, workflow run, attempt
+// and environment (migration 0007's index), oldest first: those a deployment_review of that
+// run attempt and environment decides (issue 8, item 3). attempt "" matches every attempt; a
+// gate opened without one counts as attempt 1 (gateAttempt), so a review of a re-run never
+// decides a gate an earlier attempt left pending (break8).
+func (s *Store) PendingGitHubGates(ctx context.Context, repository, runID, attempt, environment string) ([]Approval, error) {
 	list, err := queryApprovals(ctx, s.reader, `SELECT `+approvalColumns+` FROM playbook_approvals
 		WHERE github_repository = ? AND github_run_id = ? AND github_environment = ? AND status = 'pending'
-		ORDER BY requested_at, approval_id`, repository, runID, environment)
+		AND (? = '' OR `+gateAttempt+` = ?)
+		ORDER BY requested_at, approval_id`, repository, runID, environment, attempt, attempt)
 	if err != nil {
 		return nil, fmt.Errorf("store: pending github gates: %w", err)
 	}
