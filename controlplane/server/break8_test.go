@@ -5,6 +5,7 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -13,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -246,5 +249,54 @@ func TestIssue8_Break_ReviewDecidesOnlyItsAttemptsGate(t *testing.T) {
 	}
 	if got := ghApproval(t, s.c, a1.GetApprovalId()); got.GetStatus() != rbookv1.ApprovalStatus_APPROVAL_STATUS_PENDING || len(got.GetVotes()) != 0 {
 		t.Fatalf("attempt 1's gate after attempt 2's review: %v, want PENDING with no votes", got)
+	}
+}
+
+// Odd payloads: a rule request with a null installation or a non-numeric run id in its
+// callback URL is refused (400) and stores nothing; a review comment with terminal escapes,
+// CR/LF, bidi controls and 5000 bytes becomes a safe one-line reason of at most 1024 bytes.
+func TestIssue8_Break_OddPayloads(t *testing.T) {
+	s := startGitHubServe(t)
+	const run = 9107
+	odd := func(mut func(m map[string]any)) int {
+		d := ghfake.ProtectionRuleRequested(ghfake.ProtectionRule{Repo: ghRepo, InstallationID: 77, RunID: run, Environment: "production",
+			APIURL: s.gh.URL, DeploymentID: 1})
+		var m map[string]any
+		if err := json.Unmarshal(d.Body, &m); err != nil {
+			t.Fatal(err)
+		}
+		mut(m)
+		d.Body, _ = json.Marshal(m)
+		return s.post(t, d)
+	}
+	if code := odd(func(m map[string]any) { m["installation"] = nil }); code != http.StatusBadRequest {
+		t.Fatalf("null installation: %d, want 400", code)
+	}
+	if code := odd(func(m map[string]any) {
+		m["deployment_callback_url"] = s.gh.URL + "/repos/acme/deploys/actions/runs/12ab/deployment_protection_rule"
+	}); code != http.StatusBadRequest {
+		t.Fatalf("non-numeric run id: %d, want 400", code)
+	}
+	a, _ := ghGateAttempt(t, s.c, "r-odd", run, "1", "production")
+	comment := "\x1b[2J\x1b]0;pwned\x07LGTM\r\nship\u202eit\u0000 " + strings.Repeat("é", 2500)
+	d := ghfake.DeploymentReview(ghfake.Review{Action: "approved", Repo: ghRepo, InstallationID: 77, RunID: run, ApproverLogin: "octo-lead",
+		ApproverID: 4242, Comment: comment, JobRuns: []ghfake.JobRun{{ID: 1, Name: "deploy", Environment: "production"}}})
+	if code := s.post(t, d); code != http.StatusOK {
+		t.Fatalf("review: %d, want 200", code)
+	}
+	got := ghApproval(t, s.c, a.GetApprovalId())
+	r := got.GetReason()
+	if got.GetStatus() != rbookv1.ApprovalStatus_APPROVAL_STATUS_APPROVED || len(r) > 1024 || !utf8.ValidString(r) ||
+		!strings.HasPrefix(r, "[2J ]0;pwned LGTM ship it ") {
+		t.Fatalf("reason %q (%d bytes): want a one-line reason ≤ 1024 bytes", r, len(r))
+	}
+	for _, c := range r {
+		if unicode.IsControl(c) || unicode.Is(unicode.Bidi_Control, c) {
+			t.Fatalf("reason %q keeps control character %U", r, c)
+		}
+	}
+	// Only the gate's RPCs ran: no rule was stored, so GitHub was never called.
+	if n := len(s.gh.Requests()); n != 0 {
+		t.Fatalf("GitHub got %d requests after refused rule requests, want 0", n)
 	}
 }
