@@ -170,6 +170,25 @@ func (a *App) PendingDeployments(ctx context.Context, r Repo, runID int64) ([]*g
 	return pd, nil
 }
 
+// RunAttempt is the workflow run's current attempt (GET /repos/{o}/{r}/actions/runs/{run_id}
+// → run_attempt; go-github's ActionsService.GetWorkflowRunByID): 1 for the first run, n+1
+// after each re-run. A deployment_protection_rule payload does not carry the attempt, so the
+// control plane asks (issue 8, item 2; break8). Errors: GitHub's error, or an attempt < 1.
+func (a *App) RunAttempt(ctx context.Context, r Repo, runID int64) (int, error) {
+	c, err := a.Client(r.InstallationID)
+	if err != nil {
+		return 0, err
+	}
+	run, _, err := c.Actions.GetWorkflowRunByID(ctx, r.Owner, r.Name, runID)
+	if err != nil {
+		return 0, fmt.Errorf("GitHub workflow run %s/%s %d: %w", r.Owner, r.Name, runID, err)
+	}
+	if run.GetRunAttempt() < 1 {
+		return 0, fmt.Errorf("GitHub workflow run %s/%s %d: run_attempt %d, want ≥ 1", r.Owner, r.Name, runID, run.GetRunAttempt())
+	}
+	return run.GetRunAttempt(), nil
+}
+
 // RunApproval is one entry of a run's review history (GitHub's "environment-approvals"):
 // who decided which environments, with what state ("approved", "rejected") and comment.
 type RunApproval struct {

@@ -34,6 +34,18 @@ const (
 	MaxGitHubRetry         = 5 * time.Minute
 )
 
+// Give-up limits of the protection rule delivery loop (break8: "a verdict GitHub answers 422
+// forever"): a rule whose delivery failed MaxGitHubDeliveryAttempts times in a row (with the
+// back-off above, about 1 h 24 min), or MaxGitHubRefusedAttempts times in a row with a
+// client error GitHub will not change its mind about (4xx other than 401, 403, 408, 429:
+// e.g. 422 "no pending deployment", 404), is given up: logged at error level with the
+// reason, recorded (given_up_at), never tried again. A failed status report whose verdict is
+// not ready is abandoned instead, and the verdict still goes when the gate is decided.
+const (
+	MaxGitHubDeliveryAttempts = 25
+	MaxGitHubRefusedAttempts  = 3
+)
+
 // gitHubDueBatch is how many due rules one pass of the delivery loop delivers.
 const gitHubDueBatch = 50
 
@@ -61,9 +73,11 @@ func (g *githubGates) poke() {
 	}
 }
 
-// ProtectionRuleRequested stores the rule and binds it to the gate of its workflow run and
-// environment, now or when that gate opens (store.RequestProtectionRule); the delivery loop
-// then posts the status report and, once the gate is decided, the verdict.
+// ProtectionRuleRequested stores the rule; the delivery loop learns the run's current attempt
+// from GitHub (ghapp.App.RunAttempt, retried with back-off) and binds the rule to the gate of
+// that workflow run, attempt and environment, now or when that gate opens
+// (store.SetProtectionRuleAttempt), then posts the status report and, once the gate is
+// decided, the verdict.
 func (g *githubGates) ProtectionRuleRequested(ctx context.Context, d webhook.Delivery, ev *github.DeploymentProtectionRuleEvent) error {
 	runID, err := ev.GetRunID()
 	if err != nil {
@@ -122,13 +136,17 @@ func reviewEnvironments(ev *github.DeploymentReviewEvent) []string {
 }
 
 // DeploymentReviewed casts the reviewer's vote on each pending gate of the review's
-// repository, workflow run and environment (issue 8, item 3), through the same
+// repository, workflow run, attempt (workflow_run.run_attempt) and environment (issue 8, item 3), through the same
 // compare-and-set and gate policy as Approve: identity "github:<login>" from the signed
 // webhook only, verified, source "github", the comment as the reason. A review matching no
 // pending gate, or one the policy refuses, is logged and changes nothing (nil: GitHub gets
 // 200). Storage errors are returned (500: GitHub may redeliver).
 func (g *githubGates) DeploymentReviewed(ctx context.Context, d webhook.Delivery, ev *github.DeploymentReviewEvent) error {
 	repo, runID := ev.GetRepo().GetFullName(), strconv.FormatInt(ev.GetWorkflowRun().GetID(), 10)
+	attempt := "" // a payload without workflow_run.run_attempt matches every attempt
+	if n := ev.GetWorkflowRun().GetRunAttempt(); n > 0 {
+		attempt = strconv.Itoa(n)
+	}
 	login, approverID := ev.GetApprover().GetLogin(), ev.GetApprover().GetID()
 	verdict := store.ApprovalApproved
 	if d.Action == "rejected" {
@@ -138,7 +156,7 @@ func (g *githubGates) DeploymentReviewed(ctx context.Context, d webhook.Delivery
 	reason := reasonOf(ev.GetComment())
 	var outcomes []string
 	for _, env := range reviewEnvironments(ev) {
-		gates, err := g.s.st.PendingGitHubGates(ctx, repo, runID, env)
+		gates, err := g.s.st.PendingGitHubGates(ctx, repo, runID, attempt, env)
 		if err != nil {
 			return err
 		}
@@ -153,7 +171,7 @@ func (g *githubGates) DeploymentReviewed(ctx context.Context, d webhook.Delivery
 	if len(outcomes) == 0 {
 		outcomes = append(outcomes, "no pending rbook gate of this run and environment: nothing changed")
 	}
-	g.log.InfoContext(ctx, "github deployment review", "delivery", d.ID, "action", d.Action, "repository", repo, "run_id", runID,
+	g.log.InfoContext(ctx, "github deployment review", "delivery", d.ID, "action", d.Action, "repository", repo, "run_id", runID, "run_attempt", attempt,
 		"environments", strings.Join(reviewEnvironments(ev), ","), "approver", voter.Identity, "approver_id", approverID,
 		"outcome", strings.Join(outcomes, "; "))
 	return nil
@@ -271,6 +289,26 @@ func (g *githubGates) deliver(ctx context.Context, r store.ProtectionRule) {
 		return
 	}
 	repo := ghapp.Repo{InstallationID: r.InstallationID, Owner: owner, Name: name}
+	if r.RunAttempt == "" {
+		// The payload does not say which attempt of the run asks; binding without knowing
+		// could hand a re-run the verdict of an earlier attempt's gate (break8).
+		attempt, err := g.app.RunAttempt(ctx, repo, runID)
+		if err != nil {
+			g.fail(ctx, r, err)
+			return
+		}
+		b, err := g.s.st.SetProtectionRuleAttempt(ctx, r.ID, strconv.Itoa(attempt))
+		if err != nil {
+			g.fail(ctx, r, err)
+			return
+		}
+		g.log.Info("github protection rule attempt learned", "rule", r.ID, "run_attempt", b.RunAttempt,
+			"approval_id", b.ApprovalID, "bound", b.ApprovalID != "")
+		if b.ApprovalID == "" {
+			return
+		}
+		r = b
+	}
 	if r.ReportState == store.ReportDue {
 		a, err := g.s.st.GetApproval(ctx, r.ApprovalID)
 		if err == nil {
@@ -310,17 +348,48 @@ func (g *githubGates) deliver(ctx context.Context, r store.ProtectionRule) {
 	g.log.Info("github protection rule verdict delivered", "rule", r.ID, "approval_id", r.ApprovalID, "state", r.VerdictState)
 }
 
-// fail records a failed delivery and schedules the next attempt with back-off.
+// fail records a failed delivery and schedules the next attempt with back-off, or gives the
+// rule up (or only its status report) at the limits above.
 func (g *githubGates) fail(ctx context.Context, r store.ProtectionRule, err error) {
+	attempt := r.Attempts + 1
+	if limit, why := giveUpLimit(err); attempt >= limit {
+		reason := fmt.Sprintf("gave up after %d failed attempts (%s): %s", attempt, why, err.Error())
+		if r.ApprovalID != "" && r.VerdictState == "" && r.ReportState == store.ReportDue {
+			g.log.Error("github protection rule status report given up; the verdict will still be delivered", "rule", r.ID,
+				"approval_id", r.ApprovalID, "attempts", attempt, "reason", reason)
+			if werr := g.s.st.MarkProtectionRuleReported(ctx, r.ID, store.ReportAbandoned); werr != nil {
+				g.log.Error("recording an abandoned protection rule status report failed", "rule", r.ID, "err", werr)
+			}
+			return
+		}
+		g.log.Error("github protection rule delivery given up; GitHub will not get rbook's verdict for this deployment",
+			"rule", r.ID, "approval_id", r.ApprovalID, "state", r.VerdictState, "attempts", attempt, "reason", reason)
+		if werr := g.s.st.GiveUpProtectionRule(ctx, r.ID, reason, time.Now()); werr != nil {
+			g.log.Error("recording a given-up protection rule failed", "rule", r.ID, "err", werr)
+		}
+		return
+	}
 	delay := g.retryBase << min(r.Attempts, 20)
 	if delay <= 0 || delay > MaxGitHubRetry {
 		delay = MaxGitHubRetry
 	}
 	next := time.Now().Add(delay)
-	g.log.Warn("github protection rule delivery failed; retrying", "rule", r.ID, "attempt", r.Attempts+1, "retry_in", delay.String(), "err", err.Error())
+	g.log.Warn("github protection rule delivery failed; retrying", "rule", r.ID, "attempt", attempt, "retry_in", delay.String(), "err", err.Error())
 	if werr := g.s.st.ProtectionRuleAttemptFailed(ctx, r.ID, err.Error(), next); werr != nil {
 		g.log.Error("recording a failed protection rule delivery failed", "rule", r.ID, "err", werr)
 	}
+}
+
+// giveUpLimit is how many consecutive failures like err a rule is allowed, and why.
+func giveUpLimit(err error) (int, string) {
+	var ge *github.ErrorResponse
+	if errors.As(err, &ge) && ge.Response != nil {
+		switch c := ge.Response.StatusCode; {
+		case c >= 400 && c < 500 && c != 401 && c != 403 && c != 408 && c != 429:
+			return MaxGitHubRefusedAttempts, fmt.Sprintf("GitHub refused it with %d", c)
+		}
+	}
+	return MaxGitHubDeliveryAttempts, "GitHub unreachable or failing"
 }
 
 // statusReport is the Markdown status report of gate a (≤ ghapp.MaxCommentChars once cut):

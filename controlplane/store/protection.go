@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -23,7 +24,10 @@ type ProtectionRule struct {
 	// Repository is "owner/name"; RunID the workflow run id in decimal.
 	Repository, RunID, Environment string
 	RequestedAt                    time.Time
-	// ApprovalID is the bound gate, "" while no gate of the run and environment exists.
+	// RunAttempt is the workflow run's attempt ("1", "2", …) learned from GitHub
+	// (migration 0009); "" until learned, and an unlearned rule binds no gate.
+	RunAttempt string
+	// ApprovalID is the bound gate, "" while no gate of the run, attempt and environment exists.
 	ApprovalID string
 	BoundAt    time.Time
 	// ReportState is ReportDue, ReportSent or ReportAbandoned.
@@ -36,6 +40,10 @@ type ProtectionRule struct {
 	Attempts      int
 	NextAttemptAt time.Time
 	LastError     string
+	// GivenUpAt is when the delivery loop stopped trying (zero: it has not), GivenUpReason why
+	// (GiveUpProtectionRule; migration 0009). A given-up rule is never due again.
+	GivenUpAt     time.Time
+	GivenUpReason string
 }
 
 // Status report states of a ProtectionRule.
@@ -50,13 +58,13 @@ const MaxProtectionRuleError = 1024
 
 const protectionRuleColumns = `rule_id, callback_url, deployment_id, installation_id, repository, run_id, environment, requested_at,
 	approval_id, bound_at, report_state, verdict_state, verdict_comment, verdict_at, verdict_sent_at,
-	attempts, next_attempt_at, last_error`
+	attempts, next_attempt_at, last_error, run_attempt, given_up_at, given_up_reason`
 
 func scanProtectionRule(row interface{ Scan(...any) error }) (ProtectionRule, error) {
 	var r ProtectionRule
-	var req, approvalID, bound, state, comment, vat, vsent, next, lastErr sql.NullString
+	var req, approvalID, bound, state, comment, vat, vsent, next, lastErr, attempt, gaveUp, gaveUpReason sql.NullString
 	if err := row.Scan(&r.ID, &r.CallbackURL, &r.DeploymentID, &r.InstallationID, &r.Repository, &r.RunID, &r.Environment, &req,
-		&approvalID, &bound, &r.ReportState, &state, &comment, &vat, &vsent, &r.Attempts, &next, &lastErr); err != nil {
+		&approvalID, &bound, &r.ReportState, &state, &comment, &vat, &vsent, &r.Attempts, &next, &lastErr, &attempt, &gaveUp, &gaveUpReason); err != nil {
 		return ProtectionRule{}, err
 	}
 	var errs []error
@@ -65,22 +73,22 @@ func scanProtectionRule(row interface{ Scan(...any) error }) (ProtectionRule, er
 		name string
 		v    sql.NullString
 	}{{&r.RequestedAt, "requested_at", req}, {&r.BoundAt, "bound_at", bound}, {&r.VerdictAt, "verdict_at", vat},
-		{&r.VerdictSentAt, "verdict_sent_at", vsent}, {&r.NextAttemptAt, "next_attempt_at", next}} {
+		{&r.VerdictSentAt, "verdict_sent_at", vsent}, {&r.NextAttemptAt, "next_attempt_at", next}, {&r.GivenUpAt, "given_up_at", gaveUp}} {
 		v, err := parseTime(t.name, t.v)
 		*t.dst = v
 		errs = append(errs, err)
 	}
+	r.RunAttempt, r.GivenUpReason = attempt.String, gaveUpReason.String
 	r.ApprovalID, r.VerdictState, r.VerdictComment, r.LastError = approvalID.String, state.String, comment.String, lastErr.String
 	return r, errors.Join(errs...)
 }
 
-// RequestProtectionRule records a deployment_protection_rule "requested" delivery and binds
-// it at once to the gate of its repository, run and environment when one was opened: the
-// pending one, else the latest decided one (whose verdict is then due at once). Without a
-// gate it stays unbound until RequestApproval opens one (the binding is made in the gate's
-// transaction). A second request for the same deployment (a redelivery) changes nothing
-// and returns the row as it stands. Errors: ErrInvalidArgument (empty or over-long fields,
-// installation id ≤ 0), ErrReadOnly, ErrClosed, storage errors.
+// RequestProtectionRule records a deployment_protection_rule "requested" delivery. The rule
+// stays unbound until its workflow run attempt is known (SetProtectionRuleAttempt: the
+// payload does not carry it), unless r.RunAttempt is given, when it binds at once as
+// SetProtectionRuleAttempt does. A second request for the same deployment (a redelivery)
+// changes nothing and returns the row as it stands. Errors: ErrInvalidArgument (empty or
+// over-long fields, installation id ≤ 0), ErrReadOnly, ErrClosed, storage errors.
 func (s *Store) RequestProtectionRule(ctx context.Context, r ProtectionRule) (ProtectionRule, error) {
 	for _, f := range []struct{ name, v string }{{"callback_url", r.CallbackURL}, {"repository", r.Repository},
 		{"run_id", r.RunID}, {"environment", r.Environment}} {
@@ -103,18 +111,12 @@ func (s *Store) RequestProtectionRule(ctx context.Context, r ProtectionRule) (Pr
 			id, r.CallbackURL, r.DeploymentID, r.InstallationID, r.Repository, r.RunID, r.Environment, formatTime(at)); err != nil {
 			return fmt.Errorf("store: insert protection rule: %w", err)
 		}
-		gate, err := scanApproval(w.readRow(`SELECT `+approvalColumns+` FROM playbook_approvals
-			WHERE github_repository = ? AND github_run_id = ? AND github_environment = ? AND decided_by_source IS NOT '`+SourceSuperseded+`'
-			ORDER BY status = 'pending' DESC, requested_at DESC, approval_id DESC LIMIT 1`, r.Repository, r.RunID, r.Environment))
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
-		case err != nil:
-			return fmt.Errorf("store: read approval: %w", err)
-		default:
-			if err := w.bindRules(gate, at, "rule_id = ?", id); err != nil {
+		if r.RunAttempt != "" {
+			if err := w.setRuleAttempt(id, r.RunAttempt, at); err != nil {
 				return err
 			}
 		}
+		var err error
 		out, err = scanProtectionRule(w.readRow(`SELECT `+protectionRuleColumns+` FROM github_protection_rules WHERE rule_id = ?`, id))
 		if err != nil {
 			return fmt.Errorf("store: read protection rule: %w", err)
@@ -126,6 +128,71 @@ func (s *Store) RequestProtectionRule(ctx context.Context, r ProtectionRule) (Pr
 	}
 	return out, nil
 }
+
+// MaxRunAttemptBytes caps a learned run attempt (decimal digits of a positive int).
+const MaxRunAttemptBytes = 10
+
+// SetProtectionRuleAttempt records the workflow run attempt GitHub reported for rule ruleID
+// (ghapp.App.RunAttempt; migration 0009) and binds the rule to the gate of its repository,
+// run, attempt and environment when one was opened: the pending one, else the latest
+// decided one (whose verdict is then due at once; the quick-approval pause case). A gate of
+// another attempt is never bound: a re-run's deployment waits for its own gate. A rule whose
+// attempt is already known changes nothing. Errors: ErrInvalidArgument (attempt not a
+// positive decimal), ErrReadOnly, ErrClosed, storage errors.
+func (s *Store) SetProtectionRuleAttempt(ctx context.Context, ruleID, attempt string) (ProtectionRule, error) {
+	var out ProtectionRule
+	err := s.write(ctx, func(w *writeTx) error {
+		if err := w.setRuleAttempt(ruleID, attempt, s.now()); err != nil {
+			return err
+		}
+		var err error
+		out, err = scanProtectionRule(w.readRow(`SELECT `+protectionRuleColumns+` FROM github_protection_rules WHERE rule_id = ?`, ruleID))
+		if errors.Is(err, sql.ErrNoRows) {
+			return ErrNotFound
+		}
+		if err != nil {
+			return fmt.Errorf("store: read protection rule: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return ProtectionRule{}, err
+	}
+	return out, nil
+}
+
+func (w *writeTx) setRuleAttempt(ruleID, attempt string, at time.Time) error {
+	if n, err := strconv.Atoi(attempt); err != nil || n < 1 || len(attempt) > MaxRunAttemptBytes || strconv.Itoa(n) != attempt {
+		return fmt.Errorf("%w: protection rule run attempt %q: want a positive decimal", ErrInvalidArgument, attempt)
+	}
+	res, err := w.execSQL(`UPDATE github_protection_rules SET run_attempt = ?, attempts = 0, next_attempt_at = NULL, last_error = NULL
+		WHERE rule_id = ? AND run_attempt IS NULL`, attempt, ruleID)
+	if err != nil {
+		return fmt.Errorf("store: set protection rule attempt: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return nil
+	}
+	var repo, runID, env string
+	if err := w.readRow(`SELECT repository, run_id, environment FROM github_protection_rules WHERE rule_id = ?`, ruleID).Scan(&repo, &runID, &env); err != nil {
+		return fmt.Errorf("store: read protection rule: %w", err)
+	}
+	gate, err := scanApproval(w.readRow(`SELECT `+approvalColumns+` FROM playbook_approvals
+		WHERE github_repository = ? AND github_run_id = ? AND github_environment = ? AND `+gateAttempt+` = ?
+		AND decided_by_source IS NOT '`+SourceSuperseded+`'
+		ORDER BY status = 'pending' DESC, requested_at DESC, approval_id DESC LIMIT 1`, repo, runID, env, attempt))
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil
+	case err != nil:
+		return fmt.Errorf("store: read approval: %w", err)
+	}
+	return w.bindRules(gate, at, "rule_id = ?", ruleID)
+}
+
+// gateAttempt is a gate's workflow run attempt in SQL: a gate opened without one (an executor
+// that did not report GITHUB_RUN_ATTEMPT) counts as attempt 1.
+const gateAttempt = `COALESCE(NULLIF(github_run_attempt, ''), '1')`
 
 // bindRules binds the unbound rules matching cond to gate and, when gate is decided,
 // queues their verdict.
@@ -153,7 +220,8 @@ func (w *writeTx) queueVerdicts(a Approval, at time.Time) error {
 
 // protectionHook runs in the transaction of every write, after the request changed its
 // approvals (issue 8, item 2: "stored first, delivered after"): a gate opened with a GitHub
-// workflow run and environment binds that run's unbound rules; a decided gate (any channel:
+// workflow run and environment binds that run's unbound rules of the same attempt (a rule
+// whose attempt is not learned yet binds later, in SetProtectionRuleAttempt); a decided gate (any channel:
 // Approve/Reject, terminal, policy auto-pass, a GitHub review, the deadline, a withdrawal,
 // the run's end) queues its verdict on the rules bound to it, in the same transaction as
 // the decision; a superseded gate hands its rules back unbound, so the gate that replaces it
@@ -172,8 +240,12 @@ func (w *writeTx) protectionHook() error {
 			continue
 		}
 		if a.GitHub != nil && a.GitHub.Environment != "" && a.GitHub.RunID != "" {
-			if err := w.bindRules(a, at, "repository = ? AND run_id = ? AND environment = ?",
-				a.GitHub.Repository, a.GitHub.RunID, a.GitHub.Environment); err != nil {
+			attempt := a.GitHub.RunAttempt
+			if attempt == "" {
+				attempt = "1"
+			}
+			if err := w.bindRules(a, at, "repository = ? AND run_id = ? AND environment = ? AND run_attempt = ?",
+				a.GitHub.Repository, a.GitHub.RunID, a.GitHub.Environment, attempt); err != nil {
 				return err
 			}
 		}
@@ -216,11 +288,12 @@ func ProtectionVerdict(a Approval) (state, comment string) {
 	return "rejected", "closed in rbook" + suffix + gate
 }
 
-// DueProtectionRules lists up to limit bound rules with a status report or a verdict to
-// deliver whose next attempt is at or before now, oldest first (the delivery loop's outbox).
+// DueProtectionRules lists up to limit rules whose run attempt is still to be learned, or
+// bound rules with a status report or a verdict to deliver, whose next attempt is at or before now, oldest first (the delivery loop's outbox).
 func (s *Store) DueProtectionRules(ctx context.Context, now time.Time, limit int) ([]ProtectionRule, error) {
 	rows, err := s.reader.QueryContext(ctx, `SELECT `+protectionRuleColumns+` FROM github_protection_rules
-		WHERE approval_id IS NOT NULL AND verdict_sent_at IS NULL AND (report_state = 'due' OR verdict_state IS NOT NULL)
+		WHERE ((approval_id IS NOT NULL AND verdict_sent_at IS NULL AND (report_state = 'due' OR verdict_state IS NOT NULL))
+			OR (approval_id IS NULL AND run_attempt IS NULL)) AND given_up_at IS NULL
 		AND (next_attempt_at IS NULL OR next_attempt_at <= ?) ORDER BY requested_at, rule_id LIMIT ?`, formatTime(now), limit)
 	if err != nil {
 		return nil, fmt.Errorf("store: due protection rules: %w", err)
@@ -242,7 +315,8 @@ func (s *Store) DueProtectionRules(ctx context.Context, now time.Time, limit int
 func (s *Store) NextProtectionRuleAttempt(ctx context.Context) (time.Time, bool, error) {
 	var v sql.NullString
 	err := s.reader.QueryRowContext(ctx, `SELECT min(next_attempt_at) FROM github_protection_rules
-		WHERE approval_id IS NOT NULL AND verdict_sent_at IS NULL AND (report_state = 'due' OR verdict_state IS NOT NULL)`).Scan(&v)
+		WHERE ((approval_id IS NOT NULL AND verdict_sent_at IS NULL AND (report_state = 'due' OR verdict_state IS NOT NULL))
+			OR (approval_id IS NULL AND run_attempt IS NULL)) AND given_up_at IS NULL`).Scan(&v)
 	if err != nil {
 		return time.Time{}, false, fmt.Errorf("store: next protection rule attempt: %w", err)
 	}
@@ -316,13 +390,27 @@ func (s *Store) ProtectionRuleAttemptFailed(ctx context.Context, ruleID, errText
 	})
 }
 
-// PendingGitHubGates lists the pending gates opened with repository, workflow run and
-// environment (migration 0007's index), oldest first: those a deployment_review of that run
-// and environment decides (issue 8, item 3).
-func (s *Store) PendingGitHubGates(ctx context.Context, repository, runID, environment string) ([]Approval, error) {
+// GiveUpProtectionRule stops the delivery loop trying rule ruleID: given_up_at = at, the
+// reason (cut to MaxProtectionRuleError bytes) kept; a rule whose verdict GitHub already has
+// changes nothing. The gate's decision in rbook is untouched.
+func (s *Store) GiveUpProtectionRule(ctx context.Context, ruleID, reason string, at time.Time) error {
+	return s.write(ctx, func(w *writeTx) error {
+		_, err := w.execSQL(`UPDATE github_protection_rules SET given_up_at = ?, given_up_reason = ?, next_attempt_at = NULL
+			WHERE rule_id = ? AND verdict_sent_at IS NULL AND given_up_at IS NULL`, formatTime(at), truncateText(reason, MaxProtectionRuleError), ruleID)
+		return err
+	})
+}
+
+// PendingGitHubGates lists the pending gates opened with repository, workflow run, attempt
+// and environment (migration 0007's index), oldest first: those a deployment_review of that
+// run attempt and environment decides (issue 8, item 3). attempt "" matches every attempt; a
+// gate opened without one counts as attempt 1 (gateAttempt), so a review of a re-run never
+// decides a gate an earlier attempt left pending (break8).
+func (s *Store) PendingGitHubGates(ctx context.Context, repository, runID, attempt, environment string) ([]Approval, error) {
 	list, err := queryApprovals(ctx, s.reader, `SELECT `+approvalColumns+` FROM playbook_approvals
 		WHERE github_repository = ? AND github_run_id = ? AND github_environment = ? AND status = 'pending'
-		ORDER BY requested_at, approval_id`, repository, runID, environment)
+		AND (? = '' OR `+gateAttempt+` = ?)
+		ORDER BY requested_at, approval_id`, repository, runID, environment, attempt, attempt)
 	if err != nil {
 		return nil, fmt.Errorf("store: pending github gates: %w", err)
 	}

@@ -130,6 +130,8 @@ type Review struct {
 	Comment        string
 	RequestorLogin string // requested
 	JobRuns        []JobRun
+	// RunAttempt is workflow_run.run_attempt (0 means 1).
+	RunAttempt int
 }
 
 // DeploymentReview is a deployment_review delivery shaped as GitHub documents it: action,
@@ -137,8 +139,11 @@ type Review struct {
 // approver, comment and workflow_job_runs; for requested environment, requestor (so spelt in
 // the payload) and workflow_job_run.
 func DeploymentReview(p Review) Delivery {
+	if p.RunAttempt == 0 {
+		p.RunAttempt = 1
+	}
 	run := map[string]any{"id": p.RunID, "name": "deploy", "status": "waiting", "event": "workflow_dispatch",
-		"head_sha": "0123456789abcdef0123456789abcdef01234567", "head_branch": "main", "run_attempt": 1,
+		"head_sha": "0123456789abcdef0123456789abcdef01234567", "head_branch": "main", "run_attempt": p.RunAttempt,
 		"html_url": fmt.Sprintf("https://github.com/%s/%s/actions/runs/%d", p.Repo.Owner, p.Repo.Name, p.RunID)}
 	body := map[string]any{
 		"action":       p.Action,

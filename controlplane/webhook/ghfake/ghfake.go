@@ -61,6 +61,7 @@ type Server struct {
 	pending  map[string]json.RawMessage // run path → pending_deployments response
 	reviews  map[string]json.RawMessage // run path → approvals response
 	failures map[string][]int           // "METHOD path" → statuses to answer next, in order
+	attempts map[string]int             // run path → run_attempt of GET …/actions/runs/{run} (default 1)
 }
 
 type token struct {
@@ -86,9 +87,10 @@ func New(t testing.TB, appID int64) *Server {
 	}
 	s := &Server{AppID: appID, Key: key, KeyPEM: keyPEM, KeyFile: keyFile, now: time.Now, tokenTTL: DefaultTokenTTL,
 		tokens: map[string]token{}, pending: map[string]json.RawMessage{}, reviews: map[string]json.RawMessage{},
-		failures: map[string][]int{}}
+		failures: map[string][]int{}, attempts: map[string]int{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /app/installations/{id}/access_tokens", s.accessToken)
+	mux.HandleFunc("GET /repos/{o}/{r}/actions/runs/{run}", s.authed(s.getRun))
 	mux.HandleFunc("GET /repos/{o}/{r}/actions/runs/{run}/pending_deployments", s.authed(s.getPending))
 	mux.HandleFunc("POST /repos/{o}/{r}/actions/runs/{run}/pending_deployments", s.authed(s.reviewPending))
 	mux.HandleFunc("GET /repos/{o}/{r}/actions/runs/{run}/approvals", s.authed(s.getApprovals))
@@ -117,6 +119,19 @@ func (s *Server) SetApprovals(owner, repo string, runID int64, jsonArray string)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.reviews[runKey(owner, repo, runID)] = json.RawMessage(jsonArray)
+}
+
+// SetRunAttempt sets the run_attempt GET /repos/{owner}/{repo}/actions/runs/{runID} answers
+// (1 until set): a re-run of the workflow is attempt 2.
+func (s *Server) SetRunAttempt(owner, repo string, runID int64, attempt int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.attempts[runKey(owner, repo, runID)] = attempt
+}
+
+// RunPath is the path of a workflow run (GET: the run, with run_attempt).
+func RunPath(owner, repo string, runID int64) string {
+	return fmt.Sprintf("/repos/%s/%s/actions/runs/%d", owner, repo, runID)
 }
 
 // FailNext makes the next len(statuses) requests to method path answer those statuses (with
@@ -290,6 +305,23 @@ func (s *Server) authed(next http.HandlerFunc) http.HandlerFunc {
 func (s *Server) runKeyOf(r *http.Request) (string, bool) {
 	run, err := strconv.ParseInt(r.PathValue("run"), 10, 64)
 	return runKey(r.PathValue("o"), r.PathValue("r"), run), err == nil
+}
+
+// getRun answers a workflow run with its id and run_attempt (the fields the App reads).
+func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
+	k, ok := s.runKeyOf(r)
+	if !ok {
+		ghError(w, http.StatusNotFound, "Not Found")
+		return
+	}
+	s.mu.Lock()
+	attempt := s.attempts[k]
+	s.mu.Unlock()
+	if attempt == 0 {
+		attempt = 1
+	}
+	id, _ := strconv.ParseInt(r.PathValue("run"), 10, 64)
+	writeJSON(w, http.StatusOK, map[string]any{"id": id, "run_attempt": attempt, "status": "waiting"})
 }
 
 func (s *Server) getPending(w http.ResponseWriter, r *http.Request) { s.serveSet(w, r, s.pending) }
