@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -38,16 +37,7 @@ func gatesServe(t *testing.T, dir string) string {
 // runAs runs rbook to completion with RBOOK_TOKEN=token.
 func runAs(t *testing.T, dir, token string, args ...string) (string, int) {
 	t.Helper()
-	cmd := exec.Command(rbookBin, args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "RBOOK_TOKEN="+token, "RBOOK_CONTROL_PLANE=")
-	out, err := cmd.CombinedOutput()
-	if ee, ok := err.(*exec.ExitError); ok {
-		return string(out), ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return string(out), 0
+	return rbookIn(t, dir, []string{"RBOOK_TOKEN=" + token, "RBOOK_CONTROL_PLANE="}, args...)
 }
 
 var approvalIDLine = regexp.MustCompile(`\b(a-[a-z2-7]{26})\b`)

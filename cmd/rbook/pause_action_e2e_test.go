@@ -20,13 +20,7 @@ func actionJob(t *testing.T, node, entry, dir string, env []string) (string, int
 	t.Helper()
 	cmd := exec.Command(node, entry)
 	cmd.Dir, cmd.Env = dir, env
-	out, err := cmd.CombinedOutput()
-	if ee, ok := err.(*exec.ExitError); ok {
-		return string(out), ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return string(out), 0
+	return combinedExit(t, cmd)
 }
 
 // Issue 8, items 4 and 5, through the Action as examples/workflows/rbook-pause.yml uses it:

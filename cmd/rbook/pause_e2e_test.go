@@ -50,6 +50,13 @@ func rbookIn(t *testing.T, dir string, env []string, args ...string) (string, in
 	cmd := exec.Command(rbookBin, args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
+	return combinedExit(t, cmd)
+}
+
+// combinedExit runs cmd to completion and returns its combined output and exit code; a
+// command that cannot start fails the test.
+func combinedExit(t *testing.T, cmd *exec.Cmd) (string, int) {
+	t.Helper()
 	out, err := cmd.CombinedOutput()
 	if ee, ok := err.(*exec.ExitError); ok {
 		return string(out), ee.ExitCode()

@@ -288,35 +288,44 @@ func ProtectionVerdict(a Approval) (state, comment string) {
 	return "rejected", "closed in rbook" + suffix + gate
 }
 
-// DueProtectionRules lists up to limit rules whose run attempt is still to be learned, or
-// bound rules with a status report or a verdict to deliver, whose next attempt is at or before now, oldest first (the delivery loop's outbox).
-func (s *Store) DueProtectionRules(ctx context.Context, now time.Time, limit int) ([]ProtectionRule, error) {
-	rows, err := s.reader.QueryContext(ctx, `SELECT `+protectionRuleColumns+` FROM github_protection_rules
-		WHERE ((approval_id IS NOT NULL AND verdict_sent_at IS NULL AND (report_state = 'due' OR verdict_state IS NOT NULL))
-			OR (approval_id IS NULL AND run_attempt IS NULL)) AND given_up_at IS NULL
-		AND (next_attempt_at IS NULL OR next_attempt_at <= ?) ORDER BY requested_at, rule_id LIMIT ?`, formatTime(now), limit)
+// ruleHasWork is the condition of a rule the delivery loop still has to act on: bound, with a
+// status report or a verdict not yet sent, or unbound with its run attempt not yet learned;
+// and not given up.
+const ruleHasWork = `((approval_id IS NOT NULL AND verdict_sent_at IS NULL AND (report_state = 'due' OR verdict_state IS NOT NULL))
+	OR (approval_id IS NULL AND run_attempt IS NULL)) AND given_up_at IS NULL`
+
+// queryProtectionRules runs a SELECT of protectionRuleColumns and scans every row; what names
+// the query in errors.
+func (s *Store) queryProtectionRules(ctx context.Context, what, query string, args ...any) ([]ProtectionRule, error) {
+	rows, err := s.reader.QueryContext(ctx, query, args...)
 	if err != nil {
-		return nil, fmt.Errorf("store: due protection rules: %w", err)
+		return nil, fmt.Errorf("store: %s: %w", what, err)
 	}
 	defer rows.Close()
 	var out []ProtectionRule
 	for rows.Next() {
 		r, err := scanProtectionRule(rows)
 		if err != nil {
-			return nil, fmt.Errorf("store: due protection rules: %w", err)
+			return nil, fmt.Errorf("store: %s: %w", what, err)
 		}
 		out = append(out, r)
 	}
 	return out, rows.Err()
 }
 
+// DueProtectionRules lists up to limit rules whose run attempt is still to be learned, or
+// bound rules with a status report or a verdict to deliver, whose next attempt is at or before now, oldest first (the delivery loop's outbox).
+func (s *Store) DueProtectionRules(ctx context.Context, now time.Time, limit int) ([]ProtectionRule, error) {
+	return s.queryProtectionRules(ctx, "due protection rules", `SELECT `+protectionRuleColumns+` FROM github_protection_rules
+		WHERE `+ruleHasWork+` AND (next_attempt_at IS NULL OR next_attempt_at <= ?) ORDER BY requested_at, rule_id LIMIT ?`,
+		formatTime(now), limit)
+}
+
 // NextProtectionRuleAttempt is the earliest next_attempt_at of a rule waiting for a retry
 // (ok=false when none is).
 func (s *Store) NextProtectionRuleAttempt(ctx context.Context) (time.Time, bool, error) {
 	var v sql.NullString
-	err := s.reader.QueryRowContext(ctx, `SELECT min(next_attempt_at) FROM github_protection_rules
-		WHERE ((approval_id IS NOT NULL AND verdict_sent_at IS NULL AND (report_state = 'due' OR verdict_state IS NOT NULL))
-			OR (approval_id IS NULL AND run_attempt IS NULL)) AND given_up_at IS NULL`).Scan(&v)
+	err := s.reader.QueryRowContext(ctx, `SELECT min(next_attempt_at) FROM github_protection_rules WHERE `+ruleHasWork).Scan(&v)
 	if err != nil {
 		return time.Time{}, false, fmt.Errorf("store: next protection rule attempt: %w", err)
 	}
@@ -339,21 +348,8 @@ func (s *Store) GetProtectionRule(ctx context.Context, ruleID string) (Protectio
 
 // ListProtectionRules returns the rules of a repository and workflow run, oldest first.
 func (s *Store) ListProtectionRules(ctx context.Context, repository, runID string) ([]ProtectionRule, error) {
-	rows, err := s.reader.QueryContext(ctx, `SELECT `+protectionRuleColumns+` FROM github_protection_rules
+	return s.queryProtectionRules(ctx, "list protection rules", `SELECT `+protectionRuleColumns+` FROM github_protection_rules
 		WHERE repository = ? AND run_id = ? ORDER BY requested_at, rule_id`, repository, runID)
-	if err != nil {
-		return nil, fmt.Errorf("store: list protection rules: %w", err)
-	}
-	defer rows.Close()
-	var out []ProtectionRule
-	for rows.Next() {
-		r, err := scanProtectionRule(rows)
-		if err != nil {
-			return nil, fmt.Errorf("store: list protection rules: %w", err)
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
 }
 
 // MarkProtectionRuleReported records the status report of rule ruleID as sent (state
