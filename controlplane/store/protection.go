@@ -117,11 +117,8 @@ func (s *Store) RequestProtectionRule(ctx context.Context, r ProtectionRule) (Pr
 			}
 		}
 		var err error
-		out, err = scanProtectionRule(w.readRow(`SELECT `+protectionRuleColumns+` FROM github_protection_rules WHERE rule_id = ?`, id))
-		if err != nil {
-			return fmt.Errorf("store: read protection rule: %w", err)
-		}
-		return nil
+		out, err = w.protectionRule(id)
+		return err
 	})
 	if err != nil {
 		return ProtectionRule{}, err
@@ -146,19 +143,26 @@ func (s *Store) SetProtectionRuleAttempt(ctx context.Context, ruleID, attempt st
 			return err
 		}
 		var err error
-		out, err = scanProtectionRule(w.readRow(`SELECT `+protectionRuleColumns+` FROM github_protection_rules WHERE rule_id = ?`, ruleID))
-		if errors.Is(err, sql.ErrNoRows) {
-			return ErrNotFound
-		}
-		if err != nil {
-			return fmt.Errorf("store: read protection rule: %w", err)
-		}
-		return nil
+		out, err = w.protectionRule(ruleID)
+		return err
 	})
 	if err != nil {
 		return ProtectionRule{}, err
 	}
 	return out, nil
+}
+
+// protectionRule reads rule ruleID inside the write transaction. Errors: ErrNotFound,
+// storage errors.
+func (w *writeTx) protectionRule(ruleID string) (ProtectionRule, error) {
+	r, err := scanProtectionRule(w.readRow(`SELECT `+protectionRuleColumns+` FROM github_protection_rules WHERE rule_id = ?`, ruleID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return ProtectionRule{}, ErrNotFound
+	}
+	if err != nil {
+		return ProtectionRule{}, fmt.Errorf("store: read protection rule: %w", err)
+	}
+	return r, nil
 }
 
 func (w *writeTx) setRuleAttempt(ruleID, attempt string, at time.Time) error {

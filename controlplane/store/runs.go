@@ -139,6 +139,15 @@ func checkFence(runID string, p RunProgress, f Fence) error {
 // progress (with the new LeaseExpiresAt). A final run's lease is not renewed: ErrRunFinal.
 // Errors: ErrNotFound, ErrLeaseLost, ErrNotOwner, ErrRunFinal, ErrClosed, storage errors.
 func (s *Store) RenewLease(ctx context.Context, runID string, f Fence) (RunProgress, error) {
+	return s.setLeaseExpiry(ctx, runID, f, "renew lease", func(p RunProgress, now time.Time) time.Time {
+		return now.Add(time.Duration(p.LeaseSeconds) * time.Second)
+	})
+}
+
+// setLeaseExpiry is RenewLease and ReleaseLease: under f's fence, on a run that is not final,
+// it sets the lease's expiry to until(progress, now) and stages the progress for watchers.
+// what names the operation in storage errors.
+func (s *Store) setLeaseExpiry(ctx context.Context, runID string, f Fence, what string, until func(RunProgress, time.Time) time.Time) (RunProgress, error) {
 	var out RunProgress
 	err := s.write(ctx, func(w *writeTx) error {
 		p, err := w.progress(runID)
@@ -151,11 +160,10 @@ func (s *Store) RenewLease(ctx context.Context, runID string, f Fence) (RunProgr
 		if p.Status.Final() {
 			return fmt.Errorf("%w: run %q is %s", ErrRunFinal, runID, p.Status)
 		}
-		now := s.now()
-		p.LeaseExpiresAt = now.Add(time.Duration(p.LeaseSeconds) * time.Second)
+		p.LeaseExpiresAt = until(p, s.now())
 		if _, err := w.execSQL(`UPDATE playbook_runs SET lease_expires_at = ? WHERE run_id = ?`,
 			formatTime(p.LeaseExpiresAt), runID); err != nil {
-			return fmt.Errorf("store: renew lease: %w", err)
+			return fmt.Errorf("store: %s: %w", what, err)
 		}
 		w.staged = append(w.staged, p)
 		out = p
