@@ -45,6 +45,19 @@ func addGateFlags(cmd *cobra.Command, f *runFlags) {
 	cmd.Flags().StringVar(&f.githubEnv, "github-environment", "", "GitHub environment the run's gates are bound to, reported with each gate (default $RBOOK_GITHUB_ENVIRONMENT)")
 }
 
+// addExecutorFlags registers the flags `rbook run` and `rbook resume` share: the MCP config,
+// the control plane's timeout, credentials and lease, the report and output format, and the
+// gate flags (addGateFlags).
+func addExecutorFlags(cmd *cobra.Command, f *runFlags) {
+	cmd.Flags().StringVar(&f.mcpConfig, "mcp-config", "", "mcpServers JSON for check steps (default <dir>/<RUNBOOK>.mcp.json)")
+	cmd.Flags().DurationVar(&f.cpTimeout, "control-plane-timeout", cpclient.DefaultDeadline, "halt the run when the control plane stays unreachable this long")
+	addControlPlaneAuthFlags(cmd)
+	cmd.Flags().DurationVar(&f.lease, "control-plane-lease", cpclient.DefaultLease, "how long the run's lease outlives this executor if it dies (5s..1h); renewed every third of it")
+	cmd.Flags().StringVar(&f.report, "report", "", "also write the Markdown report (\"# Runbook Execution Report\") to this file")
+	cmd.Flags().StringVarP(&f.output, "output", "o", "text", "output format: text (lines on a terminal, Markdown otherwise) or json")
+	addGateFlags(cmd, f)
+}
+
 // resolveGateMode is the gate mode from the flag, else $RBOOK_GATE_MODE, else wait. Pause
 // mode needs a control plane that outlives the job: "--control-plane off" and the embedded
 // control plane (gone when this process ends) are refused before anything runs.
@@ -183,14 +196,8 @@ takes the run's lease over at the next epoch, so the paused executor can never w
 	}
 	f.register(cmd)
 	cmd.Flags().StringVar(&runID, "run-id", "", "the paused run (default: the newest unfinished run of RUNBOOK paused at a gate)")
-	cmd.Flags().StringVar(&f.mcpConfig, "mcp-config", "", "mcpServers JSON for check steps (default <dir>/<RUNBOOK>.mcp.json)")
 	cmd.Flags().StringVar(&f.controlPlane, "control-plane", "", "control plane URL the paused run reports to (default $RBOOK_CONTROL_PLANE)")
-	cmd.Flags().DurationVar(&f.cpTimeout, "control-plane-timeout", cpclient.DefaultDeadline, "halt the run when the control plane stays unreachable this long")
-	addControlPlaneAuthFlags(cmd)
-	cmd.Flags().DurationVar(&f.lease, "control-plane-lease", cpclient.DefaultLease, "how long the run's lease outlives this executor if it dies (5s..1h); renewed every third of it")
-	cmd.Flags().StringVar(&f.report, "report", "", "also write the Markdown report (\"# Runbook Execution Report\") to this file")
-	cmd.Flags().StringVarP(&f.output, "output", "o", "text", "output format: text (lines on a terminal, Markdown otherwise) or json")
-	addGateFlags(cmd, &f)
+	addExecutorFlags(cmd, &f)
 	return cmd
 }
 

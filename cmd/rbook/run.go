@@ -123,15 +123,9 @@ Colour is used only on a terminal, and never with NO_COLOR set.
 	f.register(cmd)
 	cmd.Flags().IntVar(&f.stepIndex, "step-index", 0, "start (or resume) at this 0-based step index")
 	cmd.Flags().BoolVar(&f.allowEdited, "allow-edited-runbook", false, "resume even though the runbook or its values changed since the run started")
-	cmd.Flags().StringVar(&f.mcpConfig, "mcp-config", "", "mcpServers JSON for check steps (default <dir>/<RUNBOOK>.mcp.json)")
 	cmd.Flags().StringVar(&f.controlPlane, "control-plane", "", "control plane URL to report to (default $RBOOK_CONTROL_PLANE; unset: start an embedded one; \"off\": none)")
-	cmd.Flags().DurationVar(&f.cpTimeout, "control-plane-timeout", cpclient.DefaultDeadline, "halt the run when the control plane stays unreachable this long")
 	cmd.Flags().BoolVar(&f.takeOver, "take-over", false, "resume a run that another executor owns on the control plane, once its lease expired")
-	addControlPlaneAuthFlags(cmd)
-	cmd.Flags().DurationVar(&f.lease, "control-plane-lease", cpclient.DefaultLease, "how long the run's lease outlives this executor if it dies (5s..1h); renewed every third of it")
-	cmd.Flags().StringVar(&f.report, "report", "", "also write the Markdown report (\"# Runbook Execution Report\") to this file")
-	cmd.Flags().StringVarP(&f.output, "output", "o", "text", "output format: text (lines on a terminal, Markdown otherwise) or json")
-	addGateFlags(cmd, &f)
+	addExecutorFlags(cmd, &f)
 	return cmd
 }
 
