@@ -39,15 +39,15 @@ type e2eRulePost struct {
 	status  int
 }
 
-// waitRulePosts waits (≤ 30 s) for a 204-answered verdict on run 4242's protection rule
-// endpoint and returns every POST it received there.
+// waitRulePosts waits (≤ 30 s, woken by each request the fake records) for a 204-answered
+// verdict on run 4242's protection rule endpoint and returns every POST it received there.
 func waitRulePosts(t *testing.T, gh *ghfake.Server) []e2eRulePost {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var out []e2eRulePost
+	var out []e2eRulePost
+	if _, done := gh.AwaitRequests(http.MethodPost, ghfake.ProtectionRulePath("octo", "app", 4242), 30*time.Second, func(rs []ghfake.Request) bool {
+		out = out[:0]
 		verdict := false
-		for _, r := range gh.RequestsTo(http.MethodPost, ghfake.ProtectionRulePath("octo", "app", 4242)) {
+		for _, r := range rs {
 			var p e2eRulePost
 			if err := json.Unmarshal(r.Body, &p); err != nil {
 				t.Fatal(err)
@@ -56,14 +56,11 @@ func waitRulePosts(t *testing.T, gh *ghfake.Server) []e2eRulePost {
 			verdict = verdict || (p.State != nil && r.Status == http.StatusNoContent)
 			out = append(out, p)
 		}
-		if verdict {
-			return out
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no verdict reached the fake GitHub; POSTs %+v", out)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return verdict
+	}); !done {
+		t.Fatalf("no verdict reached the fake GitHub; POSTs %+v", out)
 	}
+	return out
 }
 
 // Issue 8, item 2, acceptance: the protection rule is requested before the gate opens; the

@@ -89,20 +89,16 @@ func (s *ghServe) ruleBodies(t *testing.T, runID int64) []ruleBody {
 	return out
 }
 
-// waitBodies waits (up to 30 s) until ok holds for the run's protection rule POSTs.
+// waitBodies waits (up to 30 s, woken by each request the fake records) until ok holds for
+// the run's protection rule POSTs.
 func (s *ghServe) waitBodies(t *testing.T, runID int64, what string, ok func([]ruleBody) bool) []ruleBody {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		b := s.ruleBodies(t, runID)
-		if ok(b) {
-			return b
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("fake GitHub never got %s; got %+v\nserve log:\n%s", what, b, s.Stderr.String())
-		}
-		time.Sleep(20 * time.Millisecond)
+	var b []ruleBody
+	if _, done := s.gh.AwaitRequests(http.MethodPost, ghfake.ProtectionRulePath(ghRepo.Owner, ghRepo.Name, runID), 30*time.Second,
+		func([]ghfake.Request) bool { b = s.ruleBodies(t, runID); return ok(b) }); !done {
+		t.Fatalf("fake GitHub never got %s; got %+v\nserve log:\n%s", what, b, s.Stderr.String())
 	}
+	return b
 }
 
 func verdicts(b []ruleBody) (out []ruleBody) {

@@ -53,6 +53,7 @@ type Server struct {
 	srv *httptest.Server
 
 	mu       sync.Mutex
+	recorded chan struct{} // closed (and replaced) whenever a request is recorded
 	now      func() time.Time
 	tokenTTL time.Duration
 	tokens   map[string]token
@@ -85,7 +86,7 @@ func New(t testing.TB, appID int64) *Server {
 	if err := os.WriteFile(keyFile, keyPEM, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s := &Server{AppID: appID, Key: key, KeyPEM: keyPEM, KeyFile: keyFile, now: time.Now, tokenTTL: DefaultTokenTTL,
+	s := &Server{AppID: appID, Key: key, KeyPEM: keyPEM, KeyFile: keyFile, now: time.Now, tokenTTL: DefaultTokenTTL, recorded: make(chan struct{}),
 		tokens: map[string]token{}, pending: map[string]json.RawMessage{}, reviews: map[string]json.RawMessage{},
 		failures: map[string][]int{}, attempts: map[string]int{}}
 	mux := http.NewServeMux()
@@ -150,6 +151,27 @@ func (s *Server) Requests() []Request {
 	return append([]Request(nil), s.requests...)
 }
 
+// AwaitRequests waits until ok holds for the requests received for method and path (as
+// RequestsTo returns them), woken by each request the fake records. It returns them, and
+// false when timeout passed first.
+func (s *Server) AwaitRequests(method, path string, timeout time.Duration, ok func([]Request) bool) ([]Request, bool) {
+	expired := time.After(timeout)
+	for {
+		s.mu.Lock()
+		next := s.recorded
+		s.mu.Unlock()
+		got := s.RequestsTo(method, path)
+		if ok(got) {
+			return got, true
+		}
+		select {
+		case <-next:
+		case <-expired:
+			return got, false
+		}
+	}
+}
+
 // RequestsTo returns the requests received for method and path (exact, e.g.
 // "/repos/o/r/actions/runs/42/deployment_protection_rule").
 func (s *Server) RequestsTo(method, path string) []Request {
@@ -201,6 +223,8 @@ func (s *Server) record(next http.Handler) http.Handler {
 		}
 		s.mu.Lock()
 		s.requests = append(s.requests, Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body, Status: sw.status})
+		close(s.recorded)
+		s.recorded = make(chan struct{})
 		s.mu.Unlock()
 	})
 }
