@@ -47,11 +47,12 @@ func (s *ghServe) ruleFor(t *testing.T, ghRun, dep int64, env string) {
 	}
 }
 
-// waitLog waits (up to 30 s) until the serve log holds n occurrences of every one of want.
+// waitLog waits (up to 30 s, woken by each write to the log) until the serve log holds n occurrences of every one of want.
 func (s *ghServe) waitLog(t *testing.T, n int, want ...string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	expired := time.After(30 * time.Second)
 	for {
+		changed := s.Stderr.Changed() // before reading, so no write is missed
 		out, ok := s.Stderr.String(), true
 		for _, w := range want {
 			ok = ok && strings.Count(out, w) >= n
@@ -59,10 +60,11 @@ func (s *ghServe) waitLog(t *testing.T, n int, want ...string) {
 		if ok {
 			return
 		}
-		if time.Now().After(deadline) {
+		select {
+		case <-changed:
+		case <-expired:
 			t.Fatalf("serve never logged %d× %q:\n%s", n, want, out)
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 
