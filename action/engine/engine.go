@@ -63,7 +63,13 @@ type Engine struct {
 	Now func() time.Time
 	// Grace overrides DefaultGrace when positive.
 	Grace time.Duration
+	// Concurrency is how many playbook nodes may execute at once (rbook playbook run
+	// --concurrency); 0 means DefaultConcurrency. Runbook chains run one step at a time.
+	Concurrency int
 }
+
+// DefaultConcurrency is Engine.Concurrency when unset (issue 9, item 2).
+const DefaultConcurrency = 4
 
 // Start says where a run begins: a fresh run at index 0, or a resumed one.
 type Start struct {

@@ -68,6 +68,14 @@ type Outcome struct {
 	halt error
 	// input is the step's input as it ran (InputRewriter), set by the engine.
 	input *string
+	// Value is a playbook node's output bindings (issue 9, item 3): a deterministic node's
+	// stdout JSON object, else {"stdout": text, "exit_code": n}; an agentic node's structured
+	// tool result. The engine keeps it under the node id in the run's bindings and records it
+	// as the evidence output (JSON). Nil for runbook steps.
+	Value map[string]any
+	// Event, when set, names the error_handlers event a failed node raises instead of
+	// node_failed (runbook.EventAgenticTimeout for an agentic node that timed out).
+	Event string
 }
 
 // InputRewriter is implemented by an Executor that does not run a step's kql_or_template as
@@ -101,6 +109,12 @@ type RunContext struct {
 	LastDeployName string
 	// StepNumber and StepCount are 1-based "step n of N" for progress output.
 	StepNumber, StepCount int
+	// Bindings is a playbook run's bindings when the node starts (inputs at the top level,
+	// each finished node's output under its id, "error" after a failure handed to an
+	// inject_hint target): a private copy the executor may read. Nil for runbooks.
+	Bindings map[string]any
+	// Iteration is the node's 1-based execution number in this run (playbooks).
+	Iteration int
 }
 
 // Executor runs steps of one type. Execute must honour ctx (deadline and cancel) and return
@@ -193,6 +207,39 @@ type GateRequest struct {
 	// deadline, the one the gate really closes at, so the prompt states one deadline only
 	// (issue 6, item 2.4).
 	Reopened bool
+	// NodeID is the playbook approval node's id (equal to StepName); empty for a runbook's
+	// confirm step. A playbook gate makes the run "paused" while it waits (seed playbooks.txt).
+	NodeID string
+	// Policy is what the auto-pass policy evaluates at a playbook approval node (issue 9,
+	// item 6); nil for a runbook's confirm step.
+	Policy *PolicyContext
+}
+
+// PolicyContext is the input of the auto-pass policy at a playbook approval node (issue 9,
+// item 6; DESIGN D16).
+type PolicyContext struct {
+	// Node is the approval node: id, type, prompt (rendered), depends.
+	Node map[string]any
+	// Bindings is the run's bindings when the gate opened.
+	Bindings map[string]any
+	// Playbook is {name, hash, version}.
+	Playbook map[string]any
+	// Commands are the resolved command lines (command and templated args joined by spaces) of
+	// the deterministic nodes the gate guards: those reachable from it before the next approval.
+	Commands []string
+	// Tools are "agent/skill" of the agentic nodes the gate guards.
+	Tools []string
+}
+
+// PolicyDecision is what the auto-pass policy decided at a gate (issue 9, item 6).
+type PolicyDecision struct {
+	// AutoPassed is true when the gate was approved by the policy without a human.
+	AutoPassed bool
+	// Rule names the deciding rule ("" when no rule matched); Action is "auto-approve" or
+	// "require-human"; Reason says why.
+	Rule, Action, Reason string
+	// Shadow is true when the policy ran in shadow mode: it decided nothing, a human did.
+	Shadow bool
 }
 
 // Decision is how a gate was decided.
@@ -202,8 +249,11 @@ type Decision struct {
 	By string
 	// Reason is free text; Input is the raw terminal line when the decision came from a terminal.
 	Reason, Input string
-	// Source names the gate that decided: "terminal", "control-plane", "github".
+	// Source names the gate that decided: "terminal", "control-plane", "github", "policy".
 	Source string
+	// Policy is the auto-pass policy's decision at a playbook approval node; nil when no
+	// policy ran (runbook confirm steps).
+	Policy *PolicyDecision
 }
 
 // Gate waits for a human decision. Await returns ctx.Err() when ctx ends first (deadline: the

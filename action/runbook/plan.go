@@ -16,7 +16,11 @@ const (
 // SideEffecting reports whether running the step twice could change the world twice.
 // Deploy and rollback steps are side-effecting; checks and confirm gates are safe to repeat
 // (issue 2, "resume must not repeat a side effect").
-func (t StepType) SideEffecting() bool { return t == TypeDeploy || t == TypeRollback }
+// Playbook nodes: a deterministic command and an agentic tool call may change the world; an
+// approval may not (issue 9, item 4).
+func (t StepType) SideEffecting() bool {
+	return t == TypeDeploy || t == TypeRollback || t == TypeDeterministic || t == TypeAgentic
+}
 
 // OnFail is what the engine does when a step ends FAIL or TIMED_OUT
 // (seed runbook-executor, "on_fail action").
@@ -53,6 +57,12 @@ type Step struct {
 	TimeoutSeconds int
 	// Line and Column locate the step's mapping in the runbook file (1-based).
 	Line, Column int
+	// Depends are the indexes of the steps this one waits for (a playbook node's depends and
+	// incoming edges). Nil for runbook steps: a runbook is a chain, each step after the one
+	// before it (DESIGN D15).
+	Depends []int
+	// Node is the playbook node behind the step; nil for runbook steps.
+	Node *Node
 }
 
 // Plan is a loaded, validated runbook.
@@ -79,4 +89,8 @@ type Plan struct {
 	// once), so a GitHub runner can mask the values whose key looks secret before anything
 	// prints them (issue 7, item 3).
 	ValueTexts map[string][]string
+	// Kind is KindPlaybook for a .cantbook, KindRunbook ("") for a runbook.
+	Kind PlanKind
+	// Playbook holds a .cantbook's inputs, edges and error handlers; nil for runbooks.
+	Playbook *Playbook
 }

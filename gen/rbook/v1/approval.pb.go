@@ -147,7 +147,10 @@ type Approval struct {
 	StarterMayApprove bool `protobuf:"varint,29,opt,name=starter_may_approve,json=starterMayApprove,proto3" json:"starter_may_approve,omitempty"`
 	// The workflow run and GitHub environment the executor reported when it opened the gate
 	// (RequestApprovalRequest.github; issue 8); unset when it reported none.
-	Github        *GitHubWorkflowRun `protobuf:"bytes,30,opt,name=github,proto3" json:"github,omitempty"`
+	Github *GitHubWorkflowRun `protobuf:"bytes,30,opt,name=github,proto3" json:"github,omitempty"`
+	// What the auto-pass policy decided at a playbook approval node (issue 9, item 6; DESIGN
+	// D16); unset for runbook confirm steps and when no policy ran.
+	Policy        *PolicyDecision `protobuf:"bytes,31,opt,name=policy,proto3" json:"policy,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -322,6 +325,99 @@ func (x *Approval) GetGithub() *GitHubWorkflowRun {
 	return nil
 }
 
+func (x *Approval) GetPolicy() *PolicyDecision {
+	if x != nil {
+		return x.Policy
+	}
+	return nil
+}
+
+// PolicyDecision is the auto-pass policy's verdict at a playbook approval node (seed
+// playbooks.txt, "Policy evaluator"; issue 9, item 6). The first matching rule decides, except
+// that no auto-approve passes a gate while a require-human rule matches; no match, or a rule
+// that fails to evaluate, means a human decides.
+type PolicyDecision struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// True when the policy approved the gate without a human (and not in shadow mode).
+	AutoPassed bool `protobuf:"varint,1,opt,name=auto_passed,json=autoPassed,proto3" json:"auto_passed,omitempty"`
+	// Name of the deciding rule; empty when no rule matched.
+	Rule string `protobuf:"bytes,2,opt,name=rule,proto3" json:"rule,omitempty"`
+	// "auto-approve" or "require-human".
+	Action string `protobuf:"bytes,3,opt,name=action,proto3" json:"action,omitempty"`
+	// Why, e.g. "git push needs a human" or "rule x failed to evaluate: no such key: y".
+	Reason string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	// True when the server runs the policy in shadow mode (rbook serve --policy-shadow): the
+	// decision is recorded, a human still decides.
+	Shadow        bool `protobuf:"varint,5,opt,name=shadow,proto3" json:"shadow,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PolicyDecision) Reset() {
+	*x = PolicyDecision{}
+	mi := &file_rbook_v1_approval_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PolicyDecision) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PolicyDecision) ProtoMessage() {}
+
+func (x *PolicyDecision) ProtoReflect() protoreflect.Message {
+	mi := &file_rbook_v1_approval_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PolicyDecision.ProtoReflect.Descriptor instead.
+func (*PolicyDecision) Descriptor() ([]byte, []int) {
+	return file_rbook_v1_approval_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *PolicyDecision) GetAutoPassed() bool {
+	if x != nil {
+		return x.AutoPassed
+	}
+	return false
+}
+
+func (x *PolicyDecision) GetRule() string {
+	if x != nil {
+		return x.Rule
+	}
+	return ""
+}
+
+func (x *PolicyDecision) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
+}
+
+func (x *PolicyDecision) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *PolicyDecision) GetShadow() bool {
+	if x != nil {
+		return x.Shadow
+	}
+	return false
+}
+
 // ApprovalVote is one approver's decision on a gate (issue 7, item 4). A gate that needs M
 // approvals (Approval.approvals_required) collects votes until M distinct identities approved
 // (APPROVED) or any allowed approver rejected (REJECTED).
@@ -346,7 +442,7 @@ type ApprovalVote struct {
 
 func (x *ApprovalVote) Reset() {
 	*x = ApprovalVote{}
-	mi := &file_rbook_v1_approval_proto_msgTypes[1]
+	mi := &file_rbook_v1_approval_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -358,7 +454,7 @@ func (x *ApprovalVote) String() string {
 func (*ApprovalVote) ProtoMessage() {}
 
 func (x *ApprovalVote) ProtoReflect() protoreflect.Message {
-	mi := &file_rbook_v1_approval_proto_msgTypes[1]
+	mi := &file_rbook_v1_approval_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -371,7 +467,7 @@ func (x *ApprovalVote) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalVote.ProtoReflect.Descriptor instead.
 func (*ApprovalVote) Descriptor() ([]byte, []int) {
-	return file_rbook_v1_approval_proto_rawDescGZIP(), []int{1}
+	return file_rbook_v1_approval_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ApprovalVote) GetApprover() string {
@@ -420,7 +516,7 @@ var File_rbook_v1_approval_proto protoreflect.FileDescriptor
 
 const file_rbook_v1_approval_proto_rawDesc = "" +
 	"\n" +
-	"\x17rbook/v1/approval.proto\x12\brbook.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x12rbook/v1/run.proto\"\xa6\x06\n" +
+	"\x17rbook/v1/approval.proto\x12\brbook.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x12rbook/v1/run.proto\"\xd8\x06\n" +
 	"\bApproval\x12\x1f\n" +
 	"\vapproval_id\x18\x01 \x01(\tR\n" +
 	"approvalId\x12\x15\n" +
@@ -446,7 +542,15 @@ const file_rbook_v1_approval_proto_rawDesc = "" +
 	"\x05votes\x18\x1b \x03(\v2\x16.rbook.v1.ApprovalVoteR\x05votes\x12+\n" +
 	"\x11allowed_approvers\x18\x1c \x03(\tR\x10allowedApprovers\x12.\n" +
 	"\x13starter_may_approve\x18\x1d \x01(\bR\x11starterMayApprove\x123\n" +
-	"\x06github\x18\x1e \x01(\v2\x1b.rbook.v1.GitHubWorkflowRunR\x06github\"\xd6\x01\n" +
+	"\x06github\x18\x1e \x01(\v2\x1b.rbook.v1.GitHubWorkflowRunR\x06github\x120\n" +
+	"\x06policy\x18\x1f \x01(\v2\x18.rbook.v1.PolicyDecisionR\x06policy\"\x8d\x01\n" +
+	"\x0ePolicyDecision\x12\x1f\n" +
+	"\vauto_passed\x18\x01 \x01(\bR\n" +
+	"autoPassed\x12\x12\n" +
+	"\x04rule\x18\x02 \x01(\tR\x04rule\x12\x16\n" +
+	"\x06action\x18\x03 \x01(\tR\x06action\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\x12\x16\n" +
+	"\x06shadow\x18\x05 \x01(\bR\x06shadow\"\xd6\x01\n" +
 	"\fApprovalVote\x12\x1a\n" +
 	"\bapprover\x18\x01 \x01(\tR\bapprover\x122\n" +
 	"\averdict\x18\x02 \x01(\x0e2\x18.rbook.v1.ApprovalStatusR\averdict\x12\x16\n" +
@@ -475,28 +579,30 @@ func file_rbook_v1_approval_proto_rawDescGZIP() []byte {
 }
 
 var file_rbook_v1_approval_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_rbook_v1_approval_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_rbook_v1_approval_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
 var file_rbook_v1_approval_proto_goTypes = []any{
 	(ApprovalStatus)(0),           // 0: rbook.v1.ApprovalStatus
 	(*Approval)(nil),              // 1: rbook.v1.Approval
-	(*ApprovalVote)(nil),          // 2: rbook.v1.ApprovalVote
-	(*timestamppb.Timestamp)(nil), // 3: google.protobuf.Timestamp
-	(*GitHubWorkflowRun)(nil),     // 4: rbook.v1.GitHubWorkflowRun
+	(*PolicyDecision)(nil),        // 2: rbook.v1.PolicyDecision
+	(*ApprovalVote)(nil),          // 3: rbook.v1.ApprovalVote
+	(*timestamppb.Timestamp)(nil), // 4: google.protobuf.Timestamp
+	(*GitHubWorkflowRun)(nil),     // 5: rbook.v1.GitHubWorkflowRun
 }
 var file_rbook_v1_approval_proto_depIdxs = []int32{
-	3, // 0: rbook.v1.Approval.requested_at:type_name -> google.protobuf.Timestamp
-	3, // 1: rbook.v1.Approval.approved_at:type_name -> google.protobuf.Timestamp
+	4, // 0: rbook.v1.Approval.requested_at:type_name -> google.protobuf.Timestamp
+	4, // 1: rbook.v1.Approval.approved_at:type_name -> google.protobuf.Timestamp
 	0, // 2: rbook.v1.Approval.status:type_name -> rbook.v1.ApprovalStatus
-	3, // 3: rbook.v1.Approval.deadline:type_name -> google.protobuf.Timestamp
-	2, // 4: rbook.v1.Approval.votes:type_name -> rbook.v1.ApprovalVote
-	4, // 5: rbook.v1.Approval.github:type_name -> rbook.v1.GitHubWorkflowRun
-	0, // 6: rbook.v1.ApprovalVote.verdict:type_name -> rbook.v1.ApprovalStatus
-	3, // 7: rbook.v1.ApprovalVote.at:type_name -> google.protobuf.Timestamp
-	8, // [8:8] is the sub-list for method output_type
-	8, // [8:8] is the sub-list for method input_type
-	8, // [8:8] is the sub-list for extension type_name
-	8, // [8:8] is the sub-list for extension extendee
-	0, // [0:8] is the sub-list for field type_name
+	4, // 3: rbook.v1.Approval.deadline:type_name -> google.protobuf.Timestamp
+	3, // 4: rbook.v1.Approval.votes:type_name -> rbook.v1.ApprovalVote
+	5, // 5: rbook.v1.Approval.github:type_name -> rbook.v1.GitHubWorkflowRun
+	2, // 6: rbook.v1.Approval.policy:type_name -> rbook.v1.PolicyDecision
+	0, // 7: rbook.v1.ApprovalVote.verdict:type_name -> rbook.v1.ApprovalStatus
+	4, // 8: rbook.v1.ApprovalVote.at:type_name -> google.protobuf.Timestamp
+	9, // [9:9] is the sub-list for method output_type
+	9, // [9:9] is the sub-list for method input_type
+	9, // [9:9] is the sub-list for extension type_name
+	9, // [9:9] is the sub-list for extension extendee
+	0, // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_rbook_v1_approval_proto_init() }
@@ -511,7 +617,7 @@ func file_rbook_v1_approval_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rbook_v1_approval_proto_rawDesc), len(file_rbook_v1_approval_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   2,
+			NumMessages:   3,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -49,7 +49,10 @@ type RequestApprovalRequest struct {
 	// The workflow run the executor runs in and the GitHub environment the gate is bound to
 	// (issue 8, item 2 and Interface), as the executor reports them; stored as Approval.github
 	// so a deployment protection rule of that run and environment can be bound to this gate.
-	Github        *GitHubWorkflowRun `protobuf:"bytes,10,opt,name=github,proto3" json:"github,omitempty"`
+	Github *GitHubWorkflowRun `protobuf:"bytes,10,opt,name=github,proto3" json:"github,omitempty"`
+	// For a playbook approval node: what the auto-pass policy evaluates (issue 9, item 6). Unset
+	// for a runbook's confirm step, which never auto-passes.
+	Policy        *PolicyContext `protobuf:"bytes,11,opt,name=policy,proto3" json:"policy,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -154,6 +157,97 @@ func (x *RequestApprovalRequest) GetGithub() *GitHubWorkflowRun {
 	return nil
 }
 
+func (x *RequestApprovalRequest) GetPolicy() *PolicyContext {
+	if x != nil {
+		return x.Policy
+	}
+	return nil
+}
+
+// PolicyContext is the input of the auto-pass policy at a playbook approval node (issue 9,
+// item 6; action/engine.PolicyContext). JSON texts are objects, each at most 256 KiB.
+type PolicyContext struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The approval node as a JSON object: id, type, prompt (rendered), depends.
+	NodeJson string `protobuf:"bytes,1,opt,name=node_json,json=nodeJson,proto3" json:"node_json,omitempty"`
+	// The run's bindings when the gate opened, a JSON object.
+	BindingsJson string `protobuf:"bytes,2,opt,name=bindings_json,json=bindingsJson,proto3" json:"bindings_json,omitempty"`
+	// {name, hash, version} of the playbook, a JSON object.
+	PlaybookJson string `protobuf:"bytes,3,opt,name=playbook_json,json=playbookJson,proto3" json:"playbook_json,omitempty"`
+	// Resolved command lines of the deterministic nodes the gate guards (reachable from it
+	// before the next approval node), each at most 4 KiB, at most 256.
+	Commands []string `protobuf:"bytes,4,rep,name=commands,proto3" json:"commands,omitempty"`
+	// "agent/skill" of the agentic nodes the gate guards, at most 256.
+	Tools         []string `protobuf:"bytes,5,rep,name=tools,proto3" json:"tools,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PolicyContext) Reset() {
+	*x = PolicyContext{}
+	mi := &file_rbook_v1_approval_service_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PolicyContext) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PolicyContext) ProtoMessage() {}
+
+func (x *PolicyContext) ProtoReflect() protoreflect.Message {
+	mi := &file_rbook_v1_approval_service_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PolicyContext.ProtoReflect.Descriptor instead.
+func (*PolicyContext) Descriptor() ([]byte, []int) {
+	return file_rbook_v1_approval_service_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *PolicyContext) GetNodeJson() string {
+	if x != nil {
+		return x.NodeJson
+	}
+	return ""
+}
+
+func (x *PolicyContext) GetBindingsJson() string {
+	if x != nil {
+		return x.BindingsJson
+	}
+	return ""
+}
+
+func (x *PolicyContext) GetPlaybookJson() string {
+	if x != nil {
+		return x.PlaybookJson
+	}
+	return ""
+}
+
+func (x *PolicyContext) GetCommands() []string {
+	if x != nil {
+		return x.Commands
+	}
+	return nil
+}
+
+func (x *PolicyContext) GetTools() []string {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
 // RequestApprovalResponse returns the gate and its secret token.
 type RequestApprovalResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -168,7 +262,7 @@ type RequestApprovalResponse struct {
 
 func (x *RequestApprovalResponse) Reset() {
 	*x = RequestApprovalResponse{}
-	mi := &file_rbook_v1_approval_service_proto_msgTypes[1]
+	mi := &file_rbook_v1_approval_service_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -180,7 +274,7 @@ func (x *RequestApprovalResponse) String() string {
 func (*RequestApprovalResponse) ProtoMessage() {}
 
 func (x *RequestApprovalResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rbook_v1_approval_service_proto_msgTypes[1]
+	mi := &file_rbook_v1_approval_service_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -193,7 +287,7 @@ func (x *RequestApprovalResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestApprovalResponse.ProtoReflect.Descriptor instead.
 func (*RequestApprovalResponse) Descriptor() ([]byte, []int) {
-	return file_rbook_v1_approval_service_proto_rawDescGZIP(), []int{1}
+	return file_rbook_v1_approval_service_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *RequestApprovalResponse) GetApproval() *Approval {
@@ -231,7 +325,7 @@ type ApproveRequest struct {
 
 func (x *ApproveRequest) Reset() {
 	*x = ApproveRequest{}
-	mi := &file_rbook_v1_approval_service_proto_msgTypes[2]
+	mi := &file_rbook_v1_approval_service_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -243,7 +337,7 @@ func (x *ApproveRequest) String() string {
 func (*ApproveRequest) ProtoMessage() {}
 
 func (x *ApproveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rbook_v1_approval_service_proto_msgTypes[2]
+	mi := &file_rbook_v1_approval_service_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -256,7 +350,7 @@ func (x *ApproveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveRequest.ProtoReflect.Descriptor instead.
 func (*ApproveRequest) Descriptor() ([]byte, []int) {
-	return file_rbook_v1_approval_service_proto_rawDescGZIP(), []int{2}
+	return file_rbook_v1_approval_service_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ApproveRequest) GetToken() string {
@@ -299,7 +393,7 @@ type ApproveResponse struct {
 
 func (x *ApproveResponse) Reset() {
 	*x = ApproveResponse{}
-	mi := &file_rbook_v1_approval_service_proto_msgTypes[3]
+	mi := &file_rbook_v1_approval_service_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -311,7 +405,7 @@ func (x *ApproveResponse) String() string {
 func (*ApproveResponse) ProtoMessage() {}
 
 func (x *ApproveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rbook_v1_approval_service_proto_msgTypes[3]
+	mi := &file_rbook_v1_approval_service_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -324,7 +418,7 @@ func (x *ApproveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveResponse.ProtoReflect.Descriptor instead.
 func (*ApproveResponse) Descriptor() ([]byte, []int) {
-	return file_rbook_v1_approval_service_proto_rawDescGZIP(), []int{3}
+	return file_rbook_v1_approval_service_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ApproveResponse) GetApproval() *Approval {
@@ -355,7 +449,7 @@ type RejectRequest struct {
 
 func (x *RejectRequest) Reset() {
 	*x = RejectRequest{}
-	mi := &file_rbook_v1_approval_service_proto_msgTypes[4]
+	mi := &file_rbook_v1_approval_service_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -367,7 +461,7 @@ func (x *RejectRequest) String() string {
 func (*RejectRequest) ProtoMessage() {}
 
 func (x *RejectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rbook_v1_approval_service_proto_msgTypes[4]
+	mi := &file_rbook_v1_approval_service_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -380,7 +474,7 @@ func (x *RejectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RejectRequest.ProtoReflect.Descriptor instead.
 func (*RejectRequest) Descriptor() ([]byte, []int) {
-	return file_rbook_v1_approval_service_proto_rawDescGZIP(), []int{4}
+	return file_rbook_v1_approval_service_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *RejectRequest) GetToken() string {
@@ -422,7 +516,7 @@ type RejectResponse struct {
 
 func (x *RejectResponse) Reset() {
 	*x = RejectResponse{}
-	mi := &file_rbook_v1_approval_service_proto_msgTypes[5]
+	mi := &file_rbook_v1_approval_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -434,7 +528,7 @@ func (x *RejectResponse) String() string {
 func (*RejectResponse) ProtoMessage() {}
 
 func (x *RejectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rbook_v1_approval_service_proto_msgTypes[5]
+	mi := &file_rbook_v1_approval_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -447,7 +541,7 @@ func (x *RejectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RejectResponse.ProtoReflect.Descriptor instead.
 func (*RejectResponse) Descriptor() ([]byte, []int) {
-	return file_rbook_v1_approval_service_proto_rawDescGZIP(), []int{5}
+	return file_rbook_v1_approval_service_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *RejectResponse) GetApproval() *Approval {
@@ -468,7 +562,7 @@ type GetApprovalRequest struct {
 
 func (x *GetApprovalRequest) Reset() {
 	*x = GetApprovalRequest{}
-	mi := &file_rbook_v1_approval_service_proto_msgTypes[6]
+	mi := &file_rbook_v1_approval_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -480,7 +574,7 @@ func (x *GetApprovalRequest) String() string {
 func (*GetApprovalRequest) ProtoMessage() {}
 
 func (x *GetApprovalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rbook_v1_approval_service_proto_msgTypes[6]
+	mi := &file_rbook_v1_approval_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -493,7 +587,7 @@ func (x *GetApprovalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetApprovalRequest.ProtoReflect.Descriptor instead.
 func (*GetApprovalRequest) Descriptor() ([]byte, []int) {
-	return file_rbook_v1_approval_service_proto_rawDescGZIP(), []int{6}
+	return file_rbook_v1_approval_service_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GetApprovalRequest) GetApprovalId() string {
@@ -514,7 +608,7 @@ type GetApprovalResponse struct {
 
 func (x *GetApprovalResponse) Reset() {
 	*x = GetApprovalResponse{}
-	mi := &file_rbook_v1_approval_service_proto_msgTypes[7]
+	mi := &file_rbook_v1_approval_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -526,7 +620,7 @@ func (x *GetApprovalResponse) String() string {
 func (*GetApprovalResponse) ProtoMessage() {}
 
 func (x *GetApprovalResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rbook_v1_approval_service_proto_msgTypes[7]
+	mi := &file_rbook_v1_approval_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -539,7 +633,7 @@ func (x *GetApprovalResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetApprovalResponse.ProtoReflect.Descriptor instead.
 func (*GetApprovalResponse) Descriptor() ([]byte, []int) {
-	return file_rbook_v1_approval_service_proto_rawDescGZIP(), []int{7}
+	return file_rbook_v1_approval_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetApprovalResponse) GetApproval() *Approval {
@@ -569,7 +663,7 @@ type ListApprovalsRequest struct {
 
 func (x *ListApprovalsRequest) Reset() {
 	*x = ListApprovalsRequest{}
-	mi := &file_rbook_v1_approval_service_proto_msgTypes[8]
+	mi := &file_rbook_v1_approval_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -581,7 +675,7 @@ func (x *ListApprovalsRequest) String() string {
 func (*ListApprovalsRequest) ProtoMessage() {}
 
 func (x *ListApprovalsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rbook_v1_approval_service_proto_msgTypes[8]
+	mi := &file_rbook_v1_approval_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -594,7 +688,7 @@ func (x *ListApprovalsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListApprovalsRequest.ProtoReflect.Descriptor instead.
 func (*ListApprovalsRequest) Descriptor() ([]byte, []int) {
-	return file_rbook_v1_approval_service_proto_rawDescGZIP(), []int{8}
+	return file_rbook_v1_approval_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListApprovalsRequest) GetStatus() ApprovalStatus {
@@ -638,7 +732,7 @@ type ListApprovalsResponse struct {
 
 func (x *ListApprovalsResponse) Reset() {
 	*x = ListApprovalsResponse{}
-	mi := &file_rbook_v1_approval_service_proto_msgTypes[9]
+	mi := &file_rbook_v1_approval_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -650,7 +744,7 @@ func (x *ListApprovalsResponse) String() string {
 func (*ListApprovalsResponse) ProtoMessage() {}
 
 func (x *ListApprovalsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rbook_v1_approval_service_proto_msgTypes[9]
+	mi := &file_rbook_v1_approval_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -663,7 +757,7 @@ func (x *ListApprovalsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListApprovalsResponse.ProtoReflect.Descriptor instead.
 func (*ListApprovalsResponse) Descriptor() ([]byte, []int) {
-	return file_rbook_v1_approval_service_proto_rawDescGZIP(), []int{9}
+	return file_rbook_v1_approval_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListApprovalsResponse) GetApprovals() []*Approval {
@@ -691,7 +785,7 @@ type WatchApprovalRequest struct {
 
 func (x *WatchApprovalRequest) Reset() {
 	*x = WatchApprovalRequest{}
-	mi := &file_rbook_v1_approval_service_proto_msgTypes[10]
+	mi := &file_rbook_v1_approval_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -703,7 +797,7 @@ func (x *WatchApprovalRequest) String() string {
 func (*WatchApprovalRequest) ProtoMessage() {}
 
 func (x *WatchApprovalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rbook_v1_approval_service_proto_msgTypes[10]
+	mi := &file_rbook_v1_approval_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -716,7 +810,7 @@ func (x *WatchApprovalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchApprovalRequest.ProtoReflect.Descriptor instead.
 func (*WatchApprovalRequest) Descriptor() ([]byte, []int) {
-	return file_rbook_v1_approval_service_proto_rawDescGZIP(), []int{10}
+	return file_rbook_v1_approval_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *WatchApprovalRequest) GetApprovalId() string {
@@ -737,7 +831,7 @@ type WatchApprovalResponse struct {
 
 func (x *WatchApprovalResponse) Reset() {
 	*x = WatchApprovalResponse{}
-	mi := &file_rbook_v1_approval_service_proto_msgTypes[11]
+	mi := &file_rbook_v1_approval_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -749,7 +843,7 @@ func (x *WatchApprovalResponse) String() string {
 func (*WatchApprovalResponse) ProtoMessage() {}
 
 func (x *WatchApprovalResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rbook_v1_approval_service_proto_msgTypes[11]
+	mi := &file_rbook_v1_approval_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -762,7 +856,7 @@ func (x *WatchApprovalResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchApprovalResponse.ProtoReflect.Descriptor instead.
 func (*WatchApprovalResponse) Descriptor() ([]byte, []int) {
-	return file_rbook_v1_approval_service_proto_rawDescGZIP(), []int{11}
+	return file_rbook_v1_approval_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *WatchApprovalResponse) GetApproval() *Approval {
@@ -776,7 +870,7 @@ var File_rbook_v1_approval_service_proto protoreflect.FileDescriptor
 
 const file_rbook_v1_approval_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1frbook/v1/approval_service.proto\x12\brbook.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17rbook/v1/approval.proto\x1a\x12rbook/v1/run.proto\"\xdb\x02\n" +
+	"\x1frbook/v1/approval_service.proto\x12\brbook.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17rbook/v1/approval.proto\x1a\x12rbook/v1/run.proto\"\x8c\x03\n" +
 	"\x16RequestApprovalRequest\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1b\n" +
 	"\tstep_name\x18\x02 \x01(\tR\bstepName\x12\x1d\n" +
@@ -790,7 +884,14 @@ const file_rbook_v1_approval_service_proto_rawDesc = "" +
 	"\bowner_id\x18\b \x01(\tR\aownerId\x12\x14\n" +
 	"\x05epoch\x18\t \x01(\x03R\x05epoch\x123\n" +
 	"\x06github\x18\n" +
-	" \x01(\v2\x1b.rbook.v1.GitHubWorkflowRunR\x06github\"_\n" +
+	" \x01(\v2\x1b.rbook.v1.GitHubWorkflowRunR\x06github\x12/\n" +
+	"\x06policy\x18\v \x01(\v2\x17.rbook.v1.PolicyContextR\x06policy\"\xa8\x01\n" +
+	"\rPolicyContext\x12\x1b\n" +
+	"\tnode_json\x18\x01 \x01(\tR\bnodeJson\x12#\n" +
+	"\rbindings_json\x18\x02 \x01(\tR\fbindingsJson\x12#\n" +
+	"\rplaybook_json\x18\x03 \x01(\tR\fplaybookJson\x12\x1a\n" +
+	"\bcommands\x18\x04 \x03(\tR\bcommands\x12\x14\n" +
+	"\x05tools\x18\x05 \x03(\tR\x05tools\"_\n" +
 	"\x17RequestApprovalResponse\x12.\n" +
 	"\bapproval\x18\x01 \x01(\v2\x12.rbook.v1.ApprovalR\bapproval\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\tR\x05token\"{\n" +
@@ -849,52 +950,54 @@ func file_rbook_v1_approval_service_proto_rawDescGZIP() []byte {
 	return file_rbook_v1_approval_service_proto_rawDescData
 }
 
-var file_rbook_v1_approval_service_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_rbook_v1_approval_service_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_rbook_v1_approval_service_proto_goTypes = []any{
 	(*RequestApprovalRequest)(nil),  // 0: rbook.v1.RequestApprovalRequest
-	(*RequestApprovalResponse)(nil), // 1: rbook.v1.RequestApprovalResponse
-	(*ApproveRequest)(nil),          // 2: rbook.v1.ApproveRequest
-	(*ApproveResponse)(nil),         // 3: rbook.v1.ApproveResponse
-	(*RejectRequest)(nil),           // 4: rbook.v1.RejectRequest
-	(*RejectResponse)(nil),          // 5: rbook.v1.RejectResponse
-	(*GetApprovalRequest)(nil),      // 6: rbook.v1.GetApprovalRequest
-	(*GetApprovalResponse)(nil),     // 7: rbook.v1.GetApprovalResponse
-	(*ListApprovalsRequest)(nil),    // 8: rbook.v1.ListApprovalsRequest
-	(*ListApprovalsResponse)(nil),   // 9: rbook.v1.ListApprovalsResponse
-	(*WatchApprovalRequest)(nil),    // 10: rbook.v1.WatchApprovalRequest
-	(*WatchApprovalResponse)(nil),   // 11: rbook.v1.WatchApprovalResponse
-	(*timestamppb.Timestamp)(nil),   // 12: google.protobuf.Timestamp
-	(*GitHubWorkflowRun)(nil),       // 13: rbook.v1.GitHubWorkflowRun
-	(*Approval)(nil),                // 14: rbook.v1.Approval
-	(ApprovalStatus)(0),             // 15: rbook.v1.ApprovalStatus
+	(*PolicyContext)(nil),           // 1: rbook.v1.PolicyContext
+	(*RequestApprovalResponse)(nil), // 2: rbook.v1.RequestApprovalResponse
+	(*ApproveRequest)(nil),          // 3: rbook.v1.ApproveRequest
+	(*ApproveResponse)(nil),         // 4: rbook.v1.ApproveResponse
+	(*RejectRequest)(nil),           // 5: rbook.v1.RejectRequest
+	(*RejectResponse)(nil),          // 6: rbook.v1.RejectResponse
+	(*GetApprovalRequest)(nil),      // 7: rbook.v1.GetApprovalRequest
+	(*GetApprovalResponse)(nil),     // 8: rbook.v1.GetApprovalResponse
+	(*ListApprovalsRequest)(nil),    // 9: rbook.v1.ListApprovalsRequest
+	(*ListApprovalsResponse)(nil),   // 10: rbook.v1.ListApprovalsResponse
+	(*WatchApprovalRequest)(nil),    // 11: rbook.v1.WatchApprovalRequest
+	(*WatchApprovalResponse)(nil),   // 12: rbook.v1.WatchApprovalResponse
+	(*timestamppb.Timestamp)(nil),   // 13: google.protobuf.Timestamp
+	(*GitHubWorkflowRun)(nil),       // 14: rbook.v1.GitHubWorkflowRun
+	(*Approval)(nil),                // 15: rbook.v1.Approval
+	(ApprovalStatus)(0),             // 16: rbook.v1.ApprovalStatus
 }
 var file_rbook_v1_approval_service_proto_depIdxs = []int32{
-	12, // 0: rbook.v1.RequestApprovalRequest.deadline:type_name -> google.protobuf.Timestamp
-	13, // 1: rbook.v1.RequestApprovalRequest.github:type_name -> rbook.v1.GitHubWorkflowRun
-	14, // 2: rbook.v1.RequestApprovalResponse.approval:type_name -> rbook.v1.Approval
-	14, // 3: rbook.v1.ApproveResponse.approval:type_name -> rbook.v1.Approval
-	14, // 4: rbook.v1.RejectResponse.approval:type_name -> rbook.v1.Approval
-	14, // 5: rbook.v1.GetApprovalResponse.approval:type_name -> rbook.v1.Approval
-	15, // 6: rbook.v1.ListApprovalsRequest.status:type_name -> rbook.v1.ApprovalStatus
-	14, // 7: rbook.v1.ListApprovalsResponse.approvals:type_name -> rbook.v1.Approval
-	14, // 8: rbook.v1.WatchApprovalResponse.approval:type_name -> rbook.v1.Approval
-	0,  // 9: rbook.v1.ApprovalService.RequestApproval:input_type -> rbook.v1.RequestApprovalRequest
-	2,  // 10: rbook.v1.ApprovalService.Approve:input_type -> rbook.v1.ApproveRequest
-	4,  // 11: rbook.v1.ApprovalService.Reject:input_type -> rbook.v1.RejectRequest
-	6,  // 12: rbook.v1.ApprovalService.GetApproval:input_type -> rbook.v1.GetApprovalRequest
-	8,  // 13: rbook.v1.ApprovalService.ListApprovals:input_type -> rbook.v1.ListApprovalsRequest
-	10, // 14: rbook.v1.ApprovalService.WatchApproval:input_type -> rbook.v1.WatchApprovalRequest
-	1,  // 15: rbook.v1.ApprovalService.RequestApproval:output_type -> rbook.v1.RequestApprovalResponse
-	3,  // 16: rbook.v1.ApprovalService.Approve:output_type -> rbook.v1.ApproveResponse
-	5,  // 17: rbook.v1.ApprovalService.Reject:output_type -> rbook.v1.RejectResponse
-	7,  // 18: rbook.v1.ApprovalService.GetApproval:output_type -> rbook.v1.GetApprovalResponse
-	9,  // 19: rbook.v1.ApprovalService.ListApprovals:output_type -> rbook.v1.ListApprovalsResponse
-	11, // 20: rbook.v1.ApprovalService.WatchApproval:output_type -> rbook.v1.WatchApprovalResponse
-	15, // [15:21] is the sub-list for method output_type
-	9,  // [9:15] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	13, // 0: rbook.v1.RequestApprovalRequest.deadline:type_name -> google.protobuf.Timestamp
+	14, // 1: rbook.v1.RequestApprovalRequest.github:type_name -> rbook.v1.GitHubWorkflowRun
+	1,  // 2: rbook.v1.RequestApprovalRequest.policy:type_name -> rbook.v1.PolicyContext
+	15, // 3: rbook.v1.RequestApprovalResponse.approval:type_name -> rbook.v1.Approval
+	15, // 4: rbook.v1.ApproveResponse.approval:type_name -> rbook.v1.Approval
+	15, // 5: rbook.v1.RejectResponse.approval:type_name -> rbook.v1.Approval
+	15, // 6: rbook.v1.GetApprovalResponse.approval:type_name -> rbook.v1.Approval
+	16, // 7: rbook.v1.ListApprovalsRequest.status:type_name -> rbook.v1.ApprovalStatus
+	15, // 8: rbook.v1.ListApprovalsResponse.approvals:type_name -> rbook.v1.Approval
+	15, // 9: rbook.v1.WatchApprovalResponse.approval:type_name -> rbook.v1.Approval
+	0,  // 10: rbook.v1.ApprovalService.RequestApproval:input_type -> rbook.v1.RequestApprovalRequest
+	3,  // 11: rbook.v1.ApprovalService.Approve:input_type -> rbook.v1.ApproveRequest
+	5,  // 12: rbook.v1.ApprovalService.Reject:input_type -> rbook.v1.RejectRequest
+	7,  // 13: rbook.v1.ApprovalService.GetApproval:input_type -> rbook.v1.GetApprovalRequest
+	9,  // 14: rbook.v1.ApprovalService.ListApprovals:input_type -> rbook.v1.ListApprovalsRequest
+	11, // 15: rbook.v1.ApprovalService.WatchApproval:input_type -> rbook.v1.WatchApprovalRequest
+	2,  // 16: rbook.v1.ApprovalService.RequestApproval:output_type -> rbook.v1.RequestApprovalResponse
+	4,  // 17: rbook.v1.ApprovalService.Approve:output_type -> rbook.v1.ApproveResponse
+	6,  // 18: rbook.v1.ApprovalService.Reject:output_type -> rbook.v1.RejectResponse
+	8,  // 19: rbook.v1.ApprovalService.GetApproval:output_type -> rbook.v1.GetApprovalResponse
+	10, // 20: rbook.v1.ApprovalService.ListApprovals:output_type -> rbook.v1.ListApprovalsResponse
+	12, // 21: rbook.v1.ApprovalService.WatchApproval:output_type -> rbook.v1.WatchApprovalResponse
+	16, // [16:22] is the sub-list for method output_type
+	10, // [10:16] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_rbook_v1_approval_service_proto_init() }
@@ -910,7 +1013,7 @@ func file_rbook_v1_approval_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rbook_v1_approval_service_proto_rawDesc), len(file_rbook_v1_approval_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -835,7 +835,12 @@ type PlaybookRunDetails struct {
 	// Linked task epic, optional. Column epic_id.
 	EpicId string `protobuf:"bytes,3,opt,name=epic_id,json=epicId,proto3" json:"epic_id,omitempty"`
 	// Linked session, optional. Column session_id.
-	SessionId     string `protobuf:"bytes,4,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	SessionId string `protobuf:"bytes,4,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// The nodes executing or waiting at a gate right now, in plan order (column current_node
+	// holds them joined by ","; issue 9, item 4). Empty when none is.
+	ActiveNodes []string `protobuf:"bytes,5,rep,name=active_nodes,json=activeNodes,proto3" json:"active_nodes,omitempty"`
+	// Every node of the run in plan order with its state, derived from the transitions.
+	Nodes         []*NodeState `protobuf:"bytes,6,rep,name=nodes,proto3" json:"nodes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -898,6 +903,121 @@ func (x *PlaybookRunDetails) GetSessionId() string {
 	return ""
 }
 
+func (x *PlaybookRunDetails) GetActiveNodes() []string {
+	if x != nil {
+		return x.ActiveNodes
+	}
+	return nil
+}
+
+func (x *PlaybookRunDetails) GetNodes() []*NodeState {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+// NodeState is one playbook node's state in a run (issue 9, item 8).
+type NodeState struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The node id.
+	NodeId string `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// "deterministic", "agentic" or "approval".
+	Type string `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
+	// "pending" (not started), "running", "waiting" (an approval gate is open), or the status of
+	// its last execution: "PASS", "FAIL", "TIMED_OUT", "SKIPPED" (not run, or skipped by a when).
+	Status string `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"`
+	// How many times the node has started in this run (iteration_counts[node_id]).
+	Iterations int32 `protobuf:"varint,4,opt,name=iterations,proto3" json:"iterations,omitempty"`
+	// When its last execution started (executor clock); unset when it has not.
+	StartedAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	// When its last execution finished (executor clock); unset while it runs or before.
+	FinishedAt *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=finished_at,json=finishedAt,proto3" json:"finished_at,omitempty"`
+	// Why it did not run or what it ended with (the last evidence output, at most 1 KiB).
+	Note          string `protobuf:"bytes,7,opt,name=note,proto3" json:"note,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeState) Reset() {
+	*x = NodeState{}
+	mi := &file_rbook_v1_run_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeState) ProtoMessage() {}
+
+func (x *NodeState) ProtoReflect() protoreflect.Message {
+	mi := &file_rbook_v1_run_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeState.ProtoReflect.Descriptor instead.
+func (*NodeState) Descriptor() ([]byte, []int) {
+	return file_rbook_v1_run_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *NodeState) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *NodeState) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *NodeState) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *NodeState) GetIterations() int32 {
+	if x != nil {
+		return x.Iterations
+	}
+	return 0
+}
+
+func (x *NodeState) GetStartedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartedAt
+	}
+	return nil
+}
+
+func (x *NodeState) GetFinishedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.FinishedAt
+	}
+	return nil
+}
+
+func (x *NodeState) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
 // Evidence is one evidence-pack entry with exactly the seed's fields (seed runbook-executor,
 // Step 7; action/engine.Evidence).
 type Evidence struct {
@@ -925,7 +1045,7 @@ type Evidence struct {
 
 func (x *Evidence) Reset() {
 	*x = Evidence{}
-	mi := &file_rbook_v1_run_proto_msgTypes[5]
+	mi := &file_rbook_v1_run_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -937,7 +1057,7 @@ func (x *Evidence) String() string {
 func (*Evidence) ProtoMessage() {}
 
 func (x *Evidence) ProtoReflect() protoreflect.Message {
-	mi := &file_rbook_v1_run_proto_msgTypes[5]
+	mi := &file_rbook_v1_run_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -950,7 +1070,7 @@ func (x *Evidence) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Evidence.ProtoReflect.Descriptor instead.
 func (*Evidence) Descriptor() ([]byte, []int) {
-	return file_rbook_v1_run_proto_rawDescGZIP(), []int{5}
+	return file_rbook_v1_run_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Evidence) GetStepName() string {
@@ -1040,7 +1160,7 @@ type Transition struct {
 
 func (x *Transition) Reset() {
 	*x = Transition{}
-	mi := &file_rbook_v1_run_proto_msgTypes[6]
+	mi := &file_rbook_v1_run_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1052,7 +1172,7 @@ func (x *Transition) String() string {
 func (*Transition) ProtoMessage() {}
 
 func (x *Transition) ProtoReflect() protoreflect.Message {
-	mi := &file_rbook_v1_run_proto_msgTypes[6]
+	mi := &file_rbook_v1_run_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1065,7 +1185,7 @@ func (x *Transition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Transition.ProtoReflect.Descriptor instead.
 func (*Transition) Descriptor() ([]byte, []int) {
-	return file_rbook_v1_run_proto_rawDescGZIP(), []int{6}
+	return file_rbook_v1_run_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Transition) GetRunId() string {
@@ -1220,16 +1340,30 @@ const file_rbook_v1_run_proto_rawDesc = "" +
 	"\x05owner\x18\x01 \x01(\tR\x05owner\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\x129\n" +
 	"\n" +
-	"expires_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"\x8a\x02\n" +
+	"expires_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"\xd8\x02\n" +
 	"\x12PlaybookRunDetails\x12\x1a\n" +
 	"\bbindings\x18\x01 \x01(\tR\bbindings\x12\\\n" +
 	"\x10iteration_counts\x18\x02 \x03(\v21.rbook.v1.PlaybookRunDetails.IterationCountsEntryR\x0fiterationCounts\x12\x17\n" +
 	"\aepic_id\x18\x03 \x01(\tR\x06epicId\x12\x1d\n" +
 	"\n" +
-	"session_id\x18\x04 \x01(\tR\tsessionId\x1aB\n" +
+	"session_id\x18\x04 \x01(\tR\tsessionId\x12!\n" +
+	"\factive_nodes\x18\x05 \x03(\tR\vactiveNodes\x12)\n" +
+	"\x05nodes\x18\x06 \x03(\v2\x13.rbook.v1.NodeStateR\x05nodes\x1aB\n" +
 	"\x14IterationCountsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\"\x84\x02\n" +
+	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\"\xfc\x01\n" +
+	"\tNodeState\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x12\n" +
+	"\x04type\x18\x02 \x01(\tR\x04type\x12\x16\n" +
+	"\x06status\x18\x03 \x01(\tR\x06status\x12\x1e\n" +
+	"\n" +
+	"iterations\x18\x04 \x01(\x05R\n" +
+	"iterations\x129\n" +
+	"\n" +
+	"started_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x12;\n" +
+	"\vfinished_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"finishedAt\x12\x12\n" +
+	"\x04note\x18\a \x01(\tR\x04note\"\x84\x02\n" +
 	"\bEvidence\x12\x1b\n" +
 	"\tstep_name\x18\x01 \x01(\tR\bstepName\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x19\n" +
@@ -1301,7 +1435,7 @@ func file_rbook_v1_run_proto_rawDescGZIP() []byte {
 }
 
 var file_rbook_v1_run_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_rbook_v1_run_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_rbook_v1_run_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_rbook_v1_run_proto_goTypes = []any{
 	(RunStatus)(0),                // 0: rbook.v1.RunStatus
 	(StepStatus)(0),               // 1: rbook.v1.StepStatus
@@ -1312,34 +1446,38 @@ var file_rbook_v1_run_proto_goTypes = []any{
 	(*GitHubJob)(nil),             // 6: rbook.v1.GitHubJob
 	(*RunLease)(nil),              // 7: rbook.v1.RunLease
 	(*PlaybookRunDetails)(nil),    // 8: rbook.v1.PlaybookRunDetails
-	(*Evidence)(nil),              // 9: rbook.v1.Evidence
-	(*Transition)(nil),            // 10: rbook.v1.Transition
-	nil,                           // 11: rbook.v1.PlaybookRunDetails.IterationCountsEntry
-	(*timestamppb.Timestamp)(nil), // 12: google.protobuf.Timestamp
+	(*NodeState)(nil),             // 9: rbook.v1.NodeState
+	(*Evidence)(nil),              // 10: rbook.v1.Evidence
+	(*Transition)(nil),            // 11: rbook.v1.Transition
+	nil,                           // 12: rbook.v1.PlaybookRunDetails.IterationCountsEntry
+	(*timestamppb.Timestamp)(nil), // 13: google.protobuf.Timestamp
 }
 var file_rbook_v1_run_proto_depIdxs = []int32{
 	3,  // 0: rbook.v1.Run.kind:type_name -> rbook.v1.RunKind
 	0,  // 1: rbook.v1.Run.status:type_name -> rbook.v1.RunStatus
-	12, // 2: rbook.v1.Run.started_at:type_name -> google.protobuf.Timestamp
-	12, // 3: rbook.v1.Run.completed_at:type_name -> google.protobuf.Timestamp
-	12, // 4: rbook.v1.Run.updated_at:type_name -> google.protobuf.Timestamp
+	13, // 2: rbook.v1.Run.started_at:type_name -> google.protobuf.Timestamp
+	13, // 3: rbook.v1.Run.completed_at:type_name -> google.protobuf.Timestamp
+	13, // 4: rbook.v1.Run.updated_at:type_name -> google.protobuf.Timestamp
 	7,  // 5: rbook.v1.Run.lease:type_name -> rbook.v1.RunLease
 	8,  // 6: rbook.v1.Run.playbook:type_name -> rbook.v1.PlaybookRunDetails
 	6,  // 7: rbook.v1.Run.started_by_job:type_name -> rbook.v1.GitHubJob
 	5,  // 8: rbook.v1.Run.reported_workflow_run:type_name -> rbook.v1.GitHubWorkflowRun
-	12, // 9: rbook.v1.RunLease.expires_at:type_name -> google.protobuf.Timestamp
-	11, // 10: rbook.v1.PlaybookRunDetails.iteration_counts:type_name -> rbook.v1.PlaybookRunDetails.IterationCountsEntry
-	1,  // 11: rbook.v1.Evidence.status:type_name -> rbook.v1.StepStatus
-	2,  // 12: rbook.v1.Transition.kind:type_name -> rbook.v1.TransitionKind
-	12, // 13: rbook.v1.Transition.time:type_name -> google.protobuf.Timestamp
-	9,  // 14: rbook.v1.Transition.evidence:type_name -> rbook.v1.Evidence
-	0,  // 15: rbook.v1.Transition.run_status:type_name -> rbook.v1.RunStatus
-	12, // 16: rbook.v1.Transition.recorded_at:type_name -> google.protobuf.Timestamp
-	17, // [17:17] is the sub-list for method output_type
-	17, // [17:17] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	13, // 9: rbook.v1.RunLease.expires_at:type_name -> google.protobuf.Timestamp
+	12, // 10: rbook.v1.PlaybookRunDetails.iteration_counts:type_name -> rbook.v1.PlaybookRunDetails.IterationCountsEntry
+	9,  // 11: rbook.v1.PlaybookRunDetails.nodes:type_name -> rbook.v1.NodeState
+	13, // 12: rbook.v1.NodeState.started_at:type_name -> google.protobuf.Timestamp
+	13, // 13: rbook.v1.NodeState.finished_at:type_name -> google.protobuf.Timestamp
+	1,  // 14: rbook.v1.Evidence.status:type_name -> rbook.v1.StepStatus
+	2,  // 15: rbook.v1.Transition.kind:type_name -> rbook.v1.TransitionKind
+	13, // 16: rbook.v1.Transition.time:type_name -> google.protobuf.Timestamp
+	10, // 17: rbook.v1.Transition.evidence:type_name -> rbook.v1.Evidence
+	0,  // 18: rbook.v1.Transition.run_status:type_name -> rbook.v1.RunStatus
+	13, // 19: rbook.v1.Transition.recorded_at:type_name -> google.protobuf.Timestamp
+	20, // [20:20] is the sub-list for method output_type
+	20, // [20:20] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_rbook_v1_run_proto_init() }
@@ -1347,14 +1485,14 @@ func file_rbook_v1_run_proto_init() {
 	if File_rbook_v1_run_proto != nil {
 		return
 	}
-	file_rbook_v1_run_proto_msgTypes[5].OneofWrappers = []any{}
+	file_rbook_v1_run_proto_msgTypes[6].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rbook_v1_run_proto_rawDesc), len(file_rbook_v1_run_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   8,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

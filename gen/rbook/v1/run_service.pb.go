@@ -58,8 +58,15 @@ type StartRunRequest struct {
 	// Run.started_by_job (the claims of a verified OIDC token), nothing may trust it for
 	// authorization; it is kept as Run.reported_workflow_run.
 	ReportedWorkflowRun *GitHubWorkflowRun `protobuf:"bytes,12,opt,name=reported_workflow_run,json=reportedWorkflowRun,proto3" json:"reported_workflow_run,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// Playbooks: the validated inputs (defaults applied) as a JSON object, the run's first
+	// bindings (column bindings; issue 9, item 4). At most 1 MiB. Empty means {}.
+	Bindings string `protobuf:"bytes,13,opt,name=bindings,proto3" json:"bindings,omitempty"`
+	// Playbooks: the linked task epic (column epic_id), optional, at most 128 bytes.
+	EpicId string `protobuf:"bytes,14,opt,name=epic_id,json=epicId,proto3" json:"epic_id,omitempty"`
+	// Playbooks: the linked session (column session_id), optional, at most 128 bytes.
+	SessionId     string `protobuf:"bytes,15,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StartRunRequest) Reset() {
@@ -174,6 +181,27 @@ func (x *StartRunRequest) GetReportedWorkflowRun() *GitHubWorkflowRun {
 		return x.ReportedWorkflowRun
 	}
 	return nil
+}
+
+func (x *StartRunRequest) GetBindings() string {
+	if x != nil {
+		return x.Bindings
+	}
+	return ""
+}
+
+func (x *StartRunRequest) GetEpicId() string {
+	if x != nil {
+		return x.EpicId
+	}
+	return ""
+}
+
+func (x *StartRunRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
 }
 
 // StartRunResponse returns the run to report transitions for.
@@ -614,7 +642,9 @@ type ListRunsRequest struct {
 	PageSize int32 `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// next_page_token of the previous page; empty for the first page. Opaque; only valid with
 	// the same filters.
-	PageToken     string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	PageToken string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Only runs of this kind; RUN_KIND_UNSPECIFIED means any.
+	Kind          RunKind `protobuf:"varint,5,opt,name=kind,proto3,enum=rbook.v1.RunKind" json:"kind,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -675,6 +705,13 @@ func (x *ListRunsRequest) GetPageToken() string {
 		return x.PageToken
 	}
 	return ""
+}
+
+func (x *ListRunsRequest) GetKind() RunKind {
+	if x != nil {
+		return x.Kind
+	}
+	return RunKind_RUN_KIND_UNSPECIFIED
 }
 
 // ListRunsResponse is one page of runs.
@@ -1078,7 +1115,7 @@ var File_rbook_v1_run_service_proto protoreflect.FileDescriptor
 
 const file_rbook_v1_run_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1arbook/v1/run_service.proto\x12\brbook.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x12rbook/v1/run.proto\"\xd2\x03\n" +
+	"\x1arbook/v1/run_service.proto\x12\brbook.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x12rbook/v1/run.proto\"\xa6\x04\n" +
 	"\x0fStartRunRequest\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12!\n" +
@@ -1095,7 +1132,11 @@ const file_rbook_v1_run_service_proto_rawDesc = "" +
 	"\ttake_over\x18\n" +
 	" \x01(\bR\btakeOver\x12#\n" +
 	"\rlease_seconds\x18\v \x01(\x05R\fleaseSeconds\x12O\n" +
-	"\x15reported_workflow_run\x18\f \x01(\v2\x1b.rbook.v1.GitHubWorkflowRunR\x13reportedWorkflowRun\"M\n" +
+	"\x15reported_workflow_run\x18\f \x01(\v2\x1b.rbook.v1.GitHubWorkflowRunR\x13reportedWorkflowRun\x12\x1a\n" +
+	"\bbindings\x18\r \x01(\tR\bbindings\x12\x17\n" +
+	"\aepic_id\x18\x0e \x01(\tR\x06epicId\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x0f \x01(\tR\tsessionId\"M\n" +
 	"\x10StartRunResponse\x12\x1f\n" +
 	"\x03run\x18\x01 \x01(\v2\r.rbook.v1.RunR\x03run\x12\x18\n" +
 	"\acreated\x18\x02 \x01(\bR\acreated\"\x80\x01\n" +
@@ -1123,13 +1164,14 @@ const file_rbook_v1_run_service_proto_rawDesc = "" +
 	"\x0eGetRunResponse\x12\x1f\n" +
 	"\x03run\x18\x01 \x01(\v2\r.rbook.v1.RunR\x03run\x126\n" +
 	"\vtransitions\x18\x02 \x03(\v2\x14.rbook.v1.TransitionR\vtransitions\x12&\n" +
-	"\x0fnext_page_token\x18\x03 \x01(\tR\rnextPageToken\"\x8e\x01\n" +
+	"\x0fnext_page_token\x18\x03 \x01(\tR\rnextPageToken\"\xb5\x01\n" +
 	"\x0fListRunsRequest\x12+\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x13.rbook.v1.RunStatusR\x06status\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1b\n" +
 	"\tpage_size\x18\x03 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x04 \x01(\tR\tpageToken\"]\n" +
+	"page_token\x18\x04 \x01(\tR\tpageToken\x12%\n" +
+	"\x04kind\x18\x05 \x01(\x0e2\x11.rbook.v1.RunKindR\x04kind\"]\n" +
 	"\x10ListRunsResponse\x12!\n" +
 	"\x04runs\x18\x01 \x03(\v2\r.rbook.v1.RunR\x04runs\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"C\n" +
@@ -1216,32 +1258,33 @@ var file_rbook_v1_run_service_proto_depIdxs = []int32{
 	19, // 6: rbook.v1.GetRunResponse.run:type_name -> rbook.v1.Run
 	20, // 7: rbook.v1.GetRunResponse.transitions:type_name -> rbook.v1.Transition
 	22, // 8: rbook.v1.ListRunsRequest.status:type_name -> rbook.v1.RunStatus
-	19, // 9: rbook.v1.ListRunsResponse.runs:type_name -> rbook.v1.Run
-	19, // 10: rbook.v1.WatchRunResponse.run:type_name -> rbook.v1.Run
-	20, // 11: rbook.v1.WatchRunResponse.transition:type_name -> rbook.v1.Transition
-	19, // 12: rbook.v1.CancelRunResponse.run:type_name -> rbook.v1.Run
-	23, // 13: rbook.v1.GetEvidencePackResponse.entries:type_name -> rbook.v1.Evidence
-	0,  // 14: rbook.v1.RunService.StartRun:input_type -> rbook.v1.StartRunRequest
-	2,  // 15: rbook.v1.RunService.RecordTransition:input_type -> rbook.v1.RecordTransitionRequest
-	4,  // 16: rbook.v1.RunService.RenewLease:input_type -> rbook.v1.RenewLeaseRequest
-	6,  // 17: rbook.v1.RunService.GetRun:input_type -> rbook.v1.GetRunRequest
-	8,  // 18: rbook.v1.RunService.ListRuns:input_type -> rbook.v1.ListRunsRequest
-	10, // 19: rbook.v1.RunService.WatchRun:input_type -> rbook.v1.WatchRunRequest
-	12, // 20: rbook.v1.RunService.CancelRun:input_type -> rbook.v1.CancelRunRequest
-	14, // 21: rbook.v1.RunService.GetEvidencePack:input_type -> rbook.v1.GetEvidencePackRequest
-	1,  // 22: rbook.v1.RunService.StartRun:output_type -> rbook.v1.StartRunResponse
-	3,  // 23: rbook.v1.RunService.RecordTransition:output_type -> rbook.v1.RecordTransitionResponse
-	5,  // 24: rbook.v1.RunService.RenewLease:output_type -> rbook.v1.RenewLeaseResponse
-	7,  // 25: rbook.v1.RunService.GetRun:output_type -> rbook.v1.GetRunResponse
-	9,  // 26: rbook.v1.RunService.ListRuns:output_type -> rbook.v1.ListRunsResponse
-	11, // 27: rbook.v1.RunService.WatchRun:output_type -> rbook.v1.WatchRunResponse
-	13, // 28: rbook.v1.RunService.CancelRun:output_type -> rbook.v1.CancelRunResponse
-	15, // 29: rbook.v1.RunService.GetEvidencePack:output_type -> rbook.v1.GetEvidencePackResponse
-	22, // [22:30] is the sub-list for method output_type
-	14, // [14:22] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	17, // 9: rbook.v1.ListRunsRequest.kind:type_name -> rbook.v1.RunKind
+	19, // 10: rbook.v1.ListRunsResponse.runs:type_name -> rbook.v1.Run
+	19, // 11: rbook.v1.WatchRunResponse.run:type_name -> rbook.v1.Run
+	20, // 12: rbook.v1.WatchRunResponse.transition:type_name -> rbook.v1.Transition
+	19, // 13: rbook.v1.CancelRunResponse.run:type_name -> rbook.v1.Run
+	23, // 14: rbook.v1.GetEvidencePackResponse.entries:type_name -> rbook.v1.Evidence
+	0,  // 15: rbook.v1.RunService.StartRun:input_type -> rbook.v1.StartRunRequest
+	2,  // 16: rbook.v1.RunService.RecordTransition:input_type -> rbook.v1.RecordTransitionRequest
+	4,  // 17: rbook.v1.RunService.RenewLease:input_type -> rbook.v1.RenewLeaseRequest
+	6,  // 18: rbook.v1.RunService.GetRun:input_type -> rbook.v1.GetRunRequest
+	8,  // 19: rbook.v1.RunService.ListRuns:input_type -> rbook.v1.ListRunsRequest
+	10, // 20: rbook.v1.RunService.WatchRun:input_type -> rbook.v1.WatchRunRequest
+	12, // 21: rbook.v1.RunService.CancelRun:input_type -> rbook.v1.CancelRunRequest
+	14, // 22: rbook.v1.RunService.GetEvidencePack:input_type -> rbook.v1.GetEvidencePackRequest
+	1,  // 23: rbook.v1.RunService.StartRun:output_type -> rbook.v1.StartRunResponse
+	3,  // 24: rbook.v1.RunService.RecordTransition:output_type -> rbook.v1.RecordTransitionResponse
+	5,  // 25: rbook.v1.RunService.RenewLease:output_type -> rbook.v1.RenewLeaseResponse
+	7,  // 26: rbook.v1.RunService.GetRun:output_type -> rbook.v1.GetRunResponse
+	9,  // 27: rbook.v1.RunService.ListRuns:output_type -> rbook.v1.ListRunsResponse
+	11, // 28: rbook.v1.RunService.WatchRun:output_type -> rbook.v1.WatchRunResponse
+	13, // 29: rbook.v1.RunService.CancelRun:output_type -> rbook.v1.CancelRunResponse
+	15, // 30: rbook.v1.RunService.GetEvidencePack:output_type -> rbook.v1.GetEvidencePackResponse
+	23, // [23:31] is the sub-list for method output_type
+	15, // [15:23] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_rbook_v1_run_service_proto_init() }

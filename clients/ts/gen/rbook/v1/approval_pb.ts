@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file rbook/v1/approval.proto.
  */
 export const file_rbook_v1_approval: GenFile = /*@__PURE__*/
-  fileDesc("ChdyYm9vay92MS9hcHByb3ZhbC5wcm90bxIIcmJvb2sudjEiwQQKCEFwcHJvdmFsEhMKC2FwcHJvdmFsX2lkGAEgASgJEg4KBnJ1bl9pZBgCIAEoCRIRCglzdGVwX25hbWUYAyABKAkSMAoMcmVxdWVzdGVkX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgthcHByb3ZlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEAoIYXBwcm92ZXIYBiABKAkSDgoGcmVhc29uGAcgASgJEigKBnN0YXR1cxgIIAEoDjIYLnJib29rLnYxLkFwcHJvdmFsU3RhdHVzEhMKC2F1dG9fcGFzc2VkGAkgASgIEhIKCnN0ZXBfaW5kZXgYFCABKAUSDgoGcHJvbXB0GBUgASgJEiwKCGRlYWRsaW5lGBYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBITCgtwbGFuX2RpZ2VzdBgXIAEoCRIPCgdvbl9mYWlsGBggASgJEhkKEWRlY2lkZWRfYnlfc291cmNlGBkgASgJEhoKEmFwcHJvdmFsc19yZXF1aXJlZBgaIAEoBRIlCgV2b3RlcxgbIAMoCzIWLnJib29rLnYxLkFwcHJvdmFsVm90ZRIZChFhbGxvd2VkX2FwcHJvdmVycxgcIAMoCRIbChNzdGFydGVyX21heV9hcHByb3ZlGB0gASgIEisKBmdpdGh1YhgeIAEoCzIbLnJib29rLnYxLkdpdEh1YldvcmtmbG93UnVuIqUBCgxBcHByb3ZhbFZvdGUSEAoIYXBwcm92ZXIYASABKAkSKQoHdmVyZGljdBgCIAEoDjIYLnJib29rLnYxLkFwcHJvdmFsU3RhdHVzEg4KBnJlYXNvbhgDIAEoCRImCgJhdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDgoGc291cmNlGAUgASgJEhAKCHZlcmlmaWVkGAYgASgIKsYBCg5BcHByb3ZhbFN0YXR1cxIfChtBUFBST1ZBTF9TVEFUVVNfVU5TUEVDSUZJRUQQABIbChdBUFBST1ZBTF9TVEFUVVNfUEVORElORxABEhwKGEFQUFJPVkFMX1NUQVRVU19BUFBST1ZFRBACEhwKGEFQUFJPVkFMX1NUQVRVU19SRUpFQ1RFRBADEhsKF0FQUFJPVkFMX1NUQVRVU19FWFBJUkVEEAQSHQoZQVBQUk9WQUxfU1RBVFVTX0NBTkNFTExFRBAFQjZaNGdpdGh1Yi5jb20vcmJvb2tocS9yYm9vay1hY3Rpb24vZ2VuL3Jib29rL3YxO3Jib29rdjFiBnByb3RvMw", [file_google_protobuf_timestamp, file_rbook_v1_run]);
+  fileDesc("ChdyYm9vay92MS9hcHByb3ZhbC5wcm90bxIIcmJvb2sudjEi6wQKCEFwcHJvdmFsEhMKC2FwcHJvdmFsX2lkGAEgASgJEg4KBnJ1bl9pZBgCIAEoCRIRCglzdGVwX25hbWUYAyABKAkSMAoMcmVxdWVzdGVkX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgthcHByb3ZlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEAoIYXBwcm92ZXIYBiABKAkSDgoGcmVhc29uGAcgASgJEigKBnN0YXR1cxgIIAEoDjIYLnJib29rLnYxLkFwcHJvdmFsU3RhdHVzEhMKC2F1dG9fcGFzc2VkGAkgASgIEhIKCnN0ZXBfaW5kZXgYFCABKAUSDgoGcHJvbXB0GBUgASgJEiwKCGRlYWRsaW5lGBYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBITCgtwbGFuX2RpZ2VzdBgXIAEoCRIPCgdvbl9mYWlsGBggASgJEhkKEWRlY2lkZWRfYnlfc291cmNlGBkgASgJEhoKEmFwcHJvdmFsc19yZXF1aXJlZBgaIAEoBRIlCgV2b3RlcxgbIAMoCzIWLnJib29rLnYxLkFwcHJvdmFsVm90ZRIZChFhbGxvd2VkX2FwcHJvdmVycxgcIAMoCRIbChNzdGFydGVyX21heV9hcHByb3ZlGB0gASgIEisKBmdpdGh1YhgeIAEoCzIbLnJib29rLnYxLkdpdEh1YldvcmtmbG93UnVuEigKBnBvbGljeRgfIAEoCzIYLnJib29rLnYxLlBvbGljeURlY2lzaW9uImMKDlBvbGljeURlY2lzaW9uEhMKC2F1dG9fcGFzc2VkGAEgASgIEgwKBHJ1bGUYAiABKAkSDgoGYWN0aW9uGAMgASgJEg4KBnJlYXNvbhgEIAEoCRIOCgZzaGFkb3cYBSABKAgipQEKDEFwcHJvdmFsVm90ZRIQCghhcHByb3ZlchgBIAEoCRIpCgd2ZXJkaWN0GAIgASgOMhgucmJvb2sudjEuQXBwcm92YWxTdGF0dXMSDgoGcmVhc29uGAMgASgJEiYKAmF0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIOCgZzb3VyY2UYBSABKAkSEAoIdmVyaWZpZWQYBiABKAgqxgEKDkFwcHJvdmFsU3RhdHVzEh8KG0FQUFJPVkFMX1NUQVRVU19VTlNQRUNJRklFRBAAEhsKF0FQUFJPVkFMX1NUQVRVU19QRU5ESU5HEAESHAoYQVBQUk9WQUxfU1RBVFVTX0FQUFJPVkVEEAISHAoYQVBQUk9WQUxfU1RBVFVTX1JFSkVDVEVEEAMSGwoXQVBQUk9WQUxfU1RBVFVTX0VYUElSRUQQBBIdChlBUFBST1ZBTF9TVEFUVVNfQ0FOQ0VMTEVEEAVCNlo0Z2l0aHViLmNvbS9yYm9va2hxL3Jib29rLWFjdGlvbi9nZW4vcmJvb2svdjE7cmJvb2t2MWIGcHJvdG8z", [file_google_protobuf_timestamp, file_rbook_v1_run]);
 
 /**
  * Approval is one confirm gate. Fields 1-9 are the seed's playbook_approvals columns except the
@@ -174,6 +174,14 @@ export type Approval = Message<"rbook.v1.Approval"> & {
    * @generated from field: rbook.v1.GitHubWorkflowRun github = 30;
    */
   github?: GitHubWorkflowRun | undefined;
+
+  /**
+   * What the auto-pass policy decided at a playbook approval node (issue 9, item 6; DESIGN
+   * D16); unset for runbook confirm steps and when no policy ran.
+   *
+   * @generated from field: rbook.v1.PolicyDecision policy = 31;
+   */
+  policy?: PolicyDecision | undefined;
 };
 
 /**
@@ -182,6 +190,59 @@ export type Approval = Message<"rbook.v1.Approval"> & {
  */
 export const ApprovalSchema: GenMessage<Approval> = /*@__PURE__*/
   messageDesc(file_rbook_v1_approval, 0);
+
+/**
+ * PolicyDecision is the auto-pass policy's verdict at a playbook approval node (seed
+ * playbooks.txt, "Policy evaluator"; issue 9, item 6). The first matching rule decides, except
+ * that no auto-approve passes a gate while a require-human rule matches; no match, or a rule
+ * that fails to evaluate, means a human decides.
+ *
+ * @generated from message rbook.v1.PolicyDecision
+ */
+export type PolicyDecision = Message<"rbook.v1.PolicyDecision"> & {
+  /**
+   * True when the policy approved the gate without a human (and not in shadow mode).
+   *
+   * @generated from field: bool auto_passed = 1;
+   */
+  autoPassed: boolean;
+
+  /**
+   * Name of the deciding rule; empty when no rule matched.
+   *
+   * @generated from field: string rule = 2;
+   */
+  rule: string;
+
+  /**
+   * "auto-approve" or "require-human".
+   *
+   * @generated from field: string action = 3;
+   */
+  action: string;
+
+  /**
+   * Why, e.g. "git push needs a human" or "rule x failed to evaluate: no such key: y".
+   *
+   * @generated from field: string reason = 4;
+   */
+  reason: string;
+
+  /**
+   * True when the server runs the policy in shadow mode (rbook serve --policy-shadow): the
+   * decision is recorded, a human still decides.
+   *
+   * @generated from field: bool shadow = 5;
+   */
+  shadow: boolean;
+};
+
+/**
+ * Describes the message rbook.v1.PolicyDecision.
+ * Use `create(PolicyDecisionSchema)` to create a new message.
+ */
+export const PolicyDecisionSchema: GenMessage<PolicyDecision> = /*@__PURE__*/
+  messageDesc(file_rbook_v1_approval, 1);
 
 /**
  * ApprovalVote is one approver's decision on a gate (issue 7, item 4). A gate that needs M
@@ -240,7 +301,7 @@ export type ApprovalVote = Message<"rbook.v1.ApprovalVote"> & {
  * Use `create(ApprovalVoteSchema)` to create a new message.
  */
 export const ApprovalVoteSchema: GenMessage<ApprovalVote> = /*@__PURE__*/
-  messageDesc(file_rbook_v1_approval, 1);
+  messageDesc(file_rbook_v1_approval, 2);
 
 /**
  * ApprovalStatus is a confirm gate's status. PENDING, APPROVED and REJECTED are the seed's

@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file rbook/v1/approval_service.proto.
  */
 export const file_rbook_v1_approval_service: GenFile = /*@__PURE__*/
-  fileDesc("Ch9yYm9vay92MS9hcHByb3ZhbF9zZXJ2aWNlLnByb3RvEghyYm9vay52MSKBAgoWUmVxdWVzdEFwcHJvdmFsUmVxdWVzdBIOCgZydW5faWQYASABKAkSEQoJc3RlcF9uYW1lGAIgASgJEhIKCnN0ZXBfaW5kZXgYAyABKAUSDgoGcHJvbXB0GAQgASgJEiwKCGRlYWRsaW5lGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBITCgtwbGFuX2RpZ2VzdBgGIAEoCRIPCgdvbl9mYWlsGAcgASgJEhAKCG93bmVyX2lkGAggASgJEg0KBWVwb2NoGAkgASgDEisKBmdpdGh1YhgKIAEoCzIbLnJib29rLnYxLkdpdEh1YldvcmtmbG93UnVuIk4KF1JlcXVlc3RBcHByb3ZhbFJlc3BvbnNlEiQKCGFwcHJvdmFsGAEgASgLMhIucmJvb2sudjEuQXBwcm92YWwSDQoFdG9rZW4YAiABKAkiVgoOQXBwcm92ZVJlcXVlc3QSDQoFdG9rZW4YASABKAkSDgoGcmVhc29uGAIgASgJEhAKCGFwcHJvdmVyGAMgASgJEhMKC2FwcHJvdmFsX2lkGAQgASgJIjcKD0FwcHJvdmVSZXNwb25zZRIkCghhcHByb3ZhbBgBIAEoCzISLnJib29rLnYxLkFwcHJvdmFsIlUKDVJlamVjdFJlcXVlc3QSDQoFdG9rZW4YASABKAkSDgoGcmVhc29uGAIgASgJEhAKCGFwcHJvdmVyGAMgASgJEhMKC2FwcHJvdmFsX2lkGAQgASgJIjYKDlJlamVjdFJlc3BvbnNlEiQKCGFwcHJvdmFsGAEgASgLMhIucmJvb2sudjEuQXBwcm92YWwiKQoSR2V0QXBwcm92YWxSZXF1ZXN0EhMKC2FwcHJvdmFsX2lkGAEgASgJIjsKE0dldEFwcHJvdmFsUmVzcG9uc2USJAoIYXBwcm92YWwYASABKAsyEi5yYm9vay52MS5BcHByb3ZhbCJ3ChRMaXN0QXBwcm92YWxzUmVxdWVzdBIoCgZzdGF0dXMYASABKA4yGC5yYm9vay52MS5BcHByb3ZhbFN0YXR1cxIOCgZydW5faWQYAiABKAkSEQoJcGFnZV9zaXplGAMgASgFEhIKCnBhZ2VfdG9rZW4YBCABKAkiVwoVTGlzdEFwcHJvdmFsc1Jlc3BvbnNlEiUKCWFwcHJvdmFscxgBIAMoCzISLnJib29rLnYxLkFwcHJvdmFsEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIrChRXYXRjaEFwcHJvdmFsUmVxdWVzdBITCgthcHByb3ZhbF9pZBgBIAEoCSI9ChVXYXRjaEFwcHJvdmFsUmVzcG9uc2USJAoIYXBwcm92YWwYASABKAsyEi5yYm9vay52MS5BcHByb3ZhbDLYAwoPQXBwcm92YWxTZXJ2aWNlElYKD1JlcXVlc3RBcHByb3ZhbBIgLnJib29rLnYxLlJlcXVlc3RBcHByb3ZhbFJlcXVlc3QaIS5yYm9vay52MS5SZXF1ZXN0QXBwcm92YWxSZXNwb25zZRI+CgdBcHByb3ZlEhgucmJvb2sudjEuQXBwcm92ZVJlcXVlc3QaGS5yYm9vay52MS5BcHByb3ZlUmVzcG9uc2USOwoGUmVqZWN0EhcucmJvb2sudjEuUmVqZWN0UmVxdWVzdBoYLnJib29rLnYxLlJlamVjdFJlc3BvbnNlEkoKC0dldEFwcHJvdmFsEhwucmJvb2sudjEuR2V0QXBwcm92YWxSZXF1ZXN0Gh0ucmJvb2sudjEuR2V0QXBwcm92YWxSZXNwb25zZRJQCg1MaXN0QXBwcm92YWxzEh4ucmJvb2sudjEuTGlzdEFwcHJvdmFsc1JlcXVlc3QaHy5yYm9vay52MS5MaXN0QXBwcm92YWxzUmVzcG9uc2USUgoNV2F0Y2hBcHByb3ZhbBIeLnJib29rLnYxLldhdGNoQXBwcm92YWxSZXF1ZXN0Gh8ucmJvb2sudjEuV2F0Y2hBcHByb3ZhbFJlc3BvbnNlMAFCNlo0Z2l0aHViLmNvbS9yYm9va2hxL3Jib29rLWFjdGlvbi9nZW4vcmJvb2svdjE7cmJvb2t2MWIGcHJvdG8z", [file_google_protobuf_timestamp, file_rbook_v1_approval, file_rbook_v1_run]);
+  fileDesc("Ch9yYm9vay92MS9hcHByb3ZhbF9zZXJ2aWNlLnByb3RvEghyYm9vay52MSKqAgoWUmVxdWVzdEFwcHJvdmFsUmVxdWVzdBIOCgZydW5faWQYASABKAkSEQoJc3RlcF9uYW1lGAIgASgJEhIKCnN0ZXBfaW5kZXgYAyABKAUSDgoGcHJvbXB0GAQgASgJEiwKCGRlYWRsaW5lGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBITCgtwbGFuX2RpZ2VzdBgGIAEoCRIPCgdvbl9mYWlsGAcgASgJEhAKCG93bmVyX2lkGAggASgJEg0KBWVwb2NoGAkgASgDEisKBmdpdGh1YhgKIAEoCzIbLnJib29rLnYxLkdpdEh1YldvcmtmbG93UnVuEicKBnBvbGljeRgLIAEoCzIXLnJib29rLnYxLlBvbGljeUNvbnRleHQicQoNUG9saWN5Q29udGV4dBIRCglub2RlX2pzb24YASABKAkSFQoNYmluZGluZ3NfanNvbhgCIAEoCRIVCg1wbGF5Ym9va19qc29uGAMgASgJEhAKCGNvbW1hbmRzGAQgAygJEg0KBXRvb2xzGAUgAygJIk4KF1JlcXVlc3RBcHByb3ZhbFJlc3BvbnNlEiQKCGFwcHJvdmFsGAEgASgLMhIucmJvb2sudjEuQXBwcm92YWwSDQoFdG9rZW4YAiABKAkiVgoOQXBwcm92ZVJlcXVlc3QSDQoFdG9rZW4YASABKAkSDgoGcmVhc29uGAIgASgJEhAKCGFwcHJvdmVyGAMgASgJEhMKC2FwcHJvdmFsX2lkGAQgASgJIjcKD0FwcHJvdmVSZXNwb25zZRIkCghhcHByb3ZhbBgBIAEoCzISLnJib29rLnYxLkFwcHJvdmFsIlUKDVJlamVjdFJlcXVlc3QSDQoFdG9rZW4YASABKAkSDgoGcmVhc29uGAIgASgJEhAKCGFwcHJvdmVyGAMgASgJEhMKC2FwcHJvdmFsX2lkGAQgASgJIjYKDlJlamVjdFJlc3BvbnNlEiQKCGFwcHJvdmFsGAEgASgLMhIucmJvb2sudjEuQXBwcm92YWwiKQoSR2V0QXBwcm92YWxSZXF1ZXN0EhMKC2FwcHJvdmFsX2lkGAEgASgJIjsKE0dldEFwcHJvdmFsUmVzcG9uc2USJAoIYXBwcm92YWwYASABKAsyEi5yYm9vay52MS5BcHByb3ZhbCJ3ChRMaXN0QXBwcm92YWxzUmVxdWVzdBIoCgZzdGF0dXMYASABKA4yGC5yYm9vay52MS5BcHByb3ZhbFN0YXR1cxIOCgZydW5faWQYAiABKAkSEQoJcGFnZV9zaXplGAMgASgFEhIKCnBhZ2VfdG9rZW4YBCABKAkiVwoVTGlzdEFwcHJvdmFsc1Jlc3BvbnNlEiUKCWFwcHJvdmFscxgBIAMoCzISLnJib29rLnYxLkFwcHJvdmFsEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIrChRXYXRjaEFwcHJvdmFsUmVxdWVzdBITCgthcHByb3ZhbF9pZBgBIAEoCSI9ChVXYXRjaEFwcHJvdmFsUmVzcG9uc2USJAoIYXBwcm92YWwYASABKAsyEi5yYm9vay52MS5BcHByb3ZhbDLYAwoPQXBwcm92YWxTZXJ2aWNlElYKD1JlcXVlc3RBcHByb3ZhbBIgLnJib29rLnYxLlJlcXVlc3RBcHByb3ZhbFJlcXVlc3QaIS5yYm9vay52MS5SZXF1ZXN0QXBwcm92YWxSZXNwb25zZRI+CgdBcHByb3ZlEhgucmJvb2sudjEuQXBwcm92ZVJlcXVlc3QaGS5yYm9vay52MS5BcHByb3ZlUmVzcG9uc2USOwoGUmVqZWN0EhcucmJvb2sudjEuUmVqZWN0UmVxdWVzdBoYLnJib29rLnYxLlJlamVjdFJlc3BvbnNlEkoKC0dldEFwcHJvdmFsEhwucmJvb2sudjEuR2V0QXBwcm92YWxSZXF1ZXN0Gh0ucmJvb2sudjEuR2V0QXBwcm92YWxSZXNwb25zZRJQCg1MaXN0QXBwcm92YWxzEh4ucmJvb2sudjEuTGlzdEFwcHJvdmFsc1JlcXVlc3QaHy5yYm9vay52MS5MaXN0QXBwcm92YWxzUmVzcG9uc2USUgoNV2F0Y2hBcHByb3ZhbBIeLnJib29rLnYxLldhdGNoQXBwcm92YWxSZXF1ZXN0Gh8ucmJvb2sudjEuV2F0Y2hBcHByb3ZhbFJlc3BvbnNlMAFCNlo0Z2l0aHViLmNvbS9yYm9va2hxL3Jib29rLWFjdGlvbi9nZW4vcmJvb2svdjE7cmJvb2t2MWIGcHJvdG8z", [file_google_protobuf_timestamp, file_rbook_v1_approval, file_rbook_v1_run]);
 
 /**
  * RequestApprovalRequest describes the gate an executor reached (engine.GateRequest).
@@ -98,6 +98,14 @@ export type RequestApprovalRequest = Message<"rbook.v1.RequestApprovalRequest"> 
    * @generated from field: rbook.v1.GitHubWorkflowRun github = 10;
    */
   github?: GitHubWorkflowRun | undefined;
+
+  /**
+   * For a playbook approval node: what the auto-pass policy evaluates (issue 9, item 6). Unset
+   * for a runbook's confirm step, which never auto-passes.
+   *
+   * @generated from field: rbook.v1.PolicyContext policy = 11;
+   */
+  policy?: PolicyContext | undefined;
 };
 
 /**
@@ -106,6 +114,57 @@ export type RequestApprovalRequest = Message<"rbook.v1.RequestApprovalRequest"> 
  */
 export const RequestApprovalRequestSchema: GenMessage<RequestApprovalRequest> = /*@__PURE__*/
   messageDesc(file_rbook_v1_approval_service, 0);
+
+/**
+ * PolicyContext is the input of the auto-pass policy at a playbook approval node (issue 9,
+ * item 6; action/engine.PolicyContext). JSON texts are objects, each at most 256 KiB.
+ *
+ * @generated from message rbook.v1.PolicyContext
+ */
+export type PolicyContext = Message<"rbook.v1.PolicyContext"> & {
+  /**
+   * The approval node as a JSON object: id, type, prompt (rendered), depends.
+   *
+   * @generated from field: string node_json = 1;
+   */
+  nodeJson: string;
+
+  /**
+   * The run's bindings when the gate opened, a JSON object.
+   *
+   * @generated from field: string bindings_json = 2;
+   */
+  bindingsJson: string;
+
+  /**
+   * {name, hash, version} of the playbook, a JSON object.
+   *
+   * @generated from field: string playbook_json = 3;
+   */
+  playbookJson: string;
+
+  /**
+   * Resolved command lines of the deterministic nodes the gate guards (reachable from it
+   * before the next approval node), each at most 4 KiB, at most 256.
+   *
+   * @generated from field: repeated string commands = 4;
+   */
+  commands: string[];
+
+  /**
+   * "agent/skill" of the agentic nodes the gate guards, at most 256.
+   *
+   * @generated from field: repeated string tools = 5;
+   */
+  tools: string[];
+};
+
+/**
+ * Describes the message rbook.v1.PolicyContext.
+ * Use `create(PolicyContextSchema)` to create a new message.
+ */
+export const PolicyContextSchema: GenMessage<PolicyContext> = /*@__PURE__*/
+  messageDesc(file_rbook_v1_approval_service, 1);
 
 /**
  * RequestApprovalResponse returns the gate and its secret token.
@@ -134,7 +193,7 @@ export type RequestApprovalResponse = Message<"rbook.v1.RequestApprovalResponse"
  * Use `create(RequestApprovalResponseSchema)` to create a new message.
  */
 export const RequestApprovalResponseSchema: GenMessage<RequestApprovalResponse> = /*@__PURE__*/
-  messageDesc(file_rbook_v1_approval_service, 1);
+  messageDesc(file_rbook_v1_approval_service, 2);
 
 /**
  * ApproveRequest approves a gate, named by its token or by its approval id (exactly one).
@@ -180,7 +239,7 @@ export type ApproveRequest = Message<"rbook.v1.ApproveRequest"> & {
  * Use `create(ApproveRequestSchema)` to create a new message.
  */
 export const ApproveRequestSchema: GenMessage<ApproveRequest> = /*@__PURE__*/
-  messageDesc(file_rbook_v1_approval_service, 2);
+  messageDesc(file_rbook_v1_approval_service, 3);
 
 /**
  * ApproveResponse returns the decided approval.
@@ -202,7 +261,7 @@ export type ApproveResponse = Message<"rbook.v1.ApproveResponse"> & {
  * Use `create(ApproveResponseSchema)` to create a new message.
  */
 export const ApproveResponseSchema: GenMessage<ApproveResponse> = /*@__PURE__*/
-  messageDesc(file_rbook_v1_approval_service, 3);
+  messageDesc(file_rbook_v1_approval_service, 4);
 
 /**
  * RejectRequest rejects a gate, named by its token or by its approval id (exactly one).
@@ -248,7 +307,7 @@ export type RejectRequest = Message<"rbook.v1.RejectRequest"> & {
  * Use `create(RejectRequestSchema)` to create a new message.
  */
 export const RejectRequestSchema: GenMessage<RejectRequest> = /*@__PURE__*/
-  messageDesc(file_rbook_v1_approval_service, 4);
+  messageDesc(file_rbook_v1_approval_service, 5);
 
 /**
  * RejectResponse returns the decided approval.
@@ -269,7 +328,7 @@ export type RejectResponse = Message<"rbook.v1.RejectResponse"> & {
  * Use `create(RejectResponseSchema)` to create a new message.
  */
 export const RejectResponseSchema: GenMessage<RejectResponse> = /*@__PURE__*/
-  messageDesc(file_rbook_v1_approval_service, 5);
+  messageDesc(file_rbook_v1_approval_service, 6);
 
 /**
  * GetApprovalRequest names an approval.
@@ -290,7 +349,7 @@ export type GetApprovalRequest = Message<"rbook.v1.GetApprovalRequest"> & {
  * Use `create(GetApprovalRequestSchema)` to create a new message.
  */
 export const GetApprovalRequestSchema: GenMessage<GetApprovalRequest> = /*@__PURE__*/
-  messageDesc(file_rbook_v1_approval_service, 6);
+  messageDesc(file_rbook_v1_approval_service, 7);
 
 /**
  * GetApprovalResponse returns one approval.
@@ -311,7 +370,7 @@ export type GetApprovalResponse = Message<"rbook.v1.GetApprovalResponse"> & {
  * Use `create(GetApprovalResponseSchema)` to create a new message.
  */
 export const GetApprovalResponseSchema: GenMessage<GetApprovalResponse> = /*@__PURE__*/
-  messageDesc(file_rbook_v1_approval_service, 7);
+  messageDesc(file_rbook_v1_approval_service, 8);
 
 /**
  * ListApprovalsRequest filters and pages approvals.
@@ -356,7 +415,7 @@ export type ListApprovalsRequest = Message<"rbook.v1.ListApprovalsRequest"> & {
  * Use `create(ListApprovalsRequestSchema)` to create a new message.
  */
 export const ListApprovalsRequestSchema: GenMessage<ListApprovalsRequest> = /*@__PURE__*/
-  messageDesc(file_rbook_v1_approval_service, 8);
+  messageDesc(file_rbook_v1_approval_service, 9);
 
 /**
  * ListApprovalsResponse is one page of approvals.
@@ -384,7 +443,7 @@ export type ListApprovalsResponse = Message<"rbook.v1.ListApprovalsResponse"> & 
  * Use `create(ListApprovalsResponseSchema)` to create a new message.
  */
 export const ListApprovalsResponseSchema: GenMessage<ListApprovalsResponse> = /*@__PURE__*/
-  messageDesc(file_rbook_v1_approval_service, 9);
+  messageDesc(file_rbook_v1_approval_service, 10);
 
 /**
  * WatchApprovalRequest names the approval to watch.
@@ -405,7 +464,7 @@ export type WatchApprovalRequest = Message<"rbook.v1.WatchApprovalRequest"> & {
  * Use `create(WatchApprovalRequestSchema)` to create a new message.
  */
 export const WatchApprovalRequestSchema: GenMessage<WatchApprovalRequest> = /*@__PURE__*/
-  messageDesc(file_rbook_v1_approval_service, 10);
+  messageDesc(file_rbook_v1_approval_service, 11);
 
 /**
  * WatchApprovalResponse is one state of a watched approval.
@@ -426,7 +485,7 @@ export type WatchApprovalResponse = Message<"rbook.v1.WatchApprovalResponse"> & 
  * Use `create(WatchApprovalResponseSchema)` to create a new message.
  */
 export const WatchApprovalResponseSchema: GenMessage<WatchApprovalResponse> = /*@__PURE__*/
-  messageDesc(file_rbook_v1_approval_service, 11);
+  messageDesc(file_rbook_v1_approval_service, 12);
 
 /**
  * ApprovalService owns confirm gates and their HMAC resume tokens (issue 3, items 1 and 4;

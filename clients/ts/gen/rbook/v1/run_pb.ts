@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file rbook/v1/run.proto.
  */
 export const file_rbook_v1_run: GenFile = /*@__PURE__*/
-  fileDesc("ChJyYm9vay92MS9ydW4ucHJvdG8SCHJib29rLnYxIqQFCgNSdW4SDgoGcnVuX2lkGAEgASgJEh8KBGtpbmQYAiABKA4yES5yYm9vay52MS5SdW5LaW5kEgwKBG5hbWUYAyABKAkSFAoMY29udGVudF9oYXNoGAQgASgJEhQKDGN1cnJlbnRfc3RlcBgFIAEoCRIjCgZzdGF0dXMYBiABKA4yEy5yYm9vay52MS5SdW5TdGF0dXMSLgoKc3RhcnRlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMAoMY29tcGxldGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIVCg1lcnJvcl9jb250ZXh0GAkgASgJEhQKDHNjaGVtYV9oYXNoOBgKIAEoCRITCgt0b3RhbF9zdGVwcxgLIAEoBRIhChlsYXN0X2NvbXBsZXRlZF9zdGVwX2luZGV4GAwgASgFEhoKEmN1cnJlbnRfc3RlcF9pbmRleBgNIAEoBRIYChBsYXN0X2RlcGxveV9uYW1lGA4gASgJEhIKCnN0YXJ0ZWRfYnkYDyABKAkSEAoIbGFzdF9zZXEYECABKAMSLgoKdXBkYXRlZF9hdBgRIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASIQoFbGVhc2UYEiABKAsyEi5yYm9vay52MS5SdW5MZWFzZRIuCghwbGF5Ym9vaxgTIAEoCzIcLnJib29rLnYxLlBsYXlib29rUnVuRGV0YWlscxIrCg5zdGFydGVkX2J5X2pvYhgUIAEoCzITLnJib29rLnYxLkdpdEh1YkpvYhI6ChVyZXBvcnRlZF93b3JrZmxvd19ydW4YFSABKAsyGy5yYm9vay52MS5HaXRIdWJXb3JrZmxvd1J1biJ9ChFHaXRIdWJXb3JrZmxvd1J1bhISCgpyZXBvc2l0b3J5GAEgASgJEg4KBnJ1bl9pZBgCIAEoCRITCgtydW5fYXR0ZW1wdBgDIAEoCRINCgVhY3RvchgEIAEoCRILCgNzaGEYBSABKAkSEwoLZW52aXJvbm1lbnQYBiABKAkiyQEKCUdpdEh1YkpvYhINCgVhY3RvchgBIAEoCRISCgpyZXBvc2l0b3J5GAIgASgJEhUKDXJlcG9zaXRvcnlfaWQYAyABKAkSDgoGcnVuX2lkGAQgASgJEhMKC3J1bl9hdHRlbXB0GAUgASgJEgsKA3NoYRgGIAEoCRIUCgx3b3JrZmxvd19yZWYYByABKAkSCwoDcmVmGAggASgJEhMKC2Vudmlyb25tZW50GAkgASgJEhgKEGpvYl93b3JrZmxvd19yZWYYCiABKAkiWAoIUnVuTGVhc2USDQoFb3duZXIYASABKAkSDQoFZXBvY2gYAiABKAMSLgoKZXhwaXJlc19hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAi0AEKElBsYXlib29rUnVuRGV0YWlscxIQCghiaW5kaW5ncxgBIAEoCRJLChBpdGVyYXRpb25fY291bnRzGAIgAygLMjEucmJvb2sudjEuUGxheWJvb2tSdW5EZXRhaWxzLkl0ZXJhdGlvbkNvdW50c0VudHJ5Eg8KB2VwaWNfaWQYAyABKAkSEgoKc2Vzc2lvbl9pZBgEIAEoCRo2ChRJdGVyYXRpb25Db3VudHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAU6AjgBIsIBCghFdmlkZW5jZRIRCglzdGVwX25hbWUYASABKAkSDAoEdHlwZRgCIAEoCRISCgVpbnB1dBgDIAEoCUgAiAEBEg4KBm91dHB1dBgEIAEoCRIkCgZzdGF0dXMYBSABKA4yFC5yYm9vay52MS5TdGVwU3RhdHVzEhUKDXRpbWVzdGFtcF91dGMYBiABKAkSGQoMc291cmNlX2lucHV0GAcgASgJSAGIAQFCCAoGX2lucHV0Qg8KDV9zb3VyY2VfaW5wdXQi9gIKClRyYW5zaXRpb24SDgoGcnVuX2lkGAEgASgJEgsKA3NlcRgCIAEoAxImCgRraW5kGAMgASgOMhgucmJvb2sudjEuVHJhbnNpdGlvbktpbmQSKAoEdGltZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKc3RlcF9pbmRleBgFIAEoBRIRCglzdGVwX25hbWUYBiABKAkSEQoJc3RlcF90eXBlGAcgASgJEiQKCGV2aWRlbmNlGAggASgLMhIucmJvb2sudjEuRXZpZGVuY2USJwoKcnVuX3N0YXR1cxgJIAEoDjITLnJib29rLnYxLlJ1blN0YXR1cxIYChBsYXN0X2RlcGxveV9uYW1lGAogASgJEg8KB21lc3NhZ2UYCyABKAkSLwoLcmVjb3JkZWRfYXQYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhQKDHJvbGxiYWNrX2ZvchgNIAEoCSqhAQoJUnVuU3RhdHVzEhoKFlJVTl9TVEFUVVNfVU5TUEVDSUZJRUQQABIWChJSVU5fU1RBVFVTX1JVTk5JTkcQARIVChFSVU5fU1RBVFVTX1BBVVNFRBACEhUKEVJVTl9TVEFUVVNfRkFJTEVEEAMSGAoUUlVOX1NUQVRVU19TVUNDRUVERUQQBBIYChRSVU5fU1RBVFVTX0NBTkNFTExFRBAFKrABCgpTdGVwU3RhdHVzEhsKF1NURVBfU1RBVFVTX1VOU1BFQ0lGSUVEEAASFAoQU1RFUF9TVEFUVVNfUEFTUxABEhQKEFNURVBfU1RBVFVTX0ZBSUwQAhIZChVTVEVQX1NUQVRVU19USU1FRF9PVVQQAxIXChNTVEVQX1NUQVRVU19TS0lQUEVEEAQSJQohU1RFUF9TVEFUVVNfQVdBSVRJTkdfQ09ORklSTUFUSU9OEAUqoQIKDlRyYW5zaXRpb25LaW5kEh8KG1RSQU5TSVRJT05fS0lORF9VTlNQRUNJRklFRBAAEh8KG1RSQU5TSVRJT05fS0lORF9SVU5fU1RBUlRFRBABEiAKHFRSQU5TSVRJT05fS0lORF9TVEVQX1NUQVJURUQQAhIhCh1UUkFOU0lUSU9OX0tJTkRfU1RFUF9GSU5JU0hFRBADEh8KG1RSQU5TSVRJT05fS0lORF9HQVRFX09QRU5FRBAEEiAKHFRSQU5TSVRJT05fS0lORF9HQVRFX0RFQ0lERUQQBRIgChxUUkFOU0lUSU9OX0tJTkRfUlVOX0ZJTklTSEVEEAYSIwofVFJBTlNJVElPTl9LSU5EX1JVTl9JTlRFUlJVUFRFRBAHKlAKB1J1bktpbmQSGAoUUlVOX0tJTkRfVU5TUEVDSUZJRUQQABIUChBSVU5fS0lORF9SVU5CT09LEAESFQoRUlVOX0tJTkRfUExBWUJPT0sQAkI2WjRnaXRodWIuY29tL3Jib29raHEvcmJvb2stYWN0aW9uL2dlbi9yYm9vay92MTtyYm9va3YxYgZwcm90bzM", [file_google_protobuf_timestamp]);
+  fileDesc("ChJyYm9vay92MS9ydW4ucHJvdG8SCHJib29rLnYxIqQFCgNSdW4SDgoGcnVuX2lkGAEgASgJEh8KBGtpbmQYAiABKA4yES5yYm9vay52MS5SdW5LaW5kEgwKBG5hbWUYAyABKAkSFAoMY29udGVudF9oYXNoGAQgASgJEhQKDGN1cnJlbnRfc3RlcBgFIAEoCRIjCgZzdGF0dXMYBiABKA4yEy5yYm9vay52MS5SdW5TdGF0dXMSLgoKc3RhcnRlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMAoMY29tcGxldGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIVCg1lcnJvcl9jb250ZXh0GAkgASgJEhQKDHNjaGVtYV9oYXNoOBgKIAEoCRITCgt0b3RhbF9zdGVwcxgLIAEoBRIhChlsYXN0X2NvbXBsZXRlZF9zdGVwX2luZGV4GAwgASgFEhoKEmN1cnJlbnRfc3RlcF9pbmRleBgNIAEoBRIYChBsYXN0X2RlcGxveV9uYW1lGA4gASgJEhIKCnN0YXJ0ZWRfYnkYDyABKAkSEAoIbGFzdF9zZXEYECABKAMSLgoKdXBkYXRlZF9hdBgRIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASIQoFbGVhc2UYEiABKAsyEi5yYm9vay52MS5SdW5MZWFzZRIuCghwbGF5Ym9vaxgTIAEoCzIcLnJib29rLnYxLlBsYXlib29rUnVuRGV0YWlscxIrCg5zdGFydGVkX2J5X2pvYhgUIAEoCzITLnJib29rLnYxLkdpdEh1YkpvYhI6ChVyZXBvcnRlZF93b3JrZmxvd19ydW4YFSABKAsyGy5yYm9vay52MS5HaXRIdWJXb3JrZmxvd1J1biJ9ChFHaXRIdWJXb3JrZmxvd1J1bhISCgpyZXBvc2l0b3J5GAEgASgJEg4KBnJ1bl9pZBgCIAEoCRITCgtydW5fYXR0ZW1wdBgDIAEoCRINCgVhY3RvchgEIAEoCRILCgNzaGEYBSABKAkSEwoLZW52aXJvbm1lbnQYBiABKAkiyQEKCUdpdEh1YkpvYhINCgVhY3RvchgBIAEoCRISCgpyZXBvc2l0b3J5GAIgASgJEhUKDXJlcG9zaXRvcnlfaWQYAyABKAkSDgoGcnVuX2lkGAQgASgJEhMKC3J1bl9hdHRlbXB0GAUgASgJEgsKA3NoYRgGIAEoCRIUCgx3b3JrZmxvd19yZWYYByABKAkSCwoDcmVmGAggASgJEhMKC2Vudmlyb25tZW50GAkgASgJEhgKEGpvYl93b3JrZmxvd19yZWYYCiABKAkiWAoIUnVuTGVhc2USDQoFb3duZXIYASABKAkSDQoFZXBvY2gYAiABKAMSLgoKZXhwaXJlc19hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiigIKElBsYXlib29rUnVuRGV0YWlscxIQCghiaW5kaW5ncxgBIAEoCRJLChBpdGVyYXRpb25fY291bnRzGAIgAygLMjEucmJvb2sudjEuUGxheWJvb2tSdW5EZXRhaWxzLkl0ZXJhdGlvbkNvdW50c0VudHJ5Eg8KB2VwaWNfaWQYAyABKAkSEgoKc2Vzc2lvbl9pZBgEIAEoCRIUCgxhY3RpdmVfbm9kZXMYBSADKAkSIgoFbm9kZXMYBiADKAsyEy5yYm9vay52MS5Ob2RlU3RhdGUaNgoUSXRlcmF0aW9uQ291bnRzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgFOgI4ASK9AQoJTm9kZVN0YXRlEg8KB25vZGVfaWQYASABKAkSDAoEdHlwZRgCIAEoCRIOCgZzdGF0dXMYAyABKAkSEgoKaXRlcmF0aW9ucxgEIAEoBRIuCgpzdGFydGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgtmaW5pc2hlZF9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDAoEbm90ZRgHIAEoCSLCAQoIRXZpZGVuY2USEQoJc3RlcF9uYW1lGAEgASgJEgwKBHR5cGUYAiABKAkSEgoFaW5wdXQYAyABKAlIAIgBARIOCgZvdXRwdXQYBCABKAkSJAoGc3RhdHVzGAUgASgOMhQucmJvb2sudjEuU3RlcFN0YXR1cxIVCg10aW1lc3RhbXBfdXRjGAYgASgJEhkKDHNvdXJjZV9pbnB1dBgHIAEoCUgBiAEBQggKBl9pbnB1dEIPCg1fc291cmNlX2lucHV0IvYCCgpUcmFuc2l0aW9uEg4KBnJ1bl9pZBgBIAEoCRILCgNzZXEYAiABKAMSJgoEa2luZBgDIAEoDjIYLnJib29rLnYxLlRyYW5zaXRpb25LaW5kEigKBHRpbWUYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKCnN0ZXBfaW5kZXgYBSABKAUSEQoJc3RlcF9uYW1lGAYgASgJEhEKCXN0ZXBfdHlwZRgHIAEoCRIkCghldmlkZW5jZRgIIAEoCzISLnJib29rLnYxLkV2aWRlbmNlEicKCnJ1bl9zdGF0dXMYCSABKA4yEy5yYm9vay52MS5SdW5TdGF0dXMSGAoQbGFzdF9kZXBsb3lfbmFtZRgKIAEoCRIPCgdtZXNzYWdlGAsgASgJEi8KC3JlY29yZGVkX2F0GAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIUCgxyb2xsYmFja19mb3IYDSABKAkqoQEKCVJ1blN0YXR1cxIaChZSVU5fU1RBVFVTX1VOU1BFQ0lGSUVEEAASFgoSUlVOX1NUQVRVU19SVU5OSU5HEAESFQoRUlVOX1NUQVRVU19QQVVTRUQQAhIVChFSVU5fU1RBVFVTX0ZBSUxFRBADEhgKFFJVTl9TVEFUVVNfU1VDQ0VFREVEEAQSGAoUUlVOX1NUQVRVU19DQU5DRUxMRUQQBSqwAQoKU3RlcFN0YXR1cxIbChdTVEVQX1NUQVRVU19VTlNQRUNJRklFRBAAEhQKEFNURVBfU1RBVFVTX1BBU1MQARIUChBTVEVQX1NUQVRVU19GQUlMEAISGQoVU1RFUF9TVEFUVVNfVElNRURfT1VUEAMSFwoTU1RFUF9TVEFUVVNfU0tJUFBFRBAEEiUKIVNURVBfU1RBVFVTX0FXQUlUSU5HX0NPTkZJUk1BVElPThAFKqECCg5UcmFuc2l0aW9uS2luZBIfChtUUkFOU0lUSU9OX0tJTkRfVU5TUEVDSUZJRUQQABIfChtUUkFOU0lUSU9OX0tJTkRfUlVOX1NUQVJURUQQARIgChxUUkFOU0lUSU9OX0tJTkRfU1RFUF9TVEFSVEVEEAISIQodVFJBTlNJVElPTl9LSU5EX1NURVBfRklOSVNIRUQQAxIfChtUUkFOU0lUSU9OX0tJTkRfR0FURV9PUEVORUQQBBIgChxUUkFOU0lUSU9OX0tJTkRfR0FURV9ERUNJREVEEAUSIAocVFJBTlNJVElPTl9LSU5EX1JVTl9GSU5JU0hFRBAGEiMKH1RSQU5TSVRJT05fS0lORF9SVU5fSU5URVJSVVBURUQQBypQCgdSdW5LaW5kEhgKFFJVTl9LSU5EX1VOU1BFQ0lGSUVEEAASFAoQUlVOX0tJTkRfUlVOQk9PSxABEhUKEVJVTl9LSU5EX1BMQVlCT09LEAJCNlo0Z2l0aHViLmNvbS9yYm9va2hxL3Jib29rLWFjdGlvbi9nZW4vcmJvb2svdjE7cmJvb2t2MWIGcHJvdG8z", [file_google_protobuf_timestamp]);
 
 /**
  * Run is one runbook or playbook run. Field names are neutral (issue 6, item 2.3); the
@@ -411,6 +411,21 @@ export type PlaybookRunDetails = Message<"rbook.v1.PlaybookRunDetails"> & {
    * @generated from field: string session_id = 4;
    */
   sessionId: string;
+
+  /**
+   * The nodes executing or waiting at a gate right now, in plan order (column current_node
+   * holds them joined by ","; issue 9, item 4). Empty when none is.
+   *
+   * @generated from field: repeated string active_nodes = 5;
+   */
+  activeNodes: string[];
+
+  /**
+   * Every node of the run in plan order with its state, derived from the transitions.
+   *
+   * @generated from field: repeated rbook.v1.NodeState nodes = 6;
+   */
+  nodes: NodeState[];
 };
 
 /**
@@ -419,6 +434,70 @@ export type PlaybookRunDetails = Message<"rbook.v1.PlaybookRunDetails"> & {
  */
 export const PlaybookRunDetailsSchema: GenMessage<PlaybookRunDetails> = /*@__PURE__*/
   messageDesc(file_rbook_v1_run, 4);
+
+/**
+ * NodeState is one playbook node's state in a run (issue 9, item 8).
+ *
+ * @generated from message rbook.v1.NodeState
+ */
+export type NodeState = Message<"rbook.v1.NodeState"> & {
+  /**
+   * The node id.
+   *
+   * @generated from field: string node_id = 1;
+   */
+  nodeId: string;
+
+  /**
+   * "deterministic", "agentic" or "approval".
+   *
+   * @generated from field: string type = 2;
+   */
+  type: string;
+
+  /**
+   * "pending" (not started), "running", "waiting" (an approval gate is open), or the status of
+   * its last execution: "PASS", "FAIL", "TIMED_OUT", "SKIPPED" (not run, or skipped by a when).
+   *
+   * @generated from field: string status = 3;
+   */
+  status: string;
+
+  /**
+   * How many times the node has started in this run (iteration_counts[node_id]).
+   *
+   * @generated from field: int32 iterations = 4;
+   */
+  iterations: number;
+
+  /**
+   * When its last execution started (executor clock); unset when it has not.
+   *
+   * @generated from field: google.protobuf.Timestamp started_at = 5;
+   */
+  startedAt?: Timestamp | undefined;
+
+  /**
+   * When its last execution finished (executor clock); unset while it runs or before.
+   *
+   * @generated from field: google.protobuf.Timestamp finished_at = 6;
+   */
+  finishedAt?: Timestamp | undefined;
+
+  /**
+   * Why it did not run or what it ended with (the last evidence output, at most 1 KiB).
+   *
+   * @generated from field: string note = 7;
+   */
+  note: string;
+};
+
+/**
+ * Describes the message rbook.v1.NodeState.
+ * Use `create(NodeStateSchema)` to create a new message.
+ */
+export const NodeStateSchema: GenMessage<NodeState> = /*@__PURE__*/
+  messageDesc(file_rbook_v1_run, 5);
 
 /**
  * Evidence is one evidence-pack entry with exactly the seed's fields (seed runbook-executor,
@@ -485,7 +564,7 @@ export type Evidence = Message<"rbook.v1.Evidence"> & {
  * Use `create(EvidenceSchema)` to create a new message.
  */
 export const EvidenceSchema: GenMessage<Evidence> = /*@__PURE__*/
-  messageDesc(file_rbook_v1_run, 5);
+  messageDesc(file_rbook_v1_run, 6);
 
 /**
  * Transition is one durable event of a run, mirroring action/engine.Transition. (run_id, seq)
@@ -593,7 +672,7 @@ export type Transition = Message<"rbook.v1.Transition"> & {
  * Use `create(TransitionSchema)` to create a new message.
  */
 export const TransitionSchema: GenMessage<Transition> = /*@__PURE__*/
-  messageDesc(file_rbook_v1_run, 6);
+  messageDesc(file_rbook_v1_run, 7);
 
 /**
  * RunStatus is a run's status. It mirrors the seed's playbook_runs.status words
