@@ -334,6 +334,16 @@ type RunInfo struct {
 	// Reported is the workflow run the executor runs in, from the runner's environment
 	// (StartRunRequest.reported_workflow_run; issue 8), nil outside a runner.
 	Reported *rbookv1.GitHubWorkflowRun
+	// Kind is the run's format: RUN_KIND_PLAYBOOK for a .cantbook; the zero value
+	// (RUN_KIND_UNSPECIFIED) is sent as RUN_KIND_RUNBOOK (issue 9, item 8).
+	Kind rbookv1.RunKind
+	// Bindings is a playbook run's validated inputs (defaults applied) as a JSON object, the
+	// run's first bindings (StartRunRequest.bindings, column playbook_runs.bindings; at most
+	// 1 MiB, the control plane refuses more with E_INVALID_ARGUMENT). Empty means {}.
+	Bindings string
+	// EpicID and SessionID link a playbook run to a task epic and a session (columns epic_id,
+	// session_id; seed playbooks.txt); optional, each at most 128 bytes.
+	EpicID, SessionID string
 }
 
 // Sentinel errors of StartRun (DESIGN D6, D12).
@@ -372,6 +382,10 @@ func (c *Client) StartRun(ctx context.Context, ri RunInfo) (Started, error) {
 		TotalSteps: int32(ri.TotalSteps), StartedBy: ri.StartedBy, StartedAt: timestamppb.New(ri.StartedAt),
 		Kind: rbookv1.RunKind_RUN_KIND_RUNBOOK, OwnerId: ri.OwnerID, TakeOver: ri.TakeOver,
 		LeaseSeconds: int32(ri.Lease / time.Second), ReportedWorkflowRun: ri.Reported,
+		Bindings: ri.Bindings, EpicId: ri.EpicID, SessionId: ri.SessionID,
+	}
+	if ri.Kind != rbookv1.RunKind_RUN_KIND_UNSPECIFIED {
+		req.Kind = ri.Kind
 	}
 	var resp *rbookv1.StartRunResponse
 	err := c.retry(ctx, func(ctx context.Context) error {

@@ -95,10 +95,16 @@ func (e *PausedError) Error() string {
 // returns ctx.Err() when the run stops (signal, cancel).
 func (g *Gate) Await(ctx context.Context, req engine.GateRequest) (engine.Decision, error) {
 	owner, epoch := g.C.Fence()
+	policy, err := PolicyContextProto(req.Policy)
+	if err != nil {
+		// No policy context the control plane would take: the gate cannot open. That is no
+		// decision, so the run halts (resumable) rather than fail the node.
+		return engine.Decision{}, fmt.Errorf("gate '%s': %w", req.StepName, err)
+	}
 	open := &rbookv1.RequestApprovalRequest{
 		RunId: req.RunID, StepName: req.StepName, StepIndex: int32(req.StepIndex), Prompt: req.Prompt,
 		Deadline: timestamppb.New(req.Deadline), PlanDigest: req.PlanDigest, OnFail: req.OnFail,
-		OwnerId: owner, Epoch: epoch, Github: g.GitHub,
+		OwnerId: owner, Epoch: epoch, Github: g.GitHub, Policy: policy,
 	}
 	// hold ends when the run stops, not at the gate's deadline.
 	hold, release := untilStopped(ctx)
@@ -112,7 +118,7 @@ func (g *Gate) Await(ctx context.Context, req engine.GateRequest) (engine.Decisi
 		}
 	}
 	var opened *rbookv1.RequestApprovalResponse
-	err := g.C.retry(ctx, func(ctx context.Context) error {
+	err = g.C.retry(ctx, func(ctx context.Context) error {
 		var err error
 		opened, err = g.C.Approvals.RequestApproval(ctx, open)
 		return err
@@ -131,6 +137,15 @@ func (g *Gate) Await(ctx context.Context, req engine.GateRequest) (engine.Decisi
 	if dl := opened.GetApproval().GetDeadline(); dl != nil && dl.AsTime().Before(req.Deadline) {
 		localReq.Deadline = dl.AsTime()
 		localReq.Reopened = dl.AsTime().Before(req.Deadline.Add(-time.Second))
+	}
+	if a := opened.GetApproval(); a.GetStatus() == rbookv1.ApprovalStatus_APPROVAL_STATUS_APPROVED {
+		// Decided when it opened: the auto-pass policy approved a playbook gate (issue 9,
+		// item 6), or it was approved while this executor was away. Nobody is asked and no
+		// token is announced; the decision returns at once, with the policy's verdict.
+		if g.Decided != nil {
+			g.Decided(a)
+		}
+		return decisionOf(a)
 	}
 	if g.Opened != nil {
 		g.Opened(opened.GetApproval(), token, localReq.Deadline)
@@ -354,7 +369,10 @@ const sourceDeadline = "deadline"
 // runbook-executor, confirm step). An approved M-of-N gate's By names every approver in vote
 // order ("alice, bob": the approval's approver).
 func decisionOf(a *rbookv1.Approval) (engine.Decision, error) {
-	d := engine.Decision{By: a.GetApprover(), Reason: a.GetReason(), Source: "control-plane"}
+	d := engine.Decision{By: a.GetApprover(), Reason: a.GetReason(), Source: "control-plane", Policy: PolicyDecisionOf(a.GetPolicy())}
+	if a.GetDecidedBySource() == SourcePolicy {
+		d.Source = SourcePolicy
+	}
 	switch st := a.GetStatus(); {
 	case st == rbookv1.ApprovalStatus_APPROVAL_STATUS_EXPIRED,
 		st == rbookv1.ApprovalStatus_APPROVAL_STATUS_REJECTED && a.GetDecidedBySource() == sourceDeadline:

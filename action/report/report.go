@@ -168,6 +168,9 @@ type Report struct {
 	Rows []Row
 	// EvidencePath is where the evidence pack JSON was written ("" when it was not).
 	EvidencePath string
+	// DAG is a playbook run's graph as a Mermaid block (MermaidDAG of PlaybookGraph; issue
+	// 9, item 8); "" for a runbook run.
+	DAG string
 	// Counts over the runbook-step rows by final status; Done counts the rows with an
 	// outcome (not NotRun), Extra the rows that are no runbook step (the CANCEL audit entry).
 	Done, Pass, Fail, TimedOut, Skipped, NotRunCount, Extra int

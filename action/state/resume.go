@@ -43,6 +43,9 @@ type Opened struct {
 	// that was in flight when the executor died: the run ends without running it again
 	// (engine.Start.SkipOwedRollback).
 	SkipOwedRollback bool
+	// SkipNodes are playbook nodes in unknown state the operator chose to go on after
+	// (--skip-node; OpenPlaybook): the run records each SKIPPED before anything else runs.
+	SkipNodes []string
 	// PrevPath is where KeepPrevious moves a final previous state file ("" when there is none).
 	PrevPath string
 	path     string

@@ -76,6 +76,28 @@ type State struct {
 	// Outbox holds transitions not yet acknowledged by the control plane, oldest first; they
 	// are sent again (idempotently) on resume, so nothing recorded locally is lost.
 	Outbox []engine.Transition `json:"outbox,omitempty"`
+
+	// The playbook additions (issue 9, items 3 and 4; playbook.go). All are absent from a
+	// runbook's state file.
+	//
+	// Kind is "playbook" for a .cantbook run; absent for a runbook.
+	Kind string `json:"kind,omitempty"`
+	// PlaybookPath is the .cantbook the run was started from, as given.
+	PlaybookPath string `json:"playbook_path,omitempty"`
+	// Bindings are the run's bindings: the validated inputs at the top level and each node's
+	// output under its id (the evidence output of its last PASS, parsed as a JSON object),
+	// as playbook_runs.bindings holds them (seed playbooks.txt).
+	Bindings map[string]any `json:"bindings,omitempty"`
+	// IterationCounts counts each node's executions (step_started) in this run; never reset
+	// (seed playbook_runs.iteration_counts; issue 9, item 5).
+	IterationCounts map[string]int `json:"iteration_counts,omitempty"`
+	// InFlightNodes are the side-effecting nodes (deterministic, agentic) that started and
+	// have no recorded outcome yet, in the order they started: several run at once in a DAG.
+	// InFlight is the first of them, so runbook readers still see one.
+	InFlightNodes []InFlight `json:"in_flight_nodes,omitempty"`
+	// EpicID and SessionID are the playbook run's links (columns epic_id, session_id).
+	EpicID    string `json:"epic_id,omitempty"`
+	SessionID string `json:"session_id,omitempty"`
 }
 
 // Interruption records a signal that stopped the run (case R07).
