@@ -425,7 +425,33 @@ function rbookEnv(env = process.env) {
 function rbookVerb(env = process.env) {
   const verb = input('verb', 'run', env);
   if (verb !== 'run' && verb !== 'resume') throw new ShimError(`input verb: ${JSON.stringify(verb)} is not run or resume`);
+  // Issue 9, item 8: playbook: path.cantbook runs `rbook playbook run`.
+  const playbook = input('playbook', '', env);
+  if (playbook !== '') {
+    if (input('runbook', '', env) !== '') throw new ShimError('inputs runbook and playbook are mutually exclusive: set one of them');
+    if (verb !== 'run') throw new ShimError(`input verb: ${JSON.stringify(verb)} is for runbooks; a playbook runs (and resumes) with verb run`);
+    return ['playbook', 'run'];
+  }
+  if (input('inputs', '', env) !== '') throw new ShimError('input inputs is for a playbook: set playbook too, or drop inputs');
   return [verb];
+}
+
+/**
+ * playbookInputs turns the input inputs (one NAME=VALUE per line; blank lines and lines that
+ * start with # are skipped) into rbook's --input=NAME=VALUE arguments, each one argument.
+ * Throws ShimError naming the line for a line without "=" or with an empty NAME.
+ */
+function playbookInputs(env = process.env) {
+  const text = input('inputs', '', env);
+  const args = [];
+  text.split(/\r?\n/).forEach((line, i) => {
+    const l = line.trim();
+    if (l === '' || l.startsWith('#')) return;
+    const eq = l.indexOf('=');
+    if (eq <= 0) throw new ShimError(`input inputs, line ${i + 1}: ${JSON.stringify(l)} is not NAME=VALUE`);
+    args.push(`--input=${l}`);
+  });
+  return args;
 }
 
 /**
@@ -435,6 +461,9 @@ function rbookVerb(env = process.env) {
  * Nothing goes through a shell.
  */
 function rbookArgs(verb, env = process.env) {
+  if (verb[0] === 'playbook') {
+    return [...verb, ...playbookInputs(env), `--report=${reportPath(env)}`, '--', input('playbook', '', env)];
+  }
   const args = [...verb, `--dir=${input('dir', 'runbooks', env)}`];
   const step = input('step-index', '', env);
   if (verb[0] === 'run' && step !== '') args.push(`--step-index=${step}`);
@@ -456,7 +485,9 @@ function reportPath(env = process.env) {
   const path = require('node:path');
   const dir = path.join(env.RUNNER_TEMP || require('node:os').tmpdir(), 'rbook');
   require('node:fs').mkdirSync(dir, { recursive: true });
-  const name = input('runbook', 'prod', env).replace(/[^A-Za-z0-9._-]/g, '_').replace(/^\.+/, '_');
+  const playbook = input('playbook', '', env);
+  const base = playbook !== '' ? path.basename(playbook).replace(/\.cantbook$/, '') : input('runbook', 'prod', env);
+  const name = base.replace(/[^A-Za-z0-9._-]/g, '_').replace(/^\.+/, '_');
   return path.join(dir, `${name}.report.md`);
 }
 
@@ -489,5 +520,5 @@ function exitCodeOf(code, signal) {
 module.exports = {
   MAX_ARCHIVE_BYTES, MAX_UNPACKED_BYTES, DOWNLOAD_TIMEOUT_MS, MAX_REDIRECTS, ShimError,
   VERSION_RE, CACHED_ARCHIVE, input, target, archiveName, readRelease, sha256, download, safeEntryPath, tarEntries, untarGz, cacheDir, cached, install,
-  buildFromSource, resolveBinary, saveState, rbookEnv, rbookVerb, rbookArgs, reportPath, runForwarding, exitCodeOf,
+  buildFromSource, resolveBinary, saveState, rbookEnv, rbookVerb, rbookArgs, playbookInputs, reportPath, runForwarding, exitCodeOf,
 };

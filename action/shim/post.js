@@ -3,7 +3,7 @@
 // `rbook github post` with the same inputs as main: a run the job left unfinished is recorded
 // interrupted, its outbox delivered and its pending approvals withdrawn (issue 7, item 2).
 // When main never got a binary (it failed before), there is nothing to do.
-const { ShimError, rbookEnv, rbookArgs, runForwarding } = require('./lib.js');
+const { ShimError, input, rbookEnv, rbookArgs, runForwarding } = require('./lib.js');
 
 async function post() {
   const bin = process.env.STATE_binary;
@@ -12,6 +12,12 @@ async function post() {
     return 0;
   }
   if (process.env.STATE_cwd) process.chdir(process.env.STATE_cwd);
+  if (input('playbook', '', process.env) !== '') {
+    // Issue 9: rbook github post finishes runbook runs only; a playbook run the job left
+    // unfinished keeps its state file and resumes with the same rbook playbook run.
+    console.log('rbook: post does not finish playbook runs yet; an unfinished playbook run resumes with the same rbook playbook run.');
+    return 0;
+  }
   return runForwarding(bin, rbookArgs(['github', 'post']), rbookEnv());
 }
 

@@ -433,3 +433,20 @@ test('TestIssue8_4_ShimVerbResumeGateModeAndEnvironment', () => {
   assert.equal(lib.rbookEnv({}).RBOOK_GITHUB_ENVIRONMENT, undefined);
   assert.throws(() => lib.rbookVerb({ INPUT_VERB: 'rollback' }), /input verb: "rollback" is not run or resume/);
 });
+
+test('TestIssue9_8_ShimPlaybookInputRunsRbookPlaybookRun', () => {
+  const env = { INPUT_PLAYBOOK: 'runbooks/release.cantbook', INPUT_INPUTS: 'version=2026.4.90\n\n# a comment\n  note=a b=c $(x);  \n', INPUT_REPORT: '/tmp/r.md' };
+  assert.deepEqual(lib.rbookVerb(env), ['playbook', 'run']);
+  // each input one argument, never through a shell; "=" inside a value stays
+  assert.deepEqual(lib.rbookArgs(['playbook', 'run'], env),
+    ['playbook', 'run', '--input=version=2026.4.90', '--input=note=a b=c $(x);', '--report=/tmp/r.md', '--', 'runbooks/release.cantbook']);
+  // the default report is named after the playbook's base name
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'rbook-shim-'));
+  assert.equal(lib.reportPath({ INPUT_PLAYBOOK: 'runbooks/release.cantbook', RUNNER_TEMP: tmp }), path.join(tmp, 'rbook', 'release.report.md'));
+  assert.throws(() => lib.rbookVerb({ ...env, INPUT_RUNBOOK: 'demo' }), /inputs runbook and playbook are mutually exclusive/);
+  assert.throws(() => lib.rbookVerb({ ...env, INPUT_VERB: 'resume' }), /is for runbooks; a playbook runs \(and resumes\) with verb run/);
+  assert.throws(() => lib.rbookVerb({ INPUT_INPUTS: 'version=1' }), /input inputs is for a playbook/);
+  assert.throws(() => lib.rbookArgs(['playbook', 'run'], { ...env, INPUT_INPUTS: 'version=1\n=oops' }), /input inputs, line 2: "=oops" is not NAME=VALUE/);
+  // a runbook run is unchanged: an empty runbook input still means prod
+  assert.deepEqual(lib.rbookArgs(['run'], { INPUT_REPORT: '/tmp/r.md' }), ['run', '--dir=runbooks', '--report=/tmp/r.md', '--', 'prod']);
+});

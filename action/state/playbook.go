@@ -127,7 +127,8 @@ type PlaybookOpenOptions struct {
 	// Lock is the caller's lock on the state file (stale temp files are removed under it).
 	Lock *Lock
 	// Inputs are the validated inputs (defaults applied): a fresh run's first bindings. A
-	// resumed run keeps its recorded bindings and refuses inputs that differ from them.
+	// resumed run keeps its recorded inputs and bindings and refuses given inputs that differ
+	// from the recorded ones (*InputsChangedError).
 	Inputs map[string]any
 	// RerunNodes and SkipNodes are the operator's answer for nodes in unknown state (started,
 	// no recorded outcome): run each again, or go on as if it had been skipped.
@@ -216,7 +217,7 @@ func OpenPlaybook(plan *runbook.Plan, path string, opts PlaybookOpenOptions) (*O
 			return nil, &PlaybookEditedError{RunID: prev.RunID, Path: plan.Path, Recorded: prev.RunbookHash, Current: plan.ContentHash}
 		}
 		for _, k := range slices.Sorted(maps.Keys(opts.Inputs)) {
-			if rec, ok := prev.Bindings[k]; ok && !sameJSON(rec, opts.Inputs[k]) {
+			if rec, ok := prev.Inputs[k]; ok && !sameJSON(rec, opts.Inputs[k]) {
 				return nil, &InputsChangedError{RunID: prev.RunID, Name: k, Recorded: rec, Given: opts.Inputs[k]}
 			}
 		}
@@ -268,7 +269,7 @@ func OpenPlaybook(plan *runbook.Plan, path string, opts PlaybookOpenOptions) (*O
 		CurrentStepIndex: 0, LastCompletedStepIndex: -1, TotalSteps: len(plan.Steps),
 		EvidencePack: []engine.Evidence{}, StartedUTC: engine.FormatTime(t), SchemaHash8: plan.SchemaHash8,
 		RunbookHash: plan.ContentHash, OwnerID: NewOwnerID(), OwnerWorkspace: WorkspaceID(path),
-		Kind: KindPlaybook, PlaybookPath: opts.PlaybookPath, Bindings: maps.Clone(opts.Inputs),
+		Kind: KindPlaybook, PlaybookPath: opts.PlaybookPath, Bindings: maps.Clone(opts.Inputs), Inputs: maps.Clone(opts.Inputs),
 		IterationCounts: map[string]int{}, EpicID: opts.EpicID, SessionID: opts.SessionID,
 	}
 	if o.State.Bindings == nil {

@@ -84,6 +84,10 @@ type State struct {
 	Kind string `json:"kind,omitempty"`
 	// PlaybookPath is the .cantbook the run was started from, as given.
 	PlaybookPath string `json:"playbook_path,omitempty"`
+	// Inputs are the validated inputs (defaults applied) the run started with; a resume
+	// passes them to the engine again (engine.Start.Bindings), which rebuilds the node
+	// outputs from the evidence.
+	Inputs map[string]any `json:"inputs,omitempty"`
 	// Bindings are the run's bindings: the validated inputs at the top level and each node's
 	// output under its id (the evidence output of its last PASS, parsed as a JSON object),
 	// as playbook_runs.bindings holds them (seed playbooks.txt).

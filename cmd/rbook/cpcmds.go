@@ -184,9 +184,9 @@ func shortEnum(s fmt.Stringer, prefix string) string {
 func newDecideCmd(approve bool) *cobra.Command {
 	var f cpFlags
 	var reason, approver string
-	verb, past := "reject", "rejected"
+	verb := "reject"
 	if approve {
-		verb, past = "approve", "approved"
+		verb = "approve"
 	}
 	cmd := &cobra.Command{
 		Use:     verb + " APPROVAL_ID|TOKEN",
@@ -202,53 +202,65 @@ func newDecideCmd(approve bool) *cobra.Command {
 			if isApprovalID(token) {
 				token, id = "", token
 			}
-			if token == "-" {
-				b, err := io.ReadAll(io.LimitReader(os.Stdin, 64<<10))
-				if err != nil {
-					return abort("read the token from stdin: %v", err)
-				}
-				token = strings.TrimSpace(string(b))
-			}
-			if approver != "" && os.Getenv("RBOOK_TOKEN") != "" {
-				return &usageError{cmd, errors.New("--approver is only for a control plane without auth: with $RBOOK_TOKEN set, the control plane records the identity of your token")}
-			}
-			c, done, err := f.client()
-			if err != nil {
-				return err
-			}
-			defer done()
-			if approver == "" {
-				approver = currentUser()
-			}
-			var a *rbookv1.Approval
-			if approve {
-				resp, err := c.Approvals.Approve(cmd.Context(), &rbookv1.ApproveRequest{Token: token, ApprovalId: id, Reason: reason, Approver: approver})
-				if err != nil {
-					return f.rpcError(err)
-				}
-				a = resp.GetApproval()
-			} else {
-				resp, err := c.Approvals.Reject(cmd.Context(), &rbookv1.RejectRequest{Token: token, ApprovalId: id, Reason: reason, Approver: approver})
-				if err != nil {
-					return f.rpcError(err)
-				}
-				a = resp.GetApproval()
-			}
-			if f.output == "json" {
-				return printJSON(cmd.OutOrStdout(), a)
-			}
-			if a.GetStatus() == rbookv1.ApprovalStatus_APPROVAL_STATUS_PENDING {
-				fmt.Fprintln(cmd.OutOrStdout(), tallyLine(a))
-				return nil
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "Gate '%s' of run %s %s by %s.\n", a.GetStepName(), a.GetRunId(), past, a.GetApprover())
-			return nil
+			return decide(cmd, &f, approve, token, id, reason, approver, "Gate")
 		},
 	}
 	f.register(cmd, true)
 	cmd.Flags().StringVar(&reason, "reason", "", "why (recorded with the decision)")
 	cmd.Flags().StringVar(&approver, "approver", "", `who decides, only without auth (no $RBOOK_TOKEN): recorded as "unverified:NAME" (default: your user name)`)
 	return cmd
+}
+
+// decide approves or rejects one approval by token or approval id (rbook approve/reject,
+// rbook playbook approve/reject): a token "-" is read from stdin; the control plane's refusal
+// is printed with its E_ code (exit 1). noun names what was decided in the closing line
+// ("Gate", "Approval node").
+func decide(cmd *cobra.Command, f *cpFlags, approve bool, token, id, reason, approver, noun string) error {
+	past := "rejected"
+	if approve {
+		past = "approved"
+	}
+	if token == "-" {
+		b, err := io.ReadAll(io.LimitReader(os.Stdin, 64<<10))
+		if err != nil {
+			return abort("read the token from stdin: %v", err)
+		}
+		token = strings.TrimSpace(string(b))
+	}
+	if approver != "" && os.Getenv("RBOOK_TOKEN") != "" {
+		return &usageError{cmd, errors.New("--approver is only for a control plane without auth: with $RBOOK_TOKEN set, the control plane records the identity of your token")}
+	}
+	c, done, err := f.client()
+	if err != nil {
+		return err
+	}
+	defer done()
+	if approver == "" {
+		approver = currentUser()
+	}
+	var a *rbookv1.Approval
+	if approve {
+		resp, err := c.Approvals.Approve(cmd.Context(), &rbookv1.ApproveRequest{Token: token, ApprovalId: id, Reason: reason, Approver: approver})
+		if err != nil {
+			return f.rpcError(err)
+		}
+		a = resp.GetApproval()
+	} else {
+		resp, err := c.Approvals.Reject(cmd.Context(), &rbookv1.RejectRequest{Token: token, ApprovalId: id, Reason: reason, Approver: approver})
+		if err != nil {
+			return f.rpcError(err)
+		}
+		a = resp.GetApproval()
+	}
+	if f.output == "json" {
+		return printJSON(cmd.OutOrStdout(), a)
+	}
+	if a.GetStatus() == rbookv1.ApprovalStatus_APPROVAL_STATUS_PENDING {
+		fmt.Fprintln(cmd.OutOrStdout(), tallyLine(a))
+		return nil
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "%s '%s' of run %s %s by %s.\n", noun, a.GetStepName(), a.GetRunId(), past, a.GetApprover())
+	return nil
 }
 
 func newRunsCmd() *cobra.Command {

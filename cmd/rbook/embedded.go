@@ -28,6 +28,12 @@ const (
 // run lasts. The approval secret comes from RBOOK_APPROVAL_SECRET / RBOOK_SECRET, else from
 // .rbook/approval-secret, generated (0600) on first use. The returned func stops it.
 func startEmbedded(ctx context.Context, errw io.Writer) (string, func(), error) {
+	return startEmbeddedWith(ctx, errw, embeddedPolicy{})
+}
+
+// startEmbeddedWith is startEmbedded whose control plane decides playbook approval nodes
+// with pol (rbook playbook run --policy, --policy-shadow; issue 9, item 6).
+func startEmbeddedWith(ctx context.Context, errw io.Writer, pol embeddedPolicy) (string, func(), error) {
 	// The lock comes first: a run that does not serve the embedded control plane has no use
 	// for an approval secret, so none is generated for it.
 	unlock, err := lockDB(embeddedDB)

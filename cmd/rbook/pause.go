@@ -49,13 +49,20 @@ func addGateFlags(cmd *cobra.Command, f *runFlags) {
 // the control plane's timeout, credentials and lease, the report and output format, and the
 // gate flags (addGateFlags).
 func addExecutorFlags(cmd *cobra.Command, f *runFlags) {
-	cmd.Flags().StringVar(&f.mcpConfig, "mcp-config", "", "mcpServers JSON for check steps (default <dir>/<RUNBOOK>.mcp.json)")
+	addSharedExecutorFlags(cmd, f, "mcpServers JSON for check steps (default <dir>/<RUNBOOK>.mcp.json)")
+	addGateFlags(cmd, f)
+}
+
+// addSharedExecutorFlags registers the executor flags every verb that runs steps shares
+// (rbook run, rbook resume, rbook playbook run): --mcp-config (described by mcpHelp), the
+// control plane's timeout, credentials and lease, --report and -o.
+func addSharedExecutorFlags(cmd *cobra.Command, f *runFlags, mcpHelp string) {
+	cmd.Flags().StringVar(&f.mcpConfig, "mcp-config", "", mcpHelp)
 	cmd.Flags().DurationVar(&f.cpTimeout, "control-plane-timeout", cpclient.DefaultDeadline, "halt the run when the control plane stays unreachable this long")
 	addControlPlaneAuthFlags(cmd)
 	cmd.Flags().DurationVar(&f.lease, "control-plane-lease", cpclient.DefaultLease, "how long the run's lease outlives this executor if it dies (5s..1h); renewed every third of it")
 	cmd.Flags().StringVar(&f.report, "report", "", "also write the Markdown report (\"# Runbook Execution Report\") to this file")
 	cmd.Flags().StringVarP(&f.output, "output", "o", "text", "output format: text (lines on a terminal, Markdown otherwise) or json")
-	addGateFlags(cmd, f)
 }
 
 // resolveGateMode is the gate mode from the flag, else $RBOOK_GATE_MODE, else wait. Pause

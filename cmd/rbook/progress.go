@@ -9,6 +9,7 @@ import (
 
 	"github.com/rbookhq/rbook-action/action/engine"
 	"github.com/rbookhq/rbook-action/action/report"
+	"github.com/rbookhq/rbook-action/action/runbook"
 	"github.com/rbookhq/rbook-action/action/steps"
 )
 
@@ -62,16 +63,34 @@ func (v *view) Record(_ context.Context, t engine.Transition) error {
 		if !v.runStart.IsZero() && !t.Time.IsZero() {
 			took = t.Time.Sub(v.runStart)
 		}
-		fmt.Fprintf(v.errw, "Run %s ended %s after %s.\n", t.RunID, t.RunStatus, report.HumanDuration(took))
+		word := string(t.RunStatus)
+		if v.plan.Kind == runbook.KindPlaybook {
+			word = playbookRunWord(t.RunStatus, false)
+		}
+		fmt.Fprintf(v.errw, "Run %s ended %s after %s.\n", t.RunID, word, report.HumanDuration(took))
+	case engine.TransitionGateOpened:
+		if v.plan.Kind == runbook.KindPlaybook {
+			fmt.Fprintf(v.errw, "Run %s is paused at approval node '%s'.\n", t.RunID, t.StepName)
+		}
 	}
 	return nil
 }
 
 // recordLine is Record on a terminal (and with -o json, on stderr): one line per step.
 func (v *view) recordLine(t engine.Transition) {
+	playbook := v.plan.Kind == runbook.KindPlaybook
 	switch t.Kind {
 	case engine.TransitionStepStarted:
 		v.stepStart[t.StepIndex] = t.Time
+		if playbook {
+			// Nodes run side by side: say when each starts, not only when it ends (issue 9,
+			// item 8).
+			fmt.Fprintln(v.lines(), v.dim(fmt.Sprintf("▶ node %s started (%s)", cutRunes(steps.CleanInput(t.StepName), maxNameColumn), t.StepType)))
+		}
+	case engine.TransitionGateOpened:
+		if playbook {
+			fmt.Fprintf(v.lines(), "⏸ node %s: the run is paused, waiting for a decision\n", cutRunes(steps.CleanInput(t.StepName), maxNameColumn))
+		}
 	case engine.TransitionStepFinished:
 		if t.Evidence == nil {
 			return

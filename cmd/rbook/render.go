@@ -84,6 +84,10 @@ type view struct {
 	// zero when unknown.
 	runStart  time.Time
 	nameWidth int
+	// resumeCmd and cancelCmd are how a person resumes or ends this run ("rbook run demo",
+	// "rbook cancel demo"; for a playbook "rbook playbook run FILE", "rbook playbook cancel
+	// RUN_ID"); empty means the runbook commands of the name finish is given.
+	resumeCmd, cancelCmd string
 
 	mu        sync.Mutex
 	stepStart map[int]time.Time
@@ -267,6 +271,13 @@ func reportData(plan *runbook.Plan, st *state.State, msg, evPath string) report.
 			d.Duration = report.HumanDuration(b.Sub(a))
 		}
 	}
+	if plan.Kind == runbook.KindPlaybook {
+		waiting := ""
+		if st.AwaitingConfirmation != nil && !st.RunStatus.Final() {
+			waiting = st.AwaitingConfirmation.StepName
+		}
+		d.DAG = report.MermaidDAG(report.PlaybookGraph(plan, st.EvidencePack, st.IterationCounts, waiting))
+	}
 	d.Tally()
 	return d
 }
@@ -388,7 +399,7 @@ func (v *view) trailer(name string, st *state.State, msg, evPath string) {
 	if msg != "" {
 		fmt.Fprintln(v.errw, msg)
 	}
-	fmt.Fprintf(v.errw, "Run %s %s. Evidence pack: %s\n", st.RunID, st.RunStatus, evPath)
+	fmt.Fprintf(v.errw, "Run %s %s. Evidence pack: %s\n", st.RunID, runWord(st), evPath)
 	if v.reportPath != "" {
 		fmt.Fprintf(v.errw, "Report: %s\n", v.reportPath)
 	}
@@ -401,9 +412,17 @@ func (v *view) interruptedText(name string, st *state.State, msg string) string 
 	if why == "" && st.Interrupted != nil {
 		why = st.Interrupted.Reason
 	}
-	s := fmt.Sprintf("Run %s was interrupted (%s). It is not finished: its state is kept in %s and the run can be resumed: rbook run %s (or end it: rbook cancel %s).",
-		st.RunID, why, v.plan.StateFilePath, name, name)
-	if f := st.InFlight; f != nil {
+	resume, cancel := v.resumeCmd, v.cancelCmd
+	if resume == "" {
+		resume, cancel = "rbook run "+name, "rbook cancel "+name
+	}
+	s := fmt.Sprintf("Run %s was interrupted (%s). It is not finished: its state is kept in %s and the run can be resumed: %s (or end it: %s).",
+		st.RunID, why, v.plan.StateFilePath, resume, cancel)
+	if st.Kind == state.KindPlaybook {
+		if len(st.InFlightNodes) > 0 {
+			s += fmt.Sprintf(" %d node(s) were in flight (%s), so the resume asks you to choose --rerun-node or --skip-node for each.", len(st.InFlightNodes), inFlightNames(st.InFlightNodes))
+		}
+	} else if f := st.InFlight; f != nil {
 		s += fmt.Sprintf(" The %s step '%s' was in flight, so the resume asks you to choose --step-index %d (run it again) or %d (go on after it).", f.StepType, f.StepName, f.StepIndex, f.StepIndex+1)
 	}
 	return s
@@ -423,9 +442,13 @@ func (v *view) summary(st *state.State, msg, evPath string) {
 	if st.RunStatus == engine.RunInProgress {
 		fmt.Fprintf(w, "Run %s is %s%s\n", st.RunID, v.paintRun(st.RunStatus, "not finished"), took)
 	} else {
-		fmt.Fprintf(w, "Run %s %s%s\n", st.RunID, v.paintRun(st.RunStatus, string(st.RunStatus)), took)
+		fmt.Fprintf(w, "Run %s %s%s\n", st.RunID, v.paintRun(st.RunStatus, runWord(st)), took)
 	}
-	fmt.Fprintf(w, "  %d steps: %d passed, %d failed, %d timed out, %d skipped, %d not run\n", len(d.Steps), d.Pass, d.Fail, d.TimedOut, d.Skipped, d.NotRunCount)
+	unit := "steps"
+	if st.Kind == state.KindPlaybook {
+		unit = "nodes"
+	}
+	fmt.Fprintf(w, "  %d %s: %d passed, %d failed, %d timed out, %d skipped, %d not run\n", len(d.Steps), unit, d.Pass, d.Fail, d.TimedOut, d.Skipped, d.NotRunCount)
 	if msg != "" && st.RunStatus != engine.RunInProgress {
 		fmt.Fprintf(w, "  %s\n", msg)
 	}
@@ -461,4 +484,13 @@ func joinStatuses(ss []engine.StepStatus) string {
 		w[i] = string(s)
 	}
 	return strings.Join(w, ", ")
+}
+
+// inFlightNames lists the ids of in-flight playbook nodes, comma separated.
+func inFlightNames(fs []state.InFlight) string {
+	names := make([]string, len(fs))
+	for i, f := range fs {
+		names[i] = f.StepName
+	}
+	return strings.Join(names, ", ")
 }

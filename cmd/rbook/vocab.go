@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/rbookhq/rbook-action/action/engine"
+	"github.com/rbookhq/rbook-action/action/state"
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
 )
 
@@ -82,4 +84,31 @@ func sortRunsNewestFirst(runs []*rbookv1.Run, limit int) []*rbookv1.Run {
 		runs = runs[:limit]
 	}
 	return runs
+}
+
+// playbookRunWord is how a playbook run's state-file status is shown to a person (seed
+// playbooks.txt: running | paused | failed | succeeded | cancelled; DESIGN D7): paused while
+// a gate of the run is open.
+func playbookRunWord(s engine.RunStatus, paused bool) string {
+	switch s {
+	case engine.RunCompleted:
+		return playbookWords[rbookv1.RunStatus_RUN_STATUS_SUCCEEDED]
+	case engine.RunFailed:
+		return playbookWords[rbookv1.RunStatus_RUN_STATUS_FAILED]
+	case engine.RunCancelled:
+		return playbookWords[rbookv1.RunStatus_RUN_STATUS_CANCELLED]
+	}
+	if paused {
+		return playbookWords[rbookv1.RunStatus_RUN_STATUS_PAUSED]
+	}
+	return playbookWords[rbookv1.RunStatus_RUN_STATUS_RUNNING]
+}
+
+// runWord is how st's status is shown: the state file's word for a runbook run, the
+// playbook word for a playbook run.
+func runWord(st *state.State) string {
+	if st.Kind == state.KindPlaybook {
+		return playbookRunWord(st.RunStatus, st.AwaitingConfirmation != nil)
+	}
+	return string(st.RunStatus)
 }

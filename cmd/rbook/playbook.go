@@ -1,0 +1,299 @@
+package main
+
+// rbook playbook: the .cantbook commands (issue 9, item 8; seed playbooks.txt): run, validate,
+// status, approve, reject, cancel. A playbook runs on the same engine, state file, control
+// plane and approval service as a runbook (DESIGN D15); these commands are its CLI.
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rbookhq/rbook-action/action/runbook"
+	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
+)
+
+// playbookExitCodes is the exit-code paragraph of `rbook playbook run --help`.
+const playbookExitCodes = `Exit codes:
+  0  the run succeeded
+  1  the run failed (a node failed and no error handler let it go on, a rejection, a signal)
+  2  aborted before anything was recorded: an invalid playbook or inputs, a node in unknown
+     state, an edited playbook; or halted because the run's records could not be kept
+  3  the run was cancelled`
+
+func newPlaybookCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "playbook",
+		Short: "Run and decide .cantbook playbooks: DAGs of command, agent and approval nodes",
+		Long: `A playbook (.cantbook, seed playbooks.txt) is a DAG of nodes: deterministic (a command
+with arguments, no shell), agentic (a tool of an MCP server) and approval (a gate a person, or
+the auto-pass policy, decides). Independent nodes run side by side; every node's output is
+kept in the run's bindings under its id ({{ build.stdout }}), next to the inputs
+({{ version }}). A playbook run is recorded like a runbook run: a state file that resumes
+after a crash, the control plane (playbook_runs, playbook_approvals), a report with the DAG
+and an evidence pack.`,
+		Example: `  rbook playbook validate runbooks/release.cantbook
+  rbook playbook run runbooks/release.cantbook --input version=2026.4.90
+  rbook playbook approve <TOKEN>
+  rbook playbook status RBOOK-20260512-release-cut-1a2b3c4d`,
+	}
+	cmd.AddCommand(newPlaybookRunCmd(), newPlaybookValidateCmd(), newPlaybookStatusCmd(),
+		newPlaybookDecideCmd(true), newPlaybookDecideCmd(false), newPlaybookCancelCmd())
+	return cmd
+}
+
+// printPlaybookParseError writes every issue of a playbook that does not load, one per line
+// as file:line:col: field: message (issue 9, item 1), and returns how many there were.
+func printPlaybookParseError(w io.Writer, path string, err error) int {
+	var pe *runbook.PlaybookParseError
+	if errors.As(err, &pe) {
+		for _, d := range pe.Issues {
+			fmt.Fprintln(w, d.String())
+		}
+		return len(pe.Issues)
+	}
+	fmt.Fprintf(w, "%s: %v\n", path, err)
+	return 1
+}
+
+func newPlaybookValidateCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "validate FILE...",
+		Short: "Check .cantbook files and list every issue (file:line:col: field: message)",
+		Long: `Parse and check each .cantbook against the spec's rules (version "1.0", a name,
+unique node ids, known edge and depends ids, no cycle, skill or agent for agentic nodes,
+command and args for deterministic ones, a prompt for approval nodes, iteration caps in
+0..10) and rbook's (YAML safety limits, templates that name known inputs and nodes). Every
+issue is printed, one per line, as file:line:col: field: message; a file without issues
+prints "FILE: ok (N nodes, hash H)". Nothing is run or recorded.
+
+Exit codes: 0 every file is valid, 1 some file has issues, 2 usage.`,
+		Example: `  rbook playbook validate runbooks/release.cantbook runbooks/fanout.cantbook`,
+		Args:    cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			out := cmd.OutOrStdout()
+			bad := 0
+			for _, p := range args {
+				plan, err := runbook.LoadPlaybook(p)
+				if err != nil {
+					printPlaybookParseError(out, p, err)
+					bad++
+					continue
+				}
+				for _, w := range playbookWarnings(plan) {
+					fmt.Fprintln(out, w)
+				}
+				fmt.Fprintf(out, "%s: ok (%d nodes, playbook %s, hash %s)\n", p, len(plan.Steps), plan.Name, plan.ContentHash)
+			}
+			if bad > 0 {
+				return &exitError{code: exitFailed, msg: fmt.Sprintf("%d of %d playbook(s) have issues", bad, len(args))}
+			}
+			return nil
+		},
+	}
+}
+
+func newPlaybookStatusCmd() *cobra.Command {
+	var f cpFlags
+	cmd := &cobra.Command{
+		Use:   "status RUN_ID",
+		Short: "Show a playbook run: status, each node's state, bindings, iteration counts",
+		Long: `Show one playbook run as the control plane holds it: its status (running, paused,
+succeeded, failed, cancelled), the active nodes, every node in plan order with its state
+(pending, running, waiting, PASS, FAIL, TIMED_OUT, SKIPPED), how many times it ran and a
+note, then the run's bindings (inputs and each node's output) and, for a failed run, the
+error context. -o json prints the Run as proto JSON.
+
+` + historyHelp + `
+
+Exit codes: 0 shown, 1 no such run (E_RUN_NOT_FOUND), refused or unreachable, 2 usage or no
+control plane and no local database.`,
+		Example: `  rbook playbook status RBOOK-20260512-release-cut-1a2b3c4d
+  rbook playbook status RBOOK-20260512-release-cut-1a2b3c4d -o json | jq .playbook.bindings`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, done, err := f.reader(cmd)
+			if err != nil {
+				return err
+			}
+			defer done()
+			resp, err := c.Runs.GetRun(cmd.Context(), &rbookv1.GetRunRequest{RunId: args[0], PageSize: 1})
+			if err != nil {
+				return f.rpcError(err)
+			}
+			r := resp.GetRun()
+			if f.output == "json" {
+				return printJSON(cmd.OutOrStdout(), r)
+			}
+			return printPlaybookStatus(cmd.OutOrStdout(), r)
+		},
+	}
+	f.register(cmd, true)
+	return cmd
+}
+
+// printPlaybookStatus is the text of rbook playbook status.
+func printPlaybookStatus(out io.Writer, r *rbookv1.Run) error {
+	kind := "playbook"
+	if r.GetKind() != rbookv1.RunKind_RUN_KIND_PLAYBOOK {
+		kind = "runbook"
+	}
+	fmt.Fprintf(out, "Run %s · %s %s · %s · started %s by %s\n", r.GetRunId(), kind, r.GetName(), statusWord(r.GetKind(), r.GetStatus()), ts(r.GetStartedAt()), r.GetStartedBy())
+	if r.GetCompletedAt() != nil {
+		fmt.Fprintf(out, "Completed %s\n", ts(r.GetCompletedAt()))
+	}
+	p := r.GetPlaybook()
+	if p == nil {
+		fmt.Fprintln(out, "(not a playbook run: no nodes or bindings; see rbook get)")
+		return nil
+	}
+	if a := p.GetActiveNodes(); len(a) > 0 {
+		fmt.Fprintf(out, "Active nodes: %s\n", strings.Join(a, ", "))
+	}
+	if p.GetEpicId() != "" || p.GetSessionId() != "" {
+		fmt.Fprintf(out, "Epic %s · session %s\n", orDash(p.GetEpicId()), orDash(p.GetSessionId()))
+	}
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "NODE\tTYPE\tSTATE\tRUNS\tSTARTED\tFINISHED\tNOTE")
+	seen := map[string]bool{}
+	for _, n := range p.GetNodes() {
+		seen[n.GetNodeId()] = true
+		note, _, _ := strings.Cut(n.GetNote(), "\n")
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", n.GetNodeId(), n.GetType(), n.GetStatus(), n.GetIterations(), ts(n.GetStartedAt()), ts(n.GetFinishedAt()), cutRunes(note, maxNoteRunes))
+	}
+	// Iteration counts of nodes the node list does not carry (an older control plane).
+	var rest []string
+	for id := range p.GetIterationCounts() {
+		if !seen[id] {
+			rest = append(rest, id)
+		}
+	}
+	slices.Sort(rest)
+	for _, id := range rest {
+		fmt.Fprintf(w, "%s\t-\t-\t%d\t-\t-\t\n", id, p.GetIterationCounts()[id])
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(out, "Bindings:")
+	fmt.Fprintln(out, indentJSON(p.GetBindings()))
+	if ec := r.GetErrorContext(); ec != "" {
+		fmt.Fprintln(out, "Error context:")
+		fmt.Fprintln(out, indentJSON(ec))
+	}
+	return nil
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// indentJSON indents a JSON text for people; text that is no JSON is shown as it is.
+func indentJSON(s string) string {
+	if s == "" {
+		return "  {}"
+	}
+	var v any
+	if err := json.Unmarshal([]byte(s), &v); err != nil {
+		return "  " + s
+	}
+	b, _ := json.MarshalIndent(v, "  ", "  ")
+	return "  " + string(b)
+}
+
+func newPlaybookDecideCmd(approve bool) *cobra.Command {
+	var f cpFlags
+	var reason, approver string
+	verb := "reject"
+	if approve {
+		verb = "approve"
+	}
+	cmd := &cobra.Command{
+		Use:   verb + " TOKEN",
+		Short: strings.ToUpper(verb[:1]) + verb[1:] + " a playbook's waiting approval node with its token",
+		Long: strings.ToUpper(verb[:1]) + verb[1:] + ` the approval node a playbook run waits at, with the token the run printed
+("rbook playbook approve <TOKEN>"; "-" reads it from stdin, keeping it out of shell history).
+The token is an HMAC over the run, the node and when it was issued (seed playbooks.txt,
+"Approval tokens"); it decides its approval once. A refusal prints the control plane's code:
+E_APPROVAL_ALREADY_DECIDED (it was decided already: a token cannot be replayed),
+E_APPROVAL_NOT_FOUND (no pending approval has this token), E_TOKEN_INVALID, E_TOKEN_EXPIRED.
+An approval id ("a-…") works too, as with rbook ` + verb + `.
+
+` + cpHelp + `
+
+Exit codes: 0 decided, 1 refused (the E_ code says why) or unreachable, 2 usage or no
+control plane.`,
+		Example: fmt.Sprintf(`  rbook playbook %s <TOKEN> --control-plane http://127.0.0.1:7070 --reason "looks right"
+  echo "$TOKEN" | rbook playbook %s -`, verb, verb),
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkApprovalArg(args[0]); err != nil {
+				return err
+			}
+			token, id := args[0], ""
+			if isApprovalID(token) {
+				token, id = "", token
+			}
+			return decide(cmd, &f, approve, token, id, reason, approver, "Approval node")
+		},
+	}
+	f.register(cmd, true)
+	cmd.Flags().StringVar(&reason, "reason", "", "why (recorded with the decision)")
+	cmd.Flags().StringVar(&approver, "approver", "", `who decides, only without auth (no $RBOOK_TOKEN): recorded as "unverified:NAME" (default: your user name)`)
+	return cmd
+}
+
+func newPlaybookCancelCmd() *cobra.Command {
+	var f cpFlags
+	var reason string
+	cmd := &cobra.Command{
+		Use:   "cancel RUN_ID",
+		Short: "Cancel a playbook run on the control plane",
+		Long: `Cancel a playbook run that has not ended: the control plane marks it cancelled, withdraws
+its pending approvals (their tokens stop working) and tells its executor, which stops the
+nodes that run and records the cancel in its state file. Cancelling a cancelled run changes
+nothing.
+
+` + cpHelp + `
+
+Exit codes: 3 the run is cancelled, 1 refused (E_RUN_NOT_FOUND, E_RUN_FINAL: it already
+succeeded or failed) or unreachable, 2 usage or no control plane.`,
+		Example: `  rbook playbook cancel RBOOK-20260512-release-cut-1a2b3c4d --reason "wrong version"`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, done, err := f.client()
+			if err != nil {
+				return err
+			}
+			defer done()
+			if reason == "" {
+				reason = "cancelled by " + currentUser() + " (rbook playbook cancel)"
+			}
+			resp, err := c.Runs.CancelRun(cmd.Context(), &rbookv1.CancelRunRequest{RunId: args[0], Reason: reason})
+			if err != nil {
+				return f.rpcError(err)
+			}
+			if f.output == "json" {
+				if err := printJSON(cmd.OutOrStdout(), resp.GetRun()); err != nil {
+					return err
+				}
+				return &exitError{code: exitCancelled}
+			}
+			r := resp.GetRun()
+			fmt.Fprintf(cmd.OutOrStdout(), "Run %s is %s.\n", r.GetRunId(), statusWord(r.GetKind(), r.GetStatus()))
+			return &exitError{code: exitCancelled}
+		},
+	}
+	f.register(cmd, true)
+	cmd.Flags().StringVar(&reason, "reason", "", "why (recorded with the cancellation)")
+	return cmd
+}
