@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"os/exec"
@@ -272,7 +273,7 @@ func stdoutValue(stdout string, truncated bool) map[string]any {
 		dec.UseNumber()
 		var obj map[string]any
 		if err := dec.Decode(&obj); err == nil && obj != nil {
-			if _, err := dec.Token(); err != nil { // nothing but space after the object
+			if _, err := dec.Token(); err == io.EOF { // nothing but space after the object
 				return obj
 			}
 		}
