@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -142,5 +143,29 @@ func TestIssue9_3_AgenticDefaults(t *testing.T) {
 	// No pool: a clear error, not a panic.
 	if out := runAg(t, Agentic{}, agNode("p", "", "x", nil), nil); out.Status != engine.StatusFail || !strings.Contains(out.Output, "no mcpServers config") {
 		t.Errorf("no pool: %s %q", out.Status, out.Output)
+	}
+}
+
+// TestIssue9_3_ShippedMCPConfigsReachDemoRelease: runbooks/release.mcp.json and
+// runbooks/fanout.mcp.json parse, name the one server demo-release started as "rbook mcp
+// demo-release", and the spec's publish node (skill: release-publisher, no agent) runs with them.
+func TestIssue9_3_ShippedMCPConfigsReachDemoRelease(t *testing.T) {
+	for _, name := range []string{"release", "fanout"} {
+		cfg, err := mcp.LoadConfig(filepath.Join("..", "..", "runbooks", name+".mcp.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := cfg.Servers["demo-release"]
+		if len(cfg.Servers) != 1 || srv == nil || srv.Command != mcp.SelfCommand || strings.Join(srv.Args, " ") != "mcp demo-release" {
+			t.Fatalf("%s.mcp.json: %+v", name, cfg.Servers)
+		}
+		pool := mcp.NewPool(cfg)
+		out := runAg(t, Agentic{Pool: pool}, agNode("publish", "", demorelease.ToolReleasePublisher, nil), map[string]any{"version": "2026.4.90"})
+		if out.Status != engine.StatusPass || out.Value["message"] != demorelease.NothingPublished || out.Value["simulated"] != true {
+			t.Errorf("%s: %s %#v %q", name, out.Status, out.Value, out.Output)
+		}
+		if err := pool.Close(); err != nil {
+			t.Errorf("%s: close: %v", name, err)
+		}
 	}
 }

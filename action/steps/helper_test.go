@@ -15,11 +15,18 @@ import (
 // helperModeEnv makes the re-executed test binary act as a helper process instead of running
 // tests: "argv" prints {"argv": os.Args[1:], "env": $HOSTILE, "cwd": working folder} as JSON;
 // "demo-release" serves the demo release MCP server over stdio; "one-tool" serves an MCP
-// server with the single tool "wait", which blocks until the call is cancelled.
+// server with the single tool "wait", which blocks until the call is cancelled. Started with
+// the arguments "mcp demo-release" (as the shipped configs do), it is the demo release server.
 const helperModeEnv = "RBOOK_STEPS_TEST_HELPER"
 
 func TestMain(m *testing.M) {
-	switch os.Getenv(helperModeEnv) {
+	mode := os.Getenv(helperModeEnv)
+	if len(os.Args) == 3 && os.Args[1] == "mcp" && os.Args[2] == "demo-release" {
+		// The shipped runbooks/*.mcp.json start "rbook mcp demo-release"; "rbook" is
+		// os.Executable, this test binary, which stands in for rbook's subcommand.
+		mode = "demo-release"
+	}
+	switch mode {
 	case "":
 		os.Exit(m.Run())
 	case "argv":

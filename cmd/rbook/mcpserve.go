@@ -11,8 +11,9 @@ func newMCPCmd() *cobra.Command {
 	mcpCmd := &cobra.Command{
 		Use:   "mcp",
 		Short: "MCP servers that ship with rbook",
-		Long: `MCP servers that ship with rbook, for check steps and playbook agentic nodes to call. Each runs over stdio, so an
-mcpServers config starts it with "command": "rbook" (which means this executable).
+		Long: `MCP servers that ship with rbook, for check steps and playbook agentic nodes to call. Each
+runs over stdio, so an mcpServers config starts it with "command": "rbook" (which means this
+executable).
 
 Exit codes: 0 the server ended (its stdin closed), 2 usage or an unknown server.`,
 		Example: `  rbook mcp demo-inventory             # usually started by runbooks/demo.mcp.json
