@@ -6,6 +6,7 @@ import (
 
 	"github.com/rbookhq/rbook-action/action/engine"
 	"github.com/rbookhq/rbook-action/action/mcp"
+	"github.com/rbookhq/rbook-action/action/runbook"
 	"github.com/rbookhq/rbook-action/controlplane/approval"
 )
 
@@ -56,5 +57,14 @@ func loadMCPConfig(path string) (*mcp.Config, error) { return mcp.LoadConfig(pat
 func newMCPPool(cfg *mcp.Config) *mcp.Pool { return mcp.NewPool(cfg) }
 
 // playbookWarnings are the parser's warnings of a loaded playbook, one "file:line:col: field:
-// message" each (an unquoted version: 1.0).
-func playbookWarnings(plan interface{}) []string { return nil }
+// message" each (an unquoted version: 1.0; case R01).
+func playbookWarnings(plan *runbook.Plan) []string {
+	if plan == nil || plan.Playbook == nil {
+		return nil
+	}
+	var out []string
+	for _, d := range plan.Playbook.Warnings {
+		out = append(out, "warning: "+d.String())
+	}
+	return out
+}

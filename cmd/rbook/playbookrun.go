@@ -164,20 +164,15 @@ func playbookStatePath(f playbookFlags, plan *runbook.Plan) string {
 	return state.DefaultPlaybookStatePath(plan.Name)
 }
 
-// loadPlaybookPolicy compiles --policy FILE (or the built-in rules) for a gate decided
-// without an outside control plane; nil when an outside control plane decides (its own
-// policy). Errors name the file (a rule that does not compile is a load error).
+// loadPlaybookPolicy compiles --policy FILE's rules followed by the built-in ones, for a gate
+// decided without an outside control plane (the embedded one, or none). Errors name the file
+// and line (a rule that does not compile is a load error).
 func loadPlaybookPolicy(f playbookFlags) (*approval.Policy, error) {
-	rules := approval.DefaultPolicyRules()
-	if f.policy != "" {
-		var err error
-		if rules, err = approval.LoadPolicyRules(f.policy); err != nil {
-			return nil, fmt.Errorf("--policy: %w", err)
-		}
-	}
-	pol, err := approval.CompilePolicy(rules)
+	// The rules of --policy FILE, then the defaults: the same policy rbook serve
+	// --playbook-policy FILE evaluates (a default require-human always wins).
+	pol, err := approval.LoadPlaybookPolicy(f.policy)
 	if err != nil {
-		return nil, fmt.Errorf("--policy %s: %w", f.policy, err)
+		return nil, fmt.Errorf("--policy: %w", err)
 	}
 	return pol, nil
 }
@@ -340,9 +335,9 @@ func runPlaybook(cmd *cobra.Command, file string, f playbookFlags) error {
 	gate = ci.gate(gate, cpURL, embedded)
 	eng := &engine.Engine{
 		Plan: plan, Executors: execs, Gate: gate, Recorders: append(recorders, v),
-		Concurrency: f.concurrency,
+		Concurrency: f.concurrency, WorkDir: ".",
 	}
-	start := engine.Start{RunID: st.RunID, Seq: st.Seq, Fresh: !opened.Resumed, Evidence: st.EvidencePack} // MERGE: Bindings: inputs
+	start := engine.Start{RunID: st.RunID, Seq: st.Seq, Fresh: !opened.Resumed, Evidence: st.EvidencePack, Bindings: inputs}
 	if len(opened.SkipNodes) > 0 {
 		// The operator's --skip-node answers are recorded first, by every recorder, as the
 		// engine records a node a when branch skipped; the engine then goes on after them.
