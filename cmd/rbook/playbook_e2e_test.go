@@ -258,6 +258,83 @@ nodes:
 	}
 }
 
+// TestIssue9_8_PlaybookSkipNodeGoesOnAfterIt: after kill -9 mid-node, --skip-node records the
+// node SKIPPED (saying who and why) and the run goes on with its dependants; the node
+// recorded before the kill never runs again and the skipped one is not run.
+func TestIssue9_8_PlaybookSkipNodeGoesOnAfterIt(t *testing.T) {
+	dir := playbookWorkdir(t)
+	writeTestFile(t, filepath.Join(dir, "slow.cantbook"), []byte(`version: "1.0"
+name: slow
+nodes:
+  - id: first
+    type: deterministic
+    command: sh
+    args: ["-c", "echo ran >> first.count"]
+  - id: slow
+    type: deterministic
+    command: sh
+    args: ["-c", "echo ran >> slow.count; echo started > slow.started; sleep 60"]
+    depends: [first]
+  - id: last
+    type: deterministic
+    command: sh
+    args: ["-c", "echo ran >> last.count"]
+    depends: [slow]
+`))
+	args := []string{"playbook", "run", "slow.cantbook", "--control-plane", "off"}
+	p := start(t, dir, args...)
+	p.waitFor(t, "'slow'")
+	waitForFile(t, filepath.Join(dir, "slow.started"))
+	p.cmd.Process.Signal(syscall.SIGKILL)
+	p.wait(t)
+	out, code := run2(t, dir, append(args, "--skip-node", "slow")...)
+	if code != 0 || !strings.Contains(out, "RESUMING run") {
+		t.Fatalf("resume --skip-node slow: exit %d\n%s", code, out)
+	}
+	for f, want := range map[string]int{"first.count": 1, "slow.count": 1, "last.count": 1} {
+		if n := strings.Count(readFile(t, filepath.Join(dir, f)), "ran"); n != want {
+			t.Errorf("%s: %d executions, want %d", f, n, want)
+		}
+	}
+	st := readPlaybookState(t, filepath.Join(dir, ".rbook", "slow.playbook.state.json"))
+	var slow []string
+	for _, e := range st.EvidencePack {
+		if e.StepName == "slow" {
+			slow = append(slow, string(e.Status)+": "+e.Output)
+		}
+	}
+	if len(slow) != 1 || !strings.HasPrefix(slow[0], "SKIPPED: skipped: by ") || !strings.Contains(slow[0], "--skip-node") {
+		t.Errorf("slow's evidence: %q", slow)
+	}
+}
+
+// TestIssue9_8_PlaybookLocalPolicyAutoPasses: with --control-plane off the auto-pass policy is
+// evaluated before the terminal is asked: the fanout demo's gate guards only read-only
+// commands, so the default rules pass it (stdin is closed: nobody could answer), and the
+// decision (rule, auto_passed) is in the node's evidence output; --policy-shadow records the
+// same verdict and lets the closed terminal decide, which fails the gate.
+func TestIssue9_8_PlaybookLocalPolicyAutoPasses(t *testing.T) {
+	dir := playbookWorkdir(t)
+	out, code := run2(t, dir, "playbook", "run", "runbooks/fanout.cantbook", "--control-plane", "off")
+	if code != 0 {
+		t.Fatalf("fanout: exit %d\n%s", code, out)
+	}
+	st := readPlaybookState(t, filepath.Join(dir, ".rbook", "fanout-demo.playbook.state.json"))
+	gate := ""
+	for _, e := range st.EvidencePack {
+		if e.Type == "approval" {
+			gate = e.Output
+		}
+	}
+	if !strings.Contains(gate, `"auto_passed":true`) || !strings.Contains(gate, "default-read-only") {
+		t.Errorf("the gate's evidence output %q lacks the policy's decision", gate)
+	}
+	out, code = run2(t, dir, "playbook", "run", "runbooks/fanout.cantbook", "--control-plane", "off", "--policy-shadow")
+	if code != 1 {
+		t.Fatalf("shadow: exit %d, want 1 (nobody can answer)\n%s", code, out)
+	}
+}
+
 // waitForFile waits until path exists (the slow node's own marker), bounded by the test's
 // process waits.
 func waitForFile(t *testing.T, path string) {

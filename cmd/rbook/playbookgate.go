@@ -31,11 +31,7 @@ func (g *localPolicyGate) Await(ctx context.Context, req engine.GateRequest) (en
 	v := g.policy.Evaluate(approval.PolicyInput{Node: p.Node, Bindings: p.Bindings, Playbook: p.Playbook, Commands: p.Commands, Tools: p.Tools})
 	pd := &engine.PolicyDecision{AutoPassed: v.AutoPassed && !g.shadow, Rule: v.Rule, Action: v.Action, Reason: v.Reason, Shadow: g.shadow}
 	if pd.AutoPassed {
-		reason := v.Reason
-		if v.Rule != "" {
-			reason = v.Rule + ": " + v.Reason
-		}
-		return engine.Decision{Verdict: engine.Approved, By: "policy", Reason: reason, Source: "policy", Policy: pd}, nil
+		return engine.Decision{Verdict: engine.Approved, By: "policy", Reason: v.Reason, Source: "policy", Policy: pd}, nil
 	}
 	d, err := g.next.Await(ctx, req)
 	d.Policy = pd
