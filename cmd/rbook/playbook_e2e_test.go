@@ -303,7 +303,7 @@ nodes:
 			slow = append(slow, string(e.Status)+": "+e.Output)
 		}
 	}
-	if len(slow) != 1 || !strings.HasPrefix(slow[0], "SKIPPED: skipped: by ") || !strings.Contains(slow[0], "--skip-node") {
+	if len(slow) != 1 || !strings.HasPrefix(slow[0], "SKIPPED: skipped: when resumed, by ") || !strings.Contains(slow[0], "--skip-node") {
 		t.Errorf("slow's evidence: %q", slow)
 	}
 }

@@ -467,7 +467,10 @@ func playbookExecutors(plan *runbook.Plan, file, mcpConfig string, errw io.Write
 }
 
 // recordSkippedNodes records each --skip-node answer as a SKIPPED step_finished of that node,
-// through every recorder and the view, and returns the last seq.
+// through every recorder and the view, and returns the last seq. The output starts with
+// engine.WhenSkippedPrefix ("skipped: when resumed, by …"): a node skipped that way counts as
+// done for its dependants, which is what "go on after it" means (the runbook rule of
+// --step-index past a step in unknown state); its output is no binding.
 func recordSkippedNodes(ctx context.Context, recorders []engine.Recorder, v *view, plan *runbook.Plan, st *state.State, ids []string, who string) (int64, error) {
 	seq := st.Seq
 	for _, id := range ids {
@@ -477,7 +480,7 @@ func recordSkippedNodes(ctx context.Context, recorders []engine.Recorder, v *vie
 		}
 		s := plan.Steps[idx]
 		seq++
-		ev := engine.Evidence{StepName: s.Name, Type: string(s.Type), Output: fmt.Sprintf("skipped: by %s with --skip-node: its outcome was never recorded, so it may or may not have taken effect; check it by hand", who),
+		ev := engine.Evidence{StepName: s.Name, Type: string(s.Type), Output: fmt.Sprintf("%sresumed, by %s with --skip-node: its outcome was never recorded, so it may or may not have taken effect; check it by hand", engine.WhenSkippedPrefix, who),
 			Status: engine.StatusSkipped, TimestampUTC: engine.FormatTime(timeNow())}
 		t := engine.Transition{RunID: st.RunID, Seq: seq, Kind: engine.TransitionStepFinished, Time: timeNow(), StepIndex: idx, StepName: s.Name, StepType: string(s.Type), Evidence: &ev, RunStatus: engine.RunInProgress}
 		for _, r := range append(slices.Clone(recorders), v) {
