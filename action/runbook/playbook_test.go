@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"runtime"
@@ -143,6 +144,48 @@ func TestIssue9_1_FanoutDemoParses(t *testing.T) {
 		if err != nil || fi.Mode()&0o111 == 0 {
 			t.Errorf("node %s: runbooks/bin/%s: %v (mode %v); want an executable stub", s.Name, s.Node.Command, err, fi)
 		}
+	}
+}
+
+// TestIssue9_1_FanoutDemoToolRetries runs the demo's stub: demo-tool flaky fails its first
+// call and succeeds the second (the retry handler's demo), keeping its count in the working
+// folder; its other commands print one JSON object each (the node's output bindings).
+func TestIssue9_1_FanoutDemoToolRetries(t *testing.T) {
+	tool, err := filepath.Abs("../../runbooks/bin/demo-tool")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	run := func(args ...string) (string, string, int) {
+		cmd := exec.Command(tool, args...)
+		cmd.Dir = dir
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		var ee *exec.ExitError
+		if err != nil && !errors.As(err, &ee) {
+			t.Fatalf("demo-tool %v: %v", args, err)
+		}
+		return stdout.String(), stderr.String(), cmd.ProcessState.ExitCode()
+	}
+	if out, errText, code := run("flaky", "prepare"); code != 1 || out != "" || !strings.Contains(errText, "attempt 1") {
+		t.Fatalf("first call: %q %q exit %d; want a failure", out, errText, code)
+	}
+	if out, _, code := run("flaky", "prepare"); code != 0 || out != "{\"prepared\": true, \"attempt\": 2}\n" {
+		t.Fatalf("second call: %q exit %d; want success", out, code)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, ".rbook-demo", "prepare.count")); err != nil || string(b) != "2\n" {
+		t.Fatalf("counter = %q, %v", b, err)
+	}
+	for _, args := range [][]string{{"docs"}, {"package", "stable"}, {"notes", "nightly"}} {
+		out, _, code := run(args...)
+		var v map[string]any
+		if code != 0 || json.Unmarshal([]byte(out), &v) != nil || len(v) == 0 {
+			t.Fatalf("demo-tool %v: %q exit %d; want one JSON object", args, out, code)
+		}
+	}
+	if _, _, code := run("flaky", "../x"); code != 2 {
+		t.Fatalf("a bad name: exit %d, want 2", code)
 	}
 }
 
@@ -464,6 +507,11 @@ func TestCase_R01_PlaybookScalarsKeepTheirMeaning(t *testing.T) {
 		if len(pe.Issues) != 1 || d.Field != "version" || d.Line != 1 || !strings.Contains(d.Message, `write version: "1.0" (quoted)`) {
 			t.Errorf("version %s: %s", v, pe.Details())
 		}
+	}
+	// The warning also comes with the error when something else is wrong.
+	if pe := parsePBErr(t, "version: 1.0\nname: \"\"\n"+body[len("name: t\n"):]); len(pe.Warnings) != 1 || pe.Warnings[0].Field != "version" ||
+		len(pe.Issues) != 1 || pe.Issues[0].Field != "name" {
+		t.Errorf("plain 1.0 with a bad name: issues %v warnings %v", pe.Issues, pe.Warnings)
 	}
 	if pe := parsePBErr(t, body); pe.Issues[0].Field != "version" || !strings.Contains(pe.Issues[0].Message, "is required") {
 		t.Errorf("no version: %s", pe.Details())
