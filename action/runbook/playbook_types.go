@@ -44,6 +44,10 @@ type Playbook struct {
 	ErrorHandlers []ErrorHandler
 	// Source is the .cantbook's bytes; Plan.ContentHash is their SHA-256 (the playbook hash).
 	Source []byte
+	// Warnings are what the parser noticed that does not stop the load (case R01: an unquoted
+	// version: 1.0 is accepted with a warning to quote it); nil when there are none. Added by
+	// the parser (issue 9, item 1); `rbook playbook validate` prints them.
+	Warnings []Diagnostic
 }
 
 // PlaybookInput is one entry of inputs (seed playbooks.txt).
