@@ -255,11 +255,12 @@ func (p *Policy) Rules() []PolicyRule {
 
 // Evaluate decides a gate (seed "Policy evaluator"; DESIGN D16). Rules are evaluated in order;
 // the first that matches decides, except that no auto-approve passes while any require-human
-// rule matches: every require-human rule is evaluated, and the first one that matches (in
-// order) decides instead, its reason noting the auto-approve rule it overrode. A rule that
-// fails to evaluate (a missing key, a wrong type, a non-bool result, the MaxEvalCost limit)
-// counts as a matching require-human rule whose reason says so: the policy fails closed. No
-// match: a human decides, Rule "". A nil Policy decides nothing automatically.
+// rule matches: the rules after a matching auto-approve are evaluated too, and the first
+// require-human one that matches decides instead, its reason noting the auto-approve rule it
+// overrode. A rule that fails to evaluate (a missing key, a wrong type, a non-bool result, the
+// MaxEvalCost limit), whatever its action, counts as a matching require-human rule whose
+// reason says so: the policy fails closed. No match: a human decides, Rule "". A nil Policy
+// decides nothing automatically.
 func (p *Policy) Evaluate(in PolicyInput) PolicyVerdict {
 	if p == nil {
 		return PolicyVerdict{Action: ActionRequireHuman, Reason: "no auto-pass policy: a human decides"}
@@ -270,12 +271,11 @@ func (p *Policy) Evaluate(in PolicyInput) PolicyVerdict {
 	}
 	var first, human *PolicyVerdict
 	for _, r := range p.rules {
-		if first != nil && human != nil {
-			break
+		if human != nil {
+			break // a human decides; nothing later changes that
 		}
-		if first != nil && r.Action == ActionAutoApprove {
-			continue // only require-human rules can still change the outcome
-		}
+		// Every rule runs until a require-human one matches: a later auto-approve rule that
+		// fails to evaluate still counts as require-human (DESIGN D16).
 		matched, err := r.eval(vars)
 		var v PolicyVerdict
 		switch {

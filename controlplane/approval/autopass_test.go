@@ -75,6 +75,18 @@ func TestIssue9_6_RuleThatErrorsRequiresHuman(t *testing.T) {
 			if v.AutoPassed || v.Action != ActionRequireHuman || v.Rule != "broken" {
 				t.Fatalf("verdict = %+v, want require-human by broken", v)
 			}
+			// After a matching auto-approve, a failing rule still blocks it.
+			late, err := CompilePolicy([]PolicyRule{
+				{Name: "always", When: "true", Action: ActionAutoApprove, Reason: "y"},
+				{Name: "broken", When: tc.when, Action: ActionAutoApprove, Reason: "x"},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			v = late.Evaluate(PolicyInput{Node: map[string]any{"id": "review"}})
+			if v.AutoPassed || v.Rule != "broken" || !strings.Contains(v.Reason, "overrides auto-approve rule always") {
+				t.Fatalf("late failure: verdict = %+v", v)
+			}
 			if !strings.Contains(v.Reason, "rule broken failed to evaluate") || !strings.Contains(v.Reason, tc.want) {
 				t.Fatalf("reason = %q, want it to say the rule failed (%s)", v.Reason, tc.want)
 			}
