@@ -19,6 +19,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/rbookhq/rbook-action/controlplane/approval"
+	"github.com/rbookhq/rbook-action/controlplane/server"
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
 )
 
@@ -187,6 +188,19 @@ func TestIssue9_6_PolicyContextRefusals(t *testing.T) {
 	wantCode(t, err, connect.CodeInvalidArgument, "E_INVALID_ARGUMENT")
 	if !strings.Contains(err.Error(), "policy.bindings_json must be a JSON object") {
 		t.Fatalf("err = %v", err)
+	}
+	for _, tc := range []struct {
+		cmds []string
+		want string
+	}{
+		{make([]string, server.MaxPolicyCommands+1), "policy.commands has 257 entries, over the limit of 256"},
+		{[]string{strings.Repeat("x", server.MaxPolicyCommandBytes+1)}, "policy.commands[0] is 4097 bytes, over the limit of 4096"},
+	} {
+		_, err = requestPolicyGate(t, c, "pb-bad", tc.cmds, nil)
+		wantCode(t, err, connect.CodeInvalidArgument, "E_INVALID_ARGUMENT")
+		if !strings.Contains(err.Error(), tc.want) {
+			t.Fatalf("err = %v, want %q", err, tc.want)
+		}
 	}
 	page, err := c.apps.ListApprovals(context.Background(), &rbookv1.ListApprovalsRequest{})
 	if err != nil || len(page.GetApprovals()) != 0 {
@@ -379,5 +393,16 @@ func TestIssue9_4_PlaybookRunDetailsOverConnect(t *testing.T) {
 	list, err = c.runs.ListRuns(context.Background(), &rbookv1.ListRunsRequest{Kind: rbookv1.RunKind_RUN_KIND_RUNBOOK})
 	if err != nil || len(list.GetRuns()) != 1 || list.GetRuns()[0].GetRunId() != "rb-1" {
 		t.Fatalf("ListRuns kind=runbook: %v %v", list, err)
+	}
+	// Bindings over MaxListedPlaybookJSONBytes are left out of a listing; GetRun has them.
+	big := `{"notes":"` + strings.Repeat("n", server.MaxListedPlaybookJSONBytes) + `"}`
+	startPlaybookRun(t, c, "pb-big", big)
+	list, err = c.runs.ListRuns(context.Background(), &rbookv1.ListRunsRequest{Kind: rbookv1.RunKind_RUN_KIND_PLAYBOOK, PageSize: 1})
+	if err != nil || list.GetRuns()[0].GetRunId() != "pb-big" || list.GetRuns()[0].GetPlaybook().GetBindings() != "" ||
+		list.GetRuns()[0].GetPlaybook().GetEpicId() != "T889" {
+		t.Fatalf("ListRuns with big bindings: %v %v", list.GetRuns(), err)
+	}
+	if got, err := c.runs.GetRun(context.Background(), &rbookv1.GetRunRequest{RunId: "pb-big"}); err != nil || got.GetRun().GetPlaybook().GetBindings() != big {
+		t.Fatalf("GetRun big bindings: %v", err)
 	}
 }
