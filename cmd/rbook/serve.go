@@ -69,6 +69,15 @@ is then served at /github/webhook on this port: deliveries are verified with the
 (X-Hub-Signature-256) and de-duplicated by X-GitHub-Delivery. Without the flags that path
 answers 404. The key and the secret are read from the files and never logged.
 
+Playbook approval nodes may auto-pass: the auto-pass policy (ordered rules, each a CEL
+condition over node, bindings, playbook, commands and tools, with auto-approve or
+require-human) decides when the gate opens. The default rules need a human for publish, git
+push/tag, gh release create, gh workflow run, destructive commands, outbound HTTP and remote
+access, and auto-approve only gates that guard known read-only or QA commands and no agentic
+node. --playbook-policy FILE adds rules before the defaults; no auto-approve passes a gate
+while any require-human rule matches, and a rule that fails to evaluate means a human
+decides. --policy-shadow records what the policy would decide without acting on it.
+
 SIGINT or SIGTERM shuts down gracefully: open watch streams end (clients reconnect), calls
 in flight finish, the database is closed.
 
@@ -100,6 +109,10 @@ Exit codes: 0 after a clean shutdown, 2 bad flags, no secret, or the server coul
 				return abort("rbook serve: %v", err)
 			}
 			githubMode, err := applyServeGitHub(cmd, &cfg)
+			if err != nil {
+				return abort("rbook serve: %v", err)
+			}
+			playbookMode, err := applyServePlaybook(&cfg)
 			if err != nil {
 				return abort("rbook serve: %v", err)
 			}
@@ -141,6 +154,9 @@ Exit codes: 0 after a clean shutdown, 2 bad flags, no secret, or the server coul
 			if githubMode != "" {
 				mode += ", " + githubMode
 			}
+			if playbookMode != "" {
+				mode += ", " + playbookMode
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "rbook control plane listening on %s (db %s, %s)\n", r.URL(), cfg.DBPath, mode)
 			<-ctx.Done()
 			cfg.Logger.Info("shutting down", "cause", context.Cause(ctx).Error())
@@ -157,6 +173,7 @@ Exit codes: 0 after a clean shutdown, 2 bad flags, no secret, or the server coul
 	f.StringVar(&policyFile, "gate-policy", "", "YAML gate policy: approvals needed, allowed approvers and four-eyes per runbook and gate")
 	addServeOIDCFlags(cmd)
 	addServeGitHubFlags(cmd)
+	addServePlaybookFlags(cmd)
 	f.BoolVar(&cfg.Insecure, "insecure", false, "allow a non-loopback --addr without --auth-file or --oidc-config")
 	f.Bool("forbid-self-approval", true, "deprecated: the run's starter may never approve its gates unless the gate policy says so")
 	_ = f.MarkDeprecated("forbid-self-approval", "four-eyes is the default (see --gate-policy)")

@@ -53,6 +53,14 @@ func claimsOf(a store.Approval) approval.Claims {
 // the same approval and re-derives the same token. A pending gate for another plan digest is
 // closed as superseded first (case A03.6). The deadline is kept to whole seconds (the token's
 // resolution) and must be at least a second away.
+//
+// With a policy context (a playbook approval node; issue 9, item 6) the server's auto-pass
+// policy decides first: auto-approve opens the gate already approved (approver and
+// decided_by_source "policy", auto_passed, reason "<rule>: <reason>"), which watchers and the
+// protection-rule hook see as any decision; require-human, or any decision in shadow mode
+// (--policy-shadow), opens it pending. Either way Approval.policy carries the decision, and
+// the row keeps it. A policy context on a runbook run is E_INVALID_ARGUMENT. A retried request
+// returns the gate as it was decided the first time (the policy is not asked again).
 func (h approvalService) RequestApproval(ctx context.Context, req *rbookv1.RequestApprovalRequest) (*rbookv1.RequestApprovalResponse, error) {
 	s := h.s
 	now := time.Now().UTC()
@@ -86,15 +94,34 @@ func (h approvalService) RequestApproval(ctx context.Context, req *rbookv1.Reque
 	// The gate policy's requirement is captured on the row now (issue 7, item 4); a run that
 	// does not exist is reported by CreateApproval.
 	need := approval.Default()
+	var policy *store.AutoPassDecision
 	if run, err := s.st.Run(ctx, req.GetRunId()); err == nil {
 		need = s.opts.GatePolicy.For(run.PlaybookName, req.GetStepName())
+		if pc := req.GetPolicy(); pc != nil {
+			// Only a playbook's approval node auto-passes; a runbook's confirm step always asks a
+			// human, so a policy context on one is refused rather than ignored (issue 9, item 6).
+			if run.Kind != store.KindPlaybook {
+				return nil, invalidArg("policy is only for playbook approval nodes; run %s is a runbook run, whose confirm steps never auto-pass",
+					truncate(run.RunID, 140))
+			}
+			in, err := policyInputOf(pc)
+			if err != nil {
+				return nil, err
+			}
+			d := s.decidePolicy(in)
+			policy = &d
+		}
 	}
 	for attempt := 0; ; attempt++ {
 		id := newApprovalID()
 		na := store.NewApproval{ApprovalID: id, RunID: req.GetRunId(), NodeID: req.GetStepName(), StepIndex: int(req.GetStepIndex()),
 			RequestedAt: now, Deadline: deadline, PlanDigest: req.GetPlanDigest(), Prompt: req.GetPrompt(), OnFail: req.GetOnFail(),
 			Fence: &fence, ApprovalsRequired: need.ApprovalsRequired, AllowedApprovers: need.AllowedApprovers,
-			StarterMayApprove: need.StarterMayApprove, PolicyRule: need.Rule, GitHub: workflowRunOf(req.GetGithub())}
+			StarterMayApprove: need.StarterMayApprove, PolicyRule: need.Rule, GitHub: workflowRunOf(req.GetGithub()), Policy: policy}
+		if policy != nil && policy.AutoPassed {
+			// The gate opens decided: approved by "policy" (decided_by_source "policy"), auto_passed = 1.
+			na.AutoPassed, na.Reason = true, autoPassReason(*policy)
+		}
 		token, err := approval.Issue(s.opts.Secret, claimsOf(store.Approval{ApprovalID: id, RunID: na.RunID, NodeID: na.NodeID,
 			RequestedAt: now, Deadline: deadline, PlanDigest: na.PlanDigest}))
 		if err != nil {
@@ -133,6 +160,10 @@ func (h approvalService) RequestApproval(ctx context.Context, req *rbookv1.Reque
 		p := approvalToProto(a)
 		s.log.InfoContext(ctx, "gate opened", "approval_id", a.ApprovalID, "run_id", a.RunID, "node_id", a.NodeID,
 			"created", created, "deadline", a.Deadline)
+		if d := a.Policy; d != nil {
+			s.log.InfoContext(ctx, "gate policy", "approval_id", a.ApprovalID, "auto_passed", d.AutoPassed, "rule", d.Rule,
+				"action", d.Action, "shadow", d.Shadow, "reason", d.Reason)
+		}
 		return &rbookv1.RequestApprovalResponse{Approval: p, Token: token}, nil
 	}
 }

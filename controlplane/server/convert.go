@@ -1,7 +1,6 @@
 package server
 
 import (
-	"encoding/json"
 	"strings"
 	"time"
 
@@ -117,17 +116,7 @@ func runToProto(r store.Run, status rbookv1.RunStatus) *rbookv1.Run {
 		p.ErrorContext = string(r.ErrorContext)
 	}
 	if r.Kind == store.KindPlaybook {
-		pb := &rbookv1.PlaybookRunDetails{EpicId: r.EpicID, SessionId: r.SessionID}
-		if len(r.Bindings) > 0 && string(r.Bindings) != "{}" {
-			pb.Bindings = string(r.Bindings)
-		}
-		if len(r.IterationCounts) > 0 && string(r.IterationCounts) != "{}" {
-			var counts map[string]int32
-			if json.Unmarshal(r.IterationCounts, &counts) == nil && len(counts) > 0 {
-				pb.IterationCounts = counts
-			}
-		}
-		p.Playbook = pb
+		p.Playbook = playbookToProto(r)
 	}
 	// The store keeps no current step index: a final run is past its last step, otherwise the
 	// step after the last completed one is the current one.
@@ -146,6 +135,9 @@ func applyProgress(r *store.Run, p store.RunProgress) {
 		r.CompletedAt = p.CompletedAt
 	}
 	r.Owner, r.OwnerIDHash, r.LeaseEpoch, r.LeaseExpiresAt = p.Owner, p.OwnerIDHash, p.LeaseEpoch, p.LeaseExpiresAt
+	if pb := p.Playbook; pb != nil {
+		r.Bindings, r.IterationCounts, r.ActiveNodes = pb.Bindings, pb.IterationCounts, pb.ActiveNodes
+	}
 }
 
 var runKindToProto = map[store.RunKind]rbookv1.RunKind{
@@ -230,7 +222,7 @@ func approvalToProto(a store.Approval) *rbookv1.Approval {
 		AutoPassed: a.AutoPassed, StepIndex: int32(a.StepIndex), Prompt: a.Prompt, Deadline: ts(a.Deadline),
 		PlanDigest: a.PlanDigest, OnFail: a.OnFail, DecidedBySource: a.DecidedBySource, Github: workflowRunToProto(a.GitHub),
 		ApprovalsRequired: int32(max(a.ApprovalsRequired, 1)), AllowedApprovers: a.AllowedApprovers,
-		StarterMayApprove: a.StarterMayApprove,
+		StarterMayApprove: a.StarterMayApprove, Policy: policyToProto(a.Policy),
 	}
 	for _, v := range a.Votes {
 		p.Votes = append(p.Votes, &rbookv1.ApprovalVote{Approver: v.Approver, Verdict: approvalStatusToProto[v.Verdict],

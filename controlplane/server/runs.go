@@ -88,6 +88,9 @@ func (h runService) StartRun(ctx context.Context, req *rbookv1.StartRunRequest) 
 		return nil, invalidArg("lease_seconds is %d, must be 0 (60) or %d..%d", req.GetLeaseSeconds(),
 			int(store.MinLease/time.Second), int(store.MaxLease/time.Second))
 	}
+	if err := validStartBindings(req); err != nil {
+		return nil, err
+	}
 	kind := store.KindRunbook
 	switch req.GetKind() {
 	case rbookv1.RunKind_RUN_KIND_UNSPECIFIED, rbookv1.RunKind_RUN_KIND_RUNBOOK:
@@ -104,6 +107,10 @@ func (h runService) StartRun(ctx context.Context, req *rbookv1.StartRunRequest) 
 		OwnerIDHash: store.OwnerIDHash(req.GetOwnerId()), Owner: who, TakeOver: req.GetTakeOver(),
 		RequireOwner: authed && caller.Role == RoleExecutor, Lease: time.Duration(req.GetLeaseSeconds()) * time.Second,
 		GitHub: githubJobOf(ctx), Reported: workflowRunOf(req.GetReportedWorkflowRun()),
+		EpicID: req.GetEpicId(), SessionID: req.GetSessionId(),
+	}
+	if b := req.GetBindings(); b != "" {
+		nr.Bindings = json.RawMessage(b) // the run's first bindings (issue 9, item 4); kept on resume
 	}
 	if req.GetStartedAt() != nil {
 		nr.StartedAt = req.GetStartedAt().AsTime()
@@ -254,6 +261,13 @@ const maxItemsPage = store.MaxTransitionsPage
 // page token ("" after the last transition).
 func seqPage[T any](ctx context.Context, s *Server, runID string, pageSize int32, pageToken string,
 	keep func(store.Transition) (T, int, bool)) ([]T, string, error) {
+	return seqPageBudget(ctx, s, runID, pageSize, pageToken, MaxResponseBytes, keep)
+}
+
+// seqPageBudget is seqPage with budget bytes instead of MaxResponseBytes (GetRun leaves room
+// for the run it sends with the page); a page still holds at least one item.
+func seqPageBudget[T any](ctx context.Context, s *Server, runID string, pageSize int32, pageToken string, budget int,
+	keep func(store.Transition) (T, int, bool)) ([]T, string, error) {
 	if pageSize < 0 {
 		return nil, "", invalidArg("page_size is %d, must be >= 0", pageSize)
 	}
@@ -285,7 +299,7 @@ func seqPage[T any](ctx context.Context, s *Server, runID string, pageSize int32
 				from = t.Seq + 1
 				continue
 			}
-			if len(out) > 0 && (len(out) == limit || size+n > MaxResponseBytes) {
+			if len(out) > 0 && (len(out) == limit || size+n > budget) {
 				return out, "seq:" + strconv.FormatInt(t.Seq, 10), nil
 			}
 			out, size, from = append(out, item), size+n, t.Seq+1
@@ -300,14 +314,16 @@ func (h runService) GetRun(ctx context.Context, req *rbookv1.GetRunRequest) (*rb
 	if req.GetRunId() == "" {
 		return nil, invalidArg("run_id is required")
 	}
-	run, err := h.s.st.Run(ctx, req.GetRunId())
+	run, err := h.s.st.RunWithNodes(ctx, req.GetRunId()) // a playbook run's node states too
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, rpcError(connect.CodeNotFound, CodeRunNotFound, "no run has run_id %q", truncate(req.GetRunId(), 140))
 	}
 	if err != nil {
 		return nil, h.s.storeError(ctx, "GetRun", err)
 	}
-	page, next, err := seqPage(ctx, h.s, req.GetRunId(), req.GetPageSize(), req.GetPageToken(),
+	shown := runToProto(run, h.s.hub.effective(run))
+	// The run (a playbook's bindings and node states) and the page share MaxResponseBytes.
+	page, next, err := seqPageBudget(ctx, h.s, req.GetRunId(), req.GetPageSize(), req.GetPageToken(), MaxResponseBytes-proto.Size(shown),
 		func(t store.Transition) (*rbookv1.Transition, int, bool) {
 			p := transitionToProto(t)
 			return p, proto.Size(p), true
@@ -315,7 +331,7 @@ func (h runService) GetRun(ctx context.Context, req *rbookv1.GetRunRequest) (*rb
 	if err != nil {
 		return nil, err
 	}
-	return &rbookv1.GetRunResponse{Run: runToProto(run, h.s.hub.effective(run)), Transitions: page, NextPageToken: next}, nil
+	return &rbookv1.GetRunResponse{Run: shown, Transitions: page, NextPageToken: next}, nil
 }
 
 func (h runService) ListRuns(ctx context.Context, req *rbookv1.ListRunsRequest) (*rbookv1.ListRunsResponse, error) {
@@ -323,6 +339,15 @@ func (h runService) ListRuns(ctx context.Context, req *rbookv1.ListRunsRequest) 
 		return nil, invalidArg("page_size is %d, must be >= 0", req.GetPageSize())
 	}
 	f := store.RunFilter{PlaybookName: req.GetName(), PageSize: int(req.GetPageSize()), PageToken: req.GetPageToken()}
+	switch req.GetKind() {
+	case rbookv1.RunKind_RUN_KIND_UNSPECIFIED:
+	case rbookv1.RunKind_RUN_KIND_RUNBOOK:
+		f.Kind = store.KindRunbook
+	case rbookv1.RunKind_RUN_KIND_PLAYBOOK:
+		f.Kind = store.KindPlaybook
+	default:
+		return nil, invalidArg("kind %d is not a RUN_KIND_* value", req.GetKind())
+	}
 	if req.GetStatus() != rbookv1.RunStatus_RUN_STATUS_UNSPECIFIED {
 		st, ok := runStatusFromProto[req.GetStatus()]
 		if !ok {
@@ -336,7 +361,7 @@ func (h runService) ListRuns(ctx context.Context, req *rbookv1.ListRunsRequest) 
 	}
 	out := &rbookv1.ListRunsResponse{NextPageToken: page.NextPageToken, Runs: make([]*rbookv1.Run, 0, len(page.Runs))}
 	for _, r := range page.Runs {
-		p := runToProto(r, h.s.hub.effective(r))
+		p := runToProto(forListing(r), h.s.hub.effective(r)) // playbook details only when small
 		// The filter applies to the stored status; a row whose gate state says otherwise is
 		// left out rather than shown under the wrong filter (pages may be short).
 		if f.Status != "" && p.GetStatus() != req.GetStatus() {

@@ -57,6 +57,14 @@ type Options struct {
 	// GitHub, when set, serves the GitHub App's webhook at /github/webhook (issue 8, item 1);
 	// nil answers that path 404.
 	GitHub *GitHubOptions
+	// PlaybookPolicy is the auto-pass policy evaluated at playbook approval nodes
+	// (RequestApproval with a policy context; issue 9, item 6; DESIGN D16), e.g.
+	// approval.LoadPlaybookPolicy(file) for rbook serve --playbook-policy; nil means
+	// approval.DefaultPolicyRules() alone.
+	PlaybookPolicy *approval.Policy
+	// PolicyShadow records what the policy would have decided on each playbook gate without
+	// acting on it: every gate waits for a human (rbook serve --policy-shadow).
+	PolicyShadow bool
 }
 
 // Server is the control plane's http.Handler. Create it with New; Close it before closing
@@ -78,6 +86,8 @@ type Server struct {
 	// GitHub options); gatesDone closes when that loop ended.
 	gates     *githubGates
 	gatesDone chan struct{}
+	// policy is opts.PlaybookPolicy, else the compiled default rules.
+	policy *approval.Policy
 }
 
 // New builds the handler over st and starts the gate-deadline timer. It must be called
@@ -99,6 +109,14 @@ func New(st *store.Store, opts Options) (*Server, error) {
 	}
 	s := &Server{st: st, opts: opts, log: opts.Logger, rearm: make(chan struct{}, 1),
 		streamsDone: make(chan struct{}), loopDone: make(chan struct{})}
+	s.policy = opts.PlaybookPolicy
+	if s.policy == nil {
+		p, err := approval.CompilePolicy(approval.DefaultPolicyRules())
+		if err != nil {
+			return nil, fmt.Errorf("server: default auto-pass policy: %w", err)
+		}
+		s.policy = p
+	}
 	s.hub = newHub(s.wakeDeadlines)
 	if err := s.hub.load(context.Background(), st); err != nil {
 		return nil, fmt.Errorf("server: load pending approvals: %w", err)

@@ -47,6 +47,13 @@ func (h runService) WatchRun(ctx context.Context, req *rbookv1.WatchRunRequest, 
 	if err != nil {
 		return s.storeError(ctx, "WatchRun", err)
 	}
+	var nodes store.NodeTracker // a playbook run's node states, from every transition
+	if run.Kind == store.KindPlaybook {
+		for _, t := range ts {
+			nodes.Apply(t)
+		}
+		run.Nodes = nodes.States()
+	}
 	shown := s.hub.effective(run)
 	if err := stream.Send(&rbookv1.WatchRunResponse{Run: runToProto(run, shown)}); err != nil {
 		return err
@@ -82,6 +89,10 @@ func (h runService) WatchRun(ctx context.Context, req *rbookv1.WatchRunRequest, 
 					continue // already replayed
 				}
 				applyProgress(&run, ev.progress)
+				if run.Kind == store.KindPlaybook {
+					nodes.Apply(*ev.transition)
+					run.Nodes = nodes.States()
+				}
 				last = ev.transition.Seq
 				msg.Transition = transitionToProto(*ev.transition)
 			case ev.run != nil && ev.run.Status.Final():
@@ -97,6 +108,9 @@ func (h runService) WatchRun(ctx context.Context, req *rbookv1.WatchRunRequest, 
 				if s.hub.effective(run) == shown {
 					continue // the gate change did not change what the run shows
 				}
+			}
+			if run.Kind == store.KindPlaybook {
+				run.Nodes = nodes.States() // also after a run-only message replaced run
 			}
 			shown = s.hub.effective(run)
 			msg.Run = runToProto(run, shown)

@@ -110,6 +110,14 @@ func (s *Store) CreateApproval(ctx context.Context, na NewApproval) (a Approval,
 			initial, decidedAt, approver, source = ApprovalApproved, formatTime(na.RequestedAt), SourcePolicy, SourcePolicy
 			reason = nullString(na.Reason)
 		}
+		var policyJSON any
+		if na.Policy != nil {
+			b, err := json.Marshal(na.Policy)
+			if err != nil {
+				return fmt.Errorf("store: policy decision: %w", err)
+			}
+			policyJSON = string(b)
+		}
 		required := max(na.ApprovalsRequired, 1)
 		allowed, err := json.Marshal(append([]string{}, na.AllowedApprovers...))
 		if err != nil {
@@ -118,11 +126,11 @@ func (s *Store) CreateApproval(ctx context.Context, na NewApproval) (a Approval,
 		rows, err := w.writeApprovals(`INSERT INTO playbook_approvals
 			(approval_id, run_id, node_id, step_index, token, status, requested_at, approved_at, approver, reason,
 			 auto_passed, deadline, plan_digest, prompt, decided_by_source, on_fail,
-			 approvals_required, allowed_approvers, starter_may_approve, policy_rule, `+approvalWorkflowColumns+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING `+approvalColumns,
-			append([]any{na.ApprovalID, na.RunID, na.NodeID, na.StepIndex, na.TokenHash, string(initial), formatTime(na.RequestedAt),
+			 approvals_required, allowed_approvers, starter_may_approve, policy_rule, `+approvalWorkflowColumns+`, policy_json)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING `+approvalColumns,
+			append(append([]any{na.ApprovalID, na.RunID, na.NodeID, na.StepIndex, na.TokenHash, string(initial), formatTime(na.RequestedAt),
 				decidedAt, approver, reason, boolInt(na.AutoPassed), nullTime(na.Deadline), na.PlanDigest, na.Prompt, source,
-				na.OnFail, required, string(allowed), boolInt(na.StarterMayApprove), na.PolicyRule}, workflowArgs(na.GitHub)...)...)
+				na.OnFail, required, string(allowed), boolInt(na.StarterMayApprove), na.PolicyRule}, workflowArgs(na.GitHub)...), policyJSON)...)
 		if isUniqueViolation(err) {
 			return fmt.Errorf("%w: approval id or token already used", ErrConflict)
 		}
@@ -154,6 +162,20 @@ func validateNewApproval(na NewApproval) error {
 	} {
 		if err := checkText(f.name, f.v, f.required, f.limit); err != nil {
 			return err
+		}
+	}
+	if p := na.Policy; p != nil {
+		for _, f := range []struct {
+			name, v  string
+			required bool
+			limit    int
+		}{{"policy rule", p.Rule, false, MaxIDBytes}, {"policy action", p.Action, true, MaxIDBytes}, {"policy reason", p.Reason, false, MaxTextBytes}} {
+			if err := checkText(f.name, f.v, f.required, f.limit); err != nil {
+				return err
+			}
+		}
+		if p.AutoPassed != na.AutoPassed || (p.AutoPassed && p.Shadow) {
+			return fmt.Errorf("%w: policy auto_passed must equal auto_passed, and a shadow decision never auto-passes", ErrInvalidArgument)
 		}
 	}
 	if !isTokenHash(na.TokenHash) {

@@ -75,7 +75,7 @@ type rowScanner interface{ Scan(dest ...any) error }
 const runColumns = `run_id, playbook_name, playbook_hash, current_node, bindings, error_context, status,
 	iteration_counts, epic_id, session_id, started_at, completed_at, schema_hash8, total_steps,
 	last_completed_step_index, last_deploy_name, started_by, last_seq, updated_at, cancelled_by, cancel_reason,
-	kind, owner, owner_id_hash, lease_epoch, lease_seconds, lease_expires_at, ` + githubJobColumns + `, ` + runWorkflowColumns
+	kind, owner, owner_id_hash, lease_epoch, lease_seconds, lease_expires_at, active_nodes, ` + githubJobColumns + `, ` + runWorkflowColumns
 
 func scanRun(r rowScanner) (Run, error) {
 	var (
@@ -83,20 +83,27 @@ func scanRun(r rowScanner) (Run, error) {
 		currentNode, errorContext, epicID, sessionID    sql.NullString
 		completedAt, lastDeploy, startedBy, cancelledBy sql.NullString
 		cancelReason, startedAt, updatedAt, leaseExp    sql.NullString
-		bindings, iterationCounts, status, kind         string
+		bindings, iterationCounts, status, kind, active string
 		job                                             githubJobScan
 		reported                                        workflowScan
 	)
 	err := r.Scan(append([]any{&run.RunID, &run.PlaybookName, &run.PlaybookHash, &currentNode, &bindings, &errorContext,
 		&status, &iterationCounts, &epicID, &sessionID, &startedAt, &completedAt, &run.SchemaHash8,
 		&run.TotalSteps, &run.LastCompletedStepIndex, &lastDeploy, &startedBy, &run.LastSeq, &updatedAt,
-		&cancelledBy, &cancelReason, &kind, &run.Owner, &run.OwnerIDHash, &run.LeaseEpoch, &run.LeaseSeconds, &leaseExp}, append(job.dests(), reported.dests()...)...)...)
+		&cancelledBy, &cancelReason, &kind, &run.Owner, &run.OwnerIDHash, &run.LeaseEpoch, &run.LeaseSeconds, &leaseExp, &active}, append(job.dests(), reported.dests()...)...)...)
 	if err != nil {
 		return Run{}, err
 	}
 	run.GitHub = job.job()
 	run.Reported = reported.run()
 	run.Kind = RunKind(kind)
+	if run.Kind == KindPlaybook {
+		list, err := parseActive(active)
+		if err != nil {
+			return Run{}, err
+		}
+		run.ActiveNodes = activeNames(list)
+	}
 	if run.LeaseExpiresAt, err = parseTime("lease_expires_at", leaseExp); err != nil {
 		return Run{}, err
 	}
@@ -123,7 +130,7 @@ func scanRun(r rowScanner) (Run, error) {
 }
 
 const progressColumns = `status, current_node, last_seq, last_completed_step_index, last_deploy_name, completed_at,
-	owner, owner_id_hash, lease_epoch, lease_seconds, lease_expires_at`
+	owner, owner_id_hash, lease_epoch, lease_seconds, lease_expires_at, kind, active_nodes`
 
 func scanProgress(r rowScanner) (RunProgress, error) {
 	var (
@@ -131,10 +138,14 @@ func scanProgress(r rowScanner) (RunProgress, error) {
 		status                          string
 		currentNode, lastDeploy, doneAt sql.NullString
 		leaseExp                        sql.NullString
+		kind, active                    string
 	)
 	if err := r.Scan(&status, &currentNode, &p.LastSeq, &p.LastCompletedStepIndex, &lastDeploy, &doneAt,
-		&p.Owner, &p.OwnerIDHash, &p.LeaseEpoch, &p.LeaseSeconds, &leaseExp); err != nil {
+		&p.Owner, &p.OwnerIDHash, &p.LeaseEpoch, &p.LeaseSeconds, &leaseExp, &kind, &active); err != nil {
 		return RunProgress{}, err
+	}
+	if RunKind(kind) == KindPlaybook {
+		p.playbook, p.active = true, active
 	}
 	p.Status, p.CurrentNode, p.LastDeployName = RunStatus(status), currentNode.String, lastDeploy.String
 	var err error
@@ -218,7 +229,7 @@ const approvalColumns = `approval_id, run_id, node_id, step_index, token, status
 	approver, reason, auto_passed, deadline, plan_digest, prompt, decided_by_source, on_fail,
 	approvals_required, allowed_approvers, starter_may_approve, policy_rule,
 	(SELECT json_group_array(json_array(v.approver, v.verdict, v.reason, v.at, v.source, v.verified) ORDER BY v.rowid)
-	 FROM approval_votes v WHERE v.approval_id = playbook_approvals.approval_id), ` + approvalWorkflowColumns
+	 FROM approval_votes v WHERE v.approval_id = playbook_approvals.approval_id), ` + approvalWorkflowColumns + `, policy_json`
 
 func scanApproval(r rowScanner) (Approval, error) {
 	var (
@@ -228,12 +239,19 @@ func scanApproval(r rowScanner) (Approval, error) {
 		autoPassed, starterMay                                  int
 		allowed, votes                                          string
 		gh                                                      workflowScan
+		policy                                                  sql.NullString
 	)
-	err := r.Scan(append([]any{&a.ApprovalID, &a.RunID, &a.NodeID, &a.StepIndex, &a.TokenHash, &status, &requestedAt,
+	err := r.Scan(append(append([]any{&a.ApprovalID, &a.RunID, &a.NodeID, &a.StepIndex, &a.TokenHash, &status, &requestedAt,
 		&decidedAt, &approver, &reason, &autoPassed, &deadline, &a.PlanDigest, &a.Prompt, &src, &a.OnFail,
-		&a.ApprovalsRequired, &allowed, &starterMay, &a.PolicyRule, &votes}, gh.dests()...)...)
+		&a.ApprovalsRequired, &allowed, &starterMay, &a.PolicyRule, &votes}, gh.dests()...), &policy)...)
 	if err != nil {
 		return Approval{}, err
+	}
+	if policy.Valid {
+		a.Policy = &AutoPassDecision{}
+		if err := json.Unmarshal([]byte(policy.String), a.Policy); err != nil {
+			return Approval{}, fmt.Errorf("store: policy_json of %s: %w", a.ApprovalID, err)
+		}
 	}
 	a.StarterMayApprove = starterMay == 1
 	a.GitHub = gh.run()

@@ -44,6 +44,10 @@ func (s *Store) StartRun(ctx context.Context, nr NewRun) (run Run, outcome Start
 	if err != nil {
 		return Run{}, 0, err
 	}
+	if b := strings.TrimSpace(bindings); !strings.HasPrefix(b, "{") {
+		// A run's first bindings are its inputs: an object (issue 9, item 4).
+		return Run{}, 0, fmt.Errorf("%w: bindings must be a JSON object", ErrInvalidArgument)
+	}
 	now := s.now()
 	startedAt := nr.StartedAt
 	if startedAt.IsZero() {
@@ -242,7 +246,10 @@ func validateNewRun(nr *NewRun) error {
 // change; a different one gives ErrConflict. seq must be last_seq+1, else ErrOutOfOrder, so
 // gaps are refused. The run row follows t: status by RunStatusOf, current_node = step name
 // (NULL when final), completed_at when final, error_context when failed,
-// last_completed_step_index on step_finished, last_deploy_name, last_seq, updated_at.
+// last_completed_step_index on step_finished, last_deploy_name, last_seq, updated_at. A run of
+// kind playbook also gets the playbook projection in the same transaction (playbook.go:
+// bindings, iteration_counts, active nodes as current_node, paused while any gate is open;
+// error_context adds "node"), and its Change.Progress carries RunProgress.Playbook.
 //
 // A seq already stored with other content is ErrLeaseLost when f's epoch is stale (the
 // caller lost the run to another executor with the same owner id), else ErrConflict.
@@ -296,11 +303,27 @@ func (s *Store) RecordTransition(ctx context.Context, t Transition, f Fence) (Re
 		}
 		oldStatus := run.Status
 		var errCtx json.RawMessage
+		var pb *PlaybookProgress
 		if run.Status.Final() {
 			if newStatus.Final() && newStatus != run.Status {
 				return fmt.Errorf("%w: run %q is %s", ErrRunFinal, t.RunID, run.Status)
 			}
-		} else {
+		}
+		if run.playbook {
+			// Bindings, iteration counts, active nodes, paused-while-a-gate-is-open (playbook.go).
+			wasFinal := run.Status.Final()
+			if pb, err = w.applyPlaybook(&run, t, newStatus); err != nil {
+				return err
+			}
+			if !wasFinal && newStatus.Final() {
+				run.CompletedAt = t.At
+				if newStatus == RunFailed {
+					if errCtx, err = w.playbookErrorContext(t); err != nil {
+						return err
+					}
+				}
+			}
+		} else if !run.Status.Final() {
 			run.Status = newStatus
 			if newStatus.Final() {
 				run.CurrentNode, run.CompletedAt = "", t.At
@@ -357,7 +380,9 @@ func (s *Store) RecordTransition(ctx context.Context, t Transition, f Fence) (Re
 		}
 		res = RecordResult{Progress: run}
 		w.change.Transitions = append(w.change.Transitions, t)
-		w.change.Progress = append(w.change.Progress, run)
+		published := run
+		published.Playbook = pb // watchers get the projection; the cache does not keep it
+		w.change.Progress = append(w.change.Progress, published)
 		w.staged = append(w.staged, run)
 		return nil
 	})
@@ -580,19 +605,28 @@ func queryTransitions(ctx context.Context, tx *sql.Tx, runID string, fromSeq int
 	return ts, nil
 }
 
-// ListRuns returns one page of runs, newest first, filtered by status and playbook name.
+// ListRuns returns one page of runs, newest first, filtered by status, playbook name and kind.
 // Paging is by key (started_at, run_id), so pages stay stable while runs are added.
 // Errors: ErrInvalidArgument (bad status, or a page token from another listing), storage errors.
 func (s *Store) ListRuns(ctx context.Context, f RunFilter) (RunPage, error) {
 	if f.Status != "" && !f.Status.valid() {
 		return RunPage{}, fmt.Errorf("%w: status %q is not a run status", ErrInvalidArgument, f.Status)
 	}
+	if f.Kind != "" && f.Kind != KindRunbook && f.Kind != KindPlaybook {
+		return RunPage{}, fmt.Errorf("%w: kind %q is not runbook or playbook", ErrInvalidArgument, f.Kind)
+	}
 	size := pageSize(f.PageSize)
 	scope := "runs\x00" + string(f.Status) + "\x00" + f.PlaybookName
+	if f.Kind != "" {
+		scope += "\x00kind=" + string(f.Kind) // tokens of listings without a kind stay valid
+	}
 	var where []string
 	var args []any
 	if f.Status != "" {
 		where, args = append(where, "status = ?"), append(args, string(f.Status))
+	}
+	if f.Kind != "" {
+		where, args = append(where, "kind = ?"), append(args, string(f.Kind))
 	}
 	if f.PlaybookName != "" {
 		where, args = append(where, "playbook_name = ?"), append(args, f.PlaybookName)
@@ -665,10 +699,10 @@ func (s *Store) CancelRun(ctx context.Context, runID, by, reason string, at time
 		if run.Status.Final() {
 			return fmt.Errorf("%w: run %q is %s", ErrRunFinal, runID, run.Status)
 		}
-		run.Status, run.CurrentNode, run.CompletedAt = RunCancelled, "", at.UTC()
+		run.Status, run.CurrentNode, run.CompletedAt, run.ActiveNodes = RunCancelled, "", at.UTC(), nil
 		run.CancelledBy, run.CancelReason, run.UpdatedAt = by, reason, s.now()
 		w.cache.forget(runID)
-		if _, err := w.execSQL(`UPDATE playbook_runs SET status = 'cancelled', current_node = NULL,
+		if _, err := w.execSQL(`UPDATE playbook_runs SET status = 'cancelled', current_node = NULL, active_nodes = '[]',
 			completed_at = ?, cancelled_by = ?, cancel_reason = ?, updated_at = ? WHERE run_id = ?`,
 			formatTime(run.CompletedAt), nullString(by), nullString(reason), formatTime(run.UpdatedAt), runID); err != nil {
 			return fmt.Errorf("store: cancel run: %w", err)

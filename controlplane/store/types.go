@@ -287,7 +287,8 @@ type Run struct {
 	RunID        string
 	PlaybookName string
 	PlaybookHash string
-	// CurrentNode is the active step's name; "" when the run is final.
+	// CurrentNode is the active step's name; "" when the run is final. For a playbook run, the
+	// active nodes' ids joined by "," in step_index order, "" when none (issue 9, item 4).
 	CurrentNode string
 	Bindings    json.RawMessage
 	// ErrorContext is a JSON object describing the failing transition when Status is failed.
@@ -325,6 +326,12 @@ type Run struct {
 	GitHub *GitHubJob
 	// Reported is the workflow run its last StartRun reported (migration 0007), nil if none.
 	Reported *WorkflowRun
+	// ActiveNodes are a playbook run's active nodes in step_index order (migration 0010;
+	// current_node joined by ","); nil for runbook runs and when none is active.
+	ActiveNodes []string
+	// Nodes are a playbook run's node states derived from its transitions (NodeStates); only
+	// RunWithNodes fills them, nil otherwise.
+	Nodes []NodeState
 }
 
 // Evidence is one evidence-pack entry (seed runbook-executor, Step 7; mirrors engine.Evidence).
@@ -384,6 +391,13 @@ type RunProgress struct {
 	LeaseEpoch     int64
 	LeaseSeconds   int
 	LeaseExpiresAt time.Time
+	// Playbook is, in Change.Progress of a playbook run, its bindings, iteration counts and
+	// active nodes after the transition (issue 9, item 4); nil for runbook runs and elsewhere.
+	Playbook *PlaybookProgress
+
+	// playbook is true for a run of kind playbook; active is its active_nodes JSON text.
+	playbook bool
+	active   string
 }
 
 // RecordResult is what RecordTransition reports.
@@ -400,6 +414,8 @@ type RecordResult struct {
 type RunFilter struct {
 	Status       RunStatus
 	PlaybookName string
+	// Kind, when set, lists only runs of that kind (issue 9, item 8: ListRunsRequest.kind).
+	Kind RunKind
 	// PageSize defaults to DefaultPageSize and is clamped to MaxPageSize.
 	PageSize int
 	// PageToken is a NextPageToken from a previous call with the same filters.
@@ -451,6 +467,22 @@ type NewApproval struct {
 	// GitHub is the workflow run and environment the executor reports with the gate (issue 8;
 	// migration 0007), nil for none; at most MaxWorkflowRunField bytes a field.
 	GitHub *WorkflowRun
+	// Policy is what the auto-pass policy decided at a playbook approval node (issue 9, item 6;
+	// migration 0010's policy_json), nil when none ran. Policy.AutoPassed must equal AutoPassed
+	// and a Shadow decision never auto-passes (ErrInvalidArgument).
+	Policy *AutoPassDecision
+}
+
+// AutoPassDecision is the auto-pass policy's decision stored on an approval (column
+// policy_json; seed playbooks.txt "Policy evaluator"; DESIGN D16): Rule is the deciding rule
+// ("" when none matched), Action "auto-approve" or "require-human", Reason why; Shadow marks a
+// decision recorded without acting on it (rbook serve --policy-shadow).
+type AutoPassDecision struct {
+	AutoPassed bool   `json:"auto_passed"`
+	Rule       string `json:"rule"`
+	Action     string `json:"action"`
+	Reason     string `json:"reason"`
+	Shadow     bool   `json:"shadow"`
 }
 
 // MaxApprovalsRequired is the largest ApprovalsRequired a gate may have (the schema's CHECK,
@@ -509,6 +541,9 @@ type Approval struct {
 	// GitHub is the workflow run and environment reported when the gate opened (migration
 	// 0007; issue 8), nil if none.
 	GitHub *WorkflowRun
+	// Policy is the auto-pass policy's decision at a playbook approval node (migration 0010),
+	// nil when none ran.
+	Policy *AutoPassDecision
 }
 
 // ApprovedBy lists the identities that approved a, in vote order.
