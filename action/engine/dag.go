@@ -84,6 +84,8 @@ type dag struct {
 	// resumeFail are the nodes whose last recorded entry is a failure, with that entry.
 	resumeFail []int
 	lastFail   map[int]Evidence
+	// lastPos is the position of each node's last entry in Start.Evidence (-1: none).
+	lastPos []int
 }
 
 func newDAG(r *run, st Start) *dag {
@@ -92,7 +94,10 @@ func newDAG(r *run, st Start) *dag {
 	d := &dag{r: r, steps: plan.Steps, pb: plan.Playbook, idx: map[string]int{}, children: make([][]int, n),
 		state: make([]nodeState, n), attempts: make([]int, n), execs: make([]int, n), paid: make([]bool, n),
 		budget: runbook.RunBudgetPerNode * n, errFor: map[int]map[string]any{}, waitFor: map[int][]int{},
-		note: map[int]string{}, lastFail: map[int]Evidence{}}
+		note: map[int]string{}, lastFail: map[int]Evidence{}, lastPos: make([]int, n)}
+	for i := range d.lastPos {
+		d.lastPos[i] = -1
+	}
 	if d.pb == nil {
 		d.pb = &runbook.Playbook{}
 	}
@@ -108,11 +113,12 @@ func newDAG(r *run, st Start) *dag {
 			}
 		}
 	}
-	for _, ev := range st.Evidence {
+	for pos, ev := range st.Evidence {
 		i, ok := d.idx[ev.StepName]
 		if !ok {
 			continue
 		}
+		d.lastPos[i] = pos
 		switch ev.Status {
 		case StatusPass:
 			d.state[i] = nsPass
@@ -179,6 +185,15 @@ func (d *dag) next(ctx context.Context, free int) (action, error) {
 		i := d.resumeFail[0]
 		d.resumeFail = d.resumeFail[1:]
 		ev := d.lastFail[i]
+		if node := d.steps[i].Node; node != nil && node.OnFailure != nil {
+			// The inject was carried out before the restart: its target passed after this
+			// failure, so only the failed node's re-run is left.
+			if t, ok := d.idx[node.OnFailure.InjectInto]; ok && t != i && d.state[t] == nsPass && d.lastPos[t] > d.lastPos[i] {
+				d.state[i] = nsPending
+				d.note[i] = fmt.Sprintf("re-run after its inject target '%s' (on_failure.inject_into; resumed)", node.OnFailure.InjectInto)
+				continue
+			}
+		}
 		d.handle(i, d.eventOf(d.steps[i], ev.Status, "", ev.Output), shortText(ev.Output), bindingOf(ev.Output))
 	}
 	if d.failing != nil {

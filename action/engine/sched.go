@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/rbookhq/rbook-action/action/runbook"
@@ -103,6 +104,7 @@ func (r *run) schedule(ctx context.Context, pol policy, limit int) (Result, erro
 				}
 				remove(m.t.step.Index)
 			}
+			slices.SortFunc(interrupted, func(a, b runbook.Step) int { return a.Index - b.Index })
 			res, _, err := r.stopped(ctx, interrupted)
 			return res, err
 		}
