@@ -444,7 +444,7 @@ func (d *dag) handle(i int, event, detail string, errOut any) {
 				d.fail(id, event, msg)
 				return
 			case runbook.HandlerContinue:
-				d.continued = append(d.continued, fmt.Sprintf("'%s' (%s)", id, event))
+				d.continued = append(d.continued, joinNote(fmt.Sprintf("'%s' (%s)", id, event), msg))
 				return
 			case runbook.HandlerRetry:
 				if !d.payRerun(i) {
