@@ -575,7 +575,8 @@ func joinNote(a, b string) string {
 }
 
 // failEnd ends a failed run: unstarted nodes are recorded not run, then run_finished FAILED
-// with the failure's message.
+// with the failure's message: "node 'x' failed (<event>) and no error handler took it: …",
+// an abort handler's rendered message, or "execution budget of N node runs exhausted …".
 func (d *dag) failEnd(ctx context.Context) (Result, error) {
 	f := d.failing
 	for i := range d.steps {
@@ -597,7 +598,10 @@ func (d *dag) failEnd(ctx context.Context) (Result, error) {
 			return Result{}, err
 		}
 	}
-	return d.r.end(ctx, RunFailed, f.message, nil)
+	// StepName names the node the run failed at (StepIndex stays -1: a run-level
+	// transition); the control plane puts it in error_context.node.
+	err := d.r.emit(ctx, Transition{Kind: TransitionRunFinished, StepIndex: -1, StepName: f.node, RunStatus: RunFailed, Message: f.message})
+	return Result{Status: RunFailed, Message: f.message}, err
 }
 
 // completeEnd ends a run with nothing left to run: COMPLETED, naming the failures a continue

@@ -356,7 +356,7 @@ func TestIssue9_2_UnhandledFailureDrainsRunningNodes(t *testing.T) {
 	if ev[2].Output != "not run: the run failed at 'a'" || ev[3].Output != "not run: dependency 'a' failed" || f.count("c") != 0 {
 		t.Errorf("c %q, d %q, c ran %d", ev[2].Output, ev[3].Output, f.count("c"))
 	}
-	if last := rec.ts[len(rec.ts)-1]; last.Kind != engine.TransitionRunFinished || last.RunStatus != engine.RunFailed {
+	if last := rec.ts[len(rec.ts)-1]; last.Kind != engine.TransitionRunFinished || last.RunStatus != engine.RunFailed || last.StepName != "a" || last.StepIndex != -1 {
 		t.Errorf("last %+v", last)
 	}
 }
