@@ -66,6 +66,9 @@ type Engine struct {
 	// Concurrency is how many playbook nodes may execute at once (rbook playbook run
 	// --concurrency); 0 means DefaultConcurrency. Runbook chains run one step at a time.
 	Concurrency int
+	// WorkDir is the run's working folder: a playbook fact "file:PATH" with a relative PATH
+	// is looked up under it ("" means the process's working directory; issue 9, item 5).
+	WorkDir string
 }
 
 // DefaultConcurrency is Engine.Concurrency when unset (issue 9, item 2).
@@ -93,6 +96,14 @@ type Start struct {
 	// get a SKIPPED entry saying SkipReason, so a skipped gate is never silent.
 	SkipFrom   int
 	SkipReason string
+	// Bindings are a playbook run's validated inputs (runbook.ValidatePlaybookInputs), the
+	// first bindings at the top level (issue 9, item 4). The engine copies them. A resumed
+	// playbook run passes the same inputs again with Seq and every Evidence entry recorded so
+	// far: the engine rebuilds node states, node outputs and iteration counts from the
+	// evidence (see dag.go). A node started but never finished has no entry and runs again:
+	// the caller must refuse (or have the operator decide) before resuming with a
+	// side-effecting node in flight, as it does for deploy steps. Nil for runbooks.
+	Bindings map[string]any
 }
 
 // Result is how a run ended.
@@ -121,6 +132,9 @@ func (e *Engine) Run(ctx context.Context, st Start) (Result, error) {
 			return Result{}, err
 		}
 	}
+	if e.Plan.Kind == runbook.KindPlaybook {
+		return r.schedule(ctx, newDAG(r, st), e.concurrency())
+	}
 	if st.RollbackFor != "" {
 		r.skipRollback = st.SkipOwedRollback
 		return r.compensate(ctx, st.RollbackFor, RunFailed)
@@ -133,70 +147,7 @@ func (e *Engine) Run(ctx context.Context, st Start) (Result, error) {
 			}
 		}
 	}
-	for i := st.Index; i < len(steps); i++ {
-		if res, stop, err := r.stopped(ctx, nil); stop {
-			return res, err
-		}
-		step := steps[i]
-		if step.Type == runbook.TypeRollback {
-			if err := r.finish(ctx, step, Outcome{Status: StatusSkipped, Output: rollbackOnlyNote}, RunInProgress, ""); err != nil {
-				return Result{}, err
-			}
-			continue
-		}
-		if step.Input == nil && step.Type != runbook.TypeConfirm {
-			out := Outcome{Status: StatusSkipped, Output: "kql_or_template is missing; nothing to run"}
-			if err := r.finish(ctx, step, out, RunInProgress, ""); err != nil {
-				return Result{}, err
-			}
-			continue
-		}
-		if err := r.emit(ctx, Transition{Kind: TransitionStepStarted, StepIndex: i, StepName: step.Name, StepType: string(step.Type), RunStatus: RunInProgress}); err != nil {
-			return Result{}, err
-		}
-		var out Outcome
-		if step.Type == runbook.TypeConfirm {
-			out = r.confirm(ctx, step)
-		} else {
-			out = r.execute(ctx, step)
-		}
-		if res, stop, err := r.stopped(ctx, &step); stop {
-			return res, err
-		}
-		if out.halt != nil {
-			return Result{Status: RunInProgress, Message: out.halt.Error()}, out.halt
-		}
-		if out.Cancel {
-			return r.cancel(ctx, "user at the gate")
-		}
-		if out.DeployName != "" {
-			r.lastDep = out.DeployName
-		}
-		if out.Status != StatusFail && out.Status != StatusTimedOut {
-			if err := r.finish(ctx, step, out, RunInProgress, ""); err != nil {
-				return Result{}, err
-			}
-			continue
-		}
-		why := fmt.Sprintf("step '%s' ended %s; on_fail: %s", step.Name, out.Status, step.OnFail)
-		switch step.OnFail {
-		case runbook.OnFailContinue:
-			if err := r.finish(ctx, step, out, RunInProgress, ""); err != nil {
-				return Result{}, err
-			}
-		case runbook.OnFailRollback:
-			if err := r.finish(ctx, step, out, RunInProgress, step.Name); err != nil {
-				return Result{}, err
-			}
-			return r.compensate(ctx, step.Name, RunFailed)
-		default: // halt
-			if err := r.finish(ctx, step, out, RunFailed, ""); err != nil {
-				return Result{}, err
-			}
-			return r.end(ctx, RunFailed, why, nil)
-		}
-	}
-	return r.end(ctx, RunCompleted, r.continuedFailures(), nil)
+	return r.schedule(ctx, &chain{r: r, i: st.Index}, 1)
 }
 
 // continuedFailures names the steps that failed under on_fail: continue, so a COMPLETED run
@@ -283,10 +234,10 @@ func (r *run) end(ctx context.Context, status RunStatus, msg string, audit *Evid
 }
 
 // stopped reports whether the run context ended (signal or confirmed cancel) and, if so,
-// writes the one final record. step is the step that was running, if any. An interrupted
-// run stays IN_PROGRESS: the interrupted step has no outcome, so a resume runs it again (a
+// writes the one final record. steps are the steps that were running, if any. An interrupted
+// run stays IN_PROGRESS: an interrupted step has no outcome, so a resume runs it again (a
 // side-effecting one stays in flight and needs the operator's --step-index).
-func (r *run) stopped(ctx context.Context, step *runbook.Step) (Result, bool, error) {
+func (r *run) stopped(ctx context.Context, steps []runbook.Step) (Result, bool, error) {
 	if ctx.Err() == nil {
 		return Result{}, false, nil
 	}
@@ -298,17 +249,27 @@ func (r *run) stopped(ctx context.Context, step *runbook.Step) (Result, bool, er
 	}
 	msg := cause.Error()
 	t := Transition{Kind: TransitionRunInterrupted, StepIndex: -1, RunStatus: RunInProgress}
-	if step != nil {
-		t.StepIndex, t.StepName, t.StepType = step.Index, step.Name, string(step.Type)
-		msg = fmt.Sprintf("%s during step '%s' (index %d); the step was stopped", msg, step.Name, step.Index)
+	if len(steps) == 1 {
+		t.StepIndex, t.StepName, t.StepType = steps[0].Index, steps[0].Name, string(steps[0].Type)
+	}
+	if len(steps) > 0 {
+		msg = interruptMessage(msg, steps)
 	}
 	t.Message = msg
 	err := r.emit(ctx, t)
 	return Result{Status: RunInProgress, Message: msg}, true, err
 }
 
+// runContext is the step's RunContext; only the scheduler goroutine calls it.
 func (r *run) runContext(step runbook.Step) RunContext {
 	return RunContext{RunID: r.id, Plan: r.e.Plan, LastDeployName: r.lastDep, StepNumber: step.Index + 1, StepCount: len(r.e.Plan.Steps)}
+}
+
+func (e *Engine) concurrency() int {
+	if e.Concurrency > 0 {
+		return e.Concurrency
+	}
+	return DefaultConcurrency
 }
 
 func (r *run) grace() time.Duration {
@@ -320,12 +281,12 @@ func (r *run) grace() time.Duration {
 
 // execute runs a check, deploy or rollback step under its timeout (seed Step 5.4, DESIGN D5).
 // The outcome carries the input the executor ran with (InputRewriter), whatever the outcome.
-func (r *run) execute(ctx context.Context, step runbook.Step) Outcome {
+// rc is the step's RunContext, taken by the scheduler goroutine before the step started.
+func (r *run) execute(ctx context.Context, step runbook.Step, rc RunContext) Outcome {
 	ex, ok := r.e.Executors[step.Type]
 	if !ok {
 		return Outcome{Status: StatusFail, Output: fmt.Sprintf("no executor for step type %q", step.Type)}
 	}
-	rc := r.runContext(step)
 	out := r.executeWith(ctx, ex, step, rc)
 	if rw, ok := ex.(InputRewriter); ok {
 		out.input = rw.RunInput(step, rc)
@@ -362,7 +323,7 @@ func (r *run) executeWith(ctx context.Context, ex Executor, step runbook.Step, r
 }
 
 // confirm opens a gate and waits for a decision (seed Step 5, confirm; DESIGN D8).
-func (r *run) confirm(ctx context.Context, step runbook.Step) Outcome {
+func (r *run) confirm(ctx context.Context, step runbook.Step, rc RunContext, emit emitFunc) Outcome {
 	if r.e.Gate == nil {
 		return Outcome{Status: StatusFail, Output: "no gate is configured to decide confirm steps"}
 	}
@@ -370,13 +331,31 @@ func (r *run) confirm(ctx context.Context, step runbook.Step) Outcome {
 	sctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	deadline, _ := sctx.Deadline()
-	rc := r.runContext(step)
 	req := GateRequest{RunID: r.id, StepIndex: step.Index, StepName: step.Name, StepCount: len(r.e.Plan.Steps), Deadline: deadline, PlanDigest: r.e.Plan.ContentHash, OnFail: string(step.OnFail)}
 	if r.e.Prompt != nil {
 		req.Prompt = r.e.Prompt(step, rc)
 	}
+	return r.await(ctx, sctx, step, rc, req, emit, func(d Decision, msg string) Outcome {
+		output := d.Input
+		if output == "" {
+			output = msg
+		}
+		if d.Verdict == Approved {
+			return Outcome{Status: StatusPass, Output: output}
+		}
+		return Outcome{Status: StatusFail, Output: output}
+	})
+}
+
+// await opens the gate req (gate_opened), waits for its decision under sctx (the step's
+// deadline) and records it (gate_decided); decided turns an approval or a rejection into the
+// step's outcome. The error rules are the confirm step's (seed Step 5; issue 6, item 1.6):
+// ErrGateUnresolved and any gate failure halt the run resumable, the deadline is TIMED_OUT,
+// ErrNoAnswer is FAIL, a confirmed cancel starts the cancel flow (seed Step 8). Playbook
+// approval nodes use it the same way (issue 9, item 3).
+func (r *run) await(ctx, sctx context.Context, step runbook.Step, rc RunContext, req GateRequest, emit emitFunc, decided func(d Decision, msg string) Outcome) Outcome {
 	for {
-		if err := r.emit(ctx, Transition{Kind: TransitionGateOpened, StepIndex: step.Index, StepName: step.Name, StepType: string(step.Type), RunStatus: RunInProgress}); err != nil {
+		if err := emit(ctx, Transition{Kind: TransitionGateOpened, StepIndex: step.Index, StepName: step.Name, StepType: string(step.Type), RunStatus: RunInProgress}); err != nil {
 			return Outcome{halt: err}
 		}
 		d, err := r.e.Gate.Await(sctx, req)
@@ -401,29 +380,45 @@ func (r *run) confirm(ctx context.Context, step runbook.Step) Outcome {
 		if d.Reason != "" {
 			msg += ": " + d.Reason
 		}
-		if err := r.emit(ctx, Transition{Kind: TransitionGateDecided, StepIndex: step.Index, StepName: step.Name, StepType: string(step.Type), RunStatus: RunInProgress, Message: msg}); err != nil {
+		msg += policyNote(d.Policy)
+		if err := emit(ctx, Transition{Kind: TransitionGateDecided, StepIndex: step.Index, StepName: step.Name, StepType: string(step.Type), RunStatus: RunInProgress, Message: msg}); err != nil {
 			return Outcome{halt: err}
 		}
-		output := d.Input
-		if output == "" {
-			output = msg
-		}
-		switch d.Verdict {
-		case Approved:
-			return Outcome{Status: StatusPass, Output: output}
-		case Cancelled:
+		if d.Verdict == Cancelled {
 			if r.e.ConfirmCancel != nil {
-				ok, err := r.e.ConfirmCancel(sctx, r.lastDep)
+				ok, err := r.e.ConfirmCancel(sctx, rc.LastDeployName)
 				if err == nil && ok {
+					output := d.Input
+					if output == "" {
+						output = msg
+					}
 					return Outcome{Cancel: true, Output: output}
 				}
 			}
 			// Cancel not confirmed: "abort cancel, resume normal flow" (seed Step 8.3).
 			continue
-		default:
-			return Outcome{Status: StatusFail, Output: output}
 		}
+		return decided(d, msg)
 	}
+}
+
+// policyNote is what gate_decided's message adds about the auto-pass policy (issue 9, item 3):
+// "" when no policy ran.
+func policyNote(p *PolicyDecision) string {
+	if p == nil {
+		return ""
+	}
+	rule := p.Rule
+	if rule == "" {
+		rule = "(no rule matched)"
+	}
+	switch {
+	case p.Shadow:
+		return fmt.Sprintf("; policy (shadow) would %s by rule %s: %s", p.Action, rule, p.Reason)
+	case p.AutoPassed:
+		return fmt.Sprintf("; auto-passed by policy rule %s: %s", rule, p.Reason)
+	}
+	return fmt.Sprintf("; policy %s by rule %s: %s", p.Action, rule, p.Reason)
 }
 
 func verdictWord(v Verdict) string {
@@ -505,7 +500,7 @@ func (r *run) compensate(ctx context.Context, reason string, final RunStatus) (R
 	if err := r.emit(ctx, Transition{Kind: TransitionStepStarted, StepIndex: rb.Index, StepName: rb.Name, StepType: string(rb.Type), RunStatus: RunInProgress, RollbackFor: reason}); err != nil {
 		return Result{}, err
 	}
-	out := r.execute(ctx, *rb)
+	out := r.execute(ctx, *rb, r.runContext(*rb))
 	if err := r.finish(ctx, *rb, out, final, reason); err != nil {
 		return Result{}, err
 	}
