@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/rbookhq/rbook-action/action/engine"
@@ -28,5 +29,55 @@ func TestIssue9_Break_PolicyCommandsShowEnv(t *testing.T) {
 	}
 	if got := g.reqs[0].Policy.Commands; !slices.Equal(got, []string{"GOFLAGS=-toolexec=x PATH=/tmp/evil ls -la"}) {
 		t.Fatalf("policy commands %q", got)
+	}
+}
+
+// A node whose executor panics is that node's FAIL ("the executor panicked: …"), not a crash
+// of rbook that would leave every sibling running at the time in unknown state: the siblings
+// finish, the failure handling applies (here none: the run fails at the node) and the run
+// gets its final record.
+func TestIssue9_Break_ExecutorPanicIsNodeFailure(t *testing.T) {
+	p := pbPlan([]pnode{det("a"), det("boom", "a"), det("side", "a"), det("after", "boom")}, nil)
+	f := newFake()
+	f.fn["boom"] = func(context.Context, engine.RunContext, int) engine.Outcome { panic("nil map in executor") }
+	rec := &memRecorder{}
+	e := pbEngine(p, f, rec)
+	e.Concurrency = 4
+	res, err := e.Run(context.Background(), engine.Start{RunID: "P", Fresh: true})
+	if err != nil || res.Status != engine.RunFailed {
+		t.Fatalf("%v %+v %s", err, res, rec.summary())
+	}
+	ev := evOf(rec.ts, "boom")
+	if len(ev) != 1 || ev[0].Status != engine.StatusFail || !strings.Contains(ev[0].Output, "the executor panicked: nil map in executor") {
+		t.Fatalf("boom evidence %+v", ev)
+	}
+	if s := evOf(rec.ts, "side"); len(s) != 1 || s[0].Status != engine.StatusPass {
+		t.Fatalf("side evidence %+v", s)
+	}
+	if f.count("after") != 0 {
+		t.Fatal("after ran")
+	}
+	if last := rec.ts[len(rec.ts)-1]; last.Kind != engine.TransitionRunFinished || last.RunStatus != engine.RunFailed {
+		t.Fatalf("last transition %+v", last)
+	}
+}
+
+// The same for a runbook step (the chain path of the one scheduler).
+func TestIssue9_Break_GatePanicIsNodeFailure(t *testing.T) {
+	p := pbPlan([]pnode{appr("review", "ok?"), det("after", "review")}, nil)
+	g := &fakeGate{fn: func(context.Context, engine.GateRequest) (engine.Decision, error) { panic("gate bug") }}
+	rec := &memRecorder{}
+	f := newFake()
+	e := pbEngine(p, f, rec)
+	e.Gate = g
+	res, err := e.Run(context.Background(), engine.Start{RunID: "P", Fresh: true})
+	if err != nil || res.Status != engine.RunFailed {
+		t.Fatalf("%v %+v %s", err, res, rec.summary())
+	}
+	if ev := evOf(rec.ts, "review"); len(ev) != 1 || ev[0].Status != engine.StatusFail || !strings.Contains(ev[0].Output, "panicked: gate bug") {
+		t.Fatalf("review evidence %+v", ev)
+	}
+	if f.count("after") != 0 {
+		t.Fatal("after ran")
 	}
 }
