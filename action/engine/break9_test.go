@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/rbookhq/rbook-action/action/engine"
+	"github.com/rbookhq/rbook-action/action/runbook"
 )
 
 // A guarded node's env changes what its command runs (PATH picks the program, GOFLAGS adds
@@ -79,5 +80,43 @@ func TestIssue9_Break_GatePanicIsNodeFailure(t *testing.T) {
 	}
 	if f.count("after") != 0 {
 		t.Fatal("after ran")
+	}
+}
+
+// A when on an edge whose From was itself skipped by a when branch is evaluated, not waved
+// through: here notes is skipped (channel is not nightly), so publish-notes, behind
+// "notes.path exists", is skipped too instead of running without the notes; join, behind a
+// plain edge, still runs (a when-skipped dependency counts as done).
+func TestIssue9_Break_WhenAfterWhenSkippedNode(t *testing.T) {
+	src := `version: "1.0"
+name: x
+inputs:
+  - {name: channel, default: stable}
+nodes:
+  - {id: pkg, type: deterministic, command: x, args: []}
+  - {id: notes, type: deterministic, command: x, args: []}
+  - {id: publish-notes, type: deterministic, command: x, args: []}
+  - {id: join, type: deterministic, command: x, args: [], depends: [notes]}
+edges:
+  - {from: pkg, to: notes, when: {binding: channel, equals: nightly}}
+  - {from: notes, to: publish-notes, when: {binding: notes.path, exists: true}}
+`
+	plan, err := runbook.ParsePlaybook("p.cantbook", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFake()
+	rec := &serialRecorder{}
+	e := &engine.Engine{Plan: plan, Recorders: []engine.Recorder{rec}, Concurrency: 4,
+		Executors: map[runbook.StepType]engine.Executor{runbook.TypeDeterministic: f}}
+	res, err := e.Run(context.Background(), engine.Start{RunID: "P", Fresh: true, Bindings: map[string]any{"channel": "stable"}})
+	if err != nil || res.Status != engine.RunCompleted || rec.err != nil {
+		t.Fatalf("%v %+v %v", err, res, rec.err)
+	}
+	if f.count("notes") != 0 || f.count("publish-notes") != 0 || f.count("join") != 1 {
+		t.Fatalf("calls %v", f.calls)
+	}
+	if ev := evOf(rec.ts, "publish-notes"); len(ev) != 1 || ev[0].Status != engine.StatusSkipped || ev[0].Output != "skipped: when notes.path exists true is false" {
+		t.Fatalf("publish-notes evidence %+v", ev)
 	}
 }

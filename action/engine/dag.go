@@ -616,15 +616,18 @@ func (d *dag) completeEnd(ctx context.Context) (Result, error) {
 	return d.r.end(ctx, RunCompleted, msg, nil)
 }
 
-// whenFalse evaluates the when of every edge into node i whose From passed; the first that is
-// false skips i.
+// whenFalse evaluates the when of every edge into node i whose From is done (passed, or was
+// itself skipped by a when branch); the first that is false skips i. A when whose From was
+// skipped is evaluated too (issue 9 break tests): its binding usually names that From's
+// output, which does not exist, so a branch not taken does not run the nodes behind a
+// condition on it (`exists`/`truthy`/`equals` on a missing binding are false).
 func (d *dag) whenFalse(i int) (string, bool) {
 	id := d.steps[i].Name
 	for _, e := range d.pb.Edges {
 		if e.To != id || e.When == nil {
 			continue
 		}
-		if from, ok := d.idx[e.From]; !ok || d.state[from] != nsPass {
+		if from, ok := d.idx[e.From]; !ok || (d.state[from] != nsPass && d.state[from] != nsWhenSkipped) {
 			continue
 		}
 		if !evalWhen(e.When, d.bindings) {
