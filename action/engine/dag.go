@@ -5,9 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -614,15 +616,18 @@ func (d *dag) completeEnd(ctx context.Context) (Result, error) {
 	return d.r.end(ctx, RunCompleted, msg, nil)
 }
 
-// whenFalse evaluates the when of every edge into node i whose From passed; the first that is
-// false skips i.
+// whenFalse evaluates the when of every edge into node i whose From is done (passed, or was
+// itself skipped by a when branch); the first that is false skips i. A when whose From was
+// skipped is evaluated too (issue 9 break tests): its binding usually names that From's
+// output, which does not exist, so a branch not taken does not run the nodes behind a
+// condition on it (`exists`/`truthy`/`equals` on a missing binding are false).
 func (d *dag) whenFalse(i int) (string, bool) {
 	id := d.steps[i].Name
 	for _, e := range d.pb.Edges {
 		if e.To != id || e.When == nil {
 			continue
 		}
-		if from, ok := d.idx[e.From]; !ok || d.state[from] != nsPass {
+		if from, ok := d.idx[e.From]; !ok || (d.state[from] != nsPass && d.state[from] != nsWhenSkipped) {
 			continue
 		}
 		if !evalWhen(e.When, d.bindings) {
@@ -894,7 +899,9 @@ func (r *run) approval(ctx context.Context, step runbook.Step, rc RunContext, em
 // policyContext is what the auto-pass policy sees at approval node step (issue 9, item 6;
 // DESIGN D16): the node, the bindings, the playbook, and the command lines and tools of the
 // nodes the gate guards — reachable from it before the next approval node — with args
-// rendered where their bindings exist already, else as written.
+// rendered where their bindings exist already, else as written; a node's env assignments
+// come first as K=V (sorted by key, values rendered likewise), so "PATH=/x ls" is what the
+// policy sees for a node with env PATH.
 func (r *run) policyContext(step runbook.Step, prompt string, bindings map[string]any) *PolicyContext {
 	plan := r.e.Plan
 	node := step.Node
@@ -939,7 +946,18 @@ func (r *run) policyContext(step runbook.Step, prompt string, bindings map[strin
 		}
 		switch s.Type {
 		case runbook.TypeDeterministic:
-			parts := []string{s.Node.Command}
+			// The node's env goes in front as K=V (sorted by key), as a shell would show it:
+			// PATH, GOFLAGS or GIT_CONFIG_* change what the command runs, so the policy must
+			// see them (issue 9 break tests; a read-only rule never matches such a line).
+			var parts []string
+			for _, k := range slices.Sorted(maps.Keys(s.Node.Env)) {
+				v := s.Node.Env[k]
+				if r, err := runbook.Render(v, bindings); err == nil {
+					v = r
+				}
+				parts = append(parts, k+"="+v)
+			}
+			parts = append(parts, s.Node.Command)
 			for _, a := range s.Node.Args {
 				if v, err := runbook.Render(a, bindings); err == nil {
 					a = v

@@ -299,7 +299,14 @@ func (r *run) executeWith(ctx context.Context, ex Executor, step runbook.Step, r
 	sctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	done := make(chan Outcome, 1)
-	go func() { done <- ex.Execute(sctx, step, rc) }()
+	go func() {
+		defer func() {
+			if v := recover(); v != nil {
+				done <- panicOutcome("executor", v)
+			}
+		}()
+		done <- ex.Execute(sctx, step, rc)
+	}()
 	var out Outcome
 	select {
 	case out = <-done:
@@ -320,6 +327,13 @@ func (r *run) executeWith(ctx context.Context, ex Executor, step runbook.Step, r
 		out = Outcome{Status: StatusFail, Output: "the executor returned no status"}
 	}
 	return out
+}
+
+// panicOutcome is the FAIL outcome of a step whose executor (what names it) panicked with v:
+// the step fails and its failure handling applies, instead of the panic ending rbook and
+// leaving every step running beside it in unknown state (issue 9 break tests).
+func panicOutcome(what string, v any) Outcome {
+	return Outcome{Status: StatusFail, Output: fmt.Sprintf("the %s panicked: %v", what, v)}
 }
 
 // confirm opens a gate and waits for a decision (seed Step 5, confirm; DESIGN D8).

@@ -141,7 +141,14 @@ func (r *run) schedule(ctx context.Context, pol policy, limit int) (Result, erro
 							return errSchedulerGone
 						}
 					}
-					out := t.work(wctx, t.rc, emit)
+					out := func() (out Outcome) {
+						defer func() {
+							if v := recover(); v != nil {
+								out = panicOutcome("step", v)
+							}
+						}()
+						return t.work(wctx, t.rc, emit)
+					}()
 					select {
 					case ch <- workerMsg{t: t, out: out}:
 					case <-quit:

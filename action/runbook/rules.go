@@ -284,8 +284,17 @@ func (l *loader) got(n *yaml.Node) string {
 	if l.hasValueText(n) {
 		return " (the value comes from " + l.valuesFile + " and is not shown)"
 	}
-	return ", got " + strconv.Quote(n.Value)
+	v := n.Value
+	if len(v) > MaxQuotedValueBytes {
+		v = strings.ToValidUTF8(v[:MaxQuotedValueBytes], "") + fmt.Sprintf("… (%d bytes)", len(n.Value))
+	}
+	return ", got " + strconv.Quote(v)
 }
+
+// MaxQuotedValueBytes caps how much of an offending value a diagnostic quotes ("got …"): a
+// 100 KiB node id is shown as its first 120 bytes and its length, so one bad scalar cannot
+// blow up an error listing (issue 9 break tests).
+const MaxQuotedValueBytes = 120
 
 // isControl reports characters that make a name print differently from what it is:
 // control characters and bidirectional formatting marks.

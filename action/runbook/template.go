@@ -87,7 +87,7 @@ func parseTemplate(tmpl string) ([]segment, error) {
 
 func clip(s string) string {
 	if len(s) > 80 {
-		return s[:77] + "..."
+		return strings.ToValidUTF8(s[:77], "") + "..."
 	}
 	return s
 }

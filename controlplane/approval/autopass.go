@@ -101,13 +101,18 @@ const (
 )
 
 // readOnlyCommandRE is a command line the default rules auto-approve: a known read-only or QA
-// command with plain arguments (no shell metacharacters, even though commands run without a
-// shell, and none of the options that make these commands run or write other things).
-const readOnlyCommandRE = `^\s*(go\s+(test|vet|build)|(pnpm|npm|yarn)\s+(run\s+)?(test|lint|build|typecheck)|git\s+(status|diff|log|show)|ls|cat|echo)(\s+[^;&|<>$` + "`" + `\n\r]*)?$`
+// command with plain arguments: no shell metacharacters (even though commands run without a
+// shell), no line breaks or other control characters, no "{" (an arg whose template could not
+// be rendered when the gate opened is sent as written, "{{ node.key }}", and its value is
+// unknown), no leading "K=V" environment assignment (the engine puts a node's env in front of
+// its command line: PATH, GOFLAGS or GIT_CONFIG_* change what runs) and no path to the program
+// (issue 9 break tests: fail closed for anything not clearly read-only).
+const readOnlyCommandRE = `^(go[ \t]+(test|vet|build)|(pnpm|npm|yarn)[ \t]+(run[ \t]+)?(test|lint|build|typecheck)|git[ \t]+(status|diff|log|show)|ls|cat|echo)([ \t]+[^;&|<>$` + "`" + `{}\x00-\x08\x0a-\x1f\x7f]*)?$`
 
 // writingOptionRE finds options that make the read-only commands execute or write: go test
-// -exec/-toolexec, go vet -vettool, git --output / --ext-diff, go build -o.
-const writingOptionRE = `\s-(-?)(exec|toolexec|vettool|output|ext-diff|o)(\s|=|$)`
+// -exec/-toolexec, go vet -vettool, go build -o, and git's --output… / --ext… (any spelling
+// that starts so, in case a git version accepts abbreviated long options).
+const writingOptionRE = `\s-(-?)(exec|toolexec|vettool|o)(\s|=|$)|\s--(out|ext)`
 
 // anyCommand is the CEL text of "some command matches re" (re is a Go string literal body).
 func anyCommand(re string) string {
@@ -119,27 +124,29 @@ func celString(s string) string { return `r'''` + s + `'''` }
 
 // DefaultPolicyRules are the conservative defaults of the seed's DEFAULT_POLICY_RULES (seed
 // playbooks.txt, "Policy evaluator": "a safe conservative default set"; issue 9, item 6): a
-// human decides a gate that guards a publish (npm|pnpm|yarn publish), git push, git tag, gh
-// release create, gh workflow run, a destructive command (rm -r…, drop table, truncate, delete
-// from; any case), outbound HTTP (curl|wget … http) or remote access (ssh|scp|sftp|rsync with
-// user@ or host:); it auto-approves only a gate that guards at least one command, no agentic
-// node, and only known read-only or QA commands (go test|vet|build, pnpm|npm|yarn [run]
-// test|lint|build|typecheck, git status|diff|log|show, ls, cat, echo, with plain arguments);
+// human decides a gate that guards a publish (npm|pnpm|yarn … publish), git … push, git … tag,
+// gh … release create, gh … workflow run, a destructive command (rm -r…, drop table, truncate,
+// delete from), outbound HTTP (any curl or wget) or remote access (any ssh or sftp; scp|rsync
+// with user@ or host:), all in any case and with options between the words; it auto-approves
+// only a gate that guards at least one command, no agentic node, and only known read-only or
+// QA commands (go test|vet|build, pnpm|npm|yarn [run] test|lint|build|typecheck, git
+// status|diff|log|show, ls, cat, echo, with plain, fully rendered arguments and no env; see
+// readOnlyCommandRE);
 // everything else needs a human (no rule matches). A fresh copy each call.
 func DefaultPolicyRules() []PolicyRule {
 	human := func(name, re, reason string) PolicyRule {
 		return PolicyRule{Name: name, When: anyCommand(re), Action: ActionRequireHuman, Reason: reason}
 	}
 	return []PolicyRule{
-		human(RulePublish, `\b(npm|pnpm|yarn)\s+publish\b`, "publishing a package needs a human"),
-		human(RuleGitPush, `\bgit\b[^;&|]*\spush\b`, "git push needs a human"),
-		human(RuleGitTag, `\bgit\b[^;&|]*\stag\b`, "git tag needs a human"),
-		human(RuleGitHubRelease, `\bgh\s+release\s+create\b`, "gh release create needs a human"),
-		human(RuleGitHubWorkflow, `\bgh\s+workflow\s+run\b`, "gh workflow run needs a human"),
+		human(RulePublish, `(?i)\b(npm|pnpm|yarn)\b[^;&|]*\spublish\b`, "publishing a package needs a human"),
+		human(RuleGitPush, `(?i)\bgit\b[^;&|]*\spush\b`, "git push needs a human"),
+		human(RuleGitTag, `(?i)\bgit\b[^;&|]*\stag\b`, "git tag needs a human"),
+		human(RuleGitHubRelease, `(?i)\bgh\b[^;&|]*\srelease\s+create\b`, "gh release create needs a human"),
+		human(RuleGitHubWorkflow, `(?i)\bgh\b[^;&|]*\sworkflow\s+run\b`, "gh workflow run needs a human"),
 		human(RuleDestructive, `(?i)(\brm\b[^;&|]*\s-(-recursive\b|[a-z]*r)|\bdrop\s+table\b|\btruncate\b|\bdelete\s+from\b)`,
 			"a destructive command (rm -r, drop table, truncate, delete from) needs a human"),
-		human(RuleOutboundHTTP, `(?i)\b(curl|wget)\b.*\bhttps?:`, "outbound HTTP (curl, wget) needs a human"),
-		human(RuleRemoteAccess, `\b(ssh|scp|sftp|rsync)\b.*(@|\s[^\s/:]+:)`, "remote access (ssh, scp, sftp, rsync) needs a human"),
+		human(RuleOutboundHTTP, `(?i)\b(curl|wget)\b`, "outbound HTTP (curl, wget) needs a human"),
+		human(RuleRemoteAccess, `(?i)\b(ssh|sftp)\b|\b(scp|rsync)\b.*(@|\s[^\s/:]+:)`, "remote access (ssh, scp, sftp, rsync) needs a human"),
 		{Name: RuleReadOnly, Action: ActionAutoApprove,
 			When: "size(commands) > 0 && size(tools) == 0 && commands.all(c, c.matches(" + celString(readOnlyCommandRE) +
 				") && !c.matches(" + celString(writingOptionRE) + "))",
