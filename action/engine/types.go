@@ -224,8 +224,9 @@ type PolicyContext struct {
 	Bindings map[string]any
 	// Playbook is {name, hash, version}.
 	Playbook map[string]any
-	// Commands are the resolved command lines (command and templated args joined by spaces) of
-	// the deterministic nodes the gate guards: those reachable from it before the next approval.
+	// Commands are the resolved command lines of the deterministic nodes the gate guards (those
+	// reachable from it before the next approval): the node's env as sorted K=V pairs, then the
+	// command and its templated args, joined by spaces (a policy sees what changes the program).
 	Commands []string
 	// Tools are "agent/skill" of the agentic nodes the gate guards.
 	Tools []string
