@@ -427,12 +427,29 @@ func policyNote(p *PolicyDecision) string {
 		rule = "(no rule matched)"
 	}
 	switch {
-	case p.Shadow:
+	case p.Shadow && p.Action != "require-human":
 		return fmt.Sprintf("; policy (shadow) would %s by rule %s: %s", p.Action, rule, p.Reason)
+	case p.Shadow:
+		return "; policy (shadow): would leave it to a person " + policyWhy(p)
 	case p.AutoPassed:
 		return fmt.Sprintf("; auto-passed by policy rule %s: %s", rule, p.Reason)
 	}
-	return fmt.Sprintf("; policy %s by rule %s: %s", p.Action, rule, p.Reason)
+	return "; policy: a person decides " + policyWhy(p)
+}
+
+// policyWhy is the parenthesis that says why the policy left a gate to a person, in one
+// clause: "(no auto-pass rule matched)", "(rule git-push: git push needs a human)", or
+// "(rule x failed to evaluate: …)" (issue 9 follow-up: one clear sentence, not
+// "require-human by rule (no rule matched): no auto-pass rule matched: a human decides").
+func policyWhy(p *PolicyDecision) string {
+	if p.Rule == "" {
+		return "(no auto-pass rule matched)"
+	}
+	why := strings.Replace(p.Reason, ", so a human decides", "", 1)
+	if strings.HasPrefix(why, "rule "+p.Rule+" ") {
+		return "(" + why + ")"
+	}
+	return fmt.Sprintf("(rule %s: %s)", p.Rule, why)
 }
 
 func verdictWord(v Verdict) string {

@@ -230,11 +230,11 @@ func (p *pbParser) parse(src []byte) *Plan {
 
 	p.version(root, top["version"], pb)
 	if v := top["name"]; v == nil {
-		p.report(root, "name", "is required (rule 2: name must be non-empty)")
+		p.report(root, "name", "is required (name must be non-empty)")
 	} else if s, ok := p.str(v, "name"); ok {
 		switch {
 		case s == "":
-			p.report(v, "name", "must not be empty (rule 2)")
+			p.report(v, "name", "must not be empty")
 		case !nameRE.MatchString(s):
 			p.report(v, "name", "must match [A-Za-z0-9._-]{1,64} (it is part of run ids)%s", p.l.got(v))
 		}
@@ -296,7 +296,7 @@ func (p *pbParser) version(root, v *yaml.Node, pb *Playbook) {
 		p.warnings = append(p.warnings, Diagnostic{File: p.file, Line: v.Line, Column: v.Column, Field: "version",
 			Message: "version 1.0 is unquoted, so YAML reads a number; it is accepted from its source text, but " + hint})
 	default:
-		p.report(v, "version", "must be the string \"1.0\" (rule 1)%s; %s", p.l.got(v), hint)
+		p.report(v, "version", "must be the string \"1.0\"%s; %s", p.l.got(v), hint)
 		return
 	}
 	pb.Version = PlaybookVersion
@@ -548,7 +548,7 @@ func (p *pbParser) readNode(i int, it *yaml.Node) {
 		p.report(it, field+".id", "is required")
 	} else if id, ok := p.checkID(n, field+".id", "a node id"); ok {
 		if first, dup := p.ids[id]; dup {
-			p.report(n, field+".id", "duplicate node id %q (first at line %d; rule 3: node ids must be unique)", id, p.nodes[first].n.Line)
+			p.report(n, field+".id", "duplicate node id %q (first at line %d; node ids must be unique)", id, p.nodes[first].n.Line)
 		} else {
 			p.ids[id] = i
 		}
@@ -567,7 +567,7 @@ func (p *pbParser) readNode(i int, it *yaml.Node) {
 		}
 	}
 	rn.step.TimeoutSeconds = timeout
-	const capRule = " (rule 10: iteration_cap / max_iterations hard limit)"
+	const capRule = " (the hard limit of iteration_cap and max_iterations)"
 	capSet := false
 	setCap := func(c int) {
 		if !capSet || c < rn.node.IterationCap {
@@ -612,7 +612,7 @@ func (p *pbParser) readNode(i int, it *yaml.Node) {
 		p.agentic(rn, it, fs, field)
 	case TypeApproval:
 		if n := fs["prompt"]; n == nil {
-			p.report(it, field+".prompt", "is required for approval nodes (rule 8)")
+			p.report(it, field+".prompt", "is required for approval nodes")
 		} else if s, ok := p.nonEmpty(n, field+".prompt"); ok {
 			rn.node.Prompt = s
 			p.templates = append(p.templates, templateUse{n, field + ".prompt", s})
@@ -622,7 +622,7 @@ func (p *pbParser) readNode(i int, it *yaml.Node) {
 
 func (p *pbParser) deterministic(rn *rawNode, it *yaml.Node, fs map[string]*yaml.Node, field string) {
 	if n := fs["command"]; n == nil {
-		p.report(it, field+".command", "is required for deterministic nodes (rule 7: command + args)")
+		p.report(it, field+".command", "is required for deterministic nodes (command + args)")
 	} else if s, ok := p.nonEmpty(n, field+".command"); ok {
 		switch {
 		case len(s) > MaxCommandBytes:
@@ -636,7 +636,7 @@ func (p *pbParser) deterministic(rn *rawNode, it *yaml.Node, fs map[string]*yaml
 		}
 	}
 	if n := fs["args"]; n == nil {
-		p.report(it, field+".args", "is required for deterministic nodes (rule 7: command + args; write args: [] for none)")
+		p.report(it, field+".args", "is required for deterministic nodes (command + args; write args: [] for none)")
 	} else if items, ok := p.list(n, field+".args"); ok {
 		if len(items) > MaxNodeArgs {
 			p.report(n, field+".args", "has %d args; at most %d (MaxNodeArgs)", len(items), MaxNodeArgs)
@@ -692,7 +692,7 @@ func (p *pbParser) deterministic(rn *rawNode, it *yaml.Node, fs map[string]*yaml
 
 func (p *pbParser) agentic(rn *rawNode, it *yaml.Node, fs map[string]*yaml.Node, field string) {
 	if fs["skill"] == nil && fs["agent"] == nil {
-		p.report(it, field, "an agentic node needs skill or agent (rule 6)")
+		p.report(it, field, "an agentic node needs skill or agent")
 	}
 	if n := fs["skill"]; n != nil {
 		rn.node.Skill, _ = p.nonEmpty(n, field+".skill")
@@ -765,7 +765,7 @@ func (p *pbParser) readEdges(v *yaml.Node) {
 		}{{"from", &e.from, &e.edge.From}, {"to", &e.to, &e.edge.To}} {
 			n := fs[end.key]
 			if n == nil {
-				p.report(it, field+"."+end.key, "is required (rule 4: edges reference known node ids)")
+				p.report(it, field+"."+end.key, "is required (edges reference known node ids)")
 				continue
 			}
 			if s, ok := p.nonEmpty(n, field+"."+end.key); ok {
@@ -907,7 +907,7 @@ func (p *pbParser) crossCheck() {
 	}
 	for _, rn := range p.nodes {
 		for _, d := range rn.depends {
-			known(d, "rule 9: depends entries must be node ids")
+			known(d, "depends entries must be node ids")
 		}
 		if rn.node.ID != "" {
 			if in := p.inputs[rn.node.ID]; in != nil {
@@ -923,8 +923,8 @@ func (p *pbParser) crossCheck() {
 	}
 	for i := range p.edges {
 		e := &p.edges[i]
-		e.fromOK = known(e.from, "rule 4: edges[].from must be a known node id")
-		e.toOKay = known(e.to, "rule 4: edges[].to must be a known node id")
+		e.fromOK = known(e.from, "edges[].from must be a known node id")
+		e.toOKay = known(e.to, "edges[].to must be a known node id")
 	}
 	anyInject := false
 	for _, rn := range p.nodes {
@@ -1092,7 +1092,7 @@ func (p *pbParser) findCycles(adj [][]arc) {
 					names = append(names, p.nodes[f.v].node.ID)
 				}
 				names = append(names, p.nodes[a.to].node.ID)
-				p.report(a.n, a.field, "cycle %s (rule 5: nodes + edges + depends must form a DAG)", strings.Join(names, " → "))
+				p.report(a.n, a.field, "cycle %s (nodes + edges + depends must form a DAG)", strings.Join(names, " → "))
 			}
 		}
 	}

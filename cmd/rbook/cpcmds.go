@@ -29,10 +29,23 @@ type cpFlags struct {
 	url, output string
 	// fromFile: the URL came from .rbook/controlplane.url (an embedded control plane).
 	fromFile bool
+	// runCmd is the command whose run starts the embedded control plane, for help and
+	// errors: "" means 'rbook run' (the runbook commands); the playbook commands set
+	// "rbook playbook run".
+	runCmd string
+}
+
+// runWords is the command named in help and errors as the one that starts an embedded
+// control plane: 'rbook run', or 'rbook playbook run' for the playbook commands.
+func (f *cpFlags) runWords() string {
+	if f.runCmd != "" {
+		return f.runCmd
+	}
+	return "rbook run"
 }
 
 func (f *cpFlags) register(cmd *cobra.Command, withOutput bool) {
-	cmd.Flags().StringVar(&f.url, "control-plane", "", "control plane URL (default $RBOOK_CONTROL_PLANE, else the embedded one of a running 'rbook run')")
+	cmd.Flags().StringVar(&f.url, "control-plane", "", "control plane URL (default $RBOOK_CONTROL_PLANE, else the embedded one of a running '"+f.runWords()+"')")
 	if withOutput {
 		cmd.Flags().StringVarP(&f.output, "output", "o", "text", "output format: text or json")
 	}
@@ -57,8 +70,8 @@ func abortIf(err error) error {
 }
 
 // noControlPlane is the error when there is nothing to talk to.
-func noControlPlane() error {
-	return abort("no control plane to talk to: pass --control-plane URL or set RBOOK_CONTROL_PLANE (a running 'rbook run' starts an embedded one and leaves its address in ./%s)", embeddedURLFile)
+func (f *cpFlags) noControlPlane() error {
+	return abort("no control plane to talk to: pass --control-plane URL or set RBOOK_CONTROL_PLANE (a running '%s' starts an embedded one and leaves its address in ./%s)", f.runWords(), embeddedURLFile)
 }
 
 // resolve finds the control plane URL: the flag, $RBOOK_CONTROL_PLANE, then the address a
@@ -66,6 +79,9 @@ func noControlPlane() error {
 // whose address no longer answers (its run has ended, or was killed).
 func (f *cpFlags) resolve() (u string, stale bool, err error) {
 	f.fromFile = false
+	if f.url == "off" && f.runCmd != "" {
+		return "", false, abort("rbook: --control-plane off (no control plane) is for '%s'; this command talks to a control plane: give its URL (http://HOST:PORT), or leave the flag out for the embedded one of a running '%s' (or, for status, the local database %s)", f.runCmd, f.runCmd, embeddedDB)
+	}
 	if f.url == "off" {
 		return "", false, abort("rbook: --control-plane off (no control plane) is for rbook run, status and cancel; this command talks to a control plane: give its URL (http://HOST:PORT), or leave the flag out for the embedded one (or, for runs, get and approvals, the local database %s)", embeddedDB)
 	}
@@ -80,7 +96,7 @@ func (f *cpFlags) resolve() (u string, stale bool, err error) {
 		u := strings.TrimSpace(string(data))
 		return u, !listening(u), nil
 	}
-	return "", false, noControlPlane()
+	return "", false, f.noControlPlane()
 }
 
 // client connects to the control plane (see resolve). The returned func releases it.
@@ -150,7 +166,7 @@ func (f *cpFlags) rpcError(err error) error {
 			msg += "\n" + h
 		}
 		if f.fromFile && ce.Code() == connect.CodeUnavailable {
-			msg += fmt.Sprintf("\nThe embedded control plane named in %s is not running any more (its 'rbook run' has ended). Pass --control-plane URL for another one.", embeddedURLFile)
+			msg += fmt.Sprintf("\nThe embedded control plane named in %s is not running any more (its '%s' has ended). Pass --control-plane URL for another one.", embeddedURLFile, f.runWords())
 		} else if u, _, rerr := f.resolve(); rerr == nil && ce.Code() == connect.CodeUnavailable && !listening(u) {
 			// A bare "connection refused" does not say what to do (found trying the README as
 			// a new user): name the address and where it came from.
@@ -270,8 +286,11 @@ func newRunsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "runs",
 		Short: "List runs on the control plane, newest first",
-		Long: `List the runs the control plane holds, newest first: run id, runbook, status, steps done,
-start time and who started it. --status and --runbook filter; -o json prints the
+		Long: `List the runs the control plane holds, newest first: run id, name (the runbook's or the
+playbook's), kind (runbook or playbook), status (a runbook's IN_PROGRESS,
+AWAITING_CONFIRMATION, COMPLETED, FAILED, CANCELLED; a playbook's running, paused, succeeded,
+failed, cancelled), done (steps done of the runbook's steps; for a playbook, nodes finished of
+its nodes), start time and who started it. --status and --runbook filter; -o json prints the
 ListRunsResponse as proto JSON.
 
 ` + historyHelp + `
@@ -307,17 +326,17 @@ Exit codes: 0 listed (possibly none), 1 the control plane refused or is unreacha
 				return printJSON(cmd.OutOrStdout(), resp)
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "RUN\tRUNBOOK\tSTATUS\tSTEPS DONE\tSTARTED\tBY")
+			fmt.Fprintln(w, "RUN\tNAME\tKIND\tSTATUS\tDONE\tSTARTED\tBY")
 			for _, r := range resp.GetRuns() {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%d/%d\t%s\t%s\n", r.GetRunId(), r.GetName(), statusWord(r.GetKind(), r.GetStatus()),
-					r.GetLastCompletedStepIndex()+1, r.GetTotalSteps(), ts(r.GetStartedAt()), r.GetStartedBy())
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.GetRunId(), r.GetName(), runKindWord(r), statusWord(r.GetKind(), r.GetStatus()),
+					runDone(r), ts(r.GetStartedAt()), r.GetStartedBy())
 			}
 			return w.Flush()
 		},
 	}
 	f.register(cmd, true)
 	cmd.Flags().StringVar(&status, "status", "", "only runs with this status: "+strings.Join(statusFilterWords, ", ")+" (or running, paused, succeeded, failed, cancelled)")
-	cmd.Flags().StringVar(&runbook, "runbook", "", "only runs of this runbook_name")
+	cmd.Flags().StringVar(&runbook, "runbook", "", "only runs of this runbook or playbook name")
 	cmd.Flags().IntVar(&limit, "limit", 50, "at most this many runs")
 	return cmd
 }

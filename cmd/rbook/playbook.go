@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rbookhq/rbook-action/action/runbook"
+	"github.com/rbookhq/rbook-action/controlplane/yamlerr"
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
 )
 
@@ -31,7 +32,7 @@ func newPlaybookCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "playbook",
 		Short: "Run and decide .cantbook playbooks: DAGs of command, agent and approval nodes",
-		Long: `A playbook (.cantbook, seed playbooks.txt) is a DAG of nodes: deterministic (a command
+		Long: `A playbook (a .cantbook file) is a DAG of nodes: deterministic (a command
 with arguments, no shell), agentic (a tool of an MCP server) and approval (a gate a person, or
 the auto-pass policy, decides). Independent nodes run side by side; every node's output is
 kept in the run's bindings under its id ({{ build.stdout }}), next to the inputs
@@ -63,44 +64,80 @@ func printPlaybookParseError(w io.Writer, path string, err error) int {
 }
 
 func newPlaybookValidateCmd() *cobra.Command {
-	return &cobra.Command{
+	var output string
+	cmd := &cobra.Command{
 		Use:   "validate FILE...",
 		Short: "Check .cantbook files and list every issue (file:line:col: field: message)",
-		Long: `Parse and check each .cantbook against the spec's rules (version "1.0", a name,
+		Long: `Parse and check each .cantbook against the playbook rules (version "1.0", a name,
 unique node ids, known edge and depends ids, no cycle, skill or agent for agentic nodes,
 command and args for deterministic ones, a prompt for approval nodes, iteration caps in
-0..10) and rbook's (YAML safety limits, templates that name known inputs and nodes). Every
-issue is printed, one per line, as file:line:col: field: message; a file without issues
-prints "FILE: ok (N nodes, hash H)". Nothing is run or recorded.
+0..10) and rbook's (YAML safety limits, templates that name known inputs and nodes). As with
+'rbook validate', every issue is printed on stderr, one per line, as file:line:col: field:
+message, and one line per file on stdout says "FILE: ok (N nodes, playbook NAME, hash H)"
+or "FILE: N issue(s)". Warnings (an unquoted version: 1.0) are printed as "warning: …" and
+do not make a file fail. Nothing is run or recorded.
 
-Exit codes: 0 every file is valid, 1 some file has issues, 2 usage.`,
-		Example: `  rbook playbook validate runbooks/release.cantbook runbooks/fanout.cantbook`,
-		Args:    cobra.MinimumNArgs(1),
+-o json prints {"files": [{"file", "ok", "name", "nodes", "hash", "issues": [{"file",
+"line", "column", "field", "message"}], "warnings": [...]}]} on stdout instead.
+
+Exit codes: 0 every file is valid, 2 some file has issues (as 'rbook validate'), or usage.`,
+		Example: `  rbook playbook validate runbooks/release.cantbook runbooks/fanout.cantbook
+  rbook playbook validate runbooks/*.cantbook -o json | jq '.files[] | select(.ok | not)'`,
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			out := cmd.OutOrStdout()
+			if output != "text" && output != "json" {
+				return abort("-o %q: use text or json", output)
+			}
+			out, errw := cmd.OutOrStdout(), cmd.ErrOrStderr()
+			res := validateResult{Files: []validateFile{}}
 			bad := 0
 			for _, p := range args {
 				plan, err := runbook.LoadPlaybook(p)
+				vf := validateFile{File: p, Issues: []validateIssue{}, Warnings: []validateIssue{}}
 				if err != nil {
-					printPlaybookParseError(out, p, err)
 					bad++
+					vf.Issues = issuesOf(p, err)
+					if output == "text" {
+						n := printPlaybookParseError(errw, p, err)
+						fmt.Fprintf(out, "%s: %s\n", p, yamlerr.Plural(n, "issue", "issues"))
+					}
+					res.Files = append(res.Files, vf)
 					continue
 				}
-				for _, w := range playbookWarnings(plan) {
-					fmt.Fprintln(out, w)
+				vf.OK, vf.Name, vf.Nodes, vf.Hash = true, plan.Name, len(plan.Steps), plan.ContentHash
+				if plan.Playbook != nil {
+					for _, d := range plan.Playbook.Warnings {
+						vf.Warnings = append(vf.Warnings, issueOf(d))
+					}
 				}
-				fmt.Fprintf(out, "%s: ok (%d nodes, playbook %s, hash %s)\n", p, len(plan.Steps), plan.Name, plan.ContentHash)
+				if output == "text" {
+					for _, w := range playbookWarnings(plan) {
+						fmt.Fprintln(errw, w)
+					}
+					fmt.Fprintf(out, "%s: ok (%d nodes, playbook %s, hash %s)\n", p, len(plan.Steps), plan.Name, plan.ContentHash)
+				}
+				res.Files = append(res.Files, vf)
+			}
+			if output == "json" {
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				enc.SetEscapeHTML(false)
+				if err := enc.Encode(res); err != nil {
+					return abort("%v", err)
+				}
 			}
 			if bad > 0 {
-				return &exitError{code: exitFailed, msg: fmt.Sprintf("%d of %d playbook(s) have issues", bad, len(args))}
+				return &exitError{code: exitAborted, msg: fmt.Sprintf("%d of %d playbook(s) have issues", bad, len(args))}
 			}
 			return nil
 		},
 	}
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	return cmd
 }
 
 func newPlaybookStatusCmd() *cobra.Command {
-	var f cpFlags
+	f := cpFlags{runCmd: "rbook playbook run"}
 	cmd := &cobra.Command{
 		Use:   "status RUN_ID",
 		Short: "Show a playbook run: status, each node's state, bindings, iteration counts",
@@ -110,7 +147,7 @@ succeeded, failed, cancelled), the active nodes, every node in plan order with i
 note, then the run's bindings (inputs and each node's output) and, for a failed run, the
 error context. -o json prints the Run as proto JSON.
 
-` + historyHelp + `
+` + playbookHistoryHelp + `
 
 Exit codes: 0 shown, 1 no such run (E_RUN_NOT_FOUND), refused or unreachable, 2 usage or no
 control plane and no local database.`,
@@ -211,7 +248,7 @@ func indentJSON(s string) string {
 }
 
 func newPlaybookDecideCmd(approve bool) *cobra.Command {
-	var f cpFlags
+	f := cpFlags{runCmd: "rbook playbook run"}
 	var reason, approver string
 	verb := "reject"
 	if approve {
@@ -222,18 +259,18 @@ func newPlaybookDecideCmd(approve bool) *cobra.Command {
 		Short: strings.ToUpper(verb[:1]) + verb[1:] + " a playbook's waiting approval node with its token",
 		Long: strings.ToUpper(verb[:1]) + verb[1:] + ` the approval node a playbook run waits at, with the token the run printed
 ("rbook playbook approve <TOKEN>"; "-" reads it from stdin, keeping it out of shell history).
-The token is an HMAC over the run, the node and when it was issued (seed playbooks.txt,
-"Approval tokens"); it decides its approval once. A refusal prints the control plane's code:
+The token is an HMAC over the run, the node and when it was issued; it decides its approval
+once. A refusal prints the control plane's code:
 E_APPROVAL_ALREADY_DECIDED (it was decided already: a token cannot be replayed),
 E_APPROVAL_NOT_FOUND (no pending approval has this token), E_TOKEN_INVALID, E_TOKEN_EXPIRED.
 An approval id ("a-…") works too, as with rbook ` + verb + `.
 
-` + cpHelp + `
+` + playbookCPHelp + `
 
 Exit codes: 0 decided, 1 refused (the E_ code says why) or unreachable, 2 usage or no
 control plane.`,
-		Example: fmt.Sprintf(`  rbook playbook %s <TOKEN> --control-plane http://127.0.0.1:7070 --reason "looks right"
-  echo "$TOKEN" | rbook playbook %s -`, verb, verb),
+		Example: fmt.Sprintf(`  rbook playbook %s <TOKEN> --control-plane http://127.0.0.1:7070 --reason %q
+  echo "$TOKEN" | rbook playbook %s -`, verb, decideReasonExample(approve), verb),
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkApprovalArg(args[0]); err != nil {
@@ -253,7 +290,7 @@ control plane.`,
 }
 
 func newPlaybookCancelCmd() *cobra.Command {
-	var f cpFlags
+	f := cpFlags{runCmd: "rbook playbook run"}
 	var reason string
 	cmd := &cobra.Command{
 		Use:   "cancel RUN_ID",
@@ -263,7 +300,7 @@ its pending approvals (their tokens stop working) and tells its executor, which 
 nodes that run and records the cancel in its state file. Cancelling a cancelled run changes
 nothing.
 
-` + cpHelp + `
+` + playbookCPHelp + `
 
 Exit codes: 3 the run is cancelled, 1 refused (E_RUN_NOT_FOUND, E_RUN_FINAL: it already
 succeeded or failed) or unreachable, 2 usage or no control plane.`,

@@ -172,7 +172,7 @@ func TestIssue9_8_PlaybookBadInputsRefusedBeforeAnyRecord(t *testing.T) {
 }
 
 // TestIssue9_8_PlaybookValidateListsEveryIssue: validate prints every issue of every file as
-// file:line:col: field: message and exits 1; valid files print ok and exit 0.
+// file:line:col: field: message and exits 2 (as rbook validate); valid files print ok and exit 0.
 func TestIssue9_8_PlaybookValidateListsEveryIssue(t *testing.T) {
 	dir := playbookWorkdir(t)
 	writeTestFile(t, filepath.Join(dir, "bad.cantbook"), []byte(`version: "1.0"
@@ -187,8 +187,8 @@ nodes:
     depends: [nope]
 `))
 	out, code := run2(t, dir, "playbook", "validate", "runbooks/release.cantbook", "bad.cantbook")
-	if code != 1 {
-		t.Fatalf("exit %d, want 1:\n%s", code, out)
+	if code != 2 {
+		t.Fatalf("exit %d, want 2:\n%s", code, out)
 	}
 	lines := regexp.MustCompile(`(?m)^bad\.cantbook:\d+:\d+: \S+: .+$`).FindAllString(out, -1)
 	if len(lines) < 4 {

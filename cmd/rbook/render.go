@@ -210,6 +210,9 @@ const maxBoxText = 72
 // the step, the one deadline (steps.DeadlineText), and the three answers. It is the
 // TerminalGate's Render when stderr is a terminal.
 func (v *view) renderGate(req engine.GateRequest) string {
+	if req.NodeID != "" {
+		return v.renderApprovalBox(req) // a playbook approval node: its prompt, playbook words
+	}
 	name := cutRunes(steps.CleanInput(req.StepName), maxNameColumn)
 	title := fmt.Sprintf(" Confirm gate · step %d of %d · %s ", req.StepIndex+1, req.StepCount, name)
 	onFail := "fail the gate"
@@ -315,10 +318,16 @@ type runResult struct {
 	ReportFile   string `json:"report_file,omitempty"`
 	// ExitCode is rbook's exit code for this outcome (see --help).
 	ExitCode int `json:"exit_code"`
+	// Name, Status and Nodes are a playbook run's (playbookResultFields): the playbook's
+	// name, the run's status in playbook words, each node's status; absent for a runbook.
+	Name   string               `json:"name,omitempty"`
+	Status string               `json:"status,omitempty"`
+	Nodes  []playbookNodeResult `json:"nodes,omitempty"`
 }
 
 func (v *view) printJSON(st *state.State, msg, evPath string, code int) {
 	res := runResult{State: st, Message: msg, StateFile: v.plan.StateFilePath, EvidenceFile: evPath, ReportFile: v.reportPath, ExitCode: code}
+	playbookResultFields(&res, v.plan, st)
 	enc := json.NewEncoder(v.out)
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)
