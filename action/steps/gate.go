@@ -238,8 +238,12 @@ func DeadlineText(req engine.GateRequest, now time.Time) string {
 // ctx.Err() when the gate's deadline passes or the run stops.
 func (g *TerminalGate) Await(ctx context.Context, req engine.GateRequest) (engine.Decision, error) {
 	if g.NoAnswer != "" {
-		fmt.Fprintf(g.Out, "Gate '%s' cannot be answered: %s and no control plane can decide it. It fails now (on_fail: %s).\n",
-			req.StepName, g.NoAnswer, req.OnFail)
+		onFail := "" // a playbook approval node has no on_fail: its error handlers apply
+		if req.OnFail != "" {
+			onFail = " (on_fail: " + req.OnFail + ")"
+		}
+		fmt.Fprintf(g.Out, "Gate '%s' cannot be answered: %s and no control plane can decide it. It fails now%s.\n",
+			req.StepName, g.NoAnswer, onFail)
 		return engine.Decision{}, ErrNoInput
 	}
 	if g.Render != nil {
