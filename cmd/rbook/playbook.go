@@ -38,7 +38,10 @@ the auto-pass policy, decides). Independent nodes run side by side; every node's
 kept in the run's bindings under its id ({{ build.stdout }}), next to the inputs
 ({{ version }}). A playbook run is recorded like a runbook run: a state file that resumes
 after a crash, the control plane (playbook_runs, playbook_approvals), a report with the DAG
-and an evidence pack.`,
+and an evidence pack.
+
+Exit codes: each subcommand's --help lists its own; 'rbook playbook' alone prints this help
+and exits 0, an unknown subcommand exits 2.`,
 		Example: `  rbook playbook validate runbooks/release.cantbook
   rbook playbook run runbooks/release.cantbook --input version=2026.4.90
   rbook playbook approve <TOKEN>
