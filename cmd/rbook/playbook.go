@@ -37,7 +37,9 @@ the auto-pass policy, decides). Independent nodes run side by side; every node's
 kept in the run's bindings under its id ({{ build.stdout }}), next to the inputs
 ({{ version }}). A playbook run is recorded like a runbook run: a state file that resumes
 after a crash, the control plane (playbook_runs, playbook_approvals), a report with the DAG
-and an evidence pack.`,
+and an evidence pack.
+
+Exit codes: 0 done, 2 usage or an unknown command; each subcommand's --help lists its own.`,
 		Example: `  rbook playbook validate runbooks/release.cantbook
   rbook playbook run runbooks/release.cantbook --input version=2026.4.90
   rbook playbook approve <TOKEN>
