@@ -1,3 +1,5 @@
+//go:build unix
+
 package main
 
 // What a person sees of a playbook run (issue 9, item 8): progress and status blocks say node,
@@ -10,10 +12,12 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/rbookhq/rbook-action/action/engine"
 	"github.com/rbookhq/rbook-action/action/report"
+	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
 )
 
 // TestIssue9_Polish_PlaybookMarkdownOutputSaysNode: the fanout demo piped (Markdown output):
@@ -135,5 +139,74 @@ func TestIssue9_Polish_ReportKeepsRunbookWords(t *testing.T) {
 	os.WriteFile(filepath.Join(tdir, report.PlaybookReportFile), []byte("# Runbook Execution Report\n"), 0o600)
 	if _, err := report.New(tdir); err == nil || !strings.Contains(err.Error(), report.PlaybookReportHeading) {
 		t.Errorf("an override without the playbook heading: %v", err)
+	}
+}
+
+// TestIssue9_GitHubPostFinishesAKilledPlaybookRun: the Action's post step (`rbook github post
+// --playbook FILE`) does for a playbook run what it does for a runbook run: a run killed
+// (kill -9) while its approval node waits has its outbox delivered, run_interrupted recorded
+// on the control plane and its pending approval withdrawn (cancelled, decided_by_source
+// interrupted), so its token no longer approves; post again withdraws nothing; the resumed run
+// opens the node again, and post after the final run has nothing to withdraw. A playbook
+// whose run never started has no run to finish.
+func TestIssue9_GitHubPostFinishesAKilledPlaybookRun(t *testing.T) {
+	dir := playbookWorkdir(t)
+	url := serveCP(t, dir)
+	out, code := run2(t, dir, "github", "post", "--playbook", "runbooks/release.cantbook", "--control-plane", url)
+	if code != 0 || !strings.Contains(out, "no run to finish: "+filepath.Join(".rbook", "release-cut.playbook.state.json")+" does not exist") {
+		t.Fatalf("post before any run: exit %d\n%s", code, out)
+	}
+	t.Setenv("RBOOK_SHOW_TOKEN", "1")
+	p := start(t, dir, "playbook", "run", "runbooks/release.cantbook", "--input", "version=1.2.3", "--control-plane", url)
+	p.waitFor(t, "rbook playbook approve ")
+	tok := playbookApproveLine.FindStringSubmatch(p.output())[1]
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	p.wait(t)
+	st := readPlaybookState(t, filepath.Join(dir, ".rbook", "release-cut.playbook.state.json"))
+	pending := approvalsOf(t, url, st.RunID)
+	if len(pending) != 1 || pending[0].GetStatus() != rbookv1.ApprovalStatus_APPROVAL_STATUS_PENDING || pending[0].GetStepName() != "review" {
+		t.Fatalf("before post: %v", pending)
+	}
+	id := pending[0].GetApprovalId()
+	out, code = run2(t, dir, "github", "post", "--playbook", "runbooks/release.cantbook", "--control-plane", url)
+	if code != 0 || !strings.Contains(out, "Withdrawn approval "+id+" (gate 'review' of run "+st.RunID+")\n") ||
+		!strings.Contains(out, "Resume it with: rbook playbook run runbooks/release.cantbook") || strings.Contains(out, tok) {
+		t.Fatalf("rbook github post --playbook: exit %d\n%s", code, out)
+	}
+	if a := approvalsOf(t, url, st.RunID)[0]; a.GetStatus() != rbookv1.ApprovalStatus_APPROVAL_STATUS_CANCELLED || a.GetDecidedBySource() != "interrupted" {
+		t.Fatalf("the approval after post: %v", a)
+	}
+	ts := getRun(t, url, st.RunID).GetTransitions()
+	if last := ts[len(ts)-1]; last.GetKind() != rbookv1.TransitionKind_TRANSITION_KIND_RUN_INTERRUPTED || last.GetStepName() != "review" || last.GetMessage() != postInterruptedMessage {
+		t.Fatalf("last transition on the control plane: %v", last)
+	}
+	if after := readPlaybookState(t, filepath.Join(dir, ".rbook", "release-cut.playbook.state.json")); after.Interrupted == nil || len(after.Outbox) != 0 {
+		t.Fatalf("state after post: interrupted %v, outbox %d", after.Interrupted, len(after.Outbox))
+	}
+	if out, code := run2(t, dir, "playbook", "approve", tok, "--control-plane", url); code == 0 {
+		t.Fatalf("the withdrawn node's token still approves:\n%s", out)
+	}
+	out, code = run2(t, dir, "github", "post", "--playbook", "runbooks/release.cantbook", "--control-plane", url)
+	if code != 0 || strings.Contains(out, "Withdrawn approval") || !strings.Contains(out, "; 0 pending approval(s) withdrawn") {
+		t.Fatalf("post again: exit %d\n%s", code, out)
+	}
+	if n := len(getRun(t, url, st.RunID).GetTransitions()); n != len(ts) {
+		t.Fatalf("post again recorded %d more transitions", n-len(ts))
+	}
+	out, code = run(t, dir, "yes\n", "playbook", "run", "runbooks/release.cantbook", "--control-plane", url)
+	if code != 0 || !strings.Contains(out, "RESUMING run "+st.RunID) {
+		t.Fatalf("resume: exit %d\n%s", code, out)
+	}
+	if all := approvalsOf(t, url, st.RunID); len(all) != 2 || all[0].GetApprovalId() == id || all[0].GetStatus() != rbookv1.ApprovalStatus_APPROVAL_STATUS_APPROVED {
+		t.Fatalf("after resume: %v", all)
+	}
+	if ic := getRun(t, url, st.RunID).GetRun().GetPlaybook().GetIterationCounts(); ic["build"] != 1 || ic["test"] != 1 || ic["publish"] != 1 {
+		t.Errorf("iteration_counts after the resume %v: a recorded node ran again", ic)
+	}
+	out, code = run2(t, dir, "github", "post", "--playbook", "runbooks/release.cantbook", "--control-plane", url)
+	if code != 0 || !strings.Contains(out, "is succeeded; nothing to withdraw") {
+		t.Fatalf("post after the final run: exit %d\n%s", code, out)
 	}
 }
