@@ -390,11 +390,7 @@ func (r *run) await(ctx, sctx context.Context, step runbook.Step, rc RunContext,
 			// decision, so on_fail must not run. The run halts, resumable.
 			return Outcome{halt: fmt.Errorf("gate '%s' could not wait for a decision: %w", step.Name, err)}
 		}
-		msg := fmt.Sprintf("%s by %s via %s", verdictWord(d.Verdict), d.By, d.Source)
-		if d.Reason != "" {
-			msg += ": " + d.Reason
-		}
-		msg += policyNote(d.Policy)
+		msg := gateDecidedMessage(d)
 		if err := emit(ctx, Transition{Kind: TransitionGateDecided, StepIndex: step.Index, StepName: step.Name, StepType: string(step.Type), RunStatus: RunInProgress, Message: msg}); err != nil {
 			return Outcome{halt: err}
 		}
@@ -414,6 +410,21 @@ func (r *run) await(ctx, sctx context.Context, step runbook.Step, rc RunContext,
 		}
 		return decided(d, msg)
 	}
+}
+
+// gateDecidedMessage is gate_decided's message: "<verdict> by <who> via <source>[: reason]"
+// and the policy's note (policyNote). A gate the auto-pass policy passed (issue 9, item 6)
+// says it once — "auto-passed by policy rule <rule>: <reason>" — rather than the policy's
+// reason twice (once as the decision's reason, once in the note).
+func gateDecidedMessage(d Decision) string {
+	if p := d.Policy; p != nil && p.AutoPassed && !p.Shadow && d.Verdict == Approved && d.Source == "policy" {
+		return strings.TrimPrefix(policyNote(p), "; ")
+	}
+	msg := fmt.Sprintf("%s by %s via %s", verdictWord(d.Verdict), d.By, d.Source)
+	if d.Reason != "" {
+		msg += ": " + d.Reason
+	}
+	return msg + policyNote(d.Policy)
 }
 
 // policyNote is what gate_decided's message adds about the auto-pass policy (issue 9, item 3):

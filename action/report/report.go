@@ -26,14 +26,21 @@ var embedded embed.FS
 
 // The template files, by their path relative to a templates folder (seed Step 8–9).
 const (
-	StepStatusFile   = "templates/output-step-status.md"
-	ReportFile       = "templates/output-report.md"
-	EvidencePackFile = "templates/output-evidence-pack.md"
-	CancelPromptFile = "prompts/cancel.prompt.md"
+	StepStatusFile = "templates/output-step-status.md"
+	ReportFile     = "templates/output-report.md"
+	// PlaybookReportFile is the final report of a playbook run (issue 9, item 8): the runbook
+	// report's shape, saying playbook and node, with the playbook status words.
+	PlaybookReportFile = "templates/output-playbook-report.md"
+	EvidencePackFile   = "templates/output-evidence-pack.md"
+	CancelPromptFile   = "prompts/cancel.prompt.md"
 )
 
 // ReportHeading is the first H1 line of every run report (seed "Output contract").
 const ReportHeading = "# Runbook Execution Report"
+
+// PlaybookReportHeading is the first H1 line of every playbook run report (issue 9, item 8);
+// a runbook run's report keeps ReportHeading (seed "Output contract").
+const PlaybookReportHeading = "# Playbook Execution Report"
 
 // Renderer holds the parsed templates.
 type Renderer struct {
@@ -81,7 +88,7 @@ func New(overrideDir string) (*Renderer, error) {
 	}
 	r := &Renderer{t: map[string]*template.Template{}}
 	var errs []error
-	for _, name := range []string{StepStatusFile, ReportFile, EvidencePackFile, CancelPromptFile} {
+	for _, name := range []string{StepStatusFile, ReportFile, PlaybookReportFile, EvidencePackFile, CancelPromptFile} {
 		src, from, err := load(overrideDir, name)
 		if err != nil {
 			errs = append(errs, err)
@@ -99,6 +106,10 @@ func New(overrideDir string) (*Renderer, error) {
 		}
 		if name == ReportFile && !strings.HasPrefix(string(src), ReportHeading+"\n") {
 			errs = append(errs, &TemplateError{Path: from, Line: 1, Msg: fmt.Sprintf("the first line must be exactly %q (seed output contract)", ReportHeading)})
+			continue
+		}
+		if name == PlaybookReportFile && !strings.HasPrefix(string(src), PlaybookReportHeading+"\n") {
+			errs = append(errs, &TemplateError{Path: from, Line: 1, Msg: fmt.Sprintf("the first line must be exactly %q (issue 9, item 8)", PlaybookReportHeading)})
 			continue
 		}
 		r.t[name] = t
@@ -145,6 +156,9 @@ type StepStatus struct {
 	Entry         engine.Evidence
 	// Elapsed is the run's elapsed time so far, rounded for people ("" to leave out).
 	Elapsed string
+	// Node is true for a playbook node: the heading says "Node n/N" instead of the seed's
+	// "Step n/N" (issue 9, item 8). A runbook step's status is byte-for-byte the seed's.
+	Node bool
 }
 
 // RenderStepStatus renders the per-step status (seed Step 9.1).
@@ -171,6 +185,13 @@ type Report struct {
 	// DAG is a playbook run's graph as a Mermaid block (MermaidDAG of PlaybookGraph; issue
 	// 9, item 8); "" for a runbook run.
 	DAG string
+	// Playbook selects PlaybookReportFile (issue 9, item 8): "Playbook", "Nodes", and
+	// StatusWord for the status. False: the seed's runbook report (ReportFile).
+	Playbook bool
+	// StatusWord is the status a playbook report shows: the seed's playbook word (running |
+	// paused | failed | succeeded | cancelled); RunStatus (the state file's word) still
+	// decides "So far" / "Outcome". Unused by the runbook report.
+	StatusWord string
 	// Counts over the runbook-step rows by final status; Done counts the rows with an
 	// outcome (not NotRun), Extra the rows that are no runbook step (the CANCEL audit entry).
 	Done, Pass, Fail, TimedOut, Skipped, NotRunCount, Extra int
@@ -276,11 +297,18 @@ func (d *Report) Tally() {
 	}
 }
 
-// RenderReport renders the final run report; its first line is ReportHeading (seed Step 9.2).
-// Its step table lists every runbook step once, in runbook order (Rows).
+// RenderReport renders the final run report; its first line is ReportHeading (seed Step 9.2),
+// or PlaybookReportHeading for a playbook run (d.Playbook; issue 9, item 8). Its step table
+// lists every runbook step (playbook node) once, in plan order (Rows).
 func (r *Renderer) RenderReport(d Report) (string, error) {
 	d.Rows = nil
 	d.Tally()
+	if d.Playbook {
+		if d.StatusWord == "" {
+			d.StatusWord = string(d.RunStatus)
+		}
+		return r.render(PlaybookReportFile, d)
+	}
 	return r.render(ReportFile, d)
 }
 

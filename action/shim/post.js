@@ -12,11 +12,11 @@ async function post() {
     return 0;
   }
   if (process.env.STATE_cwd) process.chdir(process.env.STATE_cwd);
-  if (input('playbook', '', process.env) !== '') {
-    // Issue 9: rbook github post finishes runbook runs only; a playbook run the job left
-    // unfinished keeps its state file and resumes with the same rbook playbook run.
-    console.log('rbook: post does not finish playbook runs yet; an unfinished playbook run resumes with the same rbook playbook run.');
-    return 0;
+  const playbook = input('playbook', '', process.env);
+  if (playbook !== '') {
+    // Issue 9: the playbook's run is finished the same way (outbox delivered; an unfinished
+    // run recorded interrupted and its pending approval nodes withdrawn).
+    return runForwarding(bin, ['github', 'post', `--playbook=${playbook}`], rbookEnv());
   }
   return runForwarding(bin, rbookArgs(['github', 'post']), rbookEnv());
 }

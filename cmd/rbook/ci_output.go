@@ -177,6 +177,9 @@ func (c *ciOutput) gate(g engine.Gate, cpURL string, embedded bool) engine.Gate 
 	if dg, ok := g.(*decidedGate); ok {
 		cg, _ = dg.next.(*cpclient.Gate) // rbook resume (pause.go): it reports the paused gate's approval
 	}
+	if hg, ok := g.(*humanNoticeGate); ok {
+		cg = hg.cp // rbook playbook run: the copy each Await runs on keeps the Opened set here
+	}
 	if cg != nil {
 		c.anonymous = !cg.C.Credentialed()
 	}

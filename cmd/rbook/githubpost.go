@@ -20,6 +20,7 @@ import (
 
 	"github.com/rbookhq/rbook-action/action/cpclient"
 	"github.com/rbookhq/rbook-action/action/engine"
+	"github.com/rbookhq/rbook-action/action/runbook"
 	"github.com/rbookhq/rbook-action/action/state"
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
 )
@@ -45,8 +46,9 @@ Exit codes: 0 done, 2 usage or an unknown command.`,
 func newGitHubPostCmd() *cobra.Command {
 	var c common
 	var cp deliverFlags
+	var playbook string
 	cmd := &cobra.Command{
-		Use:   "post [RUNBOOK]",
+		Use:   "post [RUNBOOK | --playbook FILE]",
 		Short: "End of the Action's job: deliver the outbox; an unfinished run is recorded interrupted and its approvals withdrawn",
 		Long: `Run by the rbook Action's post step when the job ends, however it ended.
 
@@ -62,36 +64,64 @@ A run the job left paused at a gate on purpose (RBOOK_GATE_MODE=pause, which the
 from its gate-mode input, and the control plane's last transition opened the gate the state
 file awaits) is left alone: its gate stays open for a later job's 'rbook resume'.
 
+With --playbook FILE (the Action's playbook input) it does the same for that playbook's run
+(state file .rbook/<playbook-name>.playbook.state.json): its pending approval nodes are
+withdrawn, and it resumes with 'rbook playbook run FILE'.
+
 With no state file (the job never started a run) it says so and exits 0.
 
 Exit codes: 0 done (or nothing to do), 2 the outbox could not be delivered, the interruption
 could not be recorded, or an approval is still pending.`,
 		Example: `  rbook github post demo
-  rbook github post prod --dir ops/runbooks --control-plane https://rbook.example.internal`,
+  rbook github post prod --dir ops/runbooks --control-plane https://rbook.example.internal
+  rbook github post --playbook runbooks/release.cantbook`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return githubPost(cmd.Context(), &c, c.runbookArg(cmd, args), cp, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			var tgt postTarget
+			if playbook != "" {
+				if len(args) > 0 {
+					return abort("rbook github post: give RUNBOOK or --playbook FILE, not both (got %q and --playbook %s)", args[0], playbook)
+				}
+				plan, err := runbook.LoadPlaybook(playbook)
+				if err != nil {
+					// The main step reported this already and never started a run.
+					fmt.Fprintf(cmd.ErrOrStderr(), "rbook github post: no run to finish: playbook %s could not be loaded: %v\n", playbook, err)
+					return nil
+				}
+				tgt = postTarget{name: playbook, statePath: state.DefaultPlaybookStatePath(plan.Name), resume: "rbook playbook run " + playbook}
+			} else {
+				name := c.runbookArg(cmd, args)
+				plan, err := c.loadPlan(name)
+				if err != nil {
+					var ee *exitError
+					if errors.As(err, &ee) {
+						// The main step reported this already and never started a run.
+						fmt.Fprintf(cmd.ErrOrStderr(), "rbook github post: no run to finish: runbook %s could not be loaded:\n%s\n", name, ee.msg)
+						return nil
+					}
+					return err
+				}
+				tgt = postTarget{name: name, statePath: plan.StateFilePath, resume: "rbook run " + name}
+			}
+			return githubPost(cmd.Context(), tgt, cp, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	c.register(cmd)
 	cp.register(cmd, "")
+	cmd.Flags().StringVar(&playbook, "playbook", "", "finish the run of this .cantbook playbook instead of a runbook's (the Action's playbook input)")
 	return cmd
 }
 
-// githubPost is `rbook github post` (see its Long help). Messages go to errw; the withdrawn
+// postTarget is the run `rbook github post` finishes: a runbook's (name RUNBOOK) or a
+// playbook's (name FILE, issue 9), with its state file and the command that resumes it.
+type postTarget struct {
+	name, statePath, resume string
+}
+
+// githubPost is `rbook github post` (see its Long help) for tgt's run. Messages go to errw; the withdrawn
 // approval ids, one a line ("Withdrawn approval a-… (gate '…' of run …)"), to out.
-func githubPost(ctx context.Context, c *common, name string, cp deliverFlags, out, errw io.Writer) error {
-	plan, err := c.loadPlan(name)
-	if err != nil {
-		var ee *exitError
-		if errors.As(err, &ee) {
-			// The main step reported this already and never started a run.
-			fmt.Fprintf(errw, "rbook github post: no run to finish: runbook %s could not be loaded:\n%s\n", name, ee.msg)
-			return nil
-		}
-		return err
-	}
-	statePath := plan.StateFilePath
+func githubPost(ctx context.Context, tgt postTarget, cp deliverFlags, out, errw io.Writer) error {
+	name, statePath := tgt.name, tgt.statePath
 	if _, err := state.Read(statePath); errors.Is(err, state.ErrNotExist) {
 		fmt.Fprintf(errw, "rbook github post: no run to finish: %s does not exist (the job never started a run of %s).\n", statePath, name)
 		return nil
@@ -109,7 +139,7 @@ func githubPost(ctx context.Context, c *common, name string, cp deliverFlags, ou
 		if err := deliverFinal(ctx, statePath, cp.url, cp.timeout, errw); err != nil {
 			return abort("rbook github post: %v", err)
 		}
-		fmt.Fprintf(errw, "rbook github post: run %s is %s; nothing to withdraw.\n", st.RunID, st.RunStatus)
+		fmt.Fprintf(errw, "rbook github post: run %s is %s; nothing to withdraw.\n", st.RunID, runWord(st))
 		return nil
 	}
 	fileRec := &state.FileRecorder{Path: statePath, State: st}
@@ -120,7 +150,7 @@ func githubPost(ctx context.Context, c *common, name string, cp deliverFlags, ou
 				return abort("rbook github post: %v", err)
 			}
 		}
-		fmt.Fprintf(errw, "rbook github post: run %s is unfinished; recorded it interrupted in %s (it reports to no control plane). Resume it with: rbook run %s\n", st.RunID, statePath, name)
+		fmt.Fprintf(errw, "rbook github post: run %s is unfinished; recorded it interrupted in %s (it reports to no control plane). Resume it with: %s\n", st.RunID, statePath, tgt.resume)
 		return nil
 	}
 	url, stop, err := outboxTarget(ctx, st, cp.url)
@@ -187,8 +217,8 @@ func githubPost(ctx context.Context, c *common, name string, cp deliverFlags, ou
 			fmt.Fprintf(out, "Approval %s (gate '%s' of run %s) was withdrawn when the job was interrupted\n", a.GetApprovalId(), a.GetStepName(), st.RunID)
 		}
 	}
-	fmt.Fprintf(errw, "rbook github post: run %s is unfinished and recorded interrupted on the control plane %s; %d pending approval(s) withdrawn. Resume it with: rbook run %s\n",
-		st.RunID, url, len(pending), name)
+	fmt.Fprintf(errw, "rbook github post: run %s is unfinished and recorded interrupted on the control plane %s; %d pending approval(s) withdrawn. Resume it with: %s\n",
+		st.RunID, url, len(pending), tgt.resume)
 	return nil
 }
 
@@ -235,6 +265,9 @@ func interruptedTransition(st *state.State, seq int64) engine.Transition {
 		t.StepIndex, t.StepName, t.StepType = st.AwaitingConfirmation.StepIndex, st.AwaitingConfirmation.StepName, "confirm"
 	case st.InFlight != nil:
 		t.StepIndex, t.StepName, t.StepType = st.InFlight.StepIndex, st.InFlight.StepName, st.InFlight.StepType
+	case len(st.InFlightNodes) > 0: // a playbook's first node in flight (issue 9)
+		f := st.InFlightNodes[0]
+		t.StepIndex, t.StepName, t.StepType = f.StepIndex, f.StepName, f.StepType
 	}
 	return t
 }

@@ -115,7 +115,7 @@ func TestIssue9_8_PlaybookReleaseFlow(t *testing.T) {
 		t.Errorf("iteration_counts %v", st.IterationCounts)
 	}
 	rep := readFile(t, filepath.Join(dir, "report.md"))
-	for _, want := range []string{"# Runbook Execution Report", "## Playbook graph", "```mermaid", "review<br/>approval · PASS", "class n3 pass"} {
+	for _, want := range []string{"# Playbook Execution Report", "| Playbook | release-cut", "| Status | **succeeded** |", "| Playbook hash |", "## Nodes", "## Playbook graph", "```mermaid", "review<br/>approval · PASS", "class n3 pass"} {
 		if !strings.Contains(rep, want) {
 			t.Errorf("report lacks %q:\n%s", want, rep)
 		}

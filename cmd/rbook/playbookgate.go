@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/rbookhq/rbook-action/action/cpclient"
 	"github.com/rbookhq/rbook-action/action/engine"
 	"github.com/rbookhq/rbook-action/action/mcp"
 	"github.com/rbookhq/rbook-action/action/runbook"
@@ -20,11 +21,15 @@ type localPolicyGate struct {
 	policy *approval.Policy
 	shadow bool
 	next   engine.Gate
+	// human, when set, is told each request next is asked to decide (a person is needed):
+	// the view says the run is paused (view.humanNeeded).
+	human func(engine.GateRequest)
 }
 
 // Await implements engine.Gate.
 func (g *localPolicyGate) Await(ctx context.Context, req engine.GateRequest) (engine.Decision, error) {
 	if req.Policy == nil || g.policy == nil {
+		g.tellHuman(req)
 		return g.next.Await(ctx, req)
 	}
 	p := req.Policy
@@ -33,9 +38,41 @@ func (g *localPolicyGate) Await(ctx context.Context, req engine.GateRequest) (en
 	if pd.AutoPassed {
 		return engine.Decision{Verdict: engine.Approved, By: "policy", Reason: v.Reason, Source: "policy", Policy: pd}, nil
 	}
+	g.tellHuman(req)
 	d, err := g.next.Await(ctx, req)
 	d.Policy = pd
 	return d, err
+}
+
+func (g *localPolicyGate) tellHuman(req engine.GateRequest) {
+	if g.human != nil {
+		g.human(req)
+	}
+}
+
+// humanNoticeGate is a playbook's control-plane gate that says when an approval node waits for
+// a person (issue 9, item 8): each Await runs on its own copy of cp whose Announce — called
+// only when the gate opened pending, never for one the server's auto-pass policy approved at
+// once — first calls human with that request. cp's other hooks (a runner's Opened, set on cp
+// by ciOutput.gate before each Await) are copied with it.
+type humanNoticeGate struct {
+	cp    *cpclient.Gate
+	human func(engine.GateRequest)
+}
+
+// Await implements engine.Gate.
+func (g *humanNoticeGate) Await(ctx context.Context, req engine.GateRequest) (engine.Decision, error) {
+	c := *g.cp
+	announce := c.Announce
+	c.Announce = func(id, token string) {
+		if g.human != nil {
+			g.human(req)
+		}
+		if announce != nil {
+			announce(id, token)
+		}
+	}
+	return c.Await(ctx, req)
 }
 
 // embeddedPolicy is the auto-pass policy an embedded control plane decides playbook approval

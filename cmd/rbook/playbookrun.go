@@ -295,6 +295,9 @@ func runPlaybook(cmd *cobra.Command, file string, f playbookFlags) error {
 		tg.Render = v.renderGate
 	}
 	var gate engine.Gate = tg
+	// The run is paused only when an approval node waits for a person (not when the
+	// auto-pass policy passes it): the gates say so through human.
+	human := func(req engine.GateRequest) { v.humanNeeded(st.RunID, req) }
 	cpURL, embedded, stopCP, err := playbookControlPlane(ctx, f, localPolicy, errw)
 	if err != nil {
 		return abort("%v", err)
@@ -324,18 +327,23 @@ func runPlaybook(cmd *cobra.Command, file string, f playbookFlags) error {
 		st.ControlPlane, st.ControlPlaneEmbedded, fileRec.KeepOutbox = cpURL, embedded, true
 		recorders = append(recorders, cpRec)
 		opened.State.Seq = max(st.Seq, started.LastSeq)
-		gate = &cpclient.Gate{C: c, Local: ci.local(tg, gate, interactive, noInput), Who: who, Announce: playbookAnnouncer(errw, cpURL, embedded), Cancelled: cpRec.Cancelled, Drain: cpRec.Drain,
-			Notice: func(m string) { fmt.Fprintln(errw, m) }, GitHub: reportedWorkflowRun(f.githubEnvironment())}
+		gate = &humanNoticeGate{human: human, cp: &cpclient.Gate{C: c, Local: ci.local(tg, gate, interactive, noInput), Who: who, Announce: playbookAnnouncer(errw, cpURL, embedded), Cancelled: cpRec.Cancelled, Drain: cpRec.Drain,
+			Notice: func(m string) { fmt.Fprintln(errw, m) }, GitHub: reportedWorkflowRun(f.githubEnvironment())}}
 		drainCP = cpRec.Drain
 	} else {
 		tg.NoAnswer = noInput
 		// No control plane: the auto-pass policy is evaluated here, before the terminal is asked.
-		gate = &localPolicyGate{policy: localPolicy, shadow: f.policyShadow, next: tg}
+		gate = &localPolicyGate{policy: localPolicy, shadow: f.policyShadow, next: tg, human: human}
 	}
 	gate = ci.gate(gate, cpURL, embedded)
 	eng := &engine.Engine{
 		Plan: plan, Executors: execs, Gate: gate, Recorders: append(recorders, v),
 		Concurrency: f.concurrency, WorkDir: ".",
+		// "cancel" typed at an approval node's terminal prompt cancels the run once confirmed
+		// (seed Step 8.3's confirmation; without it the gate would only ask again).
+		ConfirmCancel: steps.ConfirmCancel(lines, errw, func(string) string {
+			return fmt.Sprintf("Cancel playbook run %s? It ends cancelled and no further node starts.", st.RunID)
+		}),
 	}
 	start := engine.Start{RunID: st.RunID, Seq: st.Seq, Fresh: !opened.Resumed, Evidence: st.EvidencePack, Bindings: inputs}
 	if len(opened.SkipNodes) > 0 {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -45,6 +46,11 @@ func (v *view) Record(_ context.Context, t engine.Transition) error {
 		if t.StepIndex >= 0 && t.StepIndex < n {
 			timeout = v.plan.Steps[t.StepIndex].TimeoutSeconds
 		}
+		if v.plan.Kind == runbook.KindPlaybook {
+			// Nodes have no index a person uses: "▶ node 2/9 · deterministic 'lint'" (issue 9).
+			fmt.Fprintf(v.errw, "\n▶ node %d/%d · %s '%s' · timeout %ds · elapsed %s\n", t.StepIndex+1, n, t.StepType, t.StepName, timeout, report.HumanDuration(time.Since(v.started)))
+			return nil
+		}
 		fmt.Fprintf(v.errw, "\n▶ step %d/%d (index %d) · %s '%s'%s · timeout %ds · elapsed %s\n", t.StepIndex+1, n, t.StepIndex, t.StepType, t.StepName, what, timeout, report.HumanDuration(time.Since(v.started)))
 	case engine.TransitionGateDecided:
 		fmt.Fprintf(v.errw, "Gate '%s' %s\n", t.StepName, t.Message)
@@ -52,7 +58,7 @@ func (v *view) Record(_ context.Context, t engine.Transition) error {
 		if t.Evidence == nil {
 			return nil
 		}
-		s, err := v.rend.RenderStepStatus(report.StepStatus{RunID: t.RunID, Number: t.StepIndex + 1, Count: n, Entry: *t.Evidence, Elapsed: report.HumanDuration(time.Since(v.started))})
+		s, err := v.rend.RenderStepStatus(report.StepStatus{RunID: t.RunID, Number: t.StepIndex + 1, Count: n, Entry: *t.Evidence, Elapsed: report.HumanDuration(time.Since(v.started)), Node: v.plan.Kind == runbook.KindPlaybook})
 		if err != nil {
 			fmt.Fprintln(v.errw, err)
 			return nil
@@ -68,12 +74,23 @@ func (v *view) Record(_ context.Context, t engine.Transition) error {
 			word = playbookRunWord(t.RunStatus, false)
 		}
 		fmt.Fprintf(v.errw, "Run %s ended %s after %s.\n", t.RunID, word, report.HumanDuration(took))
-	case engine.TransitionGateOpened:
-		if v.plan.Kind == runbook.KindPlaybook {
-			fmt.Fprintf(v.errw, "Run %s is paused at approval node '%s'.\n", t.RunID, t.StepName)
-		}
 	}
 	return nil
+}
+
+// humanNeeded says that a playbook's approval node waits for a person (issue 9, item 8): the
+// auto-pass policy did not pass it. It is not said at gate_opened, because a gate the policy
+// passes at once never pauses the run. Markdown output: "Run … is paused at approval node
+// 'x'." on stderr; a terminal (and -o json): "⏸ node x: the run is paused, waiting for a
+// decision". Safe for concurrent gates.
+func (v *view) humanNeeded(runID string, req engine.GateRequest) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.mode == modeMarkdown {
+		fmt.Fprintf(v.errw, "Run %s is paused at approval node '%s'.\n", runID, steps.CleanInput(req.StepName))
+		return
+	}
+	fmt.Fprintf(v.lines(), "⏸ node %s: the run is paused, waiting for a decision\n", cutRunes(steps.CleanInput(req.StepName), maxNameColumn))
 }
 
 // recordLine is Record on a terminal (and with -o json, on stderr): one line per step.
@@ -86,10 +103,6 @@ func (v *view) recordLine(t engine.Transition) {
 			// Nodes run side by side: say when each starts, not only when it ends (issue 9,
 			// item 8).
 			fmt.Fprintln(v.lines(), v.dim(fmt.Sprintf("▶ node %s started (%s)", cutRunes(steps.CleanInput(t.StepName), maxNameColumn), t.StepType)))
-		}
-	case engine.TransitionGateOpened:
-		if playbook {
-			fmt.Fprintf(v.lines(), "⏸ node %s: the run is paused, waiting for a decision\n", cutRunes(steps.CleanInput(t.StepName), maxNameColumn))
 		}
 	case engine.TransitionStepFinished:
 		if t.Evidence == nil {
@@ -119,12 +132,21 @@ const maxNoteRunes = 72
 //
 //	✓ step 3 of 6  deploy-app-config          deploy    PASS       12ms
 //
+// A playbook's line says node, with the type column as wide as "deterministic":
+//
+//	✓ node 2 of 9  lint           deterministic  PASS         7ms
+//
 // number is 1-based (0 for an entry that is no runbook step, like CANCEL). Failed, timed-out
 // and skipped steps, gates and compensations get a short note; text from the step's output
 // is cleaned of control characters first (steps.CleanInput), so it cannot drive the terminal.
 func (v *view) stepLine(number int, e engine.Evidence, took time.Duration, rollbackFor string) string {
 	n := len(v.plan.Steps)
-	where := fmt.Sprintf("step %*d of %d", len(fmt.Sprint(n)), number, n)
+	noun, typeWidth := "step", 8
+	if v.plan.Kind == runbook.KindPlaybook {
+		// A playbook's nodes, and its widest node type (deterministic), keep the columns.
+		noun, typeWidth = "node", len(runbook.TypeDeterministic)
+	}
+	where := fmt.Sprintf("%s %*d of %d", noun, len(fmt.Sprint(n)), number, n)
 	if number == 0 {
 		where = strings.Repeat(" ", len(where))
 	}
@@ -138,12 +160,14 @@ func (v *view) stepLine(number int, e engine.Evidence, took time.Duration, rollb
 		note = "requested with rbook rollback"
 	case rollbackFor != "" && e.Type == "rollback":
 		note = fmt.Sprintf("on_fail: rollback of '%s'", rollbackFor)
+	case e.Type == string(runbook.TypeApproval) && e.Status == engine.StatusPass:
+		note = cutRunes(steps.CleanInput(approvalNote(e.Output)), maxNoteRunes)
 	case e.Status != engine.StatusPass || e.Type == "confirm" || e.Type == "cancel":
 		first, _, _ := strings.Cut(strings.TrimSpace(e.Output), "\n")
 		note = cutRunes(steps.CleanInput(first), maxNoteRunes)
 	}
-	line := fmt.Sprintf("%s %s  %s  %-8s  %s  %6s", v.paint(e.Status, statusMark(e.Status)), where,
-		padRunes(cutRunes(steps.CleanInput(e.StepName), maxNameColumn), v.nameWidth), e.Type, v.paint(e.Status, fmt.Sprintf("%-9s", e.Status)), dur)
+	line := fmt.Sprintf("%s %s  %s  %-*s  %s  %6s", v.paint(e.Status, statusMark(e.Status)), where,
+		padRunes(cutRunes(steps.CleanInput(e.StepName), maxNameColumn), v.nameWidth), typeWidth, e.Type, v.paint(e.Status, fmt.Sprintf("%-9s", e.Status)), dur)
 	if note != "" {
 		line += "  " + v.dim(note)
 	}
@@ -180,4 +204,25 @@ func padRunes(s string, width int) string {
 		return s + strings.Repeat(" ", pad)
 	}
 	return s
+}
+
+// approvalNote is the note of a passed playbook approval node's line: who approved it, or the
+// policy rule that auto-passed it, from its evidence output ({"by", "auto_passed", "rule"};
+// ISSUE9-DECISIONS "Node output"); "" when the output is not that object.
+func approvalNote(output string) string {
+	var o struct {
+		By         string `json:"by"`
+		AutoPassed bool   `json:"auto_passed"`
+		Rule       string `json:"rule"`
+	}
+	if json.Unmarshal([]byte(output), &o) != nil {
+		return ""
+	}
+	if o.AutoPassed {
+		return "auto-passed by policy rule " + o.Rule
+	}
+	if o.By != "" {
+		return "approved by " + o.By
+	}
+	return ""
 }

@@ -220,11 +220,21 @@ func (v *view) renderGate(req engine.GateRequest) string {
 		onFail += "; on_fail: " + req.OnFail
 	}
 	var body []string
-	body = append(body, wrap(fmt.Sprintf("Run %s is AWAITING_CONFIRMATION. The gate %s.", req.RunID, steps.DeadlineText(req, time.Now())), maxBoxText)...)
-	body = append(body, "",
-		"  yes, confirm    continue the run",
-		"  cancel          cancel the run (you confirm the deployment next)",
-		"  anything else   "+onFail)
+	if v.plan != nil && v.plan.Kind == runbook.KindPlaybook {
+		// A playbook's approval node (issue 9, item 8): its words, not a runbook step's.
+		title = fmt.Sprintf(" Approval node · node %d of %d · %s ", req.StepIndex+1, req.StepCount, name)
+		body = append(body, wrap(fmt.Sprintf("Run %s is paused at this approval node. The gate %s.", req.RunID, steps.DeadlineText(req, time.Now())), maxBoxText)...)
+		body = append(body, "",
+			"  yes, confirm    approve the node; the run goes on",
+			"  cancel          cancel the run",
+			"  anything else   reject the node (it fails)")
+	} else {
+		body = append(body, wrap(fmt.Sprintf("Run %s is AWAITING_CONFIRMATION. The gate %s.", req.RunID, steps.DeadlineText(req, time.Now())), maxBoxText)...)
+		body = append(body, "",
+			"  yes, confirm    continue the run",
+			"  cancel          cancel the run (you confirm the deployment next)",
+			"  anything else   "+onFail)
+	}
 	width := utf8.RuneCountInString(title) + 2
 	for _, l := range body {
 		width = max(width, utf8.RuneCountInString(l)+2)
@@ -280,6 +290,7 @@ func reportData(plan *runbook.Plan, st *state.State, msg, evPath string) report.
 			waiting = st.AwaitingConfirmation.StepName
 		}
 		d.DAG = report.MermaidDAG(report.PlaybookGraph(plan, st.EvidencePack, st.IterationCounts, waiting))
+		d.Playbook, d.StatusWord = true, playbookRunWord(st.RunStatus, waiting != "")
 	}
 	d.Tally()
 	return d
