@@ -185,7 +185,7 @@ func (e *InputsChangedError) Error() string {
 // it). A resumed run keeps its bindings, iteration counts and evidence; Opened.SkipNodes lists
 // the nodes the operator chose to skip. Errors: *CorruptError (not a playbook run, or another
 // playbook's), *PlaybookEditedError, *UnknownNodesError, *InputsChangedError, an error naming
-// a --rerun-node/--skip-node id that is not in unknown state, *NotWritableError (a final run's
+// a --rerun-node/--skip-node id that is not in unknown state or is given both answers, *NotWritableError (a final run's
 // evidence pack could not be rebuilt), or a file-system error naming the path.
 func OpenPlaybook(plan *runbook.Plan, path string, opts PlaybookOpenOptions) (*Opened, error) {
 	now := time.Now
@@ -228,6 +228,13 @@ func OpenPlaybook(plan *runbook.Plan, path string, opts PlaybookOpenOptions) (*O
 		for _, id := range append(slices.Clone(opts.RerunNodes), opts.SkipNodes...) {
 			if !inFlight[id] {
 				return nil, fmt.Errorf("--rerun-node/--skip-node %s: node '%s' of run %s is not in unknown state (the nodes in unknown state: %s)", id, id, prev.RunID, nodeList(prev.InFlightNodes))
+			}
+		}
+		for _, id := range opts.SkipNodes {
+			if slices.Contains(opts.RerunNodes, id) {
+				// Both answers for one node: neither may be guessed (the skip used to win
+				// silently; found by TestIssue9_Break_RerunAndSkipSameNodeRefused).
+				return nil, fmt.Errorf("--rerun-node %s and --skip-node %s: node '%s' of run %s is given both answers; choose one (run it again, or go on as if it had been skipped)", id, id, id, prev.RunID)
 			}
 		}
 		decided := map[string]bool{}

@@ -151,6 +151,9 @@ func resultValue(res mcp.Result) (map[string]any, error) {
 	if err := dec.Decode(&v); err != nil {
 		return nil, fmt.Errorf("structured content is not JSON: %w", err)
 	}
+	if jsonDepth(v, 1) > MaxOutputDepth {
+		return nil, fmt.Errorf("structured content nests deeper than %d levels (MaxOutputDepth)", MaxOutputDepth)
+	}
 	if obj, ok := v.(map[string]any); ok {
 		return obj, nil
 	}

@@ -272,13 +272,48 @@ func stdoutValue(stdout string, truncated bool) map[string]any {
 		dec := json.NewDecoder(strings.NewReader(stdout))
 		dec.UseNumber()
 		var obj map[string]any
-		if err := dec.Decode(&obj); err == nil && obj != nil {
+		if err := dec.Decode(&obj); err == nil && obj != nil && jsonDepth(obj, 1) <= MaxOutputDepth {
 			if _, err := dec.Token(); err == io.EOF { // nothing but space after the object
 				return obj
 			}
 		}
 	}
 	return map[string]any{"stdout": trimNewline(stdout), "exit_code": 0}
+}
+
+// MaxOutputDepth is the deepest nesting of objects and lists (the object itself is level 1)
+// a node's stdout may have to become its output bindings (64, runbook.MaxDepth: the same
+// limit as the playbook's YAML). A deeper object is kept as text ({"stdout", "exit_code"}):
+// nested under the state file's bindings it would pass encoding/json's read limit of 10000
+// levels and make the run's state unreadable (every later write of the state file failed and
+// the run could never finish; found by TestIssue9_Break_DeepJSONOutputStaysText).
+const MaxOutputDepth = runbook.MaxDepth
+
+// jsonDepth is the nesting depth of objects and lists of a decoded JSON value at level d
+// (scalars add none: {"a":1} is 1, {"a":{"a":1}} is 2). It stops descending past
+// MaxOutputDepth.
+func jsonDepth(v any, d int) int {
+	var kids []any
+	switch x := v.(type) {
+	case map[string]any:
+		for _, e := range x {
+			kids = append(kids, e)
+		}
+	case []any:
+		kids = x
+	default:
+		return d - 1
+	}
+	if d > MaxOutputDepth {
+		return d
+	}
+	deepest := d
+	for _, e := range kids {
+		if deepest = max(deepest, jsonDepth(e, d+1)); deepest > MaxOutputDepth {
+			break
+		}
+	}
+	return deepest
 }
 
 func compactJSON(v map[string]any) string {

@@ -10,8 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/term"
-
 	"github.com/rbookhq/rbook-action/action/cpclient"
 	"github.com/rbookhq/rbook-action/action/engine"
 	"github.com/rbookhq/rbook-action/action/runbook"
@@ -137,8 +135,7 @@ func announcer(errw io.Writer, url string, embedded bool) func(id, token string)
 	if embedded {
 		target = "" // other terminals find the embedded control plane in .rbook/controlplane.url
 	}
-	interactive := os.Getenv("RBOOK_SHOW_TOKEN") == "1" ||
-		term.IsTerminal(int(os.Stderr.Fd())) && os.Getenv("GITHUB_ACTIONS") != "true"
+	interactive := showApprovalToken()
 	return func(id, token string) {
 		if interactive {
 			fmt.Fprintf(errw, "Approval %s is open on %s. From another terminal:\n  rbook approve %s%s\n", id, url, token, target)

@@ -136,6 +136,9 @@ func givenInputs(f playbookFlags) (map[string]string, error) {
 			}
 			for i := 0; i+1 < len(m.Content); i += 2 {
 				k, v := m.Content[i], m.Content[i+1]
+				if k.Kind != yaml.ScalarNode {
+					return nil, fmt.Errorf("%s:%d:%d: --inputs: an input name must be a plain string", f.inputsFile, k.Line, k.Column)
+				}
 				if v.Kind != yaml.ScalarNode || v.Tag == "!!null" {
 					return nil, fmt.Errorf("%s:%d:%d: %s: an input value must be a string, number or boolean", f.inputsFile, v.Line, v.Column, k.Value)
 				}
@@ -146,11 +149,18 @@ func givenInputs(f playbookFlags) (map[string]string, error) {
 			}
 		}
 	}
+	flagged := map[string]bool{}
 	for _, kv := range f.inputs {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || strings.TrimSpace(k) == "" {
 			return nil, fmt.Errorf("--input %q: write NAME=VALUE", kv)
 		}
+		// The same input twice on the command line is refused as in an --inputs file (the
+		// last one used to win silently; TestIssue9_Break_DuplicateInputFlagRefused).
+		if flagged[k] {
+			return nil, fmt.Errorf("--input %s: the input is given twice; give each input once", k)
+		}
+		flagged[k] = true
 		given[k] = v
 	}
 	return given, nil
@@ -432,8 +442,7 @@ func playbookAnnouncer(errw io.Writer, url string, embedded bool) func(id, token
 	if embedded {
 		target = ""
 	}
-	interactive := os.Getenv("RBOOK_SHOW_TOKEN") == "1" ||
-		term.IsTerminal(int(os.Stderr.Fd())) && os.Getenv("GITHUB_ACTIONS") != "true"
+	interactive := showApprovalToken()
 	return func(id, token string) {
 		if interactive {
 			fmt.Fprintf(errw, "Approval %s is open on %s. From another terminal:\n  rbook playbook approve %s%s\n  rbook playbook reject %s%s\n", id, url, token, target, token, target)
@@ -441,6 +450,20 @@ func playbookAnnouncer(errw io.Writer, url string, embedded bool) func(id, token
 		}
 		fmt.Fprintf(errw, "Approval %s is open on the control plane %s (its token is a secret and is not printed here); decide it with: rbook approve %s --control-plane %s\n", id, url, id, url)
 	}
+}
+
+// showApprovalToken reports whether an open gate's token may be printed: with
+// RBOOK_SHOW_TOKEN=1, else only on a terminal outside CI. CI is GITHUB_ACTIONS=true or CI set
+// to anything but "" / "false" / "0" (most CI systems set CI=true; a CI job with a
+// pseudo-terminal used to get the token printed into its log; found by
+// TestIssue9_Break_TokenNotPrintedOnACITerminal).
+func showApprovalToken() bool {
+	if os.Getenv("RBOOK_SHOW_TOKEN") == "1" {
+		return true
+	}
+	ci := os.Getenv("CI")
+	inCI := os.Getenv("GITHUB_ACTIONS") == "true" || ci != "" && ci != "false" && ci != "0"
+	return !inCI && term.IsTerminal(int(os.Stderr.Fd()))
 }
 
 // playbookExecutors wires the playbook node executors (issue 9, item 3): deterministic nodes
