@@ -47,5 +47,9 @@ func playbookEndHint(runID, statePath, cpURL string, embedded bool) string {
 	if cpURL != "" && !embedded {
 		return fmt.Sprintf("rbook playbook cancel %s --control-plane %s", runID, shellQuote(cpURL))
 	}
-	return fmt.Sprintf("resume it and type cancel at an approval node, or move %s aside to drop the run; 'rbook playbook cancel' needs a running control plane, and this run's is gone with this process", shellQuote(statePath))
+	why := "it has no control plane to cancel it on"
+	if embedded {
+		why = "the embedded control plane that could cancel it ended with this process"
+	}
+	return fmt.Sprintf("resume it and type cancel at an approval node, or move %s aside to drop the run; %s", shellQuote(statePath), why)
 }
