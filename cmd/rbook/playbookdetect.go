@@ -78,4 +78,3 @@ func playbookGiven(dir, name, verb string) error {
 	}
 	return nil
 }
-
