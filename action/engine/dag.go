@@ -41,6 +41,10 @@ const (
 	// ContractViolationPrefix starts the output of a node failed by a contract (issue 9,
 	// item 5); its error_handlers event is contract_violation.
 	ContractViolationPrefix = "contract_violation: "
+	// RetryNotePrefix starts the step_started message of a node a retry error handler runs
+	// again: "retry (error handler on: <on>) after <event>[: <handler message>]" (issue 9 UX,
+	// item 5: the CLI prints it when the handler fires).
+	RetryNotePrefix = "retry (error handler on: "
 )
 
 type nodeState int
@@ -100,6 +104,7 @@ func newDAG(r *run, st Start) *dag {
 	for i := range d.lastPos {
 		d.lastPos[i] = -1
 	}
+	r.notRun = d.recordNotRun
 	if d.pb == nil {
 		d.pb = &runbook.Playbook{}
 	}
@@ -457,7 +462,7 @@ func (d *dag) handle(i int, event, detail string, errOut any) {
 					continue
 				}
 				d.state[i] = nsPending
-				d.note[i] = joinNote(fmt.Sprintf("retry (error handler on: %s) after %s", h.On, event), msg)
+				d.note[i] = joinNote(fmt.Sprintf("%s%s) after %s", RetryNotePrefix, h.On, event), msg)
 				return
 			case runbook.HandlerInjectHint:
 				if !inject() {
@@ -576,6 +581,20 @@ func joinNote(a, b string) string {
 	return a + ": " + b
 }
 
+// recordNotRun records every node that has not started SKIPPED with output why (a cancelled
+// run's unstarted nodes; issue 9 UX, item 2).
+func (d *dag) recordNotRun(ctx context.Context, why string) error {
+	for i := range d.steps {
+		if d.state[i] != nsPending {
+			continue
+		}
+		if err := d.skip(ctx, i, nsNotRun, why); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // failEnd ends a failed run: unstarted nodes are recorded not run, then run_finished FAILED
 // with the failure's message: "node 'x' failed (<event>) and no error handler took it: …",
 // an abort handler's rendered message, or "execution budget of N node runs exhausted …".
@@ -607,11 +626,26 @@ func (d *dag) failEnd(ctx context.Context) (Result, error) {
 }
 
 // completeEnd ends a run with nothing left to run: COMPLETED, naming the failures a continue
-// handler let pass.
+// handler let pass and every node that did not run because of them (issue 9 UX, item 9):
+// "completed, but 1 node(s) failed and the run went on (error handler continue): 'x'
+// (node_failed): <message>; not run because of it: 'y', 'z'".
 func (d *dag) completeEnd(ctx context.Context) (Result, error) {
 	msg := ""
 	if len(d.continued) > 0 {
 		msg = fmt.Sprintf("completed, but %d node(s) failed and the run went on (error handler continue): %s", len(d.continued), strings.Join(d.continued, ", "))
+		var notRun []string
+		for i, st := range d.state {
+			if st == nsNotRun {
+				notRun = append(notRun, "'"+d.steps[i].Name+"'")
+			}
+		}
+		if len(notRun) > 0 {
+			it := "it"
+			if len(d.continued) > 1 {
+				it = "them"
+			}
+			msg += fmt.Sprintf("; not run because of %s: %s", it, strings.Join(notRun, ", "))
+		}
 	}
 	return d.r.end(ctx, RunCompleted, msg, nil)
 }

@@ -120,6 +120,11 @@ type run struct {
 	seq          int64
 	evidence     []Evidence
 	lastDep      string
+	// cancelAt names the playbook nodes a cancel stopped the run at (the approval node it was
+	// typed at, or the nodes that were running); notRun records a cancelled playbook's
+	// unstarted nodes (set by the DAG policy).
+	cancelAt []string
+	notRun   func(ctx context.Context, why string) error
 }
 
 // Run executes the plan from st (seed Step 5 and the on_fail table) and returns how the run
@@ -244,6 +249,11 @@ func (r *run) stopped(ctx context.Context, steps []runbook.Step) (Result, bool, 
 	cause := context.Cause(ctx)
 	var cr CancelRequest
 	if errors.As(cause, &cr) {
+		if len(r.cancelAt) == 0 {
+			for _, s := range steps {
+				r.cancelAt = append(r.cancelAt, s.Name)
+			}
+		}
 		res, err := r.cancel(ctx, cr.By)
 		return res, true, err
 	}
@@ -395,6 +405,11 @@ func (r *run) await(ctx, sctx context.Context, step runbook.Step, rc RunContext,
 			return Outcome{halt: err}
 		}
 		if d.Verdict == Cancelled {
+			if r.e.Plan.Kind == runbook.KindPlaybook && r.e.ConfirmCancel == nil {
+				// A playbook has no deployment to confirm cancelling: "cancel" typed at an
+				// approval node ends the run CANCELLED (issue 9 UX, item 2).
+				return Outcome{Cancel: true, Output: d.By}
+			}
 			if r.e.ConfirmCancel != nil {
 				ok, err := r.e.ConfirmCancel(sctx, rc.LastDeployName)
 				if err == nil && ok {
@@ -476,7 +491,11 @@ func verdictWord(v Verdict) string {
 }
 
 // cancel writes the seed's CANCEL audit entry last and ends the run CANCELLED (seed Step 8).
+// A playbook run's entry is playbookCancel's.
 func (r *run) cancel(ctx context.Context, by string) (Result, error) {
+	if r.e.Plan.Kind == runbook.KindPlaybook {
+		return r.playbookCancel(ctx, by, r.cancelAt)
+	}
 	var input *string
 	if r.lastDep != "" {
 		d := r.lastDep
@@ -489,6 +508,37 @@ func (r *run) cancel(ctx context.Context, by string) (Result, error) {
 	}
 	res, err := r.end(ctx, RunCancelled, msg+"; cancel confirmed by "+by, &audit)
 	return res, err
+}
+
+// PlaybookCancelStepName and PlaybookCancelType name a cancelled playbook run's audit entry
+// (issue 9 UX, item 2): the runbook's CANCEL entry, without the seed's deployment text (a
+// playbook has no deployment).
+const (
+	PlaybookCancelStepName = "CANCEL"
+	PlaybookCancelType     = "cancel"
+)
+
+// playbookCancel ends a playbook run CANCELLED: its unstarted nodes are recorded SKIPPED
+// ("not run: the run was cancelled …"), then the CANCEL audit entry with output "cancelled by
+// <who> at node '<id>'" (or "… while no node was running"), which is also the run's message.
+func (r *run) playbookCancel(ctx context.Context, by string, at []string) (Result, error) {
+	var where string
+	switch len(at) {
+	case 0:
+		where = "while no node was running"
+	case 1:
+		where = fmt.Sprintf("at node '%s'", at[0])
+	default:
+		where = fmt.Sprintf("at nodes '%s'", strings.Join(at, "', '"))
+	}
+	msg := fmt.Sprintf("cancelled by %s %s", by, where)
+	if r.notRun != nil {
+		if err := r.notRun(ctx, NotRunPrefix+"the run was cancelled "+where); err != nil {
+			return Result{}, err
+		}
+	}
+	audit := Evidence{StepName: PlaybookCancelStepName, Type: PlaybookCancelType, Output: msg, Status: StatusPass, TimestampUTC: FormatTime(r.now())}
+	return r.end(ctx, RunCancelled, msg, &audit)
 }
 
 // compensate runs the rollback step that belongs to the most recent deploy (seed on_fail

@@ -181,7 +181,14 @@ func (r *run) schedule(ctx context.Context, pol policy, limit int) (Result, erro
 		}
 		if out.Cancel {
 			if pending == nil {
-				pending = func(ctx context.Context) (Result, error) { return r.cancel(ctx, "user at the gate") }
+				by := "user at the gate"
+				if r.e.Plan.Kind == runbook.KindPlaybook {
+					r.cancelAt = []string{m.t.step.Name}
+					if out.Output != "" {
+						by = out.Output
+					}
+				}
+				pending = func(ctx context.Context) (Result, error) { return r.cancel(ctx, by) }
 			}
 			continue
 		}

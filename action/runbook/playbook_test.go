@@ -174,7 +174,7 @@ func TestIssue9_1_FanoutDemoToolRetries(t *testing.T) {
 	if out, _, code := run("flaky", "prepare"); code != 0 || out != "{\"prepared\": true, \"attempt\": 2}\n" {
 		t.Fatalf("second call: %q exit %d; want success", out, code)
 	}
-	if b, err := os.ReadFile(filepath.Join(dir, ".rbook-demo", "prepare.count")); err != nil || string(b) != "2\n" {
+	if b, err := os.ReadFile(filepath.Join(dir, ".rbook", "demo", "prepare.count")); err != nil || string(b) != "2\n" {
 		t.Fatalf("counter = %q, %v", b, err)
 	}
 	for _, args := range [][]string{{"docs"}, {"package", "stable"}, {"notes", "nightly"}} {

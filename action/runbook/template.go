@@ -27,13 +27,82 @@ var pathRE = regexp.MustCompile(`^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$`)
 // never an empty string or a literal left in a command).
 type MissingVarError struct {
 	Names []string
+	// Has says, for a missing dotted name whose root binding exists, what that binding
+	// holds: "detect has: stdout, exit_code" (its keys, sorted, at most MaxHasKeys), or
+	// "detect.stdout is a string, not an object" (issue 9 UX, item 8). Empty when no root
+	// exists. NewMissingVarError fills it.
+	Has []string
+}
+
+// MaxHasKeys caps the keys MissingVarError.Has lists for one binding; more are counted
+// ("… and 12 more").
+const MaxHasKeys = 20
+
+// NewMissingVarError is the *MissingVarError of names against bindings, with Has filled:
+// for each dotted name, the longest prefix that resolves is described (its keys when it is an
+// object, its kind otherwise), once per prefix.
+func NewMissingVarError(names []string, bindings map[string]any) *MissingVarError {
+	e := &MissingVarError{Names: names}
+	seen := map[string]bool{}
+	for _, n := range names {
+		parts := strings.Split(n, ".")
+		for k := len(parts) - 1; k >= 1; k-- {
+			prefix := strings.Join(parts[:k], ".")
+			v, ok := ResolvePath(bindings, prefix)
+			if !ok {
+				continue
+			}
+			if !seen[prefix] {
+				seen[prefix] = true
+				e.Has = append(e.Has, describeBinding(prefix, v))
+			}
+			break
+		}
+	}
+	return e
+}
+
+func describeBinding(prefix string, v any) string {
+	m, ok := v.(map[string]any)
+	if !ok {
+		kind := "a value"
+		switch v.(type) {
+		case string:
+			kind = "a string"
+		case bool:
+			kind = "a boolean"
+		case []any:
+			kind = "a list"
+		case nil:
+			kind = "null"
+		case float64, int, int64, json.Number:
+			kind = "a number"
+		}
+		return fmt.Sprintf("%s is %s, not an object", prefix, kind)
+	}
+	if len(m) == 0 {
+		return prefix + " has no keys"
+	}
+	keys := slices.Sorted(maps.Keys(m))
+	more := ""
+	if len(keys) > MaxHasKeys {
+		more = fmt.Sprintf(" … and %d more", len(keys)-MaxHasKeys)
+		keys = keys[:MaxHasKeys]
+	}
+	return prefix + " has: " + strings.Join(keys, ", ") + more
 }
 
 func (e *MissingVarError) Error() string {
+	var s string
 	if len(e.Names) == 1 {
-		return fmt.Sprintf("template variable %q has no binding", e.Names[0])
+		s = fmt.Sprintf("template variable %q has no binding", e.Names[0])
+	} else {
+		s = fmt.Sprintf("template variables %s have no binding", quoteJoin(e.Names))
 	}
-	return fmt.Sprintf("template variables %s have no binding", quoteJoin(e.Names))
+	if len(e.Has) > 0 {
+		s += " (" + strings.Join(e.Has, "; ") + ")"
+	}
+	return s
 }
 
 func quoteJoin(names []string) string {
@@ -204,7 +273,7 @@ func Render(tmpl string, bindings map[string]any) (string, error) {
 		}
 	}
 	if len(missing) > 0 {
-		return "", &MissingVarError{Names: missing}
+		return "", NewMissingVarError(missing, bindings)
 	}
 	return b.String(), nil
 }
@@ -219,7 +288,7 @@ func RenderValue(v any, bindings map[string]any) (any, error) {
 		return nil, err
 	}
 	if len(missing) > 0 {
-		return nil, &MissingVarError{Names: missing}
+		return nil, NewMissingVarError(missing, bindings)
 	}
 	return out, nil
 }

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/rbookhq/rbook-action/action/engine"
 )
@@ -39,14 +41,51 @@ func EvidencePackJSON(ev []engine.Evidence) ([]byte, error) {
 }
 
 // WriteEvidence writes s's evidence pack to EvidencePath(statePath, s.RunID) atomically
-// (WriteFileAtomic) and returns that path. Errors name the path.
+// (WriteFileAtomic) and returns that path. An existing file is replaced only when it holds
+// an earlier form of this run's pack (its entries are the first entries of s's: a pack only
+// grows); a file that holds anything else is another run's and is never overwritten (issue 9
+// UX, item 1): the error is *EvidenceTakenError. Other errors name the path.
 func WriteEvidence(statePath string, s *State) (string, error) {
 	p := EvidencePath(statePath, s.RunID)
+	if err := checkEvidenceOurs(p, s.EvidencePack); err != nil {
+		return p, err
+	}
 	data, err := EvidencePackJSON(s.EvidencePack)
 	if err == nil {
 		err = WriteFileAtomic(p, data)
 	}
 	return p, err
+}
+
+// EvidenceTakenError: the evidence pack file of a run id holds another run's pack, which a
+// write must not replace (issue 9 UX, item 1).
+type EvidenceTakenError struct{ Path, RunID string }
+
+func (e *EvidenceTakenError) Error() string {
+	return fmt.Sprintf("%s holds the evidence pack of another run with id %s; it is not overwritten (move it aside, or give this run's state file its own folder)", e.Path, e.RunID)
+}
+
+// checkEvidenceOurs returns *EvidenceTakenError when the file at p exists and its entries
+// are not the first entries of pack; nil when it does not exist or is an earlier form of pack.
+func checkEvidenceOurs(p string, pack []engine.Evidence) error {
+	data, err := os.ReadFile(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	var old []engine.Evidence
+	if err := json.Unmarshal(data, &old); err != nil || len(old) > len(pack) {
+		return &EvidenceTakenError{Path: p, RunID: strings.TrimSuffix(filepath.Base(p), EvidenceSuffix)}
+	}
+	for i := range old {
+		a, _ := json.Marshal(old[i])
+		b, _ := json.Marshal(pack[i])
+		if !bytes.Equal(a, b) {
+			return &EvidenceTakenError{Path: p, RunID: strings.TrimSuffix(filepath.Base(p), EvidenceSuffix)}
+		}
+	}
+	return nil
 }
 
 // EnsureEvidence guarantees that a final run has its evidence pack file (issue 6, item 1.7):

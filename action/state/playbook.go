@@ -263,7 +263,7 @@ func OpenPlaybook(plan *runbook.Plan, path string, opts PlaybookOpenOptions) (*O
 	}
 	t := now().UTC()
 	taken := takenRunIDs(path, prev)
-	id := RunID(plan, t)
+	id := PlaybookRunID(plan.Name, t)
 	for taken(id) {
 		id = NextRunID(id)
 	}

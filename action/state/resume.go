@@ -264,11 +264,28 @@ func RunID(plan *runbook.Plan, t time.Time) string {
 	return "RBOOK-" + t.UTC().Format("20060102") + "-" + plan.Name + "-" + plan.SchemaHash8
 }
 
-// takenRunIDs reports the run ids a final run in this folder already has: the file being
-// replaced or a .prev- file (DESIGN D6).
+// PlaybookRunID is a playbook run's id: "RBOOK-" + UTC date YYYYMMDD + "-" + playbook name +
+// "-" + 8 random lowercase hex characters (issue 9 UX, item 1). The seed's runbook id ends in
+// the schema hash, which every run of every playbook shares, so two runs of one playbook on one
+// day (another --state-file, another control plane) would get one id and one evidence pack
+// file; the random part makes each fresh run's id its own. It is made once, at the fresh start,
+// and kept in the state file, so a resume keeps it.
+func PlaybookRunID(name string, t time.Time) string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails (Go 1.24+)
+	return "RBOOK-" + t.UTC().Format("20060102") + "-" + name + "-" + hex.EncodeToString(b)
+}
+
+// takenRunIDs reports the run ids a run in this folder already has: the file being replaced,
+// a .prev- file (DESIGN D6), or an evidence pack file "<id>.evidence.json" beside the state
+// file — another run's, whatever state file it used (issue 9 UX, item 1: a run never
+// overwrites another run's evidence pack).
 func takenRunIDs(path string, prev *State) func(string) bool {
 	return func(id string) bool {
 		if prev != nil && prev.RunID == id {
+			return true
+		}
+		if _, err := os.Lstat(EvidencePath(path, id)); !errors.Is(err, fs.ErrNotExist) {
 			return true
 		}
 		_, err := os.Stat(path + ".prev-" + id)

@@ -134,7 +134,7 @@ func (d Deterministic) resolve(step runbook.Step, run engine.RunContext) (*resol
 		return nil, fmt.Errorf("deterministic node %q: cwd: %w", step.Name, err)
 	}
 	if len(missing) > 0 {
-		return nil, fmt.Errorf("deterministic node %q: %w", step.Name, &runbook.MissingVarError{Names: missing})
+		return nil, fmt.Errorf("deterministic node %q: %w", step.Name, runbook.NewMissingVarError(missing, run.Bindings))
 	}
 	r.dir = d.WorkDir
 	if cwd != "" {

@@ -250,7 +250,7 @@ func runPlaybook(cmd *cobra.Command, file string, f playbookFlags) error {
 	if err != nil {
 		return abort("%v", err)
 	}
-	v.resumeCmd, v.cancelCmd = "rbook playbook run "+file, "rbook playbook cancel <RUN_ID>"
+	v.resumeCmd = playbookResumeCmd(file, statePath, f, plan.Name)
 	ci.attach(v, plan)
 	execs, closeExecs, err := playbookExecutors(plan, file, f.mcpConfig, errw)
 	if err != nil {
@@ -313,6 +313,7 @@ func runPlaybook(cmd *cobra.Command, file string, f playbookFlags) error {
 		return abort("%v", err)
 	}
 	defer stopCP()
+	v.cancelCmd = playbookEndHint(st.RunID, statePath, cpURL, embedded)
 	stopLease := func() {}
 	defer func() { stopLease() }()
 	if cpURL != "" {
@@ -334,6 +335,7 @@ func runPlaybook(cmd *cobra.Command, file string, f playbookFlags) error {
 		go c.KeepLease(leaseCtx, st.RunID, started.Lease, func(err error) {
 			cancel(fmt.Errorf("%v; another executor owns the run now, so this one stops", err))
 		})
+		v.cancelCmd = playbookEndHint(st.RunID, statePath, cpURL, embedded)
 		st.ControlPlane, st.ControlPlaneEmbedded, fileRec.KeepOutbox = cpURL, embedded, true
 		recorders = append(recorders, cpRec)
 		opened.State.Seq = max(st.Seq, started.LastSeq)
@@ -347,7 +349,7 @@ func runPlaybook(cmd *cobra.Command, file string, f playbookFlags) error {
 	}
 	gate = ci.gate(gate, cpURL, embedded)
 	eng := &engine.Engine{
-		Plan: plan, Executors: execs, Gate: gate, Recorders: append(recorders, v),
+		Plan: plan, Executors: execs, Gate: gate, Recorders: append(recorders, v, handlerLines{w: v.lines()}),
 		Concurrency: f.concurrency, WorkDir: ".",
 		// "cancel" typed at an approval node's terminal prompt cancels the run once confirmed
 		// (seed Step 8.3's confirmation; without it the gate would only ask again).
@@ -437,15 +439,21 @@ func startPlaybookOnControlPlane(ctx context.Context, c *cpclient.Client, plan *
 // playbookAnnouncer prints how to decide an open approval node: `rbook playbook approve
 // <TOKEN>` on a terminal or with RBOOK_SHOW_TOKEN=1, else only the approval id (the token is
 // a secret; the same rule as announcer for runbook gates).
+//
+// The printed command names the control plane (--control-plane URL) when it is a separate
+// one; the embedded one's address changes with every run, so the line says instead that the
+// command works from this folder while this run waits (issue 9 UX, item 3).
 func playbookAnnouncer(errw io.Writer, url string, embedded bool) func(id, token string) {
 	target := " --control-plane " + url
+	where := "From another terminal"
 	if embedded {
 		target = ""
+		where = "From another terminal in this folder, while this run waits (the embedded control plane ends with this process)"
 	}
 	interactive := showApprovalToken()
 	return func(id, token string) {
 		if interactive {
-			fmt.Fprintf(errw, "Approval %s is open on %s. From another terminal:\n  rbook playbook approve %s%s\n  rbook playbook reject %s%s\n", id, url, token, target, token, target)
+			fmt.Fprintf(errw, "Approval %s is open on %s. %s:\n  rbook playbook approve %s%s\n  rbook playbook reject %s%s\n", id, url, where, token, target, token, target)
 			return
 		}
 		fmt.Fprintf(errw, "Approval %s is open on the control plane %s (its token is a secret and is not printed here); decide it with: rbook approve %s --control-plane %s\n", id, url, id, url)

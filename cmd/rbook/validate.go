@@ -59,7 +59,16 @@ Exit codes: 0 every runbook would start, 2 at least one error (or no runbook to 
 				}
 			}
 			var files []string
+			var playbooks []string
 			for _, f := range args {
+				if err := playbookGiven(dir, f, "validate"); err != nil {
+					if !named { // found by the *.yaml glob: not what was asked for
+						fmt.Fprintf(cmd.ErrOrStderr(), "%s: skipped (a playbook: rbook playbook validate %s)\n", f, f)
+						continue
+					}
+					playbooks = append(playbooks, err.Error())
+					continue
+				}
 				if !strings.HasSuffix(f, ".yaml") && !strings.ContainsRune(f, filepath.Separator) {
 					f = filepath.Join(dir, f+".yaml") // a runbook name, as 'rbook run' takes it
 				}
@@ -68,6 +77,10 @@ Exit codes: 0 every runbook would start, 2 at least one error (or no runbook to 
 					continue
 				}
 				files = append(files, f)
+			}
+			if len(playbooks) > 0 {
+				// A playbook named here gets its command, not runbook errors (issue 9 UX, item 6).
+				return abort("%s", strings.Join(playbooks, "\n"))
 			}
 			if len(files) == 0 {
 				return abort("no runbook files to validate in %s", dir)
