@@ -417,6 +417,9 @@ func (r *run) await(ctx, sctx context.Context, step runbook.Step, rc RunContext,
 					if output == "" {
 						output = msg
 					}
+					if r.e.Plan.Kind == runbook.KindPlaybook {
+						output = d.By // a playbook's cancel entry names who cancelled
+					}
 					return Outcome{Cancel: true, Output: output}
 				}
 			}

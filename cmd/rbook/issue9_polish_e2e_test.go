@@ -95,7 +95,7 @@ func TestIssue9_Polish_HumanGateSaysPaused(t *testing.T) {
 	if n := strings.Count(out, "Run "+st.RunID+" is paused at approval node 'review'.\n"); n != 1 {
 		t.Errorf("the paused line appears %d times, want 1:\n%s", n, out)
 	}
-	if !regexp.MustCompile(`(?m)^Gate 'review' approved by \S+ via terminal; policy require-human by rule \(no rule matched\): `).MatchString(out) {
+	if !regexp.MustCompile(`(?m)^Gate 'review' approved by \S+ via terminal; policy: a person decides \(no auto-pass rule matched\)$`).MatchString(out) {
 		t.Errorf("decision line:\n%s", out)
 	}
 }

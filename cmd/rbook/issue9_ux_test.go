@@ -98,7 +98,8 @@ func checkPlaybookCancelled(t *testing.T, statePath, by string) {
 	}
 	last := st.EvidencePack[len(st.EvidencePack)-1]
 	if last.StepName != "CANCEL" || last.Type != "cancel" || !strings.HasPrefix(last.Output, "cancelled by "+by) ||
-		!strings.HasSuffix(last.Output, "at node 'review'") || strings.Contains(last.Output, "deploy") {
+		!strings.HasSuffix(last.Output, "at node 'review'") || strings.Contains(last.Output, "deploy") ||
+		strings.HasPrefix(last.Output, "cancelled by cancel ") || strings.HasPrefix(last.Output, "cancelled by  ") {
 		t.Errorf("last evidence entry %+v", last)
 	}
 	for _, e := range st.EvidencePack {
@@ -122,10 +123,12 @@ func TestIssue9_UX_CancelTypedAtPlaybookGate(t *testing.T) {
 			p := start(t, dir, args...)
 			p.waitFor(t, "approval 'review'")
 			p.stdin.Write([]byte("cancel\n"))
+			p.waitFor(t, "Type yes to cancel the run") // the cancel is confirmed, as a runbook's is
+			p.stdin.Write([]byte("yes\n"))
 			if code := p.wait(t); code != exitCancelled {
 				t.Fatalf("exit %d, want 3\n%s", code, p.output())
 			}
-			if strings.Count(p.output(), "Type yes") > 1 {
+			if strings.Count(p.output(), "Type yes (or confirm)") > 1 {
 				t.Errorf("the gate asked again after cancel:\n%s", p.output())
 			}
 			checkPlaybookCancelled(t, filepath.Join(dir, ".rbook", "release-cut.playbook.state.json"), "")
