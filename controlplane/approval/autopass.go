@@ -1,19 +1,14 @@
 package approval
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"regexp"
 	"strings"
 
 	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/ext"
 	"gopkg.in/yaml.v3"
-
-	"github.com/rbookhq/rbook-action/controlplane/yamlerr"
 )
 
 // The auto-pass policy (seed playbooks.txt, "Policy evaluator"; issue 9, item 6; DESIGN D16):
@@ -356,60 +351,18 @@ var ruleNameRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,256}$`)
 // that does not compile is an error naming the file, line and rule. Errors are
 // "file:line: message".
 func LoadPolicyRules(file string) ([]PolicyRule, error) {
-	f, err := os.Open(file)
+	data, err := readRulesFile(file, "playbook policy", MaxAutoPassFileBytes)
 	if err != nil {
-		return nil, fmt.Errorf("playbook policy: %w", err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, MaxAutoPassFileBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("playbook policy %s: %w", file, err)
+		return nil, err
 	}
 	return ParsePolicyRules(data, file)
 }
 
 // ParsePolicyRules parses --playbook-policy text; file names it in errors. See LoadPolicyRules.
 func ParsePolicyRules(data []byte, file string) ([]PolicyRule, error) {
-	if len(data) > MaxAutoPassFileBytes {
-		return nil, fmt.Errorf("%s: larger than %d bytes", file, MaxAutoPassFileBytes)
-	}
-	errAt := func(n *yaml.Node, format string, args ...any) error {
-		return fmt.Errorf("%s:%d: %s", file, n.Line, fmt.Sprintf(format, args...))
-	}
-	var doc yaml.Node
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&doc); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, fmt.Errorf("%s: empty playbook policy: want a mapping with \"rules\"", file)
-		}
-		return nil, yamlerr.At(file, data, err)
-	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("%s:%d: a playbook policy is exactly one YAML document", file, extra.Line)
-	}
-	if err := checkNodes(&doc, errAt); err != nil {
+	list, errAt, err := parseRulesList(data, file, "playbook policy", MaxAutoPassFileBytes, MaxAutoPassRules)
+	if err != nil {
 		return nil, err
-	}
-	root := doc.Content[0]
-	if root.Kind != yaml.MappingNode {
-		return nil, errAt(root, "a playbook policy is a mapping with the key \"rules\"")
-	}
-	var list *yaml.Node
-	for i := 0; i < len(root.Content); i += 2 {
-		k, v := root.Content[i], root.Content[i+1]
-		if k.Value != "rules" {
-			return nil, errAt(k, "unknown field %q (the only top-level field is \"rules\")", k.Value)
-		}
-		list = v
-	}
-	switch {
-	case list == nil:
-		return nil, errAt(root, "rules: missing")
-	case list.Kind != yaml.SequenceNode:
-		return nil, errAt(list, "rules: want a list of rules")
-	case len(list.Content) > MaxAutoPassRules:
-		return nil, errAt(list, "rules: %s, over the limit of %d", yamlerr.Plural(len(list.Content), "rule", "rules"), MaxAutoPassRules)
 	}
 	defaults := map[string]bool{}
 	for _, d := range DefaultPolicyRules() {

@@ -1,11 +1,8 @@
 package approval
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"path"
 	"regexp"
 	"strconv"
@@ -214,63 +211,20 @@ func CheckVote(r GateRequirement, s Starter, v Voter, approve bool) error {
 // MaxPolicyFileBytes, no unknown or duplicate keys, no aliases, merge keys or non-core tags,
 // values of the right type. Errors name file:line and the field.
 func LoadGatePolicy(file string) (*GatePolicy, error) {
-	f, err := os.Open(file)
+	data, err := readRulesFile(file, "gate policy", MaxPolicyFileBytes)
 	if err != nil {
-		return nil, fmt.Errorf("gate policy: %w", err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, MaxPolicyFileBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("gate policy %s: %w", file, err)
+		return nil, err
 	}
 	return ParseGatePolicy(data, file)
 }
 
 // ParseGatePolicy parses gate policy text; file names it in errors. See LoadGatePolicy.
 func ParseGatePolicy(data []byte, file string) (*GatePolicy, error) {
-	if len(data) > MaxPolicyFileBytes {
-		return nil, fmt.Errorf("%s: larger than %d bytes", file, MaxPolicyFileBytes)
-	}
-	errAt := func(n *yaml.Node, format string, args ...any) error {
-		return fmt.Errorf("%s:%d: %s", file, n.Line, fmt.Sprintf(format, args...))
-	}
-	var doc yaml.Node
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&doc); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, fmt.Errorf("%s: empty gate policy: want a mapping with \"rules\"", file)
-		}
-		return nil, yamlerr.At(file, data, err)
-	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("%s:%d: a gate policy is exactly one YAML document", file, extra.Line)
-	}
-	if err := checkNodes(&doc, errAt); err != nil {
+	rules, errAt, err := parseRulesList(data, file, "gate policy", MaxPolicyFileBytes, MaxPolicyRules)
+	if err != nil {
 		return nil, err
 	}
-	root := doc.Content[0]
-	if root.Kind != yaml.MappingNode {
-		return nil, errAt(root, "a gate policy is a mapping with the key \"rules\"")
-	}
 	p := &GatePolicy{File: file}
-	var rules *yaml.Node
-	for i := 0; i < len(root.Content); i += 2 {
-		k, v := root.Content[i], root.Content[i+1]
-		if k.Value != "rules" {
-			return nil, errAt(k, "unknown field %q (the only top-level field is \"rules\")", k.Value)
-		}
-		rules = v
-	}
-	if rules == nil {
-		return nil, errAt(root, "rules: missing")
-	}
-	if rules.Kind != yaml.SequenceNode {
-		return nil, errAt(rules, "rules: want a list of rules")
-	}
-	if len(rules.Content) > MaxPolicyRules {
-		return nil, errAt(rules, "rules: %s, over the limit of %d", yamlerr.Plural(len(rules.Content), "rule", "rules"), MaxPolicyRules)
-	}
 	for i, rn := range rules.Content {
 		r, err := parseRule(rn, i, errAt)
 		if err != nil {
