@@ -2,7 +2,6 @@ package state
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"path/filepath"
@@ -192,19 +191,9 @@ func OpenPlaybook(plan *runbook.Plan, path string, opts PlaybookOpenOptions) (*O
 	if opts.Now != nil {
 		now = opts.Now
 	}
-	if opts.Lock != nil {
-		if _, err := opts.Lock.RemoveStaleTemps(plan.Name); err != nil {
-			return nil, err
-		}
-	}
-	prev, err := Read(path)
-	if err != nil && !errors.Is(err, ErrNotExist) {
+	prev, err := readPrevious(plan, path, opts.Lock)
+	if err != nil {
 		return nil, err
-	}
-	if prev != nil {
-		if _, _, err := EnsureEvidence(path, prev); err != nil {
-			return nil, &NotWritableError{Err: fmt.Errorf("rebuild the evidence pack of run %s: %w", prev.RunID, err)}
-		}
 	}
 	if prev != nil && prev.RunStatus == engine.RunInProgress {
 		if prev.Kind != KindPlaybook {

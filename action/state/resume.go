@@ -98,19 +98,9 @@ func Open(plan *runbook.Plan, path string, opts OpenOptions) (*Opened, error) {
 	if opts.Now != nil {
 		now = opts.Now
 	}
-	if opts.Lock != nil {
-		if _, err := opts.Lock.RemoveStaleTemps(plan.Name); err != nil {
-			return nil, err
-		}
-	}
-	prev, err := Read(path)
-	if err != nil && !errors.Is(err, ErrNotExist) {
+	prev, err := readPrevious(plan, path, opts.Lock)
+	if err != nil {
 		return nil, err
-	}
-	if prev != nil {
-		if _, _, err := EnsureEvidence(path, prev); err != nil {
-			return nil, &NotWritableError{Err: fmt.Errorf("rebuild the evidence pack of run %s: %w", prev.RunID, err)}
-		}
 	}
 	if prev != nil && prev.RunStatus == engine.RunInProgress {
 		if prev.Kind == KindPlaybook {
@@ -301,4 +291,27 @@ func NextRunID(id string) string {
 		}
 	}
 	return id + ".2"
+}
+
+// readPrevious is the first half of Open and OpenPlaybook: with lock held (nil in tests that
+// hold none) it removes the stale temporary files of plan's runs, then reads the state at
+// path: nil when there is none. A previous run whose evidence pack file is missing gets it
+// rebuilt from its state (EnsureEvidence; issue 6, item 1.7). Errors: Read's (except
+// ErrNotExist), *NotWritableError (the pack could not be rebuilt), or RemoveStaleTemps's.
+func readPrevious(plan *runbook.Plan, path string, lock *Lock) (*State, error) {
+	if lock != nil {
+		if _, err := lock.RemoveStaleTemps(plan.Name); err != nil {
+			return nil, err
+		}
+	}
+	prev, err := Read(path)
+	if err != nil && !errors.Is(err, ErrNotExist) {
+		return nil, err
+	}
+	if prev != nil {
+		if _, _, err := EnsureEvidence(path, prev); err != nil {
+			return nil, &NotWritableError{Err: fmt.Errorf("rebuild the evidence pack of run %s: %w", prev.RunID, err)}
+		}
+	}
+	return prev, nil
 }
