@@ -146,3 +146,17 @@ func haltUndelivered(ue *undeliveredError, statePath, name string) error {
 		"Run the same command again once the control plane is reachable ('rbook status %s' shows what is left to deliver); to give them up, move the state file aside first.",
 		ue, statePath, ue.RunID, name)}
 }
+
+// deliverFinalFirst is deliverFinal before a new run of name (a runbook's name or a
+// playbook's) starts at statePath: transitions left undelivered refuse the run
+// (haltUndelivered, exit 2); any other error aborts with its text (issue 6, item 1.1).
+func deliverFinalFirst(ctx context.Context, statePath, flag string, timeout time.Duration, errw io.Writer, name string) error {
+	if err := deliverFinal(ctx, statePath, flag, timeout, errw); err != nil {
+		var ue *undeliveredError
+		if errors.As(err, &ue) {
+			return haltUndelivered(ue, statePath, name)
+		}
+		return abort("%v", err)
+	}
+	return nil
+}

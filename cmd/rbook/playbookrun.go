@@ -263,12 +263,8 @@ func runPlaybook(cmd *cobra.Command, file string, f playbookFlags) error {
 		return abort("%v", err)
 	}
 	defer lock.Release()
-	if err := deliverFinal(cmd.Context(), statePath, f.controlPlane, f.cpTimeout, errw); err != nil {
-		var ue *undeliveredError
-		if errors.As(err, &ue) {
-			return haltUndelivered(ue, statePath, plan.Name)
-		}
-		return abort("%v", err)
+	if err := deliverFinalFirst(cmd.Context(), statePath, f.controlPlane, f.cpTimeout, errw, plan.Name); err != nil {
+		return err
 	}
 	opened, err := state.OpenPlaybook(plan, statePath, state.PlaybookOpenOptions{
 		Lock: lock, Inputs: inputs, RerunNodes: f.rerunNodes, SkipNodes: f.skipNodes,
@@ -296,14 +292,7 @@ func runPlaybook(cmd *cobra.Command, file string, f playbookFlags) error {
 	fileRec := &state.FileRecorder{Path: statePath, State: st}
 	drainCP := func(context.Context) error { return nil }
 	recorders := []engine.Recorder{fileRec}
-	who := currentUser()
-	noInput := noInputReason(os.Stdin)
-	lines := steps.NewLines(os.Stdin)
-	interactive := term.IsTerminal(int(os.Stdin.Fd()))
-	tg := &steps.TerminalGate{In: lines, Out: errw, Who: who, Echoed: interactive}
-	if v.gateBox {
-		tg.Render = v.renderGate
-	}
+	who, noInput, lines, interactive, tg := terminalGate(v, errw)
 	var gate engine.Gate = tg
 	// The run is paused only when an approval node waits for a person (not when the
 	// auto-pass policy passes it): the gates say so through human.
@@ -317,12 +306,10 @@ func runPlaybook(cmd *cobra.Command, file string, f playbookFlags) error {
 	stopLease := func() {}
 	defer func() { stopLease() }()
 	if cpURL != "" {
-		c, err := newCPClient(cpURL, embedded)
+		c, cpRec, err := cpRecorder(cpURL, embedded, f.cpTimeout, fileRec, cancel)
 		if err != nil {
 			return abort("%v", err)
 		}
-		c.Deadline = f.cpTimeout
-		cpRec := &cpclient.Recorder{C: c, Acked: fileRec.Ack, Cancelled: func() { cancel(engine.CancelRequest{By: "the control plane (CancelRun)"}) }}
 		started, err := startPlaybookOnControlPlane(ctx, c, plan, opened, f, who, string(bindingsJSON))
 		if err != nil {
 			return startHalted(ctx, startErrorHint(err, cpURL))
@@ -330,11 +317,7 @@ func runPlaybook(cmd *cobra.Command, file string, f playbookFlags) error {
 		if err := cpRec.Flush(ctx, st.Outbox); err != nil {
 			return startHalted(ctx, err)
 		}
-		leaseCtx, endLease := context.WithCancel(ctx)
-		stopLease = endLease
-		go c.KeepLease(leaseCtx, st.RunID, started.Lease, func(err error) {
-			cancel(fmt.Errorf("%v; another executor owns the run now, so this one stops", err))
-		})
+		stopLease = keepLease(ctx, c, st.RunID, started.Lease, cancel)
 		v.cancelCmd = playbookEndHint(st.RunID, statePath, cpURL, embedded)
 		st.ControlPlane, st.ControlPlaneEmbedded, fileRec.KeepOutbox = cpURL, embedded, true
 		recorders = append(recorders, cpRec)
@@ -375,24 +358,7 @@ func runPlaybook(cmd *cobra.Command, file string, f playbookFlags) error {
 		fmt.Fprintf(errw, "The previous run is final; its state is kept as %s.\n", opened.PrevPath)
 	}
 	res, err := eng.Run(ctx, start)
-	if err == nil {
-		dctx, stopDrain := drainContext(ctx)
-		err = drainCP(dctx)
-		stopDrain()
-		var ue *cpclient.UnreachableError
-		if err != nil && ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.As(err, &ue)) {
-			fmt.Fprintf(errw, "%d transition(s) of run %s have not reached the control plane (%v); they are kept in the state file's outbox and the next 'rbook playbook run %s' sends them first.\n", fileRec.Unacked(), st.RunID, err, file)
-			err = nil
-		}
-	}
-	if err == nil {
-		err = fileRec.Sync()
-	}
-	if err != nil {
-		v.halted(st, err)
-		return &exitError{code: exitAborted, msg: fmt.Sprintf("%v\nRun %s halted; everything recorded is in %s. Run the same command again to resume.", err, st.RunID, statePath)}
-	}
-	return finishReport(v, errw, plan.Name, plan, st, res)
+	return endRun(ctx, v, errw, fileRec, drainCP, plan, st, plan.Name, "rbook playbook run "+file, res, err)
 }
 
 // playbookControlPlane is controlPlaneURL for a playbook: an embedded control plane decides

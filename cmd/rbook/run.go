@@ -174,12 +174,8 @@ func runRunbook(cmd *cobra.Command, name string, f runFlags, stepIndex *int) err
 	defer lock.Release()
 	// A final run whose last transitions never reached its control plane is delivered first:
 	// the new run would move its state file (and outbox) away (issue 6, item 1.1).
-	if err := deliverFinal(cmd.Context(), statePath, f.controlPlane, f.cpTimeout, errw); err != nil {
-		var ue *undeliveredError
-		if errors.As(err, &ue) {
-			return haltUndelivered(ue, statePath, name)
-		}
-		return abort("%v", err)
+	if err := deliverFinalFirst(cmd.Context(), statePath, f.controlPlane, f.cpTimeout, errw, name); err != nil {
+		return err
 	}
 	var resumed *resumedGate
 	if f.resume != nil {
@@ -208,14 +204,7 @@ func runRunbook(cmd *cobra.Command, name string, f runFlags, stepIndex *int) err
 	fileRec := &state.FileRecorder{Path: statePath, State: st}
 	drainCP := func(context.Context) error { return nil }
 	recorders := []engine.Recorder{fileRec}
-	who := currentUser()
-	noInput := noInputReason(os.Stdin)
-	lines := steps.NewLines(os.Stdin)
-	interactive := term.IsTerminal(int(os.Stdin.Fd()))
-	tg := &steps.TerminalGate{In: lines, Out: errw, Who: who, Echoed: interactive}
-	if v.gateBox {
-		tg.Render = v.renderGate
-	}
+	who, noInput, lines, interactive, tg := terminalGate(v, errw)
 	var gate engine.Gate = tg
 	start := engine.Start{
 		RunID: st.RunID, Seq: st.Seq, Index: opened.StartIndex, Fresh: !opened.Resumed,
@@ -246,12 +235,10 @@ func runRunbook(cmd *cobra.Command, name string, f runFlags, stepIndex *int) err
 		warnControlPlaneLeftBehind(errw, st, name)
 	}
 	if cpURL != "" {
-		c, err := newCPClient(cpURL, embedded)
+		c, cpRec, err := cpRecorder(cpURL, embedded, f.cpTimeout, fileRec, cancel)
 		if err != nil {
 			return abort("%v", err)
 		}
-		c.Deadline = f.cpTimeout
-		cpRec := &cpclient.Recorder{C: c, Acked: fileRec.Ack, Cancelled: func() { cancel(engine.CancelRequest{By: "the control plane (CancelRun)"}) }}
 		started, err := startOnControlPlane(ctx, c, plan, opened, f.takeOver, f.lease, who)
 		if err != nil {
 			return startHalted(ctx, startErrorHint(err, cpURL))
@@ -260,11 +247,7 @@ func runRunbook(cmd *cobra.Command, name string, f runFlags, stepIndex *int) err
 			return startHalted(ctx, err)
 		}
 		cpc = c
-		leaseCtx, endLease := context.WithCancel(ctx)
-		stopLease = endLease
-		go c.KeepLease(leaseCtx, st.RunID, started.Lease, func(err error) {
-			cancel(fmt.Errorf("%v; another executor owns the run now, so this one stops", err))
-		})
+		stopLease = keepLease(ctx, c, st.RunID, started.Lease, cancel)
 		start.RunID, start.Seq = st.RunID, max(st.Seq, started.LastSeq)
 		st.ControlPlane, st.ControlPlaneEmbedded, fileRec.KeepOutbox = cpURL, embedded, true
 		recorders = append(recorders, cpRec)
@@ -313,6 +296,18 @@ func runRunbook(cmd *cobra.Command, name string, f runFlags, stepIndex *int) err
 	if pe := (*cpclient.PausedError)(nil); errors.As(err, &pe) && cpc != nil {
 		return finishPaused(ctx, v, errw, name, st, fileRec, drainCP, cpc, stopLease, pe)
 	}
+	return endRun(ctx, v, errw, fileRec, drainCP, plan, st, name, "rbook run "+name, res, err)
+}
+
+// endRun ends a run (runbook or playbook) after eng.Run returned res and err: the
+// control-plane recorder is drained (drainCP, for at most signalDrainGrace after a signal),
+// the state file synced, and the report finished under name (finishReport). Transitions a
+// signal kept from the control plane stay in the outbox, and one line says that againCmd
+// (e.g. "rbook run NAME") sends them first (issue 6, item 1.4). Any other error halts the run:
+// exit 2, resumable by running the same command again.
+func endRun(ctx context.Context, v *view, errw io.Writer, fileRec *state.FileRecorder, drainCP func(context.Context) error,
+	plan *runbook.Plan, st *state.State, name, againCmd string, res engine.Result, err error) error {
+	statePath := fileRec.Path
 	if err == nil {
 		dctx, stopDrain := drainContext(ctx)
 		err = drainCP(dctx)
@@ -322,7 +317,7 @@ func runRunbook(cmd *cobra.Command, name string, f runFlags, stepIndex *int) err
 			// A signal stopped the run: it ends now, and what the control plane has not taken
 			// in time waits in the outbox for the next run (issue 6, item 1.4). A refusal
 			// (E_LEASE_LOST, …) still halts.
-			fmt.Fprintf(errw, "%d transition(s) of run %s have not reached the control plane (%v); they are kept in the state file's outbox and the next 'rbook run %s' sends them first.\n", fileRec.Unacked(), st.RunID, err, name)
+			fmt.Fprintf(errw, "%d transition(s) of run %s have not reached the control plane (%v); they are kept in the state file's outbox and the next '%s' sends them first.\n", fileRec.Unacked(), st.RunID, err, againCmd)
 			err = nil
 		}
 	}
@@ -437,4 +432,44 @@ func writeEvidence(errw io.Writer, plan *runbook.Plan, st *state.State) string {
 		return ""
 	}
 	return evPath
+}
+
+// terminalGate is the terminal side of a run's approvals (runbook gates and playbook approval
+// nodes alike): who runs it (currentUser), why stdin cannot answer ("" when it can,
+// noInputReason), the stdin line reader, whether stdin is a terminal (its answers are echoed),
+// and the TerminalGate asking on errw (boxed by the view when v.gateBox).
+func terminalGate(v *view, errw io.Writer) (who, noInput string, lines *steps.Lines, interactive bool, tg *steps.TerminalGate) {
+	who = currentUser()
+	noInput = noInputReason(os.Stdin)
+	lines = steps.NewLines(os.Stdin)
+	interactive = term.IsTerminal(int(os.Stdin.Fd()))
+	tg = &steps.TerminalGate{In: lines, Out: errw, Who: who, Echoed: interactive}
+	if v.gateBox {
+		tg.Render = v.renderGate
+	}
+	return who, noInput, lines, interactive, tg
+}
+
+// cpRecorder is the control-plane client of a run at url (embedded: the one this process
+// started), with calls bounded by deadline (--cp-timeout), and the recorder that sends every
+// transition to it: acknowledged ones leave fileRec's outbox, and a CancelRun seen there
+// cancels the run with "the control plane (CancelRun)" as who cancelled it. Errors are
+// newCPClient's.
+func cpRecorder(url string, embedded bool, deadline time.Duration, fileRec *state.FileRecorder, cancel context.CancelCauseFunc) (*cpclient.Client, *cpclient.Recorder, error) {
+	c, err := newCPClient(url, embedded)
+	if err != nil {
+		return nil, nil, err
+	}
+	c.Deadline = deadline
+	return c, &cpclient.Recorder{C: c, Acked: fileRec.Ack, Cancelled: func() { cancel(engine.CancelRequest{By: "the control plane (CancelRun)"}) }}, nil
+}
+
+// keepLease renews the lease of run runID (lease long) on c until the returned func is called
+// or ctx ends; a lost lease cancels the run, saying another executor owns it now (issue 6).
+func keepLease(ctx context.Context, c *cpclient.Client, runID string, lease time.Duration, cancel context.CancelCauseFunc) func() {
+	leaseCtx, endLease := context.WithCancel(ctx)
+	go c.KeepLease(leaseCtx, runID, lease, func(err error) {
+		cancel(fmt.Errorf("%v; another executor owns the run now, so this one stops", err))
+	})
+	return endLease
 }
