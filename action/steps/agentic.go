@@ -84,12 +84,7 @@ func (a Agentic) RunInput(step runbook.Step, run engine.RunContext) *string {
 	if err != nil {
 		return nil
 	}
-	b, err := json.Marshal(call)
-	if err != nil {
-		return nil
-	}
-	s := string(b)
-	return &s
+	return jsonInput(call)
 }
 
 // Execute runs one agentic node; see Agentic.

@@ -187,12 +187,7 @@ func (d Deterministic) RunInput(step runbook.Step, run engine.RunContext) *strin
 	if err != nil {
 		return nil
 	}
-	b, err := json.Marshal(r.argv)
-	if err != nil {
-		return nil
-	}
-	s := string(b)
-	return &s
+	return jsonInput(r.argv)
 }
 
 // Execute runs one deterministic node; see Deterministic.
@@ -396,4 +391,15 @@ func isExecutable(p string) bool {
 		return true
 	}
 	return st.Mode()&0o111 != 0
+}
+
+// jsonInput is a node's recorded input (engine.InputRewriter.RunInput): v as JSON text, or nil when v
+// cannot be marshalled. Shared by Deterministic (its argv) and Agentic (its tool call).
+func jsonInput(v any) *string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil
+	}
+	s := string(b)
+	return &s
 }
