@@ -6,13 +6,13 @@ package demoinventory
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/rbookhq/rbook-action/action/mcp/demostdio"
 )
 
 // ServerName is the MCP server name the demo announces.
@@ -77,11 +77,7 @@ func NewServer() *mcp.Server {
 // RunStdio serves NewServer over stdin/stdout until the client closes stdin (nil) or ctx ends
 // (ctx's error). Other transport errors are returned.
 func RunStdio(ctx context.Context) error {
-	err := NewServer().Run(ctx, &mcp.StdioTransport{})
-	if ctx.Err() == nil && (errors.Is(err, io.EOF) || errors.Is(err, mcp.ErrConnectionClosed)) {
-		return nil
-	}
-	return err
+	return demostdio.Run(ctx, NewServer())
 }
 
 func validateQuery(_ context.Context, _ *mcp.CallToolRequest, in QueryInput) (*mcp.CallToolResult, ValidateOutput, error) {

@@ -6,14 +6,14 @@ package demorelease
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"strings"
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/rbookhq/rbook-action/action/mcp/demostdio"
 )
 
 // ServerName is the MCP server name the demo announces.
@@ -117,11 +117,7 @@ func NewServer() *mcp.Server {
 // RunStdio serves NewServer over stdin/stdout until the client closes stdin (nil) or ctx ends
 // (ctx's error). Other transport errors are returned.
 func RunStdio(ctx context.Context) error {
-	err := NewServer().Run(ctx, &mcp.StdioTransport{})
-	if ctx.Err() == nil && (errors.Is(err, io.EOF) || errors.Is(err, mcp.ErrConnectionClosed)) {
-		return nil
-	}
-	return err
+	return demostdio.Run(ctx, NewServer())
 }
 
 func publish(_ context.Context, _ *mcp.CallToolRequest, in PublishInput) (*mcp.CallToolResult, PublishOutput, error) {
