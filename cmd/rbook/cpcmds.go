@@ -199,32 +199,14 @@ func shortEnum(s fmt.Stringer, prefix string) string {
 
 func newDecideCmd(approve bool) *cobra.Command {
 	var f cpFlags
-	var reason, approver string
-	verb := "reject"
-	if approve {
-		verb = "approve"
-	}
+	verb := decideVerb(approve)
 	cmd := &cobra.Command{
 		Use:     verb + " APPROVAL_ID|TOKEN",
 		Short:   strings.ToUpper(verb[:1]) + verb[1:] + " a waiting confirm gate, by approval id or with its token",
 		Long:    decideLong(approve),
 		Example: decideExample(approve),
-		Args:    cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkApprovalArg(args[0]); err != nil {
-				return err
-			}
-			token, id := args[0], ""
-			if isApprovalID(token) {
-				token, id = "", token
-			}
-			return decide(cmd, &f, approve, token, id, reason, approver, "Gate")
-		},
 	}
-	f.register(cmd, true)
-	cmd.Flags().StringVar(&reason, "reason", "", "why (recorded with the decision)")
-	cmd.Flags().StringVar(&approver, "approver", "", `who decides, only without auth (no $RBOOK_TOKEN): recorded as "unverified:NAME" (default: your user name)`)
-	return cmd
+	return withDecide(cmd, &f, approve, "Gate")
 }
 
 // decide approves or rejects one approval by token or approval id (rbook approve/reject,
@@ -566,4 +548,35 @@ func writeEmbeddedURL(url string) func() {
 		return func() {}
 	}
 	return func() { os.Remove(embeddedURLFile) }
+}
+
+// decideVerb is the verb of a decide command: "approve" or "reject".
+func decideVerb(approve bool) string {
+	if approve {
+		return "approve"
+	}
+	return "reject"
+}
+
+// withDecide completes cmd (rbook approve/reject, rbook playbook approve/reject) with what they
+// share: one argument, an approval id or a token ("-" reads it from stdin; checkApprovalArg
+// refuses others), f's control-plane flags and --reason and --approver, and decide as RunE;
+// noun names what was decided in the closing line ("Gate", "Approval node").
+func withDecide(cmd *cobra.Command, f *cpFlags, approve bool, noun string) *cobra.Command {
+	var reason, approver string
+	cmd.Args = cobra.ExactArgs(1)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if err := checkApprovalArg(args[0]); err != nil {
+			return err
+		}
+		token, id := args[0], ""
+		if isApprovalID(token) {
+			token, id = "", token
+		}
+		return decide(cmd, f, approve, token, id, reason, approver, noun)
+	}
+	f.register(cmd, true)
+	cmd.Flags().StringVar(&reason, "reason", "", "why (recorded with the decision)")
+	cmd.Flags().StringVar(&approver, "approver", "", `who decides, only without auth (no $RBOOK_TOKEN): recorded as "unverified:NAME" (default: your user name)`)
+	return cmd
 }

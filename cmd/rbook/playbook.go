@@ -252,11 +252,7 @@ func indentJSON(s string) string {
 
 func newPlaybookDecideCmd(approve bool) *cobra.Command {
 	f := cpFlags{runCmd: "rbook playbook run"}
-	var reason, approver string
-	verb := "reject"
-	if approve {
-		verb = "approve"
-	}
+	verb := decideVerb(approve)
 	cmd := &cobra.Command{
 		Use:   verb + " TOKEN",
 		Short: strings.ToUpper(verb[:1]) + verb[1:] + " a playbook's waiting approval node with its token",
@@ -274,22 +270,8 @@ Exit codes: 0 decided, 1 refused (the E_ code says why) or unreachable, 2 usage 
 control plane.`,
 		Example: fmt.Sprintf(`  rbook playbook %s <TOKEN> --control-plane http://127.0.0.1:7070 --reason %q
   echo "$TOKEN" | rbook playbook %s -`, verb, decideReasonExample(approve), verb),
-		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkApprovalArg(args[0]); err != nil {
-				return err
-			}
-			token, id := args[0], ""
-			if isApprovalID(token) {
-				token, id = "", token
-			}
-			return decide(cmd, &f, approve, token, id, reason, approver, "Approval node")
-		},
 	}
-	f.register(cmd, true)
-	cmd.Flags().StringVar(&reason, "reason", "", "why (recorded with the decision)")
-	cmd.Flags().StringVar(&approver, "approver", "", `who decides, only without auth (no $RBOOK_TOKEN): recorded as "unverified:NAME" (default: your user name)`)
-	return cmd
+	return withDecide(cmd, &f, approve, "Approval node")
 }
 
 func newPlaybookCancelCmd() *cobra.Command {
