@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/rbookhq/rbook-action/action/engine"
 	"github.com/rbookhq/rbook-action/action/report"
@@ -71,18 +70,7 @@ func (v *view) renderApprovalBox(req engine.GateRequest) string {
 		"  cancel          cancel the run",
 		"  anything else   reject: node '"+id+"' fails; the playbook's error",
 		"                  handlers apply (without one, the run fails)")
-	width := utf8.RuneCountInString(title) + 2
-	for _, l := range body {
-		width = max(width, utf8.RuneCountInString(l)+2)
-	}
-	border := func(s string) string { return sgr(v.boxColor, sgrCyan, s) }
-	var b strings.Builder
-	b.WriteString("\n" + border("╭─") + sgr(v.boxColor, sgrBold, title) + border(strings.Repeat("─", width-1-utf8.RuneCountInString(title))+"╮") + "\n")
-	for _, l := range body {
-		b.WriteString(border("│") + " " + padRunes(l, width-2) + " " + border("│") + "\n")
-	}
-	b.WriteString(border("╰"+strings.Repeat("─", width)+"╯") + "\n")
-	return b.String()
+	return v.gateBoxText(title, body)
 }
 
 // playbookNodeResult is one node of a playbook run's -o json result: its id, type, status in

@@ -235,6 +235,13 @@ func (v *view) renderGate(req engine.GateRequest) string {
 			"  cancel          cancel the run (you confirm the deployment next)",
 			"  anything else   "+onFail)
 	}
+	return v.gateBoxText(title, body)
+}
+
+// gateBoxText draws a gate's box (a runbook gate or a playbook approval node): a leading
+// blank line, title (bold) in the top border, one line of body a row, padded to the widest
+// line plus 2 runes; the borders cyan when v.boxColor.
+func (v *view) gateBoxText(title string, body []string) string {
 	width := utf8.RuneCountInString(title) + 2
 	for _, l := range body {
 		width = max(width, utf8.RuneCountInString(l)+2)
