@@ -5,6 +5,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -17,9 +18,19 @@ import (
 // runSplit runs rbook to completion with no stdin and returns stdout and stderr apart.
 func runSplit(t *testing.T, dir string, env []string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
+	return runSplitIn(t, dir, env, nil, args...)
+}
+
+// runSplitIn is runSplit with stdin (nil: none, /dev/null) and env added after
+// RBOOK_CONTROL_PLANE= (empty: no control plane from the environment).
+func runSplitIn(t *testing.T, dir string, env []string, stdin io.Reader, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
 	cmd := exec.Command(rbookBin, args...)
 	cmd.Dir = dir
 	cmd.Env = append(append(os.Environ(), "RBOOK_CONTROL_PLANE="), env...)
+	if stdin != nil {
+		cmd.Stdin = stdin
+	}
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e
 	err := cmd.Run()

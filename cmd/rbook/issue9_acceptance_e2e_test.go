@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -196,29 +195,10 @@ nodes:
 	}
 
 	// (2) kill -9 mid-run, then the same command again.
-	writeTestFile(t, filepath.Join(dir, "slow.cantbook"), []byte(`version: "1.0"
-name: slow
-nodes:
-  - id: first
-    type: deterministic
-    command: sh
-    args: ["-c", "echo ran >> first.count"]
-  - id: slow
-    type: deterministic
-    command: sh
-    args: ["-c", "echo ran >> slow.count; if [ -f go-fast ]; then exit 0; fi; echo started > slow.started; sleep 60"]
-    depends: [first]
-  - id: last
-    type: deterministic
-    command: sh
-    args: ["-c", "echo ran >> last.count"]
-    depends: [slow]
-`))
+	writeSlowPlaybook(t, dir)
 	args := []string{"playbook", "run", "slow.cantbook", "--control-plane", url}
 	p := start(t, dir, args...)
-	waitForFile(t, filepath.Join(dir, "slow.started"))
-	p.cmd.Process.Signal(syscall.SIGKILL)
-	p.wait(t)
+	killInSlowNode(t, p, dir)
 	statePath := filepath.Join(dir, ".rbook", "slow.playbook.state.json")
 	st = readPlaybookState(t, statePath)
 	if len(st.InFlightNodes) != 1 || st.InFlightNodes[0].StepName != "slow" {
@@ -229,20 +209,7 @@ nodes:
 	if got := getRun(t, url, st.RunID).GetRun().GetStatus(); got != rbookv1.RunStatus_RUN_STATUS_RUNNING {
 		t.Fatalf("after kill -9 the control plane has run %s %v, want running", st.RunID, got)
 	}
-	out, code = run2(t, dir, args...)
-	if code != 2 || !strings.Contains(out, "node in unknown state") || !strings.Contains(out, "--rerun-node") {
-		t.Fatalf("resume with slow in flight: exit %d, want 2 naming --rerun-node\n%s", code, out)
-	}
-	writeTestFile(t, filepath.Join(dir, "go-fast"), []byte("1"))
-	out, code = run2(t, dir, append(args, "--rerun-node", "slow")...)
-	if code != 0 || !strings.Contains(out, "RESUMING run "+st.RunID) {
-		t.Fatalf("resume --rerun-node slow: exit %d\n%s", code, out)
-	}
-	for f, want := range map[string]int{"first.count": 1, "slow.count": 2, "last.count": 1} {
-		if n := strings.Count(readFile(t, filepath.Join(dir, f)), "ran"); n != want {
-			t.Errorf("%s: %d executions, want %d", f, n, want)
-		}
-	}
+	rerunSlowNode(t, dir, args, st.RunID)
 	resp = getRun(t, url, st.RunID)
 	checkTransitions(t, resp, rbookv1.RunStatus_RUN_STATUS_SUCCEEDED)
 	spans := nodeSpans(resp)

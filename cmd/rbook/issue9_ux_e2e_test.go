@@ -1,10 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -15,19 +12,7 @@ import (
 // runSplitStdin is runSplit with stdin (a pipe, not a terminal) and no $RBOOK_CONTROL_PLANE.
 func runSplitStdin(t *testing.T, dir, stdin string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	cmd := exec.Command(rbookBin, args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "RBOOK_CONTROL_PLANE=")
-	cmd.Stdin = strings.NewReader(stdin)
-	var o, e bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &o, &e
-	err := cmd.Run()
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return o.String(), e.String(), code
+	return runSplitIn(t, dir, nil, strings.NewReader(stdin), args...)
 }
 
 // The playbook words of a new user's first hour (issue 9 follow-up, pb-ux2): every test runs

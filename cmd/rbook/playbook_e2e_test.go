@@ -209,49 +209,17 @@ nodes:
 // file counts executions).
 func TestIssue9_8_PlaybookKillResumeRunsNoRecordedNodeAgain(t *testing.T) {
 	dir := playbookWorkdir(t)
-	writeTestFile(t, filepath.Join(dir, "slow.cantbook"), []byte(`version: "1.0"
-name: slow
-nodes:
-  - id: first
-    type: deterministic
-    command: sh
-    args: ["-c", "echo ran >> first.count"]
-  - id: slow
-    type: deterministic
-    command: sh
-    args: ["-c", "echo ran >> slow.count; if [ -f go-fast ]; then exit 0; fi; echo started > slow.started; sleep 60"]
-    depends: [first]
-  - id: last
-    type: deterministic
-    command: sh
-    args: ["-c", "echo ran >> last.count"]
-    depends: [slow]
-`))
+	writeSlowPlaybook(t, dir)
 	args := []string{"playbook", "run", "slow.cantbook", "--control-plane", "off"}
 	p := start(t, dir, args...)
 	p.waitFor(t, "'slow'") // the step_started line: the state file already holds slow in flight
-	waitForFile(t, filepath.Join(dir, "slow.started"))
-	p.cmd.Process.Signal(syscall.SIGKILL)
-	p.wait(t)
+	killInSlowNode(t, p, dir)
 	statePath := filepath.Join(dir, ".rbook", "slow.playbook.state.json")
 	st := readPlaybookState(t, statePath)
 	if len(st.InFlightNodes) != 1 || st.InFlightNodes[0].StepName != "slow" {
 		t.Fatalf("after kill -9, in_flight_nodes = %v", st.InFlightNodes)
 	}
-	out, code := run2(t, dir, args...)
-	if code != 2 || !strings.Contains(out, "node in unknown state") || !strings.Contains(out, "'slow'") || !strings.Contains(out, "--rerun-node") {
-		t.Fatalf("resume with slow in flight: exit %d\n%s", code, out)
-	}
-	writeTestFile(t, filepath.Join(dir, "go-fast"), []byte("1"))
-	out, code = run2(t, dir, append(args, "--rerun-node", "slow")...)
-	if code != 0 || !strings.Contains(out, "RESUMING run "+st.RunID) {
-		t.Fatalf("resume --rerun-node slow: exit %d\n%s", code, out)
-	}
-	for f, want := range map[string]int{"first.count": 1, "slow.count": 2, "last.count": 1} {
-		if n := strings.Count(readFile(t, filepath.Join(dir, f)), "ran"); n != want {
-			t.Errorf("%s: %d executions, want %d", f, n, want)
-		}
-	}
+	rerunSlowNode(t, dir, args, st.RunID)
 	st = readPlaybookState(t, statePath)
 	if st.RunStatus != "COMPLETED" || st.IterationCounts["slow"] != 2 || st.IterationCounts["first"] != 1 {
 		t.Errorf("final %s, iteration_counts %v", st.RunStatus, st.IterationCounts)
@@ -263,30 +231,11 @@ nodes:
 // recorded before the kill never runs again and the skipped one is not run.
 func TestIssue9_8_PlaybookSkipNodeGoesOnAfterIt(t *testing.T) {
 	dir := playbookWorkdir(t)
-	writeTestFile(t, filepath.Join(dir, "slow.cantbook"), []byte(`version: "1.0"
-name: slow
-nodes:
-  - id: first
-    type: deterministic
-    command: sh
-    args: ["-c", "echo ran >> first.count"]
-  - id: slow
-    type: deterministic
-    command: sh
-    args: ["-c", "echo ran >> slow.count; echo started > slow.started; sleep 60"]
-    depends: [first]
-  - id: last
-    type: deterministic
-    command: sh
-    args: ["-c", "echo ran >> last.count"]
-    depends: [slow]
-`))
+	writeSlowPlaybook(t, dir)
 	args := []string{"playbook", "run", "slow.cantbook", "--control-plane", "off"}
 	p := start(t, dir, args...)
 	p.waitFor(t, "'slow'")
-	waitForFile(t, filepath.Join(dir, "slow.started"))
-	p.cmd.Process.Signal(syscall.SIGKILL)
-	p.wait(t)
+	killInSlowNode(t, p, dir)
 	out, code := run2(t, dir, append(args, "--skip-node", "slow")...)
 	if code != 0 || !strings.Contains(out, "RESUMING run") {
 		t.Fatalf("resume --skip-node slow: exit %d\n%s", code, out)
@@ -351,3 +300,58 @@ func waitForFile(t *testing.T, path string) {
 // waitTick is waitForFile's poll interval: the marker is written by a child process, which
 // tells nothing else.
 func waitTick() { time.Sleep(10 * time.Millisecond) }
+
+// writeSlowPlaybook writes dir/slow.cantbook: nodes first → slow → last, each appending "ran"
+// to <id>.count; slow then writes slow.started and sleeps 60 s, unless dir/go-fast exists
+// (then it passes at once). Shared by the kill -9 / resume tests (issue 9, item 8).
+func writeSlowPlaybook(t *testing.T, dir string) {
+	t.Helper()
+	writeTestFile(t, filepath.Join(dir, "slow.cantbook"), []byte(`version: "1.0"
+name: slow
+nodes:
+  - id: first
+    type: deterministic
+    command: sh
+    args: ["-c", "echo ran >> first.count"]
+  - id: slow
+    type: deterministic
+    command: sh
+    args: ["-c", "echo ran >> slow.count; if [ -f go-fast ]; then exit 0; fi; echo started > slow.started; sleep 60"]
+    depends: [first]
+  - id: last
+    type: deterministic
+    command: sh
+    args: ["-c", "echo ran >> last.count"]
+    depends: [slow]
+`))
+}
+
+// killInSlowNode waits until p's slow node of writeSlowPlaybook has started (slow.started in
+// dir), then kills p with SIGKILL and waits for it to end.
+func killInSlowNode(t *testing.T, p *proc, dir string) {
+	t.Helper()
+	waitForFile(t, filepath.Join(dir, "slow.started"))
+	p.cmd.Process.Signal(syscall.SIGKILL)
+	p.wait(t)
+}
+
+// rerunSlowNode is the resume after killInSlowNode: rbook args again exits 2 naming the slow
+// node in unknown state and --rerun-node; with go-fast written and --rerun-node slow it
+// resumes run runID (RESUMING) and completes, and only slow ran twice (the .count files).
+func rerunSlowNode(t *testing.T, dir string, args []string, runID string) {
+	t.Helper()
+	out, code := run2(t, dir, args...)
+	if code != 2 || !strings.Contains(out, "node in unknown state") || !strings.Contains(out, "'slow'") || !strings.Contains(out, "--rerun-node") {
+		t.Fatalf("resume with slow in flight: exit %d, want 2 naming 'slow' and --rerun-node\n%s", code, out)
+	}
+	writeTestFile(t, filepath.Join(dir, "go-fast"), []byte("1"))
+	out, code = run2(t, dir, append(args, "--rerun-node", "slow")...)
+	if code != 0 || !strings.Contains(out, "RESUMING run "+runID) {
+		t.Fatalf("resume --rerun-node slow: exit %d\n%s", code, out)
+	}
+	for f, want := range map[string]int{"first.count": 1, "slow.count": 2, "last.count": 1} {
+		if n := strings.Count(readFile(t, filepath.Join(dir, f)), "ran"); n != want {
+			t.Errorf("%s: %d executions, want %d", f, n, want)
+		}
+	}
+}
