@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/rbookhq/rbook-action/action/state"
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
 )
 
@@ -37,6 +38,22 @@ nodes:
     depends: [a, b]
 `
 
+// killInParallelNodes writes dir/par.cantbook (parallelPlaybook), starts rbook args on it,
+// and kills it with SIGKILL once a and b both run and b's step_started is recorded (both
+// nodes are in flight in the state file). It returns the state file's path and its state.
+func killInParallelNodes(t *testing.T, dir string, args []string) (string, *state.State) {
+	t.Helper()
+	writeTestFile(t, filepath.Join(dir, "par.cantbook"), []byte(parallelPlaybook))
+	p := start(t, dir, args...)
+	waitForFile(t, filepath.Join(dir, "a.started"))
+	waitForFile(t, filepath.Join(dir, "b.started"))
+	p.waitFor(t, "'b'")
+	p.cmd.Process.Signal(syscall.SIGKILL)
+	p.wait(t)
+	statePath := filepath.Join(dir, ".rbook", "par.playbook.state.json")
+	return statePath, readPlaybookState(t, statePath)
+}
+
 func countRuns(t *testing.T, path string) int {
 	t.Helper()
 	data, err := os.ReadFile(path)
@@ -58,16 +75,8 @@ func countRuns(t *testing.T, path string) int {
 func TestIssue9_Break_RerunAndSkipSameNodeRefused(t *testing.T) {
 	dir := playbookWorkdir(t)
 	url := serveCP(t, dir)
-	writeTestFile(t, filepath.Join(dir, "par.cantbook"), []byte(parallelPlaybook))
 	args := []string{"playbook", "run", "par.cantbook", "--control-plane", url}
-	p := start(t, dir, args...)
-	waitForFile(t, filepath.Join(dir, "a.started"))
-	waitForFile(t, filepath.Join(dir, "b.started"))
-	p.waitFor(t, "'b'") // b's step_started is recorded: both nodes are in flight in the state file
-	p.cmd.Process.Signal(syscall.SIGKILL)
-	p.wait(t)
-	statePath := filepath.Join(dir, ".rbook", "par.playbook.state.json")
-	st := readPlaybookState(t, statePath)
+	statePath, st := killInParallelNodes(t, dir, args)
 	if len(st.InFlightNodes) != 2 {
 		t.Fatalf("after kill -9 during a and b, in_flight_nodes = %v", st.InFlightNodes)
 	}
@@ -131,16 +140,8 @@ func TestIssue9_Break_RerunAndSkipSameNodeRefused(t *testing.T) {
 // left byte for byte; the playbook then still resumes.
 func TestIssue9_Break_RunbookRefusesPlaybookState(t *testing.T) {
 	dir := playbookWorkdir(t)
-	writeTestFile(t, filepath.Join(dir, "par.cantbook"), []byte(parallelPlaybook))
 	args := []string{"playbook", "run", "par.cantbook", "--control-plane", "off"}
-	p := start(t, dir, args...)
-	waitForFile(t, filepath.Join(dir, "a.started"))
-	waitForFile(t, filepath.Join(dir, "b.started"))
-	p.waitFor(t, "'b'")
-	p.cmd.Process.Signal(syscall.SIGKILL)
-	p.wait(t)
-	statePath := filepath.Join(dir, ".rbook", "par.playbook.state.json")
-	st := readPlaybookState(t, statePath)
+	statePath, st := killInParallelNodes(t, dir, args)
 	before := readFile(t, statePath)
 
 	// The demo runbook, named par, recording into the playbook's state file.
