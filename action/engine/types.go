@@ -111,7 +111,8 @@ type RunContext struct {
 	StepNumber, StepCount int
 	// Bindings is a playbook run's bindings when the node starts (inputs at the top level,
 	// each finished node's output under its id, "error" after a failure handed to an
-	// inject_hint target): a private copy the executor may read. Nil for runbooks.
+	// inject_hint target): the executor's own top-level map; nested values are shared with
+	// the run and must only be read. Nil for runbooks.
 	Bindings map[string]any
 	// Iteration is the node's 1-based execution number in this run (playbooks).
 	Iteration int
