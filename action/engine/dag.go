@@ -92,6 +92,9 @@ type dag struct {
 	lastFail   map[int]Evidence
 	// lastPos is the position of each node's last entry in Start.Evidence (-1: none).
 	lastPos []int
+	// reads are the top-level bindings each node's templates name (nil: all of them, for an
+	// approval node, whose policy context carries every binding); see nodeBindings.
+	reads [][]string
 }
 
 func newDAG(r *run, st Start) *dag {
@@ -105,6 +108,10 @@ func newDAG(r *run, st Start) *dag {
 		d.lastPos[i] = -1
 	}
 	r.notRun = d.recordNotRun
+	d.reads = make([][]string, n)
+	for i, s := range plan.Steps {
+		d.reads[i] = bindingReads(s)
+	}
 	if d.pb == nil {
 		d.pb = &runbook.Playbook{}
 	}
@@ -315,10 +322,7 @@ func (d *dag) start(i int) task {
 		step.TimeoutSeconds = runbook.DefaultMaxStepTimeoutSeconds
 	}
 	rc := r.runContext(step)
-	// A shallow copy: the scheduler only ever adds or replaces top-level keys, and stored
-	// values are freshly decoded and never changed, so nested values may be shared. A deep
-	// copy per node made a run quadratic in its outputs (BenchmarkDAGScheduler1000Nodes).
-	rc.Bindings = maps.Clone(d.bindings)
+	rc.Bindings = d.nodeBindings(i)
 	if e, ok := d.errFor[i]; ok {
 		rc.Bindings["error"] = e
 		delete(d.errFor, i)
@@ -858,6 +862,68 @@ func bindingOf(output string) map[string]any {
 		return m
 	}
 	return map[string]any{"output": output}
+}
+
+// nodeBindings is node i's private deep copy of the bindings it can read: those its
+// templates name (an executor renders only its node's templates), or all of them for a node
+// whose reads are not known (approval nodes: the policy context carries every binding).
+// Copying only what a node reads keeps a run linear in its nodes: a deep copy of every
+// binding per node made a 1,000-node run quadratic (BenchmarkDAGScheduler1000Nodes).
+func (d *dag) nodeBindings(i int) map[string]any {
+	if d.reads[i] == nil {
+		m, _ := copyValue(d.bindings).(map[string]any)
+		return m
+	}
+	m := make(map[string]any, len(d.reads[i])+1)
+	for _, k := range d.reads[i] {
+		if v, ok := d.bindings[k]; ok {
+			m[k] = copyValue(v)
+		}
+	}
+	return m
+}
+
+// bindingReads lists the top-level bindings step's templates name (args, env, cwd, agentic
+// inputs), each once; nil means every binding (approval nodes and runbook steps).
+func bindingReads(step runbook.Step) []string {
+	n := step.Node
+	if n == nil || step.Type == runbook.TypeApproval {
+		return nil
+	}
+	reads := []string{}
+	add := func(tmpl string) {
+		refs, _ := runbook.TemplateRefs(tmpl) // a malformed template fails in the executor
+		for _, ref := range refs {
+			root, _, _ := strings.Cut(ref, ".")
+			if !slices.Contains(reads, root) {
+				reads = append(reads, root)
+			}
+		}
+	}
+	var walk func(v any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case string:
+			add(x)
+		case map[string]any:
+			for _, e := range x {
+				walk(e)
+			}
+		case []any:
+			for _, e := range x {
+				walk(e)
+			}
+		}
+	}
+	for _, a := range n.Args {
+		add(a)
+	}
+	for _, v := range n.Env {
+		add(v)
+	}
+	add(n.Cwd)
+	walk(n.Inputs)
+	return reads
 }
 
 // copyValue deep-copies maps and lists (other values are immutable scalars).

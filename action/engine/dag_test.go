@@ -29,6 +29,13 @@ func det(id string, deps ...string) pnode {
 	return pnode{Node: runbook.Node{ID: id, Depends: deps, Command: "tool", Args: []string{id}, IterationCap: runbook.DefaultIterationCap}, typ: runbook.TypeDeterministic}
 }
 
+// reads gives n the args args, so its templates name what it reads (nodes get a private copy
+// of the bindings their templates name).
+func reads(n pnode, args ...string) pnode {
+	n.Args = args
+	return n
+}
+
 func appr(id, prompt string, deps ...string) pnode {
 	return pnode{Node: runbook.Node{ID: id, Depends: deps, Prompt: prompt, IterationCap: runbook.DefaultIterationCap}, typ: runbook.TypeApproval}
 }
@@ -178,7 +185,8 @@ func (b *barrier) arrive(ctx context.Context) bool {
 // times overlap) and d once after both. Outputs are bindings under the node id, each node
 // sees a private deep copy, and the recorder is called from one goroutine with seq +1 each.
 func TestIssue9_2_DiamondRunsBranchesConcurrently(t *testing.T) {
-	p := pbPlan([]pnode{det("a"), det("b"), det("c"), det("d", "b", "c")},
+	p := pbPlan([]pnode{det("a"), reads(det("b"), "{{ a.tag }}", "{{ version }}"), reads(det("c"), "{{ a.tag }}", "{{ version }}"),
+		reads(det("d", "b", "c"), "{{ a.list }}", "{{ b.saw }}", "{{ version }}")},
 		[]runbook.Edge{{From: "a", To: "b"}, {From: "a", To: "c"}})
 	f := newFake()
 	bar := newBarrier(2)
@@ -225,6 +233,9 @@ func TestIssue9_2_DiamondRunsBranchesConcurrently(t *testing.T) {
 	d := f.rcs["d"][0]
 	if d.Bindings["a"].(map[string]any)["tag"] != "v1" || d.Bindings["b"].(map[string]any)["saw"] != "v1" || d.Bindings["version"] != "2026.4.90" || d.Iteration != 1 {
 		t.Errorf("d's bindings %v iteration %d", d.Bindings, d.Iteration)
+	}
+	if _, ok := d.Bindings["c"]; ok || len(d.Bindings) != 3 {
+		t.Errorf("d's templates name a, b and version only, yet it got %v", d.Bindings)
 	}
 	if ev := evOf(rec.ts, "a")[0]; ev.Type != "deterministic" || ev.Output != `{"list":["x"],"tag":"v1"}` {
 		t.Errorf("a's evidence %+v", ev)
@@ -569,7 +580,7 @@ func TestIssue9_3_ApprovalNodes(t *testing.T) {
 	notify.Command, notify.Args = "curl", []string{"{{ publish.url }}"}
 	tool := pnode{Node: runbook.Node{ID: "announce", Depends: []string{"publish"}, Agent: "rel", Skill: "post", IterationCap: 3}, typ: runbook.TypeAgentic}
 	nodes := []pnode{det("build"), appr("review", "Publish {{ version }} built by {{ build.node }}?", "build"), publish, notify, tool,
-		appr("final", "done?", "notify"), det("after", "final")}
+		appr("final", "done?", "notify"), reads(det("after", "final"), "{{ review.approved }}", "{{ review.rule }}")}
 	p := pbPlan(nodes, nil, runbook.ErrorHandler{On: "review-failed", Action: runbook.HandlerAbort, Message: "{{ error.node }} rejected"})
 
 	g := &fakeGate{fn: func(_ context.Context, req engine.GateRequest) (engine.Decision, error) {
@@ -593,7 +604,7 @@ func TestIssue9_3_ApprovalNodes(t *testing.T) {
 		pc.Node["id"] != "review" || pc.Node["prompt"] != "Publish 2.0 built by build?" || pc.Playbook["version"] != "1.0" || pc.Bindings["version"] != "2.0" {
 		t.Fatalf("policy context %+v", pc)
 	}
-	if !slices.Equal(g.reqs[1].Policy.Commands, []string{"tool after"}) {
+	if !slices.Equal(g.reqs[1].Policy.Commands, []string{"tool true qa"}) {
 		t.Errorf("final's commands %v", g.reqs[1].Policy.Commands)
 	}
 	ev := evOf(rec.ts, "review")[0]
@@ -604,7 +615,7 @@ func TestIssue9_3_ApprovalNodes(t *testing.T) {
 	if len(find(rec.ts, engine.TransitionGateOpened, "review")) != 1 || len(dec) != 1 || !strings.Contains(dec[0].Message, "auto-passed by policy rule qa: read-only") {
 		t.Errorf("gate transitions %+v", dec)
 	}
-	if b := f.rcs["publish"][0].Bindings["review"].(map[string]any); b["approved"] != true || b["rule"] != "qa" {
+	if b, _ := f.rcs["after"][0].Bindings["review"].(map[string]any); b["approved"] != true || b["rule"] != "qa" {
 		t.Errorf("review binding %v", b)
 	}
 
@@ -656,7 +667,7 @@ func TestIssue9_3_ApprovalGateErrors(t *testing.T) {
 // the recorded evidence does not re-run a recorded node, gets the bindings back from the
 // evidence, and continues the sequence.
 func TestIssue9_2_CancelMidDAGThenResume(t *testing.T) {
-	p := pbPlan([]pnode{det("a"), det("b", "a"), det("c", "a"), det("d", "b", "c")}, nil)
+	p := pbPlan([]pnode{det("a"), det("b", "a"), det("c", "a"), reads(det("d", "b", "c"), "{{ a.tag }}", "{{ b.from }}", "{{ v }}")}, nil)
 	f := newFake()
 	bothRunning := newBarrier(3)
 	stopped := make(chan string, 2)
@@ -777,7 +788,7 @@ func TestIssue9_5_AgenticTimeoutEvent(t *testing.T) {
 // Issue 9, item 4: a resume after an inject whose target already ran again re-runs only the
 // failed node (the target is not executed a third time), and the counts stay bounded.
 func TestIssue9_5_ResumeAfterInjectRerunsOnlyTheFailedNode(t *testing.T) {
-	check := det("check", "fix")
+	check := reads(det("check", "fix"), "{{ fix.n }}")
 	check.OnFailure = &runbook.OnFailure{InjectInto: "fix"}
 	p := pbPlan([]pnode{det("fix"), check}, nil)
 	prior := []engine.Evidence{
