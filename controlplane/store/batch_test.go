@@ -240,3 +240,33 @@ func TestIssue10_3_StoreBatchPlaybookProjectionAsSingle(t *testing.T) {
 		t.Fatalf("current_node = %q, want b,g", a.CurrentNode)
 	}
 }
+
+// The approval hooks run for a transition inside a batch as for a single one: a
+// run_interrupted in the middle of a batch withdraws the run's pending approval in the same
+// commit, and the withdrawn approval is published with the batch's transitions.
+func TestIssue10_3_StoreBatchRunsApprovalHooks(t *testing.T) {
+	s, _ := openTest(t)
+	mustStart(t, s, newRun("b7"))
+	a := mustCreateApproval(t, s, newApproval("a7", "b7", "approve"))
+	seen, unsubscribe := subscribe(s)
+	defer unsubscribe()
+	b := batchOf("b7", 1, 3)
+	b[1] = Transition{RunID: "b7", Seq: 2, Kind: KindRunInterrupted, At: t0.Add(time.Minute), StepIndex: 1,
+		StepName: "approve", StepType: "confirm", RunStatus: ExecInProgress, Message: "interrupted by SIGTERM"}
+	before := s.Stats()
+	if res, err := s.RecordTransitions(context.Background(), b, fence1); err != nil || res.AckedSeq != 3 {
+		t.Fatalf("RecordTransitions = %+v, %v", res, err)
+	}
+	if c := s.Stats().Commits - before.Commits; c != 1 {
+		t.Fatalf("%d commits, want 1", c)
+	}
+	got, err := s.GetApproval(context.Background(), a.ApprovalID)
+	if err != nil || got.Status != ApprovalCancelled || got.DecidedBySource != SourceInterrupted {
+		t.Fatalf("approval after the batch = %+v, %v; want cancelled by %s", got, err, SourceInterrupted)
+	}
+	changes := seen.snapshot()
+	if len(changes) != 1 || len(changes[0].Transitions) != 3 || len(changes[0].Approvals) != 1 ||
+		changes[0].Approvals[0].ApprovalID != a.ApprovalID {
+		t.Fatalf("published %+v; want one change with 3 transitions and the withdrawn approval", changes)
+	}
+}
