@@ -80,6 +80,9 @@ type Client struct {
 	// credentialed is true when every call carries a bearer token (New with one, or
 	// NewWithTokenSource with a source).
 	credentialed bool
+	// noBatch is set once the control plane answered RecordTransitions with Unimplemented
+	// (an older control plane): senders then use RecordTransition (issue 10, item 3).
+	noBatch atomic.Bool
 }
 
 // Credentialed reports whether the client sends credentials (a static token or a token

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/rbookhq/rbook-action/action/engine"
@@ -16,14 +18,16 @@ import (
 const QueueSize = 4096
 
 // Recorder is the engine.Recorder that reports transitions to the control plane
-// (RecordTransition, idempotent on run_id + seq). Put it after the state file's recorder:
-// a transition is durable locally (in the state file's outbox) before it is sent, so the
-// send can be asynchronous — Record queues it and one sender delivers the queue in order,
-// and the run does not wait a network round trip and a remote fsync per transition.
+// (RecordTransitions, idempotent on run_id + seq; RecordTransition for Sync and for an older
+// control plane). Put it after the state file's recorder: a transition is durable locally (in
+// the state file's outbox) before it is sent, so the send can be asynchronous — Record queues
+// it and one sender delivers the queue in order, everything queued in one call (issue 10,
+// item 3), and the run does not wait a network round trip and a remote fsync per transition.
 type Recorder struct {
 	C *Client
-	// Acked, when set, is told each seq the control plane has stored (the state file then drops
-	// it from its outbox). It is called from the sender goroutine.
+	// Acked, when set, is told the highest seq up to which the control plane has stored every
+	// transition (the state file then drops them from its outbox: FileRecorder.Ack). It is
+	// called from the sender goroutine.
 	Acked func(seq int64)
 	// Cancelled, when set, is called when the control plane says the run was cancelled there
 	// (CancelRun); the caller stops the run with engine.CancelRequest.
@@ -63,17 +67,152 @@ func (r *Recorder) failed() error {
 	return r.err
 }
 
+// sender delivers the queue in order: each call carries everything queued at that moment
+// (up to MaxBatch transitions and MaxBatchBytes; batch), so a control plane that is slower
+// than the run catches up in few calls and the outbox does not grow with the run's length.
 func (r *Recorder) sender(ctx context.Context) {
-	for t := range r.queue {
+	var carry *engine.Transition // taken from the queue but not fitting the previous batch
+	for {
+		var first engine.Transition
+		if carry != nil {
+			first, carry = *carry, nil
+		} else {
+			t, ok := <-r.queue
+			if !ok {
+				return
+			}
+			first = t
+		}
+		b := newBatch(first)
+	fill:
+		for b.len() < MaxBatch {
+			select {
+			case t, ok := <-r.queue:
+				if !ok {
+					break fill
+				}
+				if !b.add(t) {
+					carry = &t
+					break fill
+				}
+			default:
+				break fill
+			}
+		}
 		if r.failed() == nil {
-			if err := r.send(ctx, t); err != nil {
+			if err := r.sendBatch(ctx, b.ts); err != nil {
 				r.mu.Lock()
 				r.err = err
 				r.mu.Unlock()
 			}
 		}
-		r.pending.Done()
+		r.pending.Add(-b.len())
 	}
+}
+
+// Limits of one RecordTransitions call made by the sender (issue 10, item 3).
+const (
+	// MaxBatch caps the transitions of one call: the control plane's limit (store.MaxBatchTransitions).
+	MaxBatch = 1000
+	// MaxBatchBytes caps the encoded transitions of one call (bytes): well below the control
+	// plane's default 4 MiB request cap (server.DefaultMaxMessageBytes) and its 8 MiB batch
+	// limit. A single larger transition is still sent, alone.
+	MaxBatchBytes = 2 << 20
+)
+
+// batch gathers consecutive transitions of one run within MaxBatch and MaxBatchBytes.
+type batch struct {
+	ts    []engine.Transition
+	bytes int
+}
+
+func newBatch(t engine.Transition) *batch {
+	return &batch{ts: []engine.Transition{t}, bytes: proto.Size(ToProto(t))}
+}
+
+func (b *batch) len() int { return len(b.ts) }
+
+// add appends t when it continues the batch (same run, next seq) and fits; else it reports false.
+func (b *batch) add(t engine.Transition) bool {
+	last := b.ts[len(b.ts)-1]
+	n := proto.Size(ToProto(t))
+	if len(b.ts) >= MaxBatch || t.RunID != last.RunID || t.Seq != last.Seq+1 || b.bytes+n > MaxBatchBytes {
+		return false
+	}
+	b.ts, b.bytes = append(b.ts, t), b.bytes+n
+	return true
+}
+
+// sendBatch delivers ts (consecutive transitions of one run) with RecordTransitions and
+// acknowledges the stored prefix (Acked with acked_seq) after each answer, resending the rest
+// until all is stored or refused. The answers are handled as send handles RecordTransition's:
+// E_RUN_FINAL and E_RUN_CANCELLED acknowledge the batch and call Cancelled, E_LEASE_LOST is
+// ErrLeaseLost, other refusals are errors naming the seq. A control plane without
+// RecordTransitions (Unimplemented) gets the transitions one by one, and the client
+// remembers it.
+func (r *Recorder) sendBatch(ctx context.Context, ts []engine.Transition) error {
+	for len(ts) > 0 {
+		if r.C.noBatch.Load() {
+			for _, t := range ts {
+				if err := r.send(ctx, t); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		owner, epoch := r.C.Fence()
+		req := &rbookv1.RecordTransitionsRequest{OwnerId: owner, Epoch: epoch, Transitions: make([]*rbookv1.Transition, len(ts))}
+		for i, t := range ts {
+			req.Transitions[i] = ToProto(t)
+		}
+		var res *rbookv1.RecordTransitionsResponse
+		err := r.C.retry(ctx, func(ctx context.Context) error {
+			var err error
+			res, err = r.C.Runs.RecordTransitions(ctx, req)
+			return err
+		})
+		first, last := ts[0], ts[len(ts)-1]
+		switch Code(err) {
+		case "":
+			if connect.CodeOf(err) == connect.CodeUnimplemented {
+				r.C.noBatch.Store(true) // an older control plane: one by one from now on
+				continue
+			}
+			if err != nil {
+				return err
+			}
+		case "E_RUN_FINAL", "E_RUN_CANCELLED":
+			// As for one transition (send): the control plane holds the run's one final status.
+			if r.Cancelled != nil {
+				for _, t := range ts {
+					if t.RunStatus != engine.RunCancelled {
+						r.Cancelled()
+						break
+					}
+				}
+			}
+			if r.Acked != nil {
+				r.Acked(last.Seq)
+			}
+			return nil
+		case "E_LEASE_LOST":
+			return fmt.Errorf("%w: control plane %s refused transition %d of run %s: %v", ErrLeaseLost, r.C.URL, first.Seq, first.RunID, err)
+		default:
+			return fmt.Errorf("control plane %s refused transition %d of run %s: %w", r.C.URL, first.Seq, first.RunID, err)
+		}
+		acked := res.GetAckedSeq()
+		if acked < first.Seq {
+			return fmt.Errorf("control plane %s acknowledged run %s up to seq %d, below the batch's first seq %d",
+				r.C.URL, first.RunID, acked, first.Seq)
+		}
+		if r.Acked != nil {
+			r.Acked(acked)
+		}
+		for len(ts) > 0 && ts[0].Seq <= acked {
+			ts = ts[1:] // stored; the rest is resent and its refusal, if any, comes back
+		}
+	}
+	return nil
 }
 
 // Drain waits until every queued transition was sent (or ctx ends) and returns the first
@@ -118,13 +257,21 @@ func (r *Recorder) send(ctx context.Context, t engine.Transition) error {
 	return nil
 }
 
-// Flush sends transitions left in a state file's outbox, oldest first (duplicates are fine:
-// RecordTransition is idempotent).
+// Flush sends transitions left in a state file's outbox, oldest first, in batches of
+// consecutive seqs (duplicates are fine: RecordTransition and RecordTransitions are
+// idempotent).
 func (r *Recorder) Flush(ctx context.Context, outbox []engine.Transition) error {
-	for _, t := range outbox {
-		if err := r.send(ctx, t); err != nil {
+	for len(outbox) > 0 {
+		b := newBatch(outbox[0])
+		for _, t := range outbox[1:] {
+			if !b.add(t) {
+				break
+			}
+		}
+		if err := r.sendBatch(ctx, b.ts); err != nil {
 			return err
 		}
+		outbox = outbox[b.len():]
 	}
 	return nil
 }

@@ -45,10 +45,12 @@ const proxyDelay = 300 * time.Millisecond
 
 // call is one RPC the proxy saw.
 type call struct {
-	// Method is the RPC's name ("RecordTransition"); N counts the calls of that method, from 1.
+	// Method is the RPC's name ("RecordTransitions"); N counts the calls of that method, from 1.
 	Method string
 	N      int
-	// Kind is a RecordTransition's transition kind (Connect protocol with the proto codec).
+	// Kind is a RecordTransition's transition kind, or the kind of a RecordTransitions batch's
+	// last transition (a run_finished is always last), with the Connect protocol and the proto
+	// codec.
 	Kind  rbookv1.TransitionKind
 	Fault fault
 }
@@ -155,10 +157,18 @@ func (p *faultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
 	c := call{Method: path.Base(r.URL.Path)}
-	if c.Method == "RecordTransition" && strings.HasPrefix(r.Header.Get("Content-Type"), "application/proto") {
-		var req rbookv1.RecordTransitionRequest
-		if proto.Unmarshal(body, &req) == nil {
-			c.Kind = req.GetTransition().GetKind()
+	if strings.HasPrefix(r.Header.Get("Content-Type"), "application/proto") {
+		switch c.Method {
+		case "RecordTransition":
+			var req rbookv1.RecordTransitionRequest
+			if proto.Unmarshal(body, &req) == nil {
+				c.Kind = req.GetTransition().GetKind()
+			}
+		case "RecordTransitions":
+			var req rbookv1.RecordTransitionsRequest
+			if proto.Unmarshal(body, &req) == nil && len(req.GetTransitions()) > 0 {
+				c.Kind = req.GetTransitions()[len(req.GetTransitions())-1].GetKind()
+			}
 		}
 	}
 	p.mu.Lock()

@@ -74,6 +74,7 @@ func bearerToken(h http.Header) (string, bool) {
 var writeRoles = map[string][]Role{
 	rbookv1connect.RunServiceStartRunProcedure:             {RoleExecutor},
 	rbookv1connect.RunServiceRecordTransitionProcedure:     {RoleExecutor},
+	rbookv1connect.RunServiceRecordTransitionsProcedure:    {RoleExecutor},
 	rbookv1connect.RunServiceRenewLeaseProcedure:           {RoleExecutor},
 	rbookv1connect.RunServiceCancelRunProcedure:            {RoleExecutor, RoleApprover},
 	rbookv1connect.ApprovalServiceRequestApprovalProcedure: {RoleExecutor},

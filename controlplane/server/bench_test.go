@@ -8,6 +8,11 @@ package server_test
 //	go test -run '^$' -bench BenchmarkRecordTransitionGRPC -benchtime 20000x ./controlplane/server/
 //	    durable RecordTransition/s with 50 concurrent runs over gRPC (grpc-go); p50/p99 latency.
 //	    Target: >= 10,000 transitions/s, p99 <= 20 ms.
+//	go test -run '^$' -bench BenchmarkRecordTransitionsGRPC -benchtime 50000x ./controlplane/server/
+//	    durable transitions/s with 50 concurrent runs over gRPC (grpc-go), each run sending its
+//	    transitions as RecordTransitions batches of 10 or 100 (issue 10, item 3), against
+//	    single RecordTransition calls on the same server build; p50/p99 latency per call.
+//	    Target: >= 15,000 transitions/s on SQLite.
 //	go test -run '^$' -bench BenchmarkApproveToWatch -benchtime 500x ./controlplane/server/
 //	    Approve RPC sent -> WatchApproval subscriber receives APPROVED; p50/p99. Target: p99 <= 50 ms.
 //	go test -run '^$' -bench BenchmarkServeRSS -benchtime 1x -timeout 30m ./controlplane/server/
@@ -115,6 +120,82 @@ func BenchmarkRecordTransitionGRPC(b *testing.B) {
 		b.ReportMetric(float64((after-serverCPU).Microseconds())/float64(len(lat)), "server-cpu-us/op")
 	}
 	b.ReportMetric(float64((selfCPU()-clientCPU).Microseconds())/float64(len(lat)), "client-cpu-us/op")
+}
+
+// recordBatchesConcurrently starts `runs` runs and has one goroutine per run record perRun
+// transitions, the last one final, as RecordTransitions calls of size transitions each over
+// cc (grpc-go). It returns every call's latency.
+func recordBatchesConcurrently(tb testing.TB, c clients, cc *grpc.ClientConn, prefix string, runs, perRun, size int) []time.Duration {
+	tb.Helper()
+	for i := range runs {
+		startRun(tb, c, fmt.Sprintf("%s-%05d", prefix, i))
+	}
+	lat := make([][]time.Duration, runs)
+	var wg sync.WaitGroup
+	var failed atomic.Value
+	for i := range runs {
+		wg.Go(func() {
+			id := fmt.Sprintf("%s-%05d", prefix, i)
+			for from := int64(1); from <= int64(perRun); from += int64(size) {
+				to := min(from+int64(size)-1, int64(perRun))
+				req := &rbookv1.RecordTransitionsRequest{Transitions: transitions(id, from, to, to == int64(perRun)), OwnerId: testOwner, Epoch: 1}
+				var res rbookv1.RecordTransitionsResponse
+				began := time.Now()
+				err := cc.Invoke(context.Background(), rbookv1connect.RunServiceRecordTransitionsProcedure, req, &res)
+				lat[i] = append(lat[i], time.Since(began))
+				if err == nil && res.GetAckedSeq() != to {
+					err = fmt.Errorf("acked_seq %d, want %d", res.GetAckedSeq(), to)
+				}
+				if err != nil {
+					failed.Store(fmt.Errorf("%s seqs %d..%d: %w", id, from, to, err))
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err, _ := failed.Load().(error); err != nil {
+		tb.Fatal(err)
+	}
+	var all []time.Duration
+	for _, l := range lat {
+		all = append(all, l...)
+	}
+	return all
+}
+
+// BenchmarkRecordTransitionsGRPC compares single RecordTransition calls with RecordTransitions
+// batches of 10 and 100 from 50 concurrent runs (issue 10, items 3 and 5); b.N counts
+// transitions, and every transition is durable (committed) before its call returns.
+func BenchmarkRecordTransitionsGRPC(b *testing.B) {
+	const runs = 50
+	for _, size := range []int{1, 10, 100} {
+		name := fmt.Sprintf("batch=%d", size)
+		if size == 1 {
+			name = "single"
+		}
+		b.Run(name, func(b *testing.B) {
+			p := startServe(b)
+			c := newClients(p.URL)
+			cc := grpcConn(b, p.Addr)
+			perRun := max(b.N/runs, 2)
+			prefix := fmt.Sprintf("bench-%d", benchRound.Add(1))
+			b.ResetTimer()
+			began := time.Now()
+			var lat []time.Duration
+			if size == 1 {
+				lat = recordConcurrently(b, c, []*grpc.ClientConn{cc}, prefix, runs, perRun)
+			} else {
+				lat = recordBatchesConcurrently(b, c, cc, prefix, runs, perRun, size)
+			}
+			elapsed := time.Since(began)
+			b.StopTimer()
+			p50, p99 := percentiles(lat)
+			b.ReportMetric(float64(runs*perRun)/elapsed.Seconds(), "transitions/s")
+			b.ReportMetric(p50, "call-p50-ms")
+			b.ReportMetric(p99, "call-p99-ms")
+		})
+	}
 }
 
 // procCPU is the user+system CPU time of process pid, from /proc/pid/stat (Linux; ok=false

@@ -16,10 +16,13 @@ var watchBuffer = 256
 
 // event is one committed change that concerns a watcher.
 type event struct {
-	transition *store.Transition
-	progress   store.RunProgress // with transition: the run's progress after it
-	run        *store.Run        // a run row StartRun created or CancelRun cancelled
-	approval   *store.Approval
+	// transitions are consecutive transitions of one run committed together (one
+	// RecordTransition, or a whole RecordTransitions batch: one event, so a batch of
+	// store.MaxBatchTransitions fits a watcher's buffer; issue 10, item 3), in seq order.
+	transitions []store.Transition
+	progress    []store.RunProgress // with transitions: the run's progress after each
+	run         *store.Run          // a run row StartRun created or CancelRun cancelled
+	approval    *store.Approval
 }
 
 // watcher receives the events of one run or one approval.
@@ -78,13 +81,18 @@ func (h *hub) load(ctx context.Context, st *store.Store) error {
 func (h *hub) publish(c store.Change) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for i := range c.Transitions {
-		t := &c.Transitions[i]
-		if g := h.gates[t.RunID]; g != nil {
-			g.decided = false
-			h.dropIfIdle(t.RunID, g)
+	for i := 0; i < len(c.Transitions); {
+		runID := c.Transitions[i].RunID
+		j := i + 1
+		for j < len(c.Transitions) && c.Transitions[j].RunID == runID {
+			j++
 		}
-		h.deliver(h.byRun[t.RunID], event{transition: t, progress: c.Progress[i]})
+		if g := h.gates[runID]; g != nil {
+			g.decided = false
+			h.dropIfIdle(runID, g)
+		}
+		h.deliver(h.byRun[runID], event{transitions: c.Transitions[i:j:j], progress: c.Progress[i:j:j]})
+		i = j
 	}
 	for i := range c.Runs {
 		r := &c.Runs[i]

@@ -162,35 +162,113 @@ func (h runService) RecordTransition(ctx context.Context, req *rbookv1.RecordTra
 		return nil, err
 	}
 	res, err := h.s.st.RecordTransition(ctx, t, fence)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return nil, rpcError(connect.CodeNotFound, CodeRunNotFound, "no run has run_id %q", t.RunID)
-	case errors.Is(err, store.ErrConflict):
-		return nil, rpcError(connect.CodeAlreadyExists, CodeSeqConflict,
-			"run %s already has a different transition with seq %d", t.RunID, t.Seq)
-	case errors.Is(err, store.ErrOutOfOrder):
-		return nil, rpcError(connect.CodeFailedPrecondition, CodeSeqGap, "%s; send the missing transitions first",
-			storeMessage(err, store.ErrOutOfOrder))
-	case errors.Is(err, store.ErrRunFinal):
-		return nil, h.s.finalRunError(ctx, t.RunID)
-	case err != nil:
-		return nil, h.s.storeError(ctx, "RecordTransition", err)
+	if err != nil {
+		return nil, h.recordError(ctx, "RecordTransition", t, err)
 	}
-	if st := res.Progress.Status; st.Final() {
-		source, reason := sourceRunFinished, "closed: the run finished ("+string(st)+")"
-		if st == store.RunCancelled {
-			source, reason = store.SourceCancelRun, "closed: the run was cancelled"
-		}
-		if err := h.s.closeGates(ctx, t.RunID, source, reason); err != nil {
-			return nil, err
-		}
-		if st == store.RunCancelled && t.RunStatus != store.ExecCancelled {
-			// Stored for the record (an executor winding down), but the executor must stop.
-			return nil, rpcError(connect.CodeFailedPrecondition, CodeRunCancelled,
-				"run %s was cancelled; transition %d was stored for the record and the run must stop", t.RunID, t.Seq)
-		}
+	if err := h.afterRecord(ctx, t, res.Progress); err != nil {
+		return nil, err
 	}
 	return &rbookv1.RecordTransitionResponse{Duplicate: res.Duplicate, LastSeq: res.Progress.LastSeq}, nil
+}
+
+// recordError maps the store's refusal of transition t (RecordTransition, RecordTransitions)
+// to its RPC error: E_RUN_NOT_FOUND, E_SEQ_CONFLICT, E_SEQ_GAP, E_RUN_FINAL or
+// E_RUN_CANCELLED, else storeError's mapping (E_LEASE_LOST, E_PERMISSION_DENIED, …).
+func (h runService) recordError(ctx context.Context, op string, t store.Transition, err error) error {
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return rpcError(connect.CodeNotFound, CodeRunNotFound, "no run has run_id %q", t.RunID)
+	case errors.Is(err, store.ErrConflict):
+		return rpcError(connect.CodeAlreadyExists, CodeSeqConflict,
+			"run %s already has a different transition with seq %d", t.RunID, t.Seq)
+	case errors.Is(err, store.ErrOutOfOrder):
+		return rpcError(connect.CodeFailedPrecondition, CodeSeqGap, "%s; send the missing transitions first",
+			storeMessage(err, store.ErrOutOfOrder))
+	case errors.Is(err, store.ErrRunFinal):
+		return h.s.finalRunError(ctx, t.RunID)
+	}
+	return h.s.storeError(ctx, op, err)
+}
+
+// afterRecord is what follows a stored transition t (the last of a batch) whose run is now at
+// progress p: a final run's pending gates close, and a cancelled run's executor is told to
+// stop (E_RUN_CANCELLED) unless t itself reports the cancel.
+func (h runService) afterRecord(ctx context.Context, t store.Transition, p store.RunProgress) error {
+	st := p.Status
+	if err := h.closeFinalGates(ctx, t.RunID, st); err != nil {
+		return err
+	}
+	if st == store.RunCancelled && t.RunStatus != store.ExecCancelled {
+		// Stored for the record (an executor winding down), but the executor must stop.
+		return rpcError(connect.CodeFailedPrecondition, CodeRunCancelled,
+			"run %s was cancelled; transition %d was stored for the record and the run must stop", t.RunID, t.Seq)
+	}
+	return nil
+}
+
+// closeFinalGates closes the pending gates of a run that is now final (st), with the source
+// and reason of why; a run that is not final keeps them.
+func (h runService) closeFinalGates(ctx context.Context, runID string, st store.RunStatus) error {
+	if !st.Final() {
+		return nil
+	}
+	source, reason := sourceRunFinished, "closed: the run finished ("+string(st)+")"
+	if st == store.RunCancelled {
+		source, reason = store.SourceCancelRun, "closed: the run was cancelled"
+	}
+	return h.s.closeGates(ctx, runID, source, reason)
+}
+
+// RecordTransitions stores a batch of one run's transitions in one durable commit (issue 10,
+// item 3; store.RecordTransitions), with RecordTransition's fence, lease renewal, watcher
+// fan-out and error mapping. When a transition of the batch is refused after an earlier one
+// of it is stored (or was already), the answer is the ack alone: the caller resends from
+// acked_seq + 1 and then gets the refusal. The error is returned when nothing of the batch
+// is stored. Errors: those of RecordTransition; E_INVALID_ARGUMENT for an empty batch, more
+// than store.MaxBatchTransitions, more than store.MaxBatchBytes, two run ids or seqs that
+// are not consecutive, naming the transition's index.
+func (h runService) RecordTransitions(ctx context.Context, req *rbookv1.RecordTransitionsRequest) (*rbookv1.RecordTransitionsResponse, error) {
+	in := req.GetTransitions()
+	switch {
+	case len(in) == 0:
+		return nil, invalidArg("transitions is empty; send 1 to %d transitions", store.MaxBatchTransitions)
+	case len(in) > store.MaxBatchTransitions:
+		return nil, invalidArg("transitions holds %d, over the limit of %d", len(in), store.MaxBatchTransitions)
+	}
+	ts := make([]store.Transition, len(in))
+	for i, p := range in {
+		t, err := transitionFromProto(p)
+		if err != nil {
+			var ce *connect.Error
+			if errors.As(err, &ce) && ce.Code() == connect.CodeInvalidArgument {
+				return nil, invalidArg("transitions[%d]: %s", i, strings.TrimPrefix(ce.Message(), CodeInvalidArgument+": "))
+			}
+			return nil, err
+		}
+		ts[i] = t
+	}
+	fence, err := fenceOf(ctx, req.GetOwnerId(), req.GetEpoch())
+	if err != nil {
+		return nil, err
+	}
+	res, err := h.s.st.RecordTransitions(ctx, ts, fence)
+	handled := res.Stored + res.Duplicates
+	if err != nil && handled == 0 {
+		failed := res.Failed
+		if failed.RunID == "" {
+			failed = ts[0]
+		}
+		return nil, h.recordError(ctx, "RecordTransitions", failed, err)
+	}
+	if handled < len(ts) {
+		// The rest is refused on the resend; a final run's gates close now all the same.
+		if err := h.closeFinalGates(ctx, ts[0].RunID, res.Progress.Status); err != nil {
+			return nil, err
+		}
+	} else if err := h.afterRecord(ctx, ts[handled-1], res.Progress); err != nil {
+		return nil, err
+	}
+	return &rbookv1.RecordTransitionsResponse{AckedSeq: res.AckedSeq, Duplicates: int32(res.Duplicates)}, nil
 }
 
 func (h runService) RenewLease(ctx context.Context, req *rbookv1.RenewLeaseRequest) (*rbookv1.RenewLeaseResponse, error) {

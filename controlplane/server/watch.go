@@ -84,17 +84,27 @@ func (h runService) WatchRun(ctx context.Context, req *rbookv1.WatchRunRequest, 
 		case ev := <-w.ch:
 			msg := &rbookv1.WatchRunResponse{}
 			switch {
-			case ev.transition != nil:
-				if ev.transition.Seq <= last {
-					continue // already replayed
+			case len(ev.transitions) > 0:
+				for i, t := range ev.transitions {
+					if t.Seq <= last {
+						continue // already replayed
+					}
+					applyProgress(&run, ev.progress[i])
+					if run.Kind == store.KindPlaybook {
+						nodes.Apply(t)
+						run.Nodes = nodes.States()
+					}
+					last = t.Seq
+					shown = s.hub.effective(run)
+					msg := &rbookv1.WatchRunResponse{Run: runToProto(run, shown), Transition: transitionToProto(t)}
+					if err := stream.Send(msg); err != nil {
+						return err
+					}
+					if run.Status.Final() {
+						return nil
+					}
 				}
-				applyProgress(&run, ev.progress)
-				if run.Kind == store.KindPlaybook {
-					nodes.Apply(*ev.transition)
-					run.Nodes = nodes.States()
-				}
-				last = ev.transition.Seq
-				msg.Transition = transitionToProto(*ev.transition)
+				continue
 			case ev.run != nil && ev.run.Status.Final():
 				run = *ev.run
 			case ev.run != nil:

@@ -271,125 +271,138 @@ func (s *Store) RecordTransition(ctx context.Context, t Transition, f Fence) (Re
 		if err != nil {
 			return err
 		}
-		if t.Seq <= run.LastSeq {
-			// A replay needs the owner id but not the current epoch: it changes nothing, and an
-			// executor delivering its outbox after a restart may hold an older epoch.
-			if run.OwnerIDHash == "" || subtle.ConstantTimeCompare([]byte(run.OwnerIDHash), []byte(f.OwnerIDHash)) != 1 {
-				return fmt.Errorf("%w: run %q", ErrLeaseLost, t.RunID)
-			}
-			if f.Identity != "" && f.Identity != run.Owner {
-				return fmt.Errorf("%w: run %q", ErrNotOwner, t.RunID) // no answer about another's record
-			}
-			stored, err := scanTransition(w.queryRow(stmtSelectTransition, t.RunID, t.Seq))
-			if err != nil {
-				return fmt.Errorf("store: read transition %d: %w", t.Seq, err)
-			}
-			if !sameTransition(stored, t) {
-				if f.Epoch != run.LeaseEpoch {
-					// Another copy of this owner resumed the run and wrote this seq: the
-					// caller is the zombie (hostile test of issue 6, item 1.2).
-					return fmt.Errorf("%w: run %q is at epoch %d", ErrLeaseLost, t.RunID, run.LeaseEpoch)
-				}
-				return fmt.Errorf("%w: run %q seq %d", ErrConflict, t.RunID, t.Seq)
-			}
-			res = RecordResult{Duplicate: true, Progress: run}
-			return nil
-		}
-		if err := checkFence(t.RunID, run, f); err != nil {
-			return err
-		}
-		if t.Seq != run.LastSeq+1 {
-			return fmt.Errorf("%w: run %q expects seq %d, got %d", ErrOutOfOrder, t.RunID, run.LastSeq+1, t.Seq)
-		}
-		oldStatus := run.Status
-		var errCtx json.RawMessage
-		var pb *PlaybookProgress
-		if run.Status.Final() {
-			if newStatus.Final() && newStatus != run.Status {
-				return fmt.Errorf("%w: run %q is %s", ErrRunFinal, t.RunID, run.Status)
-			}
-		}
-		if run.playbook {
-			// Bindings, iteration counts, active nodes, paused-while-a-gate-is-open (playbook.go).
-			wasFinal := run.Status.Final()
-			if pb, err = w.applyPlaybook(&run, t, newStatus); err != nil {
-				return err
-			}
-			if !wasFinal && newStatus.Final() {
-				run.CompletedAt = t.At
-				if newStatus == RunFailed {
-					if errCtx, err = w.playbookErrorContext(t); err != nil {
-						return err
-					}
-				}
-			}
-		} else if !run.Status.Final() {
-			run.Status = newStatus
-			if newStatus.Final() {
-				run.CurrentNode, run.CompletedAt = "", t.At
-			} else if t.StepName != "" {
-				run.CurrentNode = t.StepName
-			}
-			if newStatus == RunFailed {
-				errCtx = errorContext(t)
-			}
-		}
-		if t.Kind == KindStepFinished && t.StepIndex >= 0 {
-			run.LastCompletedStepIndex = t.StepIndex
-		}
-		if t.LastDeployName != "" {
-			run.LastDeployName = t.LastDeployName
-		}
-		run.LastSeq = t.Seq
-		t.RecordedAt = s.now()
-		updatedAt := formatTime(t.RecordedAt)
-		run.LeaseExpiresAt = t.RecordedAt.Add(time.Duration(run.LeaseSeconds) * time.Second)
-		leaseExpires := formatTime(run.LeaseExpiresAt)
-
-		if _, err := w.exec(stmtInsertTransition, transitionArgs(t, updatedAt)...); err != nil {
-			return fmt.Errorf("store: insert transition: %w", err)
-		}
-		if run.Status == oldStatus {
-			// Most transitions: leave status alone so its index is not rewritten.
-			_, err = w.exec(stmtUpdateRunProgress, nullString(run.CurrentNode), run.LastCompletedStepIndex,
-				nullString(run.LastDeployName), run.LastSeq, updatedAt, leaseExpires, run.RunID)
-		} else {
-			// Only a run that just became failed has an error context; others keep NULL.
-			var ec any
-			if errCtx != nil {
-				ec = string(errCtx)
-			}
-			_, err = w.exec(stmtUpdateRunStatus, string(run.Status), nullTime(run.CompletedAt), ec,
-				nullString(run.CurrentNode), run.LastCompletedStepIndex, nullString(run.LastDeployName), run.LastSeq,
-				updatedAt, leaseExpires, run.RunID)
-		}
-		if err != nil {
-			return fmt.Errorf("store: update run: %w", err)
-		}
-		if t.Kind == KindRunInterrupted && !run.Status.Final() {
-			// The executor that waited at the gate is gone: withdraw the run's pending
-			// approvals in this transaction, so nobody approves a dead job (issue 7, item 2).
-			withdrawn, err := w.writeApprovals(`UPDATE playbook_approvals SET status = 'cancelled', approved_at = ?,
-				approver = 'system', reason = ?, decided_by_source = ?
-				WHERE run_id = ? AND status = 'pending' RETURNING `+approvalColumns,
-				updatedAt, interruptedReason, SourceInterrupted, t.RunID)
-			if err != nil {
-				return fmt.Errorf("store: withdraw approvals: %w", err)
-			}
-			w.change.Approvals = append(w.change.Approvals, withdrawn...)
-		}
-		res = RecordResult{Progress: run}
-		w.change.Transitions = append(w.change.Transitions, t)
-		published := run
-		published.Playbook = pb // watchers get the projection; the cache does not keep it
-		w.change.Progress = append(w.change.Progress, published)
-		w.staged = append(w.staged, run)
-		return nil
+		return s.recordOne(w, run, t, newStatus, f, &res)
 	})
 	if err != nil {
 		return RecordResult{}, err
 	}
 	return res, nil
+}
+
+// recordOne is the body RecordTransition and RecordTransitions share (issue 10, item 3):
+// inside the write transaction w it applies the validated transition t (newStatus is
+// RunStatusOf(t)) to run, the run's progress before t, under the fence f. It stores t and
+// the run row (with the playbook projection and the approval hooks), stages the change for
+// watchers and the progress cache, and sets *res to the progress after t (Duplicate when t
+// was already stored with the same content). Its refusals (ErrLeaseLost, ErrNotOwner,
+// ErrConflict, ErrOutOfOrder, ErrRunFinal) come before anything is written; a storage error
+// may come after writes.
+func (s *Store) recordOne(w *writeTx, run RunProgress, t Transition, newStatus RunStatus, f Fence, res *RecordResult) error {
+	var err error
+	if t.Seq <= run.LastSeq {
+		// A replay needs the owner id but not the current epoch: it changes nothing, and an
+		// executor delivering its outbox after a restart may hold an older epoch.
+		if run.OwnerIDHash == "" || subtle.ConstantTimeCompare([]byte(run.OwnerIDHash), []byte(f.OwnerIDHash)) != 1 {
+			return fmt.Errorf("%w: run %q", ErrLeaseLost, t.RunID)
+		}
+		if f.Identity != "" && f.Identity != run.Owner {
+			return fmt.Errorf("%w: run %q", ErrNotOwner, t.RunID) // no answer about another's record
+		}
+		stored, err := scanTransition(w.queryRow(stmtSelectTransition, t.RunID, t.Seq))
+		if err != nil {
+			return fmt.Errorf("store: read transition %d: %w", t.Seq, err)
+		}
+		if !sameTransition(stored, t) {
+			if f.Epoch != run.LeaseEpoch {
+				// Another copy of this owner resumed the run and wrote this seq: the
+				// caller is the zombie (hostile test of issue 6, item 1.2).
+				return fmt.Errorf("%w: run %q is at epoch %d", ErrLeaseLost, t.RunID, run.LeaseEpoch)
+			}
+			return fmt.Errorf("%w: run %q seq %d", ErrConflict, t.RunID, t.Seq)
+		}
+		*res = RecordResult{Duplicate: true, Progress: run}
+		return nil
+	}
+	if err := checkFence(t.RunID, run, f); err != nil {
+		return err
+	}
+	if t.Seq != run.LastSeq+1 {
+		return fmt.Errorf("%w: run %q expects seq %d, got %d", ErrOutOfOrder, t.RunID, run.LastSeq+1, t.Seq)
+	}
+	oldStatus := run.Status
+	var errCtx json.RawMessage
+	var pb *PlaybookProgress
+	if run.Status.Final() {
+		if newStatus.Final() && newStatus != run.Status {
+			return fmt.Errorf("%w: run %q is %s", ErrRunFinal, t.RunID, run.Status)
+		}
+	}
+	if run.playbook {
+		// Bindings, iteration counts, active nodes, paused-while-a-gate-is-open (playbook.go).
+		wasFinal := run.Status.Final()
+		if pb, err = w.applyPlaybook(&run, t, newStatus); err != nil {
+			return err
+		}
+		if !wasFinal && newStatus.Final() {
+			run.CompletedAt = t.At
+			if newStatus == RunFailed {
+				if errCtx, err = w.playbookErrorContext(t); err != nil {
+					return err
+				}
+			}
+		}
+	} else if !run.Status.Final() {
+		run.Status = newStatus
+		if newStatus.Final() {
+			run.CurrentNode, run.CompletedAt = "", t.At
+		} else if t.StepName != "" {
+			run.CurrentNode = t.StepName
+		}
+		if newStatus == RunFailed {
+			errCtx = errorContext(t)
+		}
+	}
+	if t.Kind == KindStepFinished && t.StepIndex >= 0 {
+		run.LastCompletedStepIndex = t.StepIndex
+	}
+	if t.LastDeployName != "" {
+		run.LastDeployName = t.LastDeployName
+	}
+	run.LastSeq = t.Seq
+	t.RecordedAt = s.now()
+	updatedAt := formatTime(t.RecordedAt)
+	run.LeaseExpiresAt = t.RecordedAt.Add(time.Duration(run.LeaseSeconds) * time.Second)
+	leaseExpires := formatTime(run.LeaseExpiresAt)
+
+	if _, err := w.exec(stmtInsertTransition, transitionArgs(t, updatedAt)...); err != nil {
+		return fmt.Errorf("store: insert transition: %w", err)
+	}
+	if run.Status == oldStatus {
+		// Most transitions: leave status alone so its index is not rewritten.
+		_, err = w.exec(stmtUpdateRunProgress, nullString(run.CurrentNode), run.LastCompletedStepIndex,
+			nullString(run.LastDeployName), run.LastSeq, updatedAt, leaseExpires, run.RunID)
+	} else {
+		// Only a run that just became failed has an error context; others keep NULL.
+		var ec any
+		if errCtx != nil {
+			ec = string(errCtx)
+		}
+		_, err = w.exec(stmtUpdateRunStatus, string(run.Status), nullTime(run.CompletedAt), ec,
+			nullString(run.CurrentNode), run.LastCompletedStepIndex, nullString(run.LastDeployName), run.LastSeq,
+			updatedAt, leaseExpires, run.RunID)
+	}
+	if err != nil {
+		return fmt.Errorf("store: update run: %w", err)
+	}
+	if t.Kind == KindRunInterrupted && !run.Status.Final() {
+		// The executor that waited at the gate is gone: withdraw the run's pending
+		// approvals in this transaction, so nobody approves a dead job (issue 7, item 2).
+		withdrawn, err := w.writeApprovals(`UPDATE playbook_approvals SET status = 'cancelled', approved_at = ?,
+			approver = 'system', reason = ?, decided_by_source = ?
+			WHERE run_id = ? AND status = 'pending' RETURNING `+approvalColumns,
+			updatedAt, interruptedReason, SourceInterrupted, t.RunID)
+		if err != nil {
+			return fmt.Errorf("store: withdraw approvals: %w", err)
+		}
+		w.change.Approvals = append(w.change.Approvals, withdrawn...)
+	}
+	*res = RecordResult{Progress: run}
+	w.change.Transitions = append(w.change.Transitions, t)
+	published := run
+	published.Playbook = pb // watchers get the projection; the cache does not keep it
+	w.change.Progress = append(w.change.Progress, published)
+	w.staged = append(w.staged, run)
+	return nil
 }
 
 // interruptedReason is the reason recorded on an approval withdrawn by a run_interrupted

@@ -324,6 +324,126 @@ func (x *RecordTransitionRequest) GetEpoch() int64 {
 	return 0
 }
 
+// RecordTransitionsRequest carries consecutive transitions of one run (issue 10, item 3).
+type RecordTransitionsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The transitions, seq ascending by one, all of one run; 1..1000 of them, at most 8 MiB.
+	Transitions []*Transition `protobuf:"bytes,1,rep,name=transitions,proto3" json:"transitions,omitempty"`
+	// The caller's owner id (StartRunRequest.owner_id). Required.
+	OwnerId string `protobuf:"bytes,2,opt,name=owner_id,json=ownerId,proto3" json:"owner_id,omitempty"`
+	// The lease epoch StartRun returned. Required; a stale one fails with E_LEASE_LOST.
+	Epoch         int64 `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecordTransitionsRequest) Reset() {
+	*x = RecordTransitionsRequest{}
+	mi := &file_rbook_v1_run_service_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecordTransitionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecordTransitionsRequest) ProtoMessage() {}
+
+func (x *RecordTransitionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rbook_v1_run_service_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecordTransitionsRequest.ProtoReflect.Descriptor instead.
+func (*RecordTransitionsRequest) Descriptor() ([]byte, []int) {
+	return file_rbook_v1_run_service_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *RecordTransitionsRequest) GetTransitions() []*Transition {
+	if x != nil {
+		return x.Transitions
+	}
+	return nil
+}
+
+func (x *RecordTransitionsRequest) GetOwnerId() string {
+	if x != nil {
+		return x.OwnerId
+	}
+	return ""
+}
+
+func (x *RecordTransitionsRequest) GetEpoch() int64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+// RecordTransitionsResponse acknowledges the stored prefix of a batch.
+type RecordTransitionsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The highest seq of the run stored after this call such that every seq up to it is stored:
+	// the caller may drop every transition up to it from its outbox.
+	AckedSeq int64 `protobuf:"varint,1,opt,name=acked_seq,json=ackedSeq,proto3" json:"acked_seq,omitempty"`
+	// How many transitions of the batch were already stored with the same content.
+	Duplicates    int32 `protobuf:"varint,2,opt,name=duplicates,proto3" json:"duplicates,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecordTransitionsResponse) Reset() {
+	*x = RecordTransitionsResponse{}
+	mi := &file_rbook_v1_run_service_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecordTransitionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecordTransitionsResponse) ProtoMessage() {}
+
+func (x *RecordTransitionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_rbook_v1_run_service_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecordTransitionsResponse.ProtoReflect.Descriptor instead.
+func (*RecordTransitionsResponse) Descriptor() ([]byte, []int) {
+	return file_rbook_v1_run_service_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *RecordTransitionsResponse) GetAckedSeq() int64 {
+	if x != nil {
+		return x.AckedSeq
+	}
+	return 0
+}
+
+func (x *RecordTransitionsResponse) GetDuplicates() int32 {
+	if x != nil {
+		return x.Duplicates
+	}
+	return 0
+}
+
 // RecordTransitionResponse acknowledges a durable transition.
 type RecordTransitionResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -337,7 +457,7 @@ type RecordTransitionResponse struct {
 
 func (x *RecordTransitionResponse) Reset() {
 	*x = RecordTransitionResponse{}
-	mi := &file_rbook_v1_run_service_proto_msgTypes[3]
+	mi := &file_rbook_v1_run_service_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -349,7 +469,7 @@ func (x *RecordTransitionResponse) String() string {
 func (*RecordTransitionResponse) ProtoMessage() {}
 
 func (x *RecordTransitionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rbook_v1_run_service_proto_msgTypes[3]
+	mi := &file_rbook_v1_run_service_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -362,7 +482,7 @@ func (x *RecordTransitionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordTransitionResponse.ProtoReflect.Descriptor instead.
 func (*RecordTransitionResponse) Descriptor() ([]byte, []int) {
-	return file_rbook_v1_run_service_proto_rawDescGZIP(), []int{3}
+	return file_rbook_v1_run_service_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *RecordTransitionResponse) GetDuplicate() bool {
@@ -400,7 +520,7 @@ type RenewLeaseRequest struct {
 
 func (x *RenewLeaseRequest) Reset() {
 	*x = RenewLeaseRequest{}
-	mi := &file_rbook_v1_run_service_proto_msgTypes[4]
+	mi := &file_rbook_v1_run_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -412,7 +532,7 @@ func (x *RenewLeaseRequest) String() string {
 func (*RenewLeaseRequest) ProtoMessage() {}
 
 func (x *RenewLeaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rbook_v1_run_service_proto_msgTypes[4]
+	mi := &file_rbook_v1_run_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -425,7 +545,7 @@ func (x *RenewLeaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewLeaseRequest.ProtoReflect.Descriptor instead.
 func (*RenewLeaseRequest) Descriptor() ([]byte, []int) {
-	return file_rbook_v1_run_service_proto_rawDescGZIP(), []int{4}
+	return file_rbook_v1_run_service_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *RenewLeaseRequest) GetRunId() string {
@@ -467,7 +587,7 @@ type RenewLeaseResponse struct {
 
 func (x *RenewLeaseResponse) Reset() {
 	*x = RenewLeaseResponse{}
-	mi := &file_rbook_v1_run_service_proto_msgTypes[5]
+	mi := &file_rbook_v1_run_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -479,7 +599,7 @@ func (x *RenewLeaseResponse) String() string {
 func (*RenewLeaseResponse) ProtoMessage() {}
 
 func (x *RenewLeaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rbook_v1_run_service_proto_msgTypes[5]
+	mi := &file_rbook_v1_run_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -492,7 +612,7 @@ func (x *RenewLeaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewLeaseResponse.ProtoReflect.Descriptor instead.
 func (*RenewLeaseResponse) Descriptor() ([]byte, []int) {
-	return file_rbook_v1_run_service_proto_rawDescGZIP(), []int{5}
+	return file_rbook_v1_run_service_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RenewLeaseResponse) GetLease() *RunLease {
@@ -518,7 +638,7 @@ type GetRunRequest struct {
 
 func (x *GetRunRequest) Reset() {
 	*x = GetRunRequest{}
-	mi := &file_rbook_v1_run_service_proto_msgTypes[6]
+	mi := &file_rbook_v1_run_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -530,7 +650,7 @@ func (x *GetRunRequest) String() string {
 func (*GetRunRequest) ProtoMessage() {}
 
 func (x *GetRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rbook_v1_run_service_proto_msgTypes[6]
+	mi := &file_rbook_v1_run_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -543,7 +663,7 @@ func (x *GetRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRunRequest.ProtoReflect.Descriptor instead.
 func (*GetRunRequest) Descriptor() ([]byte, []int) {
-	return file_rbook_v1_run_service_proto_rawDescGZIP(), []int{6}
+	return file_rbook_v1_run_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetRunRequest) GetRunId() string {
@@ -582,7 +702,7 @@ type GetRunResponse struct {
 
 func (x *GetRunResponse) Reset() {
 	*x = GetRunResponse{}
-	mi := &file_rbook_v1_run_service_proto_msgTypes[7]
+	mi := &file_rbook_v1_run_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -594,7 +714,7 @@ func (x *GetRunResponse) String() string {
 func (*GetRunResponse) ProtoMessage() {}
 
 func (x *GetRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rbook_v1_run_service_proto_msgTypes[7]
+	mi := &file_rbook_v1_run_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -607,7 +727,7 @@ func (x *GetRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRunResponse.ProtoReflect.Descriptor instead.
 func (*GetRunResponse) Descriptor() ([]byte, []int) {
-	return file_rbook_v1_run_service_proto_rawDescGZIP(), []int{7}
+	return file_rbook_v1_run_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GetRunResponse) GetRun() *Run {
@@ -651,7 +771,7 @@ type ListRunsRequest struct {
 
 func (x *ListRunsRequest) Reset() {
 	*x = ListRunsRequest{}
-	mi := &file_rbook_v1_run_service_proto_msgTypes[8]
+	mi := &file_rbook_v1_run_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -663,7 +783,7 @@ func (x *ListRunsRequest) String() string {
 func (*ListRunsRequest) ProtoMessage() {}
 
 func (x *ListRunsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rbook_v1_run_service_proto_msgTypes[8]
+	mi := &file_rbook_v1_run_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -676,7 +796,7 @@ func (x *ListRunsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRunsRequest.ProtoReflect.Descriptor instead.
 func (*ListRunsRequest) Descriptor() ([]byte, []int) {
-	return file_rbook_v1_run_service_proto_rawDescGZIP(), []int{8}
+	return file_rbook_v1_run_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListRunsRequest) GetStatus() RunStatus {
@@ -727,7 +847,7 @@ type ListRunsResponse struct {
 
 func (x *ListRunsResponse) Reset() {
 	*x = ListRunsResponse{}
-	mi := &file_rbook_v1_run_service_proto_msgTypes[9]
+	mi := &file_rbook_v1_run_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -739,7 +859,7 @@ func (x *ListRunsResponse) String() string {
 func (*ListRunsResponse) ProtoMessage() {}
 
 func (x *ListRunsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rbook_v1_run_service_proto_msgTypes[9]
+	mi := &file_rbook_v1_run_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -752,7 +872,7 @@ func (x *ListRunsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRunsResponse.ProtoReflect.Descriptor instead.
 func (*ListRunsResponse) Descriptor() ([]byte, []int) {
-	return file_rbook_v1_run_service_proto_rawDescGZIP(), []int{9}
+	return file_rbook_v1_run_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListRunsResponse) GetRuns() []*Run {
@@ -782,7 +902,7 @@ type WatchRunRequest struct {
 
 func (x *WatchRunRequest) Reset() {
 	*x = WatchRunRequest{}
-	mi := &file_rbook_v1_run_service_proto_msgTypes[10]
+	mi := &file_rbook_v1_run_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -794,7 +914,7 @@ func (x *WatchRunRequest) String() string {
 func (*WatchRunRequest) ProtoMessage() {}
 
 func (x *WatchRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rbook_v1_run_service_proto_msgTypes[10]
+	mi := &file_rbook_v1_run_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -807,7 +927,7 @@ func (x *WatchRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRunRequest.ProtoReflect.Descriptor instead.
 func (*WatchRunRequest) Descriptor() ([]byte, []int) {
-	return file_rbook_v1_run_service_proto_rawDescGZIP(), []int{10}
+	return file_rbook_v1_run_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *WatchRunRequest) GetRunId() string {
@@ -837,7 +957,7 @@ type WatchRunResponse struct {
 
 func (x *WatchRunResponse) Reset() {
 	*x = WatchRunResponse{}
-	mi := &file_rbook_v1_run_service_proto_msgTypes[11]
+	mi := &file_rbook_v1_run_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -849,7 +969,7 @@ func (x *WatchRunResponse) String() string {
 func (*WatchRunResponse) ProtoMessage() {}
 
 func (x *WatchRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rbook_v1_run_service_proto_msgTypes[11]
+	mi := &file_rbook_v1_run_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -862,7 +982,7 @@ func (x *WatchRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRunResponse.ProtoReflect.Descriptor instead.
 func (*WatchRunResponse) Descriptor() ([]byte, []int) {
-	return file_rbook_v1_run_service_proto_rawDescGZIP(), []int{11}
+	return file_rbook_v1_run_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *WatchRunResponse) GetRun() *Run {
@@ -892,7 +1012,7 @@ type CancelRunRequest struct {
 
 func (x *CancelRunRequest) Reset() {
 	*x = CancelRunRequest{}
-	mi := &file_rbook_v1_run_service_proto_msgTypes[12]
+	mi := &file_rbook_v1_run_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -904,7 +1024,7 @@ func (x *CancelRunRequest) String() string {
 func (*CancelRunRequest) ProtoMessage() {}
 
 func (x *CancelRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rbook_v1_run_service_proto_msgTypes[12]
+	mi := &file_rbook_v1_run_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -917,7 +1037,7 @@ func (x *CancelRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRunRequest.ProtoReflect.Descriptor instead.
 func (*CancelRunRequest) Descriptor() ([]byte, []int) {
-	return file_rbook_v1_run_service_proto_rawDescGZIP(), []int{12}
+	return file_rbook_v1_run_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CancelRunRequest) GetRunId() string {
@@ -945,7 +1065,7 @@ type CancelRunResponse struct {
 
 func (x *CancelRunResponse) Reset() {
 	*x = CancelRunResponse{}
-	mi := &file_rbook_v1_run_service_proto_msgTypes[13]
+	mi := &file_rbook_v1_run_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -957,7 +1077,7 @@ func (x *CancelRunResponse) String() string {
 func (*CancelRunResponse) ProtoMessage() {}
 
 func (x *CancelRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rbook_v1_run_service_proto_msgTypes[13]
+	mi := &file_rbook_v1_run_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -970,7 +1090,7 @@ func (x *CancelRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRunResponse.ProtoReflect.Descriptor instead.
 func (*CancelRunResponse) Descriptor() ([]byte, []int) {
-	return file_rbook_v1_run_service_proto_rawDescGZIP(), []int{13}
+	return file_rbook_v1_run_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CancelRunResponse) GetRun() *Run {
@@ -996,7 +1116,7 @@ type GetEvidencePackRequest struct {
 
 func (x *GetEvidencePackRequest) Reset() {
 	*x = GetEvidencePackRequest{}
-	mi := &file_rbook_v1_run_service_proto_msgTypes[14]
+	mi := &file_rbook_v1_run_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1008,7 +1128,7 @@ func (x *GetEvidencePackRequest) String() string {
 func (*GetEvidencePackRequest) ProtoMessage() {}
 
 func (x *GetEvidencePackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rbook_v1_run_service_proto_msgTypes[14]
+	mi := &file_rbook_v1_run_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1021,7 +1141,7 @@ func (x *GetEvidencePackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetEvidencePackRequest.ProtoReflect.Descriptor instead.
 func (*GetEvidencePackRequest) Descriptor() ([]byte, []int) {
-	return file_rbook_v1_run_service_proto_rawDescGZIP(), []int{14}
+	return file_rbook_v1_run_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GetEvidencePackRequest) GetRunId() string {
@@ -1062,7 +1182,7 @@ type GetEvidencePackResponse struct {
 
 func (x *GetEvidencePackResponse) Reset() {
 	*x = GetEvidencePackResponse{}
-	mi := &file_rbook_v1_run_service_proto_msgTypes[15]
+	mi := &file_rbook_v1_run_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1074,7 +1194,7 @@ func (x *GetEvidencePackResponse) String() string {
 func (*GetEvidencePackResponse) ProtoMessage() {}
 
 func (x *GetEvidencePackResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rbook_v1_run_service_proto_msgTypes[15]
+	mi := &file_rbook_v1_run_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1087,7 +1207,7 @@ func (x *GetEvidencePackResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetEvidencePackResponse.ProtoReflect.Descriptor instead.
 func (*GetEvidencePackResponse) Descriptor() ([]byte, []int) {
-	return file_rbook_v1_run_service_proto_rawDescGZIP(), []int{15}
+	return file_rbook_v1_run_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GetEvidencePackResponse) GetEntries() []*Evidence {
@@ -1145,7 +1265,16 @@ const file_rbook_v1_run_service_proto_rawDesc = "" +
 	"transition\x18\x01 \x01(\v2\x14.rbook.v1.TransitionR\n" +
 	"transition\x12\x19\n" +
 	"\bowner_id\x18\x02 \x01(\tR\aownerId\x12\x14\n" +
-	"\x05epoch\x18\x03 \x01(\x03R\x05epoch\"S\n" +
+	"\x05epoch\x18\x03 \x01(\x03R\x05epoch\"\x83\x01\n" +
+	"\x18RecordTransitionsRequest\x126\n" +
+	"\vtransitions\x18\x01 \x03(\v2\x14.rbook.v1.TransitionR\vtransitions\x12\x19\n" +
+	"\bowner_id\x18\x02 \x01(\tR\aownerId\x12\x14\n" +
+	"\x05epoch\x18\x03 \x01(\x03R\x05epoch\"X\n" +
+	"\x19RecordTransitionsResponse\x12\x1b\n" +
+	"\tacked_seq\x18\x01 \x01(\x03R\backedSeq\x12\x1e\n" +
+	"\n" +
+	"duplicates\x18\x02 \x01(\x05R\n" +
+	"duplicates\"S\n" +
 	"\x18RecordTransitionResponse\x12\x1c\n" +
 	"\tduplicate\x18\x01 \x01(\bR\tduplicate\x12\x19\n" +
 	"\blast_seq\x18\x02 \x01(\x03R\alastSeq\"u\n" +
@@ -1196,11 +1325,12 @@ const file_rbook_v1_run_service_proto_rawDesc = "" +
 	"\x17GetEvidencePackResponse\x12,\n" +
 	"\aentries\x18\x01 \x03(\v2\x12.rbook.v1.EvidenceR\aentries\x12,\n" +
 	"\x12evidence_pack_json\x18\x02 \x01(\tR\x10evidencePackJson\x12&\n" +
-	"\x0fnext_page_token\x18\x03 \x01(\tR\rnextPageToken2\xd6\x04\n" +
+	"\x0fnext_page_token\x18\x03 \x01(\tR\rnextPageToken2\xb4\x05\n" +
 	"\n" +
 	"RunService\x12A\n" +
 	"\bStartRun\x12\x19.rbook.v1.StartRunRequest\x1a\x1a.rbook.v1.StartRunResponse\x12Y\n" +
-	"\x10RecordTransition\x12!.rbook.v1.RecordTransitionRequest\x1a\".rbook.v1.RecordTransitionResponse\x12G\n" +
+	"\x10RecordTransition\x12!.rbook.v1.RecordTransitionRequest\x1a\".rbook.v1.RecordTransitionResponse\x12\\\n" +
+	"\x11RecordTransitions\x12\".rbook.v1.RecordTransitionsRequest\x1a#.rbook.v1.RecordTransitionsResponse\x12G\n" +
 	"\n" +
 	"RenewLease\x12\x1b.rbook.v1.RenewLeaseRequest\x1a\x1c.rbook.v1.RenewLeaseResponse\x12;\n" +
 	"\x06GetRun\x12\x17.rbook.v1.GetRunRequest\x1a\x18.rbook.v1.GetRunResponse\x12A\n" +
@@ -1221,70 +1351,75 @@ func file_rbook_v1_run_service_proto_rawDescGZIP() []byte {
 	return file_rbook_v1_run_service_proto_rawDescData
 }
 
-var file_rbook_v1_run_service_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_rbook_v1_run_service_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_rbook_v1_run_service_proto_goTypes = []any{
-	(*StartRunRequest)(nil),          // 0: rbook.v1.StartRunRequest
-	(*StartRunResponse)(nil),         // 1: rbook.v1.StartRunResponse
-	(*RecordTransitionRequest)(nil),  // 2: rbook.v1.RecordTransitionRequest
-	(*RecordTransitionResponse)(nil), // 3: rbook.v1.RecordTransitionResponse
-	(*RenewLeaseRequest)(nil),        // 4: rbook.v1.RenewLeaseRequest
-	(*RenewLeaseResponse)(nil),       // 5: rbook.v1.RenewLeaseResponse
-	(*GetRunRequest)(nil),            // 6: rbook.v1.GetRunRequest
-	(*GetRunResponse)(nil),           // 7: rbook.v1.GetRunResponse
-	(*ListRunsRequest)(nil),          // 8: rbook.v1.ListRunsRequest
-	(*ListRunsResponse)(nil),         // 9: rbook.v1.ListRunsResponse
-	(*WatchRunRequest)(nil),          // 10: rbook.v1.WatchRunRequest
-	(*WatchRunResponse)(nil),         // 11: rbook.v1.WatchRunResponse
-	(*CancelRunRequest)(nil),         // 12: rbook.v1.CancelRunRequest
-	(*CancelRunResponse)(nil),        // 13: rbook.v1.CancelRunResponse
-	(*GetEvidencePackRequest)(nil),   // 14: rbook.v1.GetEvidencePackRequest
-	(*GetEvidencePackResponse)(nil),  // 15: rbook.v1.GetEvidencePackResponse
-	(*timestamppb.Timestamp)(nil),    // 16: google.protobuf.Timestamp
-	(RunKind)(0),                     // 17: rbook.v1.RunKind
-	(*GitHubWorkflowRun)(nil),        // 18: rbook.v1.GitHubWorkflowRun
-	(*Run)(nil),                      // 19: rbook.v1.Run
-	(*Transition)(nil),               // 20: rbook.v1.Transition
-	(*RunLease)(nil),                 // 21: rbook.v1.RunLease
-	(RunStatus)(0),                   // 22: rbook.v1.RunStatus
-	(*Evidence)(nil),                 // 23: rbook.v1.Evidence
+	(*StartRunRequest)(nil),           // 0: rbook.v1.StartRunRequest
+	(*StartRunResponse)(nil),          // 1: rbook.v1.StartRunResponse
+	(*RecordTransitionRequest)(nil),   // 2: rbook.v1.RecordTransitionRequest
+	(*RecordTransitionsRequest)(nil),  // 3: rbook.v1.RecordTransitionsRequest
+	(*RecordTransitionsResponse)(nil), // 4: rbook.v1.RecordTransitionsResponse
+	(*RecordTransitionResponse)(nil),  // 5: rbook.v1.RecordTransitionResponse
+	(*RenewLeaseRequest)(nil),         // 6: rbook.v1.RenewLeaseRequest
+	(*RenewLeaseResponse)(nil),        // 7: rbook.v1.RenewLeaseResponse
+	(*GetRunRequest)(nil),             // 8: rbook.v1.GetRunRequest
+	(*GetRunResponse)(nil),            // 9: rbook.v1.GetRunResponse
+	(*ListRunsRequest)(nil),           // 10: rbook.v1.ListRunsRequest
+	(*ListRunsResponse)(nil),          // 11: rbook.v1.ListRunsResponse
+	(*WatchRunRequest)(nil),           // 12: rbook.v1.WatchRunRequest
+	(*WatchRunResponse)(nil),          // 13: rbook.v1.WatchRunResponse
+	(*CancelRunRequest)(nil),          // 14: rbook.v1.CancelRunRequest
+	(*CancelRunResponse)(nil),         // 15: rbook.v1.CancelRunResponse
+	(*GetEvidencePackRequest)(nil),    // 16: rbook.v1.GetEvidencePackRequest
+	(*GetEvidencePackResponse)(nil),   // 17: rbook.v1.GetEvidencePackResponse
+	(*timestamppb.Timestamp)(nil),     // 18: google.protobuf.Timestamp
+	(RunKind)(0),                      // 19: rbook.v1.RunKind
+	(*GitHubWorkflowRun)(nil),         // 20: rbook.v1.GitHubWorkflowRun
+	(*Run)(nil),                       // 21: rbook.v1.Run
+	(*Transition)(nil),                // 22: rbook.v1.Transition
+	(*RunLease)(nil),                  // 23: rbook.v1.RunLease
+	(RunStatus)(0),                    // 24: rbook.v1.RunStatus
+	(*Evidence)(nil),                  // 25: rbook.v1.Evidence
 }
 var file_rbook_v1_run_service_proto_depIdxs = []int32{
-	16, // 0: rbook.v1.StartRunRequest.started_at:type_name -> google.protobuf.Timestamp
-	17, // 1: rbook.v1.StartRunRequest.kind:type_name -> rbook.v1.RunKind
-	18, // 2: rbook.v1.StartRunRequest.reported_workflow_run:type_name -> rbook.v1.GitHubWorkflowRun
-	19, // 3: rbook.v1.StartRunResponse.run:type_name -> rbook.v1.Run
-	20, // 4: rbook.v1.RecordTransitionRequest.transition:type_name -> rbook.v1.Transition
-	21, // 5: rbook.v1.RenewLeaseResponse.lease:type_name -> rbook.v1.RunLease
-	19, // 6: rbook.v1.GetRunResponse.run:type_name -> rbook.v1.Run
-	20, // 7: rbook.v1.GetRunResponse.transitions:type_name -> rbook.v1.Transition
-	22, // 8: rbook.v1.ListRunsRequest.status:type_name -> rbook.v1.RunStatus
-	17, // 9: rbook.v1.ListRunsRequest.kind:type_name -> rbook.v1.RunKind
-	19, // 10: rbook.v1.ListRunsResponse.runs:type_name -> rbook.v1.Run
-	19, // 11: rbook.v1.WatchRunResponse.run:type_name -> rbook.v1.Run
-	20, // 12: rbook.v1.WatchRunResponse.transition:type_name -> rbook.v1.Transition
-	19, // 13: rbook.v1.CancelRunResponse.run:type_name -> rbook.v1.Run
-	23, // 14: rbook.v1.GetEvidencePackResponse.entries:type_name -> rbook.v1.Evidence
-	0,  // 15: rbook.v1.RunService.StartRun:input_type -> rbook.v1.StartRunRequest
-	2,  // 16: rbook.v1.RunService.RecordTransition:input_type -> rbook.v1.RecordTransitionRequest
-	4,  // 17: rbook.v1.RunService.RenewLease:input_type -> rbook.v1.RenewLeaseRequest
-	6,  // 18: rbook.v1.RunService.GetRun:input_type -> rbook.v1.GetRunRequest
-	8,  // 19: rbook.v1.RunService.ListRuns:input_type -> rbook.v1.ListRunsRequest
-	10, // 20: rbook.v1.RunService.WatchRun:input_type -> rbook.v1.WatchRunRequest
-	12, // 21: rbook.v1.RunService.CancelRun:input_type -> rbook.v1.CancelRunRequest
-	14, // 22: rbook.v1.RunService.GetEvidencePack:input_type -> rbook.v1.GetEvidencePackRequest
-	1,  // 23: rbook.v1.RunService.StartRun:output_type -> rbook.v1.StartRunResponse
-	3,  // 24: rbook.v1.RunService.RecordTransition:output_type -> rbook.v1.RecordTransitionResponse
-	5,  // 25: rbook.v1.RunService.RenewLease:output_type -> rbook.v1.RenewLeaseResponse
-	7,  // 26: rbook.v1.RunService.GetRun:output_type -> rbook.v1.GetRunResponse
-	9,  // 27: rbook.v1.RunService.ListRuns:output_type -> rbook.v1.ListRunsResponse
-	11, // 28: rbook.v1.RunService.WatchRun:output_type -> rbook.v1.WatchRunResponse
-	13, // 29: rbook.v1.RunService.CancelRun:output_type -> rbook.v1.CancelRunResponse
-	15, // 30: rbook.v1.RunService.GetEvidencePack:output_type -> rbook.v1.GetEvidencePackResponse
-	23, // [23:31] is the sub-list for method output_type
-	15, // [15:23] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	18, // 0: rbook.v1.StartRunRequest.started_at:type_name -> google.protobuf.Timestamp
+	19, // 1: rbook.v1.StartRunRequest.kind:type_name -> rbook.v1.RunKind
+	20, // 2: rbook.v1.StartRunRequest.reported_workflow_run:type_name -> rbook.v1.GitHubWorkflowRun
+	21, // 3: rbook.v1.StartRunResponse.run:type_name -> rbook.v1.Run
+	22, // 4: rbook.v1.RecordTransitionRequest.transition:type_name -> rbook.v1.Transition
+	22, // 5: rbook.v1.RecordTransitionsRequest.transitions:type_name -> rbook.v1.Transition
+	23, // 6: rbook.v1.RenewLeaseResponse.lease:type_name -> rbook.v1.RunLease
+	21, // 7: rbook.v1.GetRunResponse.run:type_name -> rbook.v1.Run
+	22, // 8: rbook.v1.GetRunResponse.transitions:type_name -> rbook.v1.Transition
+	24, // 9: rbook.v1.ListRunsRequest.status:type_name -> rbook.v1.RunStatus
+	19, // 10: rbook.v1.ListRunsRequest.kind:type_name -> rbook.v1.RunKind
+	21, // 11: rbook.v1.ListRunsResponse.runs:type_name -> rbook.v1.Run
+	21, // 12: rbook.v1.WatchRunResponse.run:type_name -> rbook.v1.Run
+	22, // 13: rbook.v1.WatchRunResponse.transition:type_name -> rbook.v1.Transition
+	21, // 14: rbook.v1.CancelRunResponse.run:type_name -> rbook.v1.Run
+	25, // 15: rbook.v1.GetEvidencePackResponse.entries:type_name -> rbook.v1.Evidence
+	0,  // 16: rbook.v1.RunService.StartRun:input_type -> rbook.v1.StartRunRequest
+	2,  // 17: rbook.v1.RunService.RecordTransition:input_type -> rbook.v1.RecordTransitionRequest
+	3,  // 18: rbook.v1.RunService.RecordTransitions:input_type -> rbook.v1.RecordTransitionsRequest
+	6,  // 19: rbook.v1.RunService.RenewLease:input_type -> rbook.v1.RenewLeaseRequest
+	8,  // 20: rbook.v1.RunService.GetRun:input_type -> rbook.v1.GetRunRequest
+	10, // 21: rbook.v1.RunService.ListRuns:input_type -> rbook.v1.ListRunsRequest
+	12, // 22: rbook.v1.RunService.WatchRun:input_type -> rbook.v1.WatchRunRequest
+	14, // 23: rbook.v1.RunService.CancelRun:input_type -> rbook.v1.CancelRunRequest
+	16, // 24: rbook.v1.RunService.GetEvidencePack:input_type -> rbook.v1.GetEvidencePackRequest
+	1,  // 25: rbook.v1.RunService.StartRun:output_type -> rbook.v1.StartRunResponse
+	5,  // 26: rbook.v1.RunService.RecordTransition:output_type -> rbook.v1.RecordTransitionResponse
+	4,  // 27: rbook.v1.RunService.RecordTransitions:output_type -> rbook.v1.RecordTransitionsResponse
+	7,  // 28: rbook.v1.RunService.RenewLease:output_type -> rbook.v1.RenewLeaseResponse
+	9,  // 29: rbook.v1.RunService.GetRun:output_type -> rbook.v1.GetRunResponse
+	11, // 30: rbook.v1.RunService.ListRuns:output_type -> rbook.v1.ListRunsResponse
+	13, // 31: rbook.v1.RunService.WatchRun:output_type -> rbook.v1.WatchRunResponse
+	15, // 32: rbook.v1.RunService.CancelRun:output_type -> rbook.v1.CancelRunResponse
+	17, // 33: rbook.v1.RunService.GetEvidencePack:output_type -> rbook.v1.GetEvidencePackResponse
+	25, // [25:34] is the sub-list for method output_type
+	16, // [16:25] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_rbook_v1_run_service_proto_init() }
@@ -1299,7 +1434,7 @@ func file_rbook_v1_run_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rbook_v1_run_service_proto_rawDesc), len(file_rbook_v1_run_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   16,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -38,6 +38,9 @@ const (
 	// RunServiceRecordTransitionProcedure is the fully-qualified name of the RunService's
 	// RecordTransition RPC.
 	RunServiceRecordTransitionProcedure = "/rbook.v1.RunService/RecordTransition"
+	// RunServiceRecordTransitionsProcedure is the fully-qualified name of the RunService's
+	// RecordTransitions RPC.
+	RunServiceRecordTransitionsProcedure = "/rbook.v1.RunService/RecordTransitions"
 	// RunServiceRenewLeaseProcedure is the fully-qualified name of the RunService's RenewLease RPC.
 	RunServiceRenewLeaseProcedure = "/rbook.v1.RunService/RenewLease"
 	// RunServiceGetRunProcedure is the fully-qualified name of the RunService's GetRun RPC.
@@ -72,6 +75,15 @@ type RunServiceClient interface {
 	// E_PERMISSION_DENIED (an executor identity that does not own the run), E_SEQ_CONFLICT,
 	// E_SEQ_GAP, E_RUN_FINAL, E_RUN_CANCELLED, E_INVALID_ARGUMENT.
 	RecordTransition(context.Context, *v1.RecordTransitionRequest) (*v1.RecordTransitionResponse, error)
+	// RecordTransitions stores a batch of one run's transitions, in seq order, in one durable
+	// commit (issue 10, item 3), idempotent per (run_id, seq) like RecordTransition: stored ones
+	// that match are skipped. It stores the longest run of the batch it can and acknowledges
+	// the highest contiguous stored seq; an error for a later transition of the batch is
+	// returned only when nothing of it could be stored (the caller resends from acked_seq + 1).
+	// It renews the caller's lease. Errors: those of RecordTransition, and E_INVALID_ARGUMENT
+	// for an empty batch, more than 1000 transitions or more than 8 MiB, mixed run_ids, or seqs
+	// that are not consecutive.
+	RecordTransitions(context.Context, *v1.RecordTransitionsRequest) (*v1.RecordTransitionsResponse, error)
 	// RenewLease extends the caller's lease without recording anything; executors call it while
 	// a step or gate takes longer than a third of the lease. Errors: E_RUN_NOT_FOUND,
 	// E_LEASE_LOST, E_PERMISSION_DENIED, E_RUN_FINAL, E_RUN_CANCELLED.
@@ -121,6 +133,12 @@ func NewRunServiceClient(httpClient connect.HTTPClient, baseURL string, opts ...
 			connect.WithSchema(runServiceMethods.ByName("RecordTransition")),
 			connect.WithClientOptions(opts...),
 		),
+		recordTransitions: connect.NewClient[v1.RecordTransitionsRequest, v1.RecordTransitionsResponse](
+			httpClient,
+			baseURL+RunServiceRecordTransitionsProcedure,
+			connect.WithSchema(runServiceMethods.ByName("RecordTransitions")),
+			connect.WithClientOptions(opts...),
+		),
 		renewLease: connect.NewClient[v1.RenewLeaseRequest, v1.RenewLeaseResponse](
 			httpClient,
 			baseURL+RunServiceRenewLeaseProcedure,
@@ -162,14 +180,15 @@ func NewRunServiceClient(httpClient connect.HTTPClient, baseURL string, opts ...
 
 // runServiceClient implements RunServiceClient.
 type runServiceClient struct {
-	startRun         *connect.Client[v1.StartRunRequest, v1.StartRunResponse]
-	recordTransition *connect.Client[v1.RecordTransitionRequest, v1.RecordTransitionResponse]
-	renewLease       *connect.Client[v1.RenewLeaseRequest, v1.RenewLeaseResponse]
-	getRun           *connect.Client[v1.GetRunRequest, v1.GetRunResponse]
-	listRuns         *connect.Client[v1.ListRunsRequest, v1.ListRunsResponse]
-	watchRun         *connect.Client[v1.WatchRunRequest, v1.WatchRunResponse]
-	cancelRun        *connect.Client[v1.CancelRunRequest, v1.CancelRunResponse]
-	getEvidencePack  *connect.Client[v1.GetEvidencePackRequest, v1.GetEvidencePackResponse]
+	startRun          *connect.Client[v1.StartRunRequest, v1.StartRunResponse]
+	recordTransition  *connect.Client[v1.RecordTransitionRequest, v1.RecordTransitionResponse]
+	recordTransitions *connect.Client[v1.RecordTransitionsRequest, v1.RecordTransitionsResponse]
+	renewLease        *connect.Client[v1.RenewLeaseRequest, v1.RenewLeaseResponse]
+	getRun            *connect.Client[v1.GetRunRequest, v1.GetRunResponse]
+	listRuns          *connect.Client[v1.ListRunsRequest, v1.ListRunsResponse]
+	watchRun          *connect.Client[v1.WatchRunRequest, v1.WatchRunResponse]
+	cancelRun         *connect.Client[v1.CancelRunRequest, v1.CancelRunResponse]
+	getEvidencePack   *connect.Client[v1.GetEvidencePackRequest, v1.GetEvidencePackResponse]
 }
 
 // StartRun calls rbook.v1.RunService.StartRun.
@@ -184,6 +203,15 @@ func (c *runServiceClient) StartRun(ctx context.Context, req *v1.StartRunRequest
 // RecordTransition calls rbook.v1.RunService.RecordTransition.
 func (c *runServiceClient) RecordTransition(ctx context.Context, req *v1.RecordTransitionRequest) (*v1.RecordTransitionResponse, error) {
 	response, err := c.recordTransition.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// RecordTransitions calls rbook.v1.RunService.RecordTransitions.
+func (c *runServiceClient) RecordTransitions(ctx context.Context, req *v1.RecordTransitionsRequest) (*v1.RecordTransitionsResponse, error) {
+	response, err := c.recordTransitions.CallUnary(ctx, connect.NewRequest(req))
 	if response != nil {
 		return response.Msg, err
 	}
@@ -259,6 +287,15 @@ type RunServiceHandler interface {
 	// E_PERMISSION_DENIED (an executor identity that does not own the run), E_SEQ_CONFLICT,
 	// E_SEQ_GAP, E_RUN_FINAL, E_RUN_CANCELLED, E_INVALID_ARGUMENT.
 	RecordTransition(context.Context, *v1.RecordTransitionRequest) (*v1.RecordTransitionResponse, error)
+	// RecordTransitions stores a batch of one run's transitions, in seq order, in one durable
+	// commit (issue 10, item 3), idempotent per (run_id, seq) like RecordTransition: stored ones
+	// that match are skipped. It stores the longest run of the batch it can and acknowledges
+	// the highest contiguous stored seq; an error for a later transition of the batch is
+	// returned only when nothing of it could be stored (the caller resends from acked_seq + 1).
+	// It renews the caller's lease. Errors: those of RecordTransition, and E_INVALID_ARGUMENT
+	// for an empty batch, more than 1000 transitions or more than 8 MiB, mixed run_ids, or seqs
+	// that are not consecutive.
+	RecordTransitions(context.Context, *v1.RecordTransitionsRequest) (*v1.RecordTransitionsResponse, error)
 	// RenewLease extends the caller's lease without recording anything; executors call it while
 	// a step or gate takes longer than a third of the lease. Errors: E_RUN_NOT_FOUND,
 	// E_LEASE_LOST, E_PERMISSION_DENIED, E_RUN_FINAL, E_RUN_CANCELLED.
@@ -304,6 +341,12 @@ func NewRunServiceHandler(svc RunServiceHandler, opts ...connect.HandlerOption) 
 		connect.WithSchema(runServiceMethods.ByName("RecordTransition")),
 		connect.WithHandlerOptions(opts...),
 	)
+	runServiceRecordTransitionsHandler := connect.NewUnaryHandlerSimple(
+		RunServiceRecordTransitionsProcedure,
+		svc.RecordTransitions,
+		connect.WithSchema(runServiceMethods.ByName("RecordTransitions")),
+		connect.WithHandlerOptions(opts...),
+	)
 	runServiceRenewLeaseHandler := connect.NewUnaryHandlerSimple(
 		RunServiceRenewLeaseProcedure,
 		svc.RenewLease,
@@ -346,6 +389,8 @@ func NewRunServiceHandler(svc RunServiceHandler, opts ...connect.HandlerOption) 
 			runServiceStartRunHandler.ServeHTTP(w, r)
 		case RunServiceRecordTransitionProcedure:
 			runServiceRecordTransitionHandler.ServeHTTP(w, r)
+		case RunServiceRecordTransitionsProcedure:
+			runServiceRecordTransitionsHandler.ServeHTTP(w, r)
 		case RunServiceRenewLeaseProcedure:
 			runServiceRenewLeaseHandler.ServeHTTP(w, r)
 		case RunServiceGetRunProcedure:
@@ -373,6 +418,10 @@ func (UnimplementedRunServiceHandler) StartRun(context.Context, *v1.StartRunRequ
 
 func (UnimplementedRunServiceHandler) RecordTransition(context.Context, *v1.RecordTransitionRequest) (*v1.RecordTransitionResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("rbook.v1.RunService.RecordTransition is not implemented"))
+}
+
+func (UnimplementedRunServiceHandler) RecordTransitions(context.Context, *v1.RecordTransitionsRequest) (*v1.RecordTransitionsResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("rbook.v1.RunService.RecordTransitions is not implemented"))
 }
 
 func (UnimplementedRunServiceHandler) RenewLease(context.Context, *v1.RenewLeaseRequest) (*v1.RenewLeaseResponse, error) {

@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file rbook/v1/run_service.proto.
  */
 export const file_rbook_v1_run_service: GenFile = /*@__PURE__*/
-  fileDesc("ChpyYm9vay92MS9ydW5fc2VydmljZS5wcm90bxIIcmJvb2sudjEihAMKD1N0YXJ0UnVuUmVxdWVzdBIOCgZydW5faWQYASABKAkSDAoEbmFtZRgCIAEoCRIUCgxjb250ZW50X2hhc2gYAyABKAkSFAoMc2NoZW1hX2hhc2g4GAQgASgJEhMKC3RvdGFsX3N0ZXBzGAUgASgFEhIKCnN0YXJ0ZWRfYnkYBiABKAkSLgoKc3RhcnRlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASHwoEa2luZBgIIAEoDjIRLnJib29rLnYxLlJ1bktpbmQSEAoIb3duZXJfaWQYCSABKAkSEQoJdGFrZV9vdmVyGAogASgIEhUKDWxlYXNlX3NlY29uZHMYCyABKAUSOgoVcmVwb3J0ZWRfd29ya2Zsb3dfcnVuGAwgASgLMhsucmJvb2sudjEuR2l0SHViV29ya2Zsb3dSdW4SEAoIYmluZGluZ3MYDSABKAkSDwoHZXBpY19pZBgOIAEoCRISCgpzZXNzaW9uX2lkGA8gASgJIj8KEFN0YXJ0UnVuUmVzcG9uc2USGgoDcnVuGAEgASgLMg0ucmJvb2sudjEuUnVuEg8KB2NyZWF0ZWQYAiABKAgiZAoXUmVjb3JkVHJhbnNpdGlvblJlcXVlc3QSKAoKdHJhbnNpdGlvbhgBIAEoCzIULnJib29rLnYxLlRyYW5zaXRpb24SEAoIb3duZXJfaWQYAiABKAkSDQoFZXBvY2gYAyABKAMiPwoYUmVjb3JkVHJhbnNpdGlvblJlc3BvbnNlEhEKCWR1cGxpY2F0ZRgBIAEoCBIQCghsYXN0X3NlcRgCIAEoAyJVChFSZW5ld0xlYXNlUmVxdWVzdBIOCgZydW5faWQYASABKAkSEAoIb3duZXJfaWQYAiABKAkSDQoFZXBvY2gYAyABKAMSDwoHcmVsZWFzZRgEIAEoCCI3ChJSZW5ld0xlYXNlUmVzcG9uc2USIQoFbGVhc2UYASABKAsyEi5yYm9vay52MS5SdW5MZWFzZSJGCg1HZXRSdW5SZXF1ZXN0Eg4KBnJ1bl9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSJwCg5HZXRSdW5SZXNwb25zZRIaCgNydW4YASABKAsyDS5yYm9vay52MS5SdW4SKQoLdHJhbnNpdGlvbnMYAiADKAsyFC5yYm9vay52MS5UcmFuc2l0aW9uEhcKD25leHRfcGFnZV90b2tlbhgDIAEoCSKMAQoPTGlzdFJ1bnNSZXF1ZXN0EiMKBnN0YXR1cxgBIAEoDjITLnJib29rLnYxLlJ1blN0YXR1cxIMCgRuYW1lGAIgASgJEhEKCXBhZ2Vfc2l6ZRgDIAEoBRISCgpwYWdlX3Rva2VuGAQgASgJEh8KBGtpbmQYBSABKA4yES5yYm9vay52MS5SdW5LaW5kIkgKEExpc3RSdW5zUmVzcG9uc2USGwoEcnVucxgBIAMoCzINLnJib29rLnYxLlJ1bhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiMwoPV2F0Y2hSdW5SZXF1ZXN0Eg4KBnJ1bl9pZBgBIAEoCRIQCghmcm9tX3NlcRgCIAEoAyJYChBXYXRjaFJ1blJlc3BvbnNlEhoKA3J1bhgBIAEoCzINLnJib29rLnYxLlJ1bhIoCgp0cmFuc2l0aW9uGAIgASgLMhQucmJvb2sudjEuVHJhbnNpdGlvbiIyChBDYW5jZWxSdW5SZXF1ZXN0Eg4KBnJ1bl9pZBgBIAEoCRIOCgZyZWFzb24YAiABKAkiLwoRQ2FuY2VsUnVuUmVzcG9uc2USGgoDcnVuGAEgASgLMg0ucmJvb2sudjEuUnVuIk8KFkdldEV2aWRlbmNlUGFja1JlcXVlc3QSDgoGcnVuX2lkGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJInMKF0dldEV2aWRlbmNlUGFja1Jlc3BvbnNlEiMKB2VudHJpZXMYASADKAsyEi5yYm9vay52MS5FdmlkZW5jZRIaChJldmlkZW5jZV9wYWNrX2pzb24YAiABKAkSFwoPbmV4dF9wYWdlX3Rva2VuGAMgASgJMtYECgpSdW5TZXJ2aWNlEkEKCFN0YXJ0UnVuEhkucmJvb2sudjEuU3RhcnRSdW5SZXF1ZXN0GhoucmJvb2sudjEuU3RhcnRSdW5SZXNwb25zZRJZChBSZWNvcmRUcmFuc2l0aW9uEiEucmJvb2sudjEuUmVjb3JkVHJhbnNpdGlvblJlcXVlc3QaIi5yYm9vay52MS5SZWNvcmRUcmFuc2l0aW9uUmVzcG9uc2USRwoKUmVuZXdMZWFzZRIbLnJib29rLnYxLlJlbmV3TGVhc2VSZXF1ZXN0GhwucmJvb2sudjEuUmVuZXdMZWFzZVJlc3BvbnNlEjsKBkdldFJ1bhIXLnJib29rLnYxLkdldFJ1blJlcXVlc3QaGC5yYm9vay52MS5HZXRSdW5SZXNwb25zZRJBCghMaXN0UnVucxIZLnJib29rLnYxLkxpc3RSdW5zUmVxdWVzdBoaLnJib29rLnYxLkxpc3RSdW5zUmVzcG9uc2USQwoIV2F0Y2hSdW4SGS5yYm9vay52MS5XYXRjaFJ1blJlcXVlc3QaGi5yYm9vay52MS5XYXRjaFJ1blJlc3BvbnNlMAESRAoJQ2FuY2VsUnVuEhoucmJvb2sudjEuQ2FuY2VsUnVuUmVxdWVzdBobLnJib29rLnYxLkNhbmNlbFJ1blJlc3BvbnNlElYKD0dldEV2aWRlbmNlUGFjaxIgLnJib29rLnYxLkdldEV2aWRlbmNlUGFja1JlcXVlc3QaIS5yYm9vay52MS5HZXRFdmlkZW5jZVBhY2tSZXNwb25zZUI2WjRnaXRodWIuY29tL3Jib29raHEvcmJvb2stYWN0aW9uL2dlbi9yYm9vay92MTtyYm9va3YxYgZwcm90bzM", [file_google_protobuf_timestamp, file_rbook_v1_run]);
+  fileDesc("ChpyYm9vay92MS9ydW5fc2VydmljZS5wcm90bxIIcmJvb2sudjEihAMKD1N0YXJ0UnVuUmVxdWVzdBIOCgZydW5faWQYASABKAkSDAoEbmFtZRgCIAEoCRIUCgxjb250ZW50X2hhc2gYAyABKAkSFAoMc2NoZW1hX2hhc2g4GAQgASgJEhMKC3RvdGFsX3N0ZXBzGAUgASgFEhIKCnN0YXJ0ZWRfYnkYBiABKAkSLgoKc3RhcnRlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASHwoEa2luZBgIIAEoDjIRLnJib29rLnYxLlJ1bktpbmQSEAoIb3duZXJfaWQYCSABKAkSEQoJdGFrZV9vdmVyGAogASgIEhUKDWxlYXNlX3NlY29uZHMYCyABKAUSOgoVcmVwb3J0ZWRfd29ya2Zsb3dfcnVuGAwgASgLMhsucmJvb2sudjEuR2l0SHViV29ya2Zsb3dSdW4SEAoIYmluZGluZ3MYDSABKAkSDwoHZXBpY19pZBgOIAEoCRISCgpzZXNzaW9uX2lkGA8gASgJIj8KEFN0YXJ0UnVuUmVzcG9uc2USGgoDcnVuGAEgASgLMg0ucmJvb2sudjEuUnVuEg8KB2NyZWF0ZWQYAiABKAgiZAoXUmVjb3JkVHJhbnNpdGlvblJlcXVlc3QSKAoKdHJhbnNpdGlvbhgBIAEoCzIULnJib29rLnYxLlRyYW5zaXRpb24SEAoIb3duZXJfaWQYAiABKAkSDQoFZXBvY2gYAyABKAMiZgoYUmVjb3JkVHJhbnNpdGlvbnNSZXF1ZXN0EikKC3RyYW5zaXRpb25zGAEgAygLMhQucmJvb2sudjEuVHJhbnNpdGlvbhIQCghvd25lcl9pZBgCIAEoCRINCgVlcG9jaBgDIAEoAyJCChlSZWNvcmRUcmFuc2l0aW9uc1Jlc3BvbnNlEhEKCWFja2VkX3NlcRgBIAEoAxISCgpkdXBsaWNhdGVzGAIgASgFIj8KGFJlY29yZFRyYW5zaXRpb25SZXNwb25zZRIRCglkdXBsaWNhdGUYASABKAgSEAoIbGFzdF9zZXEYAiABKAMiVQoRUmVuZXdMZWFzZVJlcXVlc3QSDgoGcnVuX2lkGAEgASgJEhAKCG93bmVyX2lkGAIgASgJEg0KBWVwb2NoGAMgASgDEg8KB3JlbGVhc2UYBCABKAgiNwoSUmVuZXdMZWFzZVJlc3BvbnNlEiEKBWxlYXNlGAEgASgLMhIucmJvb2sudjEuUnVuTGVhc2UiRgoNR2V0UnVuUmVxdWVzdBIOCgZydW5faWQYASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkicAoOR2V0UnVuUmVzcG9uc2USGgoDcnVuGAEgASgLMg0ucmJvb2sudjEuUnVuEikKC3RyYW5zaXRpb25zGAIgAygLMhQucmJvb2sudjEuVHJhbnNpdGlvbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAyABKAkijAEKD0xpc3RSdW5zUmVxdWVzdBIjCgZzdGF0dXMYASABKA4yEy5yYm9vay52MS5SdW5TdGF0dXMSDAoEbmFtZRgCIAEoCRIRCglwYWdlX3NpemUYAyABKAUSEgoKcGFnZV90b2tlbhgEIAEoCRIfCgRraW5kGAUgASgOMhEucmJvb2sudjEuUnVuS2luZCJIChBMaXN0UnVuc1Jlc3BvbnNlEhsKBHJ1bnMYASADKAsyDS5yYm9vay52MS5SdW4SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIjMKD1dhdGNoUnVuUmVxdWVzdBIOCgZydW5faWQYASABKAkSEAoIZnJvbV9zZXEYAiABKAMiWAoQV2F0Y2hSdW5SZXNwb25zZRIaCgNydW4YASABKAsyDS5yYm9vay52MS5SdW4SKAoKdHJhbnNpdGlvbhgCIAEoCzIULnJib29rLnYxLlRyYW5zaXRpb24iMgoQQ2FuY2VsUnVuUmVxdWVzdBIOCgZydW5faWQYASABKAkSDgoGcmVhc29uGAIgASgJIi8KEUNhbmNlbFJ1blJlc3BvbnNlEhoKA3J1bhgBIAEoCzINLnJib29rLnYxLlJ1biJPChZHZXRFdmlkZW5jZVBhY2tSZXF1ZXN0Eg4KBnJ1bl9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSJzChdHZXRFdmlkZW5jZVBhY2tSZXNwb25zZRIjCgdlbnRyaWVzGAEgAygLMhIucmJvb2sudjEuRXZpZGVuY2USGgoSZXZpZGVuY2VfcGFja19qc29uGAIgASgJEhcKD25leHRfcGFnZV90b2tlbhgDIAEoCTK0BQoKUnVuU2VydmljZRJBCghTdGFydFJ1bhIZLnJib29rLnYxLlN0YXJ0UnVuUmVxdWVzdBoaLnJib29rLnYxLlN0YXJ0UnVuUmVzcG9uc2USWQoQUmVjb3JkVHJhbnNpdGlvbhIhLnJib29rLnYxLlJlY29yZFRyYW5zaXRpb25SZXF1ZXN0GiIucmJvb2sudjEuUmVjb3JkVHJhbnNpdGlvblJlc3BvbnNlElwKEVJlY29yZFRyYW5zaXRpb25zEiIucmJvb2sudjEuUmVjb3JkVHJhbnNpdGlvbnNSZXF1ZXN0GiMucmJvb2sudjEuUmVjb3JkVHJhbnNpdGlvbnNSZXNwb25zZRJHCgpSZW5ld0xlYXNlEhsucmJvb2sudjEuUmVuZXdMZWFzZVJlcXVlc3QaHC5yYm9vay52MS5SZW5ld0xlYXNlUmVzcG9uc2USOwoGR2V0UnVuEhcucmJvb2sudjEuR2V0UnVuUmVxdWVzdBoYLnJib29rLnYxLkdldFJ1blJlc3BvbnNlEkEKCExpc3RSdW5zEhkucmJvb2sudjEuTGlzdFJ1bnNSZXF1ZXN0GhoucmJvb2sudjEuTGlzdFJ1bnNSZXNwb25zZRJDCghXYXRjaFJ1bhIZLnJib29rLnYxLldhdGNoUnVuUmVxdWVzdBoaLnJib29rLnYxLldhdGNoUnVuUmVzcG9uc2UwARJECglDYW5jZWxSdW4SGi5yYm9vay52MS5DYW5jZWxSdW5SZXF1ZXN0GhsucmJvb2sudjEuQ2FuY2VsUnVuUmVzcG9uc2USVgoPR2V0RXZpZGVuY2VQYWNrEiAucmJvb2sudjEuR2V0RXZpZGVuY2VQYWNrUmVxdWVzdBohLnJib29rLnYxLkdldEV2aWRlbmNlUGFja1Jlc3BvbnNlQjZaNGdpdGh1Yi5jb20vcmJvb2tocS9yYm9vay1hY3Rpb24vZ2VuL3Jib29rL3YxO3Jib29rdjFiBnByb3RvMw", [file_google_protobuf_timestamp, file_rbook_v1_run]);
 
 /**
  * StartRunRequest describes the run an executor is about to execute (seed runbook-executor,
@@ -210,6 +210,70 @@ export const RecordTransitionRequestSchema: GenMessage<RecordTransitionRequest> 
   messageDesc(file_rbook_v1_run_service, 2);
 
 /**
+ * RecordTransitionsRequest carries consecutive transitions of one run (issue 10, item 3).
+ *
+ * @generated from message rbook.v1.RecordTransitionsRequest
+ */
+export type RecordTransitionsRequest = Message<"rbook.v1.RecordTransitionsRequest"> & {
+  /**
+   * The transitions, seq ascending by one, all of one run; 1..1000 of them, at most 8 MiB.
+   *
+   * @generated from field: repeated rbook.v1.Transition transitions = 1;
+   */
+  transitions: Transition[];
+
+  /**
+   * The caller's owner id (StartRunRequest.owner_id). Required.
+   *
+   * @generated from field: string owner_id = 2;
+   */
+  ownerId: string;
+
+  /**
+   * The lease epoch StartRun returned. Required; a stale one fails with E_LEASE_LOST.
+   *
+   * @generated from field: int64 epoch = 3;
+   */
+  epoch: bigint;
+};
+
+/**
+ * Describes the message rbook.v1.RecordTransitionsRequest.
+ * Use `create(RecordTransitionsRequestSchema)` to create a new message.
+ */
+export const RecordTransitionsRequestSchema: GenMessage<RecordTransitionsRequest> = /*@__PURE__*/
+  messageDesc(file_rbook_v1_run_service, 3);
+
+/**
+ * RecordTransitionsResponse acknowledges the stored prefix of a batch.
+ *
+ * @generated from message rbook.v1.RecordTransitionsResponse
+ */
+export type RecordTransitionsResponse = Message<"rbook.v1.RecordTransitionsResponse"> & {
+  /**
+   * The highest seq of the run stored after this call such that every seq up to it is stored:
+   * the caller may drop every transition up to it from its outbox.
+   *
+   * @generated from field: int64 acked_seq = 1;
+   */
+  ackedSeq: bigint;
+
+  /**
+   * How many transitions of the batch were already stored with the same content.
+   *
+   * @generated from field: int32 duplicates = 2;
+   */
+  duplicates: number;
+};
+
+/**
+ * Describes the message rbook.v1.RecordTransitionsResponse.
+ * Use `create(RecordTransitionsResponseSchema)` to create a new message.
+ */
+export const RecordTransitionsResponseSchema: GenMessage<RecordTransitionsResponse> = /*@__PURE__*/
+  messageDesc(file_rbook_v1_run_service, 4);
+
+/**
  * RecordTransitionResponse acknowledges a durable transition.
  *
  * @generated from message rbook.v1.RecordTransitionResponse
@@ -235,7 +299,7 @@ export type RecordTransitionResponse = Message<"rbook.v1.RecordTransitionRespons
  * Use `create(RecordTransitionResponseSchema)` to create a new message.
  */
 export const RecordTransitionResponseSchema: GenMessage<RecordTransitionResponse> = /*@__PURE__*/
-  messageDesc(file_rbook_v1_run_service, 3);
+  messageDesc(file_rbook_v1_run_service, 5);
 
 /**
  * RenewLeaseRequest extends an executor's lease on a run.
@@ -281,7 +345,7 @@ export type RenewLeaseRequest = Message<"rbook.v1.RenewLeaseRequest"> & {
  * Use `create(RenewLeaseRequestSchema)` to create a new message.
  */
 export const RenewLeaseRequestSchema: GenMessage<RenewLeaseRequest> = /*@__PURE__*/
-  messageDesc(file_rbook_v1_run_service, 4);
+  messageDesc(file_rbook_v1_run_service, 6);
 
 /**
  * RenewLeaseResponse returns the renewed lease.
@@ -302,7 +366,7 @@ export type RenewLeaseResponse = Message<"rbook.v1.RenewLeaseResponse"> & {
  * Use `create(RenewLeaseResponseSchema)` to create a new message.
  */
 export const RenewLeaseResponseSchema: GenMessage<RenewLeaseResponse> = /*@__PURE__*/
-  messageDesc(file_rbook_v1_run_service, 5);
+  messageDesc(file_rbook_v1_run_service, 7);
 
 /**
  * GetRunRequest names a run and the page of transitions to return.
@@ -338,7 +402,7 @@ export type GetRunRequest = Message<"rbook.v1.GetRunRequest"> & {
  * Use `create(GetRunRequestSchema)` to create a new message.
  */
 export const GetRunRequestSchema: GenMessage<GetRunRequest> = /*@__PURE__*/
-  messageDesc(file_rbook_v1_run_service, 6);
+  messageDesc(file_rbook_v1_run_service, 8);
 
 /**
  * GetRunResponse is a run with one page of its history.
@@ -373,7 +437,7 @@ export type GetRunResponse = Message<"rbook.v1.GetRunResponse"> & {
  * Use `create(GetRunResponseSchema)` to create a new message.
  */
 export const GetRunResponseSchema: GenMessage<GetRunResponse> = /*@__PURE__*/
-  messageDesc(file_rbook_v1_run_service, 7);
+  messageDesc(file_rbook_v1_run_service, 9);
 
 /**
  * ListRunsRequest filters and pages runs.
@@ -423,7 +487,7 @@ export type ListRunsRequest = Message<"rbook.v1.ListRunsRequest"> & {
  * Use `create(ListRunsRequestSchema)` to create a new message.
  */
 export const ListRunsRequestSchema: GenMessage<ListRunsRequest> = /*@__PURE__*/
-  messageDesc(file_rbook_v1_run_service, 8);
+  messageDesc(file_rbook_v1_run_service, 10);
 
 /**
  * ListRunsResponse is one page of runs.
@@ -451,7 +515,7 @@ export type ListRunsResponse = Message<"rbook.v1.ListRunsResponse"> & {
  * Use `create(ListRunsResponseSchema)` to create a new message.
  */
 export const ListRunsResponseSchema: GenMessage<ListRunsResponse> = /*@__PURE__*/
-  messageDesc(file_rbook_v1_run_service, 9);
+  messageDesc(file_rbook_v1_run_service, 11);
 
 /**
  * WatchRunRequest names the run to watch and where to start replaying.
@@ -479,7 +543,7 @@ export type WatchRunRequest = Message<"rbook.v1.WatchRunRequest"> & {
  * Use `create(WatchRunRequestSchema)` to create a new message.
  */
 export const WatchRunRequestSchema: GenMessage<WatchRunRequest> = /*@__PURE__*/
-  messageDesc(file_rbook_v1_run_service, 10);
+  messageDesc(file_rbook_v1_run_service, 12);
 
 /**
  * WatchRunResponse is one event of a watched run.
@@ -507,7 +571,7 @@ export type WatchRunResponse = Message<"rbook.v1.WatchRunResponse"> & {
  * Use `create(WatchRunResponseSchema)` to create a new message.
  */
 export const WatchRunResponseSchema: GenMessage<WatchRunResponse> = /*@__PURE__*/
-  messageDesc(file_rbook_v1_run_service, 11);
+  messageDesc(file_rbook_v1_run_service, 13);
 
 /**
  * CancelRunRequest asks to cancel a run (seed runbook-executor, Step 8; case A04).
@@ -535,7 +599,7 @@ export type CancelRunRequest = Message<"rbook.v1.CancelRunRequest"> & {
  * Use `create(CancelRunRequestSchema)` to create a new message.
  */
 export const CancelRunRequestSchema: GenMessage<CancelRunRequest> = /*@__PURE__*/
-  messageDesc(file_rbook_v1_run_service, 12);
+  messageDesc(file_rbook_v1_run_service, 14);
 
 /**
  * CancelRunResponse returns the cancelled run.
@@ -556,7 +620,7 @@ export type CancelRunResponse = Message<"rbook.v1.CancelRunResponse"> & {
  * Use `create(CancelRunResponseSchema)` to create a new message.
  */
 export const CancelRunResponseSchema: GenMessage<CancelRunResponse> = /*@__PURE__*/
-  messageDesc(file_rbook_v1_run_service, 13);
+  messageDesc(file_rbook_v1_run_service, 15);
 
 /**
  * GetEvidencePackRequest names a run and the page of its evidence pack to return.
@@ -592,7 +656,7 @@ export type GetEvidencePackRequest = Message<"rbook.v1.GetEvidencePackRequest"> 
  * Use `create(GetEvidencePackRequestSchema)` to create a new message.
  */
 export const GetEvidencePackRequestSchema: GenMessage<GetEvidencePackRequest> = /*@__PURE__*/
-  messageDesc(file_rbook_v1_run_service, 14);
+  messageDesc(file_rbook_v1_run_service, 16);
 
 /**
  * GetEvidencePackResponse is one page of the run's evidence pack in two forms.
@@ -629,7 +693,7 @@ export type GetEvidencePackResponse = Message<"rbook.v1.GetEvidencePackResponse"
  * Use `create(GetEvidencePackResponseSchema)` to create a new message.
  */
 export const GetEvidencePackResponseSchema: GenMessage<GetEvidencePackResponse> = /*@__PURE__*/
-  messageDesc(file_rbook_v1_run_service, 15);
+  messageDesc(file_rbook_v1_run_service, 17);
 
 /**
  * RunService owns runs and their transitions (issue 3, item 1). Executors call StartRun and
@@ -669,6 +733,23 @@ export const RunService: GenService<{
     methodKind: "unary";
     input: typeof RecordTransitionRequestSchema;
     output: typeof RecordTransitionResponseSchema;
+  },
+  /**
+   * RecordTransitions stores a batch of one run's transitions, in seq order, in one durable
+   * commit (issue 10, item 3), idempotent per (run_id, seq) like RecordTransition: stored ones
+   * that match are skipped. It stores the longest run of the batch it can and acknowledges
+   * the highest contiguous stored seq; an error for a later transition of the batch is
+   * returned only when nothing of it could be stored (the caller resends from acked_seq + 1).
+   * It renews the caller's lease. Errors: those of RecordTransition, and E_INVALID_ARGUMENT
+   * for an empty batch, more than 1000 transitions or more than 8 MiB, mixed run_ids, or seqs
+   * that are not consecutive.
+   *
+   * @generated from rpc rbook.v1.RunService.RecordTransitions
+   */
+  recordTransitions: {
+    methodKind: "unary";
+    input: typeof RecordTransitionsRequestSchema;
+    output: typeof RecordTransitionsResponseSchema;
   },
   /**
    * RenewLease extends the caller's lease without recording anything; executors call it while
