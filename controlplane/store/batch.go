@@ -11,8 +11,10 @@ import (
 const (
 	// MaxBatchTransitions caps the transitions of one batch.
 	MaxBatchTransitions = 1000
-	// MaxBatchBytes caps a batch's size (bytes), counted as the sum of TransitionBytes.
-	MaxBatchBytes = 8 << 20
+	// MaxBatchBytes caps a batch's size (bytes), counted as the sum of TransitionBytes: 4 MiB,
+	// the server's request limit (server.DefaultMaxMessageBytes), so no batch the server can
+	// receive is refused by the store for its size alone.
+	MaxBatchBytes = 4 << 20
 )
 
 // TransitionBytes is the size a transition counts for MaxBatchBytes (bytes): the length of

@@ -190,7 +190,7 @@ func TestIssue10_3_StoreBatchLimits(t *testing.T) {
 	}{
 		{"empty", nil, "no transition"},
 		{"too many", batchOf("b5", 1, MaxBatchTransitions+1), "1001 transitions, at most 1000"},
-		{"too big", oversize, "exceeds 8388608 bytes at transition 15 (seq 16)"},
+		{"too big", oversize, "exceeds 4194304 bytes at transition 7 (seq 8)"},
 		{"two runs", mixed, `transition 1 of the batch is of run "b6"`},
 		{"gap", gap, "seq 4 after seq 2"},
 		{"invalid", invalid, "transition 2 (seq 3) of the batch: store: invalid argument: kind is required"},

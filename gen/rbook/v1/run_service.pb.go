@@ -327,7 +327,7 @@ func (x *RecordTransitionRequest) GetEpoch() int64 {
 // RecordTransitionsRequest carries consecutive transitions of one run (issue 10, item 3).
 type RecordTransitionsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The transitions, seq ascending by one, all of one run; 1..1000 of them, at most 8 MiB.
+	// The transitions, seq ascending by one, all of one run; 1..1000 of them, at most 4 MiB.
 	Transitions []*Transition `protobuf:"bytes,1,rep,name=transitions,proto3" json:"transitions,omitempty"`
 	// The caller's owner id (StartRunRequest.owner_id). Required.
 	OwnerId string `protobuf:"bytes,2,opt,name=owner_id,json=ownerId,proto3" json:"owner_id,omitempty"`

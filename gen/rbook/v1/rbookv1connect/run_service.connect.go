@@ -81,7 +81,7 @@ type RunServiceClient interface {
 	// the highest contiguous stored seq; an error for a later transition of the batch is
 	// returned only when nothing of it could be stored (the caller resends from acked_seq + 1).
 	// It renews the caller's lease. Errors: those of RecordTransition, and E_INVALID_ARGUMENT
-	// for an empty batch, more than 1000 transitions or more than 8 MiB, mixed run_ids, or seqs
+	// for an empty batch, more than 1000 transitions or more than 4 MiB (the server's request limit), mixed run_ids, or seqs
 	// that are not consecutive.
 	RecordTransitions(context.Context, *v1.RecordTransitionsRequest) (*v1.RecordTransitionsResponse, error)
 	// RenewLease extends the caller's lease without recording anything; executors call it while
@@ -293,7 +293,7 @@ type RunServiceHandler interface {
 	// the highest contiguous stored seq; an error for a later transition of the batch is
 	// returned only when nothing of it could be stored (the caller resends from acked_seq + 1).
 	// It renews the caller's lease. Errors: those of RecordTransition, and E_INVALID_ARGUMENT
-	// for an empty batch, more than 1000 transitions or more than 8 MiB, mixed run_ids, or seqs
+	// for an empty batch, more than 1000 transitions or more than 4 MiB (the server's request limit), mixed run_ids, or seqs
 	// that are not consecutive.
 	RecordTransitions(context.Context, *v1.RecordTransitionsRequest) (*v1.RecordTransitionsResponse, error)
 	// RenewLease extends the caller's lease without recording anything; executors call it while

@@ -216,7 +216,7 @@ export const RecordTransitionRequestSchema: GenMessage<RecordTransitionRequest> 
  */
 export type RecordTransitionsRequest = Message<"rbook.v1.RecordTransitionsRequest"> & {
   /**
-   * The transitions, seq ascending by one, all of one run; 1..1000 of them, at most 8 MiB.
+   * The transitions, seq ascending by one, all of one run; 1..1000 of them, at most 4 MiB.
    *
    * @generated from field: repeated rbook.v1.Transition transitions = 1;
    */
@@ -741,7 +741,7 @@ export const RunService: GenService<{
    * the highest contiguous stored seq; an error for a later transition of the batch is
    * returned only when nothing of it could be stored (the caller resends from acked_seq + 1).
    * It renews the caller's lease. Errors: those of RecordTransition, and E_INVALID_ARGUMENT
-   * for an empty batch, more than 1000 transitions or more than 8 MiB, mixed run_ids, or seqs
+   * for an empty batch, more than 1000 transitions or more than 4 MiB (the server's request limit), mixed run_ids, or seqs
    * that are not consecutive.
    *
    * @generated from rpc rbook.v1.RunService.RecordTransitions
