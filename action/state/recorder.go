@@ -11,8 +11,11 @@ import (
 
 // FileRecorder is the engine.Recorder that keeps the state file (seed Steps 4 and 6). It holds
 // the run's State in memory and rewrites the file whenever a transition changes what a
-// resume would do. A step_started of a step that is safe to repeat (check, confirm) is not
-// written: resume re-runs such steps anyway, and skipping the write halves the fsyncs.
+// resume would do. A step_started of a step that is safe to repeat (check, confirm, a
+// playbook approval node) is not written: resume re-runs such steps anyway, so the start
+// rides along with the next write and such a step costs one durable write (issue 10, item 4).
+// A side-effecting step's start (deploy, rollback, deterministic, agentic: in_flight) is on
+// disk before Record returns, so before the step runs (case R06).
 //
 // No final run without its evidence pack (issue 6, item 1.7): every write of a state whose
 // run_status is final is preceded by writing the evidence pack file
@@ -30,6 +33,9 @@ type FileRecorder struct {
 	// transitions since then: Sync writes when either shows the file is behind.
 	outboxWritten int
 	acked         bool
+	// writes counts the state-file writes made (each one temp file, fsync, rename, folder
+	// fsync): tests assert which transitions are durable (issue 10, item 4).
+	writes int
 	// mu guards State against Ack, which an asynchronous control-plane sender calls.
 	mu sync.Mutex
 }
@@ -48,16 +54,17 @@ func (r *FileRecorder) Sync() error {
 
 func (r *FileRecorder) write() error {
 	err := r.evidence.before(r.Path, r.State)
-	var data []byte
+	var parts [3][]byte
 	if err == nil {
-		data, err = r.pack.Encode(r.State)
+		parts, err = r.pack.parts(r.State)
 	}
 	if err == nil {
-		err = WriteFileAtomic(r.Path, data)
+		err = writeFileAtomic(r.Path, parts[:]...)
 	}
 	if err != nil {
 		return &NotWritableError{Err: err}
 	}
+	r.writes++
 	r.outboxWritten, r.acked = len(r.State.Outbox), false
 	return nil
 }

@@ -279,24 +279,53 @@ func Write(path string, s *State) error {
 // Pack encodes a State whose evidence pack only grows, encoding each entry once: rewriting
 // the whole file after every step would otherwise cost O(entries) reflection per step. Outbox
 // entries are cached by sequence number for the same reason (a slow control plane lets the
-// outbox grow).
+// outbox grow). A write through a Pack (FileRecorder) therefore costs the encoding of the
+// header and of the new entries only, plus the write and fsync of the file; the cached bytes
+// are handed to the file as they are, never copied into one buffer (issue 10, item 4).
 type Pack struct {
-	n      int
-	buf    []byte
-	outbox map[int64][]byte
+	n   int
+	buf []byte
+	// outbox holds each outbox transition's encoding by seq; spare is the map of the
+	// previous write, cleared and reused, so a write allocates no map.
+	outbox, spare map[int64][]byte
+	// head is the scratch buffer of the header and the outbox; enc encodes into it.
+	head bytes.Buffer
+	enc  *json.Encoder
 }
 
 // Encode renders s as indented JSON with outbox and evidence_pack last. Entries already
 // encoded by this Pack are reused; if s's pack is not an extension of what was encoded, it
-// starts over.
+// starts over. The result is a new slice the caller owns.
 func (p *Pack) Encode(s *State) ([]byte, error) {
+	parts, err := p.parts(s)
+	if err != nil {
+		return nil, err
+	}
+	var n int
+	for _, b := range parts {
+		n += len(b)
+	}
+	out := make([]byte, 0, n)
+	for _, b := range parts {
+		out = append(out, b...)
+	}
+	return out, nil
+}
+
+// packTail ends every state file: the evidence_pack array, the object, a newline.
+const packTail = "]\n}\n"
+
+// parts renders s like Encode as consecutive pieces (header and outbox, the cached evidence
+// entries, the end) without joining them. The pieces alias p's buffers: they are valid until
+// the next call.
+func (p *Pack) parts(s *State) ([3][]byte, error) {
 	if p.n > len(s.EvidencePack) {
 		p.n, p.buf = 0, nil
 	}
 	for ; p.n < len(s.EvidencePack); p.n++ {
 		e, err := json.MarshalIndent(s.EvidencePack[p.n], "    ", "  ")
 		if err != nil {
-			return nil, err
+			return [3][]byte{}, err
 		}
 		if p.n > 0 {
 			p.buf = append(p.buf, ',')
@@ -307,52 +336,59 @@ func (p *Pack) Encode(s *State) ([]byte, error) {
 	type header State
 	h := header(*s)
 	h.EvidencePack, h.Outbox = nil, nil
-	head, err := json.MarshalIndent(struct {
+	if p.enc == nil {
+		p.enc = json.NewEncoder(&p.head)
+		p.enc.SetIndent("", "  ") // as json.MarshalIndent; HTML escaped as json.Marshal does
+	}
+	p.head.Reset()
+	if err := p.enc.Encode(struct {
 		*header
 		Outbox       []engine.Transition `json:"outbox,omitempty"`
 		EvidencePack []engine.Evidence   `json:"evidence_pack,omitempty"`
-	}{header: &h}, "", "  ")
-	if err != nil {
-		return nil, err
+	}{header: &h}); err != nil {
+		return [3][]byte{}, err
 	}
-	out := make([]byte, 0, len(head)+len(p.buf)+32)
-	out = append(out, head[:len(head)-2]...) // drop "\n}"
+	p.head.Truncate(p.head.Len() - 3) // drop "\n}\n"
 	if len(s.Outbox) > 0 {
-		if out, err = p.appendOutbox(out, s.Outbox); err != nil {
-			return nil, err
+		if err := p.appendOutbox(s.Outbox); err != nil {
+			return [3][]byte{}, err
 		}
 	}
-	out = append(out, ",\n  \"evidence_pack\": ["...)
-	out = append(out, p.buf...)
+	p.head.WriteString(",\n  \"evidence_pack\": [")
+	tail := packTail
 	if p.n > 0 {
-		out = append(out, "\n  "...)
+		tail = "\n  " + packTail
 	}
-	return append(out, "]\n}\n"...), nil
+	return [3][]byte{p.head.Bytes(), p.buf, []byte(tail)}, nil
 }
 
-func (p *Pack) appendOutbox(out []byte, ob []engine.Transition) ([]byte, error) {
-	if p.outbox == nil {
-		p.outbox = map[int64][]byte{}
+// appendOutbox writes the outbox array into p.head, reusing the encoding of every transition
+// the previous write held.
+func (p *Pack) appendOutbox(ob []engine.Transition) error {
+	keep := p.spare
+	if keep == nil {
+		keep = make(map[int64][]byte, len(ob))
 	}
-	keep := make(map[int64][]byte, len(ob))
-	out = append(out, ",\n  \"outbox\": ["...)
+	p.head.WriteString(",\n  \"outbox\": [")
 	for i, t := range ob {
 		e, ok := p.outbox[t.Seq]
 		if !ok {
 			var err error
 			if e, err = json.Marshal(t); err != nil {
-				return nil, err
+				return err
 			}
 		}
 		keep[t.Seq] = e
 		if i > 0 {
-			out = append(out, ',')
+			p.head.WriteByte(',')
 		}
-		out = append(out, "\n    "...)
-		out = append(out, e...)
+		p.head.WriteString("\n    ")
+		p.head.Write(e)
 	}
-	p.outbox = keep
-	return append(out, "\n  ]"...), nil
+	clear(p.outbox)
+	p.outbox, p.spare = keep, p.outbox
+	p.head.WriteString("\n  ]")
+	return nil
 }
 
 // WriteFileAtomic writes data to path with the temp-file, fsync, rename, fsync-folder
@@ -360,7 +396,13 @@ func (p *Pack) appendOutbox(out []byte, ob []engine.Transition) ([]byte, error) 
 // file is ".<name>.tmp-<digits>" in the same folder (TempPattern); an interrupted write can
 // leave one behind, which RemoveStaleTemps cleans.
 func WriteFileAtomic(path string, data []byte) error {
-	tmpName, err := writeTemp(path, data)
+	return writeFileAtomic(path, data)
+}
+
+// writeFileAtomic is WriteFileAtomic of the concatenation of parts, written one after the
+// other into the temp file (no joined copy is made).
+func writeFileAtomic(path string, parts ...[]byte) error {
+	tmpName, err := writeTemp(path, parts...)
 	if err != nil {
 		return err
 	}
@@ -389,8 +431,9 @@ func writeFileExclusive(path string, data []byte) (created bool, err error) {
 	return true, syncDir(filepath.Dir(path))
 }
 
-// writeTemp writes data to a new, fsynced 0600 temp file beside path and returns its name.
-func writeTemp(path string, data []byte) (string, error) {
+// writeTemp writes the concatenation of parts to a new, fsynced 0600 temp file beside path
+// and returns its name.
+func writeTemp(path string, parts ...[]byte) (string, error) {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
@@ -405,8 +448,10 @@ func writeTemp(path string, data []byte) (string, error) {
 		os.Remove(tmpName)
 		return "", fmt.Errorf("write %s: %w", path, err)
 	}
-	if _, err := tmp.Write(data); err != nil {
-		return cleanup(err)
+	for _, data := range parts {
+		if _, err := tmp.Write(data); err != nil {
+			return cleanup(err)
+		}
 	}
 	if err := tmp.Chmod(0o600); err != nil {
 		return cleanup(err)

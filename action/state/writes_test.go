@@ -1,0 +1,272 @@
+package state
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/rbookhq/rbook-action/action/engine"
+	"github.com/rbookhq/rbook-action/action/runbook"
+)
+
+// gateFunc adapts a function to engine.Gate.
+type gateFunc func(context.Context, engine.GateRequest) (engine.Decision, error)
+
+func (f gateFunc) Await(ctx context.Context, req engine.GateRequest) (engine.Decision, error) {
+	return f(ctx, req)
+}
+
+// writeLog is a Recorder placed after a FileRecorder: it notes, for every transition, how
+// many state-file writes the FileRecorder made for it.
+type writeLog struct {
+	fr   *FileRecorder
+	last int
+	got  []string
+}
+
+func (w *writeLog) Record(_ context.Context, t engine.Transition) error {
+	w.got = append(w.got, fmt.Sprintf("%s %s %s: %d", t.Kind, t.StepType, t.StepName, w.fr.writes-w.last))
+	w.last = w.fr.writes
+	return nil
+}
+
+// TestIssue10_4_OnlySideEffectingStartsAreDurable: one state write per check or confirm step
+// (its step_started rides along with the next write; resume re-runs such a step anyway),
+// while a deploy's step_started is on disk, with in_flight, before the deploy executor is
+// called. Asserted from inside the executors on the file itself (issue 10, item 4; case R06).
+func TestIssue10_4_OnlySideEffectingStartsAreDurable(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "demo.state.json")
+	plan := testPlan() // check-pre, deploy-app, confirm-app
+	o, err := Open(plan, path, OpenOptions{Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fr := &FileRecorder{Path: path, State: o.State}
+	log := &writeLog{fr: fr}
+	var inside []string
+	onDisk := func(step string) {
+		st, err := Read(path)
+		if err != nil {
+			t.Fatalf("inside %s: %v", step, err)
+		}
+		inflight := "none"
+		if st.InFlight != nil {
+			inflight = st.InFlight.StepName + "/" + st.InFlight.StepType
+		}
+		inside = append(inside, fmt.Sprintf("%s: seq %d, current %d, in_flight %s, evidence %d", step, st.Seq, st.CurrentStepIndex, inflight, len(st.EvidencePack)))
+	}
+	exec := engine.ExecutorFunc(func(_ context.Context, s runbook.Step, _ engine.RunContext) engine.Outcome {
+		onDisk(s.Name)
+		return engine.Outcome{Status: engine.StatusPass, Output: `{"count": 0}`}
+	})
+	gate := gateFunc(func(_ context.Context, req engine.GateRequest) (engine.Decision, error) {
+		onDisk("gate " + req.StepName)
+		return engine.Decision{Verdict: engine.Approved, By: "token:t", Input: "yes", Source: "test"}, nil
+	})
+	e := &engine.Engine{Plan: plan, Gate: gate, Recorders: []engine.Recorder{fr, log},
+		Executors: map[runbook.StepType]engine.Executor{runbook.TypeCheck: exec, runbook.TypeDeploy: exec}}
+	res, err := e.Run(t.Context(), engine.Start{RunID: o.State.RunID, Fresh: true})
+	if err != nil || res.Status != engine.RunCompleted {
+		t.Fatalf("run: %v %+v", err, res)
+	}
+	wantInside := []string{
+		// check-pre's step_started (seq 2) is not on disk: only run_started (seq 1).
+		"check-pre: seq 1, current 0, in_flight none, evidence 0",
+		// deploy-app's step_started (seq 4) is, with in_flight, before the deploy runs.
+		"deploy-app: seq 4, current 1, in_flight deploy-app/deploy, evidence 1",
+		// the gate is announced (gate_opened, seq 7: written) before it waits.
+		"gate confirm-app: seq 7, current 2, in_flight none, evidence 2",
+	}
+	if strings.Join(inside, "\n") != strings.Join(wantInside, "\n") {
+		t.Errorf("state file seen from inside the steps:\n%s\nwant\n%s", strings.Join(inside, "\n"), strings.Join(wantInside, "\n"))
+	}
+	wantWrites := []string{
+		"run_started  : 1",
+		"step_started check check-pre: 0",
+		"step_finished check check-pre: 1",
+		"step_started deploy deploy-app: 1",
+		"step_finished deploy deploy-app: 1",
+		"step_started confirm confirm-app: 0",
+		"gate_opened confirm confirm-app: 1",
+		"gate_decided confirm confirm-app: 0",
+		"step_finished confirm confirm-app: 1",
+		"run_finished  : 1",
+	}
+	if strings.Join(log.got, "\n") != strings.Join(wantWrites, "\n") {
+		t.Errorf("writes per transition:\n%s\nwant\n%s", strings.Join(log.got, "\n"), strings.Join(wantWrites, "\n"))
+	}
+	st, err := Read(path)
+	if err != nil || st.Seq != 10 || st.RunStatus != engine.RunCompleted || len(st.EvidencePack) != 3 || st.InFlight != nil {
+		t.Fatalf("final state: %v %+v", err, st)
+	}
+}
+
+// TestIssue10_4_PlaybookApprovalStartNotDurable: in a playbook, an approval node's
+// step_started is not written (it asks again on resume), a deterministic or agentic node's
+// is, with in_flight_nodes (issue 10, item 4).
+func TestIssue10_4_PlaybookApprovalStartNotDurable(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "diamond.playbook.state.json")
+	plan := testPlaybookPlan()
+	o, err := OpenPlaybook(plan, path, PlaybookOpenOptions{PlaybookPath: plan.Path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fr := &FileRecorder{Path: path, State: o.State}
+	typed := func(tr engine.Transition, typ runbook.StepType) engine.Transition {
+		tr.RunID, tr.StepType = o.State.RunID, string(typ)
+		return tr
+	}
+	steps := []struct {
+		t      engine.Transition
+		writes int
+	}{
+		{engine.Transition{RunID: o.State.RunID, Seq: 1, Kind: engine.TransitionRunStarted, StepIndex: -1, RunStatus: engine.RunInProgress}, 1},
+		{typed(tr(2, engine.TransitionStepStarted, 0, "a", nil), runbook.TypeApproval), 0},
+		{typed(tr(3, engine.TransitionGateOpened, 0, "a", nil), runbook.TypeApproval), 1},
+		{typed(tr(4, engine.TransitionGateDecided, 0, "a", nil), runbook.TypeApproval), 0},
+		{typed(tr(5, engine.TransitionStepFinished, 0, "a", &engine.Evidence{StepName: "a", Type: "approval", Status: engine.StatusPass, TimestampUTC: "t"}), runbook.TypeApproval), 1},
+		{typed(tr(6, engine.TransitionStepStarted, 1, "b", nil), runbook.TypeDeterministic), 1},
+		{typed(tr(7, engine.TransitionStepStarted, 2, "c", nil), runbook.TypeAgentic), 1},
+	}
+	for _, s := range steps {
+		before := fr.writes
+		if err := fr.Record(t.Context(), s.t); err != nil {
+			t.Fatal(err)
+		}
+		if got := fr.writes - before; got != s.writes {
+			t.Errorf("%s of %s (%s): %d writes, want %d", s.t.Kind, s.t.StepName, s.t.StepType, got, s.writes)
+		}
+	}
+	st, err := Read(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := nodeList(st.InFlightNodes); got != "b, c" || st.Seq != 7 || st.IterationCounts["a"] != 1 {
+		t.Errorf("on disk: in_flight_nodes %s, seq %d, iteration_counts %v", got, st.Seq, st.IterationCounts)
+	}
+}
+
+// TestIssue10_4_CachedEncodingIsByteExact: after many writes through one FileRecorder (its
+// Pack reuses every evidence entry's and outbox transition's bytes), the file on disk is byte
+// for byte what a fresh encoding of the same State gives, and that is json.MarshalIndent of
+// the State with outbox and evidence_pack moved last (the format of every earlier release).
+// Acknowledgements drop outbox entries in between, so the outbox cache is exercised both ways.
+func TestIssue10_4_CachedEncodingIsByteExact(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "demo.state.json")
+	in := "Resources | where name == '<b>&amp;' | project name"
+	plan := &runbook.Plan{Name: "demo", SchemaHash8: "a1b2c3d4", ContentHash: "hash-1"}
+	const n = 60
+	for i := 0; i < n; i++ {
+		typ := runbook.TypeCheck
+		if i%4 == 1 {
+			typ = runbook.TypeDeploy
+		}
+		plan.Steps = append(plan.Steps, runbook.Step{Index: i, Name: fmt.Sprintf("step-%02d", i), Type: typ, Input: &in, OnFail: runbook.OnFailContinue, TimeoutSeconds: 5})
+	}
+	o, err := Open(plan, path, OpenOptions{Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fr := &FileRecorder{Path: path, State: o.State, KeepOutbox: true}
+	checked := 0
+	verify := func(at string) {
+		disk, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fresh, err := new(Pack).Encode(fr.State)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(disk, fresh) {
+			t.Fatalf("%s: the cached encoding differs from a fresh one:\n%s\n----\n%s", at, disk, fresh)
+		}
+		if want := marshalIndentOutboxLast(t, fr.State); !bytes.Equal(disk, want) {
+			t.Fatalf("%s: the file is not json.MarshalIndent of the state:\n%s\n----\n%s", at, disk, want)
+		}
+		if _, err := Parse(path, disk); err != nil {
+			t.Fatalf("%s: %v", at, err)
+		}
+		checked++
+	}
+	var seen int64
+	lastWrites := 0
+	check := engine.RecorderFunc(func(_ context.Context, tr engine.Transition) error {
+		if fr.writes != lastWrites { // this transition was written: disk equals memory
+			verify(fmt.Sprintf("after seq %d (%s %s)", tr.Seq, tr.Kind, tr.StepName))
+			lastWrites = fr.writes
+		}
+		seen++
+		if seen%3 == 0 { // the control plane acknowledges all but the last transition
+			fr.Ack(tr.Seq - 1)
+		}
+		return nil
+	})
+	exec := engine.ExecutorFunc(func(_ context.Context, s runbook.Step, _ engine.RunContext) engine.Outcome {
+		return engine.Outcome{Status: engine.StatusPass, Output: fmt.Sprintf("{\"count\": %d, \"data\": [\"<\\u00e9>\"]}\n", s.Index)}
+	})
+	e := &engine.Engine{Plan: plan, Recorders: []engine.Recorder{fr, check},
+		Executors: map[runbook.StepType]engine.Executor{runbook.TypeCheck: exec, runbook.TypeDeploy: exec}}
+	res, err := e.Run(t.Context(), engine.Start{RunID: o.State.RunID, Fresh: true})
+	if err != nil || res.Status != engine.RunCompleted {
+		t.Fatalf("run: %v %+v", err, res)
+	}
+	if err := fr.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	verify("after Sync")
+	st, err := Read(path)
+	if err != nil || len(st.EvidencePack) != n || len(st.Outbox) == 0 {
+		t.Fatalf("final: %v, %d entries, outbox %d", err, len(st.EvidencePack), len(st.Outbox))
+	}
+	if checked < n+n/4 {
+		t.Fatalf("only %d checks made", checked)
+	}
+}
+
+// marshalIndentOutboxLast is the reference encoding: json.MarshalIndent of the State, with
+// its outbox (one json.Marshal line per transition) and evidence_pack keys moved to the end,
+// in that order.
+func marshalIndentOutboxLast(t *testing.T, s *State) []byte {
+	t.Helper()
+	c := *s
+	c.Outbox, c.EvidencePack = nil, nil
+	head, err := json.MarshalIndent(&c, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// evidence_pack (no omitempty) is in the header as "evidence_pack": null: take it out.
+	head = bytes.Replace(head, []byte(",\n  \"evidence_pack\": null"), nil, 1)
+	out := head[:len(head)-2] // drop "\n}"
+	if len(s.Outbox) > 0 {
+		out = append(out, ",\n  \"outbox\": ["...)
+		for i, tr := range s.Outbox {
+			b, err := json.Marshal(tr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if i > 0 {
+				out = append(out, ',')
+			}
+			out = append(out, "\n    "...)
+			out = append(out, b...)
+		}
+		out = append(out, "\n  ]"...)
+	}
+	ev := s.EvidencePack
+	if ev == nil {
+		ev = []engine.Evidence{}
+	}
+	pack, err := json.MarshalIndent(ev, "  ", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out = append(out, ",\n  \"evidence_pack\": "...)
+	out = append(out, pack...)
+	return append(out, "\n}\n"...)
+}
