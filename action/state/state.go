@@ -291,6 +291,8 @@ type Pack struct {
 	// head is the scratch buffer of the header and the outbox; enc encodes into it.
 	head bytes.Buffer
 	enc  *json.Encoder
+	// bindings and counts cache the playbook's bindings and iteration_counts (packmap.go).
+	bindings, counts mapCache
 }
 
 // Encode renders s as indented JSON with outbox and evidence_pack last. Entries already
@@ -336,6 +338,13 @@ func (p *Pack) parts(s *State) ([3][]byte, error) {
 	type header State
 	h := header(*s)
 	h.EvidencePack, h.Outbox = nil, nil
+	placeholder := map[string]any{cachedPlaceholderKey: nil}
+	if len(s.Bindings) > 0 {
+		h.Bindings = placeholder
+	}
+	if len(s.IterationCounts) > 0 {
+		h.IterationCounts = map[string]int{cachedPlaceholderKey: 0}
+	}
 	if p.enc == nil {
 		p.enc = json.NewEncoder(&p.head)
 		p.enc.SetIndent("", "  ") // as json.MarshalIndent; HTML escaped as json.Marshal does
@@ -349,6 +358,29 @@ func (p *Pack) parts(s *State) ([3][]byte, error) {
 		return [3][]byte{}, err
 	}
 	p.head.Truncate(p.head.Len() - 3) // drop "\n}\n"
+	if len(s.Bindings) > 0 || len(s.IterationCounts) > 0 {
+		head := p.head.Bytes()
+		if len(s.Bindings) > 0 {
+			enc, err := encodeCachedMap(&p.bindings, s.Bindings, valueID)
+			if err != nil {
+				return [3][]byte{}, err
+			}
+			if head, err = spliceCached(head, "bindings", enc, placeholderJSON); err != nil {
+				return [3][]byte{}, err
+			}
+		}
+		if len(s.IterationCounts) > 0 {
+			enc, err := encodeCachedMap(&p.counts, s.IterationCounts, func(n int) (any, bool) { return n, true })
+			if err != nil {
+				return [3][]byte{}, err
+			}
+			if head, err = spliceCached(head, "iteration_counts", enc, placeholderCountJSON); err != nil {
+				return [3][]byte{}, err
+			}
+		}
+		p.head.Reset()
+		p.head.Write(head)
+	}
 	if len(s.Outbox) > 0 {
 		if err := p.appendOutbox(s.Outbox); err != nil {
 			return [3][]byte{}, err

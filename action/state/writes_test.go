@@ -270,3 +270,53 @@ func marshalIndentOutboxLast(t *testing.T, s *State) []byte {
 	out = append(out, pack...)
 	return append(out, "\n}\n"...)
 }
+
+// TestIssue10_4_PlaybookMapsCachedByteExact: a playbook's bindings and iteration_counts are
+// encoded entry by entry and cached (packmap.go); after nodes are added, re-run (a binding
+// replaced, a count bumped), and inputs of every JSON kind, each encoding equals
+// json.MarshalIndent of the State (outbox and evidence_pack last) byte for byte.
+func TestIssue10_4_PlaybookMapsCachedByteExact(t *testing.T) {
+	s := &State{RunID: "RBOOK-20260101-diamond-0123abcd", RunbookName: "diamond", RunStatus: engine.RunInProgress, LastCompletedStepIndex: -1, TotalSteps: 40,
+		EvidencePack: []engine.Evidence{}, Kind: KindPlaybook,
+		Inputs:   map[string]any{"version": "2026.4.90", "n": 3.0, "flags": []any{"a", "<b>"}, "on": true, "none": nil},
+		Bindings: map[string]any{}, IterationCounts: map[string]int{}}
+	for k, v := range s.Inputs {
+		s.Bindings[k] = v
+	}
+	var p Pack
+	check := func(at string) {
+		got, err := p.Encode(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := marshalIndentOutboxLast(t, s); !bytes.Equal(got, want) {
+			t.Fatalf("%s:\n%s\n----\n%s", at, got, want)
+		}
+		back, err := Parse("x", got)
+		if err != nil {
+			t.Fatalf("%s: %v", at, err)
+		}
+		if len(back.Bindings) != len(s.Bindings) || len(back.IterationCounts) != len(s.IterationCounts) {
+			t.Fatalf("%s: read back %d bindings, %d counts", at, len(back.Bindings), len(back.IterationCounts))
+		}
+	}
+	check("inputs only")
+	for i := 0; i < 40; i++ {
+		name := fmt.Sprintf("node-%02d", 39-i) // added out of order
+		s.IterationCounts[name]++
+		check("started " + name)
+		s.Bindings[name] = map[string]any{"stdout": fmt.Sprintf("built %d &", i), "exit_code": float64(i), "nested": map[string]any{"k": []any{1.0, "x"}}}
+		check("finished " + name)
+		if i%7 == 3 { // a loop re-runs an earlier node: its binding is replaced, its count grows
+			again := fmt.Sprintf("node-%02d", 39)
+			s.IterationCounts[again]++
+			s.Bindings[again] = map[string]any{"stdout": fmt.Sprintf("again %d", i)}
+			check("re-ran " + again)
+		}
+	}
+	s.Bindings["version"] = "2026.5.1" // a scalar replaced
+	s.Outbox = []engine.Transition{{RunID: s.RunID, Seq: 9, Kind: engine.TransitionStepStarted, Time: day}}
+	check("scalar replaced, with an outbox")
+	delete(s.Bindings, "none")
+	check("a key removed")
+}
