@@ -220,29 +220,14 @@ func (d *dag) next(ctx context.Context, free int) (action, error) {
 			if d.state[i] != nsPending {
 				continue
 			}
-			waiting, bad := false, -1
-			for _, dep := range d.deps(i) {
-				switch d.state[dep] {
-				case nsPending, nsRunning:
-					waiting = true
-				case nsFailed, nsNotRun:
-					if bad < 0 {
-						bad = dep
-					}
-				}
-			}
-			if bad >= 0 {
-				why := "failed"
-				if d.state[bad] == nsNotRun {
-					why = "was not run"
-				}
-				if err := d.skip(ctx, i, nsNotRun, fmt.Sprintf("%sdependency '%s' %s", NotRunPrefix, d.steps[bad].Name, why)); err != nil {
+			if why, bad := d.badDep(i); bad {
+				if err := d.skip(ctx, i, nsNotRun, why); err != nil {
 					return action{}, err
 				}
 				changed = true
 				continue
 			}
-			if waiting {
+			if slices.ContainsFunc(d.deps(i), func(dep int) bool { return d.state[dep] == nsPending || d.state[dep] == nsRunning }) {
 				continue
 			}
 			if msg, skipped := d.whenFalse(i); skipped {
@@ -290,6 +275,20 @@ func (d *dag) next(ctx context.Context, free int) (action, error) {
 		return action{end: d.completeEnd}, nil
 	}
 	return action{starts: starts}, nil
+}
+
+// badDep reports whether a dependency of node i failed or was not run (the first such, in
+// deps order) and, if so, the SKIPPED output that says so: "not run: dependency 'x' failed".
+func (d *dag) badDep(i int) (string, bool) {
+	for _, dep := range d.deps(i) {
+		switch d.state[dep] {
+		case nsFailed:
+			return fmt.Sprintf("%sdependency '%s' failed", NotRunPrefix, d.steps[dep].Name), true
+		case nsNotRun:
+			return fmt.Sprintf("%sdependency '%s' was not run", NotRunPrefix, d.steps[dep].Name), true
+		}
+	}
+	return "", false
 }
 
 func (d *dag) anyRunning() bool {
@@ -611,16 +610,9 @@ func (d *dag) failEnd(ctx context.Context) (Result, error) {
 		if d.state[i] != nsPending {
 			continue
 		}
-		why := fmt.Sprintf("%sthe run failed at '%s'", NotRunPrefix, f.node)
-		for _, dep := range d.deps(i) {
-			if d.state[dep] == nsFailed || d.state[dep] == nsNotRun {
-				w := "failed"
-				if d.state[dep] == nsNotRun {
-					w = "was not run"
-				}
-				why = fmt.Sprintf("%sdependency '%s' %s", NotRunPrefix, d.steps[dep].Name, w)
-				break
-			}
+		why, bad := d.badDep(i)
+		if !bad {
+			why = fmt.Sprintf("%sthe run failed at '%s'", NotRunPrefix, f.node)
 		}
 		if err := d.skip(ctx, i, nsNotRun, why); err != nil {
 			return Result{}, err
