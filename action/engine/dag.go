@@ -331,7 +331,7 @@ func (d *dag) start(i int) task {
 	delete(d.note, i)
 	if step.Type == runbook.TypeApproval {
 		t.work = func(ctx context.Context, rc RunContext, emit emitFunc) Outcome {
-			return r.approval(ctx, step, rc, emit)
+			return r.approval(ctx, step, rc, emit, d.children)
 		}
 	} else {
 		t.work = func(ctx context.Context, rc RunContext, _ emitFunc) Outcome { return r.execute(ctx, step, rc) }
@@ -959,7 +959,8 @@ func shortText(s string) string {
 // item 3): the prompt is rendered with the bindings, the GateRequest carries the node id and
 // the PolicyContext, approved is PASS with {approved, by, reason, auto_passed, rule}, a
 // rejection is FAIL (error handlers apply). The evidence input is the rendered prompt.
-func (r *run) approval(ctx context.Context, step runbook.Step, rc RunContext, emit emitFunc) Outcome {
+// children are the plan's dependants of each node (dag.children, fixed once the run starts).
+func (r *run) approval(ctx context.Context, step runbook.Step, rc RunContext, emit emitFunc, children [][]int) Outcome {
 	node := step.Node
 	if node == nil {
 		node = &runbook.Node{ID: step.Name}
@@ -976,7 +977,7 @@ func (r *run) approval(ctx context.Context, step runbook.Step, rc RunContext, em
 	defer cancel()
 	deadline, _ := sctx.Deadline()
 	req := GateRequest{RunID: r.id, StepIndex: step.Index, StepName: step.Name, StepCount: len(r.e.Plan.Steps), Prompt: prompt,
-		Deadline: deadline, PlanDigest: r.e.Plan.ContentHash, NodeID: step.Name, Policy: r.policyContext(step, prompt, rc.Bindings)}
+		Deadline: deadline, PlanDigest: r.e.Plan.ContentHash, NodeID: step.Name, Policy: r.policyContext(step, prompt, rc.Bindings, children)}
 	out := r.await(ctx, sctx, step, rc, req, emit, func(d Decision, msg string) Outcome {
 		v := map[string]any{"approved": d.Verdict == Approved, "by": d.By, "reason": d.Reason, "auto_passed": false, "rule": ""}
 		if d.Policy != nil {
@@ -997,7 +998,7 @@ func (r *run) approval(ctx context.Context, step runbook.Step, rc RunContext, em
 // rendered where their bindings exist already, else as written; a node's env assignments
 // come first as K=V (sorted by key, values rendered likewise), so "PATH=/x ls" is what the
 // policy sees for a node with env PATH.
-func (r *run) policyContext(step runbook.Step, prompt string, bindings map[string]any) *PolicyContext {
+func (r *run) policyContext(step runbook.Step, prompt string, bindings map[string]any, children [][]int) *PolicyContext {
 	plan := r.e.Plan
 	node := step.Node
 	deps := []any{}
@@ -1015,14 +1016,6 @@ func (r *run) policyContext(step runbook.Step, prompt string, bindings map[strin
 	}
 	if plan.Playbook != nil {
 		pc.Playbook["version"] = plan.Playbook.Version
-	}
-	children := make([][]int, len(plan.Steps))
-	for i, s := range plan.Steps {
-		for _, dep := range s.Depends {
-			if dep >= 0 && dep < len(plan.Steps) {
-				children[dep] = append(children[dep], i)
-			}
-		}
 	}
 	guarded := make([]bool, len(plan.Steps))
 	queue := append([]int(nil), children[step.Index]...)
