@@ -100,7 +100,7 @@ func (r *Recorder) sender(ctx context.Context) {
 			}
 		}
 		if r.failed() == nil {
-			if err := r.sendBatch(ctx, b.ts); err != nil {
+			if err := r.sendBatch(ctx, b.ts, b.ps); err != nil {
 				r.mu.Lock()
 				r.err = err
 				r.mu.Unlock()
@@ -122,12 +122,15 @@ const (
 
 // batch gathers consecutive transitions of one run within MaxBatch and MaxBatchBytes.
 type batch struct {
-	ts    []engine.Transition
+	ts []engine.Transition
+	// ps holds ts in wire form (ToProto), made once for both the size and the request.
+	ps    []*rbookv1.Transition
 	bytes int
 }
 
 func newBatch(t engine.Transition) *batch {
-	return &batch{ts: []engine.Transition{t}, bytes: proto.Size(ToProto(t))}
+	p := ToProto(t)
+	return &batch{ts: []engine.Transition{t}, ps: []*rbookv1.Transition{p}, bytes: proto.Size(p)}
 }
 
 func (b *batch) len() int { return len(b.ts) }
@@ -135,22 +138,26 @@ func (b *batch) len() int { return len(b.ts) }
 // add appends t when it continues the batch (same run, next seq) and fits; else it reports false.
 func (b *batch) add(t engine.Transition) bool {
 	last := b.ts[len(b.ts)-1]
-	n := proto.Size(ToProto(t))
-	if len(b.ts) >= MaxBatch || t.RunID != last.RunID || t.Seq != last.Seq+1 || b.bytes+n > MaxBatchBytes {
+	if len(b.ts) >= MaxBatch || t.RunID != last.RunID || t.Seq != last.Seq+1 {
 		return false
 	}
-	b.ts, b.bytes = append(b.ts, t), b.bytes+n
+	p := ToProto(t)
+	n := proto.Size(p)
+	if b.bytes+n > MaxBatchBytes {
+		return false
+	}
+	b.ts, b.ps, b.bytes = append(b.ts, t), append(b.ps, p), b.bytes+n
 	return true
 }
 
-// sendBatch delivers ts (consecutive transitions of one run) with RecordTransitions and
-// acknowledges the stored prefix (Acked with acked_seq) after each answer, resending the rest
-// until all is stored or refused. The answers are handled as send handles RecordTransition's:
+// sendBatch delivers ts (consecutive transitions of one run; ps is their wire form) with
+// RecordTransitions and acknowledges the stored prefix (Acked with acked_seq) after each
+// answer, resending the rest until all is stored or refused. The answers are handled as send handles RecordTransition's:
 // E_RUN_FINAL and E_RUN_CANCELLED acknowledge the batch and call Cancelled, E_LEASE_LOST is
 // ErrLeaseLost, other refusals are errors naming the seq. A control plane without
 // RecordTransitions (Unimplemented) gets the transitions one by one, and the client
 // remembers it.
-func (r *Recorder) sendBatch(ctx context.Context, ts []engine.Transition) error {
+func (r *Recorder) sendBatch(ctx context.Context, ts []engine.Transition, ps []*rbookv1.Transition) error {
 	for len(ts) > 0 {
 		if r.C.noBatch.Load() {
 			for _, t := range ts {
@@ -161,10 +168,7 @@ func (r *Recorder) sendBatch(ctx context.Context, ts []engine.Transition) error 
 			return nil
 		}
 		owner, epoch := r.C.Fence()
-		req := &rbookv1.RecordTransitionsRequest{OwnerId: owner, Epoch: epoch, Transitions: make([]*rbookv1.Transition, len(ts))}
-		for i, t := range ts {
-			req.Transitions[i] = ToProto(t)
-		}
+		req := &rbookv1.RecordTransitionsRequest{OwnerId: owner, Epoch: epoch, Transitions: ps}
 		var res *rbookv1.RecordTransitionsResponse
 		err := r.C.retry(ctx, func(ctx context.Context) error {
 			var err error
@@ -209,7 +213,7 @@ func (r *Recorder) sendBatch(ctx context.Context, ts []engine.Transition) error 
 			r.Acked(acked)
 		}
 		for len(ts) > 0 && ts[0].Seq <= acked {
-			ts = ts[1:] // stored; the rest is resent and its refusal, if any, comes back
+			ts, ps = ts[1:], ps[1:] // stored; the rest is resent and its refusal, if any, comes back
 		}
 	}
 	return nil
@@ -268,7 +272,7 @@ func (r *Recorder) Flush(ctx context.Context, outbox []engine.Transition) error 
 				break
 			}
 		}
-		if err := r.sendBatch(ctx, b.ts); err != nil {
+		if err := r.sendBatch(ctx, b.ts, b.ps); err != nil {
 			return err
 		}
 		outbox = outbox[b.len():]

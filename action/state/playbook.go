@@ -214,7 +214,8 @@ func OpenPlaybook(plan *runbook.Plan, path string, opts PlaybookOpenOptions) (*O
 		for _, f := range prev.InFlightNodes {
 			inFlight[f.StepName] = true
 		}
-		for _, id := range append(slices.Clone(opts.RerunNodes), opts.SkipNodes...) {
+		answered := append(slices.Clone(opts.RerunNodes), opts.SkipNodes...)
+		for _, id := range answered {
 			if !inFlight[id] {
 				return nil, fmt.Errorf("--rerun-node/--skip-node %s: node '%s' of run %s is not in unknown state (the nodes in unknown state: %s)", id, id, prev.RunID, nodeList(prev.InFlightNodes))
 			}
@@ -226,13 +227,9 @@ func OpenPlaybook(plan *runbook.Plan, path string, opts PlaybookOpenOptions) (*O
 				return nil, fmt.Errorf("--rerun-node %s and --skip-node %s: node '%s' of run %s is given both answers; choose one (run it again, or go on as if it had been skipped)", id, id, id, prev.RunID)
 			}
 		}
-		decided := map[string]bool{}
-		for _, id := range append(slices.Clone(opts.RerunNodes), opts.SkipNodes...) {
-			decided[id] = true
-		}
 		var unknown []InFlight
 		for _, f := range prev.InFlightNodes {
-			if !decided[f.StepName] {
+			if !slices.Contains(answered, f.StepName) {
 				unknown = append(unknown, f)
 			}
 		}
