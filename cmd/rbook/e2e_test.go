@@ -165,14 +165,7 @@ func run(t *testing.T, dir, stdin string, args ...string) (string, int) {
 	cmd := exec.Command(rbookBin, args...)
 	cmd.Dir = dir
 	cmd.Stdin = strings.NewReader(stdin)
-	out, err := cmd.CombinedOutput()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return string(out), code
+	return combinedExit(t, cmd)
 }
 
 type stateFile struct {

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -184,7 +185,7 @@ func TestIssue9_Break_DeepJSONOutputStaysText(t *testing.T) {
 	dir := playbookWorkdir(t)
 	url := serveCP(t, dir)
 	nest := func(n int) string {
-		return `yes '{"a":' | head -n ` + itoa(n) + ` | tr -d '\n'; printf 1; yes '}' | head -n ` + itoa(n) + ` | tr -d '\n'`
+		return `yes '{"a":' | head -n ` + strconv.Itoa(n) + ` | tr -d '\n'; printf 1; yes '}' | head -n ` + strconv.Itoa(n) + ` | tr -d '\n'`
 	}
 	pb := `version: "1.0"
 name: deep
@@ -290,8 +291,6 @@ nodes:
 		t.Errorf("bindings.a = %v, want stdout %q", st.Bindings["a"], "x\n{{ w }}|{{ v }}")
 	}
 }
-
-func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
 
 func jsonString(s string) string { b, _ := json.Marshal(s); return string(b) }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/rbookhq/rbook-action/action/runbook"
 	"github.com/rbookhq/rbook-action/action/state"
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
+	"google.golang.org/protobuf/proto"
 )
 
 // Bearer tokens of pauseServe's auth file.
@@ -112,7 +113,7 @@ func TestIssue8_4_PauseThenResumeInAnEmptyFolder(t *testing.T) {
 	wantGH := &rbookv1.GitHubWorkflowRun{Repository: "octo/app", RunId: "4242", RunAttempt: "1", Actor: "octocat",
 		Sha: "0123456789abcdef0123456789abcdef01234567", Environment: "production"}
 	if a := got.GetApproval(); a.GetStatus() != rbookv1.ApprovalStatus_APPROVAL_STATUS_PENDING || a.GetStepName() != "confirm-rollout" ||
-		!protoEqual(a.GetGithub(), wantGH) {
+		!proto.Equal(a.GetGithub(), wantGH) {
 		t.Fatalf("the paused gate's approval: %v; want PENDING at confirm-rollout with github %v", a, wantGH)
 	}
 	paused := getRunAs(t, url, runID)
@@ -229,12 +230,6 @@ func getRunAs(t *testing.T, url, runID string) *rbookv1.GetRunResponse {
 		t.Fatal(err)
 	}
 	return resp
-}
-
-// protoEqual compares two workflow-run messages field by field.
-func protoEqual(a, b *rbookv1.GitHubWorkflowRun) bool {
-	return a.GetRepository() == b.GetRepository() && a.GetRunId() == b.GetRunId() && a.GetRunAttempt() == b.GetRunAttempt() &&
-		a.GetActor() == b.GetActor() && a.GetSha() == b.GetSha() && a.GetEnvironment() == b.GetEnvironment()
 }
 
 // Issue 8, item 4: a resume while the gate is still pending says so, exits 2 and changes
