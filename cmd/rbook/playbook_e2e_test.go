@@ -284,17 +284,16 @@ func TestIssue9_8_PlaybookLocalPolicyAutoPasses(t *testing.T) {
 	}
 }
 
-// waitForFile waits until path exists (the slow node's own marker), bounded by the test's
-// process waits.
+// waitForFile waits until path exists (the slow node's own marker), for at most 60 s, the
+// bound of the process waits (waitFor): a loaded CI machine may take seconds to start a node.
 func waitForFile(t *testing.T, path string) {
 	t.Helper()
-	for range 600 {
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); waitTick() {
 		if _, err := os.Stat(path); err == nil {
 			return
 		}
-		waitTick()
 	}
-	t.Fatalf("%s never appeared", path)
+	t.Fatalf("%s never appeared within 60 s", path)
 }
 
 // waitTick is waitForFile's poll interval: the marker is written by a child process, which
