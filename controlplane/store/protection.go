@@ -229,12 +229,11 @@ func (w *writeTx) queueVerdicts(a Approval, at time.Time) error {
 // Approve/Reject, terminal, policy auto-pass, a GitHub review, the deadline, a withdrawal,
 // the run's end) queues its verdict on the rules bound to it, in the same transaction as
 // the decision; a superseded gate hands its rules back unbound, so the gate that replaces it
-// (opened in the same request) binds them.
-func (w *writeTx) protectionHook() error {
+// (opened in the same request) binds them. at is the store's clock (bound_at, verdict_at).
+func (w *writeTx) protectionHook(at time.Time) error {
 	if len(w.change.Approvals) == 0 {
 		return nil
 	}
-	at := time.Now().UTC()
 	for _, a := range w.change.Approvals {
 		if a.Status != ApprovalPending && a.DecidedBySource == SourceSuperseded {
 			if _, err := w.execSQL(`UPDATE github_protection_rules SET approval_id = NULL, bound_at = NULL
