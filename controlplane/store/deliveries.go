@@ -49,7 +49,7 @@ func (s *Store) RecordGitHubDelivery(ctx context.Context, d GitHubDelivery) (boo
 	}
 	at := d.ProcessedAt
 	if at.IsZero() {
-		at = s.cfg.clock()
+		at = s.now()
 	}
 	var inserted bool
 	err := s.write(ctx, func(w *writeTx) error {

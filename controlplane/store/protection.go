@@ -60,7 +60,7 @@ const protectionRuleColumns = `rule_id, callback_url, deployment_id, installatio
 	approval_id, bound_at, report_state, verdict_state, verdict_comment, verdict_at, verdict_sent_at,
 	attempts, next_attempt_at, last_error, run_attempt, given_up_at, given_up_reason`
 
-func scanProtectionRule(row interface{ Scan(...any) error }) (ProtectionRule, error) {
+func scanProtectionRule(row rowScanner) (ProtectionRule, error) {
 	var r ProtectionRule
 	var req, approvalID, bound, state, comment, vat, vsent, next, lastErr, attempt, gaveUp, gaveUpReason sql.NullString
 	if err := row.Scan(&r.ID, &r.CallbackURL, &r.DeploymentID, &r.InstallationID, &r.Repository, &r.RunID, &r.Environment, &req,
@@ -155,7 +155,14 @@ func (s *Store) SetProtectionRuleAttempt(ctx context.Context, ruleID, attempt st
 // protectionRule reads rule ruleID inside the write transaction. Errors: ErrNotFound,
 // storage errors.
 func (w *writeTx) protectionRule(ruleID string) (ProtectionRule, error) {
-	r, err := scanProtectionRule(w.readRow(`SELECT `+protectionRuleColumns+` FROM github_protection_rules WHERE rule_id = ?`, ruleID))
+	return readProtectionRule(w.readRow(selectProtectionRule, ruleID))
+}
+
+const selectProtectionRule = `SELECT ` + protectionRuleColumns + ` FROM github_protection_rules WHERE rule_id = ?`
+
+// readProtectionRule scans the row of selectProtectionRule. Errors: ErrNotFound, storage errors.
+func readProtectionRule(row rowScanner) (ProtectionRule, error) {
+	r, err := scanProtectionRule(row)
 	if errors.Is(err, sql.ErrNoRows) {
 		return ProtectionRule{}, ErrNotFound
 	}
@@ -229,12 +236,11 @@ func (w *writeTx) queueVerdicts(a Approval, at time.Time) error {
 // Approve/Reject, terminal, policy auto-pass, a GitHub review, the deadline, a withdrawal,
 // the run's end) queues its verdict on the rules bound to it, in the same transaction as
 // the decision; a superseded gate hands its rules back unbound, so the gate that replaces it
-// (opened in the same request) binds them.
-func (w *writeTx) protectionHook() error {
+// (opened in the same request) binds them. at is the store's clock (bound_at, verdict_at).
+func (w *writeTx) protectionHook(at time.Time) error {
 	if len(w.change.Approvals) == 0 {
 		return nil
 	}
-	at := time.Now().UTC()
 	for _, a := range w.change.Approvals {
 		if a.Status != ApprovalPending && a.DecidedBySource == SourceSuperseded {
 			if _, err := w.execSQL(`UPDATE github_protection_rules SET approval_id = NULL, bound_at = NULL
@@ -339,15 +345,7 @@ func (s *Store) NextProtectionRuleAttempt(ctx context.Context) (time.Time, bool,
 
 // GetProtectionRule returns the rule ruleID (ProtectionRule.ID). Errors: ErrNotFound, storage errors.
 func (s *Store) GetProtectionRule(ctx context.Context, ruleID string) (ProtectionRule, error) {
-	r, err := scanProtectionRule(s.reader.QueryRowContext(ctx, `SELECT `+protectionRuleColumns+
-		` FROM github_protection_rules WHERE rule_id = ?`, ruleID))
-	if errors.Is(err, sql.ErrNoRows) {
-		return ProtectionRule{}, ErrNotFound
-	}
-	if err != nil {
-		return ProtectionRule{}, fmt.Errorf("store: read protection rule: %w", err)
-	}
-	return r, nil
+	return readProtectionRule(s.reader.QueryRowContext(ctx, selectProtectionRule, ruleID))
 }
 
 // ListProtectionRules returns the rules of a repository and workflow run, oldest first.

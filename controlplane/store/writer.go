@@ -266,7 +266,7 @@ func (s *Store) attempt(batch []*writeReq, results []error, safe bool) (attemptO
 		if err == nil {
 			// Bindings and verdicts of protection rules commit with the gate change that
 			// caused them (issue 8, item 2; protection.go).
-			err = w.protectionHook()
+			err = w.protectionHook(s.now())
 		}
 		if err != nil && !safe {
 			if w.wrote || !isRequestError(err) {
