@@ -433,7 +433,7 @@ func playbookAnnouncer(errw io.Writer, url string, embedded bool) func(id, token
 // pseudo-terminal used to get the token printed into its log; found by
 // TestIssue9_Break_TokenNotPrintedOnACITerminal).
 func showApprovalToken() bool {
-	if os.Getenv("RBOOK_SHOW_TOKEN") == "1" {
+	if showToken() {
 		return true
 	}
 	ci := os.Getenv("CI")
