@@ -26,6 +26,7 @@ import (
 	"github.com/rbookhq/rbook-action/action/runbook"
 	"github.com/rbookhq/rbook-action/action/state"
 	"github.com/rbookhq/rbook-action/action/steps"
+	"github.com/rbookhq/rbook-action/controlplane/yamlerr"
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
 )
 
@@ -347,7 +348,7 @@ const unauthenticatedNote = "this run sends the control plane no credentials, so
 // group:sre; not from whoever started the run".
 func needsText(a *rbookv1.Approval) string {
 	m := max(int(a.GetApprovalsRequired()), 1)
-	s := plural(m, "approval", "approvals")
+	s := yamlerr.Plural(m, "approval", "approvals")
 	if who := a.GetAllowedApprovers(); len(who) > 0 {
 		s += " from " + strings.Join(who, ", ")
 	} else {
@@ -359,20 +360,12 @@ func needsText(a *rbookv1.Approval) string {
 	return s + "; not from whoever started the run"
 }
 
-// plural is "1 approval" or "2 approvals".
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return "1 " + one
-	}
-	return fmt.Sprintf("%d %s", n, many)
-}
-
 // progressText is a pending M-of-N gate's tally: "gate confirm-rollout: 1 of 2 approvals
 // (alice); waiting for 1 more".
 func progressText(gate string, a *rbookv1.Approval) string {
 	m := max(int(a.GetApprovalsRequired()), 1)
 	by := approvedBy(a)
-	return fmt.Sprintf("gate %s: %d of %s (%s); waiting for %d more", gate, len(by), plural(m, "approval", "approvals"), strings.Join(by, ", "), max(m-len(by), 0))
+	return fmt.Sprintf("gate %s: %d of %s (%s); waiting for %d more", gate, len(by), yamlerr.Plural(m, "approval", "approvals"), strings.Join(by, ", "), max(m-len(by), 0))
 }
 
 // progress prints a vote that arrived while the gate waits (Gate.Progress; NEWUSER7 finding

@@ -180,11 +180,7 @@ control plane and no local database.`,
 
 // printPlaybookStatus is the text of rbook playbook status.
 func printPlaybookStatus(out io.Writer, r *rbookv1.Run) error {
-	kind := "playbook"
-	if r.GetKind() != rbookv1.RunKind_RUN_KIND_PLAYBOOK {
-		kind = "runbook"
-	}
-	fmt.Fprintf(out, "Run %s · %s %s · %s · started %s by %s\n", r.GetRunId(), kind, r.GetName(), statusWord(r.GetKind(), r.GetStatus()), ts(r.GetStartedAt()), r.GetStartedBy())
+	fmt.Fprintf(out, "Run %s · %s %s · %s · started %s by %s\n", r.GetRunId(), runKindWord(r), r.GetName(), statusWord(r.GetKind(), r.GetStatus()), ts(r.GetStartedAt()), r.GetStartedBy())
 	if r.GetCompletedAt() != nil {
 		fmt.Fprintf(out, "Completed %s\n", ts(r.GetCompletedAt()))
 	}

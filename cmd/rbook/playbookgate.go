@@ -6,7 +6,6 @@ import (
 
 	"github.com/rbookhq/rbook-action/action/cpclient"
 	"github.com/rbookhq/rbook-action/action/engine"
-	"github.com/rbookhq/rbook-action/action/mcp"
 	"github.com/rbookhq/rbook-action/action/runbook"
 	"github.com/rbookhq/rbook-action/controlplane/approval"
 )
@@ -84,10 +83,6 @@ type embeddedPolicy struct {
 }
 
 func timeNow() time.Time { return time.Now().UTC() }
-
-func loadMCPConfig(path string) (*mcp.Config, error) { return mcp.LoadConfig(path) }
-
-func newMCPPool(cfg *mcp.Config) *mcp.Pool { return mcp.NewPool(cfg) }
 
 // playbookWarnings are the parser's warnings of a loaded playbook, one "file:line:col: field:
 // message" each (an unquoted version: 1.0; case R01).

@@ -22,6 +22,7 @@ import (
 
 	"github.com/rbookhq/rbook-action/action/cpclient"
 	"github.com/rbookhq/rbook-action/action/engine"
+	"github.com/rbookhq/rbook-action/action/mcp"
 	"github.com/rbookhq/rbook-action/action/report"
 	"github.com/rbookhq/rbook-action/action/runbook"
 	"github.com/rbookhq/rbook-action/action/state"
@@ -432,7 +433,7 @@ func playbookAnnouncer(errw io.Writer, url string, embedded bool) func(id, token
 // pseudo-terminal used to get the token printed into its log; found by
 // TestIssue9_Break_TokenNotPrintedOnACITerminal).
 func showApprovalToken() bool {
-	if os.Getenv("RBOOK_SHOW_TOKEN") == "1" {
+	if showToken() {
 		return true
 	}
 	ci := os.Getenv("CI")
@@ -454,19 +455,17 @@ func playbookExecutors(plan *runbook.Plan, file, mcpConfig string, errw io.Write
 	if !slices.ContainsFunc(plan.Steps, func(s runbook.Step) bool { return s.Type == runbook.TypeAgentic }) {
 		return execs, func() {}, nil
 	}
-	path := mcpConfig
-	if path == "" {
-		base := strings.TrimSuffix(filepath.Base(file), filepath.Ext(file))
-		path = filepath.Join(filepath.Dir(file), base+".mcp.json")
+	path := mcpConfigPath(filepath.Dir(file), strings.TrimSuffix(filepath.Base(file), filepath.Ext(file)), mcpConfig)
+	if mcpConfig == "" {
 		if _, err := os.Stat(path); err != nil {
 			return nil, nil, fmt.Errorf("%s has agentic nodes, which call a tool of an MCP server, but %s does not exist; create it in the mcpServers JSON shape (see the README) or pass --mcp-config FILE", file, path)
 		}
 	}
-	cfg, err := loadMCPConfig(path)
+	cfg, err := mcp.LoadConfig(path)
 	if err != nil {
 		return nil, nil, err
 	}
-	pool := newMCPPool(cfg)
+	pool := mcp.NewPool(cfg)
 	execs[runbook.TypeAgentic] = steps.Agentic{Pool: pool}
 	return execs, func() { _ = pool.Close() }, nil
 }

@@ -48,12 +48,14 @@ func (c *common) runbookArg(cmd *cobra.Command, args []string) string {
 
 // loadPlan loads a runbook, printing the seed's ABORT line and every diagnostic on failure.
 func (c *common) loadPlan(name string) (*runbook.Plan, error) {
-	if err := playbookGiven(c.dir, name, "run"); err != nil {
-		return nil, err
-	}
 	plan, err := runbook.Load(runbook.LoadOptions{Dir: c.dir, Name: name, RulesPath: c.rules})
 	if err == nil {
 		return plan, nil
+	}
+	// Only a runbook that does not load is looked at as a playbook: a loaded one has steps,
+	// and the file is not read and parsed a second time on every run.
+	if err := playbookGiven(c.dir, name, "run"); err != nil {
+		return nil, err
 	}
 	var le *runbook.LoadError
 	if !errors.As(err, &le) {
