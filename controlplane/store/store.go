@@ -90,6 +90,9 @@ type Store struct {
 
 	cache progressCache // writer goroutine only
 
+	// fan serialises publish and, on PostgreSQL, runs the change listener (pglisten.go).
+	fan fanout
+
 	commits, requests, failedCommits, lingers, safeRetries atomic.Uint64
 	commitNanos                                            atomic.Int64
 	progressReads, savepoints                              atomic.Uint64 // run-row reads by RecordTransition, SAVEPOINTs (tests)
@@ -200,6 +203,7 @@ func (s *Store) Close() error {
 	s.mu.Unlock()
 	close(s.closing)
 	<-s.done
+	s.stopListener()
 	if s.readOnly {
 		return s.reader.Close()
 	}
@@ -271,7 +275,5 @@ func (s *Store) publish(c Change) {
 	if c.empty() {
 		return
 	}
-	for _, sub := range *s.subs.Load() {
-		sub.fn(c)
-	}
+	s.publishLocal(c) // serialised with the change listener's publishes (pglisten.go)
 }

@@ -1,0 +1,457 @@
+package store
+
+import (
+	"context"
+	crand "crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Change fan-out across replicas on PostgreSQL (issue 10, item 2; ISSUE10-DECISIONS D10-4).
+//
+// Every batch the writer commits in PostgreSQL mode runs pg_notify(ChangeChannel, payload)
+// inside its transaction (notifyChange), so the notification is delivered on commit, in
+// commit order. Each Store runs a listener on its own pgx.Conn (LISTEN ChangeChannel) that
+// skips its own notifications, reads what another replica's notification names and calls
+// publish with a Change built from those rows, so WatchRun / WatchApproval streams, the gate
+// index and the deadline timer of this replica see what another replica recorded. A map of
+// the highest seq published per run (fed by local commits too) keeps a transition from being
+// published twice; after every (re)connect a catch-up read covers what was committed while
+// the listener was not listening.
+
+const (
+	// ChangeChannel is the PostgreSQL NOTIFY channel of committed changes (D10-4).
+	ChangeChannel = "rbook_changes"
+	// maxNotifyPayload is the largest payload notifyChange sends; a larger one becomes
+	// {"o":…,"all":true} and the listeners do a catch-up read instead (D10-4; PostgreSQL's
+	// own limit is 8000 bytes).
+	maxNotifyPayload = 7000
+	// catchUpSlack is how far before the last notification seen the catch-up read after a
+	// reconnect starts (D10-4: "last notification seen − 10 s"): it covers commits whose
+	// updated_at was taken before the notification went out, and clock skew between replicas.
+	catchUpSlack = 10 * time.Second
+	// listenBackoffMin and listenBackoffMax bound the listener's reconnect back-off (doubling,
+	// with jitter).
+	listenBackoffMin = 100 * time.Millisecond
+	listenBackoffMax = 5 * time.Second
+	// listenReadTimeout bounds the listener's reads of one notification's rows.
+	listenReadTimeout = 30 * time.Second
+	// maxTrackedRuns bounds the per-run highest-published-seq map; past it, final runs are
+	// forgotten first, then everything (a forgotten run's transitions are read again from
+	// seq 1 on its next notification; watchers drop seqs they already sent).
+	maxTrackedRuns = 1 << 16
+)
+
+// changeNotice is the JSON payload of a ChangeChannel notification (D10-4).
+type changeNotice struct {
+	Origin    string   `json:"o"`
+	Runs      []string `json:"r,omitempty"`
+	Approvals []string `json:"a,omitempty"`
+	All       bool     `json:"all,omitempty"`
+}
+
+// runMark is what this Store last published for a run.
+type runMark struct {
+	seq    int64
+	status RunStatus
+	hash   string
+	total  int
+}
+
+// fanout is a Store's publish serialisation, its per-run marks and (PostgreSQL mode) its
+// change listener. The zero value serves SQLite: publish takes mu and keeps no marks.
+type fanout struct {
+	// mu serialises publish: the writer goroutine and the listener both call it (D10-4).
+	mu sync.Mutex
+	// marks is the highest published seq (and the run row's state) per run; nil unless the
+	// listener runs.
+	marks map[string]runMark
+
+	// origin is this Store's random id in notification payloads; "" outside PostgreSQL
+	// mode. Set by startListener before the writer goroutine starts, never changed after.
+	origin string
+	dsn    string
+	stop   context.CancelFunc
+	done   chan struct{}
+
+	// lastSeen is the local time of the last notification received (listener goroutine only).
+	lastSeen time.Time
+	// pid is the listener connection's backend pid (0 while disconnected), for tests that
+	// kill it with pg_terminate_backend.
+	pid atomic.Uint32
+	// connects, catchUps and notices count the listener's (re)connections, catch-up reads
+	// and notifications from other origins.
+	connects, catchUps, notices atomic.Uint64
+	// reconnectGate, when set (tests), is received from before every reconnect after the
+	// first, so a test can record while the listener is known to be away.
+	reconnectGate chan struct{}
+}
+
+// newOrigin returns a random origin id (16 hex digits).
+func newOrigin() string {
+	var b [8]byte
+	_, _ = crand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// note records what c publishes; f.mu is held. It returns c without the transitions already
+// published (by an earlier notification or a local commit) when filter is true.
+func (f *fanout) note(c Change, filter bool) Change {
+	if f.marks == nil {
+		return c
+	}
+	if filter {
+		keep := Change{Runs: c.Runs, Approvals: c.Approvals}
+		for i, t := range c.Transitions {
+			if t.Seq <= f.marks[t.RunID].seq {
+				continue
+			}
+			keep.Transitions = append(keep.Transitions, t)
+			keep.Progress = append(keep.Progress, c.Progress[i])
+			m := f.marks[t.RunID]
+			m.seq, m.status = t.Seq, c.Progress[i].Status
+			f.marks[t.RunID] = m
+		}
+		c = keep
+	} else {
+		for i, t := range c.Transitions {
+			m := f.marks[t.RunID]
+			m.seq, m.status = max(m.seq, t.Seq), c.Progress[i].Status
+			f.marks[t.RunID] = m
+		}
+	}
+	for _, r := range c.Runs {
+		m := f.marks[r.RunID]
+		m.seq, m.status, m.hash, m.total = max(m.seq, r.LastSeq), r.Status, r.PlaybookHash, r.TotalSteps
+		f.marks[r.RunID] = m
+	}
+	if len(f.marks) > maxTrackedRuns {
+		for id, m := range f.marks {
+			if m.status.Final() {
+				delete(f.marks, id)
+			}
+		}
+		if len(f.marks) > maxTrackedRuns {
+			clear(f.marks)
+		}
+	}
+	return c
+}
+
+// notifyChange runs pg_notify(ChangeChannel, payload) for c inside tx, in PostgreSQL mode
+// only (a no-op when the Store has no origin, i.e. on SQLite) and only when c changed
+// something. The writer calls it before COMMIT, so the notification goes out on commit.
+func (s *Store) notifyChange(ctx context.Context, tx *sql.Tx, c Change) error {
+	if s.fan.origin == "" || c.empty() {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, "SELECT pg_notify($1, $2)", ChangeChannel, changePayload(s.fan.origin, c)); err != nil {
+		return fmt.Errorf("store: notify change: %w", err)
+	}
+	return nil
+}
+
+// changePayload is D10-4's payload for c: the origin, the run ids and approval ids it
+// touched (each once, in first-seen order), or {"o":…,"all":true} past maxNotifyPayload.
+func changePayload(origin string, c Change) string {
+	n := changeNotice{Origin: origin}
+	seen := map[string]bool{}
+	addRun := func(id string) {
+		if !seen["r"+id] {
+			seen["r"+id] = true
+			n.Runs = append(n.Runs, id)
+		}
+	}
+	for _, t := range c.Transitions {
+		addRun(t.RunID)
+	}
+	for _, r := range c.Runs {
+		addRun(r.RunID)
+	}
+	for _, a := range c.Approvals {
+		if !seen["a"+a.ApprovalID] {
+			seen["a"+a.ApprovalID] = true
+			n.Approvals = append(n.Approvals, a.ApprovalID)
+		}
+	}
+	b, err := json.Marshal(n)
+	if err != nil || len(b) > maxNotifyPayload {
+		b, _ = json.Marshal(changeNotice{Origin: origin, All: true})
+	}
+	return string(b)
+}
+
+// startListener starts the change listener of a PostgreSQL Store on its own connection to
+// dsn (D10-4). Open calls it in PostgreSQL mode after migrations and before the writer
+// goroutine starts (the writer reads the origin it sets). It waits for the first connection
+// attempt (LISTEN established, or failed: the listener then retries with back-off), so a
+// Store that Open returned normally already hears the other replicas.
+func (s *Store) startListener(ctx context.Context, dsn string) {
+	s.fan.origin, s.fan.dsn = newOrigin(), dsn
+	s.fan.marks = map[string]runMark{}
+	s.fan.lastSeen = s.now()
+	lctx, cancel := context.WithCancel(context.Background())
+	s.fan.stop, s.fan.done = cancel, make(chan struct{})
+	first := make(chan struct{})
+	go s.listenLoop(lctx, first)
+	select {
+	case <-first:
+	case <-ctx.Done():
+	}
+}
+
+// stopListener stops the listener and waits for it; a no-op without one. Close calls it.
+func (s *Store) stopListener() {
+	if s.fan.stop == nil {
+		return
+	}
+	s.fan.stop()
+	<-s.fan.done
+}
+
+// listenLoop connects, LISTENs, catches up and handles notifications until ctx ends,
+// reconnecting with back-off after any connection error.
+func (s *Store) listenLoop(ctx context.Context, first chan struct{}) {
+	defer close(s.fan.done)
+	backoff := listenBackoffMin
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 && s.fan.reconnectGate != nil {
+			select {
+			case <-s.fan.reconnectGate:
+			case <-ctx.Done():
+				return
+			}
+		}
+		err := s.listenOnce(ctx, first)
+		if first != nil {
+			select {
+			case <-first:
+			default:
+				close(first) // the first attempt failed: Open need not wait longer
+			}
+			first = nil
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if errors.Is(err, errListenWorked) {
+			backoff = listenBackoffMin
+		}
+		wait := backoff/2 + rand.N(backoff/2+1)
+		backoff = min(backoff*2, listenBackoffMax)
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// errListenWorked marks a connection that was established and listened before it failed
+// (the back-off starts over).
+var errListenWorked = errors.New("listener connection lost")
+
+// listenOnce runs one connection: LISTEN, catch-up, then notifications until an error.
+func (s *Store) listenOnce(ctx context.Context, first chan struct{}) error {
+	conn, err := pgx.Connect(ctx, s.fan.dsn)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		s.fan.pid.Store(0)
+		cctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_ = conn.Close(cctx)
+		cancel()
+	}()
+	if _, err := conn.Exec(ctx, "LISTEN "+ChangeChannel); err != nil {
+		return err
+	}
+	s.fan.pid.Store(conn.PgConn().PID())
+	s.fan.connects.Add(1)
+	if first != nil {
+		close(first)
+	}
+	// Catch up on what was committed while nobody listened (D10-4): LISTEN is already
+	// active, so nothing committed from here on is missed either.
+	if err := s.catchUp(ctx, conn); err != nil {
+		return fmt.Errorf("%w: %v", errListenWorked, err)
+	}
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return fmt.Errorf("%w: %v", errListenWorked, err)
+		}
+		s.fan.lastSeen = s.now()
+		var msg changeNotice
+		if err := json.Unmarshal([]byte(n.Payload), &msg); err != nil || msg.Origin == s.fan.origin {
+			continue // not ours to read, or our own commit (already published locally)
+		}
+		s.fan.notices.Add(1)
+		if msg.All {
+			err = s.catchUp(ctx, conn)
+		} else {
+			err = s.readAndPublish(ctx, msg.Runs, msg.Approvals)
+		}
+		if err != nil {
+			return fmt.Errorf("%w: %v", errListenWorked, err)
+		}
+	}
+}
+
+// catchUp publishes the runs and approvals changed at or after lastSeen − catchUpSlack
+// (updated_at of runs; requested_at, approved_at and vote times of approvals), reading the
+// ids on the listener's connection.
+func (s *Store) catchUp(ctx context.Context, conn *pgx.Conn) error {
+	s.fan.catchUps.Add(1)
+	since := formatTime(s.fan.lastSeen.Add(-catchUpSlack))
+	ids := func(query string) ([]string, error) {
+		rows, err := conn.Query(ctx, query, since)
+		if err != nil {
+			return nil, err
+		}
+		return pgx.CollectRows(rows, pgx.RowTo[string])
+	}
+	runs, err := ids(`SELECT run_id FROM playbook_runs WHERE updated_at >= $1 ORDER BY updated_at, run_id`)
+	if err != nil {
+		return fmt.Errorf("store: catch-up runs: %w", err)
+	}
+	approvals, err := ids(`SELECT approval_id FROM playbook_approvals WHERE requested_at >= $1 OR approved_at >= $1
+		OR approval_id IN (SELECT approval_id FROM approval_votes WHERE at >= $1) ORDER BY requested_at, approval_id`)
+	if err != nil {
+		return fmt.Errorf("store: catch-up approvals: %w", err)
+	}
+	return s.readAndPublish(ctx, runs, approvals)
+}
+
+// readAndPublish reads the named runs (their rows and the transitions after the highest seq
+// this Store published) and approvals, and publishes them as one Change. A run or approval
+// that does not exist (any more) is skipped.
+func (s *Store) readAndPublish(ctx context.Context, runIDs, approvalIDs []string) error {
+	ctx, cancel := context.WithTimeout(ctx, listenReadTimeout)
+	defer cancel()
+	var c Change
+	var rows []Run
+	for _, id := range runIDs {
+		s.fan.mu.Lock()
+		mark, known := s.fan.marks[id]
+		s.fan.mu.Unlock()
+		var ts []Transition
+		for from := mark.seq + 1; ; {
+			page, err := s.Transitions(ctx, id, from, MaxTransitionsPage)
+			if errors.Is(err, ErrNotFound) {
+				break
+			}
+			if err != nil {
+				return err
+			}
+			ts = append(ts, page...)
+			if len(page) < MaxTransitionsPage {
+				break
+			}
+			from = page[len(page)-1].Seq + 1
+		}
+		run, err := s.Run(ctx, id) // after the transitions: at least as new as the last of them
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		status := mark.status
+		for _, t := range ts {
+			c.Transitions = append(c.Transitions, t)
+			c.Progress = append(c.Progress, remoteProgress(run, t, &status))
+		}
+		// The row itself goes out for its creation (first sight), a cancel or another status
+		// change no transition showed, and a plan adoption, as StartRun/CancelRun publish it.
+		planChanged := mark.hash != "" && (run.PlaybookHash != mark.hash || run.TotalSteps != mark.total)
+		if !known || run.Status != status || planChanged {
+			c.Runs = append(c.Runs, run)
+		}
+		rows = append(rows, run)
+	}
+	for _, id := range approvalIDs {
+		a, err := s.GetApproval(ctx, id)
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		c.Approvals = append(c.Approvals, a)
+	}
+	s.fan.mu.Lock()
+	defer s.fan.mu.Unlock()
+	c = s.fan.note(c, true)
+	for _, r := range rows {
+		if m, ok := s.fan.marks[r.RunID]; ok {
+			m.hash, m.total = r.PlaybookHash, r.TotalSteps
+			s.fan.marks[r.RunID] = m
+		}
+	}
+	s.deliver(c)
+	return nil
+}
+
+// remoteProgress is a run's progress after transition t, built from the run row read after
+// it: the row itself for the row's last transition; otherwise the row's lease and counters
+// with t's seq, step and run status (a final status stays final, as in recordOne). status
+// carries the status from one transition to the next.
+func remoteProgress(run Run, t Transition, status *RunStatus) RunProgress {
+	p := RunProgress{RunID: run.RunID, Status: run.Status, CurrentNode: run.CurrentNode, LastSeq: run.LastSeq,
+		LastCompletedStepIndex: run.LastCompletedStepIndex, LastDeployName: run.LastDeployName,
+		CompletedAt: run.CompletedAt, Owner: run.Owner, OwnerIDHash: run.OwnerIDHash, LeaseEpoch: run.LeaseEpoch,
+		LeaseSeconds: run.LeaseSeconds, LeaseExpiresAt: run.LeaseExpiresAt, playbook: run.Kind == KindPlaybook}
+	if t.Seq == run.LastSeq {
+		if p.playbook {
+			p.Playbook = &PlaybookProgress{Bindings: run.Bindings, IterationCounts: run.IterationCounts, ActiveNodes: run.ActiveNodes}
+		}
+		*status = run.Status
+		return p
+	}
+	p.LastSeq = t.Seq
+	if !status.Final() {
+		if st, err := RunStatusOf(t.RunStatus, t.Kind); err == nil {
+			*status = st
+		}
+	}
+	p.Status = *status
+	if !p.Status.Final() {
+		p.CompletedAt = time.Time{}
+		if t.StepName != "" {
+			p.CurrentNode = t.StepName
+		}
+	}
+	if t.Kind == KindStepFinished && t.StepIndex >= 0 {
+		p.LastCompletedStepIndex = t.StepIndex
+	}
+	return p
+}
+
+// publishLocal hands c to every subscriber, serialised with the listener's publishes; local
+// commits update the per-run marks first (D10-4). store.go's publish calls it.
+func (s *Store) publishLocal(c Change) {
+	s.fan.mu.Lock()
+	defer s.fan.mu.Unlock()
+	c = s.fan.note(c, false)
+	s.deliver(c)
+}
+
+// deliver calls the subscribers with c; s.fan.mu is held.
+func (s *Store) deliver(c Change) {
+	if c.empty() {
+		return
+	}
+	for _, sub := range *s.subs.Load() {
+		sub.fn(c)
+	}
+}
