@@ -49,6 +49,14 @@ const (
 // gitHubDueBatch is how many due rules one pass of the delivery loop delivers.
 const gitHubDueBatch = 50
 
+// GitHubClaimLease is how long a replica's delivery loop holds a protection rule it is
+// delivering (store.ClaimProtectionRule; issue 10, item 2, D10-5: a verdict is posted to
+// GitHub by one replica): longer than the three GitHub calls of one delivery
+// (ghapp.RequestTimeout each) plus slack, so no other replica starts the same delivery
+// while this one may still be talking to GitHub; a replica that dies holding a claim leaves
+// the rule to the others once it has passed.
+const GitHubClaimLease = 3*ghapp.RequestTimeout + 30*time.Second
+
 // githubGates is the webhook.Handler of a control plane configured as a GitHub App (issue 8,
 // items 2 and 3) and the delivery loop of the protection rule outbox (migration 0008).
 type githubGates struct {
@@ -281,7 +289,14 @@ func (g *githubGates) deliverDue(ctx context.Context) (time.Duration, bool) {
 // deliver posts what rule r is owed: the status report first, then the verdict. A failure
 // is recorded with the next attempt's time; a failed report is given up when the verdict is
 // ready (the verdict is what GitHub waits for).
+//
+// Every step that calls GitHub first claims the rule (claim), so with several replicas on
+// one database only one of them delivers it (issue 10, item 2); recording a step's outcome
+// ends the claim, so the next step claims again.
 func (g *githubGates) deliver(ctx context.Context, r store.ProtectionRule) {
+	if !g.claim(ctx, r) {
+		return
+	}
 	owner, name, err := ghapp.SplitFullName(r.Repository)
 	runID, perr := strconv.ParseInt(r.RunID, 10, 64)
 	if err != nil || perr != nil {
@@ -308,6 +323,9 @@ func (g *githubGates) deliver(ctx context.Context, r store.ProtectionRule) {
 			return
 		}
 		r = b
+		if !g.claim(ctx, r) {
+			return
+		}
 	}
 	if r.ReportState == store.ReportDue {
 		a, err := g.s.st.GetApproval(ctx, r.ApprovalID)
@@ -335,6 +353,9 @@ func (g *githubGates) deliver(ctx context.Context, r store.ProtectionRule) {
 	if r.VerdictState == "" {
 		return
 	}
+	if r.ReportState == store.ReportDue && !g.claim(ctx, r) { // the report's record ended the claim
+		return
+	}
 	if err := g.app.ReviewProtectionRule(ctx, repo, runID, r.Environment, r.VerdictState, r.VerdictComment); err != nil {
 		g.fail(ctx, r, err)
 		return
@@ -346,6 +367,24 @@ func (g *githubGates) deliver(ctx context.Context, r store.ProtectionRule) {
 		return
 	}
 	g.log.Info("github protection rule verdict delivered", "rule", r.ID, "approval_id", r.ApprovalID, "state", r.VerdictState)
+}
+
+// claim takes rule r for one delivery step (store.ClaimProtectionRule, GitHubClaimLease);
+// false means another replica has it, it has no work left, or the claim could not be
+// written (logged): the step is skipped, and the rule comes due again if it still has work.
+func (g *githubGates) claim(ctx context.Context, r store.ProtectionRule) bool {
+	now := time.Now()
+	ok, err := g.s.st.ClaimProtectionRule(ctx, r.ID, now, now.Add(GitHubClaimLease))
+	if err != nil {
+		if ctx.Err() == nil && !errors.Is(err, store.ErrClosed) {
+			g.log.Error("claiming a protection rule for delivery failed", "rule", r.ID, "err", err)
+		}
+		return false
+	}
+	if !ok {
+		g.log.Debug("github protection rule is being delivered elsewhere", "rule", r.ID)
+	}
+	return ok
 }
 
 // fail records a failed delivery and schedules the next attempt with back-off, or gives the

@@ -2,9 +2,6 @@ package store
 
 import (
 	"context"
-	crand "crypto/rand"
-	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,9 +15,9 @@ import (
 
 // Change fan-out across replicas on PostgreSQL (issue 10, item 2; ISSUE10-DECISIONS D10-4).
 //
-// Every batch the writer commits in PostgreSQL mode runs pg_notify(ChangeChannel, payload)
-// inside its transaction (notifyChange), so the notification is delivered on commit, in
-// commit order. Each Store runs a listener on its own pgx.Conn (LISTEN ChangeChannel) that
+// Every batch the writer commits in PostgreSQL mode runs pg_notify(listenChannel, payload)
+// inside its transaction (notify.go), so the notification is delivered on commit, in
+// commit order. Each Store runs a listener on its own pgx.Conn (LISTEN listenChannel) that
 // skips its own notifications, reads what another replica's notification names and calls
 // publish with a Change built from those rows, so WatchRun / WatchApproval streams, the gate
 // index and the deadline timer of this replica see what another replica recorded. A map of
@@ -29,12 +26,8 @@ import (
 // the listener was not listening.
 
 const (
-	// ChangeChannel is the PostgreSQL NOTIFY channel of committed changes (D10-4).
-	ChangeChannel = "rbook_changes"
-	// maxNotifyPayload is the largest payload notifyChange sends; a larger one becomes
-	// {"o":…,"all":true} and the listeners do a catch-up read instead (D10-4; PostgreSQL's
-	// own limit is 8000 bytes).
-	maxNotifyPayload = 7000
+	// listenChannel is the PostgreSQL NOTIFY channel of committed changes (D10-4).
+	listenChannel = "rbook_changes"
 	// catchUpSlack is how far before the last notification seen the catch-up read after a
 	// reconnect starts (D10-4: "last notification seen − 10 s"): it covers commits whose
 	// updated_at was taken before the notification went out, and clock skew between replicas.
@@ -51,8 +44,9 @@ const (
 	maxTrackedRuns = 1 << 16
 )
 
-// changeNotice is the JSON payload of a ChangeChannel notification (D10-4).
-type changeNotice struct {
+// listenNotice is the JSON payload of a listenChannel notification as notify.go writes it
+// (D10-4): {"o":origin,"r":[run ids],"a":[approval ids]} or {"o":origin,"all":true}.
+type listenNotice struct {
 	Origin    string   `json:"o"`
 	Runs      []string `json:"r,omitempty"`
 	Approvals []string `json:"a,omitempty"`
@@ -76,8 +70,7 @@ type fanout struct {
 	// listener runs.
 	marks map[string]runMark
 
-	// origin is this Store's random id in notification payloads; "" outside PostgreSQL
-	// mode. Set by startListener before the writer goroutine starts, never changed after.
+	// origin is the Store's origin id (s.origin), whose notifications the listener skips.
 	origin string
 	dsn    string
 	stop   context.CancelFunc
@@ -94,13 +87,6 @@ type fanout struct {
 	// reconnectGate, when set (tests), is received from before every reconnect after the
 	// first, so a test can record while the listener is known to be away.
 	reconnectGate chan struct{}
-}
-
-// newOrigin returns a random origin id (16 hex digits).
-func newOrigin() string {
-	var b [8]byte
-	_, _ = crand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }
 
 // note records what c publishes; f.mu is held. It returns c without the transitions already
@@ -147,57 +133,16 @@ func (f *fanout) note(c Change, filter bool) Change {
 	return c
 }
 
-// notifyChange runs pg_notify(ChangeChannel, payload) for c inside tx, in PostgreSQL mode
-// only (a no-op when the Store has no origin, i.e. on SQLite) and only when c changed
-// something. The writer calls it before COMMIT, so the notification goes out on commit.
-func (s *Store) notifyChange(ctx context.Context, tx *sql.Tx, c Change) error {
-	if s.fan.origin == "" || c.empty() {
-		return nil
-	}
-	if _, err := tx.ExecContext(ctx, "SELECT pg_notify($1, $2)", ChangeChannel, changePayload(s.fan.origin, c)); err != nil {
-		return fmt.Errorf("store: notify change: %w", err)
-	}
-	return nil
-}
-
-// changePayload is D10-4's payload for c: the origin, the run ids and approval ids it
-// touched (each once, in first-seen order), or {"o":…,"all":true} past maxNotifyPayload.
-func changePayload(origin string, c Change) string {
-	n := changeNotice{Origin: origin}
-	seen := map[string]bool{}
-	addRun := func(id string) {
-		if !seen["r"+id] {
-			seen["r"+id] = true
-			n.Runs = append(n.Runs, id)
-		}
-	}
-	for _, t := range c.Transitions {
-		addRun(t.RunID)
-	}
-	for _, r := range c.Runs {
-		addRun(r.RunID)
-	}
-	for _, a := range c.Approvals {
-		if !seen["a"+a.ApprovalID] {
-			seen["a"+a.ApprovalID] = true
-			n.Approvals = append(n.Approvals, a.ApprovalID)
-		}
-	}
-	b, err := json.Marshal(n)
-	if err != nil || len(b) > maxNotifyPayload {
-		b, _ = json.Marshal(changeNotice{Origin: origin, All: true})
-	}
-	return string(b)
-}
-
 // startListener starts the change listener of a PostgreSQL Store on its own connection to
-// dsn (D10-4). Open calls it in PostgreSQL mode after migrations and before the writer
-// goroutine starts (the writer reads the origin it sets). It waits for the first connection
-// attempt (LISTEN established, or failed: the listener then retries with back-off), so a
-// Store that Open returned normally already hears the other replicas.
-func (s *Store) startListener(ctx context.Context, dsn string) {
-	s.fan.origin, s.fan.dsn = newOrigin(), dsn
+// dsn (D10-4), skipping notifications of origin (the Store's own, s.origin). Open calls it
+// in PostgreSQL mode once the Store is built; Close stops it (stopListener). It waits for
+// the first connection attempt (LISTEN established, or failed: the listener then retries
+// with back-off), so a Store that Open returned normally already hears the other replicas.
+func (s *Store) startListener(ctx context.Context, dsn, origin string) {
+	s.fan.origin, s.fan.dsn = origin, dsn
+	s.fan.mu.Lock() // the writer goroutine may already publish
 	s.fan.marks = map[string]runMark{}
+	s.fan.mu.Unlock()
 	s.fan.lastSeen = s.now()
 	lctx, cancel := context.WithCancel(context.Background())
 	s.fan.stop, s.fan.done = cancel, make(chan struct{})
@@ -272,7 +217,7 @@ func (s *Store) listenOnce(ctx context.Context, first chan struct{}) error {
 		_ = conn.Close(cctx)
 		cancel()
 	}()
-	if _, err := conn.Exec(ctx, "LISTEN "+ChangeChannel); err != nil {
+	if _, err := conn.Exec(ctx, "LISTEN "+listenChannel); err != nil {
 		return err
 	}
 	s.fan.pid.Store(conn.PgConn().PID())
@@ -291,7 +236,7 @@ func (s *Store) listenOnce(ctx context.Context, first chan struct{}) error {
 			return fmt.Errorf("%w: %v", errListenWorked, err)
 		}
 		s.fan.lastSeen = s.now()
-		var msg changeNotice
+		var msg listenNotice
 		if err := json.Unmarshal([]byte(n.Payload), &msg); err != nil || msg.Origin == s.fan.origin {
 			continue // not ours to read, or our own commit (already published locally)
 		}

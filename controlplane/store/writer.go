@@ -302,11 +302,6 @@ func (s *Store) attempt(batch []*writeReq, results []error, safe bool) (attemptO
 		s.cache.abort()
 		return failAll(fmt.Errorf("store: write batch aborted: %w", fatal), committed)
 	}
-	if err := s.notifyChange(ctx, tx, change); err != nil { // PostgreSQL: other replicas hear it on commit
-		_ = tx.Rollback()
-		s.cache.abort()
-		return failAll(fmt.Errorf("store: write batch aborted: %w", err), committed)
-	}
 	began := time.Now()
 	if err := tx.Commit(); err != nil {
 		s.failedCommits.Add(1)

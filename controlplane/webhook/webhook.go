@@ -8,6 +8,9 @@
 // event it does not act on (acknowledged, ignored, nothing recorded) and for a delivery id
 // it already processed (a replay changes nothing), 500 when the Handler failed (GitHub
 // shows the delivery as failed and it can be redelivered; it is not recorded as processed).
+// With several control-plane replicas on one database a delivery is claimed (its id
+// recorded) before the Handler runs, so it is acted on once even when two replicas receive
+// it; a failed Handler gives the claim back (issue 10, item 2).
 // Every refusal is logged with slog (event, delivery id, reason); the secret, the signature
 // and the body never are.
 package webhook
@@ -72,10 +75,13 @@ type Handler interface {
 }
 
 // Deliveries is where processed delivery ids are kept; *store.Store implements it
-// (migration 0006).
+// (migration 0006). RecordGitHubDelivery is also the claim a delivery is acted on under
+// (true: this caller took it), and ReleaseGitHubDelivery gives a claim back when acting
+// failed (issue 10, item 2; D10-5).
 type Deliveries interface {
 	GitHubDeliverySeen(ctx context.Context, id string) (bool, error)
 	RecordGitHubDelivery(ctx context.Context, d store.GitHubDelivery) (bool, error)
+	ReleaseGitHubDelivery(ctx context.Context, id string) (bool, error)
 }
 
 // Endpoint is the http.Handler for Path. Create it with New.
@@ -225,18 +231,33 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		refuse(http.StatusBadRequest, fmt.Sprintf("action over %d bytes", store.MaxIDBytes))
 		return
 	}
+	// Claim the delivery before acting on it (issue 10, item 2; D10-5): with several
+	// control-plane replicas on one database, GitHub (or a load balancer retrying) may hand
+	// the same delivery to two of them; only the one whose insert took the row acts. The
+	// in-process lock above already serialises copies arriving at this process.
+	claimed, err := e.deliveries.RecordGitHubDelivery(r.Context(), store.GitHubDelivery{ID: id, Event: event, Action: d.Action})
+	if err != nil {
+		e.log.Error("github webhook: recording the processed delivery failed", "event", event, "delivery", id, "error", err.Error())
+		http.Error(w, "storage unavailable", http.StatusInternalServerError)
+		return
+	}
+	if !claimed {
+		e.log.Info("github webhook ignored", "event", event, "delivery", id, "reason", "delivery already processed")
+		w.WriteHeader(http.StatusOK)
+		return
+	}
 	if handle == nil {
 		// e.g. deployment_review "requested": nothing to decide; recorded so a replay is a no-op.
 		e.log.Info("github webhook: action not acted on", "event", event, "delivery", id, "action", logValue(d.Action))
 	} else if err := handle(); err != nil {
+		// Give the claim back, so GitHub's redelivery (to any replica) acts on it again.
+		if _, rerr := e.deliveries.ReleaseGitHubDelivery(context.WithoutCancel(r.Context()), id); rerr != nil {
+			e.log.Error("github webhook: releasing the claim of a failed delivery failed; a redelivery will be ignored",
+				"event", event, "delivery", id, "error", rerr.Error())
+		}
 		e.log.Error("github webhook: handler failed; not recorded, GitHub may redeliver", "event", event,
 			"delivery", id, "action", d.Action, "error", err.Error())
 		http.Error(w, "processing failed", http.StatusInternalServerError)
-		return
-	}
-	if _, err := e.deliveries.RecordGitHubDelivery(r.Context(), store.GitHubDelivery{ID: id, Event: event, Action: d.Action}); err != nil {
-		e.log.Error("github webhook: recording the processed delivery failed", "event", event, "delivery", id, "error", err.Error())
-		http.Error(w, "storage unavailable", http.StatusInternalServerError)
 		return
 	}
 	e.log.Info("github webhook processed", "event", event, "delivery", id, "action", d.Action)
