@@ -43,7 +43,11 @@ func openPostgres(ctx context.Context, dsn string, cfg config) (*Store, error) {
 		writer.Close()
 		return nil, fmt.Errorf("store: connect to %s: %w", RedactDSN(dsn), err)
 	}
-	return start(ctx, cfg, dialectPostgres, writer, reader, pgw)
+	s, err := start(ctx, cfg, dialectPostgres, writer, reader, pgw)
+	if err == nil {
+		s.startListener(ctx, dsn, s.origin) // change fan-out across replicas (pglisten.go, D10-4)
+	}
+	return s, err
 }
 
 // openPGPool opens a database/sql pool over pgx's stdlib driver wrapped in pgConnector

@@ -15,9 +15,9 @@ import (
 
 // Change fan-out across replicas on PostgreSQL (issue 10, item 2; ISSUE10-DECISIONS D10-4).
 //
-// Every batch the writer commits in PostgreSQL mode runs pg_notify(listenChannel, payload)
+// Every batch the writer commits in PostgreSQL mode runs pg_notify(pgNotifyChannel, payload)
 // inside its transaction (notify.go), so the notification is delivered on commit, in
-// commit order. Each Store runs a listener on its own pgx.Conn (LISTEN listenChannel) that
+// commit order. Each Store runs a listener on its own pgx.Conn (LISTEN pgNotifyChannel) that
 // skips its own notifications, reads what another replica's notification names and calls
 // publish with a Change built from those rows, so WatchRun / WatchApproval streams, the gate
 // index and the deadline timer of this replica see what another replica recorded. A map of
@@ -26,8 +26,6 @@ import (
 // the listener was not listening.
 
 const (
-	// listenChannel is the PostgreSQL NOTIFY channel of committed changes (D10-4).
-	listenChannel = "rbook_changes"
 	// catchUpSlack is how far before the last notification seen the catch-up read after a
 	// reconnect starts (D10-4: "last notification seen − 10 s"): it covers commits whose
 	// updated_at was taken before the notification went out, and clock skew between replicas.
@@ -43,15 +41,6 @@ const (
 	// seq 1 on its next notification; watchers drop seqs they already sent).
 	maxTrackedRuns = 1 << 16
 )
-
-// listenNotice is the JSON payload of a listenChannel notification as notify.go writes it
-// (D10-4): {"o":origin,"r":[run ids],"a":[approval ids]} or {"o":origin,"all":true}.
-type listenNotice struct {
-	Origin    string   `json:"o"`
-	Runs      []string `json:"r,omitempty"`
-	Approvals []string `json:"a,omitempty"`
-	All       bool     `json:"all,omitempty"`
-}
 
 // runMark is what this Store last published for a run.
 type runMark struct {
@@ -117,7 +106,8 @@ func (f *fanout) note(c Change, filter bool) Change {
 	}
 	for _, r := range c.Runs {
 		m := f.marks[r.RunID]
-		m.seq, m.status, m.hash, m.total = max(m.seq, r.LastSeq), r.Status, r.PlaybookHash, r.TotalSteps
+		// Not the row's last_seq: the transitions up to it may not be published yet.
+		m.status, m.hash, m.total = r.Status, r.PlaybookHash, r.TotalSteps
 		f.marks[r.RunID] = m
 	}
 	if len(f.marks) > maxTrackedRuns {
@@ -217,7 +207,7 @@ func (s *Store) listenOnce(ctx context.Context, first chan struct{}) error {
 		_ = conn.Close(cctx)
 		cancel()
 	}()
-	if _, err := conn.Exec(ctx, "LISTEN "+listenChannel); err != nil {
+	if _, err := conn.Exec(ctx, "LISTEN "+pgNotifyChannel); err != nil {
 		return err
 	}
 	s.fan.pid.Store(conn.PgConn().PID())
@@ -236,7 +226,7 @@ func (s *Store) listenOnce(ctx context.Context, first chan struct{}) error {
 			return fmt.Errorf("%w: %v", errListenWorked, err)
 		}
 		s.fan.lastSeen = s.now()
-		var msg listenNotice
+		var msg notifyPayload
 		if err := json.Unmarshal([]byte(n.Payload), &msg); err != nil || msg.Origin == s.fan.origin {
 			continue // not ours to read, or our own commit (already published locally)
 		}

@@ -1,0 +1,301 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Issue 10, item 2: the change fan-out between two Stores on one PostgreSQL database
+// (pglisten.go, D10-4). These tests always run on PostgreSQL (skipped with D10-7's message
+// without RBOOK_TEST_POSTGRES_URL), whatever RBOOK_TEST_STORE says.
+
+// openReplicas opens two Stores, A and B, on one fresh PostgreSQL database, sharing a clock.
+func openReplicas(t *testing.T) (a, b *Store, dsn string) {
+	t.Helper()
+	dsn = newPGDatabase(t)
+	clock := &testClock{}
+	open := func() *Store {
+		s, err := Open(context.Background(), dsn, WithClock(clock.now))
+		if err != nil {
+			t.Fatalf("Open: %v", err)
+		}
+		t.Cleanup(func() {
+			if err := s.Close(); err != nil && !errors.Is(err, ErrClosed) {
+				t.Errorf("Close: %v", err)
+			}
+		})
+		return s
+	}
+	return open(), open(), dsn
+}
+
+// feed collects the changes a Store publishes and wakes waiters on each one.
+type feed struct {
+	mu      sync.Mutex
+	all     []Change
+	changed chan struct{}
+}
+
+func follow(s *Store) *feed {
+	f := &feed{changed: make(chan struct{})}
+	s.Subscribe(func(c Change) {
+		f.mu.Lock()
+		f.all = append(f.all, c)
+		close(f.changed)
+		f.changed = make(chan struct{})
+		f.mu.Unlock()
+	})
+	return f
+}
+
+// await waits (up to 20 s, woken by each published change) until ok holds for everything
+// published so far.
+func (f *feed) await(t *testing.T, what string, ok func([]Change) bool) []Change {
+	t.Helper()
+	deadline := time.After(20 * time.Second)
+	for {
+		f.mu.Lock()
+		all, ch := append([]Change(nil), f.all...), f.changed
+		f.mu.Unlock()
+		if ok(all) {
+			return all
+		}
+		select {
+		case <-ch:
+		case <-deadline:
+			t.Fatalf("never published %s; got %d changes: %s", what, len(all), summary(all))
+		}
+	}
+}
+
+// summary names what each change holds (run#seq transitions, run rows, approval states).
+func summary(all []Change) string {
+	var b []string
+	for _, c := range all {
+		var parts []string
+		for _, x := range c.Transitions {
+			parts = append(parts, fmt.Sprintf("%s#%d", x.RunID, x.Seq))
+		}
+		for _, r := range c.Runs {
+			parts = append(parts, "row:"+r.RunID)
+		}
+		for _, a := range c.Approvals {
+			parts = append(parts, a.ApprovalID+":"+string(a.Status))
+		}
+		b = append(b, "{"+strings.Join(parts, " ")+"}")
+	}
+	return strings.Join(b, " ")
+}
+
+// seqsOf lists the seqs of run's transitions in the order they were published.
+func seqsOf(all []Change, run string) []int64 {
+	var out []int64
+	for _, c := range all {
+		for _, x := range c.Transitions {
+			if x.RunID == run {
+				out = append(out, x.Seq)
+			}
+		}
+	}
+	return out
+}
+
+func upTo(n int64) []int64 {
+	out := make([]int64, n)
+	for i := range out {
+		out[i] = int64(i + 1)
+	}
+	return out
+}
+
+func approvalStates(all []Change, id string) []ApprovalStatus {
+	var out []ApprovalStatus
+	for _, c := range all {
+		for _, a := range c.Approvals {
+			if a.ApprovalID == id {
+				out = append(out, a.Status)
+			}
+		}
+	}
+	return out
+}
+
+func TestIssue10_2_ListenerPublishesWhatAnotherReplicaRecorded(t *testing.T) {
+	a, b, _ := openReplicas(t)
+	fb := follow(b)
+	ctx := context.Background()
+	mustStart(t, a, newRun("r1"))
+	const n = 40
+	for seq := int64(1); seq <= n; seq++ {
+		mustRecord(t, a, tr("r1", seq))
+	}
+	all := fb.await(t, "r1's 40 transitions", func(all []Change) bool { return len(seqsOf(all, "r1")) >= n })
+	if got := seqsOf(all, "r1"); fmt.Sprint(got) != fmt.Sprint(upTo(n)) {
+		t.Fatalf("B published r1's seqs %v, want 1..%d once each, in order", got, n)
+	}
+	// Every published transition carries its run's progress at that seq.
+	for _, c := range all {
+		for i, x := range c.Transitions {
+			if p := c.Progress[i]; p.RunID != x.RunID || p.LastSeq != x.Seq || p.Status != RunRunning {
+				t.Fatalf("progress of r1 #%d = %+v, want last_seq %d, running", x.Seq, p, x.Seq)
+			}
+		}
+	}
+	var sawRun bool
+	for _, c := range all {
+		for _, r := range c.Runs {
+			sawRun = sawRun || r.RunID == "r1"
+		}
+	}
+	if !sawRun {
+		t.Fatal("B never published r1's row (its creation on A)")
+	}
+
+	// A gate opened and decided on A reaches B's subscribers, pending then approved.
+	mustCreateApproval(t, a, newApproval("ap1", "r1", "approve"))
+	if _, err := a.DecideApproval(ctx, Decision{ApprovalID: "ap1", Verdict: ApprovalApproved, Approver: "bob", At: t0.Add(2 * time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	all = fb.await(t, "ap1 approved", func(all []Change) bool {
+		s := approvalStates(all, "ap1")
+		return len(s) > 0 && s[len(s)-1] == ApprovalApproved
+	})
+	if s := approvalStates(all, "ap1"); s[0] != ApprovalPending {
+		t.Fatalf("B published ap1 as %v, want pending first", s)
+	}
+
+	// B's own commits are published once, by its writer (its listener skips its origin), and
+	// they raise its mark, so A's later commits for the run continue the sequence.
+	res, err := b.RecordTransition(ctx, tr("r1", n+1), fence1)
+	if err != nil || res.Duplicate {
+		t.Fatalf("RecordTransition on B: %+v, %v", res, err)
+	}
+	mustRecord(t, a, tr("r1", n+2))
+	all = fb.await(t, "r1 #42", func(all []Change) bool { return len(seqsOf(all, "r1")) >= n+2 })
+	if got := seqsOf(all, "r1"); fmt.Sprint(got) != fmt.Sprint(upTo(n+2)) {
+		t.Fatalf("B published r1's seqs %v, want 1..%d once each", got, n+2)
+	}
+	if got := b.fan.notices.Load(); got == 0 {
+		t.Fatal("B's listener counted no notification from A")
+	}
+}
+
+func TestIssue10_2_ListenerCatchesUpAfterItsConnectionIsKilled(t *testing.T) {
+	a, b, dsn := openReplicas(t)
+	gate := make(chan struct{})
+	b.fan.reconnectGate = gate // set before the kill: the listener reads it only on reconnect
+	fb := follow(b)
+	mustStart(t, a, newRun("r2"))
+	mustRecord(t, a, tr("r2", 1))
+	fb.await(t, "r2 #1", func(all []Change) bool { return len(seqsOf(all, "r2")) == 1 })
+
+	pid := b.fan.pid.Load()
+	if pid == 0 {
+		t.Fatal("B's listener has no connection")
+	}
+	connects, catchUps := b.fan.connects.Load(), b.fan.catchUps.Load()
+	db := rawPG(t, dsn)
+	var killed bool
+	if err := db.QueryRowContext(context.Background(), "SELECT pg_terminate_backend($1)", int64(pid)).Scan(&killed); err != nil || !killed {
+		t.Fatalf("pg_terminate_backend(%d) = %v, %v", pid, killed, err)
+	}
+	// The listener is away until the gate opens: nothing A commits now is heard.
+	for seq := int64(2); seq <= 6; seq++ {
+		mustRecord(t, a, tr("r2", seq))
+	}
+	mustCreateApproval(t, a, newApproval("ap2", "r2", "approve"))
+	close(gate)
+
+	all := fb.await(t, "r2 #2..6 and ap2 after the reconnect", func(all []Change) bool {
+		return len(seqsOf(all, "r2")) >= 6 && len(approvalStates(all, "ap2")) > 0
+	})
+	if got := seqsOf(all, "r2"); fmt.Sprint(got) != fmt.Sprint(upTo(6)) {
+		t.Fatalf("B published r2's seqs %v, want 1..6 once each, in order", got)
+	}
+	if b.fan.connects.Load() != connects+1 || b.fan.catchUps.Load() != catchUps+1 {
+		t.Fatalf("connects %d→%d, catch-ups %d→%d: want one reconnect and one catch-up read",
+			connects, b.fan.connects.Load(), catchUps, b.fan.catchUps.Load())
+	}
+	if b.fan.pid.Load() == pid {
+		t.Fatal("the listener reports the killed backend's pid")
+	}
+	// And it listens again.
+	mustRecord(t, a, tr("r2", 7))
+	all = fb.await(t, "r2 #7", func(all []Change) bool { return len(seqsOf(all, "r2")) >= 7 })
+	if got := seqsOf(all, "r2"); fmt.Sprint(got) != fmt.Sprint(upTo(7)) {
+		t.Fatalf("B published r2's seqs %v, want 1..7", got)
+	}
+}
+
+func TestIssue10_2_ConcurrentDecisionsOnTwoReplicasDecideOnce(t *testing.T) {
+	a, b, _ := openReplicas(t)
+	ctx := context.Background()
+	mustStart(t, a, newRun("r3"))
+	for i := range 20 {
+		id := fmt.Sprintf("g%d", i)
+		mustCreateApproval(t, a, newApproval(id, "r3", id))
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		for j, s := range []*Store{a, b} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				v := []ApprovalStatus{ApprovalApproved, ApprovalRejected}[j]
+				_, errs[j] = s.DecideApproval(ctx, Decision{ApprovalID: id, Verdict: v, Approver: fmt.Sprintf("who%d", j), At: t0.Add(2 * time.Minute)})
+			}()
+		}
+		wg.Wait()
+		won := 0
+		for _, err := range errs {
+			switch {
+			case err == nil:
+				won++
+			case !errors.Is(err, ErrAlreadyDecided):
+				t.Fatalf("%s: a losing decision got %v, want ErrAlreadyDecided", id, err)
+			}
+		}
+		got, err := a.GetApproval(ctx, id)
+		if won != 1 || err != nil || got.Status == ApprovalPending || len(got.Votes) != 1 {
+			t.Fatalf("%s: %d winners, row %+v (%v): want one decision with one vote", id, won, got, err)
+		}
+	}
+}
+
+func TestIssue10_2_DeadlineExpiresOnceWithBothSweepers(t *testing.T) {
+	a, b, _ := openReplicas(t)
+	ctx := context.Background()
+	mustStart(t, a, newRun("r4"))
+	for i := range 20 {
+		mustCreateApproval(t, a, newApproval(fmt.Sprintf("d%d", i), "r4", fmt.Sprintf("d%d", i)))
+	}
+	var wg sync.WaitGroup
+	got := make([][]Approval, 2)
+	errs := make([]error, 2)
+	for j, s := range []*Store{a, b} {
+		wg.Add(1)
+		go func() { defer wg.Done(); got[j], errs[j] = s.ExpireDueApprovals(ctx, t0.Add(2*time.Hour)) }()
+	}
+	wg.Wait()
+	if errs[0] != nil || errs[1] != nil {
+		t.Fatalf("ExpireDueApprovals: %v / %v", errs[0], errs[1])
+	}
+	seen := map[string]int{}
+	for _, list := range got {
+		for _, x := range list {
+			seen[x.ApprovalID]++
+		}
+	}
+	if len(seen) != 20 {
+		t.Fatalf("expired %d distinct gates (%v), want 20", len(seen), seen)
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Fatalf("gate %s expired %d times, want once", id, n)
+		}
+	}
+}
