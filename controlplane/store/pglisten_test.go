@@ -161,12 +161,13 @@ func TestIssue10_2_ListenerPublishesWhatAnotherReplicaRecorded(t *testing.T) {
 	if _, err := a.DecideApproval(ctx, Decision{ApprovalID: "ap1", Verdict: ApprovalApproved, Approver: "bob", At: t0.Add(2 * time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
+	// (B reads the row when it hears of it, so it may publish the approved row alone.)
 	all = fb.await(t, "ap1 approved", func(all []Change) bool {
 		s := approvalStates(all, "ap1")
 		return len(s) > 0 && s[len(s)-1] == ApprovalApproved
 	})
-	if s := approvalStates(all, "ap1"); s[0] != ApprovalPending {
-		t.Fatalf("B published ap1 as %v, want pending first", s)
+	if s := approvalStates(all, "ap1"); len(s) > 2 || (len(s) == 2 && s[0] != ApprovalPending) {
+		t.Fatalf("B published ap1 as %v, want [pending approved] or [approved]", s)
 	}
 
 	// B's own commits are published once, by its writer (its listener skips its origin), and
