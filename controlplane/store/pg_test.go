@@ -1,0 +1,329 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// openPGPair opens two Stores (two replicas) on one fresh PostgreSQL database.
+func openPGPair(t *testing.T) (a, b *Store, dsn string) {
+	t.Helper()
+	dsn = newPGDatabase(t)
+	ctx := context.Background()
+	for _, p := range []**Store{&a, &b} {
+		s, err := Open(ctx, dsn)
+		if err != nil {
+			t.Fatalf("Open: %v", err)
+		}
+		t.Cleanup(func() { s.Close() })
+		*p = s
+	}
+	return a, b, dsn
+}
+
+// Issue 10, item 1 (D10-2): two Opens at once on a fresh database both succeed, and each
+// migration is applied once.
+func TestIssue10_1_PGConcurrentMigrations(t *testing.T) {
+	t.Parallel()
+	dsn := newPGDatabase(t)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	stores, errs := make([]*Store, 2), make([]error, 2)
+	for i := range stores {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			stores[i], errs[i] = Open(ctx, dsn)
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("Open #%d: %v", i, err)
+		}
+		defer stores[i].Close()
+	}
+	ms, err := loadMigrations(dialectPostgres)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := stores[0].reader.QueryContext(ctx, "SELECT version, name FROM schema_migrations ORDER BY version")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var got []string
+	for rows.Next() {
+		var v int
+		var name string
+		if err := rows.Scan(&v, &name); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fmt.Sprintf("%d %s", v, name))
+	}
+	var want []string
+	for _, m := range ms {
+		want = append(want, fmt.Sprintf("%d %s", m.version, m.name))
+	}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("schema_migrations = %v, want each of %v once", got, want)
+	}
+	sqliteMs, _ := loadMigrations(dialectSQLite)
+	for i := range sqliteMs {
+		if sqliteMs[i].name != ms[i].name {
+			t.Errorf("migration %d: SQLite %s, PostgreSQL %s: D10-2 wants the same names", i+1, sqliteMs[i].name, ms[i].name)
+		}
+	}
+	if len(sqliteMs) != len(ms) {
+		t.Errorf("%d SQLite migrations, %d PostgreSQL ones", len(sqliteMs), len(ms))
+	}
+	// Both stores work on the one database.
+	mustStart(t, stores[0], newRun("R1"))
+	if _, _, err := stores[1].GetRun(ctx, "R1"); err != nil {
+		t.Fatalf("replica B reads replica A's run: %v", err)
+	}
+}
+
+// Issue 10, item 1: OpenReadOnly on a postgres DSN reads, refuses writes (ErrReadOnly, and
+// the server refuses its sessions' writes too), and refuses a schema that is not this
+// rbook's.
+func TestIssue10_1_PGReadOnlyStore(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := newPGDatabase(t)
+	w, err := Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	mustStart(t, w, newRun("R1"))
+	mustRecord(t, w, tr("R1", 1))
+	ro, err := OpenReadOnly(ctx, dsn)
+	if err != nil {
+		t.Fatalf("OpenReadOnly: %v", err)
+	}
+	defer ro.Close()
+	if !ro.ReadOnly() {
+		t.Fatal("ReadOnly() = false")
+	}
+	if _, ts, err := ro.GetRun(ctx, "R1"); err != nil || len(ts) != 1 {
+		t.Fatalf("GetRun on the read-only store = %d transitions, %v", len(ts), err)
+	}
+	if _, err := ro.RecordTransition(ctx, tr("R1", 2), fence1); !errors.Is(err, ErrReadOnly) {
+		t.Fatalf("write on the read-only store = %v, want ErrReadOnly", err)
+	}
+	if _, err := ro.reader.ExecContext(ctx, "DELETE FROM github_deliveries"); pgCode(err) != "25006" {
+		t.Fatalf("a raw write on the read-only pool = %v, want SQLSTATE 25006 (read-only transaction)", err)
+	}
+	// Mid-write by the writer: the read-only store sees every commit.
+	mustRecord(t, w, tr("R1", 2))
+	if _, ts, _ := ro.GetRun(ctx, "R1"); len(ts) != 2 {
+		t.Fatalf("read-only store sees %d transitions after the writer's commit, want 2", len(ts))
+	}
+
+	older := newPGDatabase(t)
+	ow, err := Open(ctx, older)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ow.writer.ExecContext(ctx, "DELETE FROM schema_migrations WHERE version > 1"); err != nil {
+		t.Fatal(err)
+	}
+	ow.Close()
+	if _, err := OpenReadOnly(ctx, older); !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "older") {
+		t.Fatalf("OpenReadOnly of an older schema = %v, want ErrInvalidArgument naming it older", err)
+	}
+	empty := newPGDatabase(t)
+	if _, err := OpenReadOnly(ctx, empty); !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "not an rbook") {
+		t.Fatalf("OpenReadOnly of an empty database = %v, want ErrInvalidArgument", err)
+	}
+}
+
+// Issue 10, item 1 (D10-1): a DSN's password never reaches an error.
+func TestIssue10_1_DSNPasswordRedacted(t *testing.T) {
+	t.Parallel()
+	for dsn, want := range map[string]string{
+		"postgres://rbook:s3cret@127.0.0.1:1/db?sslmode=disable":     "postgres://rbook:xxxxx@127.0.0.1:1/db?sslmode=disable",
+		"postgresql://u@h/db?password=s3cret&sslmode=disable":        "postgresql://u@h/db?password=xxxxx&sslmode=disable",
+		"/var/lib/rbook/cp.db":                                       "/var/lib/rbook/cp.db",
+		"postgres://rbook:s3cret@127.0.0.1:1/db?connect_timeout=bad": "postgres://rbook:xxxxx@127.0.0.1:1/db?connect_timeout=bad",
+	} {
+		if got := RedactDSN(dsn); got != want {
+			t.Errorf("RedactDSN(%q) = %q, want %q", dsn, got, want)
+		}
+	}
+	// Nothing listens on port 1: the connection error names the DSN without the password.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, err := Open(ctx, "postgres://rbook:s3cret@127.0.0.1:1/db?sslmode=disable&connect_timeout=5")
+	if err == nil || strings.Contains(err.Error(), "s3cret") {
+		t.Fatalf("Open with an unreachable server = %v; want an error without the password", err)
+	}
+}
+
+// Issue 10, item 3 (D10-3): two Stores (replicas) on one database alternate transitions of
+// one run. Each must read the run as the other left it: a progress cache kept across
+// batches would refuse every second transition as out of order.
+func TestIssue10_3_PGTwoStoresAlternateTransitions(t *testing.T) {
+	t.Parallel()
+	a, b, _ := openPGPair(t)
+	ctx := context.Background()
+	mustStart(t, a, newRun("R1"))
+	stores := []*Store{a, b}
+	for seq := int64(1); seq <= 20; seq++ {
+		s := stores[seq%2]
+		res, err := s.RecordTransition(ctx, tr("R1", seq), fence1)
+		if err != nil || res.Duplicate || res.Progress.LastSeq != seq {
+			t.Fatalf("#%d on store %d = %+v, %v; want stored with last_seq %d", seq, seq%2, res, err, seq)
+		}
+		// The other replica answers a replay of it as a duplicate.
+		dup, err := stores[(seq+1)%2].RecordTransition(ctx, tr("R1", seq), fence1)
+		if err != nil || !dup.Duplicate || dup.Progress.LastSeq != seq {
+			t.Fatalf("replay of #%d on the other store = %+v, %v; want a duplicate", seq, dup, err)
+		}
+	}
+	run, ts, err := b.GetRun(ctx, "R1")
+	if err != nil || run.LastSeq != 20 || len(ts) != 20 {
+		t.Fatalf("run after 20 alternating transitions: last_seq %d, %d transitions, %v", run.LastSeq, len(ts), err)
+	}
+	for i, x := range ts {
+		if sent(t, x) != tr("R1", int64(i+1)) {
+			t.Fatalf("transition %d = %+v", i+1, x)
+		}
+	}
+}
+
+// Issue 10, item 3 (D10-3, D10-5): concurrent approvals of one gate through two Stores:
+// exactly one decides it; and the same seq recorded through both at once is stored once,
+// the other call answered as a duplicate.
+func TestIssue10_3_PGTwoStoresOneApproveWins(t *testing.T) {
+	t.Parallel()
+	a, b, _ := openPGPair(t)
+	ctx := context.Background()
+	mustStart(t, a, newRun("R1"))
+	mustCreateApproval(t, a, newApproval("ap1", "R1", "approve"))
+	const voters = 8
+	var wg sync.WaitGroup
+	results := make([]error, voters)
+	decided := make([]Approval, voters)
+	start := make(chan struct{})
+	for i := 0; i < voters; i++ {
+		s := []*Store{a, b}[i%2]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			decided[i], results[i] = s.DecideApproval(ctx, Decision{ApprovalID: "ap1", Verdict: ApprovalApproved,
+				Approver: fmt.Sprintf("user-%d", i), At: t0.Add(2 * time.Minute)})
+		}()
+	}
+	close(start)
+	wg.Wait()
+	wins := 0
+	var winner string
+	for i, err := range results {
+		switch {
+		case err == nil:
+			wins++
+			winner = fmt.Sprintf("user-%d", i)
+			if decided[i].Status != ApprovalApproved || decided[i].Approver != winner {
+				t.Errorf("winner %d got %+v", i, decided[i])
+			}
+		case errors.Is(err, ErrAlreadyDecided):
+		default:
+			t.Errorf("approve %d: %v", i, err)
+		}
+	}
+	if wins != 1 {
+		t.Fatalf("%d approvals won across two stores, want exactly 1 (%v)", wins, results)
+	}
+	final, err := b.GetApproval(ctx, "ap1")
+	if err != nil || final.Status != ApprovalApproved || final.Approver != winner || len(final.Votes) != 1 {
+		t.Fatalf("stored approval = %+v, %v; want approved by %s with one vote", final, err, winner)
+	}
+
+	for seq := int64(1); seq <= 10; seq++ {
+		var rs [2]RecordResult
+		var es [2]error
+		var wg sync.WaitGroup
+		for i, s := range []*Store{a, b} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				rs[i], es[i] = s.RecordTransition(ctx, tr("R1", seq), fence1)
+			}()
+		}
+		wg.Wait()
+		if es[0] != nil || es[1] != nil || rs[0].Duplicate == rs[1].Duplicate {
+			t.Fatalf("#%d through both stores at once = %+v %v / %+v %v; want one stored, one duplicate", seq, rs[0], es[0], rs[1], es[1])
+		}
+	}
+	if _, ts, _ := a.GetRun(ctx, "R1"); len(ts) != 10 {
+		t.Fatalf("%d transitions stored, want 10", len(ts))
+	}
+}
+
+// Issue 10, item 2 (D10-4, commit half): every committed batch that changed something
+// notifies rbook_changes with {"o":origin,"r":[runs],"a":[approvals]}, delivered on
+// commit; a batch that changed nothing sends none.
+func TestIssue10_4_PGNotifyOnCommit(t *testing.T) {
+	t.Parallel()
+	dsn := newPGDatabase(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	l, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close(context.Background())
+	if _, err := l.Exec(ctx, "LISTEN "+pgNotifyChannel); err != nil {
+		t.Fatal(err)
+	}
+	next := func() map[string]any {
+		t.Helper()
+		n, err := l.WaitForNotification(ctx)
+		if err != nil {
+			t.Fatalf("no notification: %v", err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(n.Payload), &m); err != nil {
+			t.Fatalf("payload %q: %v", n.Payload, err)
+		}
+		return m
+	}
+	if len(s.origin) != 16 {
+		t.Fatalf("origin %q, want 16 hex digits", s.origin)
+	}
+	mustStart(t, s, newRun("R1"))
+	if got, want := fmt.Sprint(next()), fmt.Sprint(map[string]any{"o": s.origin, "r": []any{"R1"}, "a": []any{}}); got != want {
+		t.Fatalf("StartRun notification %s, want %s", got, want)
+	}
+	if _, err := s.RecordTransition(ctx, tr("R1", 1), Fence{OwnerIDHash: OwnerIDHash("someone else"), Epoch: 1}); !errors.Is(err, ErrLeaseLost) {
+		t.Fatalf("fenced-off write = %v", err)
+	}
+	mustCreateApproval(t, s, newApproval("ap1", "R1", "approve"))
+	if got, want := fmt.Sprint(next()), fmt.Sprint(map[string]any{"o": s.origin, "r": []any{}, "a": []any{"ap1"}}); got != want {
+		t.Fatalf("CreateApproval notification %s, want %s (the refused write sent none)", got, want)
+	}
+
+	var big Change
+	for i := 0; i < 400; i++ {
+		big.Runs = append(big.Runs, Run{RunID: fmt.Sprintf("run-with-a-long-identifier-%04d", i)})
+	}
+	if got := changePayload("abc", big); got != `{"o":"abc","all":true}` {
+		t.Fatalf("payload of a change past %d bytes = %.80s…", maxNotifyPayload, got)
+	}
+}
