@@ -190,7 +190,7 @@ func (w *writeTx) setRuleAttempt(ruleID, attempt string, at time.Time) error {
 	}
 	gate, err := scanApproval(w.readRow(`SELECT `+approvalColumns+` FROM playbook_approvals
 		WHERE github_repository = ? AND github_run_id = ? AND github_environment = ? AND `+gateAttempt+` = ?
-		AND decided_by_source IS NOT '`+SourceSuperseded+`'
+		AND COALESCE(decided_by_source, '') <> '`+SourceSuperseded+`'
 		ORDER BY status = 'pending' DESC, requested_at DESC, approval_id DESC LIMIT 1`, repo, runID, env, attempt))
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
