@@ -37,8 +37,24 @@ func checkCPURL(u, from string) error {
 	return fmt.Errorf("%s %q is not a control plane URL: give its scheme (http:// or https://) and host, as in %s", from, u, hint)
 }
 
+// checkCPURLs is checkCPURL for a control-plane value (--control-plane, $RBOOK_CONTROL_PLANE,
+// the Action's control-plane input): one URL or several separated by commas, tried in order
+// and moved through on failure (issue 10, item 2; D10-6). Spaces around items are trimmed;
+// an empty item, an item without http:// or https:// and a host, or more than
+// cpclient.MaxURLs items is refused with an error naming from and the item. "" and "off"
+// pass. A single URL gets checkCPURL's message word for word.
+func checkCPURLs(u, from string) error {
+	if u == "" || u == "off" {
+		return nil
+	}
+	if _, err := cpclient.SplitURLs(u); err != nil {
+		return fmt.Errorf("%s %v", from, err)
+	}
+	return nil
+}
+
 // cpURLFrom is the URL a run or delivery would use from flag or $RBOOK_CONTROL_PLANE, and
-// where it came from, for checkCPURL.
+// where it came from, for checkCPURLs.
 func cpURLFrom(flag string) (u, from string) {
 	if flag != "" {
 		return flag, "--control-plane"
