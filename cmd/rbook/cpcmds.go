@@ -88,10 +88,10 @@ func (f *cpFlags) resolve() (u string, stale bool, err error) {
 		return "", false, abort("rbook: --control-plane off (no control plane) is for rbook run, status and cancel; this command talks to a control plane: give its URL (http://HOST:PORT), or leave the flag out for the embedded one (or, for runs, get and approvals, the local database %s)", embeddedDB)
 	}
 	if f.url != "" {
-		return f.url, false, abortIf(checkCPURLs(f.url, "--control-plane"))
+		return normCPURLs(f.url), false, abortIf(checkCPURLs(f.url, "--control-plane"))
 	}
 	if u := os.Getenv("RBOOK_CONTROL_PLANE"); u != "" && u != "off" {
-		return u, false, abortIf(checkCPURLs(u, "RBOOK_CONTROL_PLANE"))
+		return normCPURLs(u), false, abortIf(checkCPURLs(u, "RBOOK_CONTROL_PLANE"))
 	}
 	if data, err := os.ReadFile(embeddedURLFile); err == nil {
 		f.fromFile = true

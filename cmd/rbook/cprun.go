@@ -57,18 +57,30 @@ func checkCPURLs(u, from string) error {
 // where it came from, for checkCPURLs.
 func cpURLFrom(flag string) (u, from string) {
 	if flag != "" {
-		return flag, "--control-plane"
+		return normCPURLs(flag), "--control-plane"
 	}
-	return os.Getenv("RBOOK_CONTROL_PLANE"), "RBOOK_CONTROL_PLANE"
+	return normCPURLs(os.Getenv("RBOOK_CONTROL_PLANE")), "RBOOK_CONTROL_PLANE"
+}
+
+// normCPURLs is a valid control-plane list in one spelling: its URLs joined by commas,
+// without spaces or trailing slashes (what the state file records and a printed
+// "--control-plane …" hint repeats, so a shell takes it as one word). Anything else ("",
+// "off", a list checkCPURLs refuses) is returned as it is.
+func normCPURLs(u string) string {
+	if u == "" || u == "off" {
+		return u
+	}
+	urls, err := cpclient.SplitURLs(u)
+	if err != nil {
+		return u
+	}
+	return strings.Join(urls, ",")
 }
 
 // controlPlaneURL picks the control plane a run reports to: the flag, else
 // $RBOOK_CONTROL_PLANE, else an embedded one started in-process ("off" means none).
 func controlPlaneURL(ctx context.Context, flag string, errw io.Writer) (url string, embedded bool, stop func(), err error) {
-	u := flag
-	if u == "" {
-		u = os.Getenv("RBOOK_CONTROL_PLANE")
-	}
+	u, _ := cpURLFrom(flag)
 	switch u {
 	case "off":
 		return "", false, func() {}, nil
