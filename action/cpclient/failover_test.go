@@ -429,3 +429,49 @@ func TestIssue10_2_FailoverURLListParsing(t *testing.T) {
 		t.Fatalf("a list of cpclient.MaxURLs: %d URLs, %v", len(got), err)
 	}
 }
+
+// TestIssue10_2_FailoverRoundRobinBacksOffBetweenRounds: with every URL failing (load
+// balancers answering 503), a retried call alternates between them, one attempt each per
+// round, backs off between rounds (not between URLs), ends with *UnreachableError at its
+// Deadline, and writes each move once (not once per round).
+func TestIssue10_2_FailoverRoundRobinBacksOffBetweenRounds(t *testing.T) {
+	var mu sync.Mutex
+	var order []string
+	lb := func(name string) *httptest.Server {
+		s := h2cServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			mu.Lock()
+			order = append(order, name)
+			mu.Unlock()
+			http.Error(w, "no healthy upstream", http.StatusServiceUnavailable)
+		}))
+		t.Cleanup(s.Close)
+		return s
+	}
+	a, b := lb("a"), lb("b")
+	var progress syncBuffer
+	c := cpclient.New(a.URL+","+b.URL, "")
+	c.Progress = &progress
+	c.Deadline = time.Second
+	_, err := c.LastSeq(t.Context(), foRunID)
+	var ue *cpclient.UnreachableError
+	if !errors.As(err, &ue) {
+		t.Fatalf("LastSeq against two failing URLs: %v, want *UnreachableError", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for i, name := range order {
+		if want := []string{"a", "b"}[i%2]; name != want {
+			t.Fatalf("attempt %d went to %s, want %s (round robin): %v", i+1, name, want, order)
+		}
+	}
+	// Back-off between rounds (≥ 50 ms, doubling) leaves room for a handful of rounds in
+	// 1 s; without it the loop would make thousands of attempts.
+	if rounds := len(order) / 2; rounds < 2 || rounds > 12 {
+		t.Fatalf("%d rounds in 1s (%d attempts), want 2..12: back-off between full rounds", rounds, len(order))
+	}
+	want := "control plane: " + a.URL + " unreachable; using " + b.URL + "\n" +
+		"control plane: " + b.URL + " unreachable; using " + a.URL + "\n"
+	if got := progress.String(); got != want {
+		t.Fatalf("progress = %q, want each move once: %q", got, want)
+	}
+}
