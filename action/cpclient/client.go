@@ -9,9 +9,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -59,10 +61,14 @@ const (
 	maxBackoff = 2 * time.Second
 )
 
-// Client talks to one control plane. Every call of the executor (StartRun, RecordTransition,
-// RequestApproval, Approve, Reject, WatchApproval) goes through its retry loop: transient
-// failures are retried with back-off until Deadline, definite refusals are returned at once.
+// Client talks to one control plane, through one URL or several (replicas; D10-6, see
+// failover.go). Every call of the executor (StartRun, RecordTransition(s), RequestApproval,
+// Approve, Reject, WatchApproval, WatchRun) goes through its retry loop: transient failures
+// are retried with back-off until Deadline — on the next URL when the current one did not
+// answer — and definite refusals are returned at once.
 type Client struct {
+	// URL names the control plane in messages: its URL, or its URLs joined by commas (a
+	// value --control-plane takes back).
 	URL       string
 	Runs      rbookv1connect.RunServiceClient
 	Approvals rbookv1connect.ApprovalServiceClient
@@ -72,6 +78,17 @@ type Client struct {
 	// AttemptTimeout bounds one attempt; zero means DefaultAttemptTimeout. It also applies to
 	// unary calls made directly on Runs and Approvals with a context without a deadline.
 	AttemptTimeout time.Duration
+	// Progress, when set, gets one MoveNotice line each time the client moves to the next URL
+	// (D10-6). Writes come from any goroutine making calls, one line per write.
+	Progress io.Writer
+
+	// eps are the URLs in order and cur the index of the one calls go to (failover.go);
+	// noticed holds the moves written to Progress since a URL last answered.
+	eps        []endpoint
+	cur        atomic.Int64
+	noticeMu   sync.Mutex
+	noticed    map[string]bool
+	noticedAny atomic.Bool
 
 	// ownerID and epoch are the run's lease (DESIGN D12): set by StartRun, sent with every
 	// write (RecordTransition, RequestApproval, RenewLease).
@@ -138,29 +155,6 @@ func (c *Client) attemptTimeout() time.Duration {
 		return c.AttemptTimeout
 	}
 	return DefaultAttemptTimeout
-}
-
-// attemptInterceptor gives a unary call without a deadline the client's AttemptTimeout, so no
-// caller (the CLI's get, runs, approve) can wait forever on a silent control plane.
-type attemptInterceptor struct{ c *Client }
-
-func (a attemptInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
-	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-		if _, ok := ctx.Deadline(); !ok {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, a.c.attemptTimeout())
-			defer cancel()
-		}
-		return next(ctx, req)
-	}
-}
-
-func (a attemptInterceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
-	return next // streams are long-lived; the watch loop bounds them until their first message
-}
-
-func (a attemptInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
-	return next
 }
 
 // Code returns the rbook error code (E_…) carried by err's rbook.v1.ErrorInfo detail, or "".
@@ -259,18 +253,26 @@ func (c *Client) retry(ctx context.Context, f func(context.Context) error) error
 // the control plane answers (its first message). That lifts the attempt timeout for the rest
 // of the stream and restarts the failure clock, so a stream that broke after an hour gets a
 // full Deadline to come back.
+//
+// With several URLs (D10-6) each attempt goes to the current one; a transport failure there
+// (transportFailure, or the attempt timeout) moves the client to the next URL and the next
+// attempt follows at once, and the back-off comes only after a full round of URLs failed.
+// With one URL every failure backs off, as before.
 func (c *Client) retryAlive(ctx context.Context, f func(ctx context.Context, alive func()) error) error {
 	limit := c.deadline()
 	since := time.Now() // when the current run of failures began
-	for n := 0; ; n++ {
+	tried := 0          // URLs that failed in the current round
+	for n := 0; ; {
 		at := min(c.attemptTimeout(), max(limit-time.Since(since), minAttemptTimeout))
-		actx, cancel := context.WithCancelCause(ctx)
+		i := c.current()
+		actx, cancel := context.WithCancelCause(withRoute(ctx, i, true))
 		timer := time.AfterFunc(at, func() { cancel(errAttemptTimeout) })
 		progressed := false
 		err := f(actx, func() {
 			if !progressed {
 				progressed = true
 				timer.Stop()
+				c.answered()
 			}
 		})
 		timer.Stop()
@@ -282,19 +284,30 @@ func (c *Client) retryAlive(ctx context.Context, f func(ctx context.Context, ali
 		if ctx.Err() != nil {
 			return ctx.Err() // the caller stopped: not the control plane's failure
 		}
+		moved := timedOut || transportFailure(err)
 		if timedOut {
 			err = fmt.Errorf("no answer within %s: %w", at, err)
 		} else if !Retryable(err) {
 			return err
 		}
 		if progressed {
-			since, n = time.Now(), 0
+			since, n, tried = time.Now(), 0, 0
 		}
 		left := limit - time.Since(since)
 		if left <= 0 {
 			return &UnreachableError{URL: c.URL, Deadline: limit, Last: err}
 		}
+		if !moved {
+			tried = 0 // the URL answered (E_RETRY, …): retry it after the back-off
+		} else if len(c.eps) > 1 {
+			c.moveFrom(i)
+			if tried++; tried < len(c.eps) {
+				continue // the next URL at once
+			}
+			tried = 0
+		}
 		t := time.NewTimer(min(backoff(n), left))
+		n++
 		select {
 		case <-ctx.Done():
 			t.Stop()

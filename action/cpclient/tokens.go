@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -106,18 +105,26 @@ func jwtExpiry(tok string) (time.Time, bool) {
 // header): Token is asked before every unary request and as every stream opens, so a token
 // that expires (JWTSource) is replaced while a run lasts (issue 7, item 5).
 func NewWithTokenSource(baseURL string, ts TokenSource) *Client {
-	baseURL = strings.TrimRight(baseURL, "/")
-	c := &Client{URL: baseURL, credentialed: ts != nil}
-	interceptors := []connect.Interceptor{attemptInterceptor{c}}
+	eps := newEndpoints(baseURL)
+	c := &Client{credentialed: ts != nil, eps: eps}
+	c.URL = strings.Join(c.URLs(), ",")
+	interceptors := []connect.Interceptor{failoverInterceptor{c}}
 	if ts != nil {
 		interceptors = append(interceptors, tokenInterceptor{ts})
 	}
 	opts := []connect.ClientOption{connect.WithInterceptors(interceptors...)}
-	hc := &http.Client{Transport: transport(baseURL)}
-	c.Runs = rbookv1connect.NewRunServiceClient(hc, baseURL, opts...)
-	c.Approvals = rbookv1connect.NewApprovalServiceClient(hc, baseURL, opts...)
+	hc := router{c}
+	c.Runs = rbookv1connect.NewRunServiceClient(hc, eps[0].url, opts...)
+	c.Approvals = rbookv1connect.NewApprovalServiceClient(hc, eps[0].url, opts...)
 	return c
 }
+
+// tokenSourceError marks a token source's failure inside the connect error tokenError
+// makes: the control plane was never asked, so it is no reason to move to another URL.
+type tokenSourceError struct{ err error }
+
+func (e *tokenSourceError) Error() string { return e.err.Error() }
+func (e *tokenSourceError) Unwrap() error { return e.err }
 
 // tokenError is a token source's failure as the retry loop sees it: Unavailable (retried)
 // when the source says it is temporary, else Unauthenticated (a definite refusal).
@@ -127,7 +134,7 @@ func tokenError(err error) error {
 	if errors.As(err, &t) && t.Temporary() {
 		code = connect.CodeUnavailable
 	}
-	return connect.NewError(code, fmt.Errorf("could not get a bearer token for the control plane: %w", err))
+	return connect.NewError(code, fmt.Errorf("could not get a bearer token for the control plane: %w", &tokenSourceError{err}))
 }
 
 type tokenInterceptor struct{ ts TokenSource }

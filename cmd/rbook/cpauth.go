@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -50,7 +51,9 @@ func cpAuthMode() (string, error) {
 	return "", fmt.Errorf("--control-plane-auth (RBOOK_CONTROL_PLANE_AUTH) is %q: want auto, token, oidc or none", m)
 }
 
-// cpAuthAudience is the OIDC audience for the control plane at url.
+// cpAuthAudience is the OIDC audience for the control plane at url: --oidc-audience, else
+// $RBOOK_OIDC_AUDIENCE, else the URL — the first one of a list of replicas (D10-6), which
+// all verify the one audience.
 func cpAuthAudience(url string) string {
 	if cpAuth.audience != "" {
 		return cpAuth.audience
@@ -58,14 +61,27 @@ func cpAuthAudience(url string) string {
 	if a := os.Getenv("RBOOK_OIDC_AUDIENCE"); a != "" {
 		return a
 	}
+	if urls, err := cpclient.SplitURLs(url); err == nil {
+		return urls[0]
+	}
 	return strings.TrimRight(url, "/")
 }
 
-// newCPClient is the executor's client for the control plane at url, authenticated as
+// cpProgress is where a control-plane client says it moved to the next URL
+// (cpclient.MoveNotice; D10-6): stderr, with the run's other progress lines.
+var cpProgress io.Writer = os.Stderr
+
+// newCPClient is the executor's client for the control plane at url (one URL or a comma
+// list of replicas, moved through on failure with a progress line; D10-6), authenticated as
 // cpAuthMode says. An embedded control plane (no auth) never gets an OIDC token in auto
 // mode: requesting one would only add a dependency on the runner's token service. Errors: a
 // bad mode, token mode without RBOOK_TOKEN, oidc mode outside a job that may request a token.
-func newCPClient(url string, embedded bool) (*cpclient.Client, error) {
+func newCPClient(url string, embedded bool) (c *cpclient.Client, err error) {
+	defer func() {
+		if c != nil {
+			c.Progress = cpProgress
+		}
+	}()
 	mode, err := cpAuthMode()
 	if err != nil {
 		return nil, err

@@ -45,7 +45,7 @@ func (f *cpFlags) runWords() string {
 }
 
 func (f *cpFlags) register(cmd *cobra.Command, withOutput bool) {
-	cmd.Flags().StringVar(&f.url, "control-plane", "", "control plane URL (default $RBOOK_CONTROL_PLANE, else the embedded one of a running '"+f.runWords()+"')")
+	cmd.Flags().StringVar(&f.url, "control-plane", "", "control plane URL, or several separated by commas (tried in order) (default $RBOOK_CONTROL_PLANE, else the embedded one of a running '"+f.runWords()+"')")
 	if withOutput {
 		cmd.Flags().StringVarP(&f.output, "output", "o", "text", "output format: text or json")
 	}
@@ -54,6 +54,8 @@ func (f *cpFlags) register(cmd *cobra.Command, withOutput bool) {
 // cpHelp is the paragraph every control-plane command's --help shares: where it connects.
 const cpHelp = `Which control plane: --control-plane URL, else $RBOOK_CONTROL_PLANE, else the embedded
 one of an 'rbook run' in progress in this folder (its address is in .rbook/controlplane.url).
+Several URLs separated by commas (replicas) are tried in order: a call moves to the next
+one when a URL does not answer, never when the control plane refuses it.
 With auth on (rbook serve --auth-file), the bearer token comes from $RBOOK_TOKEN.`
 
 // historyHelp adds, for the commands that only read, what happens when none is running.
@@ -86,10 +88,10 @@ func (f *cpFlags) resolve() (u string, stale bool, err error) {
 		return "", false, abort("rbook: --control-plane off (no control plane) is for rbook run, status and cancel; this command talks to a control plane: give its URL (http://HOST:PORT), or leave the flag out for the embedded one (or, for runs, get and approvals, the local database %s)", embeddedDB)
 	}
 	if f.url != "" {
-		return f.url, false, abortIf(checkCPURL(f.url, "--control-plane"))
+		return normCPURLs(f.url), false, abortIf(checkCPURLs(f.url, "--control-plane"))
 	}
 	if u := os.Getenv("RBOOK_CONTROL_PLANE"); u != "" && u != "off" {
-		return u, false, abortIf(checkCPURL(u, "RBOOK_CONTROL_PLANE"))
+		return normCPURLs(u), false, abortIf(checkCPURLs(u, "RBOOK_CONTROL_PLANE"))
 	}
 	if data, err := os.ReadFile(embeddedURLFile); err == nil {
 		f.fromFile = true
@@ -107,6 +109,7 @@ func (f *cpFlags) client() (*cpclient.Client, func(), error) {
 	}
 	c := cpclient.New(u, os.Getenv("RBOOK_TOKEN"))
 	c.Deadline = 10 * time.Second
+	c.Progress = cpProgress
 	return c, func() {}, nil
 }
 
@@ -115,7 +118,7 @@ func (f *cpFlags) client() (*cpclient.Client, func(), error) {
 // .rbook/controlplane.url — it reads the embedded control plane's database
 // .rbook/controlplane.db directly, read-only, and says so on stderr (issue 6, item 3.3).
 func (f *cpFlags) reader(cmd *cobra.Command) (*cpclient.Client, func(), error) {
-	if err := abortIf(checkCPURL(cpURLFrom(f.url))); err != nil || f.url == "off" {
+	if err := abortIf(checkCPURLs(cpURLFrom(f.url))); err != nil || f.url == "off" {
 		if err == nil {
 			_, _, err = f.resolve()
 		}
@@ -125,6 +128,7 @@ func (f *cpFlags) reader(cmd *cobra.Command) (*cpclient.Client, func(), error) {
 	if err == nil && !stale {
 		c := cpclient.New(u, os.Getenv("RBOOK_TOKEN"))
 		c.Deadline = 10 * time.Second
+		c.Progress = cpProgress
 		return c, func() {}, nil
 	}
 	if _, serr := os.Stat(embeddedDB); serr != nil {
@@ -159,6 +163,10 @@ func (f *cpFlags) urlSource() string {
 
 // rpcError turns a control-plane error into a one-line message with its code and exit 1.
 func (f *cpFlags) rpcError(err error) error {
+	var ue *cpclient.UnreachableError
+	if errors.As(err, &ue) && ue.Last != nil {
+		err = ue.Last // a command's retries ran out (watch): say what the last attempt got
+	}
 	var ce *connect.Error
 	if errors.As(err, &ce) {
 		msg := fmt.Sprintf("rbook: %s (%s)", ce.Message(), ce.Code())
@@ -167,7 +175,7 @@ func (f *cpFlags) rpcError(err error) error {
 		}
 		if f.fromFile && ce.Code() == connect.CodeUnavailable {
 			msg += fmt.Sprintf("\nThe embedded control plane named in %s is not running any more (its '%s' has ended). Pass --control-plane URL for another one.", embeddedURLFile, f.runWords())
-		} else if u, _, rerr := f.resolve(); rerr == nil && ce.Code() == connect.CodeUnavailable && !listening(u) {
+		} else if u, _, rerr := f.resolve(); rerr == nil && ce.Code() == connect.CodeUnavailable && !anyListening(u) {
 			// A bare "connection refused" does not say what to do (found trying the README as
 			// a new user): name the address and where it came from.
 			msg += fmt.Sprintf("\nNothing listens at %s (from %s): start the control plane there ('rbook serve --addr HOST:PORT'), or point --control-plane at a running one.", u, f.urlSource())
@@ -407,8 +415,11 @@ history is also shown by 'rbook get').
 
 ` + cpHelp + `
 
-Exit codes: 0 the run finished (whatever its status), 1 no such run, refused or the stream
-broke, 2 usage or no control plane.`,
+A stream that breaks is reopened from the next sequence number; with several control-plane
+URLs it moves to the next one when a URL stops answering. Each transition is shown once.
+
+Exit codes: 0 the run finished (whatever its status), 1 no such run, refused, or the control
+plane stayed unreachable for 10s, 2 usage or no control plane.`,
 		Example: `  rbook watch RBOOK-20260512-demo-a1b2c3d4
   rbook watch RBOOK-20260512-demo-a1b2c3d4 --from-seq 10 -o json`,
 		Args: cobra.ExactArgs(1),
@@ -418,11 +429,6 @@ broke, 2 usage or no control plane.`,
 				return err
 			}
 			defer done()
-			stream, err := c.Runs.WatchRun(cmd.Context(), &rbookv1.WatchRunRequest{RunId: args[0], FromSeq: from})
-			if err != nil {
-				return f.rpcError(err)
-			}
-			defer stream.Close()
 			out := cmd.OutOrStdout()
 			last := from - 1
 			kind := rbookv1.RunKind_RUN_KIND_RUNBOOK
@@ -440,19 +446,26 @@ broke, 2 usage or no control plane.`,
 					last = t.GetSeq()
 				}
 			}
-			for stream.Receive() {
-				m := stream.Msg()
+			// A broken stream is reopened — on the next URL of a list when this one stopped
+			// answering (D10-6) — from the seq after the last one shown: none twice, none missed.
+			finished := false
+			err = c.WatchRun(cmd.Context(), args[0], from, func(m *rbookv1.WatchRunResponse) (bool, error) {
 				show(m)
 				// The stream replays first, so a finished run still shows every transition.
-				if m.GetTransition().GetKind() == rbookv1.TransitionKind_TRANSITION_KIND_RUN_FINISHED {
+				if t := m.GetTransition(); t.GetKind() == rbookv1.TransitionKind_TRANSITION_KIND_RUN_FINISHED {
+					finished = true
 					if f.output != "json" {
-						fmt.Fprintf(out, "Run %s is %s.\n", args[0], statusWord(kind, m.GetTransition().GetRunStatus()))
+						fmt.Fprintf(out, "Run %s is %s.\n", args[0], statusWord(kind, t.GetRunStatus()))
 					}
-					return nil
+					return true, nil
 				}
-			}
-			if err := stream.Err(); err != nil {
+				return false, nil
+			})
+			if err != nil {
 				return f.rpcError(err)
+			}
+			if finished {
+				return nil
 			}
 			// The stream ended with the run: show what it did not carry, then the outcome.
 			resp, err := c.Runs.GetRun(cmd.Context(), &rbookv1.GetRunRequest{RunId: args[0]})

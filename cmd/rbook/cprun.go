@@ -37,22 +37,50 @@ func checkCPURL(u, from string) error {
 	return fmt.Errorf("%s %q is not a control plane URL: give its scheme (http:// or https://) and host, as in %s", from, u, hint)
 }
 
+// checkCPURLs is checkCPURL for a control-plane value (--control-plane, $RBOOK_CONTROL_PLANE,
+// the Action's control-plane input): one URL or several separated by commas, tried in order
+// and moved through on failure (issue 10, item 2; D10-6). Spaces around items are trimmed;
+// an empty item, an item without http:// or https:// and a host, or more than
+// cpclient.MaxURLs items is refused with an error naming from and the item. "" and "off"
+// pass. A single URL gets checkCPURL's message word for word.
+func checkCPURLs(u, from string) error {
+	if u == "" || u == "off" {
+		return nil
+	}
+	if _, err := cpclient.SplitURLs(u); err != nil {
+		return fmt.Errorf("%s %v", from, err)
+	}
+	return nil
+}
+
 // cpURLFrom is the URL a run or delivery would use from flag or $RBOOK_CONTROL_PLANE, and
-// where it came from, for checkCPURL.
+// where it came from, for checkCPURLs.
 func cpURLFrom(flag string) (u, from string) {
 	if flag != "" {
-		return flag, "--control-plane"
+		return normCPURLs(flag), "--control-plane"
 	}
-	return os.Getenv("RBOOK_CONTROL_PLANE"), "RBOOK_CONTROL_PLANE"
+	return normCPURLs(os.Getenv("RBOOK_CONTROL_PLANE")), "RBOOK_CONTROL_PLANE"
+}
+
+// normCPURLs is a valid control-plane list in one spelling: its URLs joined by commas,
+// without spaces or trailing slashes (what the state file records and a printed
+// "--control-plane …" hint repeats, so a shell takes it as one word). Anything else ("",
+// "off", a list checkCPURLs refuses) is returned as it is.
+func normCPURLs(u string) string {
+	if u == "" || u == "off" {
+		return u
+	}
+	urls, err := cpclient.SplitURLs(u)
+	if err != nil {
+		return u
+	}
+	return strings.Join(urls, ",")
 }
 
 // controlPlaneURL picks the control plane a run reports to: the flag, else
 // $RBOOK_CONTROL_PLANE, else an embedded one started in-process ("off" means none).
 func controlPlaneURL(ctx context.Context, flag string, errw io.Writer) (url string, embedded bool, stop func(), err error) {
-	u := flag
-	if u == "" {
-		u = os.Getenv("RBOOK_CONTROL_PLANE")
-	}
+	u, _ := cpURLFrom(flag)
 	switch u {
 	case "off":
 		return "", false, func() {}, nil

@@ -44,6 +44,21 @@ func listening(rawURL string) bool {
 	return true
 }
 
+// anyListening is listening for a control-plane value that may list several URLs (D10-6):
+// true when at least one of them accepts connections.
+func anyListening(list string) bool {
+	urls, err := cpclient.SplitURLs(list)
+	if err != nil {
+		return listening(list)
+	}
+	for _, u := range urls {
+		if listening(u) {
+			return true
+		}
+	}
+	return false
+}
+
 // openLocalHistory serves the embedded control plane's database, opened read-only
 // (store.OpenReadOnly), through the real RPC handlers in this process (issue 6, item 3.3):
 // `rbook runs`, `get` and `approvals` then print exactly what they print against a running

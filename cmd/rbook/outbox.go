@@ -58,7 +58,7 @@ func outboxTarget(ctx context.Context, st *state.State, flag string) (string, fu
 		return st.ControlPlane, func() {}, nil
 	}
 	u, from := cpURLFrom(flag)
-	if err := checkCPURL(u, from); err != nil {
+	if err := checkCPURLs(u, from); err != nil {
 		return "", nil, err
 	}
 	switch u {

@@ -203,7 +203,7 @@ takes the run's lease over at the next epoch, so the paused executor can never w
 	}
 	f.register(cmd)
 	cmd.Flags().StringVar(&runID, "run-id", "", "the paused run (default: the newest unfinished run of RUNBOOK paused at a gate)")
-	cmd.Flags().StringVar(&f.controlPlane, "control-plane", "", "control plane URL the paused run reports to (default $RBOOK_CONTROL_PLANE)")
+	cmd.Flags().StringVar(&f.controlPlane, "control-plane", "", "control plane URL the paused run reports to, or several separated by commas (replicas) (default $RBOOK_CONTROL_PLANE)")
 	addExecutorFlags(cmd, &f)
 	return cmd
 }
@@ -240,6 +240,9 @@ func prepareResume(ctx context.Context, f runFlags, plan *runbook.Plan, statePat
 	u, from := cpURLFrom(f.controlPlane)
 	if u == "" || u == "off" {
 		return nil, abort("rbook resume continues a run from the control plane it reports to, and %s names none: give --control-plane URL or set RBOOK_CONTROL_PLANE", from)
+	}
+	if err := checkCPURLs(u, from); err != nil {
+		return nil, abort("%v", err)
 	}
 	c, err := newCPClient(u, false)
 	if err != nil {

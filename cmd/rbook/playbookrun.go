@@ -93,7 +93,7 @@ and the evidence pack JSON next to the state file.
 	cmd.Flags().StringArrayVar(&f.inputs, "input", nil, "an input as NAME=VALUE (repeatable)")
 	cmd.Flags().StringVar(&f.inputsFile, "inputs", "", "a YAML or JSON file mapping input names to values")
 	cmd.Flags().IntVar(&f.concurrency, "concurrency", engine.DefaultConcurrency, "how many nodes may run at once (1..64)")
-	cmd.Flags().StringVar(&f.controlPlane, "control-plane", "", "control plane URL to report to (default $RBOOK_CONTROL_PLANE; unset: start an embedded one; \"off\": none)")
+	cmd.Flags().StringVar(&f.controlPlane, "control-plane", "", "control plane URL to report to, or several separated by commas (replicas: the next is used when one does not answer) (default $RBOOK_CONTROL_PLANE; unset: start an embedded one; \"off\": none)")
 	cmd.Flags().StringVar(&f.stateFile, "state-file", "", "the run's state file (default .rbook/<playbook-name>.playbook.state.json)")
 	cmd.Flags().StringVar(&f.epic, "epic", "", "task epic the run belongs to (playbook_runs.epic_id)")
 	cmd.Flags().StringVar(&f.session, "session", "", "session the run belongs to (playbook_runs.session_id)")
@@ -203,7 +203,7 @@ func runPlaybook(cmd *cobra.Command, file string, f playbookFlags) error {
 	if f.concurrency < 1 || f.concurrency > MaxConcurrency {
 		return abort("--concurrency %d: use 1..%d", f.concurrency, MaxConcurrency)
 	}
-	if err := checkCPURL(cpURLFrom(f.controlPlane)); err != nil {
+	if err := checkCPURLs(cpURLFrom(f.controlPlane)); err != nil {
 		return abort("%v", err)
 	}
 	cpGiven, _ := cpURLFrom(f.controlPlane)

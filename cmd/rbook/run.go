@@ -128,7 +128,7 @@ Colour is used only on a terminal, and never with NO_COLOR set.
 	f.register(cmd)
 	cmd.Flags().IntVar(&f.stepIndex, "step-index", 0, "start (or resume) at this 0-based step index")
 	cmd.Flags().BoolVar(&f.allowEdited, "allow-edited-runbook", false, "resume even though the runbook or its values changed since the run started")
-	cmd.Flags().StringVar(&f.controlPlane, "control-plane", "", "control plane URL to report to (default $RBOOK_CONTROL_PLANE; unset: start an embedded one; \"off\": none)")
+	cmd.Flags().StringVar(&f.controlPlane, "control-plane", "", "control plane URL to report to, or several separated by commas (replicas: the next is used when one does not answer) (default $RBOOK_CONTROL_PLANE; unset: start an embedded one; \"off\": none)")
 	cmd.Flags().BoolVar(&f.takeOver, "take-over", false, "resume a run that another executor owns on the control plane, once its lease expired")
 	addExecutorFlags(cmd, &f)
 	return cmd
@@ -156,7 +156,7 @@ func runRunbook(cmd *cobra.Command, name string, f runFlags, stepIndex *int) err
 	}
 	ci.attach(v, plan)
 	// Everything that can refuse the run is checked before the state is touched.
-	if err := checkCPURL(cpURLFrom(f.controlPlane)); err != nil {
+	if err := checkCPURLs(cpURLFrom(f.controlPlane)); err != nil {
 		return abort("%v", err)
 	}
 	gateMode, err := f.resolveGateMode()

@@ -161,7 +161,7 @@ type deliverFlags struct {
 }
 
 func (d *deliverFlags) register(cmd *cobra.Command, extra string) {
-	cmd.Flags().StringVar(&d.url, "control-plane", "", "control plane for undelivered transitions when the state file names none (default $RBOOK_CONTROL_PLANE, else the embedded one)"+extra)
+	cmd.Flags().StringVar(&d.url, "control-plane", "", "control plane for undelivered transitions when the state file names none: a URL, or several separated by commas (default $RBOOK_CONTROL_PLANE, else the embedded one)"+extra)
 	cmd.Flags().DurationVar(&d.timeout, "control-plane-timeout", verbDeliverTimeout, "give up delivering undelivered transitions after this long")
 }
 
