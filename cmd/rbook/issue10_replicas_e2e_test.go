@@ -286,35 +286,58 @@ func TestIssue10_Acceptance_TwoReplicasOnePostgreSQL(t *testing.T) {
 		t.Fatalf("gate_decided message %q: want B's approval reason", decided)
 	}
 
-	// 2. A second run is mid-way (at its gate, through A) when A is killed with SIGKILL; it
-	// completes through B, approved there.
-	dir2 := workdir(t)
-	p2 := start(t, dir2, "run", "demo", "--control-plane", lb.url())
-	tok2 := tokenFrom(t, p2)
-	run2 := readState(t, dir2).RunID
-	if run2 == run1 {
-		t.Fatalf("second run reused run id %s", run1)
+	// 2. Two more runs are mid-way (at their gates, through A) when A is killed with SIGKILL:
+	// run 2's executor was given both URLs (D10-6), run 3's talks to the proxy. Both complete
+	// through B, approved there, with no transition lost or duplicated.
+	type midway struct {
+		name, dir, runID, token string
+		p                       *proc
+		before                  []int64
 	}
-	before, _ := storedSeqs(t, db, run2)
+	runs := []*midway{{name: "run 2 (--control-plane A,B)"}, {name: "run 3 (the proxy)"}}
+	for i, m := range runs {
+		cp := a.url() + "," + b.url()
+		if i == 1 {
+			cp = lb.url()
+		}
+		m.dir = workdir(t)
+		m.p = start(t, m.dir, "run", "demo", "--control-plane", cp)
+		m.token = tokenFrom(t, m.p)
+		m.runID = readState(t, m.dir).RunID
+	}
+	if runs[0].runID == run1 || runs[1].runID == run1 || runs[0].runID == runs[1].runID {
+		t.Fatalf("run ids %s, %s, %s: want three distinct", run1, runs[0].runID, runs[1].runID)
+	}
+	viaB := lb.count(b.addr)
+	for _, m := range runs {
+		m.before, _ = storedSeqs(t, db, m.runID)
+	}
 	a.kill()
-	out, code = run(t, dir2, "", "approve", tok2, "--control-plane", b.url(), "--reason", "A is gone")
-	if code != 0 || !strings.Contains(out, "approved") {
-		t.Fatalf("rbook approve through B after A died: exit %d\n%s", code, out)
+	for _, m := range runs {
+		out, code := run(t, m.dir, "", "approve", m.token, "--control-plane", b.url(), "--reason", "A is gone")
+		if code != 0 || !strings.Contains(out, "approved") {
+			t.Fatalf("%s: rbook approve through B after A died: exit %d\n%s", m.name, code, out)
+		}
 	}
-	if code := p2.wait(t); code != 0 {
-		t.Fatalf("run 2 exit %d after A was killed\n%s", code, p2.output())
+	for _, m := range runs {
+		if code := m.p.wait(t); code != 0 {
+			t.Fatalf("%s: exit %d after A was killed\n%s", m.name, code, m.p.output())
+		}
+		seqs, finals := storedSeqs(t, db, m.runID)
+		st := readState(t, m.dir)
+		if fmt.Sprint(seqs) != oneToN(st.Seq) || finals != 1 || len(st.Outbox) != 0 || st.RunStatus != "COMPLETED" {
+			t.Fatalf("%s in the database: seqs %v (%d run_finished); state file: seq %d, %d unsent, %s; want 1..seq once each, one run_finished, nothing unsent",
+				m.name, seqs, finals, st.Seq, len(st.Outbox), st.RunStatus)
+		}
+		if len(m.before) == 0 || len(seqs) <= len(m.before) {
+			t.Fatalf("%s had %d transitions when A died and %d at the end: want some recorded through each replica", m.name, len(m.before), len(seqs))
+		}
+		checkTransitions(t, getRun(t, b.url(), m.runID), rbookv1.RunStatus_RUN_STATUS_SUCCEEDED)
 	}
-	if lb.count(b.addr) == 0 {
-		t.Fatal("after A died the executor never reached B through the proxy")
+	if want := fmt.Sprintf("control plane: %s unreachable; using %s", a.url(), b.url()); !strings.Contains(runs[0].p.output(), want) {
+		t.Fatalf("run 2 did not say it moved (%q):\n%s", want, runs[0].p.output())
 	}
-	seqs, finals := storedSeqs(t, db, run2)
-	st := readState(t, dir2)
-	if fmt.Sprint(seqs) != oneToN(st.Seq) || finals != 1 || len(st.Outbox) != 0 || st.RunStatus != "COMPLETED" {
-		t.Fatalf("run 2 in the database: seqs %v (%d run_finished); state file: seq %d, %d unsent, %s; want 1..seq once each, one run_finished, nothing unsent",
-			seqs, finals, st.Seq, len(st.Outbox), st.RunStatus)
+	if lb.count(b.addr) == viaB {
+		t.Fatal("after A died run 3's executor never reached B through the proxy")
 	}
-	if len(before) == 0 || len(seqs) <= len(before) {
-		t.Fatalf("run 2 had %d transitions when A died and %d at the end: want some recorded through each replica", len(before), len(seqs))
-	}
-	checkTransitions(t, getRun(t, b.url(), run2), rbookv1.RunStatus_RUN_STATUS_SUCCEEDED)
 }
