@@ -327,3 +327,77 @@ func TestIssue10_4_PGNotifyOnCommit(t *testing.T) {
 		t.Fatalf("payload of a change past %d bytes = %.80s…", maxNotifyPayload, got)
 	}
 }
+
+// Issue 10, item 3 (D10-3): two replicas that lock two runs in opposite orders deadlock;
+// PostgreSQL aborts one transaction (40P01) and that replica runs its batch again, so both
+// writes succeed.
+func TestIssue10_3_PGDeadlockRetriesTheBatch(t *testing.T) {
+	t.Parallel()
+	a, b, _ := openPGPair(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	mustStart(t, a, newRun("R1"))
+	mustStart(t, a, newRun("R2"))
+	aLocked, bLocked := make(chan struct{}), make(chan struct{})
+	var aOnce, bOnce sync.Once
+	lockBoth := func(first, second string, mine chan struct{}, once *sync.Once, theirs chan struct{}) func(*writeTx) error {
+		return func(w *writeTx) error {
+			var id string
+			if err := w.readRow("SELECT run_id FROM playbook_runs WHERE run_id = ?"+lockForUpdate, first).Scan(&id); err != nil {
+				return fmt.Errorf("lock %s: %w", first, err)
+			}
+			once.Do(func() { close(mine) })
+			<-theirs // both hold their first lock before either asks for its second
+			if err := w.readRow("SELECT run_id FROM playbook_runs WHERE run_id = ?"+lockForUpdate, second).Scan(&id); err != nil {
+				return fmt.Errorf("lock %s: %w", second, err)
+			}
+			_, err := w.execSQL("UPDATE playbook_runs SET cancel_reason = ? WHERE run_id IN (?, ?)", "touched by "+first, first, second)
+			return err
+		}
+	}
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); errs[0] = a.write(ctx, lockBoth("R1", "R2", aLocked, &aOnce, bLocked)) }()
+	go func() { defer wg.Done(); errs[1] = b.write(ctx, lockBoth("R2", "R1", bLocked, &bOnce, aLocked)) }()
+	wg.Wait()
+	if errs[0] != nil || errs[1] != nil {
+		t.Fatalf("writes after a deadlock = %v, %v; want both to succeed after a retry", errs[0], errs[1])
+	}
+	if n := a.conflictRetries.Load() + b.conflictRetries.Load(); n < 1 {
+		t.Fatalf("%d conflict retries, want at least 1 (one transaction was the deadlock victim)", n)
+	}
+}
+
+// Issue 10, item 3 (D10-3): a unique violation is re-run once as a possible race with
+// another replica (the re-run sees the committed row and takes the idempotent path); one
+// that happens again is the request's own error, not a loop.
+func TestIssue10_3_PGUniqueViolationRetriedOnce(t *testing.T) {
+	t.Parallel()
+	a, b, _ := openPGPair(t)
+	ctx := context.Background()
+	if _, err := b.RecordGitHubDelivery(ctx, GitHubDelivery{ID: "d1", Event: "ping"}); err != nil {
+		t.Fatal(err)
+	}
+	runs := 0
+	err := a.write(ctx, func(w *writeTx) error {
+		runs++
+		if runs == 1 {
+			// As if replica B committed d1 between this request's read and its insert.
+			_, err := w.execSQL("INSERT INTO github_deliveries (delivery_id, event, action, processed_at) VALUES ('d1', 'ping', '', 'x')")
+			return fmt.Errorf("store: insert delivery: %w", err)
+		}
+		var one int
+		return w.readRow("SELECT 1 FROM github_deliveries WHERE delivery_id = 'd1'").Scan(&one) // the duplicate path
+	})
+	if err != nil || runs != 2 || a.conflictRetries.Load() != 1 {
+		t.Fatalf("write = %v after %d runs, %d conflict retries; want success on the re-run", err, runs, a.conflictRetries.Load())
+	}
+	err = a.write(ctx, func(w *writeTx) error {
+		_, err := w.execSQL("INSERT INTO github_deliveries (delivery_id, event, action, processed_at) VALUES ('d1', 'ping', '', 'x')")
+		return err
+	})
+	if !isUniqueViolation(err) || a.conflictRetries.Load() != 2 {
+		t.Fatalf("a repeated unique violation = %v (%d retries); want the violation, retried once", err, a.conflictRetries.Load())
+	}
+}

@@ -267,7 +267,7 @@ func (s *Store) RecordTransition(ctx context.Context, t Transition, f Fence) (Re
 		return RecordResult{}, err
 	}
 	var res RecordResult
-	err = s.write(ctx, func(w *writeTx) error {
+	err = s.writeFor(ctx, t.RunID, func(w *writeTx) error {
 		run, err := w.progress(t.RunID)
 		if err != nil {
 			return err
@@ -365,10 +365,16 @@ func (s *Store) recordOne(w *writeTx, run RunProgress, t Transition, newStatus R
 	run.LeaseExpiresAt = t.RecordedAt.Add(time.Duration(run.LeaseSeconds) * time.Second)
 	leaseExpires := formatTime(run.LeaseExpiresAt)
 
-	if _, err := w.exec(stmtInsertTransition, transitionArgs(t, updatedAt)...); err != nil {
+	if run.Status == oldStatus && s.dialect == dialectPostgres {
+		// One round trip for both writes of the common case (writer.go, stmtInsertTransitionPG).
+		_, err = w.exec(stmtInsertTransitionPG, append(transitionArgs(t, updatedAt), nullString(run.CurrentNode),
+			run.LastCompletedStepIndex, nullString(run.LastDeployName), run.LastSeq, updatedAt, leaseExpires, run.RunID)...)
+		if err != nil {
+			return fmt.Errorf("store: insert transition: %w", err)
+		}
+	} else if _, err = w.exec(stmtInsertTransition, transitionArgs(t, updatedAt)...); err != nil {
 		return fmt.Errorf("store: insert transition: %w", err)
-	}
-	if run.Status == oldStatus {
+	} else if run.Status == oldStatus {
 		// Most transitions: leave status alone so its index is not rewritten.
 		_, err = w.exec(stmtUpdateRunProgress, nullString(run.CurrentNode), run.LastCompletedStepIndex,
 			nullString(run.LastDeployName), run.LastSeq, updatedAt, leaseExpires, run.RunID)

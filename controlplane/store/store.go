@@ -187,7 +187,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 // start prepares the writer's statements, builds the Store and starts its writer goroutine.
 // On an error it closes both pools.
 func start(ctx context.Context, cfg config, d dialect, writer, reader *sql.DB, pgw *pgConnector) (*Store, error) {
-	stmts, err := prepareWriteStmts(ctx, writer)
+	stmts, err := prepareWriteStmts(ctx, writer, d)
 	if err != nil {
 		reader.Close()
 		writer.Close()
