@@ -173,6 +173,20 @@ func TestIssue10_2_ApproveOnBWakesTheGateWaitOnA(t *testing.T) {
 	// A decided gate cannot be decided again, through either replica.
 	_, err = ca.apps.Reject(context.Background(), &rbookv1.RejectRequest{Token: token, Approver: "eve"})
 	wantCode(t, err, connect.CodeFailedPrecondition, "E_APPROVAL_ALREADY_DECIDED")
+
+	// The other way round: a WatchApproval on B sees a decision made on A.
+	startRun(t, ca, "r-gate2")
+	ap2, token2 := gate(t, ca, "r-gate2", time.Hour)
+	watch2, first2 := watchApproval(t, cb, ap2.GetApprovalId())
+	if first2.GetStatus() != rbookv1.ApprovalStatus_APPROVAL_STATUS_PENDING {
+		t.Fatalf("second gate on B: %v, want PENDING", first2)
+	}
+	if _, err := ca.apps.Reject(context.Background(), &rbookv1.RejectRequest{Token: token2, Approver: "carol", Reason: "not now"}); err != nil {
+		t.Fatalf("Reject on A: %v", err)
+	}
+	if got := lastApproval(t, watch2); got.GetStatus() != rbookv1.ApprovalStatus_APPROVAL_STATUS_REJECTED || got.GetReason() != "not now" {
+		t.Fatalf("WatchApproval on B ended with %v, want REJECTED 'not now'", got)
+	}
 }
 
 func TestIssue10_2_LeaseAndEpochHoldAcrossReplicas(t *testing.T) {
