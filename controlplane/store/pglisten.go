@@ -377,8 +377,70 @@ func remoteProgress(run Run, t Transition, status *RunStatus) RunProgress {
 func (s *Store) publishLocal(c Change) {
 	s.fan.mu.Lock()
 	defer s.fan.mu.Unlock()
+	if s.fan.marks != nil {
+		c = s.fillGaps(c)
+	}
 	c = s.fan.note(c, false)
 	s.deliver(c)
+}
+
+// gapReadTimeout bounds fillGaps' read of the transitions another replica committed.
+const gapReadTimeout = 5 * time.Second
+
+// fillGaps puts before each local transition of a run this Store already follows the
+// transitions between the highest seq it published and that one: another replica committed
+// them and its notification has not been handled yet (an executor that moved from A to B
+// between two transitions). Without them a watcher here would see seq k+1 before k, and then
+// never k (the listener does not publish below the mark). They are read from the database
+// (committed: this Store's commit checked the run's last_seq). A failed read leaves the gap,
+// and WatchRun's replay from from_seq still has them. s.fan.mu is held.
+func (s *Store) fillGaps(c Change) Change {
+	var out *Change
+	next := map[string]int64{}
+	for i, t := range c.Transitions {
+		want, ok := next[t.RunID]
+		if !ok {
+			m, known := s.fan.marks[t.RunID]
+			want, ok = m.seq+1, known
+		}
+		next[t.RunID] = t.Seq + 1
+		if !ok || t.Seq <= want {
+			if out != nil {
+				out.Transitions, out.Progress = append(out.Transitions, t), append(out.Progress, c.Progress[i])
+			}
+			continue
+		}
+		if out == nil {
+			out = &Change{Runs: c.Runs, Approvals: c.Approvals,
+				Transitions: append([]Transition(nil), c.Transitions[:i]...), Progress: append([]RunProgress(nil), c.Progress[:i]...)}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), gapReadTimeout)
+		missing, err := s.Transitions(ctx, t.RunID, want, int(t.Seq-want))
+		cancel()
+		if err == nil {
+			status := RunRunning
+			for _, x := range missing {
+				if x.Seq >= t.Seq {
+					break
+				}
+				p := c.Progress[i]
+				p.LastSeq, p.Playbook = x.Seq, nil
+				if st, err := RunStatusOf(x.RunStatus, x.Kind); err == nil && !status.Final() {
+					status = st
+				}
+				p.Status = status
+				if x.StepName != "" && !status.Final() {
+					p.CurrentNode = x.StepName
+				}
+				out.Transitions, out.Progress = append(out.Transitions, x), append(out.Progress, p)
+			}
+		}
+		out.Transitions, out.Progress = append(out.Transitions, t), append(out.Progress, c.Progress[i])
+	}
+	if out == nil {
+		return c
+	}
+	return *out
 }
 
 // deliver calls the subscribers with c; s.fan.mu is held.

@@ -300,3 +300,29 @@ func TestIssue10_2_DeadlineExpiresOnceWithBothSweepers(t *testing.T) {
 		}
 	}
 }
+
+func TestIssue10_2_LocalCommitAfterAnUnheardRemoteOneKeepsSeqOrder(t *testing.T) {
+	a, b, dsn := openReplicas(t)
+	gate := make(chan struct{})
+	b.fan.reconnectGate = gate
+	fb := follow(b)
+	mustStart(t, a, newRun("r5"))
+	mustRecord(t, a, tr("r5", 1))
+	fb.await(t, "r5 #1", func(all []Change) bool { return len(seqsOf(all, "r5")) == 1 })
+	var killed bool
+	if err := rawPG(t, dsn).QueryRowContext(context.Background(), "SELECT pg_terminate_backend($1)", int64(b.fan.pid.Load())).Scan(&killed); err != nil || !killed {
+		t.Fatalf("pg_terminate_backend: %v, %v", killed, err)
+	}
+	// The executor records #2 through A (B does not hear it), then moves to B for #3 and #4.
+	mustRecord(t, a, tr("r5", 2))
+	mustRecord(t, b, tr("r5", 3))
+	mustRecord(t, b, tr("r5", 4))
+	if got := seqsOf(fb.await(t, "r5 #4", func(all []Change) bool { return len(seqsOf(all, "r5")) >= 4 }), "r5"); fmt.Sprint(got) != fmt.Sprint(upTo(4)) {
+		t.Fatalf("B published r5's seqs %v, want 1..4 in order (the unheard #2 before B's own #3)", got)
+	}
+	close(gate) // the catch-up after the reconnect finds nothing new
+	mustRecord(t, a, tr("r5", 5))
+	if got := seqsOf(fb.await(t, "r5 #5", func(all []Change) bool { return len(seqsOf(all, "r5")) >= 5 }), "r5"); fmt.Sprint(got) != fmt.Sprint(upTo(5)) {
+		t.Fatalf("B published r5's seqs %v, want 1..5 once each", got)
+	}
+}
