@@ -271,8 +271,21 @@ func (s *Store) DecideApproval(ctx context.Context, d Decision) (Approval, error
 	)
 	err := s.write(ctx, func(w *writeTx) error {
 		result, outcome = Approval{}, nil // the writer may run fn twice (see runBatch)
+		// Lock the row first, then read it with its votes in a second statement: on
+		// PostgreSQL (READ COMMITTED) a statement that waited for another replica's lock sees
+		// that replica's row but not, in a subquery, the vote it inserted, so an M-of-N gate
+		// voted on through two replicas at once would miss a vote and stay pending (issue 10,
+		// item 2; TestIssue10_2_TwoOfNVotesOnTwoReplicasBothCount).
+		var locked string
+		err := w.readRow("SELECT approval_id FROM playbook_approvals WHERE approval_id = ?"+lockForUpdate, d.ApprovalID).Scan(&locked)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("%w: approval %q", ErrNotFound, d.ApprovalID)
+		}
+		if err != nil {
+			return fmt.Errorf("store: lock approval: %w", err)
+		}
 		current, err := scanApproval(w.readRow(
-			"SELECT "+approvalColumns+" FROM playbook_approvals WHERE approval_id = ?"+lockForUpdate, d.ApprovalID))
+			"SELECT "+approvalColumns+" FROM playbook_approvals WHERE approval_id = ?", d.ApprovalID))
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("%w: approval %q", ErrNotFound, d.ApprovalID)
 		}

@@ -326,3 +326,30 @@ func TestIssue10_2_LocalCommitAfterAnUnheardRemoteOneKeepsSeqOrder(t *testing.T)
 		t.Fatalf("B published r5's seqs %v, want 1..5 once each", got)
 	}
 }
+
+func TestIssue10_2_TwoOfNVotesOnTwoReplicasBothCount(t *testing.T) {
+	a, b, _ := openReplicas(t)
+	ctx := context.Background()
+	mustStart(t, a, newRun("r6"))
+	for i := range 10 {
+		id := fmt.Sprintf("m%d", i)
+		na := newApproval(id, "r6", id)
+		na.ApprovalsRequired = 2
+		mustCreateApproval(t, a, na)
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		for j, s := range []*Store{a, b} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, errs[j] = s.DecideApproval(ctx, Decision{ApprovalID: id, Verdict: ApprovalApproved, Approver: fmt.Sprintf("voter%d", j), At: t0.Add(2 * time.Minute)})
+			}()
+		}
+		wg.Wait()
+		got, err := b.GetApproval(ctx, id)
+		if errs[0] != nil || errs[1] != nil || err != nil || got.Status != ApprovalApproved || len(got.Votes) != 2 {
+			t.Fatalf("%s: votes through A and B: %v / %v; row %s with %d votes (%v): want approved with both votes",
+				id, errs[0], errs[1], got.Status, len(got.Votes), err)
+		}
+	}
+}
