@@ -401,3 +401,54 @@ func TestIssue10_3_PGUniqueViolationRetriedOnce(t *testing.T) {
 		t.Fatalf("a repeated unique violation = %v (%d retries); want the violation, retried once", err, a.conflictRetries.Load())
 	}
 }
+
+// Issue 10, item 1 (D10-2): text compares in byte order on PostgreSQL as on SQLite (every
+// TEXT column is COLLATE "C"), so run lists order ids alike whatever the database's
+// default collation.
+func TestIssue10_1_TextOrderIsBytewise(t *testing.T) {
+	t.Parallel()
+	s, _ := openTest(t)
+	checkBytewiseListOrder(t, s)
+	if testOnPostgres() {
+		// A database whose default collation is not byte order (ICU en-US ignores
+		// punctuation and case at first): the columns' own COLLATE "C" decides.
+		dsn := newPGDatabaseWith(t, `TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US' LOCALE 'C.UTF-8'`)
+		us, err := Open(context.Background(), dsn, WithClock((&testClock{}).now))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer us.Close()
+		checkBytewiseListOrder(t, us)
+	}
+}
+
+func checkBytewiseListOrder(t *testing.T, s *Store) {
+	t.Helper()
+	ctx := context.Background()
+	ids := []string{"run-a", "RUN-b", "run_c", "run-B", "run.d"}
+	for _, id := range ids {
+		nr := newRun(id)
+		nr.StartedAt = t0 // one start time: the run_id breaks the tie
+		mustStart(t, s, nr)
+	}
+	page, err := s.ListRuns(ctx, RunFilter{PageSize: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := []string{}
+	for {
+		for _, r := range page.Runs {
+			got = append(got, r.RunID)
+		}
+		if page.NextPageToken == "" {
+			break
+		}
+		if page, err = s.ListRuns(ctx, RunFilter{PageSize: 2, PageToken: page.NextPageToken}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Descending byte order: lowercase after uppercase, '_' (0x5f) after '.' and '-'.
+	if want := "run_c,run.d,run-a,run-B,RUN-b"; strings.Join(got, ",") != want {
+		t.Fatalf("runs in list order = %v, want %s", got, want)
+	}
+}
