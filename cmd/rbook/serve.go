@@ -12,6 +12,7 @@ import (
 
 	"github.com/rbookhq/rbook-action/controlplane/approval"
 	"github.com/rbookhq/rbook-action/controlplane/server"
+	"github.com/rbookhq/rbook-action/controlplane/store"
 
 	"github.com/rbookhq/rbook-action/controlplane/yamlerr"
 )
@@ -36,7 +37,9 @@ func newServeCmd() *cobra.Command {
 		Short: "Run the control plane: runs and approvals over Connect, gRPC and gRPC-Web",
 		Long: `Run the rbook control plane: executors report every transition of their runs to it,
 and confirm gates wait until someone calls Approve or Reject (rbook approve, grpcurl, or any
-buf-generated client). Runs and approvals are kept in a SQLite database (--db).
+buf-generated client). Runs and approvals are kept in a SQLite database (--db FILE), or in
+PostgreSQL with --db postgres://user@host:5432/db (migrated on start; two or more replicas
+may serve one PostgreSQL database).
 
 One port serves Connect, gRPC and gRPC-Web over HTTP/1.1 and h2c, with gRPC reflection
 (grpcurl -plaintext ADDR list) and gRPC health. Logs go to stderr, one line per call.
@@ -122,11 +125,14 @@ Exit codes: 0 after a clean shutdown, 2 bad flags, no secret, or the server coul
 			}
 			cfg.Logger = slog.New(h)
 
-			unlock, err := lockDB(cfg.DBPath)
-			if err != nil {
-				return abort("rbook serve: %v", err)
+			if !store.IsPostgresDSN(cfg.DBPath) {
+				// A SQLite file has one server; replicas share a PostgreSQL database (issue 10).
+				unlock, err := lockDB(cfg.DBPath)
+				if err != nil {
+					return abort("rbook serve: %v", err)
+				}
+				defer unlock()
 			}
-			defer unlock()
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			r, err := server.Start(ctx, cfg)
@@ -157,7 +163,7 @@ Exit codes: 0 after a clean shutdown, 2 bad flags, no secret, or the server coul
 			if playbookMode != "" {
 				mode += ", " + playbookMode
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "rbook control plane listening on %s (db %s, %s)\n", r.URL(), cfg.DBPath, mode)
+			fmt.Fprintf(cmd.OutOrStdout(), "rbook control plane listening on %s (db %s, %s)\n", r.URL(), store.RedactDSN(cfg.DBPath), mode)
 			<-ctx.Done()
 			cfg.Logger.Info("shutting down", "cause", context.Cause(ctx).Error())
 			if err := r.Close(); err != nil {
@@ -168,7 +174,7 @@ Exit codes: 0 after a clean shutdown, 2 bad flags, no secret, or the server coul
 	}
 	f := cmd.Flags()
 	f.StringVar(&cfg.Addr, "addr", defaultServeAddr, "host:port to listen on (port 0 picks a free one)")
-	f.StringVar(&cfg.DBPath, "db", ".rbook/controlplane.db", "SQLite database file (created if missing)")
+	f.StringVar(&cfg.DBPath, "db", ".rbook/controlplane.db", "SQLite database file (created if missing), or a postgres://user@host/db DSN (PostgreSQL; several replicas may share it)")
 	f.StringVar(&authFile, "auth-file", "", `bearer tokens, one "identity role token" per line (roles: executor, approver, viewer)`)
 	f.StringVar(&policyFile, "gate-policy", "", "YAML gate policy: approvals needed, allowed approvers and four-eyes per runbook and gate")
 	addServeOIDCFlags(cmd)

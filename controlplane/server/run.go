@@ -26,7 +26,8 @@ const DefaultShutdownTimeout = 5 * time.Second
 type Config struct {
 	// Addr is host:port to listen on; "127.0.0.1:0" picks a free loopback port.
 	Addr string
-	// DBPath is the SQLite file (created with its folder when missing).
+	// DBPath is the SQLite file (created with its folder when missing), or a postgres:// or
+	// postgresql:// DSN (issue 10, item 1; store.Open).
 	DBPath string
 	// Insecure allows a non-loopback Addr without Options.Auth or Options.OIDC (issue 3, item 2).
 	Insecure bool
@@ -81,14 +82,14 @@ func Start(ctx context.Context, cfg Config) (*Running, error) {
 	if cfg.DBPath == "" {
 		return nil, errors.New("a database path is required (--db FILE)")
 	}
-	if dir := filepath.Dir(cfg.DBPath); dir != "" {
+	if dir := filepath.Dir(cfg.DBPath); dir != "" && !store.IsPostgresDSN(cfg.DBPath) {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, fmt.Errorf("database folder: %w", err)
 		}
 	}
 	st, err := store.Open(ctx, cfg.DBPath)
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", cfg.DBPath, err)
+		return nil, fmt.Errorf("open %s: %w", store.RedactDSN(cfg.DBPath), err)
 	}
 	h, err := New(st, cfg.Options)
 	if err != nil {

@@ -78,7 +78,7 @@ func (s *Store) RecordTransitions(ctx context.Context, ts []Transition, f Fence)
 	}
 	var res BatchResult
 	var refused error
-	err = s.write(ctx, func(w *writeTx) error {
+	err = s.writeFor(ctx, batch[0].RunID, func(w *writeTx) error {
 		res, refused = BatchResult{}, nil // the writer may run this twice
 		run, err := w.progress(batch[0].RunID)
 		if err != nil {

@@ -177,16 +177,23 @@ func BenchmarkMemory10kRuns(b *testing.B) {
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
 		var dbBytes int64
-		matches, _ := filepath.Glob(path + "*") // the file, -wal and -shm
-		for _, m := range matches {
-			if fi, err := os.Stat(m); err == nil {
-				dbBytes += fi.Size()
+		if testOnPostgres() {
+			if err := s.reader.QueryRowContext(ctx, "SELECT pg_database_size(current_database())").Scan(&dbBytes); err != nil {
+				b.Fatal(err)
+			}
+		} else {
+			matches, _ := filepath.Glob(path + "*") // the file, -wal and -shm
+			for _, m := range matches {
+				if fi, err := os.Stat(m); err == nil {
+					dbBytes += fi.Size()
+				}
 			}
 		}
 		b.ReportMetric(float64(runs*perRun)/load.Seconds(), "transitions/s")
 		b.ReportMetric(float64(dbBytes)/(1<<20), "db_MiB")
 		b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "heap_inuse_MiB")
 		b.ReportMetric(float64(ms.Sys)/(1<<20), "go_sys_MiB")
+		// On PostgreSQL the RSS is this process's only (the server's is not counted).
 		// RSS includes SQLite's own allocations (page caches of the writer and readers),
 		// which the Go heap does not see. Linux only; absent elsewhere.
 		if rss, hwm, ok := procRSS(); ok {

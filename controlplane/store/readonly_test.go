@@ -46,6 +46,7 @@ func fileSnapshot(t *testing.T, dir string) map[string]string {
 // migrated.
 func TestIssue6_3_3_ReadOnlyOpen(t *testing.T) {
 	t.Parallel()
+	skipOnPostgres(t, "files, -wal/-shm side files and immutable opens; PostgreSQL's read-only store is TestIssue10_1_PGReadOnlyStore")
 	ctx := context.Background()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "controlplane.db")
@@ -153,6 +154,7 @@ func TestIssue6_3_3_ReadOnlyOpen(t *testing.T) {
 // writer serving the file meanwhile keeps writing.
 func TestIssue6_3_3_ReadOnlyOpenSeesTheWALOfAKilledWriter(t *testing.T) {
 	t.Parallel()
+	skipOnPostgres(t, "a copied WAL file of a killed writer; PostgreSQL's kill -9 is TestCrashSafetyKill9, its read-only store TestIssue10_1_PGReadOnlyStore")
 	ctx := context.Background()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "controlplane.db")

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 )
@@ -266,7 +267,7 @@ func (s *Store) RecordTransition(ctx context.Context, t Transition, f Fence) (Re
 		return RecordResult{}, err
 	}
 	var res RecordResult
-	err = s.write(ctx, func(w *writeTx) error {
+	err = s.writeFor(ctx, t.RunID, func(w *writeTx) error {
 		run, err := w.progress(t.RunID)
 		if err != nil {
 			return err
@@ -297,6 +298,9 @@ func (s *Store) recordOne(w *writeTx, run RunProgress, t Transition, newStatus R
 		}
 		if f.Identity != "" && f.Identity != run.Owner {
 			return fmt.Errorf("%w: run %q", ErrNotOwner, t.RunID) // no answer about another's record
+		}
+		if err := w.flushDeferred(); err != nil { // the stored copy may still be queued
+			return err
 		}
 		stored, err := scanTransition(w.queryRow(stmtSelectTransition, t.RunID, t.Seq))
 		if err != nil {
@@ -364,10 +368,20 @@ func (s *Store) recordOne(w *writeTx, run RunProgress, t Transition, newStatus R
 	run.LeaseExpiresAt = t.RecordedAt.Add(time.Duration(run.LeaseSeconds) * time.Second)
 	leaseExpires := formatTime(run.LeaseExpiresAt)
 
-	if _, err := w.exec(stmtInsertTransition, transitionArgs(t, updatedAt)...); err != nil {
+	if run.Status == oldStatus && w.deferOK && !run.playbook && t.Kind != KindRunInterrupted {
+		// Written with the batch's other transitions in two statements (pgdefer.go).
+		w.deferTransition(transitionArgs(t, updatedAt), []any{nullString(run.CurrentNode), run.LastCompletedStepIndex,
+			nullString(run.LastDeployName), run.LastSeq, updatedAt, leaseExpires, run.RunID})
+	} else if run.Status == oldStatus && s.dialect == dialectPostgres {
+		// One round trip for both writes of the common case (writer.go, stmtInsertTransitionPG).
+		_, err = w.exec(stmtInsertTransitionPG, append(transitionArgs(t, updatedAt), nullString(run.CurrentNode),
+			run.LastCompletedStepIndex, nullString(run.LastDeployName), run.LastSeq, updatedAt, leaseExpires, run.RunID)...)
+		if err != nil {
+			return fmt.Errorf("store: insert transition: %w", err)
+		}
+	} else if _, err = w.exec(stmtInsertTransition, transitionArgs(t, updatedAt)...); err != nil {
 		return fmt.Errorf("store: insert transition: %w", err)
-	}
-	if run.Status == oldStatus {
+	} else if run.Status == oldStatus {
 		// Most transitions: leave status alone so its index is not rewritten.
 		_, err = w.exec(stmtUpdateRunProgress, nullString(run.CurrentNode), run.LastCompletedStepIndex,
 			nullString(run.LastDeployName), run.LastSeq, updatedAt, leaseExpires, run.RunID)
@@ -597,7 +611,13 @@ func (s *Store) Transitions(ctx context.Context, runID string, fromSeq int64, li
 	return ts, nil
 }
 
+// queryTransitions reads runID's transitions from fromSeq on, at most limit (all when limit
+// is negative: SQLite reads LIMIT -1 as no limit, PostgreSQL refuses it, so it is sent as
+// the largest int64 in both dialects).
 func queryTransitions(ctx context.Context, tx *sql.Tx, runID string, fromSeq int64, limit int) ([]Transition, error) {
+	if limit < 0 {
+		limit = math.MaxInt64
+	}
 	rows, err := tx.QueryContext(ctx, "SELECT "+transitionColumns+
 		" FROM run_transitions WHERE run_id = ? AND seq >= ? ORDER BY seq LIMIT ?", runID, fromSeq, limit)
 	if err != nil {

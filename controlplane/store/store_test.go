@@ -19,6 +19,9 @@ func TestOpenMigratesOnceAndReopens(t *testing.T) {
 		t.Fatal(err)
 	}
 	path := filepath.Join(dir, "rbook.db")
+	if testOnPostgres() {
+		path = testDSN(t, "")
+	}
 	s, err := Open(ctx, path)
 	if err != nil {
 		t.Fatalf("first Open: %v", err)
@@ -30,7 +33,7 @@ func TestOpenMigratesOnceAndReopens(t *testing.T) {
 	if err := s.Close(); !errors.Is(err, ErrClosed) {
 		t.Fatalf("second Close = %v, want ErrClosed", err)
 	}
-	if _, err := os.Stat(path); err != nil {
+	if _, err := os.Stat(path); err != nil && !testOnPostgres() {
 		t.Fatalf("database file not at the given path: %v", err)
 	}
 
@@ -43,7 +46,7 @@ func TestOpenMigratesOnceAndReopens(t *testing.T) {
 	if err := s.reader.QueryRowContext(ctx, "SELECT count(*) FROM schema_migrations").Scan(&versions); err != nil {
 		t.Fatal(err)
 	}
-	ms, err := loadMigrations()
+	ms, err := loadMigrations(s.dialect)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +62,21 @@ func TestOpenPragmasAndReadOnlyPool(t *testing.T) {
 	t.Parallel()
 	s, _ := openTest(t)
 	ctx := context.Background()
+	if testOnPostgres() {
+		// PostgreSQL: one writer connection, and a reader pool whose sessions are read-only.
+		var ro string
+		if err := s.reader.QueryRowContext(ctx, "SHOW default_transaction_read_only").Scan(&ro); err != nil || ro != "on" {
+			t.Errorf("reader default_transaction_read_only = %q, %v; want on", ro, err)
+		}
+		var wro string
+		if err := s.writer.QueryRowContext(ctx, "SHOW default_transaction_read_only").Scan(&wro); err != nil || wro != "off" {
+			t.Errorf("writer default_transaction_read_only = %q, %v; want off", wro, err)
+		}
+	}
 	for pragma, want := range map[string]string{"journal_mode": "wal", "synchronous": "2", "foreign_keys": "1", "busy_timeout": "10000"} {
+		if testOnPostgres() {
+			break // SQLite's pragmas
+		}
 		var got string
 		if err := s.writer.QueryRowContext(ctx, "PRAGMA "+pragma).Scan(&got); err != nil {
 			t.Fatal(err)
@@ -109,7 +126,11 @@ func TestSchemaKeepsSeedColumns(t *testing.T) {
 			"output"},
 	}
 	for table, cols := range want {
-		rows, err := s.reader.Query("SELECT name FROM pragma_table_info(?) ORDER BY cid", table)
+		q := "SELECT name FROM pragma_table_info(?) ORDER BY cid"
+		if testOnPostgres() {
+			q = "SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = ? ORDER BY ordinal_position"
+		}
+		rows, err := s.reader.Query(q, table)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -268,12 +289,20 @@ func TestNotFoundIsSentinel(t *testing.T) {
 func TestOpenMigratesAVersion1Database(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "v1.db")
-	ms, err := loadMigrations()
+	path, d := testDSN(t, "v1.db"), dialectSQLite
+	if testOnPostgres() {
+		d = dialectPostgres
+	}
+	ms, err := loadMigrations(d)
 	if err != nil || len(ms) < 2 {
 		t.Fatalf("migrations: %d, %v", len(ms), err)
 	}
-	old, err := sql.Open("sqlite", path)
+	var old *sql.DB
+	if d == dialectPostgres {
+		old, _, err = openPGPool(path, false)
+	} else {
+		old, err = sql.Open("sqlite", path)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

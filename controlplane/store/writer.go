@@ -12,7 +12,11 @@ import (
 // writeReq is one queued write. fn runs inside a group transaction; an error it returns
 // undoes only this request (see runBatch).
 type writeReq struct {
-	ctx  context.Context
+	ctx context.Context
+	// run, when set, is the run whose progress fn reads (RecordTransition): on PostgreSQL
+	// the writer locks and reads the progress of all of a batch's runs in one statement
+	// before running it (prefetchProgress).
+	run  string
 	fn   func(*writeTx) error
 	done chan error // buffered: the writer never blocks on a caller that gave up
 }
@@ -36,6 +40,10 @@ type writeTx struct {
 	staged []RunProgress
 	// progressReads counts run-row reads by RecordTransition (tests check the cache with it).
 	progressReads int
+	// deferOK: transition writes may be queued and written together (PostgreSQL, a batch
+	// without savepoints; pgdefer.go); deferred holds them.
+	deferOK  bool
+	deferred pgDeferred
 }
 
 // stmt returns the prepared statement id bound to this transaction.
@@ -87,10 +95,15 @@ func (w *writeTx) writeApprovals(query string, args ...any) ([]Approval, error) 
 // write queues fn for the writer goroutine and waits for its commit. If ctx ends first the
 // call returns ctx.Err(), and the write may still commit: callers retry idempotently.
 func (s *Store) write(ctx context.Context, fn func(*writeTx) error) error {
+	return s.writeFor(ctx, "", fn)
+}
+
+// writeFor is write for a request that reads run's progress first (see writeReq.run).
+func (s *Store) writeFor(ctx context.Context, run string, fn func(*writeTx) error) error {
 	if s.readOnly {
 		return ErrReadOnly
 	}
-	req := &writeReq{ctx: ctx, fn: fn, done: make(chan error, 1)}
+	req := &writeReq{ctx: ctx, run: run, fn: fn, done: make(chan error, 1)}
 	s.mu.RLock()
 	if s.closed {
 		s.mu.RUnlock()
@@ -206,16 +219,48 @@ func (s *Store) linger(batch []*writeReq, want int, timer *time.Timer) []*writeR
 func (s *Store) runBatch(batch []*writeReq) time.Duration {
 	results := make([]error, len(batch))
 	s.requests.Add(uint64(len(batch)))
-	outcome, took := s.attempt(batch, results, false)
-	if outcome == attemptRetry {
-		s.safeRetries.Add(1)
-		clear(results)
-		_, took = s.attempt(batch, results, true)
+	safe, uniqueRetry := false, true
+	var took time.Duration
+	for try := 0; ; try++ {
+		outcome, t, cause := s.attempt(batch, results, safe, uniqueRetry)
+		took = t
+		if outcome == attemptRetry {
+			s.safeRetries.Add(1)
+			clear(results)
+			safe = true
+			continue
+		}
+		if outcome == attemptConflict {
+			clear(results)
+			if pgCode(cause) == "23505" {
+				uniqueRetry = false
+			}
+			if try < maxConflictRetries {
+				s.conflictRetries.Add(1)
+				time.Sleep(conflictBackoff(try))
+				continue
+			}
+			for i := range results {
+				results[i] = fmt.Errorf("store: write batch gave up after %d retries: %w", try, cause)
+			}
+		}
+		break
 	}
 	for i, r := range batch {
 		r.done <- results[i]
 	}
 	return took
+}
+
+// maxConflictRetries bounds how often one batch is run again after a PostgreSQL
+// serialization failure, deadlock or concurrent unique violation (D10-3); past it every
+// request of the batch gets the error.
+const maxConflictRetries = 8
+
+// conflictBackoff is the wait before conflict retry try (0-based): 1 ms doubling, at most
+// 64 ms, so two replicas that deadlocked do not collide again at once.
+func conflictBackoff(try int) time.Duration {
+	return time.Millisecond << min(try, 6)
 }
 
 // attemptOutcome is how one execution of a batch ended.
@@ -224,27 +269,51 @@ type attemptOutcome int
 const (
 	attemptDone  attemptOutcome = iota // committed, or failed as a whole; results are final
 	attemptRetry                       // rolled back; run again with savepoints
+	// attemptConflict: rolled back after a PostgreSQL conflict with another replica's
+	// transaction (isPGRetryable); run the whole batch again after a back-off.
+	attemptConflict
 )
 
-// attempt runs batch once (with a savepoint per request when safe) and fills results.
-func (s *Store) attempt(batch []*writeReq, results []error, safe bool) (attemptOutcome, time.Duration) {
+// attempt runs batch once (with a savepoint per request when safe) and fills results. On
+// attemptConflict it also returns the conflict's error.
+//
+// On PostgreSQL a statement that fails aborts the whole transaction, unlike SQLite's; so
+// when a request's statements hit a server error (pgConnector.serverErrors moved) and the
+// batch runs without savepoints, the batch is rolled back and run again with them, even if
+// the request turned the error into a refusal (a unique violation into ErrConflict).
+func (s *Store) attempt(batch []*writeReq, results []error, safe, uniqueRetry bool) (attemptOutcome, time.Duration, error) {
 	ctx := context.Background() // one caller's cancel must not interrupt the others' statements
-	failAll := func(cause error, committed []bool) (attemptOutcome, time.Duration) {
+	failAll := func(cause error, committed []bool) (attemptOutcome, time.Duration, error) {
 		for i := range batch {
 			if committed == nil || committed[i] || results[i] == nil {
 				results[i] = cause
 			}
 		}
-		return attemptDone, 0
+		return attemptDone, 0, nil
+	}
+	pg := s.dialect == dialectPostgres
+	conflict := func(tx *sql.Tx, cause error) (attemptOutcome, time.Duration, error) {
+		_ = tx.Rollback()
+		s.cache.abort()
+		return attemptConflict, 0, cause
 	}
 	tx, err := s.writer.BeginTx(ctx, nil)
 	if err != nil {
 		return failAll(fmt.Errorf("store: begin transaction: %w", err), nil)
 	}
-	w := &writeTx{ctx: ctx, tx: tx, stmts: s.stmts, cache: &s.cache}
-	if err := s.cache.begin(w); err != nil {
+	w := &writeTx{ctx: ctx, tx: tx, stmts: s.stmts, cache: &s.cache, deferOK: pg && !safe}
+	if err := s.cache.begin(w, s.dialect); err != nil {
 		_ = tx.Rollback()
 		return failAll(fmt.Errorf("store: write batch aborted: %w", err), nil)
+	}
+	if pg {
+		if err := w.prefetchProgress(batch); err != nil {
+			if isPGRetryable(err, false) {
+				return conflict(tx, err)
+			}
+			_ = tx.Rollback()
+			return failAll(fmt.Errorf("store: write batch aborted: %w", err), nil)
+		}
 	}
 	var change Change
 	committed := make([]bool, len(batch))
@@ -261,18 +330,38 @@ func (s *Store) attempt(batch []*writeReq, results []error, safe bool) (attemptO
 				break
 			}
 		}
+		if w.deferOK && r.run == "" {
+			// A request other than a transition may read or write the queued rows.
+			if err := w.flushDeferred(); err != nil {
+				_ = tx.Rollback()
+				s.cache.abort()
+				return attemptRetry, 0, nil
+			}
+		}
 		w.change, w.wrote, w.staged = Change{}, false, w.staged[:0]
+		var serverErrors uint64
+		if pg {
+			serverErrors = s.pgWriter.serverErrors.Load()
+		}
 		err := r.fn(w)
 		if err == nil {
 			// Bindings and verdicts of protection rules commit with the gate change that
 			// caused them (issue 8, item 2; protection.go).
 			err = w.protectionHook(s.now())
 		}
+		if pg && err != nil && isPGRetryable(err, uniqueRetry) {
+			return conflict(tx, err)
+		}
+		if pg && !safe && s.pgWriter.serverErrors.Load() != serverErrors {
+			_ = tx.Rollback()
+			s.cache.abort()
+			return attemptRetry, 0, nil
+		}
 		if err != nil && !safe {
 			if w.wrote || !isRequestError(err) {
 				_ = tx.Rollback()
 				s.cache.abort()
-				return attemptRetry, 0
+				return attemptRetry, 0, nil
 			}
 			results[i] = err
 			continue
@@ -297,6 +386,22 @@ func (s *Store) attempt(batch []*writeReq, results []error, safe bool) (attemptO
 		change.append(w.change)
 		s.cache.stage(w.staged)
 	}
+	if fatal == nil && w.deferOK {
+		if err := w.flushDeferred(); err != nil {
+			// Which request's row failed is not known here: run the batch again with a
+			// savepoint per request and nothing deferred.
+			_ = tx.Rollback()
+			s.cache.abort()
+			return attemptRetry, 0, nil
+		}
+	}
+	if fatal == nil && pg && !change.empty() {
+		// Delivered to every replica's listener on COMMIT, in commit order (D10-4).
+		fatal = w.notifyChange(s.origin, change)
+	}
+	if pg && fatal != nil && isPGRetryable(fatal, uniqueRetry) {
+		return conflict(tx, fatal)
+	}
 	if fatal != nil {
 		_ = tx.Rollback()
 		s.cache.abort()
@@ -304,6 +409,10 @@ func (s *Store) attempt(batch []*writeReq, results []error, safe bool) (attemptO
 	}
 	began := time.Now()
 	if err := tx.Commit(); err != nil {
+		if pg && isPGRetryable(err, uniqueRetry) {
+			s.cache.abort()
+			return attemptConflict, 0, err
+		}
 		s.failedCommits.Add(1)
 		s.cache.abort()
 		// A COMMIT that failed with SQLITE_BUSY leaves the transaction open on the
@@ -317,7 +426,7 @@ func (s *Store) attempt(batch []*writeReq, results []error, safe bool) (attemptO
 	s.commitNanos.Add(int64(took))
 	s.progressReads.Add(uint64(w.progressReads))
 	s.publish(change)
-	return attemptDone, took
+	return attemptDone, took, nil
 }
 
 // isRequestError reports whether err is one of the store's own refusals, which a request
@@ -349,8 +458,18 @@ type progressCache struct {
 	known   bool // version has been read
 }
 
-// begin validates the cache against PRAGMA data_version inside a batch's transaction.
-func (c *progressCache) begin(w *writeTx) error {
+// begin validates the cache against PRAGMA data_version inside a batch's transaction. On
+// PostgreSQL nothing tells this replica that another one wrote a run, so the cache starts
+// empty in every batch and each run's row is read (FOR UPDATE) once per batch (D10-3).
+func (c *progressCache) begin(w *writeTx, d dialect) error {
+	if d == dialectPostgres {
+		if c.runs == nil {
+			c.runs, c.staged = map[string]RunProgress{}, map[string]RunProgress{}
+		}
+		clear(c.runs)
+		clear(c.staged)
+		return nil
+	}
 	var v int64
 	if err := w.queryRow(stmtDataVersion).Scan(&v); err != nil {
 		return fmt.Errorf("read data_version: %w", err)
@@ -415,6 +534,9 @@ const (
 	stmtInsertTransition
 	stmtUpdateRunProgress
 	stmtUpdateRunStatus
+	// stmtInsertTransitionPG is PostgreSQL only: the transition's INSERT and the run's
+	// progress UPDATE in one statement (a data-modifying CTE), one round trip instead of two.
+	stmtInsertTransitionPG
 	numStmts
 )
 
@@ -423,20 +545,28 @@ var writeSQL = [numStmts]string{
 	stmtRelease:           "RELEASE request",
 	stmtRollbackTo:        "ROLLBACK TO request",
 	stmtDataVersion:       "PRAGMA data_version",
-	stmtSelectRun:         "SELECT " + runColumns + " FROM playbook_runs WHERE run_id = ?",
-	stmtSelectRunProgress: "SELECT " + progressColumns + " FROM playbook_runs WHERE run_id = ?",
+	stmtSelectRun:         "SELECT " + runColumns + " FROM playbook_runs WHERE run_id = ?" + lockForUpdate,
+	stmtSelectRunProgress: "SELECT " + progressColumns + " FROM playbook_runs WHERE run_id = ?" + lockForUpdate,
 	stmtSelectTransition:  "SELECT " + transitionColumns + " FROM run_transitions WHERE run_id = ? AND seq = ?",
 	stmtInsertTransition:  insertTransitionSQL,
 	stmtUpdateRunProgress: updateRunProgressSQL,
 	stmtUpdateRunStatus:   updateRunStatusSQL,
+	// The update's placeholders follow the insert's (pgRewrite numbers them in text order).
+	stmtInsertTransitionPG: "WITH inserted AS (" + insertTransitionSQL + ") " + updateRunProgressSQL,
 }
+
+// pgOnlyStmts are prepared on PostgreSQL only (SQLite has no INSERT inside WITH).
+var pgOnlyStmts = map[stmtID]bool{stmtInsertTransitionPG: true}
 
 // writeStmts are prepared once on the writer connection and bound to each batch's tx.
 type writeStmts struct{ list [numStmts]*sql.Stmt }
 
-func prepareWriteStmts(ctx context.Context, db *sql.DB) (*writeStmts, error) {
+func prepareWriteStmts(ctx context.Context, db *sql.DB, d dialect) (*writeStmts, error) {
 	ws := &writeStmts{}
 	for i, q := range writeSQL {
+		if pgOnlyStmts[stmtID(i)] && d != dialectPostgres {
+			continue
+		}
 		if q == "" {
 			_ = ws.close()
 			return nil, fmt.Errorf("store: statement %d has no SQL", i)
@@ -459,4 +589,53 @@ func (ws *writeStmts) close() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// prefetchSQL locks and reads the progress of a batch's runs in run_id order (PostgreSQL).
+const prefetchSQL = "SELECT run_id, " + progressColumns + " FROM playbook_runs WHERE run_id = ANY(?) ORDER BY run_id" + lockForUpdate
+
+// prefetchProgress (PostgreSQL) locks the rows of the runs batch's requests name
+// (writeReq.run) with one SELECT … FOR UPDATE, in run_id order, and puts their progress in
+// the batch's cache: one round trip per batch instead of one per request, and two replicas
+// lock a batch's runs in the same order (fewer deadlocks). The rows stay locked until the
+// batch commits, so the cached progress is current for the whole batch (D10-3).
+func (w *writeTx) prefetchProgress(batch []*writeReq) error {
+	ids := make([]string, 0, len(batch))
+	seen := make(map[string]bool, len(batch))
+	for _, r := range batch {
+		if r.run != "" && !seen[r.run] && r.ctx.Err() == nil {
+			seen[r.run] = true
+			ids = append(ids, r.run)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	rows, err := w.tx.QueryContext(w.ctx, prefetchSQL, ids)
+	if err != nil {
+		return fmt.Errorf("read runs: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		p, err := scanProgress(prefixScanner{rows, &id})
+		if err != nil {
+			return fmt.Errorf("read runs: %w", err)
+		}
+		p.RunID = id
+		w.cache.runs[id] = p
+		w.progressReads++
+	}
+	return rows.Err()
+}
+
+// prefixScanner scans one leading column into first, then the rest as the wrapped scanner's
+// caller asks.
+type prefixScanner struct {
+	rows  *sql.Rows
+	first any
+}
+
+func (p prefixScanner) Scan(dest ...any) error {
+	return p.rows.Scan(append([]any{p.first}, dest...)...)
 }
