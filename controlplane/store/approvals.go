@@ -9,9 +9,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	"modernc.org/sqlite"
-	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // CreateApproval opens a gate: a pending approval for (run, node), or an approved one when
@@ -48,7 +45,7 @@ func (s *Store) CreateApproval(ctx context.Context, na NewApproval) (a Approval,
 			}
 		}
 		var status, runDigest string
-		err := w.readRow("SELECT status, playbook_hash FROM playbook_runs WHERE run_id = ?", na.RunID).Scan(&status, &runDigest)
+		err := w.readRow("SELECT status, playbook_hash FROM playbook_runs WHERE run_id = ?"+lockForUpdate, na.RunID).Scan(&status, &runDigest)
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("%w: run %q", ErrNotFound, na.RunID)
 		}
@@ -62,7 +59,7 @@ func (s *Store) CreateApproval(ctx context.Context, na NewApproval) (a Approval,
 			return fmt.Errorf("%w: run %q executes another plan digest than the approval's", ErrPlanDigestMismatch, na.RunID)
 		}
 		open, err := scanApproval(w.readRow("SELECT "+approvalColumns+
-			" FROM playbook_approvals WHERE run_id = ? AND node_id = ? AND status = 'pending'", na.RunID, na.NodeID))
+			" FROM playbook_approvals WHERE run_id = ? AND node_id = ? AND status = 'pending'"+lockForUpdate, na.RunID, na.NodeID))
 		switch {
 		case err == nil && open.PlanDigest == na.PlanDigest:
 			a, created = open, false
@@ -275,7 +272,7 @@ func (s *Store) DecideApproval(ctx context.Context, d Decision) (Approval, error
 	err := s.write(ctx, func(w *writeTx) error {
 		result, outcome = Approval{}, nil // the writer may run fn twice (see runBatch)
 		current, err := scanApproval(w.readRow(
-			"SELECT "+approvalColumns+" FROM playbook_approvals WHERE approval_id = ?", d.ApprovalID))
+			"SELECT "+approvalColumns+" FROM playbook_approvals WHERE approval_id = ?"+lockForUpdate, d.ApprovalID))
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("%w: approval %q", ErrNotFound, d.ApprovalID)
 		}
@@ -563,14 +560,6 @@ func queryApprovals(ctx context.Context, q querier, query string, args ...any) (
 		out = append(out, a)
 	}
 	return out, rows.Err()
-}
-
-func isUniqueViolation(err error) bool {
-	var se *sqlite.Error
-	if !errors.As(err, &se) {
-		return false
-	}
-	return se.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE || se.Code() == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY
 }
 
 func boolInt(b bool) int {

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -28,9 +27,12 @@ func (c *testClock) now() time.Time {
 	return t0.Add(time.Duration(c.n) * time.Microsecond)
 }
 
+// openTest opens a Store on a fresh database of the suite's backend (testDSN: a SQLite
+// file, or a PostgreSQL database with RBOOK_TEST_STORE=postgres) and returns it with the
+// path or DSN it opened.
 func openTest(t testing.TB, opts ...Option) (*Store, string) {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "rbook.db")
+	path := testDSN(t, "rbook.db")
 	clock := &testClock{}
 	s, err := Open(context.Background(), path, append([]Option{WithClock(clock.now)}, opts...)...)
 	if err != nil {

@@ -17,8 +17,15 @@ import (
 // transaction together with its schema_migrations row. A dozen lines of runner instead of
 // goose: no extra module, and the files stay plain SQL that goose could adopt later.
 //
-//go:embed migrations/*.sql
+// PostgreSQL's are in migrations_pg/, with the same versions and file names (issue 10,
+// item 1; D10-2), so schema_migrations means the same in both.
+//
+//go:embed migrations/*.sql migrations_pg/*.sql
 var migrationFiles embed.FS
+
+// pgMigrationLock is the pg_advisory_lock key migrate holds on PostgreSQL (D10-2), so two
+// replicas starting at once apply each migration once.
+const pgMigrationLock = 7234298711
 
 type migration struct {
 	version int
@@ -26,8 +33,17 @@ type migration struct {
 	sql     string
 }
 
-func loadMigrations() ([]migration, error) {
-	entries, err := fs.ReadDir(migrationFiles, "migrations")
+// migrationDir is where d's migrations are embedded.
+func migrationDir(d dialect) string {
+	if d == dialectPostgres {
+		return "migrations_pg"
+	}
+	return "migrations"
+}
+
+func loadMigrations(d dialect) ([]migration, error) {
+	dir := migrationDir(d)
+	entries, err := fs.ReadDir(migrationFiles, dir)
 	if err != nil {
 		return nil, err
 	}
@@ -38,7 +54,7 @@ func loadMigrations() ([]migration, error) {
 		if !ok || err != nil || v <= 0 || !strings.HasSuffix(e.Name(), ".sql") {
 			return nil, fmt.Errorf("store: migration file %q is not NNNN_name.sql", e.Name())
 		}
-		body, err := migrationFiles.ReadFile(path.Join("migrations", e.Name()))
+		body, err := migrationFiles.ReadFile(path.Join(dir, e.Name()))
 		if err != nil {
 			return nil, err
 		}
@@ -53,14 +69,42 @@ func loadMigrations() ([]migration, error) {
 	return ms, nil
 }
 
+// migrator is what migrate runs on: the writer pool (SQLite) or one connection (PostgreSQL).
+type migrator interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error)
+}
+
 // migrate applies the pending migrations. Each runs in an IMMEDIATE transaction that
 // re-reads the applied version, so two processes opening one file cannot apply a
-// migration twice. A database migrated by a newer rbook is refused, not downgraded.
-func migrate(ctx context.Context, db *sql.DB, clock func() time.Time) error {
-	ms, err := loadMigrations()
+// migration twice. On PostgreSQL the whole run holds pg_advisory_lock(pgMigrationLock) on
+// one connection, so two replicas starting at once apply each migration once (D10-2). A
+// database migrated by a newer rbook is refused, not downgraded, in both dialects.
+func migrate(ctx context.Context, db *sql.DB, d dialect, clock func() time.Time) error {
+	ms, err := loadMigrations(d)
 	if err != nil {
 		return err
 	}
+	if d != dialectPostgres {
+		return migrateOn(ctx, db, ms, clock)
+	}
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("store: migrations: %w", err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "SELECT pg_advisory_lock(?)", int64(pgMigrationLock)); err != nil {
+		return fmt.Errorf("store: migrations: take the advisory lock: %w", err)
+	}
+	err = migrateOn(ctx, conn, ms, clock)
+	// The unlock uses a fresh context: ctx may be the reason migrateOn failed.
+	if _, uerr := conn.ExecContext(context.Background(), "SELECT pg_advisory_unlock(?)", int64(pgMigrationLock)); uerr != nil && err == nil {
+		err = fmt.Errorf("store: migrations: release the advisory lock: %w", uerr)
+	}
+	return err
+}
+
+func migrateOn(ctx context.Context, db migrator, ms []migration, clock func() time.Time) error {
 	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 		version    INTEGER PRIMARY KEY,
 		name       TEXT NOT NULL,
@@ -76,7 +120,7 @@ func migrate(ctx context.Context, db *sql.DB, clock func() time.Time) error {
 	return nil
 }
 
-func applyMigration(ctx context.Context, db *sql.DB, m migration, latest int, clock func() time.Time) error {
+func applyMigration(ctx context.Context, db migrator, m migration, latest int, clock func() time.Time) error {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("store: migration %s: %w", m.name, err)

@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"net/url"
 	"os"
-	"strings"
 	"time"
 )
 
@@ -36,12 +35,19 @@ var ErrNoDatabase = errors.New("store: no database file")
 //     its changes stay in its own WAL and are not seen by this Store (reads are a snapshot
 //     of the file as it was when the process last checkpointed).
 //
+// A postgres:// or postgresql:// DSN (issue 10, item 1) opens a read-only pool on that
+// database instead: its sessions are default_transaction_read_only, its read transactions
+// REPEATABLE READ, and the schema must be exactly this rbook's, as for a file.
+//
 // Errors: ErrNoDatabase when path does not exist, ErrInvalidArgument for a bad path or a
 // schema this rbook cannot read, otherwise the SQLite error.
 func OpenReadOnly(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	cfg := config{clock: time.Now, readerConns: 2, busyTimeout: defaultBusyTimeout}
 	for _, o := range opts {
 		o(&cfg)
+	}
+	if IsPostgresDSN(path) {
+		return openPostgresReadOnly(ctx, path, cfg)
 	}
 	abs, err := databasePath(path)
 	if err != nil {
@@ -67,7 +73,7 @@ func OpenReadOnly(ctx context.Context, path string, opts ...Option) (*Store, err
 	}
 	reader.SetMaxOpenConns(cfg.readerConns)
 	reader.SetMaxIdleConns(cfg.readerConns)
-	if err := checkSchema(ctx, reader, path); err != nil {
+	if err := checkSchema(ctx, reader, dialectSQLite, path); err != nil {
 		reader.Close()
 		return nil, err
 	}
@@ -79,14 +85,14 @@ func OpenReadOnly(ctx context.Context, path string, opts ...Option) (*Store, err
 
 // checkSchema refuses a database whose schema version is not exactly this rbook's: a
 // read-only open cannot migrate an older one, and a newer one may mean something else.
-func checkSchema(ctx context.Context, db *sql.DB, path string) error {
-	ms, err := loadMigrations()
+func checkSchema(ctx context.Context, db *sql.DB, d dialect, path string) error {
+	ms, err := loadMigrations(d)
 	if err != nil {
 		return err
 	}
 	var version int
 	err = db.QueryRowContext(ctx, "SELECT coalesce(max(version), 0) FROM schema_migrations").Scan(&version)
-	if err != nil && strings.Contains(err.Error(), "no such table") {
+	if isUndefinedTable(err) {
 		return fmt.Errorf("%w: %s is not an rbook control-plane database (no schema_migrations table)", ErrInvalidArgument, path)
 	}
 	if err != nil {

@@ -228,8 +228,7 @@ const insertTransitionSQL = "INSERT INTO run_transitions (" + transitionColumns 
 const approvalColumns = `approval_id, run_id, node_id, step_index, token, status, requested_at, approved_at,
 	approver, reason, auto_passed, deadline, plan_digest, prompt, decided_by_source, on_fail,
 	approvals_required, allowed_approvers, starter_may_approve, policy_rule,
-	(SELECT json_group_array(json_array(v.approver, v.verdict, v.reason, v.at, v.source, v.verified) ORDER BY v.rowid)
-	 FROM approval_votes v WHERE v.approval_id = playbook_approvals.approval_id), ` + approvalWorkflowColumns + `, policy_json`
+	` + votesSQLite + `, ` + approvalWorkflowColumns + `, policy_json`
 
 func scanApproval(r rowScanner) (Approval, error) {
 	var (

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 )
@@ -597,7 +598,13 @@ func (s *Store) Transitions(ctx context.Context, runID string, fromSeq int64, li
 	return ts, nil
 }
 
+// queryTransitions reads runID's transitions from fromSeq on, at most limit (all when limit
+// is negative: SQLite reads LIMIT -1 as no limit, PostgreSQL refuses it, so it is sent as
+// the largest int64 in both dialects).
 func queryTransitions(ctx context.Context, tx *sql.Tx, runID string, fromSeq int64, limit int) ([]Transition, error) {
+	if limit < 0 {
+		limit = math.MaxInt64
+	}
 	rows, err := tx.QueryContext(ctx, "SELECT "+transitionColumns+
 		" FROM run_transitions WHERE run_id = ? AND seq >= ? ORDER BY seq LIMIT ?", runID, fromSeq, limit)
 	if err != nil {

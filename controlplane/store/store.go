@@ -1,6 +1,24 @@
-// Package store is the control plane's SQLite store: runs, their append-only transitions
-// (with evidence) and approvals (issue 3, item 3; DESIGN D10). It is the only package that
-// speaks SQL, and it imports nothing from action/... (DESIGN, "Boundaries").
+// Package store is the control plane's store, on SQLite or PostgreSQL: runs, their
+// append-only transitions (with evidence) and approvals (issue 3, item 3; DESIGN D10). It is
+// the only package that speaks SQL, and it imports nothing from action/... (DESIGN,
+// "Boundaries").
+//
+// Dialects (issue 10, item 1; D10-1..D10-4): Open with a postgres:// or postgresql:// DSN
+// opens PostgreSQL through database/sql and pgx's stdlib driver; anything else is a SQLite
+// file. Both are the same *Store with the same API and errors. Queries are written once in
+// SQLite's dialect; on PostgreSQL a driver wrapper rewrites each text once (dialect.go:
+// `?` → $n, the votes subquery, FOR UPDATE after the reads a write request changes, no
+// PRAGMA, no STRICT). Schemas: migrations/ (SQLite) and migrations_pg/ (PostgreSQL), same
+// versions, file names, tables and columns; times are TEXT in formatTime's format and JSON
+// is TEXT in both. On PostgreSQL the writer goroutine, group commit and savepoint retry stay
+// (one writer connection per replica, READ COMMITTED); rows read and then changed are
+// locked FOR UPDATE, because another replica may write the same run; a serialization
+// failure, deadlock or unique violation from a concurrent replica re-runs the batch; the
+// progress cache lives for one batch only; and every batch that changed something sends
+// pg_notify('rbook_changes', …) in its transaction (D10-4, notify.go).
+//
+// The rest of this comment describes SQLite; PostgreSQL's synchronous_commit gives the
+// same guarantee that a method that returned nil has its change on disk.
 //
 // Durability and concurrency: the database runs in WAL mode with synchronous=FULL, so a
 // method that returned nil has its change on disk. Every write goes through one writer
@@ -72,10 +90,17 @@ func WithLinger(d time.Duration) Option { return func(c *config) { c.linger = ma
 
 // Store is an open database. Its methods are safe for concurrent use.
 type Store struct {
-	cfg    config
-	writer *sql.DB // MaxOpenConns(1); used only by Open (migrations) and the writer goroutine
-	reader *sql.DB // read-only pool
-	stmts  *writeStmts
+	cfg     config
+	dialect dialect // dialectSQLite or dialectPostgres (dialect.go)
+	// origin is a random id of this opened Store, named in its change notifications on
+	// PostgreSQL (D10-4), so its listener can skip its own.
+	origin string
+	// pgWriter is the writer pool's connector on PostgreSQL (nil on SQLite): it counts the
+	// server errors that abort a transaction (writer.go, attempt).
+	pgWriter *pgConnector
+	writer   *sql.DB // MaxOpenConns(1); used only by Open (migrations) and the writer goroutine
+	reader   *sql.DB // read-only pool
+	stmts    *writeStmts
 	// readOnly: opened with OpenReadOnly; writer and stmts are nil and writes fail.
 	readOnly bool
 
@@ -93,6 +118,7 @@ type Store struct {
 	commits, requests, failedCommits, lingers, safeRetries atomic.Uint64
 	commitNanos                                            atomic.Int64
 	progressReads, savepoints                              atomic.Uint64 // run-row reads by RecordTransition, SAVEPOINTs (tests)
+	conflictRetries                                        atomic.Uint64 // PostgreSQL batches run again after a conflict (D10-3)
 }
 
 // Open opens (creating if needed) the SQLite database at path, applies pending migrations
@@ -104,6 +130,9 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		linger: defaultLinger, lingerFastCommit: defaultLingerFastCommit}
 	for _, o := range opts {
 		o(&cfg)
+	}
+	if IsPostgresDSN(path) {
+		return openPostgres(ctx, path, cfg)
 	}
 	abs, err := databasePath(path)
 	if err != nil {
@@ -127,7 +156,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	writer.SetMaxIdleConns(1)
 	writer.SetConnMaxLifetime(0)
 	writer.SetConnMaxIdleTime(0)
-	if err := migrate(ctx, writer, cfg.clock); err != nil {
+	if err := migrate(ctx, writer, dialectSQLite, cfg.clock); err != nil {
 		writer.Close()
 		return nil, err
 	}
@@ -149,6 +178,12 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		return nil, err
 	}
 
+	return start(ctx, cfg, dialectSQLite, writer, reader, nil)
+}
+
+// start prepares the writer's statements, builds the Store and starts its writer goroutine.
+// On an error it closes both pools.
+func start(ctx context.Context, cfg config, d dialect, writer, reader *sql.DB, pgw *pgConnector) (*Store, error) {
 	stmts, err := prepareWriteStmts(ctx, writer)
 	if err != nil {
 		reader.Close()
@@ -156,13 +191,16 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{
-		cfg:     cfg,
-		writer:  writer,
-		reader:  reader,
-		stmts:   stmts,
-		queue:   make(chan *writeReq, writeQueueLen),
-		closing: make(chan struct{}),
-		done:    make(chan struct{}),
+		cfg:      cfg,
+		dialect:  d,
+		origin:   newOrigin(),
+		pgWriter: pgw,
+		writer:   writer,
+		reader:   reader,
+		stmts:    stmts,
+		queue:    make(chan *writeReq, writeQueueLen),
+		closing:  make(chan struct{}),
+		done:     make(chan struct{}),
 	}
 	s.subs.Store(&[]*subscriber{})
 	go s.writeLoop()

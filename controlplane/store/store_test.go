@@ -43,7 +43,7 @@ func TestOpenMigratesOnceAndReopens(t *testing.T) {
 	if err := s.reader.QueryRowContext(ctx, "SELECT count(*) FROM schema_migrations").Scan(&versions); err != nil {
 		t.Fatal(err)
 	}
-	ms, err := loadMigrations()
+	ms, err := loadMigrations(dialectSQLite)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,7 +269,7 @@ func TestOpenMigratesAVersion1Database(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "v1.db")
-	ms, err := loadMigrations()
+	ms, err := loadMigrations(dialectSQLite)
 	if err != nil || len(ms) < 2 {
 		t.Fatalf("migrations: %d, %v", len(ms), err)
 	}

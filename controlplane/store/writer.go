@@ -206,16 +206,48 @@ func (s *Store) linger(batch []*writeReq, want int, timer *time.Timer) []*writeR
 func (s *Store) runBatch(batch []*writeReq) time.Duration {
 	results := make([]error, len(batch))
 	s.requests.Add(uint64(len(batch)))
-	outcome, took := s.attempt(batch, results, false)
-	if outcome == attemptRetry {
-		s.safeRetries.Add(1)
-		clear(results)
-		_, took = s.attempt(batch, results, true)
+	safe, uniqueRetry := false, true
+	var took time.Duration
+	for try := 0; ; try++ {
+		outcome, t, cause := s.attempt(batch, results, safe, uniqueRetry)
+		took = t
+		if outcome == attemptRetry {
+			s.safeRetries.Add(1)
+			clear(results)
+			safe = true
+			continue
+		}
+		if outcome == attemptConflict {
+			clear(results)
+			if pgCode(cause) == "23505" {
+				uniqueRetry = false
+			}
+			if try < maxConflictRetries {
+				s.conflictRetries.Add(1)
+				time.Sleep(conflictBackoff(try))
+				continue
+			}
+			for i := range results {
+				results[i] = fmt.Errorf("store: write batch gave up after %d retries: %w", try, cause)
+			}
+		}
+		break
 	}
 	for i, r := range batch {
 		r.done <- results[i]
 	}
 	return took
+}
+
+// maxConflictRetries bounds how often one batch is run again after a PostgreSQL
+// serialization failure, deadlock or concurrent unique violation (D10-3); past it every
+// request of the batch gets the error.
+const maxConflictRetries = 8
+
+// conflictBackoff is the wait before conflict retry try (0-based): 1 ms doubling, at most
+// 64 ms, so two replicas that deadlocked do not collide again at once.
+func conflictBackoff(try int) time.Duration {
+	return time.Millisecond << min(try, 6)
 }
 
 // attemptOutcome is how one execution of a batch ended.
@@ -224,25 +256,40 @@ type attemptOutcome int
 const (
 	attemptDone  attemptOutcome = iota // committed, or failed as a whole; results are final
 	attemptRetry                       // rolled back; run again with savepoints
+	// attemptConflict: rolled back after a PostgreSQL conflict with another replica's
+	// transaction (isPGRetryable); run the whole batch again after a back-off.
+	attemptConflict
 )
 
-// attempt runs batch once (with a savepoint per request when safe) and fills results.
-func (s *Store) attempt(batch []*writeReq, results []error, safe bool) (attemptOutcome, time.Duration) {
+// attempt runs batch once (with a savepoint per request when safe) and fills results. On
+// attemptConflict it also returns the conflict's error.
+//
+// On PostgreSQL a statement that fails aborts the whole transaction, unlike SQLite's; so
+// when a request's statements hit a server error (pgConnector.serverErrors moved) and the
+// batch runs without savepoints, the batch is rolled back and run again with them, even if
+// the request turned the error into a refusal (a unique violation into ErrConflict).
+func (s *Store) attempt(batch []*writeReq, results []error, safe, uniqueRetry bool) (attemptOutcome, time.Duration, error) {
 	ctx := context.Background() // one caller's cancel must not interrupt the others' statements
-	failAll := func(cause error, committed []bool) (attemptOutcome, time.Duration) {
+	failAll := func(cause error, committed []bool) (attemptOutcome, time.Duration, error) {
 		for i := range batch {
 			if committed == nil || committed[i] || results[i] == nil {
 				results[i] = cause
 			}
 		}
-		return attemptDone, 0
+		return attemptDone, 0, nil
+	}
+	pg := s.dialect == dialectPostgres
+	conflict := func(tx *sql.Tx, cause error) (attemptOutcome, time.Duration, error) {
+		_ = tx.Rollback()
+		s.cache.abort()
+		return attemptConflict, 0, cause
 	}
 	tx, err := s.writer.BeginTx(ctx, nil)
 	if err != nil {
 		return failAll(fmt.Errorf("store: begin transaction: %w", err), nil)
 	}
 	w := &writeTx{ctx: ctx, tx: tx, stmts: s.stmts, cache: &s.cache}
-	if err := s.cache.begin(w); err != nil {
+	if err := s.cache.begin(w, s.dialect); err != nil {
 		_ = tx.Rollback()
 		return failAll(fmt.Errorf("store: write batch aborted: %w", err), nil)
 	}
@@ -262,17 +309,29 @@ func (s *Store) attempt(batch []*writeReq, results []error, safe bool) (attemptO
 			}
 		}
 		w.change, w.wrote, w.staged = Change{}, false, w.staged[:0]
+		var serverErrors uint64
+		if pg {
+			serverErrors = s.pgWriter.serverErrors.Load()
+		}
 		err := r.fn(w)
 		if err == nil {
 			// Bindings and verdicts of protection rules commit with the gate change that
 			// caused them (issue 8, item 2; protection.go).
 			err = w.protectionHook(s.now())
 		}
+		if pg && err != nil && isPGRetryable(err, uniqueRetry) {
+			return conflict(tx, err)
+		}
+		if pg && !safe && s.pgWriter.serverErrors.Load() != serverErrors {
+			_ = tx.Rollback()
+			s.cache.abort()
+			return attemptRetry, 0, nil
+		}
 		if err != nil && !safe {
 			if w.wrote || !isRequestError(err) {
 				_ = tx.Rollback()
 				s.cache.abort()
-				return attemptRetry, 0
+				return attemptRetry, 0, nil
 			}
 			results[i] = err
 			continue
@@ -297,6 +356,13 @@ func (s *Store) attempt(batch []*writeReq, results []error, safe bool) (attemptO
 		change.append(w.change)
 		s.cache.stage(w.staged)
 	}
+	if fatal == nil && pg && !change.empty() {
+		// Delivered to every replica's listener on COMMIT, in commit order (D10-4).
+		fatal = w.notifyChange(s.origin, change)
+	}
+	if pg && fatal != nil && isPGRetryable(fatal, uniqueRetry) {
+		return conflict(tx, fatal)
+	}
 	if fatal != nil {
 		_ = tx.Rollback()
 		s.cache.abort()
@@ -304,6 +370,10 @@ func (s *Store) attempt(batch []*writeReq, results []error, safe bool) (attemptO
 	}
 	began := time.Now()
 	if err := tx.Commit(); err != nil {
+		if pg && isPGRetryable(err, uniqueRetry) {
+			s.cache.abort()
+			return attemptConflict, 0, err
+		}
 		s.failedCommits.Add(1)
 		s.cache.abort()
 		// A COMMIT that failed with SQLITE_BUSY leaves the transaction open on the
@@ -317,7 +387,7 @@ func (s *Store) attempt(batch []*writeReq, results []error, safe bool) (attemptO
 	s.commitNanos.Add(int64(took))
 	s.progressReads.Add(uint64(w.progressReads))
 	s.publish(change)
-	return attemptDone, took
+	return attemptDone, took, nil
 }
 
 // isRequestError reports whether err is one of the store's own refusals, which a request
@@ -349,8 +419,18 @@ type progressCache struct {
 	known   bool // version has been read
 }
 
-// begin validates the cache against PRAGMA data_version inside a batch's transaction.
-func (c *progressCache) begin(w *writeTx) error {
+// begin validates the cache against PRAGMA data_version inside a batch's transaction. On
+// PostgreSQL nothing tells this replica that another one wrote a run, so the cache starts
+// empty in every batch and each run's row is read (FOR UPDATE) once per batch (D10-3).
+func (c *progressCache) begin(w *writeTx, d dialect) error {
+	if d == dialectPostgres {
+		if c.runs == nil {
+			c.runs, c.staged = map[string]RunProgress{}, map[string]RunProgress{}
+		}
+		clear(c.runs)
+		clear(c.staged)
+		return nil
+	}
 	var v int64
 	if err := w.queryRow(stmtDataVersion).Scan(&v); err != nil {
 		return fmt.Errorf("read data_version: %w", err)
@@ -423,8 +503,8 @@ var writeSQL = [numStmts]string{
 	stmtRelease:           "RELEASE request",
 	stmtRollbackTo:        "ROLLBACK TO request",
 	stmtDataVersion:       "PRAGMA data_version",
-	stmtSelectRun:         "SELECT " + runColumns + " FROM playbook_runs WHERE run_id = ?",
-	stmtSelectRunProgress: "SELECT " + progressColumns + " FROM playbook_runs WHERE run_id = ?",
+	stmtSelectRun:         "SELECT " + runColumns + " FROM playbook_runs WHERE run_id = ?" + lockForUpdate,
+	stmtSelectRunProgress: "SELECT " + progressColumns + " FROM playbook_runs WHERE run_id = ?" + lockForUpdate,
 	stmtSelectTransition:  "SELECT " + transitionColumns + " FROM run_transitions WHERE run_id = ? AND seq = ?",
 	stmtInsertTransition:  insertTransitionSQL,
 	stmtUpdateRunProgress: updateRunProgressSQL,

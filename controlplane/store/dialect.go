@@ -1,0 +1,271 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// dialect is the SQL dialect of an open Store (issue 10, item 1; decision D10-1). The
+// package's queries are written once, in SQLite's dialect with `?` placeholders; on
+// PostgreSQL the driver wrapper (pgConn) rewrites each query text once (cached) with
+// pgRewrite: placeholders become $n and the few SQLite-only fragments listed in
+// pgFragments become their PostgreSQL equivalents.
+type dialect int
+
+const (
+	dialectSQLite dialect = iota
+	dialectPostgres
+)
+
+// IsPostgresDSN reports whether dsn names a PostgreSQL database for Open and OpenReadOnly
+// (issue 10, item 1; D10-1): it starts with postgres:// or postgresql://. Anything else is
+// a SQLite path.
+func IsPostgresDSN(dsn string) bool {
+	return strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://")
+}
+
+// RedactDSN is dsn with its password replaced by "xxxxx" (in the userinfo and in a
+// password= parameter), for errors and logs (D10-1: a DSN's password is never printed). A
+// dsn that does not parse is reduced to its scheme; a SQLite path is returned as it is.
+func RedactDSN(dsn string) string {
+	if !IsPostgresDSN(dsn) {
+		return dsn
+	}
+	u, err := url.Parse(dsn)
+	if err != nil {
+		scheme, _, _ := strings.Cut(dsn, "://")
+		return scheme + "://(unparseable DSN)"
+	}
+	if q := u.Query(); q.Has("password") {
+		q.Set("password", "xxxxx")
+		u.RawQuery = q.Encode()
+	}
+	return u.Redacted()
+}
+
+// lockForUpdate follows a SELECT inside a write transaction that reads a row the same
+// request then changes (D10-3): on PostgreSQL it becomes FOR UPDATE, so a second replica
+// writing the same run or approval waits for this transaction and then reads the committed
+// row; on SQLite it stays a comment (the single writer holds the database's write lock).
+const lockForUpdate = " /*rbook:for-update*/"
+
+// votesSQLite and votesPG are the approvals' votes subquery of approvalColumns in each
+// dialect: a JSON array of [approver, verdict, reason, at, source, verified] in the order
+// the votes were stored (SQLite's rowid; on PostgreSQL, approval_votes.rowid is an identity
+// column of the same meaning, migrations_pg/0004).
+const (
+	votesSQLite = `(SELECT json_group_array(json_array(v.approver, v.verdict, v.reason, v.at, v.source, v.verified) ORDER BY v.rowid)
+	 FROM approval_votes v WHERE v.approval_id = playbook_approvals.approval_id)`
+	votesPG = `(SELECT coalesce(json_agg(json_build_array(v.approver, v.verdict, v.reason, v.at, v.source, v.verified) ORDER BY v.rowid)::text, '[]')
+	 FROM approval_votes v WHERE v.approval_id = playbook_approvals.approval_id)`
+)
+
+// pgFragments are the SQLite fragments of the package's queries and what PostgreSQL runs
+// instead, applied before the placeholders are renumbered.
+var pgFragments = []struct{ sqlite, pg string }{
+	{votesSQLite, votesPG},
+	{lockForUpdate, " FOR UPDATE"},
+	{"PRAGMA data_version", "SELECT 0"},
+	{") STRICT", ")"},
+}
+
+// pgRewrite turns one query of the package into PostgreSQL's dialect: the fragments of
+// pgFragments, then each `?` outside quotes and comments becomes $1, $2, … in order.
+func pgRewrite(q string) string {
+	for _, f := range pgFragments {
+		q = strings.ReplaceAll(q, f.sqlite, f.pg)
+	}
+	if !strings.Contains(q, "?") {
+		return q
+	}
+	var b strings.Builder
+	b.Grow(len(q) + 16)
+	n := 0
+	for i := 0; i < len(q); i++ {
+		c := q[i]
+		switch {
+		case c == '\'' || c == '"':
+			j := strings.IndexByte(q[i+1:], c)
+			if j < 0 {
+				b.WriteString(q[i:])
+				return b.String()
+			}
+			b.WriteString(q[i : i+j+2])
+			i += j + 1
+		case c == '-' && i+1 < len(q) && q[i+1] == '-':
+			j := strings.IndexByte(q[i:], '\n')
+			if j < 0 {
+				b.WriteString(q[i:])
+				return b.String()
+			}
+			b.WriteString(q[i : i+j])
+			i += j - 1
+		case c == '?':
+			n++
+			b.WriteByte('$')
+			b.WriteString(strconv.Itoa(n))
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
+// rewritten caches pgRewrite per query text; the package has a bounded set of queries
+// (dynamic WHERE lists combine a handful of fixed conditions).
+var rewritten sync.Map // string -> string
+
+func pgQuery(q string) string {
+	if v, ok := rewritten.Load(q); ok {
+		return v.(string)
+	}
+	r := pgRewrite(q)
+	rewritten.Store(q, r)
+	return r
+}
+
+// pgConnector opens pgx stdlib connections wrapped in pgConn. serverErrors counts the
+// statements that failed with a server error on its connections: on PostgreSQL such an
+// error aborts the transaction, so the writer checks the count around every request
+// (writer.go, attempt). readRepeatable makes read-only transactions REPEATABLE READ, the
+// snapshot a SQLite read transaction gives (GetRun reads a run and its transitions).
+type pgConnector struct {
+	inner          driver.Connector
+	serverErrors   atomic.Uint64
+	readRepeatable bool
+}
+
+func (c *pgConnector) Connect(ctx context.Context) (driver.Conn, error) {
+	conn, err := c.inner.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &pgConn{Conn: conn.(*stdlib.Conn), owner: c}, nil
+}
+
+func (c *pgConnector) Driver() driver.Driver { return c.inner.Driver() }
+
+// pgConn is a pgx stdlib connection that runs the package's queries in PostgreSQL's
+// dialect (pgQuery), passes Go bools as 0/1 (the schema keeps SQLite's INTEGER flags) and
+// counts server errors.
+type pgConn struct {
+	*stdlib.Conn
+	owner *pgConnector
+}
+
+func (c *pgConn) note(err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		c.owner.serverErrors.Add(1)
+	}
+	return err
+}
+
+func (c *pgConn) Prepare(query string) (driver.Stmt, error) {
+	return c.PrepareContext(context.Background(), query)
+}
+
+func (c *pgConn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
+	st, err := c.Conn.PrepareContext(ctx, pgQuery(query))
+	if err != nil {
+		return nil, c.note(err)
+	}
+	return &pgStmt{Stmt: st.(*stdlib.Stmt), conn: c}, nil
+}
+
+func (c *pgConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
+	res, err := c.Conn.ExecContext(ctx, pgQuery(query), args)
+	return res, c.note(err)
+}
+
+func (c *pgConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
+	rows, err := c.Conn.QueryContext(ctx, pgQuery(query), args)
+	return rows, c.note(err)
+}
+
+func (c *pgConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
+	if opts.ReadOnly && c.owner.readRepeatable && opts.Isolation == 0 {
+		opts.Isolation = driver.IsolationLevel(sql.LevelRepeatableRead)
+	}
+	tx, err := c.Conn.BeginTx(ctx, opts)
+	return tx, c.note(err)
+}
+
+// CheckNamedValue passes bools as 0/1, as modernc's SQLite driver stores them.
+func (c *pgConn) CheckNamedValue(nv *driver.NamedValue) error {
+	if b, ok := nv.Value.(bool); ok {
+		nv.Value = int64(boolInt(b))
+	}
+	return nil
+}
+
+// pgStmt is a prepared statement of a pgConn (server errors counted).
+type pgStmt struct {
+	*stdlib.Stmt
+	conn *pgConn
+}
+
+func (s *pgStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
+	res, err := s.Stmt.ExecContext(ctx, args)
+	return res, s.conn.note(err)
+}
+
+func (s *pgStmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
+	rows, err := s.Stmt.QueryContext(ctx, args)
+	return rows, s.conn.note(err)
+}
+
+// pgCode is err's PostgreSQL SQLSTATE, or "".
+func pgCode(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code
+	}
+	return ""
+}
+
+// isUniqueViolation reports a UNIQUE or PRIMARY KEY violation in either dialect.
+func isUniqueViolation(err error) bool {
+	if pgCode(err) == "23505" {
+		return true
+	}
+	var se *sqlite.Error
+	if !errors.As(err, &se) {
+		return false
+	}
+	return se.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE || se.Code() == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY
+}
+
+// isPGRetryable reports the PostgreSQL errors after which a whole write batch is run again
+// (D10-3): serialization failure (40001) and deadlock (40P01), always (bounded by
+// maxConflictRetries); a unique violation (23505) only when unique is set, i.e. on the
+// batch's first conflict with it: it may come from a concurrent replica's commit of the same
+// key, which the re-run resolves through the idempotent paths (its reads, under FOR UPDATE,
+// then see the committed row). A unique violation that happens again is the request's own
+// error.
+func isPGRetryable(err error, unique bool) bool {
+	switch pgCode(err) {
+	case "40001", "40P01":
+		return true
+	case "23505":
+		return unique
+	}
+	return false
+}
+
+// isUndefinedTable reports "no such table" in either dialect.
+func isUndefinedTable(err error) bool {
+	return pgCode(err) == "42P01" || (err != nil && strings.Contains(err.Error(), "no such table"))
+}

@@ -1,0 +1,17 @@
+-- 0003: the executor lease with a fencing epoch (DESIGN D12, issue 6 item 1.2), the run's
+-- owner identity (issue 6 item 1.3), the run's kind (runbook or playbook; issue 6 item 2.3),
+-- and a check's source text next to the query that ran (issue 6 item 2.1).
+-- owner_id_hash: lowercase hex SHA-256 of the executor's owner id, never the id itself (it is
+-- a capability, like the approval tokens of 0001). '' for runs stored before this migration:
+-- nobody holds their lease, so only take_over (after lease_expires_at, NULL = long expired)
+-- can write them again.
+ALTER TABLE playbook_runs ADD COLUMN kind TEXT NOT NULL DEFAULT 'runbook'
+    CHECK (kind IN ('runbook', 'playbook'));
+ALTER TABLE playbook_runs ADD COLUMN owner TEXT NOT NULL DEFAULT '';
+ALTER TABLE playbook_runs ADD COLUMN owner_id_hash TEXT NOT NULL DEFAULT '';
+ALTER TABLE playbook_runs ADD COLUMN lease_epoch BIGINT NOT NULL DEFAULT 0 CHECK (lease_epoch >= 0);
+ALTER TABLE playbook_runs ADD COLUMN lease_seconds BIGINT NOT NULL DEFAULT 60 CHECK (lease_seconds > 0);
+ALTER TABLE playbook_runs ADD COLUMN lease_expires_at TEXT;
+
+-- source_input: a check step's KQL as the runbook wrote it; input holds the query executed.
+ALTER TABLE run_transitions ADD COLUMN source_input TEXT;

@@ -1,0 +1,93 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+)
+
+// openPostgres is Open for a postgres:// or postgresql:// DSN (issue 10, item 1; D10-1):
+// one writer connection (the writer goroutine's, READ COMMITTED) on which the migrations run
+// under the advisory lock (D10-2), and a pool of cfg.readerConns connections whose
+// transactions are read-only (default_transaction_read_only) and whose read transactions
+// are REPEATABLE READ, the snapshot a SQLite read transaction has. Errors name the DSN
+// without its password (redactDSN): ErrInvalidArgument for a DSN pgx cannot parse or a
+// database migrated by a newer rbook, otherwise the connection or server error.
+func openPostgres(ctx context.Context, dsn string, cfg config) (*Store, error) {
+	writer, pgw, err := openPGPool(dsn, false)
+	if err != nil {
+		return nil, err
+	}
+	writer.SetMaxOpenConns(1)
+	writer.SetMaxIdleConns(1)
+	writer.SetConnMaxLifetime(0)
+	writer.SetConnMaxIdleTime(0)
+	if err := migrate(ctx, writer, dialectPostgres, cfg.clock); err != nil {
+		writer.Close()
+		return nil, fmt.Errorf("%w (database %s)", err, RedactDSN(dsn))
+	}
+	reader, _, err := openPGPool(dsn, true)
+	if err != nil {
+		writer.Close()
+		return nil, err
+	}
+	reader.SetMaxOpenConns(cfg.readerConns)
+	reader.SetMaxIdleConns(cfg.readerConns)
+	if err := reader.PingContext(ctx); err != nil {
+		reader.Close()
+		writer.Close()
+		return nil, fmt.Errorf("store: connect to %s: %w", RedactDSN(dsn), err)
+	}
+	return start(ctx, cfg, dialectPostgres, writer, reader, pgw)
+}
+
+// openPGPool opens a database/sql pool over pgx's stdlib driver wrapped in pgConnector
+// (dialect.go). readOnly pools set default_transaction_read_only and read REPEATABLE READ.
+func openPGPool(dsn string, readOnly bool) (*sql.DB, *pgConnector, error) {
+	pc, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		// pgx's parse errors may quote the DSN: name it redacted only.
+		return nil, nil, fmt.Errorf("%w: PostgreSQL DSN %s does not parse", ErrInvalidArgument, RedactDSN(dsn))
+	}
+	if readOnly {
+		pc.RuntimeParams["default_transaction_read_only"] = "on"
+	}
+	pc.RuntimeParams["application_name"] = "rbook"
+	c := &pgConnector{inner: stdlib.GetConnector(*pc), readRepeatable: readOnly}
+	return sql.OpenDB(c), c, nil
+}
+
+// openPostgresReadOnly is OpenReadOnly for a PostgreSQL DSN: only the reader pool, whose
+// sessions are default_transaction_read_only, so even a write that bypassed ErrReadOnly is
+// refused by the server. The schema must be exactly this rbook's (checkSchema).
+func openPostgresReadOnly(ctx context.Context, dsn string, cfg config) (*Store, error) {
+	reader, _, err := openPGPool(dsn, true)
+	if err != nil {
+		return nil, err
+	}
+	reader.SetMaxOpenConns(cfg.readerConns)
+	reader.SetMaxIdleConns(cfg.readerConns)
+	if err := checkSchema(ctx, reader, dialectPostgres, RedactDSN(dsn)); err != nil {
+		reader.Close()
+		return nil, err
+	}
+	s := &Store{cfg: cfg, dialect: dialectPostgres, origin: newOrigin(), reader: reader, readOnly: true,
+		closing: make(chan struct{}), done: make(chan struct{})}
+	close(s.done)
+	s.subs.Store(&[]*subscriber{})
+	return s, nil
+}
+
+// newOrigin is a random 16-hex-digit id for one opened Store (D10-4).
+func newOrigin() string {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(fmt.Sprintf("store: random origin: %v", err)) // crypto/rand does not fail on supported platforms
+	}
+	return hex.EncodeToString(b[:])
+}
