@@ -14,8 +14,8 @@ package server_test
 //	go test -run '^$' -bench 'BenchmarkIssue10_ApproveToResumed' -benchtime 200x ./controlplane/server/
 //	    Approve RPC sent -> the executor's gate wait (cpclient.Gate.Await, the real
 //	    RequestApproval + WatchApproval path) returned APPROVED; p50/p99/max. On one replica,
-//	    and across two (Approve through B, the waiter on A): two Servers over one SQLite store
-//	    in-process, or two `rbook serve` processes on one PostgreSQL database.
+//	    and across two (Approve through B, the waiter on A): two Servers in-process, over one
+//	    SQLite store, or over two stores opened on one PostgreSQL database.
 //	    Target: p99 <= 50 ms.
 //	go test -run '^$' -bench 'BenchmarkIssue10_ServeRSS' -benchtime 1x -timeout 20m ./controlplane/server/
 //	    a real `rbook serve` loaded with 10,000 runs x 50 transitions over gRPC (50 loaders,
@@ -209,20 +209,34 @@ func BenchmarkIssue10_RecordTransitionsGRPC(b *testing.B) {
 // talks to A, the approver to B (the same URL for one replica).
 type replicas struct{ A, B string }
 
-// inProcessReplicas serves two server.Server handlers over one SQLite store, each on its own
-// loopback listener (h2c): two replicas whose only shared state is the store, as two
-// processes on one database would be (SQLite allows one serving process per file, so the
-// SQLite two-replica case is in-process). Closed when tb ends.
-func inProcessReplicas(tb testing.TB) replicas {
+// inProcessReplicas serves two server.Server handlers, each on its own loopback listener
+// (h2c), as two replicas: on SQLite both over one store (SQLite allows one serving process
+// per file, so its two-replica case is in-process, sharing the store), on PostgreSQL each
+// over its own store.Open of one database dsn (their only link is the database: its rows
+// and its notifications, DESIGN D10-4). Closed when tb ends.
+func inProcessReplicas(tb testing.TB, backend string) replicas {
 	tb.Helper()
 	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(tb.TempDir(), "cp.db"))
-	if err != nil {
-		tb.Fatal(err)
+	dsn := filepath.Join(tb.TempDir(), "cp.db")
+	if backend != "sqlite" {
+		requirePGStore(tb)
+		dsn = pgBenchDB(tb)
+	}
+	var stores []*store.Store
+	for i := range 2 {
+		if i == 1 && backend == "sqlite" {
+			stores = append(stores, stores[0])
+			break
+		}
+		st, err := store.Open(ctx, dsn)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		stores = append(stores, st)
 	}
 	var urls []string
 	var closers []func()
-	for range 2 {
+	for _, st := range stores {
 		h, err := server.New(st, server.Options{Secret: []byte(testSecret), Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			tb.Fatal(err)
@@ -244,8 +258,13 @@ func inProcessReplicas(tb testing.TB) replicas {
 		for _, c := range closers {
 			c()
 		}
-		if err := st.Close(); err != nil {
+		if err := stores[0].Close(); err != nil {
 			tb.Error(err)
+		}
+		if stores[1] != stores[0] {
+			if err := stores[1].Close(); err != nil {
+				tb.Error(err)
+			}
 		}
 	})
 	return replicas{A: urls[0], B: urls[1]}
@@ -279,13 +298,7 @@ func BenchmarkIssue10_ApproveToResumed(b *testing.B) {
 			benchApproveToResumed(b, replicas{A: p.URL, B: p.URL})
 		})
 		b.Run(backend+"/two-replicas", func(b *testing.B) {
-			if backend == "sqlite" {
-				benchApproveToResumed(b, inProcessReplicas(b))
-				return
-			}
-			a := startServeOn(b, backend)
-			bb := startServe(b, "--db", a.DB) // a second replica on the same PostgreSQL database
-			benchApproveToResumed(b, replicas{A: a.URL, B: bb.URL})
+			benchApproveToResumed(b, inProcessReplicas(b, backend))
 		})
 	}
 }
