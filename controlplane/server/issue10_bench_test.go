@@ -159,7 +159,9 @@ func startServeOn(tb testing.TB, backend string) *serveProc {
 	}
 	requirePGStore(tb)
 	dsn := pgBenchDB(tb)
-	p := startServe(tb, "--db", dsn) // the last --db wins
+	// The last --db wins. In a scratch folder: this build's serve may still make a
+	// "<dsn>.serving" file of the DSN as if it were a path.
+	p := startServeDir(tb, tb.TempDir(), "--db", dsn)
 	p.DB = dsn
 	return p
 }
