@@ -10,7 +10,9 @@ package server_test
 //	go test -run '^$' -bench 'BenchmarkIssue10_RecordTransitionsGRPC' -benchtime 50000x ./controlplane/server/
 //	    durable transitions/s from 50 concurrent runs over gRPC (grpc-go), as single
 //	    RecordTransition calls and as RecordTransitions batches of 10 and 100; server CPU per
-//	    transition. Targets: >= 15,000/s on SQLite, >= 10,000/s on PostgreSQL.
+//	    transition. Targets: >= 15,000/s on SQLite, >= 10,000/s on PostgreSQL. With
+//	    RBOOK_BENCH_INPROCESS=1 the control plane runs in the test process, so that
+//	    -cpuprofile shows the server's costs too.
 //	go test -run '^$' -bench 'BenchmarkIssue10_ApproveToResumed' -benchtime 200x ./controlplane/server/
 //	    Approve RPC sent -> the executor's gate wait (cpclient.Gate.Await, the real
 //	    RequestApproval + WatchApproval path) returned APPROVED; p50/p99/max. On one replica,
@@ -179,12 +181,19 @@ func BenchmarkIssue10_RecordTransitionsGRPC(b *testing.B) {
 				name = backend + "/single"
 			}
 			b.Run(name, func(b *testing.B) {
-				p := startServeOn(b, backend)
-				c := newClients(p.URL)
-				cc := grpcConn(b, p.Addr)
+				var url string
+				pid := 0
+				if os.Getenv("RBOOK_BENCH_INPROCESS") == "1" {
+					url = serveInProcess(b, backend, 1)[0] // -cpuprofile then covers the server
+				} else {
+					p := startServeOn(b, backend)
+					url, pid = p.URL, p.cmd.Process.Pid
+				}
+				c := newClients(url)
+				cc := grpcConn(b, strings.TrimPrefix(url, "http://"))
 				perRun := max(b.N/runs, 2)
 				prefix := fmt.Sprintf("bench-%d", benchRound.Add(1))
-				cpu0, cpuOK := procCPU(p.cmd.Process.Pid)
+				cpu0, cpuOK := procCPU(pid)
 				b.ResetTimer()
 				began := time.Now()
 				var lat []time.Duration
@@ -199,7 +208,7 @@ func BenchmarkIssue10_RecordTransitionsGRPC(b *testing.B) {
 				b.ReportMetric(float64(runs*perRun)/elapsed.Seconds(), "transitions/s")
 				b.ReportMetric(p50, "call-p50-ms")
 				b.ReportMetric(p99, "call-p99-ms")
-				if cpu1, ok := procCPU(p.cmd.Process.Pid); ok && cpuOK {
+				if cpu1, ok := procCPU(pid); ok && cpuOK && pid != 0 {
 					b.ReportMetric(float64((cpu1-cpu0).Microseconds())/float64(runs*perRun), "server-cpu-us/op")
 				}
 			})
@@ -218,6 +227,14 @@ type replicas struct{ A, B string }
 // and its notifications, DESIGN D10-4). Closed when tb ends.
 func inProcessReplicas(tb testing.TB, backend string) replicas {
 	tb.Helper()
+	urls := serveInProcess(tb, backend, 2)
+	return replicas{A: urls[0], B: urls[1]}
+}
+
+// serveInProcess serves n server.Server handlers on a fresh database of backend, in this
+// process, and returns their URLs (see inProcessReplicas).
+func serveInProcess(tb testing.TB, backend string, n int) []string {
+	tb.Helper()
 	ctx := context.Background()
 	dsn := filepath.Join(tb.TempDir(), "cp.db")
 	if backend != "sqlite" {
@@ -225,10 +242,10 @@ func inProcessReplicas(tb testing.TB, backend string) replicas {
 		dsn = pgBenchDB(tb)
 	}
 	var stores []*store.Store
-	for i := range 2 {
-		if i == 1 && backend == "sqlite" {
+	for i := range n {
+		if i > 0 && backend == "sqlite" {
 			stores = append(stores, stores[0])
-			break
+			continue
 		}
 		st, err := store.Open(ctx, dsn)
 		if err != nil {
@@ -260,16 +277,16 @@ func inProcessReplicas(tb testing.TB, backend string) replicas {
 		for _, c := range closers {
 			c()
 		}
-		if err := stores[0].Close(); err != nil {
-			tb.Error(err)
-		}
-		if stores[1] != stores[0] {
-			if err := stores[1].Close(); err != nil {
+		for i, st := range stores {
+			if i > 0 && st == stores[0] {
+				continue
+			}
+			if err := st.Close(); err != nil {
 				tb.Error(err)
 			}
 		}
 	})
-	return replicas{A: urls[0], B: urls[1]}
+	return urls
 }
 
 // watchOpened wraps the executor's ApprovalService client: it signals each WatchApproval
