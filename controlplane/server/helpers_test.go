@@ -115,8 +115,16 @@ var listeningRE = regexp.MustCompile(`listening on (http://(\S+))`)
 // "listening on" line. The process is stopped with SIGTERM when the test ends.
 func startServe(t testing.TB, extra ...string) *serveProc {
 	t.Helper()
+	return startServeDir(t, "", extra...)
+}
+
+// startServeDir is startServe with the working folder dir ("" is the test's): a
+// postgres:// --db must not leave files in the package folder.
+func startServeDir(t testing.TB, dir string, extra ...string) *serveProc {
+	t.Helper()
 	p := &serveProc{DB: filepath.Join(t.TempDir(), "cp.db"), Stderr: &syncBuffer{}, exited: make(chan struct{})}
 	p.cmd = exec.Command(rbookBin, append([]string{"serve", "--addr", "127.0.0.1:0", "--db", p.DB}, extra...)...)
+	p.cmd.Dir = dir
 	p.cmd.Env = append(os.Environ(), "RBOOK_APPROVAL_SECRET="+testSecret)
 	p.cmd.Stderr = p.Stderr
 	stdout, err := p.cmd.StdoutPipe()

@@ -401,3 +401,129 @@ func TestIssue10_3_PGUniqueViolationRetriedOnce(t *testing.T) {
 		t.Fatalf("a repeated unique violation = %v (%d retries); want the violation, retried once", err, a.conflictRetries.Load())
 	}
 }
+
+// Issue 10, item 1 (D10-2): text compares in byte order on PostgreSQL as on SQLite (every
+// TEXT column is COLLATE "C"), so run lists order ids alike whatever the database's
+// default collation.
+func TestIssue10_1_TextOrderIsBytewise(t *testing.T) {
+	t.Parallel()
+	s, _ := openTest(t)
+	checkBytewiseListOrder(t, s)
+	if testOnPostgres() {
+		// A database whose default collation is not byte order (ICU en-US ignores
+		// punctuation and case at first): the columns' own COLLATE "C" decides.
+		dsn := newPGDatabaseWith(t, `TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US' LOCALE 'C.UTF-8'`)
+		us, err := Open(context.Background(), dsn, WithClock((&testClock{}).now))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer us.Close()
+		checkBytewiseListOrder(t, us)
+	}
+}
+
+func checkBytewiseListOrder(t *testing.T, s *Store) {
+	t.Helper()
+	ctx := context.Background()
+	ids := []string{"run-a", "RUN-b", "run_c", "run-B", "run.d"}
+	for _, id := range ids {
+		nr := newRun(id)
+		nr.StartedAt = t0 // one start time: the run_id breaks the tie
+		mustStart(t, s, nr)
+	}
+	page, err := s.ListRuns(ctx, RunFilter{PageSize: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := []string{}
+	for {
+		for _, r := range page.Runs {
+			got = append(got, r.RunID)
+		}
+		if page.NextPageToken == "" {
+			break
+		}
+		if page, err = s.ListRuns(ctx, RunFilter{PageSize: 2, PageToken: page.NextPageToken}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Descending byte order: lowercase after uppercase, '_' (0x5f) after '.' and '-'.
+	if want := "run_c,run.d,run-a,run-B,RUN-b"; strings.Join(got, ",") != want {
+		t.Fatalf("runs in list order = %v, want %s", got, want)
+	}
+}
+
+// recordReq is RecordTransition's write request, for tests that build a batch by hand.
+func recordReq(s *Store, x Transition, res *RecordResult) *writeReq {
+	return &writeReq{ctx: context.Background(), run: x.RunID, done: make(chan error, 1), fn: func(w *writeTx) error {
+		run, err := w.progress(x.RunID)
+		if err != nil {
+			return err
+		}
+		st, err := RunStatusOf(x.RunStatus, x.Kind)
+		if err != nil {
+			return err
+		}
+		return s.recordOne(w, run, x, st, fence1, res)
+	}}
+}
+
+// runBatchNow runs batch on the (idle) writer and returns each request's result.
+func runBatchNow(s *Store, batch ...*writeReq) []error {
+	s.runBatch(batch)
+	errs := make([]error, len(batch))
+	for i, r := range batch {
+		errs[i] = <-r.done
+	}
+	return errs
+}
+
+// Issue 10, items 1 and 5 (pgdefer.go): transitions queued in a batch are written before a
+// request that may touch the same rows (here a raw insert of the same seq, then CancelRun),
+// and a flush that fails (the queued seq was taken behind the store's back) re-runs the
+// batch with savepoints so that only the failing request fails. Same results on SQLite,
+// where nothing is queued.
+func TestIssue10_1_DeferredTransitionsFlushAndIsolate(t *testing.T) {
+	t.Parallel()
+	s, _ := openTest(t)
+	mustStart(t, s, newRun("R1"))
+	mustStart(t, s, newRun("R2"))
+	var r1, r2 RecordResult
+	sneak := &writeReq{ctx: context.Background(), done: make(chan error, 1), fn: func(w *writeTx) error {
+		// Seq 1 of R1 stored without the run row knowing (as a buggy peer would).
+		_, err := w.execSQL(`INSERT INTO run_transitions (run_id, seq, kind, step_index, step_name, step_type, run_status, at)
+			VALUES ('R1', 1, 'step_started', 0, 'x', 'check', 'IN_PROGRESS', ?)`, formatTime(t0))
+		return err
+	}}
+	errs := runBatchNow(s, sneak, recordReq(s, tr("R1", 1), &r1), recordReq(s, tr("R2", 1), &r2))
+	if errs[0] != nil || !isUniqueViolation(errs[1]) || errs[2] != nil {
+		t.Fatalf("results %v; want the raw insert and R2 #1 stored, R1 #1 refused by its unique key", errs)
+	}
+	if testOnPostgres() && (s.Stats().SafeRetries != 1 || s.conflictRetries.Load() != 1) {
+		t.Fatalf("%d safe retries, %d conflict retries; want 1 and 1 (failed flush, then the unique key re-run once)",
+			s.Stats().SafeRetries, s.conflictRetries.Load())
+	}
+	if _, ts, _ := s.GetRun(context.Background(), "R2"); len(ts) != 1 || r2.Progress.LastSeq != 1 {
+		t.Fatalf("R2 has %d transitions (%+v), want 1", len(ts), r2)
+	}
+	if run, _, _ := s.GetRun(context.Background(), "R1"); run.LastSeq != 0 {
+		t.Fatalf("R1 last_seq = %d, want 0 (its transition failed)", run.LastSeq)
+	}
+
+	// A queued transition, then CancelRun of the same run in the same batch: the cancel sees
+	// the transition stored and its own update is not overwritten by the queued one.
+	var r3 RecordResult
+	cancel := &writeReq{ctx: context.Background(), done: make(chan error, 1), fn: func(w *writeTx) error {
+		_, err := w.execSQL(`UPDATE playbook_runs SET status = 'cancelled', current_node = NULL WHERE run_id = 'R2' AND last_seq = 2`)
+		return err
+	}}
+	errs = runBatchNow(s, recordReq(s, tr("R2", 2), &r3), cancel)
+	if errs[0] != nil || errs[1] != nil {
+		t.Fatalf("results %v", errs)
+	}
+	run, ts, err := s.GetRun(context.Background(), "R2")
+	if err != nil || len(ts) != 2 || run.LastSeq != 2 || run.Status != RunCancelled || run.CurrentNode != "" {
+		t.Fatalf("R2 = status %s, current_node %q, last_seq %d, %d transitions, %v; want cancelled after #2",
+			run.Status, run.CurrentNode, run.LastSeq, len(ts), err)
+	}
+}

@@ -44,6 +44,12 @@ func testDSN(t testing.TB, name string) string {
 // skips t with pgSkipMessage when RBOOK_TEST_POSTGRES_URL is unset.
 func newPGDatabase(t testing.TB) string {
 	t.Helper()
+	return newPGDatabaseWith(t, "")
+}
+
+// newPGDatabaseWith is newPGDatabase with extra CREATE DATABASE options (e.g. a locale).
+func newPGDatabaseWith(t testing.TB, options string) string {
+	t.Helper()
 	base := os.Getenv("RBOOK_TEST_POSTGRES_URL")
 	if base == "" {
 		if testOnPostgres() {
@@ -62,7 +68,7 @@ func newPGDatabase(t testing.TB) string {
 	}
 	admin.SetMaxOpenConns(1)
 	ctx := context.Background()
-	if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
+	if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+name+" "+options); err != nil {
 		admin.Close()
 		t.Fatalf("create database %s: %v", name, err)
 	}

@@ -299,6 +299,9 @@ func (s *Store) recordOne(w *writeTx, run RunProgress, t Transition, newStatus R
 		if f.Identity != "" && f.Identity != run.Owner {
 			return fmt.Errorf("%w: run %q", ErrNotOwner, t.RunID) // no answer about another's record
 		}
+		if err := w.flushDeferred(); err != nil { // the stored copy may still be queued
+			return err
+		}
 		stored, err := scanTransition(w.queryRow(stmtSelectTransition, t.RunID, t.Seq))
 		if err != nil {
 			return fmt.Errorf("store: read transition %d: %w", t.Seq, err)
@@ -365,7 +368,11 @@ func (s *Store) recordOne(w *writeTx, run RunProgress, t Transition, newStatus R
 	run.LeaseExpiresAt = t.RecordedAt.Add(time.Duration(run.LeaseSeconds) * time.Second)
 	leaseExpires := formatTime(run.LeaseExpiresAt)
 
-	if run.Status == oldStatus && s.dialect == dialectPostgres {
+	if run.Status == oldStatus && w.deferOK && !run.playbook && t.Kind != KindRunInterrupted {
+		// Written with the batch's other transitions in two statements (pgdefer.go).
+		w.deferTransition(transitionArgs(t, updatedAt), []any{nullString(run.CurrentNode), run.LastCompletedStepIndex,
+			nullString(run.LastDeployName), run.LastSeq, updatedAt, leaseExpires, run.RunID})
+	} else if run.Status == oldStatus && s.dialect == dialectPostgres {
 		// One round trip for both writes of the common case (writer.go, stmtInsertTransitionPG).
 		_, err = w.exec(stmtInsertTransitionPG, append(transitionArgs(t, updatedAt), nullString(run.CurrentNode),
 			run.LastCompletedStepIndex, nullString(run.LastDeployName), run.LastSeq, updatedAt, leaseExpires, run.RunID)...)

@@ -14,8 +14,11 @@
 // (one writer connection per replica, READ COMMITTED); rows read and then changed are
 // locked FOR UPDATE, because another replica may write the same run; a serialization
 // failure, deadlock or unique violation from a concurrent replica re-runs the batch; the
-// progress cache lives for one batch only; and every batch that changed something sends
-// pg_notify('rbook_changes', …) in its transaction (D10-4, notify.go).
+// progress cache lives for one batch only (the batch's runs are locked and read with one
+// SELECT … FOR UPDATE in run_id order); the common transitions of a batch are written with
+// two statements over arrays instead of two per transition (pgdefer.go); and every batch
+// that changed something sends pg_notify('rbook_changes', …) in its transaction (D10-4,
+// notify.go).
 //
 // The rest of this comment describes SQLite; PostgreSQL's synchronous_commit gives the
 // same guarantee that a method that returned nil has its change on disk.

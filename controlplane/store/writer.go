@@ -40,6 +40,10 @@ type writeTx struct {
 	staged []RunProgress
 	// progressReads counts run-row reads by RecordTransition (tests check the cache with it).
 	progressReads int
+	// deferOK: transition writes may be queued and written together (PostgreSQL, a batch
+	// without savepoints; pgdefer.go); deferred holds them.
+	deferOK  bool
+	deferred pgDeferred
 }
 
 // stmt returns the prepared statement id bound to this transaction.
@@ -297,7 +301,7 @@ func (s *Store) attempt(batch []*writeReq, results []error, safe, uniqueRetry bo
 	if err != nil {
 		return failAll(fmt.Errorf("store: begin transaction: %w", err), nil)
 	}
-	w := &writeTx{ctx: ctx, tx: tx, stmts: s.stmts, cache: &s.cache}
+	w := &writeTx{ctx: ctx, tx: tx, stmts: s.stmts, cache: &s.cache, deferOK: pg && !safe}
 	if err := s.cache.begin(w, s.dialect); err != nil {
 		_ = tx.Rollback()
 		return failAll(fmt.Errorf("store: write batch aborted: %w", err), nil)
@@ -324,6 +328,14 @@ func (s *Store) attempt(batch []*writeReq, results []error, safe, uniqueRetry bo
 			if _, err := w.exec(stmtSavepoint); err != nil {
 				fatal = err
 				break
+			}
+		}
+		if w.deferOK && r.run == "" {
+			// A request other than a transition may read or write the queued rows.
+			if err := w.flushDeferred(); err != nil {
+				_ = tx.Rollback()
+				s.cache.abort()
+				return attemptRetry, 0, nil
 			}
 		}
 		w.change, w.wrote, w.staged = Change{}, false, w.staged[:0]
@@ -373,6 +385,15 @@ func (s *Store) attempt(batch []*writeReq, results []error, safe, uniqueRetry bo
 		committed[i] = true
 		change.append(w.change)
 		s.cache.stage(w.staged)
+	}
+	if fatal == nil && w.deferOK {
+		if err := w.flushDeferred(); err != nil {
+			// Which request's row failed is not known here: run the batch again with a
+			// savepoint per request and nothing deferred.
+			_ = tx.Rollback()
+			s.cache.abort()
+			return attemptRetry, 0, nil
+		}
 	}
 	if fatal == nil && pg && !change.empty() {
 		// Delivered to every replica's listener on COMMIT, in commit order (D10-4).

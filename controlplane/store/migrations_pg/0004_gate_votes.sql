@@ -4,12 +4,12 @@
 -- edit does not change an open gate. Gates opened before this migration need one approval by
 -- anyone (approvals_required 1, allowed_approvers '[]').
 CREATE TABLE approval_votes (
-    approval_id TEXT NOT NULL REFERENCES playbook_approvals (approval_id),
-    approver    TEXT NOT NULL,
-    verdict     TEXT NOT NULL CHECK (verdict IN ('approved', 'rejected')),
-    reason      TEXT NOT NULL DEFAULT '',
-    at          TEXT NOT NULL,
-    source      TEXT NOT NULL DEFAULT '',
+    approval_id TEXT COLLATE "C" NOT NULL REFERENCES playbook_approvals (approval_id),
+    approver    TEXT COLLATE "C" NOT NULL,
+    verdict     TEXT COLLATE "C" NOT NULL CHECK (verdict IN ('approved', 'rejected')),
+    reason      TEXT COLLATE "C" NOT NULL DEFAULT '',
+    at          TEXT COLLATE "C" NOT NULL,
+    source      TEXT COLLATE "C" NOT NULL DEFAULT '',
     verified    BIGINT NOT NULL DEFAULT 0 CHECK (verified IN (0, 1)),
     -- rowid: the order the votes were stored, as SQLite's implicit rowid (rows.go, votesPG).
     rowid       BIGINT GENERATED ALWAYS AS IDENTITY,
@@ -21,9 +21,9 @@ ALTER TABLE playbook_approvals ADD COLUMN approvals_required BIGINT NOT NULL DEF
     CHECK (approvals_required BETWEEN 1 AND 10);
 -- allowed_approvers: JSON array of identities, "github:<login>" and "group:<name>"; [] = anyone
 -- with the approver role.
-ALTER TABLE playbook_approvals ADD COLUMN allowed_approvers TEXT NOT NULL DEFAULT '[]'
+ALTER TABLE playbook_approvals ADD COLUMN allowed_approvers TEXT COLLATE "C" NOT NULL DEFAULT '[]'
     CHECK ((allowed_approvers::jsonb IS NOT NULL) AND jsonb_typeof(allowed_approvers::jsonb) = 'array');
 ALTER TABLE playbook_approvals ADD COLUMN starter_may_approve BIGINT NOT NULL DEFAULT 0
     CHECK (starter_may_approve IN (0, 1));
 -- policy_rule: the gate-policy rule that applied, named in refusals.
-ALTER TABLE playbook_approvals ADD COLUMN policy_rule TEXT NOT NULL DEFAULT '';
+ALTER TABLE playbook_approvals ADD COLUMN policy_rule TEXT COLLATE "C" NOT NULL DEFAULT '';

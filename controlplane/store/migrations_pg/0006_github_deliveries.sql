@@ -3,8 +3,8 @@
 -- redelivery of a processed delivery changes nothing and one whose handler failed is
 -- processed again. Nothing of the payload is kept: the event and action only.
 CREATE TABLE github_deliveries (
-	delivery_id  TEXT PRIMARY KEY,
-	event        TEXT NOT NULL,
-	action       TEXT NOT NULL,
-	processed_at TEXT NOT NULL
+	delivery_id  TEXT COLLATE "C" PRIMARY KEY,
+	event        TEXT COLLATE "C" NOT NULL,
+	action       TEXT COLLATE "C" NOT NULL,
+	processed_at TEXT COLLATE "C" NOT NULL
 );

@@ -7,25 +7,25 @@
 -- rule_id is "repository/run_id/environment/deployment_id": the callback URL names the
 -- workflow run only, so two environments or attempts of one run share it.
 CREATE TABLE github_protection_rules (
-	rule_id          TEXT PRIMARY KEY,
-	callback_url     TEXT NOT NULL,
+	rule_id          TEXT COLLATE "C" PRIMARY KEY,
+	callback_url     TEXT COLLATE "C" NOT NULL,
 	deployment_id    BIGINT NOT NULL DEFAULT 0,
 	installation_id  BIGINT NOT NULL CHECK (installation_id > 0),
-	repository       TEXT NOT NULL,
-	run_id           TEXT NOT NULL,
-	environment      TEXT NOT NULL,
-	requested_at     TEXT NOT NULL,
-	approval_id      TEXT REFERENCES playbook_approvals (approval_id),
-	bound_at         TEXT,
+	repository       TEXT COLLATE "C" NOT NULL,
+	run_id           TEXT COLLATE "C" NOT NULL,
+	environment      TEXT COLLATE "C" NOT NULL,
+	requested_at     TEXT COLLATE "C" NOT NULL,
+	approval_id      TEXT COLLATE "C" REFERENCES playbook_approvals (approval_id),
+	bound_at         TEXT COLLATE "C",
 	-- due once bound; sent, or abandoned when it failed and the verdict was ready to go.
-	report_state     TEXT NOT NULL DEFAULT 'due' CHECK (report_state IN ('due', 'sent', 'abandoned')),
-	verdict_state    TEXT CHECK (verdict_state IN ('approved', 'rejected')),
-	verdict_comment  TEXT,
-	verdict_at       TEXT,
-	verdict_sent_at  TEXT,
+	report_state     TEXT COLLATE "C" NOT NULL DEFAULT 'due' CHECK (report_state IN ('due', 'sent', 'abandoned')),
+	verdict_state    TEXT COLLATE "C" CHECK (verdict_state IN ('approved', 'rejected')),
+	verdict_comment  TEXT COLLATE "C",
+	verdict_at       TEXT COLLATE "C",
+	verdict_sent_at  TEXT COLLATE "C",
 	attempts         BIGINT NOT NULL DEFAULT 0,
-	next_attempt_at  TEXT,
-	last_error       TEXT
+	next_attempt_at  TEXT COLLATE "C",
+	last_error       TEXT COLLATE "C"
 );
 CREATE INDEX github_protection_rules_unbound ON github_protection_rules (repository, run_id, environment)
 	WHERE approval_id IS NULL;
