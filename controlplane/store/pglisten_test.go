@@ -353,3 +353,23 @@ func TestIssue10_2_TwoOfNVotesOnTwoReplicasBothCount(t *testing.T) {
 		}
 	}
 }
+
+// A batch whose first transition is written deferred (pgdefer.go) and whose next one changes
+// the run's status (a gate opens) must leave the run at the later seq: found by the issue 10
+// acceptance test (E_SEQ_GAP after the demo's gate).
+func TestIssue10_2_DeferredTransitionThenStatusChangeKeepsLastSeq(t *testing.T) {
+	a, _, _ := openReplicas(t)
+	ctx := context.Background()
+	mustStart(t, a, newRun("r7"))
+	mustRecord(t, a, tr("r7", 1))
+	gateOpened := tr("r7", 3)
+	gateOpened.Kind = KindGateOpened
+	if _, err := a.RecordTransitions(ctx, []Transition{tr("r7", 2), gateOpened}, fence1); err != nil {
+		t.Fatalf("RecordTransitions: %v", err)
+	}
+	run, err := a.Run(ctx, "r7")
+	if err != nil || run.LastSeq != 3 || run.Status != RunPaused {
+		t.Fatalf("run after #2 and a gate_opened #3: last_seq %d, %s (%v); want 3, paused", run.LastSeq, run.Status, err)
+	}
+	mustRecord(t, a, tr("r7", 4))
+}

@@ -368,7 +368,16 @@ func (s *Store) recordOne(w *writeTx, run RunProgress, t Transition, newStatus R
 	run.LeaseExpiresAt = t.RecordedAt.Add(time.Duration(run.LeaseSeconds) * time.Second)
 	leaseExpires := formatTime(run.LeaseExpiresAt)
 
-	if run.Status == oldStatus && w.deferOK && !run.playbook && t.Kind != KindRunInterrupted {
+	deferIt := run.Status == oldStatus && w.deferOK && !run.playbook && t.Kind != KindRunInterrupted
+	if !deferIt && w.deferOK {
+		// This write goes straight to the run row: what the batch queued for it must land
+		// first, or the flush at COMMIT would put an older last_seq back (issue 10; found by
+		// TestIssue10_2_DeferredTransitionThenStatusChangeKeepsLastSeq).
+		if err := w.flushDeferred(); err != nil {
+			return err
+		}
+	}
+	if deferIt {
 		// Written with the batch's other transitions in two statements (pgdefer.go).
 		w.deferTransition(transitionArgs(t, updatedAt), []any{nullString(run.CurrentNode), run.LastCompletedStepIndex,
 			nullString(run.LastDeployName), run.LastSeq, updatedAt, leaseExpires, run.RunID})
