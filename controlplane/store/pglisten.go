@@ -279,20 +279,9 @@ func (s *Store) readAndPublish(ctx context.Context, runIDs, approvalIDs []string
 		s.fan.mu.Lock()
 		mark, known := s.fan.marks[id]
 		s.fan.mu.Unlock()
-		var ts []Transition
-		for from := mark.seq + 1; ; {
-			page, err := s.Transitions(ctx, id, from, MaxTransitionsPage)
-			if errors.Is(err, ErrNotFound) {
-				break
-			}
-			if err != nil {
-				return err
-			}
-			ts = append(ts, page...)
-			if len(page) < MaxTransitionsPage {
-				break
-			}
-			from = page[len(page)-1].Seq + 1
+		ts, err := s.transitionsBetween(ctx, id, mark.seq+1, 0)
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return err
 		}
 		run, err := s.Run(ctx, id) // after the transitions: at least as new as the last of them
 		if errors.Is(err, ErrNotFound) {
@@ -335,6 +324,32 @@ func (s *Store) readAndPublish(ctx context.Context, runIDs, approvalIDs []string
 	}
 	s.deliver(c)
 	return nil
+}
+
+// transitionsBetween reads runID's transitions with from <= seq < below (below <= 0: no
+// upper bound), in seq order, a page of at most MaxTransitionsPage at a time, so a gap or a
+// backlog longer than one page is read whole. Errors: ErrNotFound when the run does not
+// exist; storage errors (with the pages read so far).
+func (s *Store) transitionsBetween(ctx context.Context, runID string, from, below int64) ([]Transition, error) {
+	var ts []Transition
+	for {
+		limit := MaxTransitionsPage
+		if below > 0 {
+			if from >= below {
+				return ts, nil
+			}
+			limit = int(min(below-from, MaxTransitionsPage))
+		}
+		page, err := s.Transitions(ctx, runID, from, limit)
+		if err != nil {
+			return ts, err
+		}
+		ts = append(ts, page...)
+		if len(page) < limit {
+			return ts, nil
+		}
+		from = page[len(page)-1].Seq + 1
+	}
 }
 
 // remoteProgress is a run's progress after transition t, built from the run row read after
@@ -415,7 +430,7 @@ func (s *Store) fillGaps(c Change) Change {
 				Transitions: append([]Transition(nil), c.Transitions[:i]...), Progress: append([]RunProgress(nil), c.Progress[:i]...)}
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), gapReadTimeout)
-		missing, err := s.Transitions(ctx, t.RunID, want, int(t.Seq-want))
+		missing, err := s.transitionsBetween(ctx, t.RunID, want, t.Seq)
 		cancel()
 		if err == nil {
 			status := RunRunning
