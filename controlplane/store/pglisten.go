@@ -76,6 +76,8 @@ type fanout struct {
 	// reconnectGate, when set (tests), is received from before every reconnect after the
 	// first, so a test can record while the listener is known to be away.
 	reconnectGate chan struct{}
+	// lastWait is the listener's last reconnect back-off in nanoseconds (tests).
+	lastWait atomic.Int64
 }
 
 // note records what c publishes; f.mu is held. It returns c without the transitions already
@@ -183,6 +185,7 @@ func (s *Store) listenLoop(ctx context.Context, first chan struct{}) {
 		}
 		wait := backoff/2 + rand.N(backoff/2+1)
 		backoff = min(backoff*2, listenBackoffMax)
+		s.fan.lastWait.Store(int64(wait))
 		select {
 		case <-time.After(wait):
 		case <-ctx.Done():
@@ -191,8 +194,11 @@ func (s *Store) listenLoop(ctx context.Context, first chan struct{}) {
 	}
 }
 
-// errListenWorked marks a connection that was established and listened before it failed
-// (the back-off starts over).
+// errListenWorked marks a connection that was established, listened and caught up before
+// it failed (the back-off starts over). A failed catch-up is not marked: a row that keeps
+// failing to read (it is in every catch-up window while its run is written) must not make
+// the listener reconnect and read everything again every listenBackoffMin, forever; its
+// reconnects back off up to listenBackoffMax instead.
 var errListenWorked = errors.New("listener connection lost")
 
 // listenOnce runs one connection: LISTEN, catch-up, then notifications until an error.
@@ -218,7 +224,7 @@ func (s *Store) listenOnce(ctx context.Context, first chan struct{}) error {
 	// Catch up on what was committed while nobody listened (D10-4): LISTEN is already
 	// active, so nothing committed from here on is missed either.
 	if err := s.catchUp(ctx, conn); err != nil {
-		return fmt.Errorf("%w: %v", errListenWorked, err)
+		return err
 	}
 	for {
 		n, err := conn.WaitForNotification(ctx)
@@ -237,7 +243,7 @@ func (s *Store) listenOnce(ctx context.Context, first chan struct{}) error {
 			err = s.readAndPublish(ctx, msg.Runs, msg.Approvals)
 		}
 		if err != nil {
-			return fmt.Errorf("%w: %v", errListenWorked, err)
+			return fmt.Errorf("%w: %v", errListenWorked, err) // the catch-up reads what this read missed
 		}
 	}
 }

@@ -404,3 +404,38 @@ func TestIssue10_2_LocalCommitAfterAGapLongerThanAPageKeepsSeqOrder(t *testing.T
 	}
 	close(gate)
 }
+
+// A run row that keeps failing to read (here a started_at that does not parse) makes the
+// listener reconnect; the catch-up after each reconnect fails on it again, and those
+// reconnects back off (doubling up to listenBackoffMax) instead of repeating every
+// listenBackoffMin forever.
+func TestIssue10_2_ListenerBacksOffWhenItsCatchUpKeepsFailing(t *testing.T) {
+	a, b, dsn := openReplicas(t)
+	ctx := context.Background()
+	gate := make(chan struct{})
+	b.fan.reconnectGate = gate
+	mustStart(t, a, newRun("r9"))
+	db := rawPG(t, dsn)
+	if _, err := db.ExecContext(ctx, "UPDATE playbook_runs SET started_at = 'not a time' WHERE run_id = 'r9'"); err != nil {
+		t.Fatal(err)
+	}
+	connects := b.fan.connects.Load()
+	if _, err := db.ExecContext(ctx, `SELECT pg_notify('`+pgNotifyChannel+`', '{"o":"test","r":["r9"]}')`); err != nil {
+		t.Fatal(err)
+	}
+	// Each send returns once the listener is back at the gate: the read of r9 failed, then
+	// (from the second send on) the catch-up after the reconnect failed on r9 too.
+	for range 3 {
+		select {
+		case gate <- struct{}{}:
+		case <-time.After(20 * time.Second):
+			t.Fatal("the listener never came back to reconnect")
+		}
+	}
+	if got := b.fan.connects.Load(); got < connects+2 {
+		t.Fatalf("connects %d→%d, want at least the 2 reconnects before the third", connects, got)
+	}
+	if w := time.Duration(b.fan.lastWait.Load()); w <= listenBackoffMin {
+		t.Fatalf("the third reconnect waited %s after two failed catch-ups, want more than %s (back-off)", w, listenBackoffMin)
+	}
+}
