@@ -45,6 +45,11 @@ type URLError struct {
 	Count int
 }
 
+// Error is the refusal as one sentence after the value's origin (the caller prefixes it, as in
+// "--control-plane item 2 is empty: …"):
+// "lists N control plane URLs, more than the 16 allowed", "item N is empty: …", or
+// "item N \"…\" is not a control plane URL: …" ("\"…\" is not …" for a single URL), with a
+// hint of the form to use (D10-6).
 func (e *URLError) Error() string {
 	switch {
 	case e.Count > MaxURLs:

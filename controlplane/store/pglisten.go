@@ -76,6 +76,8 @@ type fanout struct {
 	// reconnectGate, when set (tests), is received from before every reconnect after the
 	// first, so a test can record while the listener is known to be away.
 	reconnectGate chan struct{}
+	// lastWait is the listener's last reconnect back-off in nanoseconds (tests).
+	lastWait atomic.Int64
 }
 
 // note records what c publishes; f.mu is held. It returns c without the transitions already
@@ -183,6 +185,7 @@ func (s *Store) listenLoop(ctx context.Context, first chan struct{}) {
 		}
 		wait := backoff/2 + rand.N(backoff/2+1)
 		backoff = min(backoff*2, listenBackoffMax)
+		s.fan.lastWait.Store(int64(wait))
 		select {
 		case <-time.After(wait):
 		case <-ctx.Done():
@@ -191,8 +194,11 @@ func (s *Store) listenLoop(ctx context.Context, first chan struct{}) {
 	}
 }
 
-// errListenWorked marks a connection that was established and listened before it failed
-// (the back-off starts over).
+// errListenWorked marks a connection that was established, listened and caught up before
+// it failed (the back-off starts over). A failed catch-up is not marked: a row that keeps
+// failing to read (it is in every catch-up window while its run is written) must not make
+// the listener reconnect and read everything again every listenBackoffMin, forever; its
+// reconnects back off up to listenBackoffMax instead.
 var errListenWorked = errors.New("listener connection lost")
 
 // listenOnce runs one connection: LISTEN, catch-up, then notifications until an error.
@@ -218,7 +224,7 @@ func (s *Store) listenOnce(ctx context.Context, first chan struct{}) error {
 	// Catch up on what was committed while nobody listened (D10-4): LISTEN is already
 	// active, so nothing committed from here on is missed either.
 	if err := s.catchUp(ctx, conn); err != nil {
-		return fmt.Errorf("%w: %v", errListenWorked, err)
+		return err
 	}
 	for {
 		n, err := conn.WaitForNotification(ctx)
@@ -237,7 +243,7 @@ func (s *Store) listenOnce(ctx context.Context, first chan struct{}) error {
 			err = s.readAndPublish(ctx, msg.Runs, msg.Approvals)
 		}
 		if err != nil {
-			return fmt.Errorf("%w: %v", errListenWorked, err)
+			return fmt.Errorf("%w: %v", errListenWorked, err) // the catch-up reads what this read missed
 		}
 	}
 }
@@ -279,20 +285,9 @@ func (s *Store) readAndPublish(ctx context.Context, runIDs, approvalIDs []string
 		s.fan.mu.Lock()
 		mark, known := s.fan.marks[id]
 		s.fan.mu.Unlock()
-		var ts []Transition
-		for from := mark.seq + 1; ; {
-			page, err := s.Transitions(ctx, id, from, MaxTransitionsPage)
-			if errors.Is(err, ErrNotFound) {
-				break
-			}
-			if err != nil {
-				return err
-			}
-			ts = append(ts, page...)
-			if len(page) < MaxTransitionsPage {
-				break
-			}
-			from = page[len(page)-1].Seq + 1
+		ts, err := s.transitionsBetween(ctx, id, mark.seq+1, 0)
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return err
 		}
 		run, err := s.Run(ctx, id) // after the transitions: at least as new as the last of them
 		if errors.Is(err, ErrNotFound) {
@@ -335,6 +330,32 @@ func (s *Store) readAndPublish(ctx context.Context, runIDs, approvalIDs []string
 	}
 	s.deliver(c)
 	return nil
+}
+
+// transitionsBetween reads runID's transitions with from <= seq < below (below <= 0: no
+// upper bound), in seq order, a page of at most MaxTransitionsPage at a time, so a gap or a
+// backlog longer than one page is read whole. Errors: ErrNotFound when the run does not
+// exist; storage errors (with the pages read so far).
+func (s *Store) transitionsBetween(ctx context.Context, runID string, from, below int64) ([]Transition, error) {
+	var ts []Transition
+	for {
+		limit := MaxTransitionsPage
+		if below > 0 {
+			if from >= below {
+				return ts, nil
+			}
+			limit = int(min(below-from, MaxTransitionsPage))
+		}
+		page, err := s.Transitions(ctx, runID, from, limit)
+		if err != nil {
+			return ts, err
+		}
+		ts = append(ts, page...)
+		if len(page) < limit {
+			return ts, nil
+		}
+		from = page[len(page)-1].Seq + 1
+	}
 }
 
 // remoteProgress is a run's progress after transition t, built from the run row read after
@@ -415,7 +436,7 @@ func (s *Store) fillGaps(c Change) Change {
 				Transitions: append([]Transition(nil), c.Transitions[:i]...), Progress: append([]RunProgress(nil), c.Progress[:i]...)}
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), gapReadTimeout)
-		missing, err := s.Transitions(ctx, t.RunID, want, int(t.Seq-want))
+		missing, err := s.transitionsBetween(ctx, t.RunID, want, t.Seq)
 		cancel()
 		if err == nil {
 			status := RunRunning

@@ -373,3 +373,69 @@ func TestIssue10_2_DeferredTransitionThenStatusChangeKeepsLastSeq(t *testing.T) 
 	}
 	mustRecord(t, a, tr("r7", 4))
 }
+
+// A gap longer than one page of transitions (MaxTransitionsPage) is filled whole: B's local
+// commit after A recorded 1,100 transitions B did not hear publishes all of them first, in
+// order (fillGaps reads page after page; before, it stopped after the first page and
+// watchers on B never saw seqs 1,002..1,101).
+func TestIssue10_2_LocalCommitAfterAGapLongerThanAPageKeepsSeqOrder(t *testing.T) {
+	a, b, dsn := openReplicas(t)
+	ctx := context.Background()
+	gate := make(chan struct{})
+	b.fan.reconnectGate = gate
+	fb := follow(b)
+	mustStart(t, a, newRun("r8"))
+	mustRecord(t, a, tr("r8", 1))
+	fb.await(t, "r8 #1", func(all []Change) bool { return len(seqsOf(all, "r8")) == 1 })
+	var killed bool
+	if err := rawPG(t, dsn).QueryRowContext(ctx, "SELECT pg_terminate_backend($1)", int64(b.fan.pid.Load())).Scan(&killed); err != nil || !killed {
+		t.Fatalf("pg_terminate_backend: %v, %v", killed, err)
+	}
+	const gap = MaxTransitionsPage + 100
+	for from := int64(2); from <= gap+1; from += MaxBatchTransitions {
+		if _, err := a.RecordTransitions(ctx, batchOf("r8", from, min(from+MaxBatchTransitions-1, gap+1)), fence1); err != nil {
+			t.Fatalf("RecordTransitions from %d on A: %v", from, err)
+		}
+	}
+	mustRecord(t, b, tr("r8", gap+2))
+	all := fb.await(t, "r8 up to B's own commit", func(all []Change) bool { return len(seqsOf(all, "r8")) >= gap+2 })
+	if got := seqsOf(all, "r8"); fmt.Sprint(got) != fmt.Sprint(upTo(gap+2)) {
+		t.Fatalf("B published %d seqs of r8 (first %v…), want 1..%d once each, in order", len(got), got[:min(len(got), 5)], gap+2)
+	}
+	close(gate)
+}
+
+// A run row that keeps failing to read (here a started_at that does not parse) makes the
+// listener reconnect; the catch-up after each reconnect fails on it again, and those
+// reconnects back off (doubling up to listenBackoffMax) instead of repeating every
+// listenBackoffMin forever.
+func TestIssue10_2_ListenerBacksOffWhenItsCatchUpKeepsFailing(t *testing.T) {
+	a, b, dsn := openReplicas(t)
+	ctx := context.Background()
+	gate := make(chan struct{})
+	b.fan.reconnectGate = gate
+	mustStart(t, a, newRun("r9"))
+	db := rawPG(t, dsn)
+	if _, err := db.ExecContext(ctx, "UPDATE playbook_runs SET started_at = 'not a time' WHERE run_id = 'r9'"); err != nil {
+		t.Fatal(err)
+	}
+	connects := b.fan.connects.Load()
+	if _, err := db.ExecContext(ctx, `SELECT pg_notify('`+pgNotifyChannel+`', '{"o":"test","r":["r9"]}')`); err != nil {
+		t.Fatal(err)
+	}
+	// Each send returns once the listener is back at the gate: the read of r9 failed, then
+	// (from the second send on) the catch-up after the reconnect failed on r9 too.
+	for range 3 {
+		select {
+		case gate <- struct{}{}:
+		case <-time.After(20 * time.Second):
+			t.Fatal("the listener never came back to reconnect")
+		}
+	}
+	if got := b.fan.connects.Load(); got < connects+2 {
+		t.Fatalf("connects %d→%d, want at least the 2 reconnects before the third", connects, got)
+	}
+	if w := time.Duration(b.fan.lastWait.Load()); w <= listenBackoffMin {
+		t.Fatalf("the third reconnect waited %s after two failed catch-ups, want more than %s (back-off)", w, listenBackoffMin)
+	}
+}
