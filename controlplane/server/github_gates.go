@@ -49,13 +49,14 @@ const (
 // gitHubDueBatch is how many due rules one pass of the delivery loop delivers.
 const gitHubDueBatch = 50
 
-// GitHubClaimLease is how long a replica's delivery loop holds a protection rule it is
-// delivering (store.ClaimProtectionRule; issue 10, item 2, D10-5: a verdict is posted to
-// GitHub by one replica): longer than the three GitHub calls of one delivery
-// (ghapp.RequestTimeout each) plus slack, so no other replica starts the same delivery
-// while this one may still be talking to GitHub; a replica that dies holding a claim leaves
-// the rule to the others once it has passed.
-const GitHubClaimLease = 3*ghapp.RequestTimeout + 30*time.Second
+// ProtectionRuleClaimLease is the lease of a replica's claim on a protection rule its
+// delivery loop is delivering (store.ClaimProtectionRule; issue 10, item 2, D10-5: a verdict
+// is posted to GitHub by one replica): 2 minutes, longer than the three GitHub calls of one
+// delivery (ghapp.RequestTimeout each) plus slack, so no other replica starts the same
+// delivery while this one may still be talking to GitHub; a replica that dies holding the
+// claim leaves the rule to the others once the lease has passed. The webhook's claim on a
+// delivery is webhook.DeliveryClaimLease.
+const ProtectionRuleClaimLease = 3*ghapp.RequestTimeout + 30*time.Second
 
 // githubGates is the webhook.Handler of a control plane configured as a GitHub App (issue 8,
 // items 2 and 3) and the delivery loop of the protection rule outbox (migration 0008).
@@ -369,12 +370,12 @@ func (g *githubGates) deliver(ctx context.Context, r store.ProtectionRule) {
 	g.log.Info("github protection rule verdict delivered", "rule", r.ID, "approval_id", r.ApprovalID, "state", r.VerdictState)
 }
 
-// claim takes rule r for one delivery step (store.ClaimProtectionRule, GitHubClaimLease);
+// claim takes rule r for one delivery step (store.ClaimProtectionRule, ProtectionRuleClaimLease);
 // false means another replica has it, it has no work left, or the claim could not be
 // written (logged): the step is skipped, and the rule comes due again if it still has work.
 func (g *githubGates) claim(ctx context.Context, r store.ProtectionRule) bool {
 	now := time.Now()
-	ok, err := g.s.st.ClaimProtectionRule(ctx, r.ID, now, now.Add(GitHubClaimLease))
+	ok, err := g.s.st.ClaimProtectionRule(ctx, r.ID, now, now.Add(ProtectionRuleClaimLease))
 	if err != nil {
 		if ctx.Err() == nil && !errors.Is(err, store.ErrClosed) {
 			g.log.Error("claiming a protection rule for delivery failed", "rule", r.ID, "err", err)

@@ -8,24 +8,29 @@ import (
 	"time"
 )
 
-// GitHubDelivery is one processed GitHub webhook delivery (issue 8, item 1; migration 0006):
+// GitHubDelivery is one GitHub webhook delivery, claimed or processed (issue 8, item 1;
+// migration 0006; claims: issue 10, item 2, migration 0011):
 // its X-GitHub-Delivery id, the X-GitHub-Event name and the payload's action ("" when the
 // event has none). The payload itself is never stored.
 type GitHubDelivery struct {
 	ID, Event, Action string
-	// ProcessedAt is when it was recorded; zero means the store's clock.
+	// ProcessedAt is when it was recorded (RecordGitHubDelivery); zero means the store's
+	// clock. ClaimGitHubDelivery always uses the store's clock.
 	ProcessedAt time.Time
 }
 
-// GitHubDeliverySeen reports whether the delivery id was recorded by RecordGitHubDelivery
-// (issue 8, item 1: a replayed delivery changes nothing). Errors: ErrInvalidArgument for an
+// GitHubDeliverySeen reports whether the delivery id was processed: recorded by
+// RecordGitHubDelivery, or claimed by ClaimGitHubDelivery and finished by
+// FinishGitHubDelivery (issue 8, item 1: a replayed delivery changes nothing). A claim not
+// finished (its claimer may be acting, or may have died: issue 10, item 2) is not seen.
+// Errors: ErrInvalidArgument for an
 // empty or over-long id; otherwise the SQLite error.
 func (s *Store) GitHubDeliverySeen(ctx context.Context, id string) (bool, error) {
 	if err := validateDeliveryID(id); err != nil {
 		return false, err
 	}
 	var one int
-	err := s.reader.QueryRowContext(ctx, `SELECT 1 FROM github_deliveries WHERE delivery_id = ?`, id).Scan(&one)
+	err := s.reader.QueryRowContext(ctx, `SELECT 1 FROM github_deliveries WHERE delivery_id = ? AND status = 'done'`, id).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}
@@ -35,17 +40,14 @@ func (s *Store) GitHubDeliverySeen(ctx context.Context, id string) (bool, error)
 	return true, nil
 }
 
-// RecordGitHubDelivery records d as processed, durably before it returns. It returns true
-// when d.ID was new and false when it was already recorded (the first row is kept as it
-// was: a replay changes nothing). Errors: ErrInvalidArgument for an empty or over-long id,
+// RecordGitHubDelivery records d as processed (done), durably before it returns. It returns
+// true when d.ID was new and false when it was already recorded or claimed (the first row
+// is kept as it was: a replay changes nothing). The webhook endpoint uses
+// ClaimGitHubDelivery and FinishGitHubDelivery instead (issue 10, item 2). Errors: ErrInvalidArgument for an empty or over-long id,
 // event or action (each at most MaxIDBytes); ErrReadOnly, ErrClosed; the SQLite error.
 func (s *Store) RecordGitHubDelivery(ctx context.Context, d GitHubDelivery) (bool, error) {
-	if err := validateDeliveryID(d.ID); err != nil {
+	if err := validateDelivery(d); err != nil {
 		return false, err
-	}
-	if d.Event == "" || len(d.Event) > MaxIDBytes || len(d.Action) > MaxIDBytes {
-		return false, fmt.Errorf("%w: github delivery %q: event %q / action of %d bytes: event required, each at most %d bytes",
-			ErrInvalidArgument, d.ID, d.Event, len(d.Action), MaxIDBytes)
 	}
 	at := d.ProcessedAt
 	if at.IsZero() {
@@ -71,6 +73,18 @@ func (s *Store) RecordGitHubDelivery(ctx context.Context, d GitHubDelivery) (boo
 func validateDeliveryID(id string) error {
 	if id == "" || len(id) > MaxIDBytes {
 		return fmt.Errorf("%w: github delivery id of %d bytes: need 1..%d", ErrInvalidArgument, len(id), MaxIDBytes)
+	}
+	return nil
+}
+
+// validateDelivery checks d's id, event and action (RecordGitHubDelivery, ClaimGitHubDelivery).
+func validateDelivery(d GitHubDelivery) error {
+	if err := validateDeliveryID(d.ID); err != nil {
+		return err
+	}
+	if d.Event == "" || len(d.Event) > MaxIDBytes || len(d.Action) > MaxIDBytes {
+		return fmt.Errorf("%w: github delivery %q: event %q / action of %d bytes: event required, each at most %d bytes",
+			ErrInvalidArgument, d.ID, d.Event, len(d.Action), MaxIDBytes)
 	}
 	return nil
 }

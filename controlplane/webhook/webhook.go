@@ -9,8 +9,12 @@
 // it already processed (a replay changes nothing), 500 when the Handler failed (GitHub
 // shows the delivery as failed and it can be redelivered; it is not recorded as processed).
 // With several control-plane replicas on one database a delivery is claimed (its id
-// recorded) before the Handler runs, so it is acted on once even when two replicas receive
-// it; a failed Handler gives the claim back (issue 10, item 2).
+// recorded with a lease, DeliveryClaimLease) before the Handler runs, so it is acted on once
+// even when two replicas receive it; a failed Handler gives the claim back, and a claim
+// whose replica died before finishing is taken over by the next replica that receives the
+// delivery once its lease has passed. A delivery another replica is acting on is waited for
+// (up to MaxClaimWait) and then answered 409, so GitHub shows it as failed and it can be
+// redelivered (issue 10, item 2).
 // Every refusal is logged with slog (event, delivery id, reason); the secret, the signature
 // and the body never are.
 package webhook
@@ -26,6 +30,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/google/go-github/v90/github"
 
@@ -52,6 +57,25 @@ const (
 	EventDeploymentReview = "deployment_review"
 )
 
+// DeliveryClaimLease is the lease of a replica's claim on a webhook delivery it is acting on
+// (store.ClaimGitHubDelivery; issue 10, item 2, D10-5: a delivery is processed by one
+// replica): 2 minutes, far longer than a Handler may take (GitHub's 10 s delivery timeout),
+// so no other replica acts on the delivery while this one may still be acting; a replica
+// that dies holding the claim (kill -9 between claiming and finishing) leaves the delivery
+// to the next replica that receives it once the lease has passed. A redelivery arriving
+// sooner is answered 409. The delivery loop's claim on a protection rule is
+// server.ProtectionRuleClaimLease. Tests shorten it with WithClaimLease.
+const DeliveryClaimLease = 2 * time.Minute
+
+// MaxClaimWait bounds how long a delivery whose claim another replica holds is waited for
+// (its claim re-tried every claimPoll) before it is answered 409: 5 s, within GitHub's 10 s
+// delivery timeout. Two replicas receiving one delivery together (a load balancer's retry)
+// then both answer 200 once the first has acted.
+const MaxClaimWait = 5 * time.Second
+
+// claimPoll is how often a held claim is re-tried while waiting (MaxClaimWait).
+const claimPoll = 50 * time.Millisecond
+
 // Delivery identifies one webhook delivery for a Handler: its X-GitHub-Delivery id, the
 // X-GitHub-Event name and the payload's action.
 type Delivery struct {
@@ -74,14 +98,39 @@ type Handler interface {
 	DeploymentReviewed(ctx context.Context, d Delivery, ev *github.DeploymentReviewEvent) error
 }
 
-// Deliveries is where processed delivery ids are kept; *store.Store implements it
-// (migration 0006). RecordGitHubDelivery is also the claim a delivery is acted on under
-// (true: this caller took it), and ReleaseGitHubDelivery gives a claim back when acting
-// failed (issue 10, item 2; D10-5).
+// Deliveries is where delivery claims and processed delivery ids are kept; *store.Store
+// implements it (migrations 0006, 0011). ClaimGitHubDelivery is the claim a delivery is
+// acted on under (a lease), FinishGitHubDelivery marks it processed once the Handler
+// succeeded, and ReleaseGitHubDelivery gives the claim back when the Handler failed (issue
+// 10, item 2; D10-5).
 type Deliveries interface {
 	GitHubDeliverySeen(ctx context.Context, id string) (bool, error)
-	RecordGitHubDelivery(ctx context.Context, d store.GitHubDelivery) (bool, error)
+	ClaimGitHubDelivery(ctx context.Context, d store.GitHubDelivery, lease time.Duration) (store.DeliveryClaim, error)
+	FinishGitHubDelivery(ctx context.Context, id string) (bool, error)
 	ReleaseGitHubDelivery(ctx context.Context, id string) (bool, error)
+}
+
+// Option configures an Endpoint (New).
+type Option func(*Endpoint)
+
+// WithClaimLease sets the lease of the endpoint's delivery claims (default
+// DeliveryClaimLease; tests shorten it). A value that is not positive keeps the default.
+func WithClaimLease(d time.Duration) Option {
+	return func(e *Endpoint) {
+		if d > 0 {
+			e.lease = d
+		}
+	}
+}
+
+// WithClaimWait sets how long a delivery another replica holds is waited for (default
+// MaxClaimWait; 0 answers 409 at once). A negative value keeps the default.
+func WithClaimWait(d time.Duration) Option {
+	return func(e *Endpoint) {
+		if d >= 0 {
+			e.claimWait = d
+		}
+	}
 }
 
 // Endpoint is the http.Handler for Path. Create it with New.
@@ -90,6 +139,8 @@ type Endpoint struct {
 	deliveries Deliveries
 	handler    Handler
 	log        *slog.Logger
+	lease      time.Duration // claims' lease (DeliveryClaimLease)
+	claimWait  time.Duration // how long a held claim is waited for (MaxClaimWait)
 
 	mu       sync.Mutex
 	inFlight map[string]*deliveryLock // one delivery id processed at a time in this process
@@ -102,8 +153,9 @@ type deliveryLock struct {
 
 // New returns the endpoint. secret is the App's webhook secret (at least MinSecretBytes;
 // surrounding whitespace of a secret file is the caller's to trim); deliveries and handler
-// are required; log nil means slog.Default(). Errors: a short secret, a nil dependency.
-func New(secret []byte, deliveries Deliveries, handler Handler, log *slog.Logger) (*Endpoint, error) {
+// are required; log nil means slog.Default(); opts adjust the claim lease and wait (tests).
+// Errors: a short secret, a nil dependency.
+func New(secret []byte, deliveries Deliveries, handler Handler, log *slog.Logger, opts ...Option) (*Endpoint, error) {
 	if len(secret) < MinSecretBytes {
 		return nil, fmt.Errorf("webhook secret is %d bytes, need at least %d", len(secret), MinSecretBytes)
 	}
@@ -113,8 +165,12 @@ func New(secret []byte, deliveries Deliveries, handler Handler, log *slog.Logger
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Endpoint{secret: append([]byte(nil), secret...), deliveries: deliveries, handler: handler,
-		log: log, inFlight: map[string]*deliveryLock{}}, nil
+	e := &Endpoint{secret: append([]byte(nil), secret...), deliveries: deliveries, handler: handler,
+		log: log, lease: DeliveryClaimLease, claimWait: MaxClaimWait, inFlight: map[string]*deliveryLock{}}
+	for _, o := range opts {
+		o(e)
+	}
+	return e, nil
 }
 
 // ServeHTTP verifies, de-duplicates, parses and dispatches one delivery (see the package
@@ -233,18 +289,29 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// Claim the delivery before acting on it (issue 10, item 2; D10-5): with several
 	// control-plane replicas on one database, GitHub (or a load balancer retrying) may hand
-	// the same delivery to two of them; only the one whose insert took the row acts. The
-	// in-process lock above already serialises copies arriving at this process.
-	claimed, err := e.deliveries.RecordGitHubDelivery(r.Context(), store.GitHubDelivery{ID: id, Event: event, Action: d.Action})
+	// the same delivery to two of them; only the one holding the claim acts. The in-process
+	// lock above already serialises copies arriving at this process.
+	claim, err := e.claim(r.Context(), store.GitHubDelivery{ID: id, Event: event, Action: d.Action})
 	if err != nil {
-		e.log.Error("github webhook: recording the processed delivery failed", "event", event, "delivery", id, "error", err.Error())
+		e.log.Error("github webhook: claiming the delivery failed", "event", event, "delivery", id, "error", err.Error())
 		http.Error(w, "storage unavailable", http.StatusInternalServerError)
 		return
 	}
-	if !claimed {
+	switch claim.State {
+	case store.DeliveryDone:
 		e.log.Info("github webhook ignored", "event", event, "delivery", id, "reason", "delivery already processed")
 		w.WriteHeader(http.StatusOK)
 		return
+	case store.DeliveryHeld:
+		until := claim.Until.UTC().Format(time.RFC3339)
+		e.log.Warn("github webhook refused", "event", event, "delivery", id, "status", http.StatusConflict,
+			"reason", "delivery being processed by another control-plane replica", "claimed_by", claim.By, "claimed_until", until)
+		http.Error(w, "delivery is being processed by another control-plane replica (claimed until "+until+
+			"); redeliver it after that if it was not processed", http.StatusConflict)
+		return
+	case store.DeliveryTakenOver:
+		e.log.Warn("github webhook: taking over the expired claim of a delivery (its replica stopped before finishing it)",
+			"event", event, "delivery", id, "claimed_by", claim.By)
 	}
 	if handle == nil {
 		// e.g. deployment_review "requested": nothing to decide; recorded so a replay is a no-op.
@@ -252,7 +319,7 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	} else if err := handle(); err != nil {
 		// Give the claim back, so GitHub's redelivery (to any replica) acts on it again.
 		if _, rerr := e.deliveries.ReleaseGitHubDelivery(context.WithoutCancel(r.Context()), id); rerr != nil {
-			e.log.Error("github webhook: releasing the claim of a failed delivery failed; a redelivery will be ignored",
+			e.log.Error("github webhook: releasing the claim of a failed delivery failed; a redelivery is processed once its lease has passed",
 				"event", event, "delivery", id, "error", rerr.Error())
 		}
 		e.log.Error("github webhook: handler failed; not recorded, GitHub may redeliver", "event", event,
@@ -260,8 +327,38 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "processing failed", http.StatusInternalServerError)
 		return
 	}
+	// The Handler's writes are committed; mark the delivery done right after them. Should
+	// this fail (or the process die first), the claim's lease passes and a redelivery acts
+	// again, which the Handler's idempotence makes harmless.
+	if ok, err := e.deliveries.FinishGitHubDelivery(context.WithoutCancel(r.Context()), id); err != nil {
+		e.log.Error("github webhook: marking the delivery processed failed; a redelivery is processed again once its lease has passed",
+			"event", event, "delivery", id, "error", err.Error())
+	} else if !ok {
+		e.log.Warn("github webhook: the delivery's claim was taken over by another replica before it was finished",
+			"event", event, "delivery", id)
+	}
 	e.log.Info("github webhook processed", "event", event, "delivery", id, "action", d.Action)
 	w.WriteHeader(http.StatusOK)
+}
+
+// claim takes the delivery's claim (store.ClaimGitHubDelivery, e.lease), waiting up to
+// e.claimWait while another replica holds it: that replica finishes (DeliveryDone), gives
+// it back (this one claims it) or its lease passes (taken over).
+func (e *Endpoint) claim(ctx context.Context, d store.GitHubDelivery) (store.DeliveryClaim, error) {
+	deadline := time.Now().Add(e.claimWait)
+	for {
+		c, err := e.deliveries.ClaimGitHubDelivery(ctx, d, e.lease)
+		if err != nil || c.State != store.DeliveryHeld || !time.Now().Add(claimPoll).Before(deadline) {
+			return c, err
+		}
+		t := time.NewTimer(claimPoll)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return c, nil
+		case <-t.C:
+		}
+	}
 }
 
 // checkProtectionRule returns why a requested rule cannot be acted on, or "".
