@@ -125,6 +125,9 @@ Exit codes: 0 after a clean shutdown, 2 bad flags, no secret, or the server coul
 			}
 			cfg.Logger = slog.New(h)
 
+			if err := store.CheckDSN(cfg.DBPath); err != nil {
+				return abort("rbook serve: --db: %v", err) // nothing is created (issue 10, new-user finding 2)
+			}
 			if !store.IsPostgresDSN(cfg.DBPath) {
 				// A SQLite file has one server; replicas share a PostgreSQL database (issue 10).
 				unlock, err := lockDB(cfg.DBPath)
@@ -162,6 +165,10 @@ Exit codes: 0 after a clean shutdown, 2 bad flags, no secret, or the server coul
 			}
 			if playbookMode != "" {
 				mode += ", " + playbookMode
+			}
+			if from, to := r.Migrated(); from != to {
+				// Once, on the start that migrated (issue 10, new-user finding 3).
+				fmt.Fprintf(cmd.OutOrStdout(), "database schema migrated from version %d to %d (db %s)\n", from, to, store.RedactDSN(cfg.DBPath))
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "rbook control plane listening on %s (db %s, %s)\n", r.URL(), store.RedactDSN(cfg.DBPath), mode)
 			<-ctx.Done()
