@@ -4,6 +4,8 @@ package main
 // the real binary.
 
 import (
+	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -90,5 +92,56 @@ func TestIssue10_UX_1_RelinkIsSaid(t *testing.T) {
 	tokenFrom(t, r)
 	if !strings.Contains(r.output(), want) || !strings.Contains(r.output(), "resume with --control-plane "+front.url) {
 		t.Fatalf("want %q and the way back in:\n%s", want, r.output())
+	}
+}
+
+// TestIssue10_UX_2_ServeRefusesAnUnknownSchemeAndNeverPrintsThePassword: `rbook serve --db`
+// with a scheme typo is refused (exit 2) naming --db and what is accepted, creates nothing
+// and never prints the password; a keyword/value string that cannot connect fails without
+// the password and creates nothing either.
+func TestIssue10_UX_2_ServeRefusesAnUnknownSchemeAndNeverPrintsThePassword(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("RBOOK_APPROVAL_SECRET", testSecret)
+	out, code := run(t, dir, "", "serve", "--addr", "127.0.0.1:0", "--db", "postgress://u:s3cret@127.0.0.1:1/db")
+	if code != 2 || strings.Contains(out, "s3cret") || !strings.Contains(out, "--db") ||
+		!strings.Contains(out, `"postgress://" is not a database this rbook opens: give a SQLite file path, a postgres://… or postgresql://… URL, or a PostgreSQL key=value string`) {
+		t.Fatalf("serve --db postgress://…: exit %d, want 2 naming --db and what is accepted, without the password:\n%s", code, out)
+	}
+	out, code = run(t, dir, "", "serve", "--addr", "127.0.0.1:0", "--db", "host=127.0.0.1 port=1 user=u password=s3cret dbname=db connect_timeout=2")
+	if code == 0 || strings.Contains(out, "s3cret") || !strings.Contains(out, "password=xxxxx") || !strings.Contains(out, "is PostgreSQL running on 127.0.0.1:1?") {
+		t.Fatalf("serve --db host=… password=…: exit %d, want a failure naming the redacted DSN and the next step:\n%s", code, out)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Fatalf("serve with a refused or PostgreSQL --db created %q in the working folder", ents[0].Name())
+	}
+}
+
+// TestIssue10_UX_3_ServeSaysOnceThatItMigrated: the first `rbook serve` on a new database
+// prints one line "database schema migrated from version 0 to N", the next start none —
+// on SQLite and on PostgreSQL (given as a keyword/value string with a password, which the
+// listening line shows redacted).
+func TestIssue10_UX_3_ServeSaysOnceThatItMigrated(t *testing.T) {
+	t.Setenv("RBOOK_APPROVAL_SECRET", testSecret)
+	dbs := []string{filepath.Join(t.TempDir(), "cp.db")}
+	if os.Getenv("RBOOK_TEST_POSTGRES_URL") != "" {
+		u, err := url.Parse(newPGDatabase(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		dbs = append(dbs, fmt.Sprintf("host=%s port=%s user=%s password=s3cret dbname=%s sslmode=disable",
+			u.Hostname(), u.Port(), u.User.Username(), strings.TrimPrefix(u.Path, "/")))
+	}
+	for _, db := range dbs {
+		for i := range 2 {
+			p := start(t, t.TempDir(), "serve", "--addr", "127.0.0.1:0", "--db", db)
+			p.waitFor(t, "rbook control plane listening on")
+			p.cmd.Process.Signal(syscall.SIGTERM)
+			p.wait(t)
+			out := p.output()
+			n := strings.Count(out, "database schema migrated from version 0 to ")
+			if want := 1 - i; n != want || strings.Contains(out, "s3cret") {
+				t.Fatalf("start %d on %s: %d migration lines, want %d; password printed: %v\n%s", i+1, db, n, want, strings.Contains(out, "s3cret"), out)
+			}
+		}
 	}
 }
