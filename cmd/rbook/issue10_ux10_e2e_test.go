@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -143,5 +144,46 @@ func TestIssue10_UX_3_ServeSaysOnceThatItMigrated(t *testing.T) {
 				t.Fatalf("start %d on %s: %d migration lines, want %d; password printed: %v\n%s", i+1, db, n, want, strings.Contains(out, "s3cret"), out)
 			}
 		}
+	}
+}
+
+// TestIssue10_UX_5_NoAuthNoTerminalSaysHowToSeeTheToken: a run not on a terminal, reporting
+// to a control plane without an auth file, says how to see the approval token
+// (RBOOK_SHOW_TOKEN=1 or a terminal); `rbook approve <approval id>` there is refused with
+// E_UNAUTHENTICATED naming the same, and without the contradicting "set RBOOK_TOKEN" line.
+func TestIssue10_UX_5_NoAuthNoTerminalSaysHowToSeeTheToken(t *testing.T) {
+	dir := workdir(t)
+	cp := startServe(t, dir)
+	t.Setenv("RBOOK_SHOW_TOKEN", "")
+	t.Setenv("RBOOK_TOKEN", "")
+	p := start(t, dir, "run", "demo", "--control-plane", cp.url())
+	p.waitFor(t, "(its token is a secret and is not printed here: run rbook on a terminal, or with RBOOK_SHOW_TOKEN=1 where this output is private, to see it")
+	m := regexp.MustCompile(`Approval (a-[a-z2-7]+) is open`).FindStringSubmatch(p.output())
+	if m == nil {
+		t.Fatalf("no approval id printed:\n%s", p.output())
+	}
+	out, code := run(t, dir, "", "approve", m[1], "--control-plane", cp.url())
+	if code == 0 || !strings.Contains(out, "E_UNAUTHENTICATED") || !strings.Contains(out, "RBOOK_SHOW_TOKEN=1") || strings.Contains(out, "RBOOK_TOKEN ") ||
+		strings.Contains(out, "No credentials were sent") {
+		t.Fatalf("approve by id without auth: exit %d; want E_UNAUTHENTICATED naming RBOOK_SHOW_TOKEN=1 and no RBOOK_TOKEN line:\n%s", code, out)
+	}
+}
+
+// TestIssue10_UX_6_ReplicaWithAnotherSecretSaysToShareIt: a token from one control plane
+// sent to one with another RBOOK_APPROVAL_SECRET (a replica set up differently) is refused
+// with E_TOKEN_INVALID saying that every replica must share RBOOK_APPROVAL_SECRET.
+func TestIssue10_UX_6_ReplicaWithAnotherSecretSaysToShareIt(t *testing.T) {
+	dir := workdir(t)
+	a := startServe(t, dir)
+	t.Setenv("RBOOK_SHOW_TOKEN", "1")
+	t.Setenv("RBOOK_APPROVAL_SECRET", "another-secret-0123456789abcdef")
+	b := start(t, t.TempDir(), "serve", "--addr", "127.0.0.1:0", "--db", filepath.Join(t.TempDir(), "b.db"))
+	b.waitFor(t, "rbook control plane listening on ")
+	bURL := regexp.MustCompile(`listening on (http://\S+)`).FindStringSubmatch(b.output())[1]
+	p := start(t, dir, "run", "demo", "--control-plane", a.url())
+	tok := tokenFrom(t, p)
+	out, code := run(t, dir, "", "approve", tok, "--control-plane", bURL)
+	if code == 0 || !strings.Contains(out, "E_TOKEN_INVALID") || !strings.Contains(out, "every replica of a control plane must share RBOOK_APPROVAL_SECRET") {
+		t.Fatalf("approve on a control plane with another secret: exit %d\n%s", code, out)
 	}
 }

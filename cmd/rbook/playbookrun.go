@@ -431,7 +431,7 @@ func playbookAnnouncer(errw io.Writer, url string, embedded bool) func(id, token
 			fmt.Fprintf(errw, "Approval %s is open on %s. %s:\n  rbook playbook approve %s%s\n  rbook playbook reject %s%s\n", id, url, where, token, target, token, target)
 			return
 		}
-		fmt.Fprintf(errw, "Approval %s is open on the control plane %s (its token is a secret and is not printed here); decide it with: rbook approve %s --control-plane %s\n", id, url, id, url)
+		fmt.Fprintf(errw, "Approval %s is open on the control plane %s (its token is a secret and is not printed here: %s); decide it with: rbook approve %s --control-plane %s\n", id, url, seeTokenHint, id, url)
 	}
 }
 

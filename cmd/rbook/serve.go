@@ -167,8 +167,9 @@ Exit codes: 0 after a clean shutdown, 2 bad flags, no secret, or the server coul
 				mode += ", " + playbookMode
 			}
 			if from, to := r.Migrated(); from != to {
-				// Once, on the start that migrated (issue 10, new-user finding 3).
-				fmt.Fprintf(cmd.OutOrStdout(), "database schema migrated from version %d to %d (db %s)\n", from, to, store.RedactDSN(cfg.DBPath))
+				// Once, on the start that migrated (issue 10, new-user finding 3); on stderr, so
+				// stdout's first line stays the address line scripts read.
+				fmt.Fprintf(cmd.ErrOrStderr(), "database schema migrated from version %d to %d (db %s)\n", from, to, store.RedactDSN(cfg.DBPath))
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "rbook control plane listening on %s (db %s, %s)\n", r.URL(), store.RedactDSN(cfg.DBPath), mode)
 			<-ctx.Done()
