@@ -94,9 +94,10 @@ func IsConnectionLost(err error) bool {
 // pgOpenError is an error of opening a PostgreSQL database for a person (issue 10, new-user
 // finding 3): for a connection failure, only the last attempt's error (pgx tries TLS first
 // with sslmode=prefer, so its first error is "server refused TLS connection", and a refused
-// dial is reported once per attempt), the database without its password, and the next
-// step: create a missing database, check the user and password, or whether PostgreSQL runs
-// on HOST:PORT. Any other error gets the redacted database appended.
+// dial is reported once per attempt) and the next step: create a missing database, check
+// the user and password, or whether PostgreSQL runs on HOST:PORT. The caller names the
+// database (redacted; server.Start: "open DSN: …"). Any other error gets the redacted
+// database appended, as before.
 func pgOpenError(err error, dsn string) error {
 	var ce *pgconn.ConnectError
 	if !errors.As(err, &ce) {
@@ -125,5 +126,5 @@ func pgOpenError(err error, dsn string) error {
 	if next != "" {
 		next = "; " + next
 	}
-	return fmt.Errorf("store: cannot connect to PostgreSQL %s: %w%s", RedactDSN(dsn), last, next)
+	return fmt.Errorf("store: cannot connect to PostgreSQL: %w%s", last, next)
 }
