@@ -73,7 +73,7 @@ func abortIf(err error) error {
 
 // noControlPlane is the error when there is nothing to talk to.
 func (f *cpFlags) noControlPlane() error {
-	return abort("no control plane to talk to: pass --control-plane URL or set RBOOK_CONTROL_PLANE (a running '%s' starts an embedded one and leaves its address in ./%s)", f.runWords(), embeddedURLFile)
+	return abort("no control plane to talk to: pass --control-plane URL or set RBOOK_CONTROL_PLANE (a running '%s' starts an embedded one and leaves its address in ./%s).%s", f.runWords(), embeddedURLFile, stateLinksNote())
 }
 
 // resolve finds the control plane URL: the flag, $RBOOK_CONTROL_PLANE, then the address a
@@ -145,9 +145,9 @@ func (f *cpFlags) reader(cmd *cobra.Command) (*cpclient.Client, func(), error) {
 	if dbServed(embeddedDB) {
 		// An 'rbook serve' here on the default --db writes no controlplane.url: it is running,
 		// so do not say otherwise, and say how to talk to it.
-		fmt.Fprintf(cmd.ErrOrStderr(), "A control plane serves %s (an 'rbook serve' in this folder) but none was named: read the database directly (read-only); pass --control-plane URL (the address 'rbook serve' printed) to talk to it.\n", embeddedDB)
+		fmt.Fprintf(cmd.ErrOrStderr(), "A control plane serves %s (an 'rbook serve' in this folder) but none was named: read the database directly (read-only); pass --control-plane URL (the address 'rbook serve' printed) to talk to it.%s\n", embeddedDB, stateLinksNote())
 	} else {
-		fmt.Fprintf(cmd.ErrOrStderr(), "No control plane is running: read the local database %s (read-only; the history of this folder's embedded runs).\n", embeddedDB)
+		fmt.Fprintf(cmd.ErrOrStderr(), "No control plane is running: read the local database %s (read-only; the history of this folder's embedded runs).%s\n", embeddedDB, stateLinksNote())
 	}
 	return c, closeDB, nil
 }

@@ -169,9 +169,15 @@ func announcer(errw io.Writer, url string, embedded bool) func(id, token string)
 			fmt.Fprintf(errw, "Approval %s is open on %s. From another terminal:\n  rbook approve %s%s\n", id, url, token, target)
 			return
 		}
-		fmt.Fprintf(errw, "Approval %s is open on the control plane %s (its token is a secret and is not printed here).\n", id, url)
+		fmt.Fprintf(errw, "Approval %s is open on the control plane %s (its token is a secret and is not printed here: %s).\n", id, url, seeTokenHint)
 	}
 }
+
+// seeTokenHint is how to see an open gate's approval token when this output does not show
+// it (issue 10, new-user finding 5): the one mechanism rbook has, a terminal or
+// RBOOK_SHOW_TOKEN=1 (showApprovalToken).
+const seeTokenHint = "run rbook on a terminal, or with RBOOK_SHOW_TOKEN=1 where this output is private, to see it; " +
+	"deciding by the approval id instead needs a control plane with --auth-file"
 
 func startedAt(st *state.State) time.Time {
 	if t, err := time.Parse(engine.TimeFormat, st.StartedUTC); err == nil {

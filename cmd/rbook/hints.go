@@ -62,6 +62,10 @@ func rpcHint(err error, url string, sentCredentials bool) string {
 		url = "URL"
 	}
 	switch {
+	case ce.Code() == connect.CodeUnauthenticated && strings.Contains(ce.Message(), "this control plane has no auth file"):
+		// A control plane without auth: RBOOK_TOKEN would not help (issue 10, new-user
+		// finding 5); the server's message says to use the approval token and how to see it.
+		return ""
 	case ce.Code() == connect.CodeUnauthenticated && !sentCredentials:
 		return noCredentialsHint()
 	case ce.Code() == connect.CodeNotFound && strings.Contains(ce.Message(), "E_APPROVAL_NOT_FOUND") && strings.Contains(ce.Message(), "approval_id"):

@@ -238,6 +238,13 @@ const maxResumeScan = 50
 // plane. Errors (exitError): pending (exit 2), withdrawn (exit 1), refusals (exit 2).
 func prepareResume(ctx context.Context, f runFlags, plan *runbook.Plan, statePath string, errw io.Writer) (*resumedGate, error) {
 	u, from := cpURLFrom(f.controlPlane)
+	if u == "" {
+		// The state file's separate control plane, as for a resumed run (issue 10, new-user
+		// finding 1).
+		if local, err := state.Read(statePath); err == nil && local.ControlPlane != "" && !local.ControlPlaneEmbedded {
+			u, from = local.ControlPlane, "the state file "+statePath // run.go says which one it uses
+		}
+	}
 	if u == "" || u == "off" {
 		return nil, abort("rbook resume continues a run from the control plane it reports to, and %s names none: give --control-plane URL or set RBOOK_CONTROL_PLANE", from)
 	}

@@ -298,11 +298,17 @@ func runPlaybook(cmd *cobra.Command, file string, f playbookFlags) error {
 	// The run is paused only when an approval node waits for a person (not when the
 	// auto-pass policy passes it): the gates say so through human.
 	human := func(req engine.GateRequest) { v.humanNeeded(st.RunID, req) }
+	givenCP := f.controlPlane
+	f.controlPlane = stateCPFlag(f.controlPlane, opened.Resumed, st, errw)
 	cpURL, embedded, stopCP, err := playbookControlPlane(ctx, f, localPolicy, errw)
 	if err != nil {
 		return abort("%v", err)
 	}
 	defer stopCP()
+	if cpURL != "" && !embedded {
+		f.controlPlane = cpURL // the resume hint names it (issue 10, new-user finding 1)
+	}
+	v.resumeCmd = playbookResumeCmd(file, statePath, f, plan.Name)
 	v.cancelCmd = playbookEndHint(st.RunID, statePath, cpURL, embedded)
 	stopLease := func() {}
 	defer func() { stopLease() }()
@@ -320,6 +326,8 @@ func runPlaybook(cmd *cobra.Command, file string, f playbookFlags) error {
 		}
 		stopLease = keepLease(ctx, c, st.RunID, started.Lease, cancel)
 		v.cancelCmd = playbookEndHint(st.RunID, statePath, cpURL, embedded)
+		_, from := cpURLFrom(givenCP)
+		noteCPRelink(errw, st, opened.Resumed, cpURL, embedded, from)
 		st.ControlPlane, st.ControlPlaneEmbedded, fileRec.KeepOutbox = cpURL, embedded, true
 		recorders = append(recorders, cpRec)
 		opened.State.Seq = max(st.Seq, started.LastSeq)
@@ -423,7 +431,7 @@ func playbookAnnouncer(errw io.Writer, url string, embedded bool) func(id, token
 			fmt.Fprintf(errw, "Approval %s is open on %s. %s:\n  rbook playbook approve %s%s\n  rbook playbook reject %s%s\n", id, url, where, token, target, token, target)
 			return
 		}
-		fmt.Fprintf(errw, "Approval %s is open on the control plane %s (its token is a secret and is not printed here); decide it with: rbook approve %s --control-plane %s\n", id, url, id, url)
+		fmt.Fprintf(errw, "Approval %s is open on the control plane %s (its token is a secret and is not printed here: %s); decide it with: rbook approve %s --control-plane %s\n", id, url, seeTokenHint, id, url)
 	}
 }
 

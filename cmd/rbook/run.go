@@ -228,11 +228,13 @@ func runRunbook(cmd *cobra.Command, name string, f runFlags, stepIndex *int) err
 	}
 	var cpc *cpclient.Client
 	stopLease := func() {}
-	cpURL, embedded, stopCP, err := controlPlaneURL(ctx, f.controlPlane, errw)
+	cpFlag := stateCPFlag(f.controlPlane, opened.Resumed, st, errw)
+	cpURL, embedded, stopCP, err := controlPlaneURL(ctx, cpFlag, errw)
 	if err != nil {
 		return abort("%v", err)
 	}
 	defer stopCP()
+	v.resumeCmd, v.cancelCmd = runbookHints(name, cpURL, embedded)
 	if cpURL == "" && opened.Resumed {
 		warnControlPlaneLeftBehind(errw, st, name)
 	}
@@ -251,6 +253,8 @@ func runRunbook(cmd *cobra.Command, name string, f runFlags, stepIndex *int) err
 		cpc = c
 		stopLease = keepLease(ctx, c, st.RunID, started.Lease, cancel)
 		start.RunID, start.Seq = st.RunID, max(st.Seq, started.LastSeq)
+		_, from := cpURLFrom(f.controlPlane)
+		noteCPRelink(errw, st, opened.Resumed, cpURL, embedded, from)
 		st.ControlPlane, st.ControlPlaneEmbedded, fileRec.KeepOutbox = cpURL, embedded, true
 		recorders = append(recorders, cpRec)
 		gate = &cpclient.Gate{C: c, Local: ci.local(tg, gate, interactive, noInput), Who: who, Announce: announcer(errw, cpURL, embedded), Cancelled: cpRec.Cancelled, Drain: cpRec.Drain,

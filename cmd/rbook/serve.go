@@ -38,8 +38,10 @@ func newServeCmd() *cobra.Command {
 		Long: `Run the rbook control plane: executors report every transition of their runs to it,
 and confirm gates wait until someone calls Approve or Reject (rbook approve, grpcurl, or any
 buf-generated client). Runs and approvals are kept in a SQLite database (--db FILE), or in
-PostgreSQL with --db postgres://user@host:5432/db (migrated on start; two or more replicas
-may serve one PostgreSQL database).
+PostgreSQL with --db postgres://user@host:5432/db, postgresql://… or a libpq key=value
+string "host=… dbname=… user=…" (migrated on start; two or more replicas may serve one
+PostgreSQL database; every replica needs the same RBOOK_APPROVAL_SECRET). Any other
+scheme:// is refused. Health says NOT_SERVING while the database is unreachable.
 
 One port serves Connect, gRPC and gRPC-Web over HTTP/1.1 and h2c, with gRPC reflection
 (grpcurl -plaintext ADDR list) and gRPC health. Logs go to stderr, one line per call.
@@ -125,6 +127,9 @@ Exit codes: 0 after a clean shutdown, 2 bad flags, no secret, or the server coul
 			}
 			cfg.Logger = slog.New(h)
 
+			if err := store.CheckDSN(cfg.DBPath); err != nil {
+				return abort("rbook serve: --db: %v", err) // nothing is created (issue 10, new-user finding 2)
+			}
 			if !store.IsPostgresDSN(cfg.DBPath) {
 				// A SQLite file has one server; replicas share a PostgreSQL database (issue 10).
 				unlock, err := lockDB(cfg.DBPath)
@@ -163,6 +168,11 @@ Exit codes: 0 after a clean shutdown, 2 bad flags, no secret, or the server coul
 			if playbookMode != "" {
 				mode += ", " + playbookMode
 			}
+			if from, to := r.Migrated(); from != to {
+				// Once, on the start that migrated (issue 10, new-user finding 3); on stderr, so
+				// stdout's first line stays the address line scripts read.
+				fmt.Fprintf(cmd.ErrOrStderr(), "database schema migrated from version %d to %d (db %s)\n", from, to, store.RedactDSN(cfg.DBPath))
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "rbook control plane listening on %s (db %s, %s)\n", r.URL(), store.RedactDSN(cfg.DBPath), mode)
 			<-ctx.Done()
 			cfg.Logger.Info("shutting down", "cause", context.Cause(ctx).Error())
@@ -174,7 +184,7 @@ Exit codes: 0 after a clean shutdown, 2 bad flags, no secret, or the server coul
 	}
 	f := cmd.Flags()
 	f.StringVar(&cfg.Addr, "addr", defaultServeAddr, "host:port to listen on (port 0 picks a free one)")
-	f.StringVar(&cfg.DBPath, "db", ".rbook/controlplane.db", "SQLite database file (created if missing), or a postgres://user@host/db DSN (PostgreSQL; several replicas may share it)")
+	f.StringVar(&cfg.DBPath, "db", ".rbook/controlplane.db", "SQLite database file (created if missing), or PostgreSQL: a postgres://user@host/db URL or a key=value string such as \"host=h dbname=db user=u\" (several replicas may share it)")
 	f.StringVar(&authFile, "auth-file", "", `bearer tokens, one "identity role token" per line (roles: executor, approver, viewer)`)
 	f.StringVar(&policyFile, "gate-policy", "", "YAML gate policy: approvals needed, allowed approvers and four-eyes per runbook and gate")
 	addServeOIDCFlags(cmd)

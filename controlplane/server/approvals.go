@@ -247,7 +247,8 @@ func (s *Server) decide(ctx context.Context, v vote) (store.Approval, error) {
 	if byID {
 		if _, ok := CallerFrom(ctx); !ok {
 			return store.Approval{}, rpcError(connect.CodeUnauthenticated, CodeUnauthenticated,
-				"deciding a gate by approval_id needs an authenticated approver, and this control plane has no auth file: use the approval token, or run the control plane with --auth-file")
+				"deciding a gate by approval_id needs an authenticated approver, and this control plane has no auth file: use the approval token "+
+					"(the waiting run prints it on a terminal, or with RBOOK_SHOW_TOKEN=1), or run the control plane with --auth-file")
 		}
 		var err error
 		if a, err = s.st.GetApproval(ctx, v.approvalID); errors.Is(err, store.ErrNotFound) {
@@ -259,7 +260,8 @@ func (s *Server) decide(ctx context.Context, v vote) (store.Approval, error) {
 		claims, verr := approval.Verify(s.opts.Secret, v.token, now)
 		if verr != nil && !errors.Is(verr, approval.ErrTokenExpired) {
 			return store.Approval{}, rpcError(connect.CodePermissionDenied, CodeTokenInvalid,
-				"the approval token is invalid (malformed, altered, truncated or signed with another secret)")
+				"the approval token is invalid (malformed, altered, truncated or signed with another secret; "+
+					"every replica of a control plane must share RBOOK_APPROVAL_SECRET)")
 		}
 		var err error
 		a, err = s.st.GetApprovalByTokenHash(ctx, approval.TokenHash(v.token))

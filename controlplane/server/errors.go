@@ -91,6 +91,9 @@ func (s *Server) storeError(ctx context.Context, op string, err error) *connect.
 	case errors.Is(err, context.DeadlineExceeded):
 		return connect.NewError(connect.CodeDeadlineExceeded, err)
 	}
+	if ce := s.dbUnreachable(ctx, err); ce != nil {
+		return ce // logged once per outage (dbhealth.go)
+	}
 	s.log.ErrorContext(ctx, "storage failure", "op", op, "err", err)
 	return rpcError(connect.CodeInternal, CodeInternal, "storage failure during %s; details are in the server log", op)
 }

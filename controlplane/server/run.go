@@ -83,6 +83,9 @@ func Start(ctx context.Context, cfg Config) (*Running, error) {
 	if cfg.DBPath == "" {
 		return nil, errors.New("a database path is required (--db FILE)")
 	}
+	if err := store.CheckDSN(cfg.DBPath); err != nil {
+		return nil, fmt.Errorf("--db: %w", err) // before the folder is made (issue 10, new-user finding 2)
+	}
 	if dir := filepath.Dir(cfg.DBPath); dir != "" && !store.IsPostgresDSN(cfg.DBPath) {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, fmt.Errorf("database folder: %w", err)

@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -80,6 +81,7 @@ type Server struct {
 	rearm       chan struct{} // wakes the deadline loop when a gate with a deadline opens
 	streamsDone chan struct{} // closed by EndStreams: every open stream returns
 	endOnce     sync.Once
+	dbDown      atomic.Bool // the store lost its database (dbhealth.go)
 	stopLoop    context.CancelFunc
 	loopDone    chan struct{}
 	// gates is the GitHub App's handler and protection rule delivery loop (nil without
@@ -152,7 +154,7 @@ func New(st *store.Store, opts Options) (*Server, error) {
 	s.mux.Handle(grpcreflect.NewHandlerV1(reflector))
 	s.mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
 	s.health = grpchealth.NewStaticChecker(rbookv1connect.RunServiceName, rbookv1connect.ApprovalServiceName)
-	s.mux.Handle(grpchealth.NewHandler(s.health))
+	s.mux.Handle(grpchealth.NewHandler(dbChecker{s: s, static: s.health}))
 	if err := s.mountGitHub(); err != nil {
 		unsubscribe()
 		return nil, fmt.Errorf("server: %w", err)
@@ -251,7 +253,7 @@ func (s *Server) expireDue(ctx context.Context) (wait time.Duration, ok bool) {
 	for {
 		next, ok, err := s.st.NextDeadline(ctx)
 		if err != nil {
-			if ctx.Err() == nil && !errors.Is(err, store.ErrClosed) {
+			if ctx.Err() == nil && !errors.Is(err, store.ErrClosed) && s.dbUnreachable(ctx, err) == nil {
 				s.log.Error("reading the next gate deadline failed", "err", err)
 			}
 			return deadlineRetry, true
@@ -265,7 +267,7 @@ func (s *Server) expireDue(ctx context.Context) (wait time.Duration, ok bool) {
 		}
 		expired, err := s.st.ExpireDueApprovals(ctx, now)
 		if err != nil {
-			if ctx.Err() == nil && !errors.Is(err, store.ErrClosed) {
+			if ctx.Err() == nil && !errors.Is(err, store.ErrClosed) && s.dbUnreachable(ctx, err) == nil {
 				s.log.Error("closing expired gates failed", "err", err)
 			}
 			return deadlineRetry, true

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"errors"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,32 +27,6 @@ const (
 	dialectSQLite dialect = iota
 	dialectPostgres
 )
-
-// IsPostgresDSN reports whether dsn names a PostgreSQL database for Open and OpenReadOnly
-// (issue 10, item 1; D10-1): it starts with postgres:// or postgresql://. Anything else is
-// a SQLite path.
-func IsPostgresDSN(dsn string) bool {
-	return strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://")
-}
-
-// RedactDSN is dsn with its password replaced by "xxxxx" (in the userinfo and in a
-// password= parameter), for errors and logs (D10-1: a DSN's password is never printed). A
-// dsn that does not parse is reduced to its scheme; a SQLite path is returned as it is.
-func RedactDSN(dsn string) string {
-	if !IsPostgresDSN(dsn) {
-		return dsn
-	}
-	u, err := url.Parse(dsn)
-	if err != nil {
-		scheme, _, _ := strings.Cut(dsn, "://")
-		return scheme + "://(unparseable DSN)"
-	}
-	if q := u.Query(); q.Has("password") {
-		q.Set("password", "xxxxx")
-		u.RawQuery = q.Encode()
-	}
-	return u.Redacted()
-}
 
 // lockForUpdate follows a SELECT inside a write transaction that reads a row the same
 // request then changes (D10-3): on PostgreSQL it becomes FOR UPDATE, so a second replica

@@ -80,44 +80,64 @@ type migrator interface {
 // migration twice. On PostgreSQL the whole run holds pg_advisory_lock(pgMigrationLock) on
 // one connection, so two replicas starting at once apply each migration once (D10-2). A
 // database migrated by a newer rbook is refused, not downgraded, in both dialects.
-func migrate(ctx context.Context, db *sql.DB, d dialect, clock func() time.Time) error {
+//
+// It returns the schema version before and after (equal when nothing was pending), which
+// Store.Migrated reports (issue 10, new-user finding 3).
+func migrate(ctx context.Context, db *sql.DB, d dialect, clock func() time.Time) (from, to int, err error) {
 	ms, err := loadMigrations(d)
 	if err != nil {
-		return err
+		return 0, 0, err
 	}
 	if d != dialectPostgres {
 		return migrateOn(ctx, db, ms, clock)
 	}
 	conn, err := db.Conn(ctx)
 	if err != nil {
-		return fmt.Errorf("store: migrations: %w", err)
+		return 0, 0, fmt.Errorf("store: migrations: %w", err)
 	}
 	defer conn.Close()
 	if _, err := conn.ExecContext(ctx, "SELECT pg_advisory_lock(?)", int64(pgMigrationLock)); err != nil {
-		return fmt.Errorf("store: migrations: take the advisory lock: %w", err)
+		return 0, 0, fmt.Errorf("store: migrations: take the advisory lock: %w", err)
 	}
-	err = migrateOn(ctx, conn, ms, clock)
+	from, to, err = migrateOn(ctx, conn, ms, clock)
 	// The unlock uses a fresh context: ctx may be the reason migrateOn failed.
 	if _, uerr := conn.ExecContext(context.Background(), "SELECT pg_advisory_unlock(?)", int64(pgMigrationLock)); uerr != nil && err == nil {
 		err = fmt.Errorf("store: migrations: release the advisory lock: %w", uerr)
 	}
-	return err
+	return from, to, err
 }
 
-func migrateOn(ctx context.Context, db migrator, ms []migration, clock func() time.Time) error {
+// migrateOn applies ms on db and returns the schema version before and after.
+func migrateOn(ctx context.Context, db migrator, ms []migration, clock func() time.Time) (from, to int, err error) {
 	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 		version    INTEGER PRIMARY KEY,
 		name       TEXT NOT NULL,
 		applied_at TEXT NOT NULL
 	) STRICT`); err != nil {
-		return fmt.Errorf("store: create schema_migrations: %w", err)
+		return 0, 0, fmt.Errorf("store: create schema_migrations: %w", err)
+	}
+	version := func() (int, error) {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return 0, fmt.Errorf("store: read schema version: %w", err)
+		}
+		defer tx.Rollback() //nolint:errcheck // read only
+		var v int
+		if err := tx.QueryRowContext(ctx, "SELECT coalesce(max(version), 0) FROM schema_migrations").Scan(&v); err != nil {
+			return 0, fmt.Errorf("store: read schema version: %w", err)
+		}
+		return v, nil
+	}
+	if from, err = version(); err != nil {
+		return 0, 0, err
 	}
 	for _, m := range ms {
 		if err := applyMigration(ctx, db, m, len(ms), clock); err != nil {
-			return err
+			return from, 0, err
 		}
 	}
-	return nil
+	to, err = version()
+	return from, to, err
 }
 
 func applyMigration(ctx context.Context, db migrator, m migration, latest int, clock func() time.Time) error {

@@ -27,9 +27,10 @@ func openPostgres(ctx context.Context, dsn string, cfg config) (*Store, error) {
 	writer.SetMaxIdleConns(1)
 	writer.SetConnMaxLifetime(0)
 	writer.SetConnMaxIdleTime(0)
-	if err := migrate(ctx, writer, dialectPostgres, cfg.clock); err != nil {
+	from, to, err := migrate(ctx, writer, dialectPostgres, cfg.clock)
+	if err != nil {
 		writer.Close()
-		return nil, fmt.Errorf("%w (database %s)", err, RedactDSN(dsn))
+		return nil, pgOpenError(err, dsn)
 	}
 	reader, _, err := openPGPool(dsn, true)
 	if err != nil {
@@ -41,10 +42,11 @@ func openPostgres(ctx context.Context, dsn string, cfg config) (*Store, error) {
 	if err := reader.PingContext(ctx); err != nil {
 		reader.Close()
 		writer.Close()
-		return nil, fmt.Errorf("store: connect to %s: %w", RedactDSN(dsn), err)
+		return nil, pgOpenError(err, dsn)
 	}
 	s, err := start(ctx, cfg, dialectPostgres, writer, reader, pgw)
 	if err == nil {
+		s.schemaFrom, s.schemaTo = from, to
 		s.startListener(ctx, dsn, s.origin) // change fan-out across replicas (pglisten.go, D10-4)
 	}
 	return s, err
@@ -78,7 +80,7 @@ func openPostgresReadOnly(ctx context.Context, dsn string, cfg config) (*Store, 
 	reader.SetMaxIdleConns(cfg.readerConns)
 	if err := checkSchema(ctx, reader, dialectPostgres, RedactDSN(dsn)); err != nil {
 		reader.Close()
-		return nil, err
+		return nil, pgOpenError(err, dsn)
 	}
 	s := &Store{cfg: cfg, dialect: dialectPostgres, origin: newOrigin(), reader: reader, readOnly: true,
 		closing: make(chan struct{}), done: make(chan struct{})}

@@ -46,8 +46,11 @@ func OpenReadOnly(ctx context.Context, path string, opts ...Option) (*Store, err
 	for _, o := range opts {
 		o(&cfg)
 	}
+	if err := CheckDSN(path); err != nil {
+		return nil, err // nothing is created for a refused value (new-user finding 2)
+	}
 	if IsPostgresDSN(path) {
-		return openPostgresReadOnly(ctx, path, cfg)
+		return openPostgresReadOnly(ctx, pgConnString(path), cfg)
 	}
 	abs, err := databasePath(path)
 	if err != nil {

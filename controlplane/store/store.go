@@ -125,6 +125,11 @@ type Store struct {
 	commitNanos                                            atomic.Int64
 	progressReads, savepoints                              atomic.Uint64 // run-row reads by RecordTransition, SAVEPOINTs (tests)
 	conflictRetries                                        atomic.Uint64 // PostgreSQL batches run again after a conflict (D10-3)
+
+	// schemaFrom and schemaTo are the schema versions before and after Open's migrations
+	// (Migrated); health is the database reachability cache (health.go).
+	schemaFrom, schemaTo int
+	health               reachability
 }
 
 // Open opens (creating if needed) the SQLite database at path, applies pending migrations
@@ -137,8 +142,11 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	for _, o := range opts {
 		o(&cfg)
 	}
+	if err := CheckDSN(path); err != nil {
+		return nil, err // nothing is created for a refused value (new-user finding 2)
+	}
 	if IsPostgresDSN(path) {
-		return openPostgres(ctx, path, cfg)
+		return openPostgres(ctx, pgConnString(path), cfg)
 	}
 	abs, err := databasePath(path)
 	if err != nil {
@@ -162,7 +170,8 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	writer.SetMaxIdleConns(1)
 	writer.SetConnMaxLifetime(0)
 	writer.SetConnMaxIdleTime(0)
-	if err := migrate(ctx, writer, dialectSQLite, cfg.clock); err != nil {
+	from, to, err := migrate(ctx, writer, dialectSQLite, cfg.clock)
+	if err != nil {
 		writer.Close()
 		return nil, err
 	}
@@ -184,7 +193,11 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		return nil, err
 	}
 
-	return start(ctx, cfg, dialectSQLite, writer, reader, nil)
+	s, err := start(ctx, cfg, dialectSQLite, writer, reader, nil)
+	if err == nil {
+		s.schemaFrom, s.schemaTo = from, to
+	}
+	return s, err
 }
 
 // start prepares the writer's statements, builds the Store and starts its writer goroutine.
