@@ -1,0 +1,169 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Hostile inputs of issue 10's break10 pass, on both dialects in one run: SQLite always,
+// PostgreSQL when RBOOK_TEST_POSTGRES_URL is set (newPGDatabase skips otherwise).
+
+// forBothDialects runs fn on a fresh SQLite file and on a fresh PostgreSQL database.
+func forBothDialects(t *testing.T, fn func(t *testing.T, s *Store)) {
+	t.Helper()
+	for _, d := range []string{"sqlite", "postgres"} {
+		t.Run(d, func(t *testing.T) {
+			dsn := t.TempDir() + "/rbook.db"
+			if d == "postgres" {
+				dsn = newPGDatabase(t)
+			}
+			clock := &testClock{}
+			s, err := Open(context.Background(), dsn, WithClock(clock.now))
+			if err != nil {
+				t.Fatalf("Open: %v", err)
+			}
+			t.Cleanup(func() { s.Close() })
+			fn(t, s)
+		})
+	}
+}
+
+// TestIssue10_Break_NULBytesRefusedAlikeOnBothDialects: PostgreSQL's TEXT cannot hold U+0000,
+// so a NUL byte in any text field used to be a storage error there (SQLSTATE 22021) and was
+// stored on SQLite. Now both refuse it with ErrInvalidArgument naming the field, and store
+// nothing; evidence source_input is checked like the other evidence texts (UTF-8, NUL, size).
+func TestIssue10_Break_NULBytesRefusedAlikeOnBothDialects(t *testing.T) {
+	forBothDialects(t, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		mustStart(t, s, newRun("r1"))
+		ev := func(mod func(e *Evidence)) func(x *Transition) {
+			return func(x *Transition) {
+				e := &Evidence{StepName: "s", Type: "check", Status: StepPass, At: t0}
+				mod(e)
+				x.Evidence = e
+			}
+		}
+		for _, c := range []struct {
+			field string
+			mod   func(x *Transition)
+		}{
+			{"message holds a NUL byte (U+0000) at byte 1", func(x *Transition) { x.Message = "a\x00b" }},
+			{"step_name holds a NUL byte", func(x *Transition) { x.StepName = "\x00" }},
+			{"evidence output holds a NUL byte", ev(func(e *Evidence) { e.Output = "out\x00" })},
+			{"evidence input holds a NUL byte", ev(func(e *Evidence) { e.Input = strp("q\x00") })},
+			{"evidence source_input holds a NUL byte", ev(func(e *Evidence) { e.SourceInput = strp("q\x00") })},
+			{"evidence source_input is not valid UTF-8", ev(func(e *Evidence) { e.SourceInput = strp("q\xff") })},
+			{"evidence source_input is 1048577 bytes, over the limit of 1048576", ev(func(e *Evidence) { e.SourceInput = strp(strings.Repeat("q", MaxTextBytes+1)) })},
+		} {
+			x := tr("r1", 1)
+			c.mod(&x)
+			_, err := s.RecordTransition(ctx, x, fence1)
+			if !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), c.field) {
+				t.Errorf("RecordTransition with %q: err = %v, want ErrInvalidArgument naming %q", c.field, err, c.field)
+			}
+			_, err = s.RecordTransitions(ctx, []Transition{x}, fence1)
+			if !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), c.field) {
+				t.Errorf("RecordTransitions with %q: err = %v, want ErrInvalidArgument", c.field, err)
+			}
+		}
+		if _, ts, err := s.GetRun(ctx, "r1"); err != nil || len(ts) != 0 {
+			t.Fatalf("GetRun after refusals: %d transitions, %v; want none stored", len(ts), err)
+		}
+		// A valid transition still goes in at seq 1 (nothing half-written before it).
+		mustRecord(t, s, tr("r1", 1))
+
+		nr := newRun("r\x002")
+		if _, _, err := s.StartRun(ctx, nr); !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "run_id holds a NUL byte") {
+			t.Errorf("StartRun with a NUL in run_id: %v", err)
+		}
+		mustCreateApproval(t, s, newApproval("ap1", "r1", "g"))
+		at := t0.Add(2 * time.Minute)
+		if _, err := s.DecideApproval(ctx, Decision{ApprovalID: "ap1", Verdict: ApprovalApproved, Approver: "bob", Reason: "ok\x00", Source: "rpc", At: at}); !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "reason holds a NUL byte") {
+			t.Errorf("DecideApproval with a NUL in reason: %v", err)
+		}
+		if a, err := s.GetApproval(ctx, "ap1"); err != nil || a.Status != ApprovalPending {
+			t.Errorf("approval after a refused decision: %+v, %v; want still pending", a.Status, err)
+		}
+		if _, err := s.CancelRun(ctx, "r1", "ops", "why\x00", at); !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "reason holds a NUL byte") {
+			t.Errorf("CancelRun with a NUL in reason: %v", err)
+		}
+	})
+}
+
+// TestIssue10_Break_JSONEscapesPostgresRefusesAreInvalidArgument: bindings with a \u0000
+// escape or a lone surrogate escape are valid JSON to Go but refused by PostgreSQL's jsonb
+// CHECK (a storage error there, stored on SQLite). Both now refuse them alike; an escaped
+// backslash before u0000 and a proper surrogate pair are fine.
+func TestIssue10_Break_JSONEscapesPostgresRefusesAreInvalidArgument(t *testing.T) {
+	forBothDialects(t, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		for i, c := range []struct {
+			bindings, want string
+		}{
+			{`{"a":"\u0000"}`, `a \u0000 escape (NUL)`},
+			{`{"a":"x\ud800"}`, `a \ud800 escape not followed by a low surrogate`},
+			{`{"a":"\ud800\u0041"}`, `a \ud800 escape not followed by a low surrogate`},
+			{`{"a":"\udc00"}`, `a \udc00 escape (a low surrogate without a high one)`},
+			{`{"\u0000":1}`, `a \u0000 escape (NUL)`},
+			{`{"a":"\\u0000","b":"\ud83d\ude00","c":"\"\u00e9"}`, ""},
+		} {
+			nr := newRun("j" + string(rune('a'+i)))
+			nr.Bindings = json.RawMessage(c.bindings)
+			_, _, err := s.StartRun(ctx, nr)
+			if c.want == "" {
+				if err != nil {
+					t.Errorf("StartRun with bindings %s: %v, want stored", c.bindings, err)
+					continue
+				}
+				run, err := s.Run(ctx, nr.RunID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var got map[string]string
+				if err := json.Unmarshal(run.Bindings, &got); err != nil || got["a"] != `\u0000` || got["b"] != "😀" || got["c"] != `"é` {
+					t.Errorf("bindings read back = %s (%v)", run.Bindings, err)
+				}
+				continue
+			}
+			if !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "bindings holds "+c.want) {
+				t.Errorf("StartRun with bindings %s: err = %v, want ErrInvalidArgument with %q", c.bindings, err, c.want)
+			}
+		}
+	})
+}
+
+// TestIssue10_Break_DeliveryErrorsWithNULAreRecorded: the text of a failed GitHub delivery
+// (an HTTP error body) may hold NUL or invalid UTF-8; on PostgreSQL that made the UPDATE
+// fail, so the attempt count and back-off were not recorded and the loop retried at once,
+// forever. It is now stored with U+FFFD in their place, on both dialects.
+func TestIssue10_Break_DeliveryErrorsWithNULAreRecorded(t *testing.T) {
+	forBothDialects(t, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		r, err := s.RequestProtectionRule(ctx, ProtectionRule{CallbackURL: "https://api.github.invalid/cb", DeploymentID: 7,
+			InstallationID: 9, Repository: "o/r", RunID: "42", Environment: "prod", RequestedAt: t0})
+		if err != nil {
+			t.Fatalf("RequestProtectionRule: %v", err)
+		}
+		next := t0.Add(time.Minute)
+		if err := s.ProtectionRuleAttemptFailed(ctx, r.ID, "HTTP 502: \x00bad\xffbody", next); err != nil {
+			t.Fatalf("ProtectionRuleAttemptFailed: %v", err)
+		}
+		got, err := s.GetProtectionRule(ctx, r.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Attempts != 1 || got.LastError != "HTTP 502: \uFFFDbad\uFFFDbody" || !got.NextAttemptAt.Equal(next) {
+			t.Errorf("after a failed attempt: attempts %d, last_error %q, next %s", got.Attempts, got.LastError, got.NextAttemptAt)
+		}
+		if err := s.GiveUpProtectionRule(ctx, r.ID, "gone\x00", next); err != nil {
+			t.Fatalf("GiveUpProtectionRule: %v", err)
+		}
+		if got, _ := s.GetProtectionRule(ctx, r.ID); got.GivenUpReason != "gone\uFFFD" || got.GivenUpAt.IsZero() {
+			t.Errorf("given up: reason %q at %s", got.GivenUpReason, got.GivenUpAt)
+		}
+	})
+}
