@@ -167,3 +167,31 @@ func TestIssue10_Break_DeliveryErrorsWithNULAreRecorded(t *testing.T) {
 		}
 	})
 }
+
+// TestIssue10_Break_DeferredProgressDoesNotOverwriteALaterStatusChange: on PostgreSQL a
+// batch's common transitions queue their run-row update (pgdefer.go) and a transition that
+// changes the run's status writes the row at once; the queued update of an EARLIER seq was
+// then flushed after it, setting last_seq back (run row at 9, transition 10 stored), so the
+// executor's next batch got E_SEQ_GAP "expects seq 10, got 11" (found with `rbook run demo`
+// against `rbook serve --db postgres://…`: step_started then gate_opened in one batch).
+func TestIssue10_Break_DeferredProgressDoesNotOverwriteALaterStatusChange(t *testing.T) {
+	forBothDialects(t, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		mustStart(t, s, newRun("r1"))
+		opened := tr("r1", 2)
+		opened.Kind, opened.StepIndex, opened.StepName = KindGateOpened, 0, "step-1"
+		res, err := s.RecordTransitions(ctx, []Transition{tr("r1", 1), opened}, fence1)
+		if err != nil || res.AckedSeq != 2 || res.Stored != 2 {
+			t.Fatalf("RecordTransitions(step_started, gate_opened) = %+v, %v; want acked 2, stored 2", res, err)
+		}
+		run, err := s.Run(ctx, "r1")
+		if err != nil || run.LastSeq != 2 || run.Status != RunPaused {
+			t.Fatalf("run after the batch: last_seq %d, status %s (%v); want 2, paused", run.LastSeq, run.Status, err)
+		}
+		next := tr("r1", 3)
+		next.Kind, next.StepIndex = KindGateDecided, 0
+		if _, err := s.RecordTransitions(ctx, []Transition{next}, fence1); err != nil {
+			t.Fatalf("the next transition after the batch: %v", err)
+		}
+	})
+}

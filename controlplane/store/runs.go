@@ -368,7 +368,15 @@ func (s *Store) recordOne(w *writeTx, run RunProgress, t Transition, newStatus R
 	run.LeaseExpiresAt = t.RecordedAt.Add(time.Duration(run.LeaseSeconds) * time.Second)
 	leaseExpires := formatTime(run.LeaseExpiresAt)
 
-	if run.Status == oldStatus && w.deferOK && !run.playbook && t.Kind != KindRunInterrupted {
+	deferred := run.Status == oldStatus && w.deferOK && !run.playbook && t.Kind != KindRunInterrupted
+	if !deferred && w.deferOK {
+		// What the batch queued goes first: a queued run-row update of an earlier seq of
+		// this run, flushed after this one's, would set last_seq back (break10).
+		if err := w.flushDeferred(); err != nil {
+			return err
+		}
+	}
+	if deferred {
 		// Written with the batch's other transitions in two statements (pgdefer.go).
 		w.deferTransition(transitionArgs(t, updatedAt), []any{nullString(run.CurrentNode), run.LastCompletedStepIndex,
 			nullString(run.LastDeployName), run.LastSeq, updatedAt, leaseExpires, run.RunID})
