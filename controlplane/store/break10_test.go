@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -194,4 +196,76 @@ func TestIssue10_Break_DeferredProgressDoesNotOverwriteALaterStatusChange(t *tes
 			t.Fatalf("the next transition after the batch: %v", err)
 		}
 	})
+}
+
+// TestIssue10_Break_BadDSNSaysWhatToFix: a PostgreSQL DSN pgx cannot parse used to give only
+// "does not parse"; the error now says what is wrong (the setting, the port, a bad
+// %-escape) and still never prints the password, not even a part of it.
+func TestIssue10_Break_BadDSNSaysWhatToFix(t *testing.T) {
+	for dsn, want := range map[string]string{
+		"postgres://u:S3cretPW@127.0.0.1:5432/db?sslmode=bogus":          "failed to configure TLS (sslmode is invalid)",
+		"postgres://u:S3cretPW@127.0.0.1:5432/db?connect_timeout=x":      "invalid connect_timeout",
+		"postgres://u:S3cretPW@127.0.0.1:notaport/db":                    "invalid port",
+		"postgres://u:S3c%reT@127.0.0.1:5432/db":                         "failed to parse as URL (invalid percent-encoded token in password)",
+		"postgres://u@127.0.0.1:5432/db?password=S3cretPW&sslmode=nope":  "failed to configure TLS (sslmode is invalid)",
+		"postgres://u:S3cretPW@127.0.0.1:5432/db?target_session_attrs=x": "unknown target_session_attrs value: x",
+	} {
+		_, err := Open(context.Background(), dsn)
+		if !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "does not parse: "+want) {
+			t.Errorf("Open(%s) = %v; want ErrInvalidArgument with %q", RedactDSN(dsn), err, want)
+		}
+		if err != nil && (strings.Contains(err.Error(), "S3c") || strings.Contains(err.Error(), "%re")) {
+			t.Errorf("Open(%s): the error prints (part of) the password: %v", RedactDSN(dsn), err)
+		}
+	}
+}
+
+// TestIssue10_Break_SilentServerTimesOut: a "PostgreSQL" that accepts TCP and never answers
+// made Open hang for as long as its context allowed (`rbook serve` has none: forever). Open
+// now fails after DefaultPGConnectTimeout per attempt, or the DSN's connect_timeout, with a
+// connection error naming the DSN without its password.
+func TestIssue10_Break_SilentServerTimesOut(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c) // held open, never answered
+			mu.Unlock()
+		}
+	}()
+	defer func() {
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+	}()
+	if DefaultPGConnectTimeout <= 0 || DefaultPGConnectTimeout > 30*time.Second {
+		t.Fatalf("DefaultPGConnectTimeout = %s, want a bound of at most 30s", DefaultPGConnectTimeout)
+	}
+	for _, c := range []struct {
+		query string
+		bound time.Duration
+	}{{"sslmode=disable&connect_timeout=1", time.Second}, {"sslmode=disable", DefaultPGConnectTimeout}} {
+		dsn := "postgres://rbook:S3cretPW@" + ln.Addr().String() + "/db?" + c.query
+		began := time.Now()
+		_, err := Open(context.Background(), dsn) // no deadline, as rbook serve
+		took := time.Since(began)
+		if err == nil || !strings.Contains(err.Error(), "store: connect to postgres://rbook:xxxxx@") || strings.Contains(err.Error(), "S3cretPW") {
+			t.Fatalf("Open on a silent server = %v; want a connection error with the DSN redacted", err)
+		}
+		if took < c.bound || took > c.bound+5*time.Second {
+			t.Fatalf("Open on a silent server (%s) gave up after %s, want about %s", c.query, took, c.bound)
+		}
+	}
 }
