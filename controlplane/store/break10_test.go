@@ -269,3 +269,83 @@ func TestIssue10_Break_SilentServerTimesOut(t *testing.T) {
 		}
 	}
 }
+
+// TestIssue10_Break_BatchLimitsAlikeOnBothDialects: RecordTransitions at exactly
+// MaxBatchTransitions and MaxBatchBytes is stored whole, one more transition or byte is
+// ErrInvalidArgument with nothing stored, and fields at their byte limits round-trip
+// byte for byte, on SQLite and PostgreSQL alike.
+func TestIssue10_Break_BatchLimitsAlikeOnBothDialects(t *testing.T) {
+	forBothDialects(t, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		mustStart(t, s, newRun("r1"))
+		many := make([]Transition, MaxBatchTransitions+1)
+		for i := range many {
+			many[i] = tr("r1", int64(i+1))
+		}
+		if _, err := s.RecordTransitions(ctx, many, fence1); !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "1001 transitions, at most 1000") {
+			t.Fatalf("1001 transitions: %v", err)
+		}
+		if _, ts, _ := s.GetRun(ctx, "r1"); len(ts) != 0 {
+			t.Fatalf("%d transitions stored after a refused batch", len(ts))
+		}
+		res, err := s.RecordTransitions(ctx, many[:MaxBatchTransitions], fence1)
+		if err != nil || res.AckedSeq != MaxBatchTransitions || res.Stored != MaxBatchTransitions {
+			t.Fatalf("1000 transitions = %+v, %v", res, err)
+		}
+
+		// Five transitions of exactly MaxBatchBytes together; then one byte more.
+		mustStart(t, s, newRun("r2"))
+		big := make([]Transition, 5)
+		total := 0
+		for i := range big {
+			big[i] = tr("r2", int64(i+1))
+			if i < 4 {
+				big[i].Message = strings.Repeat("m", MaxTextBytes-4096)
+			}
+			total += TransitionBytes(big[i])
+		}
+		pad := MaxBatchBytes - total
+		if pad < 0 || pad > MaxTextBytes {
+			t.Fatalf("test setup: pad %d", pad)
+		}
+		big[4].Evidence = &Evidence{StepName: "s", Type: "check", Output: strings.Repeat("o", pad-len("s")-len("check")-len(StepPass)), Status: StepPass, At: t0}
+		sum := 0
+		for _, x := range big {
+			sum += TransitionBytes(x)
+		}
+		if sum != MaxBatchBytes {
+			t.Fatalf("test setup: batch is %d bytes, want %d", sum, MaxBatchBytes)
+		}
+		over := append([]Transition(nil), big...)
+		ev := *big[4].Evidence
+		ev.Output += "o"
+		over[4].Evidence = &ev
+		if _, err := s.RecordTransitions(ctx, over, fence1); !errors.Is(err, ErrInvalidArgument) {
+			t.Fatalf("a batch of MaxBatchBytes+1: %v, want ErrInvalidArgument", err)
+		}
+		if res, err := s.RecordTransitions(ctx, big, fence1); err != nil || res.Stored != 5 {
+			t.Fatalf("a batch of exactly MaxBatchBytes = %+v, %v", res, err)
+		}
+		_, ts, err := s.GetRun(ctx, "r2")
+		if err != nil || len(ts) != 5 || ts[4].Evidence == nil || ts[4].Evidence.Output != big[4].Evidence.Output || ts[0].Message != big[0].Message {
+			t.Fatalf("the 4 MiB batch read back: %d transitions, %v", len(ts), err)
+		}
+
+		// Fields at their limits, with multi-byte UTF-8, round-trip exactly.
+		id := strings.Repeat("é", MaxIDBytes/2)
+		x := tr("r1", MaxBatchTransitions+1)
+		x.StepName, x.Message = id, strings.Repeat("→", MaxTextBytes/3)
+		if _, err := s.RecordTransition(ctx, x, fence1); err != nil {
+			t.Fatalf("fields at their limits: %v", err)
+		}
+		x2 := tr("r1", MaxBatchTransitions+2)
+		x2.StepName = id + "x"
+		if _, err := s.RecordTransition(ctx, x2, fence1); !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "step_name is") {
+			t.Fatalf("step_name one byte over: %v", err)
+		}
+		got, err := s.Transitions(ctx, "r1", MaxBatchTransitions+1, 1)
+		if err != nil || len(got) != 1 || got[0].StepName != id || got[0].Message != x.Message {
+			t.Fatalf("fields at their limits read back: %v", err)
+		}
+	})
+}
