@@ -43,6 +43,10 @@ type URLError struct {
 	Single bool
 	// Count is the number of items, set when the list is too long.
 	Count int
+	// Credentials is true when the item names a user or password (user:password@host);
+	// Item then has its user and password replaced by "xxxxx" (break10: a URL's credentials would be
+	// printed in progress lines, hints and errors, and recorded in the state file).
+	Credentials bool
 }
 
 // Error is the refusal as one sentence after the value's origin (the caller prefixes it, as in
@@ -56,6 +60,14 @@ func (e *URLError) Error() string {
 		return fmt.Sprintf("lists %d control plane URLs, more than the %d allowed", e.Count, MaxURLs)
 	case e.Item == "":
 		return fmt.Sprintf("item %d is empty: separate control plane URLs with single commas", e.Index)
+	}
+	if e.Credentials {
+		what := fmt.Sprintf("item %d %q", e.Index, e.Item)
+		if e.Single {
+			what = fmt.Sprintf("%q", e.Item)
+		}
+		return fmt.Sprintf("%s holds credentials (user:password@): a control plane URL must not, because it is printed and "+
+			"recorded in the state file; give the executor its token in RBOOK_TOKEN instead", what)
 	}
 	hint := "http://127.0.0.1:7070"
 	if !strings.Contains(e.Item, "://") {
@@ -71,7 +83,9 @@ func (e *URLError) Error() string {
 // SplitURLs parses a control-plane value (--control-plane, $RBOOK_CONTROL_PLANE, the
 // Action's control-plane input): one URL or up to MaxURLs separated by commas, spaces around
 // each trimmed, trailing slashes dropped (D10-6). Every item needs the scheme http:// or
-// https:// and a host. Errors: *URLError naming the first empty or bad item.
+// https:// and a host, and no user or password (user:password@host: credentials would be
+// printed and recorded; the executor authenticates with RBOOK_TOKEN). Errors: *URLError
+// naming the first empty or bad item (a password in it redacted).
 func SplitURLs(list string) ([]string, error) {
 	items := strings.Split(list, ",")
 	if len(items) > MaxURLs {
@@ -85,12 +99,39 @@ func SplitURLs(list string) ([]string, error) {
 			return nil, bad
 		}
 		p, err := url.Parse(it)
+		if err == nil && p.User != nil {
+			bad.Item, bad.Credentials = redactUserinfo(it), true
+			return nil, bad
+		}
+		if err != nil && strings.Contains(it, "@") {
+			// An item that does not parse may still hold a password: never echo it.
+			bad.Item = redactUserinfo(it)
+		}
 		if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
 			return nil, bad
 		}
 		out = append(out, strings.TrimRight(it, "/"))
 	}
 	return out, nil
+}
+
+// redactUserinfo replaces what stands between "://" and the last "@" of the authority with
+// "xxxxx", for an item url.Parse refused (its user and password cannot be told apart).
+func redactUserinfo(it string) string {
+	scheme, rest, ok := strings.Cut(it, "://")
+	if !ok {
+		scheme, rest = "", it
+	} else {
+		scheme += "://"
+	}
+	authority, path := rest, ""
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		authority, path = rest[:i], rest[i:]
+	}
+	if i := strings.LastIndex(authority, "@"); i >= 0 {
+		authority = "xxxxx" + authority[i:]
+	}
+	return scheme + authority + path
 }
 
 // endpoint is one control-plane URL of a client with its own HTTP transport (and so its

@@ -115,7 +115,7 @@ const (
 	// MaxBatch caps the transitions of one call: the control plane's limit (store.MaxBatchTransitions).
 	MaxBatch = 1000
 	// MaxBatchBytes caps the encoded transitions of one call (bytes): well below the control
-	// plane's default 4 MiB request cap (server.DefaultMaxMessageBytes) and its 8 MiB batch
+	// plane's default 4 MiB request cap (server.DefaultMaxMessageBytes) and its 4 MiB batch
 	// limit. A single larger transition is still sent, alone.
 	MaxBatchBytes = 2 << 20
 )

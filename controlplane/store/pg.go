@@ -5,9 +5,13 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 )
 
@@ -27,6 +31,12 @@ func openPostgres(ctx context.Context, dsn string, cfg config) (*Store, error) {
 	writer.SetMaxIdleConns(1)
 	writer.SetConnMaxLifetime(0)
 	writer.SetConnMaxIdleTime(0)
+	if err := writer.PingContext(ctx); err != nil {
+		// A server that is down, a wrong password, a missing database: said as a connection
+		// failure with its next step, not as a failed migration (break10, ux10).
+		writer.Close()
+		return nil, pgOpenError(err, dsn)
+	}
 	from, to, err := migrate(ctx, writer, dialectPostgres, cfg.clock)
 	if err != nil {
 		writer.Close()
@@ -52,13 +62,23 @@ func openPostgres(ctx context.Context, dsn string, cfg config) (*Store, error) {
 	return s, err
 }
 
+// DefaultPGConnectTimeout bounds one connection attempt to PostgreSQL (dial, TLS,
+// authentication) when the DSN sets no connect_timeout (issue 10, break10): without it a
+// server that accepts TCP and never answers (a dead host behind a proxy, a partition) made
+// `rbook serve` hang at start with no message, and the writer goroutine hang on its next
+// reconnect with every write waiting. A DSN's connect_timeout=N (seconds) overrides it.
+const DefaultPGConnectTimeout = 10 * time.Second
+
 // openPGPool opens a database/sql pool over pgx's stdlib driver wrapped in pgConnector
 // (dialect.go). readOnly pools set default_transaction_read_only and read REPEATABLE READ.
 func openPGPool(dsn string, readOnly bool) (*sql.DB, *pgConnector, error) {
 	pc, err := pgx.ParseConfig(dsn)
 	if err != nil {
-		// pgx's parse errors may quote the DSN: name it redacted only.
-		return nil, nil, fmt.Errorf("%w: PostgreSQL DSN %s does not parse", ErrInvalidArgument, RedactDSN(dsn))
+		// pgx's parse errors may quote the DSN: name it redacted only, with pgx's reason.
+		return nil, nil, fmt.Errorf("%w: PostgreSQL DSN %s does not parse: %s", ErrInvalidArgument, RedactDSN(dsn), pgParseReason(err))
+	}
+	if pc.ConnectTimeout == 0 {
+		pc.ConnectTimeout = DefaultPGConnectTimeout
 	}
 	if readOnly {
 		pc.RuntimeParams["default_transaction_read_only"] = "on"
@@ -96,4 +116,22 @@ func newOrigin() string {
 		panic(fmt.Sprintf("store: random origin: %v", err)) // crypto/rand does not fail on supported platforms
 	}
 	return hex.EncodeToString(b[:])
+}
+
+// pgParseReason is what pgx.ParseConfig said was wrong with a DSN, without the DSN that its
+// error quotes: "invalid port", "invalid connect_timeout (…)", "failed to configure TLS
+// (sslmode is invalid)", "failed to parse as URL (invalid percent-encoded token in
+// password)" (issue 10, break10: the error must say what to fix; pgx's reasons name the
+// setting, never its value's secret).
+func pgParseReason(err error) string {
+	var pce *pgconn.ParseConfigError
+	if !errors.As(err, &pce) {
+		return "not a PostgreSQL connection string"
+	}
+	msg := pce.Error()
+	i := strings.LastIndex(msg, "`: ")
+	if i < 0 {
+		return "not a PostgreSQL connection string"
+	}
+	return msg[i+len("`: "):]
 }

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // ProtectionRule is a GitHub custom deployment protection rule request (issue 8, item 2;
@@ -383,7 +384,7 @@ func (s *Store) MarkProtectionRuleVerdictSent(ctx context.Context, ruleID string
 func (s *Store) ProtectionRuleAttemptFailed(ctx context.Context, ruleID, errText string, next time.Time) error {
 	return s.write(ctx, func(w *writeTx) error {
 		_, err := w.execSQL(`UPDATE github_protection_rules SET attempts = attempts + 1, next_attempt_at = ?, last_error = ?
-			WHERE rule_id = ? AND verdict_sent_at IS NULL`, formatTime(next), truncateText(errText, MaxProtectionRuleError), ruleID)
+			WHERE rule_id = ? AND verdict_sent_at IS NULL`, formatTime(next), diagnosticText(errText, MaxProtectionRuleError), ruleID)
 		return err
 	})
 }
@@ -394,7 +395,7 @@ func (s *Store) ProtectionRuleAttemptFailed(ctx context.Context, ruleID, errText
 func (s *Store) GiveUpProtectionRule(ctx context.Context, ruleID, reason string, at time.Time) error {
 	return s.write(ctx, func(w *writeTx) error {
 		_, err := w.execSQL(`UPDATE github_protection_rules SET given_up_at = ?, given_up_reason = ?, next_attempt_at = NULL
-			WHERE rule_id = ? AND verdict_sent_at IS NULL AND given_up_at IS NULL`, formatTime(at), truncateText(reason, MaxProtectionRuleError), ruleID)
+			WHERE rule_id = ? AND verdict_sent_at IS NULL AND given_up_at IS NULL`, formatTime(at), diagnosticText(reason, MaxProtectionRuleError), ruleID)
 		return err
 	})
 }
@@ -413,4 +414,15 @@ func (s *Store) PendingGitHubGates(ctx context.Context, repository, runID, attem
 		return nil, fmt.Errorf("store: pending github gates: %w", err)
 	}
 	return list, nil
+}
+
+// diagnosticText is s made storable in both dialects and cut to at most n bytes (plus "…"),
+// for texts the control plane itself keeps about a failed delivery (an HTTP error, a
+// reason): invalid UTF-8 and NUL bytes, which PostgreSQL's TEXT refuses (SQLSTATE 22021, so
+// the attempt and its back-off would not be recorded), become U+FFFD (issue 10, break10).
+func diagnosticText(s string, n int) string {
+	if !utf8.ValidString(s) || strings.IndexByte(s, 0) >= 0 {
+		s = strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
+	}
+	return truncateText(s, n)
 }

@@ -4,6 +4,8 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -42,7 +44,10 @@ func parseTime(column string, s sql.NullString) (time.Time, error) {
 	return t.UTC(), nil
 }
 
-// checkText enforces the byte limits and UTF-8 on a request field.
+// checkText enforces the byte limits, UTF-8 and the absence of NUL bytes on a request
+// field. A NUL byte (U+0000) is refused on both dialects alike: PostgreSQL's TEXT cannot
+// store it (SQLSTATE 22021, a storage error), and D10-1 wants the same answer from both
+// (issue 10, break10).
 func checkText(field, v string, required bool, limit int) error {
 	switch {
 	case required && v == "":
@@ -52,7 +57,49 @@ func checkText(field, v string, required bool, limit int) error {
 	case !utf8.ValidString(v):
 		return fmt.Errorf("%w: %s is not valid UTF-8", ErrInvalidArgument, field)
 	}
+	if i := strings.IndexByte(v, 0); i >= 0 {
+		return fmt.Errorf("%w: %s holds a NUL byte (U+0000) at byte %d, which cannot be stored", ErrInvalidArgument, field, i)
+	}
 	return nil
+}
+
+// jsonTextProblem reports what in valid JSON text v PostgreSQL's jsonb refuses, which the
+// CHECK constraint of a JSON column (D10-2) would turn into a storage error: a \u0000
+// escape, or a \uD800..\uDFFF escape that is not a high surrogate followed by a low one.
+// "" when there is none. v must be valid JSON (backslashes occur only inside strings).
+func jsonTextProblem(v []byte) string {
+	hex4 := func(i int) (rune, bool) {
+		if i+6 > len(v) || v[i] != '\\' || v[i+1] != 'u' {
+			return 0, false
+		}
+		n, err := strconv.ParseUint(string(v[i+2:i+6]), 16, 32)
+		return rune(n), err == nil
+	}
+	for i := 0; i < len(v); i++ {
+		if v[i] != '\\' {
+			continue
+		}
+		if i+1 < len(v) && v[i+1] != 'u' {
+			i++ // a two-character escape such as \\ or \"
+			continue
+		}
+		r, ok := hex4(i)
+		switch {
+		case !ok:
+		case r == 0:
+			return `a \u0000 escape (NUL)`
+		case r >= 0xD800 && r <= 0xDBFF:
+			lo, ok := hex4(i + 6)
+			if !ok || lo < 0xDC00 || lo > 0xDFFF {
+				return fmt.Sprintf(`a \u%04x escape not followed by a low surrogate`, r)
+			}
+			i += 6
+		case r >= 0xDC00 && r <= 0xDFFF:
+			return fmt.Sprintf(`a \u%04x escape (a low surrogate without a high one)`, r)
+		}
+		i += 5
+	}
+	return ""
 }
 
 // checkJSON validates an optional JSON object column; empty means def.
@@ -65,6 +112,9 @@ func checkJSON(field string, v json.RawMessage, def string) (string, error) {
 	}
 	if !json.Valid(v) {
 		return "", fmt.Errorf("%w: %s is not valid JSON", ErrInvalidArgument, field)
+	}
+	if p := jsonTextProblem(v); p != "" {
+		return "", fmt.Errorf("%w: %s holds %s, which cannot be stored", ErrInvalidArgument, field, p)
 	}
 	return string(v), nil
 }
