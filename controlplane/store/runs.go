@@ -493,16 +493,20 @@ func validateTransition(t *Transition) error {
 			return fmt.Errorf("%w: evidence status %q is not PASS, FAIL, TIMED_OUT, SKIPPED or AWAITING_CONFIRMATION",
 				ErrInvalidArgument, ev.Status)
 		}
-		input := ""
+		input, sourceInput := "", ""
 		if ev.Input != nil {
 			input = *ev.Input
+		}
+		if ev.SourceInput != nil {
+			sourceInput = *ev.SourceInput
 		}
 		for _, f := range []struct {
 			name, v string
 			limit   int
 		}{
 			{"evidence step_name", ev.StepName, MaxIDBytes}, {"evidence type", ev.Type, MaxIDBytes},
-			{"evidence input", input, MaxTextBytes}, {"evidence output", ev.Output, MaxTextBytes},
+			{"evidence input", input, MaxTextBytes}, {"evidence source_input", sourceInput, MaxTextBytes},
+			{"evidence output", ev.Output, MaxTextBytes},
 		} {
 			if err := checkText(f.name, f.v, false, f.limit); err != nil {
 				return err
