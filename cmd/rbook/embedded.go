@@ -12,6 +12,7 @@ import (
 
 	"github.com/gofrs/flock"
 
+	"github.com/rbookhq/rbook-action/action/cpclient"
 	"github.com/rbookhq/rbook-action/action/state"
 	"github.com/rbookhq/rbook-action/controlplane/approval"
 	"github.com/rbookhq/rbook-action/controlplane/server"
@@ -71,6 +72,7 @@ func startEmbeddedWith(ctx context.Context, errw io.Writer, pol embeddedPolicy) 
 	fmt.Fprintf(errw, "Control plane (embedded): %s · try from another terminal: rbook runs   or   grpcurl -plaintext %s list\n", url, running.Addr())
 	return url, func() {
 		removeURL()
+		cpclient.CloseIdleConnections() // this run's own connections: Close need not wait for them
 		if err := running.Close(); err != nil && !errors.Is(err, context.Canceled) {
 			fmt.Fprintf(errw, "embedded control plane: %v\n", err)
 		}

@@ -40,7 +40,6 @@ type Config struct {
 type Running struct {
 	srv     *http.Server
 	handler *Server
-	calls   *inflight
 	st      *store.Store
 	ln      net.Listener
 	timeout time.Duration
@@ -109,16 +108,15 @@ func Start(ctx context.Context, cfg Config) (*Running, error) {
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
 	protocols.SetUnencryptedHTTP2(true) // h2c: gRPC without TLS
-	calls := &inflight{next: h, idle: make(chan struct{}, 1)}
 	srv := &http.Server{
-		Handler:           calls,
+		Handler:           h,
 		Protocols:         &protocols,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(h.log.Handler(), slog.LevelWarn),
 	}
-	r := &Running{srv: srv, handler: h, calls: calls, st: st, ln: ln, timeout: cfg.ShutdownTimeout, served: make(chan error, 1)}
+	r := &Running{srv: srv, handler: h, st: st, ln: ln, timeout: cfg.ShutdownTimeout, served: make(chan error, 1)}
 	if r.timeout <= 0 {
 		r.timeout = DefaultShutdownTimeout
 	}
@@ -150,16 +148,7 @@ func (r *Running) shutdown() error {
 	shut := make(chan error, 1)
 	go func() { shut <- r.srv.Shutdown(ctx) }()
 	r.handler.EndStreams()
-	// Once no call is in flight the connections left are idle: close them now rather than
-	// let Shutdown wait out HTTP/2's GOAWAY grace (about a second per idle client
-	// connection, which every embedded `rbook run` paid at exit).
-	if r.calls.wait(ctx) {
-		_ = r.srv.Close()
-	}
 	err := <-shut
-	if errors.Is(err, http.ErrServerClosed) {
-		err = nil
-	}
 	if err != nil {
 		err = errors.Join(fmt.Errorf("graceful shutdown: %w", err), r.srv.Close())
 	}
@@ -205,46 +194,3 @@ func LoadOrCreateSecretFile(path string) (secret []byte, created bool, err error
 	return []byte(s), true, nil
 }
 
-// inflight counts the HTTP requests (unary calls and streams) being served, so that shutdown
-// can tell when only idle connections are left.
-type inflight struct {
-	next http.Handler
-	mu   sync.Mutex
-	n    int
-	idle chan struct{} // gets a value whenever n drops to 0
-}
-
-func (f *inflight) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	f.mu.Lock()
-	f.n++
-	f.mu.Unlock()
-	defer func() {
-		f.mu.Lock()
-		f.n--
-		if f.n == 0 {
-			select {
-			case f.idle <- struct{}{}:
-			default:
-			}
-		}
-		f.mu.Unlock()
-	}()
-	f.next.ServeHTTP(w, req)
-}
-
-// wait blocks until no request is in flight (true) or ctx ends (false).
-func (f *inflight) wait(ctx context.Context) bool {
-	for {
-		f.mu.Lock()
-		n := f.n
-		f.mu.Unlock()
-		if n == 0 {
-			return true
-		}
-		select {
-		case <-f.idle:
-		case <-ctx.Done():
-			return false
-		}
-	}
-}
