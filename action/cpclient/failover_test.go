@@ -130,6 +130,16 @@ func foStart(t *testing.T, c *cpclient.Client, steps int) {
 	}
 }
 
+// foClient is a client on the comma-separated urls (issue 10, item 2) that writes its
+// failover progress lines to progress and gives up on an unreachable control plane after
+// 10 s, well inside the tests' own timeouts.
+func foClient(urls string, progress *syncBuffer) *cpclient.Client {
+	c := cpclient.New(urls, "")
+	c.Progress = progress
+	c.Deadline = 10 * time.Second
+	return c
+}
+
 // foTransition is transition seq of the test run: run_started first, then a step started
 // or finished (step index (seq-2)/2).
 func foTransition(seq int64) engine.Transition {
@@ -179,9 +189,7 @@ func TestIssue10_2_FailoverFirstURLDeadFromTheStart(t *testing.T) {
 	b := newReplica(t, st)
 	dead := deadURL(t)
 	var progress syncBuffer
-	c := cpclient.New(" "+dead+" , "+b.srv.URL+"/ ", "")
-	c.Progress = &progress
-	c.Deadline = 10 * time.Second
+	c := foClient(" "+dead+" , "+b.srv.URL+"/ ", &progress)
 	if got := c.URLs(); len(got) != 2 || got[0] != dead || got[1] != b.srv.URL {
 		t.Fatalf("URLs() = %q, want [%s %s] (spaces and trailing slash trimmed)", got, dead, b.srv.URL)
 	}
@@ -217,9 +225,7 @@ func TestIssue10_2_FailoverFirstKilledMidRun(t *testing.T) {
 	st := sharedStore(t)
 	a, b := newReplica(t, st), newReplica(t, st)
 	var progress syncBuffer
-	c := cpclient.New(a.srv.URL+","+b.srv.URL, "")
-	c.Progress = &progress
-	c.Deadline = 10 * time.Second
+	c := foClient(a.srv.URL+","+b.srv.URL, &progress)
 	foStart(t, c, 20)
 	r := &cpclient.Recorder{C: c}
 	record := func(from, to int64) {
@@ -297,9 +303,7 @@ func TestIssue10_2_FailoverNotOnApplicationErrors(t *testing.T) {
 	st := sharedStore(t)
 	a, b := newReplica(t, st), newReplica(t, st)
 	var progress syncBuffer
-	c := cpclient.New(a.srv.URL+","+b.srv.URL, "")
-	c.Progress = &progress
-	c.Deadline = 10 * time.Second
+	c := foClient(a.srv.URL+","+b.srv.URL, &progress)
 	foStart(t, c, 10)
 	owner, epoch := c.Fence()
 	c.SetFence(owner, epoch+1) // a lease this executor does not hold
@@ -338,9 +342,7 @@ func TestIssue10_2_FailoverOnGatewayErrorsAndDirectCalls(t *testing.T) {
 	}))
 	t.Cleanup(lb.Close)
 	var progress syncBuffer
-	c := cpclient.New(lb.URL+","+b.srv.URL, "")
-	c.Progress = &progress
-	c.Deadline = 10 * time.Second
+	c := foClient(lb.URL+","+b.srv.URL, &progress)
 	if _, err := c.Runs.GetRun(t.Context(), &rbookv1.GetRunRequest{RunId: foRunID}); cpclient.Code(err) != "E_RUN_NOT_FOUND" {
 		t.Fatalf("GetRun: %v, want E_RUN_NOT_FOUND from replica B", err)
 	}

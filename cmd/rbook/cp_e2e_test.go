@@ -203,12 +203,7 @@ func TestControlPlane_ApproveOverRPCAndReplayRefused(t *testing.T) {
 	s := readState(t, dir)
 	resp := getRun(t, url, s.RunID)
 	checkTransitions(t, resp, rbookv1.RunStatus_RUN_STATUS_SUCCEEDED)
-	var decided string
-	for _, tr := range resp.GetTransitions() {
-		if tr.GetKind() == rbookv1.TransitionKind_TRANSITION_KIND_GATE_DECIDED {
-			decided = tr.GetMessage()
-		}
-	}
+	decided := decidedMessage(resp)
 	if !strings.Contains(decided, "approved") || !strings.Contains(decided, "looks good") {
 		t.Errorf("gate_decided message %q", decided)
 	}

@@ -104,12 +104,7 @@ func TestIssue7_4_TwoApproversOpenTheGateByID(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkTransitions(t, resp, rbookv1.RunStatus_RUN_STATUS_SUCCEEDED)
-	var decided string
-	for _, tr := range resp.GetTransitions() {
-		if tr.GetKind() == rbookv1.TransitionKind_TRANSITION_KIND_GATE_DECIDED {
-			decided = tr.GetMessage()
-		}
-	}
+	decided := decidedMessage(resp)
 	if !strings.Contains(decided, "alice, bob") {
 		t.Errorf("gate_decided message %q does not name both approvers", decided)
 	}

@@ -276,12 +276,7 @@ func TestIssue10_Acceptance_TwoReplicasOnePostgreSQL(t *testing.T) {
 	if lb.count(b.addr) != 0 {
 		t.Fatalf("the executor of run 1 reached B through the proxy %d times; it was pinned to A", lb.count(b.addr))
 	}
-	var decided string
-	for _, tr := range resp.GetTransitions() {
-		if tr.GetKind() == rbookv1.TransitionKind_TRANSITION_KIND_GATE_DECIDED {
-			decided = tr.GetMessage()
-		}
-	}
+	decided := decidedMessage(resp)
 	if !strings.Contains(decided, "approved on B") {
 		t.Fatalf("gate_decided message %q: want B's approval reason", decided)
 	}

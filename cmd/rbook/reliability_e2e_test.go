@@ -420,6 +420,8 @@ runbook_steps:
   - {name: rollback-a, type: rollback, kql_or_template: remediation/a.json, on_fail: halt}
 `
 
+// decidedMessage is the message of the run's last gate_decided transition (who decided the
+// gate and why, seed runbook-executor), or "" when no gate was decided.
 func decidedMessage(resp *rbookv1.GetRunResponse) string {
 	var msg string
 	for _, tr := range resp.GetTransitions() {

@@ -194,20 +194,7 @@ func BenchmarkIssue10_RecordTransitionsGRPC(b *testing.B) {
 				perRun := max(b.N/runs, 2)
 				prefix := fmt.Sprintf("bench-%d", benchRound.Add(1))
 				cpu0, cpuOK := procCPU(pid)
-				b.ResetTimer()
-				began := time.Now()
-				var lat []time.Duration
-				if size == 1 {
-					lat = recordConcurrently(b, c, []*grpc.ClientConn{cc}, prefix, runs, perRun)
-				} else {
-					lat = recordBatchesConcurrently(b, c, cc, prefix, runs, perRun, size)
-				}
-				elapsed := time.Since(began)
-				b.StopTimer()
-				p50, p99 := percentiles(lat)
-				b.ReportMetric(float64(runs*perRun)/elapsed.Seconds(), "transitions/s")
-				b.ReportMetric(p50, "call-p50-ms")
-				b.ReportMetric(p99, "call-p99-ms")
+				benchRecordTransitions(b, c, cc, prefix, runs, perRun, size)
 				if cpu1, ok := procCPU(pid); ok && cpuOK && pid != 0 {
 					b.ReportMetric(float64((cpu1-cpu0).Microseconds())/float64(runs*perRun), "server-cpu-us/op")
 				}

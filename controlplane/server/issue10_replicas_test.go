@@ -26,16 +26,13 @@ import (
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
 )
 
-// pgSkip is D10-7's skip message.
-const pgSkip = "set RBOOK_TEST_POSTGRES_URL (see .ci/postgres) to run this PostgreSQL test"
-
 // newPGDatabase creates database rbook_t_<random> from RBOOK_TEST_POSTGRES_URL, drops it
 // WITH (FORCE) when the test ends, and returns its DSN (D10-7).
 func newPGDatabase(t testing.TB) string {
 	t.Helper()
 	base := os.Getenv("RBOOK_TEST_POSTGRES_URL")
 	if base == "" {
-		t.Skip(pgSkip)
+		t.Skip(pgSkipMessage)
 	}
 	var b [6]byte
 	_, _ = rand.Read(b[:])

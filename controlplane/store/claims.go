@@ -130,19 +130,11 @@ func (s *Store) ClaimProtectionRule(ctx context.Context, ruleID string, now, unt
 		return false, fmt.Errorf("%w: protection rule claim until %s is not after %s", ErrInvalidArgument,
 			formatTime(until), formatTime(now))
 	}
-	var claimed bool
-	err := s.write(ctx, func(w *writeTx) error {
-		res, err := w.execSQL(`UPDATE github_protection_rules SET next_attempt_at = ?
+	return s.writeOneRow(ctx, "claim protection rule", func(w *writeTx) (sql.Result, error) {
+		return w.execSQL(`UPDATE github_protection_rules SET next_attempt_at = ?
 			WHERE rule_id = ? AND `+ruleHasWork+` AND (next_attempt_at IS NULL OR next_attempt_at <= ?)`,
 			formatTime(until), ruleID, formatTime(now))
-		if err != nil {
-			return fmt.Errorf("store: claim protection rule: %w", err)
-		}
-		n, err := res.RowsAffected()
-		claimed = err == nil && n == 1
-		return err
 	})
-	return claimed, err
 }
 
 // deliveryClaim reads delivery id's row as a DeliveryClaim: DeliveryDone, or DeliveryHeld
@@ -173,18 +165,10 @@ func (s *Store) FinishGitHubDelivery(ctx context.Context, id string) (bool, erro
 	if err := validateDeliveryID(id); err != nil {
 		return false, err
 	}
-	var done bool
-	err := s.write(ctx, func(w *writeTx) error {
-		res, err := w.execSQL(`UPDATE github_deliveries SET status = 'done', processed_at = ?
+	return s.writeOneRow(ctx, "finish github delivery", func(w *writeTx) (sql.Result, error) {
+		return w.execSQL(`UPDATE github_deliveries SET status = 'done', processed_at = ?
 			WHERE delivery_id = ? AND status = 'claimed' AND claimed_by = ?`, formatTime(s.now()), id, s.origin)
-		if err != nil {
-			return fmt.Errorf("store: finish github delivery: %w", err)
-		}
-		n, err := res.RowsAffected()
-		done = err == nil && n == 1
-		return err
 	})
-	return done, err
 }
 
 // ReleaseGitHubDelivery gives back this Store's claim on delivery id (taken by
@@ -197,16 +181,26 @@ func (s *Store) ReleaseGitHubDelivery(ctx context.Context, id string) (bool, err
 	if err := validateDeliveryID(id); err != nil {
 		return false, err
 	}
-	var removed bool
-	err := s.write(ctx, func(w *writeTx) error {
-		res, err := w.execSQL(`DELETE FROM github_deliveries WHERE delivery_id = ? AND status = 'claimed' AND claimed_by = ?`,
+	return s.writeOneRow(ctx, "release github delivery", func(w *writeTx) (sql.Result, error) {
+		return w.execSQL(`DELETE FROM github_deliveries WHERE delivery_id = ? AND status = 'claimed' AND claimed_by = ?`,
 			id, s.origin)
+	})
+}
+
+// writeOneRow runs exec (one UPDATE or DELETE) in a write transaction and reports whether it
+// changed exactly one row: the claim, finish and release of issue 10, items 2 and 5 (D10-5),
+// which succeed only for the replica whose condition still holds. An exec error is wrapped
+// as "store: <what>: …"; ErrReadOnly, ErrClosed and storage errors come back as s.write's.
+func (s *Store) writeOneRow(ctx context.Context, what string, exec func(w *writeTx) (sql.Result, error)) (bool, error) {
+	var one bool
+	err := s.write(ctx, func(w *writeTx) error {
+		res, err := exec(w)
 		if err != nil {
-			return fmt.Errorf("store: release github delivery: %w", err)
+			return fmt.Errorf("store: %s: %w", what, err)
 		}
 		n, err := res.RowsAffected()
-		removed = err == nil && n == 1
+		one = err == nil && n == 1
 		return err
 	})
-	return removed, err
+	return one, err
 }

@@ -136,3 +136,19 @@ func (c *changes) snapshot() []Change {
 	defer c.mu.Unlock()
 	return append([]Change(nil), c.all...)
 }
+
+// downgradeToSchema1 opens the database at dsn (a file path or a PostgreSQL DSN) with Open,
+// which migrates it, then deletes every schema_migrations row after version 1 and closes
+// it: a database as an older rbook left it, which OpenReadOnly must refuse (issue 6, item
+// 3.3; issue 10, item 1).
+func downgradeToSchema1(t testing.TB, ctx context.Context, dsn string) {
+	t.Helper()
+	ow, err := Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ow.writer.ExecContext(ctx, "DELETE FROM schema_migrations WHERE version > 1"); err != nil {
+		t.Fatal(err)
+	}
+	ow.Close()
+}

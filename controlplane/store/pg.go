@@ -27,10 +27,7 @@ func openPostgres(ctx context.Context, dsn string, cfg config) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	writer.SetMaxOpenConns(1)
-	writer.SetMaxIdleConns(1)
-	writer.SetConnMaxLifetime(0)
-	writer.SetConnMaxIdleTime(0)
+	setWriterPool(writer)
 	if err := writer.PingContext(ctx); err != nil {
 		// A server that is down, a wrong password, a missing database: said as a connection
 		// failure with its next step, not as a failed migration (break10, ux10).
@@ -47,8 +44,7 @@ func openPostgres(ctx context.Context, dsn string, cfg config) (*Store, error) {
 		writer.Close()
 		return nil, err
 	}
-	reader.SetMaxOpenConns(cfg.readerConns)
-	reader.SetMaxIdleConns(cfg.readerConns)
+	setReaderPool(reader, cfg.readerConns)
 	if err := reader.PingContext(ctx); err != nil {
 		reader.Close()
 		writer.Close()
@@ -96,17 +92,12 @@ func openPostgresReadOnly(ctx context.Context, dsn string, cfg config) (*Store, 
 	if err != nil {
 		return nil, err
 	}
-	reader.SetMaxOpenConns(cfg.readerConns)
-	reader.SetMaxIdleConns(cfg.readerConns)
+	setReaderPool(reader, cfg.readerConns)
 	if err := checkSchema(ctx, reader, dialectPostgres, RedactDSN(dsn)); err != nil {
 		reader.Close()
 		return nil, pgOpenError(err, dsn)
 	}
-	s := &Store{cfg: cfg, dialect: dialectPostgres, origin: newOrigin(), reader: reader, readOnly: true,
-		closing: make(chan struct{}), done: make(chan struct{})}
-	close(s.done)
-	s.subs.Store(&[]*subscriber{})
-	return s, nil
+	return newReadOnlyStore(cfg, dialectPostgres, newOrigin(), reader), nil
 }
 
 // newOrigin is a random 16-hex-digit id for one opened Store (D10-4).

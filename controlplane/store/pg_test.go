@@ -130,14 +130,7 @@ func TestIssue10_1_PGReadOnlyStore(t *testing.T) {
 	}
 
 	older := newPGDatabase(t)
-	ow, err := Open(ctx, older)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ow.writer.ExecContext(ctx, "DELETE FROM schema_migrations WHERE version > 1"); err != nil {
-		t.Fatal(err)
-	}
-	ow.Close()
+	downgradeToSchema1(t, ctx, older)
 	if _, err := OpenReadOnly(ctx, older); !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "older") {
 		t.Fatalf("OpenReadOnly of an older schema = %v, want ErrInvalidArgument naming it older", err)
 	}

@@ -74,16 +74,23 @@ func OpenReadOnly(ctx context.Context, path string, opts ...Option) (*Store, err
 	if err != nil {
 		return nil, err
 	}
-	reader.SetMaxOpenConns(cfg.readerConns)
-	reader.SetMaxIdleConns(cfg.readerConns)
+	setReaderPool(reader, cfg.readerConns)
 	if err := checkSchema(ctx, reader, dialectSQLite, path); err != nil {
 		reader.Close()
 		return nil, err
 	}
-	s := &Store{cfg: cfg, reader: reader, readOnly: true, closing: make(chan struct{}), done: make(chan struct{})}
+	return newReadOnlyStore(cfg, dialectSQLite, "", reader), nil
+}
+
+// newReadOnlyStore is the Store OpenReadOnly returns for either dialect (issue 6, item 3.3;
+// issue 10, item 1): only reader, readOnly set, no writer goroutine (done is already
+// closed) and no subscribers. origin is "" for a SQLite file, which has no listener.
+func newReadOnlyStore(cfg config, d dialect, origin string, reader *sql.DB) *Store {
+	s := &Store{cfg: cfg, dialect: d, origin: origin, reader: reader, readOnly: true,
+		closing: make(chan struct{}), done: make(chan struct{})}
 	close(s.done) // there is no writer goroutine to wait for
 	s.subs.Store(&[]*subscriber{})
-	return s, nil
+	return s
 }
 
 // checkSchema refuses a database whose schema version is not exactly this rbook's: a

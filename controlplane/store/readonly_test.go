@@ -131,14 +131,7 @@ func TestIssue6_3_3_ReadOnlyOpen(t *testing.T) {
 	// An older schema: version 1 only.
 	old := filepath.Join(dir, "old.db")
 	copyFile(t, other, old)
-	ow, err := Open(ctx, old)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ow.writer.ExecContext(ctx, "DELETE FROM schema_migrations WHERE version > 1"); err != nil {
-		t.Fatal(err)
-	}
-	ow.Close()
+	downgradeToSchema1(t, ctx, old)
 	if _, err := OpenReadOnly(ctx, old); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("older schema: %v, want ErrInvalidArgument (no migration)", err)
 	}

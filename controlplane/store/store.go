@@ -166,10 +166,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	writer.SetMaxOpenConns(1)
-	writer.SetMaxIdleConns(1)
-	writer.SetConnMaxLifetime(0)
-	writer.SetConnMaxIdleTime(0)
+	setWriterPool(writer)
 	from, to, err := migrate(ctx, writer, dialectSQLite, cfg.clock)
 	if err != nil {
 		writer.Close()
@@ -185,8 +182,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		writer.Close()
 		return nil, err
 	}
-	reader.SetMaxOpenConns(cfg.readerConns)
-	reader.SetMaxIdleConns(cfg.readerConns)
+	setReaderPool(reader, cfg.readerConns)
 	if err := reader.PingContext(ctx); err != nil {
 		reader.Close()
 		writer.Close()
@@ -198,6 +194,22 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		s.schemaFrom, s.schemaTo = from, to
 	}
 	return s, err
+}
+
+// setWriterPool makes db the single writer connection both dialects use (DESIGN D10; issue
+// 10, D10-1): one open connection, kept idle, never recycled by age or idleness.
+func setWriterPool(db *sql.DB) {
+	db.SetMaxOpenConns(1)
+	db.SetMaxIdleConns(1)
+	db.SetConnMaxLifetime(0)
+	db.SetConnMaxIdleTime(0)
+}
+
+// setReaderPool sizes a reader pool to n open connections, all of which may stay idle
+// (cfg.readerConns, option WithReaderConns).
+func setReaderPool(db *sql.DB, n int) {
+	db.SetMaxOpenConns(n)
+	db.SetMaxIdleConns(n)
 }
 
 // start prepares the writer's statements, builds the Store and starts its writer goroutine.
