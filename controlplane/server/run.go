@@ -193,4 +193,3 @@ func LoadOrCreateSecretFile(path string) (secret []byte, created bool, err error
 	}
 	return []byte(s), true, nil
 }
-
