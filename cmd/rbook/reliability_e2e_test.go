@@ -420,18 +420,6 @@ runbook_steps:
   - {name: rollback-a, type: rollback, kql_or_template: remediation/a.json, on_fail: halt}
 `
 
-// decidedMessage is the message of the run's last gate_decided transition (who decided the
-// gate and why, seed runbook-executor), or "" when no gate was decided.
-func decidedMessage(resp *rbookv1.GetRunResponse) string {
-	var msg string
-	for _, tr := range resp.GetTransitions() {
-		if tr.GetKind() == rbookv1.TransitionKind_TRANSITION_KIND_GATE_DECIDED {
-			msg = tr.GetMessage()
-		}
-	}
-	return msg
-}
-
 // checkTerminalApproval asserts that the run's one approval was decided on the control plane
 // by the answer typed at the executor's terminal.
 func checkTerminalApproval(t *testing.T, url, runID string) {

@@ -30,6 +30,10 @@ import (
 	"github.com/rbookhq/rbook-action/gen/rbook/v1/rbookv1connect"
 )
 
+// pgSkipMessage is the skip message of every PostgreSQL test and benchmark without a server
+// (ISSUE10-DECISIONS D10-7).
+const pgSkipMessage = "set RBOOK_TEST_POSTGRES_URL (see .ci/postgres) to run this PostgreSQL test"
+
 // testSecret is the approval secret every test server uses.
 const testSecret = "server-test-secret-0123456789abcdef"
 

@@ -52,10 +52,6 @@ import (
 	"github.com/rbookhq/rbook-action/gen/rbook/v1/rbookv1connect"
 )
 
-// pgSkipMessage is the skip message of every PostgreSQL test and benchmark without a server
-// (ISSUE10-DECISIONS D10-7).
-const pgSkipMessage = "set RBOOK_TEST_POSTGRES_URL (see .ci/postgres) to run this PostgreSQL test"
-
 // psql runs one SQL command against the server at dsn with the psql client and returns its
 // unaligned, tuples-only output. Errors: psql's, with its stderr.
 func psql(dsn, sql string) (string, error) {
