@@ -393,9 +393,12 @@ func remoteProgress(run Run, t Transition, status *RunStatus) RunProgress {
 	return p
 }
 
-// publishLocal hands c to every subscriber, serialised with the listener's publishes; local
-// commits update the per-run marks first (D10-4). store.go's publish calls it.
-func (s *Store) publishLocal(c Change) {
+// publish hands a local commit's change c (if any) to every subscriber, serialised with the
+// listener's publishes; local commits update the per-run marks first (D10-4).
+func (s *Store) publish(c Change) {
+	if c.empty() {
+		return
+	}
 	s.fan.mu.Lock()
 	defer s.fan.mu.Unlock()
 	if s.fan.marks != nil {

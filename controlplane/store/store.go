@@ -336,10 +336,3 @@ func (s *Store) Subscribe(fn func(Change)) (unsubscribe func()) {
 		})
 	}
 }
-
-func (s *Store) publish(c Change) {
-	if c.empty() {
-		return
-	}
-	s.publishLocal(c) // serialised with the change listener's publishes (pglisten.go)
-}
