@@ -41,13 +41,15 @@ func EvidencePackJSON(ev []engine.Evidence) ([]byte, error) {
 }
 
 // WriteEvidence writes s's evidence pack to EvidencePath(statePath, s.RunID) atomically
-// (WriteFileAtomic) and returns that path. An existing file is replaced only when it holds
-// an earlier form of this run's pack (its entries are the first entries of s's: a pack only
-// grows); a file that holds anything else is another run's and is never overwritten (issue 9
-// UX, item 1): the error is *EvidenceTakenError. Other errors name the path.
+// (WriteFileAtomic) and returns that path. An existing file is replaced only when it is this
+// run's: an earlier form of s's pack (its entries are the first entries of s's: a pack only
+// grows), or a pack that ran ahead of s's state file as it was read (its entries begin with
+// the pack the state file held; see ranAhead). A file that holds anything else is another
+// run's and is never overwritten: the error is *EvidenceTakenError. Other errors name the
+// path.
 func WriteEvidence(statePath string, s *State) (string, error) {
 	p := EvidencePath(statePath, s.RunID)
-	if err := checkEvidenceOurs(p, s.EvidencePack); err != nil {
+	if err := checkEvidenceOurs(p, s); err != nil {
 		return p, err
 	}
 	data, err := EvidencePackJSON(s.EvidencePack)
@@ -58,34 +60,103 @@ func WriteEvidence(statePath string, s *State) (string, error) {
 }
 
 // EvidenceTakenError: the evidence pack file of a run id holds another run's pack, which a
-// write must not replace (issue 9 UX, item 1).
+// write must not replace. It is not a state-file write failure: the state file is intact and
+// the run can finish once the other pack is moved aside.
 type EvidenceTakenError struct{ Path, RunID string }
 
 func (e *EvidenceTakenError) Error() string {
-	return fmt.Sprintf("%s holds the evidence pack of another run with id %s; it is not overwritten (move it aside, or give this run's state file its own folder)", e.Path, e.RunID)
+	return fmt.Sprintf("%s holds the evidence pack of another run that has the same id %s, so it is not overwritten; the state file is intact. "+
+		"Move that file aside (e.g. mv %s %s.other) and run the same command again to finish this run, or give each run's state file its own folder",
+		e.Path, e.RunID, e.Path, e.Path)
 }
 
-// checkEvidenceOurs returns *EvidenceTakenError when the file at p exists and its entries
-// are not the first entries of pack; nil when it does not exist or is an earlier form of pack.
-func checkEvidenceOurs(p string, pack []engine.Evidence) error {
-	data, err := os.ReadFile(p)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	} else if err != nil {
+// checkEvidenceOurs returns *EvidenceTakenError when the file at p exists and is not s's run's
+// pack; nil when it does not exist, is an earlier form of s's pack, or ran ahead of the state
+// file s was read from. A file that cannot be read is an error naming it.
+func checkEvidenceOurs(p string, s *State) error {
+	old, exists, err := readPack(p)
+	if err != nil || !exists {
 		return err
 	}
-	var old []engine.Evidence
-	if err := json.Unmarshal(data, &old); err != nil || len(old) > len(pack) {
+	if old == nil || !(packHasPrefix(s.EvidencePack, old) || s.ranAhead(old)) {
 		return &EvidenceTakenError{Path: p, RunID: strings.TrimSuffix(filepath.Base(p), EvidenceSuffix)}
 	}
-	for i := range old {
-		a, _ := json.Marshal(old[i])
+	return nil
+}
+
+// readPack reads the evidence pack file at p. exists is false when there is none; old is nil
+// (with exists true) when the file is not a JSON array of entries.
+func readPack(p string) (old []engine.Evidence, exists bool, err error) {
+	data, err := os.ReadFile(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, false, nil
+	} else if err != nil {
+		return nil, false, err
+	}
+	if json.Unmarshal(data, &old) != nil || old == nil {
+		return nil, true, nil
+	}
+	return old, true, nil
+}
+
+// packHasPrefix reports whether the first len(prefix) entries of pack are prefix's entries.
+func packHasPrefix(pack, prefix []engine.Evidence) bool {
+	if len(prefix) > len(pack) {
+		return false
+	}
+	for i := range prefix {
+		a, _ := json.Marshal(prefix[i])
 		b, _ := json.Marshal(pack[i])
 		if !bytes.Equal(a, b) {
-			return &EvidenceTakenError{Path: p, RunID: strings.TrimSuffix(filepath.Base(p), EvidenceSuffix)}
+			return false
 		}
 	}
-	return nil
+	return true
+}
+
+// ranAhead reports whether old, the evidence pack file of s's run id, is a pack this run's
+// executor wrote ahead of the state file s was read from: the pack file is written before the
+// state write that makes the run final (so that no final run lacks its pack), and an executor
+// killed between the two leaves a file whose entries begin with the state file's pack and go
+// on past it. Such a file is this run's own; the run is finished again from its state file and
+// the file replaced by the pack the state file ends with. Only a State read from a file
+// (Parse) knows which entries the file held.
+func (s *State) ranAhead(old []engine.Evidence) bool {
+	if !s.read || s.readPack > len(s.EvidencePack) {
+		return false
+	}
+	return packHasPrefix(old, s.EvidencePack[:s.readPack])
+}
+
+// settleEvidence makes a final run's evidence pack file equal to the pack its state file
+// holds, when the file is this run's (missing, behind, or ran ahead of the state file):
+// EnsureEvidence for a missing one, an atomic rewrite for the others. A file that holds
+// another run's pack is left alone (nil). The caller holds the state file's lock: a rollback
+// of a final run grows its pack, and only under the lock is the file not mid-change.
+func settleEvidence(statePath string, s *State) error {
+	if !s.RunStatus.Final() {
+		return nil
+	}
+	p := EvidencePath(statePath, s.RunID)
+	old, exists, err := readPack(p)
+	if err != nil {
+		return err
+	}
+	if !exists {
+		_, _, err := EnsureEvidence(statePath, s)
+		return err
+	}
+	if old == nil || len(old) == len(s.EvidencePack) && packHasPrefix(old, s.EvidencePack) {
+		return nil
+	}
+	if !packHasPrefix(s.EvidencePack, old) && !s.ranAhead(old) {
+		return nil
+	}
+	data, err := EvidencePackJSON(s.EvidencePack)
+	if err == nil {
+		err = WriteFileAtomic(p, data)
+	}
+	return err
 }
 
 // EnsureEvidence guarantees that a final run has its evidence pack file (issue 6, item 1.7):

@@ -205,6 +205,9 @@ func OpenPlaybook(plan *runbook.Plan, path string, opts PlaybookOpenOptions) (*O
 		if prev.RunbookHash != plan.ContentHash {
 			return nil, &PlaybookEditedError{RunID: prev.RunID, Path: plan.Path, Recorded: prev.RunbookHash, Current: plan.ContentHash}
 		}
+		if err := checkAgainstPlan(path, prev, plan); err != nil {
+			return nil, err
+		}
 		for _, k := range slices.Sorted(maps.Keys(opts.Inputs)) {
 			if rec, ok := prev.Inputs[k]; ok && !sameJSON(rec, opts.Inputs[k]) {
 				return nil, &InputsChangedError{RunID: prev.RunID, Name: k, Recorded: rec, Given: opts.Inputs[k]}

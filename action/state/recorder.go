@@ -2,6 +2,7 @@ package state
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -61,7 +62,10 @@ func (r *FileRecorder) write() error {
 	if err == nil {
 		err = writeFileAtomic(r.Path, parts[:]...)
 	}
-	if err != nil {
+	var taken *EvidenceTakenError
+	if errors.As(err, &taken) {
+		return taken // the state file is writable: another run's pack is in the way
+	} else if err != nil {
 		return &NotWritableError{Err: err}
 	}
 	r.writes++

@@ -8,8 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -116,6 +118,13 @@ func Open(plan *runbook.Plan, path string, opts OpenOptions) (*Opened, error) {
 		if prev.RunbookHash != plan.ContentHash && !opts.AllowEdited {
 			return nil, &EditedError{RunID: prev.RunID, Recorded: prev.RunbookHash, Current: plan.ContentHash}
 		}
+		if prev.RunbookHash == plan.ContentHash {
+			// Against an edited runbook (--allow-edited-runbook) the recorded steps may
+			// rightly be gone; against the same one, a step it does not have is impossible.
+			if err := checkAgainstPlan(path, prev, plan); err != nil {
+				return nil, err
+			}
+		}
 		if prev.InFlight != nil && opts.StepIndex == nil {
 			return nil, &UnknownStepError{RunID: prev.RunID, InFlight: *prev.InFlight}
 		}
@@ -172,6 +181,71 @@ func Open(plan *runbook.Plan, path string, opts OpenOptions) (*Opened, error) {
 		o.State.OwnerID = owner
 	}
 	return o, nil
+}
+
+// checkAgainstPlan refuses, as *CorruptError, an unfinished run's state whose recorded steps
+// are not plan's, the runbook or playbook it was started from (same content hash): a
+// total_steps other than its step count, an evidence entry, in-flight step, open gate or
+// owed rollback naming a step it does not have (or naming it at another index), and for a
+// playbook iteration counts and bindings of nodes it does not have. The run-level entry the
+// engine writes itself (CANCEL, engine.PlaybookCancelStepName) is not a step and is valid.
+func checkAgainstPlan(path string, s *State, plan *runbook.Plan) error {
+	what, unit := "runbook", "steps"
+	if plan.Playbook != nil {
+		what, unit = "playbook", "nodes"
+	}
+	corrupt := func(format string, a ...any) error {
+		return &CorruptError{path, fmt.Sprintf(format, a...) + fmt.Sprintf(" (%s %q has %d %s)", what, plan.Name, len(plan.Steps), unit)}
+	}
+	if s.TotalSteps != len(plan.Steps) {
+		return corrupt("total_steps is %d", s.TotalSteps)
+	}
+	index := make(map[string]int, len(plan.Steps))
+	for _, st := range plan.Steps {
+		index[st.Name] = st.Index
+	}
+	for i, e := range s.EvidencePack {
+		if _, ok := index[e.StepName]; !ok && e.StepName != engine.PlaybookCancelStepName {
+			return corrupt("evidence_pack[%d] is for step %q, which %s %q does not have", i, e.StepName, what, plan.Name)
+		}
+	}
+	atStep := func(field string, i int, name string) error {
+		if at, ok := index[name]; !ok || at != i {
+			return corrupt("%s names step %q at index %d, which %s %q does not have", field, name, i, what, plan.Name)
+		}
+		return nil
+	}
+	if f := s.InFlight; f != nil {
+		if err := atStep("in_flight", f.StepIndex, f.StepName); err != nil {
+			return err
+		}
+	}
+	for i, f := range s.InFlightNodes {
+		if err := atStep(fmt.Sprintf("in_flight_nodes[%d]", i), f.StepIndex, f.StepName); err != nil {
+			return err
+		}
+	}
+	if g := s.AwaitingConfirmation; g != nil {
+		if err := atStep("awaiting_confirmation", g.StepIndex, g.StepName); err != nil {
+			return err
+		}
+	}
+	if _, ok := index[s.RollbackFor]; s.RollbackFor != "" && !ok {
+		return corrupt("rollback_for names step %q, which %s %q does not have", s.RollbackFor, what, plan.Name)
+	}
+	for _, n := range slices.Sorted(maps.Keys(s.IterationCounts)) {
+		if _, ok := index[n]; !ok {
+			return corrupt("iteration_counts counts node %q, which %s %q does not have", n, what, plan.Name)
+		}
+	}
+	for _, n := range slices.Sorted(maps.Keys(s.Bindings)) {
+		_, node := index[n]
+		_, input := s.Inputs[n]
+		if !node && !input {
+			return corrupt("bindings hold %q, which is neither a node nor an input of %s %q", n, what, plan.Name)
+		}
+	}
+	return nil
 }
 
 // NextFreeRunID is the next D6 suffix after id that no state file in this folder holds (the
@@ -295,8 +369,8 @@ func NextRunID(id string) string {
 
 // readPrevious is the first half of Open and OpenPlaybook: with lock held (nil in tests that
 // hold none) it removes the stale temporary files of plan's runs, then reads the state at
-// path: nil when there is none. A previous run whose evidence pack file is missing gets it
-// rebuilt from its state (EnsureEvidence; issue 6, item 1.7). Errors: Read's (except
+// path: nil when there is none. A final previous run whose evidence pack file is missing,
+// behind or ahead of its state file gets it rebuilt from its state (settleEvidence). Errors: Read's (except
 // ErrNotExist), *NotWritableError (the pack could not be rebuilt), or RemoveStaleTemps's.
 func readPrevious(plan *runbook.Plan, path string, lock *Lock) (*State, error) {
 	if lock != nil {
@@ -309,7 +383,7 @@ func readPrevious(plan *runbook.Plan, path string, lock *Lock) (*State, error) {
 		return nil, err
 	}
 	if prev != nil {
-		if _, _, err := EnsureEvidence(path, prev); err != nil {
+		if err := settleEvidence(path, prev); err != nil {
 			return nil, &NotWritableError{Err: fmt.Errorf("rebuild the evidence pack of run %s: %w", prev.RunID, err)}
 		}
 	}

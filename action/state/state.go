@@ -102,6 +102,12 @@ type State struct {
 	// EpicID and SessionID are the playbook run's links (columns epic_id, session_id).
 	EpicID    string `json:"epic_id,omitempty"`
 	SessionID string `json:"session_id,omitempty"`
+
+	// read is set when the State was parsed from a state file, and readPack is how many
+	// evidence entries that file held: an evidence pack file that ran ahead of them is this
+	// run's own (ranAhead).
+	read     bool
+	readPack int
 }
 
 // Interruption records a signal that stopped the run (case R07).
@@ -205,10 +211,69 @@ func Parse(path string, data []byte) (*State, error) {
 	default:
 		return nil, &CorruptError{path, fmt.Sprintf("run_status %q is not one of IN_PROGRESS, COMPLETED, FAILED, CANCELLED", s.RunStatus)}
 	}
-	if s.LastCompletedStepIndex < -1 || s.LastCompletedStepIndex >= s.TotalSteps && s.TotalSteps > 0 {
-		return nil, &CorruptError{path, fmt.Sprintf("last_completed_step_index %d is outside 0..%d", s.LastCompletedStepIndex, s.TotalSteps-1)}
+	if reason := impossible(&s); reason != "" {
+		return nil, &CorruptError{path, reason}
 	}
+	s.read, s.readPack = true, len(s.EvidencePack)
 	return &s, nil
+}
+
+// impossible returns why s cannot be a state file rbook wrote, whatever the runbook: "" when
+// nothing is out of range. The engine writes seq from 1 up (0 before the first transition),
+// current_step_index from 0 to total_steps (total_steps once the last step finished),
+// last_completed_step_index from -1 to total_steps-1, step indexes of in-flight steps and open
+// gates below total_steps, and evidence entries with a step name and one of the step
+// statuses. Checks that need the runbook are checkAgainstPlan's.
+func impossible(s *State) string {
+	switch {
+	case s.Seq < 0:
+		return fmt.Sprintf("seq %d is negative", s.Seq)
+	case s.LeaseEpoch < 0:
+		return fmt.Sprintf("lease_epoch %d is negative", s.LeaseEpoch)
+	case s.TotalSteps < 0:
+		return fmt.Sprintf("total_steps %d is negative", s.TotalSteps)
+	case s.CurrentStepIndex < 0 || s.TotalSteps > 0 && s.CurrentStepIndex > s.TotalSteps:
+		return fmt.Sprintf("current_step_index %d is outside 0..%d", s.CurrentStepIndex, s.TotalSteps)
+	case s.LastCompletedStepIndex < -1 || s.LastCompletedStepIndex >= s.TotalSteps && s.TotalSteps > 0:
+		return fmt.Sprintf("last_completed_step_index %d is outside -1..%d", s.LastCompletedStepIndex, s.TotalSteps-1)
+	}
+	stepIndex := func(field string, i int) string {
+		if i < 0 || s.TotalSteps > 0 && i >= s.TotalSteps {
+			return fmt.Sprintf("%s.step_index %d is outside 0..%d", field, i, s.TotalSteps-1)
+		}
+		return ""
+	}
+	if s.InFlight != nil {
+		if r := stepIndex("in_flight", s.InFlight.StepIndex); r != "" {
+			return r
+		}
+	}
+	for i, f := range s.InFlightNodes {
+		if r := stepIndex(fmt.Sprintf("in_flight_nodes[%d]", i), f.StepIndex); r != "" {
+			return r
+		}
+	}
+	if s.AwaitingConfirmation != nil {
+		if r := stepIndex("awaiting_confirmation", s.AwaitingConfirmation.StepIndex); r != "" {
+			return r
+		}
+	}
+	for i, e := range s.EvidencePack {
+		if e.StepName == "" {
+			return fmt.Sprintf("evidence_pack[%d] has no step_name", i)
+		}
+		switch e.Status {
+		case engine.StatusPass, engine.StatusFail, engine.StatusTimedOut, engine.StatusSkipped, engine.StatusAwaitingConfirmation:
+		default:
+			return fmt.Sprintf("evidence_pack[%d] (step %q) has status %q, not one of PASS, FAIL, TIMED_OUT, SKIPPED, AWAITING_CONFIRMATION", i, e.StepName, e.Status)
+		}
+	}
+	for n, c := range s.IterationCounts {
+		if c < 0 {
+			return fmt.Sprintf("iteration_counts[%q] %d is negative", n, c)
+		}
+	}
+	return ""
 }
 
 // checkDuplicateKeys returns an error naming the first key that appears twice in one JSON

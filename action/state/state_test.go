@@ -146,12 +146,18 @@ func TestCase_R06_ResumeNeverRepeatsSideEffect(t *testing.T) {
 	})
 	t.Run("killed while a compensating rollback was in flight", func(t *testing.T) {
 		p := filepath.Join(t.TempDir(), "s.json")
-		writeRun(t, p, finished(0, "check-pre", "check", "PASS"),
+		st := writeRun(t, p, finished(0, "check-pre", "check", "PASS"),
 			engine.Transition{Kind: engine.TransitionStepStarted, StepIndex: 1, StepName: "deploy-app", StepType: "deploy"},
 			finished(1, "deploy-app", "deploy", "PASS"),
-			engine.Transition{Kind: engine.TransitionStepStarted, StepIndex: 2, StepName: "rollback-app", StepType: "rollback", RollbackFor: "confirm-app"})
-		for idx, skip := range map[int]bool{2: false, 3: true} {
-			o, err := Open(testPlan(), p, OpenOptions{Now: clock, StepIndex: &idx})
+			engine.Transition{Kind: engine.TransitionStepStarted, StepIndex: 3, StepName: "rollback-app", StepType: "rollback", RollbackFor: "confirm-app"})
+		plan := testPlan()
+		plan.Steps = append(plan.Steps, runbook.Step{Index: 3, Name: "rollback-app", Type: runbook.TypeRollback, OnFail: "halt", TimeoutSeconds: 5})
+		st.TotalSteps = len(plan.Steps)
+		if err := Write(p, st); err != nil {
+			t.Fatal(err)
+		}
+		for idx, skip := range map[int]bool{3: false, 4: true} {
+			o, err := Open(plan, p, OpenOptions{Now: clock, StepIndex: &idx})
 			if err != nil || o.SkipOwedRollback != skip || o.State.RollbackFor != "confirm-app" {
 				t.Fatalf("--step-index %d: skip=%v rollback_for=%q, %v; want skip=%v", idx, o.SkipOwedRollback, o.State.RollbackFor, err, skip)
 			}
