@@ -133,7 +133,7 @@ func startOnControlPlane(ctx context.Context, c *cpclient.Client, plan *runbook.
 			st.RunID = opened.NextFreeRunID(st.RunID)
 			continue
 		case errors.Is(err, cpclient.ErrRunFinal):
-			return started, fmt.Errorf("run %s is already final on the control plane %s; end it locally with: rbook cancel", st.RunID, c.URL)
+			return started, fmt.Errorf("run %s on the control plane %s: %w", st.RunID, c.URL, errFinalThere)
 		case errors.Is(err, cpclient.ErrRunOwned):
 			return started, fmt.Errorf("%v\nThis state file's executor does not own run %s any more. If the other executor is gone, "+
 				"run the same command with --take-over once its lease expired", err, st.RunID)

@@ -284,6 +284,12 @@ func prepareResume(ctx context.Context, f runFlags, plan *runbook.Plan, statePat
 	case run.GetName() != plan.Name:
 		return nil, abort("run %s is of runbook %q, not %q", run.GetRunId(), run.GetName(), plan.Name)
 	case isFinal(run.GetStatus()):
+		if local != nil && local.RunID == run.GetRunId() {
+			// This folder's copy was left unfinished: it takes the control plane's record.
+			if _, err := closeFinishedElsewhere(ctx, c, plan, statePath, local, errw); err != nil {
+				return nil, abort("run %s is final on the control plane %s, but %s could not take its record: %v", run.GetRunId(), c.URL, statePath, err)
+			}
+		}
 		return nil, &exitError{code: exitFailed, msg: fmt.Sprintf("run %s is already %s on the control plane %s; there is nothing to resume", run.GetRunId(), run.GetStatus(), c.URL)}
 	case run.GetContentHash() != plan.ContentHash:
 		return nil, abort("the runbook changed since run %s paused: its plan digest is %s on the control plane and %s here (%s); resume with the runbook the run started with", run.GetRunId(), run.GetContentHash(), plan.ContentHash, plan.Path)
@@ -428,19 +434,26 @@ func rebuildState(plan *runbook.Plan, path string, run *rbookv1.Run, trs []*rboo
 	if st.RunbookName != plan.Name {
 		return nil, fmt.Errorf("the control plane's run is of runbook %q, not %q", st.RunbookName, plan.Name)
 	}
+	return st, replayRecord(st, trs)
+}
+
+// replayRecord applies the control plane's transitions trs, every one from seq 1, to st with
+// state.Apply (the FileRecorder's own logic). Errors: a gap in the seqs, a transition that
+// does not convert or apply.
+func replayRecord(st *state.State, trs []*rbookv1.Transition) error {
 	for i, p := range trs {
 		if p.GetSeq() != int64(i+1) {
-			return nil, fmt.Errorf("the control plane's transitions skip from seq %d to %d", i, p.GetSeq())
+			return fmt.Errorf("the control plane's transitions skip from seq %d to %d", i, p.GetSeq())
 		}
 		t, err := cpclient.FromProto(p)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if err := state.Apply(st, t); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return st, nil
+	return nil
 }
 
 // decidedGate decides the paused gate of a resumed run with the control plane's decision

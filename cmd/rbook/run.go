@@ -144,7 +144,19 @@ func currentUser() string {
 	return "unknown"
 }
 
+// runRunbook runs (or resumes) runbook name: runRunbookOnce, started once more when the state
+// file's unfinished run turned out to be finished elsewhere and was closed with the control
+// plane's record (errStartAgain): the command then starts a new run, as it would after any
+// final run.
 func runRunbook(cmd *cobra.Command, name string, f runFlags, stepIndex *int) error {
+	err := runRunbookOnce(cmd, name, f, stepIndex)
+	if errors.Is(err, errStartAgain) {
+		err = runRunbookOnce(cmd, name, f, stepIndex)
+	}
+	return err
+}
+
+func runRunbookOnce(cmd *cobra.Command, name string, f runFlags, stepIndex *int) error {
 	out, errw, ci := ciStreams(cmd.OutOrStdout(), cmd.ErrOrStderr(), f.output)
 	plan, rend, err := f.loadWithReports(name)
 	if err != nil {
@@ -194,9 +206,6 @@ func runRunbook(cmd *cobra.Command, name string, f runFlags, stepIndex *int) err
 	}
 	st := opened.State
 	v.setRunStart(st.StartedUTC)
-	if opened.Resumed {
-		fmt.Fprintf(v.lines(), "RESUMING run %s from step index %d.\n", st.RunID, opened.StartIndex)
-	}
 
 	ctx, cancel := context.WithCancelCause(cmd.Context())
 	defer cancel(nil)
@@ -244,6 +253,9 @@ func runRunbook(cmd *cobra.Command, name string, f runFlags, stepIndex *int) err
 			return abort("%v", err)
 		}
 		started, err := startOnControlPlane(ctx, c, plan, opened, f.takeOver, f.lease, who)
+		if errors.Is(err, errFinalThere) {
+			return finishedElsewhere(ctx, c, plan, st, f.resume != nil, errw)
+		}
 		if err != nil {
 			return startHalted(ctx, startErrorHint(err, cpURL))
 		}
@@ -280,6 +292,10 @@ func runRunbook(cmd *cobra.Command, name string, f runFlags, stepIndex *int) err
 			}
 			return s
 		}),
+	}
+	if opened.Resumed {
+		// Said once the control plane took the run: a run it holds as final is not resumed.
+		fmt.Fprintf(v.lines(), "RESUMING run %s from step index %d.\n", st.RunID, opened.StartIndex)
 	}
 	fmt.Fprintf(errw, "Run %s · runbook %s (%s) · %d steps · state %s\n", st.RunID, plan.Name, plan.Path, len(plan.Steps), statePath)
 	if start.RollbackFor == "" {

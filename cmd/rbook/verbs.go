@@ -64,6 +64,10 @@ Exit codes: 0 a run was found and shown, 2 no run, an invalid runbook or an unre
 			if err != nil {
 				return abort("%v", err)
 			}
+			if !held {
+				// A run finished elsewhere is shown as it ended, never as resumable here.
+				st = statusCloseFinished(cmd.Context(), cp.url, plan, st, cmd.ErrOrStderr())
+			}
 			var undelivered error
 			if !held && st.RunStatus.Final() && len(st.Outbox) > 0 {
 				// Deliver under the lock; an executor that starts at this moment has it first
@@ -325,6 +329,11 @@ it is already final), an invalid runbook or held state.`,
 					return err
 				}
 				defer target.stop()
+				if closed, err := closeIfFinishedAt(cmd.Context(), target.url, cp.timeout, plan, plan.StateFilePath, st, cmd.ErrOrStderr()); err != nil {
+					return abort("nothing was cancelled: %v", err)
+				} else if closed != nil {
+					return abort("run %s was finished elsewhere and is %s; there is nothing to cancel", closed.RunID, closed.RunStatus)
+				}
 				start.Seq = max(start.Seq, target.lastSeq)
 			}
 			v, err := newView(out, cmd.ErrOrStderr(), terminals(out, cmd.ErrOrStderr()), rend, plan, "text", "")
