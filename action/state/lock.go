@@ -64,6 +64,10 @@ type Lock struct {
 	statePath string
 	// since is when the lock was taken; RemoveStaleTemps removes only older temp files.
 	since time.Time
+	// madeFile says this Acquire created the lock file, and madeDirs lists the folders it
+	// created for it, outermost first: Discard removes them when nothing was recorded.
+	madeFile bool
+	madeDirs []string
 }
 
 // LockPath is the lock file guarding the state file at statePath.
@@ -96,9 +100,36 @@ func Acquire(statePath, role string) (*Lock, error) {
 		return nil, err
 	}
 	p := LockPath(statePath)
+	var madeDirs []string
+	for d := filepath.Dir(p); ; d = filepath.Dir(d) {
+		if _, err := os.Lstat(d); !errors.Is(err, fs.ErrNotExist) || d == filepath.Dir(d) {
+			break
+		}
+		madeDirs = append([]string{d}, madeDirs...)
+	}
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return nil, &NotWritableError{Err: err}
 	}
+	for attempt := 0; ; attempt++ {
+		l, err := acquireFile(statePath, p, role)
+		if errors.Is(err, errLockFileReplaced) && attempt < 10 {
+			continue
+		}
+		if l != nil {
+			l.madeDirs = madeDirs
+		}
+		return l, err
+	}
+}
+
+// errLockFileReplaced: the lock file was removed or replaced (Discard) between its opening
+// and its locking, so the lock taken guards nothing; Acquire tries again.
+var errLockFileReplaced = errors.New("the lock file was replaced while it was being locked")
+
+// acquireFile is Acquire once the lock file's folder exists.
+func acquireFile(statePath, p, role string) (*Lock, error) {
+	_, statErr := os.Lstat(p)
+	madeFile := errors.Is(statErr, fs.ErrNotExist)
 	if target, link := checkNotLink(p); link {
 		return nil, &SymlinkError{StatePath: statePath, Link: p, Target: target}
 	}
@@ -131,6 +162,13 @@ func Acquire(statePath, role string) (*Lock, error) {
 		h, _ := readHolder(p)
 		return nil, &HeldError{Path: statePath, Holder: h}
 	}
+	if held, err1 := f.Stat(); err1 == nil {
+		if now, err2 := os.Lstat(p); err2 != nil || !os.SameFile(held, now) {
+			fl.Unlock()
+			f.Close()
+			return nil, errLockFileReplaced
+		}
+	}
 	now := time.Now()
 	host, _ := os.Hostname()
 	h := Holder{PID: os.Getpid(), Host: host, SinceUTC: now.UTC().Format(time.RFC3339), Role: role}
@@ -138,7 +176,31 @@ func Acquire(statePath, role string) (*Lock, error) {
 	if err := f.Truncate(recordOffset); err == nil {
 		f.WriteAt(data, recordOffset)
 	}
-	return &Lock{fl: fl, f: f, statePath: statePath, since: now}, nil
+	return &Lock{fl: fl, f: f, statePath: statePath, since: now, madeFile: madeFile}, nil
+}
+
+// Discard is Release for a command that may have been refused: when no state file exists at
+// the lock's state path (nothing was recorded), the lock file and the folders this Acquire
+// created for it are removed (a folder only when it is empty), so a refused command leaves
+// a folder as it found it. With a state file it is Release. An Acquire waiting on the
+// removed file notices and takes a new one (errLockFileReplaced).
+func (l *Lock) Discard() error {
+	if l == nil || l.fl == nil {
+		return nil
+	}
+	if _, err := os.Lstat(l.statePath); !errors.Is(err, fs.ErrNotExist) {
+		return l.Release()
+	}
+	if l.madeFile {
+		os.Remove(LockPath(l.statePath))
+	}
+	err := l.Release()
+	for i := len(l.madeDirs) - 1; i >= 0; i-- {
+		if os.Remove(l.madeDirs[i]) != nil {
+			break
+		}
+	}
+	return err
 }
 
 // Release drops the lock. The lock file stays; its holder record is cleared first, so a

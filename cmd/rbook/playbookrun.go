@@ -263,7 +263,7 @@ func runPlaybook(cmd *cobra.Command, file string, f playbookFlags) error {
 	if err != nil {
 		return abort("%v", err)
 	}
-	defer lock.Release()
+	defer lock.Discard() // a start refused before its first record leaves no lock file or folder
 	if err := deliverFinalFirst(cmd.Context(), statePath, f.controlPlane, f.cpTimeout, errw, plan.Name); err != nil {
 		return err
 	}

@@ -180,12 +180,16 @@ func runRunbookOnce(cmd *cobra.Command, name string, f runFlags, stepIndex *int)
 		return abort("%v", err)
 	}
 	defer closeExecs()
+	if stepIndex != nil && (*stepIndex < 0 || *stepIndex > len(plan.Steps)) {
+		// Refused before the state folder is touched (a resume may start at len, after the last step).
+		return abort("--step-index %d is outside 0..%d: runbook %s has %d steps (0-based)", *stepIndex, len(plan.Steps), plan.Name, len(plan.Steps))
+	}
 	statePath := plan.StateFilePath
 	lock, err := state.Acquire(statePath, "run")
 	if err != nil {
 		return abort("%v", err)
 	}
-	defer lock.Release()
+	defer lock.Discard() // a start refused before its first record leaves no lock file or folder
 	// A final run whose last transitions never reached its control plane is delivered first:
 	// the new run would move its state file (and outbox) away (issue 6, item 1.1).
 	if err := deliverFinalFirst(cmd.Context(), statePath, f.controlPlane, f.cpTimeout, errw, name); err != nil {

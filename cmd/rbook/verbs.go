@@ -220,7 +220,7 @@ an invalid runbook or held state.`,
 			if err != nil {
 				return abort("%v", err)
 			}
-			defer lock.Release()
+			defer lock.Discard() // no run to roll back: leave no lock file or folder
 			st, err := readExisting(plan.StateFilePath, name)
 			if err != nil {
 				return err
