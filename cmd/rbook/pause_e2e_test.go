@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -97,7 +96,8 @@ func pauseAtGate(t *testing.T, url string) (dirA, runID, approvalID string) {
 // job) rebuilds the state, takes the run over at the next epoch and completes it. The control
 // plane holds one run, every step finished once, the gate decided by alice; the state B
 // rebuilt equals folder A's state file but for the executor instance's own fields; the paused
-// executor can never write again (E_LEASE_LOST), and running it again is refused.
+// executor can never write again (E_LEASE_LOST), and folder A's state file, asked with
+// `rbook status`, takes the control plane's final record.
 func TestIssue8_4_PauseThenResumeInAnEmptyFolder(t *testing.T) {
 	cpDir := t.TempDir()
 	url := pauseServe(t, cpDir)
@@ -144,9 +144,8 @@ func TestIssue8_4_PauseThenResumeInAnEmptyFolder(t *testing.T) {
 	}
 	// Documented differences: owner_id (a new executor instance) and lease_epoch (StartRun sets it).
 	rebuilt.OwnerID, rebuilt.LeaseEpoch = aState.OwnerID, aState.LeaseEpoch
-	if !reflect.DeepEqual(rebuilt, aState) {
-		a, _ := json.MarshalIndent(aState, "", " ")
-		b, _ := json.MarshalIndent(rebuilt, "", " ")
+	// Compared as the file would hold them (a State read from a file also remembers it was).
+	if a, b := mustJSON(t, aState), mustJSON(t, rebuilt); a != b {
 		t.Fatalf("rebuilt state differs from folder A's:\nA:\n%s\nrebuilt:\n%s", a, b)
 	}
 	if rebuilt.AwaitingConfirmation == nil || rebuilt.AwaitingConfirmation.StepName != "confirm-rollout" {
@@ -214,11 +213,15 @@ func TestIssue8_4_PauseThenResumeInAnEmptyFolder(t *testing.T) {
 	if code := cpclient.Code(err); code != "E_LEASE_LOST" {
 		t.Errorf("the paused executor's write: %v; want E_LEASE_LOST", err)
 	}
-	// ...and running it again in folder A is refused: the run is final there.
+	// ...and folder A's copy, left IN_PROGRESS, takes the control plane's final record:
+	// `rbook status` there says COMPLETED and suggests no cancel.
 	envA, _ := runnerEnv(t, dirA, "3")
-	out, code = rbookIn(t, dirA, envA, "run", "demo", "--control-plane", url)
-	if code != 2 || !strings.Contains(out, "already final on the control plane") {
-		t.Errorf("the paused executor continues: exit %d\n%s", code, out)
+	out, code = rbookIn(t, dirA, envA, "status", "demo", "--control-plane", url)
+	if code != 0 || !strings.Contains(out, "COMPLETED (final)") || strings.Contains(strings.ToLower(out), "cancel") {
+		t.Errorf("status in folder A after the run finished in B: exit %d\n%s", code, out)
+	}
+	if st := readState(t, dirA); st.RunStatus != "COMPLETED" || st.steps() != demoPass {
+		t.Errorf("folder A's state: %s %q; want COMPLETED %q", st.RunStatus, st.steps(), demoPass)
 	}
 }
 
@@ -343,4 +346,14 @@ func TestIssue8_4_ResumeInThePausedFolderUsesItsStateFile(t *testing.T) {
 	if e := resp.GetRun().GetLease().GetEpoch(); e != 2 {
 		t.Errorf("lease epoch %d, want 2", e)
 	}
+}
+
+// mustJSON is v as indented JSON, as a state file holds it.
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.MarshalIndent(v, "", " ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
