@@ -188,7 +188,18 @@ func loadPlaybookPolicy(f playbookFlags) (*approval.Policy, error) {
 	return pol, nil
 }
 
+// runPlaybook runs (or resumes) the playbook in file: runPlaybookOnce, started once more when
+// the state file's unfinished run was finished elsewhere and closed with the control plane's
+// record (errStartAgain), as `rbook run` does.
 func runPlaybook(cmd *cobra.Command, file string, f playbookFlags) error {
+	err := runPlaybookOnce(cmd, file, f)
+	if errors.Is(err, errStartAgain) {
+		err = runPlaybookOnce(cmd, file, f)
+	}
+	return err
+}
+
+func runPlaybookOnce(cmd *cobra.Command, file string, f playbookFlags) error {
 	out, errw, ci := ciStreams(cmd.OutOrStdout(), cmd.ErrOrStderr(), f.output)
 	// Everything that can refuse the run is checked before anything is recorded.
 	plan, err := runbook.LoadPlaybook(file)
@@ -318,6 +329,9 @@ func runPlaybook(cmd *cobra.Command, file string, f playbookFlags) error {
 			return abort("%v", err)
 		}
 		started, err := startPlaybookOnControlPlane(ctx, c, plan, opened, f, who, string(bindingsJSON))
+		if errors.Is(err, errFinalThere) {
+			return finishedElsewhere(ctx, c, plan, st, false, errw)
+		}
 		if err != nil {
 			return startHalted(ctx, startErrorHint(err, cpURL))
 		}
@@ -399,7 +413,7 @@ func startPlaybookOnControlPlane(ctx context.Context, c *cpclient.Client, plan *
 			st.RunID = opened.NextFreeRunID(st.RunID)
 			continue
 		case errors.Is(err, cpclient.ErrRunFinal):
-			return started, fmt.Errorf("run %s is already final on the control plane %s; move %s aside to start a new run", st.RunID, c.URL, plan.StateFilePath)
+			return started, fmt.Errorf("run %s on the control plane %s: %w", st.RunID, c.URL, errFinalThere)
 		case errors.Is(err, cpclient.ErrRunOwned):
 			return started, fmt.Errorf("%v\nThis state file's executor does not own run %s any more", err, st.RunID)
 		case err != nil:
