@@ -233,3 +233,50 @@ func assertEvidenceIsStatePack(t *testing.T, p string) {
 		t.Errorf("evidence file:\n%s\nstate's pack:\n%s", got, want)
 	}
 }
+
+// TestDiscardedLockLeavesTheFolderAsFound: a command refused before it recorded anything
+// (no state file) removes the lock file and the folders its Acquire made, when empty; with a
+// state file, or a folder that held something already, Discard is Release and removes only
+// what it made.
+func TestDiscardedLockLeavesTheFolderAsFound(t *testing.T) {
+	root := t.TempDir()
+	p := filepath.Join(root, "a", "b", "s.json")
+	l, err := Acquire(p, "run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Discard(); err != nil {
+		t.Fatal(err)
+	}
+	if es, _ := os.ReadDir(root); len(es) != 0 {
+		t.Fatalf("left behind: %v", es)
+	}
+
+	other := filepath.Join(root, "kept", "notes.txt")
+	os.MkdirAll(filepath.Dir(other), 0o755)
+	os.WriteFile(other, []byte("x"), 0o644)
+	p = filepath.Join(root, "kept", "s.json")
+	if l, err = Acquire(p, "run"); err != nil {
+		t.Fatal(err)
+	}
+	l.Discard()
+	if es, _ := os.ReadDir(filepath.Dir(p)); len(es) != 1 || es[0].Name() != "notes.txt" {
+		t.Fatalf("folder that held a file: %v", es)
+	}
+
+	if err := os.WriteFile(p, []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if l, err = Acquire(p, "run"); err != nil {
+		t.Fatal(err)
+	}
+	l.Discard()
+	if _, err := os.Stat(LockPath(p)); err != nil {
+		t.Fatalf("a lock file beside a state file was removed: %v", err)
+	}
+	// The kept lock file takes the next lock.
+	if l, err = Acquire(p, "run"); err != nil {
+		t.Fatal(err)
+	}
+	l.Release()
+}
