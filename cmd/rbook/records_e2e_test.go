@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -134,7 +135,8 @@ func TestRefusedCommandsLeaveTheFolderEmpty(t *testing.T) {
 // in folder B is COMPLETED on the control plane; `rbook run` in folder A (its state file still
 // says IN_PROGRESS) takes the control plane's record into that state file, keeps it as the
 // seed's .prev-<run_id> file and starts a new run, without ever suggesting a cancel. The kept
-// file equals folder B's and its evidence file equals its pack.
+// file equals folder B's and its evidence file equals its pack. Copies of folder A asked to
+// cancel or resume the run say there is nothing to do and take the record too.
 func TestRunFinishedElsewhereStartsANewRunHere(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the rbook binary and rbook serve")
@@ -142,6 +144,14 @@ func TestRunFinishedElsewhereStartsANewRunHere(t *testing.T) {
 	cpDir := t.TempDir()
 	url := pauseServe(t, cpDir)
 	dirA, runID, id := pauseAtGate(t, url)
+	// Two more copies of the paused folder, as two more jobs that kept its state file.
+	copies := map[string]string{}
+	for _, name := range []string{"cancel", "resume"} {
+		copies[name] = filepath.Join(t.TempDir(), name)
+		if err := os.CopyFS(copies[name], os.DirFS(dirA)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if out, code := runAs(t, cpDir, pauseAliceToken, "approve", id, "--control-plane", url); code != 0 {
 		t.Fatalf("approve: exit %d\n%s", code, out)
 	}
@@ -164,6 +174,29 @@ func TestRunFinishedElsewhereStartsANewRunHere(t *testing.T) {
 	checkEvidenceIsStatePack(t, prev, filepath.Join(dirA, ".rbook", runID+".evidence.json"), "COMPLETED")
 	if now := readState(t, dirA); now.RunID == runID || now.RunStatus != "IN_PROGRESS" {
 		t.Fatalf("folder A's new run: %s %s; want a new id, IN_PROGRESS", now.RunID, now.RunStatus)
+	}
+	// A copy asked to cancel says there is nothing to cancel and takes the record; one asked
+	// to resume says there is nothing to resume and takes it too.
+	for name, want := range map[string]struct {
+		args  []string
+		stdin string
+		code  int
+		msg   string
+	}{
+		"cancel": {[]string{"cancel", "demo", "--control-plane", url}, "yes\n", 2, "there is nothing to cancel"},
+		"resume": {[]string{"resume", "demo", "--control-plane", url}, "", 1, "there is nothing to resume"},
+	} {
+		dir := copies[name]
+		cmd := exec.Command(rbookBin, want.args...)
+		cmd.Dir, cmd.Stdin = dir, strings.NewReader(want.stdin)
+		cmd.Env = append(os.Environ(), envA...)
+		out, code := combinedExit(t, cmd)
+		if code != want.code || !strings.Contains(out, "was finished elsewhere") || !strings.Contains(out, want.msg) {
+			t.Errorf("%s in a copy of folder A: exit %d, want %d and %q\n%s", name, code, want.code, want.msg, out)
+		}
+		if st := readState(t, dir); st.RunStatus != "COMPLETED" || st.steps() != fromB.steps() {
+			t.Errorf("%s: the copy's state is %s %q; want B's COMPLETED %q", name, st.RunStatus, st.steps(), fromB.steps())
+		}
 	}
 	// rbook resume in folder B again: nothing to resume, and B's state stays final.
 	if out, code := rbookIn(t, dirB, envB, "resume", "demo", "--run-id", runID, "--control-plane", url); code == 0 || strings.Contains(strings.ToLower(out), "cancel") {
