@@ -147,7 +147,7 @@ func finishedElsewhere(ctx context.Context, c *cpclient.Client, plan *runbook.Pl
 		return startHalted(ctx, fmt.Errorf("run %s is final on the control plane %s, but this folder's state file could not take its record: %v", st.RunID, c.URL, err))
 	}
 	if closed == nil { // not final after all: the refusal was for another reason
-		return startHalted(ctx, fmt.Errorf("the control plane %s refused to resume run %s as final, but records it %s; run the same command again", c.URL, st.RunID, "unfinished"))
+		return startHalted(ctx, fmt.Errorf("the control plane %s refused to resume run %s as final, but its record of the run is unfinished; run the same command again", c.URL, st.RunID))
 	}
 	if resume {
 		return &exitError{code: exitFailed, msg: fmt.Sprintf("run %s is already %s; there is nothing to resume", closed.RunID, closed.RunStatus)}

@@ -199,6 +199,7 @@ func runPlaybook(cmd *cobra.Command, file string, f playbookFlags) error {
 	return err
 }
 
+// runPlaybookOnce is one attempt of runPlaybook.
 func runPlaybookOnce(cmd *cobra.Command, file string, f playbookFlags) error {
 	out, errw, ci := ciStreams(cmd.OutOrStdout(), cmd.ErrOrStderr(), f.output)
 	// Everything that can refuse the run is checked before anything is recorded.

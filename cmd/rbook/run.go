@@ -156,11 +156,17 @@ func runRunbook(cmd *cobra.Command, name string, f runFlags, stepIndex *int) err
 	return err
 }
 
+// runRunbookOnce is one attempt of runRunbook: everything that can refuse the run is checked
+// before the state folder is touched, then the run is started or resumed under the lock.
 func runRunbookOnce(cmd *cobra.Command, name string, f runFlags, stepIndex *int) error {
 	out, errw, ci := ciStreams(cmd.OutOrStdout(), cmd.ErrOrStderr(), f.output)
 	plan, rend, err := f.loadWithReports(name)
 	if err != nil {
 		return err
+	}
+	if stepIndex != nil && (*stepIndex < 0 || *stepIndex > len(plan.Steps)) {
+		// Refused before anything is written (a resume may start at len, after the last step).
+		return abort("--step-index %d is outside 0..%d: runbook %s has %d steps (0-based)", *stepIndex, len(plan.Steps), plan.Name, len(plan.Steps))
 	}
 	v, err := newView(out, errw, terminals(out, errw), rend, plan, f.output, f.report)
 	if err != nil {
@@ -180,10 +186,6 @@ func runRunbookOnce(cmd *cobra.Command, name string, f runFlags, stepIndex *int)
 		return abort("%v", err)
 	}
 	defer closeExecs()
-	if stepIndex != nil && (*stepIndex < 0 || *stepIndex > len(plan.Steps)) {
-		// Refused before the state folder is touched (a resume may start at len, after the last step).
-		return abort("--step-index %d is outside 0..%d: runbook %s has %d steps (0-based)", *stepIndex, len(plan.Steps), plan.Name, len(plan.Steps))
-	}
 	statePath := plan.StateFilePath
 	lock, err := state.Acquire(statePath, "run")
 	if err != nil {
