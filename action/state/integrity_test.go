@@ -41,6 +41,7 @@ func TestImpossibleStateFilesAreRefusedAsCorrupt(t *testing.T) {
 		{fixture: "valid-resumable"},
 		{fixture: "valid-after-last-step"},
 		{fixture: "valid-cancel-entry"},
+		{fixture: "valid-rollback-verb"},
 		{fixture: "negative-seq", atRead: true, reason: "seq -1 is negative"},
 		{fixture: "negative-lease-epoch", atRead: true, reason: "lease_epoch -3 is negative"},
 		{fixture: "total-steps-negative", atRead: true, reason: "total_steps -2 is negative"},

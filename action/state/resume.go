@@ -186,7 +186,8 @@ func Open(plan *runbook.Plan, path string, opts OpenOptions) (*Opened, error) {
 // checkAgainstPlan refuses, as *CorruptError, an unfinished run's state whose recorded steps
 // are not plan's, the runbook or playbook it was started from (same content hash): a
 // total_steps other than its step count, an evidence entry, in-flight step, open gate or
-// owed rollback naming a step it does not have (or naming it at another index), and for a
+// owed rollback naming a step it does not have (or naming it at another index; an owed
+// rollback may also be engine.RollbackVerb's, asked for with `rbook rollback`), and for a
 // playbook iteration counts and bindings of nodes it does not have. The run-level entry the
 // engine writes itself (CANCEL, engine.PlaybookCancelStepName) is not a step and is valid.
 func checkAgainstPlan(path string, s *State, plan *runbook.Plan) error {
@@ -230,7 +231,7 @@ func checkAgainstPlan(path string, s *State, plan *runbook.Plan) error {
 			return err
 		}
 	}
-	if _, ok := index[s.RollbackFor]; s.RollbackFor != "" && !ok {
+	if _, ok := index[s.RollbackFor]; s.RollbackFor != "" && s.RollbackFor != engine.RollbackVerb && !ok {
 		return corrupt("rollback_for names step %q, which %s %q does not have", s.RollbackFor, what, plan.Name)
 	}
 	for _, n := range slices.Sorted(maps.Keys(s.IterationCounts)) {
