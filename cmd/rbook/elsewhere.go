@@ -28,8 +28,9 @@ var errFinalThere = errors.New("the run is final on the control plane")
 // closed with the control plane's record, so the same command now starts a new run.
 var errStartAgain = errors.New("start again: the previous run was finished elsewhere")
 
-// finishedElsewhereCheck bounds how long `rbook status` waits for the control plane's answer
-// to whether an unfinished run was finished elsewhere; without one it shows the state file.
+// finishedElsewhereCheck bounds how long `rbook status` and `rbook github post` wait for the
+// control plane's answer to whether an unfinished run was finished elsewhere; without one
+// they go on with the state file as it is.
 const finishedElsewhereCheck = 3 * time.Second
 
 // closeFinishedElsewhere asks the control plane c for local's run, unfinished in the state
@@ -38,7 +39,7 @@ const finishedElsewhereCheck = 3 * time.Second
 // pack file first) and a line on errw says so. It returns the closed state, or nil when the
 // run is not final there. The caller holds the state file's lock. Errors: the control
 // plane's (cpGetRun), a record that does not replay, the write's.
-func closeFinishedElsewhere(ctx context.Context, c *cpclient.Client, plan *runbook.Plan, statePath string, local *state.State, errw io.Writer) (*state.State, error) {
+func closeFinishedElsewhere(ctx context.Context, c *cpclient.Client, statePath string, local *state.State, errw io.Writer) (*state.State, error) {
 	run, trs, err := cpGetRun(ctx, c, local.RunID)
 	if err != nil {
 		return nil, err
@@ -92,7 +93,7 @@ func localStatus(s rbookv1.RunStatus) engine.RunStatus {
 // closeIfFinishedAt is closeFinishedElsewhere against the control plane at url (calls bounded
 // by timeout), for a verb that holds no client yet (status, cancel). Embedded control planes
 // are skipped: a run of this folder's embedded control plane cannot be finished elsewhere.
-func closeIfFinishedAt(ctx context.Context, url string, timeout time.Duration, plan *runbook.Plan, statePath string, local *state.State, errw io.Writer) (*state.State, error) {
+func closeIfFinishedAt(ctx context.Context, url string, timeout time.Duration, statePath string, local *state.State, errw io.Writer) (*state.State, error) {
 	if url == "" || url == "off" || local.ControlPlaneEmbedded || local.RunStatus.Final() {
 		return nil, nil
 	}
@@ -101,7 +102,7 @@ func closeIfFinishedAt(ctx context.Context, url string, timeout time.Duration, p
 		return nil, err
 	}
 	c.Deadline = timeout
-	return closeFinishedElsewhere(ctx, c, plan, statePath, local, errw)
+	return closeFinishedElsewhere(ctx, c, statePath, local, errw)
 }
 
 // statusCloseFinished is `rbook status`'s look at the control plane of an unfinished run no
@@ -126,7 +127,7 @@ func statusCloseFinished(ctx context.Context, flagURL string, plan *runbook.Plan
 	if err != nil || cur.RunID != st.RunID || cur.RunStatus.Final() {
 		return st
 	}
-	closed, err := closeIfFinishedAt(ctx, url, finishedElsewhereCheck, plan, plan.StateFilePath, cur, errw)
+	closed, err := closeIfFinishedAt(ctx, url, finishedElsewhereCheck, plan.StateFilePath, cur, errw)
 	if err != nil {
 		fmt.Fprintf(errw, "note: could not ask the control plane %s whether run %s was finished elsewhere (%v); showing the state file.\n", url, st.RunID, err)
 		return st
@@ -142,7 +143,7 @@ func statusCloseFinished(ctx context.Context, flagURL string, plan *runbook.Plan
 // control plane's record (closeFinishedElsewhere; the caller holds the lock), then `rbook run`
 // starts a new run (errStartAgain) and `rbook resume` says there is nothing to resume (exit 1).
 func finishedElsewhere(ctx context.Context, c *cpclient.Client, plan *runbook.Plan, st *state.State, resume bool, errw io.Writer) error {
-	closed, err := closeFinishedElsewhere(ctx, c, plan, plan.StateFilePath, st, errw)
+	closed, err := closeFinishedElsewhere(ctx, c, plan.StateFilePath, st, errw)
 	if err != nil {
 		return startHalted(ctx, fmt.Errorf("run %s is final on the control plane %s, but this folder's state file could not take its record: %v", st.RunID, c.URL, err))
 	}

@@ -158,6 +158,10 @@ func githubPost(ctx context.Context, tgt postTarget, cp deliverFlags, out, errw 
 		return abort("rbook github post: run %s is unfinished, and its control plane cannot be reached: %v", st.RunID, err)
 	}
 	defer stop()
+	if closed, err := closeIfFinishedAt(ctx, url, finishedElsewhereCheck, statePath, st, errw); err == nil && closed != nil {
+		fmt.Fprintf(errw, "rbook github post: run %s was finished elsewhere and is %s; nothing to withdraw.\n", st.RunID, closed.RunStatus)
+		return nil
+	}
 	fileRec.KeepOutbox = true
 	if _, err := deliver(ctx, fileRec, url, cp.timeout); err != nil {
 		return abort("rbook github post: run %s is unfinished, and %d of its transitions could not be delivered to the control plane %s: %v", st.RunID, fileRec.Unacked(), url, err)

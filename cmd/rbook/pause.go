@@ -286,7 +286,7 @@ func prepareResume(ctx context.Context, f runFlags, plan *runbook.Plan, statePat
 	case isFinal(run.GetStatus()):
 		if local != nil && local.RunID == run.GetRunId() {
 			// This folder's copy was left unfinished: it takes the control plane's record.
-			if _, err := closeFinishedElsewhere(ctx, c, plan, statePath, local, errw); err != nil {
+			if _, err := closeFinishedElsewhere(ctx, c, statePath, local, errw); err != nil {
 				return nil, abort("run %s is final on the control plane %s, but %s could not take its record: %v", run.GetRunId(), c.URL, statePath, err)
 			}
 		}

@@ -329,7 +329,7 @@ it is already final), an invalid runbook or held state.`,
 					return err
 				}
 				defer target.stop()
-				if closed, err := closeIfFinishedAt(cmd.Context(), target.url, cp.timeout, plan, plan.StateFilePath, st, cmd.ErrOrStderr()); err != nil {
+				if closed, err := closeIfFinishedAt(cmd.Context(), target.url, cp.timeout, plan.StateFilePath, st, cmd.ErrOrStderr()); err != nil {
 					return abort("nothing was cancelled: %v", err)
 				} else if closed != nil {
 					return abort("run %s was finished elsewhere and is %s; there is nothing to cancel", closed.RunID, closed.RunStatus)
