@@ -67,14 +67,18 @@ func printPlaybookParseError(w io.Writer, path string, err error) int {
 }
 
 func newPlaybookValidateCmd() *cobra.Command {
-	var output string
+	var output, mcpConfig, templates string
 	cmd := &cobra.Command{
 		Use:   "validate FILE...",
 		Short: "Check .cantbook files and list every issue (file:line:col: field: message)",
 		Long: `Parse and check each .cantbook against the playbook rules (version "1.0", a name,
 unique node ids, known edge and depends ids, no cycle, skill or agent for agentic nodes,
 command and args for deterministic ones, a prompt for approval nodes, iteration caps in
-0..10) and rbook's (YAML safety limits, templates that name known inputs and nodes). As with
+0..10) and rbook's (YAML safety limits, templates that name known inputs and nodes, when
+conditions that can be true and false), and what 'rbook playbook run' checks before the first
+node: the MCP config of agentic nodes (<folder>/<base>.mcp.json or --mcp-config FILE: each
+node's agent is one of its servers, and a server's command is found; nothing is started) and
+the report templates (--templates DIR; each is rendered for sample runs). As with
 'rbook validate', every issue is printed on stderr, one per line, as file:line:col: field:
 message, and one line per file on stdout says "FILE: ok (N nodes, playbook NAME, hash H)"
 or "FILE: N issue(s)". Warnings (an unquoted version: 1.0) are printed as "warning: …" and
@@ -94,6 +98,7 @@ Exit codes: 0 every file is valid, 2 some file has issues (as 'rbook validate'),
 			out, errw := cmd.OutOrStdout(), cmd.ErrOrStderr()
 			res := validateResult{Files: []validateFile{}}
 			bad := 0
+			tmplDiags := checkTemplates(templates) // shared by every playbook: checked once
 			for _, p := range args {
 				plan, err := runbook.LoadPlaybook(p)
 				vf := validateFile{File: p, Issues: []validateIssue{}, Warnings: []validateIssue{}}
@@ -107,7 +112,24 @@ Exit codes: 0 every file is valid, 2 some file has issues (as 'rbook validate'),
 					res.Files = append(res.Files, vf)
 					continue
 				}
-				vf.OK, vf.Name, vf.Nodes, vf.Hash = true, plan.Name, len(plan.Steps), plan.ContentHash
+				vf.Name, vf.Nodes, vf.Hash = plan.Name, len(plan.Steps), plan.ContentHash
+				_, ds := playbookMCPConfig(plan, p, mcpConfig)
+				if ds = append(ds, tmplDiags...); len(ds) > 0 {
+					bad++
+					runbook.SortDiagnostics(ds)
+					for _, d := range ds {
+						vf.Issues = append(vf.Issues, issueOf(d))
+						if output == "text" {
+							fmt.Fprintln(errw, d.String())
+						}
+					}
+					if output == "text" {
+						fmt.Fprintf(out, "%s: %s\n", p, yamlerr.Plural(len(ds), "issue", "issues"))
+					}
+					res.Files = append(res.Files, vf)
+					continue
+				}
+				vf.OK = true
 				if plan.Playbook != nil {
 					for _, d := range plan.Playbook.Warnings {
 						vf.Warnings = append(vf.Warnings, issueOf(d))
@@ -136,6 +158,8 @@ Exit codes: 0 every file is valid, 2 some file has issues (as 'rbook validate'),
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	cmd.Flags().StringVar(&mcpConfig, "mcp-config", "", "MCP config to check instead of <playbook folder>/<playbook base>.mcp.json (as for rbook playbook run)")
+	cmd.Flags().StringVar(&templates, "templates", "", "folder whose templates/*.md override the built-in report templates (as for rbook playbook run)")
 	return cmd
 }
 
