@@ -178,6 +178,8 @@ type rawEdge struct {
 	n              *yaml.Node
 	field          string
 	fromOK, toOKay bool
+	// whenN is the edge's when mapping (nil without one).
+	whenN *yaml.Node
 }
 
 type rawHandler struct {
@@ -198,7 +200,7 @@ var (
 	pbTopKeys     = []string{"version", "name", "description", "inputs", "nodes", "edges", "error_handlers"}
 	pbInputKeys   = []string{"name", "required", "description", "default"}
 	pbCommonKeys  = []string{"id", "type", "description", "depends", "timeout", "iteration_cap", "max_iterations", "on_failure", "requires", "ensures"}
-	pbTypeKeys    = map[StepType][]string{TypeDeterministic: {"command", "args", "env", "cwd"}, TypeAgentic: {"skill", "agent", "inputs"}, TypeApproval: {"prompt"}}
+	pbTypeKeys    = map[StepType][]string{TypeDeterministic: {"command", "args", "env", "cwd"}, TypeAgentic: {"skill", "agent", "inputs"}, TypeApproval: {"prompt", "policy"}}
 	pbEdgeKeys    = []string{"from", "to", "description", "contract", "when"}
 	pbContractKey = []string{"requires", "ensures"}
 	pbWhenOps     = []string{string(WhenEquals), string(WhenNotEquals), string(WhenExists), string(WhenIn), string(WhenTruthy)}
@@ -617,6 +619,15 @@ func (p *pbParser) readNode(i int, it *yaml.Node) {
 			rn.node.Prompt = s
 			p.templates = append(p.templates, templateUse{n, field + ".prompt", s})
 		}
+		if n := fs["policy"]; n != nil {
+			if s, ok := p.str(n, field+".policy"); ok {
+				if !slices.Contains(NodePolicies, s) {
+					p.report(n, field+".policy", "must be %s (a person decides this node; no auto-pass rule can pass it)%s%s", strings.Join(NodePolicies, ", "), p.l.got(n), didYouMean(s, NodePolicies))
+				} else {
+					rn.node.Policy = s
+				}
+			}
+		}
 	}
 }
 
@@ -783,7 +794,7 @@ func (p *pbParser) readEdges(v *yaml.Node) {
 			}
 		}
 		if n := fs["when"]; n != nil {
-			e.edge.When = p.when(n, field+".when")
+			e.edge.When, e.whenN = p.when(n, field+".when"), n
 		}
 		p.edges = append(p.edges, e)
 	}
@@ -829,6 +840,11 @@ func (p *pbParser) when(n *yaml.Node, field string) *When {
 		if v.Kind != yaml.SequenceNode {
 			p.report(v, f, "must be a list of values, got a %s", kindName(v))
 			return nil
+		}
+		if len(v.Content) == 0 {
+			// The seed's reference parser refuses it too.
+			p.report(v, f, "is an empty list: no value is in it, so the condition is never true and the edge's node would be skipped on every run; list the values that let it run")
+			ok = false
 		}
 		for i, c := range v.Content {
 			if c := resolveAlias(c); c.Kind != yaml.ScalarNode {
@@ -960,6 +976,75 @@ func (p *pbParser) crossCheck() {
 		}
 	}
 	p.buildDepends()
+	p.checkWhens()
+}
+
+// checkWhens refuses an edge condition whose binding cannot be there, in a known state, when
+// the engine tests it, which is once every node the edge's node waits for is done: a node
+// that is not upstream of the edge's node along depends and edges (the node itself, one
+// after it, or one beside it, which may or may not have run by then), and "error" (bound only
+// in an inject_hint target's templates and handler messages, never in the bindings a when is
+// tested against). Such a condition is always true or never true, or true by chance.
+func (p *pbParser) checkWhens() {
+	for _, e := range p.edges {
+		w := e.edge.When
+		if w == nil || !e.toOKay {
+			continue
+		}
+		at, field := e.whenN, e.field+".when.binding"
+		for _, pr := range pairs(resolveAlias(e.whenN)) {
+			if pr.key.Value == "binding" {
+				at = pr.value
+			}
+		}
+		head, _, _ := strings.Cut(w.Binding, ".")
+		to := p.ids[e.to.id]
+		switch from, isNode := p.ids[head]; {
+		case head == "error" && !isNode && p.inputs[head] == nil:
+			p.report(at, field, "binding %q: error is bound only in an inject_hint target's templates and handler messages, never when an edge's when is tested, so this condition is always %s; test a node's output instead", w.Binding, whenOnMissing(w))
+		case isNode && !p.upstream(from, to):
+			p.report(at, field, "binding %q names node %q, which is not upstream of node %q (no chain of depends and edges leads from it to %q), so its output may not exist when the condition is tested and the condition is decided by timing, not by the run; make %q depend on %q, or test a node upstream of it", w.Binding, head, e.to.id, e.to.id, e.to.id, head)
+		}
+	}
+}
+
+// whenOnMissing is what a condition evaluates to on a binding that does not exist.
+func whenOnMissing(w *When) string {
+	want := true
+	if b, ok := w.Value.(bool); ok {
+		want = b
+	}
+	switch w.Op {
+	case WhenNotEquals:
+		return "true"
+	case WhenExists, WhenTruthy:
+		if !want {
+			return "true"
+		}
+	}
+	return "false"
+}
+
+// upstream reports whether node from runs before node to on every run: a chain of depends
+// and edges leads from it to to (buildDepends filled step.Depends). A node is not upstream
+// of itself.
+func (p *pbParser) upstream(from, to int) bool {
+	seen := make([]bool, len(p.nodes))
+	stack := []int{to}
+	for len(stack) > 0 {
+		i := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		for _, d := range p.nodes[i].step.Depends {
+			if d == from {
+				return true
+			}
+			if !seen[d] {
+				seen[d] = true
+				stack = append(stack, d)
+			}
+		}
+	}
+	return false
 }
 
 func (p *pbParser) knownRoot(head string) bool {
