@@ -128,3 +128,70 @@ func TestRunWithATemplateThatFailsToRenderStopsBeforeTheFirstStep(t *testing.T) 
 		assertNothingRecorded(t, dir, out+errOut)
 	}
 }
+
+// TestPinnedApprovalNodeWaitsForAPersonWhereTheDefaultPolicyWouldPassIt: the go-live node
+// guards only `echo deploying production`, which the built-in read-only rule passes: without
+// a pin, validate and the run's start say so and the run passes it with nobody asked; with
+// policy: require-human, validate is quiet about it and the run (on the embedded control
+// plane, and with --control-plane off) waits for a person, whose yes decides it.
+func TestPinnedApprovalNodeWaitsForAPersonWhereTheDefaultPolicyWouldPassIt(t *testing.T) {
+	if testing.Short() {
+		t.Skip("drives the rbook binary")
+	}
+	dir := workdir(t)
+	for _, f := range []string{"go-live.cantbook", "go-live-unpinned.cantbook"} {
+		copyFixture(t, f, filepath.Join(dir, f))
+	}
+	warning := "approval node 'go-live' would be auto-passed by rule 'default-read-only' (only read-only or QA commands, no agentic node); add policy: require-human to it to ask a person"
+
+	_, errOut, code := runSplit(t, dir, nil, "playbook", "validate", "go-live-unpinned.cantbook")
+	if code != 0 || !strings.Contains(errOut, "warning: go-live-unpinned.cantbook:5:5: nodes[1]: "+warning) {
+		t.Fatalf("validate unpinned: exit %d\n%s", code, errOut)
+	}
+	if _, errOut, code := runSplit(t, dir, nil, "playbook", "validate", "go-live.cantbook"); code != 0 || strings.Contains(errOut, "would be auto-passed") {
+		t.Fatalf("validate pinned: exit %d\n%s", code, errOut)
+	}
+
+	// Unpinned: passed by the policy, nobody asked (stdin is empty), and the start said so.
+	out, code := run(t, dir, "", "playbook", "run", "go-live-unpinned.cantbook", "--control-plane", "off")
+	if code != 0 || !strings.Contains(out, warning) {
+		t.Fatalf("unpinned run: exit %d\n%s", code, out)
+	}
+	if got := approvalOutput(t, dir, "go-live-unpinned"); !strings.Contains(got, `"auto_passed":true`) || !strings.Contains(got, `"rule":"default-read-only"`) {
+		t.Fatalf("unpinned gate's evidence: %s", got)
+	}
+
+	// Pinned: the run waits at the gate until a person answers, on either kind of gate.
+	for _, args := range [][]string{{"playbook", "run", "go-live.cantbook"}, {"playbook", "run", "go-live.cantbook", "--control-plane", "off"}} {
+		os.RemoveAll(filepath.Join(dir, ".rbook"))
+		p := start(t, dir, args...)
+		p.waitFor(t, "Type yes")
+		if strings.Contains(p.output(), "deploying") {
+			t.Fatalf("%s: the deploy ran before the gate was answered:\n%s", args, p.output())
+		}
+		if _, err := p.stdin.Write([]byte("yes\n")); err != nil {
+			t.Fatal(err)
+		}
+		if code := p.wait(t); code != 0 || strings.Contains(p.output(), "would be auto-passed") {
+			t.Fatalf("%s: exit %d\n%s", args, code, p.output())
+		}
+		got := approvalOutput(t, dir, "go-live")
+		if !strings.Contains(got, `"auto_passed":false`) || !strings.Contains(got, `"rule":"node-policy"`) || !strings.Contains(got, `"approved":true`) || strings.Contains(got, `"by":"policy"`) {
+			t.Fatalf("%s: pinned gate's evidence: %s", args, got)
+		}
+	}
+}
+
+// approvalOutput is the evidence output of the go-live approval node in the state file of
+// playbook name.
+func approvalOutput(t *testing.T, dir, name string) string {
+	t.Helper()
+	st := readPlaybookState(t, filepath.Join(dir, ".rbook", name+".playbook.state.json"))
+	for _, e := range st.EvidencePack {
+		if e.StepName == "go-live" {
+			return e.Output
+		}
+	}
+	t.Fatalf("no evidence of go-live in %s's state file", name)
+	return ""
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rbookhq/rbook-action/action/runbook"
+	"github.com/rbookhq/rbook-action/controlplane/approval"
 	"github.com/rbookhq/rbook-action/controlplane/yamlerr"
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
 )
@@ -67,7 +68,7 @@ func printPlaybookParseError(w io.Writer, path string, err error) int {
 }
 
 func newPlaybookValidateCmd() *cobra.Command {
-	var output, mcpConfig, templates string
+	var output, mcpConfig, templates, policy string
 	cmd := &cobra.Command{
 		Use:   "validate FILE...",
 		Short: "Check .cantbook files and list every issue (file:line:col: field: message)",
@@ -78,7 +79,9 @@ command and args for deterministic ones, a prompt for approval nodes, iteration 
 conditions that can be true and false), and what 'rbook playbook run' checks before the first
 node: the MCP config of agentic nodes (<folder>/<base>.mcp.json or --mcp-config FILE: each
 node's agent is one of its servers, and a server's command is found; nothing is started) and
-the report templates (--templates DIR; each is rendered for sample runs). As with
+the report templates (--templates DIR; each is rendered for sample runs). A warning names
+each approval node the auto-pass policy (--policy FILE, else the built-in rules) would pass
+without a person; policy: require-human on the node pins it to a person. As with
 'rbook validate', every issue is printed on stderr, one per line, as file:line:col: field:
 message, and one line per file on stdout says "FILE: ok (N nodes, playbook NAME, hash H)"
 or "FILE: N issue(s)". Warnings (an unquoted version: 1.0) are printed as "warning: …" and
@@ -99,6 +102,10 @@ Exit codes: 0 every file is valid, 2 some file has issues (as 'rbook validate'),
 			res := validateResult{Files: []validateFile{}}
 			bad := 0
 			tmplDiags := checkTemplates(templates) // shared by every playbook: checked once
+			pol, err := approval.LoadPlaybookPolicy(policy)
+			if err != nil {
+				return abort("--policy: %v", err)
+			}
 			for _, p := range args {
 				plan, err := runbook.LoadPlaybook(p)
 				vf := validateFile{File: p, Issues: []validateIssue{}, Warnings: []validateIssue{}}
@@ -135,9 +142,16 @@ Exit codes: 0 every file is valid, 2 some file has issues (as 'rbook validate'),
 						vf.Warnings = append(vf.Warnings, issueOf(d))
 					}
 				}
+				passes := autoPassWarnings(plan, p, pol, nil)
+				for _, d := range passes {
+					vf.Warnings = append(vf.Warnings, issueOf(d))
+				}
 				if output == "text" {
 					for _, w := range playbookWarnings(plan) {
 						fmt.Fprintln(errw, w)
+					}
+					for _, d := range passes {
+						fmt.Fprintln(errw, "warning: "+d.String())
 					}
 					fmt.Fprintf(out, "%s: ok (%d nodes, playbook %s, hash %s)\n", p, len(plan.Steps), plan.Name, plan.ContentHash)
 				}
@@ -160,6 +174,7 @@ Exit codes: 0 every file is valid, 2 some file has issues (as 'rbook validate'),
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
 	cmd.Flags().StringVar(&mcpConfig, "mcp-config", "", "MCP config to check instead of <playbook folder>/<playbook base>.mcp.json (as for rbook playbook run)")
 	cmd.Flags().StringVar(&templates, "templates", "", "folder whose templates/*.md override the built-in report templates (as for rbook playbook run)")
+	cmd.Flags().StringVar(&policy, "policy", "", "auto-pass policy rules (YAML) to say which approval nodes would pass without a person (default: the built-in rules; as for rbook playbook run)")
 	return cmd
 }
 

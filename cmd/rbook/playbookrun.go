@@ -242,6 +242,11 @@ func runPlaybook(cmd *cobra.Command, file string, f playbookFlags) error {
 	if err != nil {
 		return abort("inputs: %v", err)
 	}
+	if !external && !f.policyShadow { // a separate control plane's policy is not known here
+		for _, d := range autoPassWarnings(plan, file, localPolicy, inputs) {
+			fmt.Fprintln(errw, "warning: "+d.String())
+		}
+	}
 	rend, err := report.New(f.templates)
 	if err != nil {
 		return abort("%v", err)
