@@ -29,9 +29,13 @@ For each runbook it checks
     <name>.values.yaml.example, and the output says so;
   - when a step is a check with a query: the MCP config the run uses (<dir>/<name>.mcp.json,
     or --mcp-config FILE) parses, names exactly one server (a run uses the only one), the
-    server has command or url, and a stdio command is found (on PATH, or "rbook": this
-    executable). Servers are not started and url servers are not contacted;
-  - the report templates, with the --templates DIR overrides, parse.
+    server has command or url, and a stdio command is found as the run would start it (on
+    PATH or as a path from the working directory, or "rbook": this executable). Servers are
+    not started and url servers are not contacted;
+  - the report templates, with the --templates DIR overrides, parse and render for sample
+    runs (every step type and status, every run status, every field set and unset).
+'rbook run' and 'rbook resume' make the same checks before the first step: what validate
+refuses stops the run with exit 2, with nothing run or recorded.
 It does not look at a run's state (use 'rbook status').
 
 Every error of every file is reported at once, sorted by file, then line and column, as
