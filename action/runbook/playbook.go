@@ -148,6 +148,8 @@ type pbParser struct {
 	warnings []Diagnostic
 	ids      map[string]int        // node id → index of its first node
 	inputs   map[string]*yaml.Node // input name → its name scalar
+	// alwaysBound are the inputs every run binds: required ones and those with a default.
+	alwaysBound map[string]bool
 	nodes    []*rawNode
 	edges    []rawEdge
 	handlers []rawHandler
@@ -476,6 +478,12 @@ func (p *pbParser) readInputs(v *yaml.Node, pb *Playbook) {
 			if pr.key.Value == "default" {
 				in.Default, in.HasDefault = p.l.plain(pr.value, field+".default"), true
 			}
+		}
+		if in.Name != "" && (in.Required || in.HasDefault) {
+			if p.alwaysBound == nil {
+				p.alwaysBound = map[string]bool{}
+			}
+			p.alwaysBound[in.Name] = true
 		}
 		pb.Inputs = append(pb.Inputs, in)
 	}
@@ -984,7 +992,9 @@ func (p *pbParser) crossCheck() {
 // that is not upstream of the edge's node along depends and edges (the node itself, one
 // after it, or one beside it, which may or may not have run by then), and "error" (bound only
 // in an inject_hint target's templates and handler messages, never in the bindings a when is
-// tested against). Such a condition is always true or never true, or true by chance.
+// tested against). Such a condition is always true or never true, or true by chance. exists
+// on an input every run binds is decided before the run too: exists: false is refused, exists:
+// true (harmless, but no condition) is a warning.
 func (p *pbParser) checkWhens() {
 	for _, e := range p.edges {
 		w := e.edge.When
@@ -1002,6 +1012,14 @@ func (p *pbParser) checkWhens() {
 		switch from, isNode := p.ids[head]; {
 		case head == "error" && !isNode && p.inputs[head] == nil:
 			p.report(at, field, "binding %q: error is bound only in an inject_hint target's templates and handler messages, never when an edge's when is tested, so this condition is always %s; test a node's output instead", w.Binding, whenOnMissing(w))
+		case !isNode && p.alwaysBound[w.Binding] && w.Op == WhenExists:
+			// Every run binds a required input or one with a default: exists is decided already.
+			if w.Value == false {
+				p.report(at, field, "binding %q is an input every run has (required or with a default), so exists: false is never true and node %q would be skipped on every run; test its value instead", w.Binding, e.to.id)
+			} else {
+				p.warnings = append(p.warnings, Diagnostic{File: p.file, Line: at.Line, Column: at.Column, Field: field,
+					Message: fmt.Sprintf("binding %q is an input every run has (required or with a default), so exists: true is always true; remove the when or test its value", w.Binding)})
+			}
 		case isNode && !p.upstream(from, to):
 			p.report(at, field, "binding %q names node %q, which is not upstream of node %q (no chain of depends and edges leads from it to %q), so its output may not exist when the condition is tested and the condition is decided by timing, not by the run; make %q depend on %q, or test a node upstream of it", w.Binding, head, e.to.id, e.to.id, e.to.id, head)
 		}

@@ -58,3 +58,27 @@ func TestWhenThatCannotBeDecidedByTheRunIsRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestExistsOnAnInputEveryRunBindsIsDecidedBeforeTheRun: exists: false on a required input is
+// never true (refused); exists: true on an input with a default is always true (a warning);
+// exists on an optional input without a default depends on the run (accepted).
+func TestExistsOnAnInputEveryRunBindsIsDecidedBeforeTheRun(t *testing.T) {
+	_, err := LoadPlaybook(filepath.Join("testdata", "playbooks", "when", "input-exists.cantbook"))
+	var pe *PlaybookParseError
+	if !errors.As(err, &pe) {
+		t.Fatalf("LoadPlaybook: %v, want a *PlaybookParseError", err)
+	}
+	dir := filepath.Join("testdata", "playbooks", "when") + string(filepath.Separator)
+	var issues, warnings []string
+	for _, d := range pe.Issues {
+		issues = append(issues, strings.TrimPrefix(d.String(), dir))
+	}
+	for _, d := range pe.Warnings {
+		warnings = append(warnings, strings.TrimPrefix(d.String(), dir))
+	}
+	wantIssues := []string{`input-exists.cantbook:13:45: edges[0].when.binding: binding "version" is an input every run has (required or with a default), so exists: false is never true and node "ship" would be skipped on every run; test its value instead`}
+	wantWarnings := []string{`input-exists.cantbook:14:46: edges[1].when.binding: binding "channel" is an input every run has (required or with a default), so exists: true is always true; remove the when or test its value`}
+	if strings.Join(issues, "\n") != strings.Join(wantIssues, "\n") || strings.Join(warnings, "\n") != strings.Join(wantWarnings, "\n") {
+		t.Errorf("issues:\n%s\nwarnings:\n%s\nwant issues:\n%s\nwant warnings:\n%s", strings.Join(issues, "\n"), strings.Join(warnings, "\n"), strings.Join(wantIssues, "\n"), strings.Join(wantWarnings, "\n"))
+	}
+}
