@@ -150,9 +150,9 @@ type pbParser struct {
 	inputs   map[string]*yaml.Node // input name → its name scalar
 	// alwaysBound are the inputs every run binds: required ones and those with a default.
 	alwaysBound map[string]bool
-	nodes    []*rawNode
-	edges    []rawEdge
-	handlers []rawHandler
+	nodes       []*rawNode
+	edges       []rawEdge
+	handlers    []rawHandler
 	// templates are the templated strings, checked once every input and id is known.
 	templates []templateUse
 	// bindings are edge when bindings, checked like template references.
