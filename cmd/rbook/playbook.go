@@ -17,7 +17,6 @@ import (
 
 	"github.com/rbookhq/rbook-action/action/runbook"
 	"github.com/rbookhq/rbook-action/controlplane/approval"
-	"github.com/rbookhq/rbook-action/controlplane/yamlerr"
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
 )
 
@@ -106,54 +105,11 @@ Exit codes: 0 every file is valid, 2 some file has issues (as 'rbook validate'),
 			if err != nil {
 				return abort("--policy: %v", err)
 			}
+			chk := playbookChecks{mcpConfig: mcpConfig, templates: tmplDiags, policy: pol}
 			for _, p := range args {
-				plan, err := runbook.LoadPlaybook(p)
-				vf := validateFile{File: p, Issues: []validateIssue{}, Warnings: []validateIssue{}}
-				if err != nil {
+				vf := chk.file(p, output == "text", out, errw)
+				if !vf.OK {
 					bad++
-					vf.Issues = issuesOf(p, err)
-					if output == "text" {
-						n := printPlaybookParseError(errw, p, err)
-						fmt.Fprintf(out, "%s: %s\n", p, yamlerr.Plural(n, "issue", "issues"))
-					}
-					res.Files = append(res.Files, vf)
-					continue
-				}
-				vf.Name, vf.Nodes, vf.Hash = plan.Name, len(plan.Steps), plan.ContentHash
-				_, ds := playbookMCPConfig(plan, p, mcpConfig)
-				if ds = append(ds, tmplDiags...); len(ds) > 0 {
-					bad++
-					runbook.SortDiagnostics(ds)
-					for _, d := range ds {
-						vf.Issues = append(vf.Issues, issueOf(d))
-						if output == "text" {
-							fmt.Fprintln(errw, d.String())
-						}
-					}
-					if output == "text" {
-						fmt.Fprintf(out, "%s: %s\n", p, yamlerr.Plural(len(ds), "issue", "issues"))
-					}
-					res.Files = append(res.Files, vf)
-					continue
-				}
-				vf.OK = true
-				if plan.Playbook != nil {
-					for _, d := range plan.Playbook.Warnings {
-						vf.Warnings = append(vf.Warnings, issueOf(d))
-					}
-				}
-				passes := autoPassWarnings(plan, p, pol, nil)
-				for _, d := range passes {
-					vf.Warnings = append(vf.Warnings, issueOf(d))
-				}
-				if output == "text" {
-					for _, w := range playbookWarnings(plan) {
-						fmt.Fprintln(errw, w)
-					}
-					for _, d := range passes {
-						fmt.Fprintln(errw, "warning: "+d.String())
-					}
-					fmt.Fprintf(out, "%s: ok (%d nodes, playbook %s, hash %s)\n", p, len(plan.Steps), plan.Name, plan.ContentHash)
 				}
 				res.Files = append(res.Files, vf)
 			}

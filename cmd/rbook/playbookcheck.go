@@ -6,6 +6,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -14,7 +15,64 @@ import (
 	"github.com/rbookhq/rbook-action/action/mcp"
 	"github.com/rbookhq/rbook-action/action/runbook"
 	"github.com/rbookhq/rbook-action/controlplane/approval"
+	"github.com/rbookhq/rbook-action/controlplane/yamlerr"
 )
+
+// playbookChecks is what 'rbook playbook validate' checks each file with beyond the parser:
+// --mcp-config, the templates' problems (checked once for every file) and the auto-pass
+// policy in force.
+type playbookChecks struct {
+	mcpConfig string
+	templates []runbook.Diagnostic
+	policy    *approval.Policy
+}
+
+// file validates the playbook at p: it loads, its MCP config and the templates pass what
+// 'rbook playbook run' checks before the first node, and the auto-pass policy's passes are
+// warnings. With text, every issue and warning is printed on errw and one summary line on
+// out. The result is OK when there is no issue.
+func (c playbookChecks) file(p string, text bool, out, errw io.Writer) validateFile {
+	vf := validateFile{File: p, Issues: []validateIssue{}, Warnings: []validateIssue{}}
+	plan, err := runbook.LoadPlaybook(p)
+	if err != nil {
+		vf.Issues = issuesOf(p, err)
+		if text {
+			n := printPlaybookParseError(errw, p, err)
+			fmt.Fprintf(out, "%s: %s\n", p, yamlerr.Plural(n, "issue", "issues"))
+		}
+		return vf
+	}
+	vf.Name, vf.Nodes, vf.Hash = plan.Name, len(plan.Steps), plan.ContentHash
+	_, ds := playbookMCPConfig(plan, p, c.mcpConfig)
+	if ds = append(ds, c.templates...); len(ds) > 0 {
+		runbook.SortDiagnostics(ds)
+		for _, d := range ds {
+			vf.Issues = append(vf.Issues, issueOf(d))
+			if text {
+				fmt.Fprintln(errw, d.String())
+			}
+		}
+		if text {
+			fmt.Fprintf(out, "%s: %s\n", p, yamlerr.Plural(len(ds), "issue", "issues"))
+		}
+		return vf
+	}
+	vf.OK = true
+	warnings := autoPassWarnings(plan, p, c.policy, nil)
+	if plan.Playbook != nil {
+		warnings = append(slices.Clone(plan.Playbook.Warnings), warnings...)
+	}
+	for _, d := range warnings {
+		vf.Warnings = append(vf.Warnings, issueOf(d))
+		if text {
+			fmt.Fprintln(errw, "warning: "+d.String())
+		}
+	}
+	if text {
+		fmt.Fprintf(out, "%s: ok (%d nodes, playbook %s, hash %s)\n", p, len(plan.Steps), plan.Name, plan.ContentHash)
+	}
+	return vf
+}
 
 // playbookMCPPath is the MCP configuration a run of the playbook at file uses: mcpConfig
 // (--mcp-config) when set, else <playbook folder>/<playbook base>.mcp.json.
