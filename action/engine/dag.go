@@ -999,7 +999,7 @@ func (r *run) policyContext(step runbook.Step, prompt string, bindings map[strin
 }
 
 // PolicyContextOf is what the auto-pass policy sees at the approval node step of plan when it
-// opens with bindings and its rendered prompt (issue 9, item 6; DESIGN D16): the node (id,
+// opens with bindings and its rendered prompt: the node (id,
 // type, prompt, depends, and policy when the node has one: "require-human" pins it to a
 // person), the bindings, the playbook, and the command lines and tools of the nodes the gate
 // guards, reachable from it before the next approval node, with args rendered where their

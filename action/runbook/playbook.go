@@ -850,7 +850,7 @@ func (p *pbParser) when(n *yaml.Node, field string) *When {
 			return nil
 		}
 		if len(v.Content) == 0 {
-			// The seed's reference parser refuses it too.
+			// Never true: the node behind the edge could never run on this branch.
 			p.report(v, f, "is an empty list: no value is in it, so the condition is never true and the edge's node would be skipped on every run; list the values that let it run")
 			ok = false
 		}

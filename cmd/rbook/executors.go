@@ -20,7 +20,7 @@ func simulatedExecutors() map[runbook.StepType]engine.Executor {
 
 // executors wires one executor per step type. Check steps get an MCP session that is dialled
 // on first use, so a run with no check left to do never starts a server. The config is
-// <dir>/<runbook>.mcp.json unless mcpConfig names another file (DESIGN D11); it is checked
+// <dir>/<runbook>.mcp.json unless mcpConfig names another file; it is checked
 // first as 'rbook validate' checks it (runbookMCPConfig), and any problem is returned as an
 // exitError that refuses the run before anything is recorded.
 func executors(plan *runbook.Plan, name, dir, mcpConfig string) (map[runbook.StepType]engine.Executor, func(), error) {
