@@ -999,9 +999,8 @@ func (r *run) policyContext(step runbook.Step, prompt string, bindings map[strin
 }
 
 // PolicyContextOf is what the auto-pass policy sees at the approval node step of plan when it
-// opens with bindings and its rendered prompt: the node (id,
-// type, prompt, depends, and policy when the node has one: "require-human" pins it to a
-// person), the bindings, the playbook, and the command lines and tools of the nodes the gate
+// opens with bindings and its rendered prompt: the node (id, type, prompt, depends, and policy
+// when the node has one: "require-human" pins it to a person), the bindings, the playbook, and the command lines and tools of the nodes the gate
 // guards, reachable from it before the next approval node, with args rendered where their
 // bindings exist already, else as written; a node's env assignments come first as K=V (sorted
 // by key, values rendered likewise), so "PATH=/x ls" is what the policy sees for a node with
