@@ -992,14 +992,33 @@ func (r *run) approval(ctx context.Context, step runbook.Step, rc RunContext, em
 	return out
 }
 
-// policyContext is what the auto-pass policy sees at approval node step (issue 9, item 6;
-// DESIGN D16): the node, the bindings, the playbook, and the command lines and tools of the
-// nodes the gate guards — reachable from it before the next approval node — with args
-// rendered where their bindings exist already, else as written; a node's env assignments
-// come first as K=V (sorted by key, values rendered likewise), so "PATH=/x ls" is what the
-// policy sees for a node with env PATH.
+// policyContext is what the auto-pass policy sees at approval node step (PolicyContextOf
+// with the run's plan).
 func (r *run) policyContext(step runbook.Step, prompt string, bindings map[string]any, children [][]int) *PolicyContext {
-	plan := r.e.Plan
+	return policyContextOf(r.e.Plan, step, prompt, bindings, children)
+}
+
+// PolicyContextOf is what the auto-pass policy sees at the approval node step of plan when it
+// opens with bindings and its rendered prompt: the node (id, type, prompt, depends, and policy
+// when the node has one: "require-human" pins it to a person), the bindings, the playbook, and the command lines and tools of the nodes the gate
+// guards, reachable from it before the next approval node, with args rendered where their
+// bindings exist already, else as written; a node's env assignments come first as K=V (sorted
+// by key, values rendered likewise), so "PATH=/x ls" is what the policy sees for a node with
+// env PATH. Before a run (rbook playbook validate, a run's start) the bindings are the inputs
+// at most, so args that name node outputs stay as written.
+func PolicyContextOf(plan *runbook.Plan, step runbook.Step, prompt string, bindings map[string]any) *PolicyContext {
+	children := make([][]int, len(plan.Steps))
+	for i, s := range plan.Steps {
+		for _, dep := range s.Depends {
+			if dep >= 0 && dep < len(plan.Steps) {
+				children[dep] = append(children[dep], i)
+			}
+		}
+	}
+	return policyContextOf(plan, step, prompt, bindings, children)
+}
+
+func policyContextOf(plan *runbook.Plan, step runbook.Step, prompt string, bindings map[string]any, children [][]int) *PolicyContext {
 	node := step.Node
 	deps := []any{}
 	if node != nil {
@@ -1013,6 +1032,10 @@ func (r *run) policyContext(step runbook.Step, prompt string, bindings map[strin
 		Playbook: map[string]any{"name": plan.Name, "hash": plan.ContentHash, "version": ""},
 		Commands: []string{},
 		Tools:    []string{},
+	}
+	if node != nil && node.Policy != "" {
+		// The control plane's evaluator honours it before any rule (approval.NodePolicyKey).
+		pc.Node["policy"] = node.Policy
 	}
 	if plan.Playbook != nil {
 		pc.Playbook["version"] = plan.Playbook.Version

@@ -219,7 +219,8 @@ type GateRequest struct {
 // PolicyContext is the input of the auto-pass policy at a playbook approval node (issue 9,
 // item 6; DESIGN D16).
 type PolicyContext struct {
-	// Node is the approval node: id, type, prompt (rendered), depends.
+	// Node is the approval node: id, type, prompt (rendered), depends, and policy when the
+	// node has one ("require-human": no rule may auto-pass it).
 	Node map[string]any
 	// Bindings is the run's bindings when the gate opened.
 	Bindings map[string]any

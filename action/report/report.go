@@ -35,6 +35,9 @@ const (
 	CancelPromptFile   = "prompts/cancel.prompt.md"
 )
 
+// templateNames are the templates New parses and checks, in this order.
+var templateNames = []string{StepStatusFile, ReportFile, PlaybookReportFile, EvidencePackFile, CancelPromptFile}
+
 // ReportHeading is the first H1 line of every run report (seed "Output contract").
 const ReportHeading = "# Runbook Execution Report"
 
@@ -73,7 +76,9 @@ var templateLineRE = regexp.MustCompile(`^template: [^:]*:(\d+): (.*)$`)
 // folder must not silently fall back to the built-in templates). Otherwise it checks every
 // template and returns all their problems at once (issue 6, item 3.1) as errors.Join of
 // *TemplateError: a template that does not parse or cannot be read, a report template that
-// does not start with ReportHeading.
+// does not start with ReportHeading, a template that fails when rendered for one of its
+// sample runs (samples.go: every step and node type and status, every run status, every
+// field of the data set and unset), with the line of the failing action.
 func New(overrideDir string) (*Renderer, error) {
 	if overrideDir != "" {
 		info, err := os.Stat(overrideDir)
@@ -88,8 +93,10 @@ func New(overrideDir string) (*Renderer, error) {
 	}
 	r := &Renderer{t: map[string]*template.Template{}}
 	var errs []error
-	for _, name := range []string{StepStatusFile, ReportFile, PlaybookReportFile, EvidencePackFile, CancelPromptFile} {
+	froms := map[string]string{}
+	for _, name := range templateNames {
 		src, from, err := load(overrideDir, name)
+		froms[name] = from
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -114,6 +121,7 @@ func New(overrideDir string) (*Renderer, error) {
 		}
 		r.t[name] = t
 	}
+	errs = append(errs, r.checkSamples(froms)...)
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}

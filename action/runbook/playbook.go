@@ -148,9 +148,11 @@ type pbParser struct {
 	warnings []Diagnostic
 	ids      map[string]int        // node id → index of its first node
 	inputs   map[string]*yaml.Node // input name → its name scalar
-	nodes    []*rawNode
-	edges    []rawEdge
-	handlers []rawHandler
+	// alwaysBound are the inputs every run binds: required ones and those with a default.
+	alwaysBound map[string]bool
+	nodes       []*rawNode
+	edges       []rawEdge
+	handlers    []rawHandler
 	// templates are the templated strings, checked once every input and id is known.
 	templates []templateUse
 	// bindings are edge when bindings, checked like template references.
@@ -178,6 +180,8 @@ type rawEdge struct {
 	n              *yaml.Node
 	field          string
 	fromOK, toOKay bool
+	// whenN is the edge's when mapping (nil without one).
+	whenN *yaml.Node
 }
 
 type rawHandler struct {
@@ -198,7 +202,7 @@ var (
 	pbTopKeys     = []string{"version", "name", "description", "inputs", "nodes", "edges", "error_handlers"}
 	pbInputKeys   = []string{"name", "required", "description", "default"}
 	pbCommonKeys  = []string{"id", "type", "description", "depends", "timeout", "iteration_cap", "max_iterations", "on_failure", "requires", "ensures"}
-	pbTypeKeys    = map[StepType][]string{TypeDeterministic: {"command", "args", "env", "cwd"}, TypeAgentic: {"skill", "agent", "inputs"}, TypeApproval: {"prompt"}}
+	pbTypeKeys    = map[StepType][]string{TypeDeterministic: {"command", "args", "env", "cwd"}, TypeAgentic: {"skill", "agent", "inputs"}, TypeApproval: {"prompt", "policy"}}
 	pbEdgeKeys    = []string{"from", "to", "description", "contract", "when"}
 	pbContractKey = []string{"requires", "ensures"}
 	pbWhenOps     = []string{string(WhenEquals), string(WhenNotEquals), string(WhenExists), string(WhenIn), string(WhenTruthy)}
@@ -475,6 +479,12 @@ func (p *pbParser) readInputs(v *yaml.Node, pb *Playbook) {
 				in.Default, in.HasDefault = p.l.plain(pr.value, field+".default"), true
 			}
 		}
+		if in.Name != "" && (in.Required || in.HasDefault) {
+			if p.alwaysBound == nil {
+				p.alwaysBound = map[string]bool{}
+			}
+			p.alwaysBound[in.Name] = true
+		}
 		pb.Inputs = append(pb.Inputs, in)
 	}
 }
@@ -616,6 +626,15 @@ func (p *pbParser) readNode(i int, it *yaml.Node) {
 		} else if s, ok := p.nonEmpty(n, field+".prompt"); ok {
 			rn.node.Prompt = s
 			p.templates = append(p.templates, templateUse{n, field + ".prompt", s})
+		}
+		if n := fs["policy"]; n != nil {
+			if s, ok := p.str(n, field+".policy"); ok {
+				if !slices.Contains(NodePolicies, s) {
+					p.report(n, field+".policy", "must be %s (a person decides this node; no auto-pass rule can pass it)%s%s", strings.Join(NodePolicies, ", "), p.l.got(n), didYouMean(s, NodePolicies))
+				} else {
+					rn.node.Policy = s
+				}
+			}
 		}
 	}
 }
@@ -783,7 +802,7 @@ func (p *pbParser) readEdges(v *yaml.Node) {
 			}
 		}
 		if n := fs["when"]; n != nil {
-			e.edge.When = p.when(n, field+".when")
+			e.edge.When, e.whenN = p.when(n, field+".when"), n
 		}
 		p.edges = append(p.edges, e)
 	}
@@ -829,6 +848,11 @@ func (p *pbParser) when(n *yaml.Node, field string) *When {
 		if v.Kind != yaml.SequenceNode {
 			p.report(v, f, "must be a list of values, got a %s", kindName(v))
 			return nil
+		}
+		if len(v.Content) == 0 {
+			// Never true: the node behind the edge could never run on this branch.
+			p.report(v, f, "is an empty list: no value is in it, so the condition is never true and the edge's node would be skipped on every run; list the values that let it run")
+			ok = false
 		}
 		for i, c := range v.Content {
 			if c := resolveAlias(c); c.Kind != yaml.ScalarNode {
@@ -960,6 +984,85 @@ func (p *pbParser) crossCheck() {
 		}
 	}
 	p.buildDepends()
+	p.checkWhens()
+}
+
+// checkWhens refuses an edge condition whose binding cannot be there, in a known state, when
+// the engine tests it, which is once every node the edge's node waits for is done: a node
+// that is not upstream of the edge's node along depends and edges (the node itself, one
+// after it, or one beside it, which may or may not have run by then), and "error" (bound only
+// in an inject_hint target's templates and handler messages, never in the bindings a when is
+// tested against). Such a condition is always true or never true, or true by chance. exists
+// on an input every run binds is decided before the run too: exists: false is refused, exists:
+// true (harmless, but no condition) is a warning.
+func (p *pbParser) checkWhens() {
+	for _, e := range p.edges {
+		w := e.edge.When
+		if w == nil || !e.toOKay {
+			continue
+		}
+		at, field := e.whenN, e.field+".when.binding"
+		for _, pr := range pairs(resolveAlias(e.whenN)) {
+			if pr.key.Value == "binding" {
+				at = pr.value
+			}
+		}
+		head, _, _ := strings.Cut(w.Binding, ".")
+		to := p.ids[e.to.id]
+		switch from, isNode := p.ids[head]; {
+		case head == "error" && !isNode && p.inputs[head] == nil:
+			p.report(at, field, "binding %q: error is bound only in an inject_hint target's templates and handler messages, never when an edge's when is tested, so this condition is always %s; test a node's output instead", w.Binding, whenOnMissing(w))
+		case !isNode && p.alwaysBound[w.Binding] && w.Op == WhenExists:
+			// Every run binds a required input or one with a default: exists is decided already.
+			if w.Value == false {
+				p.report(at, field, "binding %q is an input every run has (required or with a default), so exists: false is never true and node %q would be skipped on every run; test its value instead", w.Binding, e.to.id)
+			} else {
+				p.warnings = append(p.warnings, Diagnostic{File: p.file, Line: at.Line, Column: at.Column, Field: field,
+					Message: fmt.Sprintf("binding %q is an input every run has (required or with a default), so exists: true is always true; remove the when or test its value", w.Binding)})
+			}
+		case isNode && !p.upstream(from, to):
+			p.report(at, field, "binding %q names node %q, which is not upstream of node %q (no chain of depends and edges leads from it to %q), so its output may not exist when the condition is tested and the condition is decided by timing, not by the run; make %q depend on %q, or test a node upstream of it", w.Binding, head, e.to.id, e.to.id, e.to.id, head)
+		}
+	}
+}
+
+// whenOnMissing is what a condition evaluates to on a binding that does not exist.
+func whenOnMissing(w *When) string {
+	want := true
+	if b, ok := w.Value.(bool); ok {
+		want = b
+	}
+	switch w.Op {
+	case WhenNotEquals:
+		return "true"
+	case WhenExists, WhenTruthy:
+		if !want {
+			return "true"
+		}
+	}
+	return "false"
+}
+
+// upstream reports whether node from runs before node to on every run: a chain of depends
+// and edges leads from it to to (buildDepends filled step.Depends). A node is not upstream
+// of itself.
+func (p *pbParser) upstream(from, to int) bool {
+	seen := make([]bool, len(p.nodes))
+	stack := []int{to}
+	for len(stack) > 0 {
+		i := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		for _, d := range p.nodes[i].step.Depends {
+			if d == from {
+				return true
+			}
+			if !seen[d] {
+				seen[d] = true
+				stack = append(stack, d)
+			}
+		}
+	}
+	return false
 }
 
 func (p *pbParser) knownRoot(head string) bool {

@@ -100,6 +100,7 @@ func playbookSchemaDoc() map[string]any {
 			"agent":  nonEmpty("agentic: the MCP server (a key of mcpServers)."),
 			"inputs": map[string]any{"type": "object", "description": "agentic: the tool's arguments; every string inside is templated."},
 			"prompt": templated("approval: what the approver is asked."),
+			"policy": map[string]any{"enum": NodePolicies, "description": "approval: require-human pins the node to a person; no auto-pass rule can pass it."},
 		},
 		"allOf": []any{
 			map[string]any{"if": typeIs(TypeDeterministic), "then": map[string]any{"required": []string{"command", "args"}, "properties": forbid(TypeDeterministic)}},
@@ -130,7 +131,7 @@ func playbookSchemaDoc() map[string]any {
 					"binding":   map[string]any{"type": "string", "pattern": `^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$`},
 					"equals":    scalar,
 					"notEquals": scalar,
-					"in":        map[string]any{"type": "array", "items": scalar},
+					"in":        map[string]any{"type": "array", "minItems": 1, "items": scalar},
 					"exists":    map[string]any{"type": []string{"boolean", "null"}},
 					"truthy":    map[string]any{"type": []string{"boolean", "null"}},
 				},

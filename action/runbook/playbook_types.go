@@ -21,6 +21,14 @@ const (
 	TypeApproval      StepType = "approval"
 )
 
+// NodePolicyRequireHuman is an approval node's policy that pins it to a person: the auto-pass
+// policy never passes it (the engine sends it as node.policy in the policy context, and the
+// control plane's evaluator honours it before any rule).
+const NodePolicyRequireHuman = "require-human"
+
+// NodePolicies are the values an approval node's policy field may have.
+var NodePolicies = []string{NodePolicyRequireHuman}
+
 // DefaultIterationCap is a node's iteration_cap when the file sets none (issue 9, item 5):
 // at most 3 executions of one node in a run.
 const DefaultIterationCap = 3
@@ -83,6 +91,10 @@ type Node struct {
 	Inputs map[string]any
 	// Prompt (approval) is templated before it is shown.
 	Prompt string
+	// Policy (approval) is the node's own say over the auto-pass policy: NodePolicyRequireHuman
+	// pins the node to a person, and no rule (built-in or --playbook-policy) can pass it; ""
+	// lets the policy in force decide.
+	Policy string
 	// IterationCap is how many times the node may execute in one run: iteration_cap or
 	// max_iterations as written (0..10), DefaultIterationCap when absent. 0 and 1 both mean
 	// it runs once and is never re-run.

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -22,7 +20,9 @@ func simulatedExecutors() map[runbook.StepType]engine.Executor {
 
 // executors wires one executor per step type. Check steps get an MCP session that is dialled
 // on first use, so a run with no check left to do never starts a server. The config is
-// <dir>/<runbook>.mcp.json unless mcpConfig names another file (DESIGN D11).
+// <dir>/<runbook>.mcp.json unless mcpConfig names another file; it is checked
+// first as 'rbook validate' checks it (runbookMCPConfig), and any problem is returned as an
+// exitError that refuses the run before anything is recorded.
 func executors(plan *runbook.Plan, name, dir, mcpConfig string) (map[runbook.StepType]engine.Executor, func(), error) {
 	execs := simulatedExecutors()
 	needsMCP := false
@@ -32,15 +32,9 @@ func executors(plan *runbook.Plan, name, dir, mcpConfig string) (map[runbook.Ste
 	if !needsMCP {
 		return execs, func() {}, nil
 	}
-	path := mcpConfigPath(dir, name, mcpConfig)
-	if mcpConfig == "" {
-		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-			return nil, nil, errors.New(missingMCPConfig(plan.Path, path))
-		}
-	}
-	cfg, err := mcp.LoadConfig(path)
-	if err != nil {
-		return nil, nil, err
+	cfg, ds := runbookMCPConfig(plan.Path, mcpConfigPath(dir, name, mcpConfig), mcpConfig)
+	if len(ds) > 0 {
+		return nil, nil, setupRefused(ds, "rbook validate "+name)
 	}
 	lazy := newLazySession(cfg)
 	execs[runbook.TypeCheck] = &steps.Check{Session: lazy, Subscriptions: plan.Subscriptions}

@@ -16,7 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rbookhq/rbook-action/action/runbook"
-	"github.com/rbookhq/rbook-action/controlplane/yamlerr"
+	"github.com/rbookhq/rbook-action/controlplane/approval"
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
 )
 
@@ -67,14 +67,20 @@ func printPlaybookParseError(w io.Writer, path string, err error) int {
 }
 
 func newPlaybookValidateCmd() *cobra.Command {
-	var output string
+	var output, mcpConfig, templates, policy string
 	cmd := &cobra.Command{
 		Use:   "validate FILE...",
 		Short: "Check .cantbook files and list every issue (file:line:col: field: message)",
 		Long: `Parse and check each .cantbook against the playbook rules (version "1.0", a name,
 unique node ids, known edge and depends ids, no cycle, skill or agent for agentic nodes,
 command and args for deterministic ones, a prompt for approval nodes, iteration caps in
-0..10) and rbook's (YAML safety limits, templates that name known inputs and nodes). As with
+0..10) and rbook's (YAML safety limits, templates that name known inputs and nodes, when
+conditions that can be true and false), and what 'rbook playbook run' checks before the first
+node: the MCP config of agentic nodes (<folder>/<base>.mcp.json or --mcp-config FILE: each
+node's agent is one of its servers, and a server's command is found; nothing is started) and
+the report templates (--templates DIR; each is rendered for sample runs). A warning names
+each approval node the auto-pass policy (--policy FILE, else the built-in rules) would pass
+without a person; policy: require-human on the node pins it to a person. As with
 'rbook validate', every issue is printed on stderr, one per line, as file:line:col: field:
 message, and one line per file on stdout says "FILE: ok (N nodes, playbook NAME, hash H)"
 or "FILE: N issue(s)". Warnings (an unquoted version: 1.0) are printed as "warning: …" and
@@ -94,30 +100,16 @@ Exit codes: 0 every file is valid, 2 some file has issues (as 'rbook validate'),
 			out, errw := cmd.OutOrStdout(), cmd.ErrOrStderr()
 			res := validateResult{Files: []validateFile{}}
 			bad := 0
+			tmplDiags := checkTemplates(templates) // shared by every playbook: checked once
+			pol, err := approval.LoadPlaybookPolicy(policy)
+			if err != nil {
+				return abort("--policy: %v", err)
+			}
+			chk := playbookChecks{mcpConfig: mcpConfig, templates: tmplDiags, policy: pol}
 			for _, p := range args {
-				plan, err := runbook.LoadPlaybook(p)
-				vf := validateFile{File: p, Issues: []validateIssue{}, Warnings: []validateIssue{}}
-				if err != nil {
+				vf := chk.file(p, output == "text", out, errw)
+				if !vf.OK {
 					bad++
-					vf.Issues = issuesOf(p, err)
-					if output == "text" {
-						n := printPlaybookParseError(errw, p, err)
-						fmt.Fprintf(out, "%s: %s\n", p, yamlerr.Plural(n, "issue", "issues"))
-					}
-					res.Files = append(res.Files, vf)
-					continue
-				}
-				vf.OK, vf.Name, vf.Nodes, vf.Hash = true, plan.Name, len(plan.Steps), plan.ContentHash
-				if plan.Playbook != nil {
-					for _, d := range plan.Playbook.Warnings {
-						vf.Warnings = append(vf.Warnings, issueOf(d))
-					}
-				}
-				if output == "text" {
-					for _, w := range playbookWarnings(plan) {
-						fmt.Fprintln(errw, w)
-					}
-					fmt.Fprintf(out, "%s: ok (%d nodes, playbook %s, hash %s)\n", p, len(plan.Steps), plan.Name, plan.ContentHash)
 				}
 				res.Files = append(res.Files, vf)
 			}
@@ -136,6 +128,9 @@ Exit codes: 0 every file is valid, 2 some file has issues (as 'rbook validate'),
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	cmd.Flags().StringVar(&mcpConfig, "mcp-config", "", "MCP config to check instead of <playbook folder>/<playbook base>.mcp.json (as for rbook playbook run)")
+	cmd.Flags().StringVar(&templates, "templates", "", "folder whose templates/*.md override the built-in report templates (as for rbook playbook run)")
+	cmd.Flags().StringVar(&policy, "policy", "", "auto-pass policy rules (YAML) to say which approval nodes would pass without a person (default: the built-in rules; as for rbook playbook run)")
 	return cmd
 }
 

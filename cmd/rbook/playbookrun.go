@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 
@@ -255,6 +254,11 @@ func runPlaybookOnce(cmd *cobra.Command, file string, f playbookFlags) error {
 	if err != nil {
 		return abort("inputs: %v", err)
 	}
+	if !external && !f.policyShadow { // a separate control plane's policy is not known here
+		for _, d := range autoPassWarnings(plan, file, localPolicy, inputs) {
+			fmt.Fprintln(errw, "warning: "+d.String())
+		}
+	}
 	rend, err := report.New(f.templates)
 	if err != nil {
 		return abort("%v", err)
@@ -467,7 +471,7 @@ func showApprovalToken() bool {
 // playbookExecutors wires the playbook node executors (issue 9, item 3): deterministic nodes
 // get <playbook folder>/bin first on PATH when that folder exists (one line says so);
 // agentic nodes an MCP pool over <folder>/<base>.mcp.json or mcpConfig. A playbook with
-// agentic nodes and no such file is refused, naming it.
+// agentic nodes and no such file, or a config that playbookMCPConfig refuses, is refused.
 func playbookExecutors(plan *runbook.Plan, file, mcpConfig string, errw io.Writer) (map[runbook.StepType]engine.Executor, func(), error) {
 	execs := map[runbook.StepType]engine.Executor{}
 	det := steps.Deterministic{PathPrepend: steps.PlaybookBinDirs(file)}
@@ -475,18 +479,12 @@ func playbookExecutors(plan *runbook.Plan, file, mcpConfig string, errw io.Write
 		fmt.Fprintf(errw, "Deterministic nodes find commands in %s first (PATH is prepended with the playbook's bin folder).\n", strings.Join(det.PathPrepend, ", "))
 	}
 	execs[runbook.TypeDeterministic] = det
-	if !slices.ContainsFunc(plan.Steps, func(s runbook.Step) bool { return s.Type == runbook.TypeAgentic }) {
+	if !hasAgentic(plan) {
 		return execs, func() {}, nil
 	}
-	path := mcpConfigPath(filepath.Dir(file), strings.TrimSuffix(filepath.Base(file), filepath.Ext(file)), mcpConfig)
-	if mcpConfig == "" {
-		if _, err := os.Stat(path); err != nil {
-			return nil, nil, fmt.Errorf("%s has agentic nodes, which call a tool of an MCP server, but %s does not exist; create it in the mcpServers JSON shape (see the README) or pass --mcp-config FILE", file, path)
-		}
-	}
-	cfg, err := mcp.LoadConfig(path)
-	if err != nil {
-		return nil, nil, err
+	cfg, ds := playbookMCPConfig(plan, file, mcpConfig)
+	if len(ds) > 0 {
+		return nil, nil, setupRefused(ds, "rbook playbook validate "+file)
 	}
 	pool := mcp.NewPool(cfg)
 	execs[runbook.TypeAgentic] = steps.Agentic{Pool: pool}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -30,9 +29,13 @@ For each runbook it checks
     <name>.values.yaml.example, and the output says so;
   - when a step is a check with a query: the MCP config the run uses (<dir>/<name>.mcp.json,
     or --mcp-config FILE) parses, names exactly one server (a run uses the only one), the
-    server has command or url, and a stdio command is found (on PATH, or "rbook": this
-    executable). Servers are not started and url servers are not contacted;
-  - the report templates, with the --templates DIR overrides, parse.
+    server has command or url, and a stdio command is found as the run would start it (on
+    PATH or as a path from the working directory, or "rbook": this executable). Servers are
+    not started and url servers are not contacted;
+  - the report templates, with the --templates DIR overrides, parse and render for sample
+    runs (every step type and status, every run status, every field set and unset).
+'rbook run' and 'rbook resume' make the same checks before the first step: what validate
+refuses stops the run with exit 2, with nothing run or recorded.
 It does not look at a run's state (use 'rbook status').
 
 Every error of every file is reported at once, sorted by file, then line and column, as
@@ -158,60 +161,94 @@ func checkTemplates(dir string) []runbook.Diagnostic {
 	return ds
 }
 
-// checkMCP checks the MCP configuration the run of the runbook at path would use (see
-// executors): it is read only when a step is a check with a query; it must parse, name
-// exactly one server (the run dials the only one), and a stdio server's command must be
-// found the way exec finds it (PATH, or this executable for "rbook"). It starts no server
-// and contacts no URL. The note says what was found, for the summary line.
+// checkMCP is what 'rbook validate' says about the MCP configuration a run of the runbook at
+// path would use: runbookMCPConfig's problems, and a note for the summary line that says
+// what was found.
 func checkMCP(path string, res runbook.ValidateResult, flag string) ([]runbook.Diagnostic, string) {
 	name := strings.TrimSuffix(filepath.Base(path), ".yaml")
 	cfgPath := mcpConfigPath(filepath.Dir(path), name, flag)
 	if !res.NeedsMCP {
 		return nil, "no check step queries an MCP server, so no MCP config is read"
 	}
-	if _, err := os.Stat(cfgPath); flag == "" && errors.Is(err, fs.ErrNotExist) {
-		return []runbook.Diagnostic{{File: cfgPath, Message: missingMCPConfig(path, cfgPath)}}, ""
-	}
-	cfg, err := mcp.LoadConfig(cfgPath)
-	if err != nil {
-		var ce *mcp.ConfigError
-		if errors.As(err, &ce) {
-			return []runbook.Diagnostic{{File: ce.Path, Line: ce.Line, Column: ce.Column, Field: ce.Field, Message: ce.Msg}}, ""
-		}
-		msg := err.Error()
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
-			msg = pe.Err.Error()
-		}
-		return []runbook.Diagnostic{{File: cfgPath, Message: msg}}, ""
-	}
-	var ds []runbook.Diagnostic
-	names := cfg.Names()
-	if len(names) > 1 {
-		ds = append(ds, runbook.Diagnostic{File: cfgPath, Field: "mcpServers",
-			Message: fmt.Sprintf("defines %d servers (%s); a run's check steps use the only server of their MCP config, so give this runbook a config with one", len(names), strings.Join(names, ", "))})
+	cfg, ds := runbookMCPConfig(path, cfgPath, flag)
+	if cfg == nil {
+		return ds, ""
 	}
 	var found []string
-	for _, n := range names {
+	for _, n := range cfg.Names() {
 		srv := cfg.Servers[n]
-		if !srv.Stdio() {
+		switch {
+		case !srv.Stdio():
 			found = append(found, fmt.Sprintf("%s: url, not contacted", n))
-			continue
+		case srv.CommandFound() == nil:
+			found = append(found, fmt.Sprintf("%s: stdio command %s found", n, srv.Command))
 		}
-		resolved, err := srv.ResolvedCommand()
-		if err == nil {
-			_, err = exec.LookPath(resolved)
-		}
-		if err != nil {
-			ds = append(ds, runbook.Diagnostic{File: cfgPath, Line: srv.Line, Column: srv.Column, Field: "mcpServers." + n + ".command",
-				Message: fmt.Sprintf("command %q is not found (on PATH, or as a path from the working directory); a run's check steps could not start this server", srv.Command)})
-			continue
-		}
-		found = append(found, fmt.Sprintf("%s: stdio command %s found", n, srv.Command))
 	}
 	slices.Sort(found)
 	if len(found) == 0 {
 		return ds, "MCP " + cfgPath
 	}
 	return ds, fmt.Sprintf("MCP %s: %s", cfgPath, strings.Join(found, ", "))
+}
+
+// runbookMCPConfig loads the MCP configuration at cfgPath that the check steps of the runbook
+// at runbookPath query (flag is --mcp-config, "" for the default file) and checks it with
+// mcp.Config.Check: check steps use the only server, and a stdio server's command must be
+// found. It starts no server and contacts no URL. It is the one check of 'rbook validate'
+// and of every run's start (executors): a configuration that validate refuses stops the run
+// before its first step. The config is nil when it does not load; the diagnostics list every
+// problem with file, line and field.
+func runbookMCPConfig(runbookPath, cfgPath, flag string) (*mcp.Config, []runbook.Diagnostic) {
+	cfg, ds := loadMCPConfig(cfgPath, flag, func() string { return missingMCPConfig(runbookPath, cfgPath) })
+	if cfg == nil {
+		return nil, ds
+	}
+	errs := cfg.Check([]mcp.Use{{By: "a run's check steps",
+		Several: "a run's check steps use the only server of their MCP config, so give this runbook a config with one"}})
+	return cfg, append(ds, mcpDiagnostics(errs)...)
+}
+
+// loadMCPConfig loads the MCP configuration at cfgPath as a diagnostic: a default file
+// (flag "") that does not exist is missing(), a file that does not load is its
+// mcp.ConfigError (file:line:col: field) or read error.
+func loadMCPConfig(cfgPath, flag string, missing func() string) (*mcp.Config, []runbook.Diagnostic) {
+	if _, err := os.Stat(cfgPath); flag == "" && errors.Is(err, fs.ErrNotExist) {
+		return nil, []runbook.Diagnostic{{File: cfgPath, Message: missing()}}
+	}
+	cfg, err := mcp.LoadConfig(cfgPath)
+	if err != nil {
+		var ce *mcp.ConfigError
+		if errors.As(err, &ce) {
+			return nil, mcpDiagnostics([]*mcp.ConfigError{ce})
+		}
+		msg := err.Error()
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			msg = pe.Err.Error()
+		}
+		return nil, []runbook.Diagnostic{{File: cfgPath, Message: msg}}
+	}
+	return cfg, nil
+}
+
+// mcpDiagnostics turns MCP configuration errors into validate's diagnostics.
+func mcpDiagnostics(errs []*mcp.ConfigError) []runbook.Diagnostic {
+	ds := make([]runbook.Diagnostic, 0, len(errs))
+	for _, ce := range errs {
+		ds = append(ds, runbook.Diagnostic{File: ce.Path, Line: ce.Line, Column: ce.Column, Field: ce.Field, Message: ce.Msg})
+	}
+	return ds
+}
+
+// setupRefused is the error of a run refused before its first step because of problems
+// validate also reports (ds): each on its own line, then what to do. Nothing was run or
+// recorded, so the same command runs once they are fixed.
+func setupRefused(ds []runbook.Diagnostic, validateCmd string) error {
+	runbook.SortDiagnostics(ds)
+	lines := make([]string, 0, len(ds)+1)
+	for _, d := range ds {
+		lines = append(lines, d.String())
+	}
+	lines = append(lines, fmt.Sprintf("Nothing was run or recorded: fix the above ('%s' lists every problem) and run the same command again.", validateCmd))
+	return abort("%s", strings.Join(lines, "\n"))
 }

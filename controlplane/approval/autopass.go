@@ -52,6 +52,15 @@ type PolicyRule struct {
 	Line   int
 }
 
+// NodePolicyKey is the key of PolicyInput.Node that holds the approval node's own policy, as a
+// playbook writes it on the node (policy: require-human; the executor sends it in the policy
+// context's node JSON). NodePolicyRule is the verdict's Rule when it decided the gate; no
+// custom rule may take that name.
+const (
+	NodePolicyKey  = "policy"
+	NodePolicyRule = "node-policy"
+)
+
 // PolicyInput is what a rule's expression sees (the proto's PolicyContext): the variables
 // `node`, `bindings`, `playbook` (JSON objects as maps), `commands` (the resolved command
 // lines of the deterministic nodes the gate guards) and `tools` ("agent/skill" of the agentic
@@ -263,7 +272,18 @@ func (p *Policy) Rules() []PolicyRule {
 // MaxEvalCost limit), whatever its action, counts as a matching require-human rule whose
 // reason says so: the policy fails closed. No match: a human decides, Rule "". A nil Policy
 // decides nothing automatically.
+//
+// Before any rule, the node's own policy (Node[NodePolicyKey]) is honoured: "require-human"
+// pins the node to a person, and any other value that is not "" is not understood and counts
+// the same (fail closed); the verdict's Rule is then NodePolicyRule. No rule can override it.
 func (p *Policy) Evaluate(in PolicyInput) PolicyVerdict {
+	if pin, ok := in.Node[NodePolicyKey]; ok && pin != "" && pin != nil {
+		reason := "the playbook pins this approval node to a person (policy: require-human); no auto-pass rule applies"
+		if pin != ActionRequireHuman {
+			reason = fmt.Sprintf("the approval node's policy %q is not understood here, so a person decides (fail closed)", truncateRule(fmt.Sprint(pin)))
+		}
+		return PolicyVerdict{Rule: NodePolicyRule, Action: ActionRequireHuman, Reason: reason}
+	}
 	if p == nil {
 		return PolicyVerdict{Action: ActionRequireHuman, Reason: "no auto-pass policy: a human decides"}
 	}
@@ -402,6 +422,8 @@ func ParsePolicyRules(data []byte, file string) ([]PolicyRule, error) {
 			return nil, errAt(n, "rules[%d].name: %q is not 1-256 of A-Z a-z 0-9 . _ -", i, truncateRule(r.Name))
 		case defaults[r.Name]:
 			return nil, errAt(n, "rules[%d].name: %q is the name of a default rule", i, r.Name)
+		case r.Name == NodePolicyRule:
+			return nil, errAt(n, "rules[%d].name: %q names a node's own policy (policy: require-human) in verdicts; choose another name", i, r.Name)
 		case r.When == "":
 			return nil, errAt(n, "rules[%d].when: missing (a CEL expression over node, bindings, playbook, commands, tools)", i)
 		case r.Action == "":
