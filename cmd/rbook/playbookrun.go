@@ -319,10 +319,10 @@ func runPlaybook(cmd *cobra.Command, file string, f playbookFlags) error {
 		}
 		started, err := startPlaybookOnControlPlane(ctx, c, plan, opened, f, who, string(bindingsJSON))
 		if err != nil {
-			return startHalted(ctx, startErrorHint(err, cpURL))
+			return startHalted(ctx, haltedBeforeStart(startErrorHint(err, cpURL), statePath))
 		}
 		if err := cpRec.Flush(ctx, st.Outbox); err != nil {
-			return startHalted(ctx, err)
+			return startHalted(ctx, haltedBeforeStart(err, statePath))
 		}
 		stopLease = keepLease(ctx, c, st.RunID, started.Lease, cancel)
 		v.cancelCmd = playbookEndHint(st.RunID, statePath, cpURL, embedded)

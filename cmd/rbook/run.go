@@ -62,6 +62,9 @@ func (c *common) loadPlan(name string) (*runbook.Plan, error) {
 		return nil, abort("%v", err)
 	}
 	msg := le.Abort
+	if le.Next != "" {
+		msg += "\n" + le.Next
+	}
 	for _, d := range le.Diagnostics {
 		if msg != "" {
 			msg += "\n"
@@ -245,10 +248,10 @@ func runRunbook(cmd *cobra.Command, name string, f runFlags, stepIndex *int) err
 		}
 		started, err := startOnControlPlane(ctx, c, plan, opened, f.takeOver, f.lease, who)
 		if err != nil {
-			return startHalted(ctx, startErrorHint(err, cpURL))
+			return startHalted(ctx, haltedBeforeStart(startErrorHint(err, cpURL), statePath))
 		}
 		if err := cpRec.Flush(ctx, st.Outbox); err != nil {
-			return startHalted(ctx, err)
+			return startHalted(ctx, haltedBeforeStart(err, statePath))
 		}
 		cpc = c
 		stopLease = keepLease(ctx, c, st.RunID, started.Lease, cancel)
