@@ -428,7 +428,15 @@ func playbookAnnouncer(errw io.Writer, url string, embedded bool) func(id, token
 	interactive := showApprovalToken()
 	return func(id, token string) {
 		if interactive {
+			if embedded {
+				fmt.Fprintf(errw, "Approval %s is open on %s. %s:\n  rbook playbook approve %s\n  rbook playbook reject %s\nor with its token:\n  rbook playbook approve %s\n  rbook playbook reject %s\n", id, url, where, id, id, token, token)
+				return
+			}
 			fmt.Fprintf(errw, "Approval %s is open on %s. %s:\n  rbook playbook approve %s%s\n  rbook playbook reject %s%s\n", id, url, where, token, target, token, target)
+			return
+		}
+		if embedded {
+			fmt.Fprintf(errw, "Approval %s is open on the embedded control plane %s; decide it from another terminal in this folder with: rbook playbook approve %s (its token is a secret and is not printed here).\n", id, url, id)
 			return
 		}
 		fmt.Fprintf(errw, "Approval %s is open on the control plane %s (its token is a secret and is not printed here: %s); decide it with: rbook approve %s --control-plane %s\n", id, url, seeTokenHint, id, url)
