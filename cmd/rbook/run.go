@@ -260,8 +260,10 @@ func runRunbook(cmd *cobra.Command, name string, f runFlags, stepIndex *int) err
 		noteCPRelink(errw, st, opened.Resumed, cpURL, embedded, from)
 		st.ControlPlane, st.ControlPlaneEmbedded, fileRec.KeepOutbox = cpURL, embedded, true
 		recorders = append(recorders, cpRec)
+		opened, progress := gateVoteNotices(errw)
 		gate = &cpclient.Gate{C: c, Local: ci.local(tg, gate, interactive, noInput), Who: who, Announce: announcer(errw, cpURL, embedded), Cancelled: cpRec.Cancelled, Drain: cpRec.Drain,
-			Notice: func(m string) { fmt.Fprintln(errw, m) }, Pause: gateMode == gateModePause, GitHub: reportedWorkflowRun(f.githubEnvironment())}
+			Notice: func(m string) { fmt.Fprintln(errw, m) }, Pause: gateMode == gateModePause, GitHub: reportedWorkflowRun(f.githubEnvironment()),
+			Opened: opened, Progress: progress}
 		drainCP = cpRec.Drain
 	}
 
@@ -281,7 +283,7 @@ func runRunbook(cmd *cobra.Command, name string, f runFlags, stepIndex *int) err
 			if err != nil {
 				return err.Error()
 			}
-			return s
+			return promptFor(errw, s)
 		}),
 	}
 	fmt.Fprintf(errw, "Run %s · runbook %s (%s) · %d steps · state %s\n", st.RunID, plan.Name, plan.Path, len(plan.Steps), statePath)

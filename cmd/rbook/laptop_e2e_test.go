@@ -39,6 +39,37 @@ func TestApproveByIDDecidesTheEmbeddedGateFromAnotherProcess(t *testing.T) {
 	if !strings.HasPrefix(gate, "PASS ") || !strings.Contains(gate, "unverified:alice") || !strings.Contains(gate, "checked the canary") {
 		t.Errorf("gate evidence %q, want PASS by unverified:alice with the reason", gate)
 	}
+	if row := "| confirm-rollout | ✅ approved | unverified:alice | control-plane | checked the canary |"; !strings.Contains(p.output(), row) {
+		t.Errorf("the report lacks the gate decision row %q:\n%s", row, p.output())
+	}
+}
+
+// TestRunShowsTheGateNeedsAndEachVoteAsItArrives: at a 2-of-N gate the run says how many
+// approvals it needs and from whom, prints each vote as it arrives with the tally, and its
+// report names both approvers, the channel and the reason.
+func TestRunShowsTheGateNeedsAndEachVoteAsItArrives(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: builds and runs the rbook binary")
+	}
+	dir := workdir(t)
+	url := gatesServe(t, dir)
+	t.Setenv("RBOOK_TOKEN", gatesExecToken)
+	p := start(t, dir, "run", "demo", "--control-plane", url)
+	id := approvalIDFrom(t, p)
+	p.waitFor(t, "Gate 'confirm-rollout' needs 2 approvals from")
+	if out, code := runAs(t, dir, gatesAliceToken, "approve", id, "--control-plane", url, "--reason", "canary is green"); code != 0 {
+		t.Fatalf("alice: exit %d\n%s", code, out)
+	}
+	p.waitFor(t, "Vote: alice approved (canary is green) · gate confirm-rollout: 1 of 2 approvals (alice); waiting for 1 more")
+	if out, code := runAs(t, dir, gatesBobToken, "approve", id, "--control-plane", url, "--reason", "ship it"); code != 0 {
+		t.Fatalf("bob: exit %d\n%s", code, out)
+	}
+	if code := p.wait(t); code != 0 {
+		t.Fatalf("run exit %d\n%s", code, p.output())
+	}
+	if row := "| confirm-rollout | ✅ approved | alice, bob | control-plane | ship it |"; !strings.Contains(p.output(), row) {
+		t.Errorf("the report lacks the gate decision row %q:\n%s", row, p.output())
+	}
 }
 
 // TestApproveByIDIsRefusedWithoutAuthOnAServedControlPlane: on `rbook serve` without an auth
