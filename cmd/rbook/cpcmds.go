@@ -524,7 +524,11 @@ plane stayed unreachable for 10s, 2 usage or no control plane.`,
 					fmt.Fprintf(out, "Run %s is %s.\n", args[0], statusWord(r.GetKind(), r.GetStatus()))
 				}
 				if !isFinal(r.GetStatus()) {
-					fmt.Fprintf(cmd.ErrOrStderr(), "No executor is running it now, so nothing more will arrive; '%s' in this folder resumes it.\n", f.runWords())
+					again := f.runWords()
+					if r.GetKind() != rbookv1.RunKind_RUN_KIND_PLAYBOOK {
+						again = "rbook run " + r.GetName()
+					}
+					fmt.Fprintf(cmd.ErrOrStderr(), "No executor is running it now, so nothing more will arrive; '%s' in this folder resumes it.\n", again)
 				}
 				return nil
 			}
