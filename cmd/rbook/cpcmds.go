@@ -206,7 +206,12 @@ func (f *cpFlags) urlSource() string {
 func (f *cpFlags) rpcError(err error) error {
 	var ue *cpclient.UnreachableError
 	if errors.As(err, &ue) && ue.Last != nil {
-		err = ue.Last // a command's retries ran out (watch): say what the last attempt got
+		// A command's retries ran out (watch): a refused connection gets the hints below;
+		// anything else is said as the client says it, naming the URL.
+		if ce := (*connect.Error)(nil); !errors.As(ue.Last, &ce) || ce.Code() != connect.CodeUnavailable {
+			return &exitError{code: exitFailed, msg: "rbook: " + ue.Error()}
+		}
+		err = ue.Last
 	}
 	if msg := f.unanswered(err); msg != "" {
 		return &exitError{code: exitFailed, msg: msg}

@@ -167,10 +167,11 @@ func TestUnansweredControlPlaneIsNamedByURL(t *testing.T) {
 	for _, args := range [][]string{
 		{"get", "RBOOK-20260101-demo-0123abcd", "--control-plane", url},
 		{"approve", "a-aaaaaaaaaaaaaaaaaaaaaaaaaa", "--control-plane", url},
+		{"watch", "RBOOK-20260101-demo-0123abcd", "--control-plane", url},
 	} {
 		out, code := run(t, dir, "", args...)
-		if code != 1 || !strings.Contains(out, "the control plane at "+url+" (from --control-plane) did not answer") {
-			t.Errorf("%s: exit %d\n%s", args[0], code, out)
+		if code != 1 || !strings.Contains(out, "rbook: the control plane at "+url+" ") || !strings.Contains(out, " did not answer ") {
+			t.Errorf("%s: exit %d, want 1 naming %s and that it did not answer\n%s", args[0], code, url, out)
 		}
 	}
 	out, code := run(t, dir, "", "run", "demo", "--control-plane", url, "--control-plane-timeout", "2s")
