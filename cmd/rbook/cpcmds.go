@@ -107,9 +107,9 @@ func (f *cpFlags) resolve() (u string, stale bool, err error) {
 
 // client connects to the control plane (see resolve). The returned func releases it.
 //
-// The embedded control plane of this folder (its address from .rbook/controlplane.url) gets
-// the local approver key as the bearer token, so a gate can be decided there by approval id;
-// a URL from --control-plane or $RBOOK_CONTROL_PLANE never gets it. When neither names a
+// The embedded control plane of this folder (its address from .rbook/controlplane.url, on a
+// loopback address) gets the local approver key as the bearer token, so a gate can be decided
+// there by approval id; a URL from --control-plane or $RBOOK_CONTROL_PLANE never gets it. When neither names a
 // control plane and none of this folder's runs is serving (no live .rbook/controlplane.url),
 // the embedded control plane's database .rbook/controlplane.db, when there is one, is served
 // on loopback for this command alone (stderr says so): every verb then works on a run whose
@@ -131,7 +131,7 @@ func (f *cpFlags) client(cmd *cobra.Command) (*cpclient.Client, func(), error) {
 		return nil, nil, err
 	}
 	bearer := os.Getenv("RBOOK_TOKEN")
-	if f.fromFile {
+	if f.fromFile && loopbackURL(u) {
 		if key := readLocalKey(); key != "" {
 			bearer = key
 		}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -99,6 +101,18 @@ func readLocalKey() string {
 		return ""
 	}
 	return strings.TrimSpace(string(b))
+}
+
+// loopbackURL reports whether a control-plane URL's host is a loopback IP address, as the
+// embedded control plane's always is (127.0.0.1): the local approver key is never sent
+// anywhere else, whatever .rbook/controlplane.url says.
+func loopbackURL(raw string) bool {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return false
+	}
+	ip, err := netip.ParseAddr(u.Hostname())
+	return err == nil && ip.IsLoopback()
 }
 
 // lockDB makes sure one control plane at a time serves a database: watch streams and gate
