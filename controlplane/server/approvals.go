@@ -245,6 +245,11 @@ func (s *Server) decide(ctx context.Context, v vote) (store.Approval, error) {
 	byID := v.approvalID != ""
 	var a store.Approval
 	if byID {
+		if _, ok := CallerFrom(ctx); !ok && !localApprover(ctx) && len(s.opts.LocalApprover) > 0 && s.opts.Auth == nil {
+			return store.Approval{}, rpcError(connect.CodeUnauthenticated, CodeUnauthenticated,
+				"deciding a gate by approval_id on the embedded control plane of an 'rbook run' needs its folder's local approver key: "+
+					"run 'rbook approve ID' in that run's folder, without --control-plane or RBOOK_CONTROL_PLANE, or use the approval token")
+		}
 		if _, ok := CallerFrom(ctx); !ok && !localApprover(ctx) {
 			return store.Approval{}, rpcError(connect.CodeUnauthenticated, CodeUnauthenticated,
 				"deciding a gate by approval_id needs an authenticated approver, and this control plane has no auth file: use the approval token "+
