@@ -208,8 +208,9 @@ type GateRow struct {
 	// Verdict is "approved", "rejected" or "cancel requested"; By the approver identity
 	// ("unverified:NAME" for a name nobody verified, "github:LOGIN", a terminal user); Via the
 	// channel that decided ("terminal", "control-plane", "github", "policy"); Reason the
-	// approver's reason and any policy note. When the entry's output is not a decision (a gate
-	// that timed out), Verdict is "" and Reason holds the output.
+	// approver's reason and any policy note. A confirm step passed at the terminal records only
+	// the answer typed: By is then "". When the entry's output is no decision (a gate that
+	// timed out, a refusal typed at the terminal), Verdict is "" and Reason holds the output.
 	Verdict, By, Via, Reason string
 }
 
@@ -228,6 +229,10 @@ func GateRows(ev []engine.Evidence) []GateRow {
 		r := GateRow{Name: e.StepName, Status: e.Status, Reason: e.Output}
 		if m := decidedRE.FindStringSubmatch(e.Output); m != nil {
 			r.Verdict, r.By, r.Via, r.Reason = m[1], m[2], m[3], m[4]+strings.TrimPrefix(m[5], "; ")
+		} else if e.Type == "confirm" && e.Status == engine.StatusPass {
+			// A confirm step answered at the terminal keeps the answer typed (seed Step 7:
+			// the user's input) rather than the decision's words.
+			r.Verdict, r.Via, r.Reason = "approved", "terminal", fmt.Sprintf("answered %q", e.Output)
 		}
 		rows = append(rows, r)
 	}

@@ -110,8 +110,8 @@ func TestOverrideTemplates(t *testing.T) {
 
 // TestReportNamesWhoDecidedEachGateHowAndWhy: the report's "Gate decisions" table reads each
 // decided gate's evidence back into approver, channel and reason (the policy's note with
-// them); a gate that timed out shows its output as the reason; a gate still waiting is not
-// listed.
+// them); a confirm step passed at the terminal says so with the answer typed; a gate that
+// timed out shows its output as the reason; a gate still waiting is not listed.
 func TestReportNamesWhoDecidedEachGateHowAndWhy(t *testing.T) {
 	ev := []engine.Evidence{
 		{StepName: "deploy", Type: "deploy", Status: engine.StatusPass, Output: "approved by x via y"},
@@ -119,6 +119,7 @@ func TestReportNamesWhoDecidedEachGateHowAndWhy(t *testing.T) {
 		{StepName: "second-look", Type: "confirm", Status: engine.StatusFail, Output: "rejected by bob via terminal"},
 		{StepName: "review", Type: "approval", Status: engine.StatusPass, Output: "approved by carol via github; policy: a person decides (no auto-pass rule matched)"},
 		{StepName: "late", Type: "confirm", Status: engine.StatusTimedOut, Output: "no decision before the deadline"},
+		{StepName: "typed", Type: "confirm", Status: engine.StatusPass, Output: "yes"},
 		{StepName: "waiting", Type: "confirm", Status: engine.StatusAwaitingConfirmation, Output: ""},
 	}
 	want := []GateRow{
@@ -126,6 +127,7 @@ func TestReportNamesWhoDecidedEachGateHowAndWhy(t *testing.T) {
 		{Name: "second-look", Status: engine.StatusFail, Verdict: "rejected", By: "bob", Via: "terminal"},
 		{Name: "review", Status: engine.StatusPass, Verdict: "approved", By: "carol", Via: "github", Reason: "policy: a person decides (no auto-pass rule matched)"},
 		{Name: "late", Status: engine.StatusTimedOut, Reason: "no decision before the deadline"},
+		{Name: "typed", Status: engine.StatusPass, Verdict: "approved", Via: "terminal", Reason: `answered "yes"`},
 	}
 	if got := GateRows(ev); !reflect.DeepEqual(got, want) {
 		t.Fatalf("GateRows:\n got %+v\nwant %+v", got, want)
