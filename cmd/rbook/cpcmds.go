@@ -60,7 +60,10 @@ const cpHelp = `Which control plane: --control-plane URL, else $RBOOK_CONTROL_PL
 one of an 'rbook run' in progress in this folder (its address is in .rbook/controlplane.url).
 Several URLs separated by commas (replicas) are tried in order: a call moves to the next
 one when a URL does not answer, never when the control plane refuses it.
-With auth on (rbook serve --auth-file), the bearer token comes from $RBOOK_TOKEN.`
+With auth on (rbook serve --auth-file), the bearer token comes from $RBOOK_TOKEN.
+When no control plane is named or running and this folder holds .rbook/controlplane.db that
+no process serves, approve, reject, watch and playbook cancel serve it themselves, on
+loopback, for the command alone (stderr says so).`
 
 // historyHelp adds, for the commands that only read, what happens when none is running.
 const historyHelp = cpHelp + `
