@@ -239,7 +239,8 @@ func Retryable(err error) bool {
 }
 
 // UnreachableError means the control plane did not answer within the deadline: every attempt
-// failed with a transient error (Retryable) for Deadline. It deliberately does not unwrap to
+// failed with a transient error (Retryable) for Deadline. Its message names the URL; what
+// became of the run (halted, kept in a state file or not) is the caller's to say. It deliberately does not unwrap to
 // Last: a timed-out attempt is not a timed-out gate, and a last E_RETRY is not a refusal.
 type UnreachableError struct {
 	URL      string
@@ -248,7 +249,7 @@ type UnreachableError struct {
 }
 
 func (e *UnreachableError) Error() string {
-	return fmt.Sprintf("the control plane at %s did not answer for %s (last error: %v); the run is halted and everything is kept in the state file — run the same command again once the control plane is back", e.URL, e.Deadline, e.Last)
+	return fmt.Sprintf("the control plane at %s did not answer for %s (last error: %v)", e.URL, e.Deadline, e.Last)
 }
 
 // errAttemptTimeout is the cause of an attempt's context when AttemptTimeout passed.

@@ -203,6 +203,48 @@ type Report struct {
 	// Counts over the runbook-step rows by final status; Done counts the rows with an
 	// outcome (not NotRun), Extra the rows that are no runbook step (the CANCEL audit entry).
 	Done, Pass, Fail, TimedOut, Skipped, NotRunCount, Extra int
+	// Gates is who decided each gate (confirm step, approval node), how and why, in
+	// execution order; filled by Tally from Evidence (GateRows).
+	Gates []GateRow
+}
+
+// GateRow is one decided gate in the report's "Gate decisions" table: the gate's final
+// evidence entry read back into its parts.
+type GateRow struct {
+	Name   string
+	Status engine.StepStatus
+	// Verdict is "approved", "rejected" or "cancel requested"; By the approver identity
+	// ("unverified:NAME" for a name nobody verified, "github:LOGIN", a terminal user); Via the
+	// channel that decided ("terminal", "control-plane", "github", "policy"); Reason the
+	// approver's reason and any policy note. A confirm step passed at the terminal records only
+	// the answer typed: By is then "". When the entry's output is no decision (a gate that
+	// timed out, a refusal typed at the terminal), Verdict is "" and Reason holds the output.
+	Verdict, By, Via, Reason string
+}
+
+// decidedRE reads a gate's evidence output, the engine's "<verdict> by <who> via
+// <channel>[: reason]" (engine.gateDecidedMessage).
+var decidedRE = regexp.MustCompile(`^(approved|rejected|cancel requested) by (.+?) via ([a-z-]+)(?:: ([\s\S]*)|(; [\s\S]*))?$`)
+
+// GateRows lists the gates of ev that have an outcome (a confirm step or an approval node
+// whose entry is not AWAITING_CONFIRMATION), in execution order.
+func GateRows(ev []engine.Evidence) []GateRow {
+	var rows []GateRow
+	for _, e := range ev {
+		if (e.Type != "confirm" && e.Type != "approval") || e.Status == engine.StatusAwaitingConfirmation {
+			continue
+		}
+		r := GateRow{Name: e.StepName, Status: e.Status, Reason: e.Output}
+		if m := decidedRE.FindStringSubmatch(e.Output); m != nil {
+			r.Verdict, r.By, r.Via, r.Reason = m[1], m[2], m[3], m[4]+strings.TrimPrefix(m[5], "; ")
+		} else if e.Type == "confirm" && e.Status == engine.StatusPass {
+			// A confirm step answered at the terminal keeps the answer typed (seed Step 7:
+			// the user's input) rather than the decision's words.
+			r.Verdict, r.Via, r.Reason = "approved", "terminal", fmt.Sprintf("answered %q", e.Output)
+		}
+		rows = append(rows, r)
+	}
+	return rows
 }
 
 // StepRef names one runbook step for the report: its name and type.
@@ -278,6 +320,7 @@ func (d *Report) Tally() {
 			}
 		}
 	}
+	d.Gates = GateRows(d.Evidence)
 	d.Done, d.Pass, d.Fail, d.TimedOut, d.Skipped, d.NotRunCount, d.Extra = 0, 0, 0, 0, 0, 0, 0
 	for _, r := range d.Rows {
 		if r.Number == 0 {

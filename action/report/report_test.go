@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -104,5 +105,48 @@ func TestOverrideTemplates(t *testing.T) {
 	os.WriteFile(bad, []byte("# Runbook Execution Report\n{{.Nope"), 0o600)
 	if _, err := New(dir); err == nil || !strings.Contains(err.Error(), bad) {
 		t.Errorf("a broken template: %v", err)
+	}
+}
+
+// TestReportNamesWhoDecidedEachGateHowAndWhy: the report's "Gate decisions" table reads each
+// decided gate's evidence back into approver, channel and reason (the policy's note with
+// them); a confirm step passed at the terminal says so with the answer typed; a gate that
+// timed out shows its output as the reason; a gate still waiting is not listed.
+func TestReportNamesWhoDecidedEachGateHowAndWhy(t *testing.T) {
+	ev := []engine.Evidence{
+		{StepName: "deploy", Type: "deploy", Status: engine.StatusPass, Output: "approved by x via y"},
+		{StepName: "confirm-rollout", Type: "confirm", Status: engine.StatusPass, Output: "approved by unverified:alice via control-plane: checked the canary | ok"},
+		{StepName: "second-look", Type: "confirm", Status: engine.StatusFail, Output: "rejected by bob via terminal"},
+		{StepName: "review", Type: "approval", Status: engine.StatusPass, Output: "approved by carol via github; policy: a person decides (no auto-pass rule matched)"},
+		{StepName: "late", Type: "confirm", Status: engine.StatusTimedOut, Output: "no decision before the deadline"},
+		{StepName: "typed", Type: "confirm", Status: engine.StatusPass, Output: "yes"},
+		{StepName: "waiting", Type: "confirm", Status: engine.StatusAwaitingConfirmation, Output: ""},
+	}
+	want := []GateRow{
+		{Name: "confirm-rollout", Status: engine.StatusPass, Verdict: "approved", By: "unverified:alice", Via: "control-plane", Reason: "checked the canary | ok"},
+		{Name: "second-look", Status: engine.StatusFail, Verdict: "rejected", By: "bob", Via: "terminal"},
+		{Name: "review", Status: engine.StatusPass, Verdict: "approved", By: "carol", Via: "github", Reason: "policy: a person decides (no auto-pass rule matched)"},
+		{Name: "late", Status: engine.StatusTimedOut, Reason: "no decision before the deadline"},
+		{Name: "typed", Status: engine.StatusPass, Verdict: "approved", Via: "terminal", Reason: `answered "yes"`},
+	}
+	if got := GateRows(ev); !reflect.DeepEqual(got, want) {
+		t.Fatalf("GateRows:\n got %+v\nwant %+v", got, want)
+	}
+	r, err := New("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := r.RenderReport(Report{RunID: "RBOOK-20260101-demo-0123abcd", RunStatus: engine.RunCompleted, Evidence: ev[:3]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range []string{
+		"## Gate decisions",
+		"| confirm-rollout | ✅ approved | unverified:alice | control-plane | checked the canary \\| ok |",
+		"| second-look | ❌ rejected | bob | terminal | - |",
+	} {
+		if !strings.Contains(out, line) {
+			t.Errorf("report lacks %q:\n%s", line, out)
+		}
 	}
 }

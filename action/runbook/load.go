@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -63,6 +64,11 @@ type LoadError struct {
 	// Diagnostics lists every problem found, in the order found. It is empty when the values
 	// file is missing: Abort says all there is to say.
 	Diagnostics []Diagnostic
+	// Next is the line a person reads after Abort when the values file is missing and the
+	// .values.yaml.example file Abort says to copy does not exist either: what a minimal
+	// values file holds (MinimalValuesHint). Empty otherwise; Error() leaves it out, so the
+	// seed's ABORT line stays the whole error text.
+	Next string
 }
 
 // Error returns Abort when set, else the first diagnostic and how many more there are.
@@ -205,6 +211,9 @@ func readFiles(path, valuesPath, base, rulesPath string) (rb, vals []byte, haveV
 	var missing *LoadError
 	if errors.Is(err, fs.ErrNotExist) {
 		missing = &LoadError{Abort: "ABORT: " + valuesPath + " missing — copy " + base + ".values.yaml.example and fill in real values."}
+		if _, serr := os.Stat(valuesPath + ".example"); errors.Is(serr, fs.ErrNotExist) {
+			missing.Next = MinimalValuesHint(valuesPath, rb)
+		}
 	} else if err != nil {
 		return nil, nil, false, nil, "", fileErr(valuesPath, err)
 	}

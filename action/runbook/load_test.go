@@ -332,3 +332,26 @@ func TestJSONSchemaInSync(t *testing.T) {
 		t.Fatalf("schema = %+v", schema)
 	}
 }
+
+// TestMissingValuesWithoutExampleSaysWhatAMinimalFileHolds: with no values file and no
+// .values.yaml.example to copy, the error is still the seed's ABORT line alone, and Next
+// lists the ${key}s the runbook uses as a minimal values file; with an example file, Next is
+// empty (the ABORT line's advice holds).
+func TestMissingValuesWithoutExampleSaysWhatAMinimalFileHolds(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "new.yaml")
+	writeFile(t, path, header+"  - {name: a, type: deploy, kql_or_template: \"${tpl}-${env}-${tpl}\", on_fail: halt}\n")
+	_, err := LoadFile(path, "")
+	var lerr *LoadError
+	want := "ABORT: " + filepath.Join(dir, "new.values.yaml") + " missing — copy new.values.yaml.example and fill in real values."
+	if !errors.As(err, &lerr) || err.Error() != want {
+		t.Fatalf("err = %v, want %q", err, want)
+	}
+	if !strings.Contains(lerr.Next, "create "+filepath.Join(dir, "new.values.yaml")) || !strings.HasSuffix(lerr.Next, ":\n  tpl: <value>\n  env: <value>") {
+		t.Errorf("Next = %q, want the keys tpl and env, once each, in order", lerr.Next)
+	}
+	writeFile(t, filepath.Join(dir, "new.values.yaml.example"), "tpl: x\nenv: y\n")
+	if _, err := LoadFile(path, ""); !errors.As(err, &lerr) || lerr.Next != "" {
+		t.Errorf("with an example file: err = %v, Next = %q, want none", err, lerr.Next)
+	}
+}

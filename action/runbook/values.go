@@ -119,3 +119,27 @@ func kindName(n *yaml.Node) string {
 	}
 	return "scalar"
 }
+
+// MinimalValuesHint says what a minimal values file at valuesPath holds, for a runbook whose
+// text is rb and that has no .values.yaml.example to copy: one "key: value" line for each
+// ${key} the runbook uses, in the order they first appear, or, when it uses none, that an
+// empty file will do.
+func MinimalValuesHint(valuesPath string, rb []byte) string {
+	var keys []string
+	seen := map[string]bool{}
+	for _, m := range tokenRE.FindAllSubmatch(rb, -1) {
+		if k := string(m[1]); !seen[k] {
+			seen[k] = true
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) == 0 {
+		return "There is no " + valuesPath + ".example to copy: the runbook uses no ${key} values, so an empty " + valuesPath + " will do."
+	}
+	var b strings.Builder
+	b.WriteString("There is no " + valuesPath + ".example to copy: create " + valuesPath + " with a value for each ${key} the runbook uses, one per line:")
+	for _, k := range keys {
+		b.WriteString("\n  " + k + ": <value>")
+	}
+	return b.String()
+}

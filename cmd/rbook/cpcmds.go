@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -29,6 +30,9 @@ type cpFlags struct {
 	url, output string
 	// fromFile: the URL came from .rbook/controlplane.url (an embedded control plane).
 	fromFile bool
+	// local: no control plane was running, so client serves this folder's embedded database
+	// for the command alone (mayServeLocal).
+	local bool
 	// runCmd is the command whose run starts the embedded control plane, for help and
 	// errors: "" means 'rbook run' (the runbook commands); the playbook commands set
 	// "rbook playbook run".
@@ -56,7 +60,10 @@ const cpHelp = `Which control plane: --control-plane URL, else $RBOOK_CONTROL_PL
 one of an 'rbook run' in progress in this folder (its address is in .rbook/controlplane.url).
 Several URLs separated by commas (replicas) are tried in order: a call moves to the next
 one when a URL does not answer, never when the control plane refuses it.
-With auth on (rbook serve --auth-file), the bearer token comes from $RBOOK_TOKEN.`
+With auth on (rbook serve --auth-file), the bearer token comes from $RBOOK_TOKEN.
+When no control plane is named or running and this folder holds .rbook/controlplane.db that
+no process serves, approve, reject, watch and playbook cancel serve it themselves, on
+loopback, for the command alone (stderr says so).`
 
 // historyHelp adds, for the commands that only read, what happens when none is running.
 const historyHelp = cpHelp + `
@@ -102,15 +109,52 @@ func (f *cpFlags) resolve() (u string, stale bool, err error) {
 }
 
 // client connects to the control plane (see resolve). The returned func releases it.
-func (f *cpFlags) client() (*cpclient.Client, func(), error) {
-	u, _, err := f.resolve()
+//
+// The embedded control plane of this folder (its address from .rbook/controlplane.url, on a
+// loopback address) gets the local approver key as the bearer token, so a gate can be decided
+// there by approval id; a URL from --control-plane or $RBOOK_CONTROL_PLANE never gets it. When neither names a
+// control plane and none of this folder's runs is serving (no live .rbook/controlplane.url),
+// the embedded control plane's database .rbook/controlplane.db, when there is one, is served
+// on loopback for this command alone (stderr says so): every verb then works on a run whose
+// process has ended.
+func (f *cpFlags) client(cmd *cobra.Command) (*cpclient.Client, func(), error) {
+	u, stale, err := f.resolve()
+	done := func() {}
+	if f.local = false; (err != nil || stale) && f.mayServeLocal() {
+		lu, stop, lerr := startEmbedded(cmd.Context(), io.Discard)
+		if lerr != nil {
+			return nil, nil, abort("rbook: no control plane is running, and this folder's %s cannot be served: %v", embeddedDB, lerr)
+		}
+		if lu != "" {
+			fmt.Fprintf(cmd.ErrOrStderr(), "No control plane is running: this command serves %s (the embedded control plane of this folder's runs) until it ends.\n", embeddedDB)
+			u, err, done, f.local, f.fromFile = lu, nil, stop, true, true
+		}
+	}
 	if err != nil {
 		return nil, nil, err
 	}
-	c := cpclient.New(u, os.Getenv("RBOOK_TOKEN"))
+	bearer := os.Getenv("RBOOK_TOKEN")
+	if f.fromFile && loopbackURL(u) {
+		if key := readLocalKey(); key != "" {
+			bearer = key
+		}
+	}
+	c := cpclient.New(u, bearer)
 	c.Deadline = 10 * time.Second
 	c.Progress = cpProgress
-	return c, func() {}, nil
+	return c, done, nil
+}
+
+// mayServeLocal reports whether client may serve this folder's embedded database itself: no
+// URL was given (flag or environment), the database exists and no process serves it.
+func (f *cpFlags) mayServeLocal() bool {
+	if env := os.Getenv("RBOOK_CONTROL_PLANE"); f.url != "" || (env != "" && env != "off") {
+		return false
+	}
+	if _, err := os.Stat(embeddedDB); err != nil {
+		return false
+	}
+	return !dbServed(embeddedDB)
 }
 
 // reader is client for the commands that only read history (runs, get, approvals): when no
@@ -135,7 +179,7 @@ func (f *cpFlags) reader(cmd *cobra.Command) (*cpclient.Client, func(), error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		return f.client() // a stale URL file and no database: rpcError explains
+		return f.client(cmd) // a stale URL file and no database: rpcError explains
 	}
 	c, closeDB, oerr := openLocalHistory(cmd.Context(), embeddedDB)
 	if oerr != nil {
@@ -165,7 +209,15 @@ func (f *cpFlags) urlSource() string {
 func (f *cpFlags) rpcError(err error) error {
 	var ue *cpclient.UnreachableError
 	if errors.As(err, &ue) && ue.Last != nil {
-		err = ue.Last // a command's retries ran out (watch): say what the last attempt got
+		// A command's retries ran out (watch): a refused connection gets the hints below;
+		// anything else is said as the client says it, naming the URL.
+		if ce := (*connect.Error)(nil); !errors.As(ue.Last, &ce) || ce.Code() != connect.CodeUnavailable {
+			return &exitError{code: exitFailed, msg: "rbook: " + ue.Error()}
+		}
+		err = ue.Last
+	}
+	if msg := f.unanswered(err); msg != "" {
+		return &exitError{code: exitFailed, msg: msg}
 	}
 	var ce *connect.Error
 	if errors.As(err, &ce) {
@@ -183,6 +235,25 @@ func (f *cpFlags) rpcError(err error) error {
 		return &exitError{code: exitFailed, msg: msg}
 	}
 	return &exitError{code: exitFailed, msg: "rbook: " + err.Error()}
+}
+
+// unanswered is the message for a call that got no answer from the control plane in time (a
+// transport timeout, not a refusal: the error carries no rbook code), naming its URL and
+// where the URL came from; "" for any other error. A bare "context deadline exceeded" does
+// not say which control plane was asked, nor what to do.
+func (f *cpFlags) unanswered(err error) string {
+	var ce *connect.Error
+	if !errors.As(err, &ce) || ce.Code() != connect.CodeDeadlineExceeded || cpclient.Code(err) != "" {
+		return ""
+	}
+	u, from := f.hintURL(), f.urlSource()
+	if u == "" {
+		u = "the control plane"
+	}
+	if f.fromFile {
+		from = embeddedURLFile
+	}
+	return fmt.Sprintf("rbook: the control plane at %s (from %s) did not answer in time (%s): check that it runs and that this machine reaches it, or point --control-plane at one that does.", u, from, ce.Code())
 }
 
 func printJSON(w io.Writer, m proto.Message) error {
@@ -236,7 +307,7 @@ func decide(cmd *cobra.Command, f *cpFlags, approve bool, token, id, reason, app
 	if approver != "" && os.Getenv("RBOOK_TOKEN") != "" {
 		return &usageError{cmd, errors.New("--approver is only for a control plane without auth: with $RBOOK_TOKEN set, the control plane records the identity of your token")}
 	}
-	c, done, err := f.client()
+	c, done, err := f.client(cmd)
 	if err != nil {
 		return err
 	}
@@ -370,18 +441,9 @@ control plane and no local database.`,
 				return err
 			}
 			defer done()
-			// Every page of transitions (GetRun pages them; issue 6, item 1.8).
-			resp := &rbookv1.GetRunResponse{}
-			for token := ""; ; {
-				page, err := c.Runs.GetRun(cmd.Context(), &rbookv1.GetRunRequest{RunId: args[0], PageToken: token})
-				if err != nil {
-					return f.rpcError(err)
-				}
-				resp.Run = page.GetRun()
-				resp.Transitions = append(resp.Transitions, page.GetTransitions()...)
-				if token = page.GetNextPageToken(); token == "" {
-					break
-				}
+			resp, err := getRunAll(cmd.Context(), c, args[0])
+			if err != nil {
+				return f.rpcError(err)
 			}
 			if f.output == "json" {
 				return printJSON(cmd.OutOrStdout(), resp)
@@ -400,6 +462,22 @@ control plane and no local database.`,
 	}
 	f.register(cmd, true)
 	return cmd
+}
+
+// getRunAll is GetRun with every page of transitions (GetRun pages them).
+func getRunAll(ctx context.Context, c *cpclient.Client, runID string) (*rbookv1.GetRunResponse, error) {
+	resp := &rbookv1.GetRunResponse{}
+	for token := ""; ; {
+		page, err := c.Runs.GetRun(ctx, &rbookv1.GetRunRequest{RunId: runID, PageToken: token})
+		if err != nil {
+			return nil, err
+		}
+		resp.Run = page.GetRun()
+		resp.Transitions = append(resp.Transitions, page.GetTransitions()...)
+		if token = page.GetNextPageToken(); token == "" {
+			return resp, nil
+		}
+	}
 }
 
 func newWatchCmd() *cobra.Command {
@@ -424,7 +502,7 @@ plane stayed unreachable for 10s, 2 usage or no control plane.`,
   rbook watch RBOOK-20260512-demo-a1b2c3d4 --from-seq 10 -o json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, done, err := f.client()
+			c, done, err := f.client(cmd)
 			if err != nil {
 				return err
 			}
@@ -432,6 +510,36 @@ plane stayed unreachable for 10s, 2 usage or no control plane.`,
 			out := cmd.OutOrStdout()
 			last := from - 1
 			kind := rbookv1.RunKind_RUN_KIND_RUNBOOK
+			if f.local {
+				// No control plane was running, so no executor reports to this one: show what
+				// is recorded instead of waiting for transitions that cannot come.
+				resp, err := getRunAll(cmd.Context(), c, args[0])
+				if err != nil {
+					return f.rpcError(err)
+				}
+				r := resp.GetRun()
+				for _, t := range resp.GetTransitions() {
+					if t.GetSeq() > last {
+						if f.output == "json" {
+							b, _ := protojson.Marshal(&rbookv1.WatchRunResponse{Run: r, Transition: t})
+							fmt.Fprintln(out, string(b))
+						} else {
+							describeTransition(out, r.GetKind(), t)
+						}
+					}
+				}
+				if f.output != "json" {
+					fmt.Fprintf(out, "Run %s is %s.\n", args[0], statusWord(r.GetKind(), r.GetStatus()))
+				}
+				if !isFinal(r.GetStatus()) {
+					again := f.runWords()
+					if r.GetKind() != rbookv1.RunKind_RUN_KIND_PLAYBOOK {
+						again = "rbook run " + r.GetName()
+					}
+					fmt.Fprintf(cmd.ErrOrStderr(), "No executor is running it now, so nothing more will arrive; '%s' in this folder resumes it.\n", again)
+				}
+				return nil
+			}
 			show := func(m *rbookv1.WatchRunResponse) {
 				if r := m.GetRun(); r != nil && r.GetKind() != rbookv1.RunKind_RUN_KIND_UNSPECIFIED {
 					kind = r.GetKind()

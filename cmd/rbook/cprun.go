@@ -156,7 +156,9 @@ func startOnControlPlane(ctx context.Context, c *cpclient.Client, plan *runbook.
 }
 
 // announcer prints how to decide an open gate: the approve command with its token on a
-// terminal; in CI only the approval id, because the token is a secret. RBOOK_SHOW_TOKEN=1
+// terminal, each command on a line of its own so a copy takes the token whole; in CI only the
+// approval id, because the token is a secret. On the embedded control plane the approval id
+// works from another terminal in this folder (the local approver key, embedded.go). RBOOK_SHOW_TOKEN=1
 // prints the command anyway (for scripts that read the output; never in shared logs).
 func announcer(errw io.Writer, url string, embedded bool) func(id, token string) {
 	target := " --control-plane " + url
@@ -165,11 +167,16 @@ func announcer(errw io.Writer, url string, embedded bool) func(id, token string)
 	}
 	interactive := showApprovalToken()
 	return func(id, token string) {
-		if interactive {
+		switch {
+		case embedded && interactive:
+			fmt.Fprintf(errw, "Approval %s is open on %s. From another terminal in this folder:\n  rbook approve %s\nor with its token, from wherever %s is reachable:\n  rbook approve %s --control-plane %s\n", id, url, id, url, token, url)
+		case embedded:
+			fmt.Fprintf(errw, "Approval %s is open on the embedded control plane %s; decide it from another terminal in this folder with: rbook approve %s (its token is a secret and is not printed here).\n", id, url, id)
+		case interactive:
 			fmt.Fprintf(errw, "Approval %s is open on %s. From another terminal:\n  rbook approve %s%s\n", id, url, token, target)
-			return
+		default:
+			fmt.Fprintf(errw, "Approval %s is open on the control plane %s (its token is a secret and is not printed here: %s).\n", id, url, seeTokenHint)
 		}
-		fmt.Fprintf(errw, "Approval %s is open on the control plane %s (its token is a secret and is not printed here: %s).\n", id, url, seeTokenHint)
 	}
 }
 

@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/gofrs/flock"
@@ -22,6 +25,10 @@ import (
 const (
 	embeddedDB     = ".rbook/controlplane.db"
 	embeddedSecret = ".rbook/approval-secret"
+	// embeddedLocalKey holds the secret that lets this folder's owner decide the embedded
+	// control plane's gates by approval id (server.Options.LocalApprover): 0600, so only the
+	// user who runs rbook here can read it, while any local user can reach loopback.
+	embeddedLocalKey = ".rbook/local-approver-key"
 )
 
 // startEmbedded starts a control plane in this process on a free loopback port (issue 3,
@@ -57,11 +64,16 @@ func startEmbeddedWith(ctx context.Context, errw io.Writer, pol embeddedPolicy) 
 			fmt.Fprintf(errw, "Generated an approval-token secret for the embedded control plane in %s (set RBOOK_APPROVAL_SECRET to use your own).\n", embeddedSecret)
 		}
 	}
+	localKey, _, err := server.LoadOrCreateSecretFile(embeddedLocalKey)
+	if err != nil {
+		unlock()
+		return "", nil, fmt.Errorf("embedded control plane: local approver key: %w", err)
+	}
 	// The embedded server logs only problems: the run's own output is what a person reads.
 	logger := slog.New(slog.NewTextHandler(errw, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	running, err := server.Start(ctx, server.Config{
 		Addr: "127.0.0.1:0", DBPath: embeddedDB,
-		Options: server.Options{Secret: secret, Logger: logger, PlaybookPolicy: pol.policy, PolicyShadow: pol.shadow},
+		Options: server.Options{Secret: secret, Logger: logger, PlaybookPolicy: pol.policy, PolicyShadow: pol.shadow, LocalApprover: localKey},
 	})
 	if err != nil {
 		unlock()
@@ -78,6 +90,29 @@ func startEmbeddedWith(ctx context.Context, errw io.Writer, pol embeddedPolicy) 
 		}
 		unlock()
 	}, nil
+}
+
+// readLocalKey is the embedded control plane's local approver key (embeddedLocalKey), or ""
+// when this folder has none (no embedded control plane ever ran here, or the file is not
+// this user's to read). It is sent only to the embedded control plane of this folder.
+func readLocalKey() string {
+	b, err := os.ReadFile(embeddedLocalKey)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// loopbackURL reports whether a control-plane URL's host is a loopback IP address, as the
+// embedded control plane's always is (127.0.0.1): the local approver key is never sent
+// anywhere else, whatever .rbook/controlplane.url says.
+func loopbackURL(raw string) bool {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return false
+	}
+	ip, err := netip.ParseAddr(u.Hostname())
+	return err == nil && ip.IsLoopback()
 }
 
 // lockDB makes sure one control plane at a time serves a database: watch streams and gate

@@ -137,7 +137,12 @@ By approval id you need an approver's bearer token ($RBOOK_TOKEN, rbook serve --
 the control plane records your identity from it, and its gate policy decides whether you
 may decide the gate (E_PERMISSION_DENIED)`
 	auth := `--approver NAME is only for a control plane without auth (no $RBOOK_TOKEN): it then records
-the name as "unverified:NAME". With a bearer token your identity is the token's.`
+the name as "unverified:NAME". With a bearer token your identity is the token's.
+
+On the embedded control plane of an 'rbook run' in this folder (no --control-plane, no
+$RBOOK_CONTROL_PLANE) the approval id works without auth: the folder's
+.rbook/local-approver-key (0600, only you can read it) shows the control plane you own the
+run, and the decision is recorded as "unverified:<your user name>" (or --approver NAME).`
 	if approve {
 		return "Approve " + name + `, whether you started the run (E_SELF_APPROVAL:
 another person must approve) and how many distinct approvers the gate needs. A gate that

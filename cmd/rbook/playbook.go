@@ -283,7 +283,7 @@ succeeded or failed) or unreachable, 2 usage or no control plane.`,
 		Example: `  rbook playbook cancel RBOOK-20260512-release-cut-1a2b3c4d --reason "wrong version"`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, done, err := f.client()
+			c, done, err := f.client(cmd)
 			if err != nil {
 				return err
 			}

@@ -338,10 +338,10 @@ func runPlaybookOnce(cmd *cobra.Command, file string, f playbookFlags) error {
 			return finishedElsewhere(ctx, c, plan, st, false, errw)
 		}
 		if err != nil {
-			return startHalted(ctx, startErrorHint(err, cpURL))
+			return startHalted(ctx, haltedBeforeStart(startErrorHint(err, cpURL), statePath))
 		}
 		if err := cpRec.Flush(ctx, st.Outbox); err != nil {
-			return startHalted(ctx, err)
+			return startHalted(ctx, haltedBeforeStart(err, statePath))
 		}
 		stopLease = keepLease(ctx, c, st.RunID, started.Lease, cancel)
 		v.cancelCmd = playbookEndHint(st.RunID, statePath, cpURL, embedded)
@@ -447,7 +447,15 @@ func playbookAnnouncer(errw io.Writer, url string, embedded bool) func(id, token
 	interactive := showApprovalToken()
 	return func(id, token string) {
 		if interactive {
+			if embedded {
+				fmt.Fprintf(errw, "Approval %s is open on %s. %s:\n  rbook playbook approve %s\n  rbook playbook reject %s\nor with its token:\n  rbook playbook approve %s\n  rbook playbook reject %s\n", id, url, where, id, id, token, token)
+				return
+			}
 			fmt.Fprintf(errw, "Approval %s is open on %s. %s:\n  rbook playbook approve %s%s\n  rbook playbook reject %s%s\n", id, url, where, token, target, token, target)
+			return
+		}
+		if embedded {
+			fmt.Fprintf(errw, "Approval %s is open on the embedded control plane %s; decide it from another terminal in this folder with: rbook playbook approve %s (its token is a secret and is not printed here).\n", id, url, id)
 			return
 		}
 		fmt.Fprintf(errw, "Approval %s is open on the control plane %s (its token is a secret and is not printed here: %s); decide it with: rbook approve %s --control-plane %s\n", id, url, seeTokenHint, id, url)

@@ -24,8 +24,11 @@ const playbookCPHelp = `Which control plane: --control-plane URL, else $RBOOK_CO
 one of an 'rbook playbook run' in progress in this folder (its address is in
 .rbook/controlplane.url). With auth on (rbook serve --auth-file), the bearer token comes from
 $RBOOK_TOKEN. The embedded control plane lives as long as that run's process: once the run
-has ended (or is killed), approve and reject find nothing to talk to; with 'rbook serve' the
-control plane stays up and a decided token gets E_APPROVAL_ALREADY_DECIDED.`
+has ended (or is killed), approve, reject and cancel serve this folder's
+.rbook/controlplane.db themselves, on loopback, for the command alone (stderr says so); with
+'rbook serve' the control plane stays up. A decided token gets E_APPROVAL_ALREADY_DECIDED.
+On the embedded control plane an approval id ("a-…") works without auth from this folder
+(its .rbook/local-approver-key, 0600, shows you own the run).`
 
 // playbookHistoryHelp is historyHelp for rbook playbook status.
 const playbookHistoryHelp = `Which control plane: --control-plane URL, else $RBOOK_CONTROL_PLANE, else the embedded

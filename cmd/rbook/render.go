@@ -476,6 +476,7 @@ func (v *view) summary(st *state.State, msg, evPath string) {
 		unit = "nodes"
 	}
 	fmt.Fprintf(w, "  %d %s: %d passed, %d failed, %d timed out, %d skipped, %d not run\n", len(d.Steps), unit, d.Pass, d.Fail, d.TimedOut, d.Skipped, d.NotRunCount)
+	printGateLines(w, d.Gates)
 	if msg != "" && st.RunStatus != engine.RunInProgress {
 		fmt.Fprintf(w, "  %s\n", msg)
 	}

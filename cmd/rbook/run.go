@@ -62,6 +62,9 @@ func (c *common) loadPlan(name string) (*runbook.Plan, error) {
 		return nil, abort("%v", err)
 	}
 	msg := le.Abort
+	if le.Next != "" {
+		msg += "\n" + le.Next
+	}
 	for _, d := range le.Diagnostics {
 		if msg != "" {
 			msg += "\n"
@@ -263,10 +266,10 @@ func runRunbookOnce(cmd *cobra.Command, name string, f runFlags, stepIndex *int)
 			return finishedElsewhere(ctx, c, plan, st, f.resume != nil, errw)
 		}
 		if err != nil {
-			return startHalted(ctx, startErrorHint(err, cpURL))
+			return startHalted(ctx, haltedBeforeStart(startErrorHint(err, cpURL), statePath))
 		}
 		if err := cpRec.Flush(ctx, st.Outbox); err != nil {
-			return startHalted(ctx, err)
+			return startHalted(ctx, haltedBeforeStart(err, statePath))
 		}
 		cpc = c
 		stopLease = keepLease(ctx, c, st.RunID, started.Lease, cancel)
@@ -275,8 +278,10 @@ func runRunbookOnce(cmd *cobra.Command, name string, f runFlags, stepIndex *int)
 		noteCPRelink(errw, st, opened.Resumed, cpURL, embedded, from)
 		st.ControlPlane, st.ControlPlaneEmbedded, fileRec.KeepOutbox = cpURL, embedded, true
 		recorders = append(recorders, cpRec)
+		opened, progress := gateVoteNotices(errw)
 		gate = &cpclient.Gate{C: c, Local: ci.local(tg, gate, interactive, noInput), Who: who, Announce: announcer(errw, cpURL, embedded), Cancelled: cpRec.Cancelled, Drain: cpRec.Drain,
-			Notice: func(m string) { fmt.Fprintln(errw, m) }, Pause: gateMode == gateModePause, GitHub: reportedWorkflowRun(f.githubEnvironment())}
+			Notice: func(m string) { fmt.Fprintln(errw, m) }, Pause: gateMode == gateModePause, GitHub: reportedWorkflowRun(f.githubEnvironment()),
+			Opened: opened, Progress: progress}
 		drainCP = cpRec.Drain
 	}
 
@@ -296,7 +301,7 @@ func runRunbookOnce(cmd *cobra.Command, name string, f runFlags, stepIndex *int)
 			if err != nil {
 				return err.Error()
 			}
-			return s
+			return promptFor(errw, s)
 		}),
 	}
 	if opened.Resumed {

@@ -244,6 +244,9 @@ an invalid runbook or held state.`,
 			if err := v.showReport(st, res.Message, writeEvidence(errw, plan, st)); err != nil {
 				return abort("%v", err)
 			}
+			if v.mode != modeTerminal && res.Message != "" {
+				fmt.Fprintln(errw, res.Message) // what was rolled back, where a person looks last
+			}
 			if len(st.EvidencePack) > before && st.EvidencePack[len(st.EvidencePack)-1].Status == engine.StatusPass {
 				return nil
 			}
@@ -298,7 +301,7 @@ it is already final), an invalid runbook or held state.`,
 			if err != nil {
 				return abort("%v", err)
 			}
-			ok, err := steps.ConfirmCancel(steps.NewLines(os.Stdin), out, func(string) string { return prompt })(cmd.Context(), st.LastDeployName)
+			ok, err := steps.ConfirmCancel(steps.NewLines(os.Stdin), out, func(string) string { return promptFor(out, prompt) })(cmd.Context(), st.LastDeployName)
 			if err != nil || !ok {
 				return &exitError{code: exitFailed, msg: "Cancel not confirmed; nothing was changed."}
 			}

@@ -215,10 +215,10 @@ func voterOf(ctx context.Context, claimed string) approval.Voter {
 // decide is Approve and Reject (DESIGN D8-D9, cases A02-A04; issue 7, item 4). By token: cap
 // its size, verify its HMAC (constant time) before reading anything, find the gate by the
 // token's hash, check the plan digest, the gate's state and the expiry. By approval id: only
-// an authenticated caller (E_UNAUTHENTICATED otherwise). Then one store transaction checks
-// the gate's captured policy (allowed approvers, four-eyes), records the vote and, when the
-// votes decide the gate, decides it with the compare-and-set. Error messages name the
-// approval id, never the token.
+// an authenticated caller, or one holding Options.LocalApprover (E_UNAUTHENTICATED
+// otherwise). Then one store transaction checks the gate's captured policy (allowed
+// approvers, four-eyes), records the vote and, when the votes decide the gate, decides it
+// with the compare-and-set. Error messages name the approval id, never the token.
 func (s *Server) decide(ctx context.Context, v vote) (store.Approval, error) {
 	switch {
 	case v.token == "" && v.approvalID == "":
@@ -245,7 +245,12 @@ func (s *Server) decide(ctx context.Context, v vote) (store.Approval, error) {
 	byID := v.approvalID != ""
 	var a store.Approval
 	if byID {
-		if _, ok := CallerFrom(ctx); !ok {
+		if _, ok := CallerFrom(ctx); !ok && !localApprover(ctx) && len(s.opts.LocalApprover) > 0 && s.opts.Auth == nil {
+			return store.Approval{}, rpcError(connect.CodeUnauthenticated, CodeUnauthenticated,
+				"deciding a gate by approval_id on the embedded control plane of an 'rbook run' needs its folder's local approver key: "+
+					"run 'rbook approve ID' in that run's folder, without --control-plane or RBOOK_CONTROL_PLANE, or use the approval token")
+		}
+		if _, ok := CallerFrom(ctx); !ok && !localApprover(ctx) {
 			return store.Approval{}, rpcError(connect.CodeUnauthenticated, CodeUnauthenticated,
 				"deciding a gate by approval_id needs an authenticated approver, and this control plane has no auth file: use the approval token "+
 					"(the waiting run prints it on a terminal, or with RBOOK_SHOW_TOKEN=1), or run the control plane with --auth-file")

@@ -66,6 +66,13 @@ type Options struct {
 	// PolicyShadow records what the policy would have decided on each playbook gate without
 	// acting on it: every gate waits for a human (rbook serve --policy-shadow).
 	PolicyShadow bool
+	// LocalApprover, on a control plane without Auth, is a secret that lets a caller on a
+	// loopback address decide gates by approval id: it sends the secret as its bearer token,
+	// and the vote is recorded as "unverified:<the name it gives>". The embedded control plane
+	// of `rbook run` sets it from .rbook/local-approver-key (0600), which the CLI reads. Without
+	// it (and with Auth set, where it is ignored), deciding by approval id needs an
+	// authenticated caller: on a networked control plane the token is the only capability.
+	LocalApprover []byte
 }
 
 // Server is the control plane's http.Handler. Create it with New; Close it before closing
@@ -135,6 +142,8 @@ func New(st *store.Store, opts Options) (*Server, error) {
 	interceptors := []connect.Interceptor{logInterceptor{s.log}}
 	if opts.Auth != nil {
 		interceptors = append(interceptors, authInterceptor{opts.Auth})
+	} else if len(opts.LocalApprover) > 0 {
+		interceptors = append(interceptors, localApproverInterceptor{opts.LocalApprover})
 	}
 	handlerOpts := []connect.HandlerOption{
 		connect.WithInterceptors(interceptors...),
