@@ -189,12 +189,13 @@ func (g *githubGates) DeploymentReviewed(ctx context.Context, d webhook.Delivery
 // told with a refusal (the delivery is then not recorded, and GitHub shows it failed with
 // the reason, so it can be redelivered; a redelivery's vote on a gate this delivery already
 // decided changes nothing):
-//   - rbook expects a gate of one of unmatched that is not open yet (a protection rule was
-//     requested for it, an rbook run that is not final reported it, or only another
-//     attempt's gate exists): 409, redeliver once the gate is open;
+//   - rbook expects a gate of one of unmatched that is not open (for this attempt) yet: a
+//     protection rule of the run and environment waits for a verdict, or an rbook run that
+//     is not final reported the workflow run and environment: 409, redeliver once the gate
+//     is open;
 //   - the review names no environment (GitHub's schema makes all three places optional) but
-//     the run has rbook gates, rules or open runs: 422, rbook cannot tell which gate it
-//     decides, so the gate must be decided in rbook;
+//     the run has rbook gates, waiting rules or open runs: 422, rbook cannot tell which gate
+//     it decides, so the gate must be decided in rbook;
 //   - otherwise (the gate is closed, an environment rbook does not guard, a workflow run
 //     rbook never saw): nothing to do (200).
 func (g *githubGates) unmatchedReview(ctx context.Context, repo, runID, attempt string, envs, unmatched []string) (string, *webhook.Refusal, error) {
@@ -203,7 +204,7 @@ func (g *githubGates) unmatchedReview(ctx context.Context, repo, runID, attempt 
 		if err != nil {
 			return "", nil, err
 		}
-		if len(t.Gates) == 0 && t.Rules == 0 && t.OpenRuns == 0 {
+		if len(t.Gates) == 0 && t.WaitingRules == 0 && t.OpenRuns == 0 {
 			return "no pending rbook gate of this run (the review names no environment): nothing changed", nil, nil
 		}
 		msg := fmt.Sprintf("deployment_review names no environment (no environment, workflow_job_run or workflow_job_runs), "+
@@ -225,7 +226,7 @@ func (g *githubGates) unmatchedReview(ctx context.Context, repo, runID, attempt 
 		switch {
 		case closed != "":
 			notes = append(notes, fmt.Sprintf("the rbook gate of environment %s is closed (%s)", env, closed))
-		case len(t.Gates) > 0 || t.Rules > 0 || t.OpenRuns > 0:
+		case t.WaitingRules > 0 || t.OpenRuns > 0:
 			expected = append(expected, env)
 		default:
 			notes = append(notes, "no pending rbook gate of this run and environment "+env)

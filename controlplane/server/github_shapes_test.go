@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/types/known/timestamppb"
+
 	"github.com/rbookhq/rbook-action/controlplane/webhook/ghfake"
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
 )
@@ -126,6 +128,9 @@ func TestDeploymentReviewShapesDecideTheGate(t *testing.T) {
 			wantCode: 200, want: []rbookv1.ApprovalStatus{approved}},
 		{name: "the gate already decided", envs: []string{"production"}, decidedFirst: true,
 			review:   func(int64) ghfake.Review { return ghfake.Review{Action: "rejected", JobRuns: prod} },
+			wantCode: 200, want: []rbookv1.ApprovalStatus{approved}, wantApprover: "unverified:alice"},
+		{name: "a re-run's review after the first attempt's gate closed, nothing waiting", envs: []string{"production"}, decidedFirst: true,
+			review:   func(int64) ghfake.Review { return ghfake.Review{JobRuns: prod, RunAttempt: 2} },
 			wantCode: 200, want: []rbookv1.ApprovalStatus{approved}, wantApprover: "unverified:alice"},
 		{name: "requested (nothing to decide)", envs: []string{"production"},
 			review: func(int64) ghfake.Review {
@@ -281,5 +286,37 @@ func TestProtectionRuleShapesBindTheGate(t *testing.T) {
 				t.Fatalf("a refused rule request made the control plane post %+v", b)
 			}
 		})
+	}
+}
+
+// A review that arrives while an rbook run that reported its workflow run and environment
+// has not opened its gate yet (the runbook job is still at its checks) is answered 409 and
+// not recorded; the same delivery, redelivered once the gate is open, decides it.
+func TestDeploymentReviewWhileTheRunbookRunsIsRedeliverable(t *testing.T) {
+	s := startGitHubServe(t)
+	const run = 9402
+	if _, err := s.c.runs.StartRun(context.Background(), &rbookv1.StartRunRequest{OwnerId: testOwner, RunId: "r-running", Name: "demo",
+		ContentHash: digest("plan"), SchemaHash8: "0123abcd", TotalSteps: 5, StartedBy: "tester",
+		ReportedWorkflowRun: &rbookv1.GitHubWorkflowRun{Repository: "acme/deploys", RunId: strconv.Itoa(run), RunAttempt: "1",
+			Actor: "octo-starter", Environment: "production"}}); err != nil {
+		t.Fatal(err)
+	}
+	d := ghfake.DeploymentReview(ghfake.Review{Action: "approved", Repo: ghRepo, InstallationID: 77, RunID: run,
+		ApproverLogin: "octo-lead", ApproverID: 4242, Comment: "go", JobRuns: []ghfake.JobRun{{ID: 1, Name: "deploy", Environment: "production"}}})
+	if code := s.post(t, d); code != http.StatusConflict {
+		t.Fatalf("review while the runbook runs: %d, want 409\n%s", code, s.Stderr.String())
+	}
+	res, err := s.c.apps.RequestApproval(context.Background(), &rbookv1.RequestApprovalRequest{OwnerId: testOwner, Epoch: epochOf(t, s.c, "r-running"),
+		RunId: "r-running", StepName: "approve", StepIndex: 1, Prompt: "Deploy?", Deadline: timestamppb.New(time.Now().Add(time.Hour)),
+		PlanDigest: digest("plan"), OnFail: "halt", Github: &rbookv1.GitHubWorkflowRun{Repository: "acme/deploys",
+			RunId: strconv.Itoa(run), RunAttempt: "1", Actor: "octo-starter", Environment: "production"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := s.post(t, d); code != http.StatusOK {
+		t.Fatalf("redelivery once the gate is open: %d, want 200\n%s", code, s.Stderr.String())
+	}
+	if got := ghApproval(t, s.c, res.GetApproval().GetApprovalId()); got.GetStatus() != approved || got.GetApprover() != "github:octo-lead" {
+		t.Fatalf("gate after the redelivery: %v, want APPROVED by github:octo-lead", got)
 	}
 }

@@ -422,8 +422,9 @@ func (s *Store) PendingGitHubGates(ctx context.Context, repository, runID, attem
 type GitHubRunTrace struct {
 	// Gates are the gates bound to the run and environment, of every attempt and status.
 	Gates []Approval
-	// Rules is how many deployment_protection_rule requests of the run and environment are held.
-	Rules int
+	// WaitingRules is how many deployment_protection_rule requests of the run and
+	// environment still wait for a verdict (none yet, not given up).
+	WaitingRules int
 	// OpenRuns is how many rbook runs that are not final reported this workflow run and
 	// environment when they started (their gates may still open).
 	OpenRuns int
@@ -441,7 +442,8 @@ func (s *Store) GitHubTrace(ctx context.Context, repository, runID, environment 
 	}
 	t.Gates = gates
 	if err := s.reader.QueryRowContext(ctx, `SELECT COUNT(*) FROM github_protection_rules
-		WHERE repository = ? AND run_id = ? AND (? = '' OR environment = ?)`, repository, runID, environment, environment).Scan(&t.Rules); err != nil {
+		WHERE repository = ? AND run_id = ? AND (? = '' OR environment = ?) AND verdict_state IS NULL AND given_up_at IS NULL`,
+		repository, runID, environment, environment).Scan(&t.WaitingRules); err != nil {
 		return t, fmt.Errorf("store: protection rules of a workflow run: %w", err)
 	}
 	if err := s.reader.QueryRowContext(ctx, `SELECT COUNT(*) FROM playbook_runs
