@@ -277,6 +277,8 @@ func (g *githubGates) vote(ctx context.Context, a store.Approval, voter approval
 		return fmt.Sprintf("refused: %s allows only %s", r.Rule, strings.Join(r.AllowedApprovers, ", ")), nil
 	case errors.Is(err, approval.ErrUnverifiedCount):
 		return "refused: " + err.Error(), nil
+	case errors.Is(err, store.ErrExpired):
+		return "refused: the gate's deadline had passed; it is closed as timed out", nil
 	case errors.Is(err, store.ErrAlreadyDecided), errors.Is(err, store.ErrPlanDigestMismatch):
 		return "refused: the gate is closed (" + string(decided.Status) + ")", nil
 	case errors.Is(err, store.ErrNotFound):
