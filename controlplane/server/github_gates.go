@@ -127,7 +127,7 @@ func reasonOf(comment string) string {
 
 // DeploymentReviewed casts the reviewer's vote on each pending gate of the review's
 // repository, workflow run, attempt (workflow_run.run_attempt) and environments
-// (webhook.ReviewEnvironments) (issue 8, item 3), through the same compare-and-set and gate
+// (webhook.ReviewEnvironments), through the same compare-and-set and gate
 // policy as Approve: identity "github:<login>" from the signed webhook only, verified,
 // source "github", the comment as the reason. A review one of whose gates it reached, even
 // if the policy refused the vote or the gate was already closed, is logged (nil: GitHub gets

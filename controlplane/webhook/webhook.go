@@ -98,9 +98,8 @@ type Handler interface {
 	// item 2): ev has a deployment_callback_url with a run id (ev.GetRunID()), an
 	// environment, a repository and an installation id (checked by the endpoint).
 	ProtectionRuleRequested(ctx context.Context, d Delivery, ev *github.DeploymentProtectionRuleEvent) error
-	// DeploymentReviewed is a deployment_review "approved" or "rejected" delivery (issue 8,
-	// item 3): ev has an approver login and id, a workflow run id and a repository (checked
-	// by the endpoint, after NormalizeReview filled them from the payload's other places);
+	// DeploymentReviewed is a deployment_review "approved" or "rejected" delivery: ev has an
+	// approver login and id, a workflow run id and a repository (checked by the endpoint, after NormalizeReview filled them from the payload's other places);
 	// Comment may be empty; the environments it decides are ReviewEnvironments(ev), which
 	// may be none.
 	DeploymentReviewed(ctx context.Context, d Delivery, ev *github.DeploymentReviewEvent) error
