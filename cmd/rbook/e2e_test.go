@@ -7,6 +7,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -28,6 +29,12 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	rbookBin = filepath.Join(dir, "rbook")
+	flag.Parse() // for testing.Short, before m.Run parses the flags
+	if !testing.Short() {
+		// Shown by `go test -v` (and on failure): the end-to-end tests start the binary
+		// hundreds of times and take minutes on a small machine, hence the README's -timeout.
+		fmt.Fprintln(os.Stderr, "cmd/rbook: building the -race rbook binary for the end-to-end tests; they take minutes on a 2-core machine (-short skips them, -v shows each wait)")
+	}
 	build := exec.Command("go", "build", "-race", "-o", rbookBin, ".")
 	build.Stderr = os.Stderr
 	if err := build.Run(); err != nil {
@@ -78,6 +85,7 @@ type proc struct {
 
 func start(t *testing.T, dir string, args ...string) *proc {
 	t.Helper()
+	t.Logf("starting rbook %s", strings.Join(args, " "))
 	p := &proc{cmd: exec.Command(rbookBin, args...), seen: make(chan string, 1024), done: make(chan struct{})}
 	p.cmd.Dir = dir
 	p.cmd.Env = append(os.Environ(), "RBOOK_CONTROL_PLANE=")
@@ -128,6 +136,8 @@ func (p *proc) waitFor(t *testing.T, s string) {
 		return
 	}
 	p.mu.Unlock()
+	// Logged so `go test -v` shows what a slow machine is waiting for.
+	t.Logf("waiting (up to 60 s) for rbook to print %q", s)
 	deadline := time.After(60 * time.Second)
 	for {
 		select {
@@ -151,6 +161,7 @@ func (p *proc) output() string {
 
 func (p *proc) wait(t *testing.T) int {
 	t.Helper()
+	t.Logf("waiting (up to 90 s) for rbook %s to exit", strings.Join(p.cmd.Args[1:], " "))
 	select {
 	case <-p.done:
 	case <-time.After(90 * time.Second):
@@ -162,6 +173,7 @@ func (p *proc) wait(t *testing.T) int {
 // run runs rbook to completion with the given stdin.
 func run(t *testing.T, dir, stdin string, args ...string) (string, int) {
 	t.Helper()
+	t.Logf("running rbook %s", strings.Join(args, " "))
 	cmd := exec.Command(rbookBin, args...)
 	cmd.Dir = dir
 	cmd.Stdin = strings.NewReader(stdin)

@@ -1,10 +1,12 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -123,33 +125,14 @@ func reasonOf(comment string) string {
 	return s
 }
 
-// reviewEnvironments are the environments a deployment_review decides: its environment and
-// those of its workflow_job_runs, without repeats.
-func reviewEnvironments(ev *github.DeploymentReviewEvent) []string {
-	var out []string
-	add := func(e string) {
-		for _, o := range out {
-			if o == e {
-				return
-			}
-		}
-		if e != "" {
-			out = append(out, e)
-		}
-	}
-	add(ev.GetEnvironment())
-	for _, j := range ev.WorkflowJobRuns {
-		add(j.GetEnvironment())
-	}
-	return out
-}
-
 // DeploymentReviewed casts the reviewer's vote on each pending gate of the review's
-// repository, workflow run, attempt (workflow_run.run_attempt) and environment (issue 8, item 3), through the same
-// compare-and-set and gate policy as Approve: identity "github:<login>" from the signed
-// webhook only, verified, source "github", the comment as the reason. A review matching no
-// pending gate, or one the policy refuses, is logged and changes nothing (nil: GitHub gets
-// 200). Storage errors are returned (500: GitHub may redeliver).
+// repository, workflow run, attempt (workflow_run.run_attempt) and environments
+// (webhook.ReviewEnvironments), through the same compare-and-set and gate
+// policy as Approve: identity "github:<login>" from the signed webhook only, verified,
+// source "github", the comment as the reason. A review one of whose gates it reached, even
+// if the policy refused the vote or the gate was already closed, is logged (nil: GitHub gets
+// 200). A review that reached no pending gate is answered by unmatchedReview. Storage errors
+// are returned (500: GitHub may redeliver).
 func (g *githubGates) DeploymentReviewed(ctx context.Context, d webhook.Delivery, ev *github.DeploymentReviewEvent) error {
 	repo, runID := ev.GetRepo().GetFullName(), strconv.FormatInt(ev.GetWorkflowRun().GetID(), 10)
 	attempt := "" // a payload without workflow_run.run_attempt matches every attempt
@@ -163,11 +146,15 @@ func (g *githubGates) DeploymentReviewed(ctx context.Context, d webhook.Delivery
 	}
 	voter := approval.Voter{Identity: GitHubIdentityPrefix + login, Verified: true, GitHub: login}
 	reason := reasonOf(ev.GetComment())
-	var outcomes []string
-	for _, env := range reviewEnvironments(ev) {
+	var outcomes, unmatched []string
+	envs := webhook.ReviewEnvironments(ev)
+	for _, env := range envs {
 		gates, err := g.s.st.PendingGitHubGates(ctx, repo, runID, attempt, env)
 		if err != nil {
 			return err
+		}
+		if len(gates) == 0 {
+			unmatched = append(unmatched, env)
 		}
 		for _, a := range gates {
 			outcome, err := g.vote(ctx, a, voter, verdict, reason)
@@ -177,13 +164,90 @@ func (g *githubGates) DeploymentReviewed(ctx context.Context, d webhook.Delivery
 			outcomes = append(outcomes, a.ApprovalID+": "+outcome)
 		}
 	}
-	if len(outcomes) == 0 {
-		outcomes = append(outcomes, "no pending rbook gate of this run and environment: nothing changed")
+	if len(envs) == 0 || len(unmatched) > 0 {
+		outcome, refusal, err := g.unmatchedReview(ctx, repo, runID, attempt, envs, unmatched)
+		if err != nil {
+			return err
+		}
+		outcomes = append(outcomes, outcome)
+		if refusal != nil {
+			g.log.WarnContext(ctx, "github deployment review not acted on in full", "delivery", d.ID, "action", d.Action, "repository", repo,
+				"run_id", runID, "run_attempt", attempt, "environments", strings.Join(envs, ","), "approver", voter.Identity,
+				"approver_id", approverID, "outcome", strings.Join(outcomes, "; "))
+			return refusal
+		}
 	}
 	g.log.InfoContext(ctx, "github deployment review", "delivery", d.ID, "action", d.Action, "repository", repo, "run_id", runID, "run_attempt", attempt,
-		"environments", strings.Join(reviewEnvironments(ev), ","), "approver", voter.Identity, "approver_id", approverID,
+		"environments", strings.Join(envs, ","), "approver", voter.Identity, "approver_id", approverID,
 		"outcome", strings.Join(outcomes, "; "))
 	return nil
+}
+
+// unmatchedReview says what it means that a review reached no pending gate in the
+// environments unmatched (or, when envs is empty, that it names no environment at all), from
+// what the store holds of its workflow run (store.GitHubTrace), and whether GitHub must be
+// told with a refusal (the delivery is then not recorded, and GitHub shows it failed with
+// the reason, so it can be redelivered; a redelivery's vote on a gate this delivery already
+// decided changes nothing):
+//   - rbook expects a gate of one of unmatched that is not open (for this attempt) yet: a
+//     protection rule of the run and environment waits for a verdict, or an rbook run that
+//     is not final reported the workflow run and environment: 409, redeliver once the gate
+//     is open;
+//   - the review names no environment (GitHub's schema makes all three places optional) but
+//     the run has rbook gates, waiting rules or open runs: 422, rbook cannot tell which gate
+//     it decides, so the gate must be decided in rbook;
+//   - otherwise (the gate is closed, an environment rbook does not guard, a workflow run
+//     rbook never saw): nothing to do (200).
+func (g *githubGates) unmatchedReview(ctx context.Context, repo, runID, attempt string, envs, unmatched []string) (string, *webhook.Refusal, error) {
+	if len(envs) == 0 {
+		t, err := g.s.st.GitHubTrace(ctx, repo, runID, "")
+		if err != nil {
+			return "", nil, err
+		}
+		if len(t.Gates) == 0 && t.WaitingRules == 0 && t.OpenRuns == 0 {
+			return "no pending rbook gate of this run (the review names no environment): nothing changed", nil, nil
+		}
+		msg := fmt.Sprintf("deployment_review names no environment (no environment, workflow_job_run or workflow_job_runs), "+
+			"and workflow run %s of %s has rbook gates: rbook cannot tell which one it decides; decide it with rbook approve or rbook reject", runID, repo)
+		return msg, &webhook.Refusal{Status: http.StatusUnprocessableEntity, Reason: msg}, nil
+	}
+	var expected, notes []string
+	for _, env := range unmatched {
+		t, err := g.s.st.GitHubTrace(ctx, repo, runID, env)
+		if err != nil {
+			return "", nil, err
+		}
+		closed := ""
+		for _, a := range t.Gates {
+			if attempt == "" || gateAttempt(a) == attempt {
+				closed = string(a.Status)
+			}
+		}
+		switch {
+		case closed != "":
+			notes = append(notes, fmt.Sprintf("the rbook gate of environment %s is closed (%s)", env, closed))
+		case t.WaitingRules > 0 || t.OpenRuns > 0:
+			expected = append(expected, env)
+		default:
+			notes = append(notes, "no pending rbook gate of this run and environment "+env)
+		}
+	}
+	if len(expected) == 0 {
+		return strings.Join(notes, "; ") + ": nothing changed", nil, nil
+	}
+	msg := fmt.Sprintf("no rbook gate of workflow run %s of %s (attempt %s) and environment %s is open yet; "+
+		"redeliver this delivery once it is, or decide the gate with rbook approve or rbook reject",
+		runID, repo, cmp.Or(attempt, "any"), strings.Join(expected, ", "))
+	return msg, &webhook.Refusal{Status: http.StatusConflict, Reason: msg}, nil
+}
+
+// gateAttempt is the workflow run attempt gate a was opened in ("1" when the executor did
+// not report one, as the store counts it).
+func gateAttempt(a store.Approval) string {
+	if a.GitHub == nil || a.GitHub.RunAttempt == "" {
+		return "1"
+	}
+	return a.GitHub.RunAttempt
 }
 
 // vote casts one GitHub reviewer's vote on gate a and says what came of it. A refusal (policy,
@@ -213,6 +277,8 @@ func (g *githubGates) vote(ctx context.Context, a store.Approval, voter approval
 		return fmt.Sprintf("refused: %s allows only %s", r.Rule, strings.Join(r.AllowedApprovers, ", ")), nil
 	case errors.Is(err, approval.ErrUnverifiedCount):
 		return "refused: " + err.Error(), nil
+	case errors.Is(err, store.ErrExpired):
+		return "refused: the gate's deadline had passed; it is closed as timed out", nil
 	case errors.Is(err, store.ErrAlreadyDecided), errors.Is(err, store.ErrPlanDigestMismatch):
 		return "refused: the gate is closed (" + string(decided.Status) + ")", nil
 	case errors.Is(err, store.ErrNotFound):

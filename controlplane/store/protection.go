@@ -416,6 +416,44 @@ func (s *Store) PendingGitHubGates(ctx context.Context, repository, runID, attem
 	return list, nil
 }
 
+// GitHubRunTrace is what the store holds of one GitHub workflow run and environment, for
+// telling a deployment_review that rbook has not caught up with (its gate is not open yet)
+// from one that concerns no rbook gate at all (GitHubTrace).
+type GitHubRunTrace struct {
+	// Gates are the gates bound to the run and environment, of every attempt and status.
+	Gates []Approval
+	// WaitingRules is how many deployment_protection_rule requests of the run and
+	// environment still wait for a verdict (none yet, not given up).
+	WaitingRules int
+	// OpenRuns is how many rbook runs that are not final reported this workflow run and
+	// environment when they started (their gates may still open).
+	OpenRuns int
+}
+
+// GitHubTrace returns what the store holds of workflow run runID of repository in
+// environment ("" means every environment).
+func (s *Store) GitHubTrace(ctx context.Context, repository, runID, environment string) (GitHubRunTrace, error) {
+	var t GitHubRunTrace
+	gates, err := queryApprovals(ctx, s.reader, `SELECT `+approvalColumns+` FROM playbook_approvals
+		WHERE github_repository = ? AND github_run_id = ? AND (? = '' OR github_environment = ?)
+		ORDER BY requested_at, approval_id`, repository, runID, environment, environment)
+	if err != nil {
+		return t, fmt.Errorf("store: github gates of a workflow run: %w", err)
+	}
+	t.Gates = gates
+	if err := s.reader.QueryRowContext(ctx, `SELECT COUNT(*) FROM github_protection_rules
+		WHERE repository = ? AND run_id = ? AND (? = '' OR environment = ?) AND verdict_state IS NULL AND given_up_at IS NULL`,
+		repository, runID, environment, environment).Scan(&t.WaitingRules); err != nil {
+		return t, fmt.Errorf("store: protection rules of a workflow run: %w", err)
+	}
+	if err := s.reader.QueryRowContext(ctx, `SELECT COUNT(*) FROM playbook_runs
+		WHERE reported_repository = ? AND reported_run_id = ? AND (? = '' OR reported_environment = ?)
+		AND status IN ('`+string(RunRunning)+`', '`+string(RunPaused)+`')`, repository, runID, environment, environment).Scan(&t.OpenRuns); err != nil {
+		return t, fmt.Errorf("store: rbook runs of a workflow run: %w", err)
+	}
+	return t, nil
+}
+
 // diagnosticText is s made storable in both dialects and cut to at most n bytes (plus "…"),
 // for texts the control plane itself keeps about a failed delivery (an HTTP error, a
 // reason): invalid UTF-8 and NUL bytes, which PostgreSQL's TEXT refuses (SQLSTATE 22021, so

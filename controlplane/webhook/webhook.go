@@ -7,7 +7,11 @@
 // event it acts on, 413 over MaxBodyBytes, 405 for a method other than POST, 200 for an
 // event it does not act on (acknowledged, ignored, nothing recorded) and for a delivery id
 // it already processed (a replay changes nothing), 500 when the Handler failed (GitHub
-// shows the delivery as failed and it can be redelivered; it is not recorded as processed).
+// shows the delivery as failed and it can be redelivered; it is not recorded as processed),
+// and a Handler's Refusal its own status (e.g. 409: the gate a review decides is not open
+// yet, redeliver it; 422: the review names no environment), likewise not recorded. A
+// deployment_review that names no workflow run at all (GitHub's schema lets workflow_run be
+// null; NormalizeReview looks in the job runs' html_url too) is 422.
 // With several control-plane replicas on one database a delivery is claimed (its id
 // recorded with a lease, DeliveryClaimLease) before the Handler runs, so it is acted on once
 // even when two replicas receive it; a failed Handler gives the claim back, and a claim
@@ -28,6 +32,8 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -92,11 +98,25 @@ type Handler interface {
 	// item 2): ev has a deployment_callback_url with a run id (ev.GetRunID()), an
 	// environment, a repository and an installation id (checked by the endpoint).
 	ProtectionRuleRequested(ctx context.Context, d Delivery, ev *github.DeploymentProtectionRuleEvent) error
-	// DeploymentReviewed is a deployment_review "approved" or "rejected" delivery (issue 8,
-	// item 3): ev has an approver login and id, a workflow run id and a repository (checked
-	// by the endpoint); Comment may be empty.
+	// DeploymentReviewed is a deployment_review "approved" or "rejected" delivery: ev has an
+	// approver login and id, a workflow run id and a repository (checked by the endpoint, after NormalizeReview filled them from the payload's other places);
+	// Comment may be empty; the environments it decides are ReviewEnvironments(ev), which
+	// may be none.
 	DeploymentReviewed(ctx context.Context, d Delivery, ev *github.DeploymentReviewEvent) error
 }
+
+// Refusal is a Handler error that answers its own status instead of 500: a delivery the
+// Handler could not act on for a reason the response should name (e.g. 409 "no gate of this
+// workflow run is open yet: redeliver it once it is", 422 "names no environment"). Like
+// every Handler error it leaves the delivery unrecorded, so a redelivery is acted on again.
+// Reason is sent to GitHub (shown in the App's Recent Deliveries) and logged: it must not
+// carry secrets or payload text beyond ids and names.
+type Refusal struct {
+	Status int
+	Reason string
+}
+
+func (r *Refusal) Error() string { return fmt.Sprintf("%d: %s", r.Status, r.Reason) }
 
 // Deliveries is where delivery claims and processed delivery ids are kept; *store.Store
 // implements it (migrations 0006, 0011). ClaimGitHubDelivery is the claim a delivery is
@@ -252,6 +272,7 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		d.Action = ev.GetAction()
 		if d.Action == "requested" {
+			NormalizeProtectionRule(&ev)
 			if reason := checkProtectionRule(&ev); reason != "" {
 				refuse(http.StatusBadRequest, reason, "action", logValue(d.Action))
 				return
@@ -276,8 +297,9 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		d.Action = ev.GetAction()
 		if d.Action == "approved" || d.Action == "rejected" {
-			if reason := checkReview(&ev); reason != "" {
-				refuse(http.StatusBadRequest, reason, "action", logValue(d.Action))
+			NormalizeReview(&ev)
+			if code, reason := checkReview(&ev); reason != "" {
+				refuse(code, reason, "action", logValue(d.Action))
 				return
 			}
 			handle = func() error { return e.handler.DeploymentReviewed(r.Context(), d, &ev) }
@@ -322,6 +344,11 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			e.log.Error("github webhook: releasing the claim of a failed delivery failed; a redelivery is processed once its lease has passed",
 				"event", event, "delivery", id, "error", rerr.Error())
 		}
+		var ref *Refusal
+		if errors.As(err, &ref) {
+			refuse(ref.Status, ref.Reason, "action", logValue(d.Action))
+			return
+		}
 		e.log.Error("github webhook: handler failed; not recorded, GitHub may redeliver", "event", event,
 			"delivery", id, "action", d.Action, "error", err.Error())
 		http.Error(w, "processing failed", http.StatusInternalServerError)
@@ -361,6 +388,76 @@ func (e *Endpoint) claim(ctx context.Context, d store.GitHubDelivery) (store.Del
 	}
 }
 
+// NormalizeProtectionRule fills what rbook needs of a deployment_protection_rule "requested"
+// payload from the payload's other places, since GitHub's published schema makes every
+// field but action, repository and sender optional: a missing environment is taken from
+// deployment.environment. It changes nothing that is present.
+func NormalizeProtectionRule(ev *github.DeploymentProtectionRuleEvent) {
+	if ev.GetEnvironment() == "" && ev.GetDeployment().GetEnvironment() != "" {
+		ev.Environment = github.Ptr(ev.GetDeployment().GetEnvironment())
+	}
+}
+
+// NormalizeReview fills what rbook needs of a deployment_review "approved" or "rejected"
+// payload from the payload's other places, since GitHub's published schema makes them
+// optional or nullable: a missing approver is the sender (the user who reviewed; sender is
+// required); a null or missing workflow_run, or one without an id, takes the run id from a
+// workflow_job_run's html_url (…/actions/runs/{run_id}/job/{job_id}), its attempt then
+// unknown (every attempt matches). It changes nothing that is present.
+func NormalizeReview(ev *github.DeploymentReviewEvent) {
+	if ev.GetApprover().GetLogin() == "" && ev.GetSender().GetLogin() != "" {
+		ev.Approver = ev.Sender
+	}
+	if ev.GetWorkflowRun().GetID() != 0 {
+		return
+	}
+	jobs := append([]*github.WorkflowJobRun{ev.GetWorkflowJobRun()}, ev.WorkflowJobRuns...)
+	for _, j := range jobs {
+		if id := runIDOfJobURL(j.GetHTMLURL()); id != 0 {
+			if ev.WorkflowRun == nil {
+				ev.WorkflowRun = &github.WorkflowRun{}
+			}
+			ev.WorkflowRun.ID = github.Ptr(id)
+			return
+		}
+	}
+}
+
+// runIDOfJobURL is the run id of a job's html_url ("https://github.com/o/r/actions/runs/42/job/7";
+// GHES: its own host), or 0.
+func runIDOfJobURL(u string) int64 {
+	_, rest, ok := strings.Cut(u, "/actions/runs/")
+	if !ok {
+		return 0
+	}
+	run, _, _ := strings.Cut(rest, "/")
+	id, err := strconv.ParseInt(run, 10, 64)
+	if err != nil || id <= 0 {
+		return 0
+	}
+	return id
+}
+
+// ReviewEnvironments are the environments a deployment_review decides, without repeats or
+// empty names, in the order the payload gives them: its top-level environment (GitHub sends
+// it with "requested"), workflow_job_run's (GitHub's schema allows it alone) and each of
+// workflow_job_runs' (several when a reviewer decides several environments at once). All
+// three are optional in GitHub's schema, so the result may be empty.
+func ReviewEnvironments(ev *github.DeploymentReviewEvent) []string {
+	var out []string
+	add := func(e string) {
+		if e != "" && !slices.Contains(out, e) {
+			out = append(out, e)
+		}
+	}
+	add(ev.GetEnvironment())
+	add(ev.GetWorkflowJobRun().GetEnvironment())
+	for _, j := range ev.WorkflowJobRuns {
+		add(j.GetEnvironment())
+	}
+	return out
+}
+
 // checkProtectionRule returns why a requested rule cannot be acted on, or "".
 func checkProtectionRule(ev *github.DeploymentProtectionRuleEvent) string {
 	switch {
@@ -379,17 +476,22 @@ func checkProtectionRule(ev *github.DeploymentProtectionRuleEvent) string {
 	return ""
 }
 
-// checkReview returns why an approved/rejected review cannot be acted on, or "".
-func checkReview(ev *github.DeploymentReviewEvent) string {
+// checkReview returns why an approved/rejected review cannot be acted on and the status
+// that says so, or "": 400 when a field GitHub's schema requires is missing (repository,
+// sender), 422 when the payload is valid by the schema but names no workflow run (the
+// schema lets workflow_run be null), so no gate can be found; the response says how the
+// gate can still be decided.
+func checkReview(ev *github.DeploymentReviewEvent) (int, string) {
 	switch {
-	case ev.GetApprover().GetLogin() == "" || ev.GetApprover().GetID() == 0:
-		return "deployment_review: no approver login and id"
-	case ev.GetWorkflowRun().GetID() == 0:
-		return "deployment_review: no workflow_run.id"
 	case ev.GetRepo().GetFullName() == "":
-		return "deployment_review: no repository.full_name"
+		return http.StatusBadRequest, "deployment_review: no repository.full_name"
+	case ev.GetApprover().GetLogin() == "" || ev.GetApprover().GetID() == 0:
+		return http.StatusBadRequest, "deployment_review: no approver (or sender) login and id"
+	case ev.GetWorkflowRun().GetID() == 0:
+		return http.StatusUnprocessableEntity, "deployment_review: no workflow_run.id, and no workflow_job_run html_url names the run: " +
+			"rbook cannot tell which gate it decides; decide the gate with rbook approve or rbook reject"
 	}
-	return ""
+	return 0, ""
 }
 
 // lock serialises the processing of one delivery id in this process, so two copies of a

@@ -27,7 +27,8 @@ type recorder struct {
 	rules   []*github.DeploymentProtectionRuleEvent
 	reviews []*github.DeploymentReviewEvent
 	ids     []string
-	fail    int // fail the next fail calls
+	fail    int   // fail the next fail calls
+	failErr error // what they fail with (nil: a storage-like error)
 }
 
 func (r *recorder) next(id string) error {
@@ -36,6 +37,9 @@ func (r *recorder) next(id string) error {
 	r.ids = append(r.ids, id)
 	if r.fail > 0 {
 		r.fail--
+		if r.failErr != nil {
+			return r.failErr
+		}
 		return errors.New("binding store unavailable")
 	}
 	return nil

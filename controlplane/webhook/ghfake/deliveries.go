@@ -79,10 +79,19 @@ type ProtectionRule struct {
 	SHA, Ref     string
 	SenderLogin  string
 	DeploymentID int64
+	// Omit lists top-level fields left out of the payload and Set replaces top-level fields
+	// (nil sends JSON null): GitHub's published schema requires only action, repository and
+	// sender.
+	Omit []string
+	Set  map[string]any
+	// Org and Enterprise add the organization and enterprise objects.
+	Org, Enterprise bool
 }
 
 // ProtectionRuleRequested is a deployment_protection_rule "requested" delivery shaped as
-// GitHub documents it: action, environment, event, deployment_callback_url
+// GitHub documents it
+// (https://github.com/octokit/webhooks/blob/main/payload-schemas/api.github.com/deployment_protection_rule/requested.schema.json):
+// action, environment, event, deployment_callback_url
 // ({api}/repos/{o}/{r}/actions/runs/{run_id}/deployment_protection_rule), deployment,
 // pull_requests, repository, installation, sender.
 func ProtectionRuleRequested(p ProtectionRule) Delivery {
@@ -108,6 +117,7 @@ func ProtectionRuleRequested(p ProtectionRule) Delivery {
 		"installation":  map[string]any{"id": p.InstallationID, "node_id": "MDIzOkludGVncmF0aW9uSW5zdGFsbGF0aW9u"},
 		"sender":        user(p.SenderLogin, 9001),
 	}
+	shape(body, p.Repo, p.Org, p.Enterprise, p.Omit, p.Set)
 	return Delivery{Event: "deployment_protection_rule", ID: NewDeliveryID(), Body: mustJSON(body)}
 }
 
@@ -132,12 +142,39 @@ type Review struct {
 	JobRuns        []JobRun
 	// RunAttempt is workflow_run.run_attempt (0 means 1).
 	RunAttempt int
+	// JobRunsIn is where JobRuns go; "" is GitHub's usual place for the action:
+	// InJobRuns for approved/rejected, InJobRun for requested.
+	JobRunsIn JobRunsField
+	// Omit lists top-level fields left out of the payload and Set replaces top-level fields
+	// (nil sends JSON null): the shapes GitHub's published schema allows (every field but
+	// action, workflow_run, since, repository, organization and sender is optional;
+	// workflow_run may be null).
+	Omit []string
+	Set  map[string]any
+	// Org and Enterprise add the organization and enterprise objects of an organization's
+	// (or enterprise's) repository.
+	Org, Enterprise bool
 }
 
-// DeploymentReview is a deployment_review delivery shaped as GitHub documents it: action,
+// JobRunsField says where a deployment_review carries its job runs: GitHub's schema has
+// both workflow_job_run (one object) and workflow_job_runs (an array), each optional.
+type JobRunsField string
+
+// The places of Review.JobRuns.
+const (
+	InJobRuns JobRunsField = "workflow_job_runs" // every job run in the array
+	InJobRun  JobRunsField = "workflow_job_run"  // the first job run alone, as an object
+	InBoth    JobRunsField = "both"              // the first in workflow_job_run, all in workflow_job_runs
+)
+
+// DeploymentReview is a deployment_review delivery shaped as GitHub documents it
+// (https://github.com/octokit/webhooks/tree/main/payload-schemas/api.github.com/deployment_review
+// and the webhook-deployment-review-* schemas of GitHub's REST API description): action,
 // since, workflow_run, repository, installation, sender, reviewers; for approved/rejected
 // approver, comment and workflow_job_runs; for requested environment, requestor (so spelt in
-// the payload) and workflow_job_run.
+// the payload) and workflow_job_run. Environment is sent at the top level whenever it is
+// set. Review's JobRunsIn, Omit, Set, Org and Enterprise pick the other shapes the schema
+// allows.
 func DeploymentReview(p Review) Delivery {
 	if p.RunAttempt == 0 {
 		p.RunAttempt = 1
@@ -159,21 +196,52 @@ func DeploymentReview(p Review) Delivery {
 			"conclusion": nil, "created_at": time.Now().UTC().Format(time.RFC3339), "updated_at": time.Now().UTC().Format(time.RFC3339),
 			"html_url": fmt.Sprintf("https://github.com/%s/%s/actions/runs/%d/job/%d", p.Repo.Owner, p.Repo.Name, p.RunID, j.ID)})
 	}
+	if p.Environment != "" {
+		body["environment"] = p.Environment
+	}
+	in := p.JobRunsIn
 	switch p.Action {
 	case "requested":
-		body["environment"] = p.Environment
 		body["requestor"] = user(p.RequestorLogin, 9200)
 		body["sender"] = user(p.RequestorLogin, 9200)
-		if len(jobs) > 0 {
-			body["workflow_job_run"] = jobs[0]
+		if in == "" {
+			in = InJobRun
 		}
 	default:
 		body["approver"] = user(p.ApproverLogin, p.ApproverID)
 		body["comment"] = p.Comment
-		body["workflow_job_runs"] = jobs
 		body["sender"] = user(p.ApproverLogin, p.ApproverID)
+		if in == "" {
+			in = InJobRuns
+		}
 	}
+	if (in == InJobRun || in == InBoth) && len(jobs) > 0 {
+		body["workflow_job_run"] = jobs[0]
+	}
+	if (in == InJobRuns || in == InBoth) && len(jobs) > 0 {
+		body["workflow_job_runs"] = jobs
+	}
+	shape(body, p.Repo, p.Org, p.Enterprise, p.Omit, p.Set)
 	return Delivery{Event: "deployment_review", ID: NewDeliveryID(), Body: mustJSON(body)}
+}
+
+// shape adds the organization and enterprise objects to a payload body when asked, then
+// removes the omitted fields and sets the replaced ones.
+func shape(body map[string]any, repo Repository, org, enterprise bool, omit []string, set map[string]any) {
+	if org {
+		body["organization"] = map[string]any{"login": repo.Owner, "id": repo.ID + 1, "node_id": "O_kgDOfake",
+			"url": "https://api.github.com/orgs/" + repo.Owner, "description": nil}
+	}
+	if enterprise {
+		body["enterprise"] = map[string]any{"id": 31, "slug": "acme-corp", "name": "Acme Corp", "node_id": "E_kgDOfake",
+			"html_url": "https://github.com/enterprises/acme-corp"}
+	}
+	for _, k := range omit {
+		delete(body, k)
+	}
+	for k, v := range set {
+		body[k] = v
+	}
 }
 
 func mustJSON(v any) []byte {

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/rbookhq/rbook-action/action/cpclient"
+	"github.com/rbookhq/rbook-action/controlplane/server"
+	"github.com/rbookhq/rbook-action/controlplane/store"
+)
+
+// repoFile reads a file of the repository by its path from the repository's root.
+func repoFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", filepath.FromSlash(path)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// CI runs exactly the test command the README gives a new user (with -count=1, so nothing
+// is cached), so the timeout the README promises is the one CI proves enough.
+func TestCIRunsTheREADMETestCommand(t *testing.T) {
+	m := regexp.MustCompile(`(?m)^(go test [^#\n]*?)\s+# run the tests$`).FindStringSubmatch(repoFile(t, "README.md"))
+	if m == nil {
+		t.Fatal(`README.md has no "go test … # run the tests" line in its first commands`)
+	}
+	readme := m[1]
+	if !strings.Contains(readme, "-timeout ") {
+		t.Fatalf("README's test command %q has no -timeout: cmd/rbook's end-to-end tests pass go test's default 10 minutes on a busy 2-core machine", readme)
+	}
+	want := strings.Replace(readme, " ./...", " -count=1 ./...", 1)
+	var got []string
+	for _, line := range strings.Split(repoFile(t, ".ci/run"), "\n") {
+		if strings.HasPrefix(line, "go test ") {
+			got = append(got, line)
+		}
+	}
+	if len(got) == 0 || got[0] != want {
+		t.Fatalf(".ci/run's first go test line is %q, want the README's command %q", got, want)
+	}
+}
+
+// newestMigration is the newest schema version the store migrates to: the highest NNNN_
+// prefix in controlplane/store/migrations (PostgreSQL's migrations_pg has the same versions).
+func newestMigration(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir(filepath.Join("..", "..", "controlplane", "store", "migrations"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	newest := 0
+	for _, e := range ents {
+		if n, err := strconv.Atoi(strings.SplitN(e.Name(), "_", 2)[0]); err == nil && n > newest {
+			newest = n
+		}
+	}
+	if newest == 0 {
+		t.Fatal("no NNNN_*.sql migration in controlplane/store/migrations")
+	}
+	return newest
+}
+
+// The README quotes the line `rbook serve` prints when it migrated a new database with the
+// newest schema version, so a new migration that leaves the README behind fails here.
+func TestREADMEMigrationLineNamesTheNewestSchema(t *testing.T) {
+	m := regexp.MustCompile(`database schema migrated from version 0 to (\d+) \(db`).FindStringSubmatch(repoFile(t, "README.md"))
+	if m == nil {
+		t.Fatal("README.md no longer quotes the line \"database schema migrated from version 0 to N (db …)\"")
+	}
+	if want := strconv.Itoa(newestMigration(t)); m[1] != want {
+		t.Fatalf("README.md says the schema is migrated to version %s; the newest migration is %s", m[1], want)
+	}
+}
+
+// The README states the batch limits of RecordTransitions as the store enforces them and as
+// the executor's recorder sends them.
+func TestREADMEBatchLimitsAreTheServers(t *testing.T) {
+	m := regexp.MustCompile(`up to ([\d,]+) transitions of one run, at most (\d+) MiB, the server's request limit; the executor\s+sends at most (\d+) MiB per call`).
+		FindStringSubmatch(repoFile(t, "README.md"))
+	if m == nil {
+		t.Fatal("README.md no longer states RecordTransitions' batch limits")
+	}
+	got := []string{strings.ReplaceAll(m[1], ",", ""), m[2], m[3]}
+	want := []string{strconv.Itoa(store.MaxBatchTransitions), strconv.Itoa(store.MaxBatchBytes >> 20), strconv.Itoa(cpclient.MaxBatchBytes >> 20)}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("README.md says %v (transitions, server MiB, executor MiB); the code says %v", got, want)
+	}
+	if store.MaxBatchBytes != server.DefaultMaxMessageBytes {
+		t.Fatalf("store.MaxBatchBytes %d differs from the server's request limit %d the README names", store.MaxBatchBytes, server.DefaultMaxMessageBytes)
+	}
+}
