@@ -8,8 +8,8 @@
 #   init    median sum of the package initialisers' clock time (GODEBUG=inittrace=1, its own
 #           REPS runs), ms; and their heap bytes and allocations, which do not depend on load
 #   own     the same bytes for github.com/rbookhq/… packages alone (gen/ excepted: generated)
-# With -i, also the instructions executed (valgrind's callgrind, minimum of 3 runs): a count
-# that a busy machine does not change, for comparing two builds.
+# With -i, also the instructions executed (valgrind's callgrind): a count
+# that a busy machine does not change, for comparing two builds (median of 3 runs).
 #
 # Usage: scripts/startup-time.sh [-r REPS] [-b RBOOK_BINARY] [-t TOP] [-i]
 #   -r REPS   runs per command (default 20; at least 1)
@@ -94,11 +94,11 @@ def instructions(args):
         r = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", binary] + args,
                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
         m = re.search(rb"Collected : ([0-9]+)", r.stderr)
-        if not m:
-            sys.stderr.write("startup-time: valgrind gave no instruction count:\n" + r.stderr.decode()[-2000:])
+        if r.returncode != 0 or not m:
+            sys.stderr.write(f"startup-time: valgrind exited {r.returncode} or gave no instruction count:\n" + r.stderr.decode()[-2000:])
             sys.exit(1)
         counts.append(int(m.group(1)))
-    return min(counts)
+    return statistics.median(counts)
 
 rows, slowest = [], {}
 for args in commands:
