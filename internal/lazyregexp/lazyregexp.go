@@ -1,8 +1,8 @@
 // Package lazyregexp holds package-level regular expressions that are compiled the first time
 // they are used, not when the program starts. Every rbook command links every package, so a
 // pattern compiled at package initialisation costs `rbook --help` and `rbook version` too;
-// counted repetitions such as `{1,256}` compile to hundreds of instructions (see the README's
-// "Start-up time" section for how start-up is measured).
+// counted repetitions such as `{1,256}` compile to hundreds of program instructions and
+// hundreds of kilobytes (README.md, "Development": scripts/startup-time.sh measures start-up).
 //
 // It may be imported by every package (it imports only the standard library). A pattern that
 // does not compile panics where it is first used; in a test binary it is compiled in New, so
