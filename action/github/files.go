@@ -4,8 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"regexp"
 	"strings"
+
+	"github.com/rbookhq/rbook-action/internal/lazyregexp"
 )
 
 // MaxSummaryBytes is GitHub's limit on one step's job summary ($GITHUB_STEP_SUMMARY):
@@ -102,7 +103,7 @@ func fitSummary(have int64, markdown string) (string, bool) {
 type Output struct{ Name, Value string }
 
 // outputName is what rbook names outputs; GitHub accepts more, rbook needs no more.
-var outputName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]*$`)
+var outputName = lazyregexp.New(`^[A-Za-z_][A-Za-z0-9_-]*$`)
 
 // DelimiterPrefix starts every heredoc delimiter rbook writes (as actions/toolkit does).
 const DelimiterPrefix = "ghadelimiter_"

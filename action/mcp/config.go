@@ -12,10 +12,11 @@ import (
 	"io"
 	"net/url"
 	"os"
-	"regexp"
 	"sort"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/rbookhq/rbook-action/internal/lazyregexp"
 )
 
 // MaxConfigBytes caps the size of an MCP configuration file (64 KiB); a larger file is
@@ -29,10 +30,10 @@ const SelfCommand = "rbook"
 
 // serverNamePattern limits server names to what is safe in messages and flags (as D6 does
 // for runbook names).
-var serverNamePattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+var serverNamePattern = lazyregexp.New(`^[A-Za-z0-9._-]{1,64}$`)
 
 // headerNamePattern is an HTTP token (RFC 9110, section 5.6.2).
-var headerNamePattern = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+var headerNamePattern = lazyregexp.New("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 
 // Config is a loaded `mcpServers` configuration (DESIGN D11).
 type Config struct {

@@ -11,7 +11,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"text/template"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/rbookhq/rbook-action/action/engine"
 	"github.com/rbookhq/rbook-action/action/state"
+	"github.com/rbookhq/rbook-action/internal/lazyregexp"
 )
 
 //go:embed templates/*.md prompts/*.md
@@ -68,7 +68,7 @@ func (e *TemplateError) Error() string {
 }
 
 // templateLineRE finds the line in a text/template parse error ("template: NAME:LINE: …").
-var templateLineRE = regexp.MustCompile(`^template: [^:]*:(\d+): (.*)$`)
+var templateLineRE = lazyregexp.New(`^template: [^:]*:(\d+): (.*)$`)
 
 // New parses the embedded templates, each replaced by DIR/<same path> when overrideDir is
 // set and that file exists. It returns an error naming the folder when overrideDir is set

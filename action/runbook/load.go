@@ -9,12 +9,13 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/rbookhq/rbook-action/internal/lazyregexp"
 )
 
 // LoadOptions selects the runbook Load reads (seed runbook-executor, Step 1 inputs).
@@ -85,7 +86,7 @@ func (e *LoadError) Error() string {
 }
 
 // nameRE is the shape of runbook names, both runbook_name and the Name option (DESIGN D6).
-var nameRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+var nameRE = lazyregexp.New(`^[A-Za-z0-9._-]{1,64}$`)
 
 // Load reads Dir/Name.yaml and its values file Dir/Name.values.yaml, substitutes values,
 // validates against rules.yaml and returns the Plan (seed runbook-executor, Step 1). A missing

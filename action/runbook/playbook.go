@@ -6,13 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/rbookhq/rbook-action/internal/lazyregexp"
 )
 
 // The .cantbook parser (seed playbooks.txt, "Validation rules enforced by the parser"; issue 9,
@@ -47,10 +48,10 @@ const PlaybookVersion = "1.0"
 
 // nodeIDRE is the shape of node ids and input names (ISSUE9-DECISIONS: no dots or commas,
 // they are the binding path and list separators).
-var nodeIDRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+var nodeIDRE = lazyregexp.New(`^[A-Za-z0-9_-]{1,64}$`)
 
 // envNameRE is the shape of an environment variable name in a deterministic node's env.
-var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+var envNameRE = lazyregexp.New(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // ReservedPlaybookIDs are the names no node id or input may take: they are binding roots the
 // runtime owns (ISSUE9-DECISIONS, "Bindings": error is what an inject_hint target sees).

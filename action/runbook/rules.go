@@ -16,6 +16,8 @@ import (
 
 	"golang.org/x/text/unicode/norm"
 	"gopkg.in/yaml.v3"
+
+	"github.com/rbookhq/rbook-action/internal/lazyregexp"
 )
 
 //go:embed rules.yaml
@@ -176,7 +178,7 @@ func (l *loader) object(n *yaml.Node, field string, fields map[string]*fieldRule
 	return out
 }
 
-var decimalRE = regexp.MustCompile(`^-?(0|[1-9][0-9]*)$`)
+var decimalRE = lazyregexp.New(`^-?(0|[1-9][0-9]*)$`)
 
 // value validates one non-null field value and converts it: string kinds to string, int to
 // int, list to []any, map to map[string]any (DESIGN D2 numbers), step to stepValue.

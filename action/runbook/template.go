@@ -5,9 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/rbookhq/rbook-action/internal/lazyregexp"
 )
 
 // Playbook templating (issue 9, item 3): "{{ path }}" in a node's args, env, cwd, inputs,
@@ -20,7 +21,7 @@ import (
 const MaxRenderedBytes = 1 << 20
 
 // pathRE is a binding path: dot-separated segments of [A-Za-z0-9_-].
-var pathRE = regexp.MustCompile(`^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$`)
+var pathRE = lazyregexp.New(`^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$`)
 
 // MissingVarError lists every binding a template names that the run does not have, in the
 // order they first appear (issue 9, item 3: a missing variable is an error that names it,

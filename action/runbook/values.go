@@ -1,18 +1,19 @@
 package runbook
 
 import (
-	"regexp"
 	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/rbookhq/rbook-action/internal/lazyregexp"
 )
 
 // tokenRE matches a values token (DESIGN D1). `$1`, `${{ github.sha }}` and `$$` do not match
 // and so stay byte for byte.
 var (
-	tokenRE      = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
-	identifierRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	tokenRE      = lazyregexp.New(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+	identifierRE = lazyregexp.New(`^[A-Za-z_][A-Za-z0-9_]*$`)
 )
 
 // values parses a values file: a top-level mapping of identifier keys to YAML values.

@@ -7,12 +7,13 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/rbookhq/rbook-action/internal/lazyregexp"
 )
 
 // Limits on every YAML file the loader reads (runbook and values file alike; DESIGN D2,
@@ -44,7 +45,7 @@ func readLimited(path string) ([]byte, error) {
 
 var errTooLarge = fmt.Errorf("file is larger than %d bytes (MaxFileBytes)", MaxFileBytes)
 
-var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): `)
+var yamlLineRE = lazyregexp.New(`^yaml: line (\d+): `)
 
 // yamlParserProblems are the problems yaml.v3's parser (as opposed to its scanner) reports.
 var yamlParserProblems = []string{
@@ -345,7 +346,7 @@ func mergeSources(v *yaml.Node) []*yaml.Node {
 	return srcs
 }
 
-var jsonNumberRE = regexp.MustCompile(`^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$`)
+var jsonNumberRE = lazyregexp.New(`^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$`)
 
 // plain converts a node to Go values for Params (DESIGN D2): numbers become json.Number of
 // their source text (or the source string when that is not a JSON number, e.g. 0755 or .inf),

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+
+	"github.com/rbookhq/rbook-action/internal/lazyregexp"
 )
 
 // SymlinkError refuses a state file path that goes through a symbolic link (issue 6, item
@@ -64,7 +66,7 @@ func CheckPath(statePath string) error {
 
 // TempPattern matches the temp files WriteFileAtomic creates: ".<name>.tmp-<digits>", where
 // <name> is the file being written (os.CreateTemp puts decimal digits for the "*").
-var TempPattern = regexp.MustCompile(`^\.(.+)\.tmp-[0-9]+$`)
+var TempPattern = lazyregexp.New(`^\.(.+)\.tmp-[0-9]+$`)
 
 // RemoveStaleTemps removes the temp files that an interrupted atomic write (WriteFileAtomic
 // killed between creating and renaming its temp file) left beside the locked state file, and

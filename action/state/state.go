@@ -11,10 +11,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 
 	"github.com/rbookhq/rbook-action/action/engine"
+	"github.com/rbookhq/rbook-action/internal/lazyregexp"
 )
 
 // MaxFileBytes caps the state file read back on resume (256 MiB); a larger file is refused as
@@ -24,7 +24,7 @@ const MaxFileBytes = 256 << 20
 
 // runIDPattern is the shape of every run id rbook writes (seed Step 2, DESIGN D6). A state
 // file whose run_id has another shape is refused: the id becomes part of file names.
-var runIDPattern = regexp.MustCompile(`^RBOOK-[0-9]{8}-[A-Za-z0-9._-]{1,64}-[0-9a-f]{8}(\.[0-9]+)?$`)
+var runIDPattern = lazyregexp.New(`^RBOOK-[0-9]{8}-[A-Za-z0-9._-]{1,64}-[0-9a-f]{8}(\.[0-9]+)?$`)
 
 // State is the state file. The first nine fields are exactly the seed's (Step 4); the rest
 // are rbook's additions, documented field by field.

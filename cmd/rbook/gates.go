@@ -2,16 +2,16 @@ package main
 
 import (
 	"fmt"
-	"regexp"
 	"strings"
 
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
+	"github.com/rbookhq/rbook-action/internal/lazyregexp"
 )
 
 // approvalIDRE is the shape of an approval id (controlplane/server newApprovalID: "a-" and 26
 // lowercase base32 characters). `rbook approve ARG` takes an ARG of this shape for an
 // approval id, anything else for a token (issue 7, item 4).
-var approvalIDRE = regexp.MustCompile(`^a-[a-z2-7]{26}$`)
+var approvalIDRE = lazyregexp.New(`^a-[a-z2-7]{26}$`)
 
 // isApprovalID reports whether arg names a gate by approval id rather than by token.
 func isApprovalID(arg string) bool { return approvalIDRE.MatchString(arg) }

@@ -3,12 +3,14 @@ package approval
 import (
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
+	"sync"
 
 	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/ext"
 	"gopkg.in/yaml.v3"
+
+	"github.com/rbookhq/rbook-action/internal/lazyregexp"
 )
 
 // The auto-pass policy (seed playbooks.txt, "Policy evaluator"; issue 9, item 6; DESIGN D16):
@@ -159,8 +161,10 @@ func DefaultPolicyRules() []PolicyRule {
 }
 
 // policyEnv is the CEL environment of every rule: the five variables, the standard library
-// and the strings extension (lowerAscii, split, …), parser limits on expression size.
-var policyEnv = func() *cel.Env {
+// and the strings extension (lowerAscii, split, …), parser limits on expression size. It is
+// built by the first CompilePolicy (a few milliseconds and most of a megabyte), not at start,
+// so commands that compile no policy do not pay for it.
+var policyEnv = sync.OnceValue(func() *cel.Env {
 	env, err := cel.NewEnv(
 		cel.Variable("node", cel.MapType(cel.StringType, cel.DynType)),
 		cel.Variable("bindings", cel.MapType(cel.StringType, cel.DynType)),
@@ -175,7 +179,7 @@ var policyEnv = func() *cel.Env {
 		panic("approval: CEL environment: " + err.Error()) // static declarations; cannot fail
 	}
 	return env
-}()
+})
 
 // where names a rule in errors: `file:line: rule "name"`, or `default rule "name"`.
 func (r PolicyRule) where() string {
@@ -228,7 +232,7 @@ func CompilePolicy(rules []PolicyRule) (*Policy, error) {
 			bad("when is %d bytes, over the limit of %d", len(r.When), MaxRuleExprBytes)
 			continue
 		}
-		ast, iss := policyEnv.Compile(r.When)
+		ast, iss := policyEnv().Compile(r.When)
 		if iss != nil && iss.Err() != nil {
 			bad("when does not compile: %s", oneLine(iss.Err().Error()))
 			continue
@@ -237,7 +241,7 @@ func CompilePolicy(rules []PolicyRule) (*Policy, error) {
 			bad("when yields %s, not bool", t)
 			continue
 		}
-		prg, err := policyEnv.Program(ast, cel.CostLimit(MaxEvalCost), cel.InterruptCheckFrequency(100))
+		prg, err := policyEnv().Program(ast, cel.CostLimit(MaxEvalCost), cel.InterruptCheckFrequency(100))
 		if err != nil {
 			bad("when does not compile: %s", oneLine(err.Error()))
 			continue
@@ -355,7 +359,7 @@ func orNone(l []string) []string {
 }
 
 // ruleNameRE is a custom rule's name.
-var ruleNameRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,256}$`)
+var ruleNameRE = lazyregexp.New(`^[A-Za-z0-9._-]{1,256}$`)
 
 // LoadPolicyRules reads custom auto-pass rules (rbook serve --playbook-policy FILE; issue 9,
 // item 6):

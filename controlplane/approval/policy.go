@@ -4,13 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"path"
-	"regexp"
 	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
 
 	"github.com/rbookhq/rbook-action/controlplane/yamlerr"
+	"github.com/rbookhq/rbook-action/internal/lazyregexp"
 )
 
 // Gate policy limits (issue 7, item 4). They are checked when the policy file is loaded.
@@ -320,13 +320,13 @@ func hasGroup(list []string) bool {
 
 // approverRE is an approvers entry: an identity, "github:<login>" or "group:<name>", without
 // whitespace or commas (approvers are joined with ", " on a decided gate).
-var approverRE = regexp.MustCompile(`^[^\s,:]{1,256}$|^(github|group):[^\s,:]{1,200}$`)
+var approverRE = lazyregexp.New(`^[^\s,:]{1,256}$|^(github|group):[^\s,:]{1,200}$`)
 
 // groupNameRE and githubLoginRE are the auth file's groups= and github= syntax (rbook serve
 // --auth-file, server.LoadAuthFile): a policy entry outside it could never match anyone.
 var (
-	groupNameRE   = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
-	githubLoginRE = regexp.MustCompile(`^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$`)
+	groupNameRE   = lazyregexp.New(`^[A-Za-z0-9._-]{1,64}$`)
+	githubLoginRE = lazyregexp.New(`^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$`)
 )
 
 func scalarString(v *yaml.Node, field string, errAt func(*yaml.Node, string, ...any) error) (string, error) {

@@ -17,6 +17,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/rbookhq/rbook-action/controlplane/yamlerr"
+	"github.com/rbookhq/rbook-action/internal/lazyregexp"
 )
 
 // GitHubIssuer is the issuer of GitHub.com's Actions OIDC tokens, the default allow-list
@@ -74,7 +75,7 @@ type Rule struct {
 	repository, ref, environment, jobWorkflowRef *regexp.Regexp
 }
 
-var repositoryIDRE = regexp.MustCompile(`^[0-9]{1,20}$`)
+var repositoryIDRE = lazyregexp.New(`^[0-9]{1,20}$`)
 
 // LoadOIDCConfig reads and parses an OIDC config file (see ParseOIDCConfig).
 func LoadOIDCConfig(path string) (*OIDCConfig, error) {

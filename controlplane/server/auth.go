@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"regexp"
 	"strings"
 
 	"connectrpc.com/connect"
@@ -18,6 +17,7 @@ import (
 	"github.com/rbookhq/rbook-action/gen/rbook/v1/rbookv1connect"
 
 	"github.com/rbookhq/rbook-action/controlplane/yamlerr"
+	"github.com/rbookhq/rbook-action/internal/lazyregexp"
 )
 
 // Role is what an authenticated caller may do (issue 3, item 2: "bearer tokens for callers
@@ -47,7 +47,7 @@ const (
 // b64token is the syntax of a bearer token (RFC 6750, section 2.1): letters, digits and
 // "-._~+/", then optionally "=" at the end. It has no room for whitespace, so a token is
 // exactly what the auth file holds.
-var b64token = regexp.MustCompile(`^[A-Za-z0-9._~+/-]+=*$`)
+var b64token = lazyregexp.New(`^[A-Za-z0-9._~+/-]+=*$`)
 
 // bearerToken extracts the token of a request's Authorization header (issue 6, item 1.9).
 // Exactly one Authorization header is accepted, of the form "Bearer <token>": the scheme
@@ -220,8 +220,8 @@ func checkAuthIdentity(id string) error {
 
 // Auth-file attribute syntax (issue 7, item 4).
 var (
-	groupNameRE   = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
-	githubLoginRE = regexp.MustCompile(`^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$`)
+	groupNameRE   = lazyregexp.New(`^[A-Za-z0-9._-]{1,64}$`)
+	githubLoginRE = lazyregexp.New(`^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$`)
 )
 
 // parseAuthAttrs applies an auth-file line's attributes (after the token) to c.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/rbookhq/rbook-action/controlplane/store"
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
+	"github.com/rbookhq/rbook-action/internal/lazyregexp"
 )
 
 // Request limits documented in run_service.proto.
@@ -23,9 +23,9 @@ const (
 )
 
 var (
-	runbookNameRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`) // DESIGN D6
-	planDigestRE  = regexp.MustCompile(`^[0-9a-f]{64}$`)
-	schemaHash8RE = regexp.MustCompile(`^[0-9a-f]{8}$`)
+	runbookNameRE = lazyregexp.New(`^[A-Za-z0-9._-]{1,64}$`) // DESIGN D6
+	planDigestRE  = lazyregexp.New(`^[0-9a-f]{64}$`)
+	schemaHash8RE = lazyregexp.New(`^[0-9a-f]{8}$`)
 )
 
 // Run-finishing sources recorded on gates closed because their run ended.
@@ -47,7 +47,7 @@ func identity(ctx context.Context, claimed, fallback string) string {
 }
 
 // ownerIDRE is the shape of an executor's owner id (StartRunRequest.owner_id).
-var ownerIDRE = regexp.MustCompile(`^[A-Za-z0-9_-]{16,128}$`)
+var ownerIDRE = lazyregexp.New(`^[A-Za-z0-9_-]{16,128}$`)
 
 // fenceOf is the lease fence of an executor's write: its owner id and epoch and, when the
 // caller is an authenticated executor, its identity (DESIGN D12-D13; issue 6, item 1.3).

@@ -3,8 +3,9 @@ package store
 import (
 	"fmt"
 	"net/url"
-	"regexp"
 	"strings"
+
+	"github.com/rbookhq/rbook-action/internal/lazyregexp"
 )
 
 // What Open, OpenReadOnly and `rbook serve --db` accept as a database (issue 10, item 1,
@@ -30,14 +31,14 @@ var libpqKeys = map[string]bool{
 }
 
 // dsnScheme matches a value that starts with a URL scheme and "://".
-var dsnScheme = regexp.MustCompile(`^([A-Za-z][A-Za-z0-9+.-]*)://`)
+var dsnScheme = lazyregexp.New(`^([A-Za-z][A-Za-z0-9+.-]*)://`)
 
 // kvWord is one key=value word of a libpq keyword/value string: the key, "=" with optional
 // spaces around it, and a single-quoted value (backslash escapes) or one without spaces.
-var kvWord = regexp.MustCompile(`^\s*([A-Za-z_]+)\s*=\s*('(?:[^'\\]|\\.)*'|[^\s']*)`)
+var kvWord = lazyregexp.New(`^\s*([A-Za-z_]+)\s*=\s*('(?:[^'\\]|\\.)*'|[^\s']*)`)
 
 // kvPassword finds the value of password= in a keyword/value string, for RedactDSN.
-var kvPassword = regexp.MustCompile(`(?i)(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s']*)`)
+var kvPassword = lazyregexp.New(`(?i)(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s']*)`)
 
 // schemeOf is dsn's URL scheme in lower case, or "" when dsn does not start with one.
 func schemeOf(dsn string) string {

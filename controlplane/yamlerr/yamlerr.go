@@ -8,13 +8,14 @@ package yamlerr
 import (
 	"bytes"
 	"fmt"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/rbookhq/rbook-action/internal/lazyregexp"
 )
 
-var lineRE = regexp.MustCompile(`^yaml: line (\d+): `)
+var lineRE = lazyregexp.New(`^yaml: line (\d+): `)
 
 // parserProblems are the problems yaml.v3's parser (as opposed to its scanner) reports,
 // with a 0-based line.
