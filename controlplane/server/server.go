@@ -21,6 +21,7 @@ import (
 
 	"connectrpc.com/connect"
 	"connectrpc.com/grpchealth"
+	"connectrpc.com/grpcreflect"
 
 	"github.com/rbookhq/rbook-action/controlplane/approval"
 	"github.com/rbookhq/rbook-action/controlplane/auth"
@@ -158,9 +159,9 @@ func New(st *store.Store, opts Options) (*Server, error) {
 	}
 	// Reflection resolves from the descriptors with the proto's comments (issue 6, item 3.5).
 	names := []string{rbookv1connect.RunServiceName, rbookv1connect.ApprovalServiceName, grpchealth.HealthV1ServiceName}
-	for path, h := range reflectionHandlers(names, files) {
-		s.mux.Handle(path, h)
-	}
+	reflector := grpcreflect.NewReflector(grpcreflect.NamerFunc(func() []string { return names }), grpcreflect.WithDescriptorResolver(files))
+	s.mux.Handle(grpcreflect.NewHandlerV1(reflector))
+	s.mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
 	s.health = grpchealth.NewStaticChecker(rbookv1connect.RunServiceName, rbookv1connect.ApprovalServiceName)
 	s.mux.Handle(grpchealth.NewHandler(dbChecker{s: s, static: s.health}))
 	if err := s.mountGitHub(); err != nil {
