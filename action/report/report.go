@@ -224,7 +224,7 @@ type GateRow struct {
 
 // decidedRE reads a gate's evidence output, the engine's "<verdict> by <who> via
 // <channel>[: reason]" (engine.gateDecidedMessage).
-var decidedRE = regexp.MustCompile(`^(approved|rejected|cancel requested) by (.+?) via ([a-z-]+)(?:: ([\s\S]*)|(; [\s\S]*))?$`)
+var decidedRE = lazyregexp.New(`^(approved|rejected|cancel requested) by (.+?) via ([a-z-]+)(?:: ([\s\S]*)|(; [\s\S]*))?$`)
 
 // GateRows lists the gates of ev that have an outcome (a confirm step or an approval node
 // whose entry is not AWAITING_CONFIRMATION), in execution order.

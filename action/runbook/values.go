@@ -128,7 +128,7 @@ func kindName(n *yaml.Node) string {
 func MinimalValuesHint(valuesPath string, rb []byte) string {
 	var keys []string
 	seen := map[string]bool{}
-	for _, m := range tokenRE.FindAllSubmatch(rb, -1) {
+	for _, m := range tokenRE.Regexp().FindAllSubmatch(rb, -1) {
 		if k := string(m[1]); !seen[k] {
 			seen[k] = true
 			keys = append(keys, k)
