@@ -42,20 +42,22 @@ const (
 	killDefaultAimed  = 2
 )
 
-// killCampaignSpread is how far past an uninterrupted run's duration random kill points reach
-// (kill delay uniform in [0, killCampaignSpread × duration]), so some kills land after the
-// run ended and the next command covers "a final run, then a new run".
-const killCampaignSpread = 1.2
-
-// Aimed kills wait until the state file says at least killAimFraction of the runbook's steps
-// completed (last_completed_step_index, or a final run_status), then wait a random extra in
-// [0, killAimTailSpread × tail], where tail is how long an uninterrupted run took from that
-// point to its exit: the kills cover the last steps, the evidence pack write, the final state
-// write and the exit.
+// Random kills are sent at a delay uniform in [0, range] after the start; aimed kills wait
+// until the state file says at least killAimFraction of the runbook's steps completed
+// (last_completed_step_index, or a final run_status), polled every killAimPoll, and then a
+// delay uniform in [0, range]: the kills cover the last steps, the evidence pack write, the
+// final state write and the exit. Each family's range starts at killCampaignSpread × what the
+// uninterrupted runs took (the whole run; the tail from the aim point to the exit) and then
+// follows the machine's speed: a cycle whose run exited before its kill shrinks it by
+// killRangeShrink, a kill that landed in the run grows it by killRangeGrow. So about one cycle
+// in six (ln 1.02 / (ln 1.02 − ln 0.9)) ends before its kill, which covers "a final run, then
+// a new run", and the rest land in the run however loaded the machine is.
 const (
-	killAimFraction   = 0.9
-	killAimTailSpread = 1.1
-	killAimPoll       = 2 * time.Millisecond
+	killCampaignSpread = 1.2
+	killAimFraction    = 0.9
+	killAimPoll        = 2 * time.Millisecond
+	killRangeShrink    = 0.9
+	killRangeGrow      = 1.02
 )
 
 // killHang bounds one rbook invocation of the campaign; it is longer than the gates'
@@ -192,7 +194,8 @@ type campaign struct {
 	cycles     map[string]int            // family -> cycles run
 	killPhases map[string]map[string]int // family -> where the kill landed -> cycles
 	choices    map[string]int
-	stuck      []string // "cycle N (family): run id" of every run that could not finish
+	killRange  map[string]time.Duration // family -> the current range of its kill delays
+	stuck      []string                 // "cycle N (family): run id" of every run that could not finish
 	// rollbackRerunOnSkip counts resumes where the operator chose "go on after" an in-flight
 	// rollback (--step-index N+1) and the run executed that rollback anyway.
 	rollbackRerunOnSkip int
@@ -298,7 +301,7 @@ func runKillCampaign(t *testing.T, m killMode, random, aimed int, seed uint64) {
 		t: t, mode: m, dir: dir, seed: seed, rng: rand.New(rand.NewPCG(seed, 6)),
 		reruns: map[string]map[string]int{}, reported: map[string]bool{}, counts: map[string]int{},
 		badCycles: map[string]int{}, cycles: map[string]int{}, killPhases: map[string]map[string]int{},
-		choices: map[string]int{}, gateAnswers: map[string]int{},
+		choices: map[string]int{}, gateAnswers: map[string]int{}, killRange: map[string]time.Duration{},
 	}
 	cp := "--control-plane off (the state file only)"
 	if m.serve {
@@ -335,16 +338,18 @@ func runKillCampaign(t *testing.T, m killMode, random, aimed int, seed uint64) {
 		}
 	}
 	median := func(ds []time.Duration) time.Duration { return slices.Sorted(slices.Values(ds))[len(ds)/2] }
-	duration, tail := median(durations), median(tails)
-	t.Logf("uninterrupted runs took %v (median %s): random kills in [0, %s × the median]; aimed kills at %d of %d steps done plus [0, %s × %s]",
-		durations, duration.Round(time.Millisecond), strconv.FormatFloat(killCampaignSpread, 'f', -1, 64), aimSteps(), campaignSteps,
-		strconv.FormatFloat(killAimTailSpread, 'f', -1, 64), tail.Round(time.Millisecond))
+	duration := median(durations)
+	k.killRange[familyRandom] = time.Duration(killCampaignSpread * float64(duration))
+	k.killRange[familyAimed] = time.Duration(killCampaignSpread * float64(median(tails)))
+	t.Logf("uninterrupted runs took %v, %v of it after %d of %d steps completed: random kills start in [0, %s], aimed kills at %d of %d steps completed + [0, %s]",
+		durations, tails, aimSteps(), campaignSteps, k.killRange[familyRandom].Round(time.Millisecond), aimSteps(), campaignSteps,
+		k.killRange[familyAimed].Round(time.Millisecond))
 
 	families := slices.Repeat([]string{familyRandom}, random)
 	families = append(families, slices.Repeat([]string{familyAimed}, aimed)...)
 	k.rng.Shuffle(len(families), func(i, j int) { families[i], families[j] = families[j], families[i] })
 	for n, f := range families {
-		k.cycle(n+1, f, campaignVariants[(n+1)%len(campaignVariants)], duration, tail)
+		k.cycle(n+1, f, campaignVariants[(n+1)%len(campaignVariants)], duration)
 	}
 	k.summary()
 }
@@ -625,7 +630,7 @@ func evidenceFileEntries(statePath, runID string) (int, error) {
 
 // cycle kills one run at a point of family, finishes it as a user would and compares the
 // records.
-func (k *campaign) cycle(n int, family string, v campaignVariant, duration, tail time.Duration) {
+func (k *campaign) cycle(n int, family string, v campaignVariant, duration time.Duration) {
 	t := k.t
 	before := k.snapshot()
 	k.setVariant(v)
@@ -634,19 +639,21 @@ func (k *campaign) cycle(n int, family string, v campaignVariant, duration, tail
 
 	began := time.Now()
 	p := k.launch(k.runArgs()...)
-	killed := false
+	killed, inRange := false, true // inRange: the run reached the point the delay counts from
+	delay := time.Duration(k.rng.Int64N(int64(k.killRange[family]) + 1))
 	switch family {
 	case familyRandom:
-		delay := time.Duration(k.rng.Int64N(int64(killCampaignSpread*float64(duration)) + 1))
 		killed = killAfter(p, delay)
-		log.kill = fmt.Sprintf("drawn at %s", delay.Round(time.Millisecond))
+		log.kill = fmt.Sprintf("drawn at %s in [0, %s]", delay.Round(time.Millisecond), k.killRange[family].Round(time.Millisecond))
 	default:
-		extra := time.Duration(k.rng.Int64N(int64(killAimTailSpread*float64(tail)) + 1))
+		extra := delay
 		if k.aim(p, before.current) {
 			at := time.Since(began)
 			killed = killAfter(p, extra)
-			log.kill = fmt.Sprintf("drawn at %d of %d steps done (%s) + %s", aimSteps(), campaignSteps, at.Round(time.Millisecond), extra.Round(time.Millisecond))
+			log.kill = fmt.Sprintf("drawn at %d of %d steps done (%s) + %s in [0, %s]", aimSteps(), campaignSteps, at.Round(time.Millisecond),
+				extra.Round(time.Millisecond), k.killRange[family].Round(time.Millisecond))
 		} else {
+			inRange = false
 			log.kill = fmt.Sprintf("aimed at %d of %d steps done + %s; the run exited before it got there", aimSteps(), campaignSteps, extra.Round(time.Millisecond))
 		}
 	}
@@ -656,6 +663,11 @@ func (k *campaign) cycle(n int, family string, v campaignVariant, duration, tail
 		log.afterKill = fmt.Sprintf("(the run ended, exit %d, before the kill) ", code)
 	}
 	log.kill += fmt.Sprintf("; sent after %s", time.Since(began).Round(time.Millisecond))
+	if killed {
+		k.killRange[family] = time.Duration(float64(k.killRange[family]) * killRangeGrow)
+	} else if inRange {
+		k.killRange[family] = time.Duration(float64(k.killRange[family]) * killRangeShrink)
+	}
 	log.afterKill += k.describe()
 	t.Logf("cycle %d (%s) after the kill: %s", n, family, log.afterKill)
 	phase := "the run ended before the kill"
