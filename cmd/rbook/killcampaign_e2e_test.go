@@ -34,9 +34,10 @@ import (
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
 )
 
-// Cycles per mode when RBOOK_KILL_CYCLES (kills at random points) and RBOOK_KILL_AIMED (kills
-// aimed at the last tenth of a run) are unset: small, so CI stays under a minute. The
-// acceptance campaign is 200 and 100 per mode (README, "Development").
+// Kill points per mode (kills that landed while the run was going) when RBOOK_KILL_CYCLES
+// (kills at random points) and RBOOK_KILL_AIMED (kills aimed at the last tenth of a run) are
+// unset: small, so CI stays under a minute. The acceptance campaign is 200 and 100 per mode
+// (README, "Development").
 const (
 	killDefaultRandom = 3
 	killDefaultAimed  = 2
@@ -192,6 +193,7 @@ type campaign struct {
 	counts     map[string]int            // mismatch kind -> runs (or cycles)
 	badCycles  map[string]int            // family -> cycles with a mismatch
 	cycles     map[string]int            // family -> cycles run
+	landed     map[string]int            // family -> kills sent while the run was going
 	killPhases map[string]map[string]int // family -> where the kill landed -> cycles
 	choices    map[string]int
 	killRange  map[string]time.Duration // family -> the current range of its kill delays
@@ -238,9 +240,10 @@ func (l cycleLog) String() string {
 // finished (the same command exits 2 twice) fails the test with its output.
 //
 //	RBOOK_KILL_CYCLES=200 RBOOK_KILL_AIMED=100 RBOOK_KILL_MODE=both \
-//	  go test -v -run TestKillNineAtRandomPointsLosesNothing -timeout 180m ./cmd/rbook/
+//	  go test -v -run TestKillNineAtRandomPointsLosesNothing -timeout 600m ./cmd/rbook/
 //
-// RBOOK_KILL_CYCLES and RBOOK_KILL_AIMED are per mode; RBOOK_KILL_MODE is off, serve or both;
+// RBOOK_KILL_CYCLES and RBOOK_KILL_AIMED count the kills that land in a run, per mode (cycles
+// whose run exits before its kill come on top); RBOOK_KILL_MODE is off, serve or both;
 // RBOOK_KILL_SEED=N replays a campaign's kill points and choices (the seed is logged).
 func TestKillNineAtRandomPointsLosesNothing(t *testing.T) {
 	if testing.Short() {
@@ -300,7 +303,7 @@ func runKillCampaign(t *testing.T, m killMode, random, aimed int, seed uint64) {
 	k := &campaign{
 		t: t, mode: m, dir: dir, seed: seed, rng: rand.New(rand.NewPCG(seed, 6)),
 		reruns: map[string]map[string]int{}, reported: map[string]bool{}, counts: map[string]int{},
-		badCycles: map[string]int{}, cycles: map[string]int{}, killPhases: map[string]map[string]int{},
+		badCycles: map[string]int{}, cycles: map[string]int{}, landed: map[string]int{}, killPhases: map[string]map[string]int{},
 		choices: map[string]int{}, gateAnswers: map[string]int{}, killRange: map[string]time.Duration{},
 	}
 	cp := "--control-plane off (the state file only)"
@@ -345,11 +348,26 @@ func runKillCampaign(t *testing.T, m killMode, random, aimed int, seed uint64) {
 		durations, tails, aimSteps(), campaignSteps, k.killRange[familyRandom].Round(time.Millisecond), aimSteps(), campaignSteps,
 		k.killRange[familyAimed].Round(time.Millisecond))
 
-	families := slices.Repeat([]string{familyRandom}, random)
-	families = append(families, slices.Repeat([]string{familyAimed}, aimed)...)
-	k.rng.Shuffle(len(families), func(i, j int) { families[i], families[j] = families[j], families[i] })
-	for n, f := range families {
-		k.cycle(n+1, f, campaignVariants[(n+1)%len(campaignVariants)], duration)
+	// Cycles run until each family has its number of kills that landed in a run (a cycle whose
+	// run exits before its kill counts as a cycle, not as a kill point); each cycle's family is
+	// drawn in proportion to the kills each still needs.
+	need := map[string]int{familyRandom: random, familyAimed: aimed}
+	for n := 1; ; n++ {
+		left := need[familyRandom] - k.landed[familyRandom]
+		right := need[familyAimed] - k.landed[familyAimed]
+		if left+right == 0 {
+			break
+		}
+		if n > 3*(random+aimed) {
+			t.Errorf("after %d cycles only %d of %d random and %d of %d aimed kills landed in a run: the kill ranges do not fit the runs",
+				n-1, k.landed[familyRandom], random, k.landed[familyAimed], aimed)
+			break
+		}
+		f := familyRandom
+		if k.rng.IntN(left+right) >= left {
+			f = familyAimed
+		}
+		k.cycle(n, f, campaignVariants[n%len(campaignVariants)], duration)
 	}
 	k.summary()
 }
@@ -664,6 +682,7 @@ func (k *campaign) cycle(n int, family string, v campaignVariant, duration time.
 	}
 	log.kill += fmt.Sprintf("; sent after %s", time.Since(began).Round(time.Millisecond))
 	if killed {
+		k.landed[family]++
 		k.killRange[family] = time.Duration(float64(k.killRange[family]) * killRangeGrow)
 	} else if inRange {
 		k.killRange[family] = time.Duration(float64(k.killRange[family]) * killRangeShrink)
@@ -1168,7 +1187,8 @@ func (k *campaign) summary() {
 	fmt.Fprintf(&b, "kill campaign figures, mode %s (RBOOK_KILL_SEED=%d): %d cycles, %d with a mismatch; %d runs stuck\n",
 		k.mode.name, k.seed, total, bad, len(k.stuck))
 	for _, f := range []string{familyRandom, familyAimed} {
-		fmt.Fprintf(&b, "  kills %s: %d cycles, %d with a mismatch; where they landed:\n", f, k.cycles[f], k.badCycles[f])
+		fmt.Fprintf(&b, "  kills %s: %d cycles, %d kills landed in a run, %d cycles with a mismatch; where they landed:\n",
+			f, k.cycles[f], k.landed[f], k.badCycles[f])
 		for _, kv := range sortedCounts(k.killPhases[f]) {
 			fmt.Fprintf(&b, "    %4d  %s\n", kv.n, kv.k)
 		}
