@@ -159,9 +159,13 @@ const (
 	mmStepIndexLoop = "resume kept stopping at a step in unknown state"
 )
 
-// The kill point where the evidence pack file was written and the state write that makes the
-// run final was not: killPhase's name for it, looked up by the summary.
-const phaseEvidenceAhead = "after the evidence pack file was written, before the final state write"
+// The kill points where the evidence pack file was written and the state write that makes the
+// run final was not: the file holds one entry more than the state file (the last step's
+// outcome went into both writes), or the same entries (the last outcome was written earlier).
+const (
+	phaseEvidenceAhead = "after the evidence pack file was written, before the final state write (the file one entry ahead)"
+	phaseEvidenceEqual = "after the evidence pack file was written, before the final state write (same entries)"
+)
 
 var (
 	unknownStepIndex = regexp.MustCompile(`--step-index (\d+)`)
@@ -818,8 +822,11 @@ func (k *campaign) killPhase(before snap) string {
 	case st.RunStatus.Final():
 		return "after the state file turned final, before the executor exited"
 	}
-	if _, err := os.Stat(filepath.Join(filepath.Dir(k.statePath()), st.RunID+".evidence.json")); err == nil {
-		return phaseEvidenceAhead
+	if n, err := evidenceFileEntries(k.statePath(), st.RunID); err == nil {
+		if n > len(st.EvidencePack) {
+			return phaseEvidenceAhead
+		}
+		return phaseEvidenceEqual
 	}
 	switch {
 	case st.AwaitingConfirmation != nil:
