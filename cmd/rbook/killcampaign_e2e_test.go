@@ -319,7 +319,7 @@ func runKillCampaign(t *testing.T, m killMode, random, aimed int, seed uint64) {
 		k.c = cpclient.New(k.url, "")
 		cp = "a separate rbook serve on SQLite at " + k.url
 	}
-	t.Logf("kill campaign, mode %s: %d random + %d aimed cycles, RBOOK_KILL_SEED=%d, work dir %s, %s", m.name, random, aimed, seed, dir, cp)
+	t.Logf("kill campaign, mode %s: %d random + %d aimed kill points, RBOOK_KILL_SEED=%d, work dir %s, %s", m.name, random, aimed, seed, dir, cp)
 
 	// One uninterrupted run per variant: each is checked like a cycle, and their medians set
 	// the range of the kill points: the run's duration, and its tail from the aim point on.
