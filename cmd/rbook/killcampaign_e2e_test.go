@@ -679,7 +679,8 @@ func (k *campaign) cycle(n int, family string, v campaignVariant, duration time.
 			log.kill = fmt.Sprintf("aimed at %d of %d steps done + %s; the run exited before it got there", aimSteps(), campaignSteps, extra.Round(time.Millisecond))
 		}
 	}
-	if _, code, hung := k.finish(p); hung {
+	out, code, hung := k.finish(p)
+	if hung {
 		log.afterKill = "(the run did not exit and was killed after " + killHang.String() + ") "
 	} else if !killed {
 		log.afterKill = fmt.Sprintf("(the run ended, exit %d, before the kill) ", code)
@@ -702,7 +703,12 @@ func (k *campaign) cycle(n int, family string, v campaignVariant, duration time.
 	}
 	k.killPhases[family][phase]++
 
-	problems, stuck := k.resume(n, &log)
+	var problems []string
+	if hung {
+		problems = append(problems, k.problem(n, "", mmHang, strings.Join(k.runArgs(), " ")+":\n"+lastLines(out, 12)))
+	}
+	resumed, stuck := k.resume(n, &log)
+	problems = append(problems, resumed...)
 	problems = append(problems, k.check(before, v, log)...)
 	problems = slices.DeleteFunc(problems, func(p string) bool { return p == "" })
 	if st, _, err := readStateFile(k.statePath()); err == nil && !st.RunStatus.Final() {
