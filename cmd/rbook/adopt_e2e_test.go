@@ -1,6 +1,6 @@
 package main
 
-// A bug the kill campaign found (TestIssue6_KillCampaign, "evidence entries differ"), fixed in
+// A bug the kill campaign found (TestKillNineAtRandomPointsLosesNothing, "evidence entries differ"), fixed in
 // startOnControlPlane: a fresh run walks run ids upward from the lowest id free in the folder (state.uniqueRunID)
 // and lets the control plane say which are taken (startOnControlPlane). When an id below the
 // folder's last run belongs to someone else (another workspace, or an orphan of a kill), the
