@@ -23,7 +23,7 @@ const (
 )
 
 var (
-	runbookNameRE = lazyregexp.New(`^[A-Za-z0-9._-]{1,64}$`) // DESIGN D6
+	runbookNameRE = lazyregexp.New(`^[A-Za-z0-9._-]{1,64}$`) // run ids and file names are built from it
 	planDigestRE  = lazyregexp.New(`^[0-9a-f]{64}$`)
 	schemaHash8RE = lazyregexp.New(`^[0-9a-f]{8}$`)
 )
