@@ -18,7 +18,7 @@ func haltedBeforeStart(err error, statePath string) error {
 		return err
 	}
 	if _, serr := os.Stat(statePath); serr == nil {
-		return fmt.Errorf("%w\nThe run is halted and everything is kept in the state file %s: run the same command again once the control plane is back.", err, statePath)
+		return fmt.Errorf("%w\nThe run is halted and everything is kept in the state file %s: run the same command again once the control plane is back", err, statePath)
 	}
-	return fmt.Errorf("%w\nNothing was run and no state file was written: run the same command again once the control plane is back.", err)
+	return fmt.Errorf("%w\nNothing was run and no state file was written: run the same command again once the control plane is back", err)
 }

@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 v1alpha reflection is deprecated, and still what older grpcurl and buf curl clients ask for, so it is tested here.
+
 package server_test
 
 import (
