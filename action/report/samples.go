@@ -4,11 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"regexp"
 	"strconv"
 	"text/template"
 
 	"github.com/rbookhq/rbook-action/action/engine"
+	"github.com/rbookhq/rbook-action/internal/lazyregexp"
 )
 
 // A template that parses can still fail when it is executed (a field the data does not have,
@@ -186,7 +186,7 @@ func fill(v reflect.Value, depth int) {
 
 // execLineRE finds the line in a text/template execution error
 // ("template: NAME:LINE:COL: executing …").
-var execLineRE = regexp.MustCompile(`^template: [^:]*:(\d+):\d+: (.*)$`)
+var execLineRE = lazyregexp.New(`^template: [^:]*:(\d+):\d+: (.*)$`)
 
 // checkSamples renders every parsed template against its samples and returns one
 // *TemplateError per template that fails (the first sample that fails it), with the line of
