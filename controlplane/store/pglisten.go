@@ -201,7 +201,8 @@ func (s *Store) listenLoop(ctx context.Context, first chan struct{}) {
 // reconnects back off up to listenBackoffMax instead.
 var errListenWorked = errors.New("listener connection lost")
 
-// listenOnce runs one connection: LISTEN, catch-up, then notifications until an error.
+// listenOnce runs one connection: LISTEN, a catch-up (on a reconnect), then notifications until
+// an error.
 func (s *Store) listenOnce(ctx context.Context, first chan struct{}) error {
 	conn, err := pgx.Connect(ctx, s.fan.dsn)
 	if err != nil {
@@ -219,11 +220,13 @@ func (s *Store) listenOnce(ctx context.Context, first chan struct{}) error {
 	s.fan.pid.Store(conn.PgConn().PID())
 	s.fan.connects.Add(1)
 	if first != nil {
+		// The first connection has nothing to catch up on: nobody could subscribe to this
+		// Store before Open returned, which it does now. A catch-up here would also race
+		// with the caller's first commits and publish their rows a second time.
 		close(first)
-	}
-	// Catch up on what was committed while nobody listened (D10-4): LISTEN is already
-	// active, so nothing committed from here on is missed either.
-	if err := s.catchUp(ctx, conn); err != nil {
+	} else if err := s.catchUp(ctx, conn); err != nil {
+		// Catch up on what was committed while nobody listened: LISTEN is already active,
+		// so nothing committed from here on is missed either.
 		return err
 	}
 	for {
