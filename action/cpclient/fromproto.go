@@ -26,16 +26,8 @@ func FromProto(p *rbookv1.Transition) (engine.Transition, error) {
 	if t.Kind == "" {
 		return t, fmt.Errorf("transition %d has the unknown kind %v", p.GetSeq(), p.GetKind())
 	}
-	switch p.GetRunStatus() {
-	case rbookv1.RunStatus_RUN_STATUS_RUNNING, rbookv1.RunStatus_RUN_STATUS_PAUSED:
-		t.RunStatus = engine.RunInProgress
-	case rbookv1.RunStatus_RUN_STATUS_SUCCEEDED:
-		t.RunStatus = engine.RunCompleted
-	case rbookv1.RunStatus_RUN_STATUS_FAILED:
-		t.RunStatus = engine.RunFailed
-	case rbookv1.RunStatus_RUN_STATUS_CANCELLED:
-		t.RunStatus = engine.RunCancelled
-	default:
+	var ok bool
+	if t.RunStatus, ok = RunStatusFromProto(p.GetRunStatus()); !ok {
 		return t, fmt.Errorf("transition %d has the unknown run status %v", p.GetSeq(), p.GetRunStatus())
 	}
 	if e := p.GetEvidence(); e != nil {

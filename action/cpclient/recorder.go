@@ -280,6 +280,23 @@ func (r *Recorder) Flush(ctx context.Context, outbox []engine.Transition) error 
 	return nil
 }
 
+// RunStatusFromProto maps a wire run status to the state file's word: RUNNING and PAUSED are
+// IN_PROGRESS (a paused run is unfinished), SUCCEEDED is COMPLETED, FAILED and CANCELLED keep
+// their names. ok is false for UNSPECIFIED and any value this client does not know.
+func RunStatusFromProto(s rbookv1.RunStatus) (st engine.RunStatus, ok bool) {
+	switch s {
+	case rbookv1.RunStatus_RUN_STATUS_RUNNING, rbookv1.RunStatus_RUN_STATUS_PAUSED:
+		return engine.RunInProgress, true
+	case rbookv1.RunStatus_RUN_STATUS_SUCCEEDED:
+		return engine.RunCompleted, true
+	case rbookv1.RunStatus_RUN_STATUS_FAILED:
+		return engine.RunFailed, true
+	case rbookv1.RunStatus_RUN_STATUS_CANCELLED:
+		return engine.RunCancelled, true
+	}
+	return "", false
+}
+
 // RunStatusToProto maps a state-file run status to the proto enum (DESIGN D7).
 func RunStatusToProto(s engine.RunStatus) rbookv1.RunStatus {
 	switch s {

@@ -17,7 +17,6 @@ import (
 	"github.com/rbookhq/rbook-action/action/engine"
 	"github.com/rbookhq/rbook-action/action/runbook"
 	"github.com/rbookhq/rbook-action/action/state"
-	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
 )
 
 // errFinalThere is the error startOnControlPlane returns when the control plane refuses to
@@ -64,7 +63,8 @@ func closeFinishedElsewhere(ctx context.Context, c *cpclient.Client, statePath s
 	}
 	if !rec.RunStatus.Final() {
 		// Final without a run_finished transition (a CancelRun the executor never saw).
-		rec.RunStatus = localStatus(run.GetStatus())
+		// isFinal held above, so the wire status is SUCCEEDED, FAILED or CANCELLED.
+		rec.RunStatus, _ = cpclient.RunStatusFromProto(run.GetStatus())
 		rec.CompletedUTC = engine.FormatTime(run.GetUpdatedAt().AsTime())
 	}
 	dropped := len(local.Outbox)
@@ -77,17 +77,6 @@ func closeFinishedElsewhere(ctx context.Context, c *cpclient.Client, statePath s
 		fmt.Fprintf(errw, "%d transition(s) this folder had not delivered were dropped: the control plane's record of the run is final and takes no more.\n", dropped)
 	}
 	return rec, nil
-}
-
-// localStatus is the state file's word for a final wire run status.
-func localStatus(s rbookv1.RunStatus) engine.RunStatus {
-	switch s {
-	case rbookv1.RunStatus_RUN_STATUS_SUCCEEDED:
-		return engine.RunCompleted
-	case rbookv1.RunStatus_RUN_STATUS_CANCELLED:
-		return engine.RunCancelled
-	}
-	return engine.RunFailed
 }
 
 // closeIfFinishedAt is closeFinishedElsewhere against the control plane at url (calls bounded
