@@ -150,7 +150,16 @@ type Approval struct {
 	Github *GitHubWorkflowRun `protobuf:"bytes,30,opt,name=github,proto3" json:"github,omitempty"`
 	// What the auto-pass policy decided at a playbook approval node (issue 9, item 6; DESIGN
 	// D16); unset for runbook confirm steps and when no policy ran.
-	Policy        *PolicyDecision `protobuf:"bytes,31,opt,name=policy,proto3" json:"policy,omitempty"`
+	Policy *PolicyDecision `protobuf:"bytes,31,opt,name=policy,proto3" json:"policy,omitempty"`
+	// The gate's page on the control plane's console, "<public URL>/approvals/<approval_id>",
+	// when the server knows its public URL (rbook serve --public-url; the embedded control plane
+	// of rbook run uses its loopback address). Empty otherwise. Carries no secret: the page asks
+	// the person to sign in.
+	ApprovalUrl string `protobuf:"bytes,32,opt,name=approval_url,json=approvalUrl,proto3" json:"approval_url,omitempty"`
+	// Whether the caller of this RPC may decide the gate now, and if not, why (the gate policy's
+	// answer for the calling identity: docs/console.md, "Waiting for me"). Unset when the
+	// server could not tell (an unauthenticated caller on a server with auth).
+	Caller        *ApprovalEligibility `protobuf:"bytes,33,opt,name=caller,proto3" json:"caller,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -332,6 +341,98 @@ func (x *Approval) GetPolicy() *PolicyDecision {
 	return nil
 }
 
+func (x *Approval) GetApprovalUrl() string {
+	if x != nil {
+		return x.ApprovalUrl
+	}
+	return ""
+}
+
+func (x *Approval) GetCaller() *ApprovalEligibility {
+	if x != nil {
+		return x.Caller
+	}
+	return nil
+}
+
+// ApprovalEligibility is the gate policy's answer for one caller and one gate: what Approve
+// would do if that caller called it now. The decision itself is still checked by Approve and
+// Reject; this only lets a client show the answer before a person clicks.
+type ApprovalEligibility struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// True when Approve by this caller would be accepted (as a vote or the deciding approval).
+	MayDecide bool `protobuf:"varint,1,opt,name=may_decide,json=mayDecide,proto3" json:"may_decide,omitempty"`
+	// When may_decide is false: the error code Approve would fail with, e.g.
+	// "E_SELF_APPROVAL", "E_PERMISSION_DENIED", "E_APPROVAL_ALREADY_DECIDED", "E_UNAUTHENTICATED";
+	// also "E_ALREADY_VOTED" when this caller's approval is already counted.
+	Code string `protobuf:"bytes,2,opt,name=code,proto3" json:"code,omitempty"`
+	// A sentence a person understands, e.g. "You started this run; another person must approve
+	// it (four-eyes)."
+	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The caller's identity as the control plane recorded it for this answer.
+	Identity      string `protobuf:"bytes,4,opt,name=identity,proto3" json:"identity,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApprovalEligibility) Reset() {
+	*x = ApprovalEligibility{}
+	mi := &file_rbook_v1_approval_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApprovalEligibility) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApprovalEligibility) ProtoMessage() {}
+
+func (x *ApprovalEligibility) ProtoReflect() protoreflect.Message {
+	mi := &file_rbook_v1_approval_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApprovalEligibility.ProtoReflect.Descriptor instead.
+func (*ApprovalEligibility) Descriptor() ([]byte, []int) {
+	return file_rbook_v1_approval_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ApprovalEligibility) GetMayDecide() bool {
+	if x != nil {
+		return x.MayDecide
+	}
+	return false
+}
+
+func (x *ApprovalEligibility) GetCode() string {
+	if x != nil {
+		return x.Code
+	}
+	return ""
+}
+
+func (x *ApprovalEligibility) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *ApprovalEligibility) GetIdentity() string {
+	if x != nil {
+		return x.Identity
+	}
+	return ""
+}
+
 // PolicyDecision is the auto-pass policy's verdict at a playbook approval node (seed
 // playbooks.txt, "Policy evaluator"; issue 9, item 6). The first matching rule decides, except
 // that no auto-approve passes a gate while a require-human rule matches; no match, or a rule
@@ -355,7 +456,7 @@ type PolicyDecision struct {
 
 func (x *PolicyDecision) Reset() {
 	*x = PolicyDecision{}
-	mi := &file_rbook_v1_approval_proto_msgTypes[1]
+	mi := &file_rbook_v1_approval_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -367,7 +468,7 @@ func (x *PolicyDecision) String() string {
 func (*PolicyDecision) ProtoMessage() {}
 
 func (x *PolicyDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_rbook_v1_approval_proto_msgTypes[1]
+	mi := &file_rbook_v1_approval_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -380,7 +481,7 @@ func (x *PolicyDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyDecision.ProtoReflect.Descriptor instead.
 func (*PolicyDecision) Descriptor() ([]byte, []int) {
-	return file_rbook_v1_approval_proto_rawDescGZIP(), []int{1}
+	return file_rbook_v1_approval_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *PolicyDecision) GetAutoPassed() bool {
@@ -442,7 +543,7 @@ type ApprovalVote struct {
 
 func (x *ApprovalVote) Reset() {
 	*x = ApprovalVote{}
-	mi := &file_rbook_v1_approval_proto_msgTypes[2]
+	mi := &file_rbook_v1_approval_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -454,7 +555,7 @@ func (x *ApprovalVote) String() string {
 func (*ApprovalVote) ProtoMessage() {}
 
 func (x *ApprovalVote) ProtoReflect() protoreflect.Message {
-	mi := &file_rbook_v1_approval_proto_msgTypes[2]
+	mi := &file_rbook_v1_approval_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -467,7 +568,7 @@ func (x *ApprovalVote) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalVote.ProtoReflect.Descriptor instead.
 func (*ApprovalVote) Descriptor() ([]byte, []int) {
-	return file_rbook_v1_approval_proto_rawDescGZIP(), []int{2}
+	return file_rbook_v1_approval_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ApprovalVote) GetApprover() string {
@@ -516,7 +617,7 @@ var File_rbook_v1_approval_proto protoreflect.FileDescriptor
 
 const file_rbook_v1_approval_proto_rawDesc = "" +
 	"\n" +
-	"\x17rbook/v1/approval.proto\x12\brbook.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x12rbook/v1/run.proto\"\xd8\x06\n" +
+	"\x17rbook/v1/approval.proto\x12\brbook.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x12rbook/v1/run.proto\"\xb2\a\n" +
 	"\bApproval\x12\x1f\n" +
 	"\vapproval_id\x18\x01 \x01(\tR\n" +
 	"approvalId\x12\x15\n" +
@@ -543,7 +644,15 @@ const file_rbook_v1_approval_proto_rawDesc = "" +
 	"\x11allowed_approvers\x18\x1c \x03(\tR\x10allowedApprovers\x12.\n" +
 	"\x13starter_may_approve\x18\x1d \x01(\bR\x11starterMayApprove\x123\n" +
 	"\x06github\x18\x1e \x01(\v2\x1b.rbook.v1.GitHubWorkflowRunR\x06github\x120\n" +
-	"\x06policy\x18\x1f \x01(\v2\x18.rbook.v1.PolicyDecisionR\x06policy\"\x8d\x01\n" +
+	"\x06policy\x18\x1f \x01(\v2\x18.rbook.v1.PolicyDecisionR\x06policy\x12!\n" +
+	"\fapproval_url\x18  \x01(\tR\vapprovalUrl\x125\n" +
+	"\x06caller\x18! \x01(\v2\x1d.rbook.v1.ApprovalEligibilityR\x06caller\"|\n" +
+	"\x13ApprovalEligibility\x12\x1d\n" +
+	"\n" +
+	"may_decide\x18\x01 \x01(\bR\tmayDecide\x12\x12\n" +
+	"\x04code\x18\x02 \x01(\tR\x04code\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x1a\n" +
+	"\bidentity\x18\x04 \x01(\tR\bidentity\"\x8d\x01\n" +
 	"\x0ePolicyDecision\x12\x1f\n" +
 	"\vauto_passed\x18\x01 \x01(\bR\n" +
 	"autoPassed\x12\x12\n" +
@@ -579,30 +688,32 @@ func file_rbook_v1_approval_proto_rawDescGZIP() []byte {
 }
 
 var file_rbook_v1_approval_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_rbook_v1_approval_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_rbook_v1_approval_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
 var file_rbook_v1_approval_proto_goTypes = []any{
 	(ApprovalStatus)(0),           // 0: rbook.v1.ApprovalStatus
 	(*Approval)(nil),              // 1: rbook.v1.Approval
-	(*PolicyDecision)(nil),        // 2: rbook.v1.PolicyDecision
-	(*ApprovalVote)(nil),          // 3: rbook.v1.ApprovalVote
-	(*timestamppb.Timestamp)(nil), // 4: google.protobuf.Timestamp
-	(*GitHubWorkflowRun)(nil),     // 5: rbook.v1.GitHubWorkflowRun
+	(*ApprovalEligibility)(nil),   // 2: rbook.v1.ApprovalEligibility
+	(*PolicyDecision)(nil),        // 3: rbook.v1.PolicyDecision
+	(*ApprovalVote)(nil),          // 4: rbook.v1.ApprovalVote
+	(*timestamppb.Timestamp)(nil), // 5: google.protobuf.Timestamp
+	(*GitHubWorkflowRun)(nil),     // 6: rbook.v1.GitHubWorkflowRun
 }
 var file_rbook_v1_approval_proto_depIdxs = []int32{
-	4, // 0: rbook.v1.Approval.requested_at:type_name -> google.protobuf.Timestamp
-	4, // 1: rbook.v1.Approval.approved_at:type_name -> google.protobuf.Timestamp
-	0, // 2: rbook.v1.Approval.status:type_name -> rbook.v1.ApprovalStatus
-	4, // 3: rbook.v1.Approval.deadline:type_name -> google.protobuf.Timestamp
-	3, // 4: rbook.v1.Approval.votes:type_name -> rbook.v1.ApprovalVote
-	5, // 5: rbook.v1.Approval.github:type_name -> rbook.v1.GitHubWorkflowRun
-	2, // 6: rbook.v1.Approval.policy:type_name -> rbook.v1.PolicyDecision
-	0, // 7: rbook.v1.ApprovalVote.verdict:type_name -> rbook.v1.ApprovalStatus
-	4, // 8: rbook.v1.ApprovalVote.at:type_name -> google.protobuf.Timestamp
-	9, // [9:9] is the sub-list for method output_type
-	9, // [9:9] is the sub-list for method input_type
-	9, // [9:9] is the sub-list for extension type_name
-	9, // [9:9] is the sub-list for extension extendee
-	0, // [0:9] is the sub-list for field type_name
+	5,  // 0: rbook.v1.Approval.requested_at:type_name -> google.protobuf.Timestamp
+	5,  // 1: rbook.v1.Approval.approved_at:type_name -> google.protobuf.Timestamp
+	0,  // 2: rbook.v1.Approval.status:type_name -> rbook.v1.ApprovalStatus
+	5,  // 3: rbook.v1.Approval.deadline:type_name -> google.protobuf.Timestamp
+	4,  // 4: rbook.v1.Approval.votes:type_name -> rbook.v1.ApprovalVote
+	6,  // 5: rbook.v1.Approval.github:type_name -> rbook.v1.GitHubWorkflowRun
+	3,  // 6: rbook.v1.Approval.policy:type_name -> rbook.v1.PolicyDecision
+	2,  // 7: rbook.v1.Approval.caller:type_name -> rbook.v1.ApprovalEligibility
+	0,  // 8: rbook.v1.ApprovalVote.verdict:type_name -> rbook.v1.ApprovalStatus
+	5,  // 9: rbook.v1.ApprovalVote.at:type_name -> google.protobuf.Timestamp
+	10, // [10:10] is the sub-list for method output_type
+	10, // [10:10] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_rbook_v1_approval_proto_init() }
@@ -617,7 +728,7 @@ func file_rbook_v1_approval_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rbook_v1_approval_proto_rawDesc), len(file_rbook_v1_approval_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   3,
+			NumMessages:   4,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1279,6 +1279,218 @@ func (x *Transition) GetRollbackFor() string {
 	return ""
 }
 
+// RunPlan is what a run executes, as the executor loaded it: every step of a runbook, or every
+// node of a playbook, with its rendered inputs, so that a person deciding a gate sees what is
+// still to come (docs/console.md, "What happens if I approve"). The executor sends it with
+// StartRun; the control plane keeps it bound to content_hash and GetRun returns it. Values that
+// look like secrets are masked ("***") as the runner masks them before the plan leaves the
+// executor. Bounded: at most 1,000 steps and 1 MiB in all; an input longer than 16 KiB is cut
+// and its step's input_truncated set.
+type RunPlan struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The plan digest this plan was loaded as (StartRunRequest.content_hash). A plan whose
+	// digest is not the run's current content_hash is not returned.
+	ContentHash string `protobuf:"bytes,1,opt,name=content_hash,json=contentHash,proto3" json:"content_hash,omitempty"`
+	// The steps or nodes in plan order (PlanStep.index = position).
+	Steps []*PlanStep `protobuf:"bytes,2,rep,name=steps,proto3" json:"steps,omitempty"`
+	// True when the executor dropped inputs to keep the plan within its bound: the names,
+	// types, dependencies and gates are still complete.
+	Truncated     bool `protobuf:"varint,3,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunPlan) Reset() {
+	*x = RunPlan{}
+	mi := &file_rbook_v1_run_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunPlan) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunPlan) ProtoMessage() {}
+
+func (x *RunPlan) ProtoReflect() protoreflect.Message {
+	mi := &file_rbook_v1_run_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunPlan.ProtoReflect.Descriptor instead.
+func (*RunPlan) Descriptor() ([]byte, []int) {
+	return file_rbook_v1_run_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *RunPlan) GetContentHash() string {
+	if x != nil {
+		return x.ContentHash
+	}
+	return ""
+}
+
+func (x *RunPlan) GetSteps() []*PlanStep {
+	if x != nil {
+		return x.Steps
+	}
+	return nil
+}
+
+func (x *RunPlan) GetTruncated() bool {
+	if x != nil {
+		return x.Truncated
+	}
+	return false
+}
+
+// PlanStep is one step of a runbook or one node of a playbook in a RunPlan.
+type PlanStep struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 0-based position in the plan; the index transitions and approvals use.
+	Index int32 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	// The step's name or the node's id.
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// "check", "deploy", "confirm", "rollback"; or a playbook node type ("deterministic",
+	// "agentic", "approval").
+	Type string `protobuf:"bytes,3,opt,name=type,proto3" json:"type,omitempty"`
+	// The rendered input as the step will execute it: the query, the template path, the command
+	// line, the agent call, or a gate's prompt; secrets masked. At most 16 KiB.
+	Input string `protobuf:"bytes,4,opt,name=input,proto3" json:"input,omitempty"`
+	// The step's params (runbooks) or arguments (agentic nodes) as a JSON object; empty when it
+	// has none. Secrets masked; at most 16 KiB.
+	ParamsJson string `protobuf:"bytes,5,opt,name=params_json,json=paramsJson,proto3" json:"params_json,omitempty"`
+	// A deterministic node's argv, exactly as it will be exec'd without a shell; secrets masked.
+	Argv []string `protobuf:"bytes,6,rep,name=argv,proto3" json:"argv,omitempty"`
+	// Indexes of the steps this one waits for (playbook depends and edges); empty for a
+	// runbook's chain, where each step follows the one before.
+	Depends []int32 `protobuf:"varint,7,rep,packed,name=depends,proto3" json:"depends,omitempty"`
+	// True when the step is a gate a person decides (a confirm step or an approval node).
+	Gate bool `protobuf:"varint,8,opt,name=gate,proto3" json:"gate,omitempty"`
+	// What a failure leads to: "halt", "rollback" or "continue" (runbooks); empty for nodes.
+	OnFail string `protobuf:"bytes,9,opt,name=on_fail,json=onFail,proto3" json:"on_fail,omitempty"`
+	// The step's timeout in seconds; 0 when it has none.
+	TimeoutSeconds int32 `protobuf:"varint,10,opt,name=timeout_seconds,json=timeoutSeconds,proto3" json:"timeout_seconds,omitempty"`
+	// True when input, params_json or argv were cut to their bound.
+	InputTruncated bool `protobuf:"varint,11,opt,name=input_truncated,json=inputTruncated,proto3" json:"input_truncated,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *PlanStep) Reset() {
+	*x = PlanStep{}
+	mi := &file_rbook_v1_run_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlanStep) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlanStep) ProtoMessage() {}
+
+func (x *PlanStep) ProtoReflect() protoreflect.Message {
+	mi := &file_rbook_v1_run_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlanStep.ProtoReflect.Descriptor instead.
+func (*PlanStep) Descriptor() ([]byte, []int) {
+	return file_rbook_v1_run_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *PlanStep) GetIndex() int32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *PlanStep) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *PlanStep) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *PlanStep) GetInput() string {
+	if x != nil {
+		return x.Input
+	}
+	return ""
+}
+
+func (x *PlanStep) GetParamsJson() string {
+	if x != nil {
+		return x.ParamsJson
+	}
+	return ""
+}
+
+func (x *PlanStep) GetArgv() []string {
+	if x != nil {
+		return x.Argv
+	}
+	return nil
+}
+
+func (x *PlanStep) GetDepends() []int32 {
+	if x != nil {
+		return x.Depends
+	}
+	return nil
+}
+
+func (x *PlanStep) GetGate() bool {
+	if x != nil {
+		return x.Gate
+	}
+	return false
+}
+
+func (x *PlanStep) GetOnFail() string {
+	if x != nil {
+		return x.OnFail
+	}
+	return ""
+}
+
+func (x *PlanStep) GetTimeoutSeconds() int32 {
+	if x != nil {
+		return x.TimeoutSeconds
+	}
+	return 0
+}
+
+func (x *PlanStep) GetInputTruncated() bool {
+	if x != nil {
+		return x.InputTruncated
+	}
+	return false
+}
+
 var File_rbook_v1_run_proto protoreflect.FileDescriptor
 
 const file_rbook_v1_run_proto_rawDesc = "" +
@@ -1392,7 +1604,25 @@ const file_rbook_v1_run_proto_rawDesc = "" +
 	"\amessage\x18\v \x01(\tR\amessage\x12;\n" +
 	"\vrecorded_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"recordedAt\x12!\n" +
-	"\frollback_for\x18\r \x01(\tR\vrollbackFor*\xa1\x01\n" +
+	"\frollback_for\x18\r \x01(\tR\vrollbackFor\"t\n" +
+	"\aRunPlan\x12!\n" +
+	"\fcontent_hash\x18\x01 \x01(\tR\vcontentHash\x12(\n" +
+	"\x05steps\x18\x02 \x03(\v2\x12.rbook.v1.PlanStepR\x05steps\x12\x1c\n" +
+	"\ttruncated\x18\x03 \x01(\bR\ttruncated\"\xac\x02\n" +
+	"\bPlanStep\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
+	"\x04type\x18\x03 \x01(\tR\x04type\x12\x14\n" +
+	"\x05input\x18\x04 \x01(\tR\x05input\x12\x1f\n" +
+	"\vparams_json\x18\x05 \x01(\tR\n" +
+	"paramsJson\x12\x12\n" +
+	"\x04argv\x18\x06 \x03(\tR\x04argv\x12\x18\n" +
+	"\adepends\x18\a \x03(\x05R\adepends\x12\x12\n" +
+	"\x04gate\x18\b \x01(\bR\x04gate\x12\x17\n" +
+	"\aon_fail\x18\t \x01(\tR\x06onFail\x12'\n" +
+	"\x0ftimeout_seconds\x18\n" +
+	" \x01(\x05R\x0etimeoutSeconds\x12'\n" +
+	"\x0finput_truncated\x18\v \x01(\bR\x0einputTruncated*\xa1\x01\n" +
 	"\tRunStatus\x12\x1a\n" +
 	"\x16RUN_STATUS_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12RUN_STATUS_RUNNING\x10\x01\x12\x15\n" +
@@ -1435,7 +1665,7 @@ func file_rbook_v1_run_proto_rawDescGZIP() []byte {
 }
 
 var file_rbook_v1_run_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_rbook_v1_run_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_rbook_v1_run_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_rbook_v1_run_proto_goTypes = []any{
 	(RunStatus)(0),                // 0: rbook.v1.RunStatus
 	(StepStatus)(0),               // 1: rbook.v1.StepStatus
@@ -1449,35 +1679,38 @@ var file_rbook_v1_run_proto_goTypes = []any{
 	(*NodeState)(nil),             // 9: rbook.v1.NodeState
 	(*Evidence)(nil),              // 10: rbook.v1.Evidence
 	(*Transition)(nil),            // 11: rbook.v1.Transition
-	nil,                           // 12: rbook.v1.PlaybookRunDetails.IterationCountsEntry
-	(*timestamppb.Timestamp)(nil), // 13: google.protobuf.Timestamp
+	(*RunPlan)(nil),               // 12: rbook.v1.RunPlan
+	(*PlanStep)(nil),              // 13: rbook.v1.PlanStep
+	nil,                           // 14: rbook.v1.PlaybookRunDetails.IterationCountsEntry
+	(*timestamppb.Timestamp)(nil), // 15: google.protobuf.Timestamp
 }
 var file_rbook_v1_run_proto_depIdxs = []int32{
 	3,  // 0: rbook.v1.Run.kind:type_name -> rbook.v1.RunKind
 	0,  // 1: rbook.v1.Run.status:type_name -> rbook.v1.RunStatus
-	13, // 2: rbook.v1.Run.started_at:type_name -> google.protobuf.Timestamp
-	13, // 3: rbook.v1.Run.completed_at:type_name -> google.protobuf.Timestamp
-	13, // 4: rbook.v1.Run.updated_at:type_name -> google.protobuf.Timestamp
+	15, // 2: rbook.v1.Run.started_at:type_name -> google.protobuf.Timestamp
+	15, // 3: rbook.v1.Run.completed_at:type_name -> google.protobuf.Timestamp
+	15, // 4: rbook.v1.Run.updated_at:type_name -> google.protobuf.Timestamp
 	7,  // 5: rbook.v1.Run.lease:type_name -> rbook.v1.RunLease
 	8,  // 6: rbook.v1.Run.playbook:type_name -> rbook.v1.PlaybookRunDetails
 	6,  // 7: rbook.v1.Run.started_by_job:type_name -> rbook.v1.GitHubJob
 	5,  // 8: rbook.v1.Run.reported_workflow_run:type_name -> rbook.v1.GitHubWorkflowRun
-	13, // 9: rbook.v1.RunLease.expires_at:type_name -> google.protobuf.Timestamp
-	12, // 10: rbook.v1.PlaybookRunDetails.iteration_counts:type_name -> rbook.v1.PlaybookRunDetails.IterationCountsEntry
+	15, // 9: rbook.v1.RunLease.expires_at:type_name -> google.protobuf.Timestamp
+	14, // 10: rbook.v1.PlaybookRunDetails.iteration_counts:type_name -> rbook.v1.PlaybookRunDetails.IterationCountsEntry
 	9,  // 11: rbook.v1.PlaybookRunDetails.nodes:type_name -> rbook.v1.NodeState
-	13, // 12: rbook.v1.NodeState.started_at:type_name -> google.protobuf.Timestamp
-	13, // 13: rbook.v1.NodeState.finished_at:type_name -> google.protobuf.Timestamp
+	15, // 12: rbook.v1.NodeState.started_at:type_name -> google.protobuf.Timestamp
+	15, // 13: rbook.v1.NodeState.finished_at:type_name -> google.protobuf.Timestamp
 	1,  // 14: rbook.v1.Evidence.status:type_name -> rbook.v1.StepStatus
 	2,  // 15: rbook.v1.Transition.kind:type_name -> rbook.v1.TransitionKind
-	13, // 16: rbook.v1.Transition.time:type_name -> google.protobuf.Timestamp
+	15, // 16: rbook.v1.Transition.time:type_name -> google.protobuf.Timestamp
 	10, // 17: rbook.v1.Transition.evidence:type_name -> rbook.v1.Evidence
 	0,  // 18: rbook.v1.Transition.run_status:type_name -> rbook.v1.RunStatus
-	13, // 19: rbook.v1.Transition.recorded_at:type_name -> google.protobuf.Timestamp
-	20, // [20:20] is the sub-list for method output_type
-	20, // [20:20] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	15, // 19: rbook.v1.Transition.recorded_at:type_name -> google.protobuf.Timestamp
+	13, // 20: rbook.v1.RunPlan.steps:type_name -> rbook.v1.PlanStep
+	21, // [21:21] is the sub-list for method output_type
+	21, // [21:21] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_rbook_v1_run_proto_init() }
@@ -1492,7 +1725,7 @@ func file_rbook_v1_run_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rbook_v1_run_proto_rawDesc), len(file_rbook_v1_run_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   9,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

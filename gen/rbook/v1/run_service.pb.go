@@ -64,7 +64,11 @@ type StartRunRequest struct {
 	// Playbooks: the linked task epic (column epic_id), optional, at most 128 bytes.
 	EpicId string `protobuf:"bytes,14,opt,name=epic_id,json=epicId,proto3" json:"epic_id,omitempty"`
 	// Playbooks: the linked session (column session_id), optional, at most 128 bytes.
-	SessionId     string `protobuf:"bytes,15,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	SessionId string `protobuf:"bytes,15,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// What the run executes (RunPlan), bound to content_hash; optional, for executors that
+	// predate it. Stored with the run and returned by GetRun. A plan whose content_hash differs
+	// from this request's content_hash fails with E_INVALID_ARGUMENT.
+	Plan          *RunPlan `protobuf:"bytes,16,opt,name=plan,proto3" json:"plan,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -202,6 +206,13 @@ func (x *StartRunRequest) GetSessionId() string {
 		return x.SessionId
 	}
 	return ""
+}
+
+func (x *StartRunRequest) GetPlan() *RunPlan {
+	if x != nil {
+		return x.Plan
+	}
+	return nil
 }
 
 // StartRunResponse returns the run to report transitions for.
@@ -696,6 +707,9 @@ type GetRunResponse struct {
 	Transitions []*Transition `protobuf:"bytes,2,rep,name=transitions,proto3" json:"transitions,omitempty"`
 	// Token for the next page; empty when this page holds the last transition.
 	NextPageToken string `protobuf:"bytes,3,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	// The run's plan (StartRunRequest.plan) when the executor sent one for the run's current
+	// content_hash; unset otherwise. Set on every page.
+	Plan          *RunPlan `protobuf:"bytes,4,opt,name=plan,proto3" json:"plan,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -751,6 +765,13 @@ func (x *GetRunResponse) GetNextPageToken() string {
 	return ""
 }
 
+func (x *GetRunResponse) GetPlan() *RunPlan {
+	if x != nil {
+		return x.Plan
+	}
+	return nil
+}
+
 // ListRunsRequest filters and pages runs.
 type ListRunsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -764,7 +785,16 @@ type ListRunsRequest struct {
 	// the same filters.
 	PageToken string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	// Only runs of this kind; RUN_KIND_UNSPECIFIED means any.
-	Kind          RunKind `protobuf:"varint,5,opt,name=kind,proto3,enum=rbook.v1.RunKind" json:"kind,omitempty"`
+	Kind RunKind `protobuf:"varint,5,opt,name=kind,proto3,enum=rbook.v1.RunKind" json:"kind,omitempty"`
+	// Only runs whose workflow run (Run.started_by_job or Run.reported_workflow_run) is of this
+	// repository, "owner/name" (exact match, case-insensitive); empty means any.
+	Repository string `protobuf:"bytes,6,opt,name=repository,proto3" json:"repository,omitempty"`
+	// Only runs started by this identity (Run.started_by, exact match); empty means any.
+	StartedBy string `protobuf:"bytes,7,opt,name=started_by,json=startedBy,proto3" json:"started_by,omitempty"`
+	// Only runs that started at or after this time; unset means no lower bound.
+	StartedAfter *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=started_after,json=startedAfter,proto3" json:"started_after,omitempty"`
+	// Only runs that started before this time; unset means no upper bound.
+	StartedBefore *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=started_before,json=startedBefore,proto3" json:"started_before,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -832,6 +862,34 @@ func (x *ListRunsRequest) GetKind() RunKind {
 		return x.Kind
 	}
 	return RunKind_RUN_KIND_UNSPECIFIED
+}
+
+func (x *ListRunsRequest) GetRepository() string {
+	if x != nil {
+		return x.Repository
+	}
+	return ""
+}
+
+func (x *ListRunsRequest) GetStartedBy() string {
+	if x != nil {
+		return x.StartedBy
+	}
+	return ""
+}
+
+func (x *ListRunsRequest) GetStartedAfter() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartedAfter
+	}
+	return nil
+}
+
+func (x *ListRunsRequest) GetStartedBefore() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartedBefore
+	}
+	return nil
 }
 
 // ListRunsResponse is one page of runs.
@@ -1235,7 +1293,7 @@ var File_rbook_v1_run_service_proto protoreflect.FileDescriptor
 
 const file_rbook_v1_run_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1arbook/v1/run_service.proto\x12\brbook.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x12rbook/v1/run.proto\"\xa6\x04\n" +
+	"\x1arbook/v1/run_service.proto\x12\brbook.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x12rbook/v1/run.proto\"\xcd\x04\n" +
 	"\x0fStartRunRequest\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12!\n" +
@@ -1256,7 +1314,8 @@ const file_rbook_v1_run_service_proto_rawDesc = "" +
 	"\bbindings\x18\r \x01(\tR\bbindings\x12\x17\n" +
 	"\aepic_id\x18\x0e \x01(\tR\x06epicId\x12\x1d\n" +
 	"\n" +
-	"session_id\x18\x0f \x01(\tR\tsessionId\"M\n" +
+	"session_id\x18\x0f \x01(\tR\tsessionId\x12%\n" +
+	"\x04plan\x18\x10 \x01(\v2\x11.rbook.v1.RunPlanR\x04plan\"M\n" +
 	"\x10StartRunResponse\x12\x1f\n" +
 	"\x03run\x18\x01 \x01(\v2\r.rbook.v1.RunR\x03run\x12\x18\n" +
 	"\acreated\x18\x02 \x01(\bR\acreated\"\x80\x01\n" +
@@ -1289,18 +1348,26 @@ const file_rbook_v1_run_service_proto_rawDesc = "" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1b\n" +
 	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x03 \x01(\tR\tpageToken\"\x91\x01\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"\xb8\x01\n" +
 	"\x0eGetRunResponse\x12\x1f\n" +
 	"\x03run\x18\x01 \x01(\v2\r.rbook.v1.RunR\x03run\x126\n" +
 	"\vtransitions\x18\x02 \x03(\v2\x14.rbook.v1.TransitionR\vtransitions\x12&\n" +
-	"\x0fnext_page_token\x18\x03 \x01(\tR\rnextPageToken\"\xb5\x01\n" +
+	"\x0fnext_page_token\x18\x03 \x01(\tR\rnextPageToken\x12%\n" +
+	"\x04plan\x18\x04 \x01(\v2\x11.rbook.v1.RunPlanR\x04plan\"\xf8\x02\n" +
 	"\x0fListRunsRequest\x12+\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x13.rbook.v1.RunStatusR\x06status\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1b\n" +
 	"\tpage_size\x18\x03 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
 	"page_token\x18\x04 \x01(\tR\tpageToken\x12%\n" +
-	"\x04kind\x18\x05 \x01(\x0e2\x11.rbook.v1.RunKindR\x04kind\"]\n" +
+	"\x04kind\x18\x05 \x01(\x0e2\x11.rbook.v1.RunKindR\x04kind\x12\x1e\n" +
+	"\n" +
+	"repository\x18\x06 \x01(\tR\n" +
+	"repository\x12\x1d\n" +
+	"\n" +
+	"started_by\x18\a \x01(\tR\tstartedBy\x12?\n" +
+	"\rstarted_after\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\fstartedAfter\x12A\n" +
+	"\x0estarted_before\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\rstartedBefore\"]\n" +
 	"\x10ListRunsResponse\x12!\n" +
 	"\x04runs\x18\x01 \x03(\v2\r.rbook.v1.RunR\x04runs\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"C\n" +
@@ -1374,52 +1441,57 @@ var file_rbook_v1_run_service_proto_goTypes = []any{
 	(*timestamppb.Timestamp)(nil),     // 18: google.protobuf.Timestamp
 	(RunKind)(0),                      // 19: rbook.v1.RunKind
 	(*GitHubWorkflowRun)(nil),         // 20: rbook.v1.GitHubWorkflowRun
-	(*Run)(nil),                       // 21: rbook.v1.Run
-	(*Transition)(nil),                // 22: rbook.v1.Transition
-	(*RunLease)(nil),                  // 23: rbook.v1.RunLease
-	(RunStatus)(0),                    // 24: rbook.v1.RunStatus
-	(*Evidence)(nil),                  // 25: rbook.v1.Evidence
+	(*RunPlan)(nil),                   // 21: rbook.v1.RunPlan
+	(*Run)(nil),                       // 22: rbook.v1.Run
+	(*Transition)(nil),                // 23: rbook.v1.Transition
+	(*RunLease)(nil),                  // 24: rbook.v1.RunLease
+	(RunStatus)(0),                    // 25: rbook.v1.RunStatus
+	(*Evidence)(nil),                  // 26: rbook.v1.Evidence
 }
 var file_rbook_v1_run_service_proto_depIdxs = []int32{
 	18, // 0: rbook.v1.StartRunRequest.started_at:type_name -> google.protobuf.Timestamp
 	19, // 1: rbook.v1.StartRunRequest.kind:type_name -> rbook.v1.RunKind
 	20, // 2: rbook.v1.StartRunRequest.reported_workflow_run:type_name -> rbook.v1.GitHubWorkflowRun
-	21, // 3: rbook.v1.StartRunResponse.run:type_name -> rbook.v1.Run
-	22, // 4: rbook.v1.RecordTransitionRequest.transition:type_name -> rbook.v1.Transition
-	22, // 5: rbook.v1.RecordTransitionsRequest.transitions:type_name -> rbook.v1.Transition
-	23, // 6: rbook.v1.RenewLeaseResponse.lease:type_name -> rbook.v1.RunLease
-	21, // 7: rbook.v1.GetRunResponse.run:type_name -> rbook.v1.Run
-	22, // 8: rbook.v1.GetRunResponse.transitions:type_name -> rbook.v1.Transition
-	24, // 9: rbook.v1.ListRunsRequest.status:type_name -> rbook.v1.RunStatus
-	19, // 10: rbook.v1.ListRunsRequest.kind:type_name -> rbook.v1.RunKind
-	21, // 11: rbook.v1.ListRunsResponse.runs:type_name -> rbook.v1.Run
-	21, // 12: rbook.v1.WatchRunResponse.run:type_name -> rbook.v1.Run
-	22, // 13: rbook.v1.WatchRunResponse.transition:type_name -> rbook.v1.Transition
-	21, // 14: rbook.v1.CancelRunResponse.run:type_name -> rbook.v1.Run
-	25, // 15: rbook.v1.GetEvidencePackResponse.entries:type_name -> rbook.v1.Evidence
-	0,  // 16: rbook.v1.RunService.StartRun:input_type -> rbook.v1.StartRunRequest
-	2,  // 17: rbook.v1.RunService.RecordTransition:input_type -> rbook.v1.RecordTransitionRequest
-	3,  // 18: rbook.v1.RunService.RecordTransitions:input_type -> rbook.v1.RecordTransitionsRequest
-	6,  // 19: rbook.v1.RunService.RenewLease:input_type -> rbook.v1.RenewLeaseRequest
-	8,  // 20: rbook.v1.RunService.GetRun:input_type -> rbook.v1.GetRunRequest
-	10, // 21: rbook.v1.RunService.ListRuns:input_type -> rbook.v1.ListRunsRequest
-	12, // 22: rbook.v1.RunService.WatchRun:input_type -> rbook.v1.WatchRunRequest
-	14, // 23: rbook.v1.RunService.CancelRun:input_type -> rbook.v1.CancelRunRequest
-	16, // 24: rbook.v1.RunService.GetEvidencePack:input_type -> rbook.v1.GetEvidencePackRequest
-	1,  // 25: rbook.v1.RunService.StartRun:output_type -> rbook.v1.StartRunResponse
-	5,  // 26: rbook.v1.RunService.RecordTransition:output_type -> rbook.v1.RecordTransitionResponse
-	4,  // 27: rbook.v1.RunService.RecordTransitions:output_type -> rbook.v1.RecordTransitionsResponse
-	7,  // 28: rbook.v1.RunService.RenewLease:output_type -> rbook.v1.RenewLeaseResponse
-	9,  // 29: rbook.v1.RunService.GetRun:output_type -> rbook.v1.GetRunResponse
-	11, // 30: rbook.v1.RunService.ListRuns:output_type -> rbook.v1.ListRunsResponse
-	13, // 31: rbook.v1.RunService.WatchRun:output_type -> rbook.v1.WatchRunResponse
-	15, // 32: rbook.v1.RunService.CancelRun:output_type -> rbook.v1.CancelRunResponse
-	17, // 33: rbook.v1.RunService.GetEvidencePack:output_type -> rbook.v1.GetEvidencePackResponse
-	25, // [25:34] is the sub-list for method output_type
-	16, // [16:25] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	21, // 3: rbook.v1.StartRunRequest.plan:type_name -> rbook.v1.RunPlan
+	22, // 4: rbook.v1.StartRunResponse.run:type_name -> rbook.v1.Run
+	23, // 5: rbook.v1.RecordTransitionRequest.transition:type_name -> rbook.v1.Transition
+	23, // 6: rbook.v1.RecordTransitionsRequest.transitions:type_name -> rbook.v1.Transition
+	24, // 7: rbook.v1.RenewLeaseResponse.lease:type_name -> rbook.v1.RunLease
+	22, // 8: rbook.v1.GetRunResponse.run:type_name -> rbook.v1.Run
+	23, // 9: rbook.v1.GetRunResponse.transitions:type_name -> rbook.v1.Transition
+	21, // 10: rbook.v1.GetRunResponse.plan:type_name -> rbook.v1.RunPlan
+	25, // 11: rbook.v1.ListRunsRequest.status:type_name -> rbook.v1.RunStatus
+	19, // 12: rbook.v1.ListRunsRequest.kind:type_name -> rbook.v1.RunKind
+	18, // 13: rbook.v1.ListRunsRequest.started_after:type_name -> google.protobuf.Timestamp
+	18, // 14: rbook.v1.ListRunsRequest.started_before:type_name -> google.protobuf.Timestamp
+	22, // 15: rbook.v1.ListRunsResponse.runs:type_name -> rbook.v1.Run
+	22, // 16: rbook.v1.WatchRunResponse.run:type_name -> rbook.v1.Run
+	23, // 17: rbook.v1.WatchRunResponse.transition:type_name -> rbook.v1.Transition
+	22, // 18: rbook.v1.CancelRunResponse.run:type_name -> rbook.v1.Run
+	26, // 19: rbook.v1.GetEvidencePackResponse.entries:type_name -> rbook.v1.Evidence
+	0,  // 20: rbook.v1.RunService.StartRun:input_type -> rbook.v1.StartRunRequest
+	2,  // 21: rbook.v1.RunService.RecordTransition:input_type -> rbook.v1.RecordTransitionRequest
+	3,  // 22: rbook.v1.RunService.RecordTransitions:input_type -> rbook.v1.RecordTransitionsRequest
+	6,  // 23: rbook.v1.RunService.RenewLease:input_type -> rbook.v1.RenewLeaseRequest
+	8,  // 24: rbook.v1.RunService.GetRun:input_type -> rbook.v1.GetRunRequest
+	10, // 25: rbook.v1.RunService.ListRuns:input_type -> rbook.v1.ListRunsRequest
+	12, // 26: rbook.v1.RunService.WatchRun:input_type -> rbook.v1.WatchRunRequest
+	14, // 27: rbook.v1.RunService.CancelRun:input_type -> rbook.v1.CancelRunRequest
+	16, // 28: rbook.v1.RunService.GetEvidencePack:input_type -> rbook.v1.GetEvidencePackRequest
+	1,  // 29: rbook.v1.RunService.StartRun:output_type -> rbook.v1.StartRunResponse
+	5,  // 30: rbook.v1.RunService.RecordTransition:output_type -> rbook.v1.RecordTransitionResponse
+	4,  // 31: rbook.v1.RunService.RecordTransitions:output_type -> rbook.v1.RecordTransitionsResponse
+	7,  // 32: rbook.v1.RunService.RenewLease:output_type -> rbook.v1.RenewLeaseResponse
+	9,  // 33: rbook.v1.RunService.GetRun:output_type -> rbook.v1.GetRunResponse
+	11, // 34: rbook.v1.RunService.ListRuns:output_type -> rbook.v1.ListRunsResponse
+	13, // 35: rbook.v1.RunService.WatchRun:output_type -> rbook.v1.WatchRunResponse
+	15, // 36: rbook.v1.RunService.CancelRun:output_type -> rbook.v1.CancelRunResponse
+	17, // 37: rbook.v1.RunService.GetEvidencePack:output_type -> rbook.v1.GetEvidencePackResponse
+	29, // [29:38] is the sub-list for method output_type
+	20, // [20:29] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_rbook_v1_run_service_proto_init() }

@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file rbook/v1/approval.proto.
  */
 export const file_rbook_v1_approval: GenFile = /*@__PURE__*/
-  fileDesc("ChdyYm9vay92MS9hcHByb3ZhbC5wcm90bxIIcmJvb2sudjEi6wQKCEFwcHJvdmFsEhMKC2FwcHJvdmFsX2lkGAEgASgJEg4KBnJ1bl9pZBgCIAEoCRIRCglzdGVwX25hbWUYAyABKAkSMAoMcmVxdWVzdGVkX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgthcHByb3ZlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEAoIYXBwcm92ZXIYBiABKAkSDgoGcmVhc29uGAcgASgJEigKBnN0YXR1cxgIIAEoDjIYLnJib29rLnYxLkFwcHJvdmFsU3RhdHVzEhMKC2F1dG9fcGFzc2VkGAkgASgIEhIKCnN0ZXBfaW5kZXgYFCABKAUSDgoGcHJvbXB0GBUgASgJEiwKCGRlYWRsaW5lGBYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBITCgtwbGFuX2RpZ2VzdBgXIAEoCRIPCgdvbl9mYWlsGBggASgJEhkKEWRlY2lkZWRfYnlfc291cmNlGBkgASgJEhoKEmFwcHJvdmFsc19yZXF1aXJlZBgaIAEoBRIlCgV2b3RlcxgbIAMoCzIWLnJib29rLnYxLkFwcHJvdmFsVm90ZRIZChFhbGxvd2VkX2FwcHJvdmVycxgcIAMoCRIbChNzdGFydGVyX21heV9hcHByb3ZlGB0gASgIEisKBmdpdGh1YhgeIAEoCzIbLnJib29rLnYxLkdpdEh1YldvcmtmbG93UnVuEigKBnBvbGljeRgfIAEoCzIYLnJib29rLnYxLlBvbGljeURlY2lzaW9uImMKDlBvbGljeURlY2lzaW9uEhMKC2F1dG9fcGFzc2VkGAEgASgIEgwKBHJ1bGUYAiABKAkSDgoGYWN0aW9uGAMgASgJEg4KBnJlYXNvbhgEIAEoCRIOCgZzaGFkb3cYBSABKAgipQEKDEFwcHJvdmFsVm90ZRIQCghhcHByb3ZlchgBIAEoCRIpCgd2ZXJkaWN0GAIgASgOMhgucmJvb2sudjEuQXBwcm92YWxTdGF0dXMSDgoGcmVhc29uGAMgASgJEiYKAmF0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIOCgZzb3VyY2UYBSABKAkSEAoIdmVyaWZpZWQYBiABKAgqxgEKDkFwcHJvdmFsU3RhdHVzEh8KG0FQUFJPVkFMX1NUQVRVU19VTlNQRUNJRklFRBAAEhsKF0FQUFJPVkFMX1NUQVRVU19QRU5ESU5HEAESHAoYQVBQUk9WQUxfU1RBVFVTX0FQUFJPVkVEEAISHAoYQVBQUk9WQUxfU1RBVFVTX1JFSkVDVEVEEAMSGwoXQVBQUk9WQUxfU1RBVFVTX0VYUElSRUQQBBIdChlBUFBST1ZBTF9TVEFUVVNfQ0FOQ0VMTEVEEAVCNlo0Z2l0aHViLmNvbS9yYm9va2hxL3Jib29rLWFjdGlvbi9nZW4vcmJvb2svdjE7cmJvb2t2MWIGcHJvdG8z", [file_google_protobuf_timestamp, file_rbook_v1_run]);
+  fileDesc("ChdyYm9vay92MS9hcHByb3ZhbC5wcm90bxIIcmJvb2sudjEisAUKCEFwcHJvdmFsEhMKC2FwcHJvdmFsX2lkGAEgASgJEg4KBnJ1bl9pZBgCIAEoCRIRCglzdGVwX25hbWUYAyABKAkSMAoMcmVxdWVzdGVkX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgthcHByb3ZlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEAoIYXBwcm92ZXIYBiABKAkSDgoGcmVhc29uGAcgASgJEigKBnN0YXR1cxgIIAEoDjIYLnJib29rLnYxLkFwcHJvdmFsU3RhdHVzEhMKC2F1dG9fcGFzc2VkGAkgASgIEhIKCnN0ZXBfaW5kZXgYFCABKAUSDgoGcHJvbXB0GBUgASgJEiwKCGRlYWRsaW5lGBYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBITCgtwbGFuX2RpZ2VzdBgXIAEoCRIPCgdvbl9mYWlsGBggASgJEhkKEWRlY2lkZWRfYnlfc291cmNlGBkgASgJEhoKEmFwcHJvdmFsc19yZXF1aXJlZBgaIAEoBRIlCgV2b3RlcxgbIAMoCzIWLnJib29rLnYxLkFwcHJvdmFsVm90ZRIZChFhbGxvd2VkX2FwcHJvdmVycxgcIAMoCRIbChNzdGFydGVyX21heV9hcHByb3ZlGB0gASgIEisKBmdpdGh1YhgeIAEoCzIbLnJib29rLnYxLkdpdEh1YldvcmtmbG93UnVuEigKBnBvbGljeRgfIAEoCzIYLnJib29rLnYxLlBvbGljeURlY2lzaW9uEhQKDGFwcHJvdmFsX3VybBggIAEoCRItCgZjYWxsZXIYISABKAsyHS5yYm9vay52MS5BcHByb3ZhbEVsaWdpYmlsaXR5IlkKE0FwcHJvdmFsRWxpZ2liaWxpdHkSEgoKbWF5X2RlY2lkZRgBIAEoCBIMCgRjb2RlGAIgASgJEg4KBnJlYXNvbhgDIAEoCRIQCghpZGVudGl0eRgEIAEoCSJjCg5Qb2xpY3lEZWNpc2lvbhITCgthdXRvX3Bhc3NlZBgBIAEoCBIMCgRydWxlGAIgASgJEg4KBmFjdGlvbhgDIAEoCRIOCgZyZWFzb24YBCABKAkSDgoGc2hhZG93GAUgASgIIqUBCgxBcHByb3ZhbFZvdGUSEAoIYXBwcm92ZXIYASABKAkSKQoHdmVyZGljdBgCIAEoDjIYLnJib29rLnYxLkFwcHJvdmFsU3RhdHVzEg4KBnJlYXNvbhgDIAEoCRImCgJhdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDgoGc291cmNlGAUgASgJEhAKCHZlcmlmaWVkGAYgASgIKsYBCg5BcHByb3ZhbFN0YXR1cxIfChtBUFBST1ZBTF9TVEFUVVNfVU5TUEVDSUZJRUQQABIbChdBUFBST1ZBTF9TVEFUVVNfUEVORElORxABEhwKGEFQUFJPVkFMX1NUQVRVU19BUFBST1ZFRBACEhwKGEFQUFJPVkFMX1NUQVRVU19SRUpFQ1RFRBADEhsKF0FQUFJPVkFMX1NUQVRVU19FWFBJUkVEEAQSHQoZQVBQUk9WQUxfU1RBVFVTX0NBTkNFTExFRBAFQjZaNGdpdGh1Yi5jb20vcmJvb2tocS9yYm9vay1hY3Rpb24vZ2VuL3Jib29rL3YxO3Jib29rdjFiBnByb3RvMw", [file_google_protobuf_timestamp, file_rbook_v1_run]);
 
 /**
  * Approval is one confirm gate. Fields 1-9 are the seed's playbook_approvals columns except the
@@ -182,6 +182,25 @@ export type Approval = Message<"rbook.v1.Approval"> & {
    * @generated from field: rbook.v1.PolicyDecision policy = 31;
    */
   policy?: PolicyDecision | undefined;
+
+  /**
+   * The gate's page on the control plane's console, "<public URL>/approvals/<approval_id>",
+   * when the server knows its public URL (rbook serve --public-url; the embedded control plane
+   * of rbook run uses its loopback address). Empty otherwise. Carries no secret: the page asks
+   * the person to sign in.
+   *
+   * @generated from field: string approval_url = 32;
+   */
+  approvalUrl: string;
+
+  /**
+   * Whether the caller of this RPC may decide the gate now, and if not, why (the gate policy's
+   * answer for the calling identity: docs/console.md, "Waiting for me"). Unset when the
+   * server could not tell (an unauthenticated caller on a server with auth).
+   *
+   * @generated from field: rbook.v1.ApprovalEligibility caller = 33;
+   */
+  caller?: ApprovalEligibility | undefined;
 };
 
 /**
@@ -190,6 +209,53 @@ export type Approval = Message<"rbook.v1.Approval"> & {
  */
 export const ApprovalSchema: GenMessage<Approval> = /*@__PURE__*/
   messageDesc(file_rbook_v1_approval, 0);
+
+/**
+ * ApprovalEligibility is the gate policy's answer for one caller and one gate: what Approve
+ * would do if that caller called it now. The decision itself is still checked by Approve and
+ * Reject; this only lets a client show the answer before a person clicks.
+ *
+ * @generated from message rbook.v1.ApprovalEligibility
+ */
+export type ApprovalEligibility = Message<"rbook.v1.ApprovalEligibility"> & {
+  /**
+   * True when Approve by this caller would be accepted (as a vote or the deciding approval).
+   *
+   * @generated from field: bool may_decide = 1;
+   */
+  mayDecide: boolean;
+
+  /**
+   * When may_decide is false: the error code Approve would fail with, e.g.
+   * "E_SELF_APPROVAL", "E_PERMISSION_DENIED", "E_APPROVAL_ALREADY_DECIDED", "E_UNAUTHENTICATED";
+   * also "E_ALREADY_VOTED" when this caller's approval is already counted.
+   *
+   * @generated from field: string code = 2;
+   */
+  code: string;
+
+  /**
+   * A sentence a person understands, e.g. "You started this run; another person must approve
+   * it (four-eyes)."
+   *
+   * @generated from field: string reason = 3;
+   */
+  reason: string;
+
+  /**
+   * The caller's identity as the control plane recorded it for this answer.
+   *
+   * @generated from field: string identity = 4;
+   */
+  identity: string;
+};
+
+/**
+ * Describes the message rbook.v1.ApprovalEligibility.
+ * Use `create(ApprovalEligibilitySchema)` to create a new message.
+ */
+export const ApprovalEligibilitySchema: GenMessage<ApprovalEligibility> = /*@__PURE__*/
+  messageDesc(file_rbook_v1_approval, 1);
 
 /**
  * PolicyDecision is the auto-pass policy's verdict at a playbook approval node (seed
@@ -242,7 +308,7 @@ export type PolicyDecision = Message<"rbook.v1.PolicyDecision"> & {
  * Use `create(PolicyDecisionSchema)` to create a new message.
  */
 export const PolicyDecisionSchema: GenMessage<PolicyDecision> = /*@__PURE__*/
-  messageDesc(file_rbook_v1_approval, 1);
+  messageDesc(file_rbook_v1_approval, 2);
 
 /**
  * ApprovalVote is one approver's decision on a gate (issue 7, item 4). A gate that needs M
@@ -301,7 +367,7 @@ export type ApprovalVote = Message<"rbook.v1.ApprovalVote"> & {
  * Use `create(ApprovalVoteSchema)` to create a new message.
  */
 export const ApprovalVoteSchema: GenMessage<ApprovalVote> = /*@__PURE__*/
-  messageDesc(file_rbook_v1_approval, 2);
+  messageDesc(file_rbook_v1_approval, 3);
 
 /**
  * ApprovalStatus is a confirm gate's status. PENDING, APPROVED and REJECTED are the seed's

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file rbook/v1/run.proto.
  */
 export const file_rbook_v1_run: GenFile = /*@__PURE__*/
-  fileDesc("ChJyYm9vay92MS9ydW4ucHJvdG8SCHJib29rLnYxIqQFCgNSdW4SDgoGcnVuX2lkGAEgASgJEh8KBGtpbmQYAiABKA4yES5yYm9vay52MS5SdW5LaW5kEgwKBG5hbWUYAyABKAkSFAoMY29udGVudF9oYXNoGAQgASgJEhQKDGN1cnJlbnRfc3RlcBgFIAEoCRIjCgZzdGF0dXMYBiABKA4yEy5yYm9vay52MS5SdW5TdGF0dXMSLgoKc3RhcnRlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMAoMY29tcGxldGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIVCg1lcnJvcl9jb250ZXh0GAkgASgJEhQKDHNjaGVtYV9oYXNoOBgKIAEoCRITCgt0b3RhbF9zdGVwcxgLIAEoBRIhChlsYXN0X2NvbXBsZXRlZF9zdGVwX2luZGV4GAwgASgFEhoKEmN1cnJlbnRfc3RlcF9pbmRleBgNIAEoBRIYChBsYXN0X2RlcGxveV9uYW1lGA4gASgJEhIKCnN0YXJ0ZWRfYnkYDyABKAkSEAoIbGFzdF9zZXEYECABKAMSLgoKdXBkYXRlZF9hdBgRIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASIQoFbGVhc2UYEiABKAsyEi5yYm9vay52MS5SdW5MZWFzZRIuCghwbGF5Ym9vaxgTIAEoCzIcLnJib29rLnYxLlBsYXlib29rUnVuRGV0YWlscxIrCg5zdGFydGVkX2J5X2pvYhgUIAEoCzITLnJib29rLnYxLkdpdEh1YkpvYhI6ChVyZXBvcnRlZF93b3JrZmxvd19ydW4YFSABKAsyGy5yYm9vay52MS5HaXRIdWJXb3JrZmxvd1J1biJ9ChFHaXRIdWJXb3JrZmxvd1J1bhISCgpyZXBvc2l0b3J5GAEgASgJEg4KBnJ1bl9pZBgCIAEoCRITCgtydW5fYXR0ZW1wdBgDIAEoCRINCgVhY3RvchgEIAEoCRILCgNzaGEYBSABKAkSEwoLZW52aXJvbm1lbnQYBiABKAkiyQEKCUdpdEh1YkpvYhINCgVhY3RvchgBIAEoCRISCgpyZXBvc2l0b3J5GAIgASgJEhUKDXJlcG9zaXRvcnlfaWQYAyABKAkSDgoGcnVuX2lkGAQgASgJEhMKC3J1bl9hdHRlbXB0GAUgASgJEgsKA3NoYRgGIAEoCRIUCgx3b3JrZmxvd19yZWYYByABKAkSCwoDcmVmGAggASgJEhMKC2Vudmlyb25tZW50GAkgASgJEhgKEGpvYl93b3JrZmxvd19yZWYYCiABKAkiWAoIUnVuTGVhc2USDQoFb3duZXIYASABKAkSDQoFZXBvY2gYAiABKAMSLgoKZXhwaXJlc19hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiigIKElBsYXlib29rUnVuRGV0YWlscxIQCghiaW5kaW5ncxgBIAEoCRJLChBpdGVyYXRpb25fY291bnRzGAIgAygLMjEucmJvb2sudjEuUGxheWJvb2tSdW5EZXRhaWxzLkl0ZXJhdGlvbkNvdW50c0VudHJ5Eg8KB2VwaWNfaWQYAyABKAkSEgoKc2Vzc2lvbl9pZBgEIAEoCRIUCgxhY3RpdmVfbm9kZXMYBSADKAkSIgoFbm9kZXMYBiADKAsyEy5yYm9vay52MS5Ob2RlU3RhdGUaNgoUSXRlcmF0aW9uQ291bnRzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgFOgI4ASK9AQoJTm9kZVN0YXRlEg8KB25vZGVfaWQYASABKAkSDAoEdHlwZRgCIAEoCRIOCgZzdGF0dXMYAyABKAkSEgoKaXRlcmF0aW9ucxgEIAEoBRIuCgpzdGFydGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgtmaW5pc2hlZF9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDAoEbm90ZRgHIAEoCSLCAQoIRXZpZGVuY2USEQoJc3RlcF9uYW1lGAEgASgJEgwKBHR5cGUYAiABKAkSEgoFaW5wdXQYAyABKAlIAIgBARIOCgZvdXRwdXQYBCABKAkSJAoGc3RhdHVzGAUgASgOMhQucmJvb2sudjEuU3RlcFN0YXR1cxIVCg10aW1lc3RhbXBfdXRjGAYgASgJEhkKDHNvdXJjZV9pbnB1dBgHIAEoCUgBiAEBQggKBl9pbnB1dEIPCg1fc291cmNlX2lucHV0IvYCCgpUcmFuc2l0aW9uEg4KBnJ1bl9pZBgBIAEoCRILCgNzZXEYAiABKAMSJgoEa2luZBgDIAEoDjIYLnJib29rLnYxLlRyYW5zaXRpb25LaW5kEigKBHRpbWUYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKCnN0ZXBfaW5kZXgYBSABKAUSEQoJc3RlcF9uYW1lGAYgASgJEhEKCXN0ZXBfdHlwZRgHIAEoCRIkCghldmlkZW5jZRgIIAEoCzISLnJib29rLnYxLkV2aWRlbmNlEicKCnJ1bl9zdGF0dXMYCSABKA4yEy5yYm9vay52MS5SdW5TdGF0dXMSGAoQbGFzdF9kZXBsb3lfbmFtZRgKIAEoCRIPCgdtZXNzYWdlGAsgASgJEi8KC3JlY29yZGVkX2F0GAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIUCgxyb2xsYmFja19mb3IYDSABKAkqoQEKCVJ1blN0YXR1cxIaChZSVU5fU1RBVFVTX1VOU1BFQ0lGSUVEEAASFgoSUlVOX1NUQVRVU19SVU5OSU5HEAESFQoRUlVOX1NUQVRVU19QQVVTRUQQAhIVChFSVU5fU1RBVFVTX0ZBSUxFRBADEhgKFFJVTl9TVEFUVVNfU1VDQ0VFREVEEAQSGAoUUlVOX1NUQVRVU19DQU5DRUxMRUQQBSqwAQoKU3RlcFN0YXR1cxIbChdTVEVQX1NUQVRVU19VTlNQRUNJRklFRBAAEhQKEFNURVBfU1RBVFVTX1BBU1MQARIUChBTVEVQX1NUQVRVU19GQUlMEAISGQoVU1RFUF9TVEFUVVNfVElNRURfT1VUEAMSFwoTU1RFUF9TVEFUVVNfU0tJUFBFRBAEEiUKIVNURVBfU1RBVFVTX0FXQUlUSU5HX0NPTkZJUk1BVElPThAFKqECCg5UcmFuc2l0aW9uS2luZBIfChtUUkFOU0lUSU9OX0tJTkRfVU5TUEVDSUZJRUQQABIfChtUUkFOU0lUSU9OX0tJTkRfUlVOX1NUQVJURUQQARIgChxUUkFOU0lUSU9OX0tJTkRfU1RFUF9TVEFSVEVEEAISIQodVFJBTlNJVElPTl9LSU5EX1NURVBfRklOSVNIRUQQAxIfChtUUkFOU0lUSU9OX0tJTkRfR0FURV9PUEVORUQQBBIgChxUUkFOU0lUSU9OX0tJTkRfR0FURV9ERUNJREVEEAUSIAocVFJBTlNJVElPTl9LSU5EX1JVTl9GSU5JU0hFRBAGEiMKH1RSQU5TSVRJT05fS0lORF9SVU5fSU5URVJSVVBURUQQBypQCgdSdW5LaW5kEhgKFFJVTl9LSU5EX1VOU1BFQ0lGSUVEEAASFAoQUlVOX0tJTkRfUlVOQk9PSxABEhUKEVJVTl9LSU5EX1BMQVlCT09LEAJCNlo0Z2l0aHViLmNvbS9yYm9va2hxL3Jib29rLWFjdGlvbi9nZW4vcmJvb2svdjE7cmJvb2t2MWIGcHJvdG8z", [file_google_protobuf_timestamp]);
+  fileDesc("ChJyYm9vay92MS9ydW4ucHJvdG8SCHJib29rLnYxIqQFCgNSdW4SDgoGcnVuX2lkGAEgASgJEh8KBGtpbmQYAiABKA4yES5yYm9vay52MS5SdW5LaW5kEgwKBG5hbWUYAyABKAkSFAoMY29udGVudF9oYXNoGAQgASgJEhQKDGN1cnJlbnRfc3RlcBgFIAEoCRIjCgZzdGF0dXMYBiABKA4yEy5yYm9vay52MS5SdW5TdGF0dXMSLgoKc3RhcnRlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMAoMY29tcGxldGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIVCg1lcnJvcl9jb250ZXh0GAkgASgJEhQKDHNjaGVtYV9oYXNoOBgKIAEoCRITCgt0b3RhbF9zdGVwcxgLIAEoBRIhChlsYXN0X2NvbXBsZXRlZF9zdGVwX2luZGV4GAwgASgFEhoKEmN1cnJlbnRfc3RlcF9pbmRleBgNIAEoBRIYChBsYXN0X2RlcGxveV9uYW1lGA4gASgJEhIKCnN0YXJ0ZWRfYnkYDyABKAkSEAoIbGFzdF9zZXEYECABKAMSLgoKdXBkYXRlZF9hdBgRIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASIQoFbGVhc2UYEiABKAsyEi5yYm9vay52MS5SdW5MZWFzZRIuCghwbGF5Ym9vaxgTIAEoCzIcLnJib29rLnYxLlBsYXlib29rUnVuRGV0YWlscxIrCg5zdGFydGVkX2J5X2pvYhgUIAEoCzITLnJib29rLnYxLkdpdEh1YkpvYhI6ChVyZXBvcnRlZF93b3JrZmxvd19ydW4YFSABKAsyGy5yYm9vay52MS5HaXRIdWJXb3JrZmxvd1J1biJ9ChFHaXRIdWJXb3JrZmxvd1J1bhISCgpyZXBvc2l0b3J5GAEgASgJEg4KBnJ1bl9pZBgCIAEoCRITCgtydW5fYXR0ZW1wdBgDIAEoCRINCgVhY3RvchgEIAEoCRILCgNzaGEYBSABKAkSEwoLZW52aXJvbm1lbnQYBiABKAkiyQEKCUdpdEh1YkpvYhINCgVhY3RvchgBIAEoCRISCgpyZXBvc2l0b3J5GAIgASgJEhUKDXJlcG9zaXRvcnlfaWQYAyABKAkSDgoGcnVuX2lkGAQgASgJEhMKC3J1bl9hdHRlbXB0GAUgASgJEgsKA3NoYRgGIAEoCRIUCgx3b3JrZmxvd19yZWYYByABKAkSCwoDcmVmGAggASgJEhMKC2Vudmlyb25tZW50GAkgASgJEhgKEGpvYl93b3JrZmxvd19yZWYYCiABKAkiWAoIUnVuTGVhc2USDQoFb3duZXIYASABKAkSDQoFZXBvY2gYAiABKAMSLgoKZXhwaXJlc19hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiigIKElBsYXlib29rUnVuRGV0YWlscxIQCghiaW5kaW5ncxgBIAEoCRJLChBpdGVyYXRpb25fY291bnRzGAIgAygLMjEucmJvb2sudjEuUGxheWJvb2tSdW5EZXRhaWxzLkl0ZXJhdGlvbkNvdW50c0VudHJ5Eg8KB2VwaWNfaWQYAyABKAkSEgoKc2Vzc2lvbl9pZBgEIAEoCRIUCgxhY3RpdmVfbm9kZXMYBSADKAkSIgoFbm9kZXMYBiADKAsyEy5yYm9vay52MS5Ob2RlU3RhdGUaNgoUSXRlcmF0aW9uQ291bnRzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgFOgI4ASK9AQoJTm9kZVN0YXRlEg8KB25vZGVfaWQYASABKAkSDAoEdHlwZRgCIAEoCRIOCgZzdGF0dXMYAyABKAkSEgoKaXRlcmF0aW9ucxgEIAEoBRIuCgpzdGFydGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgtmaW5pc2hlZF9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDAoEbm90ZRgHIAEoCSLCAQoIRXZpZGVuY2USEQoJc3RlcF9uYW1lGAEgASgJEgwKBHR5cGUYAiABKAkSEgoFaW5wdXQYAyABKAlIAIgBARIOCgZvdXRwdXQYBCABKAkSJAoGc3RhdHVzGAUgASgOMhQucmJvb2sudjEuU3RlcFN0YXR1cxIVCg10aW1lc3RhbXBfdXRjGAYgASgJEhkKDHNvdXJjZV9pbnB1dBgHIAEoCUgBiAEBQggKBl9pbnB1dEIPCg1fc291cmNlX2lucHV0IvYCCgpUcmFuc2l0aW9uEg4KBnJ1bl9pZBgBIAEoCRILCgNzZXEYAiABKAMSJgoEa2luZBgDIAEoDjIYLnJib29rLnYxLlRyYW5zaXRpb25LaW5kEigKBHRpbWUYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKCnN0ZXBfaW5kZXgYBSABKAUSEQoJc3RlcF9uYW1lGAYgASgJEhEKCXN0ZXBfdHlwZRgHIAEoCRIkCghldmlkZW5jZRgIIAEoCzISLnJib29rLnYxLkV2aWRlbmNlEicKCnJ1bl9zdGF0dXMYCSABKA4yEy5yYm9vay52MS5SdW5TdGF0dXMSGAoQbGFzdF9kZXBsb3lfbmFtZRgKIAEoCRIPCgdtZXNzYWdlGAsgASgJEi8KC3JlY29yZGVkX2F0GAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIUCgxyb2xsYmFja19mb3IYDSABKAkiVQoHUnVuUGxhbhIUCgxjb250ZW50X2hhc2gYASABKAkSIQoFc3RlcHMYAiADKAsyEi5yYm9vay52MS5QbGFuU3RlcBIRCgl0cnVuY2F0ZWQYAyABKAgiyQEKCFBsYW5TdGVwEg0KBWluZGV4GAEgASgFEgwKBG5hbWUYAiABKAkSDAoEdHlwZRgDIAEoCRINCgVpbnB1dBgEIAEoCRITCgtwYXJhbXNfanNvbhgFIAEoCRIMCgRhcmd2GAYgAygJEg8KB2RlcGVuZHMYByADKAUSDAoEZ2F0ZRgIIAEoCBIPCgdvbl9mYWlsGAkgASgJEhcKD3RpbWVvdXRfc2Vjb25kcxgKIAEoBRIXCg9pbnB1dF90cnVuY2F0ZWQYCyABKAgqoQEKCVJ1blN0YXR1cxIaChZSVU5fU1RBVFVTX1VOU1BFQ0lGSUVEEAASFgoSUlVOX1NUQVRVU19SVU5OSU5HEAESFQoRUlVOX1NUQVRVU19QQVVTRUQQAhIVChFSVU5fU1RBVFVTX0ZBSUxFRBADEhgKFFJVTl9TVEFUVVNfU1VDQ0VFREVEEAQSGAoUUlVOX1NUQVRVU19DQU5DRUxMRUQQBSqwAQoKU3RlcFN0YXR1cxIbChdTVEVQX1NUQVRVU19VTlNQRUNJRklFRBAAEhQKEFNURVBfU1RBVFVTX1BBU1MQARIUChBTVEVQX1NUQVRVU19GQUlMEAISGQoVU1RFUF9TVEFUVVNfVElNRURfT1VUEAMSFwoTU1RFUF9TVEFUVVNfU0tJUFBFRBAEEiUKIVNURVBfU1RBVFVTX0FXQUlUSU5HX0NPTkZJUk1BVElPThAFKqECCg5UcmFuc2l0aW9uS2luZBIfChtUUkFOU0lUSU9OX0tJTkRfVU5TUEVDSUZJRUQQABIfChtUUkFOU0lUSU9OX0tJTkRfUlVOX1NUQVJURUQQARIgChxUUkFOU0lUSU9OX0tJTkRfU1RFUF9TVEFSVEVEEAISIQodVFJBTlNJVElPTl9LSU5EX1NURVBfRklOSVNIRUQQAxIfChtUUkFOU0lUSU9OX0tJTkRfR0FURV9PUEVORUQQBBIgChxUUkFOU0lUSU9OX0tJTkRfR0FURV9ERUNJREVEEAUSIAocVFJBTlNJVElPTl9LSU5EX1JVTl9GSU5JU0hFRBAGEiMKH1RSQU5TSVRJT05fS0lORF9SVU5fSU5URVJSVVBURUQQBypQCgdSdW5LaW5kEhgKFFJVTl9LSU5EX1VOU1BFQ0lGSUVEEAASFAoQUlVOX0tJTkRfUlVOQk9PSxABEhUKEVJVTl9LSU5EX1BMQVlCT09LEAJCNlo0Z2l0aHViLmNvbS9yYm9va2hxL3Jib29rLWFjdGlvbi9nZW4vcmJvb2svdjE7cmJvb2t2MWIGcHJvdG8z", [file_google_protobuf_timestamp]);
 
 /**
  * Run is one runbook or playbook run. Field names are neutral (issue 6, item 2.3); the
@@ -673,6 +673,144 @@ export type Transition = Message<"rbook.v1.Transition"> & {
  */
 export const TransitionSchema: GenMessage<Transition> = /*@__PURE__*/
   messageDesc(file_rbook_v1_run, 7);
+
+/**
+ * RunPlan is what a run executes, as the executor loaded it: every step of a runbook, or every
+ * node of a playbook, with its rendered inputs, so that a person deciding a gate sees what is
+ * still to come (docs/console.md, "What happens if I approve"). The executor sends it with
+ * StartRun; the control plane keeps it bound to content_hash and GetRun returns it. Values that
+ * look like secrets are masked ("***") as the runner masks them before the plan leaves the
+ * executor. Bounded: at most 1,000 steps and 1 MiB in all; an input longer than 16 KiB is cut
+ * and its step's input_truncated set.
+ *
+ * @generated from message rbook.v1.RunPlan
+ */
+export type RunPlan = Message<"rbook.v1.RunPlan"> & {
+  /**
+   * The plan digest this plan was loaded as (StartRunRequest.content_hash). A plan whose
+   * digest is not the run's current content_hash is not returned.
+   *
+   * @generated from field: string content_hash = 1;
+   */
+  contentHash: string;
+
+  /**
+   * The steps or nodes in plan order (PlanStep.index = position).
+   *
+   * @generated from field: repeated rbook.v1.PlanStep steps = 2;
+   */
+  steps: PlanStep[];
+
+  /**
+   * True when the executor dropped inputs to keep the plan within its bound: the names,
+   * types, dependencies and gates are still complete.
+   *
+   * @generated from field: bool truncated = 3;
+   */
+  truncated: boolean;
+};
+
+/**
+ * Describes the message rbook.v1.RunPlan.
+ * Use `create(RunPlanSchema)` to create a new message.
+ */
+export const RunPlanSchema: GenMessage<RunPlan> = /*@__PURE__*/
+  messageDesc(file_rbook_v1_run, 8);
+
+/**
+ * PlanStep is one step of a runbook or one node of a playbook in a RunPlan.
+ *
+ * @generated from message rbook.v1.PlanStep
+ */
+export type PlanStep = Message<"rbook.v1.PlanStep"> & {
+  /**
+   * 0-based position in the plan; the index transitions and approvals use.
+   *
+   * @generated from field: int32 index = 1;
+   */
+  index: number;
+
+  /**
+   * The step's name or the node's id.
+   *
+   * @generated from field: string name = 2;
+   */
+  name: string;
+
+  /**
+   * "check", "deploy", "confirm", "rollback"; or a playbook node type ("deterministic",
+   * "agentic", "approval").
+   *
+   * @generated from field: string type = 3;
+   */
+  type: string;
+
+  /**
+   * The rendered input as the step will execute it: the query, the template path, the command
+   * line, the agent call, or a gate's prompt; secrets masked. At most 16 KiB.
+   *
+   * @generated from field: string input = 4;
+   */
+  input: string;
+
+  /**
+   * The step's params (runbooks) or arguments (agentic nodes) as a JSON object; empty when it
+   * has none. Secrets masked; at most 16 KiB.
+   *
+   * @generated from field: string params_json = 5;
+   */
+  paramsJson: string;
+
+  /**
+   * A deterministic node's argv, exactly as it will be exec'd without a shell; secrets masked.
+   *
+   * @generated from field: repeated string argv = 6;
+   */
+  argv: string[];
+
+  /**
+   * Indexes of the steps this one waits for (playbook depends and edges); empty for a
+   * runbook's chain, where each step follows the one before.
+   *
+   * @generated from field: repeated int32 depends = 7;
+   */
+  depends: number[];
+
+  /**
+   * True when the step is a gate a person decides (a confirm step or an approval node).
+   *
+   * @generated from field: bool gate = 8;
+   */
+  gate: boolean;
+
+  /**
+   * What a failure leads to: "halt", "rollback" or "continue" (runbooks); empty for nodes.
+   *
+   * @generated from field: string on_fail = 9;
+   */
+  onFail: string;
+
+  /**
+   * The step's timeout in seconds; 0 when it has none.
+   *
+   * @generated from field: int32 timeout_seconds = 10;
+   */
+  timeoutSeconds: number;
+
+  /**
+   * True when input, params_json or argv were cut to their bound.
+   *
+   * @generated from field: bool input_truncated = 11;
+   */
+  inputTruncated: boolean;
+};
+
+/**
+ * Describes the message rbook.v1.PlanStep.
+ * Use `create(PlanStepSchema)` to create a new message.
+ */
+export const PlanStepSchema: GenMessage<PlanStep> = /*@__PURE__*/
+  messageDesc(file_rbook_v1_run, 9);
 
 /**
  * RunStatus is a run's status. It mirrors the seed's playbook_runs.status words
