@@ -6,8 +6,8 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/rbookhq/rbook-action/internal/runplan"
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
+	"github.com/rbookhq/rbook-action/internal/runplan"
 )
 
 // startPlan checks StartRunRequest.plan against the wire contract's bounds (run.proto,
