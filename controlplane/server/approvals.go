@@ -157,7 +157,7 @@ func (h approvalService) RequestApproval(ctx context.Context, req *rbookv1.Reque
 				continue
 			}
 		}
-		p := approvalToProto(a)
+		p := s.approvalToProto(a)
 		s.log.InfoContext(ctx, "gate opened", "approval_id", a.ApprovalID, "run_id", a.RunID, "node_id", a.NodeID,
 			"created", created, "deadline", a.Deadline)
 		if d := a.Policy; d != nil {
@@ -174,7 +174,7 @@ func (h approvalService) Approve(ctx context.Context, req *rbookv1.ApproveReques
 	if err != nil {
 		return nil, err
 	}
-	return &rbookv1.ApproveResponse{Approval: approvalToProto(a)}, nil
+	return &rbookv1.ApproveResponse{Approval: h.s.approvalToProto(a)}, nil
 }
 
 func (h approvalService) Reject(ctx context.Context, req *rbookv1.RejectRequest) (*rbookv1.RejectResponse, error) {
@@ -183,7 +183,7 @@ func (h approvalService) Reject(ctx context.Context, req *rbookv1.RejectRequest)
 	if err != nil {
 		return nil, err
 	}
-	return &rbookv1.RejectResponse{Approval: approvalToProto(a)}, nil
+	return &rbookv1.RejectResponse{Approval: h.s.approvalToProto(a)}, nil
 }
 
 // vote is one Approve or Reject request: the gate by token or by approval id (exactly one).
@@ -403,7 +403,7 @@ func (h approvalService) GetApproval(ctx context.Context, req *rbookv1.GetApprov
 	if err != nil {
 		return nil, h.s.storeError(ctx, "GetApproval", err)
 	}
-	return &rbookv1.GetApprovalResponse{Approval: approvalToProto(a)}, nil
+	return &rbookv1.GetApprovalResponse{Approval: h.s.approvalToProto(a)}, nil
 }
 
 // MaxApprovalsPage is ListApprovals' default and largest page: 40 approvals with 64 KiB
@@ -433,7 +433,7 @@ func (h approvalService) ListApprovals(ctx context.Context, req *rbookv1.ListApp
 	}
 	out := &rbookv1.ListApprovalsResponse{NextPageToken: page.NextPageToken, Approvals: make([]*rbookv1.Approval, len(page.Approvals))}
 	for i, a := range page.Approvals {
-		out.Approvals[i] = approvalToProto(a)
+		out.Approvals[i] = h.s.approvalToProto(a)
 	}
 	return out, nil
 }

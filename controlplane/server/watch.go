@@ -158,7 +158,7 @@ func (h approvalService) WatchApproval(ctx context.Context, req *rbookv1.WatchAp
 		return err
 	}
 	for {
-		if err := stream.Send(&rbookv1.WatchApprovalResponse{Approval: approvalToProto(a)}); err != nil || a.Status != store.ApprovalPending {
+		if err := stream.Send(&rbookv1.WatchApprovalResponse{Approval: s.approvalToProto(a)}); err != nil || a.Status != store.ApprovalPending {
 			return err
 		}
 		sent := len(a.Votes)
