@@ -139,6 +139,7 @@ func (g *Gate) Await(ctx context.Context, req engine.GateRequest) (engine.Decisi
 	// approval (and token) it had, with its original, earlier deadline. The Local gate's
 	// prompt states that one deadline, not the fresh step timeout (issue 6, item 2.4).
 	localReq := req
+	localReq.ApprovalURL = opened.GetApproval().GetApprovalUrl()
 	if dl := opened.GetApproval().GetDeadline(); dl != nil && dl.AsTime().Before(req.Deadline) {
 		localReq.Deadline = dl.AsTime()
 		localReq.Reopened = dl.AsTime().Before(req.Deadline.Add(-time.Second))
