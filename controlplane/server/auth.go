@@ -350,11 +350,8 @@ func (a *Authenticator) authorize(ctx context.Context, procedure string, h http.
 func (a *Authenticator) bearerCaller(ctx context.Context, h http.Header) (Caller, error) {
 	tok, ok := bearerToken(h)
 	if !ok {
-		msg := "this control plane needs one \"Authorization: Bearer <token>\" header, with a token from its auth file and no other spaces"
-		if a.sessions != nil {
-			msg += ", or a console session (sign in at /)"
-		}
-		return Caller{}, rpcError(connect.CodeUnauthenticated, CodeUnauthenticated, "%s", msg)
+		return Caller{}, rpcError(connect.CodeUnauthenticated, CodeUnauthenticated,
+			"this control plane needs one \"Authorization: Bearer <token>\" header, with a token from its auth file and no other spaces")
 	}
 	if a.oidc != nil && auth.LooksLikeJWT(tok) {
 		return a.verifyOIDC(ctx, tok)
