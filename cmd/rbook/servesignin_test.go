@@ -22,10 +22,16 @@ func TestSignInConfigNeedsAPublicURL(t *testing.T) {
 	t.Cleanup(func() { serveSignIn, serveOIDC.publicURL = saved, savedURL })
 	serveSignIn.config, serveOIDC.publicURL = file, ""
 	var cfg server.Config
+	if _, err := applyServeOIDC(&cfg); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := applyServeSignIn(&cfg); err == nil || !strings.Contains(err.Error(), "--public-url") || !strings.Contains(err.Error(), "/auth/callback/") {
 		t.Fatalf("without --public-url: err = %v, want it to ask for --public-url and name the callback path", err)
 	}
 	serveOIDC.publicURL = "https://rbook.example.internal/"
+	if _, err := applyServeOIDC(&cfg); err != nil {
+		t.Fatal(err)
+	}
 	mode, err := applyServeSignIn(&cfg)
 	if err != nil {
 		t.Fatal(err)

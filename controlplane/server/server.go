@@ -25,6 +25,7 @@ import (
 
 	"github.com/rbookhq/rbook-action/controlplane/approval"
 	"github.com/rbookhq/rbook-action/controlplane/auth"
+	"github.com/rbookhq/rbook-action/controlplane/consolelink"
 	"github.com/rbookhq/rbook-action/controlplane/signin"
 	"github.com/rbookhq/rbook-action/controlplane/store"
 	"github.com/rbookhq/rbook-action/gen/rbook/v1/rbookv1connect"
@@ -87,9 +88,12 @@ type Options struct {
 	// and a console session cookie is a credential beside bearer tokens. SignIn without Auth
 	// creates an empty Authenticator, as OIDC does.
 	SignIn *auth.SignInConfig
-	// PublicURL is the URL people and executors reach this control plane at (rbook serve
-	// --public-url), without a trailing slash: sign-in providers redirect back to it, WhoAmI
-	// reports it, and an https URL makes the console's cookies Secure behind a TLS proxy.
+	// PublicURL is the URL approvers reach this control plane's console at (rbook serve
+	// --public-url), as consolelink.ParsePublicURL accepts it; New trims its trailing slash.
+	// With it every Approval a response carries has approval_url, the gate's page
+	// (consolelink.ApprovalURL), and GitHub status reports link to that page. "" means no links.
+	// Sign-in providers redirect back to it, WhoAmI reports it, and an https URL makes the
+	// console's cookies Secure behind a TLS proxy.
 	PublicURL string
 }
 
@@ -135,6 +139,11 @@ func New(st *store.Store, opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	pub, err := consolelink.ParsePublicURL(opts.PublicURL, "public URL")
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	opts.PublicURL = pub
 	if opts.MaxMessageBytes <= 0 {
 		opts.MaxMessageBytes = DefaultMaxMessageBytes
 	}
@@ -163,7 +172,6 @@ func New(st *store.Store, opts Options) (*Server, error) {
 		}
 		s.opts.Auth = opts.Auth
 	}
-	var err error
 	if s.signin, err = s.sessionHandler(); err != nil {
 		unsubscribe()
 		return nil, fmt.Errorf("server: %w", err)
