@@ -78,7 +78,8 @@ func startEmbeddedWith(ctx context.Context, errw io.Writer, pol embeddedPolicy) 
 		// (docs/console-links.md); in a GitHub runner nobody can open the runner's loopback,
 		// so there are no links.
 		PublicURLIsListener: !github.InRunner(),
-		Options:             server.Options{Secret: secret, Logger: logger, PlaybookPolicy: pol.policy, PolicyShadow: pol.shadow, LocalApprover: localKey},
+		Options: server.Options{Secret: secret, Logger: logger, PlaybookPolicy: pol.policy, PolicyShadow: pol.shadow, LocalApprover: localKey,
+			LocalPerson: currentUser()}, // the name `rbook approve` records by default
 	})
 	if err != nil {
 		unlock()
