@@ -24,8 +24,8 @@ import (
 	"connectrpc.com/grpcreflect"
 
 	"github.com/rbookhq/rbook-action/controlplane/approval"
-	"github.com/rbookhq/rbook-action/controlplane/console"
 	"github.com/rbookhq/rbook-action/controlplane/auth"
+	"github.com/rbookhq/rbook-action/controlplane/console"
 	"github.com/rbookhq/rbook-action/controlplane/store"
 	"github.com/rbookhq/rbook-action/gen/rbook/v1/rbookv1connect"
 )
