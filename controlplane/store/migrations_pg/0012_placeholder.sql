@@ -1,0 +1,2 @@
+-- 0012: reserved for the run plan (placeholder until that migration is merged).
+SELECT 1;
