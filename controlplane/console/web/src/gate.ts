@@ -105,10 +105,10 @@ export async function gatePage(p: Page): Promise<void> {
     h("h1", null, "Gate ", h("span", { class: "step-name" }, a.stepName)),
     statusEl,
     h("section", { id: "prompt-section", "aria-labelledby": "prompt-h" }, h("h2", { id: "prompt-h" }, "Prompt"), h("pre", { id: "prompt", tabindex: 0 }, a.prompt || "(no prompt)")),
-    h("section", { id: "decide-section", "aria-labelledby": "decide-h" }, h("h2", { id: "decide-h" }, "Decision"), decisionBox, decideBox, outcome),
+    planSection,
     h("section", { id: "votes", "aria-labelledby": "votes-h" }, h("h2", { id: "votes-h" }, "Who decides"), tallyEl, votesBox, whoMayBox,
       ms(a.deadline) && a.status === ApprovalStatus.PENDING ? h("p", null, "Deadline: ", timeEl(a.deadline), ` (${duration(ms(a.deadline) - Date.now())} left)`) : null),
-    planSection,
+    h("section", { id: "decide-section", "aria-labelledby": "decide-h" }, h("h2", { id: "decide-h" }, "Decision"), decisionBox, decideBox, outcome),
     h("section", { id: "context", "aria-labelledby": "context-h" }, h("h2", { id: "context-h" }, "The run"), h("p", null, "Run status: ", runStatusEl), runContext(fr.run, a)),
     h("section", { id: "evidence", "aria-labelledby": "evidence-h" }, h("h2", { id: "evidence-h" }, "Evidence so far"), evidenceBox),
   );
@@ -144,7 +144,7 @@ function drawDecide(box: HTMLElement, a: Approval, w: Who, outcome: HTMLElement,
   const d = mayDecide(a, w);
   if (!d.ok) {
     box.append(h("p", { id: "not-eligible" }, d.reason || "You may not decide this gate."));
-    if (!w.identity && w.known && w.authEnabled) box.append(h("p", null, h("a", { href: `/signin?next=${encodeURIComponent(location.pathname)}` }, "Sign in"), " to decide it."));
+    if (!w.identity && w.known && w.authEnabled) box.append(h("p", null, h("a", { href: `/signin?return=${encodeURIComponent(location.pathname)}` }, "Sign in"), " to decide it."));
     return;
   }
   const reason = h("textarea", { id: "reason", name: "reason", rows: 3, maxlength: 1024, "aria-describedby": "reason-help reason-error" });
