@@ -59,10 +59,12 @@ function runContext(run: Run, a: Approval): HTMLElement {
   ]);
 }
 
-function whoMay(a: Approval): HTMLElement {
+function whoMay(a: Approval, w: Who): HTMLElement {
   const need = a.approvalsRequired || 1;
   const allowed = a.allowedApprovers.length ? `Allowed approvers: ${a.allowedApprovers.join(", ")}.` : "Anyone with the approver role may decide.";
-  const four = a.starterMayApprove ? "The person who started the run may approve too." : "The person who started the run may not approve it (four-eyes).";
+  const four = w.known && !w.authEnabled
+    ? "Without sign-in this control plane cannot tell people apart, so four-eyes is not checked."
+    : a.starterMayApprove ? "The person who started the run may approve too." : "The person who started the run may not approve it (four-eyes).";
   const left = Math.max(0, need - approvalCount(a));
   const more = a.status === ApprovalStatus.PENDING ? ` ${left} more approval${left === 1 ? "" : "s"} needed.` : "";
   return h("p", { id: "who-may" }, `${need} distinct approval${need === 1 ? "" : "s"} open${need === 1 ? "s" : ""} this gate.${more} ${allowed} ${four} One rejection rejects it.`);
@@ -81,7 +83,7 @@ export async function gatePage(p: Page): Promise<void> {
   const runStatusEl = h("span", { id: "run-status", class: runStatusClass(fr.run.status) }, runStatus(fr.run.status));
   const tallyEl = h("p", { id: "tally", class: "tally" }, tally(a));
   const votesBox = h("div", null, votesList(a));
-  const whoMayBox = h("div", null, whoMay(a));
+  const whoMayBox = h("div", null, whoMay(a, w));
   const decisionBox = h("div", null, decisionBlock(a, "decision"));
   const decideBox = h("div");
   const outcome = h("p", { id: "outcome", role: "status" });
@@ -118,7 +120,7 @@ export async function gatePage(p: Page): Promise<void> {
     statusEl.textContent = approvalStatus(a);
     tallyEl.textContent = tally(a);
     votesBox.replaceChildren(votesList(a));
-    whoMayBox.replaceChildren(whoMay(a));
+    whoMayBox.replaceChildren(whoMay(a, w));
     decisionBox.replaceChildren(decisionBlock(a, "decision") ?? "");
     drawDecide(decideBox, a, w, outcome, update);
     if (say) announce(say);
@@ -143,7 +145,8 @@ function drawDecide(box: HTMLElement, a: Approval, w: Who, outcome: HTMLElement,
   if (a.status !== ApprovalStatus.PENDING) return;
   const d = mayDecide(a, w);
   if (!d.ok) {
-    box.append(h("p", { id: "not-eligible" }, d.reason || "You may not decide this gate."));
+    const text = a.caller?.code === "E_ALREADY_VOTED" ? `Your approval is already counted; ${tally(a)}.` : d.reason || "You may not decide this gate.";
+    box.append(h("p", { id: "not-eligible" }, text));
     if (!w.identity && w.known && w.authEnabled) box.append(h("p", null, h("a", { href: `/signin?return=${encodeURIComponent(location.pathname)}` }, "Sign in"), " to decide it."));
     return;
   }
