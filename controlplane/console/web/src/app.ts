@@ -27,7 +27,7 @@ export function showError(err: unknown): void {
   el.hidden = false;
   const text = errorText(err);
   replace(el, text);
-  if (/sign in to continue/.test(text)) {
+  if (/Sign in to continue/.test(text)) {
     el.append(" ", h("a", { href: `/signin?return=${encodeURIComponent(location.pathname + location.search)}` }, "Sign in"));
   }
 }

@@ -77,6 +77,12 @@ export async function waitingPage(p: Page): Promise<void> {
     otherSection,
   );
   const w = await whoAmI();
+  if (w.known && w.authEnabled && !w.identity) {
+    replace(p.main, h("h1", null, "Waiting for me"),
+      h("p", { id: "no-gates" }, "Sign in to see the gates waiting for you. ", h("a", { href: "/signin" }, "Sign in")));
+    ready(p.main);
+    return;
+  }
   let last = "";
   let first = true;
   const ticker = setInterval(() => tick(p.main), 1000);
