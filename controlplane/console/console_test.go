@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -256,6 +258,27 @@ func TestIsAppPath(t *testing.T) {
 	} {
 		if got := console.IsAppPath(p); got != want {
 			t.Errorf("IsAppPath(%q) = %v, want %v", p, got, want)
+		}
+	}
+}
+
+// TestPageSourcesNeverParseHTML keeps untrusted text (prompts, outputs, reasons, step names)
+// out of the HTML parser: the app's sources build the DOM with createElement and text nodes
+// only (docs/console.md, "Security").
+func TestPageSourcesNeverParseHTML(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("web", "src", "*.ts"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no sources in web/src (%v)", err)
+	}
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, bad := range []string{"innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "createContextualFragment", "DOMParser", "eval(", "new Function", `setAttribute("style"`, `setAttribute("on`} {
+			if bytes.Contains(src, []byte(bad)) {
+				t.Errorf("%s uses %s; build the DOM with dom.ts's h() and text nodes", f, bad)
+			}
 		}
 	}
 }

@@ -89,6 +89,15 @@ export async function gatePage(p: Page): Promise<void> {
   const outcome = h("p", { id: "outcome", role: "status" });
   const evidenceBox = h("div", null, evidenceTable("evidence-table", stepInfos(fr.transitions, fr.plan?.steps)));
 
+  const left = h("span", { id: "deadline-left" });
+  const deadlineEl = ms(a.deadline) ? h("p", { id: "deadline" }, "Deadline: ", timeEl(a.deadline), " (", left, ")") : null;
+  const tickDeadline = (): void => {
+    const d = ms(a.deadline) - Date.now();
+    left.textContent = a.status !== ApprovalStatus.PENDING ? "closed" : d > 0 ? `${duration(d)} left` : "passed";
+  };
+  tickDeadline();
+  const ticker = setInterval(tickDeadline, 1000);
+  p.signal.addEventListener("abort", () => clearInterval(ticker), { once: true });
   const plan = fr.plan;
   const names = new Map((plan?.steps ?? []).map((s) => [s.index, s.name] as [number, string]));
   const after = plan ? stepsAfter(plan.steps, a.stepIndex, fr.run.kind) : [];
@@ -109,7 +118,7 @@ export async function gatePage(p: Page): Promise<void> {
     h("section", { id: "prompt-section", "aria-labelledby": "prompt-h" }, h("h2", { id: "prompt-h" }, "Prompt"), h("pre", { id: "prompt", tabindex: 0 }, a.prompt || "(no prompt)")),
     planSection,
     h("section", { id: "votes", "aria-labelledby": "votes-h" }, h("h2", { id: "votes-h" }, "Who decides"), tallyEl, votesBox, whoMayBox,
-      ms(a.deadline) && a.status === ApprovalStatus.PENDING ? h("p", null, "Deadline: ", timeEl(a.deadline), ` (${duration(ms(a.deadline) - Date.now())} left)`) : null),
+      deadlineEl),
     h("section", { id: "decide-section", "aria-labelledby": "decide-h" }, h("h2", { id: "decide-h" }, "Decision"), decisionBox, decideBox, outcome),
     h("section", { id: "context", "aria-labelledby": "context-h" }, h("h2", { id: "context-h" }, "The run"), h("p", null, "Run status: ", runStatusEl), runContext(fr.run, a)),
     h("section", { id: "evidence", "aria-labelledby": "evidence-h" }, h("h2", { id: "evidence-h" }, "Evidence so far"), evidenceBox),
