@@ -103,7 +103,7 @@ export async function gatePage(p: Page): Promise<void> {
   const after = plan ? stepsAfter(plan.steps, a.stepIndex, fr.run.kind) : [];
   const planSection = h("section", { id: "plan", "aria-labelledby": "plan-h" },
     h("h2", { id: "plan-h" }, "What happens if I approve"),
-    h("p", null, "The decision is bound to the plan digest ", h("code", { id: "plan-digest", class: "hash" }, a.planDigest || fr.run.contentHash), ": if the runbook changes, this approval no longer counts."),
+    h("p", null, "The decision is bound to the plan digest ", h("code", { id: "plan-digest", class: "hash" }, a.planDigest || fr.run.contentHash), `: if the ${kindWord(fr.run).toLowerCase()} changes, this approval no longer counts.`),
     plan
       ? after.length
         ? h("ol", { id: "plan-steps" }, after.map((s) => planStepItem(s, names)))

@@ -39,7 +39,7 @@ function timeline(infos: StepInfo[]): HTMLElement {
       h("th", { scope: "row" }, s.name, s.type ? h("span", { class: "muted" }, ` (${s.type})`) : null),
       h("td", null, h("span", { class: `badge st-${s.state.toLowerCase().replace(/\s+/g, "-")}` }, s.state)),
       h("td", null, s.startedAt ? when(s.startedAt) : "—"),
-      h("td", null, s.startedAt && s.finishedAt ? duration(s.finishedAt - s.startedAt) : s.startedAt ? "running" : "—"),
+      h("td", null, s.startedAt && s.finishedAt ? duration(s.finishedAt - s.startedAt) : s.startedAt ? (s.state === "waiting" ? "waiting" : "running") : "—"),
       h("td", null, String(Math.max(0, s.starts - 1))),
       h("td", null, s.gateOpenedAt ? (s.gateDecidedAt ? duration(s.gateDecidedAt - s.gateOpenedAt) : `waiting ${duration(Date.now() - s.gateOpenedAt)}`) : "—"),
     ))),
