@@ -208,7 +208,10 @@ function drawDecide(box: HTMLElement, a: Approval, w: Who, outcome: HTMLElement,
 
 /** outcomeText tells the person what their click did. */
 export function outcomeText(verb: string, before: Approval, next: Approval, w: Who): string {
-  if (verb === "reject") return next.status === ApprovalStatus.REJECTED ? "Rejected. The step fails and its on_fail applies." : `${approvalStatus(next)}.`;
+  if (verb === "reject") {
+    if (next.status !== ApprovalStatus.REJECTED) return `${approvalStatus(next)}.`;
+    return next.onFail ? `Rejected. The step fails and its on_fail (${next.onFail}) applies.` : "Rejected. The step fails.";
+  }
   if (next.status === ApprovalStatus.APPROVED) return "Approved. The run continues.";
   if (next.status === ApprovalStatus.PENDING) {
     if (next.votes.length === before.votes.length && approvalCount(next) === approvalCount(before)) {
