@@ -54,18 +54,23 @@ function gateArticle(a: Approval): HTMLElement {
   );
 }
 
+/** joinEvidencePages joins the JSON array texts of an evidence pack's pages into one array. */
+export function joinEvidencePages(pages: string[]): string {
+  const parts = pages.map((p) => p.trim().replace(/^\[/, "").replace(/\]$/, "").trim()).filter((p) => p !== "");
+  return parts.length === 0 ? "[]" : `[\n${parts.join(",\n")}\n]`;
+}
+
 /** evidencePack reads every page of the run's evidence pack and joins them into one JSON array. */
 export async function evidencePack(runId: string, signal?: AbortSignal): Promise<string> {
-  const parts: string[] = [];
+  const pages: string[] = [];
   let pageToken = "";
   for (let i = 0; i < 10000; i++) {
     const r = await runs.getEvidencePack({ runId, pageToken }, { signal });
-    const inner = r.evidencePackJson.trim().replace(/^\[/, "").replace(/\]$/, "").trim();
-    if (inner) parts.push(inner);
+    pages.push(r.evidencePackJson);
     if (!r.nextPageToken) break;
     pageToken = r.nextPageToken;
   }
-  return parts.length === 0 ? "[]" : `[\n${parts.join(",\n")}\n]`;
+  return joinEvidencePages(pages);
 }
 
 /** runPage renders /runs/<id>. */
