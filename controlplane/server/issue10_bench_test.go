@@ -325,7 +325,7 @@ func benchApproveToResumed(b *testing.B, r replicas) {
 			<-opened // a stale signal (a watch that reconnected)
 		}
 		tokens := make(chan string, 1)
-		g := &cpclient.Gate{C: waiter, Announce: func(_, token string) { tokens <- token }}
+		g := &cpclient.Gate{C: waiter, Announce: func(_ *rbookv1.Approval, token string) { tokens <- token }}
 		type result struct {
 			d   engine.Decision
 			err error
