@@ -10,6 +10,7 @@ import type { FullRun } from "./data.js";
 import { duration, kindWord, runStatus, runStatusClass, tally, timeEl, repoOf, workflowRunOf, isFinal, when } from "./format.js";
 import { decisionBlock, evidenceTable, stepInfos, votesList } from "./parts.js";
 import type { StepInfo } from "./parts.js";
+import { runLevelIndex } from "./parts.js";
 import { drawGraph } from "./graph.js";
 import type { GraphNode } from "./graph.js";
 import { watchRun } from "./gate.js";
@@ -20,7 +21,8 @@ import { ApprovalStatus } from "../../../../clients/ts/gen/rbook/v1/approval_pb.
 function graphNodes(fr: FullRun, infos: StepInfo[]): GraphNode[] {
   const plan = new Map((fr.plan?.steps ?? []).map((p) => [p.index, p]));
   const playbook = fr.run.kind === RunKind.PLAYBOOK;
-  const total = Math.max(fr.run.totalSteps, infos.length);
+  const steps = infos.filter((i) => i.index !== runLevelIndex);
+  const total = Math.max(fr.run.totalSteps, steps.length ? steps[steps.length - 1].index + 1 : 0);
   const known = new Map(infos.map((i) => [i.index, i]));
   const out: GraphNode[] = [];
   for (let i = 0; i < total; i++) {

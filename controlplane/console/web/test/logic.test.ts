@@ -46,6 +46,13 @@ test("transitions fold into steps with retries, durations and gate waits", () =>
   assert.equal(infos[2].state, "not started");
 });
 
+test("the cancel audit entry is evidence after every step", () => {
+  const cancel = create(TransitionSchema, { seq: 9n, kind: TransitionKind.RUN_FINISHED, stepIndex: -1, time: timestampFromMs(5000),
+    evidence: create(EvidenceSchema, { stepName: "CANCEL", type: "cancel", status: StepStatus.PASS, output: "cancelled by alice" }) });
+  const infos = stepInfos([cancel], [step(0, "s0")]);
+  assert.deepEqual(infos.map((i) => [i.name, i.state]), [["s0", "not started"], ["CANCEL", "PASS"]]);
+});
+
 const who: Who = Object.assign(create((await import("../../../../clients/ts/gen/rbook/v1/identity_service_pb.js")).WhoAmIResponseSchema, { identity: "alice", roles: ["approver"] }), { known: true });
 const vote = (approver: string) => create(ApprovalVoteSchema, { approver, verdict: ApprovalStatus.APPROVED });
 const gate = (status: ApprovalStatus, voters: string[], onFail = "") =>
