@@ -174,7 +174,9 @@ func (h approvalService) Approve(ctx context.Context, req *rbookv1.ApproveReques
 	if err != nil {
 		return nil, err
 	}
-	return &rbookv1.ApproveResponse{Approval: approvalToProto(a)}, nil
+	p := approvalToProto(a)
+	p.Caller = h.s.eligibility(ctx, a, nil)
+	return &rbookv1.ApproveResponse{Approval: p}, nil
 }
 
 func (h approvalService) Reject(ctx context.Context, req *rbookv1.RejectRequest) (*rbookv1.RejectResponse, error) {
@@ -183,7 +185,9 @@ func (h approvalService) Reject(ctx context.Context, req *rbookv1.RejectRequest)
 	if err != nil {
 		return nil, err
 	}
-	return &rbookv1.RejectResponse{Approval: approvalToProto(a)}, nil
+	p := approvalToProto(a)
+	p.Caller = h.s.eligibility(ctx, a, nil)
+	return &rbookv1.RejectResponse{Approval: p}, nil
 }
 
 // vote is one Approve or Reject request: the gate by token or by approval id (exactly one).
@@ -245,15 +249,8 @@ func (s *Server) decide(ctx context.Context, v vote) (store.Approval, error) {
 	byID := v.approvalID != ""
 	var a store.Approval
 	if byID {
-		if _, ok := CallerFrom(ctx); !ok && !localApprover(ctx) && len(s.opts.LocalApprover) > 0 && s.opts.Auth == nil {
-			return store.Approval{}, rpcError(connect.CodeUnauthenticated, CodeUnauthenticated,
-				"deciding a gate by approval_id on the embedded control plane of an 'rbook run' needs its folder's local approver key: "+
-					"run 'rbook approve ID' in that run's folder, without --control-plane or RBOOK_CONTROL_PLANE, or use the approval token")
-		}
-		if _, ok := CallerFrom(ctx); !ok && !localApprover(ctx) {
-			return store.Approval{}, rpcError(connect.CodeUnauthenticated, CodeUnauthenticated,
-				"deciding a gate by approval_id needs an authenticated approver, and this control plane has no auth file: use the approval token "+
-					"(the waiting run prints it on a terminal, or with RBOOK_SHOW_TOKEN=1), or run the control plane with --auth-file")
+		if err := s.byIDRefusal(ctx); err != nil {
+			return store.Approval{}, err
 		}
 		var err error
 		if a, err = s.st.GetApproval(ctx, v.approvalID); errors.Is(err, store.ErrNotFound) {
@@ -299,9 +296,7 @@ func (s *Server) decide(ctx context.Context, v vote) (store.Approval, error) {
 	approve := v.verdict == store.ApprovalApproved
 	d := store.Decision{ApprovalID: a.ApprovalID, Verdict: v.verdict, Approver: voter.Identity, Verified: voter.Verified,
 		Reason: v.reason, Source: sourceRPC, At: now,
-		Authorize: func(cur store.Approval, st store.RunStarter) error {
-			return approval.CheckVote(requirementOf(cur), approval.Starter{StartedBy: st.StartedBy, GitHubActor: st.GitHubActor}, voter, approve)
-		}}
+		Authorize: voteAuthorizer(voter, approve)}
 	decided, err := s.st.DecideApproval(ctx, d)
 	switch {
 	case errors.Is(err, approval.ErrSelfApproval):
@@ -333,6 +328,34 @@ func (s *Server) decide(ctx context.Context, v vote) (store.Approval, error) {
 	s.log.InfoContext(ctx, "gate decided", "approval_id", decided.ApprovalID, "run_id", decided.RunID,
 		"status", string(decided.Status), "approver", decided.Approver)
 	return decided, nil
+}
+
+// byIDRefusal is why the caller of ctx may not decide a gate by approval id, or nil when it
+// may: an authenticated caller, or one holding the embedded control plane's local approver
+// key (Options.LocalApprover), may; anyone else must use the gate's token. Approve, Reject and
+// the caller's eligibility (eligibility.go) ask it. Error: E_UNAUTHENTICATED saying what to do.
+func (s *Server) byIDRefusal(ctx context.Context) error {
+	if _, ok := CallerFrom(ctx); ok || localApprover(ctx) {
+		return nil
+	}
+	if len(s.opts.LocalApprover) > 0 && s.opts.Auth == nil {
+		return rpcError(connect.CodeUnauthenticated, CodeUnauthenticated,
+			"deciding a gate by approval_id on the embedded control plane of an 'rbook run' needs its folder's local approver key: "+
+				"run 'rbook approve ID' in that run's folder, without --control-plane or RBOOK_CONTROL_PLANE, or use the approval token")
+	}
+	return rpcError(connect.CodeUnauthenticated, CodeUnauthenticated,
+		"deciding a gate by approval_id needs an authenticated approver, and this control plane has no auth file: use the approval token "+
+			"(the waiting run prints it on a terminal, or with RBOOK_SHOW_TOKEN=1), or run the control plane with --auth-file")
+}
+
+// voteAuthorizer is the gate policy's check of one vote by voter (approve or reject) on a gate
+// and its run's starter: approval.CheckVote on the requirement captured on the gate. It is the
+// store's Decision.Authorize for Approve and Reject, and the eligibility shown before a person
+// decides asks the same function (eligibility.go), so the two cannot disagree.
+func voteAuthorizer(voter approval.Voter, approve bool) func(store.Approval, store.RunStarter) error {
+	return func(cur store.Approval, st store.RunStarter) error {
+		return approval.CheckVote(requirementOf(cur), approval.Starter{StartedBy: st.StartedBy, GitHubActor: st.GitHubActor}, voter, approve)
+	}
 }
 
 // printableText refuses a control character (C0 including newline and tab, DEL, C1) or a
@@ -403,7 +426,9 @@ func (h approvalService) GetApproval(ctx context.Context, req *rbookv1.GetApprov
 	if err != nil {
 		return nil, h.s.storeError(ctx, "GetApproval", err)
 	}
-	return &rbookv1.GetApprovalResponse{Approval: approvalToProto(a)}, nil
+	p := approvalToProto(a)
+	p.Caller = h.s.eligibility(ctx, a, nil)
+	return &rbookv1.GetApprovalResponse{Approval: p}, nil
 }
 
 // MaxApprovalsPage is ListApprovals' default and largest page: 40 approvals with 64 KiB
@@ -432,8 +457,10 @@ func (h approvalService) ListApprovals(ctx context.Context, req *rbookv1.ListApp
 		return nil, h.s.storeError(ctx, "ListApprovals", err)
 	}
 	out := &rbookv1.ListApprovalsResponse{NextPageToken: page.NextPageToken, Approvals: make([]*rbookv1.Approval, len(page.Approvals))}
+	runs := runsSeen{}
 	for i, a := range page.Approvals {
 		out.Approvals[i] = approvalToProto(a)
+		out.Approvals[i].Caller = h.s.eligibility(ctx, a, runs)
 	}
 	return out, nil
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 
 	"connectrpc.com/connect"
@@ -313,20 +314,21 @@ func (a *Authenticator) authorize(ctx context.Context, procedure string, h http.
 			return ctx, rpcError(connect.CodeUnauthenticated, CodeUnauthenticated, "the bearer token is not in this control plane's auth file")
 		}
 	}
-	if roles, write := writeRoles[procedure]; write {
-		allowed := false
-		for _, r := range roles {
-			allowed = allowed || r == c.Role
-		}
-		if !allowed {
-			return ctx, rpcError(connect.CodePermissionDenied, CodePermissionDenied,
-				"%s (role %s) may not call %s; it needs role %s", c.Identity, c.Role, procedure, joinRoles(roles))
-		}
+	if !roleMay(c.Role, procedure) {
+		return ctx, rpcError(connect.CodePermissionDenied, CodePermissionDenied,
+			"%s (role %s) may not call %s; it needs role %s", c.Identity, c.Role, procedure, joinRoles(writeRoles[procedure]))
 	}
 	if slot, ok := ctx.Value(callerSlotKey{}).(*Caller); ok {
 		*slot = c
 	}
 	return context.WithValue(ctx, callerKey{}, c), nil
+}
+
+// roleMay reports whether a caller with role may call procedure: every role may call a read,
+// and a write (writeRoles) only the roles listed for it.
+func roleMay(role Role, procedure string) bool {
+	roles, write := writeRoles[procedure]
+	return !write || slices.Contains(roles, role)
 }
 
 func joinRoles(rs []Role) string {

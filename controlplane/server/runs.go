@@ -91,6 +91,10 @@ func (h runService) StartRun(ctx context.Context, req *rbookv1.StartRunRequest) 
 	if err := validStartBindings(req); err != nil {
 		return nil, err
 	}
+	plan, err := startPlan(req)
+	if err != nil {
+		return nil, err
+	}
 	kind := store.KindRunbook
 	switch req.GetKind() {
 	case rbookv1.RunKind_RUN_KIND_UNSPECIFIED, rbookv1.RunKind_RUN_KIND_RUNBOOK:
@@ -107,7 +111,7 @@ func (h runService) StartRun(ctx context.Context, req *rbookv1.StartRunRequest) 
 		OwnerIDHash: store.OwnerIDHash(req.GetOwnerId()), Owner: who, TakeOver: req.GetTakeOver(),
 		RequireOwner: authed && caller.Role == RoleExecutor, Lease: time.Duration(req.GetLeaseSeconds()) * time.Second,
 		GitHub: githubJobOf(ctx), Reported: workflowRunOf(req.GetReportedWorkflowRun()),
-		EpicID: req.GetEpicId(), SessionID: req.GetSessionId(),
+		EpicID: req.GetEpicId(), SessionID: req.GetSessionId(), Plan: plan,
 	}
 	if b := req.GetBindings(); b != "" {
 		nr.Bindings = json.RawMessage(b) // the run's first bindings (issue 9, item 4); kept on resume
@@ -400,8 +404,12 @@ func (h runService) GetRun(ctx context.Context, req *rbookv1.GetRunRequest) (*rb
 		return nil, h.s.storeError(ctx, "GetRun", err)
 	}
 	shown := runToProto(run, h.s.hub.effective(run))
-	// The run (a playbook's bindings and node states) and the page share MaxResponseBytes.
-	page, next, err := seqPageBudget(ctx, h.s, req.GetRunId(), req.GetPageSize(), req.GetPageToken(), MaxResponseBytes-proto.Size(shown),
+	plan, err := h.s.runPlanOf(ctx, run.RunID, run.PlaybookHash)
+	if err != nil {
+		return nil, h.s.storeError(ctx, "GetRun", err)
+	}
+	// The run (a playbook's bindings and node states), its plan and the page share MaxResponseBytes.
+	page, next, err := seqPageBudget(ctx, h.s, req.GetRunId(), req.GetPageSize(), req.GetPageToken(), MaxResponseBytes-proto.Size(shown)-proto.Size(plan),
 		func(t store.Transition) (*rbookv1.Transition, int, bool) {
 			p := transitionToProto(t)
 			return p, proto.Size(p), true
@@ -409,14 +417,18 @@ func (h runService) GetRun(ctx context.Context, req *rbookv1.GetRunRequest) (*rb
 	if err != nil {
 		return nil, err
 	}
-	return &rbookv1.GetRunResponse{Run: shown, Transitions: page, NextPageToken: next}, nil
+	return &rbookv1.GetRunResponse{Run: shown, Transitions: page, NextPageToken: next, Plan: plan}, nil
 }
 
 func (h runService) ListRuns(ctx context.Context, req *rbookv1.ListRunsRequest) (*rbookv1.ListRunsResponse, error) {
 	if req.GetPageSize() < 0 {
 		return nil, invalidArg("page_size is %d, must be >= 0", req.GetPageSize())
 	}
-	f := store.RunFilter{PlaybookName: req.GetName(), PageSize: int(req.GetPageSize()), PageToken: req.GetPageToken()}
+	f := store.RunFilter{PlaybookName: req.GetName(), PageSize: int(req.GetPageSize()), PageToken: req.GetPageToken(),
+		Repository: req.GetRepository(), StartedBy: req.GetStartedBy()}
+	if err := listRunsRange(req, &f); err != nil {
+		return nil, err
+	}
 	switch req.GetKind() {
 	case rbookv1.RunKind_RUN_KIND_UNSPECIFIED:
 	case rbookv1.RunKind_RUN_KIND_RUNBOOK:
@@ -448,6 +460,36 @@ func (h runService) ListRuns(ctx context.Context, req *rbookv1.ListRunsRequest) 
 		out.Runs = append(out.Runs, p)
 	}
 	return out, nil
+}
+
+// listRunsRange checks ListRunsRequest's repository, started_by, started_after and
+// started_before (run_service.proto) and sets f's time range. Errors: E_INVALID_ARGUMENT
+// naming the field: too long a repository or started_by, an invalid timestamp, or a range
+// that holds no time (started_after not before started_before).
+func listRunsRange(req *rbookv1.ListRunsRequest, f *store.RunFilter) error {
+	switch {
+	case len(req.GetRepository()) > store.MaxWorkflowRunField:
+		return invalidArg("repository is %d bytes, over the limit of %d; give \"owner/name\"", len(req.GetRepository()), store.MaxWorkflowRunField)
+	case len(req.GetStartedBy()) > store.MaxIDBytes:
+		return invalidArg("started_by is %d bytes, over the limit of %d", len(req.GetStartedBy()), store.MaxIDBytes)
+	}
+	if a := req.GetStartedAfter(); a != nil {
+		if a.CheckValid() != nil {
+			return invalidArg("started_after is not a valid timestamp")
+		}
+		f.StartedAfter = a.AsTime()
+	}
+	if b := req.GetStartedBefore(); b != nil {
+		if b.CheckValid() != nil {
+			return invalidArg("started_before is not a valid timestamp")
+		}
+		f.StartedBefore = b.AsTime()
+	}
+	if !f.StartedAfter.IsZero() && !f.StartedBefore.IsZero() && !f.StartedAfter.Before(f.StartedBefore) {
+		return invalidArg("started_after (%s) must be before started_before (%s)",
+			f.StartedAfter.UTC().Format(time.RFC3339Nano), f.StartedBefore.UTC().Format(time.RFC3339Nano))
+	}
+	return nil
 }
 
 func (h runService) CancelRun(ctx context.Context, req *rbookv1.CancelRunRequest) (*rbookv1.CancelRunResponse, error) {

@@ -157,8 +157,11 @@ func (h approvalService) WatchApproval(ctx context.Context, req *rbookv1.WatchAp
 	if err != nil {
 		return err
 	}
+	runs := runsSeen{} // the starter and digest checks read the run once per stream
 	for {
-		if err := stream.Send(&rbookv1.WatchApprovalResponse{Approval: approvalToProto(a)}); err != nil || a.Status != store.ApprovalPending {
+		p := approvalToProto(a)
+		p.Caller = s.eligibility(ctx, a, runs)
+		if err := stream.Send(&rbookv1.WatchApprovalResponse{Approval: p}); err != nil || a.Status != store.ApprovalPending {
 			return err
 		}
 		sent := len(a.Votes)

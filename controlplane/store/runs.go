@@ -79,7 +79,7 @@ func (s *Store) StartRun(ctx context.Context, nr NewRun) (run Run, outcome Start
 		if n == 1 {
 			outcome = Created
 			w.change.Runs = append(w.change.Runs, run)
-			return nil
+			return w.storePlan(run.RunID, nr.PlaybookHash, nr.Plan, now)
 		}
 		ours := run.OwnerIDHash != "" && subtle.ConstantTimeCompare([]byte(run.OwnerIDHash), []byte(nr.OwnerIDHash)) == 1
 		switch {
@@ -113,6 +113,9 @@ func (s *Store) StartRun(ctx context.Context, nr NewRun) (run Run, outcome Start
 			run.Reported = nr.Reported
 		}
 		w.cache.forget(run.RunID)
+		if err := w.storePlan(run.RunID, nr.PlaybookHash, nr.Plan, now); err != nil {
+			return err
+		}
 		if run.PlaybookHash != nr.PlaybookHash {
 			return w.adoptPlan(&run, nr.PlaybookHash, nr.TotalSteps, now)
 		}
@@ -231,6 +234,9 @@ func validateNewRun(nr *NewRun) error {
 	case KindRunbook, KindPlaybook:
 	default:
 		return fmt.Errorf("%w: kind %q is not runbook or playbook", ErrInvalidArgument, nr.Kind)
+	}
+	if len(nr.Plan) > MaxPlanBytes {
+		return fmt.Errorf("%w: plan is %d bytes, over the limit of %d", ErrInvalidArgument, len(nr.Plan), MaxPlanBytes)
 	}
 	if nr.Lease == 0 {
 		nr.Lease = DefaultLease
@@ -651,7 +657,8 @@ func queryTransitions(ctx context.Context, tx *sql.Tx, runID string, fromSeq int
 	return ts, nil
 }
 
-// ListRuns returns one page of runs, newest first, filtered by status, playbook name and kind.
+// ListRuns returns one page of runs, newest first, filtered by status, playbook name, kind,
+// repository, starter and start time (RunFilter).
 // Paging is by key (started_at, run_id), so pages stay stable while runs are added.
 // Errors: ErrInvalidArgument (bad status, or a page token from another listing), storage errors.
 func (s *Store) ListRuns(ctx context.Context, f RunFilter) (RunPage, error) {
@@ -677,6 +684,8 @@ func (s *Store) ListRuns(ctx context.Context, f RunFilter) (RunPage, error) {
 	if f.PlaybookName != "" {
 		where, args = append(where, "playbook_name = ?"), append(args, f.PlaybookName)
 	}
+	more, moreArgs, moreScope := runFilterWhere(f)
+	where, args, scope = append(where, more...), append(args, moreArgs...), scope+moreScope
 	if f.PageToken != "" {
 		key, err := decodePageToken(f.PageToken, scope)
 		if err != nil {
@@ -713,6 +722,32 @@ func (s *Store) ListRuns(ctx context.Context, f RunFilter) (RunPage, error) {
 		page.NextPageToken = encodePageToken(scope, pageKey{At: formatTime(last.StartedAt), ID: last.RunID})
 	}
 	return page, nil
+}
+
+// runFilterWhere is ListRuns' WHERE terms, arguments and page-token scope for the filters by
+// repository, starter and start time (ListRunsRequest fields 6-9). Each term can use an index
+// of migration 0012 or playbook_runs_by_start; the repository expression is spelled exactly
+// as the playbook_runs_by_repository index's. A listing without them keeps its old scope, so
+// its page tokens stay valid.
+func runFilterWhere(f RunFilter) (where []string, args []any, scope string) {
+	if f.Repository != "" {
+		where = append(where, "lower(coalesce(github_repository, reported_repository)) = ?")
+		args = append(args, strings.ToLower(f.Repository))
+		scope += "\x00repo=" + strings.ToLower(f.Repository)
+	}
+	if f.StartedBy != "" {
+		where, args = append(where, "started_by = ?"), append(args, f.StartedBy)
+		scope += "\x00by=" + f.StartedBy
+	}
+	if !f.StartedAfter.IsZero() {
+		where, args = append(where, "started_at >= ?"), append(args, formatTime(f.StartedAfter))
+		scope += "\x00after=" + formatTime(f.StartedAfter)
+	}
+	if !f.StartedBefore.IsZero() {
+		where, args = append(where, "started_at < ?"), append(args, formatTime(f.StartedBefore))
+		scope += "\x00before=" + formatTime(f.StartedBefore)
+	}
+	return where, args, scope
 }
 
 // CancelRun gives a non-final run its one final status, cancelled, records who and why, and

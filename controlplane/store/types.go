@@ -243,6 +243,10 @@ type NewRun struct {
 	Bindings json.RawMessage
 	// StartedAt defaults to the store's clock.
 	StartedAt time.Time
+	// Plan is the executor's plan for PlaybookHash, encoded by the caller (the server stores
+	// a protobuf RunPlan), at most MaxPlanBytes; nil stores none. It is stored bound to
+	// (RunID, PlaybookHash) in the same transaction as the run's start or resume.
+	Plan []byte
 	// Kind is the run's format; "" means KindRunbook.
 	Kind RunKind
 	// OwnerIDHash is OwnerIDHash(the executor's owner id): required (DESIGN D12).
@@ -416,6 +420,14 @@ type RunFilter struct {
 	PlaybookName string
 	// Kind, when set, lists only runs of that kind (issue 9, item 8: ListRunsRequest.kind).
 	Kind RunKind
+	// Repository, when set, lists only runs whose repository ("owner/name": the verified job's,
+	// else the reported workflow run's) equals it without regard to case.
+	Repository string
+	// StartedBy, when set, lists only runs with that started_by (exact match).
+	StartedBy string
+	// StartedAfter and StartedBefore, when not zero, list only runs with StartedAfter <=
+	// started_at < StartedBefore.
+	StartedAfter, StartedBefore time.Time
 	// PageSize defaults to DefaultPageSize and is clamped to MaxPageSize.
 	PageSize int
 	// PageToken is a NextPageToken from a previous call with the same filters.
