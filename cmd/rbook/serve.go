@@ -60,6 +60,12 @@ jobs as executors with their OIDC token (identity oidc:<repository>@<ref>), by t
 rules; its audience defaults to --public-url. Without --auth-file or --oidc-config every
 call is allowed, so a non-loopback --addr is refused unless --insecure is given.
 
+Links to gates: --public-url URL is the address people open this control plane at (http://
+or https://, no user@, query or fragment; a path prefix is kept). With it every approval a
+call returns carries approval_url, URL/approvals/ID, the gate's page; executors print it at
+each gate (job log, job summary, the approval-url output) and GitHub status reports link to
+it. The link carries no secret. See docs/console-links.md.
+
 Gate policy: --gate-policy FILE (YAML) says per runbook and gate (globs) how many distinct
 approvers a gate needs (approvals, 1..10), who may decide it (approvers: identities,
 github:LOGIN, group:NAME; empty = anyone with the approver role) and whether the identity

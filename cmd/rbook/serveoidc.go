@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rbookhq/rbook-action/controlplane/auth"
+	"github.com/rbookhq/rbook-action/controlplane/consolelink"
 	"github.com/rbookhq/rbook-action/controlplane/server"
 	"github.com/rbookhq/rbook-action/controlplane/yamlerr"
 )
@@ -18,7 +19,7 @@ var serveOIDC struct{ config, publicURL string }
 func addServeOIDCFlags(cmd *cobra.Command) {
 	fs := cmd.Flags()
 	fs.StringVar(&serveOIDC.config, "oidc-config", "", "YAML file: GitHub Actions OIDC issuers, audience and the rules that grant executors (see README, OIDC)")
-	fs.StringVar(&serveOIDC.publicURL, "public-url", "", "the URL executors reach this control plane at; the default audience of OIDC tokens")
+	fs.StringVar(&serveOIDC.publicURL, "public-url", "", "the http(s) URL people and executors reach this control plane at: gates link to their page under it (URL/approvals/ID); the default audience of OIDC tokens")
 }
 
 // applyServeOIDC loads --oidc-config into cfg.OIDC and returns the words for the
@@ -32,6 +33,11 @@ func applyServeOIDC(cfg *server.Config) (string, error) {
 	if err := checkCPURL(serveOIDC.publicURL, "--public-url"); err != nil {
 		return "", err
 	}
+	pub, err := consolelink.ParsePublicURL(serveOIDC.publicURL, "--public-url")
+	if err != nil {
+		return "", err
+	}
+	cfg.PublicURL = pub // the console's links (docs/console-links.md)
 	if serveOIDC.config == "" {
 		return "", nil
 	}
@@ -40,7 +46,7 @@ func applyServeOIDC(cfg *server.Config) (string, error) {
 		return "", err
 	}
 	if oc.Audience == "" {
-		oc.Audience = strings.TrimRight(serveOIDC.publicURL, "/")
+		oc.Audience = pub
 	}
 	if oc.Audience == "" {
 		return "", fmt.Errorf("%s: no audience: set audience: in the file or --public-url (the URL executors use, e.g. https://rbook.example.internal)", serveOIDC.config)

@@ -157,7 +157,7 @@ func (h approvalService) RequestApproval(ctx context.Context, req *rbookv1.Reque
 				continue
 			}
 		}
-		p := approvalToProto(a)
+		p := s.approvalToProto(a)
 		s.log.InfoContext(ctx, "gate opened", "approval_id", a.ApprovalID, "run_id", a.RunID, "node_id", a.NodeID,
 			"created", created, "deadline", a.Deadline)
 		if d := a.Policy; d != nil {
@@ -174,7 +174,7 @@ func (h approvalService) Approve(ctx context.Context, req *rbookv1.ApproveReques
 	if err != nil {
 		return nil, err
 	}
-	p := approvalToProto(a)
+	p := h.s.approvalToProto(a)
 	p.Caller = h.s.eligibility(ctx, a, nil)
 	return &rbookv1.ApproveResponse{Approval: p}, nil
 }
@@ -185,7 +185,7 @@ func (h approvalService) Reject(ctx context.Context, req *rbookv1.RejectRequest)
 	if err != nil {
 		return nil, err
 	}
-	p := approvalToProto(a)
+	p := h.s.approvalToProto(a)
 	p.Caller = h.s.eligibility(ctx, a, nil)
 	return &rbookv1.RejectResponse{Approval: p}, nil
 }
@@ -426,7 +426,7 @@ func (h approvalService) GetApproval(ctx context.Context, req *rbookv1.GetApprov
 	if err != nil {
 		return nil, h.s.storeError(ctx, "GetApproval", err)
 	}
-	p := approvalToProto(a)
+	p := h.s.approvalToProto(a)
 	p.Caller = h.s.eligibility(ctx, a, nil)
 	return &rbookv1.GetApprovalResponse{Approval: p}, nil
 }
@@ -459,7 +459,7 @@ func (h approvalService) ListApprovals(ctx context.Context, req *rbookv1.ListApp
 	out := &rbookv1.ListApprovalsResponse{NextPageToken: page.NextPageToken, Approvals: make([]*rbookv1.Approval, len(page.Approvals))}
 	runs := runsSeen{}
 	for i, a := range page.Approvals {
-		out.Approvals[i] = approvalToProto(a)
+		out.Approvals[i] = h.s.approvalToProto(a)
 		out.Approvals[i].Caller = h.s.eligibility(ctx, a, runs)
 	}
 	return out, nil

@@ -6,6 +6,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/rbookhq/rbook-action/controlplane/consolelink"
 	"github.com/rbookhq/rbook-action/controlplane/store"
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
 )
@@ -215,7 +216,9 @@ func transitionFromProto(p *rbookv1.Transition) (store.Transition, error) {
 }
 
 // approvalToProto renders an approval; it never carries the token or its hash (DESIGN D9).
-func approvalToProto(a store.Approval) *rbookv1.Approval {
+// Every response that carries an Approval renders it here, so each has approval_url, the
+// gate's page on this control plane's console when it has a public URL (Options.PublicURL).
+func (s *Server) approvalToProto(a store.Approval) *rbookv1.Approval {
 	p := &rbookv1.Approval{
 		ApprovalId: a.ApprovalID, RunId: a.RunID, StepName: a.NodeID, RequestedAt: ts(a.RequestedAt),
 		ApprovedAt: ts(a.DecidedAt), Approver: a.Approver, Reason: a.Reason, Status: approvalStatusToProto[a.Status],
@@ -223,6 +226,7 @@ func approvalToProto(a store.Approval) *rbookv1.Approval {
 		PlanDigest: a.PlanDigest, OnFail: a.OnFail, DecidedBySource: a.DecidedBySource, Github: workflowRunToProto(a.GitHub),
 		ApprovalsRequired: int32(max(a.ApprovalsRequired, 1)), AllowedApprovers: a.AllowedApprovers,
 		StarterMayApprove: a.StarterMayApprove, Policy: policyToProto(a.Policy),
+		ApprovalUrl: consolelink.ApprovalURL(s.opts.PublicURL, a.ApprovalID),
 	}
 	for _, v := range a.Votes {
 		p.Votes = append(p.Votes, &rbookv1.ApprovalVote{Approver: v.Approver, Verdict: approvalStatusToProto[v.Verdict],

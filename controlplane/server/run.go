@@ -33,6 +33,11 @@ type Config struct {
 	Insecure bool
 	// ShutdownTimeout bounds Close; 0 means DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
+	// PublicURLIsListener, when Options.PublicURL is empty, makes the listener's own
+	// http://host:port the public URL: the embedded control plane of rbook run, whose port is
+	// picked when it listens, links each gate to its page on that loopback address
+	// (docs/console-links.md).
+	PublicURLIsListener bool
 	Options
 }
 
@@ -94,16 +99,20 @@ func Start(ctx context.Context, cfg Config) (*Running, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", store.RedactDSN(cfg.DBPath), err)
 	}
-	h, err := New(st, cfg.Options)
-	if err != nil {
-		st.Close()
-		return nil, err
-	}
+	// The listener comes before the handler, whose links may name the port it picked.
 	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.Addr)
 	if err != nil {
-		h.Close()
 		st.Close()
 		return nil, fmt.Errorf("listen on %s: %w", cfg.Addr, err)
+	}
+	if cfg.PublicURLIsListener && cfg.PublicURL == "" {
+		cfg.PublicURL = "http://" + ln.Addr().String()
+	}
+	h, err := New(st, cfg.Options)
+	if err != nil {
+		ln.Close()
+		st.Close()
+		return nil, err
 	}
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)

@@ -25,6 +25,7 @@ import (
 
 	"github.com/rbookhq/rbook-action/controlplane/approval"
 	"github.com/rbookhq/rbook-action/controlplane/auth"
+	"github.com/rbookhq/rbook-action/controlplane/consolelink"
 	"github.com/rbookhq/rbook-action/controlplane/store"
 	"github.com/rbookhq/rbook-action/gen/rbook/v1/rbookv1connect"
 )
@@ -73,6 +74,11 @@ type Options struct {
 	// it (and with Auth set, where it is ignored), deciding by approval id needs an
 	// authenticated caller: on a networked control plane the token is the only capability.
 	LocalApprover []byte
+	// PublicURL is the URL approvers reach this control plane's console at (rbook serve
+	// --public-url), as consolelink.ParsePublicURL accepts it; New trims its trailing slash.
+	// With it every Approval a response carries has approval_url, the gate's page
+	// (consolelink.ApprovalURL), and GitHub status reports link to that page. "" means no links.
+	PublicURL string
 }
 
 // Server is the control plane's http.Handler. Create it with New; Close it before closing
@@ -113,6 +119,11 @@ func New(st *store.Store, opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	pub, err := consolelink.ParsePublicURL(opts.PublicURL, "public URL")
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	opts.PublicURL = pub
 	if opts.MaxMessageBytes <= 0 {
 		opts.MaxMessageBytes = DefaultMaxMessageBytes
 	}

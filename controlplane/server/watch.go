@@ -159,7 +159,7 @@ func (h approvalService) WatchApproval(ctx context.Context, req *rbookv1.WatchAp
 	}
 	runs := runsSeen{} // the starter and digest checks read the run once per stream
 	for {
-		p := approvalToProto(a)
+		p := s.approvalToProto(a)
 		p.Caller = s.eligibility(ctx, a, runs)
 		if err := stream.Send(&rbookv1.WatchApprovalResponse{Approval: p}); err != nil || a.Status != store.ApprovalPending {
 			return err
