@@ -25,6 +25,7 @@ import (
 
 	"github.com/rbookhq/rbook-action/controlplane/approval"
 	"github.com/rbookhq/rbook-action/controlplane/auth"
+	"github.com/rbookhq/rbook-action/controlplane/console"
 	"github.com/rbookhq/rbook-action/controlplane/consolelink"
 	"github.com/rbookhq/rbook-action/controlplane/store"
 	"github.com/rbookhq/rbook-action/gen/rbook/v1/rbookv1connect"
@@ -179,6 +180,9 @@ func New(st *store.Store, opts Options) (*Server, error) {
 		unsubscribe()
 		return nil, fmt.Errorf("server: %w", err)
 	}
+	// The approver's console: every path no service claims gets the page or its assets
+	// (docs/console.md). The Connect services keep their /rbook.v1.X/ paths.
+	s.mux.Handle("/", console.Handler())
 
 	ctx, cancel := context.WithCancel(context.Background())
 	s.stopLoop = func() { cancel(); unsubscribe() }

@@ -1,0 +1,74 @@
+// data.ts: reads that page through the API (never all runs: only what a page shows).
+import { approvals, runs } from "./api.js";
+import { ApprovalStatus } from "../../../../clients/ts/gen/rbook/v1/approval_pb.js";
+import type { Approval } from "../../../../clients/ts/gen/rbook/v1/approval_pb.js";
+import { RunStatus } from "../../../../clients/ts/gen/rbook/v1/run_pb.js";
+import type { Run, RunPlan, Transition } from "../../../../clients/ts/gen/rbook/v1/run_pb.js";
+
+/** pendingApprovals returns every pending gate (all pages of ListApprovals), oldest first. */
+export async function pendingApprovals(signal: AbortSignal): Promise<Approval[]> {
+  return listApprovals({ status: ApprovalStatus.PENDING }, signal).then((l) => l.reverse());
+}
+
+/** listApprovals returns every approval matching the filter, newest first (all pages). */
+export async function listApprovals(req: { status?: ApprovalStatus; runId?: string }, signal: AbortSignal): Promise<Approval[]> {
+  const out: Approval[] = [];
+  let pageToken = "";
+  for (let i = 0; i < 1000; i++) {
+    const r = await approvals.listApprovals({ ...req, pageSize: 40, pageToken }, { signal });
+    out.push(...r.approvals);
+    if (!r.nextPageToken) break;
+    pageToken = r.nextPageToken;
+  }
+  return out;
+}
+
+/** runsFor returns the runs of the given ids: the paused runs in one listing, the rest one by one. */
+export async function runsFor(ids: string[], signal: AbortSignal): Promise<Map<string, Run>> {
+  const want = new Set(ids);
+  const got = new Map<string, Run>();
+  if (want.size === 0) return got;
+  let pageToken = "";
+  for (let i = 0; i < 100 && got.size < want.size; i++) {
+    const r = await runs.listRuns({ status: RunStatus.PAUSED, pageSize: 500, pageToken }, { signal });
+    for (const run of r.runs) if (want.has(run.runId)) got.set(run.runId, run);
+    if (!r.nextPageToken) break;
+    pageToken = r.nextPageToken;
+  }
+  await Promise.all(
+    [...want].filter((id) => !got.has(id)).map(async (id) => {
+      try {
+        const r = await runs.getRun({ runId: id, pageSize: 1 }, { signal });
+        if (r.run) got.set(id, r.run);
+      } catch {
+        // a gate whose run cannot be read is still listed, without its context
+      }
+    }),
+  );
+  return got;
+}
+
+/** FullRun is a run with every stored transition and its plan. */
+export interface FullRun {
+  run: Run;
+  transitions: Transition[];
+  plan?: RunPlan;
+}
+
+/** fullRun reads a run and all of its transitions (GetRun, every page). */
+export async function fullRun(runId: string, signal: AbortSignal): Promise<FullRun> {
+  let pageToken = "";
+  const transitions: Transition[] = [];
+  let run: Run | undefined;
+  let plan: RunPlan | undefined;
+  for (let i = 0; i < 10000; i++) {
+    const r = await runs.getRun({ runId, pageToken }, { signal });
+    run = r.run;
+    plan = r.plan ?? plan;
+    transitions.push(...r.transitions);
+    if (!r.nextPageToken) break;
+    pageToken = r.nextPageToken;
+  }
+  if (!run) throw new Error(`The control plane returned no run for ${runId}; reload the page.`);
+  return { run, transitions, plan };
+}
