@@ -383,6 +383,9 @@ type RunInfo struct {
 	// EpicID and SessionID link a playbook run to a task epic and a session (columns epic_id,
 	// session_id; seed playbooks.txt); optional, each at most 128 bytes.
 	EpicID, SessionID string
+	// Plan is what the run executes (PlanOf), sent bound to PlanDigest so a person deciding a
+	// gate sees what is still to come; nil sends none.
+	Plan *rbookv1.RunPlan
 }
 
 // Sentinel errors of StartRun (DESIGN D6, D12).
@@ -421,7 +424,7 @@ func (c *Client) StartRun(ctx context.Context, ri RunInfo) (Started, error) {
 		TotalSteps: int32(ri.TotalSteps), StartedBy: ri.StartedBy, StartedAt: timestamppb.New(ri.StartedAt),
 		Kind: rbookv1.RunKind_RUN_KIND_RUNBOOK, OwnerId: ri.OwnerID, TakeOver: ri.TakeOver,
 		LeaseSeconds: int32(ri.Lease / time.Second), ReportedWorkflowRun: ri.Reported,
-		Bindings: ri.Bindings, EpicId: ri.EpicID, SessionId: ri.SessionID,
+		Bindings: ri.Bindings, EpicId: ri.EpicID, SessionId: ri.SessionID, Plan: ri.Plan,
 	}
 	if ri.Kind != rbookv1.RunKind_RUN_KIND_UNSPECIFIED {
 		req.Kind = ri.Kind

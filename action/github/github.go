@@ -11,6 +11,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -49,6 +50,33 @@ func LooksSecret(key string) bool {
 		}
 	}
 	return false
+}
+
+// SecretTexts lists the texts of valueTexts (runbook.Plan.ValueTexts: a values-file key's
+// scalar texts) whose key LooksSecret, each once, longest first (so masking a text never
+// leaves part of a longer one visible). The runner masks them before anything prints them,
+// and the plan sent to a control plane shows them masked.
+func SecretTexts(valueTexts map[string][]string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for k, texts := range valueTexts {
+		if !LooksSecret(k) {
+			continue
+		}
+		for _, t := range texts {
+			if !seen[t] {
+				seen[t] = true
+				out = append(out, t)
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b string) int {
+		if len(a) != len(b) {
+			return len(b) - len(a)
+		}
+		return strings.Compare(a, b)
+	})
+	return out
 }
 
 // WorkspacePath is path (a file rbook read, relative to the working directory or absolute)

@@ -161,12 +161,8 @@ func (l *Log) EndGroup() error { return l.Command("endgroup", nil, "") }
 func (l *Log) Mask(value string) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	parts := []string{value}
-	if strings.ContainsAny(value, "\r\n") {
-		parts = append(parts, strings.FieldsFunc(value, func(r rune) bool { return r == '\n' || r == '\r' })...)
-	}
-	for _, v := range parts {
-		if strings.TrimSpace(v) == "" || l.masked[v] {
+	for _, v := range MaskParts(value) {
+		if l.masked[v] {
 			continue
 		}
 		if err := l.command("add-mask", nil, v); err != nil {
@@ -175,6 +171,25 @@ func (l *Log) Mask(value string) error {
 		l.masked[v] = true
 	}
 	return nil
+}
+
+// MaskParts is what masking value hides, as the runner matches masks within a line: value
+// itself and, when it has line breaks, each of its lines; blank parts are left out (masking
+// them would hide every space).
+func MaskParts(value string) []string {
+	var parts []string
+	add := func(v string) {
+		if strings.TrimSpace(v) != "" {
+			parts = append(parts, v)
+		}
+	}
+	add(value)
+	if strings.ContainsAny(value, "\r\n") {
+		for _, line := range strings.FieldsFunc(value, func(r rune) bool { return r == '\n' || r == '\r' }) {
+			add(line)
+		}
+	}
+	return parts
 }
 
 // Annotate writes an error annotation on file at line (::error file=…,line=…,title=…::message),

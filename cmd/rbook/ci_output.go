@@ -156,12 +156,8 @@ func (c *ciOutput) attach(v *view, plan *runbook.Plan) {
 	}
 	v.ci = c
 	c.plan = plan
-	for k, texts := range plan.ValueTexts {
-		if github.LooksSecret(k) {
-			for _, t := range texts {
-				c.log.Mask(t)
-			}
-		}
+	for _, t := range github.SecretTexts(plan.ValueTexts) {
+		c.log.Mask(t)
 	}
 }
 

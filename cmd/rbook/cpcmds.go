@@ -342,7 +342,7 @@ func decide(cmd *cobra.Command, f *cpFlags, approve bool, token, id, reason, app
 
 func newRunsCmd() *cobra.Command {
 	var f cpFlags
-	var status, runbook string
+	var status, runbook, repository, startedBy string
 	var limit int
 	cmd := &cobra.Command{
 		Use:   "runs",
@@ -351,8 +351,8 @@ func newRunsCmd() *cobra.Command {
 playbook's), kind (runbook or playbook), status (a runbook's IN_PROGRESS,
 AWAITING_CONFIRMATION, COMPLETED, FAILED, CANCELLED; a playbook's running, paused, succeeded,
 failed, cancelled), done (steps done of the runbook's steps; for a playbook, nodes finished of
-its nodes), start time and who started it. --status and --runbook filter; -o json prints the
-ListRunsResponse as proto JSON.
+its nodes), start time and who started it. --status, --runbook, --repository and --started-by
+filter; -o json prints the ListRunsResponse as proto JSON.
 
 ` + historyHelp + `
 
@@ -376,7 +376,8 @@ Exit codes: 0 listed (possibly none), 1 the control plane refused or is unreacha
 			}
 			resp := &rbookv1.ListRunsResponse{}
 			for _, st := range statuses {
-				page, err := c.Runs.ListRuns(cmd.Context(), &rbookv1.ListRunsRequest{Name: runbook, PageSize: int32(limit), Status: st})
+				page, err := c.Runs.ListRuns(cmd.Context(), &rbookv1.ListRunsRequest{Name: runbook, PageSize: int32(limit), Status: st,
+					Repository: repository, StartedBy: startedBy})
 				if err != nil {
 					return f.rpcError(err)
 				}
@@ -398,6 +399,8 @@ Exit codes: 0 listed (possibly none), 1 the control plane refused or is unreacha
 	f.register(cmd, true)
 	cmd.Flags().StringVar(&status, "status", "", "only runs with this status: "+strings.Join(statusFilterWords, ", ")+" (or running, paused, succeeded, failed, cancelled)")
 	cmd.Flags().StringVar(&runbook, "runbook", "", "only runs of this runbook or playbook name")
+	cmd.Flags().StringVar(&repository, "repository", "", "only runs of this GitHub repository (owner/name, any case)")
+	cmd.Flags().StringVar(&startedBy, "started-by", "", "only runs started by this identity")
 	cmd.Flags().IntVar(&limit, "limit", 50, "at most this many runs")
 	return cmd
 }
@@ -426,7 +429,9 @@ func newGetCmd() *cobra.Command {
 		Use:   "get RUN_ID",
 		Short: "Show a run on the control plane with every transition",
 		Long: `Show one run: its status and progress, then every transition in order (sequence
-number, time, kind, step, step status). -o json prints the GetRunResponse as proto JSON.
+number, time, kind, step, step status), then, while the run is not finished, the steps still
+to run with their inputs (secrets masked) when its executor sent its plan: what approving its
+waiting gate lets happen. -o json prints the GetRunResponse as proto JSON.
 
 ` + historyHelp + `
 
@@ -457,6 +462,7 @@ control plane and no local database.`,
 			for _, t := range resp.GetTransitions() {
 				describeTransition(out, r.GetKind(), t)
 			}
+			printStillToRun(out, resp)
 			return nil
 		},
 	}
@@ -472,7 +478,7 @@ func getRunAll(ctx context.Context, c *cpclient.Client, runID string) (*rbookv1.
 		if err != nil {
 			return nil, err
 		}
-		resp.Run = page.GetRun()
+		resp.Run, resp.Plan = page.GetRun(), page.GetPlan()
 		resp.Transitions = append(resp.Transitions, page.GetTransitions()...)
 		if token = page.GetNextPageToken(); token == "" {
 			return resp, nil

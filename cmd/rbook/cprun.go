@@ -120,11 +120,12 @@ func startOnControlPlane(ctx context.Context, c *cpclient.Client, plan *runbook.
 			}
 		}()
 	}
+	runPlan := cpclient.PlanOf(plan)
 	for range 1000 {
 		started, err := c.StartRun(ctx, cpclient.RunInfo{
 			RunID: st.RunID, RunbookName: plan.Name, PlanDigest: plan.ContentHash, SchemaHash8: plan.SchemaHash8,
 			StartedBy: who, TotalSteps: len(plan.Steps), StartedAt: startedAt(st), OwnerID: st.OwnerID,
-			TakeOver: takeOver && resumed, Lease: lease, Reported: reportedWorkflowRun(""),
+			TakeOver: takeOver && resumed, Lease: lease, Reported: reportedWorkflowRun(""), Plan: runPlan,
 		})
 		taken := errors.Is(err, cpclient.ErrRunFinal) || errors.Is(err, cpclient.ErrRunOwned) ||
 			err == nil && !started.Created && started.LastSeq > 0

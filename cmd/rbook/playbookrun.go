@@ -404,11 +404,12 @@ func playbookControlPlane(ctx context.Context, f playbookFlags, pol *approval.Po
 // RUN_KIND_PLAYBOOK, the inputs as its first bindings, its epic and session.
 func startPlaybookOnControlPlane(ctx context.Context, c *cpclient.Client, plan *runbook.Plan, opened *state.Opened, f playbookFlags, who, bindings string) (cpclient.Started, error) {
 	st := opened.State
+	runPlan := cpclient.PlanOf(plan)
 	for range 1000 {
 		started, err := c.StartRun(ctx, cpclient.RunInfo{
 			RunID: st.RunID, RunbookName: plan.Name, PlanDigest: plan.ContentHash, SchemaHash8: plan.SchemaHash8,
 			StartedBy: who, TotalSteps: len(plan.Steps), StartedAt: startedAt(st), OwnerID: st.OwnerID,
-			Lease: f.lease, Reported: reportedWorkflowRun(""),
+			Lease: f.lease, Reported: reportedWorkflowRun(""), Plan: runPlan,
 			Kind: rbookv1.RunKind_RUN_KIND_PLAYBOOK, Bindings: bindings, EpicID: st.EpicID, SessionID: st.SessionID,
 		})
 		taken := errors.Is(err, cpclient.ErrRunFinal) || errors.Is(err, cpclient.ErrRunOwned) ||
