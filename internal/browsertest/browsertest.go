@@ -266,6 +266,16 @@ func (tab *Tab) where(t testing.TB) string {
 	return fmt.Sprintf("\n  page %s says:\n%s\n  problems: %q", url, text, tab.Problems())
 }
 
+// InitScript installs JavaScript that runs in every document the tab loads from now on, before
+// the page's own scripts (Page.addScriptToEvaluateOnNewDocument; the page's CSP does not
+// govern it). Benchmarks use it to time the page from the browser's side.
+func (tab *Tab) InitScript(t testing.TB, source string) {
+	t.Helper()
+	if _, err := chromedp.Call(tab.Ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: source}); err != nil {
+		t.Fatalf("%s's tab: installing a script: %v", tab.name, err)
+	}
+}
+
 // Navigate loads url in the tab and waits for its load event.
 func (tab *Tab) Navigate(t testing.TB, url string) {
 	t.Helper()
