@@ -73,7 +73,8 @@ func startEmbeddedWith(ctx context.Context, errw io.Writer, pol embeddedPolicy) 
 	logger := slog.New(slog.NewTextHandler(errw, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	running, err := server.Start(ctx, server.Config{
 		Addr: "127.0.0.1:0", DBPath: embeddedDB,
-		Options: server.Options{Secret: secret, Logger: logger, PlaybookPolicy: pol.policy, PolicyShadow: pol.shadow, LocalApprover: localKey},
+		Options: server.Options{Secret: secret, Logger: logger, PlaybookPolicy: pol.policy, PolicyShadow: pol.shadow, LocalApprover: localKey,
+			LocalPerson: currentUser()}, // the name `rbook approve` records by default
 	})
 	if err != nil {
 		unlock()

@@ -89,6 +89,14 @@ node. --playbook-policy FILE adds rules before the defaults; no auto-approve pas
 while any require-human rule matches, and a rule that fails to evaluate means a human
 decides. --policy-shadow records what the policy would decide without acting on it.
 
+The approver's console signs people in (docs/console-signin.md): approver and viewer tokens
+of --auth-file are posted to /auth/token; --sign-in-config FILE (YAML) adds OpenID Connect
+providers (authorization code flow with PKCE) and Sign in with GitHub, with rules giving
+each person the approver or viewer role (needs --public-url, which providers redirect back
+to). Sessions are kept in the database (they survive a restart and work on every replica)
+and end at sign-out or after session_ttl (default 12h). Cross-origin browser requests that
+change anything are refused.
+
 SIGINT or SIGTERM shuts down gracefully: open watch streams end (clients reconnect), calls
 in flight finish, the database is closed.
 
@@ -124,6 +132,10 @@ Exit codes: 0 after a clean shutdown, 2 bad flags, no secret, or the server coul
 				return abort("rbook serve: %v", err)
 			}
 			playbookMode, err := applyServePlaybook(&cfg)
+			if err != nil {
+				return abort("rbook serve: %v", err)
+			}
+			signInMode, err := applyServeSignIn(&cfg)
 			if err != nil {
 				return abort("rbook serve: %v", err)
 			}
@@ -174,6 +186,9 @@ Exit codes: 0 after a clean shutdown, 2 bad flags, no secret, or the server coul
 			if playbookMode != "" {
 				mode += ", " + playbookMode
 			}
+			if signInMode != "" {
+				mode += ", " + signInMode
+			}
 			if from, to := r.Migrated(); from != to {
 				// Once, on the start that migrated (issue 10, new-user finding 3); on stderr, so
 				// stdout's first line stays the address line scripts read.
@@ -196,6 +211,7 @@ Exit codes: 0 after a clean shutdown, 2 bad flags, no secret, or the server coul
 	addServeOIDCFlags(cmd)
 	addServeGitHubFlags(cmd)
 	addServePlaybookFlags(cmd)
+	addServeSignInFlags(cmd)
 	f.BoolVar(&cfg.Insecure, "insecure", false, "allow a non-loopback --addr without --auth-file or --oidc-config")
 	f.Bool("forbid-self-approval", true, "deprecated: the run's starter may never approve its gates unless the gate policy says so")
 	_ = f.MarkDeprecated("forbid-self-approval", "four-eyes is the default (see --gate-policy)")

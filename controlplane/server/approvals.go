@@ -200,8 +200,9 @@ type vote struct {
 // ApprovalVote.approver; issue 7, item 4).
 const unverifiedPrefix = "unverified:"
 
-// voterOf is who casts v: the authenticated caller (DESIGN D13), else the asserted name as
-// "unverified:<name>", else "anonymous" (unverified).
+// voterOf is who casts v: the authenticated caller (DESIGN D13), else the person at the
+// keyboard of the embedded control plane as "unverified:<os user>" (Options.LocalPerson),
+// else the asserted name as "unverified:<name>", else "anonymous" (unverified).
 func voterOf(ctx context.Context, claimed string) approval.Voter {
 	if c, ok := CallerFrom(ctx); ok {
 		v := approval.Voter{Identity: c.Identity, Verified: true, Groups: c.Groups, GitHub: c.GitHubLogin}
@@ -209,6 +210,9 @@ func voterOf(ctx context.Context, claimed string) approval.Voter {
 			v.GitHub = c.GitHub.Actor // an OIDC caller: the job's actor
 		}
 		return v
+	}
+	if p := localPerson(ctx); p != "" {
+		return approval.Voter{Identity: unverifiedPrefix + p}
 	}
 	if claimed == "" {
 		return approval.Voter{Identity: "anonymous"}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/rbookhq/rbook-action/controlplane/auth"
+	"github.com/rbookhq/rbook-action/controlplane/signin"
 	"github.com/rbookhq/rbook-action/gen/rbook/v1/rbookv1connect"
 
 	"github.com/rbookhq/rbook-action/controlplane/yamlerr"
@@ -111,6 +113,8 @@ type Authenticator struct {
 	entries []authEntry
 	// oidc, when set, verifies bearer values shaped like a JWT (Options.OIDC; oidc.go).
 	oidc *auth.Verifier
+	// sessions, when set, turns a console session cookie into a caller (session.go).
+	sessions *signin.Handler
 }
 
 // LoadAuthFile reads an auth file: one caller per line, "identity role token [attr=value…]",
@@ -292,26 +296,38 @@ func CallerFrom(ctx context.Context) (Caller, bool) {
 	return c, ok
 }
 
-// authorize checks the Authorization header for procedure and returns ctx with the caller.
+// authorize finds the caller of procedure and returns ctx with it: a bearer token of the
+// auth file, a GitHub Actions OIDC token (a JWT), or, when the request has no Authorization
+// header, a console session cookie (docs/console-signin.md, "Sessions"), which gives the
+// same Caller a token does, so the role check below, the gate policy and four-eyes apply to
+// every client alike. IdentityService.WhoAmI answers a caller without credentials (or with
+// an ended session) as anonymous instead of refusing it.
 func (a *Authenticator) authorize(ctx context.Context, procedure string, h http.Header) (context.Context, error) {
-	tok, ok := bearerToken(h)
-	if !ok {
-		return ctx, rpcError(connect.CodeUnauthenticated, CodeUnauthenticated,
-			"this control plane needs one \"Authorization: Bearer <token>\" header, with a token from its auth file and no other spaces")
-	}
-	var c Caller
-	if a.oidc != nil && auth.LooksLikeJWT(tok) {
-		var err error
-		if c, err = a.verifyOIDC(ctx, tok); err != nil {
-			return ctx, err
+	whoAmI := procedure == rbookv1connect.IdentityServiceWhoAmIProcedure
+	var (
+		c   Caller
+		err error
+	)
+	if len(h.Values("Authorization")) == 0 && a.sessions != nil {
+		sess, lerr := a.sessions.Lookup(ctx, h, transportOf(ctx).tls)
+		switch {
+		case lerr == nil:
+			c = sessionCaller(sess)
+			ctx = context.WithValue(ctx, sessionKey{}, sess)
+		case whoAmI && (errors.Is(lerr, signin.ErrNoSession) || errors.Is(lerr, signin.ErrSessionEnded)):
+			return ctx, nil
+		case errors.Is(lerr, signin.ErrSessionEnded):
+			return ctx, rpcError(connect.CodeUnauthenticated, CodeUnauthenticated, "your console session ended (signed out or expired); sign in again")
+		case !errors.Is(lerr, signin.ErrNoSession):
+			return ctx, rpcError(connect.CodeUnavailable, CodeRetry, "the session could not be checked: the database is unreachable; try again in a moment")
 		}
-	} else if len(a.entries) == 0 {
-		return ctx, rpcError(connect.CodeUnauthenticated, CodeUnauthenticated,
-			"this control plane accepts only GitHub Actions OIDC tokens (a JWT), and the bearer token is not one")
-	} else {
-		found := false
-		if c, found = a.lookup(tok); !found {
-			return ctx, rpcError(connect.CodeUnauthenticated, CodeUnauthenticated, "the bearer token is not in this control plane's auth file")
+	}
+	if c.Identity == "" {
+		if whoAmI && len(h.Values("Authorization")) == 0 {
+			return ctx, nil
+		}
+		if c, err = a.bearerCaller(ctx, h); err != nil {
+			return ctx, err
 		}
 	}
 	if !roleMay(c.Role, procedure) {
@@ -329,6 +345,31 @@ func (a *Authenticator) authorize(ctx context.Context, procedure string, h http.
 func roleMay(role Role, procedure string) bool {
 	roles, write := writeRoles[procedure]
 	return !write || slices.Contains(roles, role)
+}
+
+// bearerCaller is the caller of the request's "Authorization: Bearer" token: an OIDC
+// caller for a JWT, else the auth file's line with that token.
+func (a *Authenticator) bearerCaller(ctx context.Context, h http.Header) (Caller, error) {
+	tok, ok := bearerToken(h)
+	if !ok {
+		msg := "this control plane needs one \"Authorization: Bearer <token>\" header, with a token from its auth file and no other spaces"
+		if a.sessions != nil {
+			msg += ", or a console session (sign in at /)"
+		}
+		return Caller{}, rpcError(connect.CodeUnauthenticated, CodeUnauthenticated, "%s", msg)
+	}
+	if a.oidc != nil && auth.LooksLikeJWT(tok) {
+		return a.verifyOIDC(ctx, tok)
+	}
+	if len(a.entries) == 0 {
+		return Caller{}, rpcError(connect.CodeUnauthenticated, CodeUnauthenticated,
+			"this control plane accepts only GitHub Actions OIDC tokens (a JWT), and the bearer token is not one")
+	}
+	c, found := a.lookup(tok)
+	if !found {
+		return Caller{}, rpcError(connect.CodeUnauthenticated, CodeUnauthenticated, "the bearer token is not in this control plane's auth file")
+	}
+	return c, nil
 }
 
 func joinRoles(rs []Role) string {

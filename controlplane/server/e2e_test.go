@@ -58,7 +58,7 @@ func TestProtocolsReflectionHealth(t *testing.T) {
 		got = append(got, string(n))
 	}
 	sort.Strings(got)
-	if want := "grpc.health.v1.Health rbook.v1.ApprovalService rbook.v1.RunService"; strings.Join(got, " ") != want {
+	if want := "grpc.health.v1.Health rbook.v1.ApprovalService rbook.v1.IdentityService rbook.v1.RunService"; strings.Join(got, " ") != want {
 		t.Fatalf("reflection lists %v, want %s", got, want)
 	}
 	hc, err := grpchealth.NewClient(h2cClient(), p.URL, connect.WithGRPC()).Check(ctx, &grpchealth.CheckRequest{Service: "rbook.v1.RunService"})

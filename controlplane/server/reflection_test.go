@@ -55,7 +55,7 @@ func TestReflectionV1ServesFilesWithCommentsAndTheirImportsOnce(t *testing.T) {
 		got = append(got, string(n))
 	}
 	sort.Strings(got)
-	if want := "grpc.health.v1.Health rbook.v1.ApprovalService rbook.v1.RunService"; strings.Join(got, " ") != want {
+	if want := "grpc.health.v1.Health rbook.v1.ApprovalService rbook.v1.IdentityService rbook.v1.RunService"; strings.Join(got, " ") != want {
 		t.Fatalf("ListServices = %v, want %s", got, want)
 	}
 
@@ -144,7 +144,7 @@ func TestReflectionV1AlphaAnswersAsV1(t *testing.T) {
 	}
 	sort.Strings(got)
 	if res.GetValidHost() != "cp.example" || res.GetOriginalRequest().GetListServices() != "*" ||
-		strings.Join(got, " ") != "grpc.health.v1.Health rbook.v1.ApprovalService rbook.v1.RunService" {
+		strings.Join(got, " ") != "grpc.health.v1.Health rbook.v1.ApprovalService rbook.v1.IdentityService rbook.v1.RunService" {
 		t.Fatalf("list_services answer: host %q, original %v, services %v", res.GetValidHost(), res.GetOriginalRequest(), got)
 	}
 

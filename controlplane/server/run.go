@@ -81,7 +81,7 @@ func isLoopback(host string) bool {
 // gRPC-Web over HTTP/1.1 and h2c on that one port until Close. ctx bounds only the start-up.
 // Errors: CheckExposure's refusal, a missing secret, the store's or the listener's errors.
 func Start(ctx context.Context, cfg Config) (*Running, error) {
-	if err := CheckExposure(cfg.Addr, cfg.Auth != nil || cfg.OIDC != nil, cfg.Insecure); err != nil {
+	if err := CheckExposure(cfg.Addr, cfg.Auth != nil || cfg.OIDC != nil || cfg.SignIn != nil, cfg.Insecure); err != nil {
 		return nil, err
 	}
 	if cfg.DBPath == "" {

@@ -27,6 +27,7 @@ import (
 	"github.com/rbookhq/rbook-action/controlplane/auth"
 	"github.com/rbookhq/rbook-action/controlplane/console"
 	"github.com/rbookhq/rbook-action/controlplane/consolelink"
+	"github.com/rbookhq/rbook-action/controlplane/signin"
 	"github.com/rbookhq/rbook-action/controlplane/store"
 	"github.com/rbookhq/rbook-action/gen/rbook/v1/rbookv1connect"
 )
@@ -75,10 +76,24 @@ type Options struct {
 	// it (and with Auth set, where it is ignored), deciding by approval id needs an
 	// authenticated caller: on a networked control plane the token is the only capability.
 	LocalApprover []byte
-	// PublicURL is the URL approvers reach this control plane's console at (rbook serve
+	// LocalPerson is the OS user name of the person at the keyboard, on a control plane
+	// without Auth (the embedded one of `rbook run` sets it). A same-origin browser request
+	// from a loopback peer, with a loopback Host header, is that person: WhoAmI answers
+	// method "local", identity "unverified:<LocalPerson>", and Approve and Reject by approval
+	// id record that identity (docs/console-signin.md, "The laptop run"). Requests with any
+	// other Host header are refused (DNS rebinding). Ignored when Auth is set.
+	LocalPerson string
+	// SignIn is the parsed --sign-in-config: the OIDC and GitHub providers people sign in to
+	// the console with and the rules that give them a role (docs/console-signin.md). With
+	// SignIn or an auth file, the server serves /auth/ (token sign-in needs the auth file),
+	// and a console session cookie is a credential beside bearer tokens. SignIn without Auth
+	// creates an empty Authenticator, as OIDC does.
+	SignIn *auth.SignInConfig
+	// PublicURL is the URL people and executors reach this control plane at (rbook serve
 	// --public-url), as consolelink.ParsePublicURL accepts it; New trims its trailing slash.
-	// With it every Approval a response carries has approval_url, the gate's page
-	// (consolelink.ApprovalURL), and GitHub status reports link to that page. "" means no links.
+	// Sign-in providers redirect back to it, WhoAmI reports it, an https URL makes the
+	// console's cookies Secure behind a TLS proxy, and every Approval a response carries has
+	// approval_url, the gate's page (consolelink.ApprovalURL). "" means no links.
 	PublicURL string
 }
 
@@ -104,6 +119,10 @@ type Server struct {
 	gatesDone chan struct{}
 	// policy is opts.PlaybookPolicy, else the compiled default rules.
 	policy *approval.Policy
+	// signin serves /auth/ and looks console sessions up (nil without Auth and SignIn).
+	signin *signin.Handler
+	// handler is mux wrapped in cross-origin protection and the local-person check.
+	handler http.Handler
 }
 
 // New builds the handler over st and starts the gate-deadline timer. It must be called
@@ -144,12 +163,21 @@ func New(st *store.Store, opts Options) (*Server, error) {
 	}
 	unsubscribe := st.Subscribe(s.hub.publish)
 
-	if opts.OIDC != nil {
+	if opts.OIDC != nil || opts.SignIn != nil {
 		if opts.Auth == nil {
 			opts.Auth = &Authenticator{}
 		}
-		opts.Auth.oidc = opts.OIDC
+		if opts.OIDC != nil {
+			opts.Auth.oidc = opts.OIDC
+		}
 		s.opts.Auth = opts.Auth
+	}
+	if s.signin, err = s.sessionHandler(); err != nil {
+		unsubscribe()
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	if s.signin != nil {
+		opts.Auth.sessions = s.signin
 	}
 	interceptors := []connect.Interceptor{logInterceptor{s.log}}
 	if opts.Auth != nil {
@@ -165,16 +193,21 @@ func New(st *store.Store, opts Options) (*Server, error) {
 	s.mux = http.NewServeMux()
 	s.mux.Handle(rbookv1connect.NewRunServiceHandler(runService{s}, handlerOpts...))
 	s.mux.Handle(rbookv1connect.NewApprovalServiceHandler(approvalService{s}, handlerOpts...))
+	s.mux.Handle(rbookv1connect.NewIdentityServiceHandler(identityService{s}, handlerOpts...))
+	if s.signin != nil {
+		s.mux.Handle("/auth/", s.signin)
+	}
+	s.handler = s.buildHandler()
 	files, err := reflectionResolver()
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	// Reflection resolves from the descriptors with the proto's comments (issue 6, item 3.5).
-	names := []string{rbookv1connect.RunServiceName, rbookv1connect.ApprovalServiceName, grpchealth.HealthV1ServiceName}
+	names := []string{rbookv1connect.RunServiceName, rbookv1connect.ApprovalServiceName, rbookv1connect.IdentityServiceName, grpchealth.HealthV1ServiceName}
 	reflector := grpcreflect.NewReflector(grpcreflect.NamerFunc(func() []string { return names }), grpcreflect.WithDescriptorResolver(files))
 	s.mux.Handle(grpcreflect.NewHandlerV1(reflector))
 	s.mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
-	s.health = grpchealth.NewStaticChecker(rbookv1connect.RunServiceName, rbookv1connect.ApprovalServiceName)
+	s.health = grpchealth.NewStaticChecker(rbookv1connect.RunServiceName, rbookv1connect.ApprovalServiceName, rbookv1connect.IdentityServiceName)
 	s.mux.Handle(grpchealth.NewHandler(dbChecker{s: s, static: s.health}))
 	if err := s.mountGitHub(); err != nil {
 		unsubscribe()
@@ -205,8 +238,9 @@ func New(st *store.Store, opts Options) (*Server, error) {
 	return s, nil
 }
 
-// ServeHTTP routes to the RPC handlers.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+// ServeHTTP routes to the RPC handlers and /auth/, behind cross-origin protection
+// (buildHandler).
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
 
 // EndStreams marks the server not serving (gRPC health) and makes every open WatchRun and
 // WatchApproval stream end with UNAVAILABLE (E_RETRY), so a graceful shutdown is not held
@@ -216,6 +250,7 @@ func (s *Server) EndStreams() {
 		s.health.SetStatus("", grpchealth.StatusNotServing)
 		s.health.SetStatus(rbookv1connect.RunServiceName, grpchealth.StatusNotServing)
 		s.health.SetStatus(rbookv1connect.ApprovalServiceName, grpchealth.StatusNotServing)
+		s.health.SetStatus(rbookv1connect.IdentityServiceName, grpchealth.StatusNotServing)
 		close(s.streamsDone)
 	})
 }

@@ -1,7 +1,9 @@
 // Package authtest is a local GitHub Actions OIDC issuer for tests (issue 7, item 5): an
 // httptest server that serves OpenID discovery and the JWKS of a generated RSA key, mints
 // tokens with GitHub's claims (signed with github.com/go-jose/go-jose/v4), and plays the
-// runner's token endpoint (ACTIONS_ID_TOKEN_REQUEST_URL). Only tests import it.
+// runner's token endpoint (ACTIONS_ID_TOKEN_REQUEST_URL). It is also an OpenID provider for
+// console sign-in (login.go): an authorization endpoint that consents as a configured user
+// and a token endpoint that checks the PKCE verifier. Only tests import it.
 package authtest
 
 import (
@@ -29,6 +31,7 @@ type Issuer struct {
 	// JWKSRequests counts requests for the key set.
 	JWKSRequests atomic.Int64
 	srv          *httptest.Server
+	login        login
 }
 
 // Close stops the issuer before the test ends (an issuer that went down).
@@ -45,7 +48,9 @@ func NewIssuer(t testing.TB) *Issuer {
 	mux.HandleFunc("/.well-known/openid-configuration", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, map[string]any{
 			"issuer": iss.URL, "jwks_uri": iss.URL + "/.well-known/jwks",
-			"subject_types_supported": []string{"public", "pairwise"}, "response_types_supported": []string{"id_token"},
+			"authorization_endpoint": iss.URL + "/authorize", "token_endpoint": iss.URL + "/token",
+			"subject_types_supported": []string{"public", "pairwise"}, "response_types_supported": []string{"id_token", "code"},
+			"code_challenge_methods_supported": []string{"S256"}, "grant_types_supported": []string{"authorization_code"},
 			"id_token_signing_alg_values_supported": []string{"RS256"},
 			"claims_supported":                      []string{"sub", "aud", "exp", "iat", "iss", "repository", "ref", "actor"},
 		})
@@ -54,6 +59,7 @@ func NewIssuer(t testing.TB) *Issuer {
 		iss.JWKSRequests.Add(1)
 		writeJSON(w, jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &iss.key.PublicKey, KeyID: iss.kid, Algorithm: "RS256", Use: "sig"}}})
 	})
+	iss.mountLogin(mux)
 	return iss
 }
 

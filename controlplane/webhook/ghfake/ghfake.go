@@ -3,6 +3,8 @@
 // checks the App's JWT and installation tokens and records every request it receives, and
 // builders of webhook deliveries shaped like GitHub's documented payloads and signed like
 // GitHub signs them (X-Hub-Signature-256: HMAC-SHA256 of the body with the webhook secret).
+// It also plays GitHub's OAuth web flow and the user endpoints "Sign in with GitHub" reads
+// (oauth.go: SetOAuthUser, OAuthClientID, OAuthClientSecret, SignInConfigYAML).
 //
 // It is for tests only; nothing outside _test.go files and test helpers may import it.
 package ghfake
@@ -63,6 +65,10 @@ type Server struct {
 	reviews  map[string]json.RawMessage // run path → approvals response
 	failures map[string][]int           // "METHOD path" → statuses to answer next, in order
 	attempts map[string]int             // run path → run_attempt of GET …/actions/runs/{run} (default 1)
+
+	oauthUser  OAuthUser             // the account the OAuth flow signs in (oauth.go)
+	oauthCodes map[string]oauthGrant // authorization code → grant
+	userTokens map[string]OAuthUser  // user access token → account
 }
 
 type token struct {
@@ -96,6 +102,7 @@ func New(t testing.TB, appID int64) *Server {
 	mux.HandleFunc("POST /repos/{o}/{r}/actions/runs/{run}/pending_deployments", s.authed(s.reviewPending))
 	mux.HandleFunc("GET /repos/{o}/{r}/actions/runs/{run}/approvals", s.authed(s.getApprovals))
 	mux.HandleFunc("POST /repos/{o}/{r}/actions/runs/{run}/deployment_protection_rule", s.authed(s.protectionRule))
+	s.mountOAuth(mux)
 	s.srv = httptest.NewServer(s.record(mux))
 	s.URL = s.srv.URL
 	t.Cleanup(s.srv.Close)

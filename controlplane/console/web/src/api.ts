@@ -43,7 +43,9 @@ export function errorText(err: unknown): string {
     const info = err.findDetails(ErrorInfoSchema)[0];
     let msg = info?.message || err.rawMessage || err.message;
     msg = msg.replace(/^E_[A-Z_]+: /, "");
-    if (err.code === Code.Unauthenticated) return `${msg} — sign in to continue.`;
+    if (err.code === Code.Unauthenticated) {
+      return /session ended/.test(msg) ? `${msg}.`.replace(/\.\.$/, ".") + " Sign in to continue." : "You are not signed in. Sign in to continue.";
+    }
     if (err.code === Code.PermissionDenied && !msg) return "You are not allowed to do this.";
     if (err.code === Code.Unavailable) return "The control plane cannot be reached; it may be restarting. The page retries.";
     return msg;

@@ -27,8 +27,8 @@ export function showError(err: unknown): void {
   el.hidden = false;
   const text = errorText(err);
   replace(el, text);
-  if (/sign in to continue/.test(text)) {
-    el.append(" ", h("a", { href: `/signin?next=${encodeURIComponent(location.pathname + location.search)}` }, "Sign in"));
+  if (/Sign in to continue/.test(text)) {
+    el.append(" ", h("a", { href: `/signin?return=${encodeURIComponent(location.pathname + location.search)}` }, "Sign in"));
   }
 }
 
@@ -74,7 +74,7 @@ export async function renderHeader(): Promise<Who | null> {
 /** signOut ends the session (POST /auth/logout) and goes to the sign-in page. */
 export async function signOut(): Promise<void> {
   try {
-    const r = await fetch("/auth/logout", { method: "POST", credentials: "same-origin" });
+    const r = await fetch("/auth/logout", { method: "POST", credentials: "same-origin", headers: { Accept: "application/json" } });
     if (!r.ok && r.status !== 204) throw new Error(`Sign out failed (HTTP ${r.status}); try again.`);
   } catch (err) {
     showError(err);

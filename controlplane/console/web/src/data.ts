@@ -23,28 +23,34 @@ export async function listApprovals(req: { status?: ApprovalStatus; runId?: stri
   return out;
 }
 
-/** runsFor returns the runs of the given ids: the paused runs in one listing, the rest one by one. */
+/** runsFor returns the runs of the given ids, for context on a list of gates. Many gates: the
+ * paused runs come from a few pages of ListRuns first; the rest (and few gates) one GetRun each,
+ * six at a time (a browser's connections per origin). */
 export async function runsFor(ids: string[], signal: AbortSignal): Promise<Map<string, Run>> {
   const want = new Set(ids);
   const got = new Map<string, Run>();
-  if (want.size === 0) return got;
-  let pageToken = "";
-  for (let i = 0; i < 100 && got.size < want.size; i++) {
-    const r = await runs.listRuns({ status: RunStatus.PAUSED, pageSize: 500, pageToken }, { signal });
-    for (const run of r.runs) if (want.has(run.runId)) got.set(run.runId, run);
-    if (!r.nextPageToken) break;
-    pageToken = r.nextPageToken;
+  if (want.size > 12) {
+    let pageToken = "";
+    for (let i = 0; i < 4 && got.size < want.size; i++) {
+      const r = await runs.listRuns({ status: RunStatus.PAUSED, pageSize: 500, pageToken }, { signal });
+      for (const run of r.runs) if (want.has(run.runId)) got.set(run.runId, run);
+      if (!r.nextPageToken) break;
+      pageToken = r.nextPageToken;
+    }
   }
-  await Promise.all(
-    [...want].filter((id) => !got.has(id)).map(async (id) => {
+  const rest = [...want].filter((id) => !got.has(id));
+  const worker = async (): Promise<void> => {
+    for (let id = rest.pop(); id !== undefined; id = rest.pop()) {
       try {
         const r = await runs.getRun({ runId: id, pageSize: 1 }, { signal });
         if (r.run) got.set(id, r.run);
-      } catch {
+      } catch (err) {
+        if (signal.aborted) throw err;
         // a gate whose run cannot be read is still listed, without its context
       }
-    }),
-  );
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(6, rest.length) }, worker));
   return got;
 }
 

@@ -124,6 +124,6 @@ export function workflowRunURL(r: Run | undefined, a?: Approval): string {
 
 /** oneLine is the first line of text, cut to n characters. */
 export function oneLine(text: string, n = 160): string {
-  const line = text.split("\n").find((l) => l.trim() !== "")?.trim() ?? "";
+  const line = text.split("\n").map((l) => l.replace(/^\s*#+\s*/, "").trim()).find((l) => l !== "") ?? "";
   return line.length > n ? `${line.slice(0, n - 1)}…` : line;
 }

@@ -59,10 +59,12 @@ function runContext(run: Run, a: Approval): HTMLElement {
   ]);
 }
 
-function whoMay(a: Approval): HTMLElement {
+function whoMay(a: Approval, w: Who): HTMLElement {
   const need = a.approvalsRequired || 1;
   const allowed = a.allowedApprovers.length ? `Allowed approvers: ${a.allowedApprovers.join(", ")}.` : "Anyone with the approver role may decide.";
-  const four = a.starterMayApprove ? "The person who started the run may approve too." : "The person who started the run may not approve it (four-eyes).";
+  const four = w.known && !w.authEnabled
+    ? "Without sign-in this control plane cannot tell people apart, so four-eyes is not checked."
+    : a.starterMayApprove ? "The person who started the run may approve too." : "The person who started the run may not approve it (four-eyes).";
   const left = Math.max(0, need - approvalCount(a));
   const more = a.status === ApprovalStatus.PENDING ? ` ${left} more approval${left === 1 ? "" : "s"} needed.` : "";
   return h("p", { id: "who-may" }, `${need} distinct approval${need === 1 ? "" : "s"} open${need === 1 ? "s" : ""} this gate.${more} ${allowed} ${four} One rejection rejects it.`);
@@ -81,12 +83,21 @@ export async function gatePage(p: Page): Promise<void> {
   const runStatusEl = h("span", { id: "run-status", class: runStatusClass(fr.run.status) }, runStatus(fr.run.status));
   const tallyEl = h("p", { id: "tally", class: "tally" }, tally(a));
   const votesBox = h("div", null, votesList(a));
-  const whoMayBox = h("div", null, whoMay(a));
+  const whoMayBox = h("div", null, whoMay(a, w));
   const decisionBox = h("div", null, decisionBlock(a, "decision"));
   const decideBox = h("div");
   const outcome = h("p", { id: "outcome", role: "status" });
   const evidenceBox = h("div", null, evidenceTable("evidence-table", stepInfos(fr.transitions, fr.plan?.steps)));
 
+  const left = h("span", { id: "deadline-left" });
+  const deadlineEl = ms(a.deadline) ? h("p", { id: "deadline" }, "Deadline: ", timeEl(a.deadline), " (", left, ")") : null;
+  const tickDeadline = (): void => {
+    const d = ms(a.deadline) - Date.now();
+    left.textContent = a.status !== ApprovalStatus.PENDING ? "closed" : d > 0 ? `${duration(d)} left` : "passed";
+  };
+  tickDeadline();
+  const ticker = setInterval(tickDeadline, 1000);
+  p.signal.addEventListener("abort", () => clearInterval(ticker), { once: true });
   const plan = fr.plan;
   const names = new Map((plan?.steps ?? []).map((s) => [s.index, s.name] as [number, string]));
   const after = plan ? stepsAfter(plan.steps, a.stepIndex, fr.run.kind) : [];
@@ -105,10 +116,10 @@ export async function gatePage(p: Page): Promise<void> {
     h("h1", null, "Gate ", h("span", { class: "step-name" }, a.stepName)),
     statusEl,
     h("section", { id: "prompt-section", "aria-labelledby": "prompt-h" }, h("h2", { id: "prompt-h" }, "Prompt"), h("pre", { id: "prompt", tabindex: 0 }, a.prompt || "(no prompt)")),
-    h("section", { id: "decide-section", "aria-labelledby": "decide-h" }, h("h2", { id: "decide-h" }, "Decision"), decisionBox, decideBox, outcome),
-    h("section", { id: "votes", "aria-labelledby": "votes-h" }, h("h2", { id: "votes-h" }, "Who decides"), tallyEl, votesBox, whoMayBox,
-      ms(a.deadline) && a.status === ApprovalStatus.PENDING ? h("p", null, "Deadline: ", timeEl(a.deadline), ` (${duration(ms(a.deadline) - Date.now())} left)`) : null),
     planSection,
+    h("section", { id: "votes", "aria-labelledby": "votes-h" }, h("h2", { id: "votes-h" }, "Who decides"), tallyEl, votesBox, whoMayBox,
+      deadlineEl),
+    h("section", { id: "decide-section", "aria-labelledby": "decide-h" }, h("h2", { id: "decide-h" }, "Decision"), decisionBox, decideBox, outcome),
     h("section", { id: "context", "aria-labelledby": "context-h" }, h("h2", { id: "context-h" }, "The run"), h("p", null, "Run status: ", runStatusEl), runContext(fr.run, a)),
     h("section", { id: "evidence", "aria-labelledby": "evidence-h" }, h("h2", { id: "evidence-h" }, "Evidence so far"), evidenceBox),
   );
@@ -118,7 +129,7 @@ export async function gatePage(p: Page): Promise<void> {
     statusEl.textContent = approvalStatus(a);
     tallyEl.textContent = tally(a);
     votesBox.replaceChildren(votesList(a));
-    whoMayBox.replaceChildren(whoMay(a));
+    whoMayBox.replaceChildren(whoMay(a, w));
     decisionBox.replaceChildren(decisionBlock(a, "decision") ?? "");
     drawDecide(decideBox, a, w, outcome, update);
     if (say) announce(say);
@@ -143,8 +154,9 @@ function drawDecide(box: HTMLElement, a: Approval, w: Who, outcome: HTMLElement,
   if (a.status !== ApprovalStatus.PENDING) return;
   const d = mayDecide(a, w);
   if (!d.ok) {
-    box.append(h("p", { id: "not-eligible" }, d.reason || "You may not decide this gate."));
-    if (!w.identity && w.known && w.authEnabled) box.append(h("p", null, h("a", { href: `/signin?next=${encodeURIComponent(location.pathname)}` }, "Sign in"), " to decide it."));
+    const text = a.caller?.code === "E_ALREADY_VOTED" ? `Your approval is already counted; ${tally(a)}.` : d.reason || "You may not decide this gate.";
+    box.append(h("p", { id: "not-eligible" }, text));
+    if (!w.identity && w.known && w.authEnabled) box.append(h("p", null, h("a", { href: `/signin?return=${encodeURIComponent(location.pathname)}` }, "Sign in"), " to decide it."));
     return;
   }
   const reason = h("textarea", { id: "reason", name: "reason", rows: 3, maxlength: 1024, "aria-describedby": "reason-help reason-error" });

@@ -6,9 +6,9 @@ import { navigate, ready, renderHeader, setTitle, showError } from "./app.js";
 import type { Page } from "./app.js";
 import { refreshWho, whoAmI } from "./api.js";
 
-/** safeNext returns the next query parameter when it is a path of this origin, else "/". */
+/** safeNext returns the return query parameter when it is a path of this origin, else "/". */
 export function safeNext(q: URLSearchParams): string {
-  const n = q.get("next") ?? "";
+  const n = q.get("return") ?? "";
   return /^\/(?![/\\])[^\s]*$/.test(n) ? n : "/";
 }
 
@@ -28,7 +28,7 @@ export async function signinPage(p: Page): Promise<void> {
   const providers = w.signInProviders.filter((x) => x.kind !== "token");
   if (providers.length) {
     parts.push(h("ul", { id: "providers", class: "providers" }, providers.map((x) =>
-      h("li", null, h("a", { class: "button", href: `/auth/login/${encodeURIComponent(x.id)}?next=${encodeURIComponent(next)}` }, x.label || `Sign in with ${x.id}`)))));
+      h("li", null, h("a", { class: "button", href: `/auth/login/${encodeURIComponent(x.id)}?return=${encodeURIComponent(next)}` }, x.label || `Sign in with ${x.id}`)))));
   }
   if (w.signInProviders.some((x) => x.kind === "token") || (w.known && w.authEnabled && w.signInProviders.length === 0)) {
     const token = h("input", { id: "token", name: "token", type: "password", autocomplete: "off", required: true, spellcheck: "false" });
@@ -46,8 +46,8 @@ export async function signinPage(p: Page): Promise<void> {
         const r = await fetch("/auth/token", {
           method: "POST",
           credentials: "same-origin",
-          headers: { "Content-Type": "application/json" },
-          body: JSON.stringify({ token: token.value.trim() }),
+          headers: { "Content-Type": "application/json", Accept: "application/json" },
+          body: JSON.stringify({ token: token.value.trim(), return: next }),
         });
         token.value = "";
         if (!r.ok) {

@@ -68,16 +68,23 @@ export async function waitingPage(p: Page): Promise<void> {
   const mine = h("ul", { id: "my-gates-list", class: "cards" });
   const others = h("ul", { id: "other-gates-list", class: "cards" });
   const empty = h("p", { id: "no-gates", hidden: true }, "Nothing is waiting for you.");
+  const mySection = h("section", { id: "my-gates", "aria-labelledby": "my-gates-h" }, h("h2", { id: "my-gates-h" }, "Gates you may decide"), mine);
   const otherSection = h("section", { id: "other-gates", "aria-labelledby": "other-gates-h" },
     h("h2", { id: "other-gates-h" }, "Gates you cannot decide"), others);
   replace(p.main,
     h("h1", null, "Waiting for me"),
     empty,
-    h("section", { id: "my-gates", "aria-labelledby": "my-gates-h" }, h("h2", { id: "my-gates-h" }, "Gates you may decide"), mine),
+    mySection,
     otherSection,
   );
   const w = await whoAmI();
-  let last = "";
+  if (w.known && w.authEnabled && !w.identity) {
+    replace(p.main, h("h1", null, "Waiting for me"),
+      h("p", { id: "no-gates" }, "Sign in to see the gates waiting for you. ", h("a", { href: "/signin" }, "Sign in")));
+    ready(p.main);
+    return;
+  }
+  let last: string | null = null;
   let first = true;
   const ticker = setInterval(() => tick(p.main), 1000);
   p.signal.addEventListener("abort", () => clearInterval(ticker), { once: true });
@@ -99,6 +106,7 @@ export async function waitingPage(p: Page): Promise<void> {
         if (a1.length === 0) mine.replaceChildren(h("li", { class: "none" }, "No gate is waiting for your decision."));
         otherSection.hidden = a2.length === 0;
         empty.hidden = list.length !== 0;
+        mySection.hidden = list.length === 0;
         if (!first) announce(`${a1.length} gate${a1.length === 1 ? "" : "s"} waiting for you.`);
         last = fp;
       }
