@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rbookhq/rbook-action/action/engine"
+	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
 )
 
 // typedGate answers at once with verdict v and the typed input.
@@ -25,7 +26,7 @@ func (l typedGate) Await(context.Context, engine.GateRequest) (engine.Decision, 
 func TestIssue7_BreakGates_TerminalAnswerWithControlCharacters(t *testing.T) {
 	f := newFake()
 	c := serve(t, f)
-	g := &Gate{C: c, Local: typedGate{v: engine.Rejected, input: "ye\x1b[Ds\tno\u202e"}, Who: "ann", Announce: func(string, string) {}}
+	g := &Gate{C: c, Local: typedGate{v: engine.Rejected, input: "ye\x1b[Ds\tno\u202e"}, Who: "ann", Announce: func(*rbookv1.Approval, string) {}}
 	d, err := g.Await(t.Context(), engine.GateRequest{RunID: "R", StepName: "g", Deadline: time.Now().Add(time.Minute)})
 	if err != nil {
 		t.Fatal(err)

@@ -290,7 +290,7 @@ func TestGateRemoteDecision(t *testing.T) {
 	f := newFake()
 	c := serve(t, f)
 	announced := make(chan string, 1)
-	g := &Gate{C: c, Local: &localGate{v: engine.Approved, release: make(chan struct{})}, Who: "ann", Announce: func(_, tok string) { announced <- tok }}
+	g := &Gate{C: c, Local: &localGate{v: engine.Approved, release: make(chan struct{})}, Who: "ann", Announce: func(_ *rbookv1.Approval, tok string) { announced <- tok }}
 	done := make(chan engine.Decision, 1)
 	go func() {
 		d, err := g.Await(t.Context(), engine.GateRequest{RunID: "R", StepName: "g", Deadline: time.Now().Add(time.Minute)})
@@ -315,7 +315,7 @@ func TestGateLocalAnswerUsesTheSameCompareAndSet(t *testing.T) {
 		c := serve(t, f)
 		local := &localGate{v: engine.Approved, release: make(chan struct{})}
 		announced := make(chan string, 1)
-		g := &Gate{C: c, Local: local, Who: "ann", Announce: func(_, tok string) { announced <- tok }}
+		g := &Gate{C: c, Local: local, Who: "ann", Announce: func(_ *rbookv1.Approval, tok string) { announced <- tok }}
 		done := make(chan engine.Decision, 1)
 		go func() {
 			d, _ := g.Await(t.Context(), engine.GateRequest{RunID: "R", StepName: "g", Deadline: time.Now().Add(time.Minute)})
@@ -350,7 +350,7 @@ func TestGateRunCancelled(t *testing.T) {
 	c := serve(t, f)
 	ctx, cancel := context.WithCancel(t.Context())
 	announced := make(chan struct{}, 1)
-	g := &Gate{C: c, Announce: func(string, string) { announced <- struct{}{} }, Cancelled: cancel}
+	g := &Gate{C: c, Announce: func(*rbookv1.Approval, string) { announced <- struct{}{} }, Cancelled: cancel}
 	errc := make(chan error, 1)
 	go func() {
 		_, err := g.Await(ctx, engine.GateRequest{RunID: "R", StepName: "g", Deadline: time.Now().Add(time.Minute)})
@@ -373,7 +373,7 @@ func TestGateLocalAnswerRefusedKeepsWaiting(t *testing.T) {
 	local := &localGate{v: engine.Rejected, release: make(chan struct{})}
 	announced := make(chan string, 1)
 	notices := make(chan string, 1)
-	g := &Gate{C: c, Local: local, Who: "starter", Announce: func(_, tok string) { announced <- tok }, Notice: func(m string) { notices <- m }}
+	g := &Gate{C: c, Local: local, Who: "starter", Announce: func(_ *rbookv1.Approval, tok string) { announced <- tok }, Notice: func(m string) { notices <- m }}
 	done := make(chan engine.Decision, 1)
 	go func() {
 		d, _ := g.Await(t.Context(), engine.GateRequest{RunID: "R", StepName: "g", Deadline: time.Now().Add(time.Minute)})
@@ -412,7 +412,7 @@ func TestIssue7_4_GateClosedByDeadlineIsATimeout(t *testing.T) {
 			f := newFake()
 			cl := serve(t, f)
 			announced := make(chan struct{}, 1)
-			g := &Gate{C: cl, Announce: func(string, string) { announced <- struct{}{} }}
+			g := &Gate{C: cl, Announce: func(*rbookv1.Approval, string) { announced <- struct{}{} }}
 			type res struct {
 				d   engine.Decision
 				err error
@@ -620,7 +620,7 @@ func TestIssue6_1_4_WatchDeadlineCountsFromTheLoss(t *testing.T) {
 	c := serve(t, f)
 	c.Deadline = 500 * time.Millisecond
 	announced := make(chan string, 1)
-	g := &Gate{C: c, Announce: func(_, tok string) { announced <- tok }}
+	g := &Gate{C: c, Announce: func(_ *rbookv1.Approval, tok string) { announced <- tok }}
 	done := make(chan error, 1)
 	go func() {
 		d, err := g.Await(t.Context(), engine.GateRequest{RunID: "R", StepName: "g", Deadline: time.Now().Add(time.Minute)})

@@ -246,7 +246,7 @@ func TestIssue10_2_FailoverFirstKilledMidRun(t *testing.T) {
 
 	// A gate opens through A and waits on A's WatchApproval stream.
 	announced := make(chan string, 1)
-	g := &cpclient.Gate{C: c, Drain: r.Drain, Announce: func(_, token string) { announced <- token }}
+	g := &cpclient.Gate{C: c, Drain: r.Drain, Announce: func(_ *rbookv1.Approval, token string) { announced <- token }}
 	decided := make(chan engine.Decision, 1)
 	go func() {
 		d, err := g.Await(t.Context(), engine.GateRequest{RunID: foRunID, StepName: "gate", StepIndex: 5, Prompt: "go?",

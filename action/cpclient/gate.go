@@ -41,9 +41,11 @@ type Gate struct {
 	// Approve/Reject of a terminal answer returned it, before Await returns: the job summary
 	// lists its votes (NEWUSER7 finding 11).
 	Decided func(a *rbookv1.Approval)
-	// Announce is told the approval id and token once the gate is open (to print
-	// "rbook approve <token>" on a terminal, or only the id in CI: the token is a secret).
-	Announce func(approvalID, token string)
+	// Announce is told the approval as RequestApproval returned it and its token once the
+	// gate is open (to print "rbook approve <token>" on a terminal, or only the id in CI: the
+	// token is a secret), with approval_url, the gate's page, when the control plane has a
+	// public URL (docs/console-links.md).
+	Announce func(a *rbookv1.Approval, token string)
 	// Cancelled is called when the control plane cancelled the run while the gate waited;
 	// the caller stops the run with engine.CancelRequest. Await then waits for ctx to end.
 	Cancelled func()
@@ -70,6 +72,9 @@ type Gate struct {
 type PausedError struct {
 	// ApprovalID is the open approval (Approval.approval_id).
 	ApprovalID string
+	// ApprovalURL is its page on the console (Approval.approval_url); "" when the control
+	// plane has no public URL.
+	ApprovalURL string
 	// StepIndex and StepName are the gate's step.
 	StepIndex int
 	StepName  string
@@ -134,6 +139,7 @@ func (g *Gate) Await(ctx context.Context, req engine.GateRequest) (engine.Decisi
 	// approval (and token) it had, with its original, earlier deadline. The Local gate's
 	// prompt states that one deadline, not the fresh step timeout (issue 6, item 2.4).
 	localReq := req
+	localReq.ApprovalURL = opened.GetApproval().GetApprovalUrl()
 	if dl := opened.GetApproval().GetDeadline(); dl != nil && dl.AsTime().Before(req.Deadline) {
 		localReq.Deadline = dl.AsTime()
 		localReq.Reopened = dl.AsTime().Before(req.Deadline.Add(-time.Second))
@@ -151,10 +157,10 @@ func (g *Gate) Await(ctx context.Context, req engine.GateRequest) (engine.Decisi
 		g.Opened(opened.GetApproval(), token, localReq.Deadline)
 	}
 	if g.Announce != nil {
-		g.Announce(id, token)
+		g.Announce(opened.GetApproval(), token)
 	}
 	if g.Pause && opened.GetApproval().GetStatus() == rbookv1.ApprovalStatus_APPROVAL_STATUS_PENDING {
-		return engine.Decision{}, &PausedError{ApprovalID: id, StepIndex: req.StepIndex, StepName: req.StepName}
+		return engine.Decision{}, &PausedError{ApprovalID: id, ApprovalURL: opened.GetApproval().GetApprovalUrl(), StepIndex: req.StepIndex, StepName: req.StepName}
 	}
 
 	hold, stop := context.WithCancel(hold)

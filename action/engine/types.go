@@ -214,6 +214,10 @@ type GateRequest struct {
 	// Policy is what the auto-pass policy evaluates at a playbook approval node (issue 9,
 	// item 6); nil for a runbook's confirm step.
 	Policy *PolicyContext
+	// ApprovalURL is the gate's page on the control plane's console (Approval.approval_url)
+	// when a control plane with a public URL opened the gate, for a Local gate to show
+	// (docs/console-links.md); "" otherwise. It carries no secret.
+	ApprovalURL string
 }
 
 // PolicyContext is the input of the auto-pass policy at a playbook approval node (issue 9,

@@ -317,9 +317,13 @@ func (c *ciOutput) opened(rec *ciGateRecord, a *rbookv1.Approval, token string, 
 	c.mu.Lock()
 	c.writeLiveSummary(rec)
 	c.mu.Unlock()
+	page := ""
+	if u := a.GetApprovalUrl(); u != "" {
+		page = "  Page           " + u + "\n"
+	}
 	fmt.Fprintf(c.log, "\nGate '%s' (step %d of %d) of run %s waits for a decision.\n"+
-		"  Approval id    %s\n  Needs          %s\n  Approve        %s\n  Reject         %s\n  Control plane  %s\n  Deadline       %s (in %d minutes)\n",
-		req.StepName, req.StepIndex+1, req.StepCount, req.RunID, id, needs, approve, reject, c.cpURL, dl, mins)
+		"  Approval id    %s\n%s  Needs          %s\n  Approve        %s\n  Reject         %s\n  Control plane  %s\n  Deadline       %s (in %d minutes)\n",
+		req.StepName, req.StepIndex+1, req.StepCount, req.RunID, id, page, needs, approve, reject, c.cpURL, dl, mins)
 	if note != "" {
 		fmt.Fprintf(c.log, "  Note           %s\n", note)
 	}
@@ -328,8 +332,26 @@ func (c *ciOutput) opened(rec *ciGateRecord, a *rbookv1.Approval, token string, 
 	}
 	if !show {
 		// The notice (an annotation, shown on the run's page) never carries a token.
-		c.log.Command("notice", map[string]string{"title": "rbook: a gate waits for a decision"},
-			fmt.Sprintf("Approval %s needs %s: %s (deadline %s)", id, needs, approve, dl))
+		msg := fmt.Sprintf("Approval %s needs %s: %s (deadline %s)", id, needs, approve, dl)
+		if u := a.GetApprovalUrl(); u != "" {
+			msg += "; page: " + u
+		}
+		c.log.Command("notice", map[string]string{"title": "rbook: a gate waits for a decision"}, msg)
+	}
+	c.writeURLOutput(a)
+}
+
+// writeURLOutput sets the step output approval-url to the open gate's page when the control
+// plane has a public URL (docs/console-links.md): written when the gate opens, so a later step
+// that runs after this one was stopped or timed out at the gate still has it. The link
+// carries no secret.
+func (c *ciOutput) writeURLOutput(a *rbookv1.Approval) {
+	u, p := a.GetApprovalUrl(), os.Getenv("GITHUB_OUTPUT")
+	if u == "" || p == "" {
+		return
+	}
+	if err := github.WriteFileCommand(p, []github.Output{{Name: "approval-url", Value: u}}); err != nil {
+		fmt.Fprintf(c.log, "warning: the step output approval-url was not written: %v\n", err)
 	}
 }
 
@@ -391,8 +413,8 @@ func (c *ciOutput) writeLiveSummary(rec *ciGateRecord) {
 	mins := int(time.Until(c.deadline).Round(time.Minute) / time.Minute)
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n### rbook: gate %s (step %d of %d) waits for a decision\n\n"+
-		"| | |\n|---|---|\n| Approval id | `%s` |\n| Needs | %s |\n| Approve | `%s` |\n| Reject | `%s` |\n| Control plane | %s |\n| Deadline | %s (in %d minutes) |\n",
-		mdCode(req.StepName), req.StepIndex+1, req.StepCount, id, mdCell(needsText(a)), approve, reject, c.cpURL, dl, mins)
+		"| | |\n|---|---|\n| Approval id | `%s` |\n%s| Needs | %s |\n| Approve | `%s` |\n| Reject | `%s` |\n| Control plane | %s |\n| Deadline | %s (in %d minutes) |\n",
+		mdCode(req.StepName), req.StepIndex+1, req.StepCount, id, pageRow(a), mdCell(needsText(a)), approve, reject, c.cpURL, dl, mins)
 	if len(a.GetVotes()) > 0 {
 		fmt.Fprintf(&b, "| Votes so far | %s |\n", mdCell(progressText(req.StepName, a)))
 	}
@@ -407,6 +429,15 @@ func (c *ciOutput) writeLiveSummary(rec *ciGateRecord) {
 	if _, err := github.AppendSummary(path, b.String()); err != nil {
 		fmt.Fprintf(c.log, "warning: %v\n", err)
 	}
+}
+
+// pageRow is the job summary's table row with the gate's page (Approval.approval_url), or ""
+// when the control plane has no public URL.
+func pageRow(a *rbookv1.Approval) string {
+	if u := a.GetApprovalUrl(); u != "" {
+		return "| Page | " + mdCell(u) + " |\n"
+	}
+	return ""
 }
 
 // mdCode is s as a Markdown code span (backticks and line breaks cannot end it).
@@ -542,6 +573,11 @@ func (c *ciOutput) publish(v *view, rep string, st *state.State, evPath string) 
 		}
 		fmt.Fprintf(&b, "- Run on the %s: %s (`rbook get %s --control-plane %s`)\n", where, c.cpURL, st.RunID, c.cpURL)
 	}
+	for i := range d.Rows {
+		if rec, ok := c.gates[i]; ok && rec.approval.GetApprovalUrl() != "" {
+			fmt.Fprintf(&b, "- Gate %s: %s\n", mdCode(rec.req.StepName), mdCell(rec.approval.GetApprovalUrl()))
+		}
+	}
 	if u := github.RunURL(); u != "" {
 		fmt.Fprintf(&b, "- This workflow run: %s\n", u)
 	}
@@ -574,6 +610,9 @@ func (c *ciOutput) publish(v *view, rep string, st *state.State, evPath string) 
 		// The last gate the run reached, decided or not (NEWUSER7 finding 5).
 		if rec.id != "" {
 			outs = append(outs, github.Output{Name: "approval-id", Value: rec.id})
+		}
+		if u := rec.approval.GetApprovalUrl(); u != "" {
+			outs = append(outs, github.Output{Name: "approval-url", Value: u})
 		}
 		outs = append(outs, github.Output{Name: "approval-status", Value: rec.outcome})
 		if by, reason := rec.deciders(); by != "" {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -612,7 +613,9 @@ func newApprovalsCmd() *cobra.Command {
 		Short: "List confirm-gate approvals (tokens are never shown)",
 		Long: `List the approvals of confirm gates: approval id, run, gate, status (pending, approved,
 rejected, expired, cancelled), when it was requested, its deadline and who decided it.
-Tokens are secrets and are never shown. -o json prints the ListApprovalsResponse.
+Tokens are secrets and are never shown. When the control plane has a public URL (rbook serve
+--public-url; an embedded control plane's own address), a PAGE column gives each gate's page
+in a browser. -o json prints the ListApprovalsResponse (approval_url is each page).
 
 ` + historyHelp + `
 
@@ -649,11 +652,22 @@ and no local database.`,
 			if f.output == "json" {
 				return printJSON(cmd.OutOrStdout(), resp)
 			}
+			// A PAGE column (each gate's page on the console) when the control plane has a
+			// public URL (docs/console-links.md).
+			page := slices.ContainsFunc(resp.GetApprovals(), func(a *rbookv1.Approval) bool { return a.GetApprovalUrl() != "" })
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "APPROVAL\tRUN\tGATE\tSTATUS\tREQUESTED\tDEADLINE\tDECIDED BY\tAPPROVALS")
+			head := "APPROVAL\tRUN\tGATE\tSTATUS\tREQUESTED\tDEADLINE\tDECIDED BY\tAPPROVALS"
+			if page {
+				head += "\tPAGE"
+			}
+			fmt.Fprintln(w, head)
 			for _, a := range resp.GetApprovals() {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.GetApprovalId(), a.GetRunId(), a.GetStepName(), shortEnum(a.GetStatus(), "APPROVAL_STATUS_"),
+				line := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", a.GetApprovalId(), a.GetRunId(), a.GetStepName(), shortEnum(a.GetStatus(), "APPROVAL_STATUS_"),
 					ts(a.GetRequestedAt()), ts(a.GetDeadline()), a.GetApprover(), tally(a))
+				if page {
+					line += "\t" + a.GetApprovalUrl()
+				}
+				fmt.Fprintln(w, line)
 			}
 			return w.Flush()
 		},

@@ -14,6 +14,7 @@ import (
 	"github.com/rbookhq/rbook-action/action/engine"
 	"github.com/rbookhq/rbook-action/action/runbook"
 	"github.com/rbookhq/rbook-action/action/state"
+	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
 )
 
 // checkCPURL refuses a control-plane URL that no call could reach: it needs the scheme
@@ -161,13 +162,15 @@ func startOnControlPlane(ctx context.Context, c *cpclient.Client, plan *runbook.
 // approval id, because the token is a secret. On the embedded control plane the approval id
 // works from another terminal in this folder (the local approver key, embedded.go). RBOOK_SHOW_TOKEN=1
 // prints the command anyway (for scripts that read the output; never in shared logs).
-func announcer(errw io.Writer, url string, embedded bool) func(id, token string) {
+func announcer(errw io.Writer, url string, embedded bool) func(a *rbookv1.Approval, token string) {
 	target := " --control-plane " + url
 	if embedded {
 		target = "" // other terminals find the embedded control plane in .rbook/controlplane.url
 	}
 	interactive := showApprovalToken()
-	return func(id, token string) {
+	return func(a *rbookv1.Approval, token string) {
+		defer printPageLink(errw, a)
+		id := a.GetApprovalId()
 		switch {
 		case embedded && interactive:
 			fmt.Fprintf(errw, "Approval %s is open on %s. From another terminal in this folder:\n  rbook approve %s\nor with its token, from wherever %s is reachable:\n  rbook approve %s --control-plane %s\n", id, url, id, url, token, url)
@@ -178,6 +181,15 @@ func announcer(errw io.Writer, url string, embedded bool) func(id, token string)
 		default:
 			fmt.Fprintf(errw, "Approval %s is open on the control plane %s (its token is a secret and is not printed here: %s).\n", id, url, seeTokenHint)
 		}
+	}
+}
+
+// printPageLink prints the gate's page on the console (Approval.approval_url), when the
+// control plane has a public URL, after a gate's announcement: the embedded control plane's
+// is its loopback address (docs/console-links.md). The link carries no secret.
+func printPageLink(errw io.Writer, a *rbookv1.Approval) {
+	if u := a.GetApprovalUrl(); u != "" {
+		fmt.Fprintf(errw, "Open in a browser: %s\n", u)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/gofrs/flock"
 
 	"github.com/rbookhq/rbook-action/action/cpclient"
+	"github.com/rbookhq/rbook-action/action/github"
 	"github.com/rbookhq/rbook-action/action/state"
 	"github.com/rbookhq/rbook-action/controlplane/approval"
 	"github.com/rbookhq/rbook-action/controlplane/server"
@@ -73,6 +74,10 @@ func startEmbeddedWith(ctx context.Context, errw io.Writer, pol embeddedPolicy) 
 	logger := slog.New(slog.NewTextHandler(errw, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	running, err := server.Start(ctx, server.Config{
 		Addr: "127.0.0.1:0", DBPath: embeddedDB,
+		// Gates link to their page on this loopback address, for the person at this machine
+		// (docs/console-links.md); in a GitHub runner nobody can open the runner's loopback,
+		// so there are no links.
+		PublicURLIsListener: !github.InRunner(),
 		Options: server.Options{Secret: secret, Logger: logger, PlaybookPolicy: pol.policy, PolicyShadow: pol.shadow, LocalApprover: localKey,
 			LocalPerson: currentUser()}, // the name `rbook approve` records by default
 	})

@@ -141,6 +141,9 @@ func finishPaused(ctx context.Context, v *view, errw io.Writer, name string, st 
 	msg := fmt.Sprintf("Run %s paused at gate '%s' (step %d of %d): approval %s is open on the control plane %s.\n"+
 		"Decide it (rbook approve %s --control-plane %s), then continue the run from any folder with:\n  rbook resume %s --run-id %s --control-plane %s",
 		st.RunID, pe.StepName, pe.StepIndex+1, st.TotalSteps, pe.ApprovalID, c.URL, pe.ApprovalID, c.URL, name, st.RunID, c.URL)
+	if pe.ApprovalURL != "" {
+		msg += "\nThe gate's page: " + pe.ApprovalURL
+	}
 	if v.mode == modeJSON {
 		v.printJSON(st, msg, "", exitCompleted)
 	}
@@ -159,11 +162,17 @@ func (c *ciOutput) publishPaused(st *state.State, pe *cpclient.PausedError) {
 	c.log.Close()
 	md := fmt.Sprintf("\n### rbook: run %s paused at gate %s\n\nApproval `%s` is open on %s; a later job continues the run with `verb: resume` once it is approved.\n",
 		st.RunID, mdCode(pe.StepName), pe.ApprovalID, c.cpURL)
+	if pe.ApprovalURL != "" {
+		md += "\nDecide it on its page: " + mdCell(pe.ApprovalURL) + "\n"
+	}
 	if _, err := github.AppendSummary(os.Getenv("GITHUB_STEP_SUMMARY"), md); err != nil {
 		fmt.Fprintf(os.Stderr, "warning: %v\n", err)
 	}
 	outs := []github.Output{{Name: "run-id", Value: st.RunID}, {Name: "status", Value: string(st.RunStatus)},
 		{Name: "paused", Value: "true"}, {Name: "approval-id", Value: pe.ApprovalID}}
+	if pe.ApprovalURL != "" {
+		outs = append(outs, github.Output{Name: "approval-url", Value: pe.ApprovalURL})
+	}
 	if p := os.Getenv("GITHUB_OUTPUT"); p != "" {
 		if err := github.WriteFileCommand(p, outs); err != nil {
 			fmt.Fprintf(os.Stderr, "warning: the step outputs were not written: %v\n", err)

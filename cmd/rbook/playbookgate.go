@@ -8,6 +8,7 @@ import (
 	"github.com/rbookhq/rbook-action/action/engine"
 	"github.com/rbookhq/rbook-action/action/runbook"
 	"github.com/rbookhq/rbook-action/controlplane/approval"
+	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
 )
 
 // localPolicyGate is the gate of a playbook run without a control plane (--control-plane
@@ -63,12 +64,12 @@ type humanNoticeGate struct {
 func (g *humanNoticeGate) Await(ctx context.Context, req engine.GateRequest) (engine.Decision, error) {
 	c := *g.cp
 	announce := c.Announce
-	c.Announce = func(id, token string) {
+	c.Announce = func(a *rbookv1.Approval, token string) {
 		if g.human != nil {
 			g.human(req)
 		}
 		if announce != nil {
-			announce(id, token)
+			announce(a, token)
 		}
 	}
 	return c.Await(ctx, req)

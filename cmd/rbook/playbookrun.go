@@ -438,7 +438,7 @@ func startPlaybookOnControlPlane(ctx context.Context, c *cpclient.Client, plan *
 // The printed command names the control plane (--control-plane URL) when it is a separate
 // one; the embedded one's address changes with every run, so the line says instead that the
 // command works from this folder while this run waits (issue 9 UX, item 3).
-func playbookAnnouncer(errw io.Writer, url string, embedded bool) func(id, token string) {
+func playbookAnnouncer(errw io.Writer, url string, embedded bool) func(a *rbookv1.Approval, token string) {
 	target := " --control-plane " + url
 	where := "From another terminal"
 	if embedded {
@@ -446,7 +446,9 @@ func playbookAnnouncer(errw io.Writer, url string, embedded bool) func(id, token
 		where = "From another terminal in this folder, while this run waits (the embedded control plane ends with this process)"
 	}
 	interactive := showApprovalToken()
-	return func(id, token string) {
+	return func(a *rbookv1.Approval, token string) {
+		defer printPageLink(errw, a)
+		id := a.GetApprovalId()
 		if interactive {
 			if embedded {
 				fmt.Fprintf(errw, "Approval %s is open on %s. %s:\n  rbook playbook approve %s\n  rbook playbook reject %s\nor with its token:\n  rbook playbook approve %s\n  rbook playbook reject %s\n", id, url, where, id, id, token, token)

@@ -73,7 +73,7 @@ func (v *view) renderApprovalBox(req engine.GateRequest) string {
 		"  cancel          cancel the run",
 		"  anything else   reject: node '"+id+"' fails; the playbook's error",
 		"                  handlers apply (without one, the run fails)")
-	return v.gateBoxText(title, body)
+	return v.gateBoxText(title, append(body, pageLines(req)...))
 }
 
 // playbookNodeResult is one node of a playbook run's -o json result: its id, type, status in

@@ -235,7 +235,17 @@ func (v *view) renderGate(req engine.GateRequest) string {
 			"  cancel          cancel the run (you confirm the deployment next)",
 			"  anything else   "+onFail)
 	}
-	return v.gateBoxText(title, body)
+	return v.gateBoxText(title, append(body, pageLines(req)...))
+}
+
+// pageLines are the gate box's last lines when the gate has a page on the console
+// (GateRequest.ApprovalURL; docs/console-links.md): a blank line and where to decide it in a
+// browser. The URL is one word, never wrapped.
+func pageLines(req engine.GateRequest) []string {
+	if req.ApprovalURL == "" {
+		return nil
+	}
+	return []string{"", "Or decide it in a browser: " + steps.CleanInput(req.ApprovalURL)}
 }
 
 // gateBoxText draws a gate's box (a runbook gate or a playbook approval node): a leading

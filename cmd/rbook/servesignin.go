@@ -18,11 +18,10 @@ func addServeSignInFlags(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&serveSignIn.config, "sign-in-config", "", "YAML file: the OIDC and GitHub providers people sign in to the console with, and the rules that give them a role (see docs/console-signin.md); needs --public-url")
 }
 
-// applyServeSignIn loads --sign-in-config into cfg.SignIn, sets cfg.PublicURL from
-// --public-url, and returns the words for the listening line ("" without a config). Errors
-// name the file, line and field.
+// applyServeSignIn loads --sign-in-config into cfg.SignIn and returns the words for the
+// listening line ("" without a config). It runs after applyServeOIDC, which sets
+// cfg.PublicURL from --public-url. Errors name the file, line and field.
 func applyServeSignIn(cfg *server.Config) (string, error) {
-	cfg.PublicURL = strings.TrimRight(serveOIDC.publicURL, "/")
 	if serveSignIn.config == "" {
 		return "", nil
 	}

@@ -275,6 +275,19 @@ func (a *App) ReportProtectionRuleStatus(ctx context.Context, r Repo, runID int6
 	return nil
 }
 
+// CommentWithTail is a protection rule comment whose tail always survives the
+// MaxCommentChars cap: head is cut (Truncate) to leave room for tail, then tail follows it
+// (a gate's page link at the end of a status report or verdict; docs/console-links.md). A
+// tail longer than half the cap would leave too little of head, so then head+tail is cut as
+// one text instead.
+func CommentWithTail(head, tail string) string {
+	n := utf8.RuneCountInString(tail)
+	if n > MaxCommentChars/2 {
+		return Truncate(head+tail, MaxCommentChars)
+	}
+	return Truncate(head, MaxCommentChars-n) + tail
+}
+
 // Truncate returns s if it has at most max characters (runes), else its first max-1
 // characters and "…": never more than max characters, never a split UTF-8 sequence (invalid
 // bytes count as one character each and become U+FFFD in JSON anyway).

@@ -212,3 +212,25 @@ func TestIssue8_1_InstallationsConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// A comment's tail (a gate's page link) survives the cap whole: the head is cut before it. A
+// tail longer than half the cap is cut with the head as one text.
+func TestCommentWithTailKeepsTheTailUnderTheCap(t *testing.T) {
+	tail := "\n\nDecide it at https://rbook.example.com/approvals/a-1"
+	long := strings.Repeat("é", 2000)
+	for _, c := range []struct {
+		name, head, tail, want string
+	}{
+		{"fits", "short report", tail, "short report" + tail},
+		{"head cut", long, tail, strings.Repeat("é", ghapp.MaxCommentChars-utf8.RuneCountInString(tail)-1) + "…" + tail},
+		{"tail too long", "head", strings.Repeat("x", 600), ghapp.Truncate("head"+strings.Repeat("x", 600), ghapp.MaxCommentChars)},
+	} {
+		got := ghapp.CommentWithTail(c.head, c.tail)
+		if got != c.want {
+			t.Errorf("%s: CommentWithTail = %.60q… (%d characters), want %.60q… (%d)", c.name, got, utf8.RuneCountInString(got), c.want, utf8.RuneCountInString(c.want))
+		}
+		if n := utf8.RuneCountInString(got); n > ghapp.MaxCommentChars {
+			t.Errorf("%s: %d characters, over %d", c.name, n, ghapp.MaxCommentChars)
+		}
+	}
+}

@@ -340,23 +340,13 @@ func (a *Authenticator) authorize(ctx context.Context, procedure string, h http.
 	return context.WithValue(ctx, callerKey{}, c), nil
 }
 
-// roleMay reports whether a caller with role may call procedure: every role may call a read,
-// and a write (writeRoles) only the roles listed for it.
-func roleMay(role Role, procedure string) bool {
-	roles, write := writeRoles[procedure]
-	return !write || slices.Contains(roles, role)
-}
-
 // bearerCaller is the caller of the request's "Authorization: Bearer" token: an OIDC
 // caller for a JWT, else the auth file's line with that token.
 func (a *Authenticator) bearerCaller(ctx context.Context, h http.Header) (Caller, error) {
 	tok, ok := bearerToken(h)
 	if !ok {
-		msg := "this control plane needs one \"Authorization: Bearer <token>\" header, with a token from its auth file and no other spaces"
-		if a.sessions != nil {
-			msg += ", or a console session (sign in at /)"
-		}
-		return Caller{}, rpcError(connect.CodeUnauthenticated, CodeUnauthenticated, "%s", msg)
+		return Caller{}, rpcError(connect.CodeUnauthenticated, CodeUnauthenticated,
+			"this control plane needs one \"Authorization: Bearer <token>\" header, with a token from its auth file and no other spaces")
 	}
 	if a.oidc != nil && auth.LooksLikeJWT(tok) {
 		return a.verifyOIDC(ctx, tok)
@@ -370,6 +360,13 @@ func (a *Authenticator) bearerCaller(ctx context.Context, h http.Header) (Caller
 		return Caller{}, rpcError(connect.CodeUnauthenticated, CodeUnauthenticated, "the bearer token is not in this control plane's auth file")
 	}
 	return c, nil
+}
+
+// roleMay reports whether a caller with role may call procedure: every role may call a read,
+// and a write (writeRoles) only the roles listed for it.
+func roleMay(role Role, procedure string) bool {
+	roles, write := writeRoles[procedure]
+	return !write || slices.Contains(roles, role)
 }
 
 func joinRoles(rs []Role) string {

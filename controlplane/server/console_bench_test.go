@@ -33,6 +33,7 @@ import (
 	"github.com/rbookhq/rbook-action/action/cpclient"
 	"github.com/rbookhq/rbook-action/action/engine"
 	"github.com/rbookhq/rbook-action/controlplane/store"
+	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
 	"github.com/rbookhq/rbook-action/internal/browsertest"
 )
 
@@ -178,7 +179,7 @@ func BenchmarkConsolePageReady(b *testing.B) {
 	gctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	opened := make(chan struct{}, 1)
-	go (&cpclient.Gate{C: c, Announce: func(string, string) { opened <- struct{}{} }}).Await(gctx, engine.GateRequest{RunID: runID, StepIndex: 1,
+	go (&cpclient.Gate{C: c, Announce: func(*rbookv1.Approval, string) { opened <- struct{}{} }}).Await(gctx, engine.GateRequest{RunID: runID, StepIndex: 1,
 		StepName: "confirm", StepCount: 3, Prompt: "Roll out?", Deadline: time.Now().Add(time.Hour), PlanDigest: digest("plan"), OnFail: "halt"})
 	<-opened
 	tab := bw.Person(b, "reader").Tab(b)
@@ -299,9 +300,9 @@ type gateWait struct {
 // background, for at most a minute.
 func startGateWait(ctx context.Context, c *cpclient.Client, runID string, i, steps int) *gateWait {
 	w := &gateWait{ids: make(chan string, 1), tokens: make(chan string, 1), done: make(chan gateResult, 1)}
-	g := &cpclient.Gate{C: c, Announce: func(id, token string) {
+	g := &cpclient.Gate{C: c, Announce: func(a *rbookv1.Approval, token string) {
 		select { // the first announcement only
-		case w.ids <- id:
+		case w.ids <- a.GetApprovalId():
 			w.tokens <- token
 		default:
 		}

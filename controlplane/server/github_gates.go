@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-github/v90/github"
 
 	"github.com/rbookhq/rbook-action/controlplane/approval"
+	"github.com/rbookhq/rbook-action/controlplane/consolelink"
 	"github.com/rbookhq/rbook-action/controlplane/ghapp"
 	"github.com/rbookhq/rbook-action/controlplane/store"
 	"github.com/rbookhq/rbook-action/controlplane/webhook"
@@ -423,7 +424,11 @@ func (g *githubGates) deliver(ctx context.Context, r store.ProtectionRule) {
 	if r.ReportState == store.ReportDue && !g.claim(ctx, r) { // the report's record ended the claim
 		return
 	}
-	if err := g.app.ReviewProtectionRule(ctx, repo, runID, r.Environment, r.VerdictState, r.VerdictComment); err != nil {
+	comment := r.VerdictComment
+	if u := consolelink.ApprovalURL(g.s.opts.PublicURL, r.ApprovalID); u != "" {
+		comment = ghapp.CommentWithTail(comment, "\n\nGate page: "+u)
+	}
+	if err := g.app.ReviewProtectionRule(ctx, repo, runID, r.Environment, r.VerdictState, comment); err != nil {
 		g.fail(ctx, r, err)
 		return
 	}
@@ -499,7 +504,8 @@ func giveUpLimit(err error) (int, string) {
 }
 
 // statusReport is the Markdown status report of gate a (≤ ghapp.MaxCommentChars once cut):
-// the gate, the run, the plan digest, the approval id and how to decide it.
+// the gate, the run, the plan digest, the approval id and how to decide it, ending with the
+// gate's page on the console when the server has a public URL (kept whole under the cap).
 func (g *githubGates) statusReport(ctx context.Context, a store.Approval) string {
 	runbook := ""
 	if run, err := g.s.st.Run(ctx, a.RunID); err == nil {
@@ -519,5 +525,8 @@ func (g *githubGates) statusReport(ctx context.Context, a store.Approval) string
 		fmt.Fprintf(&b, "- needs %d approvals\n", n)
 	}
 	fmt.Fprintf(&b, "\nDecide it with `rbook approve %s --reason \"…\"` or `rbook reject %s --reason \"…\"` against the control plane, or by reviewing this deployment in GitHub.", a.ApprovalID, a.ApprovalID)
+	if u := consolelink.ApprovalURL(g.s.opts.PublicURL, a.ApprovalID); u != "" {
+		return ghapp.CommentWithTail(b.String(), "\n\nDecide it at "+u)
+	}
 	return b.String()
 }

@@ -89,11 +89,12 @@ type Options struct {
 	// and a console session cookie is a credential beside bearer tokens. SignIn without Auth
 	// creates an empty Authenticator, as OIDC does.
 	SignIn *auth.SignInConfig
-	// PublicURL is the URL people and executors reach this control plane at (rbook serve
+	// PublicURL is the URL approvers reach this control plane's console at (rbook serve
 	// --public-url), as consolelink.ParsePublicURL accepts it; New trims its trailing slash.
-	// Sign-in providers redirect back to it, WhoAmI reports it, an https URL makes the
-	// console's cookies Secure behind a TLS proxy, and every Approval a response carries has
-	// approval_url, the gate's page (consolelink.ApprovalURL). "" means no links.
+	// With it every Approval a response carries has approval_url, the gate's page
+	// (consolelink.ApprovalURL), and GitHub status reports link to that page. "" means no links.
+	// Sign-in providers redirect back to it, WhoAmI reports it, and an https URL makes the
+	// console's cookies Secure behind a TLS proxy.
 	PublicURL string
 }
 

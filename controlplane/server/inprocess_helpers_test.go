@@ -1,0 +1,52 @@
+package server_test
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/rbookhq/rbook-action/controlplane/server"
+	"github.com/rbookhq/rbook-action/controlplane/store"
+)
+
+// serveWith serves a server.Server with opts (Secret and Logger filled in when unset) on a
+// fresh SQLite database in this process, over h2c, and returns its URL; closed when t ends.
+func serveWith(t testing.TB, opts server.Options) string {
+	t.Helper()
+	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "cp.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opts.Secret == nil {
+		opts.Secret = []byte(testSecret)
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	h, err := server.New(st, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
+	srv := &http.Server{Handler: h, Protocols: &protocols, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() {
+		h2cTransport.CloseIdleConnections()
+		h.Close()
+		_ = srv.Close()
+		if err := st.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return "http://" + ln.Addr().String()
+}
