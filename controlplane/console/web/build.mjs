@@ -47,6 +47,15 @@ const result = await esbuild.build({
   absWorkingDir: here,
 });
 
+// One copy of each runtime package: two would mean a second @bufbuild/protobuf (whose message
+// registry and instanceof checks would not match the first).
+const roots = new Set(Object.keys(result.metafile.inputs)
+  .map((p) => /^(.*node_modules\/@(?:bufbuild|connectrpc)\/[^/]+)\//.exec(p)?.[1])
+  .filter(Boolean));
+const names = [...roots].map((r) => r.replace(/^.*node_modules\//, ""));
+if (process.env.CONSOLE_BUILD_DEBUG) console.log(roots);
+if (new Set(names).size !== names.length) throw new Error(`build: more than one copy of a package in the bundle: ${[...roots].join(", ")}`);
+
 const outputs = Object.keys(result.metafile.outputs).map((p) => path.basename(p));
 const js = outputs.find((f) => f.startsWith("app-") && f.endsWith(".js"));
 const css = outputs.find((f) => f.startsWith("style-") && f.endsWith(".css"));

@@ -132,6 +132,7 @@ export async function gatePage(p: Page): Promise<void> {
     whoMayBox.replaceChildren(whoMay(a, w));
     decisionBox.replaceChildren(decisionBlock(a, "decision") ?? "");
     drawDecide(decideBox, a, w, outcome, update);
+    tickDeadline();
     if (say) announce(say);
   };
   drawDecide(decideBox, a, w, outcome, update);

@@ -77,6 +77,9 @@ export async function waitingPage(p: Page): Promise<void> {
     mySection,
     otherSection,
   );
+  // The first list is asked for while WhoAmI answers: the page is ready one round trip sooner.
+  let firstList: Promise<Approval[]> | null = pendingApprovals(p.signal);
+  firstList.catch(() => undefined);
   const w = await whoAmI();
   if (w.known && w.authEnabled && !w.identity) {
     replace(p.main, h("h1", null, "Waiting for me"),
@@ -90,7 +93,9 @@ export async function waitingPage(p: Page): Promise<void> {
   p.signal.addEventListener("abort", () => clearInterval(ticker), { once: true });
   while (!p.signal.aborted) {
     try {
-      const list = await pendingApprovals(p.signal);
+      const pending = firstList ?? pendingApprovals(p.signal);
+      firstList = null;
+      const list = await pending;
       const fp = fingerprint(list);
       if (fp !== last) {
         const byRun = await runsFor([...new Set(list.map((a) => a.runId))], p.signal);
