@@ -54,7 +54,6 @@ func waitElementText(t *testing.T, tab *browsertest.Tab, selector, want string) 
 
 var (
 	gateURLLine     = regexp.MustCompile(`https?://[^\s/]+/approvals/a-[a-z2-7]{26}`)
-	embeddedCPLine  = regexp.MustCompile(`embedded control plane (http://127\.0\.0\.1:\d+)`)
 	osUserForTheRun = func() string {
 		u, err := user.Current()
 		if err != nil {
@@ -69,10 +68,6 @@ var (
 func gateURLFrom(t *testing.T, p *proc) (url, id string) {
 	t.Helper()
 	id = approvalIDFrom(t, p)
-	if m := embeddedCPLine.FindStringSubmatch(p.output()); m != nil && !strings.Contains(p.output(), "/approvals/"+id) {
-		t.Logf("TEMPORARY: the run does not print its gate URL yet; using %s", m[1])
-		return m[1] + "/approvals/" + id, id
-	}
 	p.waitFor(t, "/approvals/"+id)
 	return gateURLLine.FindString(p.output()), id
 }
