@@ -18,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -224,10 +225,18 @@ func (tab *Tab) CSPViolations() []string {
 	return out
 }
 
-// NoProblems fails t with every problem recorded in the tab (see Problems).
-func (tab *Tab) NoProblems(t testing.TB) {
+// NoProblems fails t with every problem recorded in the tab (see Problems) except those that
+// contain one of the expected strings (e.g. "status of 401" for the API's refusal of a page
+// loaded before signing in, which the browser logs as an error).
+func (tab *Tab) NoProblems(t testing.TB, expected ...string) {
 	t.Helper()
-	if ps := tab.Problems(); len(ps) > 0 {
+	var ps []string
+	for _, p := range tab.Problems() {
+		if !slices.ContainsFunc(expected, func(e string) bool { return strings.Contains(p, e) }) {
+			ps = append(ps, p)
+		}
+	}
+	if len(ps) > 0 {
 		t.Errorf("%s's tab: %d problem(s) in the page:\n  %s", tab.name, len(ps), strings.Join(ps, "\n  "))
 	}
 }
@@ -282,15 +291,30 @@ func (tab *Tab) Navigate(t testing.TB, url string) {
 	tab.Do(t, chromedp.Navigate(url))
 }
 
-// WaitFor waits until the JavaScript expression is truthy in the page (polled on each DOM
-// mutation and every 50 ms), for at most Timeout; what names the condition in the failure.
+// WaitFor waits until the JavaScript expression is truthy in the page, for at most Timeout;
+// what names the condition in the failure. It evaluates the expression every 50 ms in the
+// tab's current document, so it keeps waiting across navigations (a sign-in's redirects).
 func (tab *Tab) WaitFor(t testing.TB, what, expression string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(tab.Ctx, Timeout)
-	defer cancel()
-	_, err := chromedp.Run(ctx, chromedp.Poll[bool](expression, chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(Timeout)))
-	if err != nil {
-		t.Fatalf("%s's tab: waiting for %s (%s): %v%s", tab.name, what, expression, err, tab.where(t))
+	deadline := time.Now().Add(Timeout)
+	var last error
+	for {
+		ctx, cancel := context.WithTimeout(tab.Ctx, 5*time.Second)
+		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`!!(`+expression+`)`))
+		cancel()
+		if err == nil && ok {
+			return
+		}
+		if err != nil {
+			last = err
+		}
+		if time.Now().After(deadline) || tab.Ctx.Err() != nil {
+			t.Fatalf("%s's tab: no %s within %v (%s; last error: %v)%s", tab.name, what, Timeout, expression, last, tab.where(t))
+		}
+		select {
+		case <-time.After(50 * time.Millisecond):
+		case <-tab.Ctx.Done():
+		}
 	}
 }
 
