@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -25,6 +24,7 @@ import (
 	"github.com/rbookhq/rbook-action/action/cpclient"
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
 	"github.com/rbookhq/rbook-action/internal/browsertest"
+	"github.com/rbookhq/rbook-action/internal/lazyregexp"
 )
 
 // pageReady is true once a console page has loaded its data (main#main aria-busy="false").
@@ -51,16 +51,17 @@ func waitElementText(t *testing.T, tab *browsertest.Tab, selector, want string) 
 		browsertest.JSString(selector), browsertest.JSString(want)))
 }
 
-var (
-	gateURLLine     = regexp.MustCompile(`https?://[^\s/]+/approvals/a-[a-z2-7]{26}`)
-	osUserForTheRun = func() string {
-		u, err := user.Current()
-		if err != nil {
-			return ""
-		}
-		return u.Username
+var gateURLLine = lazyregexp.New(`https?://[^\s/]+/approvals/(a-[a-z2-7]{26})`)
+
+// osUser is the name of the OS user running the tests (and so the laptop run).
+func osUser(t *testing.T) string {
+	t.Helper()
+	u, err := user.Current()
+	if err != nil {
+		t.Fatal(err)
 	}
-)
+	return u.Username
+}
 
 // gateURLFrom waits for the run to open its gate and returns the gate's page URL as the run
 // printed it.
@@ -68,7 +69,11 @@ func gateURLFrom(t *testing.T, p *proc) (url, id string) {
 	t.Helper()
 	id = approvalIDFrom(t, p)
 	p.waitFor(t, "/approvals/"+id)
-	return gateURLLine.FindString(p.output()), id
+	if m := gateURLLine.FindStringSubmatch(p.output()); m != nil {
+		return m[0], id
+	}
+	t.Fatalf("no gate URL in:\n%s", p.output())
+	return "", ""
 }
 
 // TestLaptopGateApprovedInTheBrowserCompletesTheRun: `rbook run demo` prints its gate's page
@@ -83,8 +88,10 @@ func TestLaptopGateApprovedInTheBrowserCompletesTheRun(t *testing.T) {
 	if !strings.HasPrefix(url, "http://127.0.0.1:") || !strings.HasSuffix(url, "/approvals/"+id) {
 		t.Fatalf("gate URL %q, want a loopback page of approval %s", url, id)
 	}
+	me := "unverified:" + osUser(t)
 	tab := b.Person(t, "the person at the keyboard").Tab(t)
 	openPage(t, tab, url)
+	waitElementText(t, tab, "#whoami", me)
 	waitElementText(t, tab, "#gate-status", "Waiting for a decision")
 	if h := textOf(t, tab, "h1"); h != "Gate confirm-rollout" {
 		t.Errorf("h1 %q, want %q", h, "Gate confirm-rollout")
@@ -95,7 +102,6 @@ func TestLaptopGateApprovedInTheBrowserCompletesTheRun(t *testing.T) {
 	if code := p.wait(t); code != 0 {
 		t.Fatalf("run exit %d\n%s", code, p.output())
 	}
-	me := "unverified:" + osUserForTheRun()
 	var gate string
 	for _, e := range readState(t, dir).EvidencePack {
 		if e.StepName == "confirm-rollout" {

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/rbookhq/rbook-action/controlplane/webhook/ghfake"
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
 	"github.com/rbookhq/rbook-action/internal/browsertest"
+	"github.com/rbookhq/rbook-action/internal/lazyregexp"
 )
 
 // Bearer tokens of the sign-in scenario's auth file: the CI executor, and the same service
@@ -66,7 +66,7 @@ func signInServe(t *testing.T, dir string) (url string, iss *authtest.Issuer) {
 	return s.url(), iss
 }
 
-var summaryPageRow = regexp.MustCompile(`\| Page \| (\S+) \|`)
+var summaryPageRow = lazyregexp.New(`\| Page \| (\S+) \|`)
 
 // signInVia opens the sign-in page from the gate page the person was sent to (the error's
 // "Sign in" link) and follows the provider's link whose href starts with /auth/login/<id>; the
