@@ -9,4 +9,5 @@ if [ -n "${CI:-}" ] || [ ! -x "$web/node_modules/.bin/esbuild" ]; then
   npm ci --prefix "$web" --no-audit --no-fund
 fi
 npm run --prefix "$web" --silent typecheck
+npm test --prefix "$web" --silent >/dev/null || { npm test --prefix "$web"; exit 1; }
 node "$web/build.mjs" "$@"

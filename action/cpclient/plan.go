@@ -33,8 +33,9 @@ import (
 // and the value of every params or inputs key that looks secret. Bounds (runplan): an input,
 // params_json or argv over runplan.MaxInputBytes is cut and its step's input_truncated set;
 // while the plan encodes over runplan.MaxBytes, the last steps' inputs are dropped and
-// truncated set. A plan of more than runplan.MaxSteps steps is not sent: PlanOf returns nil,
-// as it does for a nil plan.
+// truncated set. A plan the control plane would refuse (runplan.Check: more than
+// runplan.MaxSteps steps, a name over runplan.MaxNameBytes) is not sent: PlanOf returns nil,
+// as it does for a nil plan, and the run starts without one.
 func PlanOf(plan *runbook.Plan) *rbookv1.RunPlan {
 	if plan == nil || len(plan.Steps) > runplan.MaxSteps {
 		return nil
@@ -61,6 +62,9 @@ func PlanOf(plan *runbook.Plan) *rbookv1.RunPlan {
 		s := out.Steps[i]
 		s.Input, s.ParamsJson, s.Argv, s.InputTruncated = "", "", nil, true
 		out.Truncated = true
+	}
+	if runplan.Check(out, plan.ContentHash, len(plan.Steps)) != nil {
+		return nil // e.g. a step name over runplan.MaxNameBytes: the run starts without a plan rather than not at all
 	}
 	return out
 }

@@ -91,8 +91,8 @@ func TestPlanOfPlaybookListsNodesWithArgvCallsAndPrompts(t *testing.T) {
 }
 
 // Inputs over 16 KiB are cut (at a UTF-8 boundary) and flagged; a plan over 1 MiB drops the
-// last steps' inputs and says so, keeping every name; a plan of more than 1000 steps is not
-// sent at all.
+// last steps' inputs and says so, keeping every name; a plan of more than 1000 steps, or one
+// the control plane would refuse otherwise, is not sent at all.
 func TestPlanOfKeepsToTheBounds(t *testing.T) {
 	long := strings.Repeat("é", 10<<10) // 20 KiB of two-byte runes
 	p := &runbook.Plan{Name: "big", ContentHash: strings.Repeat("a", 64)}
@@ -126,5 +126,9 @@ func TestPlanOfKeepsToTheBounds(t *testing.T) {
 	huge := &runbook.Plan{Name: "huge", ContentHash: p.ContentHash, Steps: make([]runbook.Step, runplan.MaxSteps+1)}
 	if got := PlanOf(huge); got != nil {
 		t.Fatalf("a plan of %d steps was built (%d steps); want none", len(huge.Steps), len(got.GetSteps()))
+	}
+	longName := &runbook.Plan{Name: "long", ContentHash: p.ContentHash, Steps: []runbook.Step{{Name: strings.Repeat("n", runplan.MaxNameBytes+1), Type: runbook.TypeConfirm}}}
+	if got := PlanOf(longName); got != nil {
+		t.Fatal("a plan the control plane refuses (a step name over its bound) was built; want none, so the run still starts")
 	}
 }

@@ -31,6 +31,19 @@ func serveWith(t testing.TB, opts server.Options) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		if err := st.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return serveHandler(t, h)
+}
+
+// serveHandler serves h on a loopback port over HTTP/1.1 and h2c and returns its URL; h and
+// the listener are closed when t ends (before the cleanups registered earlier, such as the
+// store's close).
+func serveHandler(t testing.TB, h *server.Server) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -44,9 +57,6 @@ func serveWith(t testing.TB, opts server.Options) string {
 		h2cTransport.CloseIdleConnections()
 		h.Close()
 		_ = srv.Close()
-		if err := st.Close(); err != nil {
-			t.Error(err)
-		}
 	})
 	return "http://" + ln.Addr().String()
 }

@@ -29,8 +29,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -236,30 +234,7 @@ func serveInProcess(tb testing.TB, backend string, n int) []string {
 		}
 		stores = append(stores, st)
 	}
-	var urls []string
-	var closers []func()
-	for _, st := range stores {
-		h, err := server.New(st, server.Options{Secret: []byte(testSecret), Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			tb.Fatal(err)
-		}
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			tb.Fatal(err)
-		}
-		var protocols http.Protocols
-		protocols.SetHTTP1(true)
-		protocols.SetUnencryptedHTTP2(true)
-		srv := &http.Server{Handler: h, Protocols: &protocols, ReadHeaderTimeout: 10 * time.Second}
-		go func() { _ = srv.Serve(ln) }()
-		urls = append(urls, "http://"+ln.Addr().String())
-		closers = append(closers, func() { h.Close(); _ = srv.Close() })
-	}
-	tb.Cleanup(func() {
-		h2cTransport.CloseIdleConnections()
-		for _, c := range closers {
-			c()
-		}
+	tb.Cleanup(func() { // runs after serveHandler's cleanups have closed the handlers
 		for i, st := range stores {
 			if i > 0 && st == stores[0] {
 				continue
@@ -269,6 +244,14 @@ func serveInProcess(tb testing.TB, backend string, n int) []string {
 			}
 		}
 	})
+	var urls []string
+	for _, st := range stores {
+		h, err := server.New(st, server.Options{Secret: []byte(testSecret), Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		urls = append(urls, serveHandler(tb, h))
+	}
 	return urls
 }
 

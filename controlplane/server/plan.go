@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"fmt"
 
 	"google.golang.org/protobuf/proto"
 
@@ -29,20 +28,18 @@ func startPlan(req *rbookv1.StartRunRequest) ([]byte, error) {
 }
 
 // runPlanOf is the plan stored for run's current content_hash, or nil when the executor sent
-// none for it (GetRunResponse.plan). A stored plan that no longer decodes is logged and left
-// out rather than failing the read.
+// none for it (GetRunResponse.plan). A stored plan that does not decode, or names another
+// digest (neither is ever written), is logged and left out rather than failing the read.
+// Errors: storage errors.
 func (s *Server) runPlanOf(ctx context.Context, runID, contentHash string) (*rbookv1.RunPlan, error) {
 	b, err := s.st.RunPlan(ctx, runID, contentHash)
 	if err != nil || b == nil {
 		return nil, err
 	}
 	p := &rbookv1.RunPlan{}
-	if err := proto.Unmarshal(b, p); err != nil {
-		s.log.WarnContext(ctx, "stored run plan does not decode", "run_id", runID, "error", err)
+	if err := proto.Unmarshal(b, p); err != nil || p.GetContentHash() != contentHash {
+		s.log.WarnContext(ctx, "stored run plan left out: it does not decode or names another digest", "run_id", runID, "error", err)
 		return nil, nil
-	}
-	if p.GetContentHash() != contentHash {
-		return nil, fmt.Errorf("store: run %s: the plan stored for digest %s names digest %s", runID, contentHash, p.GetContentHash())
 	}
 	return p, nil
 }

@@ -77,7 +77,8 @@ export function approvalStatus(a: Approval): string {
     case ApprovalStatus.APPROVED: return "Approved";
     case ApprovalStatus.REJECTED: return a.decidedBySource === "deadline" ? "Timed out" : "Rejected";
     case ApprovalStatus.EXPIRED: return "Expired";
-    case ApprovalStatus.CANCELLED: return "Cancelled";
+    case ApprovalStatus.CANCELLED:
+      return a.decidedBySource === "interrupted" || a.decidedBySource === "superseded" ? "Withdrawn" : "Cancelled";
     default: return "Unknown";
   }
 }

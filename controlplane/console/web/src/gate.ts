@@ -103,7 +103,7 @@ export async function gatePage(p: Page): Promise<void> {
   const after = plan ? stepsAfter(plan.steps, a.stepIndex, fr.run.kind) : [];
   const planSection = h("section", { id: "plan", "aria-labelledby": "plan-h" },
     h("h2", { id: "plan-h" }, "What happens if I approve"),
-    h("p", null, "The decision is bound to the plan digest ", h("code", { id: "plan-digest", class: "hash" }, a.planDigest || fr.run.contentHash), ": if the runbook changes, this approval no longer counts."),
+    h("p", null, "The decision is bound to the plan digest ", h("code", { id: "plan-digest", class: "hash" }, a.planDigest || fr.run.contentHash), `: if the ${kindWord(fr.run).toLowerCase()} changes, this approval no longer counts.`),
     plan
       ? after.length
         ? h("ol", { id: "plan-steps" }, after.map((s) => planStepItem(s, names)))
@@ -208,7 +208,10 @@ function drawDecide(box: HTMLElement, a: Approval, w: Who, outcome: HTMLElement,
 
 /** outcomeText tells the person what their click did. */
 export function outcomeText(verb: string, before: Approval, next: Approval, w: Who): string {
-  if (verb === "reject") return next.status === ApprovalStatus.REJECTED ? "Rejected. The step fails and its on_fail applies." : `${approvalStatus(next)}.`;
+  if (verb === "reject") {
+    if (next.status !== ApprovalStatus.REJECTED) return `${approvalStatus(next)}.`;
+    return next.onFail ? `Rejected. The step fails and its on_fail (${next.onFail}) applies.` : "Rejected. The step fails.";
+  }
   if (next.status === ApprovalStatus.APPROVED) return "Approved. The run continues.";
   if (next.status === ApprovalStatus.PENDING) {
     if (next.votes.length === before.votes.length && approvalCount(next) === approvalCount(before)) {

@@ -3,6 +3,7 @@
 import { byId, h, replace } from "./dom.js";
 import { renderHeader, setNavigate, showError, signOut, ready, setTitle } from "./app.js";
 import type { Page } from "./app.js";
+import { errorCode, errorText } from "./api.js";
 import { waitingPage } from "./waiting.js";
 import { gatePage } from "./gate.js";
 import { runsPage } from "./runs.js";
@@ -54,6 +55,14 @@ async function render(): Promise<void> {
   } catch (err) {
     if (ctl.signal.aborted) return;
     showError(err);
+    const code = errorCode(err);
+    if (code === "E_APPROVAL_NOT_FOUND" || code === "E_RUN_NOT_FOUND") {
+      showError(null);
+      setTitle("Not found");
+      replace(main, h("h1", null, "Not found"), h("p", null, errorText(err)), h("p", null, h("a", { href: "/" }, "Go to the gates waiting for you"), "."));
+    } else if (!main.querySelector("h1")) {
+      replace(main, h("h1", null, "This page could not be loaded"), h("p", null, "The message above says why; reload the page to try again."));
+    }
     ready(main);
   }
 }

@@ -25,6 +25,10 @@ export interface StepInfo {
   state: string;
 }
 
+/** runLevelIndex is the StepInfo index of run-level evidence (the CANCEL audit entry): after
+ * every step, and never a node of the graph (which draws indexes below total_steps). */
+export const runLevelIndex = Number.MAX_SAFE_INTEGER;
+
 /** stepInfos folds transitions into one StepInfo per step index, in index order. */
 export function stepInfos(ts: Transition[], plan?: PlanStep[]): StepInfo[] {
   const m = new Map<number, StepInfo>();
@@ -40,7 +44,15 @@ export function stepInfos(ts: Transition[], plan?: PlanStep[]): StepInfo[] {
   };
   for (const p of plan ?? []) get(p.index, p.name, p.type);
   for (const t of ts) {
-    if (t.stepIndex < 0) continue;
+    if (t.stepIndex < 0) {
+      // The cancel flow's audit entry comes with RUN_FINISHED: evidence of no step, listed last.
+      if (t.kind === TransitionKind.RUN_FINISHED && t.evidence) {
+        const at = ms(t.time);
+        m.set(runLevelIndex, { index: runLevelIndex, name: t.evidence.stepName, type: t.evidence.type, starts: 0, startedAt: at, finishedAt: at,
+          evidence: t.evidence, gateOpenedAt: 0, gateDecidedAt: 0, state: stepStatus(t.evidence.status) });
+      }
+      continue;
+    }
     const s = get(t.stepIndex, t.stepName, t.stepType);
     const at = ms(t.time);
     switch (t.kind) {

@@ -10,6 +10,7 @@ import type { FullRun } from "./data.js";
 import { duration, kindWord, runStatus, runStatusClass, tally, timeEl, repoOf, workflowRunOf, isFinal, when } from "./format.js";
 import { decisionBlock, evidenceTable, stepInfos, votesList } from "./parts.js";
 import type { StepInfo } from "./parts.js";
+import { runLevelIndex } from "./parts.js";
 import { drawGraph } from "./graph.js";
 import type { GraphNode } from "./graph.js";
 import { watchRun } from "./gate.js";
@@ -20,7 +21,8 @@ import { ApprovalStatus } from "../../../../clients/ts/gen/rbook/v1/approval_pb.
 function graphNodes(fr: FullRun, infos: StepInfo[]): GraphNode[] {
   const plan = new Map((fr.plan?.steps ?? []).map((p) => [p.index, p]));
   const playbook = fr.run.kind === RunKind.PLAYBOOK;
-  const total = Math.max(fr.run.totalSteps, infos.length);
+  const steps = infos.filter((i) => i.index !== runLevelIndex);
+  const total = Math.max(fr.run.totalSteps, steps.length ? steps[steps.length - 1].index + 1 : 0);
   const known = new Map(infos.map((i) => [i.index, i]));
   const out: GraphNode[] = [];
   for (let i = 0; i < total; i++) {
@@ -39,7 +41,7 @@ function timeline(infos: StepInfo[]): HTMLElement {
       h("th", { scope: "row" }, s.name, s.type ? h("span", { class: "muted" }, ` (${s.type})`) : null),
       h("td", null, h("span", { class: `badge st-${s.state.toLowerCase().replace(/\s+/g, "-")}` }, s.state)),
       h("td", null, s.startedAt ? when(s.startedAt) : "—"),
-      h("td", null, s.startedAt && s.finishedAt ? duration(s.finishedAt - s.startedAt) : s.startedAt ? "running" : "—"),
+      h("td", null, s.startedAt && s.finishedAt ? duration(s.finishedAt - s.startedAt) : s.startedAt ? (s.state === "waiting" ? "waiting" : "running") : "—"),
       h("td", null, String(Math.max(0, s.starts - 1))),
       h("td", null, s.gateOpenedAt ? (s.gateDecidedAt ? duration(s.gateDecidedAt - s.gateOpenedAt) : `waiting ${duration(Date.now() - s.gateOpenedAt)}`) : "—"),
     ))),
@@ -54,18 +56,23 @@ function gateArticle(a: Approval): HTMLElement {
   );
 }
 
+/** joinEvidencePages joins the JSON array texts of an evidence pack's pages into one array. */
+export function joinEvidencePages(pages: string[]): string {
+  const parts = pages.map((p) => p.trim().replace(/^\[/, "").replace(/\]$/, "").trim()).filter((p) => p !== "");
+  return parts.length === 0 ? "[]" : `[\n${parts.join(",\n")}\n]`;
+}
+
 /** evidencePack reads every page of the run's evidence pack and joins them into one JSON array. */
 export async function evidencePack(runId: string, signal?: AbortSignal): Promise<string> {
-  const parts: string[] = [];
+  const pages: string[] = [];
   let pageToken = "";
   for (let i = 0; i < 10000; i++) {
     const r = await runs.getEvidencePack({ runId, pageToken }, { signal });
-    const inner = r.evidencePackJson.trim().replace(/^\[/, "").replace(/\]$/, "").trim();
-    if (inner) parts.push(inner);
+    pages.push(r.evidencePackJson);
     if (!r.nextPageToken) break;
     pageToken = r.nextPageToken;
   }
-  return parts.length === 0 ? "[]" : `[\n${parts.join(",\n")}\n]`;
+  return joinEvidencePages(pages);
 }
 
 /** runPage renders /runs/<id>. */
