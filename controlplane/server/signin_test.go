@@ -56,6 +56,8 @@ type consoleOptions struct {
 	gh  *ghfake.Server   // nil: a new fake GitHub
 	// opts replaces the default options (auth file and sign-in config) when set.
 	opts *server.Options
+	// publicURL is the public URL replicas behind one balancer share; "" means this server's.
+	publicURL string
 }
 
 func startConsole(t *testing.T, o consoleOptions) *consoleServer {
@@ -97,6 +99,9 @@ func startConsole(t *testing.T, o consoleOptions) *consoleServer {
 		opts = server.Options{Auth: a, SignIn: sc}
 	}
 	opts.Secret, opts.Logger, opts.PublicURL = []byte(testSecret), slog.New(slog.DiscardHandler), cs.URL
+	if o.publicURL != "" {
+		opts.PublicURL = o.publicURL
+	}
 	st, err := store.Open(context.Background(), o.db)
 	if err != nil {
 		t.Fatal(err)
@@ -583,4 +588,45 @@ func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		r.Header.Set(k, v)
 	}
 	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestSignInStartedOnOneReplicaFinishesOnAnother: the sign-in in progress is a sealed cookie
+// under a key derived from the shared approval secret, so a replica that did not start the
+// sign-in finishes it (replicas behind a balancer share RBOOK_APPROVAL_SECRET).
+func TestSignInStartedOnOneReplicaFinishesOnAnother(t *testing.T) {
+	iss, gh := authtest.NewIssuer(t), ghfake.New(t, 1)
+	a := startConsole(t, consoleOptions{iss: iss, gh: gh})
+	b := startConsole(t, consoleOptions{iss: iss, gh: gh, publicURL: a.URL})
+	br := a.browser(t)
+	cb := issuerCallback(t, a, br)
+	cb.Host = strings.TrimPrefix(b.URL, "http://") // the balancer sends the callback to b
+	rs := follow(t, br, cb.String())
+	if rs[0].StatusCode != http.StatusSeeOther {
+		t.Fatalf("callback on the other replica: %d, want 303 to the return path", rs[0].StatusCode)
+	}
+	if who := whoAmI(t, b, br); who.GetIdentity() != "oidc:alice@example.com" {
+		t.Errorf("WhoAmI on the replica that finished the sign-in = %v, want oidc:alice@example.com", who)
+	}
+}
+
+// TestSessionWorksOnEveryPostgreSQLReplica: a session started on replica A is honoured by
+// replica B over the same PostgreSQL database, and signing out on B ends it on A.
+func TestSessionWorksOnEveryPostgreSQLReplica(t *testing.T) {
+	dsn := newPGDatabase(t)
+	iss, gh := authtest.NewIssuer(t), ghfake.New(t, 1)
+	a := startConsole(t, consoleOptions{db: dsn, iss: iss, gh: gh})
+	b := startConsole(t, consoleOptions{db: dsn, iss: iss, gh: gh})
+	br := a.browser(t)
+	tokenSignIn(t, a, br, aliceToken)
+	if who := whoAmI(t, b, br); who.GetIdentity() != "alice" {
+		t.Fatalf("WhoAmI on replica B = %v, want alice (signed in on A)", who)
+	}
+	res, err := br.Post(b.URL+"/auth/logout", "application/json", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if who := whoAmI(t, a, br); who.GetIdentity() != "" {
+		t.Errorf("WhoAmI on A after signing out on B = %v, want anonymous", who)
+	}
 }
