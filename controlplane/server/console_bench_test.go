@@ -13,7 +13,8 @@ package server_test
 //	    the page (performance.now()); p50/p99 over the iterations. Target: <= 300 ms.
 //	go test -run '^$' -bench 'BenchmarkConsoleDecisionToExecutor' -benchtime 50x -timeout 30m ./controlplane/server/
 //	    Approve clicked on the gate's page -> the executor's gate wait (cpclient.Gate.Await:
-//	    RequestApproval + WatchApproval) returned APPROVED; p50/p99. Target: p99 <= 100 ms.
+//	    RequestApproval + WatchApproval) returned APPROVED; p50/p99. Each gate's page is
+//	    loaded in a new tab (outside the timing). Target: p99 <= 100 ms.
 //	go test -run '^$' -bench 'BenchmarkConsoleBundle' -benchtime 1x ./controlplane/server/
 //	    the console's size as served: the sum of the gzip (best compression) of every file in
 //	    controlplane/console/dist. Target: <= 250 KB.
@@ -218,11 +219,12 @@ func BenchmarkConsoleDecisionToExecutor(b *testing.B) {
 		b.Fatal(err)
 	}
 	p := startServe(b, "--auth-file", auth)
-	tab := bw.Person(b, "alice").Tab(b)
+	alice := bw.Person(b, "alice")
+	tab := alice.Tab(b)
 	tab.Navigate(b, p.URL+"/signin")
 	tab.Fill(b, "input#token", consoleBenchApproverToken)
 	tab.Click(b, "#token-form button[type=submit]")
-	tab.WaitFor(b, "alice to be signed in", `document.querySelector('#whoami') && document.querySelector('#whoami').innerText.includes('alice')`)
+	tab.WaitFor(b, "alice to be signed in and back on the landing page", `location.pathname === '/' && document.querySelector('main#main[aria-busy="false"]') && document.querySelector('#whoami').innerText.includes('alice')`)
 
 	ctx := context.Background()
 	c := cpclient.New(p.URL, consoleBenchExecToken)
@@ -249,6 +251,12 @@ func BenchmarkConsoleDecisionToExecutor(b *testing.B) {
 			b.Fatalf("gate %d ended before it opened: %v %v", i, r.d, r.err)
 		}
 		<-opened
+		// Each gate's page in a new tab, as a link from a notification opens, and the last one
+		// closed. (Going from decided gate page to gate page in one tab stalls after a few
+		// pages unless Chromium's back/forward cache is off: the pages left keep their
+		// streams, and so the connections to the control plane, open.)
+		tab.Close()
+		tab = alice.Tab(b)
 		tab.Navigate(b, p.URL+"/approvals/"+id)
 		tab.WaitFor(b, "the Approve button", `(() => { const e = document.querySelector('#approve'); return !!e && !e.closest('[hidden]') && !e.disabled; })()`)
 		b.StartTimer()

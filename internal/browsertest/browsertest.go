@@ -120,8 +120,9 @@ func (b *Browser) Person(t testing.TB, name string) *Person {
 // and JavaScript dialogs from the moment it opens; Problems lists them.
 type Tab struct {
 	// Ctx is the chromedp context of the tab, for actions this package does not wrap.
-	Ctx  context.Context
-	name string
+	Ctx    context.Context
+	name   string
+	cancel context.CancelFunc
 
 	mu       sync.Mutex
 	changed  chan struct{} // closed and replaced on each new problem
@@ -134,7 +135,7 @@ func (p *Person) Tab(t testing.TB) *Tab {
 	t.Helper()
 	ctx, cancel := chromedp.NewContext(p.ctx)
 	t.Cleanup(cancel)
-	tab := &Tab{Ctx: ctx, name: p.name, changed: make(chan struct{})}
+	tab := &Tab{Ctx: ctx, name: p.name, cancel: cancel, changed: make(chan struct{})}
 	if err := chromedp.Do(ctx); err != nil {
 		t.Fatalf("%s: opening a tab: %v", p.name, err)
 	}
@@ -169,6 +170,9 @@ func (p *Person) Tab(t testing.TB) *Tab {
 	}()
 	return tab
 }
+
+// Close closes the tab (its page, and the connections the page held).
+func (tab *Tab) Close() { tab.cancel() }
 
 func (tab *Tab) record(s string) {
 	tab.mu.Lock()
