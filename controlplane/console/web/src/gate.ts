@@ -102,7 +102,7 @@ export async function gatePage(p: Page): Promise<void> {
   const names = new Map((plan?.steps ?? []).map((s) => [s.index, s.name] as [number, string]));
   const after = plan ? stepsAfter(plan.steps, a.stepIndex, fr.run.kind) : [];
   const planSection = h("section", { id: "plan", "aria-labelledby": "plan-h" },
-    h("h2", { id: "plan-h" }, "What happens if I approve"),
+    h("h2", { id: "plan-h" }, a.status === ApprovalStatus.PENDING ? "What happens if I approve" : "What runs after this gate"),
     h("p", null, "The decision is bound to the plan digest ", h("code", { id: "plan-digest", class: "hash" }, a.planDigest || fr.run.contentHash), `: if the ${kindWord(fr.run).toLowerCase()} changes, this approval no longer counts.`),
     plan
       ? after.length
