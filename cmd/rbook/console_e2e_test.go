@@ -190,8 +190,11 @@ func TestConsoleRendersInjectedTextAsTextUnderAStrictCSP(t *testing.T) {
 	url := serveCP(t, dir)
 	runID, approvalID := hostileRun(t, url, "")
 	tab := b.Person(t, "reader").Tab(t)
-	for _, path := range []string{"/approvals/" + approvalID, "/runs/" + runID, "/", "/runs"} {
-		t.Run(strings.TrimPrefix(path, "/"), func(t *testing.T) {
+	for _, pg := range []struct{ name, path string }{
+		{"gate", "/approvals/" + approvalID}, {"run", "/runs/" + runID}, {"waiting", "/"}, {"runs", "/runs"},
+	} {
+		path := pg.path
+		t.Run(pg.name, func(t *testing.T) {
 			resp, err := http.Get(url + path)
 			if err != nil {
 				t.Fatal(err)
