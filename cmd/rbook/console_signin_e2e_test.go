@@ -270,6 +270,11 @@ func TestApproversSignedInDecideATwoOfNGateInTheBrowser(t *testing.T) {
 		t.Errorf("recorded votes and status %q, want %q", got, want)
 	}
 
+	// The runs list, signed in: the finished run is listed with its status.
+	openPage(t, a, url+"/runs")
+	waitElementText(t, a, "table#runs-table", runID)
+	axeIfInstalled(t, a, "the runs list, as an approver")
+
 	// The pages a person loaded before signing in were refused by the API (401), which the
 	// browser logs; nothing else may go wrong.
 	for _, tab := range []*browsertest.Tab{a, aliceEarly, runTab, starter, viewer, bob, waiting} {
