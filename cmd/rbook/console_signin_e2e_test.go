@@ -260,6 +260,10 @@ func TestApproversSignedInDecideATwoOfNGateInTheBrowser(t *testing.T) {
 		t.Fatalf("the waiting rbook run exit %d\n%s", code, p.output())
 	}
 	waitElementText(t, runTab, "#run-status", "Succeeded")
+	// A's gate page, still open, says the gate is decided, by whom and why.
+	waitElementText(t, a, "#gate-status", "Approved")
+	waitElementText(t, a, "#decision .decided-by", "github:bob")
+	waitElementText(t, a, "#decision .decided-reason", "ship it")
 	if !browsertest.Eval[bool](t, runTab, `window.__loadedOnce === true`) {
 		t.Error("the run page reloaded to show the end of the run")
 	}
