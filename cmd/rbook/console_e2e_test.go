@@ -77,9 +77,9 @@ func gateURLFrom(t *testing.T, p *proc) (url, id string) {
 }
 
 // TestLaptopGateApprovedInTheBrowserCompletesTheRun: `rbook run demo` prints its gate's page
-// URL on the embedded control plane; the person at the keyboard opens it, sees no sign-in,
-// approves with a reason, and the run completes with the decision recorded as
-// unverified:<os user> (docs/console.md, "A laptop run").
+// URL on the embedded control plane; the person at the keyboard opens it, is known without
+// signing in, approves with a reason using only the keyboard, and the run completes with the
+// decision recorded as unverified:<os user> (docs/console-signin.md, "The laptop run").
 func TestLaptopGateApprovedInTheBrowserCompletesTheRun(t *testing.T) {
 	b := browsertest.Start(t)
 	dir := workdir(t)
@@ -96,8 +96,11 @@ func TestLaptopGateApprovedInTheBrowserCompletesTheRun(t *testing.T) {
 	if h := textOf(t, tab, "h1"); h != "Gate confirm-rollout" {
 		t.Errorf("h1 %q, want %q", h, "Gate confirm-rollout")
 	}
-	tab.Fill(t, "textarea#reason", "checked in the browser")
-	tab.Click(t, "#approve")
+	// With the keyboard only: Tab to the reason, type it, Tab to Approve, press Enter.
+	tab.TabTo(t, "textarea#reason")
+	tab.Type(t, "checked in the browser")
+	tab.TabTo(t, "#approve")
+	tab.Type(t, "\r")
 	waitElementText(t, tab, "#outcome", "Approved")
 	if code := p.wait(t); code != 0 {
 		t.Fatalf("run exit %d\n%s", code, p.output())

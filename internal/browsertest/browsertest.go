@@ -352,6 +352,26 @@ func (tab *Tab) Fill(t testing.TB, selector, value string) {
 	tab.Do(t, chromedp.Click(chromedp.CSS(selector), chromedp.NodeVisible), chromedp.SendKeys(chromedp.CSS(selector), value))
 }
 
+// TabTo presses Tab (as a keyboard user does) until the focused element matches the CSS
+// selector, at most 50 times, and fails t if it never does.
+func (tab *Tab) TabTo(t testing.TB, selector string) {
+	t.Helper()
+	focused := `(() => { const e = document.activeElement; return !!e && e.matches(` + JSString(selector) + `); })()`
+	for range 50 {
+		if Eval[bool](t, tab, focused) {
+			return
+		}
+		tab.Do(t, chromedp.KeyEvent("\t"))
+	}
+	t.Fatalf("%s's tab: 50 presses of Tab never reached %s%s", tab.name, selector, tab.where(t))
+}
+
+// Type types text with the keyboard into the focused element.
+func (tab *Tab) Type(t testing.TB, text string) {
+	t.Helper()
+	tab.Do(t, chromedp.KeyEvent(text))
+}
+
 // Cookie returns the value of the tab's cookie named name for url, or "" when it has none.
 // Tests use it to make requests by hand with a person's session, as a script would.
 func (tab *Tab) Cookie(t testing.TB, url, name string) string {
