@@ -479,3 +479,19 @@ func (s *Store) GiveUpNotification(ctx context.Context, eventID, channel, reason
 		return err
 	})
 }
+
+// GateMessageID is the provider message id channel returned for gate approvalID's
+// gate.opened event ("" when it has none yet): the message a channel that updates in place
+// edits as votes arrive and the gate is decided.
+func (s *Store) GateMessageID(ctx context.Context, approvalID, channel string) (string, error) {
+	var id string
+	err := s.reader.QueryRowContext(ctx, `SELECT d.provider_message_id FROM notification_deliveries d
+		WHERE d.event_id = ? AND d.channel = ?`, EventGateOpened+":"+approvalID, channel).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("store: gate message id: %w", err)
+	}
+	return id, nil
+}

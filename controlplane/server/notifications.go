@@ -1,0 +1,195 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/rbookhq/rbook-action/controlplane/consolelink"
+	"github.com/rbookhq/rbook-action/controlplane/notify"
+	"github.com/rbookhq/rbook-action/controlplane/store"
+)
+
+// Back-off and give-up bounds of the notification delivery loop (docs/notifications.md,
+// "Delivery guarantees"): the n-th consecutive failure of a delivery waits
+// DefaultNotifyRetryBase·2^(n-1), at most MaxNotifyRetry; a delivery that failed
+// DefaultNotifyMaxAttempts times in a row (about 40 minutes of trying), or
+// MaxNotifyRefusedAttempts times with a refusal that retrying will not change
+// (notify.IsPermanent: a 4xx other than 408 and 429), is given up: logged at error level,
+// recorded with its reason (store.ListNotificationDeliveries shows it), never tried again.
+const (
+	DefaultNotifyRetryBase   = time.Second
+	MaxNotifyRetry           = 5 * time.Minute
+	DefaultNotifyMaxAttempts = 15
+	MaxNotifyRefusedAttempts = 3
+)
+
+// NotificationClaimLease is a replica's claim on one delivery attempt
+// (store.ClaimNotificationDelivery): longer than one attempt (notify.RequestTimeout) plus
+// slack, so no other replica sends the same event to the same channel meanwhile; a replica
+// that dies holding it leaves the delivery to the others once it has passed.
+const NotificationClaimLease = notify.RequestTimeout + 30*time.Second
+
+// notifyBatch is how many events or deliveries one pass reads at a time.
+const notifyBatch = 50
+
+// NotifyOptions configures notifications (rbook serve --notify-config).
+type NotifyOptions struct {
+	// Config is the parsed config: channels and routes; required.
+	Config *notify.Config
+	// RetryBase is the first back-off (doubling up to MaxNotifyRetry); zero means
+	// DefaultNotifyRetryBase.
+	RetryBase time.Duration
+	// MaxAttempts is how many consecutive failures give a delivery up; zero means
+	// DefaultNotifyMaxAttempts.
+	MaxAttempts int
+}
+
+// notifier routes the notification outbox's events to channels and delivers them.
+type notifier struct {
+	outboxLoop
+	s    *Server
+	cfg  *notify.Config
+	log  *slog.Logger
+	base time.Duration
+	max  int
+}
+
+func newNotifier(s *Server, o *NotifyOptions) *notifier {
+	n := &notifier{outboxLoop: newOutboxLoop(), s: s, cfg: o.Config, log: s.log, base: o.RetryBase, max: o.MaxAttempts}
+	if n.base <= 0 {
+		n.base = DefaultNotifyRetryBase
+	}
+	if n.max <= 0 {
+		n.max = DefaultNotifyMaxAttempts
+	}
+	return n
+}
+
+// wants reports whether change c may have queued notification events.
+func (n *notifier) wants(c store.Change) bool {
+	if len(c.Approvals) > 0 || len(c.Runs) > 0 {
+		return true
+	}
+	for _, p := range c.Progress {
+		switch p.Status {
+		case store.RunSucceeded, store.RunFailed, store.RunCancelled:
+			return true
+		}
+	}
+	return false
+}
+
+// pass routes every unrouted event, delivers every due delivery and returns how long until
+// the next retry (ok=false: none waits).
+func (n *notifier) pass(ctx context.Context) (time.Duration, bool) {
+	logErr := func(what string, err error) (time.Duration, bool) {
+		if ctx.Err() == nil && !errors.Is(err, store.ErrClosed) {
+			n.log.Error(what, "err", err)
+		}
+		return deadlineRetry, true
+	}
+	for ctx.Err() == nil {
+		evs, err := n.s.st.UnroutedNotificationEvents(ctx, notifyBatch)
+		if err != nil {
+			return logErr("reading the notification outbox failed", err)
+		}
+		for _, e := range evs {
+			if err := n.s.st.RouteNotificationEvent(ctx, e.ID, n.cfg.ChannelsFor(e.Kind, e.Data)); err != nil {
+				return logErr("routing a notification failed", err)
+			}
+		}
+		if len(evs) < notifyBatch {
+			break
+		}
+	}
+	for ctx.Err() == nil {
+		due, err := n.s.st.DueNotificationDeliveries(ctx, time.Now(), notifyBatch)
+		if err != nil {
+			return logErr("reading the notification outbox failed", err)
+		}
+		for _, d := range due {
+			n.deliver(ctx, d)
+		}
+		if len(due) < notifyBatch {
+			break
+		}
+	}
+	next, ok, err := n.s.st.NextNotificationAttempt(ctx)
+	if err != nil {
+		return logErr("reading the notification outbox failed", err)
+	}
+	if !ok {
+		return 0, false
+	}
+	return max(time.Until(next), 0), true
+}
+
+// deliver claims delivery d, sends it once through its channel and records the outcome: a
+// success with the provider's message id, a failure with the next attempt's time, or, at
+// the bounds above, the give-up with its reason.
+func (n *notifier) deliver(ctx context.Context, d store.NotificationDelivery) {
+	now := time.Now()
+	attempts, ok, err := n.s.st.ClaimNotificationDelivery(ctx, d.Event.ID, d.Channel, now, now.Add(NotificationClaimLease))
+	if err != nil {
+		if ctx.Err() == nil && !errors.Is(err, store.ErrClosed) {
+			n.log.Error("claiming a notification for delivery failed", "event", d.Event.ID, "channel", d.Channel, "err", err)
+		}
+		return
+	}
+	if !ok {
+		return // another replica has it, or it is done
+	}
+	ch := n.cfg.Channels[d.Channel]
+	if ch == nil {
+		n.giveUp(ctx, d, attempts+1, "channel "+d.Channel+" is no longer in the notification config")
+		return
+	}
+	m := notify.Message{ID: d.Event.ID, Kind: d.Event.Kind, At: d.Event.CreatedAt, Data: d.Event.Data}
+	if g := m.Data.Gate; g != nil {
+		g.ApprovalURL = consolelink.ApprovalURL(n.s.opts.PublicURL, g.ApprovalID)
+		if m.Kind != store.EventGateOpened {
+			if m.GateMessageID, err = n.s.st.GateMessageID(ctx, g.ApprovalID, d.Channel); err != nil {
+				n.log.Warn("reading the gate's earlier message failed; sending without it", "event", d.Event.ID, "channel", d.Channel, "err", err)
+			}
+		}
+	}
+	sendCtx, cancel := context.WithTimeout(ctx, notify.RequestTimeout)
+	msgID, err := ch.Send(sendCtx, m)
+	cancel()
+	if err == nil {
+		if werr := n.s.st.NotificationDelivered(ctx, d.Event.ID, d.Channel, msgID, time.Now()); werr != nil {
+			// The receiver has it; should this write fail the event is sent again later,
+			// with the same id, which the receiver de-duplicates.
+			n.log.Error("recording a delivered notification failed", "event", d.Event.ID, "channel", d.Channel, "err", werr)
+			return
+		}
+		n.log.Info("notification delivered", "event", d.Event.ID, "channel", d.Channel, "kind", ch.Kind(), "attempt", attempts+1)
+		return
+	}
+	failures := attempts + 1
+	limit, why := n.max, "the receiver is unreachable or failing"
+	if notify.IsPermanent(err) {
+		limit, why = min(limit, MaxNotifyRefusedAttempts), "the receiver refused it"
+	}
+	if failures >= limit {
+		n.giveUp(ctx, d, failures, fmt.Sprintf("gave up after %d failed attempts (%s): %s", failures, why, err.Error()))
+		return
+	}
+	delay := retryDelay(n.base, failures, MaxNotifyRetry)
+	n.log.Warn("notification delivery failed; retrying", "event", d.Event.ID, "channel", d.Channel, "attempt", failures,
+		"retry_in", delay.String(), "err", err.Error())
+	if werr := n.s.st.NotificationAttemptFailed(ctx, d.Event.ID, d.Channel, err.Error(), time.Now().Add(delay)); werr != nil {
+		n.log.Error("recording a failed notification delivery failed", "event", d.Event.ID, "channel", d.Channel, "err", werr)
+	}
+}
+
+func (n *notifier) giveUp(ctx context.Context, d store.NotificationDelivery, attempts int, reason string) {
+	n.log.Error("notification delivery given up", "event", d.Event.ID, "channel", d.Channel, "run_id", d.Event.RunID,
+		"approval_id", d.Event.ApprovalID, "attempts", attempts, "reason", reason)
+	if err := n.s.st.GiveUpNotification(ctx, d.Event.ID, d.Channel, reason, time.Now()); err != nil {
+		n.log.Error("recording a given-up notification failed", "event", d.Event.ID, "channel", d.Channel, "err", err)
+	}
+}
