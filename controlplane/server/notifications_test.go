@@ -296,3 +296,40 @@ func TestEventCommittedBeforeARestartIsDeliveredAfterIt(t *testing.T) {
 	serveNotifying(t, openStore(t, path), rcv.srv.URL, server.NotifyOptions{}, nil)
 	rcv.waitFor(t, "gate.opened:ap-1")
 }
+
+// Two control planes on one PostgreSQL database, both notifying the same receiver: every
+// event of gates opened and decided through either is posted once in all (the delivery
+// claim), none lost.
+func TestTwoReplicasDeliverEachEventOnce(t *testing.T) {
+	dsn := newPGDatabase(t)
+	rcv := newHookReceiver(t)
+	stA, stB := openStore(t, dsn), openStore(t, dsn)
+	a := serveNotifying(t, stA, rcv.srv.URL, server.NotifyOptions{}, nil)
+	b := serveNotifying(t, stB, rcv.srv.URL, server.NotifyOptions{}, nil)
+	ctx := context.Background()
+	var want []string
+	for i := range 8 {
+		open, decide := a, b
+		if i%2 == 1 {
+			open, decide = b, a
+		}
+		run := fmt.Sprintf("R%d", i)
+		startRun(t, open, run)
+		ap, tok := gate(t, open, run, time.Hour)
+		if _, err := decide.apps.Approve(ctx, &rbookv1.ApproveRequest{Token: tok, Approver: "zed", Reason: "ok"}); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, "gate.opened:"+ap.GetApprovalId(), "gate.decided:"+ap.GetApprovalId())
+	}
+	rcv.waitFor(t, want...)
+	rcv.mu.Lock()
+	defer rcv.mu.Unlock()
+	if len(rcv.requests) != len(want) || rcv.badSig != 0 {
+		t.Fatalf("receiver got %d distinct events (%d bad signatures), want %d", len(rcv.requests), rcv.badSig, len(want))
+	}
+	for id, n := range rcv.requests {
+		if n != 1 {
+			t.Errorf("%s was posted %d times, want once across both replicas", id, n)
+		}
+	}
+}
