@@ -6,7 +6,8 @@ import (
 )
 
 // outboxLoop is the wake-up and timer loop shared by the control plane's outbox deliverers
-// (GitHub protection rule verdicts, github_gates.go; notifications, notifications.go): it
+// (GitHub protection rule verdicts, github_gates.go; notifications, notifications.go) and
+// the gate deadline loop (server.go): it
 // runs a pass at start, whenever poke is called (a store change that may have queued work)
 // and when the earliest retry the last pass reported comes due, until ctx ends.
 type outboxLoop struct {

@@ -312,23 +312,7 @@ const deadlineRetry = 5 * time.Second
 // due gates as expired (store.ExpireDueApprovals; their tokens stop working, case A04) and
 // sleeps again. A new gate with a deadline wakes it to re-read the earliest one.
 func (s *Server) deadlineLoop(ctx context.Context) {
-	defer close(s.loopDone)
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	for {
-		wait, ok := s.expireDue(ctx)
-		var fire <-chan time.Time
-		if ok {
-			timer.Reset(wait)
-			fire = timer.C
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-s.rearm:
-		case <-fire:
-		}
-	}
+	outboxLoop{wake: s.rearm}.run(ctx, s.loopDone, s.expireDue)
 }
 
 // expireDue closes the gates that are due and returns how long until the next deadline
