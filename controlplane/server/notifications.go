@@ -179,11 +179,12 @@ func (n *notifier) deliver(ctx context.Context, d store.NotificationDelivery) {
 		return
 	}
 	delay := retryDelay(n.base, failures, MaxNotifyRetry)
-	n.log.Warn("notification delivery failed; retrying", "event", d.Event.ID, "channel", d.Channel, "attempt", failures,
-		"retry_in", delay.String(), "err", err.Error())
 	if werr := n.s.st.NotificationAttemptFailed(ctx, d.Event.ID, d.Channel, err.Error(), time.Now().Add(delay)); werr != nil {
 		n.log.Error("recording a failed notification delivery failed", "event", d.Event.ID, "channel", d.Channel, "err", werr)
+		return
 	}
+	n.log.Warn("notification delivery failed; retrying", "event", d.Event.ID, "channel", d.Channel, "attempt", failures,
+		"retry_in", delay.String(), "err", err.Error())
 }
 
 func (n *notifier) giveUp(ctx context.Context, d store.NotificationDelivery, attempts int, reason string) {
