@@ -5,14 +5,17 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"mime"
+	"net"
 	"net/http"
 	"net/smtp"
+	"net/textproto"
 	"strconv"
 	"strings"
 	"time"
@@ -283,21 +286,57 @@ func (e *Email) Send(ctx context.Context, m Message) (string, error) {
 	for _, f := range facts {
 		fmt.Fprintf(&b, "%s: %s\r\n", f[0], strings.ReplaceAll(f[1], "\n", " "))
 	}
-	var auth smtp.Auth
-	if e.username != "" {
-		auth = smtp.PlainAuth("", e.username, e.password, host)
+	if err := e.deliver(ctx, host, []byte(b.String())); err != nil {
+		var te *textproto.Error
+		permanent := errors.As(err, &te) && te.Code >= 500
+		return "", &SendError{Permanent: permanent, Msg: "SMTP " + e.addr + ": " + err.Error()}
 	}
-	done := make(chan error, 1)
-	go func() { done <- smtp.SendMail(e.addr, auth, e.from, e.to, []byte(b.String())) }()
-	select {
-	case err := <-done:
-		if err != nil {
-			var te interface{ Temporary() bool }
-			permanent := strings.HasPrefix(err.Error(), "5") && !errors.As(err, &te)
-			return "", &SendError{Permanent: permanent, Msg: "SMTP: " + err.Error()}
+	return msgID, nil
+}
+
+// deliver runs one SMTP transaction within ctx's deadline: STARTTLS when offered, AUTH
+// PLAIN when a username is set (net/smtp refuses it without TLS except to localhost).
+func (e *Email) deliver(ctx context.Context, host string, msg []byte) error {
+	conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", e.addr)
+	if err != nil {
+		return err
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(dl)
+	}
+	c, err := smtp.NewClient(conn, host)
+	if err != nil {
+		conn.Close()
+		return err
+	}
+	defer c.Close()
+	if ok, _ := c.Extension("STARTTLS"); ok {
+		if err := c.StartTLS(&tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}); err != nil {
+			return err
 		}
-		return msgID, nil
-	case <-ctx.Done():
-		return "", ctx.Err()
 	}
+	if e.username != "" {
+		if err := c.Auth(smtp.PlainAuth("", e.username, e.password, host)); err != nil {
+			return err
+		}
+	}
+	if err := c.Mail(e.from); err != nil {
+		return err
+	}
+	for _, to := range e.to {
+		if err := c.Rcpt(to); err != nil {
+			return err
+		}
+	}
+	w, err := c.Data()
+	if err != nil {
+		return err
+	}
+	if _, err := w.Write(msg); err != nil {
+		return err
+	}
+	if err := w.Close(); err != nil {
+		return err
+	}
+	return c.Quit()
 }
