@@ -238,6 +238,17 @@ func Summary(m Message) (string, [][2]string) {
 		if g.Deadline != "" {
 			facts = append(facts, [2]string{"Deadline", g.Deadline})
 		}
+	case store.EventGateEscalated:
+		title = fmt.Sprintf("Still waiting for approval: %s (%s)", g.Node, d.Runbook)
+		if e := g.Escalation; e != nil {
+			title += fmt.Sprintf(", escalated (step %d, after %s)", e.Step, e.After)
+		}
+		if g.Prompt != "" {
+			facts = append(facts, [2]string{"Prompt", g.Prompt})
+		}
+		if g.Deadline != "" {
+			facts = append(facts, [2]string{"Deadline", g.Deadline})
+		}
 	case store.EventVoteCast:
 		title = fmt.Sprintf("Vote on %s (%s): %d of %d approvals", g.Node, d.Runbook, g.Approvals, g.ApprovalsRequired)
 		if g.Vote != nil {

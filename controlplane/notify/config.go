@@ -17,6 +17,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"time"
 
 	"gopkg.in/yaml.v3"
 
@@ -50,6 +51,18 @@ type Route struct {
 	Runbook, Environment, Repository string
 	Events                           []string
 	Channels                         []string
+	// Escalate are the route's escalation steps, by increasing delay: a gate whose
+	// gate.opened event this route sent and that is still pending After its opening is
+	// announced (gate.escalated) to the step's channels, once per step.
+	Escalate []EscalationStep
+}
+
+// EscalationStep is one step of a route's escalation.
+type EscalationStep struct {
+	After    time.Duration
+	Channels []string
+	// Line is the step's line in the file.
+	Line int
 }
 
 // Match reports whether route r matches an event of kind about the run d describes.
@@ -68,13 +81,35 @@ func (r Route) Match(kind string, d store.EventData) bool {
 // ChannelsFor is the channels an event of kind about d goes to: the first matching route's,
 // else the default's, else none.
 func (c *Config) ChannelsFor(kind string, d store.EventData) []string {
+	if r := c.RouteFor(kind, d); r != nil {
+		return r.Channels
+	}
+	return nil
+}
+
+// HasEscalation reports whether any route escalates.
+func (c *Config) HasEscalation() bool {
+	if c.Default != nil && len(c.Default.Escalate) > 0 {
+		return true
+	}
 	for _, r := range c.Routes {
-		if r.Match(kind, d) {
-			return r.Channels
+		if len(r.Escalate) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// RouteFor is the route an event of kind about d takes: the first matching route, else the
+// default when it matches, else nil.
+func (c *Config) RouteFor(kind string, d store.EventData) *Route {
+	for i := range c.Routes {
+		if c.Routes[i].Match(kind, d) {
+			return &c.Routes[i]
 		}
 	}
 	if c.Default != nil && c.Default.Match(kind, d) {
-		return c.Default.Channels
+		return c.Default
 	}
 	return nil
 }
@@ -179,9 +214,21 @@ func ParseConfig(data []byte, file string, env func(string) (string, bool)) (*Co
 		return nil, p.errAt(root, "routes: no route and no default, so nothing would ever be sent: add routes or a default")
 	}
 	for _, r := range routes {
-		for _, name := range r.Channels {
-			if _, ok := c.Channels[name]; !ok {
-				return nil, fmt.Errorf("%s:%d: channels: %q is not a defined channel (defined: %s)", file, r.Line, name, strings.Join(c.Names, ", "))
+		lists := []struct {
+			line  int
+			names []string
+		}{{r.Line, r.Channels}}
+		for _, e := range r.Escalate {
+			lists = append(lists, struct {
+				line  int
+				names []string
+			}{e.Line, e.Channels})
+		}
+		for _, l := range lists {
+			for _, name := range l.names {
+				if _, ok := c.Channels[name]; !ok {
+					return nil, fmt.Errorf("%s:%d: channels: %q is not a defined channel (defined: %s)", file, l.line, name, strings.Join(c.Names, ", "))
+				}
 			}
 		}
 	}
@@ -509,15 +556,64 @@ func (p *parser) route(n *yaml.Node, field string) (Route, error) {
 			return err
 		},
 		"escalate": func(v *yaml.Node, f string) error {
-			return p.errAt(v, "%s: escalation is not supported yet: remove it (docs/notifications.md, \"Not yet\")", f)
+			return p.list(v, f, func(n *yaml.Node, f string) error {
+				step, err := p.escalation(n, f)
+				if err != nil {
+					return err
+				}
+				if k := len(r.Escalate); k > 0 && step.After <= r.Escalate[k-1].After {
+					return p.errAt(n, "%s.after: %s is not after the previous step's %s: list steps by increasing delay", f, step.After, r.Escalate[k-1].After)
+				}
+				r.Escalate = append(r.Escalate, step)
+				return nil
+			})
 		},
 	})
 	if err != nil {
 		return r, err
+	}
+	if len(r.Escalate) > 0 && len(r.Events) > 0 && !slices.Contains(r.Events, store.EventGateOpened) {
+		return r, p.errAt(n, "%s.escalate: the route does not send gate.opened, so no gate it routes could escalate: add gate.opened to its events", field)
 	}
 	if chNode == nil || len(r.Channels) == 0 {
 		return r, p.errAt(n, "%s: a route needs channels (a list of channel names)", field)
 	}
 	r.Line = chNode.Line
 	return r, nil
+}
+
+// MaxEscalationDelay bounds an escalation step's delay (a gate's deadline is at most days).
+const MaxEscalationDelay = 30 * 24 * time.Hour
+
+func (p *parser) escalation(n *yaml.Node, field string) (EscalationStep, error) {
+	step := EscalationStep{Line: n.Line}
+	var after *yaml.Node
+	err := p.mapping(n, field+".", map[string]func(v *yaml.Node, f string) error{
+		"after": func(v *yaml.Node, f string) error {
+			after = v
+			s, err := p.str(v, f)
+			if err != nil {
+				return err
+			}
+			d, err := time.ParseDuration(s)
+			if err != nil || d <= 0 || d > MaxEscalationDelay {
+				return p.errAt(v, "%s: %q: want a duration such as 30m or 2h, above 0 and at most %s", f, s, MaxEscalationDelay)
+			}
+			step.After = d
+			return nil
+		},
+		"channels": func(v *yaml.Node, f string) error {
+			var err error
+			step.Channels, err = p.strs(v, f)
+			step.Line = v.Line
+			return err
+		},
+	})
+	if err != nil {
+		return step, err
+	}
+	if after == nil || len(step.Channels) == 0 {
+		return step, p.errAt(n, "%s: an escalation step needs after (a duration) and channels", field)
+	}
+	return step, nil
 }

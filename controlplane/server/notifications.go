@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/rbookhq/rbook-action/controlplane/consolelink"
@@ -105,6 +106,10 @@ func (n *notifier) pass(ctx context.Context) (time.Duration, bool) {
 			break
 		}
 	}
+	nextEscalation, escalating, err := n.escalate(ctx)
+	if err != nil {
+		return logErr("escalating a pending gate failed", err)
+	}
 	for ctx.Err() == nil {
 		due, err := n.s.st.DueNotificationDeliveries(ctx, time.Now(), notifyBatch)
 		if err != nil {
@@ -121,10 +126,59 @@ func (n *notifier) pass(ctx context.Context) (time.Duration, bool) {
 	if err != nil {
 		return logErr("reading the notification outbox failed", err)
 	}
+	if escalating && (!ok || nextEscalation.Before(next)) {
+		next, ok = nextEscalation, true
+	}
 	if !ok {
 		return 0, false
 	}
 	return max(time.Until(next), 0), true
+}
+
+// escalate fires every escalation step that is due for a pending gate (the steps of the
+// route its gate.opened event took, timed from that event) and returns when the next step
+// is due (ok=false: none is waiting). Each step is one gate.escalated event, written once
+// (store.RecordEscalation) and delivered like any other.
+func (n *notifier) escalate(ctx context.Context) (next time.Time, ok bool, err error) {
+	if !n.cfg.HasEscalation() {
+		return time.Time{}, false, nil
+	}
+	gates, err := n.s.st.PendingGateOpenings(ctx)
+	if err != nil {
+		return time.Time{}, false, err
+	}
+	now := time.Now()
+	for _, p := range gates {
+		e := p.Opened
+		r := n.cfg.RouteFor(e.Kind, e.Data)
+		if r == nil || e.Data.Gate == nil {
+			continue
+		}
+		for i := p.Escalated; i < len(r.Escalate); i++ {
+			step := r.Escalate[i]
+			at := e.CreatedAt.Add(step.After)
+			if at.After(now) {
+				if !ok || at.Before(next) {
+					next, ok = at, true
+				}
+				break
+			}
+			d, g := e.Data, *e.Data.Gate
+			g.Escalation = &store.EscalationData{Step: i + 1, After: step.After.String()}
+			d.Gate = &g
+			ev := store.NotificationEvent{ID: fmt.Sprintf("%s:%s:%d", store.EventGateEscalated, e.ApprovalID, i+1),
+				Kind: store.EventGateEscalated, RunID: e.RunID, ApprovalID: e.ApprovalID, Data: d}
+			wrote, err := n.s.st.RecordEscalation(ctx, ev, step.Channels)
+			if err != nil {
+				return time.Time{}, false, err
+			}
+			if wrote {
+				n.log.Info("gate escalated", "approval_id", e.ApprovalID, "run_id", e.RunID, "step", i+1,
+					"after", step.After.String(), "channels", strings.Join(step.Channels, ","))
+			}
+		}
+	}
+	return next, ok, nil
 }
 
 // deliver claims delivery d, sends it once through its channel and records the outcome: a

@@ -121,10 +121,12 @@ func notifyConfig(t testing.TB, url string) *notify.Config {
 }
 
 // serveNotifying serves a control plane over st with notifications to the receiver at url
-// and returns its clients.
+// (or as o.Config says, when set) and returns its clients.
 func serveNotifying(t testing.TB, st *store.Store, url string, o server.NotifyOptions, log *slog.Logger) clients {
 	t.Helper()
-	o.Config = notifyConfig(t, url)
+	if o.Config == nil {
+		o.Config = notifyConfig(t, url)
+	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -331,5 +333,52 @@ func TestTwoReplicasDeliverEachEventOnce(t *testing.T) {
 		if n != 1 {
 			t.Errorf("%s was posted %d times, want once across both replicas", id, n)
 		}
+	}
+}
+
+// A gate still pending after each escalation step's delay is announced to that step's
+// channel once per step, saying it escalated; a decided gate escalates no further.
+func TestEscalationFiresOncePerStepWhileTheGateWaits(t *testing.T) {
+	hooks, oncall := newHookReceiver(t), newHookReceiver(t)
+	text := fmt.Sprintf(`channels:
+  - {name: hooks, kind: webhook, url: %q, secret_env: HOOK_SECRET}
+  - {name: oncall, kind: webhook, url: %q, secret_env: HOOK_SECRET}
+routes:
+  - events: [gate.opened, gate.decided]
+    channels: [hooks]
+    escalate:
+      - {after: 300ms, channels: [oncall]}
+      - {after: 600ms, channels: [oncall]}
+      - {after: 1h, channels: [oncall]}
+`, hooks.srv.URL, oncall.srv.URL)
+	cfg, err := notify.ParseConfig([]byte(text), "notify.yaml", func(string) (string, bool) { return hookSecret, true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := openStore(t, filepath.Join(t.TempDir(), "cp.db"))
+	c := serveNotifying(t, st, "", server.NotifyOptions{Config: cfg}, nil)
+	startRun(t, c, "R1")
+	a, tok := gate(t, c, "R1", 2*time.Hour)
+	id := a.GetApprovalId()
+	hooks.waitFor(t, "gate.opened:"+id)
+	oncall.waitFor(t, "gate.escalated:"+id+":1", "gate.escalated:"+id+":2")
+	if _, err := c.apps.Approve(context.Background(), &rbookv1.ApproveRequest{Token: tok, Approver: "zed"}); err != nil {
+		t.Fatal(err)
+	}
+	hooks.waitFor(t, "gate.decided:"+id)
+	oncall.mu.Lock()
+	defer oncall.mu.Unlock()
+	if want := []string{"gate.escalated:" + id + ":1", "gate.escalated:" + id + ":2"}; !slices.Equal(oncall.order, want) {
+		t.Fatalf("oncall got %v, want %v", oncall.order, want)
+	}
+	for id, n := range oncall.requests {
+		if n != 1 {
+			t.Errorf("%s posted %d times, want once", id, n)
+		}
+	}
+	e := oncall.bodies["gate.escalated:"+id+":2"]
+	if e.Type != "gate.escalated" || e.Data.Gate == nil || e.Data.Gate.Escalation == nil || e.Data.Gate.Escalation.Step != 2 ||
+		e.Data.Gate.Escalation.After != "600ms" || e.Data.Gate.ApprovalURL == "" || e.Data.Gate.Status != "pending" {
+		t.Errorf("escalation body = %+v gate %+v", e, e.Data.Gate)
 	}
 }

@@ -66,6 +66,8 @@ type GateData struct {
 	Approvals         int `json:"approvals"`
 	// Vote is the vote a vote.cast event reports.
 	Vote *VoteData `json:"vote,omitempty"`
+	// Escalation is the step a gate.escalated event reports.
+	Escalation *EscalationData `json:"escalation,omitempty"`
 	// DecidedBy, Channel and Reason say who closed the gate, through which channel ("rpc",
 	// "github", "deadline", …) and why; empty while it is pending.
 	DecidedBy string `json:"decided_by,omitempty"`
@@ -276,11 +278,8 @@ func (s *Store) UnroutedNotificationEvents(ctx context.Context, limit int) ([]No
 func (s *Store) RouteNotificationEvent(ctx context.Context, eventID string, channels []string) error {
 	return s.write(ctx, func(w *writeTx) error {
 		now := formatTime(s.now())
-		for _, c := range channels {
-			if _, err := w.execSQL(`INSERT INTO notification_deliveries (event_id, channel, created_at) VALUES (?, ?, ?)
-				ON CONFLICT (event_id, channel) DO NOTHING`, eventID, c, now); err != nil {
-				return fmt.Errorf("store: write notification delivery: %w", err)
-			}
+		if err := w.insertDeliveries(eventID, channels, now); err != nil {
+			return err
 		}
 		if _, err := w.execSQL(`UPDATE notification_events SET routed_at = ? WHERE event_id = ? AND routed_at IS NULL`, now, eventID); err != nil {
 			return fmt.Errorf("store: route notification event: %w", err)
@@ -494,4 +493,88 @@ func (s *Store) GateMessageID(ctx context.Context, approvalID, channel string) (
 		return "", fmt.Errorf("store: gate message id: %w", err)
 	}
 	return id, nil
+}
+
+// EventGateEscalated is the kind of the event a route's escalation writes when a gate is
+// still pending after a step's delay (docs/notifications.md, "Escalation"); its id is
+// "gate.escalated:<approval id>:<step>", so each step fires once across replicas.
+const EventGateEscalated = "gate.escalated"
+
+// EscalationData says which escalation step an event is and after how long it fired.
+type EscalationData struct {
+	// Step counts from 1; After is the step's delay as configured ("30m").
+	Step  int    `json:"step"`
+	After string `json:"after"`
+}
+
+// PendingGate is a gate that is still pending, as its gate.opened event reported it, with
+// how many escalation steps already fired for it.
+type PendingGate struct {
+	Opened    NotificationEvent
+	Escalated int
+}
+
+// PendingGateOpenings lists the pending gates that have a gate.opened event, oldest first:
+// the gates an escalation may still fire for.
+func (s *Store) PendingGateOpenings(ctx context.Context) ([]PendingGate, error) {
+	rows, err := s.reader.QueryContext(ctx, `SELECT e.event_id, e.kind, e.run_id, e.approval_id, e.payload, e.created_at,
+		(SELECT COUNT(*) FROM notification_events x WHERE x.approval_id = e.approval_id AND x.kind = ?)
+		FROM notification_events e JOIN playbook_approvals a ON a.approval_id = e.approval_id
+		WHERE e.kind = ? AND a.status = 'pending' ORDER BY e.created_at, e.event_id`, EventGateEscalated, EventGateOpened)
+	if err != nil {
+		return nil, fmt.Errorf("store: pending gate openings: %w", err)
+	}
+	defer rows.Close()
+	var out []PendingGate
+	for rows.Next() {
+		var id, kind, runID, approvalID, payload string
+		var created sql.NullString
+		var p PendingGate
+		if err := rows.Scan(&id, &kind, &runID, &approvalID, &payload, &created, &p.Escalated); err != nil {
+			return nil, fmt.Errorf("store: pending gate openings: %w", err)
+		}
+		if p.Opened, err = decodeEvent(id, kind, runID, approvalID, payload, created); err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, rows.Err()
+}
+
+// RecordEscalation writes escalation event e (kind EventGateEscalated) with one delivery per
+// channel, routed, in one transaction, only while its gate is still pending and only the
+// first time (the id is stable): it reports whether it wrote it. Errors: ErrReadOnly,
+// ErrClosed, storage errors.
+func (s *Store) RecordEscalation(ctx context.Context, e NotificationEvent, channels []string) (bool, error) {
+	payload, err := json.Marshal(e.Data)
+	if err != nil {
+		return false, fmt.Errorf("store: encode notification event: %w", err)
+	}
+	var wrote bool
+	err = s.write(ctx, func(w *writeTx) error {
+		now := formatTime(s.now())
+		res, err := w.execSQL(`INSERT INTO notification_events (event_id, kind, run_id, approval_id, payload, created_at, routed_at)
+			SELECT ?, ?, ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM playbook_approvals WHERE approval_id = ? AND status = 'pending')
+			ON CONFLICT (event_id) DO NOTHING`, e.ID, EventGateEscalated, e.RunID, e.ApprovalID, string(payload), now, now, e.ApprovalID)
+		if err != nil {
+			return fmt.Errorf("store: record escalation: %w", err)
+		}
+		if n, err := res.RowsAffected(); err != nil || n != 1 {
+			return err
+		}
+		wrote = true
+		return w.insertDeliveries(e.ID, channels, now)
+	})
+	return wrote && err == nil, err
+}
+
+// insertDeliveries writes one delivery of eventID per channel; a channel that has one keeps it.
+func (w *writeTx) insertDeliveries(eventID string, channels []string, now string) error {
+	for _, c := range channels {
+		if _, err := w.execSQL(`INSERT INTO notification_deliveries (event_id, channel, created_at) VALUES (?, ?, ?)
+			ON CONFLICT (event_id, channel) DO NOTHING`, eventID, c, now); err != nil {
+			return fmt.Errorf("store: write notification delivery: %w", err)
+		}
+	}
+	return nil
 }

@@ -201,3 +201,41 @@ func TestNotificationDeliveriesAreClaimedRetriedAndGivenUp(t *testing.T) {
 		t.Errorf("unknown state = %v", err)
 	}
 }
+
+// An escalation step is written once, with its deliveries, and only while its gate waits;
+// the pending gates list how many steps already fired.
+func TestEscalationIsRecordedOnceWhileTheGateWaits(t *testing.T) {
+	t.Parallel()
+	s, _ := openTest(t)
+	s.EnableNotificationOutbox()
+	ctx := context.Background()
+	mustStart(t, s, newRun("R1"))
+	mustCreateApproval(t, s, newApproval("a1", "R1", "deploy"))
+	pending, err := s.PendingGateOpenings(ctx)
+	if err != nil || len(pending) != 1 || pending[0].Opened.ID != "gate.opened:a1" || pending[0].Escalated != 0 {
+		t.Fatalf("pending = %+v, %v", pending, err)
+	}
+	e := NotificationEvent{ID: "gate.escalated:a1:1", RunID: "R1", ApprovalID: "a1", Data: pending[0].Opened.Data}
+	for i, want := range []bool{true, false} {
+		if wrote, err := s.RecordEscalation(ctx, e, []string{"oncall"}); err != nil || wrote != want {
+			t.Fatalf("RecordEscalation #%d = %v, %v; want %v", i+1, wrote, err, want)
+		}
+	}
+	if pending, _ := s.PendingGateOpenings(ctx); len(pending) != 1 || pending[0].Escalated != 1 {
+		t.Fatalf("pending after one step = %+v", pending)
+	}
+	if due, err := s.DueNotificationDeliveries(ctx, t0.Add(time.Hour), 10); err != nil || len(due) != 1 || due[0].Channel != "oncall" ||
+		due[0].Event.Kind != EventGateEscalated {
+		t.Fatalf("due = %+v, %v; want the escalation to oncall", due, err)
+	}
+	if _, err := s.DecideApproval(ctx, Decision{ApprovalID: "a1", Verdict: ApprovalApproved, Approver: "bob", At: t0.Add(2 * time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	e.ID = "gate.escalated:a1:2"
+	if wrote, err := s.RecordEscalation(ctx, e, []string{"oncall"}); err != nil || wrote {
+		t.Fatalf("RecordEscalation of a decided gate = %v, %v; want nothing written", wrote, err)
+	}
+	if pending, _ := s.PendingGateOpenings(ctx); len(pending) != 0 {
+		t.Fatalf("pending after the decision = %+v", pending)
+	}
+}
