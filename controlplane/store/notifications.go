@@ -236,39 +236,50 @@ func gateData(a Approval, kind string) *GateData {
 	return g
 }
 
-func decodeEvent(id, kind, runID, approvalID, payload string, created sql.NullString) (NotificationEvent, error) {
-	e := NotificationEvent{ID: id, Kind: kind, RunID: runID, ApprovalID: approvalID}
+// eventColumns are the columns scanEvent reads, of notification_events aliased e.
+const eventColumns = `e.event_id, e.kind, e.run_id, e.approval_id, e.payload, e.created_at`
+
+// scanEvent scans eventColumns, then extra.
+func scanEvent(row rowScanner, extra ...any) (NotificationEvent, error) {
+	var e NotificationEvent
+	var payload string
+	var created sql.NullString
+	if err := row.Scan(append([]any{&e.ID, &e.Kind, &e.RunID, &e.ApprovalID, &payload, &created}, extra...)...); err != nil {
+		return e, err
+	}
 	if err := json.Unmarshal([]byte(payload), &e.Data); err != nil {
-		return e, fmt.Errorf("store: notification event %s: payload: %w", id, err)
+		return e, fmt.Errorf("store: notification event %s: payload: %w", e.ID, err)
 	}
 	var err error
 	e.CreatedAt, err = parseTime("notification_events.created_at", created)
 	return e, err
 }
 
+// queryEvents runs query (selecting eventColumns, then what each scan's extra returns) and
+// scans every row; what names it in errors.
+func queryEvents[T any](ctx context.Context, s *Store, what, query string, scan func(row rowScanner) (T, error), args ...any) ([]T, error) {
+	rows, err := s.reader.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: %s: %w", what, err)
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, fmt.Errorf("store: %s: %w", what, err)
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
 // UnroutedNotificationEvents lists up to limit events whose deliveries are not written yet,
 // oldest first.
 func (s *Store) UnroutedNotificationEvents(ctx context.Context, limit int) ([]NotificationEvent, error) {
-	rows, err := s.reader.QueryContext(ctx, `SELECT event_id, kind, run_id, approval_id, payload, created_at
-		FROM notification_events WHERE routed_at IS NULL ORDER BY created_at, event_id LIMIT ?`, limit)
-	if err != nil {
-		return nil, fmt.Errorf("store: unrouted notification events: %w", err)
-	}
-	defer rows.Close()
-	var out []NotificationEvent
-	for rows.Next() {
-		var id, kind, runID, approvalID, payload string
-		var created sql.NullString
-		if err := rows.Scan(&id, &kind, &runID, &approvalID, &payload, &created); err != nil {
-			return nil, fmt.Errorf("store: unrouted notification events: %w", err)
-		}
-		e, err := decodeEvent(id, kind, runID, approvalID, payload, created)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, e)
-	}
-	return out, rows.Err()
+	return queryEvents(ctx, s, "unrouted notification events", `SELECT `+eventColumns+`
+		FROM notification_events e WHERE e.routed_at IS NULL ORDER BY e.created_at, e.event_id LIMIT ?`,
+		func(row rowScanner) (NotificationEvent, error) { return scanEvent(row) }, limit)
 }
 
 // RouteNotificationEvent writes one delivery of event eventID per channel and marks the
@@ -319,45 +330,34 @@ func (d NotificationDelivery) State() string {
 // deliveryWaiting is the condition of a delivery the loop still has to send.
 const deliveryWaiting = `d.delivered_at IS NULL AND d.given_up_at IS NULL`
 
-const deliveryColumns = `e.event_id, e.kind, e.run_id, e.approval_id, e.payload, e.created_at, d.channel, d.attempts,
+const deliveryColumns = eventColumns + `, d.channel, d.attempts,
 	d.next_attempt_at, d.last_error, d.delivered_at, d.given_up_at, d.given_up_reason, d.provider_message_id`
 
 func (s *Store) queryDeliveries(ctx context.Context, what, where string, args ...any) ([]NotificationDelivery, error) {
-	rows, err := s.reader.QueryContext(ctx, `SELECT `+deliveryColumns+` FROM notification_deliveries d
-		JOIN notification_events e ON e.event_id = d.event_id WHERE `+where, args...)
+	return queryEvents(ctx, s, what, `SELECT `+deliveryColumns+` FROM notification_deliveries d
+		JOIN notification_events e ON e.event_id = d.event_id WHERE `+where, scanDelivery, args...)
+}
+
+func scanDelivery(row rowScanner) (NotificationDelivery, error) {
+	var d NotificationDelivery
+	var next, lastErr, delivered, gaveUp, reason sql.NullString
+	var err error
+	d.Event, err = scanEvent(row, &d.Channel, &d.Attempts, &next, &lastErr, &delivered, &gaveUp, &reason, &d.ProviderMessageID)
 	if err != nil {
-		return nil, fmt.Errorf("store: %s: %w", what, err)
+		return d, err
 	}
-	defer rows.Close()
-	var out []NotificationDelivery
-	for rows.Next() {
-		var id, kind, runID, approvalID, payload string
-		var created, next, lastErr, delivered, gaveUp, reason sql.NullString
-		var d NotificationDelivery
-		if err := rows.Scan(&id, &kind, &runID, &approvalID, &payload, &created, &d.Channel, &d.Attempts,
-			&next, &lastErr, &delivered, &gaveUp, &reason, &d.ProviderMessageID); err != nil {
-			return nil, fmt.Errorf("store: %s: %w", what, err)
-		}
-		if d.Event, err = decodeEvent(id, kind, runID, approvalID, payload, created); err != nil {
-			return nil, err
-		}
-		d.LastError, d.GivenUpReason = lastErr.String, reason.String
-		var errs []error
-		for _, t := range []struct {
-			dst  *time.Time
-			name string
-			v    sql.NullString
-		}{{&d.NextAttemptAt, "next_attempt_at", next}, {&d.DeliveredAt, "delivered_at", delivered}, {&d.GivenUpAt, "given_up_at", gaveUp}} {
-			v, err := parseTime("notification_deliveries."+t.name, t.v)
-			*t.dst = v
-			errs = append(errs, err)
-		}
-		if err := errors.Join(errs...); err != nil {
-			return nil, err
-		}
-		out = append(out, d)
+	d.LastError, d.GivenUpReason = lastErr.String, reason.String
+	var errs []error
+	for _, t := range []struct {
+		dst  *time.Time
+		name string
+		v    sql.NullString
+	}{{&d.NextAttemptAt, "next_attempt_at", next}, {&d.DeliveredAt, "delivered_at", delivered}, {&d.GivenUpAt, "given_up_at", gaveUp}} {
+		v, err := parseTime("notification_deliveries."+t.name, t.v)
+		*t.dst = v
+		errs = append(errs, err)
 	}
-	return out, rows.Err()
+	return d, errors.Join(errs...)
 }
 
 // DueNotificationDeliveries lists up to limit deliveries still to send whose next attempt
@@ -517,28 +517,16 @@ type PendingGate struct {
 // PendingGateOpenings lists the pending gates that have a gate.opened event, oldest first:
 // the gates an escalation may still fire for.
 func (s *Store) PendingGateOpenings(ctx context.Context) ([]PendingGate, error) {
-	rows, err := s.reader.QueryContext(ctx, `SELECT e.event_id, e.kind, e.run_id, e.approval_id, e.payload, e.created_at,
+	return queryEvents(ctx, s, "pending gate openings", `SELECT `+eventColumns+`,
 		(SELECT COUNT(*) FROM notification_events x WHERE x.approval_id = e.approval_id AND x.kind = ?)
 		FROM notification_events e JOIN playbook_approvals a ON a.approval_id = e.approval_id
-		WHERE e.kind = ? AND a.status = 'pending' ORDER BY e.created_at, e.event_id`, EventGateEscalated, EventGateOpened)
-	if err != nil {
-		return nil, fmt.Errorf("store: pending gate openings: %w", err)
-	}
-	defer rows.Close()
-	var out []PendingGate
-	for rows.Next() {
-		var id, kind, runID, approvalID, payload string
-		var created sql.NullString
-		var p PendingGate
-		if err := rows.Scan(&id, &kind, &runID, &approvalID, &payload, &created, &p.Escalated); err != nil {
-			return nil, fmt.Errorf("store: pending gate openings: %w", err)
-		}
-		if p.Opened, err = decodeEvent(id, kind, runID, approvalID, payload, created); err != nil {
-			return nil, err
-		}
-		out = append(out, p)
-	}
-	return out, rows.Err()
+		WHERE e.kind = ? AND a.status = 'pending' ORDER BY e.created_at, e.event_id`,
+		func(row rowScanner) (PendingGate, error) {
+			var p PendingGate
+			var err error
+			p.Opened, err = scanEvent(row, &p.Escalated)
+			return p, err
+		}, EventGateEscalated, EventGateOpened)
 }
 
 // RecordEscalation writes escalation event e (kind EventGateEscalated) with one delivery per

@@ -8,6 +8,16 @@ import (
 	"time"
 )
 
+// openOutbox opens a store with the notification outbox on, starts run R1 and opens gate na.
+func openOutbox(t *testing.T, na NewApproval, opts ...Option) (*Store, context.Context) {
+	t.Helper()
+	s, _ := openTest(t, opts...)
+	s.EnableNotificationOutbox()
+	mustStart(t, s, newRun("R1"))
+	mustCreateApproval(t, s, na)
+	return s, context.Background()
+}
+
 // eventIDs lists the ids of every notification event, in id order.
 func eventIDs(t *testing.T, s *Store) []string {
 	t.Helper()
@@ -33,13 +43,9 @@ func eventIDs(t *testing.T, s *Store) []string {
 // reported again keeps one event (stable ids).
 func TestNotificationEventsCommitWithTheirGateChanges(t *testing.T) {
 	t.Parallel()
-	s, _ := openTest(t)
-	s.EnableNotificationOutbox()
-	ctx := context.Background()
-	mustStart(t, s, newRun("R1"))
 	na := newApproval("a1", "R1", "deploy")
 	na.ApprovalsRequired = 2
-	mustCreateApproval(t, s, na)
+	s, ctx := openOutbox(t, na)
 	if got := eventIDs(t, s); !slices.Equal(got, []string{"gate.opened:a1"}) {
 		t.Fatalf("after opening: events %v, want gate.opened:a1", got)
 	}
@@ -206,11 +212,7 @@ func TestNotificationDeliveriesAreClaimedRetriedAndGivenUp(t *testing.T) {
 // the pending gates list how many steps already fired.
 func TestEscalationIsRecordedOnceWhileTheGateWaits(t *testing.T) {
 	t.Parallel()
-	s, _ := openTest(t)
-	s.EnableNotificationOutbox()
-	ctx := context.Background()
-	mustStart(t, s, newRun("R1"))
-	mustCreateApproval(t, s, newApproval("a1", "R1", "deploy"))
+	s, ctx := openOutbox(t, newApproval("a1", "R1", "deploy"))
 	pending, err := s.PendingGateOpenings(ctx)
 	if err != nil || len(pending) != 1 || pending[0].Opened.ID != "gate.opened:a1" || pending[0].Escalated != 0 {
 		t.Fatalf("pending = %+v, %v", pending, err)
