@@ -255,9 +255,9 @@ func scanEvent(row rowScanner, extra ...any) (NotificationEvent, error) {
 	return e, err
 }
 
-// queryEvents runs query (selecting eventColumns, then what each scan's extra returns) and
-// scans every row; what names it in errors.
-func queryEvents[T any](ctx context.Context, s *Store, what, query string, scan func(row rowScanner) (T, error), args ...any) ([]T, error) {
+// queryRows runs a read query and scans every row with scan; what names the query in
+// errors.
+func queryRows[T any](ctx context.Context, s *Store, what, query string, scan func(row rowScanner) (T, error), args ...any) ([]T, error) {
 	rows, err := s.reader.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("store: %s: %w", what, err)
@@ -277,7 +277,7 @@ func queryEvents[T any](ctx context.Context, s *Store, what, query string, scan 
 // UnroutedNotificationEvents lists up to limit events whose deliveries are not written yet,
 // oldest first.
 func (s *Store) UnroutedNotificationEvents(ctx context.Context, limit int) ([]NotificationEvent, error) {
-	return queryEvents(ctx, s, "unrouted notification events", `SELECT `+eventColumns+`
+	return queryRows(ctx, s, "unrouted notification events", `SELECT `+eventColumns+`
 		FROM notification_events e WHERE e.routed_at IS NULL ORDER BY e.created_at, e.event_id LIMIT ?`,
 		func(row rowScanner) (NotificationEvent, error) { return scanEvent(row) }, limit)
 }
@@ -334,7 +334,7 @@ const deliveryColumns = eventColumns + `, d.channel, d.attempts,
 	d.next_attempt_at, d.last_error, d.delivered_at, d.given_up_at, d.given_up_reason, d.provider_message_id`
 
 func (s *Store) queryDeliveries(ctx context.Context, what, where string, args ...any) ([]NotificationDelivery, error) {
-	return queryEvents(ctx, s, what, `SELECT `+deliveryColumns+` FROM notification_deliveries d
+	return queryRows(ctx, s, what, `SELECT `+deliveryColumns+` FROM notification_deliveries d
 		JOIN notification_events e ON e.event_id = d.event_id WHERE `+where, scanDelivery, args...)
 }
 
@@ -517,7 +517,7 @@ type PendingGate struct {
 // PendingGateOpenings lists the pending gates that have a gate.opened event, oldest first:
 // the gates an escalation may still fire for.
 func (s *Store) PendingGateOpenings(ctx context.Context) ([]PendingGate, error) {
-	return queryEvents(ctx, s, "pending gate openings", `SELECT `+eventColumns+`,
+	return queryRows(ctx, s, "pending gate openings", `SELECT `+eventColumns+`,
 		(SELECT COUNT(*) FROM notification_events x WHERE x.approval_id = e.approval_id AND x.kind = ?)
 		FROM notification_events e JOIN playbook_approvals a ON a.approval_id = e.approval_id
 		WHERE e.kind = ? AND a.status = 'pending' ORDER BY e.created_at, e.event_id`,
