@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/rbookhq/rbook-action/controlplane/consolelink"
@@ -69,6 +70,18 @@ func newNotifier(s *Server, o *NotifyOptions) *notifier {
 	return n
 }
 
+// start gives up the deliveries to channels the config no longer has (logged), then runs
+// the loop until ctx ends and closes done.
+func (n *notifier) start(ctx context.Context, done chan<- struct{}) {
+	reason := "its channel is no longer in the notification config " + n.cfg.File
+	if k, err := n.s.st.GiveUpOtherChannels(ctx, n.cfg.Names, reason); err != nil {
+		n.log.Error("giving up notifications of removed channels failed", "err", err)
+	} else if k > 0 {
+		n.log.Error("notification deliveries given up: their channel was removed from the config", "deliveries", k, "config", n.cfg.File)
+	}
+	n.run(ctx, done, n.pass)
+}
+
 // wants reports whether change c may have queued notification events.
 func (n *notifier) wants(c store.Change) bool {
 	if len(c.Approvals) > 0 || len(c.Runs) > 0 {
@@ -110,17 +123,8 @@ func (n *notifier) pass(ctx context.Context) (time.Duration, bool) {
 	if err != nil {
 		return logErr("escalating a pending gate failed", err)
 	}
-	for ctx.Err() == nil {
-		due, err := n.s.st.DueNotificationDeliveries(ctx, time.Now(), notifyBatch)
-		if err != nil {
-			return logErr("reading the notification outbox failed", err)
-		}
-		for _, d := range due {
-			n.deliver(ctx, d)
-		}
-		if len(due) < notifyBatch {
-			break
-		}
+	if err := n.deliverAll(ctx); err != nil {
+		return logErr("reading the notification outbox failed", err)
 	}
 	next, ok, err := n.s.st.NextNotificationAttempt(ctx)
 	if err != nil {
@@ -181,26 +185,53 @@ func (n *notifier) escalate(ctx context.Context) (next time.Time, ok bool, err e
 	return next, ok, nil
 }
 
+// deliverAll delivers what is due, each channel's deliveries in order on its own
+// goroutine, so a slow or unreachable receiver does not hold up the other channels. A
+// channel's first failure ends its turn in this pass (its other deliveries wait for the
+// next pass, which the failed one's retry time brings), so a receiver that is down costs
+// one attempt per back-off, not one per event.
+func (n *notifier) deliverAll(ctx context.Context) error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(n.cfg.Names))
+	for i, name := range n.cfg.Names {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				due, err := n.s.st.DueNotificationDeliveries(ctx, time.Now(), name, notifyBatch)
+				if err != nil {
+					errs[i] = err
+					return
+				}
+				for _, d := range due {
+					if !n.deliver(ctx, d) {
+						return
+					}
+				}
+				if len(due) < notifyBatch {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
 // deliver claims delivery d, sends it once through its channel and records the outcome: a
 // success with the provider's message id, a failure with the next attempt's time, or, at
-// the bounds above, the give-up with its reason.
-func (n *notifier) deliver(ctx context.Context, d store.NotificationDelivery) {
+// the bounds above, the give-up with its reason. It reports false when the attempt failed.
+func (n *notifier) deliver(ctx context.Context, d store.NotificationDelivery) bool {
 	now := time.Now()
 	attempts, ok, err := n.s.st.ClaimNotificationDelivery(ctx, d.Event.ID, d.Channel, now, now.Add(NotificationClaimLease))
 	if err != nil {
 		if ctx.Err() == nil && !errors.Is(err, store.ErrClosed) {
 			n.log.Error("claiming a notification for delivery failed", "event", d.Event.ID, "channel", d.Channel, "err", err)
 		}
-		return
+		return false
 	}
 	if !ok {
-		return // another replica has it, or it is done
+		return true // another replica has it, or it is done
 	}
 	ch := n.cfg.Channels[d.Channel]
-	if ch == nil {
-		n.giveUp(ctx, d, attempts+1, "channel "+d.Channel+" is no longer in the notification config")
-		return
-	}
 	m := notify.Message{ID: d.Event.ID, Kind: d.Event.Kind, At: d.Event.CreatedAt, Data: d.Event.Data}
 	if g := m.Data.Gate; g != nil {
 		g.ApprovalURL = consolelink.ApprovalURL(n.s.opts.PublicURL, g.ApprovalID)
@@ -218,10 +249,10 @@ func (n *notifier) deliver(ctx context.Context, d store.NotificationDelivery) {
 			// The receiver has it; should this write fail the event is sent again later,
 			// with the same id, which the receiver de-duplicates.
 			n.log.Error("recording a delivered notification failed", "event", d.Event.ID, "channel", d.Channel, "err", werr)
-			return
+			return true
 		}
 		n.log.Info("notification delivered", "event", d.Event.ID, "channel", d.Channel, "kind", ch.Kind(), "attempt", attempts+1)
-		return
+		return true
 	}
 	failures := attempts + 1
 	limit, why := n.max, "the receiver is unreachable or failing"
@@ -230,15 +261,16 @@ func (n *notifier) deliver(ctx context.Context, d store.NotificationDelivery) {
 	}
 	if failures >= limit {
 		n.giveUp(ctx, d, failures, fmt.Sprintf("gave up after %d failed attempts (%s): %s", failures, why, err.Error()))
-		return
+		return false
 	}
 	delay := retryDelay(n.base, failures, MaxNotifyRetry)
 	if werr := n.s.st.NotificationAttemptFailed(ctx, d.Event.ID, d.Channel, err.Error(), time.Now().Add(delay)); werr != nil {
 		n.log.Error("recording a failed notification delivery failed", "event", d.Event.ID, "channel", d.Channel, "err", werr)
-		return
+		return false
 	}
 	n.log.Warn("notification delivery failed; retrying", "event", d.Event.ID, "channel", d.Channel, "attempt", failures,
 		"retry_in", delay.String(), "err", err.Error())
+	return false
 }
 
 func (n *notifier) giveUp(ctx context.Context, d store.NotificationDelivery, attempts int, reason string) {

@@ -43,6 +43,9 @@ type hookReceiver struct {
 	order     []string // ids in the order first accepted
 	badSig    int
 	arrived   chan string // each newly accepted id
+	// hold, when set before the first request, makes every request wait until it is
+	// closed (a receiver that hangs).
+	hold chan struct{}
 }
 
 func newHookReceiver(t testing.TB) *hookReceiver {
@@ -61,6 +64,9 @@ func newHookReceiver(t testing.TB) *hookReceiver {
 func (r *hookReceiver) serve(w http.ResponseWriter, req *http.Request) {
 	body, _ := io.ReadAll(req.Body)
 	id := req.Header.Get("webhook-id")
+	if r.hold != nil {
+		<-r.hold
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.requests[id]++
@@ -381,4 +387,27 @@ routes:
 		e.Data.Gate.Escalation.After != "600ms" || e.Data.Gate.ApprovalURL == "" || e.Data.Gate.Status != "pending" {
 		t.Errorf("escalation body = %+v gate %+v", e, e.Data.Gate)
 	}
+}
+
+// A receiver that hangs does not hold up the other channels: each channel is delivered on
+// its own.
+func TestHangingReceiverDoesNotDelayOtherChannels(t *testing.T) {
+	hooks, stuck := newHookReceiver(t), newHookReceiver(t)
+	stuck.hold = make(chan struct{})
+	defer close(stuck.hold) // before the receivers close (cleanups run after)
+	text := fmt.Sprintf(`channels:
+  - {name: stuck, kind: webhook, url: %q, secret_env: HOOK_SECRET}
+  - {name: hooks, kind: webhook, url: %q, secret_env: HOOK_SECRET}
+default:
+  channels: [stuck, hooks]
+`, stuck.srv.URL, hooks.srv.URL)
+	cfg, err := notify.ParseConfig([]byte(text), "notify.yaml", func(string) (string, bool) { return hookSecret, true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := openStore(t, filepath.Join(t.TempDir(), "cp.db"))
+	c := serveNotifying(t, st, "", server.NotifyOptions{Config: cfg}, nil)
+	startRun(t, c, "R1")
+	a, _ := gate(t, c, "R1", time.Hour)
+	hooks.waitFor(t, "gate.opened:"+a.GetApprovalId())
 }

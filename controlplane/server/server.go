@@ -255,7 +255,7 @@ func New(st *store.Store, opts Options) (*Server, error) {
 		})
 		stop := s.stopLoop
 		s.stopLoop = func() { stop(); unsubNotify() }
-		go s.notifier.run(ctx, s.notifyDone, s.notifier.pass)
+		go s.notifier.start(ctx, s.notifyDone)
 	}
 	return s, nil
 }

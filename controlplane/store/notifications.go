@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -360,12 +361,41 @@ func scanDelivery(row rowScanner) (NotificationDelivery, error) {
 	return d, errors.Join(errs...)
 }
 
-// DueNotificationDeliveries lists up to limit deliveries still to send whose next attempt
-// is at or before now, oldest event first (the delivery loop's work).
-func (s *Store) DueNotificationDeliveries(ctx context.Context, now time.Time, limit int) ([]NotificationDelivery, error) {
+// DueNotificationDeliveries lists up to limit deliveries to channel still to send whose
+// next attempt is at or before now, oldest event first (the delivery loop's work for one
+// channel).
+func (s *Store) DueNotificationDeliveries(ctx context.Context, now time.Time, channel string, limit int) ([]NotificationDelivery, error) {
 	return s.queryDeliveries(ctx, "due notification deliveries", deliveryWaiting+
-		` AND (d.next_attempt_at IS NULL OR d.next_attempt_at <= ?) ORDER BY e.created_at, e.event_id, d.channel LIMIT ?`,
-		formatTime(now), limit)
+		` AND d.channel = ? AND (d.next_attempt_at IS NULL OR d.next_attempt_at <= ?) ORDER BY e.created_at, e.event_id LIMIT ?`,
+		channel, formatTime(now), limit)
+}
+
+// GiveUpOtherChannels gives up, with reason, every delivery still to send to a channel not
+// in channels (one removed from the configuration since it was routed), and reports how
+// many. Errors: ErrReadOnly, ErrClosed, storage errors.
+func (s *Store) GiveUpOtherChannels(ctx context.Context, channels []string, reason string) (int64, error) {
+	var n int64
+	err := s.write(ctx, func(w *writeTx) error {
+		args := []any{formatTime(s.now()), reason, reason}
+		cond := "1 = 1"
+		if len(channels) > 0 {
+			cond = "channel NOT IN (?" + strings.Repeat(", ?", len(channels)-1) + ")"
+			for _, c := range channels {
+				args = append(args, c)
+			}
+		}
+		res, err := w.execSQL(`UPDATE notification_deliveries SET given_up_at = ?, given_up_reason = ?, last_error = ?,
+			next_attempt_at = NULL WHERE delivered_at IS NULL AND given_up_at IS NULL AND `+cond, args...)
+		if err != nil {
+			return fmt.Errorf("store: give up notifications of removed channels: %w", err)
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil { // fn may still run after a cancelled write: read nothing it sets
+		return 0, err
+	}
+	return n, nil
 }
 
 // NotificationDeliveryFilter selects ListNotificationDeliveries results; zero fields do not
@@ -428,21 +458,26 @@ func (s *Store) ClaimNotificationDelivery(ctx context.Context, eventID, channel 
 	if !until.After(now) {
 		return 0, false, fmt.Errorf("%w: notification claim until %s is not after %s", ErrInvalidArgument, formatTime(until), formatTime(now))
 	}
+	var n int
+	var claimed bool
 	err = s.write(ctx, func(w *writeTx) error {
 		err := w.readRow(`UPDATE notification_deliveries SET next_attempt_at = ?
 			WHERE event_id = ? AND channel = ? AND delivered_at IS NULL AND given_up_at IS NULL
 			AND (next_attempt_at IS NULL OR next_attempt_at <= ?) RETURNING attempts`,
-			formatTime(until), eventID, channel, formatTime(now)).Scan(&attempts)
+			formatTime(until), eventID, channel, formatTime(now)).Scan(&n)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			return nil
 		case err != nil:
 			return fmt.Errorf("store: claim notification delivery: %w", err)
 		}
-		w.wrote, ok = true, true
+		w.wrote, claimed = true, true
 		return nil
 	})
-	return attempts, ok, err
+	if err != nil { // fn may still run after a cancelled write: read nothing it sets
+		return 0, false, err
+	}
+	return n, claimed, nil
 }
 
 // NotificationDelivered records that channel accepted event eventID, with the message id it
@@ -553,7 +588,10 @@ func (s *Store) RecordEscalation(ctx context.Context, e NotificationEvent, chann
 		wrote = true
 		return w.insertDeliveries(e.ID, channels, now)
 	})
-	return wrote && err == nil, err
+	if err != nil { // fn may still run after a cancelled write: read nothing it sets
+		return false, err
+	}
+	return wrote, nil
 }
 
 // insertDeliveries writes one delivery of eventID per channel; a channel that has one keeps it.

@@ -153,9 +153,11 @@ func TestNotificationDeliveriesAreClaimedRetriedAndGivenUp(t *testing.T) {
 		t.Fatalf("unrouted after routing = %v, %v", evs, err)
 	}
 	now := t0.Add(time.Minute)
-	due, err := s.DueNotificationDeliveries(ctx, now, 10)
-	if err != nil || len(due) != 2 || due[0].Channel != "hooks" || due[1].Channel != "teams" || due[0].Event.Data.Gate.Node != "deploy" {
-		t.Fatalf("due = %+v, %v; want hooks and teams", due, err)
+	for _, ch := range []string{"hooks", "teams"} {
+		due, err := s.DueNotificationDeliveries(ctx, now, ch, 10)
+		if err != nil || len(due) != 1 || due[0].Channel != ch || due[0].Event.Data.Gate.Node != "deploy" {
+			t.Fatalf("due to %s = %+v, %v", ch, due, err)
+		}
 	}
 	other, err := Open(ctx, dsn, WithClock(clock.now))
 	if err != nil {
@@ -200,8 +202,10 @@ func TestNotificationDeliveriesAreClaimedRetriedAndGivenUp(t *testing.T) {
 	if gaveUp, err := s.ListNotificationDeliveries(ctx, NotificationDeliveryFilter{State: "given_up"}); err != nil || len(gaveUp) != 1 {
 		t.Errorf("given-up filter = %+v, %v", gaveUp, err)
 	}
-	if due, err := s.DueNotificationDeliveries(ctx, lease.Add(time.Hour), 10); err != nil || len(due) != 0 {
-		t.Errorf("due at the end = %+v, %v; want none", due, err)
+	for _, ch := range []string{"hooks", "teams"} {
+		if due, err := s.DueNotificationDeliveries(ctx, lease.Add(time.Hour), ch, 10); err != nil || len(due) != 0 {
+			t.Errorf("due to %s at the end = %+v, %v; want none", ch, due, err)
+		}
 	}
 	if _, err := s.ListNotificationDeliveries(ctx, NotificationDeliveryFilter{State: "lost"}); !errors.Is(err, ErrInvalidArgument) {
 		t.Errorf("unknown state = %v", err)
@@ -226,9 +230,15 @@ func TestEscalationIsRecordedOnceWhileTheGateWaits(t *testing.T) {
 	if pending, _ := s.PendingGateOpenings(ctx); len(pending) != 1 || pending[0].Escalated != 1 {
 		t.Fatalf("pending after one step = %+v", pending)
 	}
-	if due, err := s.DueNotificationDeliveries(ctx, t0.Add(time.Hour), 10); err != nil || len(due) != 1 || due[0].Channel != "oncall" ||
+	if due, err := s.DueNotificationDeliveries(ctx, t0.Add(time.Hour), "oncall", 10); err != nil || len(due) != 1 ||
 		due[0].Event.Kind != EventGateEscalated {
 		t.Fatalf("due = %+v, %v; want the escalation to oncall", due, err)
+	}
+	if n, err := s.GiveUpOtherChannels(ctx, []string{"hooks"}, "channel oncall was removed from the notification config"); err != nil || n != 1 {
+		t.Fatalf("GiveUpOtherChannels = %d, %v; want the oncall delivery", n, err)
+	}
+	if gone, _ := s.ListNotificationDeliveries(ctx, NotificationDeliveryFilter{State: "given_up"}); len(gone) != 1 || gone[0].Channel != "oncall" {
+		t.Fatalf("given up = %+v", gone)
 	}
 	if _, err := s.DecideApproval(ctx, Decision{ApprovalID: "a1", Verdict: ApprovalApproved, Approver: "bob", At: t0.Add(2 * time.Minute)}); err != nil {
 		t.Fatal(err)
