@@ -143,6 +143,17 @@ func serveNotifying(t testing.TB, st *store.Store, url string, o server.NotifyOp
 	return newClients(serveHandler(t, h))
 }
 
+// serveNotifyConfig serves a control plane on a fresh database with the notification
+// config text (every secret_env is hookSecret) and returns its clients.
+func serveNotifyConfig(t testing.TB, text string) clients {
+	t.Helper()
+	cfg, err := notify.ParseConfig([]byte(text), "notify.yaml", func(string) (string, bool) { return hookSecret, true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return serveNotifying(t, openStore(t, filepath.Join(t.TempDir(), "cp.db")), "", server.NotifyOptions{Config: cfg}, nil)
+}
+
 func openStore(t testing.TB, path string) *store.Store {
 	t.Helper()
 	st, err := store.Open(context.Background(), path)
@@ -357,12 +368,7 @@ routes:
       - {after: 600ms, channels: [oncall]}
       - {after: 1h, channels: [oncall]}
 `, hooks.srv.URL, oncall.srv.URL)
-	cfg, err := notify.ParseConfig([]byte(text), "notify.yaml", func(string) (string, bool) { return hookSecret, true })
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := openStore(t, filepath.Join(t.TempDir(), "cp.db"))
-	c := serveNotifying(t, st, "", server.NotifyOptions{Config: cfg}, nil)
+	c := serveNotifyConfig(t, text)
 	startRun(t, c, "R1")
 	a, tok := gate(t, c, "R1", 2*time.Hour)
 	id := a.GetApprovalId()
@@ -401,12 +407,7 @@ func TestHangingReceiverDoesNotDelayOtherChannels(t *testing.T) {
 default:
   channels: [stuck, hooks]
 `, stuck.srv.URL, hooks.srv.URL)
-	cfg, err := notify.ParseConfig([]byte(text), "notify.yaml", func(string) (string, bool) { return hookSecret, true })
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := openStore(t, filepath.Join(t.TempDir(), "cp.db"))
-	c := serveNotifying(t, st, "", server.NotifyOptions{Config: cfg}, nil)
+	c := serveNotifyConfig(t, text)
 	startRun(t, c, "R1")
 	a, _ := gate(t, c, "R1", time.Hour)
 	hooks.waitFor(t, "gate.opened:"+a.GetApprovalId())
