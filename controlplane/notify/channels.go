@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"net/smtp"
 	"net/textproto"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -36,6 +37,9 @@ type Message struct {
 	// At is when the change the event reports was committed.
 	At   time.Time
 	Data store.EventData
+	// RequesterEmail is the email address of the run's starter ("" when unknown): an email
+	// channel with to_requester tells them of the decision and of the run's end.
+	RequesterEmail string
 	// GateMessageID is what this channel returned when it sent the gate's gate.opened event
 	// ("" when none or not a gate event): a channel that updates its message in place (a
 	// chat message showing the tally) edits that one instead of posting again.
@@ -275,7 +279,19 @@ func Summary(m Message) (string, [][2]string) {
 type Email struct {
 	name, addr, from   string
 	to                 []string
+	toRequester        bool
 	username, password string
+}
+
+// tellsRequester reports whether an event of kind is one the run's starter is mailed
+// (to_requester): a gate's outcome or the run's end, not its opening or votes.
+func tellsRequester(kind string) bool {
+	switch kind {
+	case store.EventGateDecided, store.EventGateExpired, store.EventGateWithdrawn,
+		store.EventRunFinished, store.EventRunFailed, store.EventRunCancelled:
+		return true
+	}
+	return false
 }
 
 // Name implements Channel.
@@ -287,17 +303,24 @@ func (e *Email) Kind() string { return "email" }
 // Send implements Channel: one SMTP transaction to every configured recipient; the
 // Message-ID is derived from the event id, so a retried mail is recognisably the same.
 func (e *Email) Send(ctx context.Context, m Message) (string, error) {
+	to := e.to
+	if e.toRequester && m.RequesterEmail != "" && tellsRequester(m.Kind) && !slices.Contains(to, m.RequesterEmail) {
+		to = append(slices.Clip(to), m.RequesterEmail)
+	}
+	if len(to) == 0 {
+		return "", nil // nobody to tell of this event
+	}
 	title, facts := Summary(m)
 	var b strings.Builder
 	host := e.addr[:strings.LastIndex(e.addr, ":")]
 	msgID := fmt.Sprintf("<%x@rbook>", sha256.Sum256([]byte(m.ID)))
 	fmt.Fprintf(&b, "From: %s\r\nTo: %s\r\nSubject: %s\r\nMessage-ID: %s\r\nDate: %s\r\nMIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n",
-		e.from, strings.Join(e.to, ", "), mime.QEncoding.Encode("utf-8", title), msgID, m.At.UTC().Format(time.RFC1123Z))
+		e.from, strings.Join(to, ", "), mime.QEncoding.Encode("utf-8", title), msgID, m.At.UTC().Format(time.RFC1123Z))
 	b.WriteString(title + "\r\n\r\n")
 	for _, f := range facts {
 		fmt.Fprintf(&b, "%s: %s\r\n", f[0], strings.ReplaceAll(f[1], "\n", " "))
 	}
-	if err := e.deliver(ctx, host, []byte(b.String())); err != nil {
+	if err := e.deliver(ctx, host, to, []byte(b.String())); err != nil {
 		var te *textproto.Error
 		permanent := errors.As(err, &te) && te.Code >= 500
 		return "", &SendError{Permanent: permanent, Msg: "SMTP " + e.addr + ": " + err.Error()}
@@ -307,7 +330,7 @@ func (e *Email) Send(ctx context.Context, m Message) (string, error) {
 
 // deliver runs one SMTP transaction within ctx's deadline: STARTTLS when offered, AUTH
 // PLAIN when a username is set (net/smtp refuses it without TLS except to localhost).
-func (e *Email) deliver(ctx context.Context, host string, msg []byte) error {
+func (e *Email) deliver(ctx context.Context, host string, to []string, msg []byte) error {
 	conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", e.addr)
 	if err != nil {
 		return err
@@ -334,8 +357,8 @@ func (e *Email) deliver(ctx context.Context, host string, msg []byte) error {
 	if err := c.Mail(e.from); err != nil {
 		return err
 	}
-	for _, to := range e.to {
-		if err := c.Rcpt(to); err != nil {
+	for _, rcpt := range to {
+		if err := c.Rcpt(rcpt); err != nil {
 			return err
 		}
 	}

@@ -372,7 +372,7 @@ var channelNameRE = lazyregexp.New(`^[a-z0-9][a-z0-9_-]{0,63}$`)
 var channelFields = map[string][]string{
 	"webhook": {"url", "secret_env", "secret_file"},
 	"teams":   {"url_env", "url_file"},
-	"email":   {"smtp", "from", "to", "username", "password_env", "password_file"},
+	"email":   {"smtp", "from", "to", "to_requester", "username", "password_env", "password_file"},
 }
 
 func (p *parser) channel(n *yaml.Node, field string) (Channel, string, error) {
@@ -465,12 +465,18 @@ func (p *parser) channel(n *yaml.Node, field string) (Channel, string, error) {
 		}
 		return &Teams{name: name, url: raw}, name, nil
 	default: // email
+		e := &Email{name: name}
+		if v := vals["to_requester"]; v != nil {
+			if v.Kind != yaml.ScalarNode || v.ShortTag() != "!!bool" {
+				return nil, "", p.errAt(v, "%s.to_requester: want true or false", field)
+			}
+			e.toRequester = strings.EqualFold(v.Value, "true")
+		}
 		for _, f := range []string{"smtp", "from", "to"} {
-			if vals[f] == nil {
-				return nil, "", p.errAt(n, "%s: an email channel needs smtp, from and to", field)
+			if vals[f] == nil && (f != "to" || !e.toRequester) {
+				return nil, "", p.errAt(n, "%s: an email channel needs smtp, from and to (or to_requester: true)", field)
 			}
 		}
-		e := &Email{name: name}
 		if e.addr, err = p.str(vals["smtp"], field+".smtp"); err != nil {
 			return nil, "", err
 		}
@@ -485,8 +491,10 @@ func (p *parser) channel(n *yaml.Node, field string) (Channel, string, error) {
 			return nil, "", p.errAt(vals["from"], "%s.from: %q is not an email address", field, from)
 		}
 		e.from = from
-		if e.to, err = p.strs(vals["to"], field+".to"); err != nil {
-			return nil, "", err
+		if vals["to"] != nil {
+			if e.to, err = p.strs(vals["to"], field+".to"); err != nil {
+				return nil, "", err
+			}
 		}
 		for i, a := range e.to {
 			if _, err := mail.ParseAddress(a); err != nil {

@@ -98,3 +98,42 @@ func TestEmailChannelMailsTheDecision(t *testing.T) {
 		}
 	}
 }
+
+// With to_requester, the run's starter is mailed a gate's outcome and the run's end, not its
+// opening; a channel with nobody to tell of an event sends nothing.
+func TestEmailTellsTheRequesterOfTheDecision(t *testing.T) {
+	sink := &smtpSink{}
+	srv := gosmtp.NewServer(sink)
+	srv.Domain = "localhost"
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { srv.Close() })
+	c, err := notify.ParseConfig([]byte("channels:\n  - name: mail\n    kind: email\n    smtp: "+ln.Addr().String()+
+		"\n    from: rbook@example.com\n    to_requester: true\ndefault: {channels: [mail]}\n"), "n.yaml", testEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := &store.GateData{ApprovalID: "ap-1", Node: "approve", Status: "approved", ApprovalsRequired: 1, Approvals: 1, DecidedBy: "bob"}
+	for _, tc := range []struct {
+		kind string
+		want string
+	}{{store.EventGateOpened, ""}, {store.EventVoteCast, ""}, {store.EventGateDecided, "alice@example.com"}, {store.EventRunFailed, "alice@example.com"}} {
+		sink.mu.Lock()
+		sink.rcpts = nil
+		sink.mu.Unlock()
+		m := notify.Message{ID: tc.kind + ":ap-1", Kind: tc.kind, At: time.Now(), RequesterEmail: "alice@example.com",
+			Data: store.EventData{RunID: "R1", Runbook: "deploy-web", Gate: gate}}
+		if _, err := c.Channels["mail"].Send(context.Background(), m); err != nil {
+			t.Fatalf("%s: %v", tc.kind, err)
+		}
+		sink.mu.Lock()
+		got := strings.Join(sink.rcpts, ",")
+		sink.mu.Unlock()
+		if got != tc.want {
+			t.Errorf("%s mailed %q, want %q", tc.kind, got, tc.want)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/mail"
 	"strings"
 	"sync"
 	"time"
@@ -47,6 +48,19 @@ type NotifyOptions struct {
 	// MaxAttempts is how many consecutive failures give a delivery up; zero means
 	// DefaultNotifyMaxAttempts.
 	MaxAttempts int
+	// RequesterEmail maps a run's starter identity to an email address for email channels
+	// with to_requester ("" when it has none); nil means RequesterEmailOf.
+	RequesterEmail func(identity string) string
+}
+
+// RequesterEmailOf is the email address an identity is, "" when it is not one: "alice@x.org"
+// or "email:alice@x.org" (an OIDC or sign-in email identity).
+func RequesterEmailOf(identity string) string {
+	a, err := mail.ParseAddress(strings.TrimPrefix(identity, "email:"))
+	if err != nil || a.Name != "" || !strings.Contains(a.Address, "@") {
+		return ""
+	}
+	return a.Address
 }
 
 // notifier routes the notification outbox's events to channels and delivers them.
@@ -57,6 +71,8 @@ type notifier struct {
 	log  *slog.Logger
 	base time.Duration
 	max  int
+	// requester maps a run's starter to an email address (NotifyOptions.RequesterEmail).
+	requester func(identity string) string
 }
 
 func newNotifier(s *Server, o *NotifyOptions) *notifier {
@@ -66,6 +82,10 @@ func newNotifier(s *Server, o *NotifyOptions) *notifier {
 	}
 	if n.max <= 0 {
 		n.max = DefaultNotifyMaxAttempts
+	}
+	n.requester = o.RequesterEmail
+	if n.requester == nil {
+		n.requester = RequesterEmailOf
 	}
 	return n
 }
@@ -233,6 +253,9 @@ func (n *notifier) deliver(ctx context.Context, d store.NotificationDelivery) bo
 	}
 	ch := n.cfg.Channels[d.Channel]
 	m := notify.Message{ID: d.Event.ID, Kind: d.Event.Kind, At: d.Event.CreatedAt, Data: d.Event.Data}
+	if ch.Kind() == "email" && d.Event.Data.StartedBy != "" {
+		m.RequesterEmail = n.requester(d.Event.Data.StartedBy)
+	}
 	if g := m.Data.Gate; g != nil {
 		g.ApprovalURL = consolelink.ApprovalURL(n.s.opts.PublicURL, g.ApprovalID)
 		if m.Kind != store.EventGateOpened {

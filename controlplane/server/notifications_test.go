@@ -412,3 +412,13 @@ default:
 	a, _ := gate(t, c, "R1", time.Hour)
 	hooks.waitFor(t, "gate.opened:"+a.GetApprovalId())
 }
+
+// The requester's address is their identity when it is an email address.
+func TestRequesterEmailIsAnEmailIdentity(t *testing.T) {
+	for identity, want := range map[string]string{"alice@example.com": "alice@example.com", "email:bob@example.com": "bob@example.com",
+		"github:octocat": "", "alice": "", "unverified:eve@example.com": "", "Eve <eve@example.com>": ""} {
+		if got := server.RequesterEmailOf(identity); got != want {
+			t.Errorf("RequesterEmailOf(%q) = %q, want %q", identity, got, want)
+		}
+	}
+}
