@@ -49,19 +49,27 @@ func (s *smtpSession) Data(r io.Reader) error {
 	return err
 }
 
-// The email channel sends one plain-text mail per event to every recipient, with the
-// gate's facts and page; a 5xx refusal is permanent, a 4xx is retried.
-func TestEmailChannelMailsTheDecision(t *testing.T) {
+// startSMTP serves an smtpSink on a loopback port until the test ends and returns it with
+// its host:port.
+func startSMTP(t *testing.T) (*smtpSink, string) {
+	t.Helper()
 	sink := &smtpSink{}
 	srv := gosmtp.NewServer(sink)
-	srv.Domain, srv.AllowInsecureAuth = "localhost", true
+	srv.Domain = "localhost"
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { srv.Close() })
-	c, err := notify.ParseConfig([]byte("channels:\n  - name: mail\n    kind: email\n    smtp: "+ln.Addr().String()+
+	return sink, ln.Addr().String()
+}
+
+// The email channel sends one plain-text mail per event to every recipient, with the
+// gate's facts and page; a 5xx refusal is permanent, a 4xx is retried.
+func TestEmailChannelMailsTheDecision(t *testing.T) {
+	sink, addr := startSMTP(t)
+	c, err := notify.ParseConfig([]byte("channels:\n  - name: mail\n    kind: email\n    smtp: "+addr+
 		"\n    from: rbook@example.com\n    to: [requester@example.com, ops@example.com]\ndefault: {channels: [mail]}\n"), "n.yaml", testEnv)
 	if err != nil {
 		t.Fatal(err)
@@ -102,16 +110,8 @@ func TestEmailChannelMailsTheDecision(t *testing.T) {
 // With to_requester, the run's starter is mailed a gate's outcome and the run's end, not its
 // opening; a channel with nobody to tell of an event sends nothing.
 func TestEmailTellsTheRequesterOfTheDecision(t *testing.T) {
-	sink := &smtpSink{}
-	srv := gosmtp.NewServer(sink)
-	srv.Domain = "localhost"
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { srv.Close() })
-	c, err := notify.ParseConfig([]byte("channels:\n  - name: mail\n    kind: email\n    smtp: "+ln.Addr().String()+
+	sink, addr := startSMTP(t)
+	c, err := notify.ParseConfig([]byte("channels:\n  - name: mail\n    kind: email\n    smtp: "+addr+
 		"\n    from: rbook@example.com\n    to_requester: true\ndefault: {channels: [mail]}\n"), "n.yaml", testEnv)
 	if err != nil {
 		t.Fatal(err)
