@@ -102,20 +102,6 @@ func (n *notifier) start(ctx context.Context, done chan<- struct{}) {
 	n.run(ctx, done, n.pass)
 }
 
-// wants reports whether change c may have queued notification events.
-func (n *notifier) wants(c store.Change) bool {
-	if len(c.Approvals) > 0 || len(c.Runs) > 0 {
-		return true
-	}
-	for _, p := range c.Progress {
-		switch p.Status {
-		case store.RunSucceeded, store.RunFailed, store.RunCancelled:
-			return true
-		}
-	}
-	return false
-}
-
 // pass routes every unrouted event, delivers every due delivery and returns how long until
 // the next retry (ok=false: none waits).
 func (n *notifier) pass(ctx context.Context) (time.Duration, bool) {

@@ -249,7 +249,7 @@ func New(st *store.Store, opts Options) (*Server, error) {
 		s.notifier = newNotifier(s, opts.Notify)
 		s.notifyDone = make(chan struct{})
 		unsubNotify := st.Subscribe(func(c store.Change) {
-			if s.notifier.wants(c) {
+			if c.Notifies() {
 				s.notifier.poke()
 			}
 		})

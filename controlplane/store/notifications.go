@@ -178,8 +178,9 @@ func (w *writeTx) notificationHook(at time.Time) error {
 	return nil
 }
 
-// hasNotificationWork reports whether change c holds anything notificationHook records.
-func hasNotificationWork(c *Change) bool {
+// Notifies reports whether change c holds anything the notification outbox records: a
+// gate, a run row, or a transition that ended a run (the delivery loop wakes on these).
+func (c *Change) Notifies() bool {
 	if len(c.Approvals) > 0 || len(c.Runs) > 0 {
 		return true
 	}
