@@ -18,6 +18,7 @@ CREATE TABLE notification_events (
 	routed_at   TEXT COLLATE "C"
 );
 CREATE INDEX notification_events_unrouted ON notification_events (created_at) WHERE routed_at IS NULL;
+CREATE INDEX notification_events_gate ON notification_events (approval_id, kind) WHERE approval_id <> '';
 CREATE TABLE notification_deliveries (
 	event_id            TEXT COLLATE "C" NOT NULL REFERENCES notification_events (event_id),
 	channel             TEXT COLLATE "C" NOT NULL,
@@ -31,5 +32,5 @@ CREATE TABLE notification_deliveries (
 	provider_message_id TEXT COLLATE "C" NOT NULL DEFAULT '',
 	PRIMARY KEY (event_id, channel)
 );
-CREATE INDEX notification_deliveries_due ON notification_deliveries (next_attempt_at)
+CREATE INDEX notification_deliveries_due ON notification_deliveries (channel, next_attempt_at)
 	WHERE delivered_at IS NULL AND given_up_at IS NULL;
