@@ -263,6 +263,10 @@ func (n *notifier) deliver(ctx context.Context, d store.NotificationDelivery) bo
 		n.log.Info("notification delivered", "event", d.Event.ID, "channel", d.Channel, "kind", ch.Kind(), "attempt", attempts+1)
 		return true
 	}
+	if ctx.Err() != nil {
+		// Shutting down: the claim's lease hands the delivery to the next start or replica.
+		return false
+	}
 	failures := attempts + 1
 	limit, why := n.max, "the receiver is unreachable or failing"
 	if notify.IsPermanent(err) {
