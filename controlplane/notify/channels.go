@@ -67,6 +67,7 @@ type SendError struct {
 	Msg       string
 }
 
+// Error implements error: the receiver's answer, never the URL or a secret.
 func (e *SendError) Error() string { return e.Msg }
 
 // IsPermanent reports whether err is a permanent refusal (SendError.Permanent).
