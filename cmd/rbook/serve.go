@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rbookhq/rbook-action/controlplane/approval"
+	"github.com/rbookhq/rbook-action/controlplane/notify"
 	"github.com/rbookhq/rbook-action/controlplane/server"
 	"github.com/rbookhq/rbook-action/controlplane/store"
 
@@ -30,6 +31,7 @@ func newServeCmd() *cobra.Command {
 		cfg        server.Config
 		authFile   string
 		policyFile string
+		notifyFile string
 		logJSON    bool
 	)
 	cmd := &cobra.Command{
@@ -65,6 +67,13 @@ or https://, no user@, query or fragment; a path prefix is kept). With it every 
 call returns carries approval_url, URL/approvals/ID, the gate's page; executors print it at
 each gate (job log, job summary, the approval-url output) and GitHub status reports link to
 it. The link carries no secret. See docs/console-links.md.
+
+Notifications: --notify-config FILE (YAML) names channels (a webhook signed per the Standard
+Webhooks specification, a Microsoft Teams workflow webhook, email over SMTP) and routes
+that send gate events (opened, vote cast, decided, expired, withdrawn) and run events
+(finished, failed, cancelled) of matching runbooks, environments and repositories to
+them. Events are stored with the change they report and delivered at least once, with
+back-off. Secrets come from environment variables or files. See docs/notifications.md.
 
 Gate policy: --gate-policy FILE (YAML) says per runbook and gate (globs) how many distinct
 approvers a gate needs (approvals, 1..10), who may decide it (approvers: identities,
@@ -123,6 +132,13 @@ Exit codes: 0 after a clean shutdown, 2 bad flags, no secret, or the server coul
 					return abort("rbook serve: %v", err)
 				}
 			}
+			if notifyFile != "" {
+				nc, err := notify.LoadConfig(notifyFile)
+				if err != nil {
+					return abort("rbook serve: --notify-config: %v", err)
+				}
+				cfg.Notify = &server.NotifyOptions{Config: nc}
+			}
 			oidcMode, err := applyServeOIDC(&cfg)
 			if err != nil {
 				return abort("rbook serve: %v", err)
@@ -180,6 +196,10 @@ Exit codes: 0 after a clean shutdown, 2 bad flags, no secret, or the server coul
 					cfg.Logger.Warn(w)
 				}
 			}
+			if cfg.Notify != nil {
+				mode += fmt.Sprintf(", notifications %s (%s, %s)", notifyFile, yamlerr.Plural(len(cfg.Notify.Config.Names), "channel", "channels"),
+					yamlerr.Plural(len(cfg.Notify.Config.Routes), "route", "routes"))
+			}
 			if githubMode != "" {
 				mode += ", " + githubMode
 			}
@@ -207,6 +227,7 @@ Exit codes: 0 after a clean shutdown, 2 bad flags, no secret, or the server coul
 	f.StringVar(&cfg.Addr, "addr", defaultServeAddr, "host:port to listen on (port 0 picks a free one)")
 	f.StringVar(&cfg.DBPath, "db", ".rbook/controlplane.db", "SQLite database file (created if missing), or PostgreSQL: a postgres://user@host/db URL or a key=value string such as \"host=h dbname=db user=u\" (several replicas may share it)")
 	f.StringVar(&authFile, "auth-file", "", `bearer tokens, one "identity role token" per line (roles: executor, approver, viewer)`)
+	f.StringVar(&notifyFile, "notify-config", "", "YAML notification config: channels (webhook, teams, email) and routes of gate and run events (docs/notifications.md)")
 	f.StringVar(&policyFile, "gate-policy", "", "YAML gate policy: approvals needed, allowed approvers and four-eyes per runbook and gate")
 	addServeOIDCFlags(cmd)
 	addServeGitHubFlags(cmd)

@@ -64,25 +64,18 @@ const ProtectionRuleClaimLease = 3*ghapp.RequestTimeout + 30*time.Second
 // githubGates is the webhook.Handler of a control plane configured as a GitHub App (issue 8,
 // items 2 and 3) and the delivery loop of the protection rule outbox (migration 0008).
 type githubGates struct {
+	outboxLoop
 	s         *Server
 	app       *ghapp.App
 	log       *slog.Logger
 	retryBase time.Duration
-	wake      chan struct{}
 }
 
 func newGitHubGates(s *Server, app *ghapp.App, retryBase time.Duration) *githubGates {
 	if retryBase <= 0 {
 		retryBase = DefaultGitHubRetryBase
 	}
-	return &githubGates{s: s, app: app, log: s.log, retryBase: retryBase, wake: make(chan struct{}, 1)}
-}
-
-func (g *githubGates) poke() {
-	select {
-	case g.wake <- struct{}{}:
-	default:
-	}
+	return &githubGates{outboxLoop: newOutboxLoop(), s: s, app: app, log: s.log, retryBase: retryBase}
 }
 
 // ProtectionRuleRequested stores the rule; the delivery loop learns the run's current attempt
@@ -299,29 +292,7 @@ func (g *githubGates) vote(ctx context.Context, a store.Approval, voter approval
 // then verdicts of decided gates, each retried with back-off. It wakes on gate changes (the
 // store's change feed), on a rule request and when the earliest retry comes due.
 func (g *githubGates) loop(ctx context.Context, done chan<- struct{}) {
-	defer close(done)
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	for {
-		wait, ok := g.deliverDue(ctx)
-		var fire <-chan time.Time
-		if ok {
-			timer.Reset(wait)
-			fire = timer.C
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-g.wake:
-		case <-fire:
-		}
-		if !timer.Stop() {
-			select {
-			case <-timer.C:
-			default:
-			}
-		}
-	}
+	g.run(ctx, done, g.deliverDue)
 }
 
 // deliverDue delivers every due rule and returns how long until the next retry (ok=false: none).
@@ -480,10 +451,7 @@ func (g *githubGates) fail(ctx context.Context, r store.ProtectionRule, err erro
 		}
 		return
 	}
-	delay := g.retryBase << min(r.Attempts, 20)
-	if delay <= 0 || delay > MaxGitHubRetry {
-		delay = MaxGitHubRetry
-	}
+	delay := retryDelay(g.retryBase, attempt, MaxGitHubRetry)
 	next := time.Now().Add(delay)
 	g.log.Warn("github protection rule delivery failed; retrying", "rule", r.ID, "attempt", attempt, "retry_in", delay.String(), "err", err.Error())
 	if werr := g.s.st.ProtectionRuleAttemptFailed(ctx, r.ID, err.Error(), next); werr != nil {

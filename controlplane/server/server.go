@@ -96,6 +96,10 @@ type Options struct {
 	// Sign-in providers redirect back to it, WhoAmI reports it, and an https URL makes the
 	// console's cookies Secure behind a TLS proxy.
 	PublicURL string
+	// Notify, when set, turns the notification outbox on (store.EnableNotificationOutbox)
+	// and runs its delivery loop: gate and run events routed to the configured channels
+	// (rbook serve --notify-config; docs/notifications.md). nil sends nothing.
+	Notify *NotifyOptions
 }
 
 // Server is the control plane's http.Handler. Create it with New; Close it before closing
@@ -118,6 +122,10 @@ type Server struct {
 	// GitHub options); gatesDone closes when that loop ended.
 	gates     *githubGates
 	gatesDone chan struct{}
+	// notifier delivers the notification outbox (nil without Options.Notify); notifyDone
+	// closes when its loop ended.
+	notifier   *notifier
+	notifyDone chan struct{}
 	// policy is opts.PlaybookPolicy, else the compiled default rules.
 	policy *approval.Policy
 	// signin serves /auth/ and looks console sessions up (nil without Auth and SignIn).
@@ -236,6 +244,19 @@ func New(st *store.Store, opts Options) (*Server, error) {
 		s.stopLoop = func() { stop(); unsubGates() }
 		go s.gates.loop(ctx, s.gatesDone)
 	}
+	if opts.Notify != nil && opts.Notify.Config != nil {
+		st.EnableNotificationOutbox()
+		s.notifier = newNotifier(s, opts.Notify)
+		s.notifyDone = make(chan struct{})
+		unsubNotify := st.Subscribe(func(c store.Change) {
+			if c.Notifies() {
+				s.notifier.poke()
+			}
+		})
+		stop := s.stopLoop
+		s.stopLoop = func() { stop(); unsubNotify() }
+		go s.notifier.start(ctx, s.notifyDone)
+	}
 	return s, nil
 }
 
@@ -262,6 +283,9 @@ func (s *Server) Close() error {
 	s.EndStreams()
 	s.stopLoop()
 	<-s.loopDone
+	if s.notifyDone != nil {
+		<-s.notifyDone
+	}
 	if s.gatesDone != nil {
 		<-s.gatesDone
 	}
@@ -288,23 +312,7 @@ const deadlineRetry = 5 * time.Second
 // due gates as expired (store.ExpireDueApprovals; their tokens stop working, case A04) and
 // sleeps again. A new gate with a deadline wakes it to re-read the earliest one.
 func (s *Server) deadlineLoop(ctx context.Context) {
-	defer close(s.loopDone)
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	for {
-		wait, ok := s.expireDue(ctx)
-		var fire <-chan time.Time
-		if ok {
-			timer.Reset(wait)
-			fire = timer.C
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-s.rearm:
-		case <-fire:
-		}
-	}
+	outboxLoop{wake: s.rearm}.run(ctx, s.loopDone, s.expireDue)
 }
 
 // expireDue closes the gates that are due and returns how long until the next deadline

@@ -22,20 +22,26 @@ import (
 // concurrent writers, each on its own run (DESIGN target: >= 10,000/s on 2 cores, p99 <= 20 ms
 // at the RPC level). "group" is the store as configured; "linger=0" is group commit without
 // the writer's linger (writeLoop); "batch=1" commits every request alone, the single-row
-// baseline group commit is measured against.
+// baseline group commit is measured against; "group+outbox" is "group" with the
+// notification outbox enabled (docs/notifications.md: transitions that do not end a run
+// write nothing to it, so its throughput should match "group").
 //
 //	go test -run='^$' -bench=RecordTransitionParallel -benchtime=20000x ./controlplane/store/
 func BenchmarkRecordTransitionParallel(b *testing.B) {
 	for _, bc := range []struct {
-		name string
-		opts []Option
-	}{{"group", nil}, {"linger=0", []Option{WithLinger(0)}}, {"batch=1", []Option{WithMaxBatch(1)}}} {
-		b.Run(bc.name, func(b *testing.B) { benchRecord(b, 50, bc.opts...) })
+		name   string
+		outbox bool
+		opts   []Option
+	}{{"group", false, nil}, {"group+outbox", true, nil}, {"linger=0", false, []Option{WithLinger(0)}}, {"batch=1", false, []Option{WithMaxBatch(1)}}} {
+		b.Run(bc.name, func(b *testing.B) { benchRecord(b, 50, bc.outbox, bc.opts...) })
 	}
 }
 
-func benchRecord(b *testing.B, writers int, opts ...Option) {
+func benchRecord(b *testing.B, writers int, outbox bool, opts ...Option) {
 	s, _ := openTest(b, opts...)
+	if outbox {
+		s.EnableNotificationOutbox()
+	}
 	ctx := context.Background()
 	for w := 0; w < writers; w++ {
 		mustStart(b, s, newRun(fmt.Sprintf("bench-%02d", w)))

@@ -308,20 +308,7 @@ const ruleHasWork = `((approval_id IS NOT NULL AND verdict_sent_at IS NULL AND (
 // queryProtectionRules runs a SELECT of protectionRuleColumns and scans every row; what names
 // the query in errors.
 func (s *Store) queryProtectionRules(ctx context.Context, what, query string, args ...any) ([]ProtectionRule, error) {
-	rows, err := s.reader.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("store: %s: %w", what, err)
-	}
-	defer rows.Close()
-	var out []ProtectionRule
-	for rows.Next() {
-		r, err := scanProtectionRule(rows)
-		if err != nil {
-			return nil, fmt.Errorf("store: %s: %w", what, err)
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
+	return queryRows(ctx, s, what, query, scanProtectionRule, args...)
 }
 
 // DueProtectionRules lists up to limit rules whose run attempt is still to be learned, or

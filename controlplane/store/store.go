@@ -98,6 +98,8 @@ type Store struct {
 	// origin is a random id of this opened Store, named in its change notifications on
 	// PostgreSQL (D10-4), so its listener can skip its own.
 	origin string
+	// notifications is whether writes record notification events (EnableNotificationOutbox).
+	notifications atomic.Bool
 	// pgWriter is the writer pool's connector on PostgreSQL (nil on SQLite): it counts the
 	// server errors that abort a transaction (writer.go, attempt).
 	pgWriter *pgConnector

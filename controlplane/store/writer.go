@@ -349,6 +349,10 @@ func (s *Store) attempt(batch []*writeReq, results []error, safe, uniqueRetry bo
 			// caused them (issue 8, item 2; protection.go).
 			err = w.protectionHook(s.now())
 		}
+		if err == nil && s.notifyOutbox() && w.change.Notifies() {
+			// Notification events commit with the change they report (notifications.go).
+			err = w.notificationHook(s.now())
+		}
 		if pg && err != nil && isPGRetryable(err, uniqueRetry) {
 			return conflict(tx, err)
 		}

@@ -1,0 +1,65 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
+)
+
+// A control plane killed (SIGKILL) after a gate's event was committed and its delivery
+// failed, but before it was delivered: the next `rbook serve` on the same database
+// delivers it, and every event reaches the receiver exactly once.
+func TestKilledControlPlaneDeliversCommittedEventsAfterRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts rbook serve processes")
+	}
+	rcv := newHookReceiver(t)
+	rcv.down = true
+	t.Setenv("HOOK_SECRET", hookSecret)
+	cfg := filepath.Join(t.TempDir(), "notify.yaml")
+	text := fmt.Sprintf("channels:\n  - name: hooks\n    kind: webhook\n    url: %s\n    secret_env: HOOK_SECRET\ndefault:\n  channels: [hooks]\n", rcv.srv.URL)
+	if err := os.WriteFile(cfg, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	first := startServe(t, "--notify-config", cfg)
+	c := newClients(first.URL)
+	startRun(t, c, "R1")
+	a, tok := gate(t, c, "R1", time.Hour)
+	opened := "gate.opened:" + a.GetApprovalId()
+	// Kill it once the failed attempt is recorded (its claim ended): the event is
+	// committed and owed, not delivered.
+	deadline := time.After(30 * time.Second)
+	for !strings.Contains(first.Stderr.String(), "notification delivery failed; retrying") {
+		select {
+		case <-first.Stderr.Changed():
+		case <-deadline:
+			t.Fatalf("no failed attempt logged; stderr:\n%s", first.Stderr.String())
+		}
+	}
+	if err := first.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-first.exited
+	rcv.mu.Lock()
+	rcv.down = false
+	rcv.mu.Unlock()
+
+	second := startServe(t, "--notify-config", cfg, "--db", first.DB)
+	rcv.waitFor(t, opened)
+	c = newClients(second.URL)
+	if _, err := c.apps.Approve(context.Background(), &rbookv1.ApproveRequest{Token: tok, Approver: "zed", Reason: "ok"}); err != nil {
+		t.Fatal(err)
+	}
+	rcv.waitFor(t, "gate.decided:"+a.GetApprovalId())
+	rcv.mu.Lock()
+	defer rcv.mu.Unlock()
+	if rcv.accepted[opened] != 1 || rcv.accepted["gate.decided:"+a.GetApprovalId()] != 1 || rcv.badSig != 0 || len(rcv.accepted) != 2 {
+		t.Fatalf("accepted %v (%d bad signatures), want each of the gate's two events once", rcv.accepted, rcv.badSig)
+	}
+}
