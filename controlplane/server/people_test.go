@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -207,5 +208,42 @@ func TestAuthFileGitHubLinkToAnotherPersonStopsTheServer(t *testing.T) {
 	_, err = server.New(st, server.Options{Secret: []byte(testSecret), Auth: a, People: dir})
 	if err == nil || !strings.Contains(err.Error(), "auth.txt:1: bob has github=alice-gh") || !strings.Contains(err.Error(), "testdata/people.yaml:") {
 		t.Fatalf("New = %v; want the clash named with both lines", err)
+	}
+}
+
+// writeFile writes text to name in a new temporary folder and returns its path.
+func writeFile(t *testing.T, name, text string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestGitHubReviewAndTheSamePersonsTokenCountOnce(t *testing.T) {
+	s := startGitHubServe(t, "--auth-file", writeFile(t, "auth.txt", peopleAuthFile), "--people", "testdata/people.yaml",
+		"--gate-policy", writeFile(t, "gates.yaml", "rules:\n  - approvals: 2\n"))
+	s.c = newClients(s.URL, withBearer(execToken))
+	a, _ := ghGate(t, s.c, "r-people", 9100, "production", time.Hour)
+	d := ghfake.DeploymentReview(ghfake.Review{Action: "approved", Repo: ghRepo, InstallationID: 77, RunID: 9100, ApproverLogin: "Alice-GH",
+		ApproverID: 4243, Comment: "from GitHub", JobRuns: []ghfake.JobRun{{ID: 1, Name: "deploy", Environment: "production"}}})
+	if code := s.post(t, d); code != http.StatusOK {
+		t.Fatalf("review delivery: %d, want 200", code)
+	}
+	got := ghApproval(t, s.c, a.GetApprovalId())
+	if got.GetStatus() != rbookv1.ApprovalStatus_APPROVAL_STATUS_PENDING || len(got.GetVotes()) != 1 || got.GetVotes()[0].GetPerson() != "alice" {
+		t.Fatalf("after alice's GitHub review: %v; want PENDING with her vote, person alice", got)
+	}
+	ctx := context.Background()
+	aliceCLI := rbookv1connect.NewApprovalServiceClient(h2cClient(), s.URL, withBearer(aliceToken))
+	if res, err := aliceCLI.Approve(ctx, &rbookv1.ApproveRequest{ApprovalId: a.GetApprovalId()}); err != nil ||
+		res.GetApproval().GetStatus() != rbookv1.ApprovalStatus_APPROVAL_STATUS_PENDING || len(res.GetApproval().GetVotes()) != 1 {
+		t.Fatalf("alice again with her token = %v, %v; want still PENDING with one vote", res, err)
+	}
+	bobCLI := rbookv1connect.NewApprovalServiceClient(h2cClient(), s.URL, withBearer(bobToken))
+	res, err := bobCLI.Approve(ctx, &rbookv1.ApproveRequest{ApprovalId: a.GetApprovalId()})
+	if err != nil || res.GetApproval().GetStatus() != rbookv1.ApprovalStatus_APPROVAL_STATUS_APPROVED || res.GetApproval().GetDecidedPerson() != "alice, bob" {
+		t.Fatalf("bob's approval = %v, %v; want APPROVED by the people alice, bob", res, err)
 	}
 }
