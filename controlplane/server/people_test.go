@@ -64,6 +64,16 @@ func gitHubSession(t *testing.T, cs *consoleServer, login string) *http.Client {
 	return b
 }
 
+// openGate starts run runID as the auth file's executor, opens its gate and returns the
+// approval id.
+func openGate(t *testing.T, cs *consoleServer, runID string) string {
+	t.Helper()
+	ex := cs.executor()
+	startRun(t, ex, runID)
+	a, _ := gate(t, ex, runID, time.Hour)
+	return a.GetApprovalId()
+}
+
 // tokenApprovals is the approval service with an auth-file token over Connect.
 func tokenApprovals(cs *consoleServer, token string) rbookv1connect.ApprovalServiceClient {
 	return rbookv1connect.NewApprovalServiceClient(h2cClient(), cs.URL, withBearer(token))
@@ -72,10 +82,7 @@ func tokenApprovals(cs *consoleServer, token string) rbookv1connect.ApprovalServ
 func TestOnePersonApprovingThroughTwoChannelsCountsOnce(t *testing.T) {
 	cs := startPeopleConsole(t, 2)
 	ctx := context.Background()
-	ex := cs.executor()
-	startRun(t, ex, "R-people")
-	a, _ := gate(t, ex, "R-people", time.Hour)
-	id := a.GetApprovalId()
+	id := openGate(t, cs, "R-people")
 
 	console := gitHubSession(t, cs, "alice-gh")
 	if who := whoAmI(t, cs, console); who.GetPerson() != "alice" || who.GetPersonName() != "Alice Example" {
@@ -117,17 +124,15 @@ func TestOnePersonApprovingThroughTwoChannelsCountsOnce(t *testing.T) {
 func TestIdentityWithNoPersonCountsAsItself(t *testing.T) {
 	cs := startPeopleConsole(t, 2)
 	ctx := context.Background()
-	ex := cs.executor()
-	startRun(t, ex, "R-nobody")
-	a, _ := gate(t, ex, "R-nobody", time.Hour)
-	first, err := tokenApprovals(cs, carolToken).Approve(ctx, &rbookv1.ApproveRequest{ApprovalId: a.GetApprovalId()})
+	id := openGate(t, cs, "R-nobody")
+	first, err := tokenApprovals(cs, carolToken).Approve(ctx, &rbookv1.ApproveRequest{ApprovalId: id})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if v := first.GetApproval().GetVotes()[0]; v.GetApprover() != "carol" || v.GetPerson() != "" {
 		t.Fatalf("carol's vote = %v, want identity carol with no person", v)
 	}
-	done, err := cs.approvals(gitHubSession(t, cs, "carol-gh")).Approve(ctx, &rbookv1.ApproveRequest{ApprovalId: a.GetApprovalId()})
+	done, err := cs.approvals(gitHubSession(t, cs, "carol-gh")).Approve(ctx, &rbookv1.ApproveRequest{ApprovalId: id})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,10 +181,8 @@ func TestPolicyNamingPeopleAllowsOnlyThem(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cs := startPeopleConsole(t, 1, c.allowed)
-			ex := cs.executor()
-			startRun(t, ex, "R-policy")
-			a, _ := gate(t, ex, "R-policy", time.Hour)
-			res, err := tokenApprovals(cs, c.token).Approve(context.Background(), &rbookv1.ApproveRequest{ApprovalId: a.GetApprovalId()})
+			id := openGate(t, cs, "R-policy")
+			res, err := tokenApprovals(cs, c.token).Approve(context.Background(), &rbookv1.ApproveRequest{ApprovalId: id})
 			if c.want == "" {
 				if err != nil || res.GetApproval().GetStatus() != rbookv1.ApprovalStatus_APPROVAL_STATUS_APPROVED {
 					t.Fatalf("Approve = %v, %v; want APPROVED", res, err)
