@@ -55,6 +55,25 @@ func (p Person) Label() string {
 	return p.ID
 }
 
+// Email is the person's first "email:<address>" identity's address (lowercased), "" when
+// the directory gives none: where an email notification to this person goes.
+func (p Person) Email() string {
+	for _, id := range p.Identities {
+		if addr, ok := strings.CutPrefix(id, "email:"); ok {
+			return addr
+		}
+	}
+	return ""
+}
+
+// NotLinkedMessage is what a channel that refuses identities with no person (Slack) tells
+// the person it refused: which identity it saw and how to get linked (docs/people.md,
+// "Slack"). It names no secret.
+func NotLinkedMessage(identity string) string {
+	return fmt.Sprintf("Your account %s is not linked to a person on this rbook control plane, so your vote was not counted. "+
+		"Ask its operator to add %q to your entry in the people file (rbook serve --people; see docs/people.md), then try again.", identity, identity)
+}
+
 // Directory maps identities to people. The zero value and a nil *Directory are empty: every
 // identity is its own person.
 type Directory struct {

@@ -33,8 +33,23 @@ func TestDirectoryLinksEveryIdentityOfAPerson(t *testing.T) {
 	if a.Label() != "Alice Example" || strings.Join(a.Groups, ",") != "sre,leads" || a.Where != "testdata/people.yaml:3" {
 		t.Errorf("alice = %+v", a)
 	}
+	if a.Email() != "alice@example.com" {
+		t.Errorf("alice's Email() = %q, want alice@example.com", a.Email())
+	}
+	if b, _ := d.ByID("bob"); b.Email() != "" {
+		t.Errorf("bob's Email() = %q, want none", b.Email())
+	}
 	if !d.HasGroup("sre") || d.HasGroup("dba") {
 		t.Errorf("HasGroup(sre), HasGroup(dba) = %v, %v; want true, false", d.HasGroup("sre"), d.HasGroup("dba"))
+	}
+}
+
+func TestNotLinkedMessageSaysWhatToAdd(t *testing.T) {
+	got := NotLinkedMessage("slack:T0123ABCD/U999")
+	for _, want := range []string{"slack:T0123ABCD/U999", `add "slack:T0123ABCD/U999" to your entry in the people file`, "not counted"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("NotLinkedMessage = %q, want it to contain %q", got, want)
+		}
 	}
 }
 
