@@ -14,8 +14,8 @@ import (
 // "github:alice", "alice", "oidc:alice@example.com"), and whether there is one, the auth
 // file's github= links included. A channel that must not count an identity with no person
 // calls it and refuses when ok is false: the Slack channel refuses a Slack user with no
-// person, telling them how to get linked (docs/people.md, "Slack"), and then builds its voter
-// with VoterFor. Every other channel counts such an identity as its own person.
+// person, telling them how to get linked (people.NotLinkedMessage; docs/people.md, "Slack"),
+// and otherwise builds its voter with VoterFor. Every other channel counts such an identity as its own person.
 func (s *Server) PersonOf(identity string) (people.Person, bool) {
 	return s.people.PersonOf(identity)
 }
