@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -248,5 +249,24 @@ func TestGitHubReviewAndTheSamePersonsTokenCountOnce(t *testing.T) {
 	res, err := bobCLI.Approve(ctx, &rbookv1.ApproveRequest{ApprovalId: a.GetApprovalId()})
 	if err != nil || res.GetApproval().GetStatus() != rbookv1.ApprovalStatus_APPROVAL_STATUS_APPROVED || res.GetApproval().GetDecidedPerson() != "alice, bob" {
 		t.Fatalf("bob's approval = %v, %v; want APPROVED by the people alice, bob", res, err)
+	}
+}
+
+func TestSlackUserWithoutAPersonIsNotLinkedAndALinkedOneVotesAsThePerson(t *testing.T) {
+	cs := startPeopleConsole(t, 1)
+	if _, ok := cs.h.PersonOf("slack:T0001/U9999"); ok {
+		t.Error("an unlinked Slack user has a person")
+	}
+	per, ok := cs.h.PersonOf("slack:T0001/U0001")
+	if !ok || per.ID != "alice" {
+		t.Fatalf("PersonOf(alice's Slack user) = %+v, %v; want alice", per, ok)
+	}
+	v := cs.h.VoterFor("slack:T0001/U0001")
+	if !v.Verified || v.Person != "alice" || v.Key() != "person:alice" {
+		t.Fatalf("VoterFor = %+v; want verified, person alice", v)
+	}
+	err := approval.CheckVote(approval.Default(), approval.Starter{StartedBy: "alice-ci"}, v, true)
+	if !errors.Is(err, approval.ErrSelfApproval) {
+		t.Fatalf("alice from Slack approving a run alice-ci started: %v, want four-eyes refusal", err)
 	}
 }
