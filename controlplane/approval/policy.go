@@ -160,7 +160,7 @@ type Starter struct {
 // one of v's identities — its own or its person's (docs/people.md: four-eyes compares
 // people) — or v's github= link equals that actor (logins compared without regard to case,
 // as GitHub does). An unverified voter is never taken for the starter (nothing about it is
-// known). Issue 7, items 4 and 5: four-eyes, also against the job's actor.
+// known). Four-eyes, also against the job's actor.
 func IsRunStarter(s Starter, v Voter) bool {
 	if !v.Verified {
 		return false
