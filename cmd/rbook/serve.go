@@ -77,7 +77,7 @@ back-off. Secrets come from environment variables or files. See docs/notificatio
 
 Gate policy: --gate-policy FILE (YAML) says per runbook and gate (globs) how many distinct
 approvers a gate needs (approvals, 1..10), who may decide it (approvers: identities,
-github:LOGIN, group:NAME; empty = anyone with the approver role) and whether the identity
+github:LOGIN, person:ID, group:NAME; empty = anyone with the approver role) and whether the identity
 that started the run may approve (starter_may_approve, default false). The first matching
 rule applies; with none, a gate needs 1 approval and the run's starter may not approve it.
 The requirement is captured when a gate opens: editing the file does not change open gates.
@@ -105,6 +105,11 @@ each person the approver or viewer role (needs --public-url, which providers red
 to). Sessions are kept in the database (they survive a restart and work on every replica)
 and end at sign-out or after session_ttl (default 12h). Cross-origin browser requests that
 change anything are refused.
+
+People: --people FILE (YAML) links each person's identities (auth-file name, github:LOGIN,
+slack:TEAM/USER, oidc:VALUE, email:ADDRESS) and groups people. A vote records its identity
+and person; M-of-N counts distinct people, and four-eyes compares the voter's person with
+the run's starter. The auth file's github= links count as one person too. See docs/people.md.
 
 SIGINT or SIGTERM shuts down gracefully: open watch streams end (clients reconnect), calls
 in flight finish, the database is closed.
@@ -155,6 +160,10 @@ Exit codes: 0 after a clean shutdown, 2 bad flags, no secret, or the server coul
 			if err != nil {
 				return abort("rbook serve: %v", err)
 			}
+			peopleMode, err := applyServePeople(&cfg)
+			if err != nil {
+				return abort("rbook serve: %v", err)
+			}
 			var h slog.Handler = slog.NewTextHandler(cmd.ErrOrStderr(), nil)
 			if logJSON {
 				h = slog.NewJSONHandler(cmd.ErrOrStderr(), nil)
@@ -192,7 +201,7 @@ Exit codes: 0 after a clean shutdown, 2 bad flags, no secret, or the server coul
 				if authFile == "" {
 					cfg.Logger.Warn("gate policy without --auth-file: approver names are unverified, so only the number of approvals applies")
 				}
-				for _, w := range policyWarnings(cfg.GatePolicy, cfg.Auth, authFile) {
+				for _, w := range policyWarnings(cfg.GatePolicy, cfg.Auth, authFile, cfg.People) {
 					cfg.Logger.Warn(w)
 				}
 			}
@@ -208,6 +217,9 @@ Exit codes: 0 after a clean shutdown, 2 bad flags, no secret, or the server coul
 			}
 			if signInMode != "" {
 				mode += ", " + signInMode
+			}
+			if peopleMode != "" {
+				mode += ", " + peopleMode
 			}
 			if from, to := r.Migrated(); from != to {
 				// Once, on the start that migrated (issue 10, new-user finding 3); on stderr, so
@@ -233,6 +245,7 @@ Exit codes: 0 after a clean shutdown, 2 bad flags, no secret, or the server coul
 	addServeGitHubFlags(cmd)
 	addServePlaybookFlags(cmd)
 	addServeSignInFlags(cmd)
+	addServePeopleFlags(cmd)
 	f.BoolVar(&cfg.Insecure, "insecure", false, "allow a non-loopback --addr without --auth-file or --oidc-config")
 	f.Bool("forbid-self-approval", true, "deprecated: the run's starter may never approve its gates unless the gate policy says so")
 	_ = f.MarkDeprecated("forbid-self-approval", "four-eyes is the default (see --gate-policy)")

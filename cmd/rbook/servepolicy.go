@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/rbookhq/rbook-action/controlplane/approval"
+	"github.com/rbookhq/rbook-action/controlplane/people"
 	"github.com/rbookhq/rbook-action/controlplane/server"
 	"github.com/rbookhq/rbook-action/controlplane/yamlerr"
 )
@@ -14,9 +15,12 @@ import (
 // review found `approvers: [nobody]` accepted without a word): an approver entry that no
 // approver line of the auth file can ever match, and a rule that needs more distinct approvers
 // than its entries can supply, so its gates could only time out. `github:<login>` entries are
-// not checked: a GitHub reviewer may be that login without an auth-file line. It returns one
+// not checked: a GitHub reviewer may be that login without an auth-file line; nor are the
+// other channel identities (slack:, oidc:, email:), a "person:<id>" the people directory dir
+// has, or a "group:<name>" it defines (docs/people.md): people sign in or vote through
+// channels outside the auth file. A "person:<id>" dir does not have is named. It returns one
 // message per problem, naming the rule; nil when all is well or either file is absent.
-func policyWarnings(p *approval.GatePolicy, a *server.Authenticator, authFile string) []string {
+func policyWarnings(p *approval.GatePolicy, a *server.Authenticator, authFile string, dir *people.Directory) []string {
 	if p == nil || a == nil {
 		return nil
 	}
@@ -32,7 +36,14 @@ func policyWarnings(p *approval.GatePolicy, a *server.Authenticator, authFile st
 		for _, entry := range r.Approvers {
 			var matched []string
 			switch {
-			case strings.HasPrefix(entry, "github:"):
+			case strings.HasPrefix(entry, "person:"):
+				if _, ok := dir.ByID(strings.TrimPrefix(entry, "person:")); !ok {
+					out = append(out, fmt.Sprintf("%s: approver %q is not a person of the people directory (--people), so it can never decide a gate", rule, entry))
+				}
+				open = true
+				continue
+			case strings.HasPrefix(entry, "github:"), strings.HasPrefix(entry, "slack:"), strings.HasPrefix(entry, "oidc:"),
+				strings.HasPrefix(entry, "email:"), strings.HasPrefix(entry, "group:") && dir.HasGroup(strings.TrimPrefix(entry, "group:")):
 				open = true
 				continue
 			case strings.HasPrefix(entry, "group:"):

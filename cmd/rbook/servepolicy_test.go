@@ -26,7 +26,7 @@ func TestIssue7_Polish_PolicyApproversNobodyCanBe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := policyWarnings(p, a, "auth.txt")
+	got := policyWarnings(p, a, "auth.txt", nil)
 	want := []string{
 		`gates.yaml rule 1 (line 2): approver "nobody" matches no approver line of auth.txt, so it can never decide a gate`,
 		`gates.yaml rule 2 (line 5): approver "ci-bot" matches no approver line of auth.txt, so it can never decide a gate`,
@@ -35,7 +35,7 @@ func TestIssue7_Polish_PolicyApproversNobodyCanBe(t *testing.T) {
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("warnings:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	if w := policyWarnings(p, nil, ""); w != nil {
+	if w := policyWarnings(p, nil, "", nil); w != nil {
 		t.Errorf("without an auth file: %q", w)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -50,9 +51,10 @@ type GateRule struct {
 	Gate string
 	// Approvals is how many distinct identities must approve: 1..MaxGateApprovals.
 	Approvals int
-	// Approvers lists who may decide: identities of the auth file ("alice"), GitHub logins
-	// linked in it ("github:octocat") and groups ("group:sre"). Empty: anyone with the
-	// approver role.
+	// Approvers lists who may decide: identities ("alice", "github:octocat", any identity a
+	// person of the people directory has), people ("person:alice") and groups ("group:sre",
+	// an auth-file groups= name or a people-directory group; docs/people.md). Empty: anyone
+	// with the approver role.
 	Approvers []string
 	// StarterMayApprove lets the identity that started the run approve its gate (default false).
 	StarterMayApprove bool
@@ -101,15 +103,49 @@ func globMatch(pattern, name string) bool {
 	return err == nil && ok
 }
 
-// Voter is who casts a vote on a gate: an identity of the auth file (Verified), or a name an
+// Voter is who casts a vote on a gate: an authenticated identity (Verified), or a name an
 // unauthenticated caller asserted ("unverified:<name>", Verified false).
 type Voter struct {
 	Identity string
 	Verified bool
-	// Groups are the identity's groups= from the auth file.
+	// Groups are the identity's groups= from the auth file (or its sign-in rules), and the
+	// people-directory groups of its person.
 	Groups []string
 	// GitHub is the identity's github= login from the auth file ("" when not linked).
 	GitHub string
+	// Person is the id of the identity's person in the people directory (docs/people.md);
+	// "" when it has none, and then the identity is its own person.
+	Person string
+	// Identities are every identity of that person (Identity among them); nil without one.
+	// Four-eyes and the policy's identity entries compare through them, so a person is the
+	// same whichever channel they vote through.
+	Identities []string
+}
+
+// Key is who v is for counting distinct approvals: "person:<id>" for a voter with a person,
+// else its identity (an identity with no person counts as itself; docs/people.md).
+func (v Voter) Key() string {
+	if v.Person != "" {
+		return "person:" + v.Person
+	}
+	return v.Identity
+}
+
+// is reports whether id is one of v's identities (its own, or its person's); GitHub logins
+// compare without regard to case, as GitHub does.
+func (v Voter) is(id string) bool {
+	same := func(x string) bool {
+		if x == id {
+			return true
+		}
+		a, okA := strings.CutPrefix(x, "github:")
+		b, okB := strings.CutPrefix(id, "github:")
+		return okA && okB && strings.EqualFold(a, b)
+	}
+	if same(v.Identity) {
+		return true
+	}
+	return slices.ContainsFunc(v.Identities, same)
 }
 
 // Starter is who started a run: started_by, and the GitHub actor of the job that started it
@@ -119,30 +155,29 @@ type Starter struct {
 	GitHubActor string
 }
 
-// IsRunStarter reports whether v is the identity that started the run: its verified identity
-// equals started_by, or is "github:<actor>" of the run's GitHub actor (DESIGN D13's spelling of
-// a GitHub login), or its github= link equals that actor (logins compared without regard to
-// case, as GitHub does). An unverified voter is never taken for the starter (nothing about it
-// is known). Issue 7, items 4 and 5: four-eyes, also against the job's actor.
+// IsRunStarter reports whether v is the person that started the run: started_by, or
+// "github:<actor>" of the run's GitHub actor (DESIGN D13's spelling of a GitHub login), is
+// one of v's identities — its own or its person's (docs/people.md: four-eyes compares
+// people) — or v's github= link equals that actor (logins compared without regard to case,
+// as GitHub does). An unverified voter is never taken for the starter (nothing about it is
+// known). Four-eyes, also against the job's actor.
 func IsRunStarter(s Starter, v Voter) bool {
 	if !v.Verified {
 		return false
 	}
-	if s.StartedBy != "" && s.StartedBy == v.Identity {
+	if s.StartedBy != "" && v.is(s.StartedBy) {
 		return true
 	}
 	if s.GitHubActor == "" {
 		return false
 	}
-	if login, ok := strings.CutPrefix(v.Identity, "github:"); ok && strings.EqualFold(login, s.GitHubActor) {
-		return true
-	}
-	return v.GitHub != "" && strings.EqualFold(s.GitHubActor, v.GitHub)
+	return v.is("github:"+s.GitHubActor) || v.GitHub != "" && strings.EqualFold(s.GitHubActor, v.GitHub)
 }
 
 // Allows reports whether v may decide a gate with requirement r: an empty AllowedApprovers
-// allows everyone; else an entry must equal v's identity, "github:"+v's linked login, or
-// "group:"+one of v's groups. An unverified voter is allowed only when the list is empty.
+// allows everyone; else an entry must be one of v's identities (its own or its person's),
+// "github:"+v's linked login, "person:"+v's person, or "group:"+one of v's groups. An
+// unverified voter is allowed only when the list is empty.
 func (r GateRequirement) Allows(v Voter) bool {
 	if len(r.AllowedApprovers) == 0 {
 		return true
@@ -152,7 +187,9 @@ func (r GateRequirement) Allows(v Voter) bool {
 	}
 	for _, a := range r.AllowedApprovers {
 		switch {
-		case a == v.Identity:
+		case v.is(a):
+			return true
+		case v.Person != "" && a == "person:"+v.Person:
 			return true
 		case strings.HasPrefix(a, "github:") && v.GitHub != "" && strings.EqualFold(a[len("github:"):], v.GitHub):
 			return true
@@ -204,7 +241,7 @@ func CheckVote(r GateRequirement, s Starter, v Voter, approve bool) error {
 //	  - runbook: prod*          # glob over the run's runbook name (default "*")
 //	    gate: confirm-*         # glob over the gate's step name (default "*")
 //	    approvals: 2            # distinct approvers, 1..MaxGateApprovals (default 1)
-//	    approvers: [alice, "group:sre", "github:octocat"]   # default: anyone with the approver role
+//	    approvers: [alice, "group:sre", "github:octocat", "person:bob"]   # default: anyone with the approver role
 //	    starter_may_approve: false                          # default false
 //
 // It is read as strictly as every rbook YAML file (DESIGN D2): one document of at most
@@ -268,7 +305,7 @@ func parseRule(n *yaml.Node, i int, errAt func(*yaml.Node, string, ...any) error
 			r.Approvals = m
 		case "approvers":
 			if v.Kind != yaml.SequenceNode {
-				return r, errAt(v, "%s: want a list of identities, \"github:<login>\" or \"group:<name>\"", field)
+				return r, errAt(v, "%s: want a list of identities, \"github:<login>\", \"person:<id>\" or \"group:<name>\"", field)
 			}
 			if len(v.Content) > MaxPolicyApprovers {
 				return r, errAt(v, "%s: %s, over the limit of %d", field, yamlerr.Plural(len(v.Content), "entry", "entries"), MaxPolicyApprovers)
@@ -280,7 +317,10 @@ func parseRule(n *yaml.Node, i int, errAt func(*yaml.Node, string, ...any) error
 					return r, err
 				}
 				if !approverRE.MatchString(s) {
-					return r, errAt(e, "%s: %q is not an identity, \"github:<login>\" or \"group:<name>\" (no spaces or commas)", field, s)
+					return r, errAt(e, "%s: %q is not an identity, \"github:<login>\", \"person:<id>\" or \"group:<name>\" (no spaces or commas)", field, s)
+				}
+				if id, ok := strings.CutPrefix(s, "person:"); ok && !groupNameRE.MatchString(id) {
+					return r, errAt(e, "%s: %q: no person of a people file could have that id (1-64 of A-Z a-z 0-9 . _ -), so it would match nobody", field, s)
 				}
 				if g, ok := strings.CutPrefix(s, "group:"); ok && !groupNameRE.MatchString(g) {
 					return r, errAt(e, "%s: %q: no auth-file group could have that name (1-64 of A-Z a-z 0-9 . _ -), so it would match nobody", field, s)
@@ -318,9 +358,10 @@ func hasGroup(list []string) bool {
 	return false
 }
 
-// approverRE is an approvers entry: an identity, "github:<login>" or "group:<name>", without
+// approverRE is an approvers entry: an identity ("alice", "github:<login>", "slack:…",
+// "oidc:…", "email:…"), "person:<id>" or "group:<name>", without
 // whitespace or commas (approvers are joined with ", " on a decided gate).
-var approverRE = lazyregexp.New(`^[^\s,:]{1,256}$|^(github|group):[^\s,:]{1,200}$`)
+var approverRE = lazyregexp.New(`^[^\s,:]{1,256}$|^(github|group|person|slack|oidc|email):[^\s,]{1,200}$`)
 
 // groupNameRE and githubLoginRE are the auth file's groups= and github= syntax (rbook serve
 // --auth-file, server.LoadAuthFile): a policy entry outside it could never match anyone.

@@ -200,10 +200,11 @@ type vote struct {
 // ApprovalVote.approver; issue 7, item 4).
 const unverifiedPrefix = "unverified:"
 
-// voterOf is who casts v: the authenticated caller (DESIGN D13), else the person at the
+// callerVoter is who casts v: the authenticated caller (DESIGN D13), else the person at the
 // keyboard of the embedded control plane as "unverified:<os user>" (Options.LocalPerson),
-// else the asserted name as "unverified:<name>", else "anonymous" (unverified).
-func voterOf(ctx context.Context, claimed string) approval.Voter {
+// else the asserted name as "unverified:<name>", else "anonymous" (unverified). Server.voterOf
+// adds its person.
+func callerVoter(ctx context.Context, claimed string) approval.Voter {
 	if c, ok := CallerFrom(ctx); ok {
 		v := approval.Voter{Identity: c.Identity, Verified: true, Groups: c.Groups, GitHub: c.GitHubLogin}
 		if v.GitHub == "" && c.GitHub != nil {
@@ -296,10 +297,10 @@ func (s *Server) decide(ctx context.Context, v vote) (store.Approval, error) {
 	if a.Status != store.ApprovalPending {
 		return a, closedError(a, byID)
 	}
-	voter := voterOf(ctx, v.claimed)
+	voter := s.voterOf(ctx, v.claimed)
 	approve := v.verdict == store.ApprovalApproved
 	d := store.Decision{ApprovalID: a.ApprovalID, Verdict: v.verdict, Approver: voter.Identity, Verified: voter.Verified,
-		Reason: v.reason, Source: sourceRPC, At: now,
+		Person: voter.Person, Reason: v.reason, Source: sourceRPC, At: now,
 		Authorize: voteAuthorizer(voter, approve)}
 	decided, err := s.st.DecideApproval(ctx, d)
 	switch {
@@ -326,7 +327,7 @@ func (s *Server) decide(ctx context.Context, v vote) (store.Approval, error) {
 	}
 	if decided.Status == store.ApprovalPending {
 		s.log.InfoContext(ctx, "gate vote", "approval_id", decided.ApprovalID, "run_id", decided.RunID,
-			"approver", voter.Identity, "approvals", len(decided.ApprovedBy()), "required", decided.ApprovalsRequired)
+			"approver", voter.Identity, "person", voter.Person, "approvals", len(decided.ApprovedPeople()), "required", decided.ApprovalsRequired)
 		return decided, nil
 	}
 	s.log.InfoContext(ctx, "gate decided", "approval_id", decided.ApprovalID, "run_id", decided.RunID,

@@ -16,6 +16,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/rbookhq/rbook-action/controlplane/auth"
+	"github.com/rbookhq/rbook-action/controlplane/people"
 	"github.com/rbookhq/rbook-action/controlplane/signin"
 	"github.com/rbookhq/rbook-action/gen/rbook/v1/rbookv1connect"
 
@@ -105,6 +106,8 @@ type Caller struct {
 type authEntry struct {
 	caller Caller
 	hash   [sha256.Size]byte
+	// where is the entry's "file:line", for the people directory's messages.
+	where string
 }
 
 // Authenticator checks bearer tokens against an auth file's entries. Tokens are kept only as
@@ -196,7 +199,7 @@ func ParseAuth(r io.Reader, name string) (*Authenticator, error) {
 				line int
 			}{id, n}
 		}
-		a.entries = append(a.entries, authEntry{caller: c, hash: h})
+		a.entries = append(a.entries, authEntry{caller: c, hash: h, where: fmt.Sprintf("%s:%d", name, n)})
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
@@ -269,6 +272,20 @@ func (a *Authenticator) Approvers() []Caller {
 		if e.caller.Role == RoleApprover {
 			out = append(out, e.caller)
 		}
+	}
+	return out
+}
+
+// PeopleLinks lists every line of the auth file as the people directory folds it in
+// (people.Directory.LinkAuth; docs/people.md, "The auth file"): its identity, its github=
+// login and "file:line". Never tokens. Nil on a nil *Authenticator.
+func (a *Authenticator) PeopleLinks() []people.AuthLink {
+	if a == nil {
+		return nil
+	}
+	out := make([]people.AuthLink, 0, len(a.entries))
+	for _, e := range a.entries {
+		out = append(out, people.AuthLink{Identity: e.caller.Identity, GitHubLogin: e.caller.GitHubLogin, Where: e.where})
 	}
 	return out
 }

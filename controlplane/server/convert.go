@@ -221,7 +221,7 @@ func transitionFromProto(p *rbookv1.Transition) (store.Transition, error) {
 func (s *Server) approvalToProto(a store.Approval) *rbookv1.Approval {
 	p := &rbookv1.Approval{
 		ApprovalId: a.ApprovalID, RunId: a.RunID, StepName: a.NodeID, RequestedAt: ts(a.RequestedAt),
-		ApprovedAt: ts(a.DecidedAt), Approver: a.Approver, Reason: a.Reason, Status: approvalStatusToProto[a.Status],
+		ApprovedAt: ts(a.DecidedAt), Approver: a.Approver, DecidedPerson: a.Person, Reason: a.Reason, Status: approvalStatusToProto[a.Status],
 		AutoPassed: a.AutoPassed, StepIndex: int32(a.StepIndex), Prompt: a.Prompt, Deadline: ts(a.Deadline),
 		PlanDigest: a.PlanDigest, OnFail: a.OnFail, DecidedBySource: a.DecidedBySource, Github: workflowRunToProto(a.GitHub),
 		ApprovalsRequired: int32(max(a.ApprovalsRequired, 1)), AllowedApprovers: a.AllowedApprovers,
@@ -230,7 +230,7 @@ func (s *Server) approvalToProto(a store.Approval) *rbookv1.Approval {
 	}
 	for _, v := range a.Votes {
 		p.Votes = append(p.Votes, &rbookv1.ApprovalVote{Approver: v.Approver, Verdict: approvalStatusToProto[v.Verdict],
-			Reason: v.Reason, At: ts(v.At), Source: v.Source, Verified: v.Verified})
+			Reason: v.Reason, At: ts(v.At), Source: v.Source, Verified: v.Verified, Person: v.Person, PersonName: s.personLabel(v.Person)})
 	}
 	if p.Approver == "" && (a.Status == store.ApprovalExpired || a.Status == store.ApprovalCancelled) {
 		p.Approver = "system" // approval.proto: "system" for expiry and cancel

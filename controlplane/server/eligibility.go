@@ -32,7 +32,7 @@ type runsSeen map[string]store.Run
 // caller's approval is already counted (CodeAlreadyVoted). reason is a sentence for the person
 // on the page. A run that cannot be read leaves the answer out (nil), logged.
 func (s *Server) eligibility(ctx context.Context, a store.Approval, runs runsSeen) *rbookv1.ApprovalEligibility {
-	voter := voterOf(ctx, "")
+	voter := s.voterOf(ctx, "")
 	e := &rbookv1.ApprovalEligibility{Identity: voter.Identity}
 	refuse := func(code, format string, args ...any) *rbookv1.ApprovalEligibility {
 		e.Code, e.Reason = code, fmt.Sprintf(format, args...)
@@ -82,8 +82,8 @@ func (s *Server) eligibility(ctx context.Context, a store.Approval, runs runsSee
 	case err != nil:
 		return refuse(CodePermissionDenied, "You may not decide this gate.")
 	}
-	approved := a.ApprovedBy()
-	if slices.Contains(approved, voter.Identity) {
+	approved := a.ApprovedPeople() // distinct people (docs/people.md, "Counting")
+	if slices.Contains(a.ApprovedBy(), voter.Identity) || slices.Contains(approved, voter.Key()) {
 		left := need.ApprovalsRequired - len(approved)
 		return refuse(CodeAlreadyVoted, "You already approved this gate; it waits for %s from someone else.", yamlerr.Plural(left, "more approval", "more approvals"))
 	}

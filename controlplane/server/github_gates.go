@@ -138,7 +138,7 @@ func (g *githubGates) DeploymentReviewed(ctx context.Context, d webhook.Delivery
 	if d.Action == "rejected" {
 		verdict = store.ApprovalRejected
 	}
-	voter := approval.Voter{Identity: GitHubIdentityPrefix + login, Verified: true, GitHub: login}
+	voter := g.s.withPerson(approval.Voter{Identity: GitHubIdentityPrefix + login, Verified: true, GitHub: login})
 	reason := reasonOf(ev.GetComment())
 	var outcomes, unmatched []string
 	envs := webhook.ReviewEnvironments(ev)
@@ -253,7 +253,7 @@ func (g *githubGates) vote(ctx context.Context, a store.Approval, voter approval
 		reported = a.GitHub.Actor
 	}
 	decided, err := g.s.st.DecideApproval(ctx, store.Decision{ApprovalID: a.ApprovalID, Verdict: verdict, Approver: voter.Identity,
-		Verified: true, Reason: reason, Source: SourceGitHub, At: time.Now(),
+		Verified: true, Person: voter.Person, Reason: reason, Source: SourceGitHub, At: time.Now(),
 		Authorize: func(cur store.Approval, st store.RunStarter) error {
 			starter := approval.Starter{StartedBy: st.StartedBy, GitHubActor: st.GitHubActor}
 			if starter.GitHubActor == "" {
@@ -281,7 +281,7 @@ func (g *githubGates) vote(ctx context.Context, a store.Approval, voter approval
 		return "", err
 	}
 	if decided.Status == store.ApprovalPending {
-		return fmt.Sprintf("vote counted (%d of %d approvals)", len(decided.ApprovedBy()), max(decided.ApprovalsRequired, 1)), nil
+		return fmt.Sprintf("vote counted (%d of %d approvals)", len(decided.ApprovedPeople()), max(decided.ApprovalsRequired, 1)), nil
 	}
 	g.log.InfoContext(ctx, "gate decided", "approval_id", decided.ApprovalID, "run_id", decided.RunID,
 		"status", string(decided.Status), "approver", decided.Approver, "source", SourceGitHub)

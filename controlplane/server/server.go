@@ -27,6 +27,7 @@ import (
 	"github.com/rbookhq/rbook-action/controlplane/auth"
 	"github.com/rbookhq/rbook-action/controlplane/console"
 	"github.com/rbookhq/rbook-action/controlplane/consolelink"
+	"github.com/rbookhq/rbook-action/controlplane/people"
 	"github.com/rbookhq/rbook-action/controlplane/signin"
 	"github.com/rbookhq/rbook-action/controlplane/store"
 	"github.com/rbookhq/rbook-action/gen/rbook/v1/rbookv1connect"
@@ -100,6 +101,12 @@ type Options struct {
 	// and runs its delivery loop: gate and run events routed to the configured channels
 	// (rbook serve --notify-config; docs/notifications.md). nil sends nothing.
 	Notify *NotifyOptions
+	// People is the directory of people (rbook serve --people; docs/people.md): who is the
+	// same person across the auth file, GitHub, Slack and console sign-ins. Votes record
+	// their person, M-of-N counts distinct people and four-eyes compares people. New folds the
+	// auth file's github= links into it (people.Directory.LinkAuth); nil is an empty directory,
+	// to which New still adds those links. New may add to the Directory given.
+	People *people.Directory
 }
 
 // Server is the control plane's http.Handler. Create it with New; Close it before closing
@@ -132,6 +139,8 @@ type Server struct {
 	signin *signin.Handler
 	// handler is mux wrapped in cross-origin protection and the local-person check.
 	handler http.Handler
+	// people is opts.People with the auth file folded in (never nil).
+	people *people.Directory
 }
 
 // New builds the handler over st and starts the gate-deadline timer. It must be called
@@ -153,11 +162,18 @@ func New(st *store.Store, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	opts.PublicURL = pub
+	dir := opts.People
+	if dir == nil {
+		dir = people.Empty()
+	}
+	if err := dir.LinkAuth(opts.Auth.PeopleLinks()); err != nil {
+		return nil, fmt.Errorf("server: people: %w", err)
+	}
 	if opts.MaxMessageBytes <= 0 {
 		opts.MaxMessageBytes = DefaultMaxMessageBytes
 	}
 	s := &Server{st: st, opts: opts, log: opts.Logger, rearm: make(chan struct{}, 1),
-		streamsDone: make(chan struct{}), loopDone: make(chan struct{})}
+		streamsDone: make(chan struct{}), loopDone: make(chan struct{}), people: dir}
 	s.policy = opts.PlaybookPolicy
 	if s.policy == nil {
 		p, err := approval.CompilePolicy(approval.DefaultPolicyRules())

@@ -111,6 +111,9 @@ func (h identityService) WhoAmI(ctx context.Context, _ *rbookv1.WhoAmIRequest) (
 	}
 	if c, ok := CallerFrom(ctx); ok {
 		res.Identity, res.DisplayName, res.Roles = c.Identity, c.Identity, []string{string(c.Role)}
+		if per, ok := s.people.PersonOf(c.Identity); ok {
+			res.Person, res.PersonName = per.ID, per.Name
+		}
 		switch sess, isSession := sessionFrom(ctx); {
 		case isSession:
 			res.Method, res.SessionExpiresAt = "session", timestamppb.New(sess.ExpiresAt)

@@ -58,6 +58,10 @@ type consoleOptions struct {
 	opts *server.Options
 	// publicURL is the public URL replicas behind one balancer share; "" means this server's.
 	publicURL string
+	// authFile replaces signInAuthFile in the default options when set.
+	authFile string
+	// configure, when set, changes the default options (a people directory, a gate policy).
+	configure func(*server.Options)
 }
 
 func startConsole(t *testing.T, o consoleOptions) *consoleServer {
@@ -84,7 +88,10 @@ func startConsole(t *testing.T, o consoleOptions) *consoleServer {
 	if o.opts != nil {
 		opts = *o.opts
 	} else {
-		a, err := server.ParseAuth(strings.NewReader(signInAuthFile), "auth.txt")
+		if o.authFile == "" {
+			o.authFile = signInAuthFile
+		}
+		a, err := server.ParseAuth(strings.NewReader(o.authFile), "auth.txt")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -97,6 +104,9 @@ func startConsole(t *testing.T, o consoleOptions) *consoleServer {
 			t.Fatal(err)
 		}
 		opts = server.Options{Auth: a, SignIn: sc}
+		if o.configure != nil {
+			o.configure(&opts)
+		}
 	}
 	opts.Secret, opts.Logger, opts.PublicURL = []byte(testSecret), slog.New(slog.DiscardHandler), cs.URL
 	if o.publicURL != "" {

@@ -229,10 +229,12 @@ func isTokenHash(h string) bool {
 //
 // An approve or reject is a vote (issue 7, item 4): d.Authorize (when set) sees the gate and
 // the run's starter and may refuse it, then the vote is added to approval_votes. An approve
-// by an identity that already approved adds nothing and returns the gate as it stands, no
-// error; a reject by it replaces its approve vote (one vote per identity). The gate becomes
-// approved when its distinct approvals reach approvals_required (approver
-// = the approving identities joined with ", " in vote order, reason = this vote's);
+// by an identity that already approved, or by its person (d.Person) through another identity,
+// adds nothing and returns the gate as it stands, no error (docs/people.md, "Counting"); a
+// reject by it replaces its approve vote (one vote per identity). The gate becomes approved
+// when its approving people (Approval.ApprovedPeople) reach approvals_required (approver =
+// the approving identities joined with ", " in vote order, person = their people, reason =
+// this vote's);
 // until then it stays pending and the returned row shows the tally. A reject rejects at once.
 // Approve and reject at or after the deadline do not decide: the gate is closed as timed out
 // (status rejected, decided_by_source "deadline", see ExpireDueApprovals) in the same
@@ -255,6 +257,7 @@ func (s *Store) DecideApproval(ctx context.Context, d Decision) (Approval, error
 	}{
 		{"approval_id", d.ApprovalID, true, MaxIDBytes}, {"approver", d.Approver, false, MaxIDBytes},
 		{"source", d.Source, false, MaxIDBytes}, {"reason", d.Reason, false, MaxTextBytes},
+		{"person", d.Person, false, MaxIDBytes},
 	} {
 		if err := checkText(f.name, f.v, f.required, f.limit); err != nil {
 			return Approval{}, err
@@ -296,7 +299,7 @@ func (s *Store) DecideApproval(ctx context.Context, d Decision) (Approval, error
 			result, outcome = current, ErrAlreadyDecided
 			return nil
 		}
-		approver, reason := d.Approver, d.Reason
+		approver, reason, person := d.Approver, d.Reason, personName(d.Person, d.Approver)
 		if vote {
 			if !current.Deadline.IsZero() && !current.Deadline.After(d.At) {
 				// The deadline had passed: close the gate now.
@@ -342,22 +345,24 @@ func (s *Store) DecideApproval(ctx context.Context, d Decision) (Approval, error
 					return nil
 				}
 			}
-			approvedBy := current.ApprovedBy()
-			if d.Verdict == ApprovalApproved && slices.Contains(approvedBy, d.Approver) {
-				result = current // a second approval by the same identity counts once
+			approvedBy, people := current.ApprovedBy(), current.ApprovedPeople()
+			if d.Verdict == ApprovalApproved &&
+				(slices.Contains(approvedBy, d.Approver) || slices.Contains(people, personKey(d.Person, d.Approver))) {
+				result = current // a second approval by the same identity or person counts once
 				return nil
 			}
 			// An identity has one vote per gate: a reject after its own approve replaces that
 			// vote (the person changed their mind; a reject by an allowed approver rejects).
-			if _, err := w.execSQL(`INSERT INTO approval_votes (approval_id, approver, verdict, reason, at, source, verified)
-				VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (approval_id, approver) DO UPDATE SET verdict = excluded.verdict,
-				reason = excluded.reason, at = excluded.at, source = excluded.source, verified = excluded.verified`, d.ApprovalID, d.Approver, string(d.Verdict), d.Reason, at, d.Source,
-				boolInt(d.Verified)); err != nil {
+			if _, err := w.execSQL(`INSERT INTO approval_votes (approval_id, approver, verdict, reason, at, source, verified, person)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (approval_id, approver) DO UPDATE SET verdict = excluded.verdict,
+				reason = excluded.reason, at = excluded.at, source = excluded.source, verified = excluded.verified,
+				person = excluded.person`, d.ApprovalID, d.Approver, string(d.Verdict), d.Reason, at, d.Source,
+				boolInt(d.Verified), d.Person); err != nil {
 				return fmt.Errorf("store: insert vote: %w", err)
 			}
 			if d.Verdict == ApprovalApproved {
 				approvedBy = append(approvedBy, d.Approver)
-				if len(approvedBy) < max(current.ApprovalsRequired, 1) {
+				if len(people)+1 < max(current.ApprovalsRequired, 1) {
 					tally, err := scanApproval(w.readRow(
 						"SELECT "+approvalColumns+" FROM playbook_approvals WHERE approval_id = ?", d.ApprovalID))
 					if err != nil {
@@ -368,12 +373,21 @@ func (s *Store) DecideApproval(ctx context.Context, d Decision) (Approval, error
 					return nil
 				}
 				approver = strings.Join(approvedBy, ", ")
+				names := make([]string, 0, len(current.Votes)+1)
+				for _, v := range append(current.Votes, Vote{Approver: d.Approver, Verdict: ApprovalApproved, Person: d.Person}) {
+					if n := personName(v.Person, v.Approver); v.Verdict == ApprovalApproved && !slices.Contains(names, n) {
+						names = append(names, n)
+					}
+				}
+				person = strings.Join(names, ", ")
 			}
+		} else {
+			person = "" // expired and cancelled gates are decided by no person
 		}
 		won, err := w.writeApprovals(`UPDATE playbook_approvals
-			SET status = ?, approved_at = ?, approver = ?, reason = ?, decided_by_source = ?
+			SET status = ?, approved_at = ?, approver = ?, reason = ?, decided_by_source = ?, person = ?
 			WHERE approval_id = ? AND status = 'pending' RETURNING `+approvalColumns,
-			string(d.Verdict), at, nullString(approver), nullString(reason), nullString(d.Source), d.ApprovalID)
+			string(d.Verdict), at, nullString(approver), nullString(reason), nullString(d.Source), person, d.ApprovalID)
 		if err != nil {
 			return fmt.Errorf("store: decide approval: %w", err)
 		}
@@ -388,6 +402,15 @@ func (s *Store) DecideApproval(ctx context.Context, d Decision) (Approval, error
 		return Approval{}, err
 	}
 	return result, outcome
+}
+
+// personName is how a vote's person is written in Approval.Person: the person id, else the
+// identity (an identity with no person is its own person).
+func personName(person, identity string) string {
+	if person != "" {
+		return person
+	}
+	return identity
 }
 
 // runStarter reads who started a run, for Decision.Authorize (issue 7, item 4): started_by

@@ -270,14 +270,14 @@ const insertTransitionSQL = "INSERT INTO run_transitions (" + transitionColumns 
 	") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
 // approvalColumns are the columns scanApproval reads, the last one the gate's votes as a JSON
-// array of [approver, verdict, reason, at, source, verified] in vote order (migration 0004):
+// array of [approver, verdict, reason, at, source, verified, person] in vote order (migrations 0004, 0015):
 // the order the votes were stored (rowid), which is the order of the decided gate's approver
 // list; "at" is when each request arrived, so concurrent votes may store out of "at" order.
 // Used in SELECT … FROM playbook_approvals and in RETURNING clauses of writes to it, whose
 // subquery sees the transaction's own votes.
 const approvalColumns = `approval_id, run_id, node_id, step_index, token, status, requested_at, approved_at,
 	approver, reason, auto_passed, deadline, plan_digest, prompt, decided_by_source, on_fail,
-	approvals_required, allowed_approvers, starter_may_approve, policy_rule,
+	approvals_required, allowed_approvers, starter_may_approve, policy_rule, person,
 	` + votesSQLite + `, ` + approvalWorkflowColumns + `, policy_json`
 
 func scanApproval(r rowScanner) (Approval, error) {
@@ -292,7 +292,7 @@ func scanApproval(r rowScanner) (Approval, error) {
 	)
 	err := r.Scan(append(append([]any{&a.ApprovalID, &a.RunID, &a.NodeID, &a.StepIndex, &a.TokenHash, &status, &requestedAt,
 		&decidedAt, &approver, &reason, &autoPassed, &deadline, &a.PlanDigest, &a.Prompt, &src, &a.OnFail,
-		&a.ApprovalsRequired, &allowed, &starterMay, &a.PolicyRule, &votes}, gh.dests()...), &policy)...)
+		&a.ApprovalsRequired, &allowed, &starterMay, &a.PolicyRule, &a.Person, &votes}, gh.dests()...), &policy)...)
 	if err != nil {
 		return Approval{}, err
 	}
@@ -332,13 +332,13 @@ func parseVotes(text string) ([]Vote, error) {
 	}
 	out := make([]Vote, 0, len(rows))
 	for _, r := range rows {
-		if len(r) != 6 {
-			return nil, fmt.Errorf("a vote has %d fields, want 6", len(r))
+		if len(r) != 7 {
+			return nil, fmt.Errorf("a vote has %d fields, want 7", len(r))
 		}
 		var v Vote
 		var verdict, at string
 		var verified int
-		for i, dst := range []any{&v.Approver, &verdict, &v.Reason, &at, &v.Source, &verified} {
+		for i, dst := range []any{&v.Approver, &verdict, &v.Reason, &at, &v.Source, &verified, &v.Person} {
 			if err := json.Unmarshal(r[i], dst); err != nil {
 				return nil, err
 			}

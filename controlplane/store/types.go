@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -512,6 +513,21 @@ type Vote struct {
 	Source string
 	// Verified is false for a name an unauthenticated caller asserted.
 	Verified bool
+	// Person is the people-directory person whose identity Approver is (migration 0015;
+	// docs/people.md), "" when it had none: then the identity counts as itself.
+	Person string
+}
+
+// Key is who cast v for counting distinct approvals: "person:<id>" when the vote has a
+// person, else its identity (docs/people.md, "Counting").
+func (v Vote) Key() string { return personKey(v.Person, v.Approver) }
+
+// personKey is Vote.Key of a vote by identity with person ("" for none).
+func personKey(person, identity string) string {
+	if person != "" {
+		return "person:" + person
+	}
+	return identity
 }
 
 // RunStarter is who started a run, for the four-eyes rule (issue 7, item 4): started_by and,
@@ -548,6 +564,10 @@ type Approval struct {
 	AllowedApprovers  []string
 	StarterMayApprove bool
 	PolicyRule        string
+	// Person is who decided the gate as people (migration 0015): the approving people
+	// (person ids, an identity with no person as itself) joined with ", " in vote order, or
+	// the one who rejected; "" while pending and for decisions no person made.
+	Person string
 	// Votes are every vote cast on the gate, in vote order (the tally).
 	Votes []Vote
 	// GitHub is the workflow run and environment reported when the gate opened (migration
@@ -569,6 +589,18 @@ func (a Approval) ApprovedBy() []string {
 	return out
 }
 
+// ApprovedPeople lists who approved a as distinct people, in vote order: each approving
+// vote's Key, once. Its length is the tally M-of-N counts (docs/people.md, "Counting").
+func (a Approval) ApprovedPeople() []string {
+	var out []string
+	for _, v := range a.Votes {
+		if k := v.Key(); v.Verdict == ApprovalApproved && !slices.Contains(out, k) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
 // Decision is one DecideApproval request.
 type Decision struct {
 	ApprovalID string
@@ -583,6 +615,10 @@ type Decision struct {
 	At time.Time
 	// Verified marks Approver as an authenticated identity (recorded on the vote).
 	Verified bool
+	// Person is the people-directory person Approver belongs to, "" for none (recorded on
+	// the vote; docs/people.md). An approve by a person who already approved through another
+	// identity counts once, as one by the same identity does.
+	Person string
 	// Authorize, when set, is called inside the deciding transaction for an approve or reject,
 	// with the gate as it stands (its captured policy and votes) and the run's starter; an
 	// error refuses the vote (nothing is written) and is returned by DecideApproval as is

@@ -159,7 +159,13 @@ type Approval struct {
 	// Whether the caller of this RPC may decide the gate now, and if not, why (the gate policy's
 	// answer for the calling identity: docs/console.md, "Waiting for me"). Unset when the
 	// server could not tell (an unauthenticated caller on a server with auth).
-	Caller        *ApprovalEligibility `protobuf:"bytes,33,opt,name=caller,proto3" json:"caller,omitempty"`
+	Caller *ApprovalEligibility `protobuf:"bytes,33,opt,name=caller,proto3" json:"caller,omitempty"`
+	// Who decided the gate as people (docs/people.md): for an approved gate the approving
+	// people — each a person id of the control plane's people directory, or an identity with no
+	// person as itself — joined with ", " in vote order, as approver joins their identities; for
+	// a rejected gate the person who rejected. Empty while pending and for decisions no person
+	// made (deadline, cancel, policy).
+	DecidedPerson string `protobuf:"bytes,45,opt,name=decided_person,json=decidedPerson,proto3" json:"decided_person,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -355,6 +361,13 @@ func (x *Approval) GetCaller() *ApprovalEligibility {
 	return nil
 }
 
+func (x *Approval) GetDecidedPerson() string {
+	if x != nil {
+		return x.DecidedPerson
+	}
+	return ""
+}
+
 // ApprovalEligibility is the gate policy's answer for one caller and one gate: what Approve
 // would do if that caller called it now. The decision itself is still checked by Approve and
 // Reject; this only lets a client show the answer before a person clicks.
@@ -536,7 +549,15 @@ type ApprovalVote struct {
 	// The channel: "rpc", "terminal", "policy" or "github" (see Approval.decided_by_source).
 	Source string `protobuf:"bytes,5,opt,name=source,proto3" json:"source,omitempty"`
 	// True when approver is an authenticated identity; false when it was only asserted.
-	Verified      bool `protobuf:"varint,6,opt,name=verified,proto3" json:"verified,omitempty"`
+	Verified bool `protobuf:"varint,6,opt,name=verified,proto3" json:"verified,omitempty"`
+	// The person of the control plane's people directory whose identity approver is
+	// (docs/people.md), e.g. "alice"; empty when approver has none (it counts as itself).
+	// Distinct approvals are distinct people: one person's votes through two channels count once.
+	Person string `protobuf:"bytes,10,opt,name=person,proto3" json:"person,omitempty"`
+	// The person's display name from the directory ("Alice Example"), empty when the
+	// directory gives none or approver has no person. The console shows "Alice Example
+	// (github:alice)".
+	PersonName    string `protobuf:"bytes,11,opt,name=person_name,json=personName,proto3" json:"person_name,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -613,11 +634,25 @@ func (x *ApprovalVote) GetVerified() bool {
 	return false
 }
 
+func (x *ApprovalVote) GetPerson() string {
+	if x != nil {
+		return x.Person
+	}
+	return ""
+}
+
+func (x *ApprovalVote) GetPersonName() string {
+	if x != nil {
+		return x.PersonName
+	}
+	return ""
+}
+
 var File_rbook_v1_approval_proto protoreflect.FileDescriptor
 
 const file_rbook_v1_approval_proto_rawDesc = "" +
 	"\n" +
-	"\x17rbook/v1/approval.proto\x12\brbook.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x12rbook/v1/run.proto\"\xb2\a\n" +
+	"\x17rbook/v1/approval.proto\x12\brbook.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x12rbook/v1/run.proto\"\xd9\a\n" +
 	"\bApproval\x12\x1f\n" +
 	"\vapproval_id\x18\x01 \x01(\tR\n" +
 	"approvalId\x12\x15\n" +
@@ -646,7 +681,8 @@ const file_rbook_v1_approval_proto_rawDesc = "" +
 	"\x06github\x18\x1e \x01(\v2\x1b.rbook.v1.GitHubWorkflowRunR\x06github\x120\n" +
 	"\x06policy\x18\x1f \x01(\v2\x18.rbook.v1.PolicyDecisionR\x06policy\x12!\n" +
 	"\fapproval_url\x18  \x01(\tR\vapprovalUrl\x125\n" +
-	"\x06caller\x18! \x01(\v2\x1d.rbook.v1.ApprovalEligibilityR\x06caller\"|\n" +
+	"\x06caller\x18! \x01(\v2\x1d.rbook.v1.ApprovalEligibilityR\x06caller\x12%\n" +
+	"\x0edecided_person\x18- \x01(\tR\rdecidedPerson\"|\n" +
 	"\x13ApprovalEligibility\x12\x1d\n" +
 	"\n" +
 	"may_decide\x18\x01 \x01(\bR\tmayDecide\x12\x12\n" +
@@ -659,14 +695,18 @@ const file_rbook_v1_approval_proto_rawDesc = "" +
 	"\x04rule\x18\x02 \x01(\tR\x04rule\x12\x16\n" +
 	"\x06action\x18\x03 \x01(\tR\x06action\x12\x16\n" +
 	"\x06reason\x18\x04 \x01(\tR\x06reason\x12\x16\n" +
-	"\x06shadow\x18\x05 \x01(\bR\x06shadow\"\xd6\x01\n" +
+	"\x06shadow\x18\x05 \x01(\bR\x06shadow\"\x8f\x02\n" +
 	"\fApprovalVote\x12\x1a\n" +
 	"\bapprover\x18\x01 \x01(\tR\bapprover\x122\n" +
 	"\averdict\x18\x02 \x01(\x0e2\x18.rbook.v1.ApprovalStatusR\averdict\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12*\n" +
 	"\x02at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x16\n" +
 	"\x06source\x18\x05 \x01(\tR\x06source\x12\x1a\n" +
-	"\bverified\x18\x06 \x01(\bR\bverified*\xc6\x01\n" +
+	"\bverified\x18\x06 \x01(\bR\bverified\x12\x16\n" +
+	"\x06person\x18\n" +
+	" \x01(\tR\x06person\x12\x1f\n" +
+	"\vperson_name\x18\v \x01(\tR\n" +
+	"personName*\xc6\x01\n" +
 	"\x0eApprovalStatus\x12\x1f\n" +
 	"\x1bAPPROVAL_STATUS_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17APPROVAL_STATUS_PENDING\x10\x01\x12\x1c\n" +

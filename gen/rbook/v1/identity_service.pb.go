@@ -81,7 +81,12 @@ type WhoAmIResponse struct {
 	// The ways to sign in this server offers, in the order a sign-in page lists them.
 	SignInProviders []*SignInProvider `protobuf:"bytes,7,rep,name=sign_in_providers,json=signInProviders,proto3" json:"sign_in_providers,omitempty"`
 	// The server's public URL (rbook serve --public-url), empty when it has none.
-	PublicUrl     string `protobuf:"bytes,8,opt,name=public_url,json=publicUrl,proto3" json:"public_url,omitempty"`
+	PublicUrl string `protobuf:"bytes,8,opt,name=public_url,json=publicUrl,proto3" json:"public_url,omitempty"`
+	// The person of the control plane's people directory the identity belongs to
+	// (docs/people.md), e.g. "alice"; empty when it has none.
+	Person string `protobuf:"bytes,20,opt,name=person,proto3" json:"person,omitempty"`
+	// That person's display name from the directory, empty when it gives none.
+	PersonName    string `protobuf:"bytes,21,opt,name=person_name,json=personName,proto3" json:"person_name,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -172,6 +177,20 @@ func (x *WhoAmIResponse) GetPublicUrl() string {
 	return ""
 }
 
+func (x *WhoAmIResponse) GetPerson() string {
+	if x != nil {
+		return x.Person
+	}
+	return ""
+}
+
+func (x *WhoAmIResponse) GetPersonName() string {
+	if x != nil {
+		return x.PersonName
+	}
+	return ""
+}
+
 // SignInProvider is one way to sign in to the console.
 type SignInProvider struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -242,7 +261,7 @@ var File_rbook_v1_identity_service_proto protoreflect.FileDescriptor
 const file_rbook_v1_identity_service_proto_rawDesc = "" +
 	"\n" +
 	"\x1frbook/v1/identity_service.proto\x12\brbook.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x0f\n" +
-	"\rWhoAmIRequest\"\xcf\x02\n" +
+	"\rWhoAmIRequest\"\x88\x03\n" +
 	"\x0eWhoAmIResponse\x12\x1a\n" +
 	"\bidentity\x18\x01 \x01(\tR\bidentity\x12!\n" +
 	"\fdisplay_name\x18\x02 \x01(\tR\vdisplayName\x12\x14\n" +
@@ -252,7 +271,10 @@ const file_rbook_v1_identity_service_proto_rawDesc = "" +
 	"\fauth_enabled\x18\x06 \x01(\bR\vauthEnabled\x12D\n" +
 	"\x11sign_in_providers\x18\a \x03(\v2\x18.rbook.v1.SignInProviderR\x0fsignInProviders\x12\x1d\n" +
 	"\n" +
-	"public_url\x18\b \x01(\tR\tpublicUrl\"J\n" +
+	"public_url\x18\b \x01(\tR\tpublicUrl\x12\x16\n" +
+	"\x06person\x18\x14 \x01(\tR\x06person\x12\x1f\n" +
+	"\vperson_name\x18\x15 \x01(\tR\n" +
+	"personName\"J\n" +
 	"\x0eSignInProvider\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05label\x18\x02 \x01(\tR\x05label\x12\x12\n" +

@@ -5,7 +5,7 @@ import { h } from "./dom.js";
 import { RunStatus, StepStatus, RunKind } from "../../../../clients/ts/gen/rbook/v1/run_pb.js";
 import type { Run } from "../../../../clients/ts/gen/rbook/v1/run_pb.js";
 import { ApprovalStatus } from "../../../../clients/ts/gen/rbook/v1/approval_pb.js";
-import type { Approval } from "../../../../clients/ts/gen/rbook/v1/approval_pb.js";
+import type { Approval, ApprovalVote } from "../../../../clients/ts/gen/rbook/v1/approval_pb.js";
 
 /** ms returns a timestamp in milliseconds since the epoch, or 0 when unset. */
 export function ms(t: Timestamp | undefined): number {
@@ -83,11 +83,17 @@ export function approvalStatus(a: Approval): string {
   }
 }
 
-/** approvalCount is the number of distinct identities that approved so far. */
+/** approvalCount is the number of distinct people that approved so far: a vote's person, or its identity when it has none (docs/people.md). */
 export function approvalCount(a: Approval): number {
   const who = new Set<string>();
-  for (const v of a.votes) if (v.verdict === ApprovalStatus.APPROVED) who.add(v.approver);
+  for (const v of a.votes) if (v.verdict === ApprovalStatus.APPROVED) who.add(v.person ? `person:${v.person}` : v.approver);
   return who.size;
+}
+
+/** voterLabel is who cast a vote: "Alice Example (github:alice)" when the identity has a person, else the identity. */
+export function voterLabel(v: ApprovalVote): string {
+  const person = v.personName || v.person;
+  return person && person !== v.approver ? `${person} (${v.approver})` : v.approver;
 }
 
 /** tally writes "1 of 2 approvals". */

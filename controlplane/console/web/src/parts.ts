@@ -2,7 +2,7 @@
 // them, the evidence table, a gate's decision and votes, a plan's steps, and the live run.
 import { h, dl } from "./dom.js";
 import type { Child } from "./dom.js";
-import { duration, ms, stepStatus, timeEl, tally, approvalStatus, when } from "./format.js";
+import { duration, ms, stepStatus, timeEl, tally, approvalStatus, voterLabel, when } from "./format.js";
 import { ApprovalStatus } from "../../../../clients/ts/gen/rbook/v1/approval_pb.js";
 import type { Approval } from "../../../../clients/ts/gen/rbook/v1/approval_pb.js";
 import { TransitionKind } from "../../../../clients/ts/gen/rbook/v1/run_pb.js";
@@ -110,7 +110,7 @@ export function evidenceTable(id: string, infos: StepInfo[]): HTMLElement {
 export function votesList(a: Approval): HTMLElement {
   if (a.votes.length === 0) return h("p", { id: "votes-list", class: "none" }, "Nobody has voted yet.");
   return h("ul", { id: "votes-list" }, a.votes.map((v) => h("li", null,
-    h("strong", null, v.approver), v.verified ? "" : " (unverified)",
+    h("strong", null, voterLabel(v)), v.verified ? "" : " (unverified)",
     ` ${v.verdict === ApprovalStatus.APPROVED ? "approved" : "rejected"}`,
     " at ", timeEl(v.at), v.source ? ` via ${v.source}` : "",
     v.reason ? [": ", h("q", null, v.reason)] : "",

@@ -8,7 +8,7 @@ import type { Page } from "./app.js";
 import { isAborted, isApprover, whoAmI } from "./api.js";
 import type { Who } from "./api.js";
 import { pendingApprovals, runsFor } from "./data.js";
-import { duration, kindWord, ms, oneLine, repoOf, tally, timeEl, workflowRunOf } from "./format.js";
+import { duration, kindWord, ms, oneLine, repoOf, tally, timeEl, voterLabel, workflowRunOf } from "./format.js";
 import type { Approval } from "../../../../clients/ts/gen/rbook/v1/approval_pb.js";
 import type { Run } from "../../../../clients/ts/gen/rbook/v1/run_pb.js";
 
@@ -31,7 +31,7 @@ function countdown(deadline: number, now: number): string {
 }
 
 function item(a: Approval, run: Run | undefined, now: number, why: string): HTMLLIElement {
-  const votes = a.votes.map((v) => v.approver);
+  const votes = a.votes.map(voterLabel);
   const repo = repoOf(run, a);
   const wf = workflowRunOf(run, a);
   const deadline = ms(a.deadline);

@@ -10,7 +10,7 @@ import { stepsAfter, outcomeText } from "../src/gate.js";
 import { stepInfos } from "../src/parts.js";
 import { safeNext } from "../src/signin.js";
 import { joinEvidencePages } from "../src/run.js";
-import { duration, oneLine, tally, workflowRunURL } from "../src/format.js";
+import { duration, oneLine, tally, voterLabel, workflowRunURL } from "../src/format.js";
 import { ApprovalSchema, ApprovalStatus, ApprovalVoteSchema } from "../../../../clients/ts/gen/rbook/v1/approval_pb.js";
 import { PlanStepSchema, RunKind, RunSchema, StepStatus, TransitionKind, TransitionSchema, EvidenceSchema } from "../../../../clients/ts/gen/rbook/v1/run_pb.js";
 import type { Who } from "../src/api.js";
@@ -66,6 +66,15 @@ test("the outcome of a click says what the server did with it", () => {
   assert.equal(outcomeText("approve", counted, gate(ApprovalStatus.APPROVED, ["alice", "bob"]), who), "Approved. The run continues.");
   assert.equal(outcomeText("reject", before, gate(ApprovalStatus.REJECTED, [], "rollback"), who), "Rejected. The step fails and its on_fail (rollback) applies.");
   assert.equal(tally(gate(ApprovalStatus.PENDING, ["alice", "alice"])), "1 of 2 approvals");
+});
+
+test("a vote shows its person beside the identity, and one person counts once", () => {
+  const alice = (approver: string) => create(ApprovalVoteSchema, { approver, person: "alice", personName: "Alice Example", verdict: ApprovalStatus.APPROVED });
+  assert.equal(voterLabel(alice("github:alice")), "Alice Example (github:alice)");
+  assert.equal(voterLabel(create(ApprovalVoteSchema, { approver: "bob", person: "bob" })), "bob");
+  assert.equal(voterLabel(create(ApprovalVoteSchema, { approver: "carol" })), "carol");
+  const g = create(ApprovalSchema, { status: ApprovalStatus.PENDING, approvalsRequired: 2, votes: [alice("github:alice"), alice("alice")] });
+  assert.equal(tally(g), "1 of 2 approvals");
 });
 
 test("sign-in returns only to a path of this origin", () => {

@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file rbook/v1/approval.proto.
  */
 export const file_rbook_v1_approval: GenFile = /*@__PURE__*/
-  fileDesc("ChdyYm9vay92MS9hcHByb3ZhbC5wcm90bxIIcmJvb2sudjEisAUKCEFwcHJvdmFsEhMKC2FwcHJvdmFsX2lkGAEgASgJEg4KBnJ1bl9pZBgCIAEoCRIRCglzdGVwX25hbWUYAyABKAkSMAoMcmVxdWVzdGVkX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgthcHByb3ZlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEAoIYXBwcm92ZXIYBiABKAkSDgoGcmVhc29uGAcgASgJEigKBnN0YXR1cxgIIAEoDjIYLnJib29rLnYxLkFwcHJvdmFsU3RhdHVzEhMKC2F1dG9fcGFzc2VkGAkgASgIEhIKCnN0ZXBfaW5kZXgYFCABKAUSDgoGcHJvbXB0GBUgASgJEiwKCGRlYWRsaW5lGBYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBITCgtwbGFuX2RpZ2VzdBgXIAEoCRIPCgdvbl9mYWlsGBggASgJEhkKEWRlY2lkZWRfYnlfc291cmNlGBkgASgJEhoKEmFwcHJvdmFsc19yZXF1aXJlZBgaIAEoBRIlCgV2b3RlcxgbIAMoCzIWLnJib29rLnYxLkFwcHJvdmFsVm90ZRIZChFhbGxvd2VkX2FwcHJvdmVycxgcIAMoCRIbChNzdGFydGVyX21heV9hcHByb3ZlGB0gASgIEisKBmdpdGh1YhgeIAEoCzIbLnJib29rLnYxLkdpdEh1YldvcmtmbG93UnVuEigKBnBvbGljeRgfIAEoCzIYLnJib29rLnYxLlBvbGljeURlY2lzaW9uEhQKDGFwcHJvdmFsX3VybBggIAEoCRItCgZjYWxsZXIYISABKAsyHS5yYm9vay52MS5BcHByb3ZhbEVsaWdpYmlsaXR5IlkKE0FwcHJvdmFsRWxpZ2liaWxpdHkSEgoKbWF5X2RlY2lkZRgBIAEoCBIMCgRjb2RlGAIgASgJEg4KBnJlYXNvbhgDIAEoCRIQCghpZGVudGl0eRgEIAEoCSJjCg5Qb2xpY3lEZWNpc2lvbhITCgthdXRvX3Bhc3NlZBgBIAEoCBIMCgRydWxlGAIgASgJEg4KBmFjdGlvbhgDIAEoCRIOCgZyZWFzb24YBCABKAkSDgoGc2hhZG93GAUgASgIIqUBCgxBcHByb3ZhbFZvdGUSEAoIYXBwcm92ZXIYASABKAkSKQoHdmVyZGljdBgCIAEoDjIYLnJib29rLnYxLkFwcHJvdmFsU3RhdHVzEg4KBnJlYXNvbhgDIAEoCRImCgJhdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDgoGc291cmNlGAUgASgJEhAKCHZlcmlmaWVkGAYgASgIKsYBCg5BcHByb3ZhbFN0YXR1cxIfChtBUFBST1ZBTF9TVEFUVVNfVU5TUEVDSUZJRUQQABIbChdBUFBST1ZBTF9TVEFUVVNfUEVORElORxABEhwKGEFQUFJPVkFMX1NUQVRVU19BUFBST1ZFRBACEhwKGEFQUFJPVkFMX1NUQVRVU19SRUpFQ1RFRBADEhsKF0FQUFJPVkFMX1NUQVRVU19FWFBJUkVEEAQSHQoZQVBQUk9WQUxfU1RBVFVTX0NBTkNFTExFRBAFQjZaNGdpdGh1Yi5jb20vcmJvb2tocS9yYm9vay1hY3Rpb24vZ2VuL3Jib29rL3YxO3Jib29rdjFiBnByb3RvMw", [file_google_protobuf_timestamp, file_rbook_v1_run]);
+  fileDesc("ChdyYm9vay92MS9hcHByb3ZhbC5wcm90bxIIcmJvb2sudjEiyAUKCEFwcHJvdmFsEhMKC2FwcHJvdmFsX2lkGAEgASgJEg4KBnJ1bl9pZBgCIAEoCRIRCglzdGVwX25hbWUYAyABKAkSMAoMcmVxdWVzdGVkX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgthcHByb3ZlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEAoIYXBwcm92ZXIYBiABKAkSDgoGcmVhc29uGAcgASgJEigKBnN0YXR1cxgIIAEoDjIYLnJib29rLnYxLkFwcHJvdmFsU3RhdHVzEhMKC2F1dG9fcGFzc2VkGAkgASgIEhIKCnN0ZXBfaW5kZXgYFCABKAUSDgoGcHJvbXB0GBUgASgJEiwKCGRlYWRsaW5lGBYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBITCgtwbGFuX2RpZ2VzdBgXIAEoCRIPCgdvbl9mYWlsGBggASgJEhkKEWRlY2lkZWRfYnlfc291cmNlGBkgASgJEhoKEmFwcHJvdmFsc19yZXF1aXJlZBgaIAEoBRIlCgV2b3RlcxgbIAMoCzIWLnJib29rLnYxLkFwcHJvdmFsVm90ZRIZChFhbGxvd2VkX2FwcHJvdmVycxgcIAMoCRIbChNzdGFydGVyX21heV9hcHByb3ZlGB0gASgIEisKBmdpdGh1YhgeIAEoCzIbLnJib29rLnYxLkdpdEh1YldvcmtmbG93UnVuEigKBnBvbGljeRgfIAEoCzIYLnJib29rLnYxLlBvbGljeURlY2lzaW9uEhQKDGFwcHJvdmFsX3VybBggIAEoCRItCgZjYWxsZXIYISABKAsyHS5yYm9vay52MS5BcHByb3ZhbEVsaWdpYmlsaXR5EhYKDmRlY2lkZWRfcGVyc29uGC0gASgJIlkKE0FwcHJvdmFsRWxpZ2liaWxpdHkSEgoKbWF5X2RlY2lkZRgBIAEoCBIMCgRjb2RlGAIgASgJEg4KBnJlYXNvbhgDIAEoCRIQCghpZGVudGl0eRgEIAEoCSJjCg5Qb2xpY3lEZWNpc2lvbhITCgthdXRvX3Bhc3NlZBgBIAEoCBIMCgRydWxlGAIgASgJEg4KBmFjdGlvbhgDIAEoCRIOCgZyZWFzb24YBCABKAkSDgoGc2hhZG93GAUgASgIIsoBCgxBcHByb3ZhbFZvdGUSEAoIYXBwcm92ZXIYASABKAkSKQoHdmVyZGljdBgCIAEoDjIYLnJib29rLnYxLkFwcHJvdmFsU3RhdHVzEg4KBnJlYXNvbhgDIAEoCRImCgJhdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDgoGc291cmNlGAUgASgJEhAKCHZlcmlmaWVkGAYgASgIEg4KBnBlcnNvbhgKIAEoCRITCgtwZXJzb25fbmFtZRgLIAEoCSrGAQoOQXBwcm92YWxTdGF0dXMSHwobQVBQUk9WQUxfU1RBVFVTX1VOU1BFQ0lGSUVEEAASGwoXQVBQUk9WQUxfU1RBVFVTX1BFTkRJTkcQARIcChhBUFBST1ZBTF9TVEFUVVNfQVBQUk9WRUQQAhIcChhBUFBST1ZBTF9TVEFUVVNfUkVKRUNURUQQAxIbChdBUFBST1ZBTF9TVEFUVVNfRVhQSVJFRBAEEh0KGUFQUFJPVkFMX1NUQVRVU19DQU5DRUxMRUQQBUI2WjRnaXRodWIuY29tL3Jib29raHEvcmJvb2stYWN0aW9uL2dlbi9yYm9vay92MTtyYm9va3YxYgZwcm90bzM", [file_google_protobuf_timestamp, file_rbook_v1_run]);
 
 /**
  * Approval is one confirm gate. Fields 1-9 are the seed's playbook_approvals columns except the
@@ -201,6 +201,17 @@ export type Approval = Message<"rbook.v1.Approval"> & {
    * @generated from field: rbook.v1.ApprovalEligibility caller = 33;
    */
   caller?: ApprovalEligibility | undefined;
+
+  /**
+   * Who decided the gate as people (docs/people.md): for an approved gate the approving
+   * people — each a person id of the control plane's people directory, or an identity with no
+   * person as itself — joined with ", " in vote order, as approver joins their identities; for
+   * a rejected gate the person who rejected. Empty while pending and for decisions no person
+   * made (deadline, cancel, policy).
+   *
+   * @generated from field: string decided_person = 45;
+   */
+  decidedPerson: string;
 };
 
 /**
@@ -360,6 +371,24 @@ export type ApprovalVote = Message<"rbook.v1.ApprovalVote"> & {
    * @generated from field: bool verified = 6;
    */
   verified: boolean;
+
+  /**
+   * The person of the control plane's people directory whose identity approver is
+   * (docs/people.md), e.g. "alice"; empty when approver has none (it counts as itself).
+   * Distinct approvals are distinct people: one person's votes through two channels count once.
+   *
+   * @generated from field: string person = 10;
+   */
+  person: string;
+
+  /**
+   * The person's display name from the directory ("Alice Example"), empty when the
+   * directory gives none or approver has no person. The console shows "Alice Example
+   * (github:alice)".
+   *
+   * @generated from field: string person_name = 11;
+   */
+  personName: string;
 };
 
 /**

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file rbook/v1/identity_service.proto.
  */
 export const file_rbook_v1_identity_service: GenFile = /*@__PURE__*/
-  fileDesc("Ch9yYm9vay92MS9pZGVudGl0eV9zZXJ2aWNlLnByb3RvEghyYm9vay52MSIPCg1XaG9BbUlSZXF1ZXN0Iu4BCg5XaG9BbUlSZXNwb25zZRIQCghpZGVudGl0eRgBIAEoCRIUCgxkaXNwbGF5X25hbWUYAiABKAkSDQoFcm9sZXMYAyADKAkSDgoGbWV0aG9kGAQgASgJEjYKEnNlc3Npb25fZXhwaXJlc19hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFAoMYXV0aF9lbmFibGVkGAYgASgIEjMKEXNpZ25faW5fcHJvdmlkZXJzGAcgAygLMhgucmJvb2sudjEuU2lnbkluUHJvdmlkZXISEgoKcHVibGljX3VybBgIIAEoCSI5Cg5TaWduSW5Qcm92aWRlchIKCgJpZBgBIAEoCRINCgVsYWJlbBgCIAEoCRIMCgRraW5kGAMgASgJMk4KD0lkZW50aXR5U2VydmljZRI7CgZXaG9BbUkSFy5yYm9vay52MS5XaG9BbUlSZXF1ZXN0GhgucmJvb2sudjEuV2hvQW1JUmVzcG9uc2VCNlo0Z2l0aHViLmNvbS9yYm9va2hxL3Jib29rLWFjdGlvbi9nZW4vcmJvb2svdjE7cmJvb2t2MWIGcHJvdG8z", [file_google_protobuf_timestamp]);
+  fileDesc("Ch9yYm9vay92MS9pZGVudGl0eV9zZXJ2aWNlLnByb3RvEghyYm9vay52MSIPCg1XaG9BbUlSZXF1ZXN0IpMCCg5XaG9BbUlSZXNwb25zZRIQCghpZGVudGl0eRgBIAEoCRIUCgxkaXNwbGF5X25hbWUYAiABKAkSDQoFcm9sZXMYAyADKAkSDgoGbWV0aG9kGAQgASgJEjYKEnNlc3Npb25fZXhwaXJlc19hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFAoMYXV0aF9lbmFibGVkGAYgASgIEjMKEXNpZ25faW5fcHJvdmlkZXJzGAcgAygLMhgucmJvb2sudjEuU2lnbkluUHJvdmlkZXISEgoKcHVibGljX3VybBgIIAEoCRIOCgZwZXJzb24YFCABKAkSEwoLcGVyc29uX25hbWUYFSABKAkiOQoOU2lnbkluUHJvdmlkZXISCgoCaWQYASABKAkSDQoFbGFiZWwYAiABKAkSDAoEa2luZBgDIAEoCTJOCg9JZGVudGl0eVNlcnZpY2USOwoGV2hvQW1JEhcucmJvb2sudjEuV2hvQW1JUmVxdWVzdBoYLnJib29rLnYxLldob0FtSVJlc3BvbnNlQjZaNGdpdGh1Yi5jb20vcmJvb2tocS9yYm9vay1hY3Rpb24vZ2VuL3Jib29rL3YxO3Jib29rdjFiBnByb3RvMw", [file_google_protobuf_timestamp]);
 
 /**
  * WhoAmIRequest has no fields.
@@ -94,6 +94,21 @@ export type WhoAmIResponse = Message<"rbook.v1.WhoAmIResponse"> & {
    * @generated from field: string public_url = 8;
    */
   publicUrl: string;
+
+  /**
+   * The person of the control plane's people directory the identity belongs to
+   * (docs/people.md), e.g. "alice"; empty when it has none.
+   *
+   * @generated from field: string person = 20;
+   */
+  person: string;
+
+  /**
+   * That person's display name from the directory, empty when it gives none.
+   *
+   * @generated from field: string person_name = 21;
+   */
+  personName: string;
 };
 
 /**
