@@ -90,7 +90,9 @@ func (e *Error) Error() string { return "input " + e.Field + ": " + e.Msg }
 // default. The error's Field is the attribute ("name", "type", "pattern", "options",
 // "default", "description"); nil when the field is valid.
 func CheckField(f Field) *Error {
-	bad := func(attr, format string, args ...any) *Error { return &Error{Field: attr, Msg: fmt.Sprintf(format, args...)} }
+	bad := func(attr, format string, args ...any) *Error {
+		return &Error{Field: attr, Msg: fmt.Sprintf(format, args...)}
+	}
 	if !nameRE.MatchString(f.Name) {
 		return bad("name", "%q is not a field name: a lower-case letter, then up to 63 lower-case letters, digits and _", clip(f.Name))
 	}
