@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/rbookhq/rbook-action/internal/gateinputs"
 )
 
 // CreateApproval opens a gate: a pending approval for (run, node), or an approved one when
@@ -120,14 +122,22 @@ func (s *Store) CreateApproval(ctx context.Context, na NewApproval) (a Approval,
 		if err != nil {
 			return fmt.Errorf("store: allowed approvers: %w", err)
 		}
+		inputs := ""
+		if len(na.Inputs) > 0 {
+			b, err := json.Marshal(na.Inputs)
+			if err != nil {
+				return fmt.Errorf("store: inputs: %w", err)
+			}
+			inputs = string(b)
+		}
 		rows, err := w.writeApprovals(`INSERT INTO playbook_approvals
 			(approval_id, run_id, node_id, step_index, token, status, requested_at, approved_at, approver, reason,
 			 auto_passed, deadline, plan_digest, prompt, decided_by_source, on_fail,
-			 approvals_required, allowed_approvers, starter_may_approve, policy_rule, `+approvalWorkflowColumns+`, policy_json)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING `+approvalColumns,
+			 approvals_required, allowed_approvers, starter_may_approve, policy_rule, `+approvalWorkflowColumns+`, policy_json, inputs_json)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING `+approvalColumns,
 			append(append([]any{na.ApprovalID, na.RunID, na.NodeID, na.StepIndex, na.TokenHash, string(initial), formatTime(na.RequestedAt),
 				decidedAt, approver, reason, boolInt(na.AutoPassed), nullTime(na.Deadline), na.PlanDigest, na.Prompt, source,
-				na.OnFail, required, string(allowed), boolInt(na.StarterMayApprove), na.PolicyRule}, workflowArgs(na.GitHub)...), policyJSON)...)
+				na.OnFail, required, string(allowed), boolInt(na.StarterMayApprove), na.PolicyRule}, workflowArgs(na.GitHub)...), policyJSON, inputs)...)
 		if isUniqueViolation(err) {
 			return fmt.Errorf("%w: approval id or token already used", ErrConflict)
 		}
@@ -199,6 +209,9 @@ func validateNewApproval(na NewApproval) error {
 	case "", "halt", "rollback", "continue":
 	default:
 		return fmt.Errorf("%w: on_fail %q is not halt, rollback or continue", ErrInvalidArgument, truncateText(na.OnFail, 40))
+	}
+	if e := gateinputs.Check(na.Inputs); e != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidArgument, e)
 	}
 	return nil
 }
@@ -296,7 +309,7 @@ func (s *Store) DecideApproval(ctx context.Context, d Decision) (Approval, error
 			result, outcome = current, ErrAlreadyDecided
 			return nil
 		}
-		approver, reason := d.Approver, d.Reason
+		approver, reason, decidedValues := d.Approver, d.Reason, ""
 		if vote {
 			if !current.Deadline.IsZero() && !current.Deadline.After(d.At) {
 				// The deadline had passed: close the gate now.
@@ -342,6 +355,21 @@ func (s *Store) DecideApproval(ctx context.Context, d Decision) (Approval, error
 					return nil
 				}
 			}
+			var values map[string]string
+			if d.Verdict == ApprovalApproved && (len(current.Inputs) > 0 || len(d.InputValues) > 0) {
+				// The form is checked here, in the transaction that records the vote, so an
+				// invalid value decides nothing (docs/approver-inputs.md).
+				v, e := gateinputs.Validate(current.Inputs, d.InputValues)
+				if e != nil {
+					result, outcome = current, fmt.Errorf("%w: %w", ErrInvalidArgument, e)
+					return nil
+				}
+				values = v
+			}
+			valuesText, err := inputValuesText(values)
+			if err != nil {
+				return fmt.Errorf("store: input values: %w", err)
+			}
 			approvedBy := current.ApprovedBy()
 			if d.Verdict == ApprovalApproved && slices.Contains(approvedBy, d.Approver) {
 				result = current // a second approval by the same identity counts once
@@ -349,10 +377,11 @@ func (s *Store) DecideApproval(ctx context.Context, d Decision) (Approval, error
 			}
 			// An identity has one vote per gate: a reject after its own approve replaces that
 			// vote (the person changed their mind; a reject by an allowed approver rejects).
-			if _, err := w.execSQL(`INSERT INTO approval_votes (approval_id, approver, verdict, reason, at, source, verified)
-				VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (approval_id, approver) DO UPDATE SET verdict = excluded.verdict,
-				reason = excluded.reason, at = excluded.at, source = excluded.source, verified = excluded.verified`, d.ApprovalID, d.Approver, string(d.Verdict), d.Reason, at, d.Source,
-				boolInt(d.Verified)); err != nil {
+			if _, err := w.execSQL(`INSERT INTO approval_votes (approval_id, approver, verdict, reason, at, source, verified, input_values)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (approval_id, approver) DO UPDATE SET verdict = excluded.verdict,
+				reason = excluded.reason, at = excluded.at, source = excluded.source, verified = excluded.verified,
+				input_values = excluded.input_values`, d.ApprovalID, d.Approver, string(d.Verdict), d.Reason, at, d.Source,
+				boolInt(d.Verified), valuesText); err != nil {
 				return fmt.Errorf("store: insert vote: %w", err)
 			}
 			if d.Verdict == ApprovalApproved {
@@ -368,12 +397,13 @@ func (s *Store) DecideApproval(ctx context.Context, d Decision) (Approval, error
 					return nil
 				}
 				approver = strings.Join(approvedBy, ", ")
+				decidedValues = valuesText
 			}
 		}
 		won, err := w.writeApprovals(`UPDATE playbook_approvals
-			SET status = ?, approved_at = ?, approver = ?, reason = ?, decided_by_source = ?
+			SET status = ?, approved_at = ?, approver = ?, reason = ?, decided_by_source = ?, input_values_json = ?
 			WHERE approval_id = ? AND status = 'pending' RETURNING `+approvalColumns,
-			string(d.Verdict), at, nullString(approver), nullString(reason), nullString(d.Source), d.ApprovalID)
+			string(d.Verdict), at, nullString(approver), nullString(reason), nullString(d.Source), decidedValues, d.ApprovalID)
 		if err != nil {
 			return fmt.Errorf("store: decide approval: %w", err)
 		}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/rbookhq/rbook-action/internal/gateinputs"
 )
 
 // Sentinel errors. Callers test them with errors.Is; the server maps them to connect codes.
@@ -483,6 +485,9 @@ type NewApproval struct {
 	// migration 0010's policy_json), nil when none ran. Policy.AutoPassed must equal AutoPassed
 	// and a Shadow decision never auto-passes (ErrInvalidArgument).
 	Policy *AutoPassDecision
+	// Inputs is the gate's approver-input form (migration 0016; docs/approver-inputs.md), nil
+	// for none; it must pass gateinputs.Check (ErrInvalidArgument naming the field).
+	Inputs []gateinputs.Field
 }
 
 // AutoPassDecision is the auto-pass policy's decision stored on an approval (column
@@ -512,6 +517,9 @@ type Vote struct {
 	Source string
 	// Verified is false for a name an unauthenticated caller asserted.
 	Verified bool
+	// InputValues are the approver-input values this vote gave, validated with defaults
+	// applied (migration 0016); nil for a rejection and for a gate without inputs.
+	InputValues map[string]string
 }
 
 // RunStarter is who started a run, for the four-eyes rule (issue 7, item 4): started_by and,
@@ -556,6 +564,11 @@ type Approval struct {
 	// Policy is the auto-pass policy's decision at a playbook approval node (migration 0010),
 	// nil when none ran.
 	Policy *AutoPassDecision
+	// Inputs is the gate's approver-input form (migration 0016), nil for none.
+	Inputs []gateinputs.Field
+	// InputValues are the values the gate was approved with (those of the deciding vote,
+	// validated, defaults applied); nil while pending, on a rejection, and without inputs.
+	InputValues map[string]string
 }
 
 // ApprovedBy lists the identities that approved a, in vote order.
@@ -588,6 +601,12 @@ type Decision struct {
 	// error refuses the vote (nothing is written) and is returned by DecideApproval as is
 	// (issue 7, item 4: not an allowed approver, four-eyes). It must not block.
 	Authorize func(a Approval, starter RunStarter) error
+	// InputValues are the approver's values for the gate's form (docs/approver-inputs.md).
+	// An approve validates them against the gate's declared inputs with gateinputs.Validate in
+	// the deciding transaction, after Authorize: invalid values refuse the vote (nothing is
+	// written) and DecideApproval returns the *gateinputs.Error, wrapped in
+	// ErrInvalidArgument, with the current row. A reject ignores them.
+	InputValues map[string]string
 }
 
 // ApprovalFilter selects ListApprovals results; zero fields do not filter.
