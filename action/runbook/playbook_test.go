@@ -454,6 +454,8 @@ func TestIssue9_1_PlaybookJSONSchemaInSync(t *testing.T) {
 	for _, keys := range pbTypeKeys {
 		nodeKeys = append(nodeKeys, keys...)
 	}
+	slices.Sort(nodeKeys) // a key of two node types (inputs) is one property
+	nodeKeys = slices.Compact(nodeKeys)
 	for _, k := range nodeKeys {
 		if schema.Defs.Node.Properties[k] == nil {
 			t.Errorf("schema node has no property %q", k)
