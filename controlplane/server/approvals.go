@@ -115,6 +115,10 @@ func (h approvalService) RequestApproval(ctx context.Context, req *rbookv1.Reque
 				return nil, err
 			}
 			d := s.decidePolicy(in)
+			if name := gateinputs.NeedsPerson(inputs); d.AutoPassed && name != "" {
+				// The policy cannot fill in the form: a person decides (docs/approver-inputs.md).
+				d.AutoPassed, d.Reason = false, d.Reason+"; not auto-passed: the input "+name+" is required and has no default, so a person must give it"
+			}
 			policy = &d
 		}
 	}
@@ -126,8 +130,10 @@ func (h approvalService) RequestApproval(ctx context.Context, req *rbookv1.Reque
 			StarterMayApprove: need.StarterMayApprove, PolicyRule: need.Rule, GitHub: workflowRunOf(req.GetGithub()), Policy: policy,
 			Inputs: inputs}
 		if policy != nil && policy.AutoPassed {
-			// The gate opens decided: approved by "policy" (decided_by_source "policy"), auto_passed = 1.
+			// The gate opens decided: approved by "policy" (decided_by_source "policy"), auto_passed = 1,
+			// with the form's defaults as its input values.
 			na.AutoPassed, na.Reason = true, autoPassReason(*policy)
+			na.InputValues, _ = gateinputs.Validate(inputs, nil) // NeedsPerson is "": it cannot fail
 		}
 		token, err := approval.Issue(s.opts.Secret, claimsOf(store.Approval{ApprovalID: id, RunID: na.RunID, NodeID: na.NodeID,
 			RequestedAt: now, Deadline: deadline, PlanDigest: na.PlanDigest}))

@@ -105,9 +105,13 @@ func (s *Store) CreateApproval(ctx context.Context, na NewApproval) (a Approval,
 		}
 
 		initial, decidedAt, approver, reason, source := ApprovalPending, any(nil), any(nil), any(nil), any(nil)
+		values := ""
 		if na.AutoPassed {
 			initial, decidedAt, approver, source = ApprovalApproved, formatTime(na.RequestedAt), SourcePolicy, SourcePolicy
 			reason = nullString(na.Reason)
+			if values, err = inputValuesText(na.InputValues); err != nil {
+				return fmt.Errorf("store: input values: %w", err)
+			}
 		}
 		var policyJSON any
 		if na.Policy != nil {
@@ -133,11 +137,11 @@ func (s *Store) CreateApproval(ctx context.Context, na NewApproval) (a Approval,
 		rows, err := w.writeApprovals(`INSERT INTO playbook_approvals
 			(approval_id, run_id, node_id, step_index, token, status, requested_at, approved_at, approver, reason,
 			 auto_passed, deadline, plan_digest, prompt, decided_by_source, on_fail,
-			 approvals_required, allowed_approvers, starter_may_approve, policy_rule, `+approvalWorkflowColumns+`, policy_json, inputs_json)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING `+approvalColumns,
+			 approvals_required, allowed_approvers, starter_may_approve, policy_rule, `+approvalWorkflowColumns+`, policy_json, inputs_json, input_values_json)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING `+approvalColumns,
 			append(append([]any{na.ApprovalID, na.RunID, na.NodeID, na.StepIndex, na.TokenHash, string(initial), formatTime(na.RequestedAt),
 				decidedAt, approver, reason, boolInt(na.AutoPassed), nullTime(na.Deadline), na.PlanDigest, na.Prompt, source,
-				na.OnFail, required, string(allowed), boolInt(na.StarterMayApprove), na.PolicyRule}, workflowArgs(na.GitHub)...), policyJSON, inputs)...)
+				na.OnFail, required, string(allowed), boolInt(na.StarterMayApprove), na.PolicyRule}, workflowArgs(na.GitHub)...), policyJSON, inputs, values)...)
 		if isUniqueViolation(err) {
 			return fmt.Errorf("%w: approval id or token already used", ErrConflict)
 		}

@@ -488,6 +488,9 @@ type NewApproval struct {
 	// Inputs is the gate's approver-input form (migration 0016; docs/approver-inputs.md), nil
 	// for none; it must pass gateinputs.Check (ErrInvalidArgument naming the field).
 	Inputs []gateinputs.Field
+	// InputValues are the values of a gate created AutoPassed (the form's defaults), stored
+	// as its decided values; ignored otherwise.
+	InputValues map[string]string
 }
 
 // AutoPassDecision is the auto-pass policy's decision stored on an approval (column

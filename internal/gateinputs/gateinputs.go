@@ -283,3 +283,15 @@ func clip(s string) string {
 	}
 	return s[:i] + "…"
 }
+
+// NeedsPerson is the name of the first field a person must give — required, with no
+// default — or "" when the form can be filled with its defaults alone. An auto-pass policy
+// does not pass a gate whose form needs a person (docs/approver-inputs.md, "Auto-pass").
+func NeedsPerson(fields []Field) string {
+	for _, f := range fields {
+		if f.Required && !f.HasDefault {
+			return f.Name
+		}
+	}
+	return ""
+}
