@@ -363,7 +363,7 @@ func parseInputFlags(flags []string) (map[string]string, error) {
 		_, dup := out[name]
 		switch {
 		case !ok || name == "":
-			return nil, fmt.Errorf("--input %q is not NAME=VALUE (e.g. --input target=blue)", fl)
+			return nil, fmt.Errorf("--input %q: write NAME=VALUE (e.g. --input target=blue)", fl)
 		case dup:
 			return nil, fmt.Errorf("--input %s is given twice; give each input once", name)
 		}
