@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"maps"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -111,5 +112,34 @@ func TestRequestApprovalWithAnInvalidFormIsRefusedNamingTheField(t *testing.T) {
 	wantCode(t, err, connect.CodeInvalidArgument, "E_INVALID_ARGUMENT")
 	if !strings.Contains(err.Error(), "inputs[0].options") {
 		t.Fatalf("error %q does not name inputs[0].options", err)
+	}
+}
+
+// An auto-pass policy approves a gate whose form it can fill with defaults, and the gate is
+// decided with them; a form with a required field without a default needs a person, so the
+// same policy leaves that gate pending and says which field (docs/approver-inputs.md).
+func TestAutoPassFillsDefaultsAndNeverPassesAFormThatNeedsAPerson(t *testing.T) {
+	p := startServe(t, "--playbook-policy", filepath.Join("testdata", "trust-all.policy.yaml"))
+	c := newClients(p.URL)
+	open := func(runID string, form []*rbookv1.InputField) *rbookv1.Approval {
+		startPlaybookRun(t, c, runID, `{}`)
+		res, err := c.apps.RequestApproval(context.Background(), &rbookv1.RequestApprovalRequest{OwnerId: testOwner, Epoch: epochOf(t, c, runID),
+			RunId: runID, StepName: "go-live", StepIndex: 1, Prompt: "Deploy?", Deadline: timestamppb.New(time.Now().Add(time.Hour)),
+			PlanDigest: digest("plan"), Policy: &rbookv1.PolicyContext{NodeJson: `{"id":"go-live","type":"approval"}`, Commands: []string{"echo deploying"}},
+			Inputs: form})
+		if err != nil {
+			t.Fatalf("RequestApproval %s: %v", runID, err)
+		}
+		return res.GetApproval()
+	}
+	defaults := open("pb-defaults", []*rbookv1.InputField{{Name: "replicas", Type: "number", Required: true, HasDefault: true, DefaultValue: "3"},
+		{Name: "note", Type: "string"}})
+	if !defaults.GetAutoPassed() || !maps.Equal(defaults.GetInputValues(), map[string]string{"replicas": "3", "note": ""}) {
+		t.Fatalf("gate with defaults: auto_passed %v, values %v; want auto-passed with replicas=3", defaults.GetAutoPassed(), defaults.GetInputValues())
+	}
+	person := open("pb-person", reviewForm)
+	if person.GetAutoPassed() || person.GetStatus() != rbookv1.ApprovalStatus_APPROVAL_STATUS_PENDING ||
+		!strings.Contains(person.GetPolicy().GetReason(), "the input target is required and has no default") {
+		t.Fatalf("gate whose form needs a person: %v, policy %v; want pending, saying target needs a person", person.GetStatus(), person.GetPolicy())
 	}
 }
