@@ -195,7 +195,7 @@ func Validate(fields []Field, values map[string]string) (map[string]string, *Err
 			case f.HasDefault:
 				v = f.Default
 			case f.Required:
-				return nil, &Error{Field: f.Name, Msg: "is required; give it (rbook approve --input " + f.Name + "=VALUE)"}
+				return nil, &Error{Field: f.Name, Msg: "is required and has no default; give a value"}
 			}
 			if v == "" {
 				out[f.Name] = ""

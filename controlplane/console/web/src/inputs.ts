@@ -87,7 +87,8 @@ export function inputsForm(a: Approval): InputsForm {
       const name = refusedField(message);
       const e = errors.get(name);
       if (!e) return false;
-      e.textContent = message.slice(message.indexOf(`input ${name}: `) + `input ${name}: `.length);
+      const text = message.slice(message.indexOf(`input ${name}: `) + `input ${name}: `.length);
+      e.textContent = text.split("; nothing was decided")[0];
       const c = controls.get(name)!;
       c.setAttribute("aria-invalid", "true");
       c.focus();
