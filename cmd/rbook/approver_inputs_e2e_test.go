@@ -17,7 +17,7 @@ import (
 // `rbook approve --input target=red` is refused naming the field, exit 1, and the gate stays
 // pending; `rbook approve --input target=blue` approves it, and the later deterministic
 // node's argv receives blue and the default 3 — read from the run's evidence on the control
-// plane (docs/approver-inputs.md).
+// plane — and the report's gate decisions show the values (docs/approver-inputs.md).
 func TestApproverInputReachesALaterNodesArgv(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts rbook serve and rbook playbook run")
@@ -54,6 +54,9 @@ func TestApproverInputReachesALaterNodesArgv(t *testing.T) {
 	}
 	if code := p.wait(t); code != 0 {
 		t.Fatalf("run exit %d after the approval\n%s", code, p.output())
+	}
+	if !strings.Contains(p.output(), "| review | ✅ approved | ") || !strings.Contains(p.output(), "(inputs: replicas=3, target=blue) |") {
+		t.Errorf("the report's gate decisions lack the input values:\n%s", p.output())
 	}
 	resp := getRun(t, url, st.RunID)
 	var review map[string]any
