@@ -32,7 +32,11 @@ func TestApproverInputReachesALaterNodesArgv(t *testing.T) {
 	t.Setenv("RBOOK_SHOW_TOKEN", "1")
 	p := start(t, dir, "playbook", "run", "deploy.cantbook", "--control-plane", url)
 	p.waitFor(t, "rbook playbook approve ")
+	p.waitFor(t, "  replicas (a number) [3]")
 	tok := playbookApproveLine.FindStringSubmatch(p.output())[1]
+	if !strings.Contains(p.output(), "  target (one of blue, green; required) — the slot that takes traffic\n") {
+		t.Errorf("the run does not say which inputs the gate asks for:\n%s", p.output())
+	}
 	st := readPlaybookState(t, filepath.Join(dir, ".rbook", "deploy-slot.playbook.state.json"))
 
 	out, code := run2(t, dir, "approve", tok, "--input", "target=red", "--control-plane", url)
