@@ -307,22 +307,11 @@ func benchApproveToResumed(b *testing.B, r replicas) {
 		for len(opened) > 0 {
 			<-opened // a stale signal (a watch that reconnected)
 		}
-		tokens := make(chan string, 1)
-		g := &cpclient.Gate{C: waiter, Announce: func(_ *rbookv1.Approval, token string) { tokens <- token }}
-		type result struct {
-			d   engine.Decision
-			err error
-		}
-		done := make(chan result, 1)
-		gctx, cancel := context.WithTimeout(ctx, time.Minute)
-		go func() {
-			d, err := g.Await(gctx, engine.GateRequest{RunID: runID, StepIndex: i, StepName: fmt.Sprintf("gate-%d", i), StepCount: b.N + 1,
-				Prompt: "Deploy?", Deadline: time.Now().Add(time.Minute), PlanDigest: digest("plan"), OnFail: "halt"})
-			done <- result{d, err}
-		}()
+		w := startGateWait(ctx, waiter, runID, i, b.N+1)
+		cancel, done := w.cancel, w.done
 		var token string
 		select {
-		case token = <-tokens:
+		case token = <-w.tokens:
 		case r := <-done:
 			cancel()
 			b.Fatalf("gate %d ended before it opened: %v %v", i, r.d, r.err)
@@ -340,7 +329,7 @@ func benchApproveToResumed(b *testing.B, r replicas) {
 			b.Fatalf("Approve through %s: %v", r.B, err)
 		}
 		rpc = append(rpc, time.Since(began))
-		var res result
+		var res gateResult
 		select {
 		case res = <-done:
 		case <-time.After(10 * time.Second):
@@ -356,10 +345,7 @@ func benchApproveToResumed(b *testing.B, r replicas) {
 		b.StartTimer()
 	}
 	b.StopTimer()
-	p50, p99 := percentiles(lat)
-	b.ReportMetric(p50, "p50-ms")
-	b.ReportMetric(p99, "p99-ms")
-	b.ReportMetric(float64(lat[len(lat)-1].Microseconds())/1000, "max-ms") // sorted by percentiles
+	reportLatencies(b, lat)
 	_, rpc99 := percentiles(rpc)
 	b.ReportMetric(rpc99, "approve-rpc-p99-ms")
 }
