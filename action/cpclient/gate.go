@@ -12,6 +12,7 @@ import (
 
 	"github.com/rbookhq/rbook-action/action/engine"
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
+	"github.com/rbookhq/rbook-action/internal/gateinputs/inputspb"
 )
 
 // Gate decides confirm steps through the control plane: RequestApproval opens the gate, and
@@ -109,7 +110,7 @@ func (g *Gate) Await(ctx context.Context, req engine.GateRequest) (engine.Decisi
 	open := &rbookv1.RequestApprovalRequest{
 		RunId: req.RunID, StepName: req.StepName, StepIndex: int32(req.StepIndex), Prompt: req.Prompt,
 		Deadline: timestamppb.New(req.Deadline), PlanDigest: req.PlanDigest, OnFail: req.OnFail,
-		OwnerId: owner, Epoch: epoch, Github: g.GitHub, Policy: policy,
+		OwnerId: owner, Epoch: epoch, Github: g.GitHub, Policy: policy, Inputs: inputspb.ToProto(req.Inputs),
 	}
 	// hold ends when the run stops, not at the gate's deadline.
 	hold, release := untilStopped(ctx)
@@ -295,7 +296,7 @@ func (g *Gate) decideLocally(ctx context.Context, token string, d engine.Decisio
 	var closed *rbookv1.Approval
 	err := g.C.retry(ctx, func(ctx context.Context) error {
 		if d.Verdict == engine.Approved {
-			resp, err := g.C.Approvals.Approve(ctx, &rbookv1.ApproveRequest{Token: token, Reason: reason, Approver: g.Who})
+			resp, err := g.C.Approvals.Approve(ctx, &rbookv1.ApproveRequest{Token: token, Reason: reason, Approver: g.Who, Inputs: d.InputValues})
 			closed = resp.GetApproval()
 			return err
 		}
@@ -313,6 +314,9 @@ func (g *Gate) decideLocally(ctx context.Context, token string, d engine.Decisio
 		d.Reason = reason
 		if by := closed.GetApprover(); by != "" {
 			d.By = by
+		}
+		if d.Verdict == engine.Approved {
+			d.InputValues = closed.GetInputValues() // validated, defaults applied
 		}
 	}
 	return d, err
@@ -384,7 +388,7 @@ func decisionOf(a *rbookv1.Approval) (engine.Decision, error) {
 		st == rbookv1.ApprovalStatus_APPROVAL_STATUS_REJECTED && a.GetDecidedBySource() == sourceDeadline:
 		return engine.Decision{}, fmt.Errorf("approval %s %s: %w", a.GetApprovalId(), timedOut(a), context.DeadlineExceeded)
 	case st == rbookv1.ApprovalStatus_APPROVAL_STATUS_APPROVED:
-		d.Verdict = engine.Approved
+		d.Verdict, d.InputValues = engine.Approved, a.GetInputValues()
 		if d.By == "" {
 			var by []string
 			for _, v := range a.GetVotes() {

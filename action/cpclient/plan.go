@@ -11,6 +11,7 @@ import (
 	"github.com/rbookhq/rbook-action/action/runbook"
 	"github.com/rbookhq/rbook-action/action/steps"
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
+	"github.com/rbookhq/rbook-action/internal/gateinputs/inputspb"
 	"github.com/rbookhq/rbook-action/internal/runplan"
 )
 
@@ -25,7 +26,7 @@ import (
 //     the prompt a person sees is rendered when the gate opens (Approval.prompt);
 //   - deterministic: the argv exec'd without a shell, and the command line as input;
 //   - agentic: {"agent", "skill"} as input and the node's inputs as params_json;
-//   - approval: the prompt.
+//   - approval: the prompt, and its approver-input form as inputs.
 //
 // Playbook values known only while the run executes ({{ inputs.x }}, {{ node.output }}) stay
 // as written, unrendered. Secret-looking values are masked with runplan.Mask as the runner
@@ -60,7 +61,7 @@ func PlanOf(plan *runbook.Plan) *rbookv1.RunPlan {
 	}
 	for i := len(out.Steps) - 1; i >= 0 && proto.Size(out) > runplan.MaxBytes; i-- {
 		s := out.Steps[i]
-		s.Input, s.ParamsJson, s.Argv, s.InputTruncated = "", "", nil, true
+		s.Input, s.ParamsJson, s.Argv, s.Inputs, s.InputTruncated = "", "", nil, nil, true
 		out.Truncated = true
 	}
 	if runplan.Check(out, plan.ContentHash, len(plan.Steps)) != nil {
@@ -106,6 +107,7 @@ func nodeInputs(ps *rbookv1.PlanStep, n *runbook.Node, m masker) {
 		}
 	case runbook.TypeApproval:
 		ps.Input = m.mask(n.Prompt)
+		ps.Inputs = inputspb.ToProto(n.Form)
 	}
 }
 

@@ -132,3 +132,16 @@ func TestPlanOfKeepsToTheBounds(t *testing.T) {
 		t.Fatal("a plan the control plane refuses (a step name over its bound) was built; want none, so the run still starts")
 	}
 }
+
+// An approval node's approver-input form is in its plan step, as the gate will carry it.
+func TestPlanOfCarriesAnApprovalNodesForm(t *testing.T) {
+	plan, err := runbook.LoadPlaybook("testdata/plan/form.cantbook")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := PlanOf(plan).GetSteps()[0].GetInputs()
+	if len(got) != 2 || got[0].GetName() != "target" || got[0].GetType() != "enum" || !got[0].GetRequired() ||
+		strings.Join(got[0].GetOptions(), ",") != "blue,green" || got[1].GetDefaultValue() != "3" || !got[1].GetHasDefault() {
+		t.Fatalf("review's plan step inputs = %v; want the form as declared", got)
+	}
+}

@@ -957,8 +957,9 @@ func shortText(s string) string {
 
 // approval runs a playbook approval node on the run's Gate, as a confirm step (issue 9,
 // item 3): the prompt is rendered with the bindings, the GateRequest carries the node id and
-// the PolicyContext, approved is PASS with {approved, by, reason, auto_passed, rule}, a
-// rejection is FAIL (error handlers apply). The evidence input is the rendered prompt.
+// the PolicyContext, approved is PASS with {approved, by, reason, auto_passed, rule}, plus
+// inputs (field name → value) when the node declares a form, a rejection is FAIL (error
+// handlers apply). The evidence input is the rendered prompt.
 // children are the plan's dependants of each node (dag.children, fixed once the run starts).
 func (r *run) approval(ctx context.Context, step runbook.Step, rc RunContext, emit emitFunc, children [][]int) Outcome {
 	node := step.Node
@@ -977,11 +978,22 @@ func (r *run) approval(ctx context.Context, step runbook.Step, rc RunContext, em
 	defer cancel()
 	deadline, _ := sctx.Deadline()
 	req := GateRequest{RunID: r.id, StepIndex: step.Index, StepName: step.Name, StepCount: len(r.e.Plan.Steps), Prompt: prompt,
-		Deadline: deadline, PlanDigest: r.e.Plan.ContentHash, NodeID: step.Name, Policy: r.policyContext(step, prompt, rc.Bindings, children)}
+		Deadline: deadline, PlanDigest: r.e.Plan.ContentHash, NodeID: step.Name, Policy: r.policyContext(step, prompt, rc.Bindings, children),
+		Inputs: node.Form}
 	out := r.await(ctx, sctx, step, rc, req, emit, func(d Decision, msg string) Outcome {
 		v := map[string]any{"approved": d.Verdict == Approved, "by": d.By, "reason": d.Reason, "auto_passed": false, "rule": ""}
 		if d.Policy != nil {
 			v["auto_passed"], v["rule"] = d.Policy.AutoPassed, d.Policy.Rule
+		}
+		if len(node.Form) > 0 {
+			// The values become the node's binding {{ <id>.inputs.<name> }} and are in its
+			// evidence output (docs/approver-inputs.md, "Where the values go"); every declared
+			// field is bound, "" when it has no value.
+			in := map[string]any{}
+			for _, f := range node.Form {
+				in[f.Name] = d.InputValues[f.Name]
+			}
+			v["inputs"] = in
 		}
 		if d.Verdict == Approved {
 			return Outcome{Status: StatusPass, Output: msg, Value: v}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/rbookhq/rbook-action/action/runbook"
+	"github.com/rbookhq/rbook-action/internal/gateinputs"
 )
 
 // StepStatus is the status word of an evidence entry (seed runbook-executor, Step 7; DESIGN D7).
@@ -218,6 +219,9 @@ type GateRequest struct {
 	// when a control plane with a public URL opened the gate, for a Local gate to show
 	// (docs/console-links.md); "" otherwise. It carries no secret.
 	ApprovalURL string
+	// Inputs is the approver-input form of a playbook approval node (runbook.Node.Form), nil
+	// for none; the gate collects a value per field with an approval (docs/approver-inputs.md).
+	Inputs []gateinputs.Field
 }
 
 // PolicyContext is the input of the auto-pass policy at a playbook approval node (issue 9,
@@ -261,6 +265,10 @@ type Decision struct {
 	// Policy is the auto-pass policy's decision at a playbook approval node; nil when no
 	// policy ran (runbook confirm steps).
 	Policy *PolicyDecision
+	// InputValues are the approver-input values an approval was decided with, validated
+	// against GateRequest.Inputs (gateinputs.Validate) with defaults applied; nil for a gate
+	// without inputs and for a rejection.
+	InputValues map[string]string
 }
 
 // Gate waits for a human decision. Await returns ctx.Err() when ctx ends first (deadline: the

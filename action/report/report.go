@@ -6,11 +6,14 @@ package report
 import (
 	"bytes"
 	"embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"text/template"
@@ -220,6 +223,9 @@ type GateRow struct {
 	// the answer typed: By is then "". When the entry's output is no decision (a gate that
 	// timed out, a refusal typed at the terminal), Verdict is "" and Reason holds the output.
 	Verdict, By, Via, Reason string
+	// Inputs are the approver-input values an approval node was approved with, as
+	// "name=value" sorted by name and joined by ", " (docs/approver-inputs.md); "" for none.
+	Inputs string
 }
 
 // decidedRE reads a gate's evidence output, the engine's "<verdict> by <who> via
@@ -235,7 +241,15 @@ func GateRows(ev []engine.Evidence) []GateRow {
 			continue
 		}
 		r := GateRow{Name: e.StepName, Status: e.Status, Reason: e.Output}
-		if m := decidedRE.FindStringSubmatch(e.Output); m != nil {
+		if d, ok := approvalOutput(e); ok {
+			r.Verdict, r.By, r.Reason, r.Inputs = "rejected", d.By, d.Reason, d.inputsText()
+			if *d.Approved {
+				r.Verdict = "approved"
+			}
+			if d.AutoPassed {
+				r.Via = "policy"
+			}
+		} else if m := decidedRE.FindStringSubmatch(e.Output); m != nil {
 			r.Verdict, r.By, r.Via, r.Reason = m[1], m[2], m[3], m[4]+strings.TrimPrefix(m[5], "; ")
 		} else if e.Type == "confirm" && e.Status == engine.StatusPass {
 			// A confirm step answered at the terminal keeps the answer typed (seed Step 7:
@@ -456,4 +470,33 @@ func longestRun(s string, c byte) int {
 		}
 	}
 	return best
+}
+
+// approvalDecision is an approval node's evidence output when the engine recorded its
+// decision as a JSON object (engine: {approved, by, reason, auto_passed, rule, inputs}).
+type approvalDecision struct {
+	Approved   *bool          `json:"approved"`
+	By         string         `json:"by"`
+	Reason     string         `json:"reason"`
+	AutoPassed bool           `json:"auto_passed"`
+	Inputs     map[string]any `json:"inputs"`
+}
+
+// approvalOutput reads e's output as an approval node's decision object; false when e is no
+// approval node or its output is not such an object (a timeout's text).
+func approvalOutput(e engine.Evidence) (approvalDecision, bool) {
+	var d approvalDecision
+	if e.Type != "approval" || !strings.HasPrefix(e.Output, "{") || json.Unmarshal([]byte(e.Output), &d) != nil || d.Approved == nil {
+		return approvalDecision{}, false
+	}
+	return d, true
+}
+
+// inputsText is d's input values as "name=value, …" sorted by name; "" for none.
+func (d approvalDecision) inputsText() string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(d.Inputs)) {
+		parts = append(parts, fmt.Sprintf("%s=%v", k, d.Inputs[k]))
+	}
+	return strings.Join(parts, ", ")
 }

@@ -150,3 +150,14 @@ func TestReportNamesWhoDecidedEachGateHowAndWhy(t *testing.T) {
 		}
 	}
 }
+
+// An approval node's decision object in the evidence is read into the Gates row, with the
+// approver-input values it was approved with (docs/approver-inputs.md).
+func TestGateRowsReadAnApprovalNodesDecisionAndInputs(t *testing.T) {
+	rows := GateRows([]engine.Evidence{{StepName: "review", Type: "approval", Status: engine.StatusPass,
+		Output: `{"approved":true,"auto_passed":false,"by":"unverified:ann","inputs":{"target":"blue","replicas":"3"},"reason":"ok","rule":""}`}})
+	want := GateRow{Name: "review", Status: engine.StatusPass, Verdict: "approved", By: "unverified:ann", Reason: "ok", Inputs: "replicas=3, target=blue"}
+	if len(rows) != 1 || rows[0] != want {
+		t.Fatalf("GateRows = %+v, want %+v", rows, want)
+	}
+}

@@ -203,7 +203,7 @@ var (
 	pbTopKeys     = []string{"version", "name", "description", "inputs", "nodes", "edges", "error_handlers"}
 	pbInputKeys   = []string{"name", "required", "description", "default"}
 	pbCommonKeys  = []string{"id", "type", "description", "depends", "timeout", "iteration_cap", "max_iterations", "on_failure", "requires", "ensures"}
-	pbTypeKeys    = map[StepType][]string{TypeDeterministic: {"command", "args", "env", "cwd"}, TypeAgentic: {"skill", "agent", "inputs"}, TypeApproval: {"prompt", "policy"}}
+	pbTypeKeys    = map[StepType][]string{TypeDeterministic: {"command", "args", "env", "cwd"}, TypeAgentic: {"skill", "agent", "inputs"}, TypeApproval: {"prompt", "policy", "inputs"}}
 	pbEdgeKeys    = []string{"from", "to", "description", "contract", "when"}
 	pbContractKey = []string{"requires", "ensures"}
 	pbWhenOps     = []string{string(WhenEquals), string(WhenNotEquals), string(WhenExists), string(WhenIn), string(WhenTruthy)}
@@ -547,10 +547,17 @@ func (p *pbParser) readNode(i int, it *yaml.Node) {
 	}
 	if typeKnown { // keys of another node type: say which type they belong to
 		for _, pr := range pairs(it) {
-			for t, keys := range pbTypeKeys {
-				if t != typ && slices.Contains(keys, pr.key.Value) && !slices.Contains(pbTypeKeys[typ], pr.key.Value) {
-					p.report(pr.key, joinField(field, pr.key.Value), "is for %s nodes only; this node is %s", t, typ)
+			if slices.Contains(pbTypeKeys[typ], pr.key.Value) {
+				continue
+			}
+			var owners []string // in pbNodeTypes order, so the message is stable
+			for _, t := range pbNodeTypes {
+				if slices.Contains(pbTypeKeys[StepType(t)], pr.key.Value) {
+					owners = append(owners, t)
 				}
+			}
+			if len(owners) > 0 {
+				p.report(pr.key, joinField(field, pr.key.Value), "is for %s nodes only; this node is %s", strings.Join(owners, " and "), typ)
 			}
 		}
 	}
@@ -636,6 +643,9 @@ func (p *pbParser) readNode(i int, it *yaml.Node) {
 					rn.node.Policy = s
 				}
 			}
+		}
+		if n := fs["inputs"]; n != nil {
+			p.form(rn, n, field)
 		}
 	}
 }
@@ -1086,6 +1096,8 @@ func (p *pbParser) checkTemplate(t templateUse) {
 	for _, r := range refs {
 		if head, _, _ := strings.Cut(r, "."); !p.knownRoot(head) {
 			unknown = append(unknown, r)
+		} else if msg := p.checkFormRef(r); msg != "" {
+			p.report(t.n, t.field, "%s", msg)
 		}
 	}
 	if len(unknown) > 0 {

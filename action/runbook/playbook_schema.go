@@ -2,7 +2,11 @@ package runbook
 
 import (
 	"encoding/json"
+	"maps"
+	"slices"
 	"sync"
+
+	"github.com/rbookhq/rbook-action/internal/gateinputs"
 )
 
 // PlaybookJSONSchema returns a JSON Schema (draft 2020-12) for .cantbook files, for editors
@@ -51,16 +55,34 @@ func playbookSchemaDoc() map[string]any {
 	typeIs := func(t StepType) map[string]any {
 		return map[string]any{"properties": map[string]any{"type": map[string]any{"const": string(t)}}, "required": []string{"type"}}
 	}
-	forbid := func(except StepType) map[string]any {
+	forbid := func(except StepType, own map[string]any) map[string]any {
 		props := map[string]any{}
 		for t, keys := range pbTypeKeys {
 			if t != except {
 				for _, k := range keys {
-					props[k] = false
+					if !slices.Contains(pbTypeKeys[except], k) {
+						props[k] = false
+					}
 				}
 			}
 		}
+		maps.Copy(props, own)
 		return props
+	}
+	formField := map[string]any{
+		"type":                 "object",
+		"additionalProperties": false,
+		"required":             []string{"name"},
+		"description":          "One field of an approval node's approver-input form (docs/approver-inputs.md).",
+		"properties": map[string]any{
+			"name":        map[string]any{"type": "string", "pattern": "^[a-z][a-z0-9_]{0,63}$", "description": "Read later as {{ <node id>.inputs.<name> }}."},
+			"type":        map[string]any{"enum": gateinputs.Types, "description": "Default string."},
+			"required":    map[string]any{"type": "boolean"},
+			"pattern":     map[string]any{"type": "string", "maxLength": gateinputs.MaxPatternBytes, "description": "string fields: an RE2 expression the whole value must match."},
+			"options":     map[string]any{"type": "array", "minItems": 1, "maxItems": gateinputs.MaxOptions, "uniqueItems": true, "items": map[string]any{"type": []string{"string", "number", "boolean"}}, "description": "enum fields: the allowed values."},
+			"default":     map[string]any{"type": []string{"string", "number", "boolean"}, "description": "Used when the approver gives no value; must itself be valid."},
+			"description": map[string]any{"type": "string", "maxLength": gateinputs.MaxDescriptionBytes},
+		},
 	}
 	node := map[string]any{
 		"type":                 "object",
@@ -98,14 +120,16 @@ func playbookSchemaDoc() map[string]any {
 			"cwd":    templated("deterministic: working folder, relative to the run's working folder."),
 			"skill":  nonEmpty("agentic: the MCP tool to call."),
 			"agent":  nonEmpty("agentic: the MCP server (a key of mcpServers)."),
-			"inputs": map[string]any{"type": "object", "description": "agentic: the tool's arguments; every string inside is templated."},
+			"inputs": map[string]any{"description": "agentic: the tool's arguments, an object; every string inside is templated. approval: the approver-input form, a list of fields (docs/approver-inputs.md)."},
 			"prompt": templated("approval: what the approver is asked."),
 			"policy": map[string]any{"enum": NodePolicies, "description": "approval: require-human pins the node to a person; no auto-pass rule can pass it."},
 		},
 		"allOf": []any{
-			map[string]any{"if": typeIs(TypeDeterministic), "then": map[string]any{"required": []string{"command", "args"}, "properties": forbid(TypeDeterministic)}},
-			map[string]any{"if": typeIs(TypeAgentic), "then": map[string]any{"anyOf": []any{map[string]any{"required": []string{"skill"}}, map[string]any{"required": []string{"agent"}}}, "properties": forbid(TypeAgentic)}},
-			map[string]any{"if": typeIs(TypeApproval), "then": map[string]any{"required": []string{"prompt"}, "properties": forbid(TypeApproval)}},
+			map[string]any{"if": typeIs(TypeDeterministic), "then": map[string]any{"required": []string{"command", "args"}, "properties": forbid(TypeDeterministic, nil)}},
+			map[string]any{"if": typeIs(TypeAgentic), "then": map[string]any{"anyOf": []any{map[string]any{"required": []string{"skill"}}, map[string]any{"required": []string{"agent"}}},
+				"properties": forbid(TypeAgentic, map[string]any{"inputs": map[string]any{"type": "object"}})}},
+			map[string]any{"if": typeIs(TypeApproval), "then": map[string]any{"required": []string{"prompt"},
+				"properties": forbid(TypeApproval, map[string]any{"inputs": map[string]any{"type": "array", "maxItems": gateinputs.MaxFields, "items": map[string]any{"$ref": "#/$defs/formField"}}})}},
 		},
 	}
 	var oneOp []any
@@ -178,6 +202,6 @@ func playbookSchemaDoc() map[string]any {
 			"edges":          map[string]any{"type": "array", "maxItems": MaxPlaybookEdges, "items": map[string]any{"$ref": "#/$defs/edge"}},
 			"error_handlers": map[string]any{"type": "array", "items": map[string]any{"$ref": "#/$defs/handler"}},
 		},
-		"$defs": map[string]any{"node": node, "edge": edge, "handler": handler, "input": input},
+		"$defs": map[string]any{"node": node, "edge": edge, "handler": handler, "input": input, "formField": formField},
 	}
 }

@@ -1,5 +1,7 @@
 package runbook
 
+import "github.com/rbookhq/rbook-action/internal/gateinputs"
+
 // The playbook half of the Plan (seed playbooks.txt; issue 9, item 1; DESIGN D15). A .cantbook
 // compiles to the same Plan as a runbook: one Step per node, in file order, with Depends
 // holding the indexes of the steps it waits for (edges and depends together), and the
@@ -95,6 +97,10 @@ type Node struct {
 	// pins the node to a person, and no rule (built-in or --playbook-policy) can pass it; ""
 	// lets the policy in force decide.
 	Policy string
+	// Form (approval) is the approver-input form the node's inputs: declares, checked with
+	// gateinputs.CheckField; nil for none. The values the gate is approved with are in the
+	// node's output under "inputs", read as {{ <id>.inputs.<name> }} (docs/approver-inputs.md).
+	Form []gateinputs.Field
 	// IterationCap is how many times the node may execute in one run: iteration_cap or
 	// max_iterations as written (0..10), DefaultIterationCap when absent. 0 and 1 both mean
 	// it runs once and is never re-run.

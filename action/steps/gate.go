@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/rbookhq/rbook-action/action/engine"
+	"github.com/rbookhq/rbook-action/internal/gateinputs"
 )
 
 // MaxLineBytes caps one line of gate input (4 KiB). A longer line is cut at the limit (at a
@@ -277,7 +278,81 @@ func (g *TerminalGate) Await(ctx context.Context, req engine.GateRequest) (engin
 		}
 		fmt.Fprint(g.Out, "> ") // an empty line is no answer: ask again
 	}
-	return engine.Decision{Verdict: Answer(line), By: g.Who, Input: strings.TrimSpace(line), Source: "terminal"}, nil
+	d := engine.Decision{Verdict: Answer(line), By: g.Who, Input: strings.TrimSpace(line), Source: "terminal"}
+	if d.Verdict == engine.Approved && len(req.Inputs) > 0 {
+		values, err := g.form(ctx, req.Inputs)
+		if err != nil {
+			return engine.Decision{}, err
+		}
+		d.InputValues = values
+	}
+	return d, nil
+}
+
+// form asks for each field of an approval's approver-input form after "yes", one line each
+// (docs/approver-inputs.md, "The terminal"): an empty line takes the default, or no value for
+// an optional field; a value gateinputs.Validate refuses is explained and asked again. It
+// returns the validated values, or the error that stopped the reading (ErrNoInput, ctx's).
+func (g *TerminalGate) form(ctx context.Context, fields []gateinputs.Field) (map[string]string, error) {
+	fmt.Fprintf(g.Out, "This gate asks for %d input(s); press Enter to take the default shown in [ ].\n", len(fields))
+	given := map[string]string{}
+	for _, f := range fields {
+		for {
+			fmt.Fprint(g.Out, FieldPrompt(f))
+			line, err := g.In.Next(ctx)
+			if err != nil || !g.Echoed {
+				fmt.Fprintln(g.Out)
+			}
+			if err != nil {
+				return nil, err
+			}
+			v := strings.TrimSpace(line)
+			if _, e := gateinputs.Validate([]gateinputs.Field{f}, map[string]string{f.Name: v}); e != nil {
+				fmt.Fprintf(g.Out, "  %s\n", e.Msg)
+				continue
+			}
+			if v != "" {
+				given[f.Name] = v
+			}
+			break
+		}
+	}
+	values, e := gateinputs.Validate(fields, given)
+	if e != nil {
+		return nil, e // each field was valid on its own, so this does not happen
+	}
+	return values, nil
+}
+
+// FieldPrompt is the terminal's question for one input field: its name, type, options or
+// pattern, whether it is required, its description and default, e.g.
+// "target (one of blue, green; required) — which slot: ".
+func FieldPrompt(f gateinputs.Field) string {
+	var about []string
+	switch {
+	case f.Type == gateinputs.TypeEnum:
+		about = append(about, "one of "+strings.Join(f.Options, ", "))
+	case f.Type == gateinputs.TypeBoolean:
+		about = append(about, "true or false")
+	case f.Type == gateinputs.TypeNumber:
+		about = append(about, "a number")
+	case f.Pattern != "":
+		about = append(about, "matching "+f.Pattern)
+	}
+	if f.Required {
+		about = append(about, "required")
+	}
+	s := f.Name
+	if len(about) > 0 {
+		s += " (" + strings.Join(about, "; ") + ")"
+	}
+	if f.Description != "" {
+		s += " — " + f.Description
+	}
+	if f.HasDefault {
+		s += " [" + f.Default + "]"
+	}
+	return s + ": "
 }
 
 // ConfirmCancel shows the cancel prompt (rendered prompts/cancel.prompt.md) and reads one line:

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -293,7 +294,7 @@ func newDecideCmd(approve bool) *cobra.Command {
 // rbook playbook approve/reject): a token "-" is read from stdin; the control plane's refusal
 // is printed with its E_ code (exit 1). noun names what was decided in the closing line
 // ("Gate", "Approval node").
-func decide(cmd *cobra.Command, f *cpFlags, approve bool, token, id, reason, approver, noun string) error {
+func decide(cmd *cobra.Command, f *cpFlags, approve bool, token, id, reason, approver, noun string, inputs []string) error {
 	past := "rejected"
 	if approve {
 		past = "approved"
@@ -308,6 +309,10 @@ func decide(cmd *cobra.Command, f *cpFlags, approve bool, token, id, reason, app
 	if approver != "" && os.Getenv("RBOOK_TOKEN") != "" {
 		return &usageError{cmd, errors.New("--approver is only for a control plane without auth: with $RBOOK_TOKEN set, the control plane records the identity of your token")}
 	}
+	values, err := parseInputFlags(inputs)
+	if err != nil {
+		return &usageError{cmd, err}
+	}
 	c, done, err := f.client(cmd)
 	if err != nil {
 		return err
@@ -318,7 +323,8 @@ func decide(cmd *cobra.Command, f *cpFlags, approve bool, token, id, reason, app
 	}
 	var a *rbookv1.Approval
 	if approve {
-		resp, err := c.Approvals.Approve(cmd.Context(), &rbookv1.ApproveRequest{Token: token, ApprovalId: id, Reason: reason, Approver: approver})
+		resp, err := c.Approvals.Approve(cmd.Context(), &rbookv1.ApproveRequest{Token: token, ApprovalId: id, Reason: reason, Approver: approver,
+			Inputs: values})
 		if err != nil {
 			return f.rpcError(err)
 		}
@@ -338,7 +344,45 @@ func decide(cmd *cobra.Command, f *cpFlags, approve bool, token, id, reason, app
 		return nil
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "%s '%s' of run %s %s by %s.\n", noun, a.GetStepName(), a.GetRunId(), past, a.GetApprover())
+	if line := inputValuesLine(a); line != "" {
+		fmt.Fprintln(cmd.OutOrStdout(), line)
+	}
 	return nil
+}
+
+// parseInputFlags reads rbook approve's --input NAME=VALUE flags (docs/approver-inputs.md,
+// "rbook approve") into the map ApproveRequest.inputs carries; the control plane validates
+// the values. Errors: a flag without "=" or with an empty name, a name given twice.
+func parseInputFlags(flags []string) (map[string]string, error) {
+	if len(flags) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]string, len(flags))
+	for _, fl := range flags {
+		name, value, ok := strings.Cut(fl, "=")
+		_, dup := out[name]
+		switch {
+		case !ok || name == "":
+			return nil, fmt.Errorf("--input %q: write NAME=VALUE (e.g. --input target=blue)", fl)
+		case dup:
+			return nil, fmt.Errorf("--input %s is given twice; give each input once", name)
+		}
+		out[name] = value
+	}
+	return out, nil
+}
+
+// inputValuesLine is "Inputs: name=value, …" (sorted by name) for an approval decided with
+// approver-input values, "" without any.
+func inputValuesLine(a *rbookv1.Approval) string {
+	if len(a.GetInputValues()) == 0 {
+		return ""
+	}
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(a.GetInputValues())) {
+		parts = append(parts, k+"="+a.GetInputValues()[k])
+	}
+	return "Inputs: " + strings.Join(parts, ", ")
 }
 
 func newRunsCmd() *cobra.Command {
@@ -705,6 +749,7 @@ func decideVerb(approve bool) string {
 // noun names what was decided in the closing line ("Gate", "Approval node").
 func withDecide(cmd *cobra.Command, f *cpFlags, approve bool, noun string) *cobra.Command {
 	var reason, approver string
+	var inputs []string
 	cmd.Args = cobra.ExactArgs(1)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if err := checkApprovalArg(args[0]); err != nil {
@@ -714,10 +759,13 @@ func withDecide(cmd *cobra.Command, f *cpFlags, approve bool, noun string) *cobr
 		if isApprovalID(token) {
 			token, id = "", token
 		}
-		return decide(cmd, f, approve, token, id, reason, approver, noun)
+		return decide(cmd, f, approve, token, id, reason, approver, noun, inputs)
 	}
 	f.register(cmd, true)
 	cmd.Flags().StringVar(&reason, "reason", "", "why (recorded with the decision)")
 	cmd.Flags().StringVar(&approver, "approver", "", `who decides, only without auth (no $RBOOK_TOKEN): recorded as "unverified:NAME" (default: your user name)`)
+	if approve {
+		cmd.Flags().StringArrayVar(&inputs, "input", nil, "NAME=VALUE for the gate's approver-input form, repeatable (docs/approver-inputs.md); an invalid value is refused naming the field")
+	}
 	return cmd
 }

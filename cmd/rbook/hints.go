@@ -150,6 +150,12 @@ needs more prints how far it got ("approval a-…: 1 of 2 approvals (alice); wai
 more"); approving twice counts once. One reject by an allowed approver rejects. The first
 decision wins; a second one fails with E_APPROVAL_ALREADY_DECIDED.
 
+A gate that declares an approver-input form (docs/approver-inputs.md) takes its values as
+--input NAME=VALUE, once per field; defaults fill the fields you leave out. A missing
+required field, a wrong type, a pattern or options mismatch or an unknown name is refused
+naming the field (E_INVALID_ARGUMENT, exit 1), and nothing is decided. The decided values
+are printed after the decision ("Inputs: target=blue").
+
 ` + auth + `
 
 ` + cpHelp + `
@@ -179,7 +185,8 @@ func decideExample(approve bool) string {
 		return `  RBOOK_TOKEN=$APPROVER_TOKEN rbook approve a-5wbvol5fcc25vsfvgyhmosr26e --reason "checked the canary" --control-plane https://rbook.example.com
   rbook approve <token>                      # the token the waiting run printed
   rbook approve - --reason "checked the canary" < token.txt
-  rbook approve <token> --control-plane http://127.0.0.1:7070 -o json`
+  rbook approve <token> --control-plane http://127.0.0.1:7070 -o json
+  rbook approve a-5wbvol5fcc25vsfvgyhmosr26e --input target=blue --input replicas=3   # the gate's form`
 	}
 	return `  RBOOK_TOKEN=$APPROVER_TOKEN rbook reject a-5wbvol5fcc25vsfvgyhmosr26e --reason "error rate up on the canary" --control-plane https://rbook.example.com
   rbook reject <token> --reason "wrong change window"   # the token the waiting run printed

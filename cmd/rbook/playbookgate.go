@@ -9,6 +9,7 @@ import (
 	"github.com/rbookhq/rbook-action/action/runbook"
 	"github.com/rbookhq/rbook-action/controlplane/approval"
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
+	"github.com/rbookhq/rbook-action/internal/gateinputs"
 )
 
 // localPolicyGate is the gate of a playbook run without a control plane (--control-plane
@@ -35,8 +36,13 @@ func (g *localPolicyGate) Await(ctx context.Context, req engine.GateRequest) (en
 	p := req.Policy
 	v := g.policy.Evaluate(approval.PolicyInput{Node: p.Node, Bindings: p.Bindings, Playbook: p.Playbook, Commands: p.Commands, Tools: p.Tools})
 	pd := &engine.PolicyDecision{AutoPassed: v.AutoPassed && !g.shadow, Rule: v.Rule, Action: v.Action, Reason: v.Reason, Shadow: g.shadow}
+	if name := gateinputs.NeedsPerson(req.Inputs); pd.AutoPassed && name != "" {
+		// The policy cannot fill in the form: a person decides (docs/approver-inputs.md).
+		pd.AutoPassed, pd.Reason = false, pd.Reason+"; not auto-passed: the input "+name+" is required and has no default, so a person must give it"
+	}
 	if pd.AutoPassed {
-		return engine.Decision{Verdict: engine.Approved, By: "policy", Reason: v.Reason, Source: "policy", Policy: pd}, nil
+		values, _ := gateinputs.Validate(req.Inputs, nil) // the defaults; NeedsPerson is "": it cannot fail
+		return engine.Decision{Verdict: engine.Approved, By: "policy", Reason: v.Reason, Source: "policy", Policy: pd, InputValues: values}, nil
 	}
 	g.tellHuman(req)
 	d, err := g.next.Await(ctx, req)

@@ -28,6 +28,7 @@ import (
 	"github.com/rbookhq/rbook-action/action/steps"
 	"github.com/rbookhq/rbook-action/controlplane/approval"
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
+	"github.com/rbookhq/rbook-action/internal/gateinputs/inputspb"
 )
 
 // MaxInputsFileBytes caps an --inputs file (1 MiB, the playbook's own limit).
@@ -447,6 +448,7 @@ func playbookAnnouncer(errw io.Writer, url string, embedded bool) func(a *rbookv
 	}
 	interactive := showApprovalToken()
 	return func(a *rbookv1.Approval, token string) {
+		defer printInputsHint(errw, a)
 		defer printPageLink(errw, a)
 		id := a.GetApprovalId()
 		if interactive {
@@ -526,4 +528,18 @@ func recordSkippedNodes(ctx context.Context, recorders []engine.Recorder, v *vie
 		}
 	}
 	return seq, nil
+}
+
+// printInputsHint lists the approver-input form of an open approval, one field a line as the
+// terminal asks for it (steps.FieldPrompt), and how to give the values with rbook approve
+// (docs/approver-inputs.md); nothing for a gate without a form.
+func printInputsHint(w io.Writer, a *rbookv1.Approval) {
+	fields := inputspb.FromProto(a.GetInputs())
+	if len(fields) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "The approver gives these inputs with the approval (--input NAME=VALUE, once per field):")
+	for _, f := range fields {
+		fmt.Fprintln(w, "  "+strings.TrimSuffix(steps.FieldPrompt(f), ": "))
+	}
 }

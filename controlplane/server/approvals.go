@@ -14,6 +14,8 @@ import (
 	"github.com/rbookhq/rbook-action/controlplane/approval"
 	"github.com/rbookhq/rbook-action/controlplane/store"
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
+	"github.com/rbookhq/rbook-action/internal/gateinputs"
+	"github.com/rbookhq/rbook-action/internal/gateinputs/inputspb"
 )
 
 // Request limits documented in approval_service.proto.
@@ -83,6 +85,10 @@ func (h approvalService) RequestApproval(ctx context.Context, req *rbookv1.Reque
 	default:
 		return nil, invalidArg("on_fail %q is not halt, rollback or continue", truncate(req.GetOnFail(), 40))
 	}
+	inputs := inputspb.FromProto(req.GetInputs())
+	if e := gateinputs.Check(inputs); e != nil {
+		return nil, invalidArg("%s (docs/approver-inputs.md, \"Declaration\")", e.Error())
+	}
 	fence, err := fenceOf(ctx, req.GetOwnerId(), req.GetEpoch())
 	if err != nil {
 		return nil, err
@@ -109,6 +115,10 @@ func (h approvalService) RequestApproval(ctx context.Context, req *rbookv1.Reque
 				return nil, err
 			}
 			d := s.decidePolicy(in)
+			if name := gateinputs.NeedsPerson(inputs); d.AutoPassed && name != "" {
+				// The policy cannot fill in the form: a person decides (docs/approver-inputs.md).
+				d.AutoPassed, d.Reason = false, d.Reason+"; not auto-passed: the input "+name+" is required and has no default, so a person must give it"
+			}
 			policy = &d
 		}
 	}
@@ -117,10 +127,13 @@ func (h approvalService) RequestApproval(ctx context.Context, req *rbookv1.Reque
 		na := store.NewApproval{ApprovalID: id, RunID: req.GetRunId(), NodeID: req.GetStepName(), StepIndex: int(req.GetStepIndex()),
 			RequestedAt: now, Deadline: deadline, PlanDigest: req.GetPlanDigest(), Prompt: req.GetPrompt(), OnFail: req.GetOnFail(),
 			Fence: &fence, ApprovalsRequired: need.ApprovalsRequired, AllowedApprovers: need.AllowedApprovers,
-			StarterMayApprove: need.StarterMayApprove, PolicyRule: need.Rule, GitHub: workflowRunOf(req.GetGithub()), Policy: policy}
+			StarterMayApprove: need.StarterMayApprove, PolicyRule: need.Rule, GitHub: workflowRunOf(req.GetGithub()), Policy: policy,
+			Inputs: inputs}
 		if policy != nil && policy.AutoPassed {
-			// The gate opens decided: approved by "policy" (decided_by_source "policy"), auto_passed = 1.
+			// The gate opens decided: approved by "policy" (decided_by_source "policy"), auto_passed = 1,
+			// with the form's defaults as its input values.
 			na.AutoPassed, na.Reason = true, autoPassReason(*policy)
+			na.InputValues, _ = gateinputs.Validate(inputs, nil) // NeedsPerson is "": it cannot fail
 		}
 		token, err := approval.Issue(s.opts.Secret, claimsOf(store.Approval{ApprovalID: id, RunID: na.RunID, NodeID: na.NodeID,
 			RequestedAt: now, Deadline: deadline, PlanDigest: na.PlanDigest}))
@@ -170,7 +183,7 @@ func (h approvalService) RequestApproval(ctx context.Context, req *rbookv1.Reque
 
 func (h approvalService) Approve(ctx context.Context, req *rbookv1.ApproveRequest) (*rbookv1.ApproveResponse, error) {
 	a, err := h.s.decide(ctx, vote{token: req.GetToken(), approvalID: req.GetApprovalId(), reason: req.GetReason(),
-		claimed: req.GetApprover(), verdict: store.ApprovalApproved})
+		claimed: req.GetApprover(), verdict: store.ApprovalApproved, inputs: req.GetInputs()})
 	if err != nil {
 		return nil, err
 	}
@@ -194,6 +207,8 @@ func (h approvalService) Reject(ctx context.Context, req *rbookv1.RejectRequest)
 type vote struct {
 	token, approvalID, reason, claimed string
 	verdict                            store.ApprovalStatus
+	// inputs are the approver's values for the gate's form (Approve only).
+	inputs map[string]string
 }
 
 // unverifiedPrefix marks a vote by a name an unauthenticated caller asserted (approval.proto,
@@ -243,6 +258,8 @@ func (s *Server) decide(ctx context.Context, v vote) (store.Approval, error) {
 		return store.Approval{}, invalidArg("reason is %d bytes, over the limit of %d", len(v.reason), maxReasonBytes)
 	case len(v.claimed) > maxApproverBytes:
 		return store.Approval{}, invalidArg("approver is %d bytes, over the limit of %d", len(v.claimed), maxApproverBytes)
+	case len(v.inputs) > gateinputs.MaxFields:
+		return store.Approval{}, invalidArg("inputs has %d values; a gate declares at most %d fields", len(v.inputs), gateinputs.MaxFields)
 	}
 	if err := printableText("reason", v.reason); err != nil {
 		return store.Approval{}, err
@@ -301,9 +318,13 @@ func (s *Server) decide(ctx context.Context, v vote) (store.Approval, error) {
 	approve := v.verdict == store.ApprovalApproved
 	d := store.Decision{ApprovalID: a.ApprovalID, Verdict: v.verdict, Approver: voter.Identity, Verified: voter.Verified,
 		Person: voter.Person, Reason: v.reason, Source: sourceRPC, At: now,
-		Authorize: voteAuthorizer(voter, approve)}
+		Authorize: voteAuthorizer(voter, approve), InputValues: v.inputs}
 	decided, err := s.st.DecideApproval(ctx, d)
+	var inputErr *gateinputs.Error
 	switch {
+	case errors.As(err, &inputErr):
+		// Nothing was recorded: the gate is as it was (docs/approver-inputs.md).
+		return decided, invalidArg("approval %s: %s; nothing was decided, approve again with a valid value", a.ApprovalID, inputErr.Error())
 	case errors.Is(err, approval.ErrSelfApproval):
 		return decided, rpcError(connect.CodePermissionDenied, CodeSelfApproval,
 			"%s started run %s and may not approve its gates (%s: starter_may_approve is false); another approver must decide approval %s",

@@ -9,6 +9,7 @@ import (
 	"github.com/rbookhq/rbook-action/controlplane/consolelink"
 	"github.com/rbookhq/rbook-action/controlplane/store"
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
+	"github.com/rbookhq/rbook-action/internal/gateinputs/inputspb"
 )
 
 // Mapping between the store's status words and the proto enums lives here and only here
@@ -227,10 +228,11 @@ func (s *Server) approvalToProto(a store.Approval) *rbookv1.Approval {
 		ApprovalsRequired: int32(max(a.ApprovalsRequired, 1)), AllowedApprovers: a.AllowedApprovers,
 		StarterMayApprove: a.StarterMayApprove, Policy: policyToProto(a.Policy),
 		ApprovalUrl: consolelink.ApprovalURL(s.opts.PublicURL, a.ApprovalID),
+		Inputs:      inputspb.ToProto(a.Inputs), InputValues: a.InputValues,
 	}
 	for _, v := range a.Votes {
 		p.Votes = append(p.Votes, &rbookv1.ApprovalVote{Approver: v.Approver, Verdict: approvalStatusToProto[v.Verdict],
-			Reason: v.Reason, At: ts(v.At), Source: v.Source, Verified: v.Verified, Person: v.Person, PersonName: s.personLabel(v.Person)})
+			Reason: v.Reason, At: ts(v.At), Source: v.Source, Verified: v.Verified, Person: v.Person, PersonName: s.personLabel(v.Person), InputValues: v.InputValues})
 	}
 	if p.Approver == "" && (a.Status == store.ApprovalExpired || a.Status == store.ApprovalCancelled) {
 		p.Approver = "system" // approval.proto: "system" for expiry and cancel

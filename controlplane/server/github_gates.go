@@ -19,6 +19,7 @@ import (
 	"github.com/rbookhq/rbook-action/controlplane/ghapp"
 	"github.com/rbookhq/rbook-action/controlplane/store"
 	"github.com/rbookhq/rbook-action/controlplane/webhook"
+	"github.com/rbookhq/rbook-action/internal/gateinputs"
 )
 
 // SourceGitHub is the decided_by_source of a vote cast by a deployment_review in GitHub's UI
@@ -263,6 +264,7 @@ func (g *githubGates) vote(ctx context.Context, a store.Approval, voter approval
 			}
 			return approval.CheckVote(requirementOf(cur), starter, voter, approve)
 		}})
+	var inputErr *gateinputs.Error
 	switch {
 	case errors.Is(err, approval.ErrSelfApproval):
 		return fmt.Sprintf("refused: %s started the run (%s: starter_may_approve is false)", voter.Identity, requirementOf(decided).Rule), nil
@@ -277,6 +279,10 @@ func (g *githubGates) vote(ctx context.Context, a store.Approval, voter approval
 		return "refused: the gate is closed (" + string(decided.Status) + ")", nil
 	case errors.Is(err, store.ErrNotFound):
 		return "refused: the gate no longer exists", nil
+	case errors.As(err, &inputErr):
+		// A review carries no input values: a form its defaults cannot fill waits for a
+		// channel that asks the person (docs/approver-inputs.md, "Every channel").
+		return "refused: the gate's form needs values a GitHub review cannot give (" + inputErr.Error() + "); approve it with rbook approve --input or on the console", nil
 	case err != nil:
 		return "", err
 	}

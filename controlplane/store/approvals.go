@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/rbookhq/rbook-action/internal/gateinputs"
 )
 
 // CreateApproval opens a gate: a pending approval for (run, node), or an approved one when
@@ -103,9 +105,13 @@ func (s *Store) CreateApproval(ctx context.Context, na NewApproval) (a Approval,
 		}
 
 		initial, decidedAt, approver, reason, source := ApprovalPending, any(nil), any(nil), any(nil), any(nil)
+		values := ""
 		if na.AutoPassed {
 			initial, decidedAt, approver, source = ApprovalApproved, formatTime(na.RequestedAt), SourcePolicy, SourcePolicy
 			reason = nullString(na.Reason)
+			if values, err = inputValuesText(na.InputValues); err != nil {
+				return fmt.Errorf("store: input values: %w", err)
+			}
 		}
 		var policyJSON any
 		if na.Policy != nil {
@@ -120,14 +126,22 @@ func (s *Store) CreateApproval(ctx context.Context, na NewApproval) (a Approval,
 		if err != nil {
 			return fmt.Errorf("store: allowed approvers: %w", err)
 		}
+		inputs := ""
+		if len(na.Inputs) > 0 {
+			b, err := json.Marshal(na.Inputs)
+			if err != nil {
+				return fmt.Errorf("store: inputs: %w", err)
+			}
+			inputs = string(b)
+		}
 		rows, err := w.writeApprovals(`INSERT INTO playbook_approvals
 			(approval_id, run_id, node_id, step_index, token, status, requested_at, approved_at, approver, reason,
 			 auto_passed, deadline, plan_digest, prompt, decided_by_source, on_fail,
-			 approvals_required, allowed_approvers, starter_may_approve, policy_rule, `+approvalWorkflowColumns+`, policy_json)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING `+approvalColumns,
+			 approvals_required, allowed_approvers, starter_may_approve, policy_rule, `+approvalWorkflowColumns+`, policy_json, inputs_json, input_values_json)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING `+approvalColumns,
 			append(append([]any{na.ApprovalID, na.RunID, na.NodeID, na.StepIndex, na.TokenHash, string(initial), formatTime(na.RequestedAt),
 				decidedAt, approver, reason, boolInt(na.AutoPassed), nullTime(na.Deadline), na.PlanDigest, na.Prompt, source,
-				na.OnFail, required, string(allowed), boolInt(na.StarterMayApprove), na.PolicyRule}, workflowArgs(na.GitHub)...), policyJSON)...)
+				na.OnFail, required, string(allowed), boolInt(na.StarterMayApprove), na.PolicyRule}, workflowArgs(na.GitHub)...), policyJSON, inputs, values)...)
 		if isUniqueViolation(err) {
 			return fmt.Errorf("%w: approval id or token already used", ErrConflict)
 		}
@@ -199,6 +213,9 @@ func validateNewApproval(na NewApproval) error {
 	case "", "halt", "rollback", "continue":
 	default:
 		return fmt.Errorf("%w: on_fail %q is not halt, rollback or continue", ErrInvalidArgument, truncateText(na.OnFail, 40))
+	}
+	if e := gateinputs.Check(na.Inputs); e != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidArgument, e)
 	}
 	return nil
 }
@@ -299,7 +316,7 @@ func (s *Store) DecideApproval(ctx context.Context, d Decision) (Approval, error
 			result, outcome = current, ErrAlreadyDecided
 			return nil
 		}
-		approver, reason, person := d.Approver, d.Reason, personName(d.Person, d.Approver)
+		approver, reason, person, decidedValues := d.Approver, d.Reason, personName(d.Person, d.Approver), ""
 		if vote {
 			if !current.Deadline.IsZero() && !current.Deadline.After(d.At) {
 				// The deadline had passed: close the gate now.
@@ -345,6 +362,21 @@ func (s *Store) DecideApproval(ctx context.Context, d Decision) (Approval, error
 					return nil
 				}
 			}
+			var values map[string]string
+			if d.Verdict == ApprovalApproved && (len(current.Inputs) > 0 || len(d.InputValues) > 0) {
+				// The form is checked here, in the transaction that records the vote, so an
+				// invalid value decides nothing (docs/approver-inputs.md).
+				v, e := gateinputs.Validate(current.Inputs, d.InputValues)
+				if e != nil {
+					result, outcome = current, fmt.Errorf("%w: %w", ErrInvalidArgument, e)
+					return nil
+				}
+				values = v
+			}
+			valuesText, err := inputValuesText(values)
+			if err != nil {
+				return fmt.Errorf("store: input values: %w", err)
+			}
 			approvedBy, people := current.ApprovedBy(), current.ApprovedPeople()
 			if d.Verdict == ApprovalApproved &&
 				(slices.Contains(approvedBy, d.Approver) || slices.Contains(people, personKey(d.Person, d.Approver))) {
@@ -353,11 +385,11 @@ func (s *Store) DecideApproval(ctx context.Context, d Decision) (Approval, error
 			}
 			// An identity has one vote per gate: a reject after its own approve replaces that
 			// vote (the person changed their mind; a reject by an allowed approver rejects).
-			if _, err := w.execSQL(`INSERT INTO approval_votes (approval_id, approver, verdict, reason, at, source, verified, person)
-				VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (approval_id, approver) DO UPDATE SET verdict = excluded.verdict,
+			if _, err := w.execSQL(`INSERT INTO approval_votes (approval_id, approver, verdict, reason, at, source, verified, person, input_values)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (approval_id, approver) DO UPDATE SET verdict = excluded.verdict,
 				reason = excluded.reason, at = excluded.at, source = excluded.source, verified = excluded.verified,
-				person = excluded.person`, d.ApprovalID, d.Approver, string(d.Verdict), d.Reason, at, d.Source,
-				boolInt(d.Verified), d.Person); err != nil {
+				person = excluded.person, input_values = excluded.input_values`, d.ApprovalID, d.Approver, string(d.Verdict), d.Reason, at, d.Source,
+				boolInt(d.Verified), d.Person, valuesText); err != nil {
 				return fmt.Errorf("store: insert vote: %w", err)
 			}
 			if d.Verdict == ApprovalApproved {
@@ -380,14 +412,15 @@ func (s *Store) DecideApproval(ctx context.Context, d Decision) (Approval, error
 					}
 				}
 				person = strings.Join(names, ", ")
+				decidedValues = valuesText
 			}
 		} else {
 			person = "" // expired and cancelled gates are decided by no person
 		}
 		won, err := w.writeApprovals(`UPDATE playbook_approvals
-			SET status = ?, approved_at = ?, approver = ?, reason = ?, decided_by_source = ?, person = ?
+			SET status = ?, approved_at = ?, approver = ?, reason = ?, decided_by_source = ?, person = ?, input_values_json = ?
 			WHERE approval_id = ? AND status = 'pending' RETURNING `+approvalColumns,
-			string(d.Verdict), at, nullString(approver), nullString(reason), nullString(d.Source), person, d.ApprovalID)
+			string(d.Verdict), at, nullString(approver), nullString(reason), nullString(d.Source), person, decidedValues, d.ApprovalID)
 		if err != nil {
 			return fmt.Errorf("store: decide approval: %w", err)
 		}

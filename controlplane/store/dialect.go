@@ -35,13 +35,13 @@ const (
 const lockForUpdate = " /*rbook:for-update*/"
 
 // votesSQLite and votesPG are the approvals' votes subquery of approvalColumns in each
-// dialect: a JSON array of [approver, verdict, reason, at, source, verified, person] in the order
+// dialect: a JSON array of [approver, verdict, reason, at, source, verified, person, input_values] in the order
 // the votes were stored (SQLite's rowid; on PostgreSQL, approval_votes.rowid is an identity
 // column of the same meaning, migrations_pg/0004).
 const (
-	votesSQLite = `(SELECT json_group_array(json_array(v.approver, v.verdict, v.reason, v.at, v.source, v.verified, v.person) ORDER BY v.rowid)
+	votesSQLite = `(SELECT json_group_array(json_array(v.approver, v.verdict, v.reason, v.at, v.source, v.verified, v.person, v.input_values) ORDER BY v.rowid)
 	 FROM approval_votes v WHERE v.approval_id = playbook_approvals.approval_id)`
-	votesPG = `(SELECT coalesce(json_agg(json_build_array(v.approver, v.verdict, v.reason, v.at, v.source, v.verified, v.person) ORDER BY v.rowid)::text, '[]')
+	votesPG = `(SELECT coalesce(json_agg(json_build_array(v.approver, v.verdict, v.reason, v.at, v.source, v.verified, v.person, v.input_values) ORDER BY v.rowid)::text, '[]')
 	 FROM approval_votes v WHERE v.approval_id = playbook_approvals.approval_id)`
 )
 

@@ -278,7 +278,7 @@ const insertTransitionSQL = "INSERT INTO run_transitions (" + transitionColumns 
 const approvalColumns = `approval_id, run_id, node_id, step_index, token, status, requested_at, approved_at,
 	approver, reason, auto_passed, deadline, plan_digest, prompt, decided_by_source, on_fail,
 	approvals_required, allowed_approvers, starter_may_approve, policy_rule, person,
-	` + votesSQLite + `, ` + approvalWorkflowColumns + `, policy_json`
+	` + votesSQLite + `, ` + approvalWorkflowColumns + `, policy_json, inputs_json, input_values_json`
 
 func scanApproval(r rowScanner) (Approval, error) {
 	var (
@@ -289,10 +289,11 @@ func scanApproval(r rowScanner) (Approval, error) {
 		allowed, votes                                          string
 		gh                                                      workflowScan
 		policy                                                  sql.NullString
+		inputs, values                                          string
 	)
 	err := r.Scan(append(append([]any{&a.ApprovalID, &a.RunID, &a.NodeID, &a.StepIndex, &a.TokenHash, &status, &requestedAt,
 		&decidedAt, &approver, &reason, &autoPassed, &deadline, &a.PlanDigest, &a.Prompt, &src, &a.OnFail,
-		&a.ApprovalsRequired, &allowed, &starterMay, &a.PolicyRule, &a.Person, &votes}, gh.dests()...), &policy)...)
+		&a.ApprovalsRequired, &allowed, &starterMay, &a.PolicyRule, &a.Person, &votes}, gh.dests()...), &policy, &inputs, &values)...)
 	if err != nil {
 		return Approval{}, err
 	}
@@ -301,6 +302,14 @@ func scanApproval(r rowScanner) (Approval, error) {
 		if err := json.Unmarshal([]byte(policy.String), a.Policy); err != nil {
 			return Approval{}, fmt.Errorf("store: policy_json of %s: %w", a.ApprovalID, err)
 		}
+	}
+	if inputs != "" {
+		if err := json.Unmarshal([]byte(inputs), &a.Inputs); err != nil {
+			return Approval{}, fmt.Errorf("store: inputs_json of %s: %w", a.ApprovalID, err)
+		}
+	}
+	if a.InputValues, err = parseInputValues(values); err != nil {
+		return Approval{}, fmt.Errorf("store: input_values_json of %s: %w", a.ApprovalID, err)
 	}
 	a.StarterMayApprove = starterMay == 1
 	a.GitHub = gh.run()
@@ -332,16 +341,20 @@ func parseVotes(text string) ([]Vote, error) {
 	}
 	out := make([]Vote, 0, len(rows))
 	for _, r := range rows {
-		if len(r) != 7 {
-			return nil, fmt.Errorf("a vote has %d fields, want 7", len(r))
+		if len(r) != 8 {
+			return nil, fmt.Errorf("a vote has %d fields, want 8", len(r))
 		}
 		var v Vote
-		var verdict, at string
+		var verdict, at, values string
 		var verified int
-		for i, dst := range []any{&v.Approver, &verdict, &v.Reason, &at, &v.Source, &verified, &v.Person} {
+		for i, dst := range []any{&v.Approver, &verdict, &v.Reason, &at, &v.Source, &verified, &v.Person, &values} {
 			if err := json.Unmarshal(r[i], dst); err != nil {
 				return nil, err
 			}
+		}
+		var err error
+		if v.InputValues, err = parseInputValues(values); err != nil {
+			return nil, err
 		}
 		v.Verdict, v.Verified = ApprovalStatus(verdict), verified == 1
 		t, err := parseTime("at", sql.NullString{String: at, Valid: true})
@@ -352,4 +365,23 @@ func parseVotes(text string) ([]Vote, error) {
 		out = append(out, v)
 	}
 	return out, nil
+}
+
+// parseInputValues reads an input_values column (migration 0016): "" is none (nil).
+func parseInputValues(text string) (map[string]string, error) {
+	if text == "" {
+		return nil, nil
+	}
+	var m map[string]string
+	err := json.Unmarshal([]byte(text), &m)
+	return m, err
+}
+
+// inputValuesText is the input_values column text of m: "" for none.
+func inputValuesText(m map[string]string) (string, error) {
+	if len(m) == 0 {
+		return "", nil
+	}
+	b, err := json.Marshal(m)
+	return string(b), err
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/rbookhq/rbook-action/internal/gateinputs"
 )
 
 // Sentinel errors. Callers test them with errors.Is; the server maps them to connect codes.
@@ -484,6 +486,12 @@ type NewApproval struct {
 	// migration 0010's policy_json), nil when none ran. Policy.AutoPassed must equal AutoPassed
 	// and a Shadow decision never auto-passes (ErrInvalidArgument).
 	Policy *AutoPassDecision
+	// Inputs is the gate's approver-input form (migration 0016; docs/approver-inputs.md), nil
+	// for none; it must pass gateinputs.Check (ErrInvalidArgument naming the field).
+	Inputs []gateinputs.Field
+	// InputValues are the values of a gate created AutoPassed (the form's defaults), stored
+	// as its decided values; ignored otherwise.
+	InputValues map[string]string
 }
 
 // AutoPassDecision is the auto-pass policy's decision stored on an approval (column
@@ -516,6 +524,9 @@ type Vote struct {
 	// Person is the people-directory person whose identity Approver is (migration 0015;
 	// docs/people.md), "" when it had none: then the identity counts as itself.
 	Person string
+	// InputValues are the approver-input values this vote gave, validated with defaults
+	// applied (migration 0016); nil for a rejection and for a gate without inputs.
+	InputValues map[string]string
 }
 
 // Key is who cast v for counting distinct approvals: "person:<id>" when the vote has a
@@ -576,6 +587,11 @@ type Approval struct {
 	// Policy is the auto-pass policy's decision at a playbook approval node (migration 0010),
 	// nil when none ran.
 	Policy *AutoPassDecision
+	// Inputs is the gate's approver-input form (migration 0016), nil for none.
+	Inputs []gateinputs.Field
+	// InputValues are the values the gate was approved with (those of the deciding vote,
+	// validated, defaults applied); nil while pending, on a rejection, and without inputs.
+	InputValues map[string]string
 }
 
 // ApprovedBy lists the identities that approved a, in vote order.
@@ -624,6 +640,12 @@ type Decision struct {
 	// error refuses the vote (nothing is written) and is returned by DecideApproval as is
 	// (issue 7, item 4: not an allowed approver, four-eyes). It must not block.
 	Authorize func(a Approval, starter RunStarter) error
+	// InputValues are the approver's values for the gate's form (docs/approver-inputs.md).
+	// An approve validates them against the gate's declared inputs with gateinputs.Validate in
+	// the deciding transaction, after Authorize: invalid values refuse the vote (nothing is
+	// written) and DecideApproval returns the *gateinputs.Error, wrapped in
+	// ErrInvalidArgument, with the current row. A reject ignores them.
+	InputValues map[string]string
 }
 
 // ApprovalFilter selects ListApprovals results; zero fields do not filter.

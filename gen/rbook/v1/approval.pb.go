@@ -166,6 +166,14 @@ type Approval struct {
 	// a rejected gate the person who rejected. Empty while pending and for decisions no person
 	// made (deadline, cancel, policy).
 	DecidedPerson string `protobuf:"bytes,45,opt,name=decided_person,json=decidedPerson,proto3" json:"decided_person,omitempty"`
+	// The approver-input form the gate declares (RequestApprovalRequest.inputs), in declaration
+	// order; empty when it declares none (docs/approver-inputs.md).
+	Inputs []*InputField `protobuf:"bytes,50,rep,name=inputs,proto3" json:"inputs,omitempty"`
+	// The values the gate was approved with, validated and with defaults applied: every
+	// declared field, "" for an optional one left empty. For an M-of-N gate, those of the vote
+	// that decided it (each vote keeps its own in ApprovalVote.input_values). Empty while
+	// pending, on a rejection, and when the gate declares no inputs.
+	InputValues   map[string]string `protobuf:"bytes,51,rep,name=input_values,json=inputValues,proto3" json:"input_values,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -368,6 +376,20 @@ func (x *Approval) GetDecidedPerson() string {
 	return ""
 }
 
+func (x *Approval) GetInputs() []*InputField {
+	if x != nil {
+		return x.Inputs
+	}
+	return nil
+}
+
+func (x *Approval) GetInputValues() map[string]string {
+	if x != nil {
+		return x.InputValues
+	}
+	return nil
+}
+
 // ApprovalEligibility is the gate policy's answer for one caller and one gate: what Approve
 // would do if that caller called it now. The decision itself is still checked by Approve and
 // Reject; this only lets a client show the answer before a person clicks.
@@ -557,7 +579,10 @@ type ApprovalVote struct {
 	// The person's display name from the directory ("Alice Example"), empty when the
 	// directory gives none or approver has no person. The console shows "Alice Example
 	// (github:alice)".
-	PersonName    string `protobuf:"bytes,11,opt,name=person_name,json=personName,proto3" json:"person_name,omitempty"`
+	PersonName string `protobuf:"bytes,11,opt,name=person_name,json=personName,proto3" json:"person_name,omitempty"`
+	// The approver-input values this vote gave, validated against Approval.inputs with
+	// defaults applied; empty for a rejection and when the gate declares no inputs.
+	InputValues   map[string]string `protobuf:"bytes,20,rep,name=input_values,json=inputValues,proto3" json:"input_values,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -648,11 +673,18 @@ func (x *ApprovalVote) GetPersonName() string {
 	return ""
 }
 
+func (x *ApprovalVote) GetInputValues() map[string]string {
+	if x != nil {
+		return x.InputValues
+	}
+	return nil
+}
+
 var File_rbook_v1_approval_proto protoreflect.FileDescriptor
 
 const file_rbook_v1_approval_proto_rawDesc = "" +
 	"\n" +
-	"\x17rbook/v1/approval.proto\x12\brbook.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x12rbook/v1/run.proto\"\xd9\a\n" +
+	"\x17rbook/v1/approval.proto\x12\brbook.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15rbook/v1/inputs.proto\x1a\x12rbook/v1/run.proto\"\x8f\t\n" +
 	"\bApproval\x12\x1f\n" +
 	"\vapproval_id\x18\x01 \x01(\tR\n" +
 	"approvalId\x12\x15\n" +
@@ -682,7 +714,12 @@ const file_rbook_v1_approval_proto_rawDesc = "" +
 	"\x06policy\x18\x1f \x01(\v2\x18.rbook.v1.PolicyDecisionR\x06policy\x12!\n" +
 	"\fapproval_url\x18  \x01(\tR\vapprovalUrl\x125\n" +
 	"\x06caller\x18! \x01(\v2\x1d.rbook.v1.ApprovalEligibilityR\x06caller\x12%\n" +
-	"\x0edecided_person\x18- \x01(\tR\rdecidedPerson\"|\n" +
+	"\x0edecided_person\x18- \x01(\tR\rdecidedPerson\x12,\n" +
+	"\x06inputs\x182 \x03(\v2\x14.rbook.v1.InputFieldR\x06inputs\x12F\n" +
+	"\finput_values\x183 \x03(\v2#.rbook.v1.Approval.InputValuesEntryR\vinputValues\x1a>\n" +
+	"\x10InputValuesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"|\n" +
 	"\x13ApprovalEligibility\x12\x1d\n" +
 	"\n" +
 	"may_decide\x18\x01 \x01(\bR\tmayDecide\x12\x12\n" +
@@ -695,7 +732,7 @@ const file_rbook_v1_approval_proto_rawDesc = "" +
 	"\x04rule\x18\x02 \x01(\tR\x04rule\x12\x16\n" +
 	"\x06action\x18\x03 \x01(\tR\x06action\x12\x16\n" +
 	"\x06reason\x18\x04 \x01(\tR\x06reason\x12\x16\n" +
-	"\x06shadow\x18\x05 \x01(\bR\x06shadow\"\x8f\x02\n" +
+	"\x06shadow\x18\x05 \x01(\bR\x06shadow\"\x9b\x03\n" +
 	"\fApprovalVote\x12\x1a\n" +
 	"\bapprover\x18\x01 \x01(\tR\bapprover\x122\n" +
 	"\averdict\x18\x02 \x01(\x0e2\x18.rbook.v1.ApprovalStatusR\averdict\x12\x16\n" +
@@ -706,7 +743,11 @@ const file_rbook_v1_approval_proto_rawDesc = "" +
 	"\x06person\x18\n" +
 	" \x01(\tR\x06person\x12\x1f\n" +
 	"\vperson_name\x18\v \x01(\tR\n" +
-	"personName*\xc6\x01\n" +
+	"personName\x12J\n" +
+	"\finput_values\x18\x14 \x03(\v2'.rbook.v1.ApprovalVote.InputValuesEntryR\vinputValues\x1a>\n" +
+	"\x10InputValuesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*\xc6\x01\n" +
 	"\x0eApprovalStatus\x12\x1f\n" +
 	"\x1bAPPROVAL_STATUS_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17APPROVAL_STATUS_PENDING\x10\x01\x12\x1c\n" +
@@ -728,32 +769,38 @@ func file_rbook_v1_approval_proto_rawDescGZIP() []byte {
 }
 
 var file_rbook_v1_approval_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_rbook_v1_approval_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_rbook_v1_approval_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_rbook_v1_approval_proto_goTypes = []any{
 	(ApprovalStatus)(0),           // 0: rbook.v1.ApprovalStatus
 	(*Approval)(nil),              // 1: rbook.v1.Approval
 	(*ApprovalEligibility)(nil),   // 2: rbook.v1.ApprovalEligibility
 	(*PolicyDecision)(nil),        // 3: rbook.v1.PolicyDecision
 	(*ApprovalVote)(nil),          // 4: rbook.v1.ApprovalVote
-	(*timestamppb.Timestamp)(nil), // 5: google.protobuf.Timestamp
-	(*GitHubWorkflowRun)(nil),     // 6: rbook.v1.GitHubWorkflowRun
+	nil,                           // 5: rbook.v1.Approval.InputValuesEntry
+	nil,                           // 6: rbook.v1.ApprovalVote.InputValuesEntry
+	(*timestamppb.Timestamp)(nil), // 7: google.protobuf.Timestamp
+	(*GitHubWorkflowRun)(nil),     // 8: rbook.v1.GitHubWorkflowRun
+	(*InputField)(nil),            // 9: rbook.v1.InputField
 }
 var file_rbook_v1_approval_proto_depIdxs = []int32{
-	5,  // 0: rbook.v1.Approval.requested_at:type_name -> google.protobuf.Timestamp
-	5,  // 1: rbook.v1.Approval.approved_at:type_name -> google.protobuf.Timestamp
+	7,  // 0: rbook.v1.Approval.requested_at:type_name -> google.protobuf.Timestamp
+	7,  // 1: rbook.v1.Approval.approved_at:type_name -> google.protobuf.Timestamp
 	0,  // 2: rbook.v1.Approval.status:type_name -> rbook.v1.ApprovalStatus
-	5,  // 3: rbook.v1.Approval.deadline:type_name -> google.protobuf.Timestamp
+	7,  // 3: rbook.v1.Approval.deadline:type_name -> google.protobuf.Timestamp
 	4,  // 4: rbook.v1.Approval.votes:type_name -> rbook.v1.ApprovalVote
-	6,  // 5: rbook.v1.Approval.github:type_name -> rbook.v1.GitHubWorkflowRun
+	8,  // 5: rbook.v1.Approval.github:type_name -> rbook.v1.GitHubWorkflowRun
 	3,  // 6: rbook.v1.Approval.policy:type_name -> rbook.v1.PolicyDecision
 	2,  // 7: rbook.v1.Approval.caller:type_name -> rbook.v1.ApprovalEligibility
-	0,  // 8: rbook.v1.ApprovalVote.verdict:type_name -> rbook.v1.ApprovalStatus
-	5,  // 9: rbook.v1.ApprovalVote.at:type_name -> google.protobuf.Timestamp
-	10, // [10:10] is the sub-list for method output_type
-	10, // [10:10] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	9,  // 8: rbook.v1.Approval.inputs:type_name -> rbook.v1.InputField
+	5,  // 9: rbook.v1.Approval.input_values:type_name -> rbook.v1.Approval.InputValuesEntry
+	0,  // 10: rbook.v1.ApprovalVote.verdict:type_name -> rbook.v1.ApprovalStatus
+	7,  // 11: rbook.v1.ApprovalVote.at:type_name -> google.protobuf.Timestamp
+	6,  // 12: rbook.v1.ApprovalVote.input_values:type_name -> rbook.v1.ApprovalVote.InputValuesEntry
+	13, // [13:13] is the sub-list for method output_type
+	13, // [13:13] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_rbook_v1_approval_proto_init() }
@@ -761,6 +808,7 @@ func file_rbook_v1_approval_proto_init() {
 	if File_rbook_v1_approval_proto != nil {
 		return
 	}
+	file_rbook_v1_inputs_proto_init()
 	file_rbook_v1_run_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -768,7 +816,7 @@ func file_rbook_v1_approval_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rbook_v1_approval_proto_rawDesc), len(file_rbook_v1_approval_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   4,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

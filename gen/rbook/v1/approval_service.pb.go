@@ -52,7 +52,11 @@ type RequestApprovalRequest struct {
 	Github *GitHubWorkflowRun `protobuf:"bytes,10,opt,name=github,proto3" json:"github,omitempty"`
 	// For a playbook approval node: what the auto-pass policy evaluates (issue 9, item 6). Unset
 	// for a runbook's confirm step, which never auto-passes.
-	Policy        *PolicyContext `protobuf:"bytes,11,opt,name=policy,proto3" json:"policy,omitempty"`
+	Policy *PolicyContext `protobuf:"bytes,11,opt,name=policy,proto3" json:"policy,omitempty"`
+	// The approver-input form of the gate (a playbook approval node's inputs:), at most 20
+	// fields (docs/approver-inputs.md). A declaration the control plane finds invalid is
+	// E_INVALID_ARGUMENT naming the field. Stored with the approval as Approval.inputs.
+	Inputs        []*InputField `protobuf:"bytes,20,rep,name=inputs,proto3" json:"inputs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -160,6 +164,13 @@ func (x *RequestApprovalRequest) GetGithub() *GitHubWorkflowRun {
 func (x *RequestApprovalRequest) GetPolicy() *PolicyContext {
 	if x != nil {
 		return x.Policy
+	}
+	return nil
+}
+
+func (x *RequestApprovalRequest) GetInputs() []*InputField {
+	if x != nil {
+		return x.Inputs
 	}
 	return nil
 }
@@ -318,7 +329,12 @@ type ApproveRequest struct {
 	// The gate to decide, by Approval.approval_id, instead of token (issue 7, item 4: `rbook
 	// approve APPROVAL_ID`). Needs an authenticated caller with the approver role whom the
 	// gate's policy allows (E_UNAUTHENTICATED without auth, E_PERMISSION_DENIED otherwise).
-	ApprovalId    string `protobuf:"bytes,4,opt,name=approval_id,json=approvalId,proto3" json:"approval_id,omitempty"`
+	ApprovalId string `protobuf:"bytes,4,opt,name=approval_id,json=approvalId,proto3" json:"approval_id,omitempty"`
+	// Values for the gate's approver-input form (Approval.inputs), field name to text
+	// (docs/approver-inputs.md). Validated in the transaction that records the vote: a missing
+	// required field, a wrong type, a pattern or options mismatch, an unknown field or a value
+	// over 4 KiB is E_INVALID_ARGUMENT naming the field, and nothing is recorded.
+	Inputs        map[string]string `protobuf:"bytes,10,rep,name=inputs,proto3" json:"inputs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -379,6 +395,13 @@ func (x *ApproveRequest) GetApprovalId() string {
 		return x.ApprovalId
 	}
 	return ""
+}
+
+func (x *ApproveRequest) GetInputs() map[string]string {
+	if x != nil {
+		return x.Inputs
+	}
+	return nil
 }
 
 // ApproveResponse returns the decided approval.
@@ -870,7 +893,7 @@ var File_rbook_v1_approval_service_proto protoreflect.FileDescriptor
 
 const file_rbook_v1_approval_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1frbook/v1/approval_service.proto\x12\brbook.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17rbook/v1/approval.proto\x1a\x12rbook/v1/run.proto\"\x8c\x03\n" +
+	"\x1frbook/v1/approval_service.proto\x12\brbook.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17rbook/v1/approval.proto\x1a\x15rbook/v1/inputs.proto\x1a\x12rbook/v1/run.proto\"\xba\x03\n" +
 	"\x16RequestApprovalRequest\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1b\n" +
 	"\tstep_name\x18\x02 \x01(\tR\bstepName\x12\x1d\n" +
@@ -885,7 +908,8 @@ const file_rbook_v1_approval_service_proto_rawDesc = "" +
 	"\x05epoch\x18\t \x01(\x03R\x05epoch\x123\n" +
 	"\x06github\x18\n" +
 	" \x01(\v2\x1b.rbook.v1.GitHubWorkflowRunR\x06github\x12/\n" +
-	"\x06policy\x18\v \x01(\v2\x17.rbook.v1.PolicyContextR\x06policy\"\xa8\x01\n" +
+	"\x06policy\x18\v \x01(\v2\x17.rbook.v1.PolicyContextR\x06policy\x12,\n" +
+	"\x06inputs\x18\x14 \x03(\v2\x14.rbook.v1.InputFieldR\x06inputs\"\xa8\x01\n" +
 	"\rPolicyContext\x12\x1b\n" +
 	"\tnode_json\x18\x01 \x01(\tR\bnodeJson\x12#\n" +
 	"\rbindings_json\x18\x02 \x01(\tR\fbindingsJson\x12#\n" +
@@ -894,13 +918,18 @@ const file_rbook_v1_approval_service_proto_rawDesc = "" +
 	"\x05tools\x18\x05 \x03(\tR\x05tools\"_\n" +
 	"\x17RequestApprovalResponse\x12.\n" +
 	"\bapproval\x18\x01 \x01(\v2\x12.rbook.v1.ApprovalR\bapproval\x12\x14\n" +
-	"\x05token\x18\x02 \x01(\tR\x05token\"{\n" +
+	"\x05token\x18\x02 \x01(\tR\x05token\"\xf4\x01\n" +
 	"\x0eApproveRequest\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x1a\n" +
 	"\bapprover\x18\x03 \x01(\tR\bapprover\x12\x1f\n" +
 	"\vapproval_id\x18\x04 \x01(\tR\n" +
-	"approvalId\"A\n" +
+	"approvalId\x12<\n" +
+	"\x06inputs\x18\n" +
+	" \x03(\v2$.rbook.v1.ApproveRequest.InputsEntryR\x06inputs\x1a9\n" +
+	"\vInputsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"A\n" +
 	"\x0fApproveResponse\x12.\n" +
 	"\bapproval\x18\x01 \x01(\v2\x12.rbook.v1.ApprovalR\bapproval\"z\n" +
 	"\rRejectRequest\x12\x14\n" +
@@ -950,7 +979,7 @@ func file_rbook_v1_approval_service_proto_rawDescGZIP() []byte {
 	return file_rbook_v1_approval_service_proto_rawDescData
 }
 
-var file_rbook_v1_approval_service_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_rbook_v1_approval_service_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_rbook_v1_approval_service_proto_goTypes = []any{
 	(*RequestApprovalRequest)(nil),  // 0: rbook.v1.RequestApprovalRequest
 	(*PolicyContext)(nil),           // 1: rbook.v1.PolicyContext
@@ -965,39 +994,43 @@ var file_rbook_v1_approval_service_proto_goTypes = []any{
 	(*ListApprovalsResponse)(nil),   // 10: rbook.v1.ListApprovalsResponse
 	(*WatchApprovalRequest)(nil),    // 11: rbook.v1.WatchApprovalRequest
 	(*WatchApprovalResponse)(nil),   // 12: rbook.v1.WatchApprovalResponse
-	(*timestamppb.Timestamp)(nil),   // 13: google.protobuf.Timestamp
-	(*GitHubWorkflowRun)(nil),       // 14: rbook.v1.GitHubWorkflowRun
-	(*Approval)(nil),                // 15: rbook.v1.Approval
-	(ApprovalStatus)(0),             // 16: rbook.v1.ApprovalStatus
+	nil,                             // 13: rbook.v1.ApproveRequest.InputsEntry
+	(*timestamppb.Timestamp)(nil),   // 14: google.protobuf.Timestamp
+	(*GitHubWorkflowRun)(nil),       // 15: rbook.v1.GitHubWorkflowRun
+	(*InputField)(nil),              // 16: rbook.v1.InputField
+	(*Approval)(nil),                // 17: rbook.v1.Approval
+	(ApprovalStatus)(0),             // 18: rbook.v1.ApprovalStatus
 }
 var file_rbook_v1_approval_service_proto_depIdxs = []int32{
-	13, // 0: rbook.v1.RequestApprovalRequest.deadline:type_name -> google.protobuf.Timestamp
-	14, // 1: rbook.v1.RequestApprovalRequest.github:type_name -> rbook.v1.GitHubWorkflowRun
+	14, // 0: rbook.v1.RequestApprovalRequest.deadline:type_name -> google.protobuf.Timestamp
+	15, // 1: rbook.v1.RequestApprovalRequest.github:type_name -> rbook.v1.GitHubWorkflowRun
 	1,  // 2: rbook.v1.RequestApprovalRequest.policy:type_name -> rbook.v1.PolicyContext
-	15, // 3: rbook.v1.RequestApprovalResponse.approval:type_name -> rbook.v1.Approval
-	15, // 4: rbook.v1.ApproveResponse.approval:type_name -> rbook.v1.Approval
-	15, // 5: rbook.v1.RejectResponse.approval:type_name -> rbook.v1.Approval
-	15, // 6: rbook.v1.GetApprovalResponse.approval:type_name -> rbook.v1.Approval
-	16, // 7: rbook.v1.ListApprovalsRequest.status:type_name -> rbook.v1.ApprovalStatus
-	15, // 8: rbook.v1.ListApprovalsResponse.approvals:type_name -> rbook.v1.Approval
-	15, // 9: rbook.v1.WatchApprovalResponse.approval:type_name -> rbook.v1.Approval
-	0,  // 10: rbook.v1.ApprovalService.RequestApproval:input_type -> rbook.v1.RequestApprovalRequest
-	3,  // 11: rbook.v1.ApprovalService.Approve:input_type -> rbook.v1.ApproveRequest
-	5,  // 12: rbook.v1.ApprovalService.Reject:input_type -> rbook.v1.RejectRequest
-	7,  // 13: rbook.v1.ApprovalService.GetApproval:input_type -> rbook.v1.GetApprovalRequest
-	9,  // 14: rbook.v1.ApprovalService.ListApprovals:input_type -> rbook.v1.ListApprovalsRequest
-	11, // 15: rbook.v1.ApprovalService.WatchApproval:input_type -> rbook.v1.WatchApprovalRequest
-	2,  // 16: rbook.v1.ApprovalService.RequestApproval:output_type -> rbook.v1.RequestApprovalResponse
-	4,  // 17: rbook.v1.ApprovalService.Approve:output_type -> rbook.v1.ApproveResponse
-	6,  // 18: rbook.v1.ApprovalService.Reject:output_type -> rbook.v1.RejectResponse
-	8,  // 19: rbook.v1.ApprovalService.GetApproval:output_type -> rbook.v1.GetApprovalResponse
-	10, // 20: rbook.v1.ApprovalService.ListApprovals:output_type -> rbook.v1.ListApprovalsResponse
-	12, // 21: rbook.v1.ApprovalService.WatchApproval:output_type -> rbook.v1.WatchApprovalResponse
-	16, // [16:22] is the sub-list for method output_type
-	10, // [10:16] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	16, // 3: rbook.v1.RequestApprovalRequest.inputs:type_name -> rbook.v1.InputField
+	17, // 4: rbook.v1.RequestApprovalResponse.approval:type_name -> rbook.v1.Approval
+	13, // 5: rbook.v1.ApproveRequest.inputs:type_name -> rbook.v1.ApproveRequest.InputsEntry
+	17, // 6: rbook.v1.ApproveResponse.approval:type_name -> rbook.v1.Approval
+	17, // 7: rbook.v1.RejectResponse.approval:type_name -> rbook.v1.Approval
+	17, // 8: rbook.v1.GetApprovalResponse.approval:type_name -> rbook.v1.Approval
+	18, // 9: rbook.v1.ListApprovalsRequest.status:type_name -> rbook.v1.ApprovalStatus
+	17, // 10: rbook.v1.ListApprovalsResponse.approvals:type_name -> rbook.v1.Approval
+	17, // 11: rbook.v1.WatchApprovalResponse.approval:type_name -> rbook.v1.Approval
+	0,  // 12: rbook.v1.ApprovalService.RequestApproval:input_type -> rbook.v1.RequestApprovalRequest
+	3,  // 13: rbook.v1.ApprovalService.Approve:input_type -> rbook.v1.ApproveRequest
+	5,  // 14: rbook.v1.ApprovalService.Reject:input_type -> rbook.v1.RejectRequest
+	7,  // 15: rbook.v1.ApprovalService.GetApproval:input_type -> rbook.v1.GetApprovalRequest
+	9,  // 16: rbook.v1.ApprovalService.ListApprovals:input_type -> rbook.v1.ListApprovalsRequest
+	11, // 17: rbook.v1.ApprovalService.WatchApproval:input_type -> rbook.v1.WatchApprovalRequest
+	2,  // 18: rbook.v1.ApprovalService.RequestApproval:output_type -> rbook.v1.RequestApprovalResponse
+	4,  // 19: rbook.v1.ApprovalService.Approve:output_type -> rbook.v1.ApproveResponse
+	6,  // 20: rbook.v1.ApprovalService.Reject:output_type -> rbook.v1.RejectResponse
+	8,  // 21: rbook.v1.ApprovalService.GetApproval:output_type -> rbook.v1.GetApprovalResponse
+	10, // 22: rbook.v1.ApprovalService.ListApprovals:output_type -> rbook.v1.ListApprovalsResponse
+	12, // 23: rbook.v1.ApprovalService.WatchApproval:output_type -> rbook.v1.WatchApprovalResponse
+	18, // [18:24] is the sub-list for method output_type
+	12, // [12:18] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_rbook_v1_approval_service_proto_init() }
@@ -1006,6 +1039,7 @@ func file_rbook_v1_approval_service_proto_init() {
 		return
 	}
 	file_rbook_v1_approval_proto_init()
+	file_rbook_v1_inputs_proto_init()
 	file_rbook_v1_run_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1013,7 +1047,7 @@ func file_rbook_v1_approval_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rbook_v1_approval_service_proto_rawDesc), len(file_rbook_v1_approval_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   13,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1380,8 +1380,12 @@ type PlanStep struct {
 	TimeoutSeconds int32 `protobuf:"varint,10,opt,name=timeout_seconds,json=timeoutSeconds,proto3" json:"timeout_seconds,omitempty"`
 	// True when input, params_json or argv were cut to their bound.
 	InputTruncated bool `protobuf:"varint,11,opt,name=input_truncated,json=inputTruncated,proto3" json:"input_truncated,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// An approval node's approver-input form (docs/approver-inputs.md), as Approval.inputs will
+	// carry it when the gate opens; empty for other steps and for a node without one. Dropped,
+	// with the input, when the plan is over its bound.
+	Inputs        []*InputField `protobuf:"bytes,20,rep,name=inputs,proto3" json:"inputs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PlanStep) Reset() {
@@ -1491,11 +1495,18 @@ func (x *PlanStep) GetInputTruncated() bool {
 	return false
 }
 
+func (x *PlanStep) GetInputs() []*InputField {
+	if x != nil {
+		return x.Inputs
+	}
+	return nil
+}
+
 var File_rbook_v1_run_proto protoreflect.FileDescriptor
 
 const file_rbook_v1_run_proto_rawDesc = "" +
 	"\n" +
-	"\x12rbook/v1/run.proto\x12\brbook.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa5\a\n" +
+	"\x12rbook/v1/run.proto\x12\brbook.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15rbook/v1/inputs.proto\"\xa5\a\n" +
 	"\x03Run\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12%\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x11.rbook.v1.RunKindR\x04kind\x12\x12\n" +
@@ -1608,7 +1619,7 @@ const file_rbook_v1_run_proto_rawDesc = "" +
 	"\aRunPlan\x12!\n" +
 	"\fcontent_hash\x18\x01 \x01(\tR\vcontentHash\x12(\n" +
 	"\x05steps\x18\x02 \x03(\v2\x12.rbook.v1.PlanStepR\x05steps\x12\x1c\n" +
-	"\ttruncated\x18\x03 \x01(\bR\ttruncated\"\xac\x02\n" +
+	"\ttruncated\x18\x03 \x01(\bR\ttruncated\"\xda\x02\n" +
 	"\bPlanStep\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
@@ -1622,7 +1633,8 @@ const file_rbook_v1_run_proto_rawDesc = "" +
 	"\aon_fail\x18\t \x01(\tR\x06onFail\x12'\n" +
 	"\x0ftimeout_seconds\x18\n" +
 	" \x01(\x05R\x0etimeoutSeconds\x12'\n" +
-	"\x0finput_truncated\x18\v \x01(\bR\x0einputTruncated*\xa1\x01\n" +
+	"\x0finput_truncated\x18\v \x01(\bR\x0einputTruncated\x12,\n" +
+	"\x06inputs\x18\x14 \x03(\v2\x14.rbook.v1.InputFieldR\x06inputs*\xa1\x01\n" +
 	"\tRunStatus\x12\x1a\n" +
 	"\x16RUN_STATUS_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12RUN_STATUS_RUNNING\x10\x01\x12\x15\n" +
@@ -1683,6 +1695,7 @@ var file_rbook_v1_run_proto_goTypes = []any{
 	(*PlanStep)(nil),              // 13: rbook.v1.PlanStep
 	nil,                           // 14: rbook.v1.PlaybookRunDetails.IterationCountsEntry
 	(*timestamppb.Timestamp)(nil), // 15: google.protobuf.Timestamp
+	(*InputField)(nil),            // 16: rbook.v1.InputField
 }
 var file_rbook_v1_run_proto_depIdxs = []int32{
 	3,  // 0: rbook.v1.Run.kind:type_name -> rbook.v1.RunKind
@@ -1706,11 +1719,12 @@ var file_rbook_v1_run_proto_depIdxs = []int32{
 	0,  // 18: rbook.v1.Transition.run_status:type_name -> rbook.v1.RunStatus
 	15, // 19: rbook.v1.Transition.recorded_at:type_name -> google.protobuf.Timestamp
 	13, // 20: rbook.v1.RunPlan.steps:type_name -> rbook.v1.PlanStep
-	21, // [21:21] is the sub-list for method output_type
-	21, // [21:21] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	16, // 21: rbook.v1.PlanStep.inputs:type_name -> rbook.v1.InputField
+	22, // [22:22] is the sub-list for method output_type
+	22, // [22:22] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_rbook_v1_run_proto_init() }
@@ -1718,6 +1732,7 @@ func file_rbook_v1_run_proto_init() {
 	if File_rbook_v1_run_proto != nil {
 		return
 	}
+	file_rbook_v1_inputs_proto_init()
 	file_rbook_v1_run_proto_msgTypes[6].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

@@ -12,6 +12,7 @@ import type { FullRun } from "./data.js";
 import { approvalCount, approvalStatus, isFinal, kindWord, ms, runStatus, runStatusClass, tally, timeEl, workflowRunOf, workflowRunURL, duration } from "./format.js";
 import { decisionBlock, evidenceTable, planStepItem, stepInfos, votesList } from "./parts.js";
 import { mayDecide } from "./waiting.js";
+import { inputsForm, inputValuesList } from "./inputs.js";
 import { ApprovalStatus } from "../../../../clients/ts/gen/rbook/v1/approval_pb.js";
 import type { Approval } from "../../../../clients/ts/gen/rbook/v1/approval_pb.js";
 import { RunKind } from "../../../../clients/ts/gen/rbook/v1/run_pb.js";
@@ -84,7 +85,7 @@ export async function gatePage(p: Page): Promise<void> {
   const tallyEl = h("p", { id: "tally", class: "tally" }, tally(a));
   const votesBox = h("div", null, votesList(a));
   const whoMayBox = h("div", null, whoMay(a, w));
-  const decisionBox = h("div", null, decisionBlock(a, "decision"));
+  const decisionBox = h("div", null, decisionBlock(a, "decision"), inputValuesList(a));
   const decideBox = h("div");
   const outcome = h("p", { id: "outcome", role: "status" });
   const evidenceBox = h("div", null, evidenceTable("evidence-table", stepInfos(fr.transitions, fr.plan?.steps)));
@@ -130,7 +131,7 @@ export async function gatePage(p: Page): Promise<void> {
     tallyEl.textContent = tally(a);
     votesBox.replaceChildren(votesList(a));
     whoMayBox.replaceChildren(whoMay(a, w));
-    decisionBox.replaceChildren(decisionBlock(a, "decision") ?? "");
+    decisionBox.replaceChildren(decisionBlock(a, "decision") ?? "", inputValuesList(a) ?? "");
     drawDecide(decideBox, a, w, outcome, update);
     tickDeadline();
     if (say) announce(say);
@@ -164,7 +165,9 @@ function drawDecide(box: HTMLElement, a: Approval, w: Who, outcome: HTMLElement,
   const reasonErr = h("p", { id: "reason-error", class: "field-error" });
   const approveBtn = h("button", { type: "submit", id: "approve", value: "approve", class: "primary" }, "Approve");
   const rejectBtn = h("button", { type: "submit", id: "reject", value: "reject", class: "danger" }, "Reject");
+  const fields = inputsForm(a);
   const form = h("form", { id: "decide", novalidate: true },
+    fields.el,
     h("label", { for: "reason" }, "Reason"),
     h("p", { id: "reason-help", class: "muted" }, "Recorded with your decision; required to reject."),
     reason, reasonErr,
@@ -182,11 +185,12 @@ function drawDecide(box: HTMLElement, a: Approval, w: Who, outcome: HTMLElement,
       return;
     }
     reason.removeAttribute("aria-invalid");
+    fields.clear();
     approveBtn.disabled = rejectBtn.disabled = true;
     outcome.textContent = verb === "approve" ? "Approving…" : "Rejecting…";
     const before = a;
     const call = verb === "approve"
-      ? approvals.approve({ approvalId: a.approvalId, reason: why }).then((r) => r.approval!)
+      ? approvals.approve({ approvalId: a.approvalId, reason: why, inputs: fields.values() }).then((r) => r.approval!)
       : approvals.reject({ approvalId: a.approvalId, reason: why }).then((r) => r.approval!);
     call.then(
       (next) => {
@@ -196,6 +200,7 @@ function drawDecide(box: HTMLElement, a: Approval, w: Who, outcome: HTMLElement,
       (err) => {
         const code = errorCode(err);
         outcome.textContent = code === "E_ALREADY_VOTED" ? `Your approval is already counted; ${tally(before)}.` : errorText(err);
+        if (code === "E_INVALID_ARGUMENT") fields.showError(errorText(err));
         approveBtn.disabled = rejectBtn.disabled = false;
         if (code === "E_APPROVAL_ALREADY_DECIDED") {
           void approvals.getApproval({ approvalId: a.approvalId }).then((r) => r.approval && update(r.approval), () => undefined);

@@ -146,6 +146,8 @@ export function planStepItem(p: PlanStep, names: Map<number, string>): HTMLLIEle
     p.argv.length ? h("div", { class: "argv" }, "argv: ", p.argv.map((x, i) => [i ? " " : "", h("code", null, x)])) : null,
     pre(p.input, "input"),
     pre(p.paramsJson, "params"),
+    p.inputs.length ? h("div", { class: "muted plan-inputs" }, "asks the approver for: ",
+      p.inputs.map((f, i) => [i ? ", " : "", h("code", null, f.name), f.required ? " (required)" : ""])) : null,
     p.inputTruncated ? h("p", { class: "muted" }, "Input cut to its size limit by the executor.") : null,
   ];
   return h("li", { class: p.gate ? "plan-step gate" : "plan-step" }, bits);

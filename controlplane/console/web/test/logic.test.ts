@@ -100,3 +100,9 @@ test("people read times, prompts and links as they expect", () => {
   const odd = create(RunSchema, { reportedWorkflowRun: { repository: "octo/repo\"><x", runId: "42" } });
   assert.equal(workflowRunURL(odd), "");
 });
+
+test("an Approve refusal names the input field it is about", async () => {
+  const { refusedField } = await import("../src/inputs.js");
+  assert.equal(refusedField("approval a-x: input target: must be one of blue, green, got \"red\"; nothing was decided"), "target");
+  assert.equal(refusedField("reason is 2000 bytes, over the limit of 1024"), "");
+});

@@ -6,6 +6,8 @@ import type { GenEnum, GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2"
 import { enumDesc, fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
+import type { InputField } from "./inputs_pb.js";
+import { file_rbook_v1_inputs } from "./inputs_pb.js";
 import type { GitHubWorkflowRun } from "./run_pb.js";
 import { file_rbook_v1_run } from "./run_pb.js";
 import type { Message } from "@bufbuild/protobuf";
@@ -14,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file rbook/v1/approval.proto.
  */
 export const file_rbook_v1_approval: GenFile = /*@__PURE__*/
-  fileDesc("ChdyYm9vay92MS9hcHByb3ZhbC5wcm90bxIIcmJvb2sudjEiyAUKCEFwcHJvdmFsEhMKC2FwcHJvdmFsX2lkGAEgASgJEg4KBnJ1bl9pZBgCIAEoCRIRCglzdGVwX25hbWUYAyABKAkSMAoMcmVxdWVzdGVkX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgthcHByb3ZlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEAoIYXBwcm92ZXIYBiABKAkSDgoGcmVhc29uGAcgASgJEigKBnN0YXR1cxgIIAEoDjIYLnJib29rLnYxLkFwcHJvdmFsU3RhdHVzEhMKC2F1dG9fcGFzc2VkGAkgASgIEhIKCnN0ZXBfaW5kZXgYFCABKAUSDgoGcHJvbXB0GBUgASgJEiwKCGRlYWRsaW5lGBYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBITCgtwbGFuX2RpZ2VzdBgXIAEoCRIPCgdvbl9mYWlsGBggASgJEhkKEWRlY2lkZWRfYnlfc291cmNlGBkgASgJEhoKEmFwcHJvdmFsc19yZXF1aXJlZBgaIAEoBRIlCgV2b3RlcxgbIAMoCzIWLnJib29rLnYxLkFwcHJvdmFsVm90ZRIZChFhbGxvd2VkX2FwcHJvdmVycxgcIAMoCRIbChNzdGFydGVyX21heV9hcHByb3ZlGB0gASgIEisKBmdpdGh1YhgeIAEoCzIbLnJib29rLnYxLkdpdEh1YldvcmtmbG93UnVuEigKBnBvbGljeRgfIAEoCzIYLnJib29rLnYxLlBvbGljeURlY2lzaW9uEhQKDGFwcHJvdmFsX3VybBggIAEoCRItCgZjYWxsZXIYISABKAsyHS5yYm9vay52MS5BcHByb3ZhbEVsaWdpYmlsaXR5EhYKDmRlY2lkZWRfcGVyc29uGC0gASgJIlkKE0FwcHJvdmFsRWxpZ2liaWxpdHkSEgoKbWF5X2RlY2lkZRgBIAEoCBIMCgRjb2RlGAIgASgJEg4KBnJlYXNvbhgDIAEoCRIQCghpZGVudGl0eRgEIAEoCSJjCg5Qb2xpY3lEZWNpc2lvbhITCgthdXRvX3Bhc3NlZBgBIAEoCBIMCgRydWxlGAIgASgJEg4KBmFjdGlvbhgDIAEoCRIOCgZyZWFzb24YBCABKAkSDgoGc2hhZG93GAUgASgIIsoBCgxBcHByb3ZhbFZvdGUSEAoIYXBwcm92ZXIYASABKAkSKQoHdmVyZGljdBgCIAEoDjIYLnJib29rLnYxLkFwcHJvdmFsU3RhdHVzEg4KBnJlYXNvbhgDIAEoCRImCgJhdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDgoGc291cmNlGAUgASgJEhAKCHZlcmlmaWVkGAYgASgIEg4KBnBlcnNvbhgKIAEoCRITCgtwZXJzb25fbmFtZRgLIAEoCSrGAQoOQXBwcm92YWxTdGF0dXMSHwobQVBQUk9WQUxfU1RBVFVTX1VOU1BFQ0lGSUVEEAASGwoXQVBQUk9WQUxfU1RBVFVTX1BFTkRJTkcQARIcChhBUFBST1ZBTF9TVEFUVVNfQVBQUk9WRUQQAhIcChhBUFBST1ZBTF9TVEFUVVNfUkVKRUNURUQQAxIbChdBUFBST1ZBTF9TVEFUVVNfRVhQSVJFRBAEEh0KGUFQUFJPVkFMX1NUQVRVU19DQU5DRUxMRUQQBUI2WjRnaXRodWIuY29tL3Jib29raHEvcmJvb2stYWN0aW9uL2dlbi9yYm9vay92MTtyYm9va3YxYgZwcm90bzM", [file_google_protobuf_timestamp, file_rbook_v1_run]);
+  fileDesc("ChdyYm9vay92MS9hcHByb3ZhbC5wcm90bxIIcmJvb2sudjEi3QYKCEFwcHJvdmFsEhMKC2FwcHJvdmFsX2lkGAEgASgJEg4KBnJ1bl9pZBgCIAEoCRIRCglzdGVwX25hbWUYAyABKAkSMAoMcmVxdWVzdGVkX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgthcHByb3ZlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEAoIYXBwcm92ZXIYBiABKAkSDgoGcmVhc29uGAcgASgJEigKBnN0YXR1cxgIIAEoDjIYLnJib29rLnYxLkFwcHJvdmFsU3RhdHVzEhMKC2F1dG9fcGFzc2VkGAkgASgIEhIKCnN0ZXBfaW5kZXgYFCABKAUSDgoGcHJvbXB0GBUgASgJEiwKCGRlYWRsaW5lGBYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBITCgtwbGFuX2RpZ2VzdBgXIAEoCRIPCgdvbl9mYWlsGBggASgJEhkKEWRlY2lkZWRfYnlfc291cmNlGBkgASgJEhoKEmFwcHJvdmFsc19yZXF1aXJlZBgaIAEoBRIlCgV2b3RlcxgbIAMoCzIWLnJib29rLnYxLkFwcHJvdmFsVm90ZRIZChFhbGxvd2VkX2FwcHJvdmVycxgcIAMoCRIbChNzdGFydGVyX21heV9hcHByb3ZlGB0gASgIEisKBmdpdGh1YhgeIAEoCzIbLnJib29rLnYxLkdpdEh1YldvcmtmbG93UnVuEigKBnBvbGljeRgfIAEoCzIYLnJib29rLnYxLlBvbGljeURlY2lzaW9uEhQKDGFwcHJvdmFsX3VybBggIAEoCRItCgZjYWxsZXIYISABKAsyHS5yYm9vay52MS5BcHByb3ZhbEVsaWdpYmlsaXR5EhYKDmRlY2lkZWRfcGVyc29uGC0gASgJEiQKBmlucHV0cxgyIAMoCzIULnJib29rLnYxLklucHV0RmllbGQSOQoMaW5wdXRfdmFsdWVzGDMgAygLMiMucmJvb2sudjEuQXBwcm92YWwuSW5wdXRWYWx1ZXNFbnRyeRoyChBJbnB1dFZhbHVlc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiWQoTQXBwcm92YWxFbGlnaWJpbGl0eRISCgptYXlfZGVjaWRlGAEgASgIEgwKBGNvZGUYAiABKAkSDgoGcmVhc29uGAMgASgJEhAKCGlkZW50aXR5GAQgASgJImMKDlBvbGljeURlY2lzaW9uEhMKC2F1dG9fcGFzc2VkGAEgASgIEgwKBHJ1bGUYAiABKAkSDgoGYWN0aW9uGAMgASgJEg4KBnJlYXNvbhgEIAEoCRIOCgZzaGFkb3cYBSABKAgivQIKDEFwcHJvdmFsVm90ZRIQCghhcHByb3ZlchgBIAEoCRIpCgd2ZXJkaWN0GAIgASgOMhgucmJvb2sudjEuQXBwcm92YWxTdGF0dXMSDgoGcmVhc29uGAMgASgJEiYKAmF0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIOCgZzb3VyY2UYBSABKAkSEAoIdmVyaWZpZWQYBiABKAgSDgoGcGVyc29uGAogASgJEhMKC3BlcnNvbl9uYW1lGAsgASgJEj0KDGlucHV0X3ZhbHVlcxgUIAMoCzInLnJib29rLnYxLkFwcHJvdmFsVm90ZS5JbnB1dFZhbHVlc0VudHJ5GjIKEElucHV0VmFsdWVzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASrGAQoOQXBwcm92YWxTdGF0dXMSHwobQVBQUk9WQUxfU1RBVFVTX1VOU1BFQ0lGSUVEEAASGwoXQVBQUk9WQUxfU1RBVFVTX1BFTkRJTkcQARIcChhBUFBST1ZBTF9TVEFUVVNfQVBQUk9WRUQQAhIcChhBUFBST1ZBTF9TVEFUVVNfUkVKRUNURUQQAxIbChdBUFBST1ZBTF9TVEFUVVNfRVhQSVJFRBAEEh0KGUFQUFJPVkFMX1NUQVRVU19DQU5DRUxMRUQQBUI2WjRnaXRodWIuY29tL3Jib29raHEvcmJvb2stYWN0aW9uL2dlbi9yYm9vay92MTtyYm9va3YxYgZwcm90bzM", [file_google_protobuf_timestamp, file_rbook_v1_inputs, file_rbook_v1_run]);
 
 /**
  * Approval is one confirm gate. Fields 1-9 are the seed's playbook_approvals columns except the
@@ -212,6 +214,24 @@ export type Approval = Message<"rbook.v1.Approval"> & {
    * @generated from field: string decided_person = 45;
    */
   decidedPerson: string;
+
+  /**
+   * The approver-input form the gate declares (RequestApprovalRequest.inputs), in declaration
+   * order; empty when it declares none (docs/approver-inputs.md).
+   *
+   * @generated from field: repeated rbook.v1.InputField inputs = 50;
+   */
+  inputs: InputField[];
+
+  /**
+   * The values the gate was approved with, validated and with defaults applied: every
+   * declared field, "" for an optional one left empty. For an M-of-N gate, those of the vote
+   * that decided it (each vote keeps its own in ApprovalVote.input_values). Empty while
+   * pending, on a rejection, and when the gate declares no inputs.
+   *
+   * @generated from field: map<string, string> input_values = 51;
+   */
+  inputValues: { [key: string]: string };
 };
 
 /**
@@ -389,6 +409,14 @@ export type ApprovalVote = Message<"rbook.v1.ApprovalVote"> & {
    * @generated from field: string person_name = 11;
    */
   personName: string;
+
+  /**
+   * The approver-input values this vote gave, validated against Approval.inputs with
+   * defaults applied; empty for a rejection and when the gate declares no inputs.
+   *
+   * @generated from field: map<string, string> input_values = 20;
+   */
+  inputValues: { [key: string]: string };
 };
 
 /**
