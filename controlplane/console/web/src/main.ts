@@ -83,6 +83,13 @@ document.addEventListener("click", (ev) => {
   go(a.pathname + a.search);
 });
 window.addEventListener("popstate", () => void render());
+// A page the browser keeps in its back/forward cache must not keep its streams open: over
+// HTTP/1.1 a browser opens at most six connections to one host, so a few cached gate pages
+// would leave the next page waiting. Leaving ends the page's calls; coming back renders anew.
+window.addEventListener("pagehide", () => current?.abort());
+window.addEventListener("pageshow", (ev) => {
+  if (ev.persisted) void render();
+});
 byId("signout").addEventListener("click", () => void signOut());
 
 void renderHeader();
