@@ -132,15 +132,15 @@ var injections = []string{
 	`javascript:alert('link')`,
 }
 
-// hostileRun records, through the API as an executor would, a run whose name, plan, outputs
+// injectedRun records, through the API as an executor would, a run whose name, plan, outputs
 // and gate prompt carry the injection strings, and opens its gate. It returns the run and
 // approval ids.
-func hostileRun(t *testing.T, url, token string) (runID, approvalID string) {
+func injectedRun(t *testing.T, url, token string) (runID, approvalID string) {
 	t.Helper()
 	ctx := context.Background()
 	c := cpclient.New(url, token)
 	all := strings.Join(injections, " ")
-	runID = "RBOOK-20261202-hostile-0123abcd"
+	runID = "RBOOK-20261202-injected-0123abcd"
 	const owner = "browser-test-executor"
 	plan := &rbookv1.RunPlan{ContentHash: strings.Repeat("ab", 32)}
 	for i, s := range injections {
@@ -149,7 +149,7 @@ func hostileRun(t *testing.T, url, token string) (runID, approvalID string) {
 	gateIndex := int32(len(injections))
 	plan.Steps = append(plan.Steps, &rbookv1.PlanStep{Index: gateIndex, Name: "confirm", Type: "confirm", Gate: true, OnFail: "halt"},
 		&rbookv1.PlanStep{Index: gateIndex + 1, Name: "after", Type: "check", Input: all, OnFail: "halt"})
-	res, err := c.Runs.StartRun(ctx, &rbookv1.StartRunRequest{RunId: runID, Name: "hostile", ContentHash: plan.ContentHash, SchemaHash8: "0123abcd",
+	res, err := c.Runs.StartRun(ctx, &rbookv1.StartRunRequest{RunId: runID, Name: "injected", ContentHash: plan.ContentHash, SchemaHash8: "0123abcd",
 		TotalSteps: int32(len(plan.Steps)), StartedBy: all, OwnerId: owner, Plan: plan})
 	if err != nil {
 		t.Fatalf("StartRun: %v", err)
@@ -191,7 +191,7 @@ func TestConsoleRendersInjectedTextAsTextUnderAStrictCSP(t *testing.T) {
 	b := browsertest.Start(t)
 	dir := workdir(t)
 	url := serveCP(t, dir)
-	runID, approvalID := hostileRun(t, url, "")
+	runID, approvalID := injectedRun(t, url, "")
 	tab := b.Person(t, "reader").Tab(t)
 	for _, pg := range []struct{ name, path string }{
 		{"gate", "/approvals/" + approvalID}, {"run", "/runs/" + runID}, {"waiting", "/"}, {"runs", "/runs"},

@@ -215,7 +215,7 @@ type vote struct {
 // ApprovalVote.approver; issue 7, item 4).
 const unverifiedPrefix = "unverified:"
 
-// callerVoter is who casts v: the authenticated caller (DESIGN D13), else the person at the
+// callerVoter is who casts v: the authenticated caller, else the person at the
 // keyboard of the embedded control plane as "unverified:<os user>" (Options.LocalPerson),
 // else the asserted name as "unverified:<name>", else "anonymous" (unverified). Server.voterOf
 // adds its person.
