@@ -362,7 +362,9 @@ func runKillCampaign(t *testing.T, m killMode, random, aimed int, seed uint64) {
 		if left+right == 0 {
 			break
 		}
-		if n > 3*(random+aimed) {
+		// The budget leaves room for a loaded machine, where run durations drift from the
+		// measured ones and several cycles pass before the kill ranges adapt to them.
+		if n > 3*(random+aimed)+30 {
 			t.Errorf("after %d cycles only %d of %d random and %d of %d aimed kills landed in a run: the kill ranges do not fit the runs",
 				n-1, k.landed[familyRandom], random, k.landed[familyAimed], aimed)
 			break
