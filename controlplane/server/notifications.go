@@ -49,7 +49,7 @@ type NotifyOptions struct {
 	// DefaultNotifyMaxAttempts.
 	MaxAttempts int
 	// RequesterEmail maps a run's starter identity to an email address for email channels
-	// with to_requester ("" when it has none); nil means RequesterEmailOf.
+	// with to_requester ("" when it has none); nil means Server.RequesterEmail.
 	RequesterEmail func(identity string) string
 }
 
@@ -85,9 +85,22 @@ func newNotifier(s *Server, o *NotifyOptions) *notifier {
 	}
 	n.requester = o.RequesterEmail
 	if n.requester == nil {
-		n.requester = RequesterEmailOf
+		n.requester = s.RequesterEmail
 	}
 	return n
+}
+
+// RequesterEmail is the email address the decision of a gate is mailed to for a run started
+// by identity: the "email:" identity of its person in the people directory (docs/people.md),
+// so a run started with an auth-file token or a GitHub job still reaches its person's inbox;
+// else the identity itself when it is an address (RequesterEmailOf); else "".
+func (s *Server) RequesterEmail(identity string) string {
+	if p, ok := s.PersonOf(identity); ok {
+		if addr := p.Email(); addr != "" {
+			return addr
+		}
+	}
+	return RequesterEmailOf(identity)
 }
 
 // start gives up the deliveries to channels the config no longer has (logged), then runs

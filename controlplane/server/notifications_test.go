@@ -19,6 +19,7 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/rbookhq/rbook-action/controlplane/notify"
+	"github.com/rbookhq/rbook-action/controlplane/people"
 	"github.com/rbookhq/rbook-action/controlplane/server"
 	"github.com/rbookhq/rbook-action/controlplane/store"
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
@@ -419,6 +420,39 @@ func TestRequesterEmailIsAnEmailIdentity(t *testing.T) {
 		"github:octocat": "", "alice": "", "unverified:eve@example.com": "", "Eve <eve@example.com>": ""} {
 		if got := server.RequesterEmailOf(identity); got != want {
 			t.Errorf("RequesterEmailOf(%q) = %q, want %q", identity, got, want)
+		}
+	}
+}
+
+// A run started through a person's other identity (an auth-file token, a GitHub job) mails the
+// decision to that person's address in the people directory; without a person, only an
+// identity that is itself an address has one.
+func TestRequesterEmailIsThePersonsAddress(t *testing.T) {
+	dir, err := people.Parse([]byte(`people:
+  - id: carol
+    name: Carol Ops
+    identities: [carol, "github:carol-gh", "email:carol@example.com"]
+  - id: dave
+    identities: [dave]
+`), "people.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := server.New(openStore(t, filepath.Join(t.TempDir(), "cp.db")), server.Options{Secret: []byte(testSecret), People: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	for identity, want := range map[string]string{
+		"carol":            "carol@example.com",
+		"github:carol-gh":  "carol@example.com",
+		"dave":             "",
+		"erin@example.com": "erin@example.com",
+		"unverified:carol": "",
+		"github:someone":   "",
+	} {
+		if got := s.RequesterEmail(identity); got != want {
+			t.Errorf("RequesterEmail(%q) = %q, want %q", identity, got, want)
 		}
 	}
 }
