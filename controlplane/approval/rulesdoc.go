@@ -1,8 +1,6 @@
 package approval
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -38,25 +36,14 @@ func readRulesFile(file, what string, maxBytes int) ([]byte, error) {
 // entries. It returns that list and the errAt that names file:line. Errors are
 // "file:line: message" (or "file: message" without a line).
 func parseRulesList(data []byte, file, what string, maxBytes, maxRules int) (*yaml.Node, errAtFunc, error) {
-	if len(data) > maxBytes {
-		return nil, nil, fmt.Errorf("%s: larger than %d bytes", file, maxBytes)
-	}
 	errAt := func(n *yaml.Node, format string, args ...any) error {
 		return fmt.Errorf("%s:%d: %s", file, n.Line, fmt.Sprintf(format, args...))
 	}
-	var doc yaml.Node
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&doc); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, nil, fmt.Errorf("%s: empty %s: want a mapping with \"rules\"", file, what)
-		}
-		return nil, nil, yamlerr.At(file, data, err)
+	doc, err := yamlerr.DecodeOne(file, data, maxBytes, what, `a mapping with "rules"`)
+	if err != nil {
+		return nil, nil, err
 	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		return nil, nil, fmt.Errorf("%s:%d: a %s is exactly one YAML document", file, extra.Line, what)
-	}
-	if err := checkNodes(&doc, errAt); err != nil {
+	if err := checkNodes(doc, errAt); err != nil {
 		return nil, nil, err
 	}
 	root := doc.Content[0]

@@ -6,7 +6,6 @@
 package auth
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"net/url"
@@ -108,26 +107,15 @@ func LoadOIDCConfig(path string) (*OIDCConfig, error) {
 // without repository or repository_id, a glob in a repository's owner, and a file over
 // MaxOIDCConfigBytes are errors.
 func ParseOIDCConfig(data []byte, name string) (*OIDCConfig, error) {
-	if len(data) > MaxOIDCConfigBytes {
-		return nil, fmt.Errorf("%s: larger than %d bytes", name, MaxOIDCConfigBytes)
-	}
-	var doc yaml.Node
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&doc); err != nil {
-		if err == io.EOF {
-			return nil, fmt.Errorf("%s: empty; it needs at least \"rules:\"", name)
-		}
-		return nil, yamlerr.At(name, data, err)
-	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); err != io.EOF {
-		return nil, fmt.Errorf("%s:%d: one YAML document expected", name, extra.Line)
+	doc, err := yamlerr.DecodeOne(name, data, MaxOIDCConfigBytes, "OIDC config", `a mapping with "rules:"`)
+	if err != nil {
+		return nil, err
 	}
 	p := parser{name: name}
 	cfg := &OIDCConfig{}
 	root := doc.Content[0]
 	var issuersLine int
-	err := p.mapping(root, "", map[string]func(*yaml.Node) error{
+	err = p.mapping(root, "", map[string]func(*yaml.Node) error{
 		"issuers": func(n *yaml.Node) error {
 			issuersLine = n.Line
 			return p.strings(n, "issuers", &cfg.Issuers)

@@ -1,7 +1,6 @@
 package auth
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"net/url"
@@ -161,26 +160,15 @@ func LoadSignInConfig(path string) (*SignInConfig, error) {
 // URL (http only with insecure_http_issuer / for loopback), a provider without rules, a
 // GitHub rule naming neither org nor team, and an unknown role are errors.
 func ParseSignInConfig(data []byte, name string, getenv func(string) string) (*SignInConfig, error) {
-	if len(data) > MaxOIDCConfigBytes {
-		return nil, fmt.Errorf("%s: larger than %d bytes", name, MaxOIDCConfigBytes)
-	}
-	var doc yaml.Node
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&doc); err != nil {
-		if err == io.EOF {
-			return nil, fmt.Errorf("%s: empty; it needs at least \"providers:\"", name)
-		}
-		return nil, yamlerr.At(name, data, err)
-	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); err != io.EOF {
-		return nil, fmt.Errorf("%s:%d: one YAML document expected", name, extra.Line)
+	doc, err := yamlerr.DecodeOne(name, data, MaxOIDCConfigBytes, "sign-in config", `a mapping with "providers:"`)
+	if err != nil {
+		return nil, err
 	}
 	p := parser{name: name}
 	cfg := &SignInConfig{SessionTTL: DefaultSessionTTL}
 	root := doc.Content[0]
 	seen := map[string]int{}
-	err := p.mapping(root, "", map[string]func(*yaml.Node) error{
+	err = p.mapping(root, "", map[string]func(*yaml.Node) error{
 		"session_ttl": func(n *yaml.Node) error {
 			var s string
 			if err := p.str(n, "session_ttl", &s); err != nil {

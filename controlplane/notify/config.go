@@ -7,8 +7,6 @@
 package notify
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"net/mail"
@@ -151,28 +149,17 @@ func LoadConfig(file string) (*Config, error) {
 // secret files are read relative to the working directory; env looks environment variables
 // up. See LoadConfig.
 func ParseConfig(data []byte, file string, env func(string) (string, bool)) (*Config, error) {
-	if len(data) > MaxConfigBytes {
-		return nil, fmt.Errorf("%s: larger than %d bytes", file, MaxConfigBytes)
+	doc, err := yamlerr.DecodeOne(file, data, MaxConfigBytes, "notification config", `a mapping with "channels" and "routes" or "default"`)
+	if err != nil {
+		return nil, err
 	}
 	p := &parser{file: file, env: env}
-	var doc yaml.Node
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&doc); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, fmt.Errorf("%s: empty notification config: want a mapping with \"channels\" and \"routes\" or \"default\"", file)
-		}
-		return nil, yamlerr.At(file, data, err)
-	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("%s: more than one YAML document: keep the whole config in one", file)
-	}
-	if err := p.check(&doc); err != nil {
+	if err := p.check(doc); err != nil {
 		return nil, err
 	}
 	root := doc.Content[0]
 	c := &Config{File: file, Channels: map[string]Channel{}}
-	err := p.mapping(root, "", map[string]func(v *yaml.Node, field string) error{
+	err = p.mapping(root, "", map[string]func(v *yaml.Node, field string) error{
 		"channels": func(v *yaml.Node, field string) error {
 			return p.list(v, field, func(n *yaml.Node, field string) error {
 				ch, name, err := p.channel(n, field)

@@ -6,8 +6,6 @@
 package people
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -126,23 +124,12 @@ func Load(file string) (*Directory, error) {
 // identities, a bad id or identity, two people with one id, one identity under two people
 // (the error names both lines), and a group naming someone who is not a person are errors.
 func Parse(data []byte, file string) (*Directory, error) {
-	if len(data) > MaxFileBytes {
-		return nil, fmt.Errorf("%s: larger than %d bytes", file, MaxFileBytes)
-	}
-	var doc yaml.Node
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&doc); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, fmt.Errorf("%s: empty; a people file needs \"people:\"", file)
-		}
-		return nil, yamlerr.At(file, data, err)
-	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("%s:%d: a people file is exactly one YAML document", file, extra.Line)
+	doc, err := yamlerr.DecodeOne(file, data, MaxFileBytes, "people file", `a mapping with "people:"`)
+	if err != nil {
+		return nil, err
 	}
 	p := parser{file: file}
-	if err := p.check(&doc); err != nil {
+	if err := p.check(doc); err != nil {
 		return nil, err
 	}
 	d := Empty()

@@ -1,16 +1,21 @@
-// Package yamlerr turns a gopkg.in/yaml.v3 syntax error into "file:line: message", for the
-// control plane's config files (the gate policy, the OIDC config): yaml.v3 writes
-// "yaml: line N: …", leaves the line out for a problem on line 1, and counts parser (not
-// scanner) problems from 0 (issue 7 new-user finding 14; the same rules as the runbook
-// loader, action/runbook yamlsafe.go).
+// Package yamlerr reads the control plane's YAML config files (gate policy, auto-pass policy,
+// OIDC and sign-in configs, notification config, people directory) as one document each
+// (DecodeOne) and turns a gopkg.in/yaml.v3 syntax error into "file:line: message": yaml.v3
+// writes "yaml: line N: …", leaves the line out for a problem on line 1, and counts parser
+// (not scanner) problems from 0 (the same rules as the runbook loader, action/runbook
+// yamlsafe.go).
 package yamlerr
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strconv"
 	"strings"
+
+	"gopkg.in/yaml.v3"
 
 	"github.com/rbookhq/rbook-action/internal/lazyregexp"
 )
@@ -78,4 +83,28 @@ func Plural(n int, one, many string) string {
 		return fmt.Sprintf("%d %s", n, one)
 	}
 	return fmt.Sprintf("%d %s", n, many)
+}
+
+// DecodeOne decodes data, the text of file, as exactly one YAML document, the first step of
+// every control-plane config parser (gate policy, auto-pass policy, OIDC and sign-in configs,
+// notification config, people directory). Errors: data longer than maxBytes
+// ("file: larger than N bytes"), no document ("file: empty WHAT: want WANT"), a syntax error
+// (At), and a second document ("file:LINE: a WHAT is exactly one YAML document").
+func DecodeOne(file string, data []byte, maxBytes int, what, want string) (*yaml.Node, error) {
+	if len(data) > maxBytes {
+		return nil, fmt.Errorf("%s: larger than %d bytes", file, maxBytes)
+	}
+	var doc yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("%s: empty %s: want %s", file, what, want)
+		}
+		return nil, At(file, data, err)
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("%s:%d: a %s is exactly one YAML document", file, extra.Line, what)
+	}
+	return &doc, nil
 }

@@ -1,6 +1,7 @@
 package yamlerr_test
 
 import (
+	"strings"
 	"testing"
 
 	"gopkg.in/yaml.v3"
@@ -32,5 +33,28 @@ func TestIssue7_Polish_YAMLErrorLines(t *testing.T) {
 		if got := yamlerr.Plural(n, "rule", "rules"); got != want {
 			t.Errorf("Plural(%d) = %q", n, got)
 		}
+	}
+}
+
+// Every config file is one YAML document of bounded size; the errors name the file, the
+// line of a second document and what the file should hold.
+func TestDecodeOneAcceptsExactlyOneBoundedDocument(t *testing.T) {
+	for _, tc := range []struct{ name, text, want string }{
+		{"one document", "rules: []\n", ""},
+		{"empty", "", `c.yaml: empty gate policy: want a mapping with "rules"`},
+		{"only a comment", "# nothing\n", `c.yaml: empty gate policy: want a mapping with "rules"`},
+		{"two documents", "rules: []\n---\nrules: []\n", "c.yaml:2: a gate policy is exactly one YAML document"},
+		{"too large", "rules: [" + strings.Repeat("a, ", 40) + "a]\n", "c.yaml: larger than 64 bytes"},
+		{"syntax error", "rules: [\n", "c.yaml:2: "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			doc, err := yamlerr.DecodeOne("c.yaml", []byte(tc.text), 64, "gate policy", `a mapping with "rules"`)
+			switch {
+			case tc.want == "" && (err != nil || doc == nil || len(doc.Content) != 1):
+				t.Fatalf("DecodeOne = %v, %v; want the document", doc, err)
+			case tc.want != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.want)):
+				t.Fatalf("DecodeOne error %v, want it to start with %q", err, tc.want)
+			}
+		})
 	}
 }
