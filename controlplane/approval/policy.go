@@ -156,7 +156,7 @@ type Starter struct {
 }
 
 // IsRunStarter reports whether v is the person that started the run: started_by, or
-// "github:<actor>" of the run's GitHub actor (DESIGN D13's spelling of a GitHub login), is
+// "github:<actor>" of the run's GitHub actor (how rbook spells a GitHub login as an identity), is
 // one of v's identities — its own or its person's (docs/people.md: four-eyes compares
 // people) — or v's github= link equals that actor (logins compared without regard to case,
 // as GitHub does). An unverified voter is never taken for the starter (nothing about it is
