@@ -173,7 +173,29 @@ type Approval struct {
 	// declared field, "" for an optional one left empty. For an M-of-N gate, those of the vote
 	// that decided it (each vote keeps its own in ApprovalVote.input_values). Empty while
 	// pending, on a rejection, and when the gate declares no inputs.
-	InputValues   map[string]string `protobuf:"bytes,51,rep,name=input_values,json=inputValues,proto3" json:"input_values,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	InputValues map[string]string `protobuf:"bytes,51,rep,name=input_values,json=inputValues,proto3" json:"input_values,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Send back (docs/push-back.md). The node ids of the playbook this gate may be sent back
+	// to: the approval node's `rewind_targets`, each an ancestor of it, in declaration order.
+	// Empty for runbook confirm steps (a rejection is FAIL and on_fail applies) and for
+	// approval nodes that declare none.
+	RewindTargets []string `protobuf:"bytes,60,rep,name=rewind_targets,json=rewindTargets,proto3" json:"rewind_targets,omitempty"`
+	// For a gate rejected with RejectRequest.redo_from: the node the run went back to. Empty
+	// for a plain rejection and while pending.
+	RedoFrom string `protobuf:"bytes,61,opt,name=redo_from,json=redoFrom,proto3" json:"redo_from,omitempty"`
+	// Which opening of this node's gate in its run this approval is: 1 for the first, n+1
+	// after the run was sent back n times and reached the node again. Each opening is its own
+	// approval (its own id, votes and decision).
+	Iteration int32 `protobuf:"varint,62,opt,name=iteration,proto3" json:"iteration,omitempty"`
+	// Escalation (docs/notifications.md, section "Escalation"): how many of its route's
+	// escalation steps have fired for this gate, 0 when none (or no route escalates).
+	Escalations int32 `protobuf:"varint,63,opt,name=escalations,proto3" json:"escalations,omitempty"`
+	// When the last escalation step fired; unset when escalations is 0.
+	EscalatedAt *timestamppb.Timestamp `protobuf:"bytes,64,opt,name=escalated_at,json=escalatedAt,proto3" json:"escalated_at,omitempty"`
+	// The delivery status of the notifications about this gate, one per event and channel,
+	// oldest first (docs/notifications.md, section "Delivery guarantees"). Set by GetApproval
+	// and WatchApproval for callers who may read the gate; empty in lists and when the
+	// control plane has no notification configuration.
+	Notifications []*GateNotification `protobuf:"bytes,65,rep,name=notifications,proto3" json:"notifications,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -390,6 +412,160 @@ func (x *Approval) GetInputValues() map[string]string {
 	return nil
 }
 
+func (x *Approval) GetRewindTargets() []string {
+	if x != nil {
+		return x.RewindTargets
+	}
+	return nil
+}
+
+func (x *Approval) GetRedoFrom() string {
+	if x != nil {
+		return x.RedoFrom
+	}
+	return ""
+}
+
+func (x *Approval) GetIteration() int32 {
+	if x != nil {
+		return x.Iteration
+	}
+	return 0
+}
+
+func (x *Approval) GetEscalations() int32 {
+	if x != nil {
+		return x.Escalations
+	}
+	return 0
+}
+
+func (x *Approval) GetEscalatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EscalatedAt
+	}
+	return nil
+}
+
+func (x *Approval) GetNotifications() []*GateNotification {
+	if x != nil {
+		return x.Notifications
+	}
+	return nil
+}
+
+// GateNotification is one notification about a gate to one channel, as the outbox delivers
+// it (docs/notifications.md). It carries no receiver URL, address or secret.
+type GateNotification struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The stable event id a receiver de-duplicates on, e.g. "gate.opened:<approval id>".
+	EventId string `protobuf:"bytes,1,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
+	// The event type: "gate.opened", "vote.cast", "gate.decided", "gate.expired",
+	// "gate.withdrawn" or "gate.escalated".
+	Type string `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
+	// The channel's name from the notification configuration, e.g. "ops-slack".
+	Channel string `protobuf:"bytes,3,opt,name=channel,proto3" json:"channel,omitempty"`
+	// The channel's kind: "slack", "teams", "webhook" or "email".
+	ChannelKind string `protobuf:"bytes,4,opt,name=channel_kind,json=channelKind,proto3" json:"channel_kind,omitempty"`
+	// "pending" (not yet delivered; retried with back-off), "delivered", or "failed" (given
+	// up after its bound; last_error says why).
+	Status string `protobuf:"bytes,5,opt,name=status,proto3" json:"status,omitempty"`
+	// Delivery attempts so far.
+	Attempts int32 `protobuf:"varint,6,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	// The last failed attempt's error, without secrets; empty when none failed.
+	LastError string `protobuf:"bytes,7,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	// When it was delivered; unset unless status is "delivered".
+	DeliveredAt   *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=delivered_at,json=deliveredAt,proto3" json:"delivered_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GateNotification) Reset() {
+	*x = GateNotification{}
+	mi := &file_rbook_v1_approval_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GateNotification) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GateNotification) ProtoMessage() {}
+
+func (x *GateNotification) ProtoReflect() protoreflect.Message {
+	mi := &file_rbook_v1_approval_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GateNotification.ProtoReflect.Descriptor instead.
+func (*GateNotification) Descriptor() ([]byte, []int) {
+	return file_rbook_v1_approval_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *GateNotification) GetEventId() string {
+	if x != nil {
+		return x.EventId
+	}
+	return ""
+}
+
+func (x *GateNotification) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *GateNotification) GetChannel() string {
+	if x != nil {
+		return x.Channel
+	}
+	return ""
+}
+
+func (x *GateNotification) GetChannelKind() string {
+	if x != nil {
+		return x.ChannelKind
+	}
+	return ""
+}
+
+func (x *GateNotification) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *GateNotification) GetAttempts() int32 {
+	if x != nil {
+		return x.Attempts
+	}
+	return 0
+}
+
+func (x *GateNotification) GetLastError() string {
+	if x != nil {
+		return x.LastError
+	}
+	return ""
+}
+
+func (x *GateNotification) GetDeliveredAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DeliveredAt
+	}
+	return nil
+}
+
 // ApprovalEligibility is the gate policy's answer for one caller and one gate: what Approve
 // would do if that caller called it now. The decision itself is still checked by Approve and
 // Reject; this only lets a client show the answer before a person clicks.
@@ -412,7 +588,7 @@ type ApprovalEligibility struct {
 
 func (x *ApprovalEligibility) Reset() {
 	*x = ApprovalEligibility{}
-	mi := &file_rbook_v1_approval_proto_msgTypes[1]
+	mi := &file_rbook_v1_approval_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -424,7 +600,7 @@ func (x *ApprovalEligibility) String() string {
 func (*ApprovalEligibility) ProtoMessage() {}
 
 func (x *ApprovalEligibility) ProtoReflect() protoreflect.Message {
-	mi := &file_rbook_v1_approval_proto_msgTypes[1]
+	mi := &file_rbook_v1_approval_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -437,7 +613,7 @@ func (x *ApprovalEligibility) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalEligibility.ProtoReflect.Descriptor instead.
 func (*ApprovalEligibility) Descriptor() ([]byte, []int) {
-	return file_rbook_v1_approval_proto_rawDescGZIP(), []int{1}
+	return file_rbook_v1_approval_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ApprovalEligibility) GetMayDecide() bool {
@@ -491,7 +667,7 @@ type PolicyDecision struct {
 
 func (x *PolicyDecision) Reset() {
 	*x = PolicyDecision{}
-	mi := &file_rbook_v1_approval_proto_msgTypes[2]
+	mi := &file_rbook_v1_approval_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -503,7 +679,7 @@ func (x *PolicyDecision) String() string {
 func (*PolicyDecision) ProtoMessage() {}
 
 func (x *PolicyDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_rbook_v1_approval_proto_msgTypes[2]
+	mi := &file_rbook_v1_approval_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -516,7 +692,7 @@ func (x *PolicyDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyDecision.ProtoReflect.Descriptor instead.
 func (*PolicyDecision) Descriptor() ([]byte, []int) {
-	return file_rbook_v1_approval_proto_rawDescGZIP(), []int{2}
+	return file_rbook_v1_approval_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *PolicyDecision) GetAutoPassed() bool {
@@ -589,7 +765,7 @@ type ApprovalVote struct {
 
 func (x *ApprovalVote) Reset() {
 	*x = ApprovalVote{}
-	mi := &file_rbook_v1_approval_proto_msgTypes[3]
+	mi := &file_rbook_v1_approval_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -601,7 +777,7 @@ func (x *ApprovalVote) String() string {
 func (*ApprovalVote) ProtoMessage() {}
 
 func (x *ApprovalVote) ProtoReflect() protoreflect.Message {
-	mi := &file_rbook_v1_approval_proto_msgTypes[3]
+	mi := &file_rbook_v1_approval_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -614,7 +790,7 @@ func (x *ApprovalVote) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalVote.ProtoReflect.Descriptor instead.
 func (*ApprovalVote) Descriptor() ([]byte, []int) {
-	return file_rbook_v1_approval_proto_rawDescGZIP(), []int{3}
+	return file_rbook_v1_approval_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ApprovalVote) GetApprover() string {
@@ -684,7 +860,7 @@ var File_rbook_v1_approval_proto protoreflect.FileDescriptor
 
 const file_rbook_v1_approval_proto_rawDesc = "" +
 	"\n" +
-	"\x17rbook/v1/approval.proto\x12\brbook.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15rbook/v1/inputs.proto\x1a\x12rbook/v1/run.proto\"\x8f\t\n" +
+	"\x17rbook/v1/approval.proto\x12\brbook.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15rbook/v1/inputs.proto\x1a\x12rbook/v1/run.proto\"\x94\v\n" +
 	"\bApproval\x12\x1f\n" +
 	"\vapproval_id\x18\x01 \x01(\tR\n" +
 	"approvalId\x12\x15\n" +
@@ -716,10 +892,26 @@ const file_rbook_v1_approval_proto_rawDesc = "" +
 	"\x06caller\x18! \x01(\v2\x1d.rbook.v1.ApprovalEligibilityR\x06caller\x12%\n" +
 	"\x0edecided_person\x18- \x01(\tR\rdecidedPerson\x12,\n" +
 	"\x06inputs\x182 \x03(\v2\x14.rbook.v1.InputFieldR\x06inputs\x12F\n" +
-	"\finput_values\x183 \x03(\v2#.rbook.v1.Approval.InputValuesEntryR\vinputValues\x1a>\n" +
+	"\finput_values\x183 \x03(\v2#.rbook.v1.Approval.InputValuesEntryR\vinputValues\x12%\n" +
+	"\x0erewind_targets\x18< \x03(\tR\rrewindTargets\x12\x1b\n" +
+	"\tredo_from\x18= \x01(\tR\bredoFrom\x12\x1c\n" +
+	"\titeration\x18> \x01(\x05R\titeration\x12 \n" +
+	"\vescalations\x18? \x01(\x05R\vescalations\x12=\n" +
+	"\fescalated_at\x18@ \x01(\v2\x1a.google.protobuf.TimestampR\vescalatedAt\x12@\n" +
+	"\rnotifications\x18A \x03(\v2\x1a.rbook.v1.GateNotificationR\rnotifications\x1a>\n" +
 	"\x10InputValuesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"|\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x90\x02\n" +
+	"\x10GateNotification\x12\x19\n" +
+	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x12\n" +
+	"\x04type\x18\x02 \x01(\tR\x04type\x12\x18\n" +
+	"\achannel\x18\x03 \x01(\tR\achannel\x12!\n" +
+	"\fchannel_kind\x18\x04 \x01(\tR\vchannelKind\x12\x16\n" +
+	"\x06status\x18\x05 \x01(\tR\x06status\x12\x1a\n" +
+	"\battempts\x18\x06 \x01(\x05R\battempts\x12\x1d\n" +
+	"\n" +
+	"last_error\x18\a \x01(\tR\tlastError\x12=\n" +
+	"\fdelivered_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\vdeliveredAt\"|\n" +
 	"\x13ApprovalEligibility\x12\x1d\n" +
 	"\n" +
 	"may_decide\x18\x01 \x01(\bR\tmayDecide\x12\x12\n" +
@@ -769,38 +961,42 @@ func file_rbook_v1_approval_proto_rawDescGZIP() []byte {
 }
 
 var file_rbook_v1_approval_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_rbook_v1_approval_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_rbook_v1_approval_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_rbook_v1_approval_proto_goTypes = []any{
 	(ApprovalStatus)(0),           // 0: rbook.v1.ApprovalStatus
 	(*Approval)(nil),              // 1: rbook.v1.Approval
-	(*ApprovalEligibility)(nil),   // 2: rbook.v1.ApprovalEligibility
-	(*PolicyDecision)(nil),        // 3: rbook.v1.PolicyDecision
-	(*ApprovalVote)(nil),          // 4: rbook.v1.ApprovalVote
-	nil,                           // 5: rbook.v1.Approval.InputValuesEntry
-	nil,                           // 6: rbook.v1.ApprovalVote.InputValuesEntry
-	(*timestamppb.Timestamp)(nil), // 7: google.protobuf.Timestamp
-	(*GitHubWorkflowRun)(nil),     // 8: rbook.v1.GitHubWorkflowRun
-	(*InputField)(nil),            // 9: rbook.v1.InputField
+	(*GateNotification)(nil),      // 2: rbook.v1.GateNotification
+	(*ApprovalEligibility)(nil),   // 3: rbook.v1.ApprovalEligibility
+	(*PolicyDecision)(nil),        // 4: rbook.v1.PolicyDecision
+	(*ApprovalVote)(nil),          // 5: rbook.v1.ApprovalVote
+	nil,                           // 6: rbook.v1.Approval.InputValuesEntry
+	nil,                           // 7: rbook.v1.ApprovalVote.InputValuesEntry
+	(*timestamppb.Timestamp)(nil), // 8: google.protobuf.Timestamp
+	(*GitHubWorkflowRun)(nil),     // 9: rbook.v1.GitHubWorkflowRun
+	(*InputField)(nil),            // 10: rbook.v1.InputField
 }
 var file_rbook_v1_approval_proto_depIdxs = []int32{
-	7,  // 0: rbook.v1.Approval.requested_at:type_name -> google.protobuf.Timestamp
-	7,  // 1: rbook.v1.Approval.approved_at:type_name -> google.protobuf.Timestamp
+	8,  // 0: rbook.v1.Approval.requested_at:type_name -> google.protobuf.Timestamp
+	8,  // 1: rbook.v1.Approval.approved_at:type_name -> google.protobuf.Timestamp
 	0,  // 2: rbook.v1.Approval.status:type_name -> rbook.v1.ApprovalStatus
-	7,  // 3: rbook.v1.Approval.deadline:type_name -> google.protobuf.Timestamp
-	4,  // 4: rbook.v1.Approval.votes:type_name -> rbook.v1.ApprovalVote
-	8,  // 5: rbook.v1.Approval.github:type_name -> rbook.v1.GitHubWorkflowRun
-	3,  // 6: rbook.v1.Approval.policy:type_name -> rbook.v1.PolicyDecision
-	2,  // 7: rbook.v1.Approval.caller:type_name -> rbook.v1.ApprovalEligibility
-	9,  // 8: rbook.v1.Approval.inputs:type_name -> rbook.v1.InputField
-	5,  // 9: rbook.v1.Approval.input_values:type_name -> rbook.v1.Approval.InputValuesEntry
-	0,  // 10: rbook.v1.ApprovalVote.verdict:type_name -> rbook.v1.ApprovalStatus
-	7,  // 11: rbook.v1.ApprovalVote.at:type_name -> google.protobuf.Timestamp
-	6,  // 12: rbook.v1.ApprovalVote.input_values:type_name -> rbook.v1.ApprovalVote.InputValuesEntry
-	13, // [13:13] is the sub-list for method output_type
-	13, // [13:13] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	8,  // 3: rbook.v1.Approval.deadline:type_name -> google.protobuf.Timestamp
+	5,  // 4: rbook.v1.Approval.votes:type_name -> rbook.v1.ApprovalVote
+	9,  // 5: rbook.v1.Approval.github:type_name -> rbook.v1.GitHubWorkflowRun
+	4,  // 6: rbook.v1.Approval.policy:type_name -> rbook.v1.PolicyDecision
+	3,  // 7: rbook.v1.Approval.caller:type_name -> rbook.v1.ApprovalEligibility
+	10, // 8: rbook.v1.Approval.inputs:type_name -> rbook.v1.InputField
+	6,  // 9: rbook.v1.Approval.input_values:type_name -> rbook.v1.Approval.InputValuesEntry
+	8,  // 10: rbook.v1.Approval.escalated_at:type_name -> google.protobuf.Timestamp
+	2,  // 11: rbook.v1.Approval.notifications:type_name -> rbook.v1.GateNotification
+	8,  // 12: rbook.v1.GateNotification.delivered_at:type_name -> google.protobuf.Timestamp
+	0,  // 13: rbook.v1.ApprovalVote.verdict:type_name -> rbook.v1.ApprovalStatus
+	8,  // 14: rbook.v1.ApprovalVote.at:type_name -> google.protobuf.Timestamp
+	7,  // 15: rbook.v1.ApprovalVote.input_values:type_name -> rbook.v1.ApprovalVote.InputValuesEntry
+	16, // [16:16] is the sub-list for method output_type
+	16, // [16:16] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_rbook_v1_approval_proto_init() }
@@ -816,7 +1012,7 @@ func file_rbook_v1_approval_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rbook_v1_approval_proto_rawDesc), len(file_rbook_v1_approval_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   6,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -465,7 +465,13 @@ type RejectRequest struct {
 	// The gate to decide, by Approval.approval_id, instead of token (issue 7, item 4: `rbook
 	// reject APPROVAL_ID`). Needs an authenticated caller with the approver role whom the
 	// gate's policy allows (E_UNAUTHENTICATED without auth, E_PERMISSION_DENIED otherwise).
-	ApprovalId    string `protobuf:"bytes,4,opt,name=approval_id,json=approvalId,proto3" json:"approval_id,omitempty"`
+	ApprovalId string `protobuf:"bytes,4,opt,name=approval_id,json=approvalId,proto3" json:"approval_id,omitempty"`
+	// Send the run back instead of failing it (docs/push-back.md): a node id from the gate's
+	// Approval.rewind_targets. The run re-executes from that node with reason bound for its
+	// nodes to read, and the gate opens again (a new approval, iteration + 1) when the run
+	// reaches it. Empty: a plain rejection. A node the gate does not list is refused with
+	// E_INVALID_ARGUMENT naming the allowed targets, and nothing is decided.
+	RedoFrom      string `protobuf:"bytes,10,opt,name=redo_from,json=redoFrom,proto3" json:"redo_from,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -524,6 +530,13 @@ func (x *RejectRequest) GetApprover() string {
 func (x *RejectRequest) GetApprovalId() string {
 	if x != nil {
 		return x.ApprovalId
+	}
+	return ""
+}
+
+func (x *RejectRequest) GetRedoFrom() string {
+	if x != nil {
+		return x.RedoFrom
 	}
 	return ""
 }
@@ -931,13 +944,15 @@ const file_rbook_v1_approval_service_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"A\n" +
 	"\x0fApproveResponse\x12.\n" +
-	"\bapproval\x18\x01 \x01(\v2\x12.rbook.v1.ApprovalR\bapproval\"z\n" +
+	"\bapproval\x18\x01 \x01(\v2\x12.rbook.v1.ApprovalR\bapproval\"\x97\x01\n" +
 	"\rRejectRequest\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x1a\n" +
 	"\bapprover\x18\x03 \x01(\tR\bapprover\x12\x1f\n" +
 	"\vapproval_id\x18\x04 \x01(\tR\n" +
-	"approvalId\"@\n" +
+	"approvalId\x12\x1b\n" +
+	"\tredo_from\x18\n" +
+	" \x01(\tR\bredoFrom\"@\n" +
 	"\x0eRejectResponse\x12.\n" +
 	"\bapproval\x18\x01 \x01(\v2\x12.rbook.v1.ApprovalR\bapproval\"5\n" +
 	"\x12GetApprovalRequest\x12\x1f\n" +

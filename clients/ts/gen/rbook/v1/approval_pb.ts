@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file rbook/v1/approval.proto.
  */
 export const file_rbook_v1_approval: GenFile = /*@__PURE__*/
-  fileDesc("ChdyYm9vay92MS9hcHByb3ZhbC5wcm90bxIIcmJvb2sudjEi3QYKCEFwcHJvdmFsEhMKC2FwcHJvdmFsX2lkGAEgASgJEg4KBnJ1bl9pZBgCIAEoCRIRCglzdGVwX25hbWUYAyABKAkSMAoMcmVxdWVzdGVkX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgthcHByb3ZlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEAoIYXBwcm92ZXIYBiABKAkSDgoGcmVhc29uGAcgASgJEigKBnN0YXR1cxgIIAEoDjIYLnJib29rLnYxLkFwcHJvdmFsU3RhdHVzEhMKC2F1dG9fcGFzc2VkGAkgASgIEhIKCnN0ZXBfaW5kZXgYFCABKAUSDgoGcHJvbXB0GBUgASgJEiwKCGRlYWRsaW5lGBYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBITCgtwbGFuX2RpZ2VzdBgXIAEoCRIPCgdvbl9mYWlsGBggASgJEhkKEWRlY2lkZWRfYnlfc291cmNlGBkgASgJEhoKEmFwcHJvdmFsc19yZXF1aXJlZBgaIAEoBRIlCgV2b3RlcxgbIAMoCzIWLnJib29rLnYxLkFwcHJvdmFsVm90ZRIZChFhbGxvd2VkX2FwcHJvdmVycxgcIAMoCRIbChNzdGFydGVyX21heV9hcHByb3ZlGB0gASgIEisKBmdpdGh1YhgeIAEoCzIbLnJib29rLnYxLkdpdEh1YldvcmtmbG93UnVuEigKBnBvbGljeRgfIAEoCzIYLnJib29rLnYxLlBvbGljeURlY2lzaW9uEhQKDGFwcHJvdmFsX3VybBggIAEoCRItCgZjYWxsZXIYISABKAsyHS5yYm9vay52MS5BcHByb3ZhbEVsaWdpYmlsaXR5EhYKDmRlY2lkZWRfcGVyc29uGC0gASgJEiQKBmlucHV0cxgyIAMoCzIULnJib29rLnYxLklucHV0RmllbGQSOQoMaW5wdXRfdmFsdWVzGDMgAygLMiMucmJvb2sudjEuQXBwcm92YWwuSW5wdXRWYWx1ZXNFbnRyeRoyChBJbnB1dFZhbHVlc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiWQoTQXBwcm92YWxFbGlnaWJpbGl0eRISCgptYXlfZGVjaWRlGAEgASgIEgwKBGNvZGUYAiABKAkSDgoGcmVhc29uGAMgASgJEhAKCGlkZW50aXR5GAQgASgJImMKDlBvbGljeURlY2lzaW9uEhMKC2F1dG9fcGFzc2VkGAEgASgIEgwKBHJ1bGUYAiABKAkSDgoGYWN0aW9uGAMgASgJEg4KBnJlYXNvbhgEIAEoCRIOCgZzaGFkb3cYBSABKAgivQIKDEFwcHJvdmFsVm90ZRIQCghhcHByb3ZlchgBIAEoCRIpCgd2ZXJkaWN0GAIgASgOMhgucmJvb2sudjEuQXBwcm92YWxTdGF0dXMSDgoGcmVhc29uGAMgASgJEiYKAmF0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIOCgZzb3VyY2UYBSABKAkSEAoIdmVyaWZpZWQYBiABKAgSDgoGcGVyc29uGAogASgJEhMKC3BlcnNvbl9uYW1lGAsgASgJEj0KDGlucHV0X3ZhbHVlcxgUIAMoCzInLnJib29rLnYxLkFwcHJvdmFsVm90ZS5JbnB1dFZhbHVlc0VudHJ5GjIKEElucHV0VmFsdWVzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASrGAQoOQXBwcm92YWxTdGF0dXMSHwobQVBQUk9WQUxfU1RBVFVTX1VOU1BFQ0lGSUVEEAASGwoXQVBQUk9WQUxfU1RBVFVTX1BFTkRJTkcQARIcChhBUFBST1ZBTF9TVEFUVVNfQVBQUk9WRUQQAhIcChhBUFBST1ZBTF9TVEFUVVNfUkVKRUNURUQQAxIbChdBUFBST1ZBTF9TVEFUVVNfRVhQSVJFRBAEEh0KGUFQUFJPVkFMX1NUQVRVU19DQU5DRUxMRUQQBUI2WjRnaXRodWIuY29tL3Jib29raHEvcmJvb2stYWN0aW9uL2dlbi9yYm9vay92MTtyYm9va3YxYgZwcm90bzM", [file_google_protobuf_timestamp, file_rbook_v1_inputs, file_rbook_v1_run]);
+  fileDesc("ChdyYm9vay92MS9hcHByb3ZhbC5wcm90bxIIcmJvb2sudjEilQgKCEFwcHJvdmFsEhMKC2FwcHJvdmFsX2lkGAEgASgJEg4KBnJ1bl9pZBgCIAEoCRIRCglzdGVwX25hbWUYAyABKAkSMAoMcmVxdWVzdGVkX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgthcHByb3ZlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEAoIYXBwcm92ZXIYBiABKAkSDgoGcmVhc29uGAcgASgJEigKBnN0YXR1cxgIIAEoDjIYLnJib29rLnYxLkFwcHJvdmFsU3RhdHVzEhMKC2F1dG9fcGFzc2VkGAkgASgIEhIKCnN0ZXBfaW5kZXgYFCABKAUSDgoGcHJvbXB0GBUgASgJEiwKCGRlYWRsaW5lGBYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBITCgtwbGFuX2RpZ2VzdBgXIAEoCRIPCgdvbl9mYWlsGBggASgJEhkKEWRlY2lkZWRfYnlfc291cmNlGBkgASgJEhoKEmFwcHJvdmFsc19yZXF1aXJlZBgaIAEoBRIlCgV2b3RlcxgbIAMoCzIWLnJib29rLnYxLkFwcHJvdmFsVm90ZRIZChFhbGxvd2VkX2FwcHJvdmVycxgcIAMoCRIbChNzdGFydGVyX21heV9hcHByb3ZlGB0gASgIEisKBmdpdGh1YhgeIAEoCzIbLnJib29rLnYxLkdpdEh1YldvcmtmbG93UnVuEigKBnBvbGljeRgfIAEoCzIYLnJib29rLnYxLlBvbGljeURlY2lzaW9uEhQKDGFwcHJvdmFsX3VybBggIAEoCRItCgZjYWxsZXIYISABKAsyHS5yYm9vay52MS5BcHByb3ZhbEVsaWdpYmlsaXR5EhYKDmRlY2lkZWRfcGVyc29uGC0gASgJEiQKBmlucHV0cxgyIAMoCzIULnJib29rLnYxLklucHV0RmllbGQSOQoMaW5wdXRfdmFsdWVzGDMgAygLMiMucmJvb2sudjEuQXBwcm92YWwuSW5wdXRWYWx1ZXNFbnRyeRIWCg5yZXdpbmRfdGFyZ2V0cxg8IAMoCRIRCglyZWRvX2Zyb20YPSABKAkSEQoJaXRlcmF0aW9uGD4gASgFEhMKC2VzY2FsYXRpb25zGD8gASgFEjAKDGVzY2FsYXRlZF9hdBhAIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMQoNbm90aWZpY2F0aW9ucxhBIAMoCzIaLnJib29rLnYxLkdhdGVOb3RpZmljYXRpb24aMgoQSW5wdXRWYWx1ZXNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIsEBChBHYXRlTm90aWZpY2F0aW9uEhAKCGV2ZW50X2lkGAEgASgJEgwKBHR5cGUYAiABKAkSDwoHY2hhbm5lbBgDIAEoCRIUCgxjaGFubmVsX2tpbmQYBCABKAkSDgoGc3RhdHVzGAUgASgJEhAKCGF0dGVtcHRzGAYgASgFEhIKCmxhc3RfZXJyb3IYByABKAkSMAoMZGVsaXZlcmVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJZChNBcHByb3ZhbEVsaWdpYmlsaXR5EhIKCm1heV9kZWNpZGUYASABKAgSDAoEY29kZRgCIAEoCRIOCgZyZWFzb24YAyABKAkSEAoIaWRlbnRpdHkYBCABKAkiYwoOUG9saWN5RGVjaXNpb24SEwoLYXV0b19wYXNzZWQYASABKAgSDAoEcnVsZRgCIAEoCRIOCgZhY3Rpb24YAyABKAkSDgoGcmVhc29uGAQgASgJEg4KBnNoYWRvdxgFIAEoCCK9AgoMQXBwcm92YWxWb3RlEhAKCGFwcHJvdmVyGAEgASgJEikKB3ZlcmRpY3QYAiABKA4yGC5yYm9vay52MS5BcHByb3ZhbFN0YXR1cxIOCgZyZWFzb24YAyABKAkSJgoCYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBnNvdXJjZRgFIAEoCRIQCgh2ZXJpZmllZBgGIAEoCBIOCgZwZXJzb24YCiABKAkSEwoLcGVyc29uX25hbWUYCyABKAkSPQoMaW5wdXRfdmFsdWVzGBQgAygLMicucmJvb2sudjEuQXBwcm92YWxWb3RlLklucHV0VmFsdWVzRW50cnkaMgoQSW5wdXRWYWx1ZXNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBKsYBCg5BcHByb3ZhbFN0YXR1cxIfChtBUFBST1ZBTF9TVEFUVVNfVU5TUEVDSUZJRUQQABIbChdBUFBST1ZBTF9TVEFUVVNfUEVORElORxABEhwKGEFQUFJPVkFMX1NUQVRVU19BUFBST1ZFRBACEhwKGEFQUFJPVkFMX1NUQVRVU19SRUpFQ1RFRBADEhsKF0FQUFJPVkFMX1NUQVRVU19FWFBJUkVEEAQSHQoZQVBQUk9WQUxfU1RBVFVTX0NBTkNFTExFRBAFQjZaNGdpdGh1Yi5jb20vcmJvb2tocS9yYm9vay1hY3Rpb24vZ2VuL3Jib29rL3YxO3Jib29rdjFiBnByb3RvMw", [file_google_protobuf_timestamp, file_rbook_v1_inputs, file_rbook_v1_run]);
 
 /**
  * Approval is one confirm gate. Fields 1-9 are the seed's playbook_approvals columns except the
@@ -232,6 +232,58 @@ export type Approval = Message<"rbook.v1.Approval"> & {
    * @generated from field: map<string, string> input_values = 51;
    */
   inputValues: { [key: string]: string };
+
+  /**
+   * Send back (docs/push-back.md). The node ids of the playbook this gate may be sent back
+   * to: the approval node's `rewind_targets`, each an ancestor of it, in declaration order.
+   * Empty for runbook confirm steps (a rejection is FAIL and on_fail applies) and for
+   * approval nodes that declare none.
+   *
+   * @generated from field: repeated string rewind_targets = 60;
+   */
+  rewindTargets: string[];
+
+  /**
+   * For a gate rejected with RejectRequest.redo_from: the node the run went back to. Empty
+   * for a plain rejection and while pending.
+   *
+   * @generated from field: string redo_from = 61;
+   */
+  redoFrom: string;
+
+  /**
+   * Which opening of this node's gate in its run this approval is: 1 for the first, n+1
+   * after the run was sent back n times and reached the node again. Each opening is its own
+   * approval (its own id, votes and decision).
+   *
+   * @generated from field: int32 iteration = 62;
+   */
+  iteration: number;
+
+  /**
+   * Escalation (docs/notifications.md, section "Escalation"): how many of its route's
+   * escalation steps have fired for this gate, 0 when none (or no route escalates).
+   *
+   * @generated from field: int32 escalations = 63;
+   */
+  escalations: number;
+
+  /**
+   * When the last escalation step fired; unset when escalations is 0.
+   *
+   * @generated from field: google.protobuf.Timestamp escalated_at = 64;
+   */
+  escalatedAt?: Timestamp | undefined;
+
+  /**
+   * The delivery status of the notifications about this gate, one per event and channel,
+   * oldest first (docs/notifications.md, section "Delivery guarantees"). Set by GetApproval
+   * and WatchApproval for callers who may read the gate; empty in lists and when the
+   * control plane has no notification configuration.
+   *
+   * @generated from field: repeated rbook.v1.GateNotification notifications = 65;
+   */
+  notifications: GateNotification[];
 };
 
 /**
@@ -240,6 +292,79 @@ export type Approval = Message<"rbook.v1.Approval"> & {
  */
 export const ApprovalSchema: GenMessage<Approval> = /*@__PURE__*/
   messageDesc(file_rbook_v1_approval, 0);
+
+/**
+ * GateNotification is one notification about a gate to one channel, as the outbox delivers
+ * it (docs/notifications.md). It carries no receiver URL, address or secret.
+ *
+ * @generated from message rbook.v1.GateNotification
+ */
+export type GateNotification = Message<"rbook.v1.GateNotification"> & {
+  /**
+   * The stable event id a receiver de-duplicates on, e.g. "gate.opened:<approval id>".
+   *
+   * @generated from field: string event_id = 1;
+   */
+  eventId: string;
+
+  /**
+   * The event type: "gate.opened", "vote.cast", "gate.decided", "gate.expired",
+   * "gate.withdrawn" or "gate.escalated".
+   *
+   * @generated from field: string type = 2;
+   */
+  type: string;
+
+  /**
+   * The channel's name from the notification configuration, e.g. "ops-slack".
+   *
+   * @generated from field: string channel = 3;
+   */
+  channel: string;
+
+  /**
+   * The channel's kind: "slack", "teams", "webhook" or "email".
+   *
+   * @generated from field: string channel_kind = 4;
+   */
+  channelKind: string;
+
+  /**
+   * "pending" (not yet delivered; retried with back-off), "delivered", or "failed" (given
+   * up after its bound; last_error says why).
+   *
+   * @generated from field: string status = 5;
+   */
+  status: string;
+
+  /**
+   * Delivery attempts so far.
+   *
+   * @generated from field: int32 attempts = 6;
+   */
+  attempts: number;
+
+  /**
+   * The last failed attempt's error, without secrets; empty when none failed.
+   *
+   * @generated from field: string last_error = 7;
+   */
+  lastError: string;
+
+  /**
+   * When it was delivered; unset unless status is "delivered".
+   *
+   * @generated from field: google.protobuf.Timestamp delivered_at = 8;
+   */
+  deliveredAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message rbook.v1.GateNotification.
+ * Use `create(GateNotificationSchema)` to create a new message.
+ */
+export const GateNotificationSchema: GenMessage<GateNotification> = /*@__PURE__*/
+  messageDesc(file_rbook_v1_approval, 1);
 
 /**
  * ApprovalEligibility is the gate policy's answer for one caller and one gate: what Approve
@@ -286,7 +411,7 @@ export type ApprovalEligibility = Message<"rbook.v1.ApprovalEligibility"> & {
  * Use `create(ApprovalEligibilitySchema)` to create a new message.
  */
 export const ApprovalEligibilitySchema: GenMessage<ApprovalEligibility> = /*@__PURE__*/
-  messageDesc(file_rbook_v1_approval, 1);
+  messageDesc(file_rbook_v1_approval, 2);
 
 /**
  * PolicyDecision is the auto-pass policy's verdict at a playbook approval node (seed
@@ -339,7 +464,7 @@ export type PolicyDecision = Message<"rbook.v1.PolicyDecision"> & {
  * Use `create(PolicyDecisionSchema)` to create a new message.
  */
 export const PolicyDecisionSchema: GenMessage<PolicyDecision> = /*@__PURE__*/
-  messageDesc(file_rbook_v1_approval, 2);
+  messageDesc(file_rbook_v1_approval, 3);
 
 /**
  * ApprovalVote is one approver's decision on a gate (issue 7, item 4). A gate that needs M
@@ -424,7 +549,7 @@ export type ApprovalVote = Message<"rbook.v1.ApprovalVote"> & {
  * Use `create(ApprovalVoteSchema)` to create a new message.
  */
 export const ApprovalVoteSchema: GenMessage<ApprovalVote> = /*@__PURE__*/
-  messageDesc(file_rbook_v1_approval, 3);
+  messageDesc(file_rbook_v1_approval, 4);
 
 /**
  * ApprovalStatus is a confirm gate's status. PENDING, APPROVED and REJECTED are the seed's
