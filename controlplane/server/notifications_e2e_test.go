@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rbookhq/rbook-action/controlplane/server"
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
 )
 
@@ -67,7 +68,8 @@ func TestKilledControlPlaneDeliversCommittedEventsAfterRestart(t *testing.T) {
 // Two `rbook serve` replicas on one PostgreSQL database share one outbox: events committed
 // through either replica while the receiver is down are owed, not lost, when one replica is
 // killed (SIGKILL) before delivering them; the survivor and the restarted replica then
-// deliver every event, and the claim makes each reach the receiver exactly once.
+// deliver every event, and the claim makes each reach the receiver exactly once (a
+// delivery the killed replica had claimed waits for NotificationClaimLease to pass).
 func TestTwoReplicasDeliverEveryEventOnceAcrossAKill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts rbook serve processes")
@@ -118,7 +120,8 @@ func TestTwoReplicasDeliverEveryEventOnceAcrossAKill(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rcv.waitFor(t, want...)
+	// A delivery the killed replica had claimed waits for its claim to lapse.
+	rcv.waitForWithin(t, server.NotificationClaimLease+45*time.Second, want...)
 	rcv.mu.Lock()
 	defer rcv.mu.Unlock()
 	if rcv.badSig != 0 || len(rcv.accepted) != len(want) {

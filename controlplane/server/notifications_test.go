@@ -97,10 +97,16 @@ func (r *hookReceiver) serve(w http.ResponseWriter, req *http.Request) {
 	r.arrived <- id
 }
 
-// waitFor waits until every id in ids was accepted.
+// waitFor waits until every id in ids was accepted, at most 30 s.
 func (r *hookReceiver) waitFor(t testing.TB, ids ...string) {
 	t.Helper()
-	deadline := time.After(30 * time.Second)
+	r.waitForWithin(t, 30*time.Second, ids...)
+}
+
+// waitForWithin waits until every id in ids was accepted, at most d.
+func (r *hookReceiver) waitForWithin(t testing.TB, d time.Duration, ids ...string) {
+	t.Helper()
+	deadline := time.After(d)
 	for {
 		r.mu.Lock()
 		missing := slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return r.accepted[id] > 0 })
