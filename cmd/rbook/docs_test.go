@@ -66,32 +66,36 @@ func newestMigration(t *testing.T) int {
 	return newest
 }
 
-// The README quotes the line `rbook serve` prints when it migrated a new database with the
-// newest schema version, so a new migration that leaves the README behind fails here.
-func TestREADMEMigrationLineNamesTheNewestSchema(t *testing.T) {
-	m := regexp.MustCompile(`database schema migrated from version 0 to (\d+) \(db`).FindStringSubmatch(repoFile(t, "README.md"))
+// docs/control-plane.md quotes the line `rbook serve` prints when it migrated a new database
+// with the newest schema version, so a new migration that leaves the docs behind fails here.
+func TestDocsMigrationLineNamesTheNewestSchema(t *testing.T) {
+	m := regexp.MustCompile(`database schema migrated from version 0 to (\d+) \(db`).FindStringSubmatch(repoFile(t, controlPlaneDoc))
 	if m == nil {
-		t.Fatal("README.md no longer quotes the line \"database schema migrated from version 0 to N (db …)\"")
+		t.Fatal(controlPlaneDoc + " no longer quotes the line \"database schema migrated from version 0 to N (db …)\"")
 	}
 	if want := strconv.Itoa(newestMigration(t)); m[1] != want {
-		t.Fatalf("README.md says the schema is migrated to version %s; the newest migration is %s", m[1], want)
+		t.Fatalf("%s says the schema is migrated to version %s; the newest migration is %s", controlPlaneDoc, m[1], want)
 	}
 }
 
-// The README states the batch limits of RecordTransitions as the store enforces them and as
-// the executor's recorder sends them.
-func TestREADMEBatchLimitsAreTheServers(t *testing.T) {
+// controlPlaneDoc is the doc about running the control plane, which quotes its limits and
+// its start-up lines.
+const controlPlaneDoc = "docs/control-plane.md"
+
+// docs/control-plane.md states the batch limits of RecordTransitions as the store enforces them
+// and as the executor's recorder sends them.
+func TestDocsBatchLimitsAreTheServers(t *testing.T) {
 	m := regexp.MustCompile(`up to ([\d,]+) transitions of one run, at most (\d+) MiB, the server's request limit; the executor\s+sends at most (\d+) MiB per call`).
-		FindStringSubmatch(repoFile(t, "README.md"))
+		FindStringSubmatch(repoFile(t, controlPlaneDoc))
 	if m == nil {
-		t.Fatal("README.md no longer states RecordTransitions' batch limits")
+		t.Fatal(controlPlaneDoc + " no longer states RecordTransitions' batch limits")
 	}
 	got := []string{strings.ReplaceAll(m[1], ",", ""), m[2], m[3]}
 	want := []string{strconv.Itoa(store.MaxBatchTransitions), strconv.Itoa(store.MaxBatchBytes >> 20), strconv.Itoa(cpclient.MaxBatchBytes >> 20)}
 	if strings.Join(got, " ") != strings.Join(want, " ") {
-		t.Fatalf("README.md says %v (transitions, server MiB, executor MiB); the code says %v", got, want)
+		t.Fatalf("%s says %v (transitions, server MiB, executor MiB); the code says %v", controlPlaneDoc, got, want)
 	}
 	if store.MaxBatchBytes != server.DefaultMaxMessageBytes {
-		t.Fatalf("store.MaxBatchBytes %d differs from the server's request limit %d the README names", store.MaxBatchBytes, server.DefaultMaxMessageBytes)
+		t.Fatalf("store.MaxBatchBytes %d differs from the server's request limit %d the docs name", store.MaxBatchBytes, server.DefaultMaxMessageBytes)
 	}
 }
