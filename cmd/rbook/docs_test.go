@@ -99,3 +99,92 @@ func TestDocsBatchLimitsAreTheServers(t *testing.T) {
 		t.Fatalf("store.MaxBatchBytes %d differs from the server's request limit %d the docs name", store.MaxBatchBytes, server.DefaultMaxMessageBytes)
 	}
 }
+
+// Every relative link in README.md, ARCHITECTURE.md and docs/ names a file that exists and,
+// with a #fragment into a Markdown file, a heading of that file (GitHub's anchor rules: lower
+// case, punctuation dropped, spaces to hyphens, "-1", "-2" for repeats) or an <a id>. The
+// README is the front door and the docs link each other by section, so a moved or renamed
+// section breaks here rather than for a reader.
+func TestDocsRelativeLinksResolve(t *testing.T) {
+	root := filepath.Join("..", "..")
+	files := []string{"README.md", "ARCHITECTURE.md"}
+	err := filepath.WalkDir(filepath.Join(root, "docs"), func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".md") {
+			rel, _ := filepath.Rel(root, p)
+			files = append(files, filepath.ToSlash(rel))
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fence := regexp.MustCompile("(?s)```.*?```")
+	link := regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	scheme := regexp.MustCompile(`^[a-z][a-z0-9+.-]*:`)
+	anchors := map[string]map[string]bool{}
+	checked := 0
+	for _, f := range files {
+		text := fence.ReplaceAllString(repoFile(t, f), "")
+		for _, m := range link.FindAllStringSubmatch(text, -1) {
+			href := m[1]
+			if scheme.MatchString(href) {
+				continue
+			}
+			checked++
+			target, frag, _ := strings.Cut(href, "#")
+			if target == "" {
+				target = f
+			} else {
+				target = filepath.ToSlash(filepath.Join(filepath.Dir(f), target))
+			}
+			if _, err := os.Stat(filepath.Join(root, filepath.FromSlash(target))); err != nil {
+				t.Errorf("%s: link %s: %s does not exist", f, href, target)
+				continue
+			}
+			if frag == "" || !strings.HasSuffix(target, ".md") {
+				continue
+			}
+			if anchors[target] == nil {
+				anchors[target] = markdownAnchors(repoFile(t, target))
+			}
+			if !anchors[target][frag] {
+				t.Errorf("%s: link %s: %s has no heading or <a id> for #%s", f, href, target, frag)
+			}
+		}
+	}
+	if checked < 50 {
+		t.Fatalf("only %d relative links checked; is the scan reading the docs?", checked)
+	}
+}
+
+// markdownAnchors returns the anchors GitHub gives the headings of a Markdown text (outside
+// code fences), and every <a id="…"> in it.
+func markdownAnchors(text string) map[string]bool {
+	heading := regexp.MustCompile(`^#{1,6}\s+(.*?)\s*#*\s*$`)
+	tag := regexp.MustCompile(`<[^>]+>`)
+	drop := regexp.MustCompile(`[^\p{L}\p{N}_\- ]`)
+	id := regexp.MustCompile(`<a id="([^"]+)"`)
+	out, seen := map[string]bool{}, map[string]int{}
+	inFence := false
+	for _, line := range strings.Split(text, "\n") {
+		if strings.HasPrefix(line, "```") {
+			inFence = !inFence
+		}
+		if inFence {
+			continue
+		}
+		if m := heading.FindStringSubmatch(line); m != nil {
+			a := strings.ReplaceAll(drop.ReplaceAllString(tag.ReplaceAllString(strings.ToLower(m[1]), ""), ""), " ", "-")
+			if n := seen[a]; n > 0 {
+				out[a+"-"+strconv.Itoa(n)] = true
+			} else {
+				out[a] = true
+			}
+			seen[a]++
+		}
+		for _, m := range id.FindAllStringSubmatch(line, -1) {
+			out[m[1]] = true
+		}
+	}
+	return out
+}
