@@ -139,7 +139,7 @@ func TestIssue6_3_5_ActionlintAcceptsTheExampleWorkflows(t *testing.T) {
 }
 
 // TestIssue6_3_5_TypeScriptClientHelpAndToken: the documented `npx tsx smoke.ts --help`
-// works, and the client sends $RBOOK_TOKEN (the README's variable) as its bearer token.
+// works, and the client sends $RBOOK_TOKEN (the variable docs/control-plane.md names) as its bearer token.
 func TestIssue6_3_5_TypeScriptClientHelpAndToken(t *testing.T) {
 	npx, tsDir := tsClient(t)
 	if npx == "" {
