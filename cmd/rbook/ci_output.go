@@ -273,11 +273,11 @@ func (g *ciGate) Await(ctx context.Context, req engine.GateRequest) (engine.Deci
 }
 
 // showToken reports whether the job asked for approval tokens in its log (RBOOK_SHOW_TOKEN=1,
-// for a job whose log is private; README "The GitHub Action").
+// for a job whose log is private; docs/action.md, "Runner-native output").
 func showToken() bool { return os.Getenv("RBOOK_SHOW_TOKEN") == "1" }
 
-// approverPrefix starts the approve and reject commands printed at a gate (README: an
-// approver runs them with their own token of the control plane's auth file).
+// approverPrefix starts the approve and reject commands printed at a gate (docs/approvals.md,
+// "Gates decided from CI": an approver runs them with their own token of the control plane's auth file).
 const approverPrefix = "RBOOK_TOKEN=<your approver token> "
 
 // opened masks an approval's token (unless RBOOK_SHOW_TOKEN=1) and says, outside any group,

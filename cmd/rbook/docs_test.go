@@ -66,32 +66,125 @@ func newestMigration(t *testing.T) int {
 	return newest
 }
 
-// The README quotes the line `rbook serve` prints when it migrated a new database with the
-// newest schema version, so a new migration that leaves the README behind fails here.
-func TestREADMEMigrationLineNamesTheNewestSchema(t *testing.T) {
-	m := regexp.MustCompile(`database schema migrated from version 0 to (\d+) \(db`).FindStringSubmatch(repoFile(t, "README.md"))
+// docs/control-plane.md quotes the line `rbook serve` prints when it migrated a new database
+// with the newest schema version, so a new migration that leaves the docs behind fails here.
+func TestDocsMigrationLineNamesTheNewestSchema(t *testing.T) {
+	m := regexp.MustCompile(`database schema migrated from version 0 to (\d+) \(db`).FindStringSubmatch(repoFile(t, controlPlaneDoc))
 	if m == nil {
-		t.Fatal("README.md no longer quotes the line \"database schema migrated from version 0 to N (db …)\"")
+		t.Fatal(controlPlaneDoc + " no longer quotes the line \"database schema migrated from version 0 to N (db …)\"")
 	}
 	if want := strconv.Itoa(newestMigration(t)); m[1] != want {
-		t.Fatalf("README.md says the schema is migrated to version %s; the newest migration is %s", m[1], want)
+		t.Fatalf("%s says the schema is migrated to version %s; the newest migration is %s", controlPlaneDoc, m[1], want)
 	}
 }
 
-// The README states the batch limits of RecordTransitions as the store enforces them and as
-// the executor's recorder sends them.
-func TestREADMEBatchLimitsAreTheServers(t *testing.T) {
+// controlPlaneDoc is the doc about running the control plane, which quotes its limits and
+// its start-up lines.
+const controlPlaneDoc = "docs/control-plane.md"
+
+// docs/control-plane.md states the batch limits of RecordTransitions as the store enforces them
+// and as the executor's recorder sends them.
+func TestDocsBatchLimitsAreTheServers(t *testing.T) {
 	m := regexp.MustCompile(`up to ([\d,]+) transitions of one run, at most (\d+) MiB, the server's request limit; the executor\s+sends at most (\d+) MiB per call`).
-		FindStringSubmatch(repoFile(t, "README.md"))
+		FindStringSubmatch(repoFile(t, controlPlaneDoc))
 	if m == nil {
-		t.Fatal("README.md no longer states RecordTransitions' batch limits")
+		t.Fatal(controlPlaneDoc + " no longer states RecordTransitions' batch limits")
 	}
 	got := []string{strings.ReplaceAll(m[1], ",", ""), m[2], m[3]}
 	want := []string{strconv.Itoa(store.MaxBatchTransitions), strconv.Itoa(store.MaxBatchBytes >> 20), strconv.Itoa(cpclient.MaxBatchBytes >> 20)}
 	if strings.Join(got, " ") != strings.Join(want, " ") {
-		t.Fatalf("README.md says %v (transitions, server MiB, executor MiB); the code says %v", got, want)
+		t.Fatalf("%s says %v (transitions, server MiB, executor MiB); the code says %v", controlPlaneDoc, got, want)
 	}
 	if store.MaxBatchBytes != server.DefaultMaxMessageBytes {
-		t.Fatalf("store.MaxBatchBytes %d differs from the server's request limit %d the README names", store.MaxBatchBytes, server.DefaultMaxMessageBytes)
+		t.Fatalf("store.MaxBatchBytes %d differs from the server's request limit %d the docs name", store.MaxBatchBytes, server.DefaultMaxMessageBytes)
 	}
+}
+
+// Every relative link in README.md, ARCHITECTURE.md and docs/ names a file that exists and,
+// with a #fragment into a Markdown file, a heading of that file (GitHub's anchor rules: lower
+// case, punctuation dropped, spaces to hyphens, "-1", "-2" for repeats) or an <a id>. The
+// README is the front door and the docs link each other by section, so a moved or renamed
+// section breaks here rather than for a reader.
+func TestDocsRelativeLinksResolve(t *testing.T) {
+	root := filepath.Join("..", "..")
+	files := []string{"README.md", "ARCHITECTURE.md"}
+	err := filepath.WalkDir(filepath.Join(root, "docs"), func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".md") {
+			rel, _ := filepath.Rel(root, p)
+			files = append(files, filepath.ToSlash(rel))
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fence := regexp.MustCompile("(?s)```.*?```")
+	link := regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	scheme := regexp.MustCompile(`^[a-z][a-z0-9+.-]*:`)
+	anchors := map[string]map[string]bool{}
+	checked := 0
+	for _, f := range files {
+		text := fence.ReplaceAllString(repoFile(t, f), "")
+		for _, m := range link.FindAllStringSubmatch(text, -1) {
+			href := m[1]
+			if scheme.MatchString(href) {
+				continue
+			}
+			checked++
+			target, frag, _ := strings.Cut(href, "#")
+			if target == "" {
+				target = f
+			} else {
+				target = filepath.ToSlash(filepath.Join(filepath.Dir(f), target))
+			}
+			if _, err := os.Stat(filepath.Join(root, filepath.FromSlash(target))); err != nil {
+				t.Errorf("%s: link %s: %s does not exist", f, href, target)
+				continue
+			}
+			if frag == "" || !strings.HasSuffix(target, ".md") {
+				continue
+			}
+			if anchors[target] == nil {
+				anchors[target] = markdownAnchors(repoFile(t, target))
+			}
+			if !anchors[target][frag] {
+				t.Errorf("%s: link %s: %s has no heading or <a id> for #%s", f, href, target, frag)
+			}
+		}
+	}
+	if checked < 50 {
+		t.Fatalf("only %d relative links checked; is the scan reading the docs?", checked)
+	}
+}
+
+// markdownAnchors returns the anchors GitHub gives the headings of a Markdown text (outside
+// code fences), and every <a id="…"> in it.
+func markdownAnchors(text string) map[string]bool {
+	heading := regexp.MustCompile(`^#{1,6}\s+(.*?)\s*#*\s*$`)
+	tag := regexp.MustCompile(`<[^>]+>`)
+	drop := regexp.MustCompile(`[^\p{L}\p{N}_\- ]`)
+	id := regexp.MustCompile(`<a id="([^"]+)"`)
+	out, seen := map[string]bool{}, map[string]int{}
+	inFence := false
+	for _, line := range strings.Split(text, "\n") {
+		if strings.HasPrefix(line, "```") {
+			inFence = !inFence
+		}
+		if inFence {
+			continue
+		}
+		if m := heading.FindStringSubmatch(line); m != nil {
+			a := strings.ReplaceAll(drop.ReplaceAllString(tag.ReplaceAllString(strings.ToLower(m[1]), ""), ""), " ", "-")
+			if n := seen[a]; n > 0 {
+				out[a+"-"+strconv.Itoa(n)] = true
+			} else {
+				out[a] = true
+			}
+			seen[a]++
+		}
+		for _, m := range id.FindAllStringSubmatch(line, -1) {
+			out[m[1]] = true
+		}
+	}
+	return out
 }

@@ -53,7 +53,7 @@ func mcpConfigPath(dir, name, flag string) string {
 
 // missingMCPConfig is the message for a runbook with check steps and no MCP config file.
 func missingMCPConfig(runbookPath, configPath string) string {
-	return fmt.Sprintf("%s has check steps, which query an MCP server, but %s does not exist; create it in the mcpServers JSON shape (see the README) or pass --mcp-config FILE", runbookPath, configPath)
+	return fmt.Sprintf("%s has check steps, which query an MCP server, but %s does not exist; create it in the mcpServers JSON shape (see docs/runbooks.md) or pass --mcp-config FILE", runbookPath, configPath)
 }
 
 // lazySession dials the MCP server on the first call and keeps the session for the run.

@@ -122,14 +122,15 @@ func TestIssue6_3_4_VersionFromBuildInfo(t *testing.T) {
 // portRE finds host:port pairs and :port suffixes of URLs in text.
 var portRE = regexp.MustCompile(`(?:127\.0\.0\.1|localhost|0\.0\.0\.0|\[::1\]):(\d+)`)
 
-// TestIssue6_3_4_OneDefaultPort: the README, the clients' docs and messages, the example
+// TestIssue6_3_4_OneDefaultPort: the README and docs/, the clients' docs and messages, the example
 // workflows and every --help name the same port, rbook serve's default.
 func TestIssue6_3_4_OneDefaultPort(t *testing.T) {
 	if defaultServeAddr != "127.0.0.1:7070" {
 		t.Fatalf("defaultServeAddr = %s", defaultServeAddr)
 	}
 	texts := map[string]string{}
-	for _, f := range []string{"README.md", "clients/ts/README.md", "clients/ts/smoke.ts", "tools/README.md"} {
+	for _, f := range []string{"README.md", "docs/action.md", "docs/approvals.md", "docs/cli.md", "docs/control-plane.md",
+		"docs/development.md", "docs/playbooks.md", "docs/runbooks.md", "clients/ts/README.md", "clients/ts/smoke.ts", "tools/README.md"} {
 		texts[f] = readFile(t, filepath.Join("..", "..", f))
 	}
 	workflows, _ := filepath.Glob(filepath.Join("..", "..", "examples", "workflows", "*.yml"))

@@ -26,7 +26,7 @@ const approvalIDPrefix = "a-"
 const approvalIDLen = len(approvalIDPrefix) + 26
 
 // checkApprovalArg refuses an `rbook approve/reject` argument that starts like an approval
-// id ("a-", any case) but is not one — mistyped, truncated, or the README's shortened
+// id ("a-", any case) but is not one — mistyped, truncated, or the docs' shortened
 // "a-3k2m…" — so it is not sent to the control plane as a token (which would answer the
 // misleading E_TOKEN_INVALID; issue 7 new-user finding 8). The message says what is wrong
 // and how to list the waiting gates. nil for a valid id or anything else (a token, "-").

@@ -202,15 +202,15 @@ func TestIssue9_UX_ValidateLikeRbookValidate(t *testing.T) {
 	}
 }
 
-// TestIssue9_UX_ReadmePlaybookWorkflowIsTheExample: the README's playbook workflow is
+// TestIssue9_UX_ReadmePlaybookWorkflowIsTheExample: the playbook workflow docs/action.md shows is
 // examples/workflows/rbook-playbook.yml byte for byte (actionlint checks the file:
 // TestIssue6_3_5_ActionlintAcceptsTheExampleWorkflows), and it runs both demo playbooks with
 // multiline inputs, fanout without a control plane and release only with one.
 func TestIssue9_UX_ReadmePlaybookWorkflowIsTheExample(t *testing.T) {
 	wf := readFile(t, "../../examples/workflows/rbook-playbook.yml")
-	readme := readFile(t, "../../README.md")
-	if !strings.Contains(readme, "```yaml\n"+wf+"```\n") {
-		t.Fatal("README.md does not show examples/workflows/rbook-playbook.yml as it is")
+	doc := readFile(t, "../../docs/action.md")
+	if !strings.Contains(doc, "```yaml\n"+wf+"```\n") {
+		t.Fatal("docs/action.md does not show examples/workflows/rbook-playbook.yml as it is")
 	}
 	for _, want := range []string{
 		"playbook: runbooks/fanout.cantbook", "inputs: |\n            channel=nightly", `control-plane: "off"`,

@@ -37,7 +37,7 @@ import (
 // Kill points per mode (kills that landed while the run was going) when RBOOK_KILL_CYCLES
 // (kills at random points) and RBOOK_KILL_AIMED (kills aimed at the last tenth of a run) are
 // unset: small, so CI stays under a minute. The acceptance campaign is 200 and 100 per mode
-// (README, "Development").
+// (docs/development.md, "The kill -9 campaign").
 const (
 	killDefaultRandom = 3
 	killDefaultAimed  = 2

@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// Exit codes (documented in --help and the README).
+// Exit codes (documented in --help and docs/cli.md, "Errors and exit codes").
 const (
 	exitCompleted = 0 // the run completed or paused at a gate (pause mode), or the command succeeded
 	exitFailed    = 1 // the run failed (a step failed with halt/rollback, a signal stopped it)

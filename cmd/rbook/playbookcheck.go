@@ -102,7 +102,7 @@ func playbookMCPConfig(plan *runbook.Plan, file, mcpConfig string) (*mcp.Config,
 	}
 	path := playbookMCPPath(file, mcpConfig)
 	cfg, ds := loadMCPConfig(path, mcpConfig, func() string {
-		return fmt.Sprintf("%s has agentic nodes, which call a tool of an MCP server, but %s does not exist; create it in the mcpServers JSON shape (see the README) or pass --mcp-config FILE", file, path)
+		return fmt.Sprintf("%s has agentic nodes, which call a tool of an MCP server, but %s does not exist; create it in the mcpServers JSON shape (see docs/playbooks.md) or pass --mcp-config FILE", file, path)
 	})
 	if cfg == nil {
 		return nil, ds

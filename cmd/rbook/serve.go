@@ -18,7 +18,7 @@ import (
 	"github.com/rbookhq/rbook-action/controlplane/yamlerr"
 )
 
-// The control plane's default address: the one port the README, every --help and the
+// The control plane's default address: the one port the README, docs/, every --help and the
 // TypeScript client's messages name (issue 6, item 3.4).
 const (
 	defaultServePort = "7070"

@@ -18,7 +18,7 @@ var serveOIDC struct{ config, publicURL string }
 // addServeOIDCFlags registers --oidc-config and --public-url on cmd.
 func addServeOIDCFlags(cmd *cobra.Command) {
 	fs := cmd.Flags()
-	fs.StringVar(&serveOIDC.config, "oidc-config", "", "YAML file: GitHub Actions OIDC issuers, audience and the rules that grant executors (see README, OIDC)")
+	fs.StringVar(&serveOIDC.config, "oidc-config", "", "YAML file: GitHub Actions OIDC issuers, audience and the rules that grant executors (see docs/control-plane.md, OIDC)")
 	fs.StringVar(&serveOIDC.publicURL, "public-url", "", "the http(s) URL people and executors reach this control plane at: gates link to their page under it (URL/approvals/ID); the default audience of OIDC tokens")
 }
 

@@ -12,7 +12,7 @@ import (
 // CEL environment, parsed template or compiled regexp costs `rbook --help` too: one pattern
 // with a counted repetition such as {1,64} allocates more than this. Build such things on
 // first use (sync.OnceValue, internal/lazyregexp). The start-up time itself is measured by
-// scripts/startup-time.sh (README, "Development"), not by a test.
+// scripts/startup-time.sh (docs/development.md, "Start-up time"), not by a test.
 const maxOwnInitBytes = 8 << 10
 
 // initTraceRE is one line of GODEBUG=inittrace=1: package, clock, heap bytes, allocations.

@@ -43,7 +43,7 @@ func noInputReason(f *os.File) string {
 // warnUnanswerableGates says, when the run starts, that a confirm gate ahead will fail at once
 // because nobody can answer it: standard input can give no answer (why, from noInputReason)
 // and there is no control plane to decide it on. The gate then FAILs when the run reaches it
-// and its on_fail applies (issue 6, item 2.4; README "The GitHub Action").
+// and its on_fail applies (issue 6, item 2.4; docs/approvals.md, "Gates decided from CI").
 func warnUnanswerableGates(w io.Writer, plan *runbook.Plan, from int, why string, controlPlane string) {
 	if why == "" || controlPlane != "" {
 		return

@@ -139,7 +139,7 @@ func TestIssue6_3_5_ActionlintAcceptsTheExampleWorkflows(t *testing.T) {
 }
 
 // TestIssue6_3_5_TypeScriptClientHelpAndToken: the documented `npx tsx smoke.ts --help`
-// works, and the client sends $RBOOK_TOKEN (the README's variable) as its bearer token.
+// works, and the client sends $RBOOK_TOKEN (the variable docs/control-plane.md names) as its bearer token.
 func TestIssue6_3_5_TypeScriptClientHelpAndToken(t *testing.T) {
 	npx, tsDir := tsClient(t)
 	if npx == "" {
@@ -177,18 +177,18 @@ func TestIssue6_3_5_TypeScriptClientHelpAndToken(t *testing.T) {
 	}
 }
 
-// TestIssue6_3_5_NodeVersionTheReadmeNames: the Node version the READMEs name is the one
+// TestIssue6_3_5_NodeVersionTheReadmeNames: the Node version the docs name is the one
 // npm ci accepts: package.json's engines, and every package in the lock file.
 func TestIssue6_3_5_NodeVersionTheReadmeNames(t *testing.T) {
 	named := regexp.MustCompile(`Node (\d+) or newer`)
 	var major string
-	for _, f := range []string{"../../README.md", "../../clients/ts/README.md"} {
+	for _, f := range []string{"../../docs/control-plane.md", "../../clients/ts/README.md"} {
 		m := named.FindStringSubmatch(readFile(t, f))
 		if m == nil {
 			t.Fatalf("%s names no Node version", f)
 		}
 		if major != "" && m[1] != major {
-			t.Fatalf("the READMEs name Node %s and %s", major, m[1])
+			t.Fatalf("the docs name Node %s and %s", major, m[1])
 		}
 		major = m[1]
 	}
@@ -199,7 +199,7 @@ func TestIssue6_3_5_NodeVersionTheReadmeNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	if pkg.Engines.Node != ">="+major {
-		t.Errorf("package.json engines.node = %q, the README says Node %s or newer", pkg.Engines.Node, major)
+		t.Errorf("package.json engines.node = %q, the docs say Node %s or newer", pkg.Engines.Node, major)
 	}
 	if !strings.Contains(readFile(t, "../../clients/ts/.npmrc"), "engine-strict=true") {
 		t.Error("clients/ts/.npmrc does not make npm ci refuse other Node versions")

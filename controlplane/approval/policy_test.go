@@ -131,18 +131,18 @@ func TestIssue7_4_GatePolicyErrors(t *testing.T) {
 	}
 }
 
-// The README's sample gate policy (section "Gate policy") loads and means what it says.
+// The sample gate policy of docs/approvals.md (section "Gate policy") loads and means what it says.
 func TestIssue7_4_ReadmeSamplePolicyLoads(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "approvals.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, rest, ok := strings.Cut(string(b), "```yaml\n# gates.yaml")
 	body, _, ok2 := strings.Cut(rest, "```")
 	if !ok || !ok2 {
-		t.Fatal("README.md has no gates.yaml sample")
+		t.Fatal("docs/approvals.md has no gates.yaml sample")
 	}
-	p, err := approval.ParseGatePolicy([]byte("# gates.yaml"+body), "README gates.yaml")
+	p, err := approval.ParseGatePolicy([]byte("# gates.yaml"+body), "docs/approvals.md gates.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,7 @@
 // they are used, not when the program starts. Every rbook command links every package, so a
 // pattern compiled at package initialisation costs `rbook --help` and `rbook version` too;
 // counted repetitions such as `{1,256}` compile to hundreds of program instructions and
-// hundreds of kilobytes (README.md, "Development": scripts/startup-time.sh measures start-up).
+// hundreds of kilobytes (docs/development.md, "Start-up time": scripts/startup-time.sh measures it).
 //
 // It may be imported by every package (it imports only the standard library). A pattern that
 // does not compile panics where it is first used; in a test binary it is compiled in New, so
