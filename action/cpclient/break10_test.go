@@ -6,11 +6,11 @@ import (
 	"testing"
 )
 
-// TestIssue10_Break_URLWithCredentialsRefused: a control-plane URL carrying user:password@
+// TestURLWithCredentialsRefused: a control-plane URL carrying user:password@
 // used to be accepted and then printed in the move notice, the approve hint and errors, and
 // recorded in the state file. SplitURLs now refuses it, naming the item with its password
 // redacted, also when the item does not parse at all.
-func TestIssue10_Break_URLWithCredentialsRefused(t *testing.T) {
+func TestURLWithCredentialsRefused(t *testing.T) {
 	for _, c := range []struct{ list, want string }{
 		{"http://u:SECRETPW@127.0.0.1:1, http://127.0.0.1:7070",
 			`item 1 "http://xxxxx@127.0.0.1:1" holds credentials (user:password@)`},

@@ -23,7 +23,7 @@ func (l typedGate) Await(context.Context, engine.GateRequest) (engine.Decision, 
 // Issue 7, item 4 (hostile test): the control plane refuses control characters in a reason,
 // so a terminal answer with an ESC sequence or a tab (an arrow key at the prompt) is sent with
 // them replaced, and the gate is still decided instead of halting the run.
-func TestIssue7_BreakGates_TerminalAnswerWithControlCharacters(t *testing.T) {
+func TestTerminalAnswerWithControlCharacters(t *testing.T) {
 	f := newFake()
 	c := serve(t, f)
 	g := &Gate{C: c, Local: typedGate{v: engine.Rejected, input: "ye\x1b[Ds\tno\u202e"}, Who: "ann", Announce: func(*rbookv1.Approval, string) {}}

@@ -13,7 +13,7 @@ import (
 // A guarded node's env changes what its command runs (PATH picks the program, GOFLAGS adds
 // -toolexec, GIT_CONFIG_* adds hooks): the policy context's command line carries it in front
 // as K=V, sorted by key and rendered, so no read-only rule can pass "ls" run from another PATH.
-func TestIssue9_Break_PolicyCommandsShowEnv(t *testing.T) {
+func TestPolicyCommandLineShowsTheNodesEnv(t *testing.T) {
 	ls := det("list", "review")
 	ls.Command, ls.Args = "ls", []string{"-la"}
 	ls.Env = map[string]string{"PATH": "/tmp/{{ dir }}", "GOFLAGS": "-toolexec=x"}
@@ -37,7 +37,7 @@ func TestIssue9_Break_PolicyCommandsShowEnv(t *testing.T) {
 // of rbook that would leave every sibling running at the time in unknown state: the siblings
 // finish, the failure handling applies (here none: the run fails at the node) and the run
 // gets its final record.
-func TestIssue9_Break_ExecutorPanicIsNodeFailure(t *testing.T) {
+func TestExecutorPanicIsNodeFailure(t *testing.T) {
 	p := pbPlan([]pnode{det("a"), det("boom", "a"), det("side", "a"), det("after", "boom")}, nil)
 	f := newFake()
 	f.fn["boom"] = func(context.Context, engine.RunContext, int) engine.Outcome { panic("nil map in executor") }
@@ -64,7 +64,7 @@ func TestIssue9_Break_ExecutorPanicIsNodeFailure(t *testing.T) {
 }
 
 // The same for a runbook step (the chain path of the one scheduler).
-func TestIssue9_Break_GatePanicIsNodeFailure(t *testing.T) {
+func TestGatePanicIsNodeFailure(t *testing.T) {
 	p := pbPlan([]pnode{appr("review", "ok?"), det("after", "review")}, nil)
 	g := &fakeGate{fn: func(context.Context, engine.GateRequest) (engine.Decision, error) { panic("gate bug") }}
 	rec := &memRecorder{}
@@ -87,7 +87,7 @@ func TestIssue9_Break_GatePanicIsNodeFailure(t *testing.T) {
 // through: here notes is skipped (channel is not nightly), so publish-notes, behind
 // "notes.path exists", is skipped too instead of running without the notes; join, behind a
 // plain edge, still runs (a when-skipped dependency counts as done).
-func TestIssue9_Break_WhenAfterWhenSkippedNode(t *testing.T) {
+func TestWhenAfterWhenSkippedNode(t *testing.T) {
 	src := `version: "1.0"
 name: x
 inputs:

@@ -2,10 +2,10 @@ package engine
 
 import "testing"
 
-// TestIssue9_UX_PolicyNoteIsOneSentence: what gate_decided's message says about the policy
+// TestPolicyNoteIsOneSentence: what gate_decided's message says about the policy
 // when a person decides: one clause naming the rule and its reason, or that no rule matched;
 // a rule that failed to evaluate says so once. Auto-pass and shadow auto-approve are as before.
-func TestIssue9_UX_PolicyNoteIsOneSentence(t *testing.T) {
+func TestPolicyNoteIsOneSentence(t *testing.T) {
 	for _, tc := range []struct {
 		p    *PolicyDecision
 		want string

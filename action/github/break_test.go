@@ -7,11 +7,11 @@ import (
 	"testing"
 )
 
-// TestIssue7_Break_PublishWritesOutputsWhenSummaryUnwritable: a job summary that cannot be
+// TestPublishWritesOutputsWhenSummaryUnwritable: a job summary that cannot be
 // written (GITHUB_STEP_SUMMARY in a folder that does not exist) is an error naming it, and
 // the step outputs are still written: a broken summary must not cost the workflow its
 // run-id and status.
-func TestIssue7_Break_PublishWritesOutputsWhenSummaryUnwritable(t *testing.T) {
+func TestPublishWritesOutputsWhenSummaryUnwritable(t *testing.T) {
 	dir := t.TempDir()
 	summary, output := filepath.Join(dir, "no-such-dir", "summary.md"), filepath.Join(dir, "output")
 	t.Setenv("GITHUB_ACTIONS", "true")
@@ -27,9 +27,9 @@ func TestIssue7_Break_PublishWritesOutputsWhenSummaryUnwritable(t *testing.T) {
 	}
 }
 
-// TestIssue7_Break_SummaryAlreadyFullGetsNothing: a summary file already at the limit gets
+// TestSummaryAlreadyFullGetsNothing: a summary file already at the limit gets
 // nothing more (not even the note), one just under it gets the note only.
-func TestIssue7_Break_SummaryAlreadyFullGetsNothing(t *testing.T) {
+func TestSummaryAlreadyFullGetsNothing(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "summary.md")
 	if err := os.WriteFile(p, []byte(strings.Repeat("x", MaxSummaryBytes-len(SummaryTruncatedNote)-10)), 0o644); err != nil {
 		t.Fatal(err)

@@ -120,7 +120,7 @@ func floodHTTPServer(t *testing.T, sse bool) *httptest.Server {
 // read; a server that streams more gets its check step a clear FAIL (not an executor out of
 // memory), over stdio and streamable HTTP (JSON and event-stream answers); a message under
 // the cap is read whole.
-func TestIssue6_1_9_MCPResponseCapped(t *testing.T) {
+func TestMCPResponseCapped(t *testing.T) {
 	if rmcp.MaxResponseBytes != 8<<20 {
 		t.Fatalf("MaxResponseBytes = %d, want 8 MiB", rmcp.MaxResponseBytes)
 	}

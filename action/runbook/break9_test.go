@@ -9,7 +9,7 @@ import (
 
 // A 100 KiB node id is refused with a diagnostic that quotes a bounded, valid UTF-8 prefix of
 // it and its length, not the whole value (MaxQuotedValueBytes).
-func TestIssue9_Break_HugeIDDiagnosticIsBounded(t *testing.T) {
+func TestHugeIDDiagnosticIsBounded(t *testing.T) {
 	id := strings.Repeat("é", 50000)
 	src := "version: \"1.0\"\nname: x\nnodes:\n  - {id: " + id + ", type: deterministic, command: x, args: []}\n"
 	_, err := ParsePlaybook("p.cantbook", []byte(src))

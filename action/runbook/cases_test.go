@@ -43,7 +43,7 @@ func writeFile(t *testing.T, path, text string) {
 	}
 }
 
-func TestCase_R01_YAML11ScalarsKeepTheirText(t *testing.T) {
+func TestYAML11ScalarsKeepTheirText(t *testing.T) {
 	plan, err := LoadFile("testdata/scalars.yaml", "")
 	if err != nil {
 		t.Fatal(err)
@@ -58,7 +58,7 @@ func TestCase_R01_YAML11ScalarsKeepTheirText(t *testing.T) {
 	}
 }
 
-func TestCase_R02_AliasBombAndDeepNestingRejected(t *testing.T) {
+func TestAliasBombAndDeepNestingRejected(t *testing.T) {
 	nested := strings.Repeat("[", 10_000) + strings.Repeat("]", 10_000)
 	deepDir := t.TempDir()
 	writeFile(t, filepath.Join(deepDir, "deep.yaml"), "runbook_name: deep\nsubscriptions: [s]\nstate_file_path: s.json\nrunbook_steps:\n"+
@@ -118,7 +118,7 @@ func mustRead(t *testing.T, path string) string {
 	return string(b)
 }
 
-func TestCase_R03_SubstitutionDoesNotOverMatchReExpandOrInject(t *testing.T) {
+func TestSubstitutionDoesNotOverMatchReExpandOrInject(t *testing.T) {
 	lerr := loadErr(t, "testdata/inject.yaml")
 	var got []string
 	for _, d := range lerr.Diagnostics {
@@ -164,7 +164,7 @@ func TestCase_R03_SubstitutionDoesNotOverMatchReExpandOrInject(t *testing.T) {
 	}
 }
 
-func TestCase_R04_StepTimeoutRejectedNotClamped(t *testing.T) {
+func TestStepTimeoutRejectedNotClamped(t *testing.T) {
 	rb := func(timeout string) string {
 		return "runbook_name: t\nsubscriptions: [s]\nstate_file_path: s.json\nmax_step_timeout_seconds: 10\nrunbook_steps:\n" +
 			"  - name: slow\n    type: check\n    kql_or_template: Resources\n    on_fail: continue\n" + timeout

@@ -9,7 +9,7 @@ import (
 // Issue 6, item 1.9: two << merge keys in one mapping, and tags outside the YAML 1.2 core
 // schema (or that do not fit their node), are errors with file:line:col and field — in the
 // runbook and in the values file alike — instead of being silently dropped.
-func TestIssue6_1_9_YAMLMergeKeysAndTags(t *testing.T) {
+func TestYAMLMergeKeysAndOddTagsRefused(t *testing.T) {
 	check := "  - name: c\n    type: check\n    kql_or_template: Resources\n    on_fail: halt\n"
 	anchors := "    params:\n      base: &a {x: 1}\n      more: &b {y: 2}\n"
 	for _, tc := range []struct {

@@ -6,10 +6,10 @@ import (
 	"testing"
 )
 
-// TestIssue9_UX_MissingVarErrorNamesWhatTheRootHas (issue 9 UX, item 8): a missing dotted
+// TestMissingVarErrorNamesWhatTheRootHas (issue 9 UX, item 8): a missing dotted
 // binding whose root exists says what the root holds: its keys (sorted, capped at MaxHasKeys),
 // or that it is no object; a missing root adds nothing.
-func TestIssue9_UX_MissingVarErrorNamesWhatTheRootHas(t *testing.T) {
+func TestMissingVarErrorNamesWhatTheRootHas(t *testing.T) {
 	b := map[string]any{"detect": map[string]any{"stdout": "x", "exit_code": 0.0}, "version": "1.2", "deep": map[string]any{"a": map[string]any{"k": 1.0}}}
 	for tmpl, want := range map[string]string{
 		"{{ detect.nokey }}":           `template variable "detect.nokey" has no binding (detect has: exit_code, stdout)`,

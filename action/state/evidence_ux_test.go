@@ -11,10 +11,10 @@ import (
 	"github.com/rbookhq/rbook-action/action/engine"
 )
 
-// TestIssue9_UX_EvidenceNeverOverwritesAnotherRun (issue 9 UX, item 1): WriteEvidence
+// TestEvidenceNeverOverwritesAnotherRun (issue 9 UX, item 1): WriteEvidence
 // replaces an earlier form of the same run's pack, refuses a file that holds another run's
 // pack, and a fresh run id that has an evidence pack beside the state file is taken.
-func TestIssue9_UX_EvidenceNeverOverwritesAnotherRun(t *testing.T) {
+func TestEvidenceNeverOverwritesAnotherRun(t *testing.T) {
 	dir := t.TempDir()
 	sp := filepath.Join(dir, "a.state.json")
 	e1 := engine.Evidence{StepName: "a", Type: "deterministic", Output: "1", Status: engine.StatusPass, TimestampUTC: "2026-01-01T00:00:00Z"}

@@ -29,7 +29,7 @@ func readEvidenceFile(t *testing.T, p string) []engine.Evidence {
 
 // Issue 6, item 1.7: the evidence pack is written before the state write that makes the run
 // final, and a failed evidence write keeps the state from turning final.
-func TestIssue6_1_7_EvidenceBeforeFinalState(t *testing.T) {
+func TestEvidenceBeforeFinalState(t *testing.T) {
 	t.Run("final write carries its evidence pack", func(t *testing.T) {
 		p := filepath.Join(t.TempDir(), "s.json")
 		st := writeRun(t, p, finished(0, "check-pre", "check", "PASS"))
@@ -82,7 +82,7 @@ func TestIssue6_1_7_EvidenceBeforeFinalState(t *testing.T) {
 
 // Issue 6, item 1.7: a final run whose evidence pack file is missing gets it rebuilt from the
 // state file; an existing file is never replaced; an unfinished run has none yet.
-func TestIssue6_1_7_EvidenceRebuiltWhenMissing(t *testing.T) {
+func TestEvidenceRebuiltWhenMissing(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "s.json")
 	st := writeRun(t, p, finished(0, "check-pre", "check", "PASS"))
 	if path, rebuilt, err := EnsureEvidence(p, st); path != "" || rebuilt || err != nil {
@@ -126,7 +126,7 @@ func TestIssue6_1_7_EvidenceRebuiltWhenMissing(t *testing.T) {
 // Issue 6, item 1.9: a symbolic link anywhere in state_file_path (the .rbook folder, a
 // folder below it, the state file, its lock file) is refused with an ABORT naming the link,
 // and nothing is written where it points.
-func TestIssue6_1_9_SymlinkedStateDir(t *testing.T) {
+func TestSymlinkedStateDir(t *testing.T) {
 	outside := t.TempDir()
 	work := t.TempDir()
 	t.Chdir(work)
@@ -184,7 +184,7 @@ func TestIssue6_1_9_SymlinkedStateDir(t *testing.T) {
 }
 
 // Issue 6, item 1.9: a state file with a key twice in one object, at any depth, is corrupt.
-func TestIssue6_1_9_DuplicateJSONKeys(t *testing.T) {
+func TestDuplicateJSONKeysMakeStateCorrupt(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "s.json")
 	writeRun(t, p, finished(0, "check-pre", "check", "PASS"))
 	good, err := os.ReadFile(p)
@@ -220,7 +220,7 @@ func TestIssue6_1_9_DuplicateJSONKeys(t *testing.T) {
 
 // Issue 6, item 1.9: the next run removes the temp files an interrupted atomic write left in
 // the folder — only rbook's own temp names for files its lock guards, and only older ones.
-func TestIssue6_1_9_StaleTempsCleaned(t *testing.T) {
+func TestStaleTempsCleaned(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "demo.state.json")
 	old := time.Now().Add(-time.Hour)

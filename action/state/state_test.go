@@ -115,7 +115,7 @@ func finished(i int, name, typ string, status engine.StepStatus) engine.Transiti
 }
 
 // Case R06: resume must not repeat a side effect.
-func TestCase_R06_ResumeNeverRepeatsSideEffect(t *testing.T) {
+func TestResumeNeverRepeatsSideEffect(t *testing.T) {
 	t.Run("killed after deploy recorded", func(t *testing.T) {
 		p := filepath.Join(t.TempDir(), "s.json")
 		writeRun(t, p, finished(0, "check-pre", "check", "PASS"),
@@ -238,7 +238,7 @@ func TestFinalRunIsKeptAndIDsStayUnique(t *testing.T) {
 }
 
 // Case R05 (state level): exactly one of two executors takes the run; a dead holder does not block.
-func TestCase_R05_OneHolder(t *testing.T) {
+func TestOneExecutorHoldsTheRun(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "s.json")
 	l1, err := Acquire(p, "run")
 	if err != nil {

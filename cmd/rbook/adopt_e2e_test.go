@@ -36,7 +36,7 @@ func withoutGates(rb string) string {
 	return b.String()
 }
 
-func TestIssue6_1_2_FreshRunNeverAdoptsAnUndeliveredRun(t *testing.T) {
+func TestFreshRunNeverAdoptsAnUndeliveredRun(t *testing.T) {
 	dir := workdir(t)
 	mcpCfg, err := os.ReadFile(filepath.Join(dir, "runbooks", "demo.mcp.json"))
 	if err != nil {

@@ -16,7 +16,7 @@ import (
 // takes the lease and completes the run; the other exits non-zero without writing a step;
 // every step finished once on the control plane. A resume naming the run under another
 // runbook, or of a run that already ended, is refused and changes nothing.
-func TestIssue8_Break_ConcurrentResumesOneLease(t *testing.T) {
+func TestConcurrentResumesOneLease(t *testing.T) {
 	cpDir := t.TempDir()
 	url := pauseServe(t, cpDir)
 	_, runID, id := pauseAtGate(t, url)
@@ -93,7 +93,7 @@ func TestIssue8_Break_ConcurrentResumesOneLease(t *testing.T) {
 // job may end paused (exit 0, paused=true) but says its lease was not released; a resume
 // before the lease expires is refused and changes nothing; after it expires, with the gate
 // approved, `rbook resume` in an empty folder completes the run with every step once.
-func TestIssue8_Break_PauseWhenTheControlPlaneGoesDownBeforeTheDrain(t *testing.T) {
+func TestPauseWhenTheControlPlaneGoesDownBeforeTheDrain(t *testing.T) {
 	cpDir := t.TempDir()
 	url := pauseServe(t, cpDir)
 	px := newFaultProxy(t, url)

@@ -29,11 +29,11 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-// TestIssue7_Break_LongMCPStderrLineDoesNotWedgeTheServer: an MCP server that writes a
+// TestLongMCPStderrLineDoesNotWedgeTheServer: an MCP server that writes a
 // stderr line longer than any line buffer (3 MiB, say a JSON dump) is still read to the end:
 // its writes complete (a copy that stopped reading would leave the server blocked on a full
 // pipe until its step timed out) and the lines after it reach the log, inside stop-commands.
-func TestIssue7_Break_LongMCPStderrLineDoesNotWedgeTheServer(t *testing.T) {
+func TestLongMCPStderrLineDoesNotWedgeTheServer(t *testing.T) {
 	saved := mcp.ServerStderr
 	defer func() { mcp.ServerStderr = saved }()
 	var buf lockedBuffer

@@ -14,10 +14,10 @@ import (
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
 )
 
-// TestIssue7_Break_GitHubPostAuthenticatesWithOIDC: in a job that authenticates with a GitHub
+// TestGitHubPostAuthenticatesWithOIDC: in a job that authenticates with a GitHub
 // OIDC token (no RBOOK_TOKEN), the post step must reach the control plane the same way the
 // run did: a run killed at its gate gets its approval withdrawn, not "unauthenticated".
-func TestIssue7_Break_GitHubPostAuthenticatesWithOIDC(t *testing.T) {
+func TestGitHubPostAuthenticatesWithOIDC(t *testing.T) {
 	const audience = "https://rbook.example.internal"
 	dir := workdir(t)
 	iss := authtest.NewIssuer(t)
@@ -59,11 +59,11 @@ func TestIssue7_Break_GitHubPostAuthenticatesWithOIDC(t *testing.T) {
 	}
 }
 
-// TestIssue7_Break_GitHubPostWithTheControlPlaneDown: the post step of a job whose control
+// TestGitHubPostWithTheControlPlaneDown: the post step of a job whose control
 // plane is down exits non-zero saying so, keeps the state file (the run is not recorded
 // interrupted behind the control plane's back), and a later post, once the control plane is
 // back, finishes the job's business.
-func TestIssue7_Break_GitHubPostWithTheControlPlaneDown(t *testing.T) {
+func TestGitHubPostWithTheControlPlaneDown(t *testing.T) {
 	t.Setenv("RBOOK_SHOW_TOKEN", "1")
 	dir := workdir(t)
 	srv := startServe(t, dir)

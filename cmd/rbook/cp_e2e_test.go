@@ -287,7 +287,7 @@ func TestControlPlane_UnreachableHalts(t *testing.T) {
 }
 
 // Case A04 end to end: CancelRun while the executor waits at the gate.
-func TestCase_A04_CancelRunWhileGateWaits(t *testing.T) {
+func TestCancelRunWhileGateWaits(t *testing.T) {
 	dir := workdir(t)
 	url := serveCP(t, dir)
 	t.Setenv("RBOOK_SHOW_TOKEN", "1")

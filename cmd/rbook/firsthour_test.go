@@ -42,12 +42,12 @@ func runSplitIn(t *testing.T, dir string, env []string, stdin io.Reader, args ..
 	return o.String(), e.String(), code
 }
 
-// TestIssue6_3_1_ValidateSaysWhatRunWouldDo: validate is ok only when run starts. A missing
+// TestValidateSaysWhatRunWouldDo: validate is ok only when run starts. A missing
 // values file is the run's own ABORT line (byte for byte), and the runbook is still checked
 // with the .example file, saying so; a missing MCP config, an MCP config naming a command
 // that does not exist, a template override that does not parse are errors, all reported at
 // once and sorted by file and line.
-func TestIssue6_3_1_ValidateSaysWhatRunWouldDo(t *testing.T) {
+func TestValidateSaysWhatRunWouldDo(t *testing.T) {
 	dir := workdir(t)
 	abort := "ABORT: runbooks/prod.values.yaml missing — copy prod.values.yaml.example and fill in real values."
 
@@ -106,12 +106,12 @@ func TestIssue6_3_1_ValidateSaysWhatRunWouldDo(t *testing.T) {
 	}
 }
 
-// TestIssue6_3_3_HistoryAfterEmbeddedRunEnds: once the run that served the embedded
+// TestHistoryAfterEmbeddedRunEnds: once the run that served the embedded
 // control plane has ended, runs, get and approvals read .rbook/controlplane.db directly,
 // read-only, say so on stderr, and leave the folder as it was; a stale controlplane.url
 // (a killed run) does not get in the way, and an explicit control plane is never replaced
 // by the local file.
-func TestIssue6_3_3_HistoryAfterEmbeddedRunEnds(t *testing.T) {
+func TestHistoryAfterEmbeddedRunEnds(t *testing.T) {
 	dir := workdir(t)
 	out, code := run(t, dir, "yes\n", "run", "demo")
 	if code != 0 || !strings.Contains(out, "Control plane (embedded)") {
@@ -197,13 +197,13 @@ func keys(m map[string]string) []string {
 	return ks
 }
 
-// TestIssue6_3_3_ServeInTheSameFolder: an 'rbook serve' started in the run's folder with the
+// TestServeInTheSameFolder: an 'rbook serve' started in the run's folder with the
 // default --db (as the README's control-plane section has a new user do) holds
 // .rbook/controlplane.db. A run without --control-plane then says that another process
 // serves it and generates no approval secret it would not use; runs reads the database and
 // says a control plane serves it, not that none is running (found trying the README as a
 // new user).
-func TestIssue6_3_3_ServeInTheSameFolder(t *testing.T) {
+func TestServeInTheSameFolder(t *testing.T) {
 	dir := workdir(t)
 	startServeDB(t, filepath.Join(dir, ".rbook", "controlplane.db"))
 	noSecret := []string{"RBOOK_APPROVAL_SECRET=", "RBOOK_SECRET="}
@@ -222,10 +222,10 @@ func TestIssue6_3_3_ServeInTheSameFolder(t *testing.T) {
 	}
 }
 
-// TestIssue6_3_3_NothingListensSaysWhatToDo: runs, get or approve against a control-plane
+// TestNothingListensSaysWhatToDo: runs, get or approve against a control-plane
 // URL where nothing listens name the address, where it came from and what to do, not only
 // "connection refused" (found trying the README as a new user).
-func TestIssue6_3_3_NothingListensSaysWhatToDo(t *testing.T) {
+func TestNothingListensSaysWhatToDo(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -249,13 +249,13 @@ func TestIssue6_3_3_NothingListensSaysWhatToDo(t *testing.T) {
 	}
 }
 
-// TestIssue6_3_4_ControlPlaneURLWithoutScheme: a --control-plane or RBOOK_CONTROL_PLANE
+// TestControlPlaneURLWithoutScheme: a --control-plane or RBOOK_CONTROL_PLANE
 // without http:// or https:// (grpcurl's HOST:PORT spelling) is refused at once, exit 2,
 // saying what to write, before anything is run or written; it used to be retried as
 // "unavailable" for --control-plane-timeout and then halted "until the control plane is
 // back" (found trying the README as a new user). --control-plane off is refused by the
 // commands that need a control plane.
-func TestIssue6_3_4_ControlPlaneURLWithoutScheme(t *testing.T) {
+func TestControlPlaneURLWithoutScheme(t *testing.T) {
 	for _, tc := range []struct {
 		env  []string
 		args []string

@@ -57,7 +57,7 @@ func approvalIDFrom(t *testing.T, p *proc) string {
 // alice leaves it waiting (1 of 2), the run's starter is refused (E_SELF_APPROVAL), bob's
 // approval opens it and the run completes; GetApproval shows both votes and the decision names
 // both approvers.
-func TestIssue7_4_TwoApproversOpenTheGateByID(t *testing.T) {
+func TestTwoApproversOpenTheGateByID(t *testing.T) {
 	dir := workdir(t)
 	url := gatesServe(t, dir)
 	t.Setenv("RBOOK_TOKEN", gatesExecToken)
@@ -117,7 +117,7 @@ func TestIssue7_4_TwoApproversOpenTheGateByID(t *testing.T) {
 // Issue 7, item 4, end to end: a gate nobody decides is closed by its deadline as REJECTED
 // "timed out after 2s" (decided_by_source "deadline"), and the executor records the confirm
 // step TIMED_OUT, its on_fail (rollback) applying, as the seed says.
-func TestIssue7_4_TimedOutGateIsRejectedAndTheStepTimedOut(t *testing.T) {
+func TestTimedOutGateIsRejectedAndTheStepTimedOut(t *testing.T) {
 	dir := workdir(t)
 	yaml := filepath.Join(dir, "runbooks", "demo.yaml")
 	body := readFile(t, yaml)

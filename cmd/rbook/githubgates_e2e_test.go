@@ -67,7 +67,7 @@ func waitRulePosts(t *testing.T, gh *ghfake.Server) []e2eRulePost {
 // executor pauses at the gate bound to production; `rbook approve APPROVAL_ID` makes the fake
 // GitHub receive a status report naming the approval and then exactly one "approved"
 // verdict commented "approved by alice in rbook: reason".
-func TestIssue8_2_RuleBeforeGateApprovedByCLIEndToEnd(t *testing.T) {
+func TestRuleBeforeGateApprovedByCLIEndToEnd(t *testing.T) {
 	cpDir := t.TempDir()
 	url, gh := githubGatesServe(t, cpDir)
 	d := ghfake.ProtectionRuleRequested(ghfake.ProtectionRule{Repo: e2eGHRepo, InstallationID: 5, RunID: 4242,
@@ -100,7 +100,7 @@ func TestIssue8_2_RuleBeforeGateApprovedByCLIEndToEnd(t *testing.T) {
 // GitHub reviewer decides the paused gate; `rbook resume` records the gate FAIL with the
 // reviewer github:<login> and the comment, runs its on_fail (rollback) and exits 1; the
 // protection rule requested after the gate opened gets the "rejected" verdict.
-func TestIssue8_3_GitHubReviewRejectsEndToEnd(t *testing.T) {
+func TestGitHubReviewRejectsEndToEnd(t *testing.T) {
 	cpDir := t.TempDir()
 	url, gh := githubGatesServe(t, cpDir)
 	_, _, id := pauseAtGate(t, url)
@@ -140,7 +140,7 @@ func TestIssue8_3_GitHubReviewRejectsEndToEnd(t *testing.T) {
 // a second executor in an empty folder B runs `rbook resume` and completes the run. The
 // control plane shows one run, every step once, the gate decided by github:<login> with the
 // comment (source github); the fake GitHub received the "approved" verdict for the rule.
-func TestIssue8_Acceptance_PauseApprovedByAGitHubReviewThenResume(t *testing.T) {
+func TestPauseApprovedByAGitHubReviewThenResume(t *testing.T) {
 	cpDir := t.TempDir()
 	url, gh := githubGatesServe(t, cpDir)
 	_, runID, id := pauseAtGate(t, url)

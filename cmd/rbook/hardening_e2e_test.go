@@ -85,7 +85,7 @@ func sameEntries(a, b []json.RawMessage) bool {
 // short runbook; whenever the state file it leaves says the run is final, the run's evidence
 // pack file exists and holds the same entries. The check is made before anything else runs
 // in the folder (the next `rbook run` would rebuild a missing pack).
-func TestIssue6_1_7_KillAroundTheEndKeepsEvidence(t *testing.T) {
+func TestKillAroundTheEndKeepsEvidence(t *testing.T) {
 	dir := shortRunbook(t)
 	statePath := filepath.Join(dir, ".rbook", "k.state.json")
 	// Kill points: a random delay after one of these events. "ended" is printed once the
@@ -155,7 +155,7 @@ func (p *proc) waitForOrExit(t *testing.T, s string) {
 // Issue 6, item 1.7: a final run's missing evidence pack is rebuilt from the state file by
 // `rbook status` (which says where it is, in text and -o json), `rbook cancel` and the next
 // `rbook run` in the folder.
-func TestIssue6_1_7_StatusCancelRunRebuildEvidence(t *testing.T) {
+func TestStatusCancelRunRebuildEvidence(t *testing.T) {
 	dir := shortRunbook(t)
 	statePath := filepath.Join(dir, ".rbook", "k.state.json")
 	if out, code := run(t, dir, "", "run", "k", "--control-plane", "off"); code != 0 {
@@ -227,7 +227,7 @@ func TestIssue6_1_7_StatusCancelRunRebuildEvidence(t *testing.T) {
 // Issue 6, item 1.9: a `.rbook` that is a symbolic link to a folder outside the working
 // directory is refused by run, status and cancel with an ABORT naming it; nothing is written
 // through it.
-func TestIssue6_1_9_SymlinkedStateDir(t *testing.T) {
+func TestSymlinkedStateDir(t *testing.T) {
 	dir := shortRunbook(t)
 	outside := t.TempDir()
 	if err := os.Symlink(outside, filepath.Join(dir, ".rbook")); err != nil {
@@ -247,7 +247,7 @@ func TestIssue6_1_9_SymlinkedStateDir(t *testing.T) {
 
 // Issue 6, item 1.9: --templates naming a folder that does not exist (or a file) is an error
 // before anything runs.
-func TestIssue6_1_9_TemplatesDirMustExist(t *testing.T) {
+func TestTemplatesDirMustExist(t *testing.T) {
 	dir := shortRunbook(t)
 	os.WriteFile(filepath.Join(dir, "afile"), nil, 0o644)
 	for _, c := range []struct {
@@ -271,7 +271,7 @@ func TestIssue6_1_9_TemplatesDirMustExist(t *testing.T) {
 
 // Issue 6, item 1.9: stale temp files of an interrupted atomic write are removed when the
 // next run opens the folder; other files, and other state files' temp files, stay.
-func TestIssue6_1_9_StaleTempsCleanedByNextRun(t *testing.T) {
+func TestStaleTempsCleanedByNextRun(t *testing.T) {
 	dir := shortRunbook(t)
 	rbook := filepath.Join(dir, ".rbook")
 	os.Mkdir(rbook, 0o755)

@@ -14,7 +14,7 @@ import (
 // the control plane holds. (Before, the acknowledgements reached the file only with the next
 // write, which a parked run never makes: status claimed 3 undelivered transitions that the
 // control plane had stored.)
-func TestIssue6_Hostile_ParkedGateOutboxIsSynced(t *testing.T) {
+func TestParkedGateOutboxIsSynced(t *testing.T) {
 	dir := workdir(t)
 	url := serveCP(t, dir)
 	p := start(t, dir, "run", "demo", "--control-plane", url)

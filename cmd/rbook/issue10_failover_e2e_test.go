@@ -97,12 +97,12 @@ func closedURL(t *testing.T) string {
 	return u
 }
 
-// TestIssue10_2_FailoverE2E_DeadURLThenKilledReplica: `rbook run demo` with
+// TestFailoverDeadURLThenKilledReplica: `rbook run demo` with
 // --control-plane "DEAD, A, B" skips the dead URL (one progress line), runs through A to its
 // gate, and when A is killed while the gate waits moves to B (one more line); `rbook approve`
 // with "A,B" moves too and approves through B; the run completes, and the control plane
 // holds every transition once, seq 1..N, with the state file's outbox empty.
-func TestIssue10_2_FailoverE2E_DeadURLThenKilledReplica(t *testing.T) {
+func TestFailoverDeadURLThenKilledReplica(t *testing.T) {
 	dir := workdir(t)
 	cp := startServe(t, dir)
 	front := newTCPFront(t, cp.addr)
@@ -144,9 +144,9 @@ func TestIssue10_2_FailoverE2E_DeadURLThenKilledReplica(t *testing.T) {
 	}
 }
 
-// TestIssue10_2_FailoverE2E_BadListRefused: an empty item or one without http(s):// is
+// TestFailoverBadListRefused: an empty item or one without http(s):// is
 // refused before anything runs, naming the flag (or variable) and the item.
-func TestIssue10_2_FailoverE2E_BadListRefused(t *testing.T) {
+func TestFailoverBadListRefused(t *testing.T) {
 	dir := workdir(t)
 	for _, tc := range []struct {
 		args      []string
@@ -170,10 +170,10 @@ func TestIssue10_2_FailoverE2E_BadListRefused(t *testing.T) {
 	}
 }
 
-// TestIssue10_2_FailoverOIDCAudienceIsTheFirstURL: without --oidc-audience or
+// TestFailoverOIDCAudienceIsTheFirstURL: without --oidc-audience or
 // $RBOOK_OIDC_AUDIENCE, a list's OIDC audience is its first URL (the replicas verify one
 // audience), not the whole list.
-func TestIssue10_2_FailoverOIDCAudienceIsTheFirstURL(t *testing.T) {
+func TestFailoverOIDCAudienceIsTheFirstURL(t *testing.T) {
 	t.Setenv("RBOOK_OIDC_AUDIENCE", "")
 	old := cpAuth.audience
 	cpAuth.audience = ""

@@ -242,7 +242,7 @@ func oneToN(n int64) string {
 	return fmt.Sprint(s)
 }
 
-func TestIssue10_Acceptance_TwoReplicasOnePostgreSQL(t *testing.T) {
+func TestTwoReplicasOnePostgreSQL(t *testing.T) {
 	dsn := newPGDatabase(t)
 	a := startServeDB(t, dsn)
 	b := startServeDB(t, dsn)

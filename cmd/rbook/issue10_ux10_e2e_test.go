@@ -17,13 +17,13 @@ import (
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
 )
 
-// TestIssue10_UX_1_ResumeKeepsTheStateFilesControlPlaneList: a run with --control-plane
+// TestResumeKeepsTheStateFilesControlPlaneList: a run with --control-plane
 // "A,B" interrupted at its gate prints resume and cancel hints that name the list; running
 // the resume without the flag (and without RBOOK_CONTROL_PLANE) reports to A,B again (one
 // line says so), starts no embedded control plane, keeps the state file's link and completes
 // with every transition once on the control plane; 'rbook runs' without a flag names the
 // list the state file holds.
-func TestIssue10_UX_1_ResumeKeepsTheStateFilesControlPlaneList(t *testing.T) {
+func TestResumeKeepsTheStateFilesControlPlaneList(t *testing.T) {
 	dir := workdir(t)
 	cp := startServe(t, dir)
 	front := newTCPFront(t, cp.addr)
@@ -73,10 +73,10 @@ func TestIssue10_UX_1_ResumeKeepsTheStateFilesControlPlaneList(t *testing.T) {
 	}
 }
 
-// TestIssue10_UX_1_RelinkIsSaid: resuming with an explicit other control plane says that the
+// TestResumeOnAnotherControlPlaneSaysTheLinkChanges: resuming with an explicit other control plane says that the
 // run's link changes (from the state file's list to the new URL) and how to go back, before
 // the state file records the new one.
-func TestIssue10_UX_1_RelinkIsSaid(t *testing.T) {
+func TestResumeOnAnotherControlPlaneSaysTheLinkChanges(t *testing.T) {
 	dir := workdir(t)
 	cp := startServe(t, dir)
 	front := newTCPFront(t, cp.addr)
@@ -97,11 +97,11 @@ func TestIssue10_UX_1_RelinkIsSaid(t *testing.T) {
 	}
 }
 
-// TestIssue10_UX_2_ServeRefusesAnUnknownSchemeAndNeverPrintsThePassword: `rbook serve --db`
+// TestServeRefusesAnUnknownSchemeAndNeverPrintsThePassword: `rbook serve --db`
 // with a scheme typo is refused (exit 2) naming --db and what is accepted, creates nothing
 // and never prints the password; a keyword/value string that cannot connect fails without
 // the password and creates nothing either.
-func TestIssue10_UX_2_ServeRefusesAnUnknownSchemeAndNeverPrintsThePassword(t *testing.T) {
+func TestServeRefusesAnUnknownSchemeAndNeverPrintsThePassword(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv("RBOOK_APPROVAL_SECRET", testSecret)
 	out, code := run(t, dir, "", "serve", "--addr", "127.0.0.1:0", "--db", "postgress://u:s3cret@127.0.0.1:1/db")
@@ -118,11 +118,11 @@ func TestIssue10_UX_2_ServeRefusesAnUnknownSchemeAndNeverPrintsThePassword(t *te
 	}
 }
 
-// TestIssue10_UX_3_ServeSaysOnceThatItMigrated: the first `rbook serve` on a new database
+// TestServeSaysOnceThatItMigrated: the first `rbook serve` on a new database
 // prints one line "database schema migrated from version 0 to N", the next start none —
 // on SQLite and on PostgreSQL (given as a keyword/value string with a password, which the
 // listening line shows redacted).
-func TestIssue10_UX_3_ServeSaysOnceThatItMigrated(t *testing.T) {
+func TestServeSaysOnceThatItMigrated(t *testing.T) {
 	t.Setenv("RBOOK_APPROVAL_SECRET", testSecret)
 	dbs := []string{filepath.Join(t.TempDir(), "cp.db")}
 	if os.Getenv("RBOOK_TEST_POSTGRES_URL") != "" {
@@ -148,11 +148,11 @@ func TestIssue10_UX_3_ServeSaysOnceThatItMigrated(t *testing.T) {
 	}
 }
 
-// TestIssue10_UX_5_NoAuthNoTerminalSaysHowToSeeTheToken: a run not on a terminal, reporting
+// TestNoAuthNoTerminalSaysHowToSeeTheToken: a run not on a terminal, reporting
 // to a control plane without an auth file, says how to see the approval token
 // (RBOOK_SHOW_TOKEN=1 or a terminal); `rbook approve <approval id>` there is refused with
 // E_UNAUTHENTICATED naming the same, and without the contradicting "set RBOOK_TOKEN" line.
-func TestIssue10_UX_5_NoAuthNoTerminalSaysHowToSeeTheToken(t *testing.T) {
+func TestNoAuthNoTerminalSaysHowToSeeTheToken(t *testing.T) {
 	dir := workdir(t)
 	cp := startServe(t, dir)
 	t.Setenv("RBOOK_SHOW_TOKEN", "")
@@ -170,10 +170,10 @@ func TestIssue10_UX_5_NoAuthNoTerminalSaysHowToSeeTheToken(t *testing.T) {
 	}
 }
 
-// TestIssue10_UX_6_ReplicaWithAnotherSecretSaysToShareIt: a token from one control plane
+// TestReplicaWithAnotherSecretSaysToShareIt: a token from one control plane
 // sent to one with another RBOOK_APPROVAL_SECRET (a replica set up differently) is refused
 // with E_TOKEN_INVALID saying that every replica must share RBOOK_APPROVAL_SECRET.
-func TestIssue10_UX_6_ReplicaWithAnotherSecretSaysToShareIt(t *testing.T) {
+func TestReplicaWithAnotherSecretSaysToShareIt(t *testing.T) {
 	dir := workdir(t)
 	a := startServe(t, dir)
 	t.Setenv("RBOOK_SHOW_TOKEN", "1")

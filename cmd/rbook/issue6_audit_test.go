@@ -75,7 +75,7 @@ func recordingMCP(t *testing.T, dir string) (string, func() []toolCall) {
 // status output and the control plane's record is, byte for byte, the query the MCP server
 // received in validate_query and execute_query (the scope filter injected); the runbook's
 // text is kept as source_input.
-func TestIssue6_2_1_EvidenceHoldsTheQueryThatRan(t *testing.T) {
+func TestEvidenceHoldsTheQueryThatRan(t *testing.T) {
 	dir := workdir(t)
 	url := serveCP(t, dir)
 	cfg, calls := recordingMCP(t, dir)
@@ -203,7 +203,7 @@ func reportSteps(t *testing.T, md string) (string, []string) {
 // Issue 6, item 2.2 end to end: after a rejected gate's rollback (the demo), the report in
 // --report FILE and on stdout lists the six steps once, in runbook order, and its header
 // counts them.
-func TestIssue6_2_2_ReportAfterRollbackEndToEnd(t *testing.T) {
+func TestReportAfterRollbackEndToEnd(t *testing.T) {
 	dir := workdir(t)
 	out, code := run(t, dir, "no\n", "run", "demo", "--control-plane", "off", "--report", "report.md")
 	if code != 1 {
@@ -227,7 +227,7 @@ func TestIssue6_2_2_ReportAfterRollbackEndToEnd(t *testing.T) {
 
 // Issue 6, item 2.2 end to end: a cancel at the gate leaves the CANCEL entry last, after the
 // six steps (the unreached ones "not run").
-func TestIssue6_2_2_ReportAfterCancelEndToEnd(t *testing.T) {
+func TestReportAfterCancelEndToEnd(t *testing.T) {
 	dir := workdir(t)
 	out, code := run(t, dir, "cancel\nyes\n", "run", "demo", "--control-plane", "off", "--report", "report.md")
 	if code != 3 {
@@ -244,7 +244,7 @@ func TestIssue6_2_2_ReportAfterCancelEndToEnd(t *testing.T) {
 // Issue 6, item 2.4: SIGINT, SIGTERM or SIGHUP at the gate print no final-looking outcome
 // (no "ended IN_PROGRESS", no report, no evidence pack on stdout), but that the run was
 // interrupted, where its state is and how to resume it; --report FILE holds the report so far.
-func TestIssue6_2_4_InterruptSaysHowToResume(t *testing.T) {
+func TestInterruptSaysHowToResume(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
 		t.Run(sig.String(), func(t *testing.T) {
 			dir := workdir(t)
@@ -276,7 +276,7 @@ func TestIssue6_2_4_InterruptSaysHowToResume(t *testing.T) {
 // Issue 6, item 2.4: "its state is kept as …prev-…" is printed only once that file exists: a
 // new run refused after resume detection (unreachable control plane) neither moves the
 // previous run's state nor says it did.
-func TestIssue6_2_4_PrevNoticeOnlyWhenWritten(t *testing.T) {
+func TestPrevNoticeOnlyWhenWritten(t *testing.T) {
 	dir := workdir(t)
 	if out, code := run(t, dir, "yes\n", "run", "demo", "--control-plane", "off"); code != 0 {
 		t.Fatalf("first run: exit %d\n%s", code, out)
@@ -306,7 +306,7 @@ func TestIssue6_2_4_PrevNoticeOnlyWhenWritten(t *testing.T) {
 // (/dev/null, as the Action runs rbook; or a closed pipe, as a CI runner gives), rbook says at
 // the start that the gate will fail at once; when reached it FAILs without waiting for its
 // 300 s timeout, and on_fail: rollback runs. A piped answer gets no warning.
-func TestIssue6_2_4_GateNobodyCanAnswerSaysSoAtStart(t *testing.T) {
+func TestGateNobodyCanAnswerSaysSoAtStart(t *testing.T) {
 	closedPipe := func(t *testing.T) *os.File {
 		r, w, err := os.Pipe()
 		if err != nil {
@@ -363,7 +363,7 @@ var sgrRe = regexp.MustCompile("\x1b\\[[0-9;]*m")
 // Issue 6, item 3.2: -o json prints only the final result as one JSON object on stdout (the
 // step lines go to stderr); `rbook status --report` prints the Markdown report and `rbook
 // status` text lines, one per runbook step.
-func TestIssue6_3_2_JSONOutputAndStatusReport(t *testing.T) {
+func TestJSONOutputAndStatusReport(t *testing.T) {
 	dir := workdir(t)
 	cmd := exec.Command(rbookBin, "run", "demo", "--control-plane", "off", "-o", "json")
 	cmd.Dir = dir
@@ -435,7 +435,7 @@ func (s *syncBuffer) String() string {
 // rendering is exercised in process: colour only with NO_COLOR unset, the gate as a box,
 // control characters in a step's output never reach the terminal, and with stdout not a
 // terminal the seed's Markdown is what stdout gets.
-func TestIssue6_3_2_InjectedTerminalRendering(t *testing.T) {
+func TestInjectedTerminalRendering(t *testing.T) {
 	plan := demoPlan(t)
 	for _, tc := range []struct {
 		name    string
@@ -521,7 +521,7 @@ func demoPlan(t *testing.T) *runbook.Plan {
 // Issue 6, item 3.2: the text line's limits hold: a step name is cut at maxNameColumn runes
 // and the note from its output at maxNoteRunes, each ending in "…", and only the output's
 // first line is shown.
-func TestIssue6_3_2_StepLineLimits(t *testing.T) {
+func TestStepLineLimits(t *testing.T) {
 	long := strings.Repeat("n", 60)
 	plan := &runbook.Plan{Steps: []runbook.Step{{Name: long, Type: runbook.TypeCheck}}}
 	rend, err := report.New("")

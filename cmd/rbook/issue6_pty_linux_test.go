@@ -140,7 +140,7 @@ func (p *ptyProc) wait(t *testing.T) int {
 // of N, name, type, status, duration), the gate as a box, and a summary that says where the
 // evidence pack and the report are; no Markdown and no evidence-pack JSON. Colour is used,
 // and not with NO_COLOR. The Markdown report goes to --report FILE.
-func TestIssue6_3_2_TerminalRunReadsLikeATerminalProgram(t *testing.T) {
+func TestTerminalRunReadsLikeATerminalProgram(t *testing.T) {
 	for _, noColor := range []bool{false, true} {
 		t.Run(fmt.Sprintf("NO_COLOR=%v", noColor), func(t *testing.T) {
 			dir := workdir(t)
@@ -197,7 +197,7 @@ func TestIssue6_3_2_TerminalRunReadsLikeATerminalProgram(t *testing.T) {
 // Issue 6, item 2.4 at a real terminal: Ctrl-C at the gate (the terminal sends SIGINT) prints
 // no final-looking outcome, but that the run was interrupted and how to resume it; the resume
 // asks again.
-func TestIssue6_2_4_CtrlCAtTheTerminal(t *testing.T) {
+func TestCtrlCAtTheTerminal(t *testing.T) {
 	dir := workdir(t)
 	p := startPTY(t, dir, nil, "run", "demo", "--control-plane", "off")
 	p.waitFor(t, "AWAITING_CONFIRMATION")

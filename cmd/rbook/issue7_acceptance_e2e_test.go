@@ -37,7 +37,7 @@ const (
 // values (approved-by names both approvers); the summary has the report and a Mermaid block;
 // the log has a group per step and no command from the MCP rows acts; GetRun shows the job
 // that started the run; post.js finds the run final.
-func TestIssue7_Acceptance_SimulatedJobGateDecidedByTwoApprovers(t *testing.T) {
+func TestSimulatedJobGateDecidedByTwoApprovers(t *testing.T) {
 	node := nodeBin(t)
 	fr := newFakeRelease(t)
 	dir := workdir(t)

@@ -66,12 +66,12 @@ func openCPDB(t *testing.T, path string) *sql.DB {
 	return db
 }
 
-// TestIssue9_Acceptance_DiamondBranchesOverlap: a → b, a → c, b+c → d, where b and c each
+// TestDiamondBranchesOverlap: a → b, a → c, b+c → d, where b and c each
 // create a marker and wait (bounded) for the other's, so both pass only if they ran at the
 // same time; with the default concurrency the control plane's recorded transitions show b's
 // and c's [step_started, step_finished] intervals overlapping, and d started once, after both
 // finished.
-func TestIssue9_Acceptance_DiamondBranchesOverlap(t *testing.T) {
+func TestDiamondBranchesOverlap(t *testing.T) {
 	dir := playbookWorkdir(t)
 	url := serveCP(t, dir)
 	// Each branch waits at most 30 s (600 × 50 ms) for its sibling's marker, then fails.
@@ -140,7 +140,7 @@ edges:
 	}
 }
 
-// TestIssue9_Acceptance_InjectIntoEndsAtIterationCapThenKillResume: (1) a node that always
+// TestInjectIntoEndsAtIterationCapThenKillResume: (1) a node that always
 // fails with on_failure.inject_into (max_iterations 3) ends the run failed with
 // iteration_cap_exceeded after exactly 3 executions of it (and 3 of the injection target:
 // once as a dependency, twice injected), as the marker files, the control plane's
@@ -148,7 +148,7 @@ edges:
 // an earlier node was recorded, then rbook playbook run again: it resumes (RESUMING), asks for
 // --rerun-node for the node in unknown state, and with it finishes the run on the control
 // plane without running the recorded node again (its marker count stays 1).
-func TestIssue9_Acceptance_InjectIntoEndsAtIterationCapThenKillResume(t *testing.T) {
+func TestInjectIntoEndsAtIterationCapThenKillResume(t *testing.T) {
 	dir := playbookWorkdir(t)
 	url := serveCP(t, dir)
 	writeTestFile(t, filepath.Join(dir, "inject.cantbook"), []byte(`version: "1.0"
@@ -221,7 +221,7 @@ nodes:
 	}
 }
 
-// TestIssue9_Acceptance_PolicyGitPushNeedsHumanAndIsInEvidence: rbook serve --playbook-policy
+// TestPolicyGitPushNeedsHumanAndIsInEvidence: rbook serve --playbook-policy
 // FILE whose first rule auto-approves everything: a gate guarding a deterministic node that
 // runs `git push origin main` (a stub git in the playbook's bin/ that only records its args)
 // still waits for a human — the approval is pending, its policy says require-human and names
@@ -229,7 +229,7 @@ nodes:
 // carry the decision (rule, reason, auto_passed 0) and the stub saw the push. A rule that
 // fails to evaluate, on another server, makes a read-only gate the defaults would pass wait
 // for a human too, saying which rule failed.
-func TestIssue9_Acceptance_PolicyGitPushNeedsHumanAndIsInEvidence(t *testing.T) {
+func TestPolicyGitPushNeedsHumanAndIsInEvidence(t *testing.T) {
 	dir := playbookWorkdir(t)
 	pb := filepath.Join(dir, "pb")
 	if err := os.MkdirAll(filepath.Join(pb, "bin"), 0o755); err != nil {

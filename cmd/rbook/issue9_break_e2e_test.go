@@ -67,13 +67,13 @@ func countRuns(t *testing.T, path string) int {
 	return strings.Count(string(data), "ran")
 }
 
-// TestIssue9_Break_RerunAndSkipSameNodeRefused: kill -9 while two side-effecting nodes run at
+// TestRerunAndSkipSameNodeRefused: kill -9 while two side-effecting nodes run at
 // once leaves both in unknown state; a resume that gives one node both answers
 // (--rerun-node a --skip-node a) used to skip it silently. It is refused, naming the node,
 // and changes nothing; the resume with one answer each runs a again (and only a), never b,
 // then c once; the control plane's record matches the state file (status, bindings,
 // iteration_counts).
-func TestIssue9_Break_RerunAndSkipSameNodeRefused(t *testing.T) {
+func TestRerunAndSkipSameNodeRefused(t *testing.T) {
 	dir := playbookWorkdir(t)
 	url := serveCP(t, dir)
 	args := []string{"playbook", "run", "par.cantbook", "--control-plane", url}
@@ -134,12 +134,12 @@ func TestIssue9_Break_RerunAndSkipSameNodeRefused(t *testing.T) {
 	}
 }
 
-// TestIssue9_Break_RunbookRefusesPlaybookState: a runbook whose state_file_path is an
+// TestRunbookRefusesPlaybookState: a runbook whose state_file_path is an
 // unfinished playbook run's state file used to resume that run as its own (with
 // --allow-edited-runbook, which its refusal suggested), running the runbook's deploy on the
 // playbook's state. It is refused as a playbook's state, naming the run, and the state file is
 // left byte for byte; the playbook then still resumes.
-func TestIssue9_Break_RunbookRefusesPlaybookState(t *testing.T) {
+func TestRunbookRefusesPlaybookState(t *testing.T) {
 	dir := playbookWorkdir(t)
 	args := []string{"playbook", "run", "par.cantbook", "--control-plane", "off"}
 	statePath, st := killInParallelNodes(t, dir, args)
@@ -175,13 +175,13 @@ func TestIssue9_Break_RunbookRefusesPlaybookState(t *testing.T) {
 	}
 }
 
-// TestIssue9_Break_DeepJSONOutputStaysText: a node whose stdout is a JSON object nested 9999
+// TestDeepJSONOutputStaysText: a node whose stdout is a JSON object nested 9999
 // levels deep used to become its bindings; nested under the state file's "bindings" it
 // passed encoding/json's read limit, so every write of the state file failed ("state_file_path
 // not writable") and the run halted for good with the node in unknown state. An object deeper
 // than steps.MaxOutputDepth (64) is kept as text ({"stdout", "exit_code"}); one exactly 64 deep
 // still becomes bindings; the run succeeds and the control plane holds the same bindings.
-func TestIssue9_Break_DeepJSONOutputStaysText(t *testing.T) {
+func TestDeepJSONOutputStaysText(t *testing.T) {
 	dir := playbookWorkdir(t)
 	url := serveCP(t, dir)
 	nest := func(n int) string {
@@ -245,12 +245,12 @@ nodes:
 	}
 }
 
-// TestIssue9_Break_DuplicateInputFlagRefused: the same --input twice used to let the last one
+// TestDuplicateInputFlagRefused: the same --input twice used to let the last one
 // win silently (an --inputs file with a key twice is refused); it is refused before anything
 // is recorded. An --inputs key that is not a string (a YAML complex key) is refused with its
 // line, not reported as an unknown input "". Values with a newline or {{ w }} stay literal,
 // inserted as one argument.
-func TestIssue9_Break_DuplicateInputFlagRefused(t *testing.T) {
+func TestDuplicateInputFlagRefused(t *testing.T) {
 	dir := playbookWorkdir(t)
 	writeTestFile(t, filepath.Join(dir, "inp.cantbook"), []byte(`version: "1.0"
 name: inp

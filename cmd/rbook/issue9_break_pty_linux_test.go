@@ -11,12 +11,12 @@ import (
 	"testing"
 )
 
-// TestIssue9_Break_TokenNotPrintedOnACITerminal: a CI job that gives rbook a pseudo-terminal
+// TestTokenNotPrintedOnACITerminal: a CI job that gives rbook a pseudo-terminal
 // (CI=true, GITHUB_ACTIONS unset) used to get the approval token printed into its log, because
 // only GITHUB_ACTIONS=true counted as CI. With CI=true the playbook's approval node announces
 // only its approval id, and the token is in neither the output nor the state file; a plain
 // terminal still gets the approve command with its token.
-func TestIssue9_Break_TokenNotPrintedOnACITerminal(t *testing.T) {
+func TestTokenNotPrintedOnACITerminal(t *testing.T) {
 	dir := playbookWorkdir(t)
 	url := serveCP(t, dir)
 	writeTestFile(t, filepath.Join(dir, "gate.cantbook"), []byte(`version: "1.0"

@@ -20,12 +20,12 @@ import (
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
 )
 
-// TestIssue9_Polish_PlaybookMarkdownOutputSaysNode: the fanout demo piped (Markdown output):
+// TestPlaybookMarkdownOutputSaysNode: the fanout demo piped (Markdown output):
 // "▶ node 2/9 · deterministic 'lint'" progress lines (no "step … (index n)"), "### ✅ Node 2/9 ·
 // lint" status blocks, the auto-passed gate's decision line once with its reason once and no
 // "is paused" line, and the report "# Playbook Execution Report" with Playbook, Nodes,
 // Playbook hash and the status word succeeded.
-func TestIssue9_Polish_PlaybookMarkdownOutputSaysNode(t *testing.T) {
+func TestPlaybookMarkdownOutputSaysNode(t *testing.T) {
 	dir := playbookWorkdir(t)
 	out, code := run2(t, dir, "playbook", "run", "runbooks/fanout.cantbook", "--control-plane", "off")
 	if code != 0 {
@@ -59,10 +59,10 @@ func TestIssue9_Polish_PlaybookMarkdownOutputSaysNode(t *testing.T) {
 	}
 }
 
-// TestIssue9_Polish_PlaybookTextLinesSayNode: -o json prints the text lines on stderr, as on a
+// TestPlaybookTextLinesSayNode: -o json prints the text lines on stderr, as on a
 // terminal: "✓ node 2 of 9  lint  deterministic  PASS", the auto-passed gate's line names the
 // rule, and no "⏸ … paused" line for it.
-func TestIssue9_Polish_PlaybookTextLinesSayNode(t *testing.T) {
+func TestPlaybookTextLinesSayNode(t *testing.T) {
 	dir := playbookWorkdir(t)
 	out, code := run2(t, dir, "playbook", "run", "runbooks/fanout.cantbook", "--control-plane", "off", "-o", "json")
 	if code != 0 {
@@ -82,10 +82,10 @@ func TestIssue9_Polish_PlaybookTextLinesSayNode(t *testing.T) {
 	}
 }
 
-// TestIssue9_Polish_HumanGateSaysPaused: a gate that needs a person (release.cantbook's
+// TestHumanGateSaysPaused: a gate that needs a person (release.cantbook's
 // review guards an agentic node, which no default rule auto-passes) says the run is paused, once, at the
 // node; a person's decision line is the usual "approved by … via …".
-func TestIssue9_Polish_HumanGateSaysPaused(t *testing.T) {
+func TestHumanGateSaysPaused(t *testing.T) {
 	dir := playbookWorkdir(t)
 	out, code := run(t, dir, "yes\n", "playbook", "run", "runbooks/release.cantbook", "--input", "version=1.2.3", "--control-plane", "off")
 	if code != 0 {
@@ -100,10 +100,10 @@ func TestIssue9_Polish_HumanGateSaysPaused(t *testing.T) {
 	}
 }
 
-// TestIssue9_Polish_ReportKeepsRunbookWords: the same report data renders the seed's runbook
+// TestReportKeepsRunbookWords: the same report data renders the seed's runbook
 // report byte-for-byte (ReportHeading, Runbook, Steps, the state file's status) unless
 // Playbook is set, and a node status block says Node only when Node is set.
-func TestIssue9_Polish_ReportKeepsRunbookWords(t *testing.T) {
+func TestReportKeepsRunbookWords(t *testing.T) {
 	rend, err := report.New("")
 	if err != nil {
 		t.Fatal(err)
@@ -142,14 +142,14 @@ func TestIssue9_Polish_ReportKeepsRunbookWords(t *testing.T) {
 	}
 }
 
-// TestIssue9_GitHubPostFinishesAKilledPlaybookRun: the Action's post step (`rbook github post
+// TestGitHubPostFinishesAKilledPlaybookRun: the Action's post step (`rbook github post
 // --playbook FILE`) does for a playbook run what it does for a runbook run: a run killed
 // (kill -9) while its approval node waits has its outbox delivered, run_interrupted recorded
 // on the control plane and its pending approval withdrawn (cancelled, decided_by_source
 // interrupted), so its token no longer approves; post again withdraws nothing; the resumed run
 // opens the node again, and post after the final run has nothing to withdraw. A playbook
 // whose run never started has no run to finish.
-func TestIssue9_GitHubPostFinishesAKilledPlaybookRun(t *testing.T) {
+func TestGitHubPostFinishesAKilledPlaybookRun(t *testing.T) {
 	dir := playbookWorkdir(t)
 	url := serveCP(t, dir)
 	out, code := run2(t, dir, "github", "post", "--playbook", "runbooks/release.cantbook", "--control-plane", url)

@@ -19,11 +19,11 @@ func runSplitStdin(t *testing.T, dir, stdin string, args ...string) (stdout, std
 // the built binary. Runbook strings are seed contracts; each test also checks a runbook run
 // still says what it said.
 
-// TestIssue9_UX_PlaybookRunJSON: rbook playbook run -o json keeps the state-file keys
+// TestPlaybookRunJSON: rbook playbook run -o json keeps the state-file keys
 // (run_status COMPLETED/FAILED, runbook_name, total_steps) and adds kind "playbook", name,
 // status in playbook words and the nodes with their status and iterations; a runbook run's
 // JSON has none of the new keys.
-func TestIssue9_UX_PlaybookRunJSON(t *testing.T) {
+func TestPlaybookRunJSON(t *testing.T) {
 	dir := playbookWorkdir(t)
 	stdout, stderr, code := runSplitStdin(t, dir, "no\n", "playbook", "run", "runbooks/release.cantbook", "--input", "version=2026.4.90", "--control-plane", "off", "-o", "json")
 	if code != 1 {
@@ -78,9 +78,9 @@ func TestIssue9_UX_PlaybookRunJSON(t *testing.T) {
 	}
 }
 
-// TestIssue9_UX_PolicyLineIsOneSentence: at a gate no rule auto-passes, the decided line says
+// TestPolicyLineIsOneSentence: at a gate no rule auto-passes, the decided line says
 // "policy: a person decides (no auto-pass rule matched)", not the rule machinery.
-func TestIssue9_UX_PolicyLineIsOneSentence(t *testing.T) {
+func TestPolicyLineIsOneSentence(t *testing.T) {
 	dir := playbookWorkdir(t)
 	_, stderr, code := runSplitStdin(t, dir, "no\n", "playbook", "run", "runbooks/release.cantbook", "--input", "version=2026.4.90", "--control-plane", "off")
 	if code != 1 {
@@ -92,10 +92,10 @@ func TestIssue9_UX_PolicyLineIsOneSentence(t *testing.T) {
 	}
 }
 
-// TestIssue9_UX_RunsListsKind: rbook runs names the kind of each run, with playbook and
+// TestRunsListsTheKindOfEachRun: rbook runs names the kind of each run, with playbook and
 // runbook runs in one list: NAME, KIND, status in the kind's words, DONE (nodes finished of
 // the playbook's nodes; steps done of the runbook's steps, as before).
-func TestIssue9_UX_RunsListsKind(t *testing.T) {
+func TestRunsListsTheKindOfEachRun(t *testing.T) {
 	dir := playbookWorkdir(t)
 	if _, stderr, code := runSplitStdin(t, dir, "no\n", "playbook", "run", "runbooks/release.cantbook", "--input", "version=2026.4.90"); code != 1 {
 		t.Fatalf("playbook run: exit %d\n%s", code, stderr)
@@ -118,11 +118,11 @@ func TestIssue9_UX_RunsListsKind(t *testing.T) {
 	}
 }
 
-// TestIssue9_UX_PlaybookHelpSpeaksPlainly: the playbook commands' help has no spec jargon,
+// TestPlaybookHelpSpeaksPlainly: the playbook commands' help has no spec jargon,
 // names 'rbook playbook run' as the run whose embedded control plane they talk to, gives a
 // reject example with a reason for rejecting, and says what validate prints and exits; the
 // runbook commands' help still names 'rbook run'; parser messages carry no rule numbers.
-func TestIssue9_UX_PlaybookHelpSpeaksPlainly(t *testing.T) {
+func TestPlaybookHelpSpeaksPlainly(t *testing.T) {
 	dir := playbookWorkdir(t)
 	help := func(args ...string) string {
 		out, code := run2(t, dir, append(args, "--help")...)
@@ -168,10 +168,10 @@ func TestIssue9_UX_PlaybookHelpSpeaksPlainly(t *testing.T) {
 	}
 }
 
-// TestIssue9_UX_ValidateLikeRbookValidate: rbook playbook validate prints issues on stderr and
+// TestPlaybookValidateOutputMatchesRbookValidate: rbook playbook validate prints issues on stderr and
 // one line per file on stdout, and exits 2 on issues (as rbook validate); -o json lists each
 // file with ok, name, nodes, hash and every issue with its line.
-func TestIssue9_UX_ValidateLikeRbookValidate(t *testing.T) {
+func TestPlaybookValidateOutputMatchesRbookValidate(t *testing.T) {
 	dir := playbookWorkdir(t)
 	writeTestFile(t, filepath.Join(dir, "bad.cantbook"), []byte("version: \"1.0\"\nname: bad\nnodes:\n  - id: a\n    type: deterministic\n  - id: b\n    type: approval\n"))
 	stdout, stderr, code := runSplit(t, dir, nil, "playbook", "validate", "runbooks/release.cantbook", "bad.cantbook")
@@ -202,11 +202,11 @@ func TestIssue9_UX_ValidateLikeRbookValidate(t *testing.T) {
 	}
 }
 
-// TestIssue9_UX_ReadmePlaybookWorkflowIsTheExample: the README's playbook workflow is
+// TestReadmePlaybookWorkflowIsTheExample: the README's playbook workflow is
 // examples/workflows/rbook-playbook.yml byte for byte (actionlint checks the file:
-// TestIssue6_3_5_ActionlintAcceptsTheExampleWorkflows), and it runs both demo playbooks with
+// TestActionlintAcceptsTheExampleWorkflows), and it runs both demo playbooks with
 // multiline inputs, fanout without a control plane and release only with one.
-func TestIssue9_UX_ReadmePlaybookWorkflowIsTheExample(t *testing.T) {
+func TestReadmePlaybookWorkflowIsTheExample(t *testing.T) {
 	wf := readFile(t, "../../examples/workflows/rbook-playbook.yml")
 	readme := readFile(t, "../../README.md")
 	if !strings.Contains(readme, "```yaml\n"+wf+"```\n") {

@@ -8,10 +8,10 @@ import (
 	"testing"
 )
 
-// TestIssue9_UX_ApprovalBoxShowsThePrompt: on a terminal, a playbook approval node's box is
+// TestApprovalBoxShowsThePrompt: on a terminal, a playbook approval node's box is
 // titled "Approval · node 'review'", shows the node's rendered prompt, says the run is paused
 // and what approve and reject lead to; none of the runbook's confirm-gate words.
-func TestIssue9_UX_ApprovalBoxShowsThePrompt(t *testing.T) {
+func TestApprovalBoxShowsThePrompt(t *testing.T) {
 	dir := playbookWorkdir(t)
 	p := startPTY(t, dir, []string{"NO_COLOR=1"}, "playbook", "run", "runbooks/release.cantbook", "--input", "version=2026.4.90", "--control-plane", "off")
 	p.waitFor(t, "╭─ Approval · node 'review' ")

@@ -19,10 +19,10 @@ import (
 
 var playbookRunIDRe = regexp.MustCompile(`^RBOOK-\d{8}-fanout-demo-[0-9a-f]{8}$`)
 
-// TestIssue9_UX_PlaybookRunIDsUnique (item 1): two runs of one playbook on one day in one
+// TestPlaybookRunIDsUnique (item 1): two runs of one playbook on one day in one
 // folder with different --state-file get different run ids (random, not the schema hash),
 // and each keeps its own evidence pack.
-func TestIssue9_UX_PlaybookRunIDsUnique(t *testing.T) {
+func TestPlaybookRunIDsUnique(t *testing.T) {
 	dir := playbookWorkdir(t)
 	var ids []string
 	for _, sf := range []string{".rbook/a.json", ".rbook/b.json"} {
@@ -56,10 +56,10 @@ func TestIssue9_UX_PlaybookRunIDsUnique(t *testing.T) {
 	}
 }
 
-// TestIssue9_UX_RunbookEvidenceNotOverwritten (item 1, runbook path): a runbook with the same
+// TestRunbookEvidenceNotOverwritten (item 1, runbook path): a runbook with the same
 // runbook_name but another state_file_path in the same folder gets the seed id with the D6
 // suffix (.2) instead of overwriting the first run's evidence pack.
-func TestIssue9_UX_RunbookEvidenceNotOverwritten(t *testing.T) {
+func TestRunbookEvidenceNotOverwritten(t *testing.T) {
 	dir := workdir(t)
 	rb := filepath.Join(dir, "runbooks")
 	src := readFile(t, filepath.Join(rb, "demo.yaml"))
@@ -109,10 +109,10 @@ func checkPlaybookCancelled(t *testing.T, statePath, by string) {
 	}
 }
 
-// TestIssue9_UX_CancelTypedAtPlaybookGate (item 2): "cancel" typed at an approval node ends
+// TestCancelTypedAtPlaybookGate (item 2): "cancel" typed at an approval node ends
 // the run CANCELLED (exit 3) with the playbook's CANCEL entry, without a control plane and
 // with the embedded one.
-func TestIssue9_UX_CancelTypedAtPlaybookGate(t *testing.T) {
+func TestCancelTypedAtPlaybookGate(t *testing.T) {
 	for _, cp := range []string{"off", ""} {
 		t.Run("control-plane="+cp, func(t *testing.T) {
 			dir := playbookWorkdir(t)
@@ -136,10 +136,10 @@ func TestIssue9_UX_CancelTypedAtPlaybookGate(t *testing.T) {
 	}
 }
 
-// TestIssue9_UX_PlaybookCancelCommandWhilePaused (items 2 and 3): on a separate control
+// TestPlaybookCancelCommandWhilePaused (items 2 and 3): on a separate control
 // plane, the printed approve line names it (--control-plane URL); rbook playbook cancel
 // RUN_ID while the run is paused ends it cancelled there and the run's process exits 3.
-func TestIssue9_UX_PlaybookCancelCommandWhilePaused(t *testing.T) {
+func TestPlaybookCancelCommandWhilePaused(t *testing.T) {
 	dir := playbookWorkdir(t)
 	url := serveCP(t, dir)
 	t.Setenv("RBOOK_SHOW_TOKEN", "1")
@@ -163,9 +163,9 @@ func TestIssue9_UX_PlaybookCancelCommandWhilePaused(t *testing.T) {
 	}
 }
 
-// TestIssue9_UX_EmbeddedApproveLineSaysWhere (item 3): with the embedded control plane the
+// TestEmbeddedApproveLineSaysWhere (item 3): with the embedded control plane the
 // approve line says it works from this folder while the run waits (its URL dies with it).
-func TestIssue9_UX_EmbeddedApproveLineSaysWhere(t *testing.T) {
+func TestEmbeddedApproveLineSaysWhere(t *testing.T) {
 	dir := playbookWorkdir(t)
 	t.Setenv("RBOOK_SHOW_TOKEN", "1")
 	p := start(t, dir, "playbook", "run", "runbooks/release.cantbook", "--input", "version=1.2.3")
@@ -184,11 +184,11 @@ func TestIssue9_UX_EmbeddedApproveLineSaysWhere(t *testing.T) {
 
 var resumeHintRe = regexp.MustCompile(`can be resumed: (rbook playbook run [^(]*?) \(its inputs are read from the state file\) \(or end it: ([^)]*)\)`)
 
-// TestIssue9_UX_InterruptHintIsCopyPasteable (item 4): after Ctrl-C the resume command names
+// TestInterruptHintIsCopyPasteable (item 4): after Ctrl-C the resume command names
 // the non-default --state-file and says the inputs come from the state file, and pasted as it
 // is it resumes the run; without a control plane the end hint does not offer rbook playbook
 // cancel; with a separate one it names the real run id and the control plane.
-func TestIssue9_UX_InterruptHintIsCopyPasteable(t *testing.T) {
+func TestInterruptHintIsCopyPasteable(t *testing.T) {
 	dir := playbookWorkdir(t)
 	args := []string{"playbook", "run", "runbooks/release.cantbook", "--input", "version=1.2.3", "--control-plane", "off", "--state-file", ".rbook/mine.json"}
 	p := start(t, dir, args...)
@@ -226,9 +226,9 @@ func TestIssue9_UX_InterruptHintIsCopyPasteable(t *testing.T) {
 	}
 }
 
-// TestIssue9_UX_RetryHandlerLineAndCleanGit (items 5 and 7): the fanout demo prints the retry
+// TestRetryHandlerLineAndCleanGit (items 5 and 7): the fanout demo prints the retry
 // handler's message when it fires, and leaves git status clean (its counter is under .rbook/).
-func TestIssue9_UX_RetryHandlerLineAndCleanGit(t *testing.T) {
+func TestRetryHandlerLineAndCleanGit(t *testing.T) {
 	dir := playbookWorkdir(t)
 	writeTestFile(t, filepath.Join(dir, ".gitignore"), []byte(readFile(t, filepath.Join("..", "..", ".gitignore"))))
 	git := func(args ...string) string {
@@ -256,9 +256,9 @@ func TestIssue9_UX_RetryHandlerLineAndCleanGit(t *testing.T) {
 	}
 }
 
-// TestIssue9_UX_RunbookCommandsNamePlaybooks (item 6): rbook validate and rbook run given a
+// TestRunbookCommandsNamePlaybooks (item 6): rbook validate and rbook run given a
 // playbook (by extension, or a .yaml with top-level nodes) say to use rbook playbook.
-func TestIssue9_UX_RunbookCommandsNamePlaybooks(t *testing.T) {
+func TestRunbookCommandsNamePlaybooks(t *testing.T) {
 	dir := playbookWorkdir(t)
 	writeTestFile(t, filepath.Join(dir, "runbooks", "fan.yaml"), []byte(readFile(t, filepath.Join(dir, "runbooks", "fanout.cantbook"))))
 	for _, tc := range []struct {
@@ -281,9 +281,9 @@ func TestIssue9_UX_RunbookCommandsNamePlaybooks(t *testing.T) {
 	}
 }
 
-// TestIssue9_UX_MissingBindingListsKeys (item 8): a template naming a key a node's output
+// TestMissingBindingListsKeys (item 8): a template naming a key a node's output
 // lacks fails naming the keys it has.
-func TestIssue9_UX_MissingBindingListsKeys(t *testing.T) {
+func TestMissingBindingListsKeys(t *testing.T) {
 	dir := playbookWorkdir(t)
 	writeTestFile(t, filepath.Join(dir, "nokey.cantbook"), []byte(`version: "1.0"
 name: nokey
@@ -305,10 +305,10 @@ nodes:
 	}
 }
 
-// TestIssue9_UX_ContinueNamesNotRunNodes (item 9): a continue handler keeps the run
+// TestContinueNamesNotRunNodes (item 9): a continue handler keeps the run
 // succeeding, and its final message and the report's outcome line name the failed node and
 // every node that did not run because of it.
-func TestIssue9_UX_ContinueNamesNotRunNodes(t *testing.T) {
+func TestContinueNamesNotRunNodes(t *testing.T) {
 	dir := playbookWorkdir(t)
 	writeTestFile(t, filepath.Join(dir, "cont.cantbook"), []byte(`version: "1.0"
 name: cont

@@ -19,7 +19,7 @@ import (
 // authenticates with an OIDC token for its audience, runs to the gate, an auth-file approver
 // approves it, the run completes, and GetRun shows the job that started it. The same job
 // asking for the default audience (the control-plane URL) is refused, saying why.
-func TestIssue7_5_OIDCEndToEnd(t *testing.T) {
+func TestOIDCEndToEnd(t *testing.T) {
 	const audience = "https://rbook.example.internal"
 	dir := workdir(t)
 	iss := authtest.NewIssuer(t)

@@ -32,7 +32,7 @@ func actionJob(t *testing.T, node, entry, dir string, env []string) (string, int
 // output) on a fresh runner (its own RUNNER_TEMP, tool cache and file commands) in a
 // workspace with the runbooks only completes the same run: the control plane holds one run
 // with every step finished once and one run_finished.
-func TestIssue8_5_PauseAcrossTwoJobsThroughTheAction(t *testing.T) {
+func TestPauseAcrossTwoJobsThroughTheAction(t *testing.T) {
 	node := nodeBin(t)
 	fr := newFakeRelease(t)
 	cpDir := t.TempDir()
@@ -149,7 +149,7 @@ func TestIssue8_5_PauseAcrossTwoJobsThroughTheAction(t *testing.T) {
 // still finds the run paused at the gate and completes it. The same post without the pause
 // gate mode (a wait-mode job's post step) would record the interruption: the gate mode is
 // what tells a paused run from one whose job died at the gate.
-func TestIssue8_5_GitHubPostLeavesAPausedRunAloneAfterAQuickApproval(t *testing.T) {
+func TestGitHubPostLeavesAPausedRunAloneAfterAQuickApproval(t *testing.T) {
 	cpDir := t.TempDir()
 	url := pauseServe(t, cpDir)
 	dirA, runID, id := pauseAtGate(t, url)

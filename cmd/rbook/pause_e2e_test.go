@@ -98,7 +98,7 @@ func pauseAtGate(t *testing.T, url string) (dirA, runID, approvalID string) {
 // rebuilt equals folder A's state file but for the executor instance's own fields; the paused
 // executor can never write again (E_LEASE_LOST), and folder A's state file, asked with
 // `rbook status`, takes the control plane's final record.
-func TestIssue8_4_PauseThenResumeInAnEmptyFolder(t *testing.T) {
+func TestPauseThenResumeInAnEmptyFolder(t *testing.T) {
 	cpDir := t.TempDir()
 	url := pauseServe(t, cpDir)
 	dirA, runID, id := pauseAtGate(t, url)
@@ -237,7 +237,7 @@ func getRunAs(t *testing.T, url, runID string) *rbookv1.GetRunResponse {
 
 // Issue 8, item 4: a resume while the gate is still pending says so, exits 2 and changes
 // nothing (no transition, the lease untouched, no state file written).
-func TestIssue8_4_ResumeWhilePendingChangesNothing(t *testing.T) {
+func TestResumeWhilePendingChangesNothing(t *testing.T) {
 	cpDir := t.TempDir()
 	url := pauseServe(t, cpDir)
 	_, runID, id := pauseAtGate(t, url)
@@ -262,7 +262,7 @@ func TestIssue8_4_ResumeWhilePendingChangesNothing(t *testing.T) {
 // on_fail applied, with the reviewer's comment recorded"): after a rejection, resume says the
 // gate was rejected and does not continue past it: the gate is recorded FAIL with the
 // reason, its on_fail (rollback) runs, the run ends FAILED and resume exits 1.
-func TestIssue8_4_ResumeAfterRejectAppliesOnFail(t *testing.T) {
+func TestResumeAfterRejectAppliesOnFail(t *testing.T) {
 	cpDir := t.TempDir()
 	url := pauseServe(t, cpDir)
 	_, runID, id := pauseAtGate(t, url)
@@ -298,7 +298,7 @@ func TestIssue8_4_ResumeAfterRejectAppliesOnFail(t *testing.T) {
 
 // Issue 8, item 4: pause mode without a control plane that outlives the job is refused
 // before anything runs.
-func TestIssue8_4_PauseNeedsAControlPlane(t *testing.T) {
+func TestPauseNeedsAControlPlane(t *testing.T) {
 	dir := workdir(t)
 	for _, args := range [][]string{
 		{"run", "demo", "--gate-mode", "pause", "--control-plane", "off"},
@@ -322,7 +322,7 @@ func TestIssue8_4_PauseNeedsAControlPlane(t *testing.T) {
 // Issue 8, item 4: `rbook resume` in the folder that still holds the paused run's state file
 // resumes with that file (no rebuild), and a --run-id that is not that file's run is refused
 // with what to do.
-func TestIssue8_4_ResumeInThePausedFolderUsesItsStateFile(t *testing.T) {
+func TestResumeInThePausedFolderUsesItsStateFile(t *testing.T) {
 	cpDir := t.TempDir()
 	url := pauseServe(t, cpDir)
 	dirA, runID, id := pauseAtGate(t, url)

@@ -9,9 +9,9 @@ import (
 	"testing"
 )
 
-// TestIssue7_Polish_RejectHelpIsItsOwn: `rbook reject --help` documents rejecting (its exit
+// TestRejectHelpIsItsOwn: `rbook reject --help` documents rejecting (its exit
 // codes, its examples), not approve's tally (issue 7 new-user finding 7).
-func TestIssue7_Polish_RejectHelpIsItsOwn(t *testing.T) {
+func TestRejectHelpIsItsOwn(t *testing.T) {
 	out, code := run(t, t.TempDir(), "", "reject", "--help")
 	if code != 0 || !strings.Contains(out, "Exit codes: 0 rejected, 1 refused") || !strings.Contains(out, "rbook reject a-5wbvol5fcc25vsfvgyhmosr26e --reason \"error rate up") {
 		t.Fatalf("reject --help (exit %d):\n%s", code, out)
@@ -27,11 +27,11 @@ func TestIssue7_Polish_RejectHelpIsItsOwn(t *testing.T) {
 	}
 }
 
-// TestIssue7_Polish_MalformedApprovalIDRefusedLocally: an argument that starts with "a-" but
+// TestMalformedApprovalIDRefusedLocally: an argument that starts with "a-" but
 // is not an approval id is refused before any request (exit 2, a message saying why and how
 // to list the waiting gates), never sent as a token; a well-formed id the control plane does
 // not know gets E_APPROVAL_NOT_FOUND with the same pointer (issue 7 new-user finding 8).
-func TestIssue7_Polish_MalformedApprovalIDRefusedLocally(t *testing.T) {
+func TestMalformedApprovalIDRefusedLocally(t *testing.T) {
 	dir := workdir(t)
 	for _, tc := range []struct{ arg, why string }{
 		{"a-6j3d6cechx4pbocwkuiszjqaz", `it has 25 characters after "a-"`},
@@ -57,12 +57,12 @@ func TestIssue7_Polish_MalformedApprovalIDRefusedLocally(t *testing.T) {
 	}
 }
 
-// TestIssue7_Polish_MissingTokenSaysWhatToDo: a command or a run that sent no credentials to
+// TestMissingTokenSaysWhatToDo: a command or a run that sent no credentials to
 // a control plane with an auth file is told to set RBOOK_TOKEN (or, in the Action, the
 // control-plane-token input or OIDC), after the server's own message; in a runner the run
 // that cannot start also writes an ::error:: annotation. With a wrong token no such hint
 // appears (credentials were sent) (issue 7 new-user finding 9).
-func TestIssue7_Polish_MissingTokenSaysWhatToDo(t *testing.T) {
+func TestMissingTokenSaysWhatToDo(t *testing.T) {
 	dir := workdir(t)
 	url := gatesServe(t, dir)
 	server := `E_UNAUTHENTICATED: this control plane needs one "Authorization: Bearer <token>" header, with a token from its auth file and no other spaces (unauthenticated)`
@@ -94,11 +94,11 @@ func TestIssue7_Polish_MissingTokenSaysWhatToDo(t *testing.T) {
 	}
 }
 
-// TestIssue7_Polish_ResumeWithControlPlaneOffWarns: a run interrupted while reporting to a
+// TestResumeWithControlPlaneOffWarns: a run interrupted while reporting to a
 // control plane, resumed with the control plane off, is warned that the control plane's
 // record will not get this run's transitions, with its URL and the command that resumes
 // with it; a run that never reported to one is not (issue 7 new-user finding 12).
-func TestIssue7_Polish_ResumeWithControlPlaneOffWarns(t *testing.T) {
+func TestResumeWithControlPlaneOffWarns(t *testing.T) {
 	dir := workdir(t)
 	url := serveCP(t, dir)
 	p := start(t, dir, "run", "demo", "--control-plane", url)
@@ -124,10 +124,10 @@ func TestIssue7_Polish_ResumeWithControlPlaneOffWarns(t *testing.T) {
 	}
 }
 
-// TestIssue7_Polish_ServeConfigErrors: `rbook serve` refuses --public-url without a scheme
+// TestServeConfigErrors: `rbook serve` refuses --public-url without a scheme
 // (no token's audience could match it) and reports a gate-policy YAML error on line 1 as
 // file:1 (issue 7 new-user finding 14).
-func TestIssue7_Polish_ServeConfigErrors(t *testing.T) {
+func TestServeConfigErrors(t *testing.T) {
 	dir := t.TempDir()
 	_, stderr, code := runSplit(t, dir, []string{"RBOOK_APPROVAL_SECRET=" + testSecret}, "serve", "--addr", "127.0.0.1:0", "--db", filepath.Join(dir, "cp.db"), "--public-url", "127.0.0.1:7070")
 	want := "rbook serve: --public-url \"127.0.0.1:7070\" is not a control plane URL: give its scheme (http:// or https://) and host, as in http://127.0.0.1:7070\n"

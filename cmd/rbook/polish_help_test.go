@@ -12,10 +12,10 @@ import (
 // word of the usage, else the type) may look like: one word such as NAME, FILE, string.
 var flagValueName = regexp.MustCompile(`^([A-Za-z][A-Za-z0-9_-]*)?$`)
 
-// TestIssue7_Polish_HelpFlagValueNames walks every command and fails on a flag whose usage
+// TestHelpFlagValueNames walks every command and fails on a flag whose usage
 // would print a sentence fragment as its value name (issue 7 new-user finding 6: the
 // --control-plane-auth line read "--control-plane-auth permissions: id-token: write").
-func TestIssue7_Polish_HelpFlagValueNames(t *testing.T) {
+func TestHelpFlagValueNames(t *testing.T) {
 	root := newRootCmd()
 	cmds := append(everyCommand(root), root)
 	n := 0

@@ -73,7 +73,7 @@ func prevFiles(t *testing.T, dir string) []string {
 // Issue 6, item 1.1: a final run's unsent transitions reach the control plane before
 // anything else happens in its folder — through status, run and cancel — and a run that
 // cannot deliver them does not start over them.
-func TestIssue6_1_1_FinalRunOutboxDeliveredFirst(t *testing.T) {
+func TestFinalRunOutboxDeliveredFirst(t *testing.T) {
 	dir := workdir(t)
 	cp := startServe(t, dir)
 	px := newFaultProxy(t, cp.url())
@@ -145,7 +145,7 @@ func TestIssue6_1_1_FinalRunOutboxDeliveredFirst(t *testing.T) {
 // outbox recorded against it is delivered to this folder's embedded control plane
 // (.rbook/controlplane.db), which `rbook status` starts for the purpose; and `rbook cancel` of
 // an interrupted run reports the cancel to the control plane too.
-func TestIssue6_1_1_EmbeddedOutboxAndCancel(t *testing.T) {
+func TestEmbeddedOutboxAndCancel(t *testing.T) {
 	dir := workdir(t)
 	out, code := run(t, dir, "yes\n", "run", "demo")
 	if s := readState(t, dir); code != 0 || !s.ControlPlaneEmbedded || s.ControlPlane == "" {
@@ -194,7 +194,7 @@ func TestIssue6_1_1_EmbeddedOutboxAndCancel(t *testing.T) {
 // halts the run, resumable, within --control-plane-timeout plus a few seconds — at the gate
 // (the watch stream's HTTP/2 pings find it) and at the start (each unary attempt is bounded)
 // — and SIGTERM ends the executor within seconds while it is stopped.
-func TestIssue6_1_4_SilentControlPlane(t *testing.T) {
+func TestSilentControlPlaneHaltsTheRunResumable(t *testing.T) {
 	const timeout = 5 * time.Second
 	// slack covers the ping interval and timeout, one attempt timeout and a back-off.
 	const slack = cpclient.PingInterval + cpclient.PingTimeout + cpclient.DefaultAttemptTimeout + 5*time.Second
@@ -264,7 +264,7 @@ func TestIssue6_1_4_SilentControlPlane(t *testing.T) {
 // retried — a reset connection, 502/503/504, an answer lost after the server acted, a delay,
 // an answer cut inside its Connect envelope — on every RPC the executor makes, and the run
 // completes with the control plane's record equal to the state file's.
-func TestIssue6_1_5_TransientFailuresRetried(t *testing.T) {
+func TestTransientFailuresRetried(t *testing.T) {
 	dir := workdir(t)
 	cp := startServe(t, dir)
 	px := newFaultProxy(t, cp.url())
@@ -316,7 +316,7 @@ func restartRunbook(name string, deploys int) string {
 // over and over while runs report to it: every run completes, and the control plane holds
 // every run's transitions exactly as its state file does. Seen before: 116 of 350 runs
 // halted on a restart of under 2 s.
-func TestIssue6_1_5_ControlPlaneRestartsDuringRuns(t *testing.T) {
+func TestControlPlaneRestartsDuringRuns(t *testing.T) {
 	// restartEvery counts RecordTransitions calls, each carrying what the sender had queued
 	// (issue 10, item 3): far fewer calls than transitions.
 	const workspaces, runsEach, deploys, restartEvery = 3, 3, 20, 5
@@ -439,7 +439,7 @@ func checkTerminalApproval(t *testing.T, url, runID string) {
 // sends it again while the control plane cannot take it; a retry that finds the gate already
 // decided by its own first attempt takes the control plane's record; and an answer that
 // cannot be recorded halts the run, resumable — never TIMED_OUT into on_fail.
-func TestIssue6_1_6_TypedAnswerNeverLost(t *testing.T) {
+func TestTypedAnswerNeverLost(t *testing.T) {
 	approves := func(px *faultProxy) []call { return px.seen(func(c call) bool { return c.Method == "Approve" }) }
 
 	t.Run("retried through 503s", func(t *testing.T) {

@@ -36,7 +36,7 @@ func nodeBin(t *testing.T) string {
 // Issue 7, item 2: the shim's own tests (node:test, against a local release server: bad
 // checksum and missing entry refused, cache hit without a request, redirect followed,
 // SIGINT/SIGTERM forwarded, exit code passed through, inputs verbatim).
-func TestIssue7_2_ShimNodeTests(t *testing.T) {
+func TestShimNodeTestSuitePasses(t *testing.T) {
 	node := nodeBin(t)
 	cmd := exec.Command(node, "--test", filepath.Join("..", "..", "action", "shim", "shim.test.js"))
 	out, err := cmd.CombinedOutput()
@@ -138,7 +138,7 @@ func (fr *fakeRelease) postEnv(t *testing.T, env []string) []string {
 // release.json and runs the demo against `rbook serve`; SIGINT to node at the gate makes
 // rbook record run_interrupted, the control plane withdraws the pending approval, and
 // post.js (with the GITHUB_STATE main wrote) runs `rbook github post`, which finds it closed.
-func TestIssue7_2_ShimRunsTheReleaseBinaryAndForwardsSIGINT(t *testing.T) {
+func TestShimRunsTheReleaseBinaryAndForwardsSIGINT(t *testing.T) {
 	node := nodeBin(t)
 	fr := newFakeRelease(t)
 	dir := workdir(t)

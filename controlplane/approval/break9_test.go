@@ -22,7 +22,7 @@ func trustAllPolicy(t *testing.T) *Policy {
 
 // Command lines that are risky in a way the default require-human rules name must need a
 // human even when a custom auto-approve rule matches them all (the rule cannot relax a block).
-func TestIssue9_Break_DefaultDenyRulesSpellings(t *testing.T) {
+func TestDefaultDenyRulesSpellings(t *testing.T) {
 	p := trustAllPolicy(t)
 	for _, c := range []string{
 		"git  push origin main",
@@ -72,7 +72,7 @@ func TestIssue9_Break_DefaultDenyRulesSpellings(t *testing.T) {
 // With only the default rules, a gate auto-passes only clearly read-only command lines;
 // anything else (an environment assignment in front, an unresolved template, a path to the
 // program, an option that runs or writes other things) needs a human.
-func TestIssue9_Break_DefaultReadOnlyAllowListFailsClosed(t *testing.T) {
+func TestDefaultReadOnlyAllowListFailsClosed(t *testing.T) {
 	p := defaultPolicy(t)
 	for _, c := range []string{
 		"PATH=/tmp/evil ls",

@@ -10,7 +10,7 @@ import (
 // Issue 7, item 4 (hostile test): a policy approver "group:<name>" or "github:<login>" that no
 // auth-file line could ever carry (odd characters, over-long) is refused when the policy
 // loads, naming file:line, instead of silently matching nobody; the auth file's syntax passes.
-func TestIssue7_BreakGates_PolicyGroupAndLoginSyntax(t *testing.T) {
+func TestPolicyGroupAndLoginSyntax(t *testing.T) {
 	for _, entry := range []string{`"group:sre!"`, `"group:s/re"`, `"group:` + strings.Repeat("g", 65) + `"`,
 		`"github:-octo"`, `"github:octo_cat"`, `"github:` + strings.Repeat("o", 40) + `"`, `"github:o.c"`} {
 		_, err := approval.ParseGatePolicy([]byte("rules:\n  - approvers:\n      - "+entry+"\n"), "g.yaml")

@@ -7,11 +7,11 @@ import (
 	"github.com/rbookhq/rbook-action/controlplane/approval"
 )
 
-// TestIssue7_Polish_GatePolicyMessages: a YAML syntax error in the gate policy names
+// TestGatePolicyMessages: a YAML syntax error in the gate policy names
 // file:line even on line 1 (yaml.v3 leaves that line out) and points at a tab in the
 // indentation; messages carry no internal identifiers and count in the right number
 // (issue 7 new-user finding 14).
-func TestIssue7_Polish_GatePolicyMessages(t *testing.T) {
+func TestGatePolicyMessages(t *testing.T) {
 	many := "rules:\n  - approvers: [" + strings.Repeat("a,", approval.MaxPolicyApprovers) + "z]\n"
 	for _, c := range []struct{ body, want string }{
 		{"\trules:\n", "gp6.yaml:1: found character that cannot start any token (indent YAML with spaces, not tabs)"},

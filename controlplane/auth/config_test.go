@@ -12,7 +12,7 @@ import (
 )
 
 // Issue 7, item 5: the --oidc-config file is strict; every error names file:line and field.
-func TestIssue7_5_OIDCConfigStrict(t *testing.T) {
+func TestOIDCConfigStrict(t *testing.T) {
 	for _, tc := range []struct{ body, want string }{
 		{"rules:\n  - repository: o/r\n    reff: refs/heads/main\n", "f.yaml:3: rules[0].reff: unknown field"},
 		{"audience: a\naudience: b\nrules:\n  - repository: o/r\n", "f.yaml:2: audience: duplicate key (first on line 1)"},
@@ -65,7 +65,7 @@ func TestIssue7_5_OIDCConfigStrict(t *testing.T) {
 // Issue 7, item 5: a token of an issuer not on the list is refused; an allowed issuer that
 // cannot be reached is not a refusal of the token: Verify returns *UnavailableError (the
 // server answers E_RETRY, which executors retry).
-func TestIssue7_5_OIDCIssuerUnreachable(t *testing.T) {
+func TestOIDCIssuerUnreachable(t *testing.T) {
 	iss := authtest.NewIssuer(t)
 	tok := iss.Mint(t, "aud", nil)
 	cfg := auth.OIDCConfig{Issuers: []string{"http://127.0.0.1:1"}, Audience: "aud", InsecureHTTPIssuers: true,

@@ -71,7 +71,7 @@ func (s *ghServe) waitLog(t *testing.T, n int, want ...string) {
 // A re-run (attempt 2) of a workflow whose attempt-1 gate was approved asks again; its rule
 // binds only a gate of attempt 2 (learned from GET …/actions/runs/{id} → run_attempt), so
 // GitHub gets no verdict until attempt 2's gate is decided.
-func TestIssue8_Break_RerunDoesNotInheritAttemptOneVerdict(t *testing.T) {
+func TestRerunDoesNotInheritAttemptOneVerdict(t *testing.T) {
 	s := startGitHubServe(t)
 	const run = 9101
 	_, tok1 := ghGateAttempt(t, s.c, "r-att1", run, "1", "production")
@@ -112,7 +112,7 @@ func TestIssue8_Break_RerunDoesNotInheritAttemptOneVerdict(t *testing.T) {
 }
 
 // The run lookup failing is retried with back-off, not guessed: the rule binds once GitHub answers.
-func TestIssue8_Break_RunAttemptLookupRetried(t *testing.T) {
+func TestRunAttemptLookupRetried(t *testing.T) {
 	s := startGitHubServe(t)
 	const run = 9102
 	s.gh.FailNext(http.MethodGet, ghfake.RunPath(ghRepo.Owner, ghRepo.Name, run), 502, 500)
@@ -135,7 +135,7 @@ func TestIssue8_Break_RunAttemptLookupRetried(t *testing.T) {
 
 // A verdict GitHub answers 422 forever is given up after MaxGitHubRefusedAttempts (3)
 // attempts, with an error log line that says why; the loop never tries it again.
-func TestIssue8_Break_VerdictRefusedForeverIsGivenUp(t *testing.T) {
+func TestVerdictRefusedForeverIsGivenUp(t *testing.T) {
 	s := startGitHubServe(t)
 	const run = 9103
 	_, tok := ghGateAttempt(t, s.c, "r-422", run, "1", "production")
@@ -168,7 +168,7 @@ func TestIssue8_Break_VerdictRefusedForeverIsGivenUp(t *testing.T) {
 // Hostile reviews: a login outside the policy's approvers, a review of the right run but
 // another environment, and an approve and a reject delivered at once: the first two change
 // nothing; of the racing two exactly one decides the gate, and GitHub gets that one verdict.
-func TestIssue8_Break_HostileReviews(t *testing.T) {
+func TestUnentitledOrMismatchedReviewsChangeNothing(t *testing.T) {
 	policy := filepath.Join(t.TempDir(), "gates.yaml")
 	if err := os.WriteFile(policy, []byte("rules:\n  - approvals: 1\n    approvers: [\"github:octo-lead\", \"github:octo-ops\"]\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -228,7 +228,7 @@ func TestIssue8_Break_HostileReviews(t *testing.T) {
 // A deployment_review of a re-run (workflow_run.run_attempt 2) decides attempt 2's gate only,
 // never the gate attempt 1 left pending; a review arriving before any gate opened decides no
 // gate opened later.
-func TestIssue8_Break_ReviewDecidesOnlyItsAttemptsGate(t *testing.T) {
+func TestReviewDecidesOnlyItsAttemptsGate(t *testing.T) {
 	s := startGitHubServe(t)
 	const run = 9106
 	review := func(attempt int) {
@@ -257,7 +257,7 @@ func TestIssue8_Break_ReviewDecidesOnlyItsAttemptsGate(t *testing.T) {
 // Odd payloads: a rule request with a null installation or a non-numeric run id in its
 // callback URL is refused (400) and stores nothing; a review comment with terminal escapes,
 // CR/LF, bidi controls and 5000 bytes becomes a safe one-line reason of at most 1024 bytes.
-func TestIssue8_Break_OddPayloads(t *testing.T) {
+func TestMalformedGitHubPayloadsRefusedOrSanitised(t *testing.T) {
 	s := startGitHubServe(t)
 	const run = 9107
 	odd := func(mut func(m map[string]any)) int {

@@ -68,7 +68,7 @@ func getApproval(t *testing.T, c clients, id string) *rbookv1.Approval {
 
 // Issue 7, item 4 (hostile test): an approver who approved a 2-of-N gate and then rejects it
 // rejects it (one vote per identity, the reject replaces the approve); it was E_INTERNAL.
-func TestIssue7_BreakGates_ApproveThenRejectBySameIdentity(t *testing.T) {
+func TestApproveThenRejectBySameIdentity(t *testing.T) {
 	p := startBreak(t, breakAuth, breakPolicy, "")
 	exec, alice := asWho(p, "exec"), asWho(p, "alice")
 	startRun(t, exec, "R-ar")
@@ -86,7 +86,7 @@ func TestIssue7_BreakGates_ApproveThenRejectBySameIdentity(t *testing.T) {
 // Issue 7, item 4 (hostile test): four approvers, each from two connections, vote at once on
 // a 3-of-4 gate: exactly one answer is APPROVED, the others PENDING or already decided, three
 // votes are stored and the approver list is the votes in their stored order (it was not).
-func TestIssue7_BreakGates_ConcurrentMofN(t *testing.T) {
+func TestConcurrentMofNVotesDecideOnce(t *testing.T) {
 	p := startBreak(t, breakAuth, strings.Replace(breakPolicy, "approvals: 2", "approvals: 3", 1), "")
 	exec := asWho(p, "exec")
 	names := []string{"alice", "bob", "carol", "dave"}
@@ -135,7 +135,7 @@ func TestIssue7_BreakGates_ConcurrentMofN(t *testing.T) {
 
 // Issue 7, item 4 and item 2 (hostile test): an approve racing a reject, a RUN_INTERRUPTED
 // (withdrawal) and a CancelRun: the approve succeeds exactly when the gate ends APPROVED.
-func TestIssue7_BreakGates_ApproveRacesRejectAndInterruptAndCancel(t *testing.T) {
+func TestApproveRacesRejectAndInterruptAndCancel(t *testing.T) {
 	p := startBreak(t, breakAuth, strings.Replace(breakPolicy, "approvals: 2", "approvals: 1", 1), "")
 	exec, alice, bob := asWho(p, "exec"), asWho(p, "alice"), asWho(p, "bob")
 	ctx := context.Background()
@@ -187,7 +187,7 @@ func TestIssue7_BreakGates_ApproveRacesRejectAndInterruptAndCancel(t *testing.T)
 
 // An approve arriving at the deadline's instant: either it decided before the deadline, or
 // the gate is rejected as timed out and the approve was refused; never both, never pending.
-func TestIssue7_BreakGates_ApproveRacesDeadline(t *testing.T) {
+func TestApproveRacesDeadline(t *testing.T) {
 	p := startBreak(t, breakAuth, strings.Replace(breakPolicy, "approvals: 2", "approvals: 1", 1), "")
 	exec, alice := asWho(p, "exec"), asWho(p, "alice")
 	startRun(t, exec, "R-dl")
@@ -213,7 +213,7 @@ func TestIssue7_BreakGates_ApproveRacesDeadline(t *testing.T) {
 }
 
 // Issue 7, item 4 (hostile test): one identity approving from Connect and gRPC at once counts once.
-func TestIssue7_BreakGates_SameIdentityTwoConnections(t *testing.T) {
+func TestSameIdentityTwoConnections(t *testing.T) {
 	p := startBreak(t, breakAuth, breakPolicy, "")
 	exec := asWho(p, "exec")
 	for round := range 5 {
@@ -243,7 +243,7 @@ func TestIssue7_BreakGates_SameIdentityTwoConnections(t *testing.T) {
 
 // Issue 7, item 4 (hostile test): viewer, executor and a non-member are refused by id; a
 // 1-of-2 gate that times out keeps its vote visible; its token and id are refused after.
-func TestIssue7_BreakGates_RolesAndExpiry(t *testing.T) {
+func TestNonApproverRolesRefusedAndExpiredGateKeepsVotes(t *testing.T) {
 	p := startBreak(t, breakAuth, breakPolicy, "")
 	exec, alice, vic, erin := asWho(p, "exec"), asWho(p, "alice"), asWho(p, "vic"), asWho(p, "erin")
 	startRun(t, exec, "R-roles")
@@ -272,7 +272,7 @@ func TestIssue7_BreakGates_RolesAndExpiry(t *testing.T) {
 
 // Issue 7, items 2 and 4 (hostile test): approving a withdrawn gate says it was withdrawn;
 // the resumed run's new gate has the policy applied again and no votes.
-func TestIssue7_BreakGates_WithdrawnThenResumed(t *testing.T) {
+func TestWithdrawnGateThenResumedRunGetsAFreshGate(t *testing.T) {
 	p := startBreak(t, breakAuth, breakPolicy, "")
 	exec, alice := asWho(p, "exec"), asWho(p, "alice")
 	ctx := context.Background()
@@ -297,7 +297,7 @@ func TestIssue7_BreakGates_WithdrawnThenResumed(t *testing.T) {
 
 // Issue 7, item 4 (hostile test): a policy edit (serve restarted on the same database) does
 // not change an open gate: the captured 2-of-sre holds.
-func TestIssue7_BreakGates_PolicyEditAfterOpen(t *testing.T) {
+func TestPolicyEditDoesNotChangeAnOpenGate(t *testing.T) {
 	p := startBreak(t, breakAuth, breakPolicy, "")
 	exec := asWho(p, "exec")
 	startRun(t, exec, "R-edit")
@@ -317,7 +317,7 @@ func TestIssue7_BreakGates_PolicyEditAfterOpen(t *testing.T) {
 // Issue 7, item 4 (hostile test): approval ids of wrong shape are NotFound or InvalidArgument;
 // an over-long reason and reasons with ESC, CR/LF, BEL or bidi controls are refused and
 // record nothing (they reached terminals and the runner's log raw).
-func TestIssue7_BreakGates_InputShapes(t *testing.T) {
+func TestMalformedApprovalIDsAndReasonsRecordNothing(t *testing.T) {
 	p := startBreak(t, breakAuth, breakPolicy, "")
 	exec, alice := asWho(p, "exec"), asWho(p, "alice")
 	for _, id := range []string{"x", "a-", "../../etc/passwd", "a-" + strings.Repeat("z", 26) + "\x00", strings.Repeat("a", 257), "a-%", "'; DROP TABLE x; --"} {
@@ -342,7 +342,7 @@ func TestIssue7_BreakGates_InputShapes(t *testing.T) {
 // Issue 7, item 4 (hostile test): an auth-file identity may not pass for an asserted name
 // (unverified:), a GitHub login or group of the gate policy, an OIDC job, or the control
 // plane's own names.
-func TestIssue7_BreakGates_AuthFileReservedIdentities(t *testing.T) {
+func TestAuthFileReservedIdentities(t *testing.T) {
 	for _, line := range []string{
 		"unverified:bob approver bob-token-0123456789",
 		"github:octocat approver bob-token-0123456789",
@@ -367,7 +367,7 @@ func startServeDB(t *testing.T, db string, extra ...string) *serveProc {
 // Issue 7, item 4 (hostile test): two approver identities linked to one GitHub login (GitHub
 // logins are case-insensitive) would let one person count twice toward M-of-N: refused. The
 // same login on the person's executor line, or on a second token of the same identity, is fine.
-func TestIssue7_BreakGates_AuthFileOneLoginOneApprover(t *testing.T) {
+func TestAuthFileOneLoginOneApprover(t *testing.T) {
 	_, err := server.ParseAuth(strings.NewReader("alice approver alice-token-0123456789 github=octocat\n"+
 		"al2 approver al2-token-0123456789 github=OctoCat\n"), "auth")
 	if err == nil || !strings.HasPrefix(err.Error(), "auth:2: al2: github=OctoCat is also the login of approver \"alice\" on line 1") {
@@ -383,7 +383,7 @@ func TestIssue7_BreakGates_AuthFileOneLoginOneApprover(t *testing.T) {
 // could approve twice under two asserted names ("unverified:x", "unverified:y") and open it
 // alone. An unverified approval does not count toward M > 1 (E_UNAUTHENTICATED, nothing
 // recorded); an unverified reject still rejects.
-func TestIssue7_BreakGates_UnverifiedNamesDoNotCountTowardM(t *testing.T) {
+func TestUnverifiedNamesDoNotCountTowardM(t *testing.T) {
 	dir := t.TempDir()
 	policy := filepath.Join(dir, "gates.yaml")
 	if err := os.WriteFile(policy, []byte(breakPolicy[:strings.Index(breakPolicy, "    approvers")]), 0o600); err != nil {

@@ -23,7 +23,7 @@ import (
 // Case A01: fifty executors report at once (grpc-go), a poller calls GetRun/ListRuns every
 // 50 ms (Connect JSON) and a WatchRun stream is open (gRPC-Web). Nobody sees "database is
 // locked"; every acknowledged transition is stored, in order; a refused write is an error.
-func TestCase_A01_ConcurrentWritersPollerAndWatch(t *testing.T) {
+func TestConcurrentWritersPollerAndWatch(t *testing.T) {
 	p := startServe(t)
 	c := newClients(p.URL)
 	cc := grpcConn(t, p.Addr)
@@ -190,7 +190,7 @@ func TestCase_A01_ConcurrentWritersPollerAndWatch(t *testing.T) {
 // Case A02: the same token twice at once, Approve and Reject at once: exactly one decision
 // wins, the other gets E_APPROVAL_ALREADY_DECIDED, and the waiting executor (WatchApproval)
 // sees exactly the winner.
-func TestCase_A02_RacingDecisions(t *testing.T) {
+func TestRacingDecisionsExactlyOneWins(t *testing.T) {
 	p := startServe(t)
 	c := newClients(p.URL)
 	cg := newClients(p.URL, connect.WithGRPC())
@@ -255,7 +255,7 @@ func TestCase_A02_RacingDecisions(t *testing.T) {
 // a watch opened after (or while) the gate is decided still ends with the decision, so the
 // run never waits forever for a consumed approval. A retried RequestApproval while the gate
 // is pending returns the same approval and token.
-func TestCase_A02_DecisionBeforeWatch(t *testing.T) {
+func TestDecisionBeforeWatch(t *testing.T) {
 	p := startServe(t)
 	c := newClients(p.URL)
 	for round := range 10 {
@@ -303,7 +303,7 @@ func TestCase_A02_DecisionBeforeWatch(t *testing.T) {
 }
 
 // Case A03: token replay and binding, items 1-7; tokens never appear in outputs or logs.
-func TestCase_A03_TokenReplayAndBinding(t *testing.T) {
+func TestTokenReplayAndBinding(t *testing.T) {
 	p := startServe(t)
 	c := newClients(p.URL)
 	cc := grpcConn(t, p.Addr)
@@ -481,7 +481,7 @@ func TestCase_A03_TokenReplayAndBinding(t *testing.T) {
 
 // Case A04: a gate nobody answers closes at its deadline and its token dies; CancelRun
 // while a gate waits gives the run one final status, ends the watches and kills the token.
-func TestCase_A04_DeadlineAndCancel(t *testing.T) {
+func TestGateDeadlineAndCancelRunKillTheToken(t *testing.T) {
 	p := startServe(t)
 	c := newClients(p.URL)
 	ctx := context.Background()

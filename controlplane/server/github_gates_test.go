@@ -145,7 +145,7 @@ func ghApproval(t *testing.T, c clients, id string) *rbookv1.Approval {
 // Issue 8, item 2: a rule requested before its gate opens is bound when the gate opens; a
 // status report naming the gate, plan digest and approval id goes first; the Approve RPC's
 // decision reaches GitHub as exactly one "approved" verdict with "approved by X in rbook: reason".
-func TestIssue8_2_RuleBeforeGateThenApprove(t *testing.T) {
+func TestRuleBeforeGateThenApprove(t *testing.T) {
 	s := startGitHubServe(t)
 	s.rule(t, 9001, "production")
 	a, token := ghGate(t, s.c, "r-before", 9001, "production", time.Hour)
@@ -178,7 +178,7 @@ func TestIssue8_2_RuleBeforeGateThenApprove(t *testing.T) {
 // Issue 8, item 2: a rule requested after its gate opened is bound at once; a reject reaches
 // GitHub as "rejected by X in rbook: reason"; a rule for a gate already decided gets the
 // verdict at once (pause mode: approved before the held job asked).
-func TestIssue8_2_RuleAfterGateOpenedAndAfterDecision(t *testing.T) {
+func TestRuleAfterGateOpenedAndAfterDecision(t *testing.T) {
 	s := startGitHubServe(t)
 	_, token := ghGate(t, s.c, "r-after", 9002, "production", time.Hour)
 	s.rule(t, 9002, "production")
@@ -203,7 +203,7 @@ func TestIssue8_2_RuleAfterGateOpenedAndAfterDecision(t *testing.T) {
 }
 
 // Issue 8, item 2: at the gate's deadline GitHub gets "rejected" with "timed out after …".
-func TestIssue8_2_DeadlineRejectsTimedOut(t *testing.T) {
+func TestDeadlineRejectsTimedOut(t *testing.T) {
 	s := startGitHubServe(t)
 	s.rule(t, 9004, "production")
 	ghGate(t, s.c, "r-deadline", 9004, "production", 2*time.Second)
@@ -214,7 +214,7 @@ func TestIssue8_2_DeadlineRejectsTimedOut(t *testing.T) {
 }
 
 // Issue 8, item 2: GitHub failing twice is retried with back-off; exactly one verdict lands.
-func TestIssue8_2_APIFailuresRetriedOneVerdict(t *testing.T) {
+func TestAPIFailuresRetriedOneVerdict(t *testing.T) {
 	s := startGitHubServe(t)
 	_, token := ghGate(t, s.c, "r-retry", 9005, "production", time.Hour)
 	s.rule(t, 9005, "production")
@@ -241,7 +241,7 @@ func TestIssue8_2_APIFailuresRetriedOneVerdict(t *testing.T) {
 // Issue 8, item 3: a signed deployment_review decides the bound gate with approver
 // github:<login>, source github and the comment as the reason (its rejected twin rejects);
 // the run's own actor may not approve (four-eyes); a review for an unknown run changes nothing.
-func TestIssue8_3_GitHubReviewDecidesGate(t *testing.T) {
+func TestGitHubReviewDecidesGate(t *testing.T) {
 	s := startGitHubServe(t)
 	a, _ := ghGate(t, s.c, "r-review", 9006, "production", time.Hour)
 	b, _ := ghGate(t, s.c, "r-review-rej", 9007, "production", time.Hour)

@@ -38,7 +38,7 @@ func waitPG(t *testing.T, db *sql.DB, what, query string, args ...any) {
 // a redelivery to B while A's claim's lease runs is answered 409 (not "already
 // processed"), and once the lease has passed B takes the claim over and decides the gate,
 // once; a further redelivery is a duplicate.
-func TestIssue10_2_WebhookClaimOfAKilledReplicaIsTakenOver(t *testing.T) {
+func TestWebhookClaimOfAKilledReplicaIsTakenOver(t *testing.T) {
 	a, b, dsn := startGitHubReplicas(t)
 	db := pgDB(t, dsn)
 	a.rule(t, 9103, "production")

@@ -117,7 +117,7 @@ func seqRange(n int64) []int64 {
 	return out
 }
 
-func TestIssue10_2_WatchRunOnBSeesEveryTransitionRecordedThroughA(t *testing.T) {
+func TestWatchRunOnBSeesEveryTransitionRecordedThroughA(t *testing.T) {
 	a, b, _ := startReplicas(t)
 	ca, cb := newClients(a.URL), newClients(b.URL)
 	startRun(t, ca, "r-watch")
@@ -145,7 +145,7 @@ func TestIssue10_2_WatchRunOnBSeesEveryTransitionRecordedThroughA(t *testing.T) 
 	}
 }
 
-func TestIssue10_2_ApproveOnBWakesTheGateWaitOnA(t *testing.T) {
+func TestApproveOnBWakesTheGateWaitOnA(t *testing.T) {
 	a, b, _ := startReplicas(t)
 	ca, cb := newClients(a.URL), newClients(b.URL)
 	startRun(t, ca, "r-gate")
@@ -186,7 +186,7 @@ func TestIssue10_2_ApproveOnBWakesTheGateWaitOnA(t *testing.T) {
 	}
 }
 
-func TestIssue10_2_LeaseAndEpochHoldAcrossReplicas(t *testing.T) {
+func TestLeaseAndEpochHoldAcrossReplicas(t *testing.T) {
 	a, b, _ := startReplicas(t)
 	ca, cb := newClients(a.URL), newClients(b.URL)
 	ctx := context.Background()
@@ -250,7 +250,7 @@ func logCount(s string, ps ...*ghServe) int {
 	return n
 }
 
-func TestIssue10_2_SameWebhookDeliveryToBothReplicasIsProcessedOnce(t *testing.T) {
+func TestSameWebhookDeliveryToBothReplicasIsProcessedOnce(t *testing.T) {
 	a, b, dsn := startGitHubReplicas(t)
 	a.rule(t, 9101, "production")
 	ap, _ := ghGate(t, a.c, "r-hook", 9101, "production", time.Hour)
@@ -323,7 +323,7 @@ func (s *ghServe) waitLogsEither(t *testing.T, o *ghServe, what string, ok func(
 	}
 }
 
-func TestIssue10_2_GateDeadlineFiresOnceWithBothSweepers(t *testing.T) {
+func TestGateDeadlineFiresOnceWithBothSweepers(t *testing.T) {
 	a, b, dsn := startGitHubReplicas(t)
 	a.rule(t, 9102, "production")
 	ap, _ := ghGate(t, a.c, "r-deadline2", 9102, "production", 3*time.Second)

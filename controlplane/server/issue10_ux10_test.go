@@ -98,13 +98,13 @@ func (p *pgProxy) restore() {
 	p.serve(ln)
 }
 
-// TestIssue10_UX_4_DatabaseDownIsNotServingAndUnavailable: with its PostgreSQL database
+// TestDatabaseDownIsNotServingAndUnavailable: with its PostgreSQL database
 // cut, the control plane's health says NOT_SERVING, ListRuns fails with Unavailable /
 // E_RETRY "the control plane's database is unreachable; retry later" (not E_INTERNAL), and
 // the log has one "database connection lost" line however many calls failed; once the
 // database is back, health says SERVING, calls work, and one "database connection
 // restored" line is logged.
-func TestIssue10_UX_4_DatabaseDownIsNotServingAndUnavailable(t *testing.T) {
+func TestDatabaseDownIsNotServingAndUnavailable(t *testing.T) {
 	dsn := newPGDatabase(t)
 	u, err := url.Parse(dsn)
 	if err != nil {

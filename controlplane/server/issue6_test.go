@@ -22,7 +22,7 @@ import (
 // record a transition on e1's run (even holding e1's owner id and epoch), cannot open its gate
 // and so never sees its token, cannot renew its lease or cancel it, and cannot resume it;
 // GetRun shows the owner identity.
-func TestIssue6_1_3_ExecutorsWriteOnlyTheirOwnRuns(t *testing.T) {
+func TestExecutorsWriteOnlyTheirOwnRuns(t *testing.T) {
 	p := startServe(t, "--auth-file", writeAuthFile(t))
 	ctx := context.Background()
 	e1 := newClients(p.URL, withBearer("exec-token-0123456789"))     // ci-bot
@@ -73,7 +73,7 @@ func TestIssue6_1_3_ExecutorsWriteOnlyTheirOwnRuns(t *testing.T) {
 // took the run over (its lease expired), the old owner's transitions, gates and renewals get
 // E_LEASE_LOST over Connect and gRPC alike, and a fresh executor's StartRun of a live run gets
 // E_RUN_OWNED, never the run.
-func TestIssue6_1_2_ZombieExecutorIsFenced(t *testing.T) {
+func TestZombieExecutorIsFenced(t *testing.T) {
 	p := startServe(t)
 	ctx := context.Background()
 	c := newClients(p.URL)
@@ -128,7 +128,7 @@ func TestIssue6_1_2_ZombieExecutorIsFenced(t *testing.T) {
 // Limits hold at the server (issue 6, item 1.8): an evidence output over 64 KiB (plus the
 // executor's truncation note) is refused, and GetRun / GetEvidencePack of a run far larger
 // than 4 MiB come in pages that a stock grpc-go client (4 MiB receive limit) reads whole.
-func TestIssue6_1_8_ServerLimitsAndPaging(t *testing.T) {
+func TestServerLimitsAndPaging(t *testing.T) {
 	p := startServe(t)
 	ctx := context.Background()
 	c := newClients(p.URL)

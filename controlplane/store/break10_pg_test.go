@@ -20,14 +20,14 @@ func race2(fa, fb func() error) (ea, eb error) {
 	return ea, eb
 }
 
-// TestIssue10_Break_PGTwoStoresRaces: hostile races through two Stores (two replicas) on one
+// TestPGTwoStoresRaces: hostile races through two Stores (two replicas) on one
 // PostgreSQL database, each repeated so the writers' batches interleave differently:
 // Approve against Reject of one gate (exactly one wins, the other gets ErrAlreadyDecided, and
 // the stored verdict is the winner's), the same batch of seqs through both at once (stored
 // once, the other a duplicate; the run row's last_seq right), the same seqs with different
 // content (one stored, the other ErrConflict, nothing mixed), and StartRun of one run_id
 // through both (one Created, the other Resumed at the next epoch, never two runs).
-func TestIssue10_Break_PGTwoStoresRaces(t *testing.T) {
+func TestPGTwoStoresRaces(t *testing.T) {
 	a, b, _ := openPGPair(t)
 	ctx := context.Background()
 	for i := 0; i < 10; i++ {
@@ -95,12 +95,12 @@ func TestIssue10_Break_PGTwoStoresRaces(t *testing.T) {
 	}
 }
 
-// TestIssue10_Break_PGLeaseTakeOverAcrossReplicas: executor A renews its lease through
+// TestPGLeaseTakeOverAcrossReplicas: executor A renews its lease through
 // replica A while executor B tries to take the run over through replica B: refused while the
 // lease lives (ErrLeaseHeld); once B's replica sees it expired (its clock past the lease),
 // B takes over at epoch 2 and from then on A's renewals and transitions through replica A
 // are fenced off (ErrLeaseLost), while B's go through either replica.
-func TestIssue10_Break_PGLeaseTakeOverAcrossReplicas(t *testing.T) {
+func TestPGLeaseTakeOverAcrossReplicas(t *testing.T) {
 	dsn := newPGDatabase(t)
 	ctx := context.Background()
 	ca, cb := &movableClock{now: t0}, &movableClock{now: t0}

@@ -34,11 +34,11 @@ func forBothDialects(t *testing.T, fn func(t *testing.T, s *Store)) {
 	}
 }
 
-// TestIssue10_Break_NULBytesRefusedAlikeOnBothDialects: PostgreSQL's TEXT cannot hold U+0000,
+// TestNULBytesRefusedAlikeOnBothDialects: PostgreSQL's TEXT cannot hold U+0000,
 // so a NUL byte in any text field used to be a storage error there (SQLSTATE 22021) and was
 // stored on SQLite. Now both refuse it with ErrInvalidArgument naming the field, and store
 // nothing; evidence source_input is checked like the other evidence texts (UTF-8, NUL, size).
-func TestIssue10_Break_NULBytesRefusedAlikeOnBothDialects(t *testing.T) {
+func TestNULBytesRefusedAlikeOnBothDialects(t *testing.T) {
 	forBothDialects(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		mustStart(t, s, newRun("r1"))
@@ -96,11 +96,11 @@ func TestIssue10_Break_NULBytesRefusedAlikeOnBothDialects(t *testing.T) {
 	})
 }
 
-// TestIssue10_Break_JSONEscapesPostgresRefusesAreInvalidArgument: bindings with a \u0000
+// TestJSONEscapesPostgresRefusesAreInvalidArgument: bindings with a \u0000
 // escape or a lone surrogate escape are valid JSON to Go but refused by PostgreSQL's jsonb
 // CHECK (a storage error there, stored on SQLite). Both now refuse them alike; an escaped
 // backslash before u0000 and a proper surrogate pair are fine.
-func TestIssue10_Break_JSONEscapesPostgresRefusesAreInvalidArgument(t *testing.T) {
+func TestJSONEscapesPostgresRefusesAreInvalidArgument(t *testing.T) {
 	forBothDialects(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		for i, c := range []struct {
@@ -138,11 +138,11 @@ func TestIssue10_Break_JSONEscapesPostgresRefusesAreInvalidArgument(t *testing.T
 	})
 }
 
-// TestIssue10_Break_DeliveryErrorsWithNULAreRecorded: the text of a failed GitHub delivery
+// TestDeliveryErrorsWithNULAreRecorded: the text of a failed GitHub delivery
 // (an HTTP error body) may hold NUL or invalid UTF-8; on PostgreSQL that made the UPDATE
 // fail, so the attempt count and back-off were not recorded and the loop retried at once,
 // forever. It is now stored with U+FFFD in their place, on both dialects.
-func TestIssue10_Break_DeliveryErrorsWithNULAreRecorded(t *testing.T) {
+func TestDeliveryErrorsWithNULAreRecorded(t *testing.T) {
 	forBothDialects(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		r, err := s.RequestProtectionRule(ctx, ProtectionRule{CallbackURL: "https://api.github.invalid/cb", DeploymentID: 7,
@@ -170,13 +170,13 @@ func TestIssue10_Break_DeliveryErrorsWithNULAreRecorded(t *testing.T) {
 	})
 }
 
-// TestIssue10_Break_DeferredProgressDoesNotOverwriteALaterStatusChange: on PostgreSQL a
+// TestDeferredProgressDoesNotOverwriteALaterStatusChange: on PostgreSQL a
 // batch's common transitions queue their run-row update (pgdefer.go) and a transition that
 // changes the run's status writes the row at once; the queued update of an EARLIER seq was
 // then flushed after it, setting last_seq back (run row at 9, transition 10 stored), so the
 // executor's next batch got E_SEQ_GAP "expects seq 10, got 11" (found with `rbook run demo`
 // against `rbook serve --db postgres://…`: step_started then gate_opened in one batch).
-func TestIssue10_Break_DeferredProgressDoesNotOverwriteALaterStatusChange(t *testing.T) {
+func TestDeferredProgressDoesNotOverwriteALaterStatusChange(t *testing.T) {
 	forBothDialects(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		mustStart(t, s, newRun("r1"))
@@ -198,10 +198,10 @@ func TestIssue10_Break_DeferredProgressDoesNotOverwriteALaterStatusChange(t *tes
 	})
 }
 
-// TestIssue10_Break_BadDSNSaysWhatToFix: a PostgreSQL DSN pgx cannot parse used to give only
+// TestBadDSNSaysWhatToFix: a PostgreSQL DSN pgx cannot parse used to give only
 // "does not parse"; the error now says what is wrong (the setting, the port, a bad
 // %-escape) and still never prints the password, not even a part of it.
-func TestIssue10_Break_BadDSNSaysWhatToFix(t *testing.T) {
+func TestBadDSNSaysWhatToFix(t *testing.T) {
 	for dsn, want := range map[string]string{
 		"postgres://u:S3cretPW@127.0.0.1:5432/db?sslmode=bogus":          "failed to configure TLS (sslmode is invalid)",
 		"postgres://u:S3cretPW@127.0.0.1:5432/db?connect_timeout=x":      "invalid connect_timeout",
@@ -220,11 +220,11 @@ func TestIssue10_Break_BadDSNSaysWhatToFix(t *testing.T) {
 	}
 }
 
-// TestIssue10_Break_SilentServerTimesOut: a "PostgreSQL" that accepts TCP and never answers
+// TestSilentPostgreSQLServerTimesOutOpen: a "PostgreSQL" that accepts TCP and never answers
 // made Open hang for as long as its context allowed (`rbook serve` has none: forever). Open
 // now fails after DefaultPGConnectTimeout per attempt, or the DSN's connect_timeout, with a
 // connection error naming the DSN without its password.
-func TestIssue10_Break_SilentServerTimesOut(t *testing.T) {
+func TestSilentPostgreSQLServerTimesOutOpen(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -270,11 +270,11 @@ func TestIssue10_Break_SilentServerTimesOut(t *testing.T) {
 	}
 }
 
-// TestIssue10_Break_BatchLimitsAlikeOnBothDialects: RecordTransitions at exactly
+// TestBatchLimitsAlikeOnBothDialects: RecordTransitions at exactly
 // MaxBatchTransitions and MaxBatchBytes is stored whole, one more transition or byte is
 // ErrInvalidArgument with nothing stored, and fields at their byte limits round-trip
 // byte for byte, on SQLite and PostgreSQL alike.
-func TestIssue10_Break_BatchLimitsAlikeOnBothDialects(t *testing.T) {
+func TestBatchLimitsAlikeOnBothDialects(t *testing.T) {
 	forBothDialects(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		mustStart(t, s, newRun("r1"))

@@ -17,7 +17,7 @@ import (
 // GetRun/ListRuns and a subscriber plays WatchRun. No call fails (so no SQLITE_BUSY or
 // "database is locked" reaches a caller), every acknowledged transition is stored, in order
 // per run, and the subscriber sees each run's transitions in seq order.
-func TestCase_A01_ConcurrentWritersNoBusy(t *testing.T) {
+func TestConcurrentWritersNoBusy(t *testing.T) {
 	t.Parallel()
 	const writers, perRun = 50, 8
 	s, _ := openTest(t)
@@ -145,7 +145,7 @@ func TestCase_A01_ConcurrentWritersNoBusy(t *testing.T) {
 // A02 at the store level: one gate, 50 concurrent decisions (approve and reject mixed,
 // as from two approvers and retries): exactly one wins, every other call gets
 // ErrAlreadyDecided, and the stored decision is the winner's.
-func TestCase_A02_ConcurrentDecisionsExactlyOneWins(t *testing.T) {
+func TestConcurrentDecisionsExactlyOneWins(t *testing.T) {
 	t.Parallel()
 	for round := 0; round < 2; round++ {
 		t.Run(fmt.Sprintf("round-%d", round), func(t *testing.T) {
@@ -211,7 +211,7 @@ func TestCase_A02_ConcurrentDecisionsExactlyOneWins(t *testing.T) {
 // A03 at the store and token level: a token is issued for (R1, gate g), its hash stored.
 // Verification comes first; then one compare-and-set decides. Items 3-7 of the case that are
 // purely about the token are in controlplane/approval.
-func TestCase_A03_TokenReplayAndBinding(t *testing.T) {
+func TestTokenReplayAndBinding(t *testing.T) {
 	t.Parallel()
 	s, _ := openTest(t)
 	ctx := context.Background()
@@ -328,7 +328,7 @@ func TestCase_A03_TokenReplayAndBinding(t *testing.T) {
 
 // A04 at the store level: an unanswered gate closes at its deadline and its token stops
 // working; CancelRun while a gate waits closes the gate and leaves exactly one final status.
-func TestCase_A04_DeadlineAndCancelAtGate(t *testing.T) {
+func TestDeadlineAndCancelAtGate(t *testing.T) {
 	t.Parallel()
 	s, _ := openTest(t)
 	ctx := context.Background()

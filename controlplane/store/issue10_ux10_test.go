@@ -17,10 +17,10 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// TestIssue10_UX_2_DSNKinds: schemes in any letter case and libpq keyword/value strings are
+// TestDSNSchemesAndForms: schemes in any letter case and libpq keyword/value strings are
 // PostgreSQL; another scheme is refused, naming only the scheme and listing what is
 // accepted; a path stays a path; the password is redacted in every form.
-func TestIssue10_UX_2_DSNKinds(t *testing.T) {
+func TestDSNSchemesAndForms(t *testing.T) {
 	for dsn, pg := range map[string]bool{
 		"postgres://u:s3cret@h/db":                true,
 		"POSTGRES://u:s3cret@h/db":                true,
@@ -64,10 +64,10 @@ func TestIssue10_UX_2_DSNKinds(t *testing.T) {
 	}
 }
 
-// TestIssue10_UX_2_RefusedDSNCreatesNothing: Open and OpenReadOnly of a value with an
+// TestRefusedDSNCreatesNothing: Open and OpenReadOnly of a value with an
 // unknown scheme fail with ErrInvalidArgument and leave the working folder empty (before,
 // a SQLite file and folders named after the DSN were made).
-func TestIssue10_UX_2_RefusedDSNCreatesNothing(t *testing.T) {
+func TestRefusedDSNCreatesNothing(t *testing.T) {
 	dir := t.TempDir()
 	t.Chdir(dir)
 	for _, dsn := range []string{"postgress://u:s3cret@h/db", "mysql://u:s3cret@h:3306/db"} {
@@ -83,11 +83,11 @@ func TestIssue10_UX_2_RefusedDSNCreatesNothing(t *testing.T) {
 	}
 }
 
-// TestIssue10_UX_3_MigratedVersions: Open reports the schema versions before and after its
+// TestMigratedVersions: Open reports the schema versions before and after its
 // migrations: 0 → latest on a new database, latest → latest on the next open. SQLite here;
 // PostgreSQL (an upper-case scheme, then the same database as a keyword/value string) in
-// TestIssue10_UX_3_PGMigratedVersionsAndOtherDSNForms.
-func TestIssue10_UX_3_MigratedVersions(t *testing.T) {
+// TestPGMigratedVersionsAndOtherDSNForms.
+func TestMigratedVersions(t *testing.T) {
 	latest := latestVersion(t, dialectSQLite)
 	path := t.TempDir() + "/cp.db"
 	for i, want := range [][2]int{{0, latest}, {latest, latest}} {
@@ -111,10 +111,10 @@ func latestVersion(t *testing.T, d dialect) int {
 	return ms[len(ms)-1].version
 }
 
-// TestIssue10_UX_3_PGMigratedVersionsAndOtherDSNForms: on PostgreSQL, an upper-case scheme
+// TestPGMigratedVersionsAndOtherDSNForms: on PostgreSQL, an upper-case scheme
 // opens (and migrates 0 → latest), and the same database as a libpq keyword/value string
 // opens (latest → latest).
-func TestIssue10_UX_3_PGMigratedVersionsAndOtherDSNForms(t *testing.T) {
+func TestPGMigratedVersionsAndOtherDSNForms(t *testing.T) {
 	dsn := newPGDatabase(t)
 	latest := latestVersion(t, dialectPostgres)
 	upper := "POSTGRES" + strings.TrimPrefix(dsn, "postgres")
@@ -141,11 +141,11 @@ func TestIssue10_UX_3_PGMigratedVersionsAndOtherDSNForms(t *testing.T) {
 	}
 }
 
-// TestIssue10_UX_3_ConnectErrorsSayOneCauseAndTheNextStep: with the default sslmode
+// TestConnectErrorsSayOneCauseAndTheNextStep: with the default sslmode
 // (prefer), a missing database names the server's error once (no "tls error" first) and
 // says to create it; a refused port is named once and asks whether PostgreSQL runs there;
 // an unknown role says to check the user and password.
-func TestIssue10_UX_3_ConnectErrorsSayOneCauseAndTheNextStep(t *testing.T) {
+func TestConnectErrorsSayOneCauseAndTheNextStep(t *testing.T) {
 	base := os.Getenv("RBOOK_TEST_POSTGRES_URL")
 	if base == "" {
 		t.Skip(pgSkipMessage)

@@ -30,7 +30,7 @@ func (c *movableClock) Advance(d time.Duration) {
 // The lease with a fencing epoch (issue 6, item 1.2; DESIGN D12): another owner id never
 // adopts a live run, take-over waits for the lease to expire and bumps the epoch, and from
 // then on the old owner cannot write, replay, renew or open a gate.
-func TestIssue6_1_2_LeaseAndFencingEpoch(t *testing.T) {
+func TestLeaseAndFencingEpoch(t *testing.T) {
 	t.Parallel()
 	clock := &movableClock{now: t0}
 	s, _ := openTest(t, WithClock(clock.Now))
@@ -108,7 +108,7 @@ func TestIssue6_1_2_LeaseAndFencingEpoch(t *testing.T) {
 
 // Executors write only their own runs (issue 6, item 1.3): with an identity in the fence, or
 // RequireOwner on StartRun, another identity is refused even with the owner id.
-func TestIssue6_1_3_OwnerIdentity(t *testing.T) {
+func TestOwnerIdentity(t *testing.T) {
 	t.Parallel()
 	s, _ := openTest(t)
 	ctx := context.Background()
@@ -142,7 +142,7 @@ func TestIssue6_1_3_OwnerIdentity(t *testing.T) {
 // answer is ErrLeaseLost ("another executor resumed the run"), not ErrConflict, which would
 // tell it that its own record is inconsistent. An identical replay at the old epoch stays a
 // harmless duplicate (an outbox delivered after a restart).
-func TestIssue6_Hostile_StaleEpochReplayIsLeaseLost(t *testing.T) {
+func TestStaleEpochReplayIsLeaseLost(t *testing.T) {
 	t.Parallel()
 	s, _ := openTest(t)
 	ctx := context.Background()
@@ -173,7 +173,7 @@ func TestIssue6_Hostile_StaleEpochReplayIsLeaseLost(t *testing.T) {
 // replay's answer (hostile test of issue 6, item 1.3): e2 presenting e1's owner id for a seq
 // e1 stored gets ErrNotOwner, not Duplicate (or ErrConflict for other content), so it cannot
 // probe e1's record through RecordTransition.
-func TestIssue6_Hostile_ForeignIdentityReplayIsRefused(t *testing.T) {
+func TestForeignIdentityReplayIsRefused(t *testing.T) {
 	t.Parallel()
 	s, _ := openTest(t)
 	ctx := context.Background()

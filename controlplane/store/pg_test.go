@@ -31,7 +31,7 @@ func openPGPair(t *testing.T) (a, b *Store, dsn string) {
 
 // Issue 10, item 1 (D10-2): two Opens at once on a fresh database both succeed, and each
 // migration is applied once.
-func TestIssue10_1_PGConcurrentMigrations(t *testing.T) {
+func TestPGConcurrentMigrations(t *testing.T) {
 	t.Parallel()
 	dsn := newPGDatabase(t)
 	ctx := context.Background()
@@ -95,7 +95,7 @@ func TestIssue10_1_PGConcurrentMigrations(t *testing.T) {
 // Issue 10, item 1: OpenReadOnly on a postgres DSN reads, refuses writes (ErrReadOnly, and
 // the server refuses its sessions' writes too), and refuses a schema that is not this
 // rbook's.
-func TestIssue10_1_PGReadOnlyStore(t *testing.T) {
+func TestPGReadOnlyStore(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dsn := newPGDatabase(t)
@@ -141,7 +141,7 @@ func TestIssue10_1_PGReadOnlyStore(t *testing.T) {
 }
 
 // Issue 10, item 1 (D10-1): a DSN's password never reaches an error.
-func TestIssue10_1_DSNPasswordRedacted(t *testing.T) {
+func TestDSNPasswordRedacted(t *testing.T) {
 	t.Parallel()
 	for dsn, want := range map[string]string{
 		"postgres://rbook:s3cret@127.0.0.1:1/db?sslmode=disable":     "postgres://rbook:xxxxx@127.0.0.1:1/db?sslmode=disable",
@@ -165,7 +165,7 @@ func TestIssue10_1_DSNPasswordRedacted(t *testing.T) {
 // Issue 10, item 3 (D10-3): two Stores (replicas) on one database alternate transitions of
 // one run. Each must read the run as the other left it: a progress cache kept across
 // batches would refuse every second transition as out of order.
-func TestIssue10_3_PGTwoStoresAlternateTransitions(t *testing.T) {
+func TestPGTwoStoresAlternateTransitions(t *testing.T) {
 	t.Parallel()
 	a, b, _ := openPGPair(t)
 	ctx := context.Background()
@@ -197,7 +197,7 @@ func TestIssue10_3_PGTwoStoresAlternateTransitions(t *testing.T) {
 // Issue 10, item 3 (D10-3, D10-5): concurrent approvals of one gate through two Stores:
 // exactly one decides it; and the same seq recorded through both at once is stored once,
 // the other call answered as a duplicate.
-func TestIssue10_3_PGTwoStoresOneApproveWins(t *testing.T) {
+func TestPGTwoStoresOneApproveWins(t *testing.T) {
 	t.Parallel()
 	a, b, _ := openPGPair(t)
 	ctx := context.Background()
@@ -267,7 +267,7 @@ func TestIssue10_3_PGTwoStoresOneApproveWins(t *testing.T) {
 // Issue 10, item 2 (D10-4, commit half): every committed batch that changed something
 // notifies rbook_changes with {"o":origin,"r":[runs],"a":[approvals]}, delivered on
 // commit; a batch that changed nothing sends none.
-func TestIssue10_4_PGNotifyOnCommit(t *testing.T) {
+func TestPGNotifyOnCommit(t *testing.T) {
 	t.Parallel()
 	dsn := newPGDatabase(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -324,7 +324,7 @@ func TestIssue10_4_PGNotifyOnCommit(t *testing.T) {
 // Issue 10, item 3 (D10-3): two replicas that lock two runs in opposite orders deadlock;
 // PostgreSQL aborts one transaction (40P01) and that replica runs its batch again, so both
 // writes succeed.
-func TestIssue10_3_PGDeadlockRetriesTheBatch(t *testing.T) {
+func TestPGDeadlockRetriesTheBatch(t *testing.T) {
 	t.Parallel()
 	a, b, _ := openPGPair(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -365,7 +365,7 @@ func TestIssue10_3_PGDeadlockRetriesTheBatch(t *testing.T) {
 // Issue 10, item 3 (D10-3): a unique violation is re-run once as a possible race with
 // another replica (the re-run sees the committed row and takes the idempotent path); one
 // that happens again is the request's own error, not a loop.
-func TestIssue10_3_PGUniqueViolationRetriedOnce(t *testing.T) {
+func TestPGUniqueViolationRetriedOnce(t *testing.T) {
 	t.Parallel()
 	a, b, _ := openPGPair(t)
 	ctx := context.Background()
@@ -398,7 +398,7 @@ func TestIssue10_3_PGUniqueViolationRetriedOnce(t *testing.T) {
 // Issue 10, item 1 (D10-2): text compares in byte order on PostgreSQL as on SQLite (every
 // TEXT column is COLLATE "C"), so run lists order ids alike whatever the database's
 // default collation.
-func TestIssue10_1_TextOrderIsBytewise(t *testing.T) {
+func TestTextOrderIsBytewise(t *testing.T) {
 	t.Parallel()
 	s, _ := openTest(t)
 	checkBytewiseListOrder(t, s)
@@ -476,7 +476,7 @@ func runBatchNow(s *Store, batch ...*writeReq) []error {
 // and a flush that fails (the queued seq was taken behind the store's back) re-runs the
 // batch with savepoints so that only the failing request fails. Same results on SQLite,
 // where nothing is queued.
-func TestIssue10_1_DeferredTransitionsFlushAndIsolate(t *testing.T) {
+func TestDeferredTransitionsFlushAndIsolate(t *testing.T) {
 	t.Parallel()
 	s, _ := openTest(t)
 	mustStart(t, s, newRun("R1"))
