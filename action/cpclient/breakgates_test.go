@@ -20,7 +20,7 @@ func (l typedGate) Await(context.Context, engine.GateRequest) (engine.Decision, 
 	return engine.Decision{Verdict: l.v, Input: l.input, Source: "terminal"}, nil
 }
 
-// Issue 7, item 4 (hostile test): the control plane refuses control characters in a reason,
+// The control plane refuses control characters in a reason,
 // so a terminal answer with an ESC sequence or a tab (an arrow key at the prompt) is sent with
 // them replaced, and the gate is still decided instead of halting the run.
 func TestTerminalAnswerWithControlCharacters(t *testing.T) {

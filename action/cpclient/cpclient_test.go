@@ -392,7 +392,7 @@ func TestGateLocalAnswerRefusedKeepsWaiting(t *testing.T) {
 	}
 }
 
-// Issue 7, item 4: a gate the control plane closed at its deadline (REJECTED "timed out
+// A gate the control plane closed at its deadline (REJECTED "timed out
 // after …", decided_by_source "deadline"; EXPIRED from older control planes) ends the wait as
 // a timeout, so the engine records TIMED_OUT and on_fail applies; a person's REJECTED stays a
 // rejection.
@@ -443,7 +443,7 @@ func TestGateClosedByDeadlineIsATimeout(t *testing.T) {
 	}
 }
 
-// Issue 7, item 4: the decision of an M-of-N gate names every approver (the Action's
+// The decision of an M-of-N gate names every approver (the Action's
 // approved-by output), also when only the votes carry them.
 func TestDecisionNamesEveryApprover(t *testing.T) {
 	votes := []*rbookv1.ApprovalVote{
@@ -482,7 +482,7 @@ func (w *promptWriter) String() string {
 	return w.b.String()
 }
 
-// Issue 6, item 2.4: a gate reopened after a restart keeps its approval's original deadline,
+// A gate reopened after a restart keeps its approval's original deadline,
 // and the terminal prompt states that one deadline, not the fresh step timeout as well.
 func TestReopenedGateStatesOneDeadline(t *testing.T) {
 	f := newFake()
@@ -530,7 +530,7 @@ func connectErr(code connect.Code, rcode string) error {
 	return connect.NewError(code, errors.New("from the transport"))
 }
 
-// Issue 6, item 1.5: transient failures are retried, definite refusals are not.
+// Transient failures are retried, definite refusals are not.
 func TestRetryableClassification(t *testing.T) {
 	cases := []struct {
 		code  connect.Code
@@ -568,7 +568,7 @@ func TestRetryableClassification(t *testing.T) {
 	}
 }
 
-// Issue 6, item 1.5: the back-off doubles from minBackoff, never exceeds maxBackoff, and is
+// The back-off doubles from minBackoff, never exceeds maxBackoff, and is
 // jittered (equal jitter: between half the step and the step).
 func TestBackoffIsCappedAndJittered(t *testing.T) {
 	seen := map[time.Duration]bool{}
@@ -588,7 +588,7 @@ func TestBackoffIsCappedAndJittered(t *testing.T) {
 	}
 }
 
-// Issue 6, item 1.4: a control plane that takes calls and never answers costs one attempt
+// A control plane that takes calls and never answers costs one attempt
 // timeout per attempt, and the call gives up at the deadline instead of hanging.
 func TestAttemptTimeoutBoundsASilentServer(t *testing.T) {
 	f := newFake()
@@ -612,7 +612,7 @@ func TestAttemptTimeoutBoundsASilentServer(t *testing.T) {
 	}
 }
 
-// Issue 6, item 1.4: a watch stream that lived longer than the deadline and then broke gets a
+// A watch stream that lived longer than the deadline and then broke gets a
 // full deadline to come back: the clock starts when the stream was lost.
 func TestWatchDeadlineCountsFromTheLoss(t *testing.T) {
 	f := newFake()
@@ -645,7 +645,7 @@ func TestWatchDeadlineCountsFromTheLoss(t *testing.T) {
 	}
 }
 
-// Issue 6, item 1.6: a terminal answer the control plane cannot take at once is sent again
+// A terminal answer the control plane cannot take at once is sent again
 // until it is recorded — also after the gate's deadline passed meanwhile.
 func TestAnswerRetriedPastTheGateDeadline(t *testing.T) {
 	f := newFake()
@@ -671,7 +671,7 @@ func TestAnswerRetriedPastTheGateDeadline(t *testing.T) {
 	}
 }
 
-// Issue 6, item 1.6: an answer that cannot be recorded within the deadline makes the gate
+// An answer that cannot be recorded within the deadline makes the gate
 // unresolved (the run halts), never a timeout.
 func TestUnrecordableAnswerIsUnresolved(t *testing.T) {
 	f := newFake()

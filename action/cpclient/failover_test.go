@@ -1,6 +1,6 @@
 package cpclient_test
 
-// Tests of executor failover (issue 10, item 2; D10-6) against two real control-plane
+// Tests of executor failover against two real control-plane
 // handlers (controlplane/server) over one shared store, as two replicas on one database
 // are. Test code only: the package itself still meets the control plane only through gen/.
 
@@ -130,7 +130,7 @@ func foStart(t *testing.T, c *cpclient.Client, steps int) {
 	}
 }
 
-// foClient is a client on the comma-separated urls (issue 10, item 2) that writes its
+// foClient is a client on the comma-separated urls that writes its
 // failover progress lines to progress and gives up on an unreachable control plane after
 // 10 s, well inside the tests' own timeouts.
 func foClient(urls string, progress *syncBuffer) *cpclient.Client {

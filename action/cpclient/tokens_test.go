@@ -23,7 +23,7 @@ func fakeJWT(n int, exp time.Time) string {
 	return "eyJhbGciOiJSUzI1NiJ9." + payload + ".c2ln"
 }
 
-// Issue 7, item 5: the OIDC token is cached per connection and fetched again
+// The OIDC token is cached per connection and fetched again
 // JWTRefreshBefore its exp, so a run longer than a token's life keeps authenticating; every
 // request carries the current token in its Authorization header.
 func TestJWTSourceRefreshesBeforeExpiry(t *testing.T) {
@@ -89,7 +89,7 @@ type tempErr struct{}
 func (tempErr) Error() string   { return "the runner's token service is busy" }
 func (tempErr) Temporary() bool { return true }
 
-// Issue 7, item 5: a token source's temporary failure is retried (Unavailable); any other is
+// A token source's temporary failure is retried (Unavailable); any other is
 // a definite refusal (Unauthenticated) that halts the run at once.
 func TestTokenSourceFailures(t *testing.T) {
 	srv := h2cServer(http.NotFoundHandler())

@@ -180,7 +180,7 @@ func (b *barrier) arrive(ctx context.Context) bool {
 	}
 }
 
-// Issue 9, item 2 (acceptance): a diamond a → b, a → c, b+c → d runs b and c at the same
+// A diamond a → b, a → c, b+c → d runs b and c at the same
 // time (each waits at a barrier only the other can open; their recorded start and finish
 // times overlap) and d once after both. Outputs are bindings under the node id, each node
 // sees a private deep copy, and the recorder is called from one goroutine with seq +1 each.
@@ -242,7 +242,7 @@ func TestDiamondRunsBranchesConcurrently(t *testing.T) {
 	}
 }
 
-// Issue 9, item 2: never more than Engine.Concurrency nodes execute at once (default
+// Never more than Engine.Concurrency nodes execute at once (default
 // DefaultConcurrency = 4), and the limit is reached (6 independent nodes, each held until the
 // test releases it).
 func TestConcurrencyLimitHolds(t *testing.T) {
@@ -306,7 +306,7 @@ func TestConcurrencyLimitHolds(t *testing.T) {
 	}
 }
 
-// Issue 9, item 2: a failed node's dependants are SKIPPED "not run" (no step_started) and,
+// A failed node's dependants are SKIPPED "not run" (no step_started) and,
 // under continue, independent nodes still run; the run completes naming the failure.
 func TestFailedNodeDependantsNotRunOthersGoOn(t *testing.T) {
 	p := pbPlan([]pnode{det("a"), det("b", "a"), det("c", "b"), det("x")}, nil,
@@ -332,7 +332,7 @@ func TestFailedNodeDependantsNotRunOthersGoOn(t *testing.T) {
 	}
 }
 
-// Issue 9, item 2: with no handler a failure fails the run: the node already running finishes
+// With no handler a failure fails the run: the node already running finishes
 // and is recorded, nothing new starts, unstarted nodes are SKIPPED "not run: the run failed".
 func TestUnhandledFailureDrainsRunningNodes(t *testing.T) {
 	p := pbPlan([]pnode{det("a"), det("b"), det("c"), det("d", "a")}, nil)
@@ -372,7 +372,7 @@ func TestUnhandledFailureDrainsRunningNodes(t *testing.T) {
 	}
 }
 
-// Issue 9, item 1/2: an edge when that is false skips its To (SKIPPED with why, no start),
+// An edge when that is false skips its To (SKIPPED with why, no start),
 // and the skip counts as done for the dependants.
 func TestWhenBranchSkips(t *testing.T) {
 	p := pbPlan([]pnode{det("a"), det("major"), det("minor"), det("d", "major", "minor")}, []runbook.Edge{
@@ -399,7 +399,7 @@ func TestWhenBranchSkips(t *testing.T) {
 	}
 }
 
-// Issue 9, item 5: retry re-runs the node, counted against its iteration cap: a node that
+// Retry re-runs the node, counted against its iteration cap: a node that
 // passes on its third run runs three times; one that never passes runs exactly cap times and
 // the run fails with iteration_cap_exceeded.
 func TestRetryCountedAgainstCap(t *testing.T) {
@@ -432,7 +432,7 @@ func TestRetryCountedAgainstCap(t *testing.T) {
 	}
 }
 
-// Issue 9, item 5 (acceptance): a node that always fails with on_failure.inject_into ends the
+// A node that always fails with on_failure.inject_into ends the
 // run with iteration_cap_exceeded after a bounded number of executions: 3 of the target and
 // 3 of the node (cap 3 each, counts never reset); the target sees the error in its bindings.
 func TestInjectIntoEndsAtIterationCap(t *testing.T) {
@@ -468,7 +468,7 @@ func TestInjectIntoEndsAtIterationCap(t *testing.T) {
 	}
 }
 
-// Issue 9, item 5: a handler combination that would loop forever (iteration_cap_exceeded →
+// A handler combination that would loop forever (iteration_cap_exceeded →
 // retry) is stopped by the global budget, RunBudgetPerNode × nodes node runs.
 func TestGlobalBudgetStopsHandlerLoop(t *testing.T) {
 	x := det("x")
@@ -489,7 +489,7 @@ func TestGlobalBudgetStopsHandlerLoop(t *testing.T) {
 	}
 }
 
-// Issue 9, item 5: contracts. An edge's requires that does not hold fails To before it starts
+// Contracts. An edge's requires that does not hold fails To before it starts
 // (contract_violation, handled by a contract_violation handler before "<id>-failed"); a node's
 // ensures fails it after it ran; file: facts look under Engine.WorkDir; abort messages are
 // templated with the bindings and the error.
@@ -537,7 +537,7 @@ func TestContractsFailNodesBeforeAndAfterTheyRun(t *testing.T) {
 	}
 }
 
-// Issue 9, item 5: abort fails the run with the handler's message, templated; "<id>-failed"
+// Abort fails the run with the handler's message, templated; "<id>-failed"
 // handlers win over node_failed ones.
 func TestAbortMessageTemplated(t *testing.T) {
 	p := pbPlan([]pnode{det("build"), det("test", "build"), det("publish", "test")}, nil,
@@ -569,7 +569,7 @@ func (g *fakeGate) Await(ctx context.Context, req engine.GateRequest) (engine.De
 	return g.fn(ctx, req)
 }
 
-// Issue 9, item 3: an approval node renders its prompt, opens the gate with the node id and
+// An approval node renders its prompt, opens the gate with the node id and
 // the PolicyContext (commands of the guarded deterministic nodes up to the next approval,
 // args rendered where their bindings exist, else raw), records gate_opened/gate_decided,
 // and passes with {approved, by, reason, auto_passed, rule}; a rejection FAILs and handlers apply.
@@ -634,7 +634,7 @@ func TestApprovalNodeOpensGateAndBindsItsDecision(t *testing.T) {
 	}
 }
 
-// Issue 9, item 3: the confirm step's gate error rules hold for approval nodes: an unresolved
+// The confirm step's gate error rules hold for approval nodes: an unresolved
 // gate halts the run resumable (no outcome, no handler), a deadline is TIMED_OUT.
 func TestApprovalNodeUnresolvedGateHaltsAndDeadlineTimesOut(t *testing.T) {
 	p := pbPlan([]pnode{appr("review", "ok?")}, nil, runbook.ErrorHandler{On: runbook.EventNodeFailed, Action: runbook.HandlerContinue})
@@ -662,7 +662,7 @@ func TestApprovalNodeUnresolvedGateHaltsAndDeadlineTimesOut(t *testing.T) {
 	}
 }
 
-// Issue 9, items 2 and 4: a signal mid-DAG cancels the running nodes' contexts and writes one
+// A signal mid-DAG cancels the running nodes' contexts and writes one
 // final run_interrupted naming them (no outcome for them, nothing new starts); a resume from
 // the recorded evidence does not re-run a recorded node, gets the bindings back from the
 // evidence, and continues the sequence.
@@ -721,7 +721,7 @@ func TestCancelMidDAGThenResume(t *testing.T) {
 	}
 }
 
-// Issue 9, item 2: a confirmed cancel from elsewhere mid-DAG ends the run CANCELLED with the
+// A confirmed cancel from elsewhere mid-DAG ends the run CANCELLED with the
 // CANCEL audit entry, once.
 func TestCancelRequestMidDAG(t *testing.T) {
 	p := pbPlan([]pnode{det("a"), det("b")}, nil)
@@ -743,7 +743,7 @@ func TestCancelRequestMidDAG(t *testing.T) {
 	}
 }
 
-// Issue 9, items 4 and 5: a node whose last recorded entry is FAIL is handed to the failure
+// A node whose last recorded entry is FAIL is handed to the failure
 // handling again on resume, with its counts rebuilt from the evidence: with two failures
 // recorded and cap 3 it runs once more, then the run fails with iteration_cap_exceeded.
 func TestResumeKeepsIterationCounts(t *testing.T) {
@@ -765,7 +765,7 @@ func TestResumeKeepsIterationCounts(t *testing.T) {
 	}
 }
 
-// Issue 9, item 5: an agentic node that times out raises agentic_timeout, whose handler wins
+// An agentic node that times out raises agentic_timeout, whose handler wins
 // over node_failed; the engine records TIMED_OUT and the node's context is cancelled.
 func TestAgenticTimeoutHandlerWinsOverNodeFailed(t *testing.T) {
 	tool := pnode{Node: runbook.Node{ID: "ask", Agent: "a", Skill: "s", IterationCap: 3}, typ: runbook.TypeAgentic}
@@ -785,7 +785,7 @@ func TestAgenticTimeoutHandlerWinsOverNodeFailed(t *testing.T) {
 	}
 }
 
-// Issue 9, item 4: a resume after an inject whose target already ran again re-runs only the
+// A resume after an inject whose target already ran again re-runs only the
 // failed node (the target is not executed a third time), and the counts stay bounded.
 func TestResumeAfterInjectRerunsOnlyTheFailedNode(t *testing.T) {
 	check := reads(det("check", "fix"), "{{ fix.n }}")

@@ -163,7 +163,7 @@ func TestSummaryIsCutAt1MiB(t *testing.T) {
 		t.Errorf("cut=%v err=%v", cut, err)
 	}
 
-	// The summary is this step's own file (NEWUSER7 finding 11): ResetSummary cuts it back to
+	// The summary is this step's own file: ResetSummary cuts it back to
 	// its size when rbook started (SummarySize), so the final summary replaces the gate block
 	// and keeps what an earlier writer left; after a reset the 1 MiB cap still holds.
 	base := SummarySize(p)

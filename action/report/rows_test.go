@@ -135,7 +135,7 @@ func wantRows(t *testing.T, header string, rows []string, wantHeader string, wan
 	}
 }
 
-// Issue 6, item 2.2, after a rollback: the rollback step is listed once (final PASS, earlier
+// After a rollback: the rollback step is listed once (final PASS, earlier
 // SKIPPED) in its runbook place, and the step after the failed gate is "not run".
 func TestReportAfterRollback(t *testing.T) {
 	header, rows, res, ev := runRows(t, context.Background(), answer(engine.Rejected, "no"), engine.StatusPass, engine.Start{RunID: "R", Fresh: true}, false)
@@ -146,7 +146,7 @@ func TestReportAfterRollback(t *testing.T) {
 		"1|c1|check|PASS", "2|d|deploy|PASS", "3|rb|rollback|PASS (earlier: SKIPPED)", "4|g|confirm|FAIL", "5|c2|check|not run")
 }
 
-// Issue 6, item 2.2, after a cancel: every step once, the ones never reached "not run", the
+// After a cancel: every step once, the ones never reached "not run", the
 // CANCEL audit entry last and counted apart.
 func TestReportAfterCancel(t *testing.T) {
 	header, rows, res, ev := runRows(t, context.Background(), answer(engine.Cancelled, "cancel"), engine.StatusPass, engine.Start{RunID: "R", Fresh: true}, true)
@@ -157,7 +157,7 @@ func TestReportAfterCancel(t *testing.T) {
 		"1|c1|check|PASS", "2|d|deploy|PASS", "3|rb|rollback|SKIPPED", "4|g|confirm|not run", "5|c2|check|not run", "|CANCEL|cancel|PASS")
 }
 
-// Issue 6, item 2.2, after a halt: the failed step and every step after it "not run".
+// After a halt: the failed step and every step after it "not run".
 func TestReportAfterHalt(t *testing.T) {
 	header, rows, res, _ := runRows(t, context.Background(), answer(engine.Approved, "yes"), engine.StatusFail, engine.Start{RunID: "R", Fresh: true}, false)
 	if res.Status != engine.RunFailed {
@@ -167,7 +167,7 @@ func TestReportAfterHalt(t *testing.T) {
 		"1|c1|check|FAIL", "2|d|deploy|not run", "3|rb|rollback|not run", "4|g|confirm|not run", "5|c2|check|not run")
 }
 
-// Issue 6, item 2.2, after --step-index jumps: forward, the steps passed over are SKIPPED in
+// After --step-index jumps: forward, the steps passed over are SKIPPED in
 // their place; back (an interrupted run resumed at an earlier index), a step run twice is
 // listed once with its final status and the earlier one.
 func TestReportAfterStepIndexJump(t *testing.T) {

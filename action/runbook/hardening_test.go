@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// Issue 6, item 1.9: two << merge keys in one mapping, and tags outside the YAML 1.2 core
+// Two << merge keys in one mapping, and tags outside the YAML 1.2 core
 // schema (or that do not fit their node), are errors with file:line:col and field — in the
 // runbook and in the values file alike — instead of being silently dropped.
 func TestYAMLMergeKeysAndOddTagsRefused(t *testing.T) {

@@ -334,7 +334,7 @@ func TestJSONSchemaInSync(t *testing.T) {
 }
 
 // TestMissingValuesWithoutExampleSaysWhatAMinimalFileHolds: with no values file and no
-// .values.yaml.example to copy, the error is still the seed's ABORT line alone, and Next
+// .values.yaml.example to copy, the error is still the specification's ABORT line alone, and Next
 // lists the ${key}s the runbook uses as a minimal values file; with an example file, Next is
 // empty (the ABORT line's advice holds).
 func TestMissingValuesWithoutExampleSaysWhatAMinimalFileHolds(t *testing.T) {

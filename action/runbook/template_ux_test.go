@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// TestMissingVarErrorNamesWhatTheRootHas (issue 9 UX, item 8): a missing dotted
+// TestMissingVarErrorNamesWhatTheRootHas: a missing dotted
 // binding whose root exists says what the root holds: its keys (sorted, capped at MaxHasKeys),
 // or that it is no object; a missing root adds nothing.
 func TestMissingVarErrorNamesWhatTheRootHas(t *testing.T) {

@@ -1,5 +1,5 @@
 'use strict';
-// Tests of the Action shim (issue 7, item 2): `node --test action/shim/`. Each test lays out
+// Tests of the Action shim: `node --test action/shim/`. Each test lays out
 // an action folder (these files and its own release.json), a fake rbook binary packed as the
 // release archive, and a local HTTP server playing GitHub's release download (a redirect to
 // the asset), then runs main.js / post.js as the runner would: as a node process with
@@ -302,7 +302,7 @@ test('ShimTargets', () => {
   assert.equal(lib.archiveName('v0.7.0', { os: 'linux', arch: 'amd64' }), 'rbook_v0.7.0_linux_amd64.tar.gz');
 });
 
-// Hostile and unlucky cases (issue 7, item 2): TestIssue7_Break_*.
+// Poisoned caches, odd archives and versions, racing jobs and signal deaths.
 
 test('ShimPoisonedCacheWithRewrittenMarkerIsNotRun', { skip: skipOnWindows }, async (t) => {
   const job = await setup(t);

@@ -11,7 +11,7 @@ import (
 	"github.com/rbookhq/rbook-action/action/engine"
 )
 
-// TestEvidenceNeverOverwritesAnotherRun (issue 9 UX, item 1): WriteEvidence
+// TestEvidenceNeverOverwritesAnotherRun: WriteEvidence
 // replaces an earlier form of the same run's pack, refuses a file that holds another run's
 // pack, and a fresh run id that has an evidence pack beside the state file is taken.
 func TestEvidenceNeverOverwritesAnotherRun(t *testing.T) {

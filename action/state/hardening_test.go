@@ -27,7 +27,7 @@ func readEvidenceFile(t *testing.T, p string) []engine.Evidence {
 	return ev
 }
 
-// Issue 6, item 1.7: the evidence pack is written before the state write that makes the run
+// The evidence pack is written before the state write that makes the run
 // final, and a failed evidence write keeps the state from turning final.
 func TestEvidenceBeforeFinalState(t *testing.T) {
 	t.Run("final write carries its evidence pack", func(t *testing.T) {
@@ -80,7 +80,7 @@ func TestEvidenceBeforeFinalState(t *testing.T) {
 	})
 }
 
-// Issue 6, item 1.7: a final run whose evidence pack file is missing gets it rebuilt from the
+// A final run whose evidence pack file is missing gets it rebuilt from the
 // state file; an existing file is never replaced; an unfinished run has none yet.
 func TestEvidenceRebuiltWhenMissing(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "s.json")
@@ -123,7 +123,7 @@ func TestEvidenceRebuiltWhenMissing(t *testing.T) {
 	}
 }
 
-// Issue 6, item 1.9: a symbolic link anywhere in state_file_path (the .rbook folder, a
+// A symbolic link anywhere in state_file_path (the .rbook folder, a
 // folder below it, the state file, its lock file) is refused with an ABORT naming the link,
 // and nothing is written where it points.
 func TestSymlinkedStateDir(t *testing.T) {
@@ -183,7 +183,7 @@ func TestSymlinkedStateDir(t *testing.T) {
 	}
 }
 
-// Issue 6, item 1.9: a state file with a key twice in one object, at any depth, is corrupt.
+// A state file with a key twice in one object, at any depth, is corrupt.
 func TestDuplicateJSONKeysMakeStateCorrupt(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "s.json")
 	writeRun(t, p, finished(0, "check-pre", "check", "PASS"))
@@ -218,7 +218,7 @@ func TestDuplicateJSONKeysMakeStateCorrupt(t *testing.T) {
 	}
 }
 
-// Issue 6, item 1.9: the next run removes the temp files an interrupted atomic write left in
+// The next run removes the temp files an interrupted atomic write left in
 // the folder — only rbook's own temp names for files its lock guards, and only older ones.
 func TestStaleTempsCleaned(t *testing.T) {
 	dir := t.TempDir()

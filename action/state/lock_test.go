@@ -61,7 +61,7 @@ func startHolder(t *testing.T, statePath string) *exec.Cmd {
 	return cmd
 }
 
-// Issue 7, item 1: the "who holds it" answer comes from the holder's record, not /proc: a
+// The "who holds it" answer comes from the holder's record, not /proc: a
 // contender and a probe are told the other process's pid, host and role.
 func TestHeldByAnotherProcessNamesItsPID(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "s.json")
@@ -85,7 +85,7 @@ func TestHeldByAnotherProcessNamesItsPID(t *testing.T) {
 	}
 }
 
-// Issue 7, item 1: a holder killed without releasing leaves its record in the lock file;
+// A holder killed without releasing leaves its record in the lock file;
 // that stale record is ignored, by Probe and by Acquire, because the lock itself is free.
 func TestStaleHolderRecordIgnored(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "s.json")
@@ -111,7 +111,7 @@ func TestStaleHolderRecordIgnored(t *testing.T) {
 	}
 }
 
-// Issue 7, item 1: Probe takes the lock for an instant; an executor acquiring at the same
+// Probe takes the lock for an instant; an executor acquiring at the same
 // moment waits out LockRetryWindow instead of taking the prober for a holder.
 func TestProbeNeverMakesAcquireFail(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "s.json")
@@ -145,7 +145,7 @@ func TestProbeNeverMakesAcquireFail(t *testing.T) {
 	}
 }
 
-// Issue 7, item 1: a lock file holding more than MaxHolderBytes is read only up to the cap.
+// A lock file holding more than MaxHolderBytes is read only up to the cap.
 func TestHolderRecordCapped(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "s.json.lock")
 	big := `{"pid": 7, "host": "` + strings.Repeat("h", MaxHolderBytes) + `"}`

@@ -30,7 +30,7 @@ func tr(seq int64, kind engine.TransitionKind, idx int, name string, ev *engine.
 // TestStatePlaybookNodesInFlightAtOnce: two side-effecting nodes in flight at once
 // are both recorded (in_flight_nodes), the end of one keeps the other, every step_started
 // counts in iteration_counts, a PASS's JSON output becomes the node's bindings, and the
-// file is valid JSON with the seed's fields after every write.
+// file is valid JSON with the specification's fields after every write.
 func TestStatePlaybookNodesInFlightAtOnce(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "diamond.playbook.state.json")

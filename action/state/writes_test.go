@@ -38,7 +38,7 @@ func (w *writeLog) Record(_ context.Context, t engine.Transition) error {
 // TestOnlySideEffectingStartsAreDurable: one state write per check or confirm step
 // (its step_started rides along with the next write; resume re-runs such a step anyway),
 // while a deploy's step_started is on disk, with in_flight, before the deploy executor is
-// called. Asserted from inside the executors on the file itself (issue 10, item 4; case R06).
+// called. Asserted from inside the executors on the file itself.
 func TestOnlySideEffectingStartsAreDurable(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "demo.state.json")
 	plan := testPlan() // check-pre, deploy-app, confirm-app
@@ -108,7 +108,7 @@ func TestOnlySideEffectingStartsAreDurable(t *testing.T) {
 
 // TestPlaybookApprovalStartNotDurable: in a playbook, an approval node's
 // step_started is not written (it asks again on resume), a deterministic or agentic node's
-// is, with in_flight_nodes (issue 10, item 4).
+// is, with in_flight_nodes.
 func TestPlaybookApprovalStartNotDurable(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "diamond.playbook.state.json")
 	plan := testPlaybookPlan()

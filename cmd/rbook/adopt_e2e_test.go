@@ -5,7 +5,7 @@ package main
 // and lets the control plane say which are taken (startOnControlPlane). When an id below the
 // folder's last run belongs to someone else (another workspace, or an orphan of a kill), the
 // walk reaches the folder's own previous run; if that run is final in its state file but not on
-// the control plane (its outbox was never delivered, issue 6 item 1.1), StartRun "resumes" it
+// the control plane (its outbox was never delivered), StartRun "resumes" it
 // (same owner id), and the new run records its steps into the old run: two executions under
 // one run id, and the .prev- file of that id is overwritten when the next run starts.
 

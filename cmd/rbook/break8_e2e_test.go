@@ -1,6 +1,6 @@
 package main
 
-// Break session on issue 8: `rbook resume` against hostile targets and racing resumes.
+// `rbook resume` against a control plane that goes away and against a racing resume.
 
 import (
 	"strings"

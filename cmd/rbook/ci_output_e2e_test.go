@@ -132,7 +132,7 @@ func TestRunnerNativeOutputOfTheDemo(t *testing.T) {
 	}
 
 	// The gate's announcement: the commands an approver runs, what the gate needs, and no
-	// terminal prompt (stdin is not a terminal: nobody types into a CI log; finding 10).
+	// terminal prompt (stdin is not a terminal: nobody types into a CI log).
 	for _, w := range []string{"  Approve        RBOOK_TOKEN=<your approver token> rbook approve " + ids[1] + " --control-plane http://127.0.0.1:",
 		"  Needs          1 approval from anyone with the approver role; not from whoever started the run\n"} {
 		if !strings.Contains(log, w) {
@@ -234,7 +234,7 @@ func checkFinalSummary(t *testing.T, sum, wantRow string) {
 	}
 }
 
-// TestGateOnAnUnauthenticatedControlPlane (NEWUSER7 findings 2, 5, 10, 11): a job
+// TestGateOnAnUnauthenticatedControlPlane: a job
 // whose executor sends no credentials to a control plane without --auth-file. The gate's
 // announcement says that deciding by approval id cannot work there and how to decide
 // instead (RBOOK_SHOW_TOKEN=1, --auth-file), needs and who may approve, prefixes the commands

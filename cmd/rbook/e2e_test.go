@@ -298,7 +298,7 @@ func TestProdWithoutValuesAborts(t *testing.T) {
 	}
 }
 
-// Case R05: a kill -9 mid-run leaves a run that status calls interrupted; of two executors
+// A kill -9 mid-run leaves a run that status calls interrupted; of two executors
 // started together exactly one takes it, and the survivor resumes without repeating a step.
 func TestKilledRunResumesOnce(t *testing.T) {
 	dir := workdir(t)
@@ -349,7 +349,7 @@ func TestKilledRunResumesOnce(t *testing.T) {
 	}
 }
 
-// Case R06 end to end: a deploy that started with no recorded outcome stops the resume;
+// End to end: a deploy that started with no recorded outcome stops the resume;
 // --step-index lets the operator decide; an edited runbook is refused naming both hashes.
 func TestUnknownStepAndEditedRunbook(t *testing.T) {
 	dir := workdir(t)
@@ -389,7 +389,7 @@ func TestUnknownStepAndEditedRunbook(t *testing.T) {
 	}
 }
 
-// Case R07: cancel while parked at a gate, from another terminal.
+// Cancel while parked at a gate, from another terminal.
 func TestCancelWhileParked(t *testing.T) {
 	dir := workdir(t)
 	exe := start(t, dir, "run", "demo")
@@ -422,7 +422,7 @@ func TestCancelWhileParked(t *testing.T) {
 	}
 }
 
-// Case R07: SIGINT, SIGTERM and SIGHUP all stop a run with one final record; the run stays
+// SIGINT, SIGTERM and SIGHUP all stop a run with one final record; the run stays
 // resumable and the interrupted gate asks again.
 func TestSignalsStopARunResumably(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
@@ -507,14 +507,14 @@ func TestGitHubRunnerGlue(t *testing.T) {
 		t.Fatalf("exit %d\n%s", code, out)
 	}
 	s := readState(t, dir)
-	// At the end the report replaces the gate's announcement (NEWUSER7 finding 11).
+	// At the end the report replaces the gate's announcement.
 	if sum := readFile(t, summary); !strings.HasPrefix(sum, "# Runbook Execution Report\n") || !strings.Contains(sum, s.RunID) {
 		t.Errorf("job summary:\n%s", sum)
 	}
 	if o := readFile(t, output); !strings.Contains(o, s.RunID) || !strings.Contains(o, "COMPLETED") {
 		t.Errorf("step outputs:\n%s", o)
 	}
-	// In CI the command names the approval id, never the token (issue 7, item 4).
+	// In CI the command names the approval id, never the token.
 	approves := regexp.MustCompile(`rbook approve (\S+)`).FindAllStringSubmatch(out, -1)
 	for _, m := range approves {
 		if !regexp.MustCompile(`^a-[a-z0-9]+$`).MatchString(m[1]) {

@@ -1,6 +1,6 @@
 package main
 
-// Tests of issue 6, section 3 ("The first hour"): validate, local history, version and help.
+// What a new user meets first: validate, local history, the embedded control plane, and URLs.
 
 import (
 	"bytes"

@@ -1,6 +1,6 @@
 package main
 
-// End to end, with real processes (issue 8, items 2 and 3): rbook serve as a GitHub App
+// End to end, with real processes: rbook serve as a GitHub App
 // against the fake GitHub, executors in pause mode as simulated runner jobs (GITHUB_REPOSITORY
 // octo/app, GITHUB_RUN_ID 4242, --github-environment production), signed deliveries.
 
@@ -63,7 +63,7 @@ func waitRulePosts(t *testing.T, gh *ghfake.Server) []e2eRulePost {
 	return out
 }
 
-// Issue 8, item 2, acceptance: the protection rule is requested before the gate opens; the
+// The protection rule is requested before the gate opens; the
 // executor pauses at the gate bound to production; `rbook approve APPROVAL_ID` makes the fake
 // GitHub receive a status report naming the approval and then exactly one "approved"
 // verdict commented "approved by alice in rbook: reason".
@@ -96,7 +96,7 @@ func TestRuleBeforeGateApprovedByCLIEndToEnd(t *testing.T) {
 	}
 }
 
-// Issue 8, item 3, acceptance (reject twin): a signed deployment_review "rejected" by a
+// A signed deployment_review "rejected" by a
 // GitHub reviewer decides the paused gate; `rbook resume` records the gate FAIL with the
 // reviewer github:<login> and the comment, runs its on_fail (rollback) and exits 1; the
 // protection rule requested after the gate opened gets the "rejected" verdict.
@@ -133,7 +133,7 @@ func TestGitHubReviewRejectsEndToEnd(t *testing.T) {
 	}
 }
 
-// Issue 8, acceptance, the end-to-end pause flow: `rbook serve` as a GitHub App against the
+// The end-to-end pause flow: `rbook serve` as a GitHub App against the
 // fake GitHub; an executor in pause mode (folder A) stops at the gate bound to production;
 // the protection rule is requested; a signed deployment_review "approved" by a GitHub
 // reviewer decides the gate (a replay of that delivery changes nothing, a forged one is 401);

@@ -1,6 +1,6 @@
 package main
 
-// End-to-end tests of issue 6, items 1.7 (no final run without its evidence pack) and 1.9
+// End-to-end tests of the state folder: no final run without its evidence pack, and
 // (symlinked state folders, --templates, stale temp files), driving the built binary.
 
 import (
@@ -81,7 +81,7 @@ func sameEntries(a, b []json.RawMessage) bool {
 	return len(a) == len(b) && reflect.DeepEqual(dec(a), dec(b))
 }
 
-// Issue 6, item 1.7, end to end: kill -9 the executor at random points around the end of a
+// End to end: kill -9 the executor at random points around the end of a
 // short runbook; whenever the state file it leaves says the run is final, the run's evidence
 // pack file exists and holds the same entries. The check is made before anything else runs
 // in the folder (the next `rbook run` would rebuild a missing pack).
@@ -152,7 +152,7 @@ func (p *proc) waitForOrExit(t *testing.T, s string) {
 	}
 }
 
-// Issue 6, item 1.7: a final run's missing evidence pack is rebuilt from the state file by
+// A final run's missing evidence pack is rebuilt from the state file by
 // `rbook status` (which says where it is, in text and -o json), `rbook cancel` and the next
 // `rbook run` in the folder.
 func TestStatusCancelRunRebuildEvidence(t *testing.T) {
@@ -224,7 +224,7 @@ func TestStatusCancelRunRebuildEvidence(t *testing.T) {
 	}
 }
 
-// Issue 6, item 1.9: a `.rbook` that is a symbolic link to a folder outside the working
+// A `.rbook` that is a symbolic link to a folder outside the working
 // directory is refused by run, status and cancel with an ABORT naming it; nothing is written
 // through it.
 func TestSymlinkedStateDir(t *testing.T) {
@@ -245,7 +245,7 @@ func TestSymlinkedStateDir(t *testing.T) {
 	}
 }
 
-// Issue 6, item 1.9: --templates naming a folder that does not exist (or a file) is an error
+// --templates naming a folder that does not exist (or a file) is an error
 // before anything runs.
 func TestTemplatesDirMustExist(t *testing.T) {
 	dir := shortRunbook(t)
@@ -269,7 +269,7 @@ func TestTemplatesDirMustExist(t *testing.T) {
 	}
 }
 
-// Issue 6, item 1.9: stale temp files of an interrupted atomic write are removed when the
+// Stale temp files of an interrupted atomic write are removed when the
 // next run opens the folder; other files, and other state files' temp files, stay.
 func TestStaleTempsCleanedByNextRun(t *testing.T) {
 	dir := shortRunbook(t)

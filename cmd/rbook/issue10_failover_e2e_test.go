@@ -1,8 +1,8 @@
 package main
 
-// End-to-end tests of executor failover (issue 10, item 2: "The executor takes several
-// control-plane URLs (or one behind a load balancer) and moves to the next on failure";
-// decision D10-6) with the real binary. Two `rbook serve` on one SQLite file are refused by
+// End-to-end tests of executor failover (the executor takes several control-plane URLs, or one
+// behind a load balancer, and moves to the next on failure: docs/decisions/control-plane-urls.md)
+// with the real binary. Two `rbook serve` on one SQLite file are refused by
 // design (TestControlPlane_OneServerPerDatabase: "another control plane is serving"), so
 // "replica A" here is a TCP front to the one `rbook serve` that the test kills the way a
 // crashed replica stops: its port refuses connections and every open connection is cut.

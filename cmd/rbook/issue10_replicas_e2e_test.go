@@ -1,11 +1,11 @@
 package main
 
-// Issue 10, acceptance (item 2): two `rbook serve` replicas on one PostgreSQL database behind
+// Two `rbook serve` replicas on one PostgreSQL database behind
 // a small TCP proxy, driven with the real binary: the demo runs through replica A, waits at
 // its gate, is approved through replica B and completes while `rbook watch` on B sees every
 // transition; then replica A is killed with SIGKILL while a second run waits at its gate,
 // and that run completes through B with no transition lost or duplicated (read back from
-// the database). Skipped with D10-7's message without RBOOK_TEST_POSTGRES_URL.
+// the database). Skipped with docs/decisions/postgres-tests.md's message without RBOOK_TEST_POSTGRES_URL.
 
 import (
 	"bufio"
@@ -30,11 +30,11 @@ import (
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
 )
 
-// pgSkipMessage is D10-7's skip message.
+// pgSkipMessage is the skip message of docs/decisions/postgres-tests.md.
 const pgSkipMessage = "set RBOOK_TEST_POSTGRES_URL (see .ci/postgres) to run this PostgreSQL test"
 
 // newPGDatabase creates database rbook_t_<random> from RBOOK_TEST_POSTGRES_URL, drops it
-// WITH (FORCE) when the test ends, and returns its DSN (D10-7).
+// WITH (FORCE) when the test ends, and returns its DSN.
 func newPGDatabase(t *testing.T) string {
 	t.Helper()
 	base := os.Getenv("RBOOK_TEST_POSTGRES_URL")
@@ -282,7 +282,7 @@ func TestTwoReplicasOnePostgreSQL(t *testing.T) {
 	}
 
 	// 2. Two more runs are mid-way (at their gates, through A) when A is killed with SIGKILL:
-	// run 2's executor was given both URLs (D10-6), run 3's talks to the proxy. Both complete
+	// run 2's executor was given both URLs, run 3's talks to the proxy. Both complete
 	// through B, approved there, with no transition lost or duplicated.
 	type midway struct {
 		name, dir, runID, token string

@@ -1,7 +1,6 @@
 package main
 
-// New-user findings on PostgreSQL replicas and executor failover (issue 10, "ux10"), with
-// the real binary.
+// What a person is told about PostgreSQL replicas and executor failover, with the real binary.
 
 import (
 	"fmt"

@@ -1,7 +1,6 @@
 package main
 
-// Tests of issue 6, items 2.1, 2.2, 2.4 and 3.2: what the record, the report and the
-// messages say is what happened.
+// What the record, the report and the messages say is what happened.
 
 import (
 	"bytes"
@@ -71,7 +70,7 @@ func recordingMCP(t *testing.T, dir string) (string, func() []toolCall) {
 	}
 }
 
-// Issue 6, item 2.1: a check's input in the state file, the evidence pack JSON, the step
+// A check's input in the state file, the evidence pack JSON, the step
 // status output and the control plane's record is, byte for byte, the query the MCP server
 // received in validate_query and execute_query (the scope filter injected); the runbook's
 // text is kept as source_input.
@@ -200,7 +199,7 @@ func reportSteps(t *testing.T, md string) (string, []string) {
 	return header, rows
 }
 
-// Issue 6, item 2.2 end to end: after a rejected gate's rollback (the demo), the report in
+// End to end: after a rejected gate's rollback (the demo), the report in
 // --report FILE and on stdout lists the six steps once, in runbook order, and its header
 // counts them.
 func TestReportAfterRollbackEndToEnd(t *testing.T) {
@@ -225,7 +224,7 @@ func TestReportAfterRollbackEndToEnd(t *testing.T) {
 	}
 }
 
-// Issue 6, item 2.2 end to end: a cancel at the gate leaves the CANCEL entry last, after the
+// End to end: a cancel at the gate leaves the CANCEL entry last, after the
 // six steps (the unreached ones "not run").
 func TestReportAfterCancelEndToEnd(t *testing.T) {
 	dir := workdir(t)
@@ -241,7 +240,7 @@ func TestReportAfterCancelEndToEnd(t *testing.T) {
 	}
 }
 
-// Issue 6, item 2.4: SIGINT, SIGTERM or SIGHUP at the gate print no final-looking outcome
+// SIGINT, SIGTERM or SIGHUP at the gate print no final-looking outcome
 // (no "ended IN_PROGRESS", no report, no evidence pack on stdout), but that the run was
 // interrupted, where its state is and how to resume it; --report FILE holds the report so far.
 func TestInterruptSaysHowToResume(t *testing.T) {
@@ -273,7 +272,7 @@ func TestInterruptSaysHowToResume(t *testing.T) {
 	}
 }
 
-// Issue 6, item 2.4: "its state is kept as …prev-…" is printed only once that file exists: a
+// "its state is kept as …prev-…" is printed only once that file exists: a
 // new run refused after resume detection (unreachable control plane) neither moves the
 // previous run's state nor says it did.
 func TestPrevNoticeOnlyWhenWritten(t *testing.T) {
@@ -302,7 +301,7 @@ func TestPrevNoticeOnlyWhenWritten(t *testing.T) {
 	}
 }
 
-// Issue 6, item 2.4: with no control plane and a standard input that can never answer
+// With no control plane and a standard input that can never answer
 // (/dev/null, as the Action runs rbook; or a closed pipe, as a CI runner gives), rbook says at
 // the start that the gate will fail at once; when reached it FAILs without waiting for its
 // 300 s timeout, and on_fail: rollback runs. A piped answer gets no warning.
@@ -360,7 +359,7 @@ func TestGateNobodyCanAnswerSaysSoAtStart(t *testing.T) {
 
 var sgrRe = regexp.MustCompile("\x1b\\[[0-9;]*m")
 
-// Issue 6, item 3.2: -o json prints only the final result as one JSON object on stdout (the
+// -o json prints only the final result as one JSON object on stdout (the
 // step lines go to stderr); `rbook status --report` prints the Markdown report and `rbook
 // status` text lines, one per runbook step.
 func TestJSONOutputAndStatusReport(t *testing.T) {
@@ -431,10 +430,11 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// Issue 6, item 3.2 without a pty: the terminal decision is injected (ttys), so the terminal
+// Without a pty: the terminal decision is injected (ttys), so the terminal
 // rendering is exercised in process: colour only with NO_COLOR unset, the gate as a box,
 // control characters in a step's output never reach the terminal, and with stdout not a
-// terminal the seed's Markdown is what stdout gets.
+// terminal the report's Markdown (docs/spec/runbooks.md, "Step 9: Render output") is what
+// stdout gets.
 func TestInjectedTerminalRendering(t *testing.T) {
 	plan := demoPlan(t)
 	for _, tc := range []struct {
@@ -518,7 +518,7 @@ func demoPlan(t *testing.T) *runbook.Plan {
 	return plan
 }
 
-// Issue 6, item 3.2: the text line's limits hold: a step name is cut at maxNameColumn runes
+// The text line's limits hold: a step name is cut at maxNameColumn runes
 // and the note from its output at maxNoteRunes, each ending in "…", and only the output's
 // first line is shown.
 func TestStepLineLimits(t *testing.T) {

@@ -18,8 +18,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The pseudo-terminal tests of issue 6 (items 2.4 and 3.2): they open a Linux pty
-// (/dev/ptmx, TIOCSPTLCK), so they build on Linux only (issue 7, item 1).
+// The pseudo-terminal tests of the terminal rendering and of Ctrl-C: they open a Linux pty
+// (/dev/ptmx, TIOCSPTLCK), so they build on Linux only.
 
 // openPTY opens a pseudo-terminal with golang.org/x/sys/unix (no new dependency) and returns
 // its controller and terminal ends; it skips the test where the system has none.
@@ -136,7 +136,7 @@ func (p *ptyProc) wait(t *testing.T) int {
 	return p.code
 }
 
-// Issue 6, item 3.2 (DESIGN D17): on a terminal, a run prints one text line per step (step n
+// On a terminal, a run prints one text line per step (step n
 // of N, name, type, status, duration), the gate as a box, and a summary that says where the
 // evidence pack and the report are; no Markdown and no evidence-pack JSON. Colour is used,
 // and not with NO_COLOR. The Markdown report goes to --report FILE.
@@ -194,7 +194,7 @@ func TestTerminalRunReadsLikeATerminalProgram(t *testing.T) {
 	}
 }
 
-// Issue 6, item 2.4 at a real terminal: Ctrl-C at the gate (the terminal sends SIGINT) prints
+// At a real terminal: Ctrl-C at the gate (the terminal sends SIGINT) prints
 // no final-looking outcome, but that the run was interrupted and how to resume it; the resume
 // asks again.
 func TestCtrlCAtTheTerminal(t *testing.T) {

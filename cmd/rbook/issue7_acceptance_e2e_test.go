@@ -17,7 +17,7 @@ import (
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
 )
 
-// Bearer tokens of the acceptance job's auth file.
+// Bearer tokens of the simulated job's auth file.
 const (
 	accAliceToken  = "acc-alice-token-0123456789"
 	accBobToken    = "acc-bob-token-0123456789"
@@ -25,7 +25,7 @@ const (
 	accViewerToken = "acc-viewer-token-0123456789"
 )
 
-// Issue 7, acceptance, as one simulated GitHub job: node runs the Action's main.js (GITHUB_*
+// As one simulated GitHub job: node runs the Action's main.js (GITHUB_*
 // file commands, INPUT_*, a local release server playing the download of the real rbook,
 // checked against release.json), which runs the demo against `rbook serve`. The executor
 // authenticates with the job's OIDC token from a local issuer (no static secret); the demo's
@@ -89,7 +89,7 @@ func TestSimulatedJobGateDecidedByTwoApprovers(t *testing.T) {
 	if want := "approval " + id + ": 1 of 2 approvals (alice); waiting for 1 more"; code != 0 || !strings.Contains(out, want) {
 		t.Fatalf("alice: exit %d, want %q:\n%s", code, want, out)
 	}
-	// The job's log says, as the vote arrives, where the gate stands (NEWUSER7 finding 10).
+	// The job's log says, as the vote arrives, where the gate stands.
 	const progress = "gate confirm-rollout: 1 of 2 approvals (alice); waiting for 1 more"
 	for !strings.Contains(log.String(), progress) && sc.Scan() {
 		log.WriteString(sc.Text() + "\n")
@@ -143,7 +143,7 @@ func TestSimulatedJobGateDecidedByTwoApprovers(t *testing.T) {
 	// The job summary: the gate's announcement, the report and the graph.
 	sum := readFile(t, fr.path("summary.md"))
 	// At the end the report replaces the gate's announcement; the Gates table has the
-	// decision and the Votes table every vote (NEWUSER7 finding 11).
+	// decision and the Votes table every vote.
 	for _, w := range []string{"# Runbook Execution Report", "```mermaid\nflowchart TD\n",
 		"| 5 | `confirm-rollout` | " + id + " | approved | alice, bob | ship it |",
 		"| `confirm-rollout` | alice | approve | canary is green | yes |", "| `confirm-rollout` | bob | approve | ship it | yes |"} {

@@ -1,6 +1,7 @@
 package main
 
-// The acceptance points of issue 9 ("Acceptance") that are about processes, each proved with
+// Playbook runs that are about processes (a DAG overlapping, an inject loop killed and
+// resumed, a policy that needs a human), each proved with
 // the built binary against a real `rbook serve` on 127.0.0.1, reading the control plane back
 // (GetRun over the Connect client, and the SQLite rows read-only).
 

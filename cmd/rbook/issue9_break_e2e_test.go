@@ -1,9 +1,9 @@
 package main
 
-// Hostile end-to-end tests of rbook playbook (issue 9) with the built binary and real
+// Refusals of rbook playbook, end to end with the built binary and real
 // processes: kill -9 during parallel nodes, contradictory resume answers, state file
 // collisions between a runbook and a playbook, node outputs that break the state file, and
-// inputs given twice. Each test is named after what it broke (TestIssue9_Break_<what>).
+// inputs given twice.
 
 import (
 	"encoding/json"

@@ -2,7 +2,7 @@
 
 package main
 
-// The pseudo-terminal half of the issue 9 hostile tests (it needs startPTY, Linux only).
+// An approver token never reaches a CI terminal (it needs startPTY, Linux only).
 
 import (
 	"path/filepath"

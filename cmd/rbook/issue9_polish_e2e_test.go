@@ -2,10 +2,10 @@
 
 package main
 
-// What a person sees of a playbook run (issue 9, item 8): progress and status blocks say node,
+// What a person sees of a playbook run: progress and status blocks say node,
 // a gate the policy passes does not say the run is paused and says its reason once, and the
 // final report says Playbook with the playbook status words. Runbook output is unchanged
-// (the seed's strings; TestDemoApproved and the issue 6 tests hold them).
+// (docs/spec/runbooks.md, "Output contract"; TestDemoApproved holds them).
 
 import (
 	"os"
@@ -100,7 +100,7 @@ func TestHumanGateSaysPaused(t *testing.T) {
 	}
 }
 
-// TestReportKeepsRunbookWords: the same report data renders the seed's runbook
+// TestReportKeepsRunbookWords: the same report data renders the specification's runbook
 // report byte-for-byte (ReportHeading, Runbook, Steps, the state file's status) unless
 // Playbook is set, and a node status block says Node only when Node is set.
 func TestReportKeepsRunbookWords(t *testing.T) {

@@ -15,8 +15,8 @@ func runSplitStdin(t *testing.T, dir, stdin string, args ...string) (stdout, std
 	return runSplitIn(t, dir, nil, strings.NewReader(stdin), args...)
 }
 
-// The playbook words of a new user's first hour (issue 9 follow-up, pb-ux2): every test runs
-// the built binary. Runbook strings are seed contracts; each test also checks a runbook run
+// The playbook words a new user meets: every test runs
+// the built binary. Runbook strings are contracts (docs/spec/runbooks.md); each test also checks a runbook run
 // still says what it said.
 
 // TestPlaybookRunJSON: rbook playbook run -o json keeps the state-file keys

@@ -1,7 +1,6 @@
 package main
 
-// Issue 9 UX (a new user's findings with the playbook runtime): end-to-end tests with the
-// built binary, one per finding, each named TestIssue9_UX_<what>.
+// What the playbook runtime tells a person: end-to-end tests with the built binary.
 
 import (
 	"encoding/json"
@@ -19,7 +18,7 @@ import (
 
 var playbookRunIDRe = regexp.MustCompile(`^RBOOK-\d{8}-fanout-demo-[0-9a-f]{8}$`)
 
-// TestPlaybookRunIDsUnique (item 1): two runs of one playbook on one day in one
+// TestPlaybookRunIDsUnique: two runs of one playbook on one day in one
 // folder with different --state-file get different run ids (random, not the schema hash),
 // and each keeps its own evidence pack.
 func TestPlaybookRunIDsUnique(t *testing.T) {
@@ -56,9 +55,9 @@ func TestPlaybookRunIDsUnique(t *testing.T) {
 	}
 }
 
-// TestRunbookEvidenceNotOverwritten (item 1, runbook path): a runbook with the same
-// runbook_name but another state_file_path in the same folder gets the seed id with the D6
-// suffix (.2) instead of overwriting the first run's evidence pack.
+// TestRunbookEvidenceNotOverwritten: a runbook with the same
+// runbook_name but another state_file_path in the same folder gets the run id with a
+// suffix (.2, docs/decisions/run-ids.md) instead of overwriting the first run's evidence pack.
 func TestRunbookEvidenceNotOverwritten(t *testing.T) {
 	dir := workdir(t)
 	rb := filepath.Join(dir, "runbooks")
@@ -109,7 +108,7 @@ func checkPlaybookCancelled(t *testing.T, statePath, by string) {
 	}
 }
 
-// TestCancelTypedAtPlaybookGate (item 2): "cancel" typed at an approval node ends
+// TestCancelTypedAtPlaybookGate: "cancel" typed at an approval node ends
 // the run CANCELLED (exit 3) with the playbook's CANCEL entry, without a control plane and
 // with the embedded one.
 func TestCancelTypedAtPlaybookGate(t *testing.T) {
@@ -136,7 +135,7 @@ func TestCancelTypedAtPlaybookGate(t *testing.T) {
 	}
 }
 
-// TestPlaybookCancelCommandWhilePaused (items 2 and 3): on a separate control
+// TestPlaybookCancelCommandWhilePaused: on a separate control
 // plane, the printed approve line names it (--control-plane URL); rbook playbook cancel
 // RUN_ID while the run is paused ends it cancelled there and the run's process exits 3.
 func TestPlaybookCancelCommandWhilePaused(t *testing.T) {
@@ -163,7 +162,7 @@ func TestPlaybookCancelCommandWhilePaused(t *testing.T) {
 	}
 }
 
-// TestEmbeddedApproveLineSaysWhere (item 3): with the embedded control plane the
+// TestEmbeddedApproveLineSaysWhere: with the embedded control plane the
 // approve line says it works from this folder while the run waits (its URL dies with it).
 func TestEmbeddedApproveLineSaysWhere(t *testing.T) {
 	dir := playbookWorkdir(t)
@@ -184,7 +183,7 @@ func TestEmbeddedApproveLineSaysWhere(t *testing.T) {
 
 var resumeHintRe = regexp.MustCompile(`can be resumed: (rbook playbook run [^(]*?) \(its inputs are read from the state file\) \(or end it: ([^)]*)\)`)
 
-// TestInterruptHintIsCopyPasteable (item 4): after Ctrl-C the resume command names
+// TestInterruptHintIsCopyPasteable: after Ctrl-C the resume command names
 // the non-default --state-file and says the inputs come from the state file, and pasted as it
 // is it resumes the run; without a control plane the end hint does not offer rbook playbook
 // cancel; with a separate one it names the real run id and the control plane.
@@ -226,7 +225,7 @@ func TestInterruptHintIsCopyPasteable(t *testing.T) {
 	}
 }
 
-// TestRetryHandlerLineAndCleanGit (items 5 and 7): the fanout demo prints the retry
+// TestRetryHandlerLineAndCleanGit: the fanout demo prints the retry
 // handler's message when it fires, and leaves git status clean (its counter is under .rbook/).
 func TestRetryHandlerLineAndCleanGit(t *testing.T) {
 	dir := playbookWorkdir(t)
@@ -256,7 +255,7 @@ func TestRetryHandlerLineAndCleanGit(t *testing.T) {
 	}
 }
 
-// TestRunbookCommandsNamePlaybooks (item 6): rbook validate and rbook run given a
+// TestRunbookCommandsNamePlaybooks: rbook validate and rbook run given a
 // playbook (by extension, or a .yaml with top-level nodes) say to use rbook playbook.
 func TestRunbookCommandsNamePlaybooks(t *testing.T) {
 	dir := playbookWorkdir(t)
@@ -281,7 +280,7 @@ func TestRunbookCommandsNamePlaybooks(t *testing.T) {
 	}
 }
 
-// TestMissingBindingListsKeys (item 8): a template naming a key a node's output
+// TestMissingBindingListsKeys: a template naming a key a node's output
 // lacks fails naming the keys it has.
 func TestMissingBindingListsKeys(t *testing.T) {
 	dir := playbookWorkdir(t)
@@ -305,7 +304,7 @@ nodes:
 	}
 }
 
-// TestContinueNamesNotRunNodes (item 9): a continue handler keeps the run
+// TestContinueNamesNotRunNodes: a continue handler keeps the run
 // succeeding, and its final message and the report's outcome line name the failed node and
 // every node that did not run because of it.
 func TestContinueNamesNotRunNodes(t *testing.T) {

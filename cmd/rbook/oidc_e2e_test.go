@@ -13,7 +13,7 @@ import (
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
 )
 
-// Issue 7, item 5, end to end with real processes: `rbook serve --oidc-config` trusts a local
+// End to end with real processes: `rbook serve --oidc-config` trusts a local
 // issuer; `rbook run demo` in a simulated job with `permissions: id-token: write` (the
 // ACTIONS_ID_TOKEN_* variables point at a fake runner token endpoint) and no RBOOK_TOKEN
 // authenticates with an OIDC token for its audience, runs to the gate, an auth-file approver

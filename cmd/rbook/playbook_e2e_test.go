@@ -1,6 +1,6 @@
 package main
 
-// End-to-end tests of rbook playbook (issue 9, item 8) with the built binary, as a user runs it.
+// End-to-end tests of rbook playbook with the built binary, as a user runs it.
 
 import (
 	"context"
@@ -302,7 +302,7 @@ func waitTick() { time.Sleep(10 * time.Millisecond) }
 
 // writeSlowPlaybook writes dir/slow.cantbook: nodes first → slow → last, each appending "ran"
 // to <id>.count; slow then writes slow.started and sleeps 60 s, unless dir/go-fast exists
-// (then it passes at once). Shared by the kill -9 / resume tests (issue 9, item 8).
+// (then it passes at once). Shared by the kill -9 / resume tests.
 func writeSlowPlaybook(t *testing.T, dir string) {
 	t.Helper()
 	writeTestFile(t, filepath.Join(dir, "slow.cantbook"), []byte(`version: "1.0"

@@ -10,7 +10,7 @@ import (
 )
 
 // TestRejectHelpIsItsOwn: `rbook reject --help` documents rejecting (its exit
-// codes, its examples), not approve's tally (issue 7 new-user finding 7).
+// codes, its examples), not approve's tally.
 func TestRejectHelpIsItsOwn(t *testing.T) {
 	out, code := run(t, t.TempDir(), "", "reject", "--help")
 	if code != 0 || !strings.Contains(out, "Exit codes: 0 rejected, 1 refused") || !strings.Contains(out, "rbook reject a-5wbvol5fcc25vsfvgyhmosr26e --reason \"error rate up") {
@@ -30,7 +30,7 @@ func TestRejectHelpIsItsOwn(t *testing.T) {
 // TestMalformedApprovalIDRefusedLocally: an argument that starts with "a-" but
 // is not an approval id is refused before any request (exit 2, a message saying why and how
 // to list the waiting gates), never sent as a token; a well-formed id the control plane does
-// not know gets E_APPROVAL_NOT_FOUND with the same pointer (issue 7 new-user finding 8).
+// not know gets E_APPROVAL_NOT_FOUND with the same pointer.
 func TestMalformedApprovalIDRefusedLocally(t *testing.T) {
 	dir := workdir(t)
 	for _, tc := range []struct{ arg, why string }{
@@ -61,7 +61,7 @@ func TestMalformedApprovalIDRefusedLocally(t *testing.T) {
 // a control plane with an auth file is told to set RBOOK_TOKEN (or, in the Action, the
 // control-plane-token input or OIDC), after the server's own message; in a runner the run
 // that cannot start also writes an ::error:: annotation. With a wrong token no such hint
-// appears (credentials were sent) (issue 7 new-user finding 9).
+// appears (credentials were sent).
 func TestMissingTokenSaysWhatToDo(t *testing.T) {
 	dir := workdir(t)
 	url := gatesServe(t, dir)
@@ -97,7 +97,7 @@ func TestMissingTokenSaysWhatToDo(t *testing.T) {
 // TestResumeWithControlPlaneOffWarns: a run interrupted while reporting to a
 // control plane, resumed with the control plane off, is warned that the control plane's
 // record will not get this run's transitions, with its URL and the command that resumes
-// with it; a run that never reported to one is not (issue 7 new-user finding 12).
+// with it; a run that never reported to one is not.
 func TestResumeWithControlPlaneOffWarns(t *testing.T) {
 	dir := workdir(t)
 	url := serveCP(t, dir)
@@ -126,7 +126,7 @@ func TestResumeWithControlPlaneOffWarns(t *testing.T) {
 
 // TestServeConfigErrors: `rbook serve` refuses --public-url without a scheme
 // (no token's audience could match it) and reports a gate-policy YAML error on line 1 as
-// file:1 (issue 7 new-user finding 14).
+// file:1.
 func TestServeConfigErrors(t *testing.T) {
 	dir := t.TempDir()
 	_, stderr, code := runSplit(t, dir, []string{"RBOOK_APPROVAL_SECRET=" + testSecret}, "serve", "--addr", "127.0.0.1:0", "--db", filepath.Join(dir, "cp.db"), "--public-url", "127.0.0.1:7070")

@@ -13,7 +13,7 @@ import (
 var flagValueName = regexp.MustCompile(`^([A-Za-z][A-Za-z0-9_-]*)?$`)
 
 // TestHelpFlagValueNames walks every command and fails on a flag whose usage
-// would print a sentence fragment as its value name (issue 7 new-user finding 6: the
+// would print a sentence fragment as its value name (the
 // --control-plane-auth line read "--control-plane-auth permissions: id-token: write").
 func TestHelpFlagValueNames(t *testing.T) {
 	root := newRootCmd()

@@ -13,7 +13,7 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// exampleWorkflow is the workflow the README shows (issue 6, item 3.5).
+// exampleWorkflow is the workflow the README shows.
 const exampleWorkflow = "../../examples/workflows/rbook-demo.yml"
 
 type workflow struct {

@@ -25,7 +25,7 @@ func defaultPolicy(t *testing.T) *Policy {
 	return p
 }
 
-// The acceptance line of issue 9: a gate guarding `git push` requires a human even when a
+// A gate guarding `git push` requires a human even when a
 // matching custom auto-approve rule comes first.
 func TestGitPushNeedsHumanDespiteCustomAutoApprove(t *testing.T) {
 	file := writePolicy(t, `rules:

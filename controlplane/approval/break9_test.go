@@ -5,7 +5,7 @@ import (
 )
 
 // trustAllPolicy is a custom "auto-approve everything" rule followed by the defaults: only
-// a default require-human rule can stop a gate (issue 9, item 6; DESIGN D16).
+// a default require-human rule can stop a gate.
 func trustAllPolicy(t *testing.T) *Policy {
 	t.Helper()
 	p, err := LoadPlaybookPolicy(writePolicy(t, `rules:

@@ -7,7 +7,7 @@ import (
 	"github.com/rbookhq/rbook-action/controlplane/approval"
 )
 
-// Issue 7, item 4 (hostile test): a policy approver "group:<name>" or "github:<login>" that no
+// A policy approver "group:<name>" or "github:<login>" that no
 // auth-file line could ever carry (odd characters, over-long) is refused when the policy
 // loads, naming file:line, instead of silently matching nobody; the auth file's syntax passes.
 func TestPolicyGroupAndLoginSyntax(t *testing.T) {

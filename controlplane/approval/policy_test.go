@@ -20,7 +20,7 @@ rules:
     starter_may_approve: true
 `
 
-// Issue 7, item 4: the first matching rule applies; no match is the four-eyes default.
+// The first matching rule applies; no match is the four-eyes default.
 func TestGatePolicyMatching(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "gates.yaml")
 	if err := os.WriteFile(path, []byte(samplePolicy), 0o600); err != nil {
@@ -46,7 +46,7 @@ func TestGatePolicyMatching(t *testing.T) {
 	}
 }
 
-// Issue 7, item 4: who may vote — identities, github: links, groups; four-eyes against the
+// Who may vote — identities, github: links, groups; four-eyes against the
 // run's starter and its GitHub actor; unverified names are never taken for anyone.
 func TestCheckVote(t *testing.T) {
 	r := approval.GateRequirement{Rule: "rule 1", ApprovalsRequired: 2, AllowedApprovers: []string{"alice", "group:sre", "github:octocat"}}
@@ -91,7 +91,7 @@ func TestCheckVote(t *testing.T) {
 	}
 }
 
-// Issue 7, item 4: a gate policy is read as strictly as every rbook YAML file; errors name
+// A gate policy is read as strictly as every rbook YAML file; errors name
 // file:line and the field.
 func TestGatePolicyErrors(t *testing.T) {
 	for _, c := range []struct{ body, want string }{

@@ -9,8 +9,7 @@ import (
 
 // TestGatePolicyMessages: a YAML syntax error in the gate policy names
 // file:line even on line 1 (yaml.v3 leaves that line out) and points at a tab in the
-// indentation; messages carry no internal identifiers and count in the right number
-// (issue 7 new-user finding 14).
+// indentation; messages carry no internal identifiers and count in the right number.
 func TestGatePolicyMessages(t *testing.T) {
 	many := "rules:\n  - approvers: [" + strings.Repeat("a,", approval.MaxPolicyApprovers) + "z]\n"
 	for _, c := range []struct{ body, want string }{

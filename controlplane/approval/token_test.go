@@ -143,7 +143,8 @@ func TestVerifyWrongSecret(t *testing.T) {
 	}
 }
 
-// A03 at the token level: items 3-7. Items 1-2 (accepted once, then already decided) are a
+// Token replay and binding at the token level: points 3 to 7 of the server's
+// TestTokenReplayAndBinding. Points 1-2 (accepted once, then already decided) are a
 // property of the store's compare-and-set and are tested there.
 func TestTokenReplayAndBinding(t *testing.T) {
 	c := testClaims()

@@ -1,6 +1,6 @@
 package auth_test
 
-// Hostile inputs to the OIDC verifier (issue 7, item 5): forged algorithms, odd claims,
+// Hostile inputs to the OIDC verifier: forged algorithms, odd claims,
 // oversized tokens and slow issuers.
 
 import (

@@ -11,7 +11,7 @@ import (
 	"github.com/rbookhq/rbook-action/controlplane/auth/authtest"
 )
 
-// Issue 7, item 5: the --oidc-config file is strict; every error names file:line and field.
+// The --oidc-config file is strict; every error names file:line and field.
 func TestOIDCConfigStrict(t *testing.T) {
 	for _, tc := range []struct{ body, want string }{
 		{"rules:\n  - repository: o/r\n    reff: refs/heads/main\n", "f.yaml:3: rules[0].reff: unknown field"},
@@ -62,7 +62,7 @@ func TestOIDCConfigStrict(t *testing.T) {
 	}
 }
 
-// Issue 7, item 5: a token of an issuer not on the list is refused; an allowed issuer that
+// A token of an issuer not on the list is refused; an allowed issuer that
 // cannot be reached is not a refusal of the token: Verify returns *UnavailableError (the
 // server answers E_RETRY, which executors retry).
 func TestOIDCIssuerUnreachable(t *testing.T) {

@@ -11,8 +11,7 @@ import (
 // TestOIDCConfigMessages: an OIDC config's YAML syntax error is "file:line:
 // message" (not yaml.v3's raw "yaml: line N:"); a rule ref that is not a full ref (nor a glob
 // starting with *) is refused with the ref it means; repository_id written as a YAML int is
-// taken as its text and matches the claim; the rule count is singular for one (issue 7
-// new-user finding 14).
+// taken as its text and matches the claim; the rule count is singular for one.
 func TestOIDCConfigMessages(t *testing.T) {
 	for _, c := range []struct{ body, want string }{
 		{"rules:\n  - repository: o/r\n\tref: refs/heads/main\n", "o8.yaml:3: found a tab character that violates indentation (indent YAML with spaces, not tabs)"},

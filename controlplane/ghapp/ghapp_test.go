@@ -28,7 +28,7 @@ func newApp(t *testing.T, gh *ghfake.Server, apiURL string) *ghapp.App {
 	return app
 }
 
-// Issue 8, item 2 (foundation): the token request carries an App JWT the fake verifies
+// The token request carries an App JWT the fake verifies
 // (RS256 with the App's key, iss = app id); the installation token is reused for later
 // calls, and a token within a minute of its expiry is refreshed.
 func TestAppTokenJWTAndReuse(t *testing.T) {
@@ -82,7 +82,7 @@ func TestAppTokenJWTAndReuse(t *testing.T) {
 	}
 }
 
-// Issue 8, item 2 (foundation): the verdict's body is exactly environment_name, state, comment.
+// The verdict's body is exactly environment_name, state, comment.
 func TestVerdictBodyExact(t *testing.T) {
 	gh := ghfake.New(t, appID)
 	app := newApp(t, gh, gh.URL)
@@ -103,7 +103,7 @@ func TestVerdictBodyExact(t *testing.T) {
 	}
 }
 
-// Issue 8, item 2 (foundation): a status report has no "state" and a comment of at most
+// A status report has no "state" and a comment of at most
 // MaxCommentChars characters, cut at a character boundary.
 func TestStatusReportNoStateCapped(t *testing.T) {
 	gh := ghfake.New(t, appID)
@@ -133,7 +133,7 @@ func TestStatusReportNoStateCapped(t *testing.T) {
 	}
 }
 
-// Issue 8, item 2 (foundation): pending deployments and the run's approvals are read and
+// Pending deployments and the run's approvals are read and
 // parsed; a GHES-style URL (…/api/v3) reaches the same endpoints.
 func TestPendingDeploymentsAndApprovals(t *testing.T) {
 	gh := ghfake.New(t, appID)
@@ -169,7 +169,7 @@ func TestPendingDeploymentsAndApprovals(t *testing.T) {
 	}
 }
 
-// Issue 8, item 1: New refuses bad configuration with errors naming what is wrong.
+// New refuses bad configuration with errors naming what is wrong.
 func TestAppConfigRefused(t *testing.T) {
 	gh := ghfake.New(t, appID)
 	for _, c := range []struct {
@@ -186,7 +186,7 @@ func TestAppConfigRefused(t *testing.T) {
 	}
 }
 
-// Issue 8, item 2 (foundation): calls for several installations at once each get their own
+// Calls for several installations at once each get their own
 // token, once per installation, without data races (run with -race).
 func TestInstallationsConcurrent(t *testing.T) {
 	gh := ghfake.New(t, appID)

@@ -8,7 +8,7 @@ import (
 	"github.com/rbookhq/rbook-action/controlplane/server"
 )
 
-// Issue 6, item 1.9: an Authorization header is accepted only as exactly one
+// An Authorization header is accepted only as exactly one
 // "Bearer <token>" (scheme in any case, one space, the auth file's token and nothing around
 // or inside it), over HTTP/2 (which keeps every byte of a value) and HTTP/1.1 alike.
 func TestBearerTokenParsedExactly(t *testing.T) {

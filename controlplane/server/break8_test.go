@@ -1,7 +1,7 @@
 package server_test
 
-// Break session on issue 8 (GitHub environment reviews as gates): each test failed before
-// the fix committed with it.
+// GitHub environment reviews as gates, at their edges: re-run attempts, lookups and verdicts
+// GitHub refuses, reviews that must change nothing, and malformed payloads.
 
 import (
 	"context"
@@ -165,7 +165,7 @@ func TestVerdictRefusedForeverIsGivenUp(t *testing.T) {
 	}
 }
 
-// Hostile reviews: a login outside the policy's approvers, a review of the right run but
+// Reviews that change nothing: a login outside the policy's approvers, a review of the right run but
 // another environment, and an approve and a reject delivered at once: the first two change
 // nothing; of the racing two exactly one decides the gate, and GitHub gets that one verdict.
 func TestUnentitledOrMismatchedReviewsChangeNothing(t *testing.T) {

@@ -66,7 +66,7 @@ func getApproval(t *testing.T, c clients, id string) *rbookv1.Approval {
 	return res.GetApproval()
 }
 
-// Issue 7, item 4 (hostile test): an approver who approved a 2-of-N gate and then rejects it
+// An approver who approved a 2-of-N gate and then rejects it
 // rejects it (one vote per identity, the reject replaces the approve); it was E_INTERNAL.
 func TestApproveThenRejectBySameIdentity(t *testing.T) {
 	p := startBreak(t, breakAuth, breakPolicy, "")
@@ -83,7 +83,7 @@ func TestApproveThenRejectBySameIdentity(t *testing.T) {
 	}
 }
 
-// Issue 7, item 4 (hostile test): four approvers, each from two connections, vote at once on
+// Four approvers, each from two connections, vote at once on
 // a 3-of-4 gate: exactly one answer is APPROVED, the others PENDING or already decided, three
 // votes are stored and the approver list is the votes in their stored order (it was not).
 func TestConcurrentMofNVotesDecideOnce(t *testing.T) {
@@ -133,7 +133,7 @@ func TestConcurrentMofNVotesDecideOnce(t *testing.T) {
 	}
 }
 
-// Issue 7, item 4 and item 2 (hostile test): an approve racing a reject, a RUN_INTERRUPTED
+// An approve racing a reject, a RUN_INTERRUPTED
 // (withdrawal) and a CancelRun: the approve succeeds exactly when the gate ends APPROVED.
 func TestApproveRacesRejectAndInterruptAndCancel(t *testing.T) {
 	p := startBreak(t, breakAuth, strings.Replace(breakPolicy, "approvals: 2", "approvals: 1", 1), "")
@@ -212,7 +212,7 @@ func TestApproveRacesDeadline(t *testing.T) {
 	}
 }
 
-// Issue 7, item 4 (hostile test): one identity approving from Connect and gRPC at once counts once.
+// One identity approving from Connect and gRPC at once counts once.
 func TestSameIdentityTwoConnections(t *testing.T) {
 	p := startBreak(t, breakAuth, breakPolicy, "")
 	exec := asWho(p, "exec")
@@ -241,7 +241,7 @@ func TestSameIdentityTwoConnections(t *testing.T) {
 	}
 }
 
-// Issue 7, item 4 (hostile test): viewer, executor and a non-member are refused by id; a
+// Viewer, executor and a non-member are refused by id; a
 // 1-of-2 gate that times out keeps its vote visible; its token and id are refused after.
 func TestNonApproverRolesRefusedAndExpiredGateKeepsVotes(t *testing.T) {
 	p := startBreak(t, breakAuth, breakPolicy, "")
@@ -270,7 +270,7 @@ func TestNonApproverRolesRefusedAndExpiredGateKeepsVotes(t *testing.T) {
 	wantCode(t, err, connect.CodeFailedPrecondition, "E_APPROVAL_ALREADY_DECIDED")
 }
 
-// Issue 7, items 2 and 4 (hostile test): approving a withdrawn gate says it was withdrawn;
+// Approving a withdrawn gate says it was withdrawn;
 // the resumed run's new gate has the policy applied again and no votes.
 func TestWithdrawnGateThenResumedRunGetsAFreshGate(t *testing.T) {
 	p := startBreak(t, breakAuth, breakPolicy, "")
@@ -295,7 +295,7 @@ func TestWithdrawnGateThenResumedRunGetsAFreshGate(t *testing.T) {
 	}
 }
 
-// Issue 7, item 4 (hostile test): a policy edit (serve restarted on the same database) does
+// A policy edit (serve restarted on the same database) does
 // not change an open gate: the captured 2-of-sre holds.
 func TestPolicyEditDoesNotChangeAnOpenGate(t *testing.T) {
 	p := startBreak(t, breakAuth, breakPolicy, "")
@@ -314,7 +314,7 @@ func TestPolicyEditDoesNotChangeAnOpenGate(t *testing.T) {
 	}
 }
 
-// Issue 7, item 4 (hostile test): approval ids of wrong shape are NotFound or InvalidArgument;
+// Approval ids of wrong shape are NotFound or InvalidArgument;
 // an over-long reason and reasons with ESC, CR/LF, BEL or bidi controls are refused and
 // record nothing (they reached terminals and the runner's log raw).
 func TestMalformedApprovalIDsAndReasonsRecordNothing(t *testing.T) {
@@ -339,7 +339,7 @@ func TestMalformedApprovalIDsAndReasonsRecordNothing(t *testing.T) {
 	}
 }
 
-// Issue 7, item 4 (hostile test): an auth-file identity may not pass for an asserted name
+// An auth-file identity may not pass for an asserted name
 // (unverified:), a GitHub login or group of the gate policy, an OIDC job, or the control
 // plane's own names.
 func TestAuthFileReservedIdentities(t *testing.T) {
@@ -364,7 +364,7 @@ func startServeDB(t *testing.T, db string, extra ...string) *serveProc {
 	return p
 }
 
-// Issue 7, item 4 (hostile test): two approver identities linked to one GitHub login (GitHub
+// Two approver identities linked to one GitHub login (GitHub
 // logins are case-insensitive) would let one person count twice toward M-of-N: refused. The
 // same login on the person's executor line, or on a second token of the same identity, is fine.
 func TestAuthFileOneLoginOneApprover(t *testing.T) {
@@ -379,7 +379,7 @@ func TestAuthFileOneLoginOneApprover(t *testing.T) {
 	}
 }
 
-// Issue 7, item 4 (hostile test): without an auth file, whoever holds a 2-of-N gate's token
+// Without an auth file, whoever holds a 2-of-N gate's token
 // could approve twice under two asserted names ("unverified:x", "unverified:y") and open it
 // alone. An unverified approval does not count toward M > 1 (E_UNAUTHENTICATED, nothing
 // recorded); an unverified reject still rejects.

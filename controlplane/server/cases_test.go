@@ -20,7 +20,7 @@ import (
 	"github.com/rbookhq/rbook-action/gen/rbook/v1/rbookv1connect"
 )
 
-// Case A01: fifty executors report at once (grpc-go), a poller calls GetRun/ListRuns every
+// Fifty executors report at once (grpc-go), a poller calls GetRun/ListRuns every
 // 50 ms (Connect JSON) and a WatchRun stream is open (gRPC-Web). Nobody sees "database is
 // locked"; every acknowledged transition is stored, in order; a refused write is an error.
 func TestConcurrentWritersPollerAndWatch(t *testing.T) {
@@ -187,7 +187,7 @@ func TestConcurrentWritersPollerAndWatch(t *testing.T) {
 	}
 }
 
-// Case A02: the same token twice at once, Approve and Reject at once: exactly one decision
+// The same token twice at once, Approve and Reject at once: exactly one decision
 // wins, the other gets E_APPROVAL_ALREADY_DECIDED, and the waiting executor (WatchApproval)
 // sees exactly the winner.
 func TestRacingDecisionsExactlyOneWins(t *testing.T) {
@@ -235,7 +235,7 @@ func TestRacingDecisionsExactlyOneWins(t *testing.T) {
 		if winner < 0 {
 			t.Fatalf("round %d: no decision succeeded: %v", round, results)
 		}
-		// Without auth a claimed name is recorded as unverified (issue 7, item 4).
+		// Without auth a claimed name is recorded as unverified.
 		wantStatus, wantBy := rbookv1.ApprovalStatus_APPROVAL_STATUS_APPROVED, fmt.Sprintf("unverified:ann%d", winner)
 		if approveAndReject && winner == 1 {
 			wantStatus, wantBy = rbookv1.ApprovalStatus_APPROVAL_STATUS_REJECTED, "unverified:rita"
@@ -251,7 +251,7 @@ func TestRacingDecisionsExactlyOneWins(t *testing.T) {
 	}
 }
 
-// Case A02, third point: a decision that lands between "gate opened" and "waiting" is taken:
+// A decision that lands between "gate opened" and "waiting" is taken:
 // a watch opened after (or while) the gate is decided still ends with the decision, so the
 // run never waits forever for a consumed approval. A retried RequestApproval while the gate
 // is pending returns the same approval and token.
@@ -302,7 +302,7 @@ func TestDecisionBeforeWatch(t *testing.T) {
 	}
 }
 
-// Case A03: token replay and binding, items 1-7; tokens never appear in outputs or logs.
+// Token replay and binding, points 1 to 7 below; tokens never appear in outputs or logs.
 func TestTokenReplayAndBinding(t *testing.T) {
 	p := startServe(t)
 	c := newClients(p.URL)
@@ -327,10 +327,10 @@ func TestTokenReplayAndBinding(t *testing.T) {
 	// 1. accepted, with approver and reason recorded.
 	res, err := approve(t1)
 	if err != nil {
-		t.Fatalf("item 1: %v", err)
+		t.Fatalf("point 1: %v", err)
 	}
 	if got := res.GetApproval(); got.GetStatus() != rbookv1.ApprovalStatus_APPROVAL_STATUS_APPROVED || got.GetApprover() != "unverified:alice" || got.GetReason() != "looks good" {
-		t.Fatalf("item 1: %v", got)
+		t.Fatalf("point 1: %v", got)
 	}
 	// 2. replay: refused over Connect and over grpc-go, Reject too; nothing changes.
 	_, err = approve(t1)
@@ -338,11 +338,11 @@ func TestTokenReplayAndBinding(t *testing.T) {
 	var out rbookv1.RejectResponse
 	err = cc.Invoke(ctx, rbookv1connect.ApprovalServiceRejectProcedure, &rbookv1.RejectRequest{Token: t1}, &out)
 	if rbookCode(err) != "E_APPROVAL_ALREADY_DECIDED" {
-		t.Fatalf("item 2 over gRPC: %v", err)
+		t.Fatalf("point 2 over gRPC: %v", err)
 	}
 	got, _ := c.apps.GetApproval(ctx, &rbookv1.GetApprovalRequest{ApprovalId: a1.GetApprovalId()})
 	if got.GetApproval().GetStatus() != rbookv1.ApprovalStatus_APPROVAL_STATUS_APPROVED || got.GetApproval().GetReason() != "looks good" {
-		t.Fatalf("item 2 changed the approval: %v", got.GetApproval())
+		t.Fatalf("point 2 changed the approval: %v", got.GetApproval())
 	}
 
 	// 3. a token for another run's gate: signed right but matching no approval, or signed
@@ -373,28 +373,28 @@ func TestTokenReplayAndBinding(t *testing.T) {
 	for name, tok := range map[string]string{"flipped": string(flipped), "shortened": t2[:len(t2)-1], "payload only": strings.Split(t2, ".")[0]} {
 		_, err = approve(tok)
 		if rbookCode(err) != "E_TOKEN_INVALID" {
-			t.Fatalf("item 4 %s: %v", name, err)
+			t.Fatalf("point 4 %s: %v", name, err)
 		}
 	}
 	pending(a2.GetApprovalId())
 	if _, err := approve(t2); err != nil {
-		t.Fatalf("item 4: the genuine token no longer works after refused forgeries: %v", err)
+		t.Fatalf("point 4: the genuine token no longer works after refused forgeries: %v", err)
 	}
 
-	// 5. after its expiry: refused, saying it timed out (issue 7, item 4: the deadline
-	// decides the gate rejected, "timed out after …").
+	// 5. after its expiry: refused, saying it timed out (the deadline decides the
+	// gate rejected, "timed out after …").
 	startRun(t, c, "R4")
 	a4, t4 := gate(t, c, "R4", 1500*time.Millisecond)
 	tokens = append(tokens, t4)
 	w4, _ := watchApproval(t, c, a4.GetApprovalId())
 	if last := lastApproval(t, w4); last.GetStatus() != rbookv1.ApprovalStatus_APPROVAL_STATUS_REJECTED ||
 		last.GetDecidedBySource() != "deadline" || !strings.HasPrefix(last.GetReason(), "timed out after ") {
-		t.Fatalf("item 5: the gate ended %v, want REJECTED by the deadline", last)
+		t.Fatalf("point 5: the gate ended %v, want REJECTED by the deadline", last)
 	}
 	_, err = approve(t4)
 	wantCode(t, err, connect.CodeFailedPrecondition, "E_TOKEN_EXPIRED")
 	if !strings.Contains(err.Error(), "timed out") {
-		t.Fatalf("item 5: message does not say it timed out: %v", err)
+		t.Fatalf("point 5: message does not say it timed out: %v", err)
 	}
 
 	// 6. the runbook was edited and the run resumed with another plan digest: the run adopts
@@ -404,10 +404,10 @@ func TestTokenReplayAndBinding(t *testing.T) {
 	_, t5 := gateDigest(t, c, "R5", time.Hour, digest("v1"))
 	tokens = append(tokens, t5)
 	if run := startRunDigest(t, c, "R5", digest("v2")); run.GetContentHash() != digest("v2") { // the resume
-		t.Fatalf("item 6: the resumed run has plan digest %s, want v2's", run.GetContentHash())
+		t.Fatalf("point 6: the resumed run has plan digest %s, want v2's", run.GetContentHash())
 	}
 	if got, err := c.runs.GetRun(ctx, &rbookv1.GetRunRequest{RunId: "R5"}); err != nil || got.GetRun().GetContentHash() != digest("v2") {
-		t.Fatalf("item 6: GetRun after the resume: %v, %v", got.GetRun(), err)
+		t.Fatalf("point 6: GetRun after the resume: %v, %v", got.GetRun(), err)
 	}
 	_, err = approve(t5)
 	wantCode(t, err, connect.CodeFailedPrecondition, "E_PLAN_DIGEST_MISMATCH")
@@ -418,12 +418,12 @@ func TestTokenReplayAndBinding(t *testing.T) {
 		SchemaHash8: "0123abcd", TotalSteps: 5})
 	wantCode(t, err, connect.CodeAlreadyExists, "E_RUN_OWNED")
 	if got, err := c.runs.GetRun(ctx, &rbookv1.GetRunRequest{RunId: "R5"}); err != nil || got.GetRun().GetContentHash() != digest("v2") {
-		t.Fatalf("item 6: a refused StartRun changed the plan digest: %v, %v", got.GetRun(), err)
+		t.Fatalf("point 6: a refused StartRun changed the plan digest: %v, %v", got.GetRun(), err)
 	}
 	_, t5b := gateDigest(t, c, "R5", time.Hour, digest("v2"))
 	tokens = append(tokens, t5b)
 	if _, err := approve(t5b); err != nil {
-		t.Fatalf("item 6: the new digest's token: %v", err)
+		t.Fatalf("point 6: the new digest's token: %v", err)
 	}
 
 	// 7. random, empty and 1 MiB strings: refused quickly, no panic.
@@ -443,7 +443,7 @@ func TestTokenReplayAndBinding(t *testing.T) {
 		began := time.Now()
 		_, err := approve(tc.tok)
 		if took := time.Since(began); took > 5*time.Second {
-			t.Errorf("item 7 %s: refused after %v", name, took)
+			t.Errorf("point 7 %s: refused after %v", name, took)
 		}
 		wantCode(t, err, tc.code, tc.rc)
 	}
@@ -479,7 +479,7 @@ func TestTokenReplayAndBinding(t *testing.T) {
 	}
 }
 
-// Case A04: a gate nobody answers closes at its deadline and its token dies; CancelRun
+// A gate nobody answers closes at its deadline and its token dies; CancelRun
 // while a gate waits gives the run one final status, ends the watches and kills the token.
 func TestGateDeadlineAndCancelRunKillTheToken(t *testing.T) {
 	p := startServe(t)
@@ -491,7 +491,7 @@ func TestGateDeadlineAndCancelRunKillTheToken(t *testing.T) {
 		a, tok := gate(t, c, "A04-deadline", 1500*time.Millisecond)
 		w, _ := watchApproval(t, c, a.GetApprovalId())
 		last := lastApproval(t, w)
-		// Issue 7, item 4: decided rejected, "timed out after <deadline - requested_at>".
+		// Decided rejected, "timed out after <deadline - requested_at>".
 		open := last.GetDeadline().AsTime().Sub(last.GetRequestedAt().AsTime())
 		// The deadline is kept to whole seconds, so a 1.5 s gate was open 0.5-1.5 s: rounded up.
 		want := "timed out after 1s"

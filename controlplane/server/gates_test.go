@@ -15,7 +15,7 @@ import (
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
 )
 
-// gatesAuth is an auth file with groups and a GitHub link (issue 7, item 4): ci-bot starts
+// gatesAuth is an auth file with groups and a GitHub link: ci-bot starts
 // runs and is also an approver (the four-eyes case), alice and bob are in group sre, carol in
 // no group.
 const gatesAuth = `ci-bot executor exec-token-0123456789
@@ -52,7 +52,7 @@ func approveByID(c clients, id, reason, claimed string) (*rbookv1.Approval, erro
 	return res.GetApproval(), err
 }
 
-// Issue 7, item 4: an authenticated approver decides by approval id; the recorded approver is
+// An authenticated approver decides by approval id; the recorded approver is
 // the authenticated identity; the policy's 2-of-N, allowed approvers and four-eyes apply; a
 // second approval by the same identity counts once; the tally shows in Get/List/Watch.
 func TestApproveByIDWithPolicy(t *testing.T) {
@@ -137,7 +137,7 @@ func TestApproveByIDWithPolicy(t *testing.T) {
 	}
 }
 
-// Issue 7, item 4: two distinct approvers voting at once on a 2-of-N gate: it ends APPROVED
+// Two distinct approvers voting at once on a 2-of-N gate: it ends APPROVED
 // exactly once, with two votes.
 func TestConcurrentApproversDecideOnce(t *testing.T) {
 	p := startGates(t)
@@ -181,7 +181,7 @@ func TestConcurrentApproversDecideOnce(t *testing.T) {
 	}
 }
 
-// Issue 7, item 4: without auth, deciding by approval id is refused (use the token, or an
+// Without auth, deciding by approval id is refused (use the token, or an
 // auth file), and a name the caller asserts is recorded as unverified.
 func TestByIDNeedsAuthAndClaimsAreUnverified(t *testing.T) {
 	p := startServe(t)
@@ -203,7 +203,7 @@ func TestByIDNeedsAuthAndClaimsAreUnverified(t *testing.T) {
 	}
 }
 
-// Issue 7, item 4: a gate that timed out is refused by approval id with a "timed out" error.
+// A gate that timed out is refused by approval id with a "timed out" error.
 func TestByIDAfterTheDeadlineSaysTimedOut(t *testing.T) {
 	p := startGates(t)
 	exec := newClients(p.URL, withBearer("exec-token-0123456789"))
@@ -221,7 +221,7 @@ func TestByIDAfterTheDeadlineSaysTimedOut(t *testing.T) {
 	}
 }
 
-// Issue 7, item 4: auth-file attributes after the token; old three-field lines stay valid;
+// Auth-file attributes after the token; old three-field lines stay valid;
 // errors name file:line and never echo a token.
 func TestAuthFileAttributes(t *testing.T) {
 	a, err := server.ParseAuth(strings.NewReader("alice approver alice-token-0123456789 groups=sre,dba github=Alice-1\nbob approver bob-token-0123456789\n"), "auth")

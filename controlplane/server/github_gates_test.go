@@ -1,6 +1,6 @@
 package server_test
 
-// Issue 8, items 2 and 3, against a real `rbook serve` process configured as a GitHub App,
+// Against a real `rbook serve` process configured as a GitHub App,
 // the fake GitHub (ghfake) and signed webhook deliveries.
 
 import (
@@ -142,7 +142,7 @@ func ghApproval(t *testing.T, c clients, id string) *rbookv1.Approval {
 	return res.GetApproval()
 }
 
-// Issue 8, item 2: a rule requested before its gate opens is bound when the gate opens; a
+// A rule requested before its gate opens is bound when the gate opens; a
 // status report naming the gate, plan digest and approval id goes first; the Approve RPC's
 // decision reaches GitHub as exactly one "approved" verdict with "approved by X in rbook: reason".
 func TestRuleBeforeGateThenApprove(t *testing.T) {
@@ -175,7 +175,7 @@ func TestRuleBeforeGateThenApprove(t *testing.T) {
 	}
 }
 
-// Issue 8, item 2: a rule requested after its gate opened is bound at once; a reject reaches
+// A rule requested after its gate opened is bound at once; a reject reaches
 // GitHub as "rejected by X in rbook: reason"; a rule for a gate already decided gets the
 // verdict at once (pause mode: approved before the held job asked).
 func TestRuleAfterGateOpenedAndAfterDecision(t *testing.T) {
@@ -202,7 +202,7 @@ func TestRuleAfterGateOpenedAndAfterDecision(t *testing.T) {
 	}
 }
 
-// Issue 8, item 2: at the gate's deadline GitHub gets "rejected" with "timed out after …".
+// At the gate's deadline GitHub gets "rejected" with "timed out after …".
 func TestDeadlineRejectsTimedOut(t *testing.T) {
 	s := startGitHubServe(t)
 	s.rule(t, 9004, "production")
@@ -213,7 +213,7 @@ func TestDeadlineRejectsTimedOut(t *testing.T) {
 	}
 }
 
-// Issue 8, item 2: GitHub failing twice is retried with back-off; exactly one verdict lands.
+// GitHub failing twice is retried with back-off; exactly one verdict lands.
 func TestAPIFailuresRetriedOneVerdict(t *testing.T) {
 	s := startGitHubServe(t)
 	_, token := ghGate(t, s.c, "r-retry", 9005, "production", time.Hour)
@@ -238,7 +238,7 @@ func TestAPIFailuresRetriedOneVerdict(t *testing.T) {
 	}
 }
 
-// Issue 8, item 3: a signed deployment_review decides the bound gate with approver
+// A signed deployment_review decides the bound gate with approver
 // github:<login>, source github and the comment as the reason (its rejected twin rejects);
 // the run's own actor may not approve (four-eyes); a review for an unknown run changes nothing.
 func TestGitHubReviewDecidesGate(t *testing.T) {

@@ -2,24 +2,24 @@
 
 package server_test
 
-// Issue 10, item 5: the control-plane benchmarks, on SQLite and on PostgreSQL (the latter
+// The control-plane benchmarks, on SQLite and on PostgreSQL (the latter
 // when RBOOK_TEST_POSTGRES_URL names a server and this build's store opens postgres://
 // DSNs; each PostgreSQL sub-benchmark creates its own database and drops it). From the
 // repository root:
 //
-//	go test -run '^$' -bench 'BenchmarkIssue10_RecordTransitionsGRPC' -benchtime 50000x ./controlplane/server/
+//	go test -run '^$' -bench 'BenchmarkRecordTransitionsGRPCByDatabase' -benchtime 50000x ./controlplane/server/
 //	    durable transitions/s from 50 concurrent runs over gRPC (grpc-go), as single
 //	    RecordTransition calls and as RecordTransitions batches of 10 and 100; server CPU per
 //	    transition. Targets: >= 15,000/s on SQLite, >= 10,000/s on PostgreSQL. With
 //	    RBOOK_BENCH_INPROCESS=1 the control plane runs in the test process, so that
 //	    -cpuprofile shows the server's costs too.
-//	go test -run '^$' -bench 'BenchmarkIssue10_ApproveToResumed' -benchtime 200x ./controlplane/server/
+//	go test -run '^$' -bench 'BenchmarkApproveToResumed' -benchtime 200x ./controlplane/server/
 //	    Approve RPC sent -> the executor's gate wait (cpclient.Gate.Await, the real
 //	    RequestApproval + WatchApproval path) returned APPROVED; p50/p99/max. On one replica,
 //	    and across two (Approve through B, the waiter on A): two Servers in-process, over one
 //	    SQLite store, or over two stores opened on one PostgreSQL database.
 //	    Target: p99 <= 50 ms.
-//	go test -run '^$' -bench 'BenchmarkIssue10_ServeRSS' -benchtime 1x -timeout 20m ./controlplane/server/
+//	go test -run '^$' -bench 'BenchmarkServeRSSByDatabase' -benchtime 1x -timeout 20m ./controlplane/server/
 //	    a real `rbook serve` loaded with 10,000 runs x 50 transitions over gRPC (50 loaders,
 //	    RecordTransitions batches of 10); VmRSS/VmHWM of the serve process after the load and
 //	    after a ListRuns pagination over every run and 10 WatchRun replays. Target: <= 150 MiB.
@@ -62,7 +62,7 @@ func psql(dsn, sql string) (string, error) {
 
 // pgBenchDB creates an empty database rbook_bench_<n> on the server RBOOK_TEST_POSTGRES_URL
 // names and returns its DSN; it is dropped (WITH (FORCE)) when tb ends. It skips without the
-// variable (D10-7) or without psql (the client that creates it).
+// variable or without psql (the client that creates it).
 func pgBenchDB(tb testing.TB) string {
 	tb.Helper()
 	base := os.Getenv("RBOOK_TEST_POSTGRES_URL")
@@ -95,7 +95,7 @@ var (
 )
 
 // requirePGStore skips unless this build's `rbook serve --db postgres://…` really stores in
-// PostgreSQL (issue 10, item 1): it starts one serve on a scratch database, in a scratch
+// PostgreSQL: it starts one serve on a scratch database, in a scratch
 // working folder (an older build takes the DSN for a SQLite path and creates it there), and
 // checks that schema_migrations appeared in the database. Probed once per test binary.
 func requirePGStore(tb testing.TB) {
@@ -162,11 +162,11 @@ func startServeOn(tb testing.TB, backend string) *serveProc {
 	return p
 }
 
-// BenchmarkIssue10_RecordTransitionsGRPC is issue 10, item 5 "transitions/s over gRPC with
+// BenchmarkRecordTransitionsGRPCByDatabase measures the target "transitions/s over gRPC with
 // 50 concurrent runs (SQLite, PostgreSQL)": b.N counts transitions; every one is committed
 // before its call returns. Metrics: transitions/s, call-p50/p99-ms, server-cpu-us/op (the
 // serve process's user+system CPU per transition).
-func BenchmarkIssue10_RecordTransitionsGRPC(b *testing.B) {
+func BenchmarkRecordTransitionsGRPCByDatabase(b *testing.B) {
 	const runs = 50
 	for _, backend := range benchBackends {
 		for _, size := range []int{1, 10, 100} {
@@ -205,7 +205,7 @@ type replicas struct{ A, B string }
 // (h2c), as two replicas: on SQLite both over one store (SQLite allows one serving process
 // per file, so its two-replica case is in-process, sharing the store), on PostgreSQL each
 // over its own store.Open of one database dsn (their only link is the database: its rows
-// and its notifications, DESIGN D10-4). Closed when tb ends.
+// and its notifications, docs/decisions/change-fanout.md). Closed when tb ends.
 func inProcessReplicas(tb testing.TB, backend string) replicas {
 	tb.Helper()
 	urls := serveInProcess(tb, backend, 2)
@@ -271,12 +271,12 @@ func (w watchOpened) WatchApproval(ctx context.Context, req *rbookv1.WatchApprov
 	return s, err
 }
 
-// BenchmarkIssue10_ApproveToResumed is issue 10, item 5 "Approve → resumed p99, on one
+// BenchmarkApproveToResumed measures the target "Approve → resumed p99, on one
 // replica and across two": each iteration opens a gate through the executor's real gate path
 // (cpclient.Gate.Await on replica A), waits until its WatchApproval is open, then times the
 // Approve RPC sent through replica B until Await returned APPROVED. Metrics: p50-ms, p99-ms,
 // max-ms, approve-rpc-p99-ms (the Approve call alone).
-func BenchmarkIssue10_ApproveToResumed(b *testing.B) {
+func BenchmarkApproveToResumed(b *testing.B) {
 	for _, backend := range benchBackends {
 		b.Run(backend+"/one-replica", func(b *testing.B) {
 			p := startServeOn(b, backend)
@@ -334,7 +334,7 @@ func benchApproveToResumed(b *testing.B, r replicas) {
 		case res = <-done:
 		case <-time.After(10 * time.Second):
 			cancel()
-			b.Fatalf("gate %d: the waiter on %s did not resume within 10s of the Approve through %s (a change on one replica must reach the other's watchers: issue 10, item 2)", i, r.A, r.B)
+			b.Fatalf("gate %d: the waiter on %s did not resume within 10s of the Approve through %s (a change on one replica must reach the other's watchers)", i, r.A, r.B)
 		}
 		lat = append(lat, time.Since(began))
 		b.StopTimer()
@@ -350,13 +350,13 @@ func benchApproveToResumed(b *testing.B, r replicas) {
 	b.ReportMetric(rpc99, "approve-rpc-p99-ms")
 }
 
-// BenchmarkIssue10_ServeRSS is issue 10, item 5 "control-plane RSS holding 10,000 runs × 50
+// BenchmarkServeRSSByDatabase measures the target "control-plane RSS holding 10,000 runs × 50
 // transitions (SQLite and PostgreSQL)": 50 loaders each take runs from a queue, StartRun and
 // record the run's 50 transitions as RecordTransitions batches of 10 over grpc-go. Then every
 // run is listed (ListRuns, pages of 500) and 10 runs are replayed with WatchRun at once.
 // Metrics (MiB, from /proc/PID/status of the serve process): load-rss, load-peak (VmHWM after
 // the load), rss and peak-rss (after the reads); load-transitions/s.
-func BenchmarkIssue10_ServeRSS(b *testing.B) {
+func BenchmarkServeRSSByDatabase(b *testing.B) {
 	const runs, perRun, batch, loaders, watchers = 10_000, 50, 10, 50, 10
 	for _, backend := range benchBackends {
 		b.Run(backend, func(b *testing.B) {

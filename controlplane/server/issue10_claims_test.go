@@ -32,7 +32,7 @@ func waitPG(t *testing.T, db *sql.DB, what, query string, args ...any) {
 	}
 }
 
-// Issue 10, item 2 (D10-5; the replicas helper's finding): replica A claims a
+// Replica A claims a
 // deployment_review delivery and is killed with kill -9 before its effect commits (its
 // vote is blocked on the gate's row lock, held by the test). The delivery is not lost:
 // a redelivery to B while A's claim's lease runs is answered 409 (not "already

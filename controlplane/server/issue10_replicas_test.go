@@ -1,8 +1,8 @@
 package server_test
 
-// Issue 10, item 2 (ISSUE10-DECISIONS D10-4, D10-5): two `rbook serve` replicas on one
+// Two `rbook serve` replicas on one
 // PostgreSQL database. Each test creates its own database from RBOOK_TEST_POSTGRES_URL and
-// skips with D10-7's message without it.
+// skips with docs/decisions/postgres-tests.md's message without it.
 
 import (
 	"context"
@@ -27,7 +27,7 @@ import (
 )
 
 // newPGDatabase creates database rbook_t_<random> from RBOOK_TEST_POSTGRES_URL, drops it
-// WITH (FORCE) when the test ends, and returns its DSN (D10-7).
+// WITH (FORCE) when the test ends, and returns its DSN.
 func newPGDatabase(t testing.TB) string {
 	t.Helper()
 	base := os.Getenv("RBOOK_TEST_POSTGRES_URL")

@@ -1,6 +1,6 @@
 package server_test
 
-// Issue 10, new-user finding 4 ("ux10"): health and errors while the control plane's
+// Health and errors while the control plane's
 // PostgreSQL database is unreachable. The database is cut by a TCP proxy between the
 // server and PostgreSQL (its port refuses connections and every open connection is cut,
 // as when PostgreSQL stops), then restored on the same port.

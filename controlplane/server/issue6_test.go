@@ -18,7 +18,7 @@ import (
 	"github.com/rbookhq/rbook-action/gen/rbook/v1/rbookv1connect"
 )
 
-// Executors write only their own runs (issue 6, item 1.3): with auth on, executor e2 cannot
+// Executors write only their own runs: with auth on, executor e2 cannot
 // record a transition on e1's run (even holding e1's owner id and epoch), cannot open its gate
 // and so never sees its token, cannot renew its lease or cancel it, and cannot resume it;
 // GetRun shows the owner identity.
@@ -69,7 +69,7 @@ func TestExecutorsWriteOnlyTheirOwnRuns(t *testing.T) {
 	}
 }
 
-// A zombie executor never writes again (issue 6, item 1.2; DESIGN D12): after another owner
+// A zombie executor never writes again: after another owner
 // took the run over (its lease expired), the old owner's transitions, gates and renewals get
 // E_LEASE_LOST over Connect and gRPC alike, and a fresh executor's StartRun of a live run gets
 // E_RUN_OWNED, never the run.
@@ -125,7 +125,7 @@ func TestZombieExecutorIsFenced(t *testing.T) {
 	}
 }
 
-// Limits hold at the server (issue 6, item 1.8): an evidence output over 64 KiB (plus the
+// Limits hold at the server: an evidence output over 64 KiB (plus the
 // executor's truncation note) is refused, and GetRun / GetEvidencePack of a run far larger
 // than 4 MiB come in pages that a stock grpc-go client (4 MiB receive limit) reads whole.
 func TestServerLimitsAndPaging(t *testing.T) {

@@ -224,7 +224,7 @@ func TestServeRefusesPolicyThatDoesNotCompile(t *testing.T) {
 	}
 }
 
-// Tokens on playbook gates (seed "Approval tokens"; D9): a well-signed token that matches no
+// Tokens on playbook gates: a well-signed token that matches no
 // approval is E_APPROVAL_NOT_FOUND; a decided one is E_APPROVAL_ALREADY_DECIDED by Approve and
 // by Reject.
 func TestTokenErrorsOnPlaybookGates(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// Hostile inputs of issue 10's break10 pass, on both dialects in one run: SQLite always,
+// Inputs one dialect takes and the other refuses, checked on both dialects in one run: SQLite always,
 // PostgreSQL when RBOOK_TEST_POSTGRES_URL is set (newPGDatabase skips otherwise).
 
 // forBothDialects runs fn on a fresh SQLite file and on a fresh PostgreSQL database.

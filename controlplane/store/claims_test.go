@@ -22,7 +22,7 @@ func (c *manualClock) add(d time.Duration) {
 	c.t = c.t.Add(d)
 }
 
-// Issue 10, item 2 (D10-5; replicas helper's finding): a webhook delivery's claim is a
+// A webhook delivery's claim is a
 // lease. Claimed and not finished (its replica died), a redelivery within the lease is held
 // and the delivery is not "seen"; past the lease the next claim takes it over; finished, it
 // is a duplicate. Runs on the suite's backend (SQLite, or PostgreSQL with
@@ -130,7 +130,7 @@ func TestWebhookClaimExpiresAndIsTakenOver(t *testing.T) {
 	}
 }
 
-// Issue 10, item 2 (D10-5): two replicas taking over one expired claim at the same moment:
+// Two replicas taking over one expired claim at the same moment:
 // exactly one gets it (the conditional UPDATE), the other sees it held.
 func TestPGWebhookClaimTakeoverOnce(t *testing.T) {
 	t.Parallel()

@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// Issue 8, item 1: a delivery id is recorded once; a replay reports false and keeps the first row.
+// A delivery id is recorded once; a replay reports false and keeps the first row.
 func TestGitHubDeliveryRecordedOnce(t *testing.T) {
 	s, _ := openTest(t)
 	ctx := context.Background()

@@ -1,6 +1,6 @@
 package store
 
-// Issue 10, new-user findings 2 and 3 ("ux10"): what Open takes as a PostgreSQL DSN, what it
+// What Open takes as a PostgreSQL DSN, what it
 // refuses, that a password is never printed, the connection errors' single cause and next
 // step, and the migration versions Open reports.
 

@@ -27,7 +27,7 @@ func (c *movableClock) Advance(d time.Duration) {
 	c.mu.Unlock()
 }
 
-// The lease with a fencing epoch (issue 6, item 1.2; DESIGN D12): another owner id never
+// The lease with a fencing epoch: another owner id never
 // adopts a live run, take-over waits for the lease to expire and bumps the epoch, and from
 // then on the old owner cannot write, replay, renew or open a gate.
 func TestLeaseAndFencingEpoch(t *testing.T) {
@@ -106,7 +106,7 @@ func TestLeaseAndFencingEpoch(t *testing.T) {
 	}
 }
 
-// Executors write only their own runs (issue 6, item 1.3): with an identity in the fence, or
+// Executors write only their own runs: with an identity in the fence, or
 // RequireOwner on StartRun, another identity is refused even with the owner id.
 func TestOwnerIdentity(t *testing.T) {
 	t.Parallel()
@@ -136,8 +136,7 @@ func TestOwnerIdentity(t *testing.T) {
 	}
 }
 
-// A stale epoch is E_LEASE_LOST even for a seq already stored (hostile test of issue 6, item
-// 1.2): two copies of one state file share an owner id; when one resumes (epoch 2) and writes
+// A stale epoch is E_LEASE_LOST even for a seq already stored: two copies of one state file share an owner id; when one resumes (epoch 2) and writes
 // seq 2, the other, still at epoch 1, sending its own different seq 2 is a zombie — the
 // answer is ErrLeaseLost ("another executor resumed the run"), not ErrConflict, which would
 // tell it that its own record is inconsistent. An identical replay at the old epoch stays a
@@ -170,7 +169,7 @@ func TestStaleEpochReplayIsLeaseLost(t *testing.T) {
 }
 
 // Another executor identity gets nothing back from a run it does not own, not even a
-// replay's answer (hostile test of issue 6, item 1.3): e2 presenting e1's owner id for a seq
+// replay's answer: e2 presenting e1's owner id for a seq
 // e1 stored gets ErrNotOwner, not Duplicate (or ErrConflict for other content), so it cannot
 // probe e1's record through RecordTransition.
 func TestForeignIdentityReplayIsRefused(t *testing.T) {

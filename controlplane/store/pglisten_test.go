@@ -10,8 +10,9 @@ import (
 	"time"
 )
 
-// Issue 10, item 2: the change fan-out between two Stores on one PostgreSQL database
-// (pglisten.go, D10-4). These tests always run on PostgreSQL (skipped with D10-7's message
+// The change fan-out between two Stores on one PostgreSQL database
+// (pglisten.go, docs/decisions/change-fanout.md). These tests always run on PostgreSQL
+// (skipped with docs/decisions/postgres-tests.md's message
 // without RBOOK_TEST_POSTGRES_URL), whatever RBOOK_TEST_STORE says.
 
 // openReplicas opens two Stores, A and B, on one fresh PostgreSQL database, sharing a clock.
@@ -355,8 +356,8 @@ func TestTwoOfNVotesOnTwoReplicasBothCount(t *testing.T) {
 }
 
 // A batch whose first transition is written deferred (pgdefer.go) and whose next one changes
-// the run's status (a gate opens) must leave the run at the later seq: found by the issue 10
-// acceptance test (E_SEQ_GAP after the demo's gate).
+// the run's status (a gate opens) must leave the run at the later seq (it once ended in
+// E_SEQ_GAP after the demo's gate).
 func TestDeferredTransitionThenStatusChangeKeepsLastSeq(t *testing.T) {
 	a, _, _ := openReplicas(t)
 	ctx := context.Background()

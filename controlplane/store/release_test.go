@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Issue 8, item 4: ReleaseLease ends the lease now, so a take-over succeeds at once at the
+// ReleaseLease ends the lease now, so a take-over succeeds at once at the
 // next epoch (without it: ErrLeaseHeld), and the releasing executor's fence is then lost.
 func TestReleaseLeaseLetsATakeOverInAtOnce(t *testing.T) {
 	s, _ := openTest(t)
@@ -41,7 +41,7 @@ func TestReleaseLeaseLetsATakeOverInAtOnce(t *testing.T) {
 	}
 }
 
-// Issue 8: a reported workflow run is kept on the run (the last StartRun's) and on an
+// A reported workflow run is kept on the run (the last StartRun's) and on an
 // approval; a field over MaxWorkflowRunField bytes, or one without a repository, is refused.
 func TestReportedWorkflowRunIsStoredAndCapped(t *testing.T) {
 	s, _ := openTest(t)

@@ -17,7 +17,7 @@ func twoOfN(t *testing.T, s *Store, id string, m int) Approval {
 	return mustCreateApproval(t, s, na)
 }
 
-// Issue 7, item 4: the captured policy and every vote are stored; a second approval by the
+// The captured policy and every vote are stored; a second approval by the
 // same identity counts once; the M-th distinct approval opens the gate, naming every approver
 // in vote order with the deciding vote's reason.
 func TestStoreTalliesDistinctApprovals(t *testing.T) {
@@ -56,7 +56,7 @@ func TestStoreTalliesDistinctApprovals(t *testing.T) {
 	}
 }
 
-// Issue 7, item 4: one reject by an allowed approver rejects a gate that needs more approvals.
+// One reject by an allowed approver rejects a gate that needs more approvals.
 func TestStoreRejectRejectsAtOnce(t *testing.T) {
 	t.Parallel()
 	s, _ := openTest(t)
@@ -74,7 +74,7 @@ func TestStoreRejectRejectsAtOnce(t *testing.T) {
 	}
 }
 
-// Issue 7, item 4: an Authorize refusal writes nothing.
+// An Authorize refusal writes nothing.
 func TestStoreAuthorizeRefusalWritesNothing(t *testing.T) {
 	t.Parallel()
 	s, _ := openTest(t)
@@ -93,7 +93,7 @@ func TestStoreAuthorizeRefusalWritesNothing(t *testing.T) {
 	}
 }
 
-// Issue 7, item 4: distinct approvers voting at once on a 2-of-N gate end with it APPROVED
+// Distinct approvers voting at once on a 2-of-N gate end with it APPROVED
 // exactly once, by exactly two votes; everyone after gets ErrAlreadyDecided.
 func TestStoreConcurrentVotesDecideOnce(t *testing.T) {
 	t.Parallel()
@@ -157,7 +157,7 @@ func TestStoreConcurrentVotesDecideOnce(t *testing.T) {
 	}
 }
 
-// Issue 7, item 4: the deadline timer decides a gate rejected, "timed out after …", with
+// The deadline timer decides a gate rejected, "timed out after …", with
 // decided_by_source "deadline", never leaving it pending.
 func TestStoreExpiryRejectsTimedOut(t *testing.T) {
 	t.Parallel()
@@ -202,7 +202,7 @@ func TestTimedOutReasonRoundsUp(t *testing.T) {
 	}
 }
 
-// Issue 7, items 4 and 5: Authorize sees the run's starter: started_by and the GitHub actor
+// Authorize sees the run's starter: started_by and the GitHub actor
 // of the OIDC job that started it, for four-eyes against that actor.
 func TestStoreAuthorizeSeesTheGitHubActor(t *testing.T) {
 	t.Parallel()

@@ -139,7 +139,7 @@ func approved() ghfake.Delivery {
 		JobRuns: []ghfake.JobRun{{ID: 5, Name: "deploy", Environment: "production"}}})
 }
 
-// Issue 8, item 1: a bad signature is 401, the handler is not called, nothing is recorded,
+// A bad signature is 401, the handler is not called, nothing is recorded,
 // and the refusal is logged without the secret or the body.
 func TestBadSignatureRefused(t *testing.T) {
 	f := newFixture(t)
@@ -169,7 +169,7 @@ func TestBadSignatureRefused(t *testing.T) {
 	}
 }
 
-// Issue 8, item 1: a replayed delivery id is 200 and the handler runs once.
+// A replayed delivery id is 200 and the handler runs once.
 func TestReplayedDeliveryProcessedOnce(t *testing.T) {
 	f := newFixture(t)
 	d := approved()
@@ -211,7 +211,7 @@ func TestReplayedDeliveryProcessedOnce(t *testing.T) {
 	}
 }
 
-// Issue 8, item 1: an unknown event (and ping) is acknowledged with 200, ignored, not recorded.
+// An unknown event (and ping) is acknowledged with 200, ignored, not recorded.
 func TestUnknownEventIgnored(t *testing.T) {
 	f := newFixture(t)
 	for _, ev := range []string{"ping", "push", "installation"} {
@@ -233,7 +233,7 @@ func TestUnknownEventIgnored(t *testing.T) {
 	}
 }
 
-// Issue 8, item 1: a body over MaxBodyBytes is refused with 413; one at the cap is read.
+// A body over MaxBodyBytes is refused with 413; one at the cap is read.
 func TestOversizedBodyRefused(t *testing.T) {
 	f := newFixture(t)
 	pad := func(n int) []byte {
@@ -254,7 +254,7 @@ func TestOversizedBodyRefused(t *testing.T) {
 	}
 }
 
-// Issue 8, item 1: missing event or delivery headers, a non-JSON content type and GET are refused.
+// Missing event or delivery headers, a non-JSON content type and GET are refused.
 func TestMissingHeadersRefused(t *testing.T) {
 	f := newFixture(t)
 	d := approved()
@@ -286,7 +286,7 @@ func TestMissingHeadersRefused(t *testing.T) {
 	}
 }
 
-// Issue 8, item 1: a handler error answers 500 and leaves the delivery unrecorded; GitHub's
+// A handler error answers 500 and leaves the delivery unrecorded; GitHub's
 // redelivery (same id) is then processed and recorded.
 func TestHandlerErrorThenRedelivery(t *testing.T) {
 	f := newFixture(t)
@@ -320,7 +320,7 @@ func TestHandlerErrorThenRedelivery(t *testing.T) {
 	}
 }
 
-// Issue 8, item 1: deployment_review "requested" carries "requestor" in the payload; the
+// A deployment_review "requested" carries "requestor" in the payload; the
 // endpoint fills go-github's Requester from it, acknowledges it and does not call the
 // handler (nothing to decide), recording it so a replay is a no-op.
 func TestReviewRequestedRequestor(t *testing.T) {
@@ -335,7 +335,7 @@ func TestReviewRequestedRequestor(t *testing.T) {
 	}
 }
 
-// Issue 8, item 1: New refuses a short secret and missing dependencies.
+// New refuses a short secret and missing dependencies.
 func TestNewRefusesShortSecret(t *testing.T) {
 	if _, err := webhook.New([]byte("short"), nil, webhook.LogHandler{}, nil); err == nil || !strings.Contains(err.Error(), "at least 16") {
 		t.Fatalf("short secret: %v", err)
