@@ -65,8 +65,8 @@ func TestFiveWorkspacesOneRunbook(t *testing.T) {
 }
 
 // A zombie executor can never write again, and taking a run over is explicit
-// (docs/decisions/leases-and-fencing.md): executor A waits at the gate and is frozen (SIGSTOP); a second workspace
-// holding the run's state under another owner id is refused (E_RUN_OWNED, with the
+// (docs/decisions/leases-and-fencing.md): executor A waits at the gate and is frozen (SIGSTOP); a
+// second workspace holding the run's state under another owner id is refused (E_RUN_OWNED, with the
 // --take-over hint), may take it over only once A's lease expired, and completes the run; A,
 // thawed, is fenced (E_LEASE_LOST) and halts without writing to the control plane.
 func TestTakeOverFencesTheZombie(t *testing.T) {
@@ -164,12 +164,12 @@ func waitLine(p *proc, subs ...string) <-chan string {
 	return ch
 }
 
-// A take-over checks the lease even when the state file was copied as it is: the documented way to continue a run from another workspace is to
-// restore its state file there — owner id included — and run with --take-over. That must
-// not pass as the owner resuming: while executor A is alive at its gate (its lease live),
-// B's plain run is refused with E_RUN_OWNED (the owner id belongs to A's workspace), B's
-// --take-over with E_LEASE_HELD, the lease stays A's at epoch 1, and A completes the run
-// undisturbed.
+// A take-over checks the lease even when the state file was copied as it is: the documented way to
+// continue a run from another workspace is to restore its state file there — owner id included —
+// and run with --take-over. That must not pass as the owner resuming: while executor A is alive at
+// its gate (its lease live), B's plain run is refused with E_RUN_OWNED (the owner id belongs to A's
+// workspace), B's --take-over with E_LEASE_HELD, the lease stays A's at epoch 1, and A completes
+// the run undisturbed.
 func TestTakeOverOfACopiedStateFileChecksTheLease(t *testing.T) {
 	a := workdir(t)
 	url := serveCP(t, a)

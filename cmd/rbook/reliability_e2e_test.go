@@ -317,7 +317,8 @@ func restartRunbook(name string, deploys int) string {
 // every run's transitions exactly as its state file does. Seen before: 116 of 350 runs
 // halted on a restart of under 2 s.
 func TestControlPlaneRestartsDuringRuns(t *testing.T) {
-	// restartEvery counts RecordTransitions calls, each carrying what the sender had queued: far fewer calls than transitions.
+	// restartEvery counts RecordTransitions calls, each carrying what the sender had queued: far
+	// fewer calls than transitions.
 	const workspaces, runsEach, deploys, restartEvery = 3, 3, 20, 5
 	cp := startServe(t, t.TempDir())
 	dirs := make([]string, workspaces)

@@ -219,11 +219,11 @@ func TestShimRunsTheReleaseBinaryAndForwardsSIGINT(t *testing.T) {
 	}
 }
 
-// benchmarkShim runs the Action's main.js to the end of a short rbook run (`rbook run` of a
-// runbook that does not exist: rbook starts, says so and exits 2), from a warm tool cache
-// (cold false: the first run fills it) or a fresh one per run (cold: download from the local
-// release server, verify, unpack). The target is "≤ 1 s from uses: to rbook running when the
-// release binary is cached" (docs/development.md, "Benchmarks"). Run: go test -run '^$' -bench Shim ./cmd/rbook/
+// benchmarkShim runs the Action's main.js to the end of a short rbook run (`rbook run` of a runbook
+// that does not exist: rbook starts, says so and exits 2), from a warm tool cache (cold false: the
+// first run fills it) or a fresh one per run (cold: download from the local release server, verify,
+// unpack). The target is "≤ 1 s from uses: to rbook running when the release binary is cached"
+// (docs/development.md, "Benchmarks"). Run: go test -run '^$' -bench Shim ./cmd/rbook/
 func benchmarkShim(b *testing.B, cold bool) {
 	node, err := exec.LookPath("node")
 	if err != nil {

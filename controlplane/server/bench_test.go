@@ -185,9 +185,10 @@ func BenchmarkRecordTransitionsGRPC(b *testing.B) {
 	}
 }
 
-// benchRecordTransitions is the timed part of the RecordTransitions benchmarks: runs concurrent runs of perRun transitions each, sent as single
-// RecordTransition calls (size 1) or RecordTransitions batches of size, with the timer
-// running only around them. It reports transitions/s, call-p50-ms and call-p99-ms.
+// benchRecordTransitions is the timed part of the RecordTransitions benchmarks: runs concurrent
+// runs of perRun transitions each, sent as single RecordTransition calls (size 1) or
+// RecordTransitions batches of size, with the timer running only around them. It reports
+// transitions/s, call-p50-ms and call-p99-ms.
 func benchRecordTransitions(b *testing.B, c clients, cc *grpc.ClientConn, prefix string, runs, perRun, size int) {
 	b.ResetTimer()
 	began := time.Now()

@@ -136,11 +136,11 @@ func TestOwnerIdentity(t *testing.T) {
 	}
 }
 
-// A stale epoch is E_LEASE_LOST even for a seq already stored: two copies of one state file share an owner id; when one resumes (epoch 2) and writes
-// seq 2, the other, still at epoch 1, sending its own different seq 2 is a zombie — the
-// answer is ErrLeaseLost ("another executor resumed the run"), not ErrConflict, which would
-// tell it that its own record is inconsistent. An identical replay at the old epoch stays a
-// harmless duplicate (an outbox delivered after a restart).
+// A stale epoch is E_LEASE_LOST even for a seq already stored: two copies of one state file share
+// an owner id; when one resumes (epoch 2) and writes seq 2, the other, still at epoch 1, sending
+// its own different seq 2 is a zombie — the answer is ErrLeaseLost ("another executor resumed the
+// run"), not ErrConflict, which would tell it that its own record is inconsistent. An identical
+// replay at the old epoch stays a harmless duplicate (an outbox delivered after a restart).
 func TestStaleEpochReplayIsLeaseLost(t *testing.T) {
 	t.Parallel()
 	s, _ := openTest(t)

@@ -15,7 +15,8 @@ import (
 // "postgres", which needs RBOOK_TEST_POSTGRES_URL (see .ci/postgres) and gives each test a
 // fresh database.
 
-// pgSkipMessage is the skip message (docs/decisions/postgres-tests.md) for a PostgreSQL test without a server.
+// pgSkipMessage is the skip message (docs/decisions/postgres-tests.md) for a PostgreSQL test
+// without a server.
 const pgSkipMessage = "set RBOOK_TEST_POSTGRES_URL (see .ci/postgres) to run this PostgreSQL test"
 
 // testOnPostgres reports whether the suite runs against PostgreSQL (RBOOK_TEST_STORE=postgres).

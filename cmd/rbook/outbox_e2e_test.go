@@ -7,7 +7,8 @@ import (
 	"time"
 )
 
-// A run parked at a gate does not leave delivered transitions in its outbox: once the control plane acknowledged everything up to
+// A run parked at a gate does not leave delivered transitions in its outbox: once the
+// control plane acknowledged everything up to
 // gate_opened, the state file's outbox is empty, so an executor killed at the gate leaves a
 // state file that `rbook status` reads truthfully — no "Undelivered:" line for transitions
 // the control plane holds. (Before, the acknowledgements reached the file only with the next

@@ -1,7 +1,8 @@
 package main
 
-// End-to-end tests of the state folder: no final run without its evidence pack, and
-// (symlinked state folders, --templates, stale temp files), driving the built binary.
+// End-to-end tests of the state folder: no final run without its evidence pack, and the
+// folder's odd shapes (symlinked state folders, --templates, stale temp files), driving the
+// built binary.
 
 import (
 	"encoding/json"

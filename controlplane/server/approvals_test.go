@@ -487,8 +487,8 @@ func TestGateDeadlineAndCancelRunKillTheToken(t *testing.T) {
 	ctx := context.Background()
 
 	t.Run("deadline", func(t *testing.T) {
-		startRun(t, c, "A04-deadline")
-		a, tok := gate(t, c, "A04-deadline", 1500*time.Millisecond)
+		startRun(t, c, "gate-deadline")
+		a, tok := gate(t, c, "gate-deadline", 1500*time.Millisecond)
 		w, _ := watchApproval(t, c, a.GetApprovalId())
 		last := lastApproval(t, w)
 		// Decided rejected, "timed out after <deadline - requested_at>".
@@ -512,7 +512,7 @@ func TestGateDeadlineAndCancelRunKillTheToken(t *testing.T) {
 	})
 
 	t.Run("cancel", func(t *testing.T) {
-		const id = "A04-cancel"
+		const id = "gate-cancel"
 		startRun(t, c, id)
 		record(t, c, transition(id, 1, 0))
 		a, tok := gate(t, c, id, time.Hour)
@@ -581,7 +581,7 @@ func TestGateDeadlineAndCancelRunKillTheToken(t *testing.T) {
 	})
 
 	t.Run("final transition closes gates", func(t *testing.T) {
-		const id = "A04-finished"
+		const id = "gate-finished"
 		startRun(t, c, id)
 		a, tok := gate(t, c, id, time.Hour)
 		w, _ := watchApproval(t, c, a.GetApprovalId())

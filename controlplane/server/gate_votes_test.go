@@ -17,8 +17,8 @@ import (
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
 )
 
-// breakAuth: an executor, four approvers of group sre, one outside it, a viewer.
-const breakAuth = `ci-bot executor exec-token-0123456789
+// votesAuth: an executor, four approvers of group sre, one outside it, a viewer.
+const votesAuth = `ci-bot executor exec-token-0123456789
 alice  approver alice-token-0123456789 groups=sre
 bob    approver bob-token-0123456789   groups=sre
 carol  approver carol-token-0123456789 groups=sre
@@ -27,16 +27,16 @@ erin   approver erin-token-0123456789
 vic    viewer   vic-token-0123456789
 `
 
-// breakPolicy: gate "approve" of "demo" needs 2 of group sre.
-const breakPolicy = `rules:
+// votesPolicy: gate "approve" of "demo" needs 2 of group sre.
+const votesPolicy = `rules:
   - runbook: demo
     gate: approve
     approvals: 2
     approvers: ["group:sre"]
 `
 
-// startBreak runs rbook serve with auth and policy text on db ("" for a new one).
-func startBreak(t *testing.T, authText, policyText, db string) *serveProc {
+// startVotesServe runs rbook serve with auth and policy text on db ("" for a new one).
+func startVotesServe(t *testing.T, authText, policyText, db string) *serveProc {
 	t.Helper()
 	dir := t.TempDir()
 	auth, policy := filepath.Join(dir, "auth"), filepath.Join(dir, "gates.yaml")
@@ -69,7 +69,7 @@ func getApproval(t *testing.T, c clients, id string) *rbookv1.Approval {
 // An approver who approved a 2-of-N gate and then rejects it
 // rejects it (one vote per identity, the reject replaces the approve); it was E_INTERNAL.
 func TestApproveThenRejectBySameIdentity(t *testing.T) {
-	p := startBreak(t, breakAuth, breakPolicy, "")
+	p := startVotesServe(t, votesAuth, votesPolicy, "")
 	exec, alice := asWho(p, "exec"), asWho(p, "alice")
 	startRun(t, exec, "R-ar")
 	a, _ := gate(t, exec, "R-ar", time.Hour)
@@ -87,7 +87,7 @@ func TestApproveThenRejectBySameIdentity(t *testing.T) {
 // a 3-of-4 gate: exactly one answer is APPROVED, the others PENDING or already decided, three
 // votes are stored and the approver list is the votes in their stored order (it was not).
 func TestConcurrentMofNVotesDecideOnce(t *testing.T) {
-	p := startBreak(t, breakAuth, strings.Replace(breakPolicy, "approvals: 2", "approvals: 3", 1), "")
+	p := startVotesServe(t, votesAuth, strings.Replace(votesPolicy, "approvals: 2", "approvals: 3", 1), "")
 	exec := asWho(p, "exec")
 	names := []string{"alice", "bob", "carol", "dave"}
 	for round := range 4 {
@@ -136,7 +136,7 @@ func TestConcurrentMofNVotesDecideOnce(t *testing.T) {
 // An approve racing a reject, a RUN_INTERRUPTED
 // (withdrawal) and a CancelRun: the approve succeeds exactly when the gate ends APPROVED.
 func TestApproveRacesRejectAndInterruptAndCancel(t *testing.T) {
-	p := startBreak(t, breakAuth, strings.Replace(breakPolicy, "approvals: 2", "approvals: 1", 1), "")
+	p := startVotesServe(t, votesAuth, strings.Replace(votesPolicy, "approvals: 2", "approvals: 1", 1), "")
 	exec, alice, bob := asWho(p, "exec"), asWho(p, "alice"), asWho(p, "bob")
 	ctx := context.Background()
 	for round := range 9 {
@@ -188,7 +188,7 @@ func TestApproveRacesRejectAndInterruptAndCancel(t *testing.T) {
 // An approve arriving at the deadline's instant: either it decided before the deadline, or
 // the gate is rejected as timed out and the approve was refused; never both, never pending.
 func TestApproveRacesDeadline(t *testing.T) {
-	p := startBreak(t, breakAuth, strings.Replace(breakPolicy, "approvals: 2", "approvals: 1", 1), "")
+	p := startVotesServe(t, votesAuth, strings.Replace(votesPolicy, "approvals: 2", "approvals: 1", 1), "")
 	exec, alice := asWho(p, "exec"), asWho(p, "alice")
 	startRun(t, exec, "R-dl")
 	a, _ := gate(t, exec, "R-dl", 1100*time.Millisecond)
@@ -214,7 +214,7 @@ func TestApproveRacesDeadline(t *testing.T) {
 
 // One identity approving from Connect and gRPC at once counts once.
 func TestSameIdentityTwoConnections(t *testing.T) {
-	p := startBreak(t, breakAuth, breakPolicy, "")
+	p := startVotesServe(t, votesAuth, votesPolicy, "")
 	exec := asWho(p, "exec")
 	for round := range 5 {
 		run := fmt.Sprintf("R-twice-%d", round)
@@ -244,7 +244,7 @@ func TestSameIdentityTwoConnections(t *testing.T) {
 // Viewer, executor and a non-member are refused by id; a
 // 1-of-2 gate that times out keeps its vote visible; its token and id are refused after.
 func TestNonApproverRolesRefusedAndExpiredGateKeepsVotes(t *testing.T) {
-	p := startBreak(t, breakAuth, breakPolicy, "")
+	p := startVotesServe(t, votesAuth, votesPolicy, "")
 	exec, alice, vic, erin := asWho(p, "exec"), asWho(p, "alice"), asWho(p, "vic"), asWho(p, "erin")
 	startRun(t, exec, "R-roles")
 	a, tok := gate(t, exec, "R-roles", 1500*time.Millisecond)
@@ -273,7 +273,7 @@ func TestNonApproverRolesRefusedAndExpiredGateKeepsVotes(t *testing.T) {
 // Approving a withdrawn gate says it was withdrawn;
 // the resumed run's new gate has the policy applied again and no votes.
 func TestWithdrawnGateThenResumedRunGetsAFreshGate(t *testing.T) {
-	p := startBreak(t, breakAuth, breakPolicy, "")
+	p := startVotesServe(t, votesAuth, votesPolicy, "")
 	exec, alice := asWho(p, "exec"), asWho(p, "alice")
 	ctx := context.Background()
 	startRun(t, exec, "R-wd")
@@ -298,14 +298,14 @@ func TestWithdrawnGateThenResumedRunGetsAFreshGate(t *testing.T) {
 // A policy edit (serve restarted on the same database) does
 // not change an open gate: the captured 2-of-sre holds.
 func TestPolicyEditDoesNotChangeAnOpenGate(t *testing.T) {
-	p := startBreak(t, breakAuth, breakPolicy, "")
+	p := startVotesServe(t, votesAuth, votesPolicy, "")
 	exec := asWho(p, "exec")
 	startRun(t, exec, "R-edit")
 	a, _ := gate(t, exec, "R-edit", time.Hour)
 	if err := p.stop(t); err != nil {
 		t.Logf("stop: %v", err)
 	}
-	q := startBreak(t, breakAuth, "rules:\n  - approvals: 1\n    starter_may_approve: true\n", p.DB)
+	q := startVotesServe(t, votesAuth, "rules:\n  - approvals: 1\n    starter_may_approve: true\n", p.DB)
 	_, err := approveByID(asWho(q, "erin"), a.GetApprovalId(), "", "")
 	wantCode(t, err, connect.CodePermissionDenied, "E_PERMISSION_DENIED")
 	got, err := approveByID(asWho(q, "alice"), a.GetApprovalId(), "", "")
@@ -318,7 +318,7 @@ func TestPolicyEditDoesNotChangeAnOpenGate(t *testing.T) {
 // an over-long reason and reasons with ESC, CR/LF, BEL or bidi controls are refused and
 // record nothing (they reached terminals and the runner's log raw).
 func TestMalformedApprovalIDsAndReasonsRecordNothing(t *testing.T) {
-	p := startBreak(t, breakAuth, breakPolicy, "")
+	p := startVotesServe(t, votesAuth, votesPolicy, "")
 	exec, alice := asWho(p, "exec"), asWho(p, "alice")
 	for _, id := range []string{"x", "a-", "../../etc/passwd", "a-" + strings.Repeat("z", 26) + "\x00", strings.Repeat("a", 257), "a-%", "'; DROP TABLE x; --"} {
 		_, err := approveByID(alice, id, "", "")
@@ -386,7 +386,7 @@ func TestAuthFileOneLoginOneApprover(t *testing.T) {
 func TestUnverifiedNamesDoNotCountTowardM(t *testing.T) {
 	dir := t.TempDir()
 	policy := filepath.Join(dir, "gates.yaml")
-	if err := os.WriteFile(policy, []byte(breakPolicy[:strings.Index(breakPolicy, "    approvers")]), 0o600); err != nil {
+	if err := os.WriteFile(policy, []byte(votesPolicy[:strings.Index(votesPolicy, "    approvers")]), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	p := startServe(t, "--gate-policy", policy)

@@ -15,9 +15,8 @@ func runSplitStdin(t *testing.T, dir, stdin string, args ...string) (stdout, std
 	return runSplitIn(t, dir, nil, strings.NewReader(stdin), args...)
 }
 
-// The playbook words a new user meets: every test runs
-// the built binary. Runbook strings are contracts (docs/spec/runbooks.md); each test also checks a runbook run
-// still says what it said.
+// The playbook words a new user meets: every test runs the built binary. Runbook strings are
+// contracts (docs/spec/runbooks.md); each test also checks a runbook run still says what it said.
 
 // TestPlaybookRunJSON: rbook playbook run -o json keeps the state-file keys
 // (run_status COMPLETED/FAILED, runbook_name, total_steps) and adds kind "playbook", name,
@@ -168,8 +167,8 @@ func TestPlaybookHelpSpeaksPlainly(t *testing.T) {
 	}
 }
 
-// TestPlaybookValidateOutputMatchesRbookValidate: rbook playbook validate prints issues on stderr and
-// one line per file on stdout, and exits 2 on issues (as rbook validate); -o json lists each
+// TestPlaybookValidateOutputMatchesRbookValidate: rbook playbook validate prints issues on stderr
+// and one line per file on stdout, and exits 2 on issues (as rbook validate); -o json lists each
 // file with ok, name, nodes, hash and every issue with its line.
 func TestPlaybookValidateOutputMatchesRbookValidate(t *testing.T) {
 	dir := playbookWorkdir(t)

@@ -11,8 +11,8 @@ import (
 	"time"
 )
 
-// Inputs one dialect takes and the other refuses, checked on both dialects in one run: SQLite always,
-// PostgreSQL when RBOOK_TEST_POSTGRES_URL is set (newPGDatabase skips otherwise).
+// Inputs one dialect takes and the other refuses, checked on both dialects in one run: SQLite
+// always, PostgreSQL when RBOOK_TEST_POSTGRES_URL is set (newPGDatabase skips otherwise).
 
 // forBothDialects runs fn on a fresh SQLite file and on a fresh PostgreSQL database.
 func forBothDialects(t *testing.T, fn func(t *testing.T, s *Store)) {

@@ -72,9 +72,9 @@ func TestResumeKeepsTheStateFilesControlPlaneList(t *testing.T) {
 	}
 }
 
-// TestResumeOnAnotherControlPlaneSaysTheLinkChanges: resuming with an explicit other control plane says that the
-// run's link changes (from the state file's list to the new URL) and how to go back, before
-// the state file records the new one.
+// TestResumeOnAnotherControlPlaneSaysTheLinkChanges: resuming with an explicit other control plane
+// says that the run's link changes (from the state file's list to the new URL) and how to go back,
+// before the state file records the new one.
 func TestResumeOnAnotherControlPlaneSaysTheLinkChanges(t *testing.T) {
 	dir := workdir(t)
 	cp := startServe(t, dir)

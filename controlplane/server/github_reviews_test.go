@@ -47,7 +47,8 @@ func (s *ghServe) ruleFor(t *testing.T, ghRun, dep int64, env string) {
 	}
 }
 
-// waitLog waits (up to 30 s, woken by each write to the log) until the serve log holds n occurrences of every one of want.
+// waitLog waits (up to 30 s, woken by each write to the log) until the serve log holds n
+// occurrences of every one of want.
 func (s *ghServe) waitLog(t *testing.T, n int, want ...string) {
 	t.Helper()
 	expired := time.After(30 * time.Second)
@@ -165,8 +166,8 @@ func TestVerdictRefusedForeverIsGivenUp(t *testing.T) {
 	}
 }
 
-// Reviews that change nothing: a login outside the policy's approvers, a review of the right run but
-// another environment, and an approve and a reject delivered at once: the first two change
+// Reviews that change nothing: a login outside the policy's approvers, a review of the right run
+// but another environment, and an approve and a reject delivered at once: the first two change
 // nothing; of the racing two exactly one decides the gate, and GitHub gets that one verdict.
 func TestUnentitledOrMismatchedReviewsChangeNothing(t *testing.T) {
 	policy := filepath.Join(t.TempDir(), "gates.yaml")

@@ -1,11 +1,11 @@
 package main
 
-// Two `rbook serve` replicas on one PostgreSQL database behind
-// a small TCP proxy, driven with the real binary: the demo runs through replica A, waits at
-// its gate, is approved through replica B and completes while `rbook watch` on B sees every
-// transition; then replica A is killed with SIGKILL while a second run waits at its gate,
-// and that run completes through B with no transition lost or duplicated (read back from
-// the database). Skipped with docs/decisions/postgres-tests.md's message without RBOOK_TEST_POSTGRES_URL.
+// Two `rbook serve` replicas on one PostgreSQL database behind a small TCP proxy, driven with the
+// real binary: the demo runs through replica A, waits at its gate, is approved through replica B
+// and completes while `rbook watch` on B sees every transition; then replica A is killed with
+// SIGKILL while a second run waits at its gate, and that run completes through B with no transition
+// lost or duplicated (read back from the database). Skipped with docs/decisions/postgres-tests.md's
+// message without RBOOK_TEST_POSTGRES_URL.
 
 import (
 	"bufio"

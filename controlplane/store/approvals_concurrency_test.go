@@ -13,7 +13,7 @@ import (
 	"github.com/rbookhq/rbook-action/controlplane/approval"
 )
 
-// A01 at the store level: 50 writers record transitions concurrently while readers poll
+// At the store level, 50 writers record transitions concurrently while readers poll
 // GetRun/ListRuns and a subscriber plays WatchRun. No call fails (so no SQLITE_BUSY or
 // "database is locked" reaches a caller), every acknowledged transition is stored, in order
 // per run, and the subscriber sees each run's transitions in seq order.
@@ -142,7 +142,7 @@ func TestConcurrentWritersNoBusy(t *testing.T) {
 		float64(st.Requests)/float64(st.Commits), reads.Load())
 }
 
-// A02 at the store level: one gate, 50 concurrent decisions (approve and reject mixed,
+// At the store level, one gate, 50 concurrent decisions (approve and reject mixed,
 // as from two approvers and retries): exactly one wins, every other call gets
 // ErrAlreadyDecided, and the stored decision is the winner's.
 func TestConcurrentDecisionsExactlyOneWins(t *testing.T) {
@@ -208,7 +208,7 @@ func TestConcurrentDecisionsExactlyOneWins(t *testing.T) {
 	}
 }
 
-// A03 at the store and token level: a token is issued for (R1, gate g), its hash stored.
+// At the store and token level, a token is issued for (R1, gate g), its hash stored.
 // Verification comes first; then one compare-and-set decides. Items 3-7 of the case that are
 // purely about the token are in controlplane/approval.
 func TestTokenReplayAndBinding(t *testing.T) {
@@ -326,7 +326,7 @@ func TestTokenReplayAndBinding(t *testing.T) {
 	}
 }
 
-// A04 at the store level: an unanswered gate closes at its deadline and its token stops
+// At the store level, an unanswered gate closes at its deadline and its token stops
 // working; CancelRun while a gate waits closes the gate and leaves exactly one final status.
 func TestDeadlineAndCancelAtGate(t *testing.T) {
 	t.Parallel()
