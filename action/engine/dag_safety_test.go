@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -88,20 +89,7 @@ func TestGatePanicIsNodeFailure(t *testing.T) {
 // "notes.path exists", is skipped too instead of running without the notes; join, behind a
 // plain edge, still runs (a when-skipped dependency counts as done).
 func TestWhenAfterWhenSkippedNode(t *testing.T) {
-	src := `version: "1.0"
-name: x
-inputs:
-  - {name: channel, default: stable}
-nodes:
-  - {id: pkg, type: deterministic, command: x, args: []}
-  - {id: notes, type: deterministic, command: x, args: []}
-  - {id: publish-notes, type: deterministic, command: x, args: []}
-  - {id: join, type: deterministic, command: x, args: [], depends: [notes]}
-edges:
-  - {from: pkg, to: notes, when: {binding: channel, equals: nightly}}
-  - {from: notes, to: publish-notes, when: {binding: notes.path, exists: true}}
-`
-	plan, err := runbook.ParsePlaybook("p.cantbook", []byte(src))
+	plan, err := runbook.LoadPlaybook(filepath.Join("testdata", "when-after-when-skipped.cantbook"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,23 +34,40 @@ func TestExecutorsWriteOnlyTheirOwnRuns(t *testing.T) {
 	}
 	record(t, e1, transition("R-e1", 1, 0))
 
-	// e2 with e1's own owner id and epoch: refused as another identity.
-	_, err := e2.runs.RecordTransition(ctx, &rbookv1.RecordTransitionRequest{Transition: transition("R-e1", 2, rbookv1.RunStatus_RUN_STATUS_SUCCEEDED),
-		OwnerId: testOwner, Epoch: 1})
-	wantCode(t, err, connect.CodePermissionDenied, "E_PERMISSION_DENIED")
-	opened, err := e2.apps.RequestApproval(ctx, &rbookv1.RequestApprovalRequest{OwnerId: testOwner, Epoch: 1, RunId: "R-e1", StepName: "approve",
-		StepIndex: 1, Deadline: timestamppb.New(time.Now().Add(time.Hour)), PlanDigest: digest("plan")})
-	wantCode(t, err, connect.CodePermissionDenied, "E_PERMISSION_DENIED")
-	if opened.GetToken() != "" {
-		t.Fatal("e2 got a token for e1's gate")
+	// e2 with e1's own owner id and epoch: every write is refused as another identity.
+	for _, c := range []struct {
+		name string
+		call func(t *testing.T) error
+	}{
+		{"RecordTransition", func(*testing.T) error {
+			_, err := e2.runs.RecordTransition(ctx, &rbookv1.RecordTransitionRequest{Transition: transition("R-e1", 2, rbookv1.RunStatus_RUN_STATUS_SUCCEEDED),
+				OwnerId: testOwner, Epoch: 1})
+			return err
+		}},
+		{"RequestApproval", func(t *testing.T) error {
+			opened, err := e2.apps.RequestApproval(ctx, &rbookv1.RequestApprovalRequest{OwnerId: testOwner, Epoch: 1, RunId: "R-e1", StepName: "approve",
+				StepIndex: 1, Deadline: timestamppb.New(time.Now().Add(time.Hour)), PlanDigest: digest("plan")})
+			if opened.GetToken() != "" {
+				t.Fatal("e2 got a token for e1's gate")
+			}
+			return err
+		}},
+		{"RenewLease", func(*testing.T) error {
+			_, err := e2.runs.RenewLease(ctx, &rbookv1.RenewLeaseRequest{RunId: "R-e1", OwnerId: testOwner, Epoch: 1})
+			return err
+		}},
+		{"CancelRun", func(*testing.T) error {
+			_, err := e2.runs.CancelRun(ctx, &rbookv1.CancelRunRequest{RunId: "R-e1"})
+			return err
+		}},
+		{"StartRun", func(*testing.T) error {
+			_, err := e2.runs.StartRun(ctx, &rbookv1.StartRunRequest{OwnerId: testOwner, RunId: "R-e1", Name: "demo", ContentHash: digest("plan"),
+				SchemaHash8: "0123abcd", TotalSteps: 5})
+			return err
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) { wantCode(t, c.call(t), connect.CodePermissionDenied, "E_PERMISSION_DENIED") })
 	}
-	_, err = e2.runs.RenewLease(ctx, &rbookv1.RenewLeaseRequest{RunId: "R-e1", OwnerId: testOwner, Epoch: 1})
-	wantCode(t, err, connect.CodePermissionDenied, "E_PERMISSION_DENIED")
-	_, err = e2.runs.CancelRun(ctx, &rbookv1.CancelRunRequest{RunId: "R-e1"})
-	wantCode(t, err, connect.CodePermissionDenied, "E_PERMISSION_DENIED")
-	_, err = e2.runs.StartRun(ctx, &rbookv1.StartRunRequest{OwnerId: testOwner, RunId: "R-e1", Name: "demo", ContentHash: digest("plan"),
-		SchemaHash8: "0123abcd", TotalSteps: 5})
-	wantCode(t, err, connect.CodePermissionDenied, "E_PERMISSION_DENIED")
 
 	// Nothing changed; e1 goes on, and its gate's token reaches only e1.
 	got, err := appr.runs.GetRun(ctx, &rbookv1.GetRunRequest{RunId: "R-e1"})
@@ -106,19 +123,30 @@ func TestZombieExecutorIsFenced(t *testing.T) {
 	if err != nil || took.GetCreated() || took.GetRun().GetLease().GetEpoch() != 2 {
 		t.Fatalf("take-over after the lease lapsed = %v, %v", took, err)
 	}
+	// The old owner (epoch 1) is a zombie: each of its writes is E_LEASE_LOST.
 	zombie := &rbookv1.RecordTransitionRequest{Transition: transition("R-z", 2, rbookv1.RunStatus_RUN_STATUS_SUCCEEDED), OwnerId: testOwner, Epoch: 1}
-	_, err = c.runs.RecordTransition(ctx, zombie)
-	wantCode(t, err, connect.CodeFailedPrecondition, "E_LEASE_LOST")
+	for _, z := range []struct {
+		name string
+		call func() error
+	}{
+		{"RecordTransition", func() error { _, err := c.runs.RecordTransition(ctx, zombie); return err }},
+		{"RequestApproval", func() error {
+			_, err := c.apps.RequestApproval(ctx, &rbookv1.RequestApprovalRequest{OwnerId: testOwner, Epoch: 1, RunId: "R-z", StepName: "approve",
+				StepIndex: 1, Deadline: timestamppb.New(time.Now().Add(time.Hour)), PlanDigest: digest("plan")})
+			return err
+		}},
+		{"RenewLease", func() error {
+			_, err := c.runs.RenewLease(ctx, &rbookv1.RenewLeaseRequest{RunId: "R-z", OwnerId: testOwner, Epoch: 1})
+			return err
+		}},
+	} {
+		t.Run(z.name, func(t *testing.T) { wantCode(t, z.call(), connect.CodeFailedPrecondition, "E_LEASE_LOST") })
+	}
 	var out rbookv1.RecordTransitionResponse
 	err = grpcConn(t, p.Addr).Invoke(ctx, rbookv1connect.RunServiceRecordTransitionProcedure, zombie, &out, grpc.WaitForReady(true))
 	if status.Code(err) != codes.FailedPrecondition || rbookCode(err) != "E_LEASE_LOST" {
 		t.Fatalf("grpc-go zombie transition: %v", err)
 	}
-	_, err = c.apps.RequestApproval(ctx, &rbookv1.RequestApprovalRequest{OwnerId: testOwner, Epoch: 1, RunId: "R-z", StepName: "approve",
-		StepIndex: 1, Deadline: timestamppb.New(time.Now().Add(time.Hour)), PlanDigest: digest("plan")})
-	wantCode(t, err, connect.CodeFailedPrecondition, "E_LEASE_LOST")
-	_, err = c.runs.RenewLease(ctx, &rbookv1.RenewLeaseRequest{RunId: "R-z", OwnerId: testOwner, Epoch: 1})
-	wantCode(t, err, connect.CodeFailedPrecondition, "E_LEASE_LOST")
 	if _, err := c.runs.RecordTransition(ctx, &rbookv1.RecordTransitionRequest{Transition: transition("R-z", 2, rbookv1.RunStatus_RUN_STATUS_SUCCEEDED),
 		OwnerId: other, Epoch: 2}); err != nil {
 		t.Fatalf("the new owner's transition: %v", err)

@@ -144,16 +144,20 @@ func approved() ghfake.Delivery {
 func TestBadSignatureRefused(t *testing.T) {
 	f := newFixture(t)
 	d := approved()
-	if code := f.post(t, d, []byte("not-the-webhook-secret-at-all!!"), nil); code != http.StatusUnauthorized {
-		t.Fatalf("wrong secret: status %d, want 401", code)
-	}
-	if code := f.post(t, d, testWebhookSecret, func(r *http.Request) { r.Header.Del("X-Hub-Signature-256") }); code != http.StatusUnauthorized {
-		t.Fatalf("no signature: status %d, want 401", code)
-	}
-	if code := f.post(t, d, testWebhookSecret, func(r *http.Request) {
-		r.Header.Set("X-Hub-Signature-256", "sha1="+strings.TrimPrefix(r.Header.Get("X-Hub-Signature-256"), "sha256="))
-	}); code != http.StatusUnauthorized {
-		t.Fatalf("sha1 signature: status %d, want 401", code)
+	for _, c := range []struct {
+		name   string
+		secret []byte
+		edit   func(*http.Request)
+	}{
+		{"wrong secret", []byte("not-the-webhook-secret-at-all!!"), nil},
+		{"no signature", testWebhookSecret, func(r *http.Request) { r.Header.Del("X-Hub-Signature-256") }},
+		{"sha1 signature", testWebhookSecret, func(r *http.Request) {
+			r.Header.Set("X-Hub-Signature-256", "sha1="+strings.TrimPrefix(r.Header.Get("X-Hub-Signature-256"), "sha256="))
+		}},
+	} {
+		if code := f.post(t, d, c.secret, c.edit); code != http.StatusUnauthorized {
+			t.Fatalf("%s: status %d, want 401", c.name, code)
+		}
 	}
 	if f.h.calls() != 0 || f.seen(t, d.ID) {
 		t.Fatalf("after refusals: handler calls %d, recorded %v; want 0, false", f.h.calls(), f.seen(t, d.ID))
