@@ -1,6 +1,7 @@
 package approval
 
 import (
+	"path/filepath"
 	"testing"
 )
 
@@ -8,12 +9,7 @@ import (
 // a default require-human rule can stop a gate.
 func trustAllPolicy(t *testing.T) *Policy {
 	t.Helper()
-	p, err := LoadPlaybookPolicy(writePolicy(t, `rules:
-  - name: trust-everything
-    when: "true"
-    action: auto-approve
-    reason: we trust this team
-`))
+	p, err := LoadPlaybookPolicy(filepath.Join("testdata", "trust-everything.policy.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,12 +28,7 @@ func defaultPolicy(t *testing.T) *Policy {
 // A gate guarding `git push` requires a human even when a
 // matching custom auto-approve rule comes first.
 func TestGitPushNeedsHumanDespiteCustomAutoApprove(t *testing.T) {
-	file := writePolicy(t, `rules:
-  - name: trust-everything
-    when: "true"
-    action: auto-approve
-    reason: we trust this team
-`)
+	file := filepath.Join("testdata", "trust-everything.policy.yaml")
 	p, err := LoadPlaybookPolicy(file)
 	if err != nil {
 		t.Fatal(err)
@@ -96,16 +91,7 @@ func TestRuleThatErrorsRequiresHuman(t *testing.T) {
 
 // A rule that does not compile is a load error naming the file, line and rule.
 func TestRuleThatDoesNotCompileIsLoadError(t *testing.T) {
-	file := writePolicy(t, `rules:
-  - name: fine
-    when: size(commands) == 1
-    action: require-human
-    reason: one command
-  - name: broken
-    when: commands.exists(c, c ==
-    action: auto-approve
-    reason: never
-`)
+	file := filepath.Join("testdata", "rule-does-not-compile.policy.yaml")
 	_, err := LoadPlaybookPolicy(file)
 	if err == nil {
 		t.Fatal("a rule that does not compile must be refused")

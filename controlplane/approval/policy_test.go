@@ -10,22 +10,9 @@ import (
 	"github.com/rbookhq/rbook-action/controlplane/approval"
 )
 
-const samplePolicy = `# two of group sre for prod deploy gates; the starter may approve staging
-rules:
-  - runbook: prod*
-    gate: confirm-*
-    approvals: 2
-    approvers: ["group:sre", alice, "github:octocat"]
-  - runbook: staging
-    starter_may_approve: true
-`
-
 // The first matching rule applies; no match is the four-eyes default.
 func TestGatePolicyMatching(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "gates.yaml")
-	if err := os.WriteFile(path, []byte(samplePolicy), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path := filepath.Join("testdata", "sample.gates.yaml")
 	p, err := approval.LoadGatePolicy(path)
 	if err != nil {
 		t.Fatal(err)
