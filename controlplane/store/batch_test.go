@@ -146,20 +146,24 @@ func TestStoreRefusalsWithNothingStored(t *testing.T) {
 	if _, err := s.RecordTransitions(context.Background(), batchOf("b4", 1, 3), fence1); err != nil {
 		t.Fatal(err)
 	}
-	b := batchOf("b4", 3, 4)
-	b[0].Message = "other"
-	if res, err := s.RecordTransitions(context.Background(), b, fence1); !errors.Is(err, ErrConflict) || res.Stored != 0 || res.AckedSeq != 3 {
-		t.Fatalf("conflict at the first = %+v, %v; want ErrConflict, acked 3", res, err)
-	}
-	if res, err := s.RecordTransitions(context.Background(), batchOf("b4", 6, 7), fence1); !errors.Is(err, ErrOutOfOrder) || res.AckedSeq != 3 {
-		t.Fatalf("gap = %+v, %v; want ErrOutOfOrder, acked 3", res, err)
-	}
-	stale := Fence{OwnerIDHash: fence1.OwnerIDHash, Epoch: 7}
-	if res, err := s.RecordTransitions(context.Background(), batchOf("b4", 4, 5), stale); !errors.Is(err, ErrLeaseLost) || res.AckedSeq != 0 {
-		t.Fatalf("stale epoch = %+v, %v; want ErrLeaseLost, acked 0", res, err)
-	}
-	if _, err := s.RecordTransitions(context.Background(), batchOf("nope", 1, 2), fence1); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("unknown run: %v, want ErrNotFound", err)
+	conflict := batchOf("b4", 3, 4)
+	conflict[0].Message = "other"
+	for _, c := range []struct {
+		name    string
+		batch   []Transition
+		fence   Fence
+		want    error
+		wantAck int64 // the acknowledged seq the refusal reports; -1: not asserted
+	}{
+		{"conflict at the first", conflict, fence1, ErrConflict, 3},
+		{"gap", batchOf("b4", 6, 7), fence1, ErrOutOfOrder, 3},
+		{"stale epoch", batchOf("b4", 4, 5), Fence{OwnerIDHash: fence1.OwnerIDHash, Epoch: 7}, ErrLeaseLost, 0},
+		{"unknown run", batchOf("nope", 1, 2), fence1, ErrNotFound, -1},
+	} {
+		res, err := s.RecordTransitions(context.Background(), c.batch, c.fence)
+		if !errors.Is(err, c.want) || res.Stored != 0 || (c.wantAck >= 0 && res.AckedSeq != c.wantAck) {
+			t.Errorf("%s = %+v, %v; want %v, nothing stored, acked %d", c.name, res, err, c.want, c.wantAck)
+		}
 	}
 	if _, stored, _ := s.GetRun(context.Background(), "b4"); len(stored) != 3 {
 		t.Fatalf("stored %d transitions, want 3", len(stored))
