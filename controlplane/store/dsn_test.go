@@ -166,10 +166,10 @@ func TestConnectErrorsSayOneCauseAndTheNextStep(t *testing.T) {
 	for _, tc := range []struct {
 		dsn, cause, next string
 	}{
-		{"postgres://" + pc.User + "@" + at + "/ux10_no_such_db", `database "ux10_no_such_db" does not exist`,
-			fmt.Sprintf("; create it: createdb -h %s -p %d -U %s ux10_no_such_db (or CREATE DATABASE ux10_no_such_db)", pc.Host, pc.Port, pc.User)},
+		{"postgres://" + pc.User + "@" + at + "/rbook_no_such_db", `database "rbook_no_such_db" does not exist`,
+			fmt.Sprintf("; create it: createdb -h %s -p %d -U %s rbook_no_such_db (or CREATE DATABASE rbook_no_such_db)", pc.Host, pc.Port, pc.User)},
 		{"postgres://rbook:s3cret@" + closed + "/db", "connection refused", "; is PostgreSQL running on " + closed + "?"},
-		{"host=" + pc.Host + fmt.Sprintf(" port=%d", pc.Port) + " user=ux10_nobody password=s3cret dbname=rbook", `role "ux10_nobody" does not exist`,
+		{"host=" + pc.Host + fmt.Sprintf(" port=%d", pc.Port) + " user=rbook_nobody password=s3cret dbname=rbook", `role "rbook_nobody" does not exist`,
 			"; check the user and password (PGPASSWORD or ~/.pgpass keep it off the command line)"},
 	} {
 		_, err := Open(ctx, tc.dsn)
