@@ -66,20 +66,21 @@ func TestLeaseAndFencingEpoch(t *testing.T) {
 	}
 
 	// The zombie (A at epoch 1) can do nothing any more, and nothing changes.
-	if _, err := s.RecordTransition(ctx, tr(run, 2), fence1); !errors.Is(err, ErrLeaseLost) {
-		t.Fatalf("zombie transition = %v, want ErrLeaseLost", err)
-	}
-	if _, err := s.RecordTransition(ctx, tr(run, 1), fence1); !errors.Is(err, ErrLeaseLost) {
-		t.Fatalf("zombie replay = %v, want ErrLeaseLost", err)
-	}
-	if _, err := s.RenewLease(ctx, run, fence1); !errors.Is(err, ErrLeaseLost) {
-		t.Fatalf("zombie renewal = %v, want ErrLeaseLost", err)
-	}
 	zombieGate := newApproval("a-zombie", run, "approve")
 	zombieGate.Fence = &fence1
 	zombieGate.PlanDigest = a.PlaybookHash
-	if _, _, err := s.CreateApproval(ctx, zombieGate); !errors.Is(err, ErrLeaseLost) {
-		t.Fatalf("zombie gate = %v, want ErrLeaseLost", err)
+	for _, c := range []struct {
+		name string
+		call func() error
+	}{
+		{"transition", func() error { _, err := s.RecordTransition(ctx, tr(run, 2), fence1); return err }},
+		{"replay", func() error { _, err := s.RecordTransition(ctx, tr(run, 1), fence1); return err }},
+		{"renewal", func() error { _, err := s.RenewLease(ctx, run, fence1); return err }},
+		{"gate", func() error { _, _, err := s.CreateApproval(ctx, zombieGate); return err }},
+	} {
+		if err := c.call(); !errors.Is(err, ErrLeaseLost) {
+			t.Fatalf("zombie %s = %v, want ErrLeaseLost", c.name, err)
+		}
 	}
 	if _, ts, _ := s.GetRun(ctx, run); len(ts) != 1 {
 		t.Fatalf("%d transitions stored, want 1", len(ts))
