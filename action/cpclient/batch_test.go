@@ -132,7 +132,7 @@ func (a *ackLog) recorded(seq int64) int64 {
 // next call. 4,001 transitions go in 11 RecordTransitions calls, none with RecordTransition,
 // the outbox never holds more than one held call plus what was recorded meanwhile (it does
 // not grow with N), and each acknowledgement is the batch's acked_seq.
-func TestIssue10_3_SenderBatchesWhileSlowServerCatchesUp(t *testing.T) {
+func TestSenderBatchesWhileSlowServerCatchesUp(t *testing.T) {
 	const rounds, perRound = 10, 400
 	f := &batchCP{fakeCP: newFake(), arrived: make(chan []int64), release: make(chan struct{})}
 	c, counter := serveCounted(t, f)
@@ -190,7 +190,7 @@ func TestIssue10_3_SenderBatchesWhileSlowServerCatchesUp(t *testing.T) {
 // An outbox of 2,500 left by an earlier executor (the first 700 already stored) drains in
 // three calls of at most MaxBatch: the stored ones count as duplicates and are acknowledged
 // with the rest.
-func TestIssue10_3_FlushDrainsOutboxInFewCalls(t *testing.T) {
+func TestFlushDrainsOutboxInFewCalls(t *testing.T) {
 	f := &batchCP{fakeCP: newFake()}
 	for seq := int64(1); seq <= 700; seq++ {
 		f.seqs = append(f.seqs, seq)
@@ -220,7 +220,7 @@ func TestIssue10_3_FlushDrainsOutboxInFewCalls(t *testing.T) {
 // A control plane without RecordTransitions (an older one: its handler answers
 // Unimplemented) gets every transition by RecordTransition, in order, after one refused
 // batch call; the client remembers and does not try batches again.
-func TestIssue10_3_SenderFallsBackOnUnimplemented(t *testing.T) {
+func TestSenderFallsBackOnUnimplemented(t *testing.T) {
 	f := newFake() // fakeCP has no RecordTransitions
 	c, counter := serveCounted(t, f)
 	acks := &ackLog{}
@@ -257,7 +257,7 @@ func TestIssue10_3_SenderFallsBackOnUnimplemented(t *testing.T) {
 
 // The batch path keeps the single path's answers: E_RUN_CANCELLED acknowledges and calls
 // Cancelled, E_SEQ_GAP is an error naming the seq that Drain and the next Record return.
-func TestIssue10_3_SenderBatchRefusals(t *testing.T) {
+func TestSenderBatchRefusals(t *testing.T) {
 	f := &batchCP{fakeCP: newFake()}
 	c, _ := serveCounted(t, f)
 	acks := &ackLog{}

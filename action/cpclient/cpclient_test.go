@@ -392,11 +392,11 @@ func TestGateLocalAnswerRefusedKeepsWaiting(t *testing.T) {
 	}
 }
 
-// Issue 7, item 4: a gate the control plane closed at its deadline (REJECTED "timed out
+// A gate the control plane closed at its deadline (REJECTED "timed out
 // after …", decided_by_source "deadline"; EXPIRED from older control planes) ends the wait as
 // a timeout, so the engine records TIMED_OUT and on_fail applies; a person's REJECTED stays a
 // rejection.
-func TestIssue7_4_GateClosedByDeadlineIsATimeout(t *testing.T) {
+func TestGateClosedByDeadlineIsATimeout(t *testing.T) {
 	for _, c := range []struct {
 		name    string
 		a       *rbookv1.Approval
@@ -443,9 +443,9 @@ func TestIssue7_4_GateClosedByDeadlineIsATimeout(t *testing.T) {
 	}
 }
 
-// Issue 7, item 4: the decision of an M-of-N gate names every approver (the Action's
+// The decision of an M-of-N gate names every approver (the Action's
 // approved-by output), also when only the votes carry them.
-func TestIssue7_4_DecisionNamesEveryApprover(t *testing.T) {
+func TestDecisionNamesEveryApprover(t *testing.T) {
 	votes := []*rbookv1.ApprovalVote{
 		{Approver: "alice", Verdict: rbookv1.ApprovalStatus_APPROVAL_STATUS_APPROVED},
 		{Approver: "bob", Verdict: rbookv1.ApprovalStatus_APPROVAL_STATUS_APPROVED},
@@ -482,9 +482,9 @@ func (w *promptWriter) String() string {
 	return w.b.String()
 }
 
-// Issue 6, item 2.4: a gate reopened after a restart keeps its approval's original deadline,
+// A gate reopened after a restart keeps its approval's original deadline,
 // and the terminal prompt states that one deadline, not the fresh step timeout as well.
-func TestIssue6_2_4_ReopenedGateStatesOneDeadline(t *testing.T) {
+func TestReopenedGateStatesOneDeadline(t *testing.T) {
 	f := newFake()
 	f.reopened = true
 	c := serve(t, f)
@@ -530,8 +530,8 @@ func connectErr(code connect.Code, rcode string) error {
 	return connect.NewError(code, errors.New("from the transport"))
 }
 
-// Issue 6, item 1.5: transient failures are retried, definite refusals are not.
-func TestIssue6_1_5_RetryableClassification(t *testing.T) {
+// Transient failures are retried, definite refusals are not.
+func TestRetryableClassification(t *testing.T) {
 	cases := []struct {
 		code  connect.Code
 		rcode string
@@ -568,9 +568,9 @@ func TestIssue6_1_5_RetryableClassification(t *testing.T) {
 	}
 }
 
-// Issue 6, item 1.5: the back-off doubles from minBackoff, never exceeds maxBackoff, and is
+// The back-off doubles from minBackoff, never exceeds maxBackoff, and is
 // jittered (equal jitter: between half the step and the step).
-func TestIssue6_1_5_BackoffIsCappedAndJittered(t *testing.T) {
+func TestBackoffIsCappedAndJittered(t *testing.T) {
 	seen := map[time.Duration]bool{}
 	for n := range 40 {
 		step := maxBackoff
@@ -588,9 +588,9 @@ func TestIssue6_1_5_BackoffIsCappedAndJittered(t *testing.T) {
 	}
 }
 
-// Issue 6, item 1.4: a control plane that takes calls and never answers costs one attempt
+// A control plane that takes calls and never answers costs one attempt
 // timeout per attempt, and the call gives up at the deadline instead of hanging.
-func TestIssue6_1_4_AttemptTimeoutBoundsASilentServer(t *testing.T) {
+func TestAttemptTimeoutBoundsASilentServer(t *testing.T) {
 	f := newFake()
 	f.recordHang = true
 	c := serve(t, f)
@@ -612,9 +612,9 @@ func TestIssue6_1_4_AttemptTimeoutBoundsASilentServer(t *testing.T) {
 	}
 }
 
-// Issue 6, item 1.4: a watch stream that lived longer than the deadline and then broke gets a
+// A watch stream that lived longer than the deadline and then broke gets a
 // full deadline to come back: the clock starts when the stream was lost.
-func TestIssue6_1_4_WatchDeadlineCountsFromTheLoss(t *testing.T) {
+func TestWatchDeadlineCountsFromTheLoss(t *testing.T) {
 	f := newFake()
 	f.watchBreak = 700 * time.Millisecond
 	c := serve(t, f)
@@ -645,9 +645,9 @@ func TestIssue6_1_4_WatchDeadlineCountsFromTheLoss(t *testing.T) {
 	}
 }
 
-// Issue 6, item 1.6: a terminal answer the control plane cannot take at once is sent again
+// A terminal answer the control plane cannot take at once is sent again
 // until it is recorded — also after the gate's deadline passed meanwhile.
-func TestIssue6_1_6_AnswerRetriedPastTheGateDeadline(t *testing.T) {
+func TestAnswerRetriedPastTheGateDeadline(t *testing.T) {
 	f := newFake()
 	f.approveFail = 4
 	c := serve(t, f)
@@ -671,9 +671,9 @@ func TestIssue6_1_6_AnswerRetriedPastTheGateDeadline(t *testing.T) {
 	}
 }
 
-// Issue 6, item 1.6: an answer that cannot be recorded within the deadline makes the gate
+// An answer that cannot be recorded within the deadline makes the gate
 // unresolved (the run halts), never a timeout.
-func TestIssue6_1_6_UnrecordableAnswerIsUnresolved(t *testing.T) {
+func TestUnrecordableAnswerIsUnresolved(t *testing.T) {
 	f := newFake()
 	f.approveFail = -1
 	c := serve(t, f)

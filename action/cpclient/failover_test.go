@@ -1,6 +1,6 @@
 package cpclient_test
 
-// Tests of executor failover (issue 10, item 2; D10-6) against two real control-plane
+// Tests of executor failover against two real control-plane
 // handlers (controlplane/server) over one shared store, as two replicas on one database
 // are. Test code only: the package itself still meets the control plane only through gen/.
 
@@ -130,7 +130,7 @@ func foStart(t *testing.T, c *cpclient.Client, steps int) {
 	}
 }
 
-// foClient is a client on the comma-separated urls (issue 10, item 2) that writes its
+// foClient is a client on the comma-separated urls that writes its
 // failover progress lines to progress and gives up on an unreachable control plane after
 // 10 s, well inside the tests' own timeouts.
 func foClient(urls string, progress *syncBuffer) *cpclient.Client {
@@ -182,9 +182,9 @@ func wantSeqs(t *testing.T, what string, seqs []int64, n int64) {
 	}
 }
 
-// TestIssue10_2_FailoverFirstURLDeadFromTheStart: the first URL refuses connections from the
+// TestFailoverFirstURLDeadFromTheStart: the first URL refuses connections from the
 // start, so the client uses the second (one progress line), for StartRun and every batch.
-func TestIssue10_2_FailoverFirstURLDeadFromTheStart(t *testing.T) {
+func TestFailoverFirstURLDeadFromTheStart(t *testing.T) {
 	st := sharedStore(t)
 	b := newReplica(t, st)
 	dead := deadURL(t)
@@ -217,11 +217,11 @@ func TestIssue10_2_FailoverFirstURLDeadFromTheStart(t *testing.T) {
 	}
 }
 
-// TestIssue10_2_FailoverFirstKilledMidRun: replica A serves the run until it is killed while
+// TestFailoverFirstKilledMidRun: replica A serves the run until it is killed while
 // a gate waits on its WatchApproval stream; the stream reconnects through B, the gate is
 // approved through B and decided, and the run's remaining transitions land through B. Read
 // back from the shared store, seqs are 1..N, each once.
-func TestIssue10_2_FailoverFirstKilledMidRun(t *testing.T) {
+func TestFailoverFirstKilledMidRun(t *testing.T) {
 	st := sharedStore(t)
 	a, b := newReplica(t, st), newReplica(t, st)
 	var progress syncBuffer
@@ -296,10 +296,10 @@ func TestIssue10_2_FailoverFirstKilledMidRun(t *testing.T) {
 	}
 }
 
-// TestIssue10_2_FailoverNotOnApplicationErrors: the control plane's own refusal (a stale
+// TestFailoverNotOnApplicationErrors: the control plane's own refusal (a stale
 // lease epoch: E_LEASE_LOST) and a bad request (InvalidArgument) are answers, not failures
 // of the URL: the client stays on A, B is never asked, and no progress line is written.
-func TestIssue10_2_FailoverNotOnApplicationErrors(t *testing.T) {
+func TestFailoverNotOnApplicationErrors(t *testing.T) {
 	st := sharedStore(t)
 	a, b := newReplica(t, st), newReplica(t, st)
 	var progress syncBuffer
@@ -329,10 +329,10 @@ func TestIssue10_2_FailoverNotOnApplicationErrors(t *testing.T) {
 	}
 }
 
-// TestIssue10_2_FailoverOnGatewayErrorsAndDirectCalls: a load balancer answering 503 for the
+// TestFailoverOnGatewayErrorsAndDirectCalls: a load balancer answering 503 for the
 // first URL is a transport failure: a direct call (rbook approve, get: no retry loop) moves
 // to the next URL within the same call, and a watch (WatchRun) follows through it.
-func TestIssue10_2_FailoverOnGatewayErrorsAndDirectCalls(t *testing.T) {
+func TestFailoverOnGatewayErrorsAndDirectCalls(t *testing.T) {
 	st := sharedStore(t)
 	b := newReplica(t, st)
 	var gateway atomic.Int32
@@ -355,10 +355,10 @@ func TestIssue10_2_FailoverOnGatewayErrorsAndDirectCalls(t *testing.T) {
 	}
 }
 
-// TestIssue10_2_FailoverWatchRunResumesWithoutDuplicates: a WatchRun through A that breaks
+// TestFailoverWatchRunResumesWithoutDuplicates: a WatchRun through A that breaks
 // when A is killed reconnects through B from the seq after the last one seen: every
 // transition is delivered once, in order.
-func TestIssue10_2_FailoverWatchRunResumesWithoutDuplicates(t *testing.T) {
+func TestFailoverWatchRunResumesWithoutDuplicates(t *testing.T) {
 	st := sharedStore(t)
 	a, b := newReplica(t, st), newReplica(t, st)
 	writer := cpclient.New(b.srv.URL, "")
@@ -405,9 +405,9 @@ func TestIssue10_2_FailoverWatchRunResumesWithoutDuplicates(t *testing.T) {
 	}
 }
 
-// TestIssue10_2_FailoverURLListParsing: SplitURLs trims, refuses empty and non-http(s)
+// TestFailoverURLListParsing: SplitURLs trims, refuses empty and non-http(s)
 // items naming them, and caps the list at cpclient.MaxURLs.
-func TestIssue10_2_FailoverURLListParsing(t *testing.T) {
+func TestFailoverURLListParsing(t *testing.T) {
 	got, err := cpclient.SplitURLs(" http://a:1/ ,https://b ")
 	if err != nil || len(got) != 2 || got[0] != "http://a:1" || got[1] != "https://b" {
 		t.Fatalf("SplitURLs = %q, %v", got, err)
@@ -432,11 +432,11 @@ func TestIssue10_2_FailoverURLListParsing(t *testing.T) {
 	}
 }
 
-// TestIssue10_2_FailoverRoundRobinBacksOffBetweenRounds: with every URL failing (load
+// TestFailoverRoundRobinBacksOffBetweenRounds: with every URL failing (load
 // balancers answering 503), a retried call alternates between them, one attempt each per
 // round, backs off between rounds (not between URLs), ends with *UnreachableError at its
 // Deadline, and writes each move once (not once per round).
-func TestIssue10_2_FailoverRoundRobinBacksOffBetweenRounds(t *testing.T) {
+func TestFailoverRoundRobinBacksOffBetweenRounds(t *testing.T) {
 	var mu sync.Mutex
 	var order []string
 	lb := func(name string) *httptest.Server {

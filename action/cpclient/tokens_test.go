@@ -23,10 +23,10 @@ func fakeJWT(n int, exp time.Time) string {
 	return "eyJhbGciOiJSUzI1NiJ9." + payload + ".c2ln"
 }
 
-// Issue 7, item 5: the OIDC token is cached per connection and fetched again
+// The OIDC token is cached per connection and fetched again
 // JWTRefreshBefore its exp, so a run longer than a token's life keeps authenticating; every
 // request carries the current token in its Authorization header.
-func TestIssue7_5_JWTSourceRefreshesBeforeExpiry(t *testing.T) {
+func TestJWTSourceRefreshesBeforeExpiry(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	var mu sync.Mutex
 	fetches := 0
@@ -89,9 +89,9 @@ type tempErr struct{}
 func (tempErr) Error() string   { return "the runner's token service is busy" }
 func (tempErr) Temporary() bool { return true }
 
-// Issue 7, item 5: a token source's temporary failure is retried (Unavailable); any other is
+// A token source's temporary failure is retried (Unavailable); any other is
 // a definite refusal (Unauthenticated) that halts the run at once.
-func TestIssue7_5_TokenSourceFailures(t *testing.T) {
+func TestTokenSourceFailures(t *testing.T) {
 	srv := h2cServer(http.NotFoundHandler())
 	defer srv.Close()
 	for _, tc := range []struct {

@@ -180,11 +180,11 @@ func (b *barrier) arrive(ctx context.Context) bool {
 	}
 }
 
-// Issue 9, item 2 (acceptance): a diamond a → b, a → c, b+c → d runs b and c at the same
+// A diamond a → b, a → c, b+c → d runs b and c at the same
 // time (each waits at a barrier only the other can open; their recorded start and finish
 // times overlap) and d once after both. Outputs are bindings under the node id, each node
 // sees a private deep copy, and the recorder is called from one goroutine with seq +1 each.
-func TestIssue9_2_DiamondRunsBranchesConcurrently(t *testing.T) {
+func TestDiamondRunsBranchesConcurrently(t *testing.T) {
 	p := pbPlan([]pnode{det("a"), reads(det("b"), "{{ a.tag }}", "{{ version }}"), reads(det("c"), "{{ a.tag }}", "{{ version }}"),
 		reads(det("d", "b", "c"), "{{ a.list }}", "{{ b.saw }}", "{{ version }}")},
 		[]runbook.Edge{{From: "a", To: "b"}, {From: "a", To: "c"}})
@@ -242,10 +242,10 @@ func TestIssue9_2_DiamondRunsBranchesConcurrently(t *testing.T) {
 	}
 }
 
-// Issue 9, item 2: never more than Engine.Concurrency nodes execute at once (default
+// Never more than Engine.Concurrency nodes execute at once (default
 // DefaultConcurrency = 4), and the limit is reached (6 independent nodes, each held until the
 // test releases it).
-func TestIssue9_2_ConcurrencyLimitHolds(t *testing.T) {
+func TestConcurrencyLimitHolds(t *testing.T) {
 	for _, tc := range []struct{ set, limit int }{{1, 1}, {3, 3}, {0, engine.DefaultConcurrency}} {
 		set, limit := tc.set, tc.limit
 		t.Run(fmt.Sprint(set), func(t *testing.T) {
@@ -306,9 +306,9 @@ func TestIssue9_2_ConcurrencyLimitHolds(t *testing.T) {
 	}
 }
 
-// Issue 9, item 2: a failed node's dependants are SKIPPED "not run" (no step_started) and,
+// A failed node's dependants are SKIPPED "not run" (no step_started) and,
 // under continue, independent nodes still run; the run completes naming the failure.
-func TestIssue9_2_FailedNodeDependantsNotRunOthersGoOn(t *testing.T) {
+func TestFailedNodeDependantsNotRunOthersGoOn(t *testing.T) {
 	p := pbPlan([]pnode{det("a"), det("b", "a"), det("c", "b"), det("x")}, nil,
 		runbook.ErrorHandler{On: "a-failed", Action: runbook.HandlerContinue, Message: "a is optional ({{ error.message }})"})
 	f := newFake()
@@ -332,9 +332,9 @@ func TestIssue9_2_FailedNodeDependantsNotRunOthersGoOn(t *testing.T) {
 	}
 }
 
-// Issue 9, item 2: with no handler a failure fails the run: the node already running finishes
+// With no handler a failure fails the run: the node already running finishes
 // and is recorded, nothing new starts, unstarted nodes are SKIPPED "not run: the run failed".
-func TestIssue9_2_UnhandledFailureDrainsRunningNodes(t *testing.T) {
+func TestUnhandledFailureDrainsRunningNodes(t *testing.T) {
 	p := pbPlan([]pnode{det("a"), det("b"), det("c"), det("d", "a")}, nil)
 	f := newFake()
 	aRecorded := make(chan struct{})
@@ -372,9 +372,9 @@ func TestIssue9_2_UnhandledFailureDrainsRunningNodes(t *testing.T) {
 	}
 }
 
-// Issue 9, item 1/2: an edge when that is false skips its To (SKIPPED with why, no start),
+// An edge when that is false skips its To (SKIPPED with why, no start),
 // and the skip counts as done for the dependants.
-func TestIssue9_2_WhenBranchSkips(t *testing.T) {
+func TestWhenBranchSkips(t *testing.T) {
 	p := pbPlan([]pnode{det("a"), det("major"), det("minor"), det("d", "major", "minor")}, []runbook.Edge{
 		{From: "a", To: "major", When: &runbook.When{Binding: "a.kind", Op: runbook.WhenEquals, Value: "major"}},
 		{From: "a", To: "minor", When: &runbook.When{Binding: "a.kind", Op: runbook.WhenIn, Value: []any{"minor", "patch"}}},
@@ -399,10 +399,10 @@ func TestIssue9_2_WhenBranchSkips(t *testing.T) {
 	}
 }
 
-// Issue 9, item 5: retry re-runs the node, counted against its iteration cap: a node that
+// Retry re-runs the node, counted against its iteration cap: a node that
 // passes on its third run runs three times; one that never passes runs exactly cap times and
 // the run fails with iteration_cap_exceeded.
-func TestIssue9_5_RetryCountedAgainstCap(t *testing.T) {
+func TestRetryCountedAgainstCap(t *testing.T) {
 	retry := runbook.ErrorHandler{On: "flaky-failed", Action: runbook.HandlerRetry, Message: "again {{ error.message }}"}
 	f := newFake()
 	f.fn["flaky"] = func(_ context.Context, _ engine.RunContext, n int) engine.Outcome {
@@ -432,10 +432,10 @@ func TestIssue9_5_RetryCountedAgainstCap(t *testing.T) {
 	}
 }
 
-// Issue 9, item 5 (acceptance): a node that always fails with on_failure.inject_into ends the
+// A node that always fails with on_failure.inject_into ends the
 // run with iteration_cap_exceeded after a bounded number of executions: 3 of the target and
 // 3 of the node (cap 3 each, counts never reset); the target sees the error in its bindings.
-func TestIssue9_5_InjectIntoEndsAtIterationCap(t *testing.T) {
+func TestInjectIntoEndsAtIterationCap(t *testing.T) {
 	check := det("check", "fix")
 	check.OnFailure = &runbook.OnFailure{InjectInto: "fix"}
 	f := newFake()
@@ -468,9 +468,9 @@ func TestIssue9_5_InjectIntoEndsAtIterationCap(t *testing.T) {
 	}
 }
 
-// Issue 9, item 5: a handler combination that would loop forever (iteration_cap_exceeded →
+// A handler combination that would loop forever (iteration_cap_exceeded →
 // retry) is stopped by the global budget, RunBudgetPerNode × nodes node runs.
-func TestIssue9_5_GlobalBudgetStopsHandlerLoop(t *testing.T) {
+func TestGlobalBudgetStopsHandlerLoop(t *testing.T) {
 	x := det("x")
 	x.IterationCap = 2
 	p := pbPlan([]pnode{x}, nil,
@@ -489,11 +489,11 @@ func TestIssue9_5_GlobalBudgetStopsHandlerLoop(t *testing.T) {
 	}
 }
 
-// Issue 9, item 5: contracts. An edge's requires that does not hold fails To before it starts
+// Contracts. An edge's requires that does not hold fails To before it starts
 // (contract_violation, handled by a contract_violation handler before "<id>-failed"); a node's
 // ensures fails it after it ran; file: facts look under Engine.WorkDir; abort messages are
 // templated with the bindings and the error.
-func TestIssue9_5_ContractViolation(t *testing.T) {
+func TestContractsFailNodesBeforeAndAfterTheyRun(t *testing.T) {
 	abort := runbook.ErrorHandler{On: runbook.EventContractViolation, Action: runbook.HandlerAbort, Message: "contract broken at {{ error.node }} for {{ version }}"}
 	other := runbook.ErrorHandler{On: "test-failed", Action: runbook.HandlerContinue}
 	edge := []runbook.Edge{{From: "build", To: "test", Requires: []string{"dist-exists", "file:dist/app"}}}
@@ -537,9 +537,9 @@ func TestIssue9_5_ContractViolation(t *testing.T) {
 	}
 }
 
-// Issue 9, item 5: abort fails the run with the handler's message, templated; "<id>-failed"
+// Abort fails the run with the handler's message, templated; "<id>-failed"
 // handlers win over node_failed ones.
-func TestIssue9_5_AbortMessageTemplated(t *testing.T) {
+func TestAbortMessageTemplated(t *testing.T) {
 	p := pbPlan([]pnode{det("build"), det("test", "build"), det("publish", "test")}, nil,
 		runbook.ErrorHandler{On: runbook.EventNodeFailed, Action: runbook.HandlerContinue},
 		runbook.ErrorHandler{On: "test-failed", Action: runbook.HandlerAbort, Message: "Tests failed for {{ version }} after {{ build.n }} build: {{ error.message }}"})
@@ -569,11 +569,11 @@ func (g *fakeGate) Await(ctx context.Context, req engine.GateRequest) (engine.De
 	return g.fn(ctx, req)
 }
 
-// Issue 9, item 3: an approval node renders its prompt, opens the gate with the node id and
+// An approval node renders its prompt, opens the gate with the node id and
 // the PolicyContext (commands of the guarded deterministic nodes up to the next approval,
 // args rendered where their bindings exist, else raw), records gate_opened/gate_decided,
 // and passes with {approved, by, reason, auto_passed, rule}; a rejection FAILs and handlers apply.
-func TestIssue9_3_ApprovalNodes(t *testing.T) {
+func TestApprovalNodeOpensGateAndBindsItsDecision(t *testing.T) {
 	publish := det("publish", "review")
 	publish.Command, publish.Args = "git", []string{"push", "origin", "v{{ version }}"}
 	notify := det("notify", "publish")
@@ -634,9 +634,9 @@ func TestIssue9_3_ApprovalNodes(t *testing.T) {
 	}
 }
 
-// Issue 9, item 3: the confirm step's gate error rules hold for approval nodes: an unresolved
+// The confirm step's gate error rules hold for approval nodes: an unresolved
 // gate halts the run resumable (no outcome, no handler), a deadline is TIMED_OUT.
-func TestIssue9_3_ApprovalGateErrors(t *testing.T) {
+func TestApprovalNodeUnresolvedGateHaltsAndDeadlineTimesOut(t *testing.T) {
 	p := pbPlan([]pnode{appr("review", "ok?")}, nil, runbook.ErrorHandler{On: runbook.EventNodeFailed, Action: runbook.HandlerContinue})
 	g := &fakeGate{fn: func(context.Context, engine.GateRequest) (engine.Decision, error) {
 		return engine.Decision{}, fmt.Errorf("%w: control plane down", engine.ErrGateUnresolved)
@@ -662,11 +662,11 @@ func TestIssue9_3_ApprovalGateErrors(t *testing.T) {
 	}
 }
 
-// Issue 9, items 2 and 4: a signal mid-DAG cancels the running nodes' contexts and writes one
+// A signal mid-DAG cancels the running nodes' contexts and writes one
 // final run_interrupted naming them (no outcome for them, nothing new starts); a resume from
 // the recorded evidence does not re-run a recorded node, gets the bindings back from the
 // evidence, and continues the sequence.
-func TestIssue9_2_CancelMidDAGThenResume(t *testing.T) {
+func TestCancelMidDAGThenResume(t *testing.T) {
 	p := pbPlan([]pnode{det("a"), det("b", "a"), det("c", "a"), reads(det("d", "b", "c"), "{{ a.tag }}", "{{ b.from }}", "{{ v }}")}, nil)
 	f := newFake()
 	bothRunning := newBarrier(3)
@@ -721,9 +721,9 @@ func TestIssue9_2_CancelMidDAGThenResume(t *testing.T) {
 	}
 }
 
-// Issue 9, item 2: a confirmed cancel from elsewhere mid-DAG ends the run CANCELLED with the
+// A confirmed cancel from elsewhere mid-DAG ends the run CANCELLED with the
 // CANCEL audit entry, once.
-func TestIssue9_2_CancelRequestMidDAG(t *testing.T) {
+func TestCancelRequestMidDAG(t *testing.T) {
 	p := pbPlan([]pnode{det("a"), det("b")}, nil)
 	f := newFake()
 	ctx, cancel := context.WithCancelCause(context.Background())
@@ -743,10 +743,10 @@ func TestIssue9_2_CancelRequestMidDAG(t *testing.T) {
 	}
 }
 
-// Issue 9, items 4 and 5: a node whose last recorded entry is FAIL is handed to the failure
+// A node whose last recorded entry is FAIL is handed to the failure
 // handling again on resume, with its counts rebuilt from the evidence: with two failures
 // recorded and cap 3 it runs once more, then the run fails with iteration_cap_exceeded.
-func TestIssue9_5_ResumeKeepsIterationCounts(t *testing.T) {
+func TestResumeKeepsIterationCounts(t *testing.T) {
 	p := pbPlan([]pnode{det("a"), det("x", "a")}, nil, runbook.ErrorHandler{On: "x-failed", Action: runbook.HandlerRetry})
 	prior := []engine.Evidence{
 		{StepName: "a", Type: "deterministic", Output: `{"k":1}`, Status: engine.StatusPass},
@@ -765,9 +765,9 @@ func TestIssue9_5_ResumeKeepsIterationCounts(t *testing.T) {
 	}
 }
 
-// Issue 9, item 5: an agentic node that times out raises agentic_timeout, whose handler wins
+// An agentic node that times out raises agentic_timeout, whose handler wins
 // over node_failed; the engine records TIMED_OUT and the node's context is cancelled.
-func TestIssue9_5_AgenticTimeoutEvent(t *testing.T) {
+func TestAgenticTimeoutHandlerWinsOverNodeFailed(t *testing.T) {
 	tool := pnode{Node: runbook.Node{ID: "ask", Agent: "a", Skill: "s", IterationCap: 3}, typ: runbook.TypeAgentic}
 	p := pbPlan([]pnode{tool, det("next")}, nil,
 		runbook.ErrorHandler{On: runbook.EventNodeFailed, Action: runbook.HandlerAbort, Message: "wrong handler"},
@@ -785,9 +785,9 @@ func TestIssue9_5_AgenticTimeoutEvent(t *testing.T) {
 	}
 }
 
-// Issue 9, item 4: a resume after an inject whose target already ran again re-runs only the
+// A resume after an inject whose target already ran again re-runs only the
 // failed node (the target is not executed a third time), and the counts stay bounded.
-func TestIssue9_5_ResumeAfterInjectRerunsOnlyTheFailedNode(t *testing.T) {
+func TestResumeAfterInjectRerunsOnlyTheFailedNode(t *testing.T) {
 	check := reads(det("check", "fix"), "{{ fix.n }}")
 	check.OnFailure = &runbook.OnFailure{InjectInto: "fix"}
 	p := pbPlan([]pnode{det("fix"), check}, nil)

@@ -175,9 +175,9 @@ func TestDeployWithoutRollbackNamesIt(t *testing.T) {
 	}
 }
 
-// Case R04, first bullet: a step that does not answer within max_timeout_seconds ends
+// A step that does not answer within max_timeout_seconds ends
 // TIMED_OUT, its context is cancelled, and continue goes on to the next step.
-func TestCase_R04_TimeoutCancelsAndContinues(t *testing.T) {
+func TestStepTimeoutCancelsAndContinues(t *testing.T) {
 	slow := check("slow", "continue")
 	slow.TimeoutSeconds = 1
 	rec := &memRecorder{}
@@ -288,8 +288,8 @@ func TestCancelAtGate(t *testing.T) {
 	}
 }
 
-// Case R07: a confirmed cancel from elsewhere while parked at a gate; a signal mid-step.
-func TestCase_R07_CancelWhileParkedAndSignals(t *testing.T) {
+// A confirmed cancel from elsewhere while parked at a gate; a signal mid-step.
+func TestCancelWhileParkedAndSignals(t *testing.T) {
 	t.Run("cancel request", func(t *testing.T) {
 		ctx, cancel := context.WithCancelCause(context.Background())
 		rec := &memRecorder{}
@@ -354,10 +354,11 @@ func TestResumeOwedRollback(t *testing.T) {
 	}
 }
 
-// Case R06: an operator who resumes past a compensating rollback whose outcome is unknown
+// An operator who resumes past a compensating rollback whose outcome is unknown
 // ("--step-index N+1: go on after it") gets the rollback recorded SKIPPED and the run FAILED,
-// and the rollback is not executed again (found by the issue 6 kill campaign).
-func TestCase_R06_SkippedOwedRollbackIsNotRunAgain(t *testing.T) {
+// and the rollback is not executed again (the kill -9 campaign found this: docs/development.md,
+// "The kill -9 campaign").
+func TestSkippedOwedRollbackIsNotRunAgain(t *testing.T) {
 	rec := &memRecorder{}
 	s := newScripted(nil)
 	p := plan(deploy("d"), rollback("r"), check("c", "rollback"))
@@ -458,9 +459,9 @@ func TestGateErrorsHaltOrFail(t *testing.T) {
 	}
 }
 
-// Issue 6, item 1.6: a gate whose decision is not known (ErrGateUnresolved) halts the run,
+// A gate whose decision is not known (ErrGateUnresolved) halts the run,
 // resumable, even when its deadline passed meanwhile: no TIMED_OUT, no on_fail.
-func TestIssue6_1_6_UnresolvedGateHaltsAfterItsDeadline(t *testing.T) {
+func TestUnresolvedGateHaltsAfterItsDeadline(t *testing.T) {
 	rec := &memRecorder{}
 	g := gateFunc(func(ctx context.Context, _ engine.GateRequest) (engine.Decision, error) {
 		<-ctx.Done() // the deadline passes while a person's answer is on its way
@@ -494,10 +495,10 @@ func (w rewriter) Execute(ctx context.Context, step runbook.Step, _ engine.RunCo
 	return engine.Outcome{Status: engine.StatusPass, Output: "[]"}
 }
 
-// Issue 6, item 2.1: the evidence's input is the input the executor ran with (the runbook's
+// The evidence's input is the input the executor ran with (the runbook's
 // text goes to source_input), also when the step timed out; an executor that runs its input
 // as written gets no source_input.
-func TestIssue6_2_1_EvidenceHoldsTheInputThatRan(t *testing.T) {
+func TestEvidenceHoldsTheInputThatRan(t *testing.T) {
 	for _, block := range []bool{false, true} {
 		slow := check("slow", runbook.OnFailContinue)
 		slow.TimeoutSeconds = 1

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"path/filepath"
 	"reflect"
 	"testing"
 
@@ -11,16 +12,7 @@ import (
 // require-human carries it as node.policy (the control plane's evaluator reads it there), one
 // without has no such key, and both list the commands they guard, up to the next approval.
 func TestPolicyContextCarriesTheNodesPin(t *testing.T) {
-	src := `version: "1.0"
-name: pin
-nodes:
-  - {id: build, type: deterministic, command: echo, args: [building]}
-  - {id: go-live, type: approval, prompt: "Deploy?", policy: require-human, depends: [build]}
-  - {id: deploy, type: deterministic, command: echo, args: [deploying, "{{ build.stdout }}"], depends: [go-live]}
-  - {id: check, type: approval, prompt: "Check?", depends: [deploy]}
-  - {id: smoke, type: deterministic, command: ls, args: [], depends: [check]}
-`
-	plan, err := runbook.ParsePlaybook("pin.cantbook", []byte(src))
+	plan, err := runbook.LoadPlaybook(filepath.Join("testdata", "policy-pin.cantbook"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,9 +18,9 @@ func runnerSim(log string) []string {
 	return acted
 }
 
-// TestIssue7_3_EscapingFollowsGitHubsRules: messages escape %, CR and LF; properties also
+// TestEscapingFollowsGitHubsRules: messages escape %, CR and LF; properties also
 // : and ,; so a step name cannot end a ::group:: line or add a property.
-func TestIssue7_3_EscapingFollowsGitHubsRules(t *testing.T) {
+func TestEscapingFollowsGitHubsRules(t *testing.T) {
 	if got := EscapeData("50% done\r\n::error::x"); got != "50%25 done%0D%0A::error::x" {
 		t.Errorf("EscapeData = %q", got)
 	}
@@ -38,10 +38,10 @@ func TestIssue7_3_EscapingFollowsGitHubsRules(t *testing.T) {
 	}
 }
 
-// TestIssue7_3_UntrustedTextIsInsideStopCommands: text written to the Log (an MCP row
+// TestUntrustedTextIsInsideStopCommands: text written to the Log (an MCP row
 // with ::add-mask::x and ::error::pwned) is never acted on; rbook's own commands between
 // writes are; every block has a fresh token that does not occur in its text.
-func TestIssue7_3_UntrustedTextIsInsideStopCommands(t *testing.T) {
+func TestUntrustedTextIsInsideStopCommands(t *testing.T) {
 	var b bytes.Buffer
 	l := NewLog(&b)
 	fmt.Fprint(l, "row 1\n::add-mask::x\n  ::error::pwned\n")
@@ -82,9 +82,9 @@ func TestIssue7_3_UntrustedTextIsInsideStopCommands(t *testing.T) {
 	}
 }
 
-// TestIssue7_3_MasksComeFirstAndOnce: Mask writes ::add-mask:: outside any block (it acts),
+// TestMasksComeFirstAndOnce: Mask writes ::add-mask:: outside any block (it acts),
 // once per value, whole and per line for a multi-line value; empty values are skipped.
-func TestIssue7_3_MasksComeFirstAndOnce(t *testing.T) {
+func TestMasksComeFirstAndOnce(t *testing.T) {
 	var b bytes.Buffer
 	l := NewLog(&b)
 	fmt.Fprint(l, "before\n")
@@ -109,9 +109,9 @@ func TestIssue7_3_MasksComeFirstAndOnce(t *testing.T) {
 	}
 }
 
-// TestIssue7_3_AnnotationsAreCapped: at most MaxAnnotations error annotations, with file,
+// TestAnnotationsAreCapped: at most MaxAnnotations error annotations, with file,
 // line and title escaped as properties; the rest are counted.
-func TestIssue7_3_AnnotationsAreCapped(t *testing.T) {
+func TestAnnotationsAreCapped(t *testing.T) {
 	var b bytes.Buffer
 	l := NewLog(&b)
 	for i := range MaxAnnotations + 3 {
@@ -129,9 +129,9 @@ func TestIssue7_3_AnnotationsAreCapped(t *testing.T) {
 	}
 }
 
-// TestIssue7_3_SummaryIsCutAt1MiB: the summary file never grows past MaxSummaryBytes; a cut
+// TestSummaryIsCutAt1MiB: the summary file never grows past MaxSummaryBytes; a cut
 // is at a line boundary and ends with SummaryTruncatedNote; what fits is written whole.
-func TestIssue7_3_SummaryIsCutAt1MiB(t *testing.T) {
+func TestSummaryIsCutAt1MiB(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "summary.md")
 	os.WriteFile(p, []byte("gate announcement\n"), 0o644)
 	line := strings.Repeat("x", 99) + "\n"
@@ -163,7 +163,7 @@ func TestIssue7_3_SummaryIsCutAt1MiB(t *testing.T) {
 		t.Errorf("cut=%v err=%v", cut, err)
 	}
 
-	// The summary is this step's own file (NEWUSER7 finding 11): ResetSummary cuts it back to
+	// The summary is this step's own file: ResetSummary cuts it back to
 	// its size when rbook started (SummarySize), so the final summary replaces the gate block
 	// and keeps what an earlier writer left; after a reset the 1 MiB cap still holds.
 	base := SummarySize(p)
@@ -199,10 +199,10 @@ func parseFileCommand(t *testing.T, text string) map[string]string {
 	return out
 }
 
-// TestIssue7_3_OutputsRefuseTheirDelimiter: outputs are heredoc blocks with a random
+// TestOutputsRefuseTheirDelimiter: outputs are heredoc blocks with a random
 // delimiter per value; a value holding the delimiter is refused and nothing is written;
 // go-githubactions' fixed delimiter in a value does not inject an output.
-func TestIssue7_3_OutputsRefuseTheirDelimiter(t *testing.T) {
+func TestOutputsRefuseTheirDelimiter(t *testing.T) {
 	if _, err := FormatFileCommand("approval-comment", "ok\nghadelimiter_abc\nstatus=COMPLETED", "ghadelimiter_abc"); err == nil || !strings.Contains(err.Error(), "contains the delimiter") {
 		t.Errorf("err = %v", err)
 	}
@@ -234,10 +234,10 @@ func TestIssue7_3_OutputsRefuseTheirDelimiter(t *testing.T) {
 	}
 }
 
-// TestIssue7_3_MermaidGraphIsColouredAndSafe: one node per step in order, a classDef per
+// TestMermaidGraphIsColouredAndSafe: one node per step in order, a classDef per
 // status and a class per node, the gate's approver; a hostile name ends neither the label
 // nor the code fence.
-func TestIssue7_3_MermaidGraphIsColouredAndSafe(t *testing.T) {
+func TestMermaidGraphIsColouredAndSafe(t *testing.T) {
 	g := MermaidGraph([]GraphStep{
 		{Name: "a", Type: "check", Status: "PASS"},
 		{Name: "gate\"]\n```\n<b>x</b>", Type: "confirm", Status: "FAIL", Approver: "alice,bob"},

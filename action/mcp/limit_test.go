@@ -116,11 +116,11 @@ func floodHTTPServer(t *testing.T, sse bool) *httptest.Server {
 	return srv
 }
 
-// Issue 6, item 1.9: a message from an MCP server is capped at MaxResponseBytes while it is
+// A message from an MCP server is capped at MaxResponseBytes while it is
 // read; a server that streams more gets its check step a clear FAIL (not an executor out of
 // memory), over stdio and streamable HTTP (JSON and event-stream answers); a message under
 // the cap is read whole.
-func TestIssue6_1_9_MCPResponseCapped(t *testing.T) {
+func TestMCPResponseCapped(t *testing.T) {
 	if rmcp.MaxResponseBytes != 8<<20 {
 		t.Fatalf("MaxResponseBytes = %d, want 8 MiB", rmcp.MaxResponseBytes)
 	}

@@ -14,10 +14,10 @@ import (
 	"github.com/rbookhq/rbook-action/action/mcp/procgroup"
 )
 
-// TestIssue9_3_PoolOneSessionPerServer: parallel nodes asking for the same server share one
+// TestPoolOneSessionPerServer: parallel nodes asking for the same server share one
 // session (one connect); ListTools names the server's tools; Close ends the server's whole
 // process group and later asks get ErrPoolClosed.
-func TestIssue9_3_PoolOneSessionPerServer(t *testing.T) {
+func TestPoolOneSessionPerServer(t *testing.T) {
 	pool := rmcp.NewPool(stdioConfig(t, "demo-with-child"))
 	t.Cleanup(func() { _ = pool.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -199,9 +199,9 @@ func TestHTTPErrorsKeepSecretsOut(t *testing.T) {
 	}
 }
 
-// TestCase_R04_SlowCheckTimesOut: a check whose MCP call would answer only after 60 s ends
+// TestSlowCheckTimesOut: a check whose MCP call would answer only after 60 s ends
 // TIMED_OUT at the step deadline, and the server's handler sees its context cancelled.
-func TestCase_R04_SlowCheckTimesOut(t *testing.T) {
+func TestSlowCheckTimesOut(t *testing.T) {
 	t.Parallel()
 	handlerStarted := make(chan struct{})
 	handlerCancelled := make(chan error, 1)

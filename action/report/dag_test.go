@@ -8,10 +8,10 @@ import (
 	"github.com/rbookhq/rbook-action/action/runbook"
 )
 
-// TestIssue9_8_ReportMermaidDAG: the report of a playbook run shows the DAG with each node's
+// TestReportMermaidDAG: the report of a playbook run shows the DAG with each node's
 // status, its edges (a when edge labelled), iteration counts, and labels that cannot end the
 // Mermaid label or the code fence.
-func TestIssue9_8_ReportMermaidDAG(t *testing.T) {
+func TestReportMermaidDAG(t *testing.T) {
 	plan := &runbook.Plan{Name: "fan", Kind: runbook.KindPlaybook, Playbook: &runbook.Playbook{
 		Edges: []runbook.Edge{{From: "a", To: "c", When: &runbook.When{Binding: "a.ok", Op: runbook.WhenEquals, Value: true}}},
 	}}

@@ -57,7 +57,7 @@ func TestEvidencePackIsAJSONArrayInOrder(t *testing.T) {
 		}
 		for i, e := range back {
 			if len(e) != 6 || e["step_name"] != ev[i].StepName {
-				t.Errorf("entry %d = %v; want the seed's six fields in execution order", i, e)
+				t.Errorf("entry %d = %v; want the specification's six fields in execution order", i, e)
 			}
 		}
 	}
@@ -100,7 +100,7 @@ func TestOverrideTemplates(t *testing.T) {
 	bad := filepath.Join(dir, "templates", "output-report.md")
 	os.WriteFile(bad, []byte("# Some Other Title\n"), 0o600)
 	if _, err := New(dir); err == nil || !strings.Contains(err.Error(), bad) {
-		t.Errorf("a report template without the seed heading: %v", err)
+		t.Errorf("a report template without the specification's heading: %v", err)
 	}
 	os.WriteFile(bad, []byte("# Runbook Execution Report\n{{.Nope"), 0o600)
 	if _, err := New(dir); err == nil || !strings.Contains(err.Error(), bad) {

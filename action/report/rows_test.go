@@ -135,9 +135,9 @@ func wantRows(t *testing.T, header string, rows []string, wantHeader string, wan
 	}
 }
 
-// Issue 6, item 2.2, after a rollback: the rollback step is listed once (final PASS, earlier
+// After a rollback: the rollback step is listed once (final PASS, earlier
 // SKIPPED) in its runbook place, and the step after the failed gate is "not run".
-func TestIssue6_2_2_ReportAfterRollback(t *testing.T) {
+func TestReportAfterRollback(t *testing.T) {
 	header, rows, res, ev := runRows(t, context.Background(), answer(engine.Rejected, "no"), engine.StatusPass, engine.Start{RunID: "R", Fresh: true}, false)
 	if res.Status != engine.RunFailed || len(ev) != 5 || ev[4].StepName != "rb" {
 		t.Fatalf("run %s, evidence %v", res.Status, ev)
@@ -146,9 +146,9 @@ func TestIssue6_2_2_ReportAfterRollback(t *testing.T) {
 		"1|c1|check|PASS", "2|d|deploy|PASS", "3|rb|rollback|PASS (earlier: SKIPPED)", "4|g|confirm|FAIL", "5|c2|check|not run")
 }
 
-// Issue 6, item 2.2, after a cancel: every step once, the ones never reached "not run", the
+// After a cancel: every step once, the ones never reached "not run", the
 // CANCEL audit entry last and counted apart.
-func TestIssue6_2_2_ReportAfterCancel(t *testing.T) {
+func TestReportAfterCancel(t *testing.T) {
 	header, rows, res, ev := runRows(t, context.Background(), answer(engine.Cancelled, "cancel"), engine.StatusPass, engine.Start{RunID: "R", Fresh: true}, true)
 	if res.Status != engine.RunCancelled || ev[len(ev)-1].StepName != "CANCEL" {
 		t.Fatalf("run %s, evidence %v", res.Status, ev)
@@ -157,8 +157,8 @@ func TestIssue6_2_2_ReportAfterCancel(t *testing.T) {
 		"1|c1|check|PASS", "2|d|deploy|PASS", "3|rb|rollback|SKIPPED", "4|g|confirm|not run", "5|c2|check|not run", "|CANCEL|cancel|PASS")
 }
 
-// Issue 6, item 2.2, after a halt: the failed step and every step after it "not run".
-func TestIssue6_2_2_ReportAfterHalt(t *testing.T) {
+// After a halt: the failed step and every step after it "not run".
+func TestReportAfterHalt(t *testing.T) {
 	header, rows, res, _ := runRows(t, context.Background(), answer(engine.Approved, "yes"), engine.StatusFail, engine.Start{RunID: "R", Fresh: true}, false)
 	if res.Status != engine.RunFailed {
 		t.Fatalf("run %s", res.Status)
@@ -167,10 +167,10 @@ func TestIssue6_2_2_ReportAfterHalt(t *testing.T) {
 		"1|c1|check|FAIL", "2|d|deploy|not run", "3|rb|rollback|not run", "4|g|confirm|not run", "5|c2|check|not run")
 }
 
-// Issue 6, item 2.2, after --step-index jumps: forward, the steps passed over are SKIPPED in
+// After --step-index jumps: forward, the steps passed over are SKIPPED in
 // their place; back (an interrupted run resumed at an earlier index), a step run twice is
 // listed once with its final status and the earlier one.
-func TestIssue6_2_2_ReportAfterStepIndexJump(t *testing.T) {
+func TestReportAfterStepIndexJump(t *testing.T) {
 	fwd := engine.Start{RunID: "R", Fresh: true, Index: 3, SkipFrom: 0, SkipReason: "skipped: t started the run at --step-index 3"}
 	header, rows, res, _ := runRows(t, context.Background(), answer(engine.Approved, "yes"), engine.StatusPass, fwd, false)
 	if res.Status != engine.RunCompleted {

@@ -200,10 +200,10 @@ func TestValidateReportsEveryErrorAndFallsBackToExample(t *testing.T) {
 	}
 }
 
-// TestIssue6_3_1_MissingKeyDoesNotHideSchemaErrors: a missing values key, a values file
+// TestMissingKeyDoesNotHideSchemaErrors: a missing values key, a values file
 // that does not parse, and schema errors are all reported in one pass, sorted by file and
 // line; the unresolved field itself gets only the missing-key diagnostic.
-func TestIssue6_3_1_MissingKeyDoesNotHideSchemaErrors(t *testing.T) {
+func TestMissingKeyDoesNotHideSchemaErrors(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "rb.yaml")
 	valuesPath := filepath.Join(dir, "rb.values.yaml")
@@ -249,10 +249,10 @@ func TestIssue6_3_1_MissingKeyDoesNotHideSchemaErrors(t *testing.T) {
 	}
 }
 
-// TestIssue6_3_1_TabIndentationLineAndColumn: yaml.v3 reports a tab in the indentation at
+// TestTabIndentationLineAndColumn: yaml.v3 reports a tab in the indentation at
 // the line where the scalar before it started, without a column; the diagnostic names the
 // tab's own line and column.
-func TestIssue6_3_1_TabIndentationLineAndColumn(t *testing.T) {
+func TestTabIndentationLineAndColumn(t *testing.T) {
 	for _, tc := range []struct{ name, runbook, want string }{
 		{"tab after a plain scalar", header + "  - name: c\n\ttype: check\n", "rb.yaml:6:1: invalid YAML: found a tab character that violates indentation (indent YAML with spaces, not tabs)"},
 		{"tab after spaces", header + "  - name: c\n    type: check\n  \t  on_fail: halt\n", "rb.yaml:7:3: invalid YAML: found a tab character that violates indentation"},
@@ -334,7 +334,7 @@ func TestJSONSchemaInSync(t *testing.T) {
 }
 
 // TestMissingValuesWithoutExampleSaysWhatAMinimalFileHolds: with no values file and no
-// .values.yaml.example to copy, the error is still the seed's ABORT line alone, and Next
+// .values.yaml.example to copy, the error is still the specification's ABORT line alone, and Next
 // lists the ${key}s the runbook uses as a minimal values file; with an example file, Next is
 // empty (the ABORT line's advice holds).
 func TestMissingValuesWithoutExampleSaysWhatAMinimalFileHolds(t *testing.T) {

@@ -48,7 +48,7 @@ func parsePBErr(t *testing.T, src string) *PlaybookParseError {
 
 const releasePath = "../../runbooks/release.cantbook"
 
-func TestIssue9_1_SpecExampleParsesToThePlan(t *testing.T) {
+func TestSpecExampleParsesToThePlan(t *testing.T) {
 	src, err := os.ReadFile(releasePath)
 	if err != nil {
 		t.Fatal(err)
@@ -101,7 +101,7 @@ func TestIssue9_1_SpecExampleParsesToThePlan(t *testing.T) {
 	}
 }
 
-func TestIssue9_1_FanoutDemoParses(t *testing.T) {
+func TestFanoutDemoParses(t *testing.T) {
 	plan, err := LoadPlaybook("../../runbooks/fanout.cantbook")
 	if err != nil {
 		var pe *PlaybookParseError
@@ -147,10 +147,10 @@ func TestIssue9_1_FanoutDemoParses(t *testing.T) {
 	}
 }
 
-// TestIssue9_1_FanoutDemoToolRetries runs the demo's stub: demo-tool flaky fails its first
+// TestFanoutDemoToolRetries runs the demo's stub: demo-tool flaky fails its first
 // call and succeeds the second (the retry handler's demo), keeping its count in the working
 // folder; its other commands print one JSON object each (the node's output bindings).
-func TestIssue9_1_FanoutDemoToolRetries(t *testing.T) {
+func TestFanoutDemoToolRetries(t *testing.T) {
 	tool, err := filepath.Abs("../../runbooks/bin/demo-tool")
 	if err != nil {
 		t.Fatal(err)
@@ -189,7 +189,7 @@ func TestIssue9_1_FanoutDemoToolRetries(t *testing.T) {
 	}
 }
 
-func TestIssue9_1_OneFileBreakingAllTenRulesListsEveryIssue(t *testing.T) {
+func TestOneFileBreakingAllTenRulesListsEveryIssue(t *testing.T) {
 	_, err := LoadPlaybook("testdata/playbooks/ten-rules.cantbook")
 	var pe *PlaybookParseError
 	if !errors.As(err, &pe) {
@@ -252,7 +252,7 @@ func det(id string, extra ...string) string {
 	return s
 }
 
-func TestIssue9_1_CyclesNamedOnceEach(t *testing.T) {
+func TestCyclesNamedOnceEach(t *testing.T) {
 	// a → b by depends, b → c by an edge, c → a by depends: one cycle, named once; plus a
 	// self-dependency and a second, separate cycle.
 	src := pbOf(det("a", "depends: [c]"), det("b", "depends: [a]"), det("c"), det("self", "depends: [self]"),
@@ -290,7 +290,7 @@ func TestIssue9_1_CyclesNamedOnceEach(t *testing.T) {
 	}
 }
 
-func TestIssue9_1_EveryOtherCheckNamesFieldAndLine(t *testing.T) {
+func TestEveryOtherCheckNamesFieldAndLine(t *testing.T) {
 	long := strings.Repeat("x", MaxCommandBytes+1)
 	manyArgs := "args: [" + strings.Repeat("a, ", MaxNodeArgs) + "a]"
 	for _, tc := range []struct {
@@ -355,7 +355,7 @@ func wantIssue(t *testing.T, src, field, msg string, line int) {
 	t.Fatalf("issues:\n%s\nwant one at t.cantbook line %d, field %q, containing %q", pe.Details(), line, field, msg)
 }
 
-func TestIssue9_1_TimeoutsCapsAndExtensions(t *testing.T) {
+func TestTimeoutsCapsAndExtensions(t *testing.T) {
 	src := "inputs:\n  - name: tag\n    default: 1.10\n  - name: opt\n" + pbOf(
 		det("a", "timeout: 90", "iteration_cap: 5", "max_iterations: 4", "env: {MODE: 0755, TAG: \"{{ tag }}\"}", "cwd: out/{{ tag }}", "requires: [file:go.mod]", "ensures: [ok, a.stdout]"),
 		det("b", "timeout: 1h30m", "on_failure: {inject_into: a, max_iterations: 2}", "depends: [a, a]"),
@@ -396,7 +396,7 @@ func TestIssue9_1_TimeoutsCapsAndExtensions(t *testing.T) {
 	}
 }
 
-func TestIssue9_1_ValidatePlaybookInputs(t *testing.T) {
+func TestValidatePlaybookInputs(t *testing.T) {
 	plan := parsePB(t, "inputs:\n  - name: version\n    required: true\n  - name: region\n    required: true\n"+
 		"  - name: channel\n    default: stable\n  - name: n\n    default: 3\n  - name: note\n    default: null\n  - name: opt\n"+pbOf(det("a")))
 	got, err := ValidatePlaybookInputs(plan, map[string]string{"version": "2026.4.90", "region": "eu", "channel": "nightly"})
@@ -419,7 +419,7 @@ func TestIssue9_1_ValidatePlaybookInputs(t *testing.T) {
 	}
 }
 
-func TestIssue9_1_PlaybookJSONSchemaInSync(t *testing.T) {
+func TestPlaybookJSONSchemaInSync(t *testing.T) {
 	got, err := PlaybookJSONSchema()
 	if err != nil {
 		t.Fatal(err)
@@ -432,7 +432,7 @@ func TestIssue9_1_PlaybookJSONSchemaInSync(t *testing.T) {
 	}
 	committed, err := os.ReadFile(path)
 	if err != nil || !bytes.Equal(committed, got) {
-		t.Fatalf("%s differs from PlaybookJSONSchema() (%v); run: go test ./action/runbook -run TestIssue9_1_PlaybookJSONSchemaInSync -update", path, err)
+		t.Fatalf("%s differs from PlaybookJSONSchema() (%v); run: go test ./action/runbook -run TestPlaybookJSONSchemaInSync -update", path, err)
 	}
 	var schema struct {
 		Schema     string         `json:"$schema"`
@@ -471,7 +471,7 @@ func TestIssue9_1_PlaybookJSONSchemaInSync(t *testing.T) {
 	}
 }
 
-func TestIssue9_1_LoadPlaybookUnreadable(t *testing.T) {
+func TestLoadPlaybookUnreadable(t *testing.T) {
 	_, err := LoadPlaybook("testdata/playbooks/missing.cantbook")
 	var pe *PlaybookParseError
 	if !errors.As(err, &pe) || err.Error() != "testdata/playbooks/missing.cantbook: playbook file not found" {
@@ -484,7 +484,7 @@ func TestIssue9_1_LoadPlaybookUnreadable(t *testing.T) {
 	}
 }
 
-func TestCase_R01_PlaybookScalarsKeepTheirMeaning(t *testing.T) {
+func TestPlaybookScalarsKeepTheirMeaning(t *testing.T) {
 	body := "name: t\n" + "nodes:\n" + det("test", "args: [NO, 1.10, 0755, on, yes]") +
 		"error_handlers:\n  - on: test-failed\n    action: abort\n"
 	plan := parsePB(t, "version: \"1.0\"\n"+body)
@@ -525,7 +525,7 @@ func TestCase_R01_PlaybookScalarsKeepTheirMeaning(t *testing.T) {
 	}
 }
 
-func TestCase_R02_PlaybookBombsAndDeepNestingRejected(t *testing.T) {
+func TestPlaybookBombsAndDeepNestingRejected(t *testing.T) {
 	bomb := "version: \"1.0\"\nname: t\nx:\n  a: &a [x,x,x,x,x,x,x,x,x]\n  b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\n  c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\n" +
 		"  d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\n  e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]\n  f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]\n" +
 		"  g: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]\n  h: &h [*g,*g,*g,*g,*g,*g,*g,*g,*g]\n  i: &i [*h,*h,*h,*h,*h,*h,*h,*h,*h]\n" +
@@ -564,7 +564,7 @@ func TestCase_R02_PlaybookBombsAndDeepNestingRejected(t *testing.T) {
 	}
 }
 
-func TestCase_R03_PlaybookTemplatingIsLiteralAndListsEveryMissingVar(t *testing.T) {
+func TestPlaybookTemplatingIsLiteralAndListsEveryMissingVar(t *testing.T) {
 	src := "inputs:\n  - name: notes\n    required: true\n  - name: version\n" +
 		pbOf(det("a", `args: [--notes, "{{ notes }}", "v={{ version }}"]`, `env: {NOTES: "{{ notes }}"}`))
 	plan := parsePB(t, src)

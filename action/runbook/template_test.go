@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-func TestIssue9_3_RenderInsertsWholeValuesInOnePass(t *testing.T) {
+func TestRenderInsertsWholeValuesInOnePass(t *testing.T) {
 	b := map[string]any{
 		"version": "2026.4.90",
 		"build":   map[string]any{"stdout": "ok {{ version }}", "exit_code": json.Number("0"), "meta": map[string]any{"tags": []any{"a", "b"}}},
@@ -24,7 +24,7 @@ func TestIssue9_3_RenderInsertsWholeValuesInOnePass(t *testing.T) {
 	}
 }
 
-func TestIssue9_3_RenderNamesEveryMissingVariable(t *testing.T) {
+func TestRenderNamesEveryMissingVariable(t *testing.T) {
 	_, err := Render("{{ a }} {{ version }} {{ b.c }} {{ a }}", map[string]any{"version": "1"})
 	var mv *MissingVarError
 	if !errors.As(err, &mv) || !reflect.DeepEqual(mv.Names, []string{"a", "b.c"}) {
@@ -39,7 +39,7 @@ func TestIssue9_3_RenderNamesEveryMissingVariable(t *testing.T) {
 	}
 }
 
-func TestIssue9_3_RenderRefusesMalformedAndNull(t *testing.T) {
+func TestRenderRefusesMalformedAndNull(t *testing.T) {
 	for _, tmpl := range []string{"{{ version", "{{ }}", "{{ a b }}", "{{ a..b }}"} {
 		var te *TemplateError
 		if _, err := Render(tmpl, map[string]any{"version": "1"}); !errors.As(err, &te) {
@@ -51,7 +51,7 @@ func TestIssue9_3_RenderRefusesMalformedAndNull(t *testing.T) {
 	}
 }
 
-func TestIssue9_5_Truthy(t *testing.T) {
+func TestTruthy(t *testing.T) {
 	for v, want := range map[string]bool{`null`: false, `false`: false, `0`: false, `""`: false, `[]`: false, `{}`: false, `1`: true, `"x"`: true, `[0]`: true, `{"a":1}`: true, `true`: true} {
 		var x any
 		d := json.NewDecoder(stringsReader(v))

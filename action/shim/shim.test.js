@@ -1,5 +1,5 @@
 'use strict';
-// Tests of the Action shim (issue 7, item 2): `node --test action/shim/`. Each test lays out
+// Tests of the Action shim: `node --test action/shim/`. Each test lays out
 // an action folder (these files and its own release.json), a fake rbook binary packed as the
 // release archive, and a local HTTP server playing GitHub's release download (a redirect to
 // the asset), then runs main.js / post.js as the runner would: as a node process with
@@ -125,7 +125,7 @@ function node(job, entry, extraEnv = {}, onLine) {
 const fakeRan = (job) => fs.existsSync(job.env.FAKE_OUT);
 const fakeSaw = (job) => JSON.parse(fs.readFileSync(job.env.FAKE_OUT, 'utf8'));
 
-test('TestIssue7_2_ShimDownloadsFollowsRedirectVerifiesAndPassesExitCode', { skip: skipOnWindows }, async (t) => {
+test('ShimDownloadsFollowsRedirectVerifiesAndPassesExitCode', { skip: skipOnWindows }, async (t) => {
   const job = await setup(t);
   const r = await node(job, 'main.js', { FAKE_MODE: 'exit:3' });
   assert.equal(r.code, 3, r.out);
@@ -147,7 +147,7 @@ test('TestIssue7_2_ShimDownloadsFollowsRedirectVerifiesAndPassesExitCode', { ski
   }
 });
 
-test('TestIssue7_2_ShimCacheHitMakesNoRequest', { skip: skipOnWindows }, async (t) => {
+test('ShimCacheHitMakesNoRequest', { skip: skipOnWindows }, async (t) => {
   const job = await setup(t);
   assert.equal((await node(job, 'main.js')).code, 0);
   const n = job.requests.length;
@@ -165,7 +165,7 @@ test('TestIssue7_2_ShimCacheHitMakesNoRequest', { skip: skipOnWindows }, async (
   assert.doesNotMatch(fs.readFileSync(bin, 'utf8'), /tampered/);
 });
 
-test('TestIssue7_2_ShimRefusesBadChecksum', { skip: skipOnWindows }, async (t) => {
+test('ShimRefusesBadChecksum', { skip: skipOnWindows }, async (t) => {
   const other = 'a'.repeat(64);
   const job = await setup(t, { sums: { [lib.archiveName(VERSION, lib.target())]: other } });
   const r = await node(job, 'main.js');
@@ -176,7 +176,7 @@ test('TestIssue7_2_ShimRefusesBadChecksum', { skip: skipOnWindows }, async (t) =
   assert.doesNotMatch(r.out, /building rbook from source/i, 'a mismatch fell back to building');
 });
 
-test('TestIssue7_2_ShimRefusesMissingChecksumEntry', { skip: skipOnWindows }, async (t) => {
+test('ShimRefusesMissingChecksumEntry', { skip: skipOnWindows }, async (t) => {
   const job = await setup(t, { sums: { 'rbook_v9.9.9_plan9_mips.tar.gz': 'b'.repeat(64) } });
   const r = await node(job, 'main.js');
   assert.equal(r.code, 1, r.out);
@@ -185,7 +185,7 @@ test('TestIssue7_2_ShimRefusesMissingChecksumEntry', { skip: skipOnWindows }, as
   assert.equal(fakeRan(job), false);
 });
 
-test('TestIssue7_2_ShimForwardsSIGINTToRbook', { skip: skipOnWindows }, async (t) => {
+test('ShimForwardsSIGINTToRbook', { skip: skipOnWindows }, async (t) => {
   const job = await setup(t);
   let sent = false;
   const r = await node(job, 'main.js', { FAKE_MODE: 'wait' }, (line, p) => {
@@ -203,7 +203,7 @@ test('TestIssue7_2_ShimForwardsSIGINTToRbook', { skip: skipOnWindows }, async (t
   assert.equal(r2.code, 1, r2.out);
 });
 
-test('TestIssue7_2_ShimPassesShellMetacharactersVerbatim', { skip: skipOnWindows }, async (t) => {
+test('ShimPassesShellMetacharactersVerbatim', { skip: skipOnWindows }, async (t) => {
   const job = await setup(t);
   const nasty = {
     INPUT_RUNBOOK: '-x; touch pwned1 $(touch pwned2) `touch pwned3` "q\' | cat',
@@ -225,7 +225,7 @@ test('TestIssue7_2_ShimPassesShellMetacharactersVerbatim', { skip: skipOnWindows
   assert.ok(!r.out.includes(nasty['INPUT_CONTROL-PLANE-TOKEN']), 'the token was printed');
 });
 
-test('TestIssue7_2_ShimFallsBackToSourceOnlyWithoutARelease', { skip: skipOnWindows }, async (t) => {
+test('ShimFallsBackToSourceOnlyWithoutARelease', { skip: skipOnWindows }, async (t) => {
   const job = await setup(t);
   const noGo = { PATH: path.join(job.root, 'empty-bin') }; // no go on PATH: the build says so
   fs.mkdirSync(noGo.PATH);
@@ -244,7 +244,7 @@ test('TestIssue7_2_ShimFallsBackToSourceOnlyWithoutARelease', { skip: skipOnWind
   assert.equal(fakeRan(job), false);
 });
 
-test('TestIssue7_2_ShimPostRunsGithubPost', { skip: skipOnWindows }, async (t) => {
+test('ShimPostRunsGithubPost', { skip: skipOnWindows }, async (t) => {
   const job = await setup(t);
   const none = await node(job, 'post.js');
   assert.equal(none.code, 0, none.out);
@@ -256,7 +256,7 @@ test('TestIssue7_2_ShimPostRunsGithubPost', { skip: skipOnWindows }, async (t) =
   assert.deepEqual(fakeSaw(job).argv, ['github', 'post', '--dir=runbooks', '--', 'prod']);
 });
 
-test('TestIssue7_2_ShimTarReaderRefusesEscapesAndLinks', () => {
+test('ShimTarReaderRefusesEscapesAndLinks', () => {
   const dest = fs.mkdtempSync(path.join(os.tmpdir(), 'rbook-untar-'));
   try {
     for (const name of ['../evil', '/abs/evil', 'a/../../evil', 'C:/evil', 'a\\..\\evil']) {
@@ -272,7 +272,7 @@ test('TestIssue7_2_ShimTarReaderRefusesEscapesAndLinks', () => {
   }
 });
 
-test('TestIssue7_2_ShimDownloadLimits', async (t) => {
+test('ShimDownloadLimits', async (t) => {
   let hops = 0;
   const server = http.createServer((req, res) => {
     if (req.url === '/big') { res.writeHead(200); return res.end(Buffer.alloc(4096)); } // chunked: counted as it arrives
@@ -294,7 +294,7 @@ test('TestIssue7_2_ShimDownloadLimits', async (t) => {
   server.closeAllConnections();
 });
 
-test('TestIssue7_2_ShimTargets', () => {
+test('ShimTargets', () => {
   assert.deepEqual(lib.target({ RUNNER_OS: 'Windows', RUNNER_ARCH: 'ARM64' }), { os: 'windows', arch: 'arm64', exe: 'rbook.exe' });
   assert.deepEqual(lib.target({ RUNNER_OS: 'macOS', RUNNER_ARCH: 'X64' }), { os: 'darwin', arch: 'amd64', exe: 'rbook' });
   assert.deepEqual(lib.target({}, 'linux', 'arm64'), { os: 'linux', arch: 'arm64', exe: 'rbook' });
@@ -302,9 +302,9 @@ test('TestIssue7_2_ShimTargets', () => {
   assert.equal(lib.archiveName('v0.7.0', { os: 'linux', arch: 'amd64' }), 'rbook_v0.7.0_linux_amd64.tar.gz');
 });
 
-// Hostile and unlucky cases (issue 7, item 2): TestIssue7_Break_*.
+// Poisoned caches, odd archives and versions, racing jobs and signal deaths.
 
-test('TestIssue7_Break_ShimPoisonedCacheWithRewrittenMarkerIsNotRun', { skip: skipOnWindows }, async (t) => {
+test('ShimPoisonedCacheWithRewrittenMarkerIsNotRun', { skip: skipOnWindows }, async (t) => {
   const job = await setup(t);
   assert.equal((await node(job, 'main.js')).code, 0);
   const n = job.requests.length;
@@ -327,7 +327,7 @@ test('TestIssue7_Break_ShimPoisonedCacheWithRewrittenMarkerIsNotRun', { skip: sk
   assert.equal(job.requests.length, n + 2);
 });
 
-test('TestIssue7_2_ShimCacheHitChecksTheCommittedBinarySum', { skip: skipOnWindows }, async (t) => {
+test('ShimCacheHitChecksTheCommittedBinarySum', { skip: skipOnWindows }, async (t) => {
   const binSum = lib.sha256(Buffer.from(fakeRbook()));
   const job = await setup(t, { binaries: (name) => ({ [name]: binSum }) });
   assert.equal((await node(job, 'main.js')).code, 0);
@@ -347,7 +347,7 @@ test('TestIssue7_2_ShimCacheHitChecksTheCommittedBinarySum', { skip: skipOnWindo
   assert.equal(lib.sha256(fs.readFileSync(bin)), binSum);
 });
 
-test('TestIssue7_2_ShimRefusesAnArchiveWhoseBinaryIsNotTheCommittedOne', { skip: skipOnWindows }, async (t) => {
+test('ShimRefusesAnArchiveWhoseBinaryIsNotTheCommittedOne', { skip: skipOnWindows }, async (t) => {
   const job = await setup(t, { binaries: (name) => ({ [name]: 'f'.repeat(64) }) });
   const r = await node(job, 'main.js');
   assert.notEqual(r.code, 0, r.out);
@@ -355,7 +355,7 @@ test('TestIssue7_2_ShimRefusesAnArchiveWhoseBinaryIsNotTheCommittedOne', { skip:
   assert.equal(fakeRan(job), false, 'rbook ran');
 });
 
-test('TestIssue7_Break_ShimConcurrentJobsShareAColdToolCache', { skip: skipOnWindows }, async (t) => {
+test('ShimConcurrentJobsShareAColdToolCache', { skip: skipOnWindows }, async (t) => {
   const job = await setup(t);
   const runs = await Promise.all([0, 1, 2, 3, 4, 5].map((i) => node(job, 'main.js', { FAKE_OUT: `${job.env.FAKE_OUT}.${i}` })));
   runs.forEach((r, i) => {
@@ -367,7 +367,7 @@ test('TestIssue7_Break_ShimConcurrentJobsShareAColdToolCache', { skip: skipOnWin
   assert.match((await node(job, 'main.js')).out, /from the tool cache/);
 });
 
-test('TestIssue7_Break_ShimRefusesAVersionThatIsAPath', () => {
+test('ShimRefusesAVersionThatIsAPath', () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rbook-rel-'));
   try {
     const f = path.join(dir, 'release.json');
@@ -382,7 +382,7 @@ test('TestIssue7_Break_ShimRefusesAVersionThatIsAPath', () => {
   }
 });
 
-test('TestIssue7_Break_ShimTarReaderRefusesWindowsStreamsAndOddEntries', () => {
+test('ShimTarReaderRefusesWindowsStreamsAndOddEntries', () => {
   const dest = fs.mkdtempSync(path.join(os.tmpdir(), 'rbook-untar-'));
   try {
     // An NTFS alternate data stream or a device name would write somewhere else on Windows.
@@ -398,7 +398,7 @@ test('TestIssue7_Break_ShimTarReaderRefusesWindowsStreamsAndOddEntries', () => {
   }
 });
 
-test('TestIssue7_Break_ShimExitCodesAbove128AndSignalDeaths', { skip: skipOnWindows }, async (t) => {
+test('ShimExitCodesAbove128AndSignalDeaths', { skip: skipOnWindows }, async (t) => {
   const job = await setup(t);
   for (const code of [129, 200, 255]) {
     assert.equal((await node(job, 'main.js', { FAKE_MODE: `exit:${code}` })).code, code);
@@ -408,7 +408,7 @@ test('TestIssue7_Break_ShimExitCodesAbove128AndSignalDeaths', { skip: skipOnWind
   assert.equal(lib.exitCodeOf(null, null), 1);
 });
 
-test('TestIssue7_Break_ShimArchiveWithoutRbookIsRefusedAndNotCached', { skip: skipOnWindows }, async (t) => {
+test('ShimArchiveWithoutRbookIsRefusedAndNotCached', { skip: skipOnWindows }, async (t) => {
   const job = await setup(t, { archive: tarGz({ 'README.md': 'no binary here\n', 'bin/rbook': 'nested' }) });
   const r = await node(job, 'main.js');
   assert.equal(r.code, 1, r.out);
@@ -418,7 +418,7 @@ test('TestIssue7_Break_ShimArchiveWithoutRbookIsRefusedAndNotCached', { skip: sk
   assert.deepEqual(fs.readdirSync(path.dirname(dir)), []);
 });
 
-test('TestIssue8_4_ShimVerbResumeGateModeAndEnvironment', () => {
+test('ShimVerbResumeGateModeAndEnvironment', () => {
   const env = { INPUT_VERB: 'resume', INPUT_RUNBOOK: 'demo', 'INPUT_RUN-ID': 'RBOOK-20261201-demo-484073aa', 'INPUT_STEP-INDEX': '3',
     INPUT_REPORT: '/tmp/r.md', 'INPUT_GATE-MODE': 'pause', INPUT_ENVIRONMENT: 'production' };
   assert.deepEqual(lib.rbookVerb(env), ['resume']);
@@ -434,7 +434,7 @@ test('TestIssue8_4_ShimVerbResumeGateModeAndEnvironment', () => {
   assert.throws(() => lib.rbookVerb({ INPUT_VERB: 'rollback' }), /input verb: "rollback" is not run or resume/);
 });
 
-test('TestIssue9_8_ShimPlaybookInputRunsRbookPlaybookRun', () => {
+test('ShimPlaybookInputRunsRbookPlaybookRun', () => {
   const env = { INPUT_PLAYBOOK: 'runbooks/release.cantbook', INPUT_INPUTS: 'version=2026.4.90\n\n# a comment\n  note=a b=c $(x);  \n', INPUT_REPORT: '/tmp/r.md' };
   assert.deepEqual(lib.rbookVerb(env), ['playbook', 'run']);
   // each input one argument, never through a shell; "=" inside a value stays

@@ -186,10 +186,10 @@ func TestFinalStateSettlesItsRanAheadEvidence(t *testing.T) {
 	assertEvidenceIsStatePack(t, p)
 }
 
-// TestForeignEvidencePackIsNotOverwrittenNorCalledNotWritable: a pack file of the same run id
-// that does not begin with the state's pack is another run's: it is kept byte for byte, and
-// the error is *EvidenceTakenError, not the seed's "state_file_path not writable" (the state
-// file is writable), saying how to go on.
+// TestForeignEvidencePackIsNotOverwrittenNorCalledNotWritable: a pack file of the same run id that
+// does not begin with the state's pack is another run's: it is kept byte for byte, and the error is
+// *EvidenceTakenError, not the specification's "state_file_path not writable" (the state file is
+// writable), saying how to go on.
 func TestForeignEvidencePackIsNotOverwrittenNorCalledNotWritable(t *testing.T) {
 	p := killBeforeFinalState(t)
 	st, _ := Read(p)

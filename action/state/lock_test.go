@@ -61,9 +61,9 @@ func startHolder(t *testing.T, statePath string) *exec.Cmd {
 	return cmd
 }
 
-// Issue 7, item 1: the "who holds it" answer comes from the holder's record, not /proc: a
+// The "who holds it" answer comes from the holder's record, not /proc: a
 // contender and a probe are told the other process's pid, host and role.
-func TestIssue7_1_HeldByAnotherProcessNamesItsPID(t *testing.T) {
+func TestHeldByAnotherProcessNamesItsPID(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "s.json")
 	holder := startHolder(t, p)
 	host, _ := os.Hostname()
@@ -85,9 +85,9 @@ func TestIssue7_1_HeldByAnotherProcessNamesItsPID(t *testing.T) {
 	}
 }
 
-// Issue 7, item 1: a holder killed without releasing leaves its record in the lock file;
+// A holder killed without releasing leaves its record in the lock file;
 // that stale record is ignored, by Probe and by Acquire, because the lock itself is free.
-func TestIssue7_1_StaleHolderRecordIgnored(t *testing.T) {
+func TestStaleHolderRecordIgnored(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "s.json")
 	holder := startHolder(t, p)
 	pid := holder.Process.Pid
@@ -111,9 +111,9 @@ func TestIssue7_1_StaleHolderRecordIgnored(t *testing.T) {
 	}
 }
 
-// Issue 7, item 1: Probe takes the lock for an instant; an executor acquiring at the same
+// Probe takes the lock for an instant; an executor acquiring at the same
 // moment waits out LockRetryWindow instead of taking the prober for a holder.
-func TestIssue7_1_ProbeNeverMakesAcquireFail(t *testing.T) {
+func TestProbeNeverMakesAcquireFail(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "s.json")
 	var stop atomic.Bool
 	var wg sync.WaitGroup
@@ -145,8 +145,8 @@ func TestIssue7_1_ProbeNeverMakesAcquireFail(t *testing.T) {
 	}
 }
 
-// Issue 7, item 1: a lock file holding more than MaxHolderBytes is read only up to the cap.
-func TestIssue7_1_HolderRecordCapped(t *testing.T) {
+// A lock file holding more than MaxHolderBytes is read only up to the cap.
+func TestHolderRecordCapped(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "s.json.lock")
 	big := `{"pid": 7, "host": "` + strings.Repeat("h", MaxHolderBytes) + `"}`
 	if err := os.WriteFile(p, []byte(big), 0o600); err != nil {

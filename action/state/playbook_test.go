@@ -27,11 +27,11 @@ func tr(seq int64, kind engine.TransitionKind, idx int, name string, ev *engine.
 		StepIndex: idx, StepName: name, StepType: string(runbook.TypeDeterministic), Evidence: ev, RunStatus: engine.RunInProgress}
 }
 
-// TestIssue9_8_StatePlaybookNodesInFlightAtOnce: two side-effecting nodes in flight at once
+// TestStatePlaybookNodesInFlightAtOnce: two side-effecting nodes in flight at once
 // are both recorded (in_flight_nodes), the end of one keeps the other, every step_started
 // counts in iteration_counts, a PASS's JSON output becomes the node's bindings, and the
-// file is valid JSON with the seed's fields after every write.
-func TestIssue9_8_StatePlaybookNodesInFlightAtOnce(t *testing.T) {
+// file is valid JSON with the specification's fields after every write.
+func TestStatePlaybookNodesInFlightAtOnce(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "diamond.playbook.state.json")
 	plan := testPlaybookPlan()
@@ -150,9 +150,9 @@ func TestIssue9_8_StatePlaybookNodesInFlightAtOnce(t *testing.T) {
 	}
 }
 
-// TestIssue9_8_StatePlaybookRefusesRunbookStateFile: a playbook never resumes a runbook's
+// TestStatePlaybookRefusesRunbookStateFile: a playbook never resumes a runbook's
 // unfinished run that shares its state file.
-func TestIssue9_8_StatePlaybookRefusesRunbookStateFile(t *testing.T) {
+func TestStatePlaybookRefusesRunbookStateFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "x.json")
 	st := &State{RunID: "RBOOK-20260101-diamond-0123abcd", RunbookName: "diamond", RunStatus: engine.RunInProgress, LastCompletedStepIndex: -1, TotalSteps: 4, EvidencePack: []engine.Evidence{}, StartedUTC: "2026-01-01T00:00:00Z", SchemaHash8: "0123abcd"}
 	if err := Write(path, st); err != nil {

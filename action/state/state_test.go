@@ -46,7 +46,7 @@ func TestWriteReadRoundTripAndSeedFields(t *testing.T) {
 	}
 	for _, k := range []string{"run_id", "runbook_name", "run_status", "current_step_index", "last_completed_step_index", "total_steps", "evidence_pack", "started_utc", "schema_hash8"} {
 		if _, ok := m[k]; !ok {
-			t.Errorf("state lacks seed field %s", k)
+			t.Errorf("state lacks specification field %s", k)
 		}
 	}
 	if m["run_status"] != "IN_PROGRESS" || m["last_completed_step_index"] != -1.0 || m["started_utc"] != "2026-05-12T08:30:00.000000000Z" {
@@ -114,8 +114,8 @@ func finished(i int, name, typ string, status engine.StepStatus) engine.Transiti
 		Evidence: &engine.Evidence{StepName: name, Type: typ, Status: status, TimestampUTC: "t"}}
 }
 
-// Case R06: resume must not repeat a side effect.
-func TestCase_R06_ResumeNeverRepeatsSideEffect(t *testing.T) {
+// A resume must not repeat a side effect.
+func TestResumeNeverRepeatsSideEffect(t *testing.T) {
 	t.Run("killed after deploy recorded", func(t *testing.T) {
 		p := filepath.Join(t.TempDir(), "s.json")
 		writeRun(t, p, finished(0, "check-pre", "check", "PASS"),
@@ -237,8 +237,8 @@ func TestFinalRunIsKeptAndIDsStayUnique(t *testing.T) {
 	}
 }
 
-// Case R05 (state level): exactly one of two executors takes the run; a dead holder does not block.
-func TestCase_R05_OneHolder(t *testing.T) {
+// At the state level, exactly one of two executors takes the run; a dead holder does not block.
+func TestOneExecutorHoldsTheRun(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "s.json")
 	l1, err := Acquire(p, "run")
 	if err != nil {

@@ -35,11 +35,11 @@ func (w *writeLog) Record(_ context.Context, t engine.Transition) error {
 	return nil
 }
 
-// TestIssue10_4_OnlySideEffectingStartsAreDurable: one state write per check or confirm step
+// TestOnlySideEffectingStartsAreDurable: one state write per check or confirm step
 // (its step_started rides along with the next write; resume re-runs such a step anyway),
 // while a deploy's step_started is on disk, with in_flight, before the deploy executor is
-// called. Asserted from inside the executors on the file itself (issue 10, item 4; case R06).
-func TestIssue10_4_OnlySideEffectingStartsAreDurable(t *testing.T) {
+// called. Asserted from inside the executors on the file itself.
+func TestOnlySideEffectingStartsAreDurable(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "demo.state.json")
 	plan := testPlan() // check-pre, deploy-app, confirm-app
 	o, err := Open(plan, path, OpenOptions{Now: clock})
@@ -106,10 +106,10 @@ func TestIssue10_4_OnlySideEffectingStartsAreDurable(t *testing.T) {
 	}
 }
 
-// TestIssue10_4_PlaybookApprovalStartNotDurable: in a playbook, an approval node's
+// TestPlaybookApprovalStartNotDurable: in a playbook, an approval node's
 // step_started is not written (it asks again on resume), a deterministic or agentic node's
-// is, with in_flight_nodes (issue 10, item 4).
-func TestIssue10_4_PlaybookApprovalStartNotDurable(t *testing.T) {
+// is, with in_flight_nodes.
+func TestPlaybookApprovalStartNotDurable(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "diamond.playbook.state.json")
 	plan := testPlaybookPlan()
 	o, err := OpenPlaybook(plan, path, PlaybookOpenOptions{PlaybookPath: plan.Path})
@@ -151,12 +151,12 @@ func TestIssue10_4_PlaybookApprovalStartNotDurable(t *testing.T) {
 	}
 }
 
-// TestIssue10_4_CachedEncodingIsByteExact: after many writes through one FileRecorder (its
+// TestCachedEncodingIsByteExact: after many writes through one FileRecorder (its
 // Pack reuses every evidence entry's and outbox transition's bytes), the file on disk is byte
 // for byte what a fresh encoding of the same State gives, and that is json.MarshalIndent of
 // the State with outbox and evidence_pack moved last (the format of every earlier release).
 // Acknowledgements drop outbox entries in between, so the outbox cache is exercised both ways.
-func TestIssue10_4_CachedEncodingIsByteExact(t *testing.T) {
+func TestCachedEncodingIsByteExact(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "demo.state.json")
 	in := "Resources | where name == '<b>&amp;' | project name"
 	plan := &runbook.Plan{Name: "demo", SchemaHash8: "a1b2c3d4", ContentHash: "hash-1"}
@@ -271,11 +271,11 @@ func marshalIndentOutboxLast(t *testing.T, s *State) []byte {
 	return append(out, "\n}\n"...)
 }
 
-// TestIssue10_4_PlaybookMapsCachedByteExact: a playbook's bindings and iteration_counts are
+// TestPlaybookMapsCachedByteExact: a playbook's bindings and iteration_counts are
 // encoded entry by entry and cached (packmap.go); after nodes are added, re-run (a binding
 // replaced, a count bumped), and inputs of every JSON kind, each encoding equals
 // json.MarshalIndent of the State (outbox and evidence_pack last) byte for byte.
-func TestIssue10_4_PlaybookMapsCachedByteExact(t *testing.T) {
+func TestPlaybookMapsCachedByteExact(t *testing.T) {
 	s := &State{RunID: "RBOOK-20260101-diamond-0123abcd", RunbookName: "diamond", RunStatus: engine.RunInProgress, LastCompletedStepIndex: -1, TotalSteps: 40,
 		EvidencePack: []engine.Evidence{}, Kind: KindPlaybook,
 		Inputs:   map[string]any{"version": "2026.4.90", "n": 3.0, "flags": []any{"a", "<b>"}, "on": true, "none": nil},

@@ -44,10 +44,10 @@ func runAg(t *testing.T, a Agentic, step runbook.Step, bindings map[string]any) 
 	return a.Execute(ctx, step, engine.RunContext{RunID: "RBOOK-test", Bindings: bindings, Iteration: 1})
 }
 
-// TestIssue9_3_AgenticCallsDemoReleaseServer: with only skill and one server, the node calls
+// TestAgenticCallsDemoReleaseServer: with only skill and one server, the node calls
 // the demo server (a real subprocess) with its templated inputs; the structured result is the
 // Value, the evidence input names server, tool and arguments.
-func TestIssue9_3_AgenticCallsDemoReleaseServer(t *testing.T) {
+func TestAgenticCallsDemoReleaseServer(t *testing.T) {
 	a := Agentic{Pool: testPool(t, map[string]string{"demo-release": "demo-release"})}
 	step := agNode("publish", "", demorelease.ToolReleasePublisher, map[string]any{"version": "{{ version }}"})
 	bindings := map[string]any{"version": "2026.4.90"}
@@ -75,9 +75,9 @@ func TestIssue9_3_AgenticCallsDemoReleaseServer(t *testing.T) {
 	}
 }
 
-// TestIssue9_3_AgenticMissingVarNamed: missing variables in inputs are all named and no tool
+// TestAgenticMissingVarNamed: missing variables in inputs are all named and no tool
 // is called.
-func TestIssue9_3_AgenticMissingVarNamed(t *testing.T) {
+func TestAgenticMissingVarNamed(t *testing.T) {
 	a := Agentic{Pool: testPool(t, map[string]string{"demo-release": "demo-release"})}
 	step := agNode("publish", "demo-release", demorelease.ToolFlaky, map[string]any{"key": "{{ a.b }}", "nested": []any{"{{ c }}"}})
 	out := runAg(t, a, step, map[string]any{"a": map[string]any{}})
@@ -93,9 +93,9 @@ func TestIssue9_3_AgenticMissingVarNamed(t *testing.T) {
 	}
 }
 
-// TestIssue9_3_AgenticToolErrorFailsAndSessionIsShared: isError → FAIL; the next node on the
+// TestAgenticToolErrorFailsAndSessionIsShared: isError → FAIL; the next node on the
 // same server reuses the run's session (the same server process: flaky's counter goes on).
-func TestIssue9_3_AgenticToolErrorFailsAndSessionIsShared(t *testing.T) {
+func TestAgenticToolErrorFailsAndSessionIsShared(t *testing.T) {
 	a := Agentic{Pool: testPool(t, map[string]string{"demo-release": "demo-release"})}
 	step := agNode("flaky", "demo-release", demorelease.ToolFlaky, map[string]any{"key": "retry-demo"})
 	out := runAg(t, a, step, nil)
@@ -108,9 +108,9 @@ func TestIssue9_3_AgenticToolErrorFailsAndSessionIsShared(t *testing.T) {
 	}
 }
 
-// TestIssue9_3_AgenticDefaults: only skill needs exactly one server; only agent needs a server
+// TestAgenticDefaults: only skill needs exactly one server; only agent needs a server
 // with exactly one tool, which is then called; the errors list what there is and say what to set.
-func TestIssue9_3_AgenticDefaults(t *testing.T) {
+func TestAgenticDefaults(t *testing.T) {
 	a := Agentic{Pool: testPool(t, map[string]string{"demo-release": "demo-release", "one": "one-tool"})}
 	out := runAg(t, a, agNode("p", "", "release-publisher", nil), nil)
 	if out.Status != engine.StatusFail || !strings.Contains(out.Output, "defines 2 servers (demo-release, one); set agent") {
@@ -146,10 +146,10 @@ func TestIssue9_3_AgenticDefaults(t *testing.T) {
 	}
 }
 
-// TestIssue9_3_ShippedMCPConfigsReachDemoRelease: runbooks/release.mcp.json and
+// TestShippedMCPConfigsReachDemoRelease: runbooks/release.mcp.json and
 // runbooks/fanout.mcp.json parse, name the one server demo-release started as "rbook mcp
 // demo-release", and the spec's publish node (skill: release-publisher, no agent) runs with them.
-func TestIssue9_3_ShippedMCPConfigsReachDemoRelease(t *testing.T) {
+func TestShippedMCPConfigsReachDemoRelease(t *testing.T) {
 	for _, name := range []string{"release", "fanout"} {
 		cfg, err := mcp.LoadConfig(filepath.Join("..", "..", "runbooks", name+".mcp.json"))
 		if err != nil {

@@ -67,7 +67,7 @@ func TestInjectScope(t *testing.T) {
 		{"quotes in subscription ids are escaped", "Resources",
 			`Resources | where subscriptionId in~ ('it\'s', 'back\\slash')`, []string{"it's", `back\slash`}},
 		{"no subscriptions: unchanged", "Resources | project name", "Resources | project name", nil},
-		{"case R01 query keeps its literals",
+		{"YAML 1.1 look-alikes in a query keep their literals",
 			"Resources | where c == 'NO' and v == '1.10' and m == '0755' | project name",
 			"Resources | where c == 'NO' and v == '1.10' and m == '0755' " + filter + " | project name", subs},
 	}

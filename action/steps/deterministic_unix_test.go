@@ -33,11 +33,11 @@ func runDet(t *testing.T, d Deterministic, step runbook.Step, bindings map[strin
 	return d.Execute(ctx, step, engine.RunContext{RunID: "RBOOK-test", Bindings: bindings, Iteration: 1})
 }
 
-// TestIssue9_3_DeterministicArgvIsExact: each rendered arg is exactly one argv entry, byte for
+// TestDeterministicArgvIsExact: each rendered arg is exactly one argv entry, byte for
 // byte, whatever it holds (spaces, ';', $(x), quotes, a newline, a "{{ y }}" inside a bound
 // value is not rendered again); env values and cwd are rendered too; the evidence input is the
 // argv as JSON.
-func TestIssue9_3_DeterministicArgvIsExact(t *testing.T) {
+func TestDeterministicArgvIsExact(t *testing.T) {
 	hostile := "a b; rm -rf / $(touch x) `id` 'q' \"dq\"\nsecond line {{ y }} \\ $HOME *"
 	work := t.TempDir()
 	if err := os.Mkdir(filepath.Join(work, "sub dir"), 0o755); err != nil {
@@ -88,9 +88,9 @@ func TestIssue9_3_DeterministicArgvIsExact(t *testing.T) {
 	}
 }
 
-// TestIssue9_3_DeterministicMissingVarStartsNothing: every missing variable of args, env and
+// TestDeterministicMissingVarStartsNothing: every missing variable of args, env and
 // cwd is named in one error, and the command never starts (the marker it would create is absent).
-func TestIssue9_3_DeterministicMissingVarStartsNothing(t *testing.T) {
+func TestDeterministicMissingVarStartsNothing(t *testing.T) {
 	marker := filepath.Join(t.TempDir(), "started")
 	step := detNode("build", "sh", "-c", `touch "$0"; echo "$1"`, marker, "{{ version }} {{ build.stdout }}")
 	step.Node.Env = map[string]string{"TAG": "{{ tag }}", "OK": "{{ present }}"}
@@ -128,9 +128,9 @@ func TestIssue9_3_DeterministicMissingVarStartsNothing(t *testing.T) {
 	}
 }
 
-// TestIssue9_3_DeterministicStdoutValue: a JSON object on stdout is the Value (numbers as
+// TestDeterministicStdoutValue: a JSON object on stdout is the Value (numbers as
 // json.Number); anything else is {"stdout": text minus one trailing newline, "exit_code": 0}.
-func TestIssue9_3_DeterministicStdoutValue(t *testing.T) {
+func TestDeterministicStdoutValue(t *testing.T) {
 	for _, tc := range []struct {
 		script string
 		want   map[string]any
@@ -155,9 +155,9 @@ func TestIssue9_3_DeterministicStdoutValue(t *testing.T) {
 	}
 }
 
-// TestIssue9_3_DeterministicNonZeroExitFails: FAIL, the output names the exit code and holds
+// TestDeterministicNonZeroExitFails: FAIL, the output names the exit code and holds
 // stderr and stdout, the Value is {"stdout", "stderr", "exit_code"}.
-func TestIssue9_3_DeterministicNonZeroExitFails(t *testing.T) {
+func TestDeterministicNonZeroExitFails(t *testing.T) {
 	out := runDet(t, Deterministic{}, detNode("t", "sh", "-c", `echo partial; echo "boom: tests failed" >&2; exit 3`), nil)
 	if out.Status != engine.StatusFail {
 		t.Fatalf("status %s", out.Status)
@@ -183,9 +183,9 @@ func TestIssue9_3_DeterministicNonZeroExitFails(t *testing.T) {
 	}
 }
 
-// TestIssue9_3_DeterministicOutputCap: each stream keeps MaxStreamBytes, the rest is counted
+// TestDeterministicOutputCap: each stream keeps MaxStreamBytes, the rest is counted
 // in a truncation note, and the command is not blocked by the cap.
-func TestIssue9_3_DeterministicOutputCap(t *testing.T) {
+func TestDeterministicOutputCap(t *testing.T) {
 	const extra = 12345
 	script := fmt.Sprintf(`head -c %d /dev/zero | tr '\0' a; head -c %d /dev/zero | tr '\0' b >&2`, MaxStreamBytes+extra, MaxStreamBytes+extra)
 	out := runDet(t, Deterministic{}, detNode("big", "sh", "-c", script), nil)
@@ -204,9 +204,9 @@ func TestIssue9_3_DeterministicOutputCap(t *testing.T) {
 	}
 }
 
-// TestIssue9_3_DeterministicTimeoutKillsTree: at the node's deadline the whole process tree
+// TestDeterministicTimeoutKillsTree: at the node's deadline the whole process tree
 // is gone, although the command and its grandchild ignore SIGTERM; the outcome is TIMED_OUT.
-func TestIssue9_3_DeterministicTimeoutKillsTree(t *testing.T) {
+func TestDeterministicTimeoutKillsTree(t *testing.T) {
 	dir := t.TempDir()
 	fifo := filepath.Join(dir, "pids")
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
@@ -250,8 +250,8 @@ wait`
 	}
 }
 
-// TestIssue9_3_DeterministicCancelFails: a cancelled run (not a deadline) ends the node FAIL.
-func TestIssue9_3_DeterministicCancelFails(t *testing.T) {
+// TestDeterministicCancelFails: a cancelled run (not a deadline) ends the node FAIL.
+func TestDeterministicCancelFails(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	out := Deterministic{}.Execute(ctx, detNode("x", "sh", "-c", "exit 0"), engine.RunContext{})
@@ -260,10 +260,10 @@ func TestIssue9_3_DeterministicCancelFails(t *testing.T) {
 	}
 }
 
-// TestIssue9_3_PathPrependFindsStub: PathPrepend goes first on the child's PATH and the
+// TestPathPrependFindsStub: PathPrepend goes first on the child's PATH and the
 // command is resolved against the child's PATH, not rbook's; the shipped runbooks/bin/pnpm
 // stub answers the release demo's build and test.
-func TestIssue9_3_PathPrependFindsStub(t *testing.T) {
+func TestPathPrependFindsStub(t *testing.T) {
 	bin := t.TempDir()
 	stub := filepath.Join(bin, "rbook-test-stub-tool")
 	if err := os.WriteFile(stub, []byte("#!/bin/sh\necho \"{\\\"path\\\": \\\"$PATH\\\"}\"\n"), 0o755); err != nil {

@@ -27,7 +27,7 @@ echo "child $!"
 echo ready
 wait`
 
-func TestCase_R04_DeadlineKillsWholeProcessGroup(t *testing.T) {
+func TestDeadlineKillsWholeProcessGroup(t *testing.T) {
 	const deadline = time.Second
 	const grace = 200 * time.Millisecond
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)

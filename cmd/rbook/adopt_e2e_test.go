@@ -1,13 +1,14 @@
 package main
 
-// A bug the kill campaign found (TestKillNineAtRandomPointsLosesNothing, "evidence entries differ"), fixed in
-// startOnControlPlane: a fresh run walks run ids upward from the lowest id free in the folder (state.uniqueRunID)
-// and lets the control plane say which are taken (startOnControlPlane). When an id below the
-// folder's last run belongs to someone else (another workspace, or an orphan of a kill), the
-// walk reaches the folder's own previous run; if that run is final in its state file but not on
-// the control plane (its outbox was never delivered, issue 6 item 1.1), StartRun "resumes" it
-// (same owner id), and the new run records its steps into the old run: two executions under
-// one run id, and the .prev- file of that id is overwritten when the next run starts.
+// A bug the kill campaign found (TestKillNineAtRandomPointsLosesNothing, "evidence entries
+// differ"), fixed in startOnControlPlane: a fresh run walks run ids upward from the lowest id free
+// in the folder (state.uniqueRunID) and lets the control plane say which are taken
+// (startOnControlPlane). When an id below the folder's last run belongs to someone else (another
+// workspace, or an orphan of a kill), the walk reaches the folder's own previous run; if that run
+// is final in its state file but not on the control plane (its outbox was never delivered),
+// StartRun "resumes" it (same owner id), and the new run records its steps into the old run: two
+// executions under one run id, and the .prev- file of that id is overwritten when the next run
+// starts.
 
 import (
 	"context"
@@ -36,7 +37,7 @@ func withoutGates(rb string) string {
 	return b.String()
 }
 
-func TestIssue6_1_2_FreshRunNeverAdoptsAnUndeliveredRun(t *testing.T) {
+func TestFreshRunNeverAdoptsAnUndeliveredRun(t *testing.T) {
 	dir := workdir(t)
 	mcpCfg, err := os.ReadFile(filepath.Join(dir, "runbooks", "demo.mcp.json"))
 	if err != nil {

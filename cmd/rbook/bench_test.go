@@ -18,7 +18,7 @@ import (
 	"github.com/rbookhq/rbook-action/controlplane/server"
 )
 
-// BenchmarkEngineWithControlPlane1000Steps is the DESIGN target "engine overhead per step
+// BenchmarkEngineWithControlPlane1000Steps is the target "engine overhead per step
 // (1,000-step runbook, durable state file + control plane)": executors return at once, so
 // what is measured is the engine, the state file and RecordTransition to a real control
 // plane (in-process, SQLite on disk) over loopback HTTP.

@@ -63,7 +63,7 @@ func parseOutputs(t *testing.T, text string) map[string]string {
 	return out
 }
 
-// TestIssue7_3_RunnerNativeOutputOfTheDemo runs the demo as a GitHub job would see it
+// TestRunnerNativeOutputOfTheDemo runs the demo as a GitHub job would see it
 // (GITHUB_ACTIONS, GITHUB_OUTPUT, GITHUB_STEP_SUMMARY, GITHUB_STATE set; one log stream),
 // its checks answered by an MCP server whose rows carry workflow commands, and the gate
 // answered at stdin (an embedded control plane without auth: the terminal's user is recorded
@@ -72,7 +72,7 @@ func parseOutputs(t *testing.T, text string) map[string]string {
 // group per step, the gate's announcement outside any group, an error annotation on the
 // failing step's line, the secret value and the approval token masked before use, and no
 // command from the MCP rows acts.
-func TestIssue7_3_RunnerNativeOutputOfTheDemo(t *testing.T) {
+func TestRunnerNativeOutputOfTheDemo(t *testing.T) {
 	dir := workdir(t)
 	values := filepath.Join(dir, "runbooks", "demo.values.yaml")
 	v := readFile(t, values)
@@ -132,7 +132,7 @@ func TestIssue7_3_RunnerNativeOutputOfTheDemo(t *testing.T) {
 	}
 
 	// The gate's announcement: the commands an approver runs, what the gate needs, and no
-	// terminal prompt (stdin is not a terminal: nobody types into a CI log; finding 10).
+	// terminal prompt (stdin is not a terminal: nobody types into a CI log).
 	for _, w := range []string{"  Approve        RBOOK_TOKEN=<your approver token> rbook approve " + ids[1] + " --control-plane http://127.0.0.1:",
 		"  Needs          1 approval from anyone with the approver role; not from whoever started the run\n"} {
 		if !strings.Contains(log, w) {
@@ -234,7 +234,7 @@ func checkFinalSummary(t *testing.T, sum, wantRow string) {
 	}
 }
 
-// TestIssue7_3_GateOnAnUnauthenticatedControlPlane (NEWUSER7 findings 2, 5, 10, 11): a job
+// TestGateOnAnUnauthenticatedControlPlane: a job
 // whose executor sends no credentials to a control plane without --auth-file. The gate's
 // announcement says that deciding by approval id cannot work there and how to decide
 // instead (RBOOK_SHOW_TOKEN=1, --auth-file), needs and who may approve, prefixes the commands
@@ -243,7 +243,7 @@ func checkFinalSummary(t *testing.T, sum, wantRow string) {
 // withdrawn (no approved-by), and the final summary replaces the gate block and shows the
 // gate withdrawn. With RBOOK_SHOW_TOKEN=1 the printed token command decides the gate: a
 // reject gives approval-status rejected, approved-by the rejecter, and the vote in the summary.
-func TestIssue7_3_GateOnAnUnauthenticatedControlPlane(t *testing.T) {
+func TestGateOnAnUnauthenticatedControlPlane(t *testing.T) {
 	t.Run("withdrawn", func(t *testing.T) {
 		dir := workdir(t)
 		url := serveCP(t, dir)

@@ -36,7 +36,7 @@ func serveCP(t *testing.T, dir string, extra ...string) string {
 }
 
 // cpServer is an `rbook serve` process that a test can stop (SIGSTOP), continue, kill and
-// start again on the same address and database (issue 6, items 1.4 and 1.5).
+// start again on the same address and database.
 type cpServer struct {
 	t        *testing.T
 	addr, db string
@@ -286,8 +286,8 @@ func TestControlPlane_UnreachableHalts(t *testing.T) {
 	checkTransitions(t, getRun(t, url, readState(t, dir).RunID), rbookv1.RunStatus_RUN_STATUS_SUCCEEDED)
 }
 
-// Case A04 end to end: CancelRun while the executor waits at the gate.
-func TestCase_A04_CancelRunWhileGateWaits(t *testing.T) {
+// End to end: CancelRun while the executor waits at the gate.
+func TestCancelRunWhileGateWaits(t *testing.T) {
 	dir := workdir(t)
 	url := serveCP(t, dir)
 	t.Setenv("RBOOK_SHOW_TOKEN", "1")
@@ -412,7 +412,7 @@ func TestControlPlane_CLI(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &runs); code != 0 || err != nil || len(runs.Runs) != 1 || runs.Runs[0].Status != "RUN_STATUS_PAUSED" {
 		t.Fatalf("runs -o json: exit %d %v\n%s", code, err, out)
 	}
-	// A gate-waiting runbook run reads AWAITING_CONFIRMATION in text (issue 6, item 2.3).
+	// A gate-waiting runbook run reads AWAITING_CONFIRMATION in text.
 	out, code = run(t, dir, "", "runs", "--status", "AWAITING_CONFIRMATION", "--control-plane", url)
 	if code != 0 || !strings.Contains(out, runID) || !strings.Contains(out, "AWAITING_CONFIRMATION") {
 		t.Fatalf("runs --status AWAITING_CONFIRMATION: exit %d\n%s", code, out)
@@ -431,7 +431,7 @@ func TestControlPlane_CLI(t *testing.T) {
 	if code := p.wait(t); code != 1 {
 		t.Fatalf("the rejected run exits %d, want 1 (on_fail: rollback)\n%s", code, p.output())
 	}
-	// One vocabulary (issue 6, item 2.3): a runbook run is FAILED in watch and get, as in the
+	// One vocabulary: a runbook run is FAILED in watch and get, as in the
 	// state file and the report; the enum stays the machine form in -o json.
 	if code := watch.wait(t); code != 0 || !strings.Contains(watch.output(), "is FAILED.") || !strings.Contains(watch.output(), "rollback 'rollback-app-config'") ||
 		strings.Contains(watch.output(), "RUN_STATUS_") {

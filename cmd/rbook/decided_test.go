@@ -3,7 +3,7 @@ package main
 import rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
 
 // decidedMessage is the message of the run's last gate_decided transition (who decided the
-// gate and why, seed runbook-executor), or "" when no gate was decided.
+// gate and why, docs/spec/runbooks.md "confirm"), or "" when no gate was decided.
 func decidedMessage(resp *rbookv1.GetRunResponse) string {
 	var msg string
 	for _, tr := range resp.GetTransitions() {

@@ -298,9 +298,9 @@ func TestProdWithoutValuesAborts(t *testing.T) {
 	}
 }
 
-// Case R05: a kill -9 mid-run leaves a run that status calls interrupted; of two executors
+// A kill -9 mid-run leaves a run that status calls interrupted; of two executors
 // started together exactly one takes it, and the survivor resumes without repeating a step.
-func TestCase_R05_KilledRunResumesOnce(t *testing.T) {
+func TestKilledRunResumesOnce(t *testing.T) {
 	dir := workdir(t)
 	first := start(t, dir, "run", "demo")
 	first.waitFor(t, "AWAITING_CONFIRMATION")
@@ -349,9 +349,9 @@ func TestCase_R05_KilledRunResumesOnce(t *testing.T) {
 	}
 }
 
-// Case R06 end to end: a deploy that started with no recorded outcome stops the resume;
+// End to end: a deploy that started with no recorded outcome stops the resume;
 // --step-index lets the operator decide; an edited runbook is refused naming both hashes.
-func TestCase_R06_UnknownStepAndEditedRunbook(t *testing.T) {
+func TestUnknownStepAndEditedRunbook(t *testing.T) {
 	dir := workdir(t)
 	first := start(t, dir, "run", "demo")
 	first.waitFor(t, "AWAITING_CONFIRMATION")
@@ -389,8 +389,8 @@ func TestCase_R06_UnknownStepAndEditedRunbook(t *testing.T) {
 	}
 }
 
-// Case R07: cancel while parked at a gate, from another terminal.
-func TestCase_R07_CancelWhileParked(t *testing.T) {
+// Cancel while parked at a gate, from another terminal.
+func TestCancelWhileParked(t *testing.T) {
 	dir := workdir(t)
 	exe := start(t, dir, "run", "demo")
 	exe.waitFor(t, "AWAITING_CONFIRMATION")
@@ -422,9 +422,9 @@ func TestCase_R07_CancelWhileParked(t *testing.T) {
 	}
 }
 
-// Case R07: SIGINT, SIGTERM and SIGHUP all stop a run with one final record; the run stays
+// SIGINT, SIGTERM and SIGHUP all stop a run with one final record; the run stays
 // resumable and the interrupted gate asks again.
-func TestCase_R07_Signals(t *testing.T) {
+func TestSignalsStopARunResumably(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
 		t.Run(sig.String(), func(t *testing.T) {
 			dir := workdir(t)
@@ -507,14 +507,14 @@ func TestGitHubRunnerGlue(t *testing.T) {
 		t.Fatalf("exit %d\n%s", code, out)
 	}
 	s := readState(t, dir)
-	// At the end the report replaces the gate's announcement (NEWUSER7 finding 11).
+	// At the end the report replaces the gate's announcement.
 	if sum := readFile(t, summary); !strings.HasPrefix(sum, "# Runbook Execution Report\n") || !strings.Contains(sum, s.RunID) {
 		t.Errorf("job summary:\n%s", sum)
 	}
 	if o := readFile(t, output); !strings.Contains(o, s.RunID) || !strings.Contains(o, "COMPLETED") {
 		t.Errorf("step outputs:\n%s", o)
 	}
-	// In CI the command names the approval id, never the token (issue 7, item 4).
+	// In CI the command names the approval id, never the token.
 	approves := regexp.MustCompile(`rbook approve (\S+)`).FindAllStringSubmatch(out, -1)
 	for _, m := range approves {
 		if !regexp.MustCompile(`^a-[a-z0-9]+$`).MatchString(m[1]) {
@@ -526,11 +526,11 @@ func TestGitHubRunnerGlue(t *testing.T) {
 	}
 }
 
-// TestIssue6_2_4_EndedAfterIsTheRunsDuration: with Markdown output, "Run … ended … after D"
+// TestEndedAfterIsTheRunsDuration: with Markdown output, "Run … ended … after D"
 // gives the run's duration from its started_utc, also when this rbook process only resumed
 // or cancelled it (it said "after 3ms" for a run started minutes before; found trying the
 // README as a new user).
-func TestIssue6_2_4_EndedAfterIsTheRunsDuration(t *testing.T) {
+func TestEndedAfterIsTheRunsDuration(t *testing.T) {
 	for _, verb := range []string{"run", "cancel"} {
 		t.Run(verb, func(t *testing.T) {
 			dir := workdir(t)

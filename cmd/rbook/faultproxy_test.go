@@ -1,6 +1,6 @@
 package main
 
-// A fault-injecting reverse proxy for the end-to-end tests of issue 6, items 1.1, 1.5 and 1.6:
+// A fault-injecting reverse proxy for the end-to-end tests of the executor's control-plane calls:
 // it stands between an executor and `rbook serve`, speaks HTTP/1.1 and h2c like the server,
 // and per call can delay, hang, reset the connection, answer 502/503/504 itself, forward the
 // call and lose the answer, or cut an answer short in the middle of a Connect envelope.

@@ -23,7 +23,7 @@ const (
 
 // gatesServe starts rbook serve with an auth file (groups, a GitHub link) and a gate policy:
 // the demo's confirm gate needs two approvers of group sre or ci-bot, and the run's starter
-// may not approve (issue 7, item 4).
+// may not approve.
 func gatesServe(t *testing.T, dir string) string {
 	t.Helper()
 	auth := filepath.Join(dir, "auth.txt")
@@ -53,11 +53,11 @@ func approvalIDFrom(t *testing.T, p *proc) string {
 	return m[len(m)-1][1]
 }
 
-// Issue 7, item 4, end to end: a run waits at a 2-of-N gate; `rbook approve APPROVAL_ID` by
+// End to end: a run waits at a 2-of-N gate; `rbook approve APPROVAL_ID` by
 // alice leaves it waiting (1 of 2), the run's starter is refused (E_SELF_APPROVAL), bob's
 // approval opens it and the run completes; GetApproval shows both votes and the decision names
 // both approvers.
-func TestIssue7_4_TwoApproversOpenTheGateByID(t *testing.T) {
+func TestTwoApproversOpenTheGateByID(t *testing.T) {
 	dir := workdir(t)
 	url := gatesServe(t, dir)
 	t.Setenv("RBOOK_TOKEN", gatesExecToken)
@@ -114,10 +114,10 @@ func TestIssue7_4_TwoApproversOpenTheGateByID(t *testing.T) {
 	}
 }
 
-// Issue 7, item 4, end to end: a gate nobody decides is closed by its deadline as REJECTED
+// End to end: a gate nobody decides is closed by its deadline as REJECTED
 // "timed out after 2s" (decided_by_source "deadline"), and the executor records the confirm
-// step TIMED_OUT, its on_fail (rollback) applying, as the seed says.
-func TestIssue7_4_TimedOutGateIsRejectedAndTheStepTimedOut(t *testing.T) {
+// step TIMED_OUT, its on_fail (rollback) applying, as docs/spec/runbooks.md ("confirm") says.
+func TestTimedOutGateIsRejectedAndTheStepTimedOut(t *testing.T) {
 	dir := workdir(t)
 	yaml := filepath.Join(dir, "runbooks", "demo.yaml")
 	body := readFile(t, yaml)

@@ -1,6 +1,6 @@
 package main
 
-// End to end, with real processes (issue 8, items 2 and 3): rbook serve as a GitHub App
+// End to end, with real processes: rbook serve as a GitHub App
 // against the fake GitHub, executors in pause mode as simulated runner jobs (GITHUB_REPOSITORY
 // octo/app, GITHUB_RUN_ID 4242, --github-environment production), signed deliveries.
 
@@ -63,11 +63,11 @@ func waitRulePosts(t *testing.T, gh *ghfake.Server) []e2eRulePost {
 	return out
 }
 
-// Issue 8, item 2, acceptance: the protection rule is requested before the gate opens; the
+// The protection rule is requested before the gate opens; the
 // executor pauses at the gate bound to production; `rbook approve APPROVAL_ID` makes the fake
 // GitHub receive a status report naming the approval and then exactly one "approved"
 // verdict commented "approved by alice in rbook: reason".
-func TestIssue8_2_RuleBeforeGateApprovedByCLIEndToEnd(t *testing.T) {
+func TestRuleBeforeGateApprovedByCLIEndToEnd(t *testing.T) {
 	cpDir := t.TempDir()
 	url, gh := githubGatesServe(t, cpDir)
 	d := ghfake.ProtectionRuleRequested(ghfake.ProtectionRule{Repo: e2eGHRepo, InstallationID: 5, RunID: 4242,
@@ -96,11 +96,11 @@ func TestIssue8_2_RuleBeforeGateApprovedByCLIEndToEnd(t *testing.T) {
 	}
 }
 
-// Issue 8, item 3, acceptance (reject twin): a signed deployment_review "rejected" by a
+// A signed deployment_review "rejected" by a
 // GitHub reviewer decides the paused gate; `rbook resume` records the gate FAIL with the
 // reviewer github:<login> and the comment, runs its on_fail (rollback) and exits 1; the
 // protection rule requested after the gate opened gets the "rejected" verdict.
-func TestIssue8_3_GitHubReviewRejectsEndToEnd(t *testing.T) {
+func TestGitHubReviewRejectsEndToEnd(t *testing.T) {
 	cpDir := t.TempDir()
 	url, gh := githubGatesServe(t, cpDir)
 	_, _, id := pauseAtGate(t, url)
@@ -133,14 +133,14 @@ func TestIssue8_3_GitHubReviewRejectsEndToEnd(t *testing.T) {
 	}
 }
 
-// Issue 8, acceptance, the end-to-end pause flow: `rbook serve` as a GitHub App against the
+// The end-to-end pause flow: `rbook serve` as a GitHub App against the
 // fake GitHub; an executor in pause mode (folder A) stops at the gate bound to production;
 // the protection rule is requested; a signed deployment_review "approved" by a GitHub
 // reviewer decides the gate (a replay of that delivery changes nothing, a forged one is 401);
 // a second executor in an empty folder B runs `rbook resume` and completes the run. The
 // control plane shows one run, every step once, the gate decided by github:<login> with the
 // comment (source github); the fake GitHub received the "approved" verdict for the rule.
-func TestIssue8_Acceptance_PauseApprovedByAGitHubReviewThenResume(t *testing.T) {
+func TestPauseApprovedByAGitHubReviewThenResume(t *testing.T) {
 	cpDir := t.TempDir()
 	url, gh := githubGatesServe(t, cpDir)
 	_, runID, id := pauseAtGate(t, url)

@@ -24,12 +24,12 @@ func approvalsOf(t *testing.T, url, runID string) []*rbookv1.Approval {
 	return resp.GetApprovals()
 }
 
-// Issue 7, item 2: a run killed (kill -9) while its gate waits, as a job whose runner died:
+// A run killed (kill -9) while its gate waits, as a job whose runner died:
 // `rbook github post` delivers, records run_interrupted on the control plane, and the run's
 // pending approval is withdrawn (CANCELLED, decided_by_source "interrupted"); its token is
 // refused by `rbook approve` with the message that says why; post again is harmless; the
 // resumed run opens the gate with a new approval and completes.
-func TestIssue7_2_GitHubPostWithdrawsTheApprovalsOfAKilledRun(t *testing.T) {
+func TestGitHubPostWithdrawsTheApprovalsOfAKilledRun(t *testing.T) {
 	t.Setenv("RBOOK_SHOW_TOKEN", "1")
 	dir := workdir(t)
 	url := serveCP(t, dir)
@@ -97,10 +97,10 @@ func TestIssue7_2_GitHubPostWithdrawsTheApprovalsOfAKilledRun(t *testing.T) {
 	}
 }
 
-// Issue 7, item 2: post is harmless when the job never started a run (no state file) or
+// Post is harmless when the job never started a run (no state file) or
 // never got a loadable runbook, and an unfinished run without a control plane is recorded
 // interrupted in its state file.
-func TestIssue7_2_GitHubPostWithoutARun(t *testing.T) {
+func TestGitHubPostWithoutARun(t *testing.T) {
 	dir := workdir(t)
 	out, code := run(t, dir, "", "github", "post", "demo")
 	if code != 0 || !strings.Contains(out, "no run to finish: "+filepath.Join(".rbook", "demo.state.json")+" does not exist") {

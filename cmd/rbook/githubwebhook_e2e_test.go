@@ -1,6 +1,6 @@
 package main
 
-// End-to-end tests of rbook serve's GitHub App flags and its webhook (issue 8, item 1):
+// End-to-end tests of rbook serve's GitHub App flags and its webhook:
 // a real `rbook serve` process, signed deliveries over HTTP, the fake GitHub for the App.
 
 import (
@@ -53,10 +53,10 @@ func postDelivery(t *testing.T, url string, d ghfake.Delivery, secret string) in
 	return resp.StatusCode
 }
 
-// Issue 8, item 1: rbook serve with the GitHub App flags serves /github/webhook on its port;
+// Rbook serve with the GitHub App flags serves /github/webhook on its port;
 // a signed delivery is processed once (a replay is 200 and changes nothing), a bad signature
 // is 401, every refusal is logged without the secret, and the delivery is in the database.
-func TestIssue8_1_ServeWebhookEndToEnd(t *testing.T) {
+func TestServeWebhookEndToEnd(t *testing.T) {
 	dir := t.TempDir()
 	gh := ghfake.New(t, 31337)
 	secretFile := writeWebhookSecret(t, dir)
@@ -118,9 +118,9 @@ func TestIssue8_1_ServeWebhookEndToEnd(t *testing.T) {
 	}
 }
 
-// Issue 8, item 1: without the flags /github/webhook answers 404 (not configured); the
+// Without the flags /github/webhook answers 404 (not configured); the
 // flags are all or nothing and their errors name the flag or file, never the contents.
-func TestIssue8_1_ServeGitHubFlags(t *testing.T) {
+func TestServeGitHubFlags(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv("RBOOK_APPROVAL_SECRET", testSecret)
 	url := serveCP(t, dir)

@@ -29,10 +29,10 @@ func everyCommand(root *cobra.Command) []*cobra.Command {
 	return out
 }
 
-// TestIssue6_3_4_EveryCommandHasExamplesAndExitCodes: every subcommand's --help has an
+// TestEveryCommandHasExamplesAndExitCodes: every subcommand's --help has an
 // Examples section (exactly one: run and status once printed two different ones, found trying
 // the README as a new user) and documents its exit codes, in the tree and in the built binary.
-func TestIssue6_3_4_EveryCommandHasExamplesAndExitCodes(t *testing.T) {
+func TestEveryCommandHasExamplesAndExitCodes(t *testing.T) {
 	cmds := everyCommand(newRootCmd())
 	if len(cmds) < 15 {
 		t.Fatalf("only %d commands found", len(cmds))
@@ -49,9 +49,9 @@ func TestIssue6_3_4_EveryCommandHasExamplesAndExitCodes(t *testing.T) {
 	}
 }
 
-// TestIssue6_3_4_ArgumentErrorsPrintUsage: a wrong argument count, an unknown flag or an
+// TestArgumentErrorsPrintUsage: a wrong argument count, an unknown flag or an
 // unknown command prints the error, the usage line and where to read more, and exits 2.
-func TestIssue6_3_4_ArgumentErrorsPrintUsage(t *testing.T) {
+func TestArgumentErrorsPrintUsage(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -72,10 +72,10 @@ func TestIssue6_3_4_ArgumentErrorsPrintUsage(t *testing.T) {
 	}
 }
 
-// TestIssue6_3_4_Version: `rbook version` shows what the binary's build info holds (as `go
+// TestVersion: `rbook version` shows what the binary's build info holds (as `go
 // version -m` reads it): its module version and VCS revision, or that the revision is
 // unknown for a build without VCS information (CI builds with -buildvcs=false).
-func TestIssue6_3_4_Version(t *testing.T) {
+func TestVersion(t *testing.T) {
 	info, err := exec.Command("go", "version", "-m", rbookBin).Output()
 	if err != nil {
 		t.Fatal(err)
@@ -101,10 +101,10 @@ func TestIssue6_3_4_Version(t *testing.T) {
 	}
 }
 
-// TestIssue6_3_4_VersionFromBuildInfo covers the three kinds of build: go run (no module
+// TestVersionFromBuildInfo covers the three kinds of build: go run (no module
 // version, no VCS), a go build in a git checkout (pseudo-version, revision, dirty tree),
 // and a release built with -ldflags -X main.version.
-func TestIssue6_3_4_VersionFromBuildInfo(t *testing.T) {
+func TestVersionFromBuildInfo(t *testing.T) {
 	goRun := versionFrom(&debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Path: "github.com/rbookhq/rbook-action", Version: "(devel)"}}, true, "dev")
 	if s := goRun.String(); !strings.HasPrefix(s, "rbook (devel) (module github.com/rbookhq/rbook-action)\nrevision unknown: built without VCS information (go run, -buildvcs=false, or outside a git checkout)\nbuilt with go1.26.0 for ") {
 		t.Errorf("go run:\n%s", s)
@@ -122,9 +122,13 @@ func TestIssue6_3_4_VersionFromBuildInfo(t *testing.T) {
 // portRE finds host:port pairs and :port suffixes of URLs in text.
 var portRE = regexp.MustCompile(`(?:127\.0\.0\.1|localhost|0\.0\.0\.0|\[::1\]):(\d+)`)
 
+<<<<<<< HEAD
 // TestIssue6_3_4_OneDefaultPort: the README and docs/, the clients' docs and messages, the example
+=======
+// TestOneDefaultPort: the README, the clients' docs and messages, the example
+>>>>>>> s8-tests19
 // workflows and every --help name the same port, rbook serve's default.
-func TestIssue6_3_4_OneDefaultPort(t *testing.T) {
+func TestOneDefaultPort(t *testing.T) {
 	if defaultServeAddr != "127.0.0.1:7070" {
 		t.Fatalf("defaultServeAddr = %s", defaultServeAddr)
 	}

@@ -968,7 +968,7 @@ func evidenceFileDiff(path, runID string) (kind, detail string) {
 	return mmEvidenceDiff, detail
 }
 
-// cpStatus maps a final state-file status to the control plane's (DESIGN D7), written out
+// cpStatus maps a final state-file status to the control plane's, written out
 // here rather than taken from the code under test.
 var cpStatus = map[engine.RunStatus]rbookv1.RunStatus{
 	engine.RunCompleted: rbookv1.RunStatus_RUN_STATUS_SUCCEEDED,

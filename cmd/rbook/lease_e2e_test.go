@@ -17,9 +17,9 @@ import (
 )
 
 // Five workspaces (five CI jobs) run the same runbook at once against one control plane:
-// all five complete, each under its own run id (DESIGN D6 suffixes), none adopts another's
-// run, no E_SEQ_CONFLICT (issue 6, item 1.2 and its acceptance).
-func TestIssue6_1_2_FiveWorkspacesOneRunbook(t *testing.T) {
+// all five complete, each under its own run id (docs/decisions/run-ids.md), none adopts
+// another's run, no E_SEQ_CONFLICT.
+func TestFiveWorkspacesOneRunbook(t *testing.T) {
 	base := workdir(t)
 	url := serveCP(t, base)
 	const n = 5
@@ -64,12 +64,12 @@ func TestIssue6_1_2_FiveWorkspacesOneRunbook(t *testing.T) {
 	}
 }
 
-// A zombie executor can never write again, and taking a run over is explicit (issue 6, item
-// 1.2; DESIGN D12): executor A waits at the gate and is frozen (SIGSTOP); a second workspace
-// holding the run's state under another owner id is refused (E_RUN_OWNED, with the
+// A zombie executor can never write again, and taking a run over is explicit
+// (docs/decisions/leases-and-fencing.md): executor A waits at the gate and is frozen (SIGSTOP); a
+// second workspace holding the run's state under another owner id is refused (E_RUN_OWNED, with the
 // --take-over hint), may take it over only once A's lease expired, and completes the run; A,
 // thawed, is fenced (E_LEASE_LOST) and halts without writing to the control plane.
-func TestIssue6_1_2_TakeOverFencesTheZombie(t *testing.T) {
+func TestTakeOverFencesTheZombie(t *testing.T) {
 	a := workdir(t)
 	url := serveCP(t, a)
 	pa := start(t, a, "run", "demo", "--control-plane", url, "--control-plane-lease", "5s")
@@ -164,14 +164,13 @@ func waitLine(p *proc, subs ...string) <-chan string {
 	return ch
 }
 
-// A take-over checks the lease even when the state file was copied as it is (hostile test of
-// issue 6, item 1.2): the documented way to continue a run from another workspace is to
-// restore its state file there — owner id included — and run with --take-over. That must
-// not pass as the owner resuming: while executor A is alive at its gate (its lease live),
-// B's plain run is refused with E_RUN_OWNED (the owner id belongs to A's workspace), B's
-// --take-over with E_LEASE_HELD, the lease stays A's at epoch 1, and A completes the run
-// undisturbed.
-func TestIssue6_Hostile_TakeOverOfACopiedStateFileChecksTheLease(t *testing.T) {
+// A take-over checks the lease even when the state file was copied as it is: the documented way to
+// continue a run from another workspace is to restore its state file there — owner id included —
+// and run with --take-over. That must not pass as the owner resuming: while executor A is alive at
+// its gate (its lease live), B's plain run is refused with E_RUN_OWNED (the owner id belongs to A's
+// workspace), B's --take-over with E_LEASE_HELD, the lease stays A's at epoch 1, and A completes
+// the run undisturbed.
+func TestTakeOverOfACopiedStateFileChecksTheLease(t *testing.T) {
 	a := workdir(t)
 	url := serveCP(t, a)
 	pa := start(t, a, "run", "demo", "--control-plane", url)
@@ -218,8 +217,8 @@ func TestIssue6_Hostile_TakeOverOfACopiedStateFileChecksTheLease(t *testing.T) {
 }
 
 // --take-over in a folder with no unfinished run says what it needs instead of quietly
-// starting a new run, and changes nothing (issue 6, item 1.2).
-func TestIssue6_1_2_TakeOverNeedsAnUnfinishedRun(t *testing.T) {
+// starting a new run, and changes nothing.
+func TestTakeOverNeedsAnUnfinishedRun(t *testing.T) {
 	dir := workdir(t)
 	out, code := run(t, dir, "", "run", "demo", "--control-plane", "off", "--take-over")
 	if code != 2 || !strings.Contains(out, "--take-over continues an unfinished run, but .rbook/demo.state.json holds none") {

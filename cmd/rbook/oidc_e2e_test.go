@@ -13,13 +13,13 @@ import (
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
 )
 
-// Issue 7, item 5, end to end with real processes: `rbook serve --oidc-config` trusts a local
+// End to end with real processes: `rbook serve --oidc-config` trusts a local
 // issuer; `rbook run demo` in a simulated job with `permissions: id-token: write` (the
 // ACTIONS_ID_TOKEN_* variables point at a fake runner token endpoint) and no RBOOK_TOKEN
 // authenticates with an OIDC token for its audience, runs to the gate, an auth-file approver
 // approves it, the run completes, and GetRun shows the job that started it. The same job
 // asking for the default audience (the control-plane URL) is refused, saying why.
-func TestIssue7_5_OIDCEndToEnd(t *testing.T) {
+func TestOIDCEndToEnd(t *testing.T) {
 	const audience = "https://rbook.example.internal"
 	dir := workdir(t)
 	iss := authtest.NewIssuer(t)

@@ -23,7 +23,7 @@ func actionJob(t *testing.T, node, entry, dir string, env []string) (string, int
 	return combinedExit(t, cmd)
 }
 
-// Issue 8, items 4 and 5, through the Action as examples/workflows/rbook-pause.yml uses it:
+// Through the Action as examples/workflows/rbook-pause.yml uses it:
 // job 1 (node main.js, gate-mode pause, environment production) runs the demo against
 // `rbook serve` with an auth file and ends at the gate with exit 0 and the outputs
 // paused=true, approval-id and run-id (GitHub's file-command grammar); job 1's post step
@@ -32,7 +32,7 @@ func actionJob(t *testing.T, node, entry, dir string, env []string) (string, int
 // output) on a fresh runner (its own RUNNER_TEMP, tool cache and file commands) in a
 // workspace with the runbooks only completes the same run: the control plane holds one run
 // with every step finished once and one run_finished.
-func TestIssue8_5_PauseAcrossTwoJobsThroughTheAction(t *testing.T) {
+func TestPauseAcrossTwoJobsThroughTheAction(t *testing.T) {
 	node := nodeBin(t)
 	fr := newFakeRelease(t)
 	cpDir := t.TempDir()
@@ -143,13 +143,13 @@ func TestIssue8_5_PauseAcrossTwoJobsThroughTheAction(t *testing.T) {
 	}
 }
 
-// Issue 8, items 4-5: `rbook github post` (the Action's post step) after a pause-mode job
+// `rbook github post` (the Action's post step) after a pause-mode job
 // whose gate an approver decided before the post step ran leaves the run alone too (it says
 // the approval is approved and records no interruption), so `rbook resume` in an empty folder
 // still finds the run paused at the gate and completes it. The same post without the pause
 // gate mode (a wait-mode job's post step) would record the interruption: the gate mode is
 // what tells a paused run from one whose job died at the gate.
-func TestIssue8_5_GitHubPostLeavesAPausedRunAloneAfterAQuickApproval(t *testing.T) {
+func TestGitHubPostLeavesAPausedRunAloneAfterAQuickApproval(t *testing.T) {
 	cpDir := t.TempDir()
 	url := pauseServe(t, cpDir)
 	dirA, runID, id := pauseAtGate(t, url)

@@ -90,7 +90,7 @@ func pauseAtGate(t *testing.T, url string) (dirA, runID, approvalID string) {
 	return dirA, outs["run-id"], outs["approval-id"]
 }
 
-// Issue 8, item 4, end to end: an executor in pause mode (folder A, a simulated runner) stops
+// End to end: an executor in pause mode (folder A, a simulated runner) stops
 // at the demo's gate with exit 0 and the outputs paused=true and approval-id; alice approves
 // by approval id; `rbook resume demo` in an empty folder B (no state file, another runner
 // job) rebuilds the state, takes the run over at the next epoch and completes it. The control
@@ -98,7 +98,7 @@ func pauseAtGate(t *testing.T, url string) (dirA, runID, approvalID string) {
 // rebuilt equals folder A's state file but for the executor instance's own fields; the paused
 // executor can never write again (E_LEASE_LOST), and folder A's state file, asked with
 // `rbook status`, takes the control plane's final record.
-func TestIssue8_4_PauseThenResumeInAnEmptyFolder(t *testing.T) {
+func TestPauseThenResumeInAnEmptyFolder(t *testing.T) {
 	cpDir := t.TempDir()
 	url := pauseServe(t, cpDir)
 	dirA, runID, id := pauseAtGate(t, url)
@@ -235,9 +235,9 @@ func getRunAs(t *testing.T, url, runID string) *rbookv1.GetRunResponse {
 	return resp
 }
 
-// Issue 8, item 4: a resume while the gate is still pending says so, exits 2 and changes
+// A resume while the gate is still pending says so, exits 2 and changes
 // nothing (no transition, the lease untouched, no state file written).
-func TestIssue8_4_ResumeWhilePendingChangesNothing(t *testing.T) {
+func TestResumeWhilePendingChangesNothing(t *testing.T) {
 	cpDir := t.TempDir()
 	url := pauseServe(t, cpDir)
 	_, runID, id := pauseAtGate(t, url)
@@ -258,11 +258,11 @@ func TestIssue8_4_ResumeWhilePendingChangesNothing(t *testing.T) {
 	}
 }
 
-// Issue 8, item 4 (and its acceptance "the reject twin leaves the run FAILED or the gate's
-// on_fail applied, with the reviewer's comment recorded"): after a rejection, resume says the
+// The reject twin leaves the run FAILED or the gate's on_fail applied, with the reviewer's
+// comment recorded: after a rejection, resume says the
 // gate was rejected and does not continue past it: the gate is recorded FAIL with the
 // reason, its on_fail (rollback) runs, the run ends FAILED and resume exits 1.
-func TestIssue8_4_ResumeAfterRejectAppliesOnFail(t *testing.T) {
+func TestResumeAfterRejectAppliesOnFail(t *testing.T) {
 	cpDir := t.TempDir()
 	url := pauseServe(t, cpDir)
 	_, runID, id := pauseAtGate(t, url)
@@ -296,9 +296,9 @@ func TestIssue8_4_ResumeAfterRejectAppliesOnFail(t *testing.T) {
 	}
 }
 
-// Issue 8, item 4: pause mode without a control plane that outlives the job is refused
+// Pause mode without a control plane that outlives the job is refused
 // before anything runs.
-func TestIssue8_4_PauseNeedsAControlPlane(t *testing.T) {
+func TestPauseNeedsAControlPlane(t *testing.T) {
 	dir := workdir(t)
 	for _, args := range [][]string{
 		{"run", "demo", "--gate-mode", "pause", "--control-plane", "off"},
@@ -319,10 +319,10 @@ func TestIssue8_4_PauseNeedsAControlPlane(t *testing.T) {
 	}
 }
 
-// Issue 8, item 4: `rbook resume` in the folder that still holds the paused run's state file
+// `rbook resume` in the folder that still holds the paused run's state file
 // resumes with that file (no rebuild), and a --run-id that is not that file's run is refused
 // with what to do.
-func TestIssue8_4_ResumeInThePausedFolderUsesItsStateFile(t *testing.T) {
+func TestResumeInThePausedFolderUsesItsStateFile(t *testing.T) {
 	cpDir := t.TempDir()
 	url := pauseServe(t, cpDir)
 	dirA, runID, id := pauseAtGate(t, url)

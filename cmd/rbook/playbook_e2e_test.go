@@ -1,6 +1,6 @@
 package main
 
-// End-to-end tests of rbook playbook (issue 9, item 8) with the built binary, as a user runs it.
+// End-to-end tests of rbook playbook with the built binary, as a user runs it.
 
 import (
 	"context"
@@ -52,12 +52,12 @@ func readPlaybookState(t *testing.T, path string) *state.State {
 	return st
 }
 
-// TestIssue9_8_PlaybookReleaseFlow is the acceptance flow: release.cantbook runs build →
+// TestPlaybookReleaseFlow is the acceptance flow: release.cantbook runs build →
 // test → pauses at review (paused on the control plane, a pending approval of node review) →
 // rbook playbook approve <token> → publish → succeeded; the token replayed gets
 // E_APPROVAL_ALREADY_DECIDED; the bindings hold the input and each node's output; the report
 // shows the DAG; rbook playbook status shows the nodes.
-func TestIssue9_8_PlaybookReleaseFlow(t *testing.T) {
+func TestPlaybookReleaseFlow(t *testing.T) {
 	dir := playbookWorkdir(t)
 	url := serveCP(t, dir)
 	t.Setenv("RBOOK_SHOW_TOKEN", "1")
@@ -141,10 +141,10 @@ func run2(t *testing.T, dir string, args ...string) (string, int) {
 	return run(t, dir, "", args...)
 }
 
-// TestIssue9_8_PlaybookBadInputsRefusedBeforeAnyRecord: a missing required input, an unknown
+// TestPlaybookBadInputsRefusedBeforeAnyRecord: a missing required input, an unknown
 // one and an invalid playbook are refused (exit 2) before anything is recorded: no state
 // file, no run on the control plane.
-func TestIssue9_8_PlaybookBadInputsRefusedBeforeAnyRecord(t *testing.T) {
+func TestPlaybookBadInputsRefusedBeforeAnyRecord(t *testing.T) {
 	dir := playbookWorkdir(t)
 	url := serveCP(t, dir)
 	writeTestFile(t, filepath.Join(dir, "bad.cantbook"), []byte("version: \"1.0\"\nname: bad\nnodes:\n  - id: a\n    type: deterministic\n"))
@@ -171,9 +171,9 @@ func TestIssue9_8_PlaybookBadInputsRefusedBeforeAnyRecord(t *testing.T) {
 	}
 }
 
-// TestIssue9_8_PlaybookValidateListsEveryIssue: validate prints every issue of every file as
+// TestPlaybookValidateListsEveryIssue: validate prints every issue of every file as
 // file:line:col: field: message and exits 2 (as rbook validate); valid files print ok and exit 0.
-func TestIssue9_8_PlaybookValidateListsEveryIssue(t *testing.T) {
+func TestPlaybookValidateListsEveryIssue(t *testing.T) {
 	dir := playbookWorkdir(t)
 	writeTestFile(t, filepath.Join(dir, "bad.cantbook"), []byte(`version: "1.0"
 name: bad
@@ -202,12 +202,12 @@ nodes:
 	}
 }
 
-// TestIssue9_8_PlaybookKillResumeRunsNoRecordedNodeAgain: kill -9 while a slow node runs, then
+// TestPlaybookKillResumeRunsNoRecordedNodeAgain: kill -9 while a slow node runs, then
 // rbook playbook run again: it resumes the same run (RESUMING), refuses first because the slow
 // node is in unknown state (naming it and --rerun-node/--skip-node), and with --rerun-node
 // runs only that node again: the node recorded before the kill ran exactly once (a marker
 // file counts executions).
-func TestIssue9_8_PlaybookKillResumeRunsNoRecordedNodeAgain(t *testing.T) {
+func TestPlaybookKillResumeRunsNoRecordedNodeAgain(t *testing.T) {
 	dir := playbookWorkdir(t)
 	writeSlowPlaybook(t, dir)
 	args := []string{"playbook", "run", "slow.cantbook", "--control-plane", "off"}
@@ -226,10 +226,10 @@ func TestIssue9_8_PlaybookKillResumeRunsNoRecordedNodeAgain(t *testing.T) {
 	}
 }
 
-// TestIssue9_8_PlaybookSkipNodeGoesOnAfterIt: after kill -9 mid-node, --skip-node records the
+// TestPlaybookSkipNodeGoesOnAfterIt: after kill -9 mid-node, --skip-node records the
 // node SKIPPED (saying who and why) and the run goes on with its dependants; the node
 // recorded before the kill never runs again and the skipped one is not run.
-func TestIssue9_8_PlaybookSkipNodeGoesOnAfterIt(t *testing.T) {
+func TestPlaybookSkipNodeGoesOnAfterIt(t *testing.T) {
 	dir := playbookWorkdir(t)
 	writeSlowPlaybook(t, dir)
 	args := []string{"playbook", "run", "slow.cantbook", "--control-plane", "off"}
@@ -257,12 +257,12 @@ func TestIssue9_8_PlaybookSkipNodeGoesOnAfterIt(t *testing.T) {
 	}
 }
 
-// TestIssue9_8_PlaybookLocalPolicyAutoPasses: with --control-plane off the auto-pass policy is
+// TestPlaybookLocalPolicyAutoPasses: with --control-plane off the auto-pass policy is
 // evaluated before the terminal is asked: the fanout demo's gate guards only read-only
 // commands, so the default rules pass it (stdin is closed: nobody could answer), and the
 // decision (rule, auto_passed) is in the node's evidence output; --policy-shadow records the
 // same verdict and lets the closed terminal decide, which fails the gate.
-func TestIssue9_8_PlaybookLocalPolicyAutoPasses(t *testing.T) {
+func TestPlaybookLocalPolicyAutoPasses(t *testing.T) {
 	dir := playbookWorkdir(t)
 	out, code := run2(t, dir, "playbook", "run", "runbooks/fanout.cantbook", "--control-plane", "off")
 	if code != 0 {
@@ -302,7 +302,7 @@ func waitTick() { time.Sleep(10 * time.Millisecond) }
 
 // writeSlowPlaybook writes dir/slow.cantbook: nodes first → slow → last, each appending "ran"
 // to <id>.count; slow then writes slow.started and sleeps 60 s, unless dir/go-fast exists
-// (then it passes at once). Shared by the kill -9 / resume tests (issue 9, item 8).
+// (then it passes at once). Shared by the kill -9 / resume tests.
 func writeSlowPlaybook(t *testing.T, dir string) {
 	t.Helper()
 	writeTestFile(t, filepath.Join(dir, "slow.cantbook"), []byte(`version: "1.0"

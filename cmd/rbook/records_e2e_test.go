@@ -131,11 +131,11 @@ func TestRefusedCommandsLeaveTheFolderEmpty(t *testing.T) {
 	}
 }
 
-// TestRunFinishedElsewhereStartsANewRunHere: a run paused in folder A and resumed to its end
-// in folder B is COMPLETED on the control plane; `rbook run` in folder A (its state file still
-// says IN_PROGRESS) takes the control plane's record into that state file, keeps it as the
-// seed's .prev-<run_id> file and starts a new run, without ever suggesting a cancel. The kept
-// file equals folder B's and its evidence file equals its pack. Copies of folder A asked to
+// TestRunFinishedElsewhereStartsANewRunHere: a run paused in folder A and resumed to its end in
+// folder B is COMPLETED on the control plane; `rbook run` in folder A (its state file still says
+// IN_PROGRESS) takes the control plane's record into that state file, keeps it as the
+// specification's .prev-<run_id> file and starts a new run, without ever suggesting a cancel. The
+// kept file equals folder B's and its evidence file equals its pack. Copies of folder A asked to
 // cancel or resume the run say there is nothing to do and take the record too.
 func TestRunFinishedElsewhereStartsANewRunHere(t *testing.T) {
 	if testing.Short() {

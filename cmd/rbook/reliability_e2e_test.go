@@ -2,12 +2,12 @@
 
 package main
 
-// End-to-end tests of issue 6, items 1.1, 1.4, 1.5 and 1.6: the executor's side of talking to
+// End-to-end tests of the executor's side of talking to
 // a control plane that dies, stops answering, restarts, or sits behind a proxy that fails
 // calls. Real processes throughout: the rbook binary, `rbook serve`, and the fault proxy of
 // faultproxy_test.go between them. They synchronise on what the processes print and on the
 // calls the proxy sees; the only clock readings bound how long an executor may take to give
-// up, which is what item 1.4 is about.
+// up, which is what a silent control plane is about.
 
 import (
 	"context"
@@ -70,10 +70,10 @@ func prevFiles(t *testing.T, dir string) []string {
 	return m
 }
 
-// Issue 6, item 1.1: a final run's unsent transitions reach the control plane before
+// A final run's unsent transitions reach the control plane before
 // anything else happens in its folder — through status, run and cancel — and a run that
 // cannot deliver them does not start over them.
-func TestIssue6_1_1_FinalRunOutboxDeliveredFirst(t *testing.T) {
+func TestFinalRunOutboxDeliveredFirst(t *testing.T) {
 	dir := workdir(t)
 	cp := startServe(t, dir)
 	px := newFaultProxy(t, cp.url())
@@ -141,11 +141,11 @@ func TestIssue6_1_1_FinalRunOutboxDeliveredFirst(t *testing.T) {
 	checkTransitions(t, getRun(t, cp.url(), fourth.RunID), rbookv1.RunStatus_RUN_STATUS_SUCCEEDED)
 }
 
-// Issue 6, item 1.1, embedded mode: the embedded control plane's URL changes every run, so an
+// Embedded mode: the embedded control plane's URL changes every run, so an
 // outbox recorded against it is delivered to this folder's embedded control plane
 // (.rbook/controlplane.db), which `rbook status` starts for the purpose; and `rbook cancel` of
 // an interrupted run reports the cancel to the control plane too.
-func TestIssue6_1_1_EmbeddedOutboxAndCancel(t *testing.T) {
+func TestEmbeddedOutboxAndCancel(t *testing.T) {
 	dir := workdir(t)
 	out, code := run(t, dir, "yes\n", "run", "demo")
 	if s := readState(t, dir); code != 0 || !s.ControlPlaneEmbedded || s.ControlPlane == "" {
@@ -190,11 +190,11 @@ func TestIssue6_1_1_EmbeddedOutboxAndCancel(t *testing.T) {
 	}
 }
 
-// Issue 6, item 1.4: a control plane that accepts connections but never answers (SIGSTOP)
+// A control plane that accepts connections but never answers (SIGSTOP)
 // halts the run, resumable, within --control-plane-timeout plus a few seconds — at the gate
 // (the watch stream's HTTP/2 pings find it) and at the start (each unary attempt is bounded)
 // — and SIGTERM ends the executor within seconds while it is stopped.
-func TestIssue6_1_4_SilentControlPlane(t *testing.T) {
+func TestSilentControlPlaneHaltsTheRunResumable(t *testing.T) {
 	const timeout = 5 * time.Second
 	// slack covers the ping interval and timeout, one attempt timeout and a back-off.
 	const slack = cpclient.PingInterval + cpclient.PingTimeout + cpclient.DefaultAttemptTimeout + 5*time.Second
@@ -260,17 +260,17 @@ func TestIssue6_1_4_SilentControlPlane(t *testing.T) {
 	}
 }
 
-// Issue 6, item 1.5: every kind of transient failure between executor and control plane is
+// Every kind of transient failure between executor and control plane is
 // retried — a reset connection, 502/503/504, an answer lost after the server acted, a delay,
 // an answer cut inside its Connect envelope — on every RPC the executor makes, and the run
 // completes with the control plane's record equal to the state file's.
-func TestIssue6_1_5_TransientFailuresRetried(t *testing.T) {
+func TestTransientFailuresRetried(t *testing.T) {
 	dir := workdir(t)
 	cp := startServe(t, dir)
 	px := newFaultProxy(t, cp.url())
 	plan := map[string][]fault{
 		"StartRun":          {status503, reset},
-		"RecordTransitions": {reset, status502, dropAnswer, status504, delay, truncate, status503}, // the sender's batches (issue 10, item 3)
+		"RecordTransitions": {reset, status502, dropAnswer, status504, delay, truncate, status503}, // the sender's batches
 		"RequestApproval":   {dropAnswer, status502},
 		"WatchApproval":     {truncate, reset, status503},
 		"Approve":           {status503, reset},
@@ -312,13 +312,13 @@ func restartRunbook(name string, deploys int) string {
 	return b.String()
 }
 
-// Issue 6, item 1.5: `rbook serve` killed (-9) and started again on the same port and database,
+// `rbook serve` killed (-9) and started again on the same port and database,
 // over and over while runs report to it: every run completes, and the control plane holds
 // every run's transitions exactly as its state file does. Seen before: 116 of 350 runs
 // halted on a restart of under 2 s.
-func TestIssue6_1_5_ControlPlaneRestartsDuringRuns(t *testing.T) {
-	// restartEvery counts RecordTransitions calls, each carrying what the sender had queued
-	// (issue 10, item 3): far fewer calls than transitions.
+func TestControlPlaneRestartsDuringRuns(t *testing.T) {
+	// restartEvery counts RecordTransitions calls, each carrying what the sender had queued: far
+	// fewer calls than transitions.
 	const workspaces, runsEach, deploys, restartEvery = 3, 3, 20, 5
 	cp := startServe(t, t.TempDir())
 	dirs := make([]string, workspaces)
@@ -435,11 +435,11 @@ func checkTerminalApproval(t *testing.T, url, runID string) {
 	}
 }
 
-// Issue 6, item 1.6: a `yes` typed at the terminal is never lost. The executor keeps it and
+// A `yes` typed at the terminal is never lost. The executor keeps it and
 // sends it again while the control plane cannot take it; a retry that finds the gate already
 // decided by its own first attempt takes the control plane's record; and an answer that
 // cannot be recorded halts the run, resumable — never TIMED_OUT into on_fail.
-func TestIssue6_1_6_TypedAnswerNeverLost(t *testing.T) {
+func TestTypedAnswerNeverLost(t *testing.T) {
 	approves := func(px *faultProxy) []call { return px.seen(func(c call) bool { return c.Method == "Approve" }) }
 
 	t.Run("retried through 503s", func(t *testing.T) {
@@ -463,7 +463,7 @@ func TestIssue6_1_6_TypedAnswerNeverLost(t *testing.T) {
 		checkTransitions(t, resp, rbookv1.RunStatus_RUN_STATUS_SUCCEEDED)
 		if s.steps() != demoPass || len(approves(px)) != 4 || !regexp.MustCompile(`approved by (unverified:)?`+regexp.QuoteMeta(currentUser())+` via `).MatchString(decidedMessage(resp)) {
 			// The terminal's own decision names the user; the control plane's (delivered by the
-			// watch first) records the unauthenticated name as unverified (issue 7, item 4).
+			// watch first) records the unauthenticated name as unverified.
 			t.Fatalf("steps %q, %d Approve calls, gate_decided %q", s.steps(), len(approves(px)), decidedMessage(resp))
 		}
 		checkTerminalApproval(t, cp.url(), s.RunID)

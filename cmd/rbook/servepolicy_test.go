@@ -8,10 +8,10 @@ import (
 	"github.com/rbookhq/rbook-action/controlplane/server"
 )
 
-// A gate policy naming an approver no auth-file line can be, or needing more distinct
-// approvers than its entries can supply, is reported at `rbook serve` start (new-user review,
-// finding 14); github: entries and rules open to every approver are not.
-func TestIssue7_Polish_PolicyApproversNobodyCanBe(t *testing.T) {
+// A gate policy naming an approver no auth-file line can be, or needing more distinct approvers
+// than its entries can supply, is reported at `rbook serve` start; github: entries and rules open
+// to every approver are not.
+func TestPolicyApproversNobodyCanBe(t *testing.T) {
 	a, err := server.ParseAuth(strings.NewReader(
 		"ci-bot executor exec-token-0123456789\nalice approver alice-token-0123456789 groups=sre\n"+
 			"bob approver bob-token-0123456789 groups=sre,dba\nalice approver alice-token2-0123456789 groups=sre\n"), "auth.txt")

@@ -33,10 +33,10 @@ func nodeBin(t *testing.T) string {
 	return p
 }
 
-// Issue 7, item 2: the shim's own tests (node:test, against a local release server: bad
+// The shim's own tests (node:test, against a local release server: bad
 // checksum and missing entry refused, cache hit without a request, redirect followed,
 // SIGINT/SIGTERM forwarded, exit code passed through, inputs verbatim).
-func TestIssue7_2_ShimNodeTests(t *testing.T) {
+func TestShimNodeTestSuitePasses(t *testing.T) {
 	node := nodeBin(t)
 	cmd := exec.Command(node, "--test", filepath.Join("..", "..", "action", "shim", "shim.test.js"))
 	out, err := cmd.CombinedOutput()
@@ -133,12 +133,12 @@ func (fr *fakeRelease) postEnv(t *testing.T, env []string) []string {
 	return env
 }
 
-// Issue 7, item 2, as a simulated runner: node runs the Action's main.js, which downloads the
+// As a simulated runner: node runs the Action's main.js, which downloads the
 // real rbook (packed by .ci/release) from a local release server, checks it against
 // release.json and runs the demo against `rbook serve`; SIGINT to node at the gate makes
 // rbook record run_interrupted, the control plane withdraws the pending approval, and
 // post.js (with the GITHUB_STATE main wrote) runs `rbook github post`, which finds it closed.
-func TestIssue7_2_ShimRunsTheReleaseBinaryAndForwardsSIGINT(t *testing.T) {
+func TestShimRunsTheReleaseBinaryAndForwardsSIGINT(t *testing.T) {
 	node := nodeBin(t)
 	fr := newFakeRelease(t)
 	dir := workdir(t)
@@ -219,11 +219,11 @@ func TestIssue7_2_ShimRunsTheReleaseBinaryAndForwardsSIGINT(t *testing.T) {
 	}
 }
 
-// benchmarkShim runs the Action's main.js to the end of a short rbook run (`rbook run` of a
-// runbook that does not exist: rbook starts, says so and exits 2), from a warm tool cache
-// (cold false: the first run fills it) or a fresh one per run (cold: download from the local
-// release server, verify, unpack). The issue 7 target is "≤ 1 s from uses: to rbook running
-// when the release binary is cached". Run: go test -run '^$' -bench Shim ./cmd/rbook/
+// benchmarkShim runs the Action's main.js to the end of a short rbook run (`rbook run` of a runbook
+// that does not exist: rbook starts, says so and exits 2), from a warm tool cache (cold false: the
+// first run fills it) or a fresh one per run (cold: download from the local release server, verify,
+// unpack). The target is "≤ 1 s from uses: to rbook running when the release binary is cached"
+// (docs/development.md, "Benchmarks"). Run: go test -run '^$' -bench Shim ./cmd/rbook/
 func benchmarkShim(b *testing.B, cold bool) {
 	node, err := exec.LookPath("node")
 	if err != nil {

@@ -5,10 +5,10 @@ import (
 	"testing"
 )
 
-// One status vocabulary (issue 6, item 2.3): a run waiting at its gate reads
+// One status vocabulary: a run waiting at its gate reads
 // AWAITING_CONFIRMATION in `rbook status` (the state file), `rbook runs` and `rbook get` (the
 // control plane) alike, and COMPLETED everywhere once it ends.
-func TestIssue6_2_3_OneVocabularyEverywhere(t *testing.T) {
+func TestOneVocabularyEverywhere(t *testing.T) {
 	dir := workdir(t)
 	url := serveCP(t, dir)
 	p := start(t, dir, "run", "demo", "--control-plane", url)

@@ -13,7 +13,7 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// exampleWorkflow is the workflow the README shows (issue 6, item 3.5).
+// exampleWorkflow is the workflow the README shows.
 const exampleWorkflow = "../../examples/workflows/rbook-demo.yml"
 
 type workflow struct {
@@ -28,11 +28,11 @@ type workflow struct {
 	} `yaml:"jobs"`
 }
 
-// TestIssue6_3_5_ReadmeActionExampleIsACompleteWorkflow: the README's Action example is
+// TestReadmeActionExampleIsACompleteWorkflow: the README's Action example is
 // examples/workflows/rbook-demo.yml byte for byte; it has triggers, uses this repository's
 // action with inputs action.yml declares, names a runbook that exists with its values and
 // MCP config, and every step after the rbook step runs also when the run failed.
-func TestIssue6_3_5_ReadmeActionExampleIsACompleteWorkflow(t *testing.T) {
+func TestReadmeActionExampleIsACompleteWorkflow(t *testing.T) {
 	text := readFile(t, exampleWorkflow)
 	if !strings.Contains(readFile(t, "../../README.md"), "```yaml\n"+text+"```\n") {
 		t.Fatalf("README.md does not show %s as it is", exampleWorkflow)
@@ -79,10 +79,10 @@ func TestIssue6_3_5_ReadmeActionExampleIsACompleteWorkflow(t *testing.T) {
 	}
 }
 
-// TestIssue6_3_5_ExampleRunbookCompletesInCI runs the workflow's runbook as the Action does
+// TestExampleRunbookCompletesInCI runs the workflow's runbook as the Action does
 // in a job: GITHUB_ACTIONS set, stdin closed, control plane off. It completes, and the
 // files the upload step collects are there.
-func TestIssue6_3_5_ExampleRunbookCompletesInCI(t *testing.T) {
+func TestExampleRunbookCompletesInCI(t *testing.T) {
 	dir := workdir(t)
 	cmd := exec.Command(rbookBin, "run", "ci-demo", "--dir", "runbooks")
 	cmd.Dir = dir
@@ -117,10 +117,10 @@ func actionlintBin(t *testing.T) string {
 	return ""
 }
 
-// TestIssue6_3_5_ActionlintAcceptsTheExampleWorkflows: .ci/actionlint passes on
+// TestActionlintAcceptsTheExampleWorkflows: .ci/actionlint passes on
 // examples/workflows, and fails on a copy with an input the action does not declare (so the
 // check is real: it reads action.yml).
-func TestIssue6_3_5_ActionlintAcceptsTheExampleWorkflows(t *testing.T) {
+func TestActionlintAcceptsTheExampleWorkflows(t *testing.T) {
 	bin := actionlintBin(t)
 	lint := func(dir string) (string, error) {
 		cmd := exec.Command("bash", "../../.ci/actionlint", dir)
@@ -138,9 +138,15 @@ func TestIssue6_3_5_ActionlintAcceptsTheExampleWorkflows(t *testing.T) {
 	}
 }
 
+<<<<<<< HEAD
 // TestIssue6_3_5_TypeScriptClientHelpAndToken: the documented `npx tsx smoke.ts --help`
 // works, and the client sends $RBOOK_TOKEN (the variable docs/control-plane.md names) as its bearer token.
 func TestIssue6_3_5_TypeScriptClientHelpAndToken(t *testing.T) {
+=======
+// TestTypeScriptClientHelpAndToken: the documented `npx tsx smoke.ts --help`
+// works, and the client sends $RBOOK_TOKEN (the README's variable) as its bearer token.
+func TestTypeScriptClientHelpAndToken(t *testing.T) {
+>>>>>>> s8-tests19
 	npx, tsDir := tsClient(t)
 	if npx == "" {
 		t.Skip("the TypeScript client is not installed (see the log above)")
@@ -177,9 +183,13 @@ func TestIssue6_3_5_TypeScriptClientHelpAndToken(t *testing.T) {
 	}
 }
 
+<<<<<<< HEAD
 // TestIssue6_3_5_NodeVersionTheReadmeNames: the Node version the docs name is the one
+=======
+// TestNodeVersionTheReadmeNames: the Node version the READMEs name is the one
+>>>>>>> s8-tests19
 // npm ci accepts: package.json's engines, and every package in the lock file.
-func TestIssue6_3_5_NodeVersionTheReadmeNames(t *testing.T) {
+func TestNodeVersionTheReadmeNames(t *testing.T) {
 	named := regexp.MustCompile(`Node (\d+) or newer`)
 	var major string
 	for _, f := range []string{"../../docs/control-plane.md", "../../clients/ts/README.md"} {

@@ -25,15 +25,10 @@ func defaultPolicy(t *testing.T) *Policy {
 	return p
 }
 
-// The acceptance line of issue 9: a gate guarding `git push` requires a human even when a
+// A gate guarding `git push` requires a human even when a
 // matching custom auto-approve rule comes first.
-func TestIssue9_6_GitPushNeedsHumanDespiteCustomAutoApprove(t *testing.T) {
-	file := writePolicy(t, `rules:
-  - name: trust-everything
-    when: "true"
-    action: auto-approve
-    reason: we trust this team
-`)
+func TestGitPushNeedsHumanDespiteCustomAutoApprove(t *testing.T) {
+	file := filepath.Join("testdata", "trust-everything.policy.yaml")
 	p, err := LoadPlaybookPolicy(file)
 	if err != nil {
 		t.Fatal(err)
@@ -57,7 +52,7 @@ func TestIssue9_6_GitPushNeedsHumanDespiteCustomAutoApprove(t *testing.T) {
 
 // A rule whose evaluation fails (missing key, wrong type, non-bool) counts as require-human
 // and says why, even when it is an auto-approve rule and even before a matching auto-approve.
-func TestIssue9_6_RuleThatErrorsRequiresHuman(t *testing.T) {
+func TestRuleThatErrorsRequiresHuman(t *testing.T) {
 	for _, tc := range []struct{ name, when, want string }{
 		{"missing-key", `bindings.build.ok == true`, "no such key"},
 		{"wrong-type", `node.id + 1 == 2`, "no such overload"},
@@ -95,17 +90,8 @@ func TestIssue9_6_RuleThatErrorsRequiresHuman(t *testing.T) {
 }
 
 // A rule that does not compile is a load error naming the file, line and rule.
-func TestIssue9_6_RuleThatDoesNotCompileIsLoadError(t *testing.T) {
-	file := writePolicy(t, `rules:
-  - name: fine
-    when: size(commands) == 1
-    action: require-human
-    reason: one command
-  - name: broken
-    when: commands.exists(c, c ==
-    action: auto-approve
-    reason: never
-`)
+func TestRuleThatDoesNotCompileIsLoadError(t *testing.T) {
+	file := filepath.Join("testdata", "rule-does-not-compile.policy.yaml")
 	_, err := LoadPlaybookPolicy(file)
 	if err == nil {
 		t.Fatal("a rule that does not compile must be refused")
@@ -131,7 +117,7 @@ func TestIssue9_6_RuleThatDoesNotCompileIsLoadError(t *testing.T) {
 }
 
 // The defaults auto-approve read-only and QA commands only, and send everything else to a human.
-func TestIssue9_6_DefaultRules(t *testing.T) {
+func TestDefaultRules(t *testing.T) {
 	p := defaultPolicy(t)
 	for _, tc := range []struct {
 		cmds, tools []string
@@ -170,7 +156,7 @@ func TestIssue9_6_DefaultRules(t *testing.T) {
 }
 
 // The evaluation cost is bounded: a rule that would run long stops and fails closed.
-func TestIssue9_6_CostLimitFailsClosed(t *testing.T) {
+func TestCostLimitFailsClosed(t *testing.T) {
 	p, err := CompilePolicy([]PolicyRule{{Name: "slow", Action: ActionAutoApprove, Reason: "x",
 		When: `commands.all(a, commands.all(b, commands.all(c, a + b + c != "")))`}})
 	if err != nil {

@@ -10,22 +10,9 @@ import (
 	"github.com/rbookhq/rbook-action/controlplane/approval"
 )
 
-const samplePolicy = `# two of group sre for prod deploy gates; the starter may approve staging
-rules:
-  - runbook: prod*
-    gate: confirm-*
-    approvals: 2
-    approvers: ["group:sre", alice, "github:octocat"]
-  - runbook: staging
-    starter_may_approve: true
-`
-
-// Issue 7, item 4: the first matching rule applies; no match is the four-eyes default.
-func TestIssue7_4_GatePolicyMatching(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "gates.yaml")
-	if err := os.WriteFile(path, []byte(samplePolicy), 0o600); err != nil {
-		t.Fatal(err)
-	}
+// The first matching rule applies; no match is the four-eyes default.
+func TestGatePolicyMatching(t *testing.T) {
+	path := filepath.Join("testdata", "sample.gates.yaml")
 	p, err := approval.LoadGatePolicy(path)
 	if err != nil {
 		t.Fatal(err)
@@ -46,9 +33,9 @@ func TestIssue7_4_GatePolicyMatching(t *testing.T) {
 	}
 }
 
-// Issue 7, item 4: who may vote — identities, github: links, groups; four-eyes against the
+// Who may vote — identities, github: links, groups; four-eyes against the
 // run's starter and its GitHub actor; unverified names are never taken for anyone.
-func TestIssue7_4_CheckVote(t *testing.T) {
+func TestCheckVote(t *testing.T) {
 	r := approval.GateRequirement{Rule: "rule 1", ApprovalsRequired: 2, AllowedApprovers: []string{"alice", "group:sre", "github:octocat"}}
 	starter := approval.Starter{StartedBy: "ci-bot", GitHubActor: "Bob-GH"}
 	for _, c := range []struct {
@@ -91,9 +78,9 @@ func TestIssue7_4_CheckVote(t *testing.T) {
 	}
 }
 
-// Issue 7, item 4: a gate policy is read as strictly as every rbook YAML file; errors name
+// A gate policy is read as strictly as every rbook YAML file; errors name
 // file:line and the field.
-func TestIssue7_4_GatePolicyErrors(t *testing.T) {
+func TestGatePolicyErrors(t *testing.T) {
 	for _, c := range []struct{ body, want string }{
 		{"", "g.yaml: empty gate policy"},
 		{"rules: []\nextra: 1\n", `g.yaml:2: unknown field "extra"`},
@@ -132,7 +119,7 @@ func TestIssue7_4_GatePolicyErrors(t *testing.T) {
 }
 
 // The sample gate policy of docs/approvals.md (section "Gate policy") loads and means what it says.
-func TestIssue7_4_ReadmeSamplePolicyLoads(t *testing.T) {
+func TestDocsSampleGatePolicyLoads(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "approvals.md"))
 	if err != nil {
 		t.Fatal(err)

@@ -143,9 +143,10 @@ func TestVerifyWrongSecret(t *testing.T) {
 	}
 }
 
-// A03 at the token level: items 3-7. Items 1-2 (accepted once, then already decided) are a
+// Token replay and binding at the token level: points 3 to 7 of the server's
+// TestTokenReplayAndBinding. Points 1-2 (accepted once, then already decided) are a
 // property of the store's compare-and-set and are tested there.
-func TestCase_A03_TokenReplayAndBinding(t *testing.T) {
+func TestTokenReplayAndBinding(t *testing.T) {
 	c := testClaims()
 	tok := mustIssue(t, c)
 	now := issuedAt.Add(time.Minute)

@@ -11,8 +11,8 @@ import (
 	"github.com/rbookhq/rbook-action/controlplane/auth/authtest"
 )
 
-// Issue 7, item 5: the --oidc-config file is strict; every error names file:line and field.
-func TestIssue7_5_OIDCConfigStrict(t *testing.T) {
+// The --oidc-config file is strict; every error names file:line and field.
+func TestOIDCConfigStrict(t *testing.T) {
 	for _, tc := range []struct{ body, want string }{
 		{"rules:\n  - repository: o/r\n    reff: refs/heads/main\n", "f.yaml:3: rules[0].reff: unknown field"},
 		{"audience: a\naudience: b\nrules:\n  - repository: o/r\n", "f.yaml:2: audience: duplicate key (first on line 1)"},
@@ -62,10 +62,10 @@ func TestIssue7_5_OIDCConfigStrict(t *testing.T) {
 	}
 }
 
-// Issue 7, item 5: a token of an issuer not on the list is refused; an allowed issuer that
+// A token of an issuer not on the list is refused; an allowed issuer that
 // cannot be reached is not a refusal of the token: Verify returns *UnavailableError (the
 // server answers E_RETRY, which executors retry).
-func TestIssue7_5_OIDCIssuerUnreachable(t *testing.T) {
+func TestOIDCIssuerUnreachable(t *testing.T) {
 	iss := authtest.NewIssuer(t)
 	tok := iss.Mint(t, "aud", nil)
 	cfg := auth.OIDCConfig{Issuers: []string{"http://127.0.0.1:1"}, Audience: "aud", InsecureHTTPIssuers: true,

@@ -28,10 +28,10 @@ func newApp(t *testing.T, gh *ghfake.Server, apiURL string) *ghapp.App {
 	return app
 }
 
-// Issue 8, item 2 (foundation): the token request carries an App JWT the fake verifies
+// The token request carries an App JWT the fake verifies
 // (RS256 with the App's key, iss = app id); the installation token is reused for later
 // calls, and a token within a minute of its expiry is refreshed.
-func TestIssue8_1_AppTokenJWTAndReuse(t *testing.T) {
+func TestAppTokenJWTAndReuse(t *testing.T) {
 	gh := ghfake.New(t, appID)
 	app := newApp(t, gh, gh.URL)
 	ctx := context.Background()
@@ -82,8 +82,8 @@ func TestIssue8_1_AppTokenJWTAndReuse(t *testing.T) {
 	}
 }
 
-// Issue 8, item 2 (foundation): the verdict's body is exactly environment_name, state, comment.
-func TestIssue8_1_VerdictBodyExact(t *testing.T) {
+// The verdict's body is exactly environment_name, state, comment.
+func TestVerdictBodyExact(t *testing.T) {
 	gh := ghfake.New(t, appID)
 	app := newApp(t, gh, gh.URL)
 	if err := app.ReviewProtectionRule(context.Background(), repo, 987, "production", ghapp.StateApproved,
@@ -103,9 +103,9 @@ func TestIssue8_1_VerdictBodyExact(t *testing.T) {
 	}
 }
 
-// Issue 8, item 2 (foundation): a status report has no "state" and a comment of at most
+// A status report has no "state" and a comment of at most
 // MaxCommentChars characters, cut at a character boundary.
-func TestIssue8_1_StatusReportNoStateCapped(t *testing.T) {
+func TestStatusReportNoStateCapped(t *testing.T) {
 	gh := ghfake.New(t, appID)
 	app := newApp(t, gh, gh.URL)
 	long := strings.Repeat("é", ghapp.MaxCommentChars+50) // 2 bytes each: a byte cut would split one
@@ -133,9 +133,9 @@ func TestIssue8_1_StatusReportNoStateCapped(t *testing.T) {
 	}
 }
 
-// Issue 8, item 2 (foundation): pending deployments and the run's approvals are read and
+// Pending deployments and the run's approvals are read and
 // parsed; a GHES-style URL (…/api/v3) reaches the same endpoints.
-func TestIssue8_1_PendingDeploymentsAndApprovals(t *testing.T) {
+func TestPendingDeploymentsAndApprovals(t *testing.T) {
 	gh := ghfake.New(t, appID)
 	app := newApp(t, gh, gh.URL+"/api/v3")
 	gh.SetPendingDeployments("acme", "deploys", 5, `[{"environment":{"id":161171787,"name":"production"},"wait_timer":0,
@@ -169,8 +169,8 @@ func TestIssue8_1_PendingDeploymentsAndApprovals(t *testing.T) {
 	}
 }
 
-// Issue 8, item 1: New refuses bad configuration with errors naming what is wrong.
-func TestIssue8_1_AppConfigRefused(t *testing.T) {
+// New refuses bad configuration with errors naming what is wrong.
+func TestAppConfigRefused(t *testing.T) {
 	gh := ghfake.New(t, appID)
 	for _, c := range []struct {
 		cfg  ghapp.Config
@@ -186,9 +186,9 @@ func TestIssue8_1_AppConfigRefused(t *testing.T) {
 	}
 }
 
-// Issue 8, item 2 (foundation): calls for several installations at once each get their own
+// Calls for several installations at once each get their own
 // token, once per installation, without data races (run with -race).
-func TestIssue8_1_InstallationsConcurrent(t *testing.T) {
+func TestInstallationsConcurrent(t *testing.T) {
 	gh := ghfake.New(t, appID)
 	app := newApp(t, gh, gh.URL)
 	var wg sync.WaitGroup

@@ -8,10 +8,10 @@ import (
 	"github.com/rbookhq/rbook-action/controlplane/server"
 )
 
-// Issue 6, item 1.9: an Authorization header is accepted only as exactly one
+// An Authorization header is accepted only as exactly one
 // "Bearer <token>" (scheme in any case, one space, the auth file's token and nothing around
 // or inside it), over HTTP/2 (which keeps every byte of a value) and HTTP/1.1 alike.
-func TestIssue6_1_9_BearerTokenParsedExactly(t *testing.T) {
+func TestBearerTokenParsedExactly(t *testing.T) {
 	p := startServe(t, "--auth-file", writeAuthFile(t))
 	const tok = "view-token-0123456789"
 	call := func(hc *http.Client, values ...string) int {

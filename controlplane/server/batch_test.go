@@ -27,7 +27,7 @@ func transitions(runID string, from, to int64, final bool) []*rbookv1.Transition
 // A batch reaches a WatchRun subscriber that was watching before it: every transition, in
 // seq order, once; a resent batch is acknowledged with its duplicates counted and watchers
 // see nothing twice.
-func TestIssue10_3_ServerBatchReachesWatcherInOrder(t *testing.T) {
+func TestServerBatchReachesWatcherInOrder(t *testing.T) {
 	c := startInProcess(t)
 	const id = "R-batch-watch"
 	startRun(t, c, id)
@@ -81,7 +81,7 @@ func TestIssue10_3_ServerBatchReachesWatcherInOrder(t *testing.T) {
 // A batch with a stale epoch is E_LEASE_LOST and stores nothing; bad batches are
 // E_INVALID_ARGUMENT naming the transition; a refusal after a stored prefix answers the ack
 // alone, and the resend from acked_seq + 1 gets the refusal.
-func TestIssue10_3_ServerBatchStaleEpochAndLimits(t *testing.T) {
+func TestServerBatchStaleEpochAndLimits(t *testing.T) {
 	c := startInProcess(t)
 	const id = "R-batch-fence"
 	startRun(t, c, id)
@@ -131,7 +131,7 @@ func TestIssue10_3_ServerBatchStaleEpochAndLimits(t *testing.T) {
 // With an auth file, RecordTransitions is an executor's write: a viewer is refused, and an
 // executor identity that does not own the run is E_PERMISSION_DENIED even with its owner id
 // and epoch; the owner's batch is stored.
-func TestIssue10_3_ServerBatchAnotherOwnerDenied(t *testing.T) {
+func TestServerBatchAnotherOwnerDenied(t *testing.T) {
 	p := startServe(t, "--auth-file", writeAuthFile(t))
 	ctx := context.Background()
 	ciBot := newClients(p.URL, withBearer("exec-token-0123456789"))

@@ -2,15 +2,15 @@
 
 package server_test
 
-// Benchmarks for the DESIGN quality targets, each against a real `rbook serve` process
-// (issue 3, item 10). From the repository root:
+// Benchmarks for the control plane's quality targets (docs/development.md, "Benchmarks"), each
+// against a real `rbook serve` process. From the repository root:
 //
 //	go test -run '^$' -bench BenchmarkRecordTransitionGRPC -benchtime 20000x ./controlplane/server/
 //	    durable RecordTransition/s with 50 concurrent runs over gRPC (grpc-go); p50/p99 latency.
 //	    Target: >= 10,000 transitions/s, p99 <= 20 ms.
 //	go test -run '^$' -bench BenchmarkRecordTransitionsGRPC -benchtime 50000x ./controlplane/server/
 //	    durable transitions/s with 50 concurrent runs over gRPC (grpc-go), each run sending its
-//	    transitions as RecordTransitions batches of 10 or 100 (issue 10, item 3), against
+//	    transitions as RecordTransitions batches of 10 or 100, against
 //	    single RecordTransition calls on the same server build; p50/p99 latency per call.
 //	    Target: >= 15,000 transitions/s on SQLite.
 //	go test -run '^$' -bench BenchmarkApproveToWatch -benchtime 500x ./controlplane/server/
@@ -165,7 +165,7 @@ func recordBatchesConcurrently(tb testing.TB, c clients, cc *grpc.ClientConn, pr
 }
 
 // BenchmarkRecordTransitionsGRPC compares single RecordTransition calls with RecordTransitions
-// batches of 10 and 100 from 50 concurrent runs (issue 10, items 3 and 5); b.N counts
+// batches of 10 and 100 from 50 concurrent runs; b.N counts
 // transitions, and every transition is durable (committed) before its call returns.
 func BenchmarkRecordTransitionsGRPC(b *testing.B) {
 	const runs = 50
@@ -185,10 +185,10 @@ func BenchmarkRecordTransitionsGRPC(b *testing.B) {
 	}
 }
 
-// benchRecordTransitions is the timed part of the RecordTransitions benchmarks (issue 10,
-// items 3 and 5): runs concurrent runs of perRun transitions each, sent as single
-// RecordTransition calls (size 1) or RecordTransitions batches of size, with the timer
-// running only around them. It reports transitions/s, call-p50-ms and call-p99-ms.
+// benchRecordTransitions is the timed part of the RecordTransitions benchmarks: runs concurrent
+// runs of perRun transitions each, sent as single RecordTransition calls (size 1) or
+// RecordTransitions batches of size, with the timer running only around them. It reports
+// transitions/s, call-p50-ms and call-p99-ms.
 func benchRecordTransitions(b *testing.B, c clients, cc *grpc.ClientConn, prefix string, runs, perRun, size int) {
 	b.ResetTimer()
 	began := time.Now()

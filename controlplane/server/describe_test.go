@@ -24,10 +24,10 @@ func leadingComment(t *testing.T, protoFile, service string) string {
 	return strings.Split(strings.TrimPrefix(string(m[1]), "\n"), "\n")[0]
 }
 
-// TestIssue6_3_5_GrpcurlDescribeShowsProtoComments: reflection serves descriptors with
+// TestGrpcurlDescribeShowsProtoComments: reflection serves descriptors with
 // source info, so the pinned grpcurl's `describe` against a real `rbook serve` prints the
 // proto's comments; grpc.health.v1 stays describable under gRPC's own names.
-func TestIssue6_3_5_GrpcurlDescribeShowsProtoComments(t *testing.T) {
+func TestGrpcurlDescribeShowsProtoComments(t *testing.T) {
 	bin := findGrpcurl(t)
 	p := startServe(t)
 	describe := func(symbol string) string {

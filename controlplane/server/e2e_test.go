@@ -323,7 +323,8 @@ func TestStartEmbedded(t *testing.T) {
 	}
 }
 
-// The evidence pack comes back in execution order with the seed's fields.
+// The evidence pack comes back in execution order with the fields of docs/spec/runbooks.md, "Step
+// 7: Append an evidence-pack entry".
 func TestEvidencePackAndListing(t *testing.T) {
 	p := startServe(t)
 	c := newClients(p.URL)

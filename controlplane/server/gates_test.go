@@ -15,7 +15,7 @@ import (
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
 )
 
-// gatesAuth is an auth file with groups and a GitHub link (issue 7, item 4): ci-bot starts
+// gatesAuth is an auth file with groups and a GitHub link: ci-bot starts
 // runs and is also an approver (the four-eyes case), alice and bob are in group sre, carol in
 // no group.
 const gatesAuth = `ci-bot executor exec-token-0123456789
@@ -52,10 +52,10 @@ func approveByID(c clients, id, reason, claimed string) (*rbookv1.Approval, erro
 	return res.GetApproval(), err
 }
 
-// Issue 7, item 4: an authenticated approver decides by approval id; the recorded approver is
+// An authenticated approver decides by approval id; the recorded approver is
 // the authenticated identity; the policy's 2-of-N, allowed approvers and four-eyes apply; a
 // second approval by the same identity counts once; the tally shows in Get/List/Watch.
-func TestIssue7_4_ApproveByIDWithPolicy(t *testing.T) {
+func TestApproveByIDWithPolicy(t *testing.T) {
 	p := startGates(t)
 	ctx := context.Background()
 	exec := newClients(p.URL, withBearer("exec-token-0123456789"))
@@ -137,9 +137,9 @@ func TestIssue7_4_ApproveByIDWithPolicy(t *testing.T) {
 	}
 }
 
-// Issue 7, item 4: two distinct approvers voting at once on a 2-of-N gate: it ends APPROVED
+// Two distinct approvers voting at once on a 2-of-N gate: it ends APPROVED
 // exactly once, with two votes.
-func TestIssue7_4_ConcurrentApproversDecideOnce(t *testing.T) {
+func TestConcurrentApproversDecideOnce(t *testing.T) {
 	p := startGates(t)
 	exec := newClients(p.URL, withBearer("exec-token-0123456789"))
 	voters := []clients{newClients(p.URL, withBearer("alice-token-0123456789")), newClients(p.URL, withBearer("bob-token-0123456789"))}
@@ -181,9 +181,9 @@ func TestIssue7_4_ConcurrentApproversDecideOnce(t *testing.T) {
 	}
 }
 
-// Issue 7, item 4: without auth, deciding by approval id is refused (use the token, or an
+// Without auth, deciding by approval id is refused (use the token, or an
 // auth file), and a name the caller asserts is recorded as unverified.
-func TestIssue7_4_ByIDNeedsAuthAndClaimsAreUnverified(t *testing.T) {
+func TestByIDNeedsAuthAndClaimsAreUnverified(t *testing.T) {
 	p := startServe(t)
 	c := newClients(p.URL)
 	ctx := context.Background()
@@ -203,8 +203,8 @@ func TestIssue7_4_ByIDNeedsAuthAndClaimsAreUnverified(t *testing.T) {
 	}
 }
 
-// Issue 7, item 4: a gate that timed out is refused by approval id with a "timed out" error.
-func TestIssue7_4_ByIDAfterTheDeadlineSaysTimedOut(t *testing.T) {
+// A gate that timed out is refused by approval id with a "timed out" error.
+func TestByIDAfterTheDeadlineSaysTimedOut(t *testing.T) {
 	p := startGates(t)
 	exec := newClients(p.URL, withBearer("exec-token-0123456789"))
 	alice := newClients(p.URL, withBearer("alice-token-0123456789"))
@@ -221,9 +221,9 @@ func TestIssue7_4_ByIDAfterTheDeadlineSaysTimedOut(t *testing.T) {
 	}
 }
 
-// Issue 7, item 4: auth-file attributes after the token; old three-field lines stay valid;
+// Auth-file attributes after the token; old three-field lines stay valid;
 // errors name file:line and never echo a token.
-func TestIssue7_4_AuthFileAttributes(t *testing.T) {
+func TestAuthFileAttributes(t *testing.T) {
 	a, err := server.ParseAuth(strings.NewReader("alice approver alice-token-0123456789 groups=sre,dba github=Alice-1\nbob approver bob-token-0123456789\n"), "auth")
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,6 @@
 package server_test
 
-// Issue 8, items 2 and 3, against a real `rbook serve` process configured as a GitHub App,
+// Against a real `rbook serve` process configured as a GitHub App,
 // the fake GitHub (ghfake) and signed webhook deliveries.
 
 import (
@@ -142,10 +142,10 @@ func ghApproval(t *testing.T, c clients, id string) *rbookv1.Approval {
 	return res.GetApproval()
 }
 
-// Issue 8, item 2: a rule requested before its gate opens is bound when the gate opens; a
+// A rule requested before its gate opens is bound when the gate opens; a
 // status report naming the gate, plan digest and approval id goes first; the Approve RPC's
 // decision reaches GitHub as exactly one "approved" verdict with "approved by X in rbook: reason".
-func TestIssue8_2_RuleBeforeGateThenApprove(t *testing.T) {
+func TestRuleBeforeGateThenApprove(t *testing.T) {
 	s := startGitHubServe(t)
 	s.rule(t, 9001, "production")
 	a, token := ghGate(t, s.c, "r-before", 9001, "production", time.Hour)
@@ -175,10 +175,10 @@ func TestIssue8_2_RuleBeforeGateThenApprove(t *testing.T) {
 	}
 }
 
-// Issue 8, item 2: a rule requested after its gate opened is bound at once; a reject reaches
+// A rule requested after its gate opened is bound at once; a reject reaches
 // GitHub as "rejected by X in rbook: reason"; a rule for a gate already decided gets the
 // verdict at once (pause mode: approved before the held job asked).
-func TestIssue8_2_RuleAfterGateOpenedAndAfterDecision(t *testing.T) {
+func TestRuleAfterGateOpenedAndAfterDecision(t *testing.T) {
 	s := startGitHubServe(t)
 	_, token := ghGate(t, s.c, "r-after", 9002, "production", time.Hour)
 	s.rule(t, 9002, "production")
@@ -202,8 +202,8 @@ func TestIssue8_2_RuleAfterGateOpenedAndAfterDecision(t *testing.T) {
 	}
 }
 
-// Issue 8, item 2: at the gate's deadline GitHub gets "rejected" with "timed out after …".
-func TestIssue8_2_DeadlineRejectsTimedOut(t *testing.T) {
+// At the gate's deadline GitHub gets "rejected" with "timed out after …".
+func TestDeadlineRejectsTimedOut(t *testing.T) {
 	s := startGitHubServe(t)
 	s.rule(t, 9004, "production")
 	ghGate(t, s.c, "r-deadline", 9004, "production", 2*time.Second)
@@ -213,8 +213,8 @@ func TestIssue8_2_DeadlineRejectsTimedOut(t *testing.T) {
 	}
 }
 
-// Issue 8, item 2: GitHub failing twice is retried with back-off; exactly one verdict lands.
-func TestIssue8_2_APIFailuresRetriedOneVerdict(t *testing.T) {
+// GitHub failing twice is retried with back-off; exactly one verdict lands.
+func TestAPIFailuresRetriedOneVerdict(t *testing.T) {
 	s := startGitHubServe(t)
 	_, token := ghGate(t, s.c, "r-retry", 9005, "production", time.Hour)
 	s.rule(t, 9005, "production")
@@ -238,10 +238,10 @@ func TestIssue8_2_APIFailuresRetriedOneVerdict(t *testing.T) {
 	}
 }
 
-// Issue 8, item 3: a signed deployment_review decides the bound gate with approver
+// A signed deployment_review decides the bound gate with approver
 // github:<login>, source github and the comment as the reason (its rejected twin rejects);
 // the run's own actor may not approve (four-eyes); a review for an unknown run changes nothing.
-func TestIssue8_3_GitHubReviewDecidesGate(t *testing.T) {
+func TestGitHubReviewDecidesGate(t *testing.T) {
 	s := startGitHubServe(t)
 	a, _ := ghGate(t, s.c, "r-review", 9006, "production", time.Hour)
 	b, _ := ghGate(t, s.c, "r-review-rej", 9007, "production", time.Hour)

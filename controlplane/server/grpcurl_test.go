@@ -27,7 +27,7 @@ func findGrpcurl(t *testing.T) string {
 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 
-// grpcurl drives the server the way an approver at a shell would (issue 3, acceptance).
+// grpcurl drives the server the way an approver at a shell would.
 func TestGrpcurl(t *testing.T) {
 	bin := findGrpcurl(t)
 	p := startServe(t)

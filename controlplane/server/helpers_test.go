@@ -30,8 +30,7 @@ import (
 	"github.com/rbookhq/rbook-action/gen/rbook/v1/rbookv1connect"
 )
 
-// pgSkipMessage is the skip message of every PostgreSQL test and benchmark without a server
-// (ISSUE10-DECISIONS D10-7).
+// pgSkipMessage is the skip message of every PostgreSQL test and benchmark without a server.
 const pgSkipMessage = "set RBOOK_TEST_POSTGRES_URL (see .ci/postgres) to run this PostgreSQL test"
 
 // testSecret is the approval secret every test server uses.
@@ -41,7 +40,7 @@ const testSecret = "server-test-secret-0123456789abcdef"
 // With RBOOK_TEST_SERVE_RACE=1 it is built with the race detector too.
 var rbookBin string
 
-// testOwner is the owner id every test executor starts runs with (DESIGN D12).
+// testOwner is the owner id every test executor starts runs with.
 const testOwner = "test-owner-0123456789"
 
 func TestMain(m *testing.M) {

@@ -65,11 +65,11 @@ func wantRefused(t *testing.T, err error, tok, why string) {
 	}
 }
 
-// Issue 7, item 5: a GitHub Actions job's OIDC token makes it an executor: it starts a run
+// A GitHub Actions job's OIDC token makes it an executor: it starts a run
 // (started_by is oidc:<repository>@<ref> whatever the request claims), records transitions
 // and opens a gate; GetRun shows the job from the verified claims; the executor may not
 // approve, an auth-file approver may; the issuer's keys are fetched once and cached.
-func TestIssue7_5_OIDCExecutorStartsAndRecords(t *testing.T) {
+func TestOIDCExecutorStartsAndRecords(t *testing.T) {
 	iss := authtest.NewIssuer(t)
 	r := startOIDCServer(t, iss, writeAuthFile(t), "")
 	tok := iss.Mint(t, testAudience, nil)
@@ -125,10 +125,10 @@ func TestIssue7_5_OIDCExecutorStartsAndRecords(t *testing.T) {
 	}
 }
 
-// Issue 7, item 5: wrong audience, an issuer not on the allow-list, an expired token, a
+// Wrong audience, an issuer not on the allow-list, an expired token, a
 // forged one (signed by another key), and a job no rule matches are refused with
 // Unauthenticated / E_UNAUTHENTICATED, saying why and never echoing the token.
-func TestIssue7_5_OIDCRefusals(t *testing.T) {
+func TestOIDCRefusals(t *testing.T) {
 	iss := authtest.NewIssuer(t)
 	other := authtest.NewIssuer(t) // serves discovery and keys too, but is not allowed
 	r := startOIDCServer(t, iss, "", "  - repository: owner/repo\n    ref: refs/heads/main\n    environment: prod*\n")
@@ -166,9 +166,9 @@ func TestIssue7_5_OIDCRefusals(t *testing.T) {
 	wantRefused(t, err, "", "accepts only GitHub Actions OIDC tokens")
 }
 
-// Issue 7, item 5 (for item 4's four-eyes rule): the starter identities of a run are its
+// For the four-eyes rule: the starter identities of a run are its
 // started_by and, when a GitHub job started it, github:<actor>.
-func TestIssue7_5_RunStarterIdentities(t *testing.T) {
+func TestRunStarterIdentities(t *testing.T) {
 	for _, tc := range []struct {
 		run  store.Run
 		want []string

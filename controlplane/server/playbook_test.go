@@ -63,7 +63,7 @@ func approvalRow(t *testing.T, dbPath, id string) (status string, autoPassed int
 // A playbook approval node whose guarded commands are read-only auto-passes over Connect: the
 // response, GetApproval, ListApprovals, WatchApproval and the row all show it approved by the
 // policy; its token replayed by Approve or Reject gets E_APPROVAL_ALREADY_DECIDED.
-func TestIssue9_6_RequestApprovalAutoPassesOverConnect(t *testing.T) {
+func TestRequestApprovalAutoPassesOverConnect(t *testing.T) {
 	p := startServe(t)
 	c := newClients(p.URL)
 	startPlaybookRun(t, c, "pb-auto", `{"version":"2026.4.90"}`)
@@ -114,7 +114,7 @@ func TestIssue9_6_RequestApprovalAutoPassesOverConnect(t *testing.T) {
 // A gate guarding `git push` needs a human even though a custom auto-approve rule that
 // matches comes first; Approval.policy says which rule and why; a human then approves it by
 // token once, and the replay is E_APPROVAL_ALREADY_DECIDED.
-func TestIssue9_6_GitPushNeedsHumanOverConnect(t *testing.T) {
+func TestGitPushNeedsHumanOverConnect(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "policy.yaml")
 	if err := os.WriteFile(file, []byte("rules:\n  - name: trust-all\n    when: \"true\"\n    action: auto-approve\n    reason: trusted team\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -151,7 +151,7 @@ func TestIssue9_6_GitPushNeedsHumanOverConnect(t *testing.T) {
 }
 
 // --policy-shadow records what the policy would have decided and lets a human decide.
-func TestIssue9_6_PolicyShadowOverConnect(t *testing.T) {
+func TestPolicyShadowOverConnect(t *testing.T) {
 	p := startServe(t, "--policy-shadow")
 	c := newClients(p.URL)
 	startPlaybookRun(t, c, "pb-shadow", `{}`)
@@ -172,7 +172,7 @@ func TestIssue9_6_PolicyShadowOverConnect(t *testing.T) {
 
 // A policy context is refused on a runbook run (confirm steps never auto-pass), and a policy
 // context with a bad field is refused naming it.
-func TestIssue9_6_PolicyContextRefusals(t *testing.T) {
+func TestPolicyContextRefusals(t *testing.T) {
 	p := startServe(t)
 	c := newClients(p.URL)
 	startRun(t, c, "rb-1")
@@ -209,7 +209,7 @@ func TestIssue9_6_PolicyContextRefusals(t *testing.T) {
 }
 
 // rbook serve refuses a policy file whose rule does not compile, naming file, line and rule.
-func TestIssue9_6_ServeRefusesPolicyThatDoesNotCompile(t *testing.T) {
+func TestServeRefusesPolicyThatDoesNotCompile(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "policy.yaml")
 	if err := os.WriteFile(file, []byte("rules:\n  - name: ok\n    when: \"true\"\n    action: require-human\n    reason: r\n  - name: broken\n    when: \"commands.exists(c,\"\n    action: auto-approve\n    reason: r\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -224,10 +224,10 @@ func TestIssue9_6_ServeRefusesPolicyThatDoesNotCompile(t *testing.T) {
 	}
 }
 
-// Tokens on playbook gates (seed "Approval tokens"; D9): a well-signed token that matches no
+// Tokens on playbook gates: a well-signed token that matches no
 // approval is E_APPROVAL_NOT_FOUND; a decided one is E_APPROVAL_ALREADY_DECIDED by Approve and
 // by Reject.
-func TestIssue9_7_TokenErrorsOnPlaybookGates(t *testing.T) {
+func TestTokenErrorsOnPlaybookGates(t *testing.T) {
 	p := startServe(t)
 	c := newClients(p.URL)
 	startPlaybookRun(t, c, "pb-tok", `{}`)
@@ -263,7 +263,7 @@ func TestIssue9_7_TokenErrorsOnPlaybookGates(t *testing.T) {
 
 // 20 concurrent Approve calls with one playbook gate's token: exactly one wins, the others get
 // E_APPROVAL_ALREADY_DECIDED (the store's one compare-and-set).
-func TestIssue9_7_ConcurrentApproveOneWins(t *testing.T) {
+func TestConcurrentApproveOneWins(t *testing.T) {
 	p := startServe(t)
 	c := newClients(p.URL)
 	startPlaybookRun(t, c, "pb-race", `{}`)
@@ -321,7 +321,7 @@ func pbTransition(runID string, seq int64, kind rbookv1.TransitionKind, index in
 // GetRun, WatchRun and ListRuns show a playbook run's bindings, iteration counts, active nodes
 // and node states; the run is paused while a gate is open even as another node finishes;
 // ListRuns filters by kind; StartRun refuses bad bindings.
-func TestIssue9_4_PlaybookRunDetailsOverConnect(t *testing.T) {
+func TestPlaybookRunDetailsOverConnect(t *testing.T) {
 	p := startServe(t)
 	c := newClients(p.URL)
 	for _, tc := range []struct{ bindings, want string }{

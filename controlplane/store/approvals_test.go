@@ -177,7 +177,7 @@ func TestDecideApprovalAfterDeadlineExpiresIt(t *testing.T) {
 	if !errors.Is(err, ErrExpired) || !errors.Is(err, ErrAlreadyDecided) {
 		t.Fatalf("approve at the deadline = %v, want ErrExpired (an ErrAlreadyDecided)", err)
 	}
-	// Issue 7, item 4: an expired gate is decided rejected, "timed out after …".
+	// An expired gate is decided rejected, "timed out after …".
 	want := "timed out after " + na.Deadline.Sub(na.RequestedAt).String()
 	if a.Status != ApprovalRejected || a.DecidedBySource != SourceDeadline || !a.DecidedAt.Equal(na.Deadline) ||
 		a.Approver != "system" || a.Reason != want || len(a.Votes) != 0 {

@@ -19,7 +19,7 @@ func batchOf(run string, from, to int64) []Transition {
 
 // A batch of 500 is stored in one commit of the writer, reaches subscribers in seq order in
 // one Change, renews the lease and leaves the run row at the last transition.
-func TestIssue10_3_StoreBatchOf500InOneCommit(t *testing.T) {
+func TestStoreBatchOf500InOneCommit(t *testing.T) {
 	s, _ := openTest(t)
 	mustStart(t, s, newRun("b1"))
 	ch, unsubscribe := subscribe(s)
@@ -67,7 +67,7 @@ func TestIssue10_3_StoreBatchOf500InOneCommit(t *testing.T) {
 
 // A resent batch whose prefix is already stored skips that prefix (counted as duplicates),
 // stores the rest, and a wholly replayed batch stores nothing.
-func TestIssue10_3_StoreReplayedPrefixSkippedAndCounted(t *testing.T) {
+func TestStoreReplayedPrefixSkippedAndCounted(t *testing.T) {
 	s, _ := openTest(t)
 	mustStart(t, s, newRun("b2"))
 	if _, err := s.RecordTransitions(context.Background(), batchOf("b2", 1, 10), fence1); err != nil {
@@ -92,7 +92,7 @@ func TestIssue10_3_StoreReplayedPrefixSkippedAndCounted(t *testing.T) {
 
 // A conflict in the middle of a batch stores the prefix before it, returns the ack (the last
 // stored seq) and the conflict for the transition at fault; the caller resends from there.
-func TestIssue10_3_StoreConflictMidBatchStoresPrefix(t *testing.T) {
+func TestStoreConflictMidBatchStoresPrefix(t *testing.T) {
 	s, _ := openTest(t)
 	mustStart(t, s, newRun("b3"))
 	if _, err := s.RecordTransitions(context.Background(), batchOf("b3", 1, 5), fence1); err != nil {
@@ -140,26 +140,30 @@ func TestIssue10_3_StoreConflictMidBatchStoresPrefix(t *testing.T) {
 // A conflict on the first transition (nothing of the batch stored) is the error alone, and a
 // batch beginning past last_seq+1 is ErrOutOfOrder; a stale epoch is ErrLeaseLost and tells
 // nothing of the run.
-func TestIssue10_3_StoreRefusalsWithNothingStored(t *testing.T) {
+func TestStoreRefusalsWithNothingStored(t *testing.T) {
 	s, _ := openTest(t)
 	mustStart(t, s, newRun("b4"))
 	if _, err := s.RecordTransitions(context.Background(), batchOf("b4", 1, 3), fence1); err != nil {
 		t.Fatal(err)
 	}
-	b := batchOf("b4", 3, 4)
-	b[0].Message = "other"
-	if res, err := s.RecordTransitions(context.Background(), b, fence1); !errors.Is(err, ErrConflict) || res.Stored != 0 || res.AckedSeq != 3 {
-		t.Fatalf("conflict at the first = %+v, %v; want ErrConflict, acked 3", res, err)
-	}
-	if res, err := s.RecordTransitions(context.Background(), batchOf("b4", 6, 7), fence1); !errors.Is(err, ErrOutOfOrder) || res.AckedSeq != 3 {
-		t.Fatalf("gap = %+v, %v; want ErrOutOfOrder, acked 3", res, err)
-	}
-	stale := Fence{OwnerIDHash: fence1.OwnerIDHash, Epoch: 7}
-	if res, err := s.RecordTransitions(context.Background(), batchOf("b4", 4, 5), stale); !errors.Is(err, ErrLeaseLost) || res.AckedSeq != 0 {
-		t.Fatalf("stale epoch = %+v, %v; want ErrLeaseLost, acked 0", res, err)
-	}
-	if _, err := s.RecordTransitions(context.Background(), batchOf("nope", 1, 2), fence1); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("unknown run: %v, want ErrNotFound", err)
+	conflict := batchOf("b4", 3, 4)
+	conflict[0].Message = "other"
+	for _, c := range []struct {
+		name    string
+		batch   []Transition
+		fence   Fence
+		want    error
+		wantAck int64 // the acknowledged seq the refusal reports; -1: not asserted
+	}{
+		{"conflict at the first", conflict, fence1, ErrConflict, 3},
+		{"gap", batchOf("b4", 6, 7), fence1, ErrOutOfOrder, 3},
+		{"stale epoch", batchOf("b4", 4, 5), Fence{OwnerIDHash: fence1.OwnerIDHash, Epoch: 7}, ErrLeaseLost, 0},
+		{"unknown run", batchOf("nope", 1, 2), fence1, ErrNotFound, -1},
+	} {
+		res, err := s.RecordTransitions(context.Background(), c.batch, c.fence)
+		if !errors.Is(err, c.want) || res.Stored != 0 || (c.wantAck >= 0 && res.AckedSeq != c.wantAck) {
+			t.Errorf("%s = %+v, %v; want %v, nothing stored, acked %d", c.name, res, err, c.want, c.wantAck)
+		}
 	}
 	if _, stored, _ := s.GetRun(context.Background(), "b4"); len(stored) != 3 {
 		t.Fatalf("stored %d transitions, want 3", len(stored))
@@ -168,7 +172,7 @@ func TestIssue10_3_StoreRefusalsWithNothingStored(t *testing.T) {
 
 // The limits: 1..MaxBatchTransitions transitions, at most MaxBatchBytes, one run, consecutive
 // seqs, each transition valid; a refused batch stores nothing.
-func TestIssue10_3_StoreBatchLimits(t *testing.T) {
+func TestStoreBatchLimits(t *testing.T) {
 	s, _ := openTest(t)
 	mustStart(t, s, newRun("b5"))
 	mustStart(t, s, newRun("b6"))
@@ -210,7 +214,7 @@ func TestIssue10_3_StoreBatchLimits(t *testing.T) {
 
 // A playbook run recorded as one batch gets the same projection (bindings, iteration counts,
 // active nodes, paused at a gate) as the same transitions recorded one by one.
-func TestIssue10_3_StoreBatchPlaybookProjectionAsSingle(t *testing.T) {
+func TestStoreBatchPlaybookProjectionAsSingle(t *testing.T) {
 	s, _ := openTest(t)
 	one := newPlaybookRun(t, s, "pb-one", `{"env":"prod"}`)
 	one.start(0, "a", "check")
@@ -244,7 +248,7 @@ func TestIssue10_3_StoreBatchPlaybookProjectionAsSingle(t *testing.T) {
 // The approval hooks run for a transition inside a batch as for a single one: a
 // run_interrupted in the middle of a batch withdraws the run's pending approval in the same
 // commit, and the withdrawn approval is published with the batch's transitions.
-func TestIssue10_3_StoreBatchRunsApprovalHooks(t *testing.T) {
+func TestStoreBatchRunsApprovalHooks(t *testing.T) {
 	s, _ := openTest(t)
 	mustStart(t, s, newRun("b7"))
 	a := mustCreateApproval(t, s, newApproval("a7", "b7", "approve"))

@@ -18,13 +18,13 @@ import (
 	"time"
 )
 
-// BenchmarkRecordTransitionParallel measures durable transitions per second with 50
-// concurrent writers, each on its own run (DESIGN target: >= 10,000/s on 2 cores, p99 <= 20 ms
-// at the RPC level). "group" is the store as configured; "linger=0" is group commit without
-// the writer's linger (writeLoop); "batch=1" commits every request alone, the single-row
-// baseline group commit is measured against; "group+outbox" is "group" with the
-// notification outbox enabled (docs/notifications.md: transitions that do not end a run
-// write nothing to it, so its throughput should match "group").
+// BenchmarkRecordTransitionParallel measures durable transitions per second with 50 concurrent
+// writers, each on its own run (target, docs/development.md "Benchmarks": >= 10,000/s on 2 cores,
+// p99 <= 20 ms at the RPC level). "group" is the store as configured; "linger=0" is group commit
+// without the writer's linger (writeLoop); "batch=1" commits every request alone, the single-row
+// baseline group commit is measured against; "group+outbox" is "group" with the notification outbox
+// enabled (docs/notifications.md: transitions that do not end a run write nothing to it, so its
+// throughput should match "group").
 //
 //	go test -run='^$' -bench=RecordTransitionParallel -benchtime=20000x ./controlplane/store/
 func BenchmarkRecordTransitionParallel(b *testing.B) {
@@ -128,9 +128,9 @@ func procRSS() (rss, hwm int64, ok bool) {
 	return rss, hwm, rss > 0
 }
 
-// BenchmarkMemory10kRuns loads 10,000 runs x 50 transitions (the DESIGN memory target's
-// data set) through RecordTransition with 50 writers, then reads a little, and reports the
-// database size and the Go heap in use: the store keeps nothing per run in memory.
+// BenchmarkMemory10kRuns loads 10,000 runs x 50 transitions (the memory target's data set,
+// docs/development.md "Benchmarks") through RecordTransition with 50 writers, then reads a little,
+// and reports the database size and the Go heap in use: the store keeps nothing per run in memory.
 //
 //	go test -run='^$' -bench=Memory10kRuns -benchtime=1x -timeout=30m ./controlplane/store/
 func BenchmarkMemory10kRuns(b *testing.B) {

@@ -22,12 +22,12 @@ func (c *manualClock) add(d time.Duration) {
 	c.t = c.t.Add(d)
 }
 
-// Issue 10, item 2 (D10-5; replicas helper's finding): a webhook delivery's claim is a
+// A webhook delivery's claim is a
 // lease. Claimed and not finished (its replica died), a redelivery within the lease is held
 // and the delivery is not "seen"; past the lease the next claim takes it over; finished, it
 // is a duplicate. Runs on the suite's backend (SQLite, or PostgreSQL with
 // RBOOK_TEST_STORE=postgres).
-func TestIssue10_2_WebhookClaimExpiresAndIsTakenOver(t *testing.T) {
+func TestWebhookClaimExpiresAndIsTakenOver(t *testing.T) {
 	clock := &manualClock{t: t0}
 	dead, dsn := openTest(t, WithClock(clock.now)) // the replica that claims and dies
 	ctx := context.Background()
@@ -130,9 +130,9 @@ func TestIssue10_2_WebhookClaimExpiresAndIsTakenOver(t *testing.T) {
 	}
 }
 
-// Issue 10, item 2 (D10-5): two replicas taking over one expired claim at the same moment:
+// Two replicas taking over one expired claim at the same moment:
 // exactly one gets it (the conditional UPDATE), the other sees it held.
-func TestIssue10_2_PGWebhookClaimTakeoverOnce(t *testing.T) {
+func TestPGWebhookClaimTakeoverOnce(t *testing.T) {
 	t.Parallel()
 	dsn := newPGDatabase(t)
 	ctx := context.Background()

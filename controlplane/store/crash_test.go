@@ -57,8 +57,8 @@ func TestCrashChild(t *testing.T) {
 	wg.Wait()
 }
 
-// Crash safety (DESIGN targets, D10): a writer process is killed with SIGKILL in the middle
-// of group commits; after reopening, every transition it acknowledged is stored, each run's
+// Crash safety (docs/decisions/durability.md): a writer process is killed with SIGKILL in the
+// middle of group commits; after reopening, every transition it acknowledged is stored, each run's
 // transitions are contiguous from 1, and the database passes integrity_check.
 func TestCrashSafetyKill9(t *testing.T) {
 	t.Parallel()

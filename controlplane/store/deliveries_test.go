@@ -7,8 +7,8 @@ import (
 	"testing"
 )
 
-// Issue 8, item 1: a delivery id is recorded once; a replay reports false and keeps the first row.
-func TestIssue8_1_GitHubDeliveryRecordedOnce(t *testing.T) {
+// A delivery id is recorded once; a replay reports false and keeps the first row.
+func TestGitHubDeliveryRecordedOnce(t *testing.T) {
 	s, _ := openTest(t)
 	ctx := context.Background()
 	id := "72d3162e-cc78-11e3-81ab-4c9367dc0958"

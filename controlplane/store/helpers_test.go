@@ -139,8 +139,7 @@ func (c *changes) snapshot() []Change {
 
 // downgradeToSchema1 opens the database at dsn (a file path or a PostgreSQL DSN) with Open,
 // which migrates it, then deletes every schema_migrations row after version 1 and closes
-// it: a database as an older rbook left it, which OpenReadOnly must refuse (issue 6, item
-// 3.3; issue 10, item 1).
+// it: a database as an older rbook left it, which OpenReadOnly must refuse.
 func downgradeToSchema1(t testing.TB, ctx context.Context, dsn string) {
 	t.Helper()
 	ow, err := Open(ctx, dsn)

@@ -7,11 +7,11 @@ import (
 	"time"
 )
 
-// Issue 7, item 2: a run_interrupted transition withdraws the run's pending approvals in the
+// A run_interrupted transition withdraws the run's pending approvals in the
 // same transaction (cancelled, decided_by_source "interrupted"), publishes them, leaves other
 // runs' gates alone, and a decision afterwards gets ErrAlreadyDecided with the withdrawn row.
 // A resumed run that opens the gate again gets a new approval.
-func TestIssue7_2_InterruptWithdrawsPendingApprovals(t *testing.T) {
+func TestInterruptWithdrawsPendingApprovals(t *testing.T) {
 	t.Parallel()
 	s, _ := openTest(t)
 	ctx := context.Background()

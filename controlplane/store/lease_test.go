@@ -27,10 +27,10 @@ func (c *movableClock) Advance(d time.Duration) {
 	c.mu.Unlock()
 }
 
-// The lease with a fencing epoch (issue 6, item 1.2; DESIGN D12): another owner id never
+// The lease with a fencing epoch: another owner id never
 // adopts a live run, take-over waits for the lease to expire and bumps the epoch, and from
 // then on the old owner cannot write, replay, renew or open a gate.
-func TestIssue6_1_2_LeaseAndFencingEpoch(t *testing.T) {
+func TestLeaseAndFencingEpoch(t *testing.T) {
 	t.Parallel()
 	clock := &movableClock{now: t0}
 	s, _ := openTest(t, WithClock(clock.Now))
@@ -66,20 +66,21 @@ func TestIssue6_1_2_LeaseAndFencingEpoch(t *testing.T) {
 	}
 
 	// The zombie (A at epoch 1) can do nothing any more, and nothing changes.
-	if _, err := s.RecordTransition(ctx, tr(run, 2), fence1); !errors.Is(err, ErrLeaseLost) {
-		t.Fatalf("zombie transition = %v, want ErrLeaseLost", err)
-	}
-	if _, err := s.RecordTransition(ctx, tr(run, 1), fence1); !errors.Is(err, ErrLeaseLost) {
-		t.Fatalf("zombie replay = %v, want ErrLeaseLost", err)
-	}
-	if _, err := s.RenewLease(ctx, run, fence1); !errors.Is(err, ErrLeaseLost) {
-		t.Fatalf("zombie renewal = %v, want ErrLeaseLost", err)
-	}
 	zombieGate := newApproval("a-zombie", run, "approve")
 	zombieGate.Fence = &fence1
 	zombieGate.PlanDigest = a.PlaybookHash
-	if _, _, err := s.CreateApproval(ctx, zombieGate); !errors.Is(err, ErrLeaseLost) {
-		t.Fatalf("zombie gate = %v, want ErrLeaseLost", err)
+	for _, c := range []struct {
+		name string
+		call func() error
+	}{
+		{"transition", func() error { _, err := s.RecordTransition(ctx, tr(run, 2), fence1); return err }},
+		{"replay", func() error { _, err := s.RecordTransition(ctx, tr(run, 1), fence1); return err }},
+		{"renewal", func() error { _, err := s.RenewLease(ctx, run, fence1); return err }},
+		{"gate", func() error { _, _, err := s.CreateApproval(ctx, zombieGate); return err }},
+	} {
+		if err := c.call(); !errors.Is(err, ErrLeaseLost) {
+			t.Fatalf("zombie %s = %v, want ErrLeaseLost", c.name, err)
+		}
 	}
 	if _, ts, _ := s.GetRun(ctx, run); len(ts) != 1 {
 		t.Fatalf("%d transitions stored, want 1", len(ts))
@@ -106,9 +107,9 @@ func TestIssue6_1_2_LeaseAndFencingEpoch(t *testing.T) {
 	}
 }
 
-// Executors write only their own runs (issue 6, item 1.3): with an identity in the fence, or
+// Executors write only their own runs: with an identity in the fence, or
 // RequireOwner on StartRun, another identity is refused even with the owner id.
-func TestIssue6_1_3_OwnerIdentity(t *testing.T) {
+func TestOwnerIdentity(t *testing.T) {
 	t.Parallel()
 	s, _ := openTest(t)
 	ctx := context.Background()
@@ -136,13 +137,12 @@ func TestIssue6_1_3_OwnerIdentity(t *testing.T) {
 	}
 }
 
-// A stale epoch is E_LEASE_LOST even for a seq already stored (hostile test of issue 6, item
-// 1.2): two copies of one state file share an owner id; when one resumes (epoch 2) and writes
-// seq 2, the other, still at epoch 1, sending its own different seq 2 is a zombie — the
-// answer is ErrLeaseLost ("another executor resumed the run"), not ErrConflict, which would
-// tell it that its own record is inconsistent. An identical replay at the old epoch stays a
-// harmless duplicate (an outbox delivered after a restart).
-func TestIssue6_Hostile_StaleEpochReplayIsLeaseLost(t *testing.T) {
+// A stale epoch is E_LEASE_LOST even for a seq already stored: two copies of one state file share
+// an owner id; when one resumes (epoch 2) and writes seq 2, the other, still at epoch 1, sending
+// its own different seq 2 is a zombie — the answer is ErrLeaseLost ("another executor resumed the
+// run"), not ErrConflict, which would tell it that its own record is inconsistent. An identical
+// replay at the old epoch stays a harmless duplicate (an outbox delivered after a restart).
+func TestStaleEpochReplayIsLeaseLost(t *testing.T) {
 	t.Parallel()
 	s, _ := openTest(t)
 	ctx := context.Background()
@@ -170,10 +170,10 @@ func TestIssue6_Hostile_StaleEpochReplayIsLeaseLost(t *testing.T) {
 }
 
 // Another executor identity gets nothing back from a run it does not own, not even a
-// replay's answer (hostile test of issue 6, item 1.3): e2 presenting e1's owner id for a seq
+// replay's answer: e2 presenting e1's owner id for a seq
 // e1 stored gets ErrNotOwner, not Duplicate (or ErrConflict for other content), so it cannot
 // probe e1's record through RecordTransition.
-func TestIssue6_Hostile_ForeignIdentityReplayIsRefused(t *testing.T) {
+func TestForeignIdentityReplayIsRefused(t *testing.T) {
 	t.Parallel()
 	s, _ := openTest(t)
 	ctx := context.Background()

@@ -29,9 +29,9 @@ func openPGPair(t *testing.T) (a, b *Store, dsn string) {
 	return a, b, dsn
 }
 
-// Issue 10, item 1 (D10-2): two Opens at once on a fresh database both succeed, and each
+// Two Opens at once on a fresh database both succeed, and each
 // migration is applied once.
-func TestIssue10_1_PGConcurrentMigrations(t *testing.T) {
+func TestPGConcurrentMigrations(t *testing.T) {
 	t.Parallel()
 	dsn := newPGDatabase(t)
 	ctx := context.Background()
@@ -79,7 +79,7 @@ func TestIssue10_1_PGConcurrentMigrations(t *testing.T) {
 	sqliteMs, _ := loadMigrations(dialectSQLite)
 	for i := range sqliteMs {
 		if sqliteMs[i].name != ms[i].name {
-			t.Errorf("migration %d: SQLite %s, PostgreSQL %s: D10-2 wants the same names", i+1, sqliteMs[i].name, ms[i].name)
+			t.Errorf("migration %d: SQLite %s, PostgreSQL %s: both dialects list the same migrations", i+1, sqliteMs[i].name, ms[i].name)
 		}
 	}
 	if len(sqliteMs) != len(ms) {
@@ -92,10 +92,10 @@ func TestIssue10_1_PGConcurrentMigrations(t *testing.T) {
 	}
 }
 
-// Issue 10, item 1: OpenReadOnly on a postgres DSN reads, refuses writes (ErrReadOnly, and
+// OpenReadOnly on a postgres DSN reads, refuses writes (ErrReadOnly, and
 // the server refuses its sessions' writes too), and refuses a schema that is not this
 // rbook's.
-func TestIssue10_1_PGReadOnlyStore(t *testing.T) {
+func TestPGReadOnlyStore(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dsn := newPGDatabase(t)
@@ -140,8 +140,8 @@ func TestIssue10_1_PGReadOnlyStore(t *testing.T) {
 	}
 }
 
-// Issue 10, item 1 (D10-1): a DSN's password never reaches an error.
-func TestIssue10_1_DSNPasswordRedacted(t *testing.T) {
+// A DSN's password never reaches an error.
+func TestDSNPasswordRedacted(t *testing.T) {
 	t.Parallel()
 	for dsn, want := range map[string]string{
 		"postgres://rbook:s3cret@127.0.0.1:1/db?sslmode=disable":     "postgres://rbook:xxxxx@127.0.0.1:1/db?sslmode=disable",
@@ -162,10 +162,10 @@ func TestIssue10_1_DSNPasswordRedacted(t *testing.T) {
 	}
 }
 
-// Issue 10, item 3 (D10-3): two Stores (replicas) on one database alternate transitions of
+// Two Stores (replicas) on one database alternate transitions of
 // one run. Each must read the run as the other left it: a progress cache kept across
 // batches would refuse every second transition as out of order.
-func TestIssue10_3_PGTwoStoresAlternateTransitions(t *testing.T) {
+func TestPGTwoStoresAlternateTransitions(t *testing.T) {
 	t.Parallel()
 	a, b, _ := openPGPair(t)
 	ctx := context.Background()
@@ -194,10 +194,10 @@ func TestIssue10_3_PGTwoStoresAlternateTransitions(t *testing.T) {
 	}
 }
 
-// Issue 10, item 3 (D10-3, D10-5): concurrent approvals of one gate through two Stores:
+// Concurrent approvals of one gate through two Stores:
 // exactly one decides it; and the same seq recorded through both at once is stored once,
 // the other call answered as a duplicate.
-func TestIssue10_3_PGTwoStoresOneApproveWins(t *testing.T) {
+func TestPGTwoStoresOneApproveWins(t *testing.T) {
 	t.Parallel()
 	a, b, _ := openPGPair(t)
 	ctx := context.Background()
@@ -264,10 +264,10 @@ func TestIssue10_3_PGTwoStoresOneApproveWins(t *testing.T) {
 	}
 }
 
-// Issue 10, item 2 (D10-4, commit half): every committed batch that changed something
+// Every committed batch that changed something
 // notifies rbook_changes with {"o":origin,"r":[runs],"a":[approvals]}, delivered on
 // commit; a batch that changed nothing sends none.
-func TestIssue10_4_PGNotifyOnCommit(t *testing.T) {
+func TestPGNotifyOnCommit(t *testing.T) {
 	t.Parallel()
 	dsn := newPGDatabase(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -321,10 +321,10 @@ func TestIssue10_4_PGNotifyOnCommit(t *testing.T) {
 	}
 }
 
-// Issue 10, item 3 (D10-3): two replicas that lock two runs in opposite orders deadlock;
+// Two replicas that lock two runs in opposite orders deadlock;
 // PostgreSQL aborts one transaction (40P01) and that replica runs its batch again, so both
 // writes succeed.
-func TestIssue10_3_PGDeadlockRetriesTheBatch(t *testing.T) {
+func TestPGDeadlockRetriesTheBatch(t *testing.T) {
 	t.Parallel()
 	a, b, _ := openPGPair(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -362,10 +362,10 @@ func TestIssue10_3_PGDeadlockRetriesTheBatch(t *testing.T) {
 	}
 }
 
-// Issue 10, item 3 (D10-3): a unique violation is re-run once as a possible race with
+// A unique violation is re-run once as a possible race with
 // another replica (the re-run sees the committed row and takes the idempotent path); one
 // that happens again is the request's own error, not a loop.
-func TestIssue10_3_PGUniqueViolationRetriedOnce(t *testing.T) {
+func TestPGUniqueViolationRetriedOnce(t *testing.T) {
 	t.Parallel()
 	a, b, _ := openPGPair(t)
 	ctx := context.Background()
@@ -395,10 +395,10 @@ func TestIssue10_3_PGUniqueViolationRetriedOnce(t *testing.T) {
 	}
 }
 
-// Issue 10, item 1 (D10-2): text compares in byte order on PostgreSQL as on SQLite (every
+// Text compares in byte order on PostgreSQL as on SQLite (every
 // TEXT column is COLLATE "C"), so run lists order ids alike whatever the database's
 // default collation.
-func TestIssue10_1_TextOrderIsBytewise(t *testing.T) {
+func TestTextOrderIsBytewise(t *testing.T) {
 	t.Parallel()
 	s, _ := openTest(t)
 	checkBytewiseListOrder(t, s)
@@ -471,12 +471,12 @@ func runBatchNow(s *Store, batch ...*writeReq) []error {
 	return errs
 }
 
-// Issue 10, items 1 and 5 (pgdefer.go): transitions queued in a batch are written before a
+// Deferred writes (pgdefer.go): transitions queued in a batch are written before a
 // request that may touch the same rows (here a raw insert of the same seq, then CancelRun),
 // and a flush that fails (the queued seq was taken behind the store's back) re-runs the
 // batch with savepoints so that only the failing request fails. Same results on SQLite,
 // where nothing is queued.
-func TestIssue10_1_DeferredTransitionsFlushAndIsolate(t *testing.T) {
+func TestDeferredTransitionsFlushAndIsolate(t *testing.T) {
 	t.Parallel()
 	s, _ := openTest(t)
 	mustStart(t, s, newRun("R1"))

@@ -10,8 +10,9 @@ import (
 	"time"
 )
 
-// Issue 10, item 2: the change fan-out between two Stores on one PostgreSQL database
-// (pglisten.go, D10-4). These tests always run on PostgreSQL (skipped with D10-7's message
+// The change fan-out between two Stores on one PostgreSQL database
+// (pglisten.go, docs/decisions/change-fanout.md). These tests always run on PostgreSQL
+// (skipped with docs/decisions/postgres-tests.md's message
 // without RBOOK_TEST_POSTGRES_URL), whatever RBOOK_TEST_STORE says.
 
 // openReplicas opens two Stores, A and B, on one fresh PostgreSQL database, sharing a clock.
@@ -125,7 +126,7 @@ func approvalStates(all []Change, id string) []ApprovalStatus {
 	return out
 }
 
-func TestIssue10_2_ListenerPublishesWhatAnotherReplicaRecorded(t *testing.T) {
+func TestListenerPublishesWhatAnotherReplicaRecorded(t *testing.T) {
 	a, b, _ := openReplicas(t)
 	fb := follow(b)
 	ctx := context.Background()
@@ -186,7 +187,7 @@ func TestIssue10_2_ListenerPublishesWhatAnotherReplicaRecorded(t *testing.T) {
 	}
 }
 
-func TestIssue10_2_ListenerCatchesUpAfterItsConnectionIsKilled(t *testing.T) {
+func TestListenerCatchesUpAfterItsConnectionIsKilled(t *testing.T) {
 	a, b, dsn := openReplicas(t)
 	gate := make(chan struct{})
 	b.fan.reconnectGate = gate // set before the kill: the listener reads it only on reconnect
@@ -233,7 +234,7 @@ func TestIssue10_2_ListenerCatchesUpAfterItsConnectionIsKilled(t *testing.T) {
 	}
 }
 
-func TestIssue10_2_ConcurrentDecisionsOnTwoReplicasDecideOnce(t *testing.T) {
+func TestConcurrentDecisionsOnTwoReplicasDecideOnce(t *testing.T) {
 	a, b, _ := openReplicas(t)
 	ctx := context.Background()
 	mustStart(t, a, newRun("r3"))
@@ -267,7 +268,7 @@ func TestIssue10_2_ConcurrentDecisionsOnTwoReplicasDecideOnce(t *testing.T) {
 	}
 }
 
-func TestIssue10_2_DeadlineExpiresOnceWithBothSweepers(t *testing.T) {
+func TestDeadlineExpiresOnceWithBothSweepers(t *testing.T) {
 	a, b, _ := openReplicas(t)
 	ctx := context.Background()
 	mustStart(t, a, newRun("r4"))
@@ -301,7 +302,7 @@ func TestIssue10_2_DeadlineExpiresOnceWithBothSweepers(t *testing.T) {
 	}
 }
 
-func TestIssue10_2_LocalCommitAfterAnUnheardRemoteOneKeepsSeqOrder(t *testing.T) {
+func TestLocalCommitAfterAnUnheardRemoteOneKeepsSeqOrder(t *testing.T) {
 	a, b, dsn := openReplicas(t)
 	gate := make(chan struct{})
 	b.fan.reconnectGate = gate
@@ -327,7 +328,7 @@ func TestIssue10_2_LocalCommitAfterAnUnheardRemoteOneKeepsSeqOrder(t *testing.T)
 	}
 }
 
-func TestIssue10_2_TwoOfNVotesOnTwoReplicasBothCount(t *testing.T) {
+func TestTwoOfNVotesOnTwoReplicasBothCount(t *testing.T) {
 	a, b, _ := openReplicas(t)
 	ctx := context.Background()
 	mustStart(t, a, newRun("r6"))
@@ -355,9 +356,9 @@ func TestIssue10_2_TwoOfNVotesOnTwoReplicasBothCount(t *testing.T) {
 }
 
 // A batch whose first transition is written deferred (pgdefer.go) and whose next one changes
-// the run's status (a gate opens) must leave the run at the later seq: found by the issue 10
-// acceptance test (E_SEQ_GAP after the demo's gate).
-func TestIssue10_2_DeferredTransitionThenStatusChangeKeepsLastSeq(t *testing.T) {
+// the run's status (a gate opens) must leave the run at the later seq (it once ended in
+// E_SEQ_GAP after the demo's gate).
+func TestDeferredTransitionThenStatusChangeKeepsLastSeq(t *testing.T) {
 	a, _, _ := openReplicas(t)
 	ctx := context.Background()
 	mustStart(t, a, newRun("r7"))
@@ -378,7 +379,7 @@ func TestIssue10_2_DeferredTransitionThenStatusChangeKeepsLastSeq(t *testing.T) 
 // commit after A recorded 1,100 transitions B did not hear publishes all of them first, in
 // order (fillGaps reads page after page; before, it stopped after the first page and
 // watchers on B never saw seqs 1,002..1,101).
-func TestIssue10_2_LocalCommitAfterAGapLongerThanAPageKeepsSeqOrder(t *testing.T) {
+func TestLocalCommitAfterAGapLongerThanAPageKeepsSeqOrder(t *testing.T) {
 	a, b, dsn := openReplicas(t)
 	ctx := context.Background()
 	gate := make(chan struct{})
@@ -409,7 +410,7 @@ func TestIssue10_2_LocalCommitAfterAGapLongerThanAPageKeepsSeqOrder(t *testing.T
 // listener reconnect; the catch-up after each reconnect fails on it again, and those
 // reconnects back off (doubling up to listenBackoffMax) instead of repeating every
 // listenBackoffMin forever.
-func TestIssue10_2_ListenerBacksOffWhenItsCatchUpKeepsFailing(t *testing.T) {
+func TestListenerBacksOffWhenItsCatchUpKeepsFailing(t *testing.T) {
 	a, b, dsn := openReplicas(t)
 	ctx := context.Background()
 	gate := make(chan struct{})

@@ -10,12 +10,13 @@ import (
 	"testing"
 )
 
-// Backends of the conformance suite (issue 10, item 1; D10-7): RBOOK_TEST_STORE picks the
+// Backends of the conformance suite: RBOOK_TEST_STORE picks the
 // backend every test's shared opener (openTest, testDSN) uses: "sqlite" (default) or
 // "postgres", which needs RBOOK_TEST_POSTGRES_URL (see .ci/postgres) and gives each test a
 // fresh database.
 
-// pgSkipMessage is D10-7's skip message for a PostgreSQL test without a server.
+// pgSkipMessage is the skip message (docs/decisions/postgres-tests.md) for a PostgreSQL test
+// without a server.
 const pgSkipMessage = "set RBOOK_TEST_POSTGRES_URL (see .ci/postgres) to run this PostgreSQL test"
 
 // testOnPostgres reports whether the suite runs against PostgreSQL (RBOOK_TEST_STORE=postgres).
@@ -40,7 +41,7 @@ func testDSN(t testing.TB, name string) string {
 	return newPGDatabase(t)
 }
 
-// newPGDatabase creates a fresh PostgreSQL database for t (D10-7) and returns its DSN; it
+// newPGDatabase creates a fresh PostgreSQL database for t and returns its DSN; it
 // skips t with pgSkipMessage when RBOOK_TEST_POSTGRES_URL is unset.
 func newPGDatabase(t testing.TB) string {
 	t.Helper()

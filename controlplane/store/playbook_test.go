@@ -77,7 +77,7 @@ func mustJSON(t *testing.T, v any) string {
 // whose output has the same keys as another's never overwrites it; a non-object output is
 // kept as {"output": text}; a FAIL leaves the bindings alone. iteration_counts count every
 // step_started; current_node lists both active nodes in step_index order.
-func TestIssue9_4_BindingsIterationCountsAndActiveNodes(t *testing.T) {
+func TestBindingsIterationCountsAndActiveNodes(t *testing.T) {
 	s, _ := openTest(t)
 	r := newPlaybookRun(t, s, "PB1", `{"version":"2026.4.90"}`)
 	if got := r.row(); string(got.Bindings) != `{"version":"2026.4.90"}` || got.EpicID != "T889" || got.SessionID != "ses_xyz" {
@@ -148,7 +148,7 @@ func TestIssue9_4_BindingsIterationCountsAndActiveNodes(t *testing.T) {
 // A run with two active nodes, one of them waiting at its gate, is paused; the other node
 // finishing does not make it running; the gate's decision does; the approval node stays
 // active (in current_node) until its step_finished.
-func TestIssue9_4_PausedWhileAnyGateIsOpen(t *testing.T) {
+func TestPausedWhileAnyGateIsOpen(t *testing.T) {
 	s, _ := openTest(t)
 	r := newPlaybookRun(t, s, "PB2", "")
 	if got := r.row(); string(got.Bindings) != "{}" {
@@ -194,7 +194,7 @@ func TestIssue9_4_PausedWhileAnyGateIsOpen(t *testing.T) {
 }
 
 // StartRun refuses bindings that are not a JSON object or are over 1 MiB, and writes nothing.
-func TestIssue9_4_StartRunBindingsValidated(t *testing.T) {
+func TestStartRunBindingsValidated(t *testing.T) {
 	s, _ := openTest(t)
 	for _, tc := range []struct{ bindings, want string }{
 		{`{"version":`, "bindings is not valid JSON"},
@@ -215,7 +215,7 @@ func TestIssue9_4_StartRunBindingsValidated(t *testing.T) {
 }
 
 // ListRuns filters by kind.
-func TestIssue9_4_ListRunsKindFilter(t *testing.T) {
+func TestListRunsKindFilter(t *testing.T) {
 	s, _ := openTest(t)
 	mustStart(t, s, newRun("RB1"))
 	newPlaybookRun(t, s, "PB1", `{}`)
@@ -242,7 +242,7 @@ func TestIssue9_4_ListRunsKindFilter(t *testing.T) {
 }
 
 // A node output that would take the bindings over MaxBindingsBytes is stored as a note.
-func TestIssue9_4_BindingsCap(t *testing.T) {
+func TestBindingsCap(t *testing.T) {
 	big := `{"v":"` + strings.Repeat("y", MaxBindingsBytes-20) + `"}`
 	out, err := withBinding(`{"a":{"x":1}}`, "big", json.RawMessage(big))
 	if err != nil {
@@ -262,7 +262,7 @@ func TestIssue9_4_BindingsCap(t *testing.T) {
 
 // The auto-pass decision is stored on the approval row (policy_json) and read back; an
 // auto-passed gate is created approved by the policy.
-func TestIssue9_6_ApprovalStoresPolicyDecision(t *testing.T) {
+func TestApprovalStoresPolicyDecision(t *testing.T) {
 	s, _ := openTest(t)
 	newPlaybookRun(t, s, "PB3", `{}`)
 	na := newApproval("A1", "PB3", "review")

@@ -40,13 +40,13 @@ func fileSnapshot(t *testing.T, dir string) map[string]string {
 	return m
 }
 
-// TestIssue6_3_3_ReadOnlyOpen: a database left by a closed control plane is read without
+// TestReadOnlyOpen: a database left by a closed control plane is read without
 // creating a WAL or changing a byte; a writer opening meanwhile is not blocked; writes are
 // refused; no database, a non-rbook file and an older schema are refused, not created or
 // migrated.
-func TestIssue6_3_3_ReadOnlyOpen(t *testing.T) {
+func TestReadOnlyOpen(t *testing.T) {
 	t.Parallel()
-	skipOnPostgres(t, "files, -wal/-shm side files and immutable opens; PostgreSQL's read-only store is TestIssue10_1_PGReadOnlyStore")
+	skipOnPostgres(t, "files, -wal/-shm side files and immutable opens; PostgreSQL's read-only store is TestPGReadOnlyStore")
 	ctx := context.Background()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "controlplane.db")
@@ -142,12 +142,12 @@ func TestIssue6_3_3_ReadOnlyOpen(t *testing.T) {
 	}
 }
 
-// TestIssue6_3_3_ReadOnlyOpenSeesTheWALOfAKilledWriter: a control plane killed before it
+// TestReadOnlyOpenSeesTheWALOfAKilledWriter: a control plane killed before it
 // checkpointed leaves its last commits in the -wal file; a read-only open sees them, and a
 // writer serving the file meanwhile keeps writing.
-func TestIssue6_3_3_ReadOnlyOpenSeesTheWALOfAKilledWriter(t *testing.T) {
+func TestReadOnlyOpenSeesTheWALOfAKilledWriter(t *testing.T) {
 	t.Parallel()
-	skipOnPostgres(t, "a copied WAL file of a killed writer; PostgreSQL's kill -9 is TestCrashSafetyKill9, its read-only store TestIssue10_1_PGReadOnlyStore")
+	skipOnPostgres(t, "a copied WAL file of a killed writer; PostgreSQL's kill -9 is TestCrashSafetyKill9, its read-only store TestPGReadOnlyStore")
 	ctx := context.Background()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "controlplane.db")

@@ -8,9 +8,9 @@ import (
 	"time"
 )
 
-// Issue 8, item 4: ReleaseLease ends the lease now, so a take-over succeeds at once at the
+// ReleaseLease ends the lease now, so a take-over succeeds at once at the
 // next epoch (without it: ErrLeaseHeld), and the releasing executor's fence is then lost.
-func TestIssue8_4_ReleaseLeaseLetsATakeOverInAtOnce(t *testing.T) {
+func TestReleaseLeaseLetsATakeOverInAtOnce(t *testing.T) {
 	s, _ := openTest(t)
 	ctx := context.Background()
 	nr := newRun("r-release")
@@ -41,9 +41,9 @@ func TestIssue8_4_ReleaseLeaseLetsATakeOverInAtOnce(t *testing.T) {
 	}
 }
 
-// Issue 8: a reported workflow run is kept on the run (the last StartRun's) and on an
+// A reported workflow run is kept on the run (the last StartRun's) and on an
 // approval; a field over MaxWorkflowRunField bytes, or one without a repository, is refused.
-func TestIssue8_4_ReportedWorkflowRunIsStoredAndCapped(t *testing.T) {
+func TestReportedWorkflowRunIsStoredAndCapped(t *testing.T) {
 	s, _ := openTest(t)
 	ctx := context.Background()
 	nr := newRun("r-wf")

@@ -499,8 +499,8 @@ func TestCancelRunClosesGatesAndIsFinal(t *testing.T) {
 }
 
 // A failed run's error_context keeps at most MaxErrorContextMessage bytes of the message, so
-// a ListRuns page of failed runs stays small (issue 6, item 1.8); the transition keeps it all.
-func TestIssue6_1_8_ErrorContextMessageIsCapped(t *testing.T) {
+// a ListRuns page of failed runs stays small; the transition keeps it all.
+func TestErrorContextMessageIsCapped(t *testing.T) {
 	t.Parallel()
 	s, _ := openTest(t)
 	ctx := context.Background()

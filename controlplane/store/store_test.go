@@ -117,7 +117,8 @@ func TestSchemaKeepsSeedColumns(t *testing.T) {
 	t.Parallel()
 	s, _ := openTest(t)
 	want := map[string][]string{
-		// seed playbooks, "Database tables", in the seed's order
+		// docs/spec/playbooks.md, "Table playbook_runs" and "Table playbook_approvals", in its
+		// order
 		"playbook_runs": {"run_id", "playbook_name", "playbook_hash", "current_node", "bindings", "error_context",
 			"status", "iteration_counts", "epic_id", "session_id", "started_at", "completed_at"},
 		"playbook_approvals": {"approval_id", "run_id", "node_id", "token", "requested_at", "approved_at", "approver",

@@ -17,10 +17,10 @@ func twoOfN(t *testing.T, s *Store, id string, m int) Approval {
 	return mustCreateApproval(t, s, na)
 }
 
-// Issue 7, item 4: the captured policy and every vote are stored; a second approval by the
+// The captured policy and every vote are stored; a second approval by the
 // same identity counts once; the M-th distinct approval opens the gate, naming every approver
 // in vote order with the deciding vote's reason.
-func TestIssue7_4_StoreTalliesDistinctApprovals(t *testing.T) {
+func TestStoreTalliesDistinctApprovals(t *testing.T) {
 	t.Parallel()
 	s, _ := openTest(t)
 	ctx := context.Background()
@@ -56,8 +56,8 @@ func TestIssue7_4_StoreTalliesDistinctApprovals(t *testing.T) {
 	}
 }
 
-// Issue 7, item 4: one reject by an allowed approver rejects a gate that needs more approvals.
-func TestIssue7_4_StoreRejectRejectsAtOnce(t *testing.T) {
+// One reject by an allowed approver rejects a gate that needs more approvals.
+func TestStoreRejectRejectsAtOnce(t *testing.T) {
 	t.Parallel()
 	s, _ := openTest(t)
 	ctx := context.Background()
@@ -74,8 +74,8 @@ func TestIssue7_4_StoreRejectRejectsAtOnce(t *testing.T) {
 	}
 }
 
-// Issue 7, item 4: an Authorize refusal writes nothing.
-func TestIssue7_4_StoreAuthorizeRefusalWritesNothing(t *testing.T) {
+// An Authorize refusal writes nothing.
+func TestStoreAuthorizeRefusalWritesNothing(t *testing.T) {
 	t.Parallel()
 	s, _ := openTest(t)
 	ctx := context.Background()
@@ -93,9 +93,9 @@ func TestIssue7_4_StoreAuthorizeRefusalWritesNothing(t *testing.T) {
 	}
 }
 
-// Issue 7, item 4: distinct approvers voting at once on a 2-of-N gate end with it APPROVED
+// Distinct approvers voting at once on a 2-of-N gate end with it APPROVED
 // exactly once, by exactly two votes; everyone after gets ErrAlreadyDecided.
-func TestIssue7_4_StoreConcurrentVotesDecideOnce(t *testing.T) {
+func TestStoreConcurrentVotesDecideOnce(t *testing.T) {
 	t.Parallel()
 	s, _ := openTest(t)
 	ctx := context.Background()
@@ -157,9 +157,9 @@ func TestIssue7_4_StoreConcurrentVotesDecideOnce(t *testing.T) {
 	}
 }
 
-// Issue 7, item 4: the deadline timer decides a gate rejected, "timed out after …", with
+// The deadline timer decides a gate rejected, "timed out after …", with
 // decided_by_source "deadline", never leaving it pending.
-func TestIssue7_4_StoreExpiryRejectsTimedOut(t *testing.T) {
+func TestStoreExpiryRejectsTimedOut(t *testing.T) {
 	t.Parallel()
 	s, _ := openTest(t)
 	ctx := context.Background()
@@ -185,7 +185,7 @@ func TestIssue7_4_StoreExpiryRejectsTimedOut(t *testing.T) {
 
 // The reason rounds the open time up to whole seconds: a deadline truncated to the second
 // (the token's resolution) still reads as the step's timeout.
-func TestIssue7_4_TimedOutReasonRoundsUp(t *testing.T) {
+func TestTimedOutReasonRoundsUp(t *testing.T) {
 	t.Parallel()
 	req := t0.Add(300 * time.Millisecond)
 	for _, c := range []struct {
@@ -202,9 +202,9 @@ func TestIssue7_4_TimedOutReasonRoundsUp(t *testing.T) {
 	}
 }
 
-// Issue 7, items 4 and 5: Authorize sees the run's starter: started_by and the GitHub actor
+// Authorize sees the run's starter: started_by and the GitHub actor
 // of the OIDC job that started it, for four-eyes against that actor.
-func TestIssue7_4_StoreAuthorizeSeesTheGitHubActor(t *testing.T) {
+func TestStoreAuthorizeSeesTheGitHubActor(t *testing.T) {
 	t.Parallel()
 	s, _ := openTest(t)
 	ctx := context.Background()

@@ -184,7 +184,7 @@ func TestProgressCacheSkipsRunReads(t *testing.T) {
 	}
 	if testOnPostgres() {
 		// PostgreSQL: another replica may write the run between two batches, so each batch
-		// reads the run row under FOR UPDATE (D10-3); within a batch the cache still holds.
+		// reads the run row under FOR UPDATE; within a batch the cache still holds.
 		if n := s.progressReads.Load(); n != 10 {
 			t.Fatalf("%d run-row reads for 10 transitions in 10 batches, want 10 (one per batch)", n)
 		}

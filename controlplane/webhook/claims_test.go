@@ -47,12 +47,12 @@ func (c *stepClock) add(d time.Duration) {
 	c.t = c.t.Add(d)
 }
 
-// Issue 10, item 2 (D10-5): one SQLite file, a control plane killed after claiming a
+// One SQLite file, a control plane killed after claiming a
 // delivery (its Store "dead" claimed and never finished) and the control plane that runs
 // after it. A redelivery within the claim's lease is answered 409 and not acted on; past
 // the lease it is taken over and acted on once; then it is a duplicate. A claim finished
 // while the endpoint waits for it answers 200 without acting.
-func TestIssue10_2_EndpointTakesOverAnExpiredClaim(t *testing.T) {
+func TestEndpointTakesOverAnExpiredClaim(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "cp.db")
 	clock := &stepClock{t: time.Date(2026, 5, 12, 10, 0, 0, 0, time.UTC)}
 	ctx := context.Background()

@@ -139,21 +139,25 @@ func approved() ghfake.Delivery {
 		JobRuns: []ghfake.JobRun{{ID: 5, Name: "deploy", Environment: "production"}}})
 }
 
-// Issue 8, item 1: a bad signature is 401, the handler is not called, nothing is recorded,
+// A bad signature is 401, the handler is not called, nothing is recorded,
 // and the refusal is logged without the secret or the body.
-func TestIssue8_1_BadSignatureRefused(t *testing.T) {
+func TestBadSignatureRefused(t *testing.T) {
 	f := newFixture(t)
 	d := approved()
-	if code := f.post(t, d, []byte("not-the-webhook-secret-at-all!!"), nil); code != http.StatusUnauthorized {
-		t.Fatalf("wrong secret: status %d, want 401", code)
-	}
-	if code := f.post(t, d, testWebhookSecret, func(r *http.Request) { r.Header.Del("X-Hub-Signature-256") }); code != http.StatusUnauthorized {
-		t.Fatalf("no signature: status %d, want 401", code)
-	}
-	if code := f.post(t, d, testWebhookSecret, func(r *http.Request) {
-		r.Header.Set("X-Hub-Signature-256", "sha1="+strings.TrimPrefix(r.Header.Get("X-Hub-Signature-256"), "sha256="))
-	}); code != http.StatusUnauthorized {
-		t.Fatalf("sha1 signature: status %d, want 401", code)
+	for _, c := range []struct {
+		name   string
+		secret []byte
+		edit   func(*http.Request)
+	}{
+		{"wrong secret", []byte("not-the-webhook-secret-at-all!!"), nil},
+		{"no signature", testWebhookSecret, func(r *http.Request) { r.Header.Del("X-Hub-Signature-256") }},
+		{"sha1 signature", testWebhookSecret, func(r *http.Request) {
+			r.Header.Set("X-Hub-Signature-256", "sha1="+strings.TrimPrefix(r.Header.Get("X-Hub-Signature-256"), "sha256="))
+		}},
+	} {
+		if code := f.post(t, d, c.secret, c.edit); code != http.StatusUnauthorized {
+			t.Fatalf("%s: status %d, want 401", c.name, code)
+		}
 	}
 	if f.h.calls() != 0 || f.seen(t, d.ID) {
 		t.Fatalf("after refusals: handler calls %d, recorded %v; want 0, false", f.h.calls(), f.seen(t, d.ID))
@@ -169,8 +173,8 @@ func TestIssue8_1_BadSignatureRefused(t *testing.T) {
 	}
 }
 
-// Issue 8, item 1: a replayed delivery id is 200 and the handler runs once.
-func TestIssue8_1_ReplayedDeliveryProcessedOnce(t *testing.T) {
+// A replayed delivery id is 200 and the handler runs once.
+func TestReplayedDeliveryProcessedOnce(t *testing.T) {
 	f := newFixture(t)
 	d := approved()
 	for i := range 3 {
@@ -211,8 +215,8 @@ func TestIssue8_1_ReplayedDeliveryProcessedOnce(t *testing.T) {
 	}
 }
 
-// Issue 8, item 1: an unknown event (and ping) is acknowledged with 200, ignored, not recorded.
-func TestIssue8_1_UnknownEventIgnored(t *testing.T) {
+// An unknown event (and ping) is acknowledged with 200, ignored, not recorded.
+func TestUnknownEventIgnored(t *testing.T) {
 	f := newFixture(t)
 	for _, ev := range []string{"ping", "push", "installation"} {
 		d := ghfake.Delivery{Event: ev, ID: ghfake.NewDeliveryID(), Body: []byte(`{"zen":"Keep it logically awesome.","hook_id":1}`)}
@@ -233,8 +237,8 @@ func TestIssue8_1_UnknownEventIgnored(t *testing.T) {
 	}
 }
 
-// Issue 8, item 1: a body over MaxBodyBytes is refused with 413; one at the cap is read.
-func TestIssue8_1_OversizedBodyRefused(t *testing.T) {
+// A body over MaxBodyBytes is refused with 413; one at the cap is read.
+func TestOversizedBodyRefused(t *testing.T) {
 	f := newFixture(t)
 	pad := func(n int) []byte {
 		b := []byte(`{"action":"ping","pad":"`)
@@ -254,8 +258,8 @@ func TestIssue8_1_OversizedBodyRefused(t *testing.T) {
 	}
 }
 
-// Issue 8, item 1: missing event or delivery headers, a non-JSON content type and GET are refused.
-func TestIssue8_1_MissingHeadersRefused(t *testing.T) {
+// Missing event or delivery headers, a non-JSON content type and GET are refused.
+func TestMissingHeadersRefused(t *testing.T) {
 	f := newFixture(t)
 	d := approved()
 	cases := []struct {
@@ -286,9 +290,9 @@ func TestIssue8_1_MissingHeadersRefused(t *testing.T) {
 	}
 }
 
-// Issue 8, item 1: a handler error answers 500 and leaves the delivery unrecorded; GitHub's
+// A handler error answers 500 and leaves the delivery unrecorded; GitHub's
 // redelivery (same id) is then processed and recorded.
-func TestIssue8_1_HandlerErrorThenRedelivery(t *testing.T) {
+func TestHandlerErrorThenRedelivery(t *testing.T) {
 	f := newFixture(t)
 	f.h.fail = 1
 	d := ghfake.ProtectionRuleRequested(ghfake.ProtectionRule{Repo: repo, InstallationID: 77, RunID: 123456789,
@@ -320,10 +324,10 @@ func TestIssue8_1_HandlerErrorThenRedelivery(t *testing.T) {
 	}
 }
 
-// Issue 8, item 1: deployment_review "requested" carries "requestor" in the payload; the
+// A deployment_review "requested" carries "requestor" in the payload; the
 // endpoint fills go-github's Requester from it, acknowledges it and does not call the
 // handler (nothing to decide), recording it so a replay is a no-op.
-func TestIssue8_1_ReviewRequestedRequestor(t *testing.T) {
+func TestReviewRequestedRequestor(t *testing.T) {
 	f := newFixture(t)
 	d := ghfake.DeploymentReview(ghfake.Review{Action: "requested", Repo: repo, InstallationID: 77, RunID: 5,
 		Environment: "production", RequestorLogin: "octo-starter"})
@@ -335,8 +339,8 @@ func TestIssue8_1_ReviewRequestedRequestor(t *testing.T) {
 	}
 }
 
-// Issue 8, item 1: New refuses a short secret and missing dependencies.
-func TestIssue8_1_NewRefusesShortSecret(t *testing.T) {
+// New refuses a short secret and missing dependencies.
+func TestNewRefusesShortSecret(t *testing.T) {
 	if _, err := webhook.New([]byte("short"), nil, webhook.LogHandler{}, nil); err == nil || !strings.Contains(err.Error(), "at least 16") {
 		t.Fatalf("short secret: %v", err)
 	}

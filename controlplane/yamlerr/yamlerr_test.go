@@ -9,11 +9,10 @@ import (
 	"github.com/rbookhq/rbook-action/controlplane/yamlerr"
 )
 
-// TestIssue7_Polish_YAMLErrorLines: yaml.v3's syntax errors become file:line with a 1-based
+// TestYAMLErrorLines: yaml.v3's syntax errors become file:line with a 1-based
 // line: a scanner error as given, a parser error one later (yaml.v3 counts those from 0),
-// an error on line 1 (which yaml.v3 prints without a line) as line 1; Plural counts right
-// (issue 7 new-user finding 14).
-func TestIssue7_Polish_YAMLErrorLines(t *testing.T) {
+// an error on line 1 (which yaml.v3 prints without a line) as line 1; Plural counts right.
+func TestYAMLErrorLines(t *testing.T) {
 	for _, c := range []struct{ body, want string }{
 		{"a: b: c\n", "f.yaml:1: mapping values are not allowed in this context"},
 		{"a:\n  b: c\n d: e\n", "f.yaml:3: did not find expected key"},

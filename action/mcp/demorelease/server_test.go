@@ -42,7 +42,7 @@ func call(t *testing.T, cs *mcp.ClientSession, tool string, args map[string]any)
 	return res, structured
 }
 
-func TestIssue9_3_DemoReleaseIsHonestAboutBeingADemo(t *testing.T) {
+func TestDemoReleaseIsHonestAboutBeingADemo(t *testing.T) {
 	cs := connect(t)
 	init := cs.InitializeResult()
 	if init.ServerInfo.Name != ServerName || !strings.Contains(init.Instructions, "publishes nothing") {
@@ -64,7 +64,7 @@ func TestIssue9_3_DemoReleaseIsHonestAboutBeingADemo(t *testing.T) {
 	}
 }
 
-func TestIssue9_3_DemoReleasePublisherPublishesNothing(t *testing.T) {
+func TestDemoReleasePublisherPublishesNothing(t *testing.T) {
 	cs := connect(t)
 	for _, args := range []map[string]any{{"version": "2026.4.90"}, {}} {
 		res, out := call(t, cs, ToolReleasePublisher, args)
@@ -78,7 +78,7 @@ func TestIssue9_3_DemoReleasePublisherPublishesNothing(t *testing.T) {
 	}
 }
 
-func TestIssue9_3_DemoSummarizeCounts(t *testing.T) {
+func TestDemoSummarizeCounts(t *testing.T) {
 	cs := connect(t)
 	_, out := call(t, cs, ToolSummarize, map[string]any{"b": []any{1, 2, 3}, "a": "xy", "c": false, "d": map[string]any{"k": 1}})
 	if out["count"] != float64(4) || out["truthy"] != float64(3) {
@@ -92,7 +92,7 @@ func TestIssue9_3_DemoSummarizeCounts(t *testing.T) {
 	}
 }
 
-func TestIssue9_3_DemoFlakyFailsThenSucceeds(t *testing.T) {
+func TestDemoFlakyFailsThenSucceeds(t *testing.T) {
 	cs := connect(t)
 	for attempt := 1; attempt <= 2; attempt++ {
 		res, _ := call(t, cs, ToolFlaky, map[string]any{"key": "k", "fail_times": 1})
