@@ -226,7 +226,7 @@ func OpenPlaybook(plan *runbook.Plan, path string, opts PlaybookOpenOptions) (*O
 		for _, id := range opts.SkipNodes {
 			if slices.Contains(opts.RerunNodes, id) {
 				// Both answers for one node: neither may be guessed (the skip used to win
-				// silently; found by TestIssue9_Break_RerunAndSkipSameNodeRefused).
+				// silently; found by TestRerunAndSkipSameNodeRefused).
 				return nil, fmt.Errorf("--rerun-node %s and --skip-node %s: node '%s' of run %s is given both answers; choose one (run it again, or go on as if it had been skipped)", id, id, id, prev.RunID)
 			}
 		}

@@ -77,7 +77,7 @@ func (r *FileRecorder) write() error {
 // The change reaches the file with the next write — or at once when the run is parked at a
 // gate and this acknowledgement emptied the outbox: a parked run makes no further write, and
 // an executor killed there must not leave delivered transitions listed as undelivered
-// (hostile test TestIssue6_Hostile_ParkedGateOutboxIsSynced; one write per gate). A failed
+// (hostile test TestParkedGateOutboxIsSynced; one write per gate). A failed
 // write here is left to the next one.
 func (r *FileRecorder) Ack(seq int64) {
 	r.mu.Lock()

@@ -109,7 +109,7 @@ func Open(plan *runbook.Plan, path string, opts OpenOptions) (*Opened, error) {
 			// A runbook whose state_file_path is an unfinished playbook run's state file
 			// (.rbook/<name>.playbook.state.json) must not resume that run as its own steps,
 			// not even with --allow-edited-runbook (issue 9, item 4; the mirror of
-			// OpenPlaybook's check; found by TestIssue9_Break_RunbookRefusesPlaybookState).
+			// OpenPlaybook's check; found by TestRunbookRefusesPlaybookState).
 			return nil, &CorruptError{path, fmt.Sprintf("it holds an unfinished playbook run (%s of %q), not a runbook run; give the runbook its own state_file_path", prev.RunID, prev.RunbookName)}
 		}
 		if prev.RunbookName != plan.Name {

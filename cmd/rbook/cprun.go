@@ -98,7 +98,7 @@ func controlPlaneURL(ctx context.Context, flag string, errw io.Writer) (url stri
 // next suffix (DESIGN D6): N workspaces starting one runbook at once all run, each under its
 // own id. A resumed run that another executor owns is refused unless takeOver is set.
 // takeOver starts the resumed run under a fresh owner id, kept only when the take-over
-// succeeds (hostile test TestIssue6_Hostile_TakeOverOfACopiedStateFileChecksTheLease).
+// succeeds (hostile test TestTakeOverOfACopiedStateFileChecksTheLease).
 //
 // A fresh run never continues a run with transitions: when the control plane hands back an
 // existing run of this folder's own owner id (its previous run, final here but not yet there)

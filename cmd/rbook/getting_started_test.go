@@ -197,13 +197,8 @@ func keys(m map[string]string) []string {
 	return ks
 }
 
-<<<<<<< HEAD:cmd/rbook/firsthour_test.go
-// TestIssue6_3_3_ServeInTheSameFolder: an 'rbook serve' started in the run's folder with the
-// default --db (as docs/control-plane.md, "Starting it", has a new user do) holds
-=======
 // TestServeInTheSameFolder: an 'rbook serve' started in the run's folder with the
-// default --db (as the README's control-plane section has a new user do) holds
->>>>>>> s8-tests19:cmd/rbook/getting_started_test.go
+// default --db (as docs/control-plane.md, "Starting it", has a new user do) holds
 // .rbook/controlplane.db. A run without --control-plane then says that another process
 // serves it and generates no approval secret it would not use; runs reads the database and
 // says a control plane serves it, not that none is running (found trying the README as a

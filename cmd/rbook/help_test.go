@@ -122,11 +122,7 @@ func TestVersionFromBuildInfo(t *testing.T) {
 // portRE finds host:port pairs and :port suffixes of URLs in text.
 var portRE = regexp.MustCompile(`(?:127\.0\.0\.1|localhost|0\.0\.0\.0|\[::1\]):(\d+)`)
 
-<<<<<<< HEAD
-// TestIssue6_3_4_OneDefaultPort: the README and docs/, the clients' docs and messages, the example
-=======
-// TestOneDefaultPort: the README, the clients' docs and messages, the example
->>>>>>> s8-tests19
+// TestOneDefaultPort: the README and docs/, the clients' docs and messages, the example
 // workflows and every --help name the same port, rbook serve's default.
 func TestOneDefaultPort(t *testing.T) {
 	if defaultServeAddr != "127.0.0.1:7070" {

@@ -201,11 +201,7 @@ func TestPlaybookValidateOutputMatchesRbookValidate(t *testing.T) {
 	}
 }
 
-<<<<<<< HEAD:cmd/rbook/issue9_ux_e2e_test.go
-// TestIssue9_UX_ReadmePlaybookWorkflowIsTheExample: the playbook workflow docs/action.md shows is
-=======
-// TestReadmePlaybookWorkflowIsTheExample: the README's playbook workflow is
->>>>>>> s8-tests19:cmd/rbook/playbook_cli_e2e_test.go
+// TestReadmePlaybookWorkflowIsTheExample: the playbook workflow docs/action.md shows is
 // examples/workflows/rbook-playbook.yml byte for byte (actionlint checks the file:
 // TestActionlintAcceptsTheExampleWorkflows), and it runs both demo playbooks with
 // multiline inputs, fanout without a control plane and release only with one.

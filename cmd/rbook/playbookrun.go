@@ -157,7 +157,7 @@ func givenInputs(f playbookFlags) (map[string]string, error) {
 			return nil, fmt.Errorf("--input %q: write NAME=VALUE", kv)
 		}
 		// The same input twice on the command line is refused as in an --inputs file (the
-		// last one used to win silently; TestIssue9_Break_DuplicateInputFlagRefused).
+		// last one used to win silently; TestDuplicateInputFlagRefused).
 		if flagged[k] {
 			return nil, fmt.Errorf("--input %s: the input is given twice; give each input once", k)
 		}
@@ -471,7 +471,7 @@ func playbookAnnouncer(errw io.Writer, url string, embedded bool) func(a *rbookv
 // RBOOK_SHOW_TOKEN=1, else only on a terminal outside CI. CI is GITHUB_ACTIONS=true or CI set
 // to anything but "" / "false" / "0" (most CI systems set CI=true; a CI job with a
 // pseudo-terminal used to get the token printed into its log; found by
-// TestIssue9_Break_TokenNotPrintedOnACITerminal).
+// TestTokenNotPrintedOnACITerminal).
 func showApprovalToken() bool {
 	if showToken() {
 		return true

@@ -138,15 +138,9 @@ func TestActionlintAcceptsTheExampleWorkflows(t *testing.T) {
 	}
 }
 
-<<<<<<< HEAD
-// TestIssue6_3_5_TypeScriptClientHelpAndToken: the documented `npx tsx smoke.ts --help`
-// works, and the client sends $RBOOK_TOKEN (the variable docs/control-plane.md names) as its bearer token.
-func TestIssue6_3_5_TypeScriptClientHelpAndToken(t *testing.T) {
-=======
 // TestTypeScriptClientHelpAndToken: the documented `npx tsx smoke.ts --help`
-// works, and the client sends $RBOOK_TOKEN (the README's variable) as its bearer token.
+// works, and the client sends $RBOOK_TOKEN (the variable docs/control-plane.md names) as its bearer token.
 func TestTypeScriptClientHelpAndToken(t *testing.T) {
->>>>>>> s8-tests19
 	npx, tsDir := tsClient(t)
 	if npx == "" {
 		t.Skip("the TypeScript client is not installed (see the log above)")
@@ -183,11 +177,7 @@ func TestTypeScriptClientHelpAndToken(t *testing.T) {
 	}
 }
 
-<<<<<<< HEAD
-// TestIssue6_3_5_NodeVersionTheReadmeNames: the Node version the docs name is the one
-=======
-// TestNodeVersionTheReadmeNames: the Node version the READMEs name is the one
->>>>>>> s8-tests19
+// TestNodeVersionTheReadmeNames: the Node version the docs name is the one
 // npm ci accepts: package.json's engines, and every package in the lock file.
 func TestNodeVersionTheReadmeNames(t *testing.T) {
 	named := regexp.MustCompile(`Node (\d+) or newer`)

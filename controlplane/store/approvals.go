@@ -295,7 +295,7 @@ func (s *Store) DecideApproval(ctx context.Context, d Decision) (Approval, error
 		// PostgreSQL (READ COMMITTED) a statement that waited for another replica's lock sees
 		// that replica's row but not, in a subquery, the vote it inserted, so an M-of-N gate
 		// voted on through two replicas at once would miss a vote and stay pending (issue 10,
-		// item 2; TestIssue10_2_TwoOfNVotesOnTwoReplicasBothCount).
+		// item 2; TestTwoOfNVotesOnTwoReplicasBothCount).
 		var locked string
 		err := w.readRow("SELECT approval_id FROM playbook_approvals WHERE approval_id = ?"+lockForUpdate, d.ApprovalID).Scan(&locked)
 		if errors.Is(err, sql.ErrNoRows) {

@@ -378,7 +378,7 @@ func (s *Store) recordOne(w *writeTx, run RunProgress, t Transition, newStatus R
 	if !deferIt && w.deferOK {
 		// This write goes straight to the run row: what the batch queued for it must land
 		// first, or the flush at COMMIT would put an older last_seq back (issue 10; found by
-		// TestIssue10_2_DeferredTransitionThenStatusChangeKeepsLastSeq).
+		// TestDeferredTransitionThenStatusChangeKeepsLastSeq).
 		if err := w.flushDeferred(); err != nil {
 			return err
 		}
