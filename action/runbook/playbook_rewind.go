@@ -37,6 +37,8 @@ func (p *pbParser) checkRewinds() {
 				p.report(r.n, r.field, "unknown node id %q: a rewind target must name a node this approval node depends on, directly or not (%s)%s", r.id, allowed, p.didYouMeanID(r.id))
 			case from == to:
 				p.report(r.n, r.field, "an approval node cannot send the run back to itself: name a node it depends on (%s)", allowed)
+			case p.upstream(to, from):
+				p.report(r.n, r.field, "node %q runs after approval node %q (it depends on it), so the run cannot go back to it from the gate; name one of its ancestors (%s)", r.id, rn.node.ID, allowed)
 			case !p.upstream(from, to):
 				p.report(r.n, r.field, "node %q is not an ancestor of approval node %q (no chain of depends and edges leads from it to %q), so the run could not go back to it from the gate; name one of its ancestors (%s) or make %q depend on %q", r.id, rn.node.ID, rn.node.ID, allowed, rn.node.ID, r.id)
 			case slices.Contains(rn.node.RewindTargets, r.id):

@@ -31,7 +31,7 @@ func TestRewindTargetsErrorsNameFileLineAndField(t *testing.T) {
 		{"not an ancestor", pbOf(det("build"), det("lint"), gate("[build]", "[lint]")), "nodes[2].rewind_targets[0]",
 			`node "lint" is not an ancestor of approval node "review"`, 16},
 		{"a descendant", pbOf(det("build"), gate("[build]", "[deploy]"), det("deploy", "depends: [review]")), "nodes[1].rewind_targets[0]",
-			`node "deploy" is not an ancestor of approval node "review" (no chain of depends and edges leads from it to "review"), so the run could not go back to it from the gate; name one of its ancestors (its ancestors are build)`, 12},
+			`node "deploy" runs after approval node "review" (it depends on it), so the run cannot go back to it from the gate; name one of its ancestors (its ancestors are build)`, 12},
 		{"unknown node", pbOf(det("build"), gate("[build]", "[biuld]")), "nodes[1].rewind_targets[0]",
 			`unknown node id "biuld": a rewind target must name a node this approval node depends on`, 12},
 		{"itself", pbOf(det("build"), gate("[build]", "[review]")), "nodes[1].rewind_targets[0]", "cannot send the run back to itself", 12},
