@@ -68,6 +68,10 @@ func TestPushBackReRunsBuildWithTheCommentAndReopensTheGate(t *testing.T) {
 	}
 	dir, url, p, run := startPushBackRun(t)
 	tok := nthApproveToken(t, p, 1)
+	p.waitFor(t, "A reviewer may send the run back instead of rejecting it: rbook reject a-")
+	if !strings.Contains(p.output(), "--redo-from build --reason") {
+		t.Errorf("the waiting run does not say how to send it back:\n%s", p.output())
+	}
 
 	out, code := run2(t, dir, "reject", tok, "--redo-from", "ship", "--reason", "no", "--control-plane", url)
 	if code != 1 || !strings.Contains(out, "E_INVALID_ARGUMENT") || !strings.Contains(out, `redo_from: "ship" is not a rewind target of gate "review"; the allowed targets are build`) {
