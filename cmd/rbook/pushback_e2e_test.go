@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -147,5 +148,44 @@ func TestPushBackLoopStopsAtTheIterationCapWithAClearError(t *testing.T) {
 	}
 	if want := "approval 'review' sent the run back to 'build', but node 'build' reached its iteration cap of 2 runs"; !strings.Contains(p.output(), want) {
 		t.Errorf("the run's output does not say %q:\n%s", want, p.output())
+	}
+}
+
+// A run killed (kill -9) while its gate waits, then sent back on the control plane, finds the
+// push-back when it is started again: it re-runs build with the comment and opens the gate's
+// next iteration, whose approval completes the run.
+func TestPushBackDecidedWhileTheRunWasDownIsCarriedOutOnResume(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts rbook serve and rbook playbook run")
+	}
+	dir, url, p, run := startPushBackRun(t)
+	tok := nthApproveToken(t, p, 1)
+	p.cmd.Process.Signal(syscall.SIGKILL)
+	p.wait(t)
+	if out, code := run2(t, dir, "reject", tok, "--redo-from", "build", "--reason", "rebuild please", "--control-plane", url); code != 0 {
+		t.Fatalf("rbook reject --redo-from build while the run is down: exit %d\n%s", code, out)
+	}
+	p2 := start(t, dir, "playbook", "run", "ship.cantbook", "--control-plane", url)
+	// The restarted run is handed the decided approval first (announced as it reopens), carries
+	// out the push-back, and opens the next iteration: its second announcement.
+	tok2 := nthApproveToken(t, p2, 2)
+	aps := oldestFirst(t, url, run)
+	if len(aps) != 2 || aps[0].GetRedoFrom() != "build" || aps[1].GetIteration() != 2 || aps[1].GetStatus() != rbookv1.ApprovalStatus_APPROVAL_STATUS_PENDING {
+		t.Fatalf("approvals after the resume: %v; want the push-back and a pending iteration 2\n%s", aps, p2.output())
+	}
+	if out, code := run2(t, dir, "approve", tok2, "--control-plane", url); code != 0 {
+		t.Fatalf("rbook approve (iteration 2): exit %d\n%s", code, out)
+	}
+	if code := p2.wait(t); code != 0 {
+		t.Fatalf("resumed run exit %d\n%s", code, p2.output())
+	}
+	var builds []string
+	for _, tr := range getRun(t, url, run).GetTransitions() {
+		if e := tr.GetEvidence(); e.GetStepName() == "build" {
+			builds = append(builds, e.GetInput())
+		}
+	}
+	if len(builds) != 2 || !strings.Contains(builds[1], "feedback=rebuild please") {
+		t.Errorf("build's inputs %q; want a second run with the comment", builds)
 	}
 }
