@@ -1,6 +1,9 @@
+//go:build unix
+
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -10,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rbookhq/rbook-action/action/cpclient"
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
 )
 
@@ -54,7 +58,11 @@ func nthApproveToken(t *testing.T, p *proc, n int) string {
 // oldestFirst is run's approvals, oldest first (ListApprovals lists the newest first).
 func oldestFirst(t *testing.T, url, run string) []*rbookv1.Approval {
 	t.Helper()
-	out := approvalsOf(t, url, run)
+	resp, err := cpclient.New(url, "").Approvals.ListApprovals(context.Background(), &rbookv1.ListApprovalsRequest{RunId: run})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := resp.GetApprovals()
 	slices.Reverse(out)
 	return out
 }
