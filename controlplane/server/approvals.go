@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/base32"
@@ -209,6 +210,8 @@ type vote struct {
 	verdict                            store.ApprovalStatus
 	// inputs are the approver's values for the gate's form (Approve only).
 	inputs map[string]string
+	// source is the channel recorded with the vote ("" means "rpc"; Slack's handler says "slack").
+	source string
 }
 
 // unverifiedPrefix marks a vote by a name an unauthenticated caller asserted (approval.proto,
@@ -317,7 +320,7 @@ func (s *Server) decide(ctx context.Context, v vote) (store.Approval, error) {
 	voter := s.voterOf(ctx, v.claimed)
 	approve := v.verdict == store.ApprovalApproved
 	d := store.Decision{ApprovalID: a.ApprovalID, Verdict: v.verdict, Approver: voter.Identity, Verified: voter.Verified,
-		Person: voter.Person, Reason: v.reason, Source: sourceRPC, At: now,
+		Person: voter.Person, Reason: v.reason, Source: cmp.Or(v.source, sourceRPC), At: now,
 		Authorize: voteAuthorizer(voter, approve), InputValues: v.inputs}
 	decided, err := s.st.DecideApproval(ctx, d)
 	var inputErr *gateinputs.Error
