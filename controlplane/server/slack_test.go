@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/types/known/timestamppb"
-
 	"github.com/rbookhq/rbook-action/controlplane/approval"
 	"github.com/rbookhq/rbook-action/controlplane/notify"
 	"github.com/rbookhq/rbook-action/controlplane/notify/slackfake"
@@ -95,21 +93,13 @@ func startSlackPlane(t *testing.T, approvals int) *slackPlane {
 	return p
 }
 
-// openSlackGate starts run id as executor token and opens its gate (with form, if any);
+// openSlackGate starts run id as executor token and opens its gate (with form, if any:
+// openForm);
 // it waits for the gate's Slack message and returns the gate and that message.
 func (p *slackPlane) openSlackGate(t *testing.T, token, id string, form []*rbookv1.InputField) (*rbookv1.Approval, slackfake.Message) {
 	t.Helper()
-	c := newClients(p.URL, withBearer(token))
-	startRun(t, c, id)
-	res, err := c.apps.RequestApproval(context.Background(), &rbookv1.RequestApprovalRequest{OwnerId: testOwner, Epoch: epochOf(t, c, id),
-		RunId: id, StepName: "approve", StepIndex: 1, Prompt: "Deploy <web> & friends?", Deadline: timestamppb.New(time.Now().Add(time.Hour)),
-		PlanDigest: digest("plan"), Inputs: form})
-	if err != nil {
-		t.Fatalf("RequestApproval: %v", err)
-	}
-	a := res.GetApproval()
-	m := p.waitMessage(t, a.GetApprovalId(), func(m slackfake.Message) bool { return true })
-	return a, m
+	a, _ := openForm(t, newClients(p.URL, withBearer(token)), id, form)
+	return a, p.waitMessage(t, a.GetApprovalId(), func(m slackfake.Message) bool { return true })
 }
 
 // waitMessage waits until the top-level message carrying approval id's buttons satisfies
@@ -172,6 +162,32 @@ func (p *slackPlane) approval(t *testing.T, id string) store.Approval {
 	return a
 }
 
+// modal is a views.open call's modal as the tests read it.
+type modal struct {
+	CallbackID      string `json:"callback_id"`
+	PrivateMetadata string `json:"private_metadata"`
+	Blocks          []struct {
+		Type     string `json:"type"`
+		BlockID  string `json:"block_id"`
+		Optional bool   `json:"optional"`
+	} `json:"blocks"`
+}
+
+// pressForModal presses action on message m as u and returns the modal it opened.
+func (p *slackPlane) pressForModal(t *testing.T, u slackfake.User, m slackfake.Message, action, id string) modal {
+	t.Helper()
+	n := len(p.fake.Views())
+	p.press(t, u, m, action, id)
+	if !p.fake.WaitFor(10*time.Second, func(f *slackfake.Fake) bool { return len(f.Views()) == n+1 }) {
+		t.Fatalf("no modal opened; ephemerals %+v", p.fake.Ephemerals())
+	}
+	var view modal
+	if err := json.Unmarshal(p.fake.Views()[n].View, &view); err != nil {
+		t.Fatal(err)
+	}
+	return view
+}
+
 func buttonIDs(m slackfake.Message) []string {
 	var out []string
 	for _, b := range m.Buttons() {
@@ -197,7 +213,7 @@ func TestSlackMessageIsPostedOnceAndUpdatedInPlaceAsTheGateIsDecided(t *testing.
 		}
 	}
 	text := m.AllText()
-	for _, want := range []string{"Approval needed: approve (demo)", "0 of 2", "Deploy &lt;web&gt; &amp; friends?", "*Run*\nR1", "*Deadline*"} {
+	for _, want := range []string{"Approval needed: approve (demo)", "0 of 2", "Deploy?", "*Run*\nR1", "*Deadline*"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("message lacks %q:\n%s", want, text)
 		}
@@ -361,22 +377,7 @@ func TestSlackApproveOpensTheInputFormAndNamesAnInvalidField(t *testing.T) {
 	p := startSlackPlane(t, 1)
 	a, m := p.openSlackGate(t, execToken, "R1", reviewForm)
 	id := a.GetApprovalId()
-	p.press(t, slackBob, m, notify.SlackActionApprove, id)
-	if !p.fake.WaitFor(10*time.Second, func(f *slackfake.Fake) bool { return len(f.Views()) == 1 }) {
-		t.Fatalf("no form opened; ephemerals %+v", p.fake.Ephemerals())
-	}
-	var view struct {
-		CallbackID      string `json:"callback_id"`
-		PrivateMetadata string `json:"private_metadata"`
-		Blocks          []struct {
-			Type     string `json:"type"`
-			BlockID  string `json:"block_id"`
-			Optional bool   `json:"optional"`
-		} `json:"blocks"`
-	}
-	if err := json.Unmarshal(p.fake.Views()[0].View, &view); err != nil {
-		t.Fatal(err)
-	}
+	view := p.pressForModal(t, slackBob, m, notify.SlackActionApprove, id)
 	var inputs []string
 	for _, b := range view.Blocks {
 		if b.Type == "input" {
@@ -418,16 +419,9 @@ func TestSlackRejectAsksForAReasonAndRejects(t *testing.T) {
 	p := startSlackPlane(t, 1)
 	a, m := p.openSlackGate(t, execToken, "R1", nil)
 	id := a.GetApprovalId()
-	p.press(t, slackBob, m, notify.SlackActionReject, id)
-	if !p.fake.WaitFor(10*time.Second, func(f *slackfake.Fake) bool { return len(f.Views()) == 1 }) {
-		t.Fatal("no reason form opened")
-	}
-	var view struct {
-		CallbackID      string `json:"callback_id"`
-		PrivateMetadata string `json:"private_metadata"`
-	}
-	if err := json.Unmarshal(p.fake.Views()[0].View, &view); err != nil || view.CallbackID != notify.SlackModalReject {
-		t.Fatalf("form = %s, %v", p.fake.Views()[0].View, err)
+	view := p.pressForModal(t, slackBob, m, notify.SlackActionReject, id)
+	if view.CallbackID != notify.SlackModalReject || len(view.Blocks) != 1 || view.Blocks[0].BlockID != notify.SlackReasonBlock {
+		t.Fatalf("reject modal = %+v; want the reason alone (this gate has no rewind targets)", view)
 	}
 	code, body := p.send(t, slackfake.ViewSubmission(slackBob, view.CallbackID, view.PrivateMetadata,
 		map[string]map[string]any{notify.SlackReasonBlock: slackfake.TextValue("")}))

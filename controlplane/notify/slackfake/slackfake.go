@@ -444,26 +444,33 @@ func trigger() string {
 	return fmt.Sprintf("%d.%d.%032x", 1_715_512_000+n, 98765, n)
 }
 
+// envelope is what every interaction payload carries: its type, the team and user, the app.
+func envelope(u User, kind string) map[string]any {
+	return map[string]any{
+		"type":       kind,
+		"team":       map[string]any{"id": u.Team, "domain": "example"},
+		"user":       map[string]any{"id": u.ID, "username": u.Name, "name": u.Name, "team_id": u.Team},
+		"api_app_id": "A0RBOOK",
+		"token":      "deprecated-verification-token",
+		"trigger_id": trigger(),
+	}
+}
+
 // BlockActions is the payload of a button press on message ts in channel
 // (https://docs.slack.dev/reference/interaction-payloads/block_actions-payload).
 func BlockActions(u User, channel, messageTS, actionID, value string) map[string]any {
-	now := fmt.Sprintf("%d.%06d", time.Now().Unix(), time.Now().Nanosecond()/1000)
-	return map[string]any{
-		"type":         "block_actions",
-		"team":         map[string]any{"id": u.Team, "domain": "example"},
-		"user":         map[string]any{"id": u.ID, "username": u.Name, "name": u.Name, "team_id": u.Team},
-		"api_app_id":   "A0RBOOK",
-		"token":        "deprecated-verification-token",
-		"container":    map[string]any{"type": "message", "message_ts": messageTS, "channel_id": channel, "is_ephemeral": false},
-		"trigger_id":   trigger(),
-		"channel":      map[string]any{"id": channel, "name": "ops"},
-		"message":      map[string]any{"type": "message", "ts": messageTS, "text": "…"},
-		"response_url": "https://hooks.slack.com/actions/T0/1/x",
-		"actions": []any{map[string]any{
-			"action_id": actionID, "block_id": "rbook_gate", "type": "button", "value": value, "action_ts": now,
-			"text": map[string]any{"type": "plain_text", "text": actionID, "emoji": true},
-		}},
-	}
+	now := time.Now()
+	p := envelope(u, "block_actions")
+	p["container"] = map[string]any{"type": "message", "message_ts": messageTS, "channel_id": channel, "is_ephemeral": false}
+	p["channel"] = map[string]any{"id": channel, "name": "ops"}
+	p["message"] = map[string]any{"type": "message", "ts": messageTS, "text": "…"}
+	p["response_url"] = "https://hooks.slack.com/actions/T0/1/x"
+	p["actions"] = []any{map[string]any{
+		"action_id": actionID, "block_id": "rbook_gate", "type": "button", "value": value,
+		"action_ts": fmt.Sprintf("%d.%06d", now.Unix(), now.Nanosecond()/1000),
+		"text":      map[string]any{"type": "plain_text", "text": actionID, "emoji": true},
+	}}
+	return p
 }
 
 // ViewSubmission is the payload of a modal's submission
@@ -471,18 +478,12 @@ func BlockActions(u User, channel, messageTS, actionID, value string) map[string
 // callbackID and privateMetadata as the modal was opened with, and values as state.values
 // (block id → action id → {"type": …, "value": …} or {"selected_option": {"value": …}}).
 func ViewSubmission(u User, callbackID, privateMetadata string, values map[string]map[string]any) map[string]any {
-	return map[string]any{
-		"type":       "view_submission",
-		"team":       map[string]any{"id": u.Team, "domain": "example"},
-		"user":       map[string]any{"id": u.ID, "username": u.Name, "name": u.Name, "team_id": u.Team},
-		"api_app_id": "A0RBOOK",
-		"token":      "deprecated-verification-token",
-		"trigger_id": trigger(),
-		"view": map[string]any{
-			"id": "V0RBOOK", "type": "modal", "callback_id": callbackID, "private_metadata": privateMetadata,
-			"state": map[string]any{"values": values}, "hash": "1715512345.abcdef",
-		},
+	p := envelope(u, "view_submission")
+	p["view"] = map[string]any{
+		"id": "V0RBOOK", "type": "modal", "callback_id": callbackID, "private_metadata": privateMetadata,
+		"state": map[string]any{"values": values}, "hash": "1715512345.abcdef",
 	}
+	return p
 }
 
 // TextValue is a plain_text_input's state value; Selected a static_select's.
