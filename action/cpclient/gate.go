@@ -111,6 +111,7 @@ func (g *Gate) Await(ctx context.Context, req engine.GateRequest) (engine.Decisi
 		RunId: req.RunID, StepName: req.StepName, StepIndex: int32(req.StepIndex), Prompt: req.Prompt,
 		Deadline: timestamppb.New(req.Deadline), PlanDigest: req.PlanDigest, OnFail: req.OnFail,
 		OwnerId: owner, Epoch: epoch, Github: g.GitHub, Policy: policy, Inputs: inputspb.ToProto(req.Inputs),
+		RewindTargets: req.RewindTargets,
 	}
 	// hold ends when the run stops, not at the gate's deadline.
 	hold, release := untilStopped(ctx)
@@ -300,7 +301,7 @@ func (g *Gate) decideLocally(ctx context.Context, token string, d engine.Decisio
 			closed = resp.GetApproval()
 			return err
 		}
-		resp, err := g.C.Approvals.Reject(ctx, &rbookv1.RejectRequest{Token: token, Reason: reason, Approver: g.Who})
+		resp, err := g.C.Approvals.Reject(ctx, &rbookv1.RejectRequest{Token: token, Reason: reason, Approver: g.Who, RedoFrom: d.RedoFrom})
 		closed = resp.GetApproval()
 		return err
 	})
@@ -318,6 +319,7 @@ func (g *Gate) decideLocally(ctx context.Context, token string, d engine.Decisio
 		if d.Verdict == engine.Approved {
 			d.InputValues = closed.GetInputValues() // validated, defaults applied
 		}
+		d.Iteration = int(closed.GetIteration())
 	}
 	return d, err
 }
@@ -379,7 +381,8 @@ const sourceDeadline = "deadline"
 // runbook-executor, confirm step). An approved M-of-N gate's By names every approver in vote
 // order ("alice, bob": the approval's approver).
 func decisionOf(a *rbookv1.Approval) (engine.Decision, error) {
-	d := engine.Decision{By: a.GetApprover(), Reason: a.GetReason(), Source: "control-plane", Policy: PolicyDecisionOf(a.GetPolicy())}
+	d := engine.Decision{By: a.GetApprover(), Reason: a.GetReason(), Source: "control-plane", Policy: PolicyDecisionOf(a.GetPolicy()),
+		Iteration: int(a.GetIteration())}
 	if a.GetDecidedBySource() == SourcePolicy {
 		d.Source = SourcePolicy
 	}
@@ -399,7 +402,8 @@ func decisionOf(a *rbookv1.Approval) (engine.Decision, error) {
 			d.By = strings.Join(by, ", ")
 		}
 	case st == rbookv1.ApprovalStatus_APPROVAL_STATUS_REJECTED:
-		d.Verdict = engine.Rejected
+		// A push-back (docs/push-back.md): the engine sends the run back to RedoFrom.
+		d.Verdict, d.RedoFrom = engine.Rejected, a.GetRedoFrom()
 	case st == rbookv1.ApprovalStatus_APPROVAL_STATUS_CANCELLED:
 		return engine.Decision{}, errRunCancelled
 	default:

@@ -127,12 +127,25 @@ func newDAG(r *run, st Start) *dag {
 			}
 		}
 	}
+	for _, s := range d.steps {
+		if s.Node != nil && len(s.Node.RewindTargets) > 0 {
+			// Bound before the gate decides, so a rewind target's templates render on its
+			// first run too (docs/push-back.md, "Bindings").
+			d.bindings[s.Name] = map[string]any{PushBackFeedback: "", PushBackRedoFrom: "", PushBackIteration: 0}
+		}
+	}
+	sentBack := map[int]string{} // approval node → the target of its last entry's push-back
 	for pos, ev := range st.Evidence {
 		i, ok := d.idx[ev.StepName]
 		if !ok {
 			continue
 		}
 		d.lastPos[i] = pos
+		delete(sentBack, i)
+		if t := redoFromOf(d.steps[i], ev); t != "" {
+			sentBack[i] = t
+			d.bindings[ev.StepName] = bindingOf(ev.Output)
+		}
 		switch ev.Status {
 		case StatusPass:
 			d.state[i] = nsPass
@@ -151,6 +164,17 @@ func newDAG(r *run, st Start) *dag {
 				d.state[i] = nsWhenSkipped
 			} else {
 				d.state[i] = nsNotRun
+			}
+		}
+	}
+	for i, target := range sentBack {
+		// The push-back was recorded: the nodes it sent back that have not run since run again,
+		// and the gate opens again when the run gets back to it.
+		if t, ok := d.idx[target]; ok {
+			for _, n := range d.rewindSet(t, i) {
+				if d.lastPos[n] < d.lastPos[i] || n == i {
+					d.state[n] = nsPending
+				}
 			}
 		}
 	}
@@ -375,7 +399,10 @@ func (d *dag) finished(ctx context.Context, t task, out Outcome) (endFunc, error
 	if err := d.r.finish(ctx, t.step, rec, RunInProgress, ""); err != nil {
 		return nil, err
 	}
-	if d.failing == nil {
+	if out.redoFrom != "" && d.failing == nil {
+		d.bindings[id] = bindingOf(output)
+		d.sendBack(i, out.redoFrom, bindingOf(output))
+	} else if d.failing == nil {
 		var errOut any = output
 		if out.Value != nil {
 			errOut = bindingOf(output)
@@ -979,7 +1006,7 @@ func (r *run) approval(ctx context.Context, step runbook.Step, rc RunContext, em
 	deadline, _ := sctx.Deadline()
 	req := GateRequest{RunID: r.id, StepIndex: step.Index, StepName: step.Name, StepCount: len(r.e.Plan.Steps), Prompt: prompt,
 		Deadline: deadline, PlanDigest: r.e.Plan.ContentHash, NodeID: step.Name, Policy: r.policyContext(step, prompt, rc.Bindings, children),
-		Inputs: node.Form}
+		Inputs: node.Form, RewindTargets: node.RewindTargets}
 	out := r.await(ctx, sctx, step, rc, req, emit, func(d Decision, msg string) Outcome {
 		v := map[string]any{"approved": d.Verdict == Approved, "by": d.By, "reason": d.Reason, "auto_passed": false, "rule": ""}
 		if d.Policy != nil {
@@ -995,8 +1022,19 @@ func (r *run) approval(ctx context.Context, step runbook.Step, rc RunContext, em
 			}
 			v["inputs"] = in
 		}
+		if len(node.RewindTargets) > 0 {
+			pushBackValue(v, d, rc.Iteration)
+		}
 		if d.Verdict == Approved {
 			return Outcome{Status: StatusPass, Output: msg, Value: v}
+		}
+		if d.RedoFrom != "" {
+			if !slices.Contains(node.RewindTargets, d.RedoFrom) {
+				// The control plane checks this; a gate that did not is no push-back.
+				return Outcome{Status: StatusFail, Output: fmt.Sprintf("approval '%s' was sent back to '%s', which is not one of its rewind_targets (%s)",
+					step.Name, d.RedoFrom, strings.Join(node.RewindTargets, ", "))}
+			}
+			return Outcome{Status: StatusFail, Output: msg, Value: v, redoFrom: d.RedoFrom}
 		}
 		return Outcome{Status: StatusFail, Output: msg, Value: v}
 	})

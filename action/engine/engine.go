@@ -439,6 +439,9 @@ func gateDecidedMessage(d Decision) string {
 		return strings.TrimPrefix(policyNote(p), "; ")
 	}
 	msg := fmt.Sprintf("%s by %s via %s", verdictWord(d.Verdict), d.By, d.Source)
+	if d.Verdict == Rejected && d.RedoFrom != "" {
+		msg = fmt.Sprintf("sent back to '%s' by %s via %s", d.RedoFrom, d.By, d.Source)
+	}
 	if d.Reason != "" {
 		msg += ": " + d.Reason
 	}

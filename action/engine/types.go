@@ -77,6 +77,9 @@ type Outcome struct {
 	// Event, when set, names the error_handlers event a failed node raises instead of
 	// node_failed (runbook.EventAgenticTimeout for an agentic node that timed out).
 	Event string
+	// redoFrom, on a FAIL of a playbook approval node, is the node a reviewer sent the run
+	// back to (docs/push-back.md): the scheduler rewinds instead of handling a failure.
+	redoFrom string
 }
 
 // InputRewriter is implemented by an Executor that does not run a step's kql_or_template as
@@ -222,6 +225,9 @@ type GateRequest struct {
 	// Inputs is the approver-input form of a playbook approval node (runbook.Node.Form), nil
 	// for none; the gate collects a value per field with an approval (docs/approver-inputs.md).
 	Inputs []gateinputs.Field
+	// RewindTargets are the nodes a rejection of a playbook approval node may send the run
+	// back to (runbook.Node.RewindTargets; docs/push-back.md), nil for none.
+	RewindTargets []string
 }
 
 // PolicyContext is the input of the auto-pass policy at a playbook approval node (issue 9,
@@ -269,6 +275,13 @@ type Decision struct {
 	// against GateRequest.Inputs (gateinputs.Validate) with defaults applied; nil for a gate
 	// without inputs and for a rejection.
 	InputValues map[string]string
+	// RedoFrom, on a rejection, is the node the reviewer sent the run back to (one of
+	// GateRequest.RewindTargets; docs/push-back.md), "" for a plain rejection: the run goes
+	// back to that node with Reason as the comment, and the gate opens again when it gets back.
+	RedoFrom string
+	// Iteration is which opening of the node's gate in its run decided (Approval.iteration),
+	// 0 when the gate does not count them (the engine then uses the node's execution count).
+	Iteration int
 }
 
 // Gate waits for a human decision. Await returns ctx.Err() when ctx ends first (deadline: the

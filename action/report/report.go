@@ -226,6 +226,9 @@ type GateRow struct {
 	// Inputs are the approver-input values an approval node was approved with, as
 	// "name=value" sorted by name and joined by ", " (docs/approver-inputs.md); "" for none.
 	Inputs string
+	// SentBack is true for a rejection that sent a playbook run back (docs/push-back.md):
+	// Verdict is then "sent back to <node> (iteration <n>)" and Reason the reviewer's comment.
+	SentBack bool
 }
 
 // decidedRE reads a gate's evidence output, the engine's "<verdict> by <who> via
@@ -248,6 +251,9 @@ func GateRows(ev []engine.Evidence) []GateRow {
 			}
 			if d.AutoPassed {
 				r.Via = "policy"
+			}
+			if d.SentBack && d.RedoFrom != "" {
+				r.SentBack, r.Verdict = true, fmt.Sprintf("sent back to %s (iteration %d)", d.RedoFrom, max(d.Iteration, 1))
 			}
 		} else if m := decidedRE.FindStringSubmatch(e.Output); m != nil {
 			r.Verdict, r.By, r.Via, r.Reason = m[1], m[2], m[3], m[4]+strings.TrimPrefix(m[5], "; ")
@@ -480,6 +486,11 @@ type approvalDecision struct {
 	Reason     string         `json:"reason"`
 	AutoPassed bool           `json:"auto_passed"`
 	Inputs     map[string]any `json:"inputs"`
+	// SentBack, RedoFrom and Iteration are a push-back's (engine.PushBackSentBack and the
+	// other push-back keys; docs/push-back.md).
+	SentBack  bool   `json:"sent_back"`
+	RedoFrom  string `json:"redo_from"`
+	Iteration int    `json:"iteration"`
 }
 
 // approvalOutput reads e's output as an approval node's decision object; false when e is no

@@ -161,3 +161,22 @@ func TestGateRowsReadAnApprovalNodesDecisionAndInputs(t *testing.T) {
 		t.Fatalf("GateRows = %+v, want %+v", rows, want)
 	}
 }
+
+// A push-back's evidence (docs/push-back.md) is a Gates row saying where the run was sent
+// back and at which iteration, with the reviewer and the comment; the gate's later approval
+// is its own row.
+func TestGateRowsShowAPushBack(t *testing.T) {
+	rows := GateRows([]engine.Evidence{
+		{StepName: "review", Type: "approval", Status: engine.StatusFail,
+			Output: `{"approved":false,"auto_passed":false,"by":"bob","feedback":"add a test","iteration":1,"reason":"add a test","redo_from":"build","rule":"","sent_back":true}`},
+		{StepName: "review", Type: "approval", Status: engine.StatusPass,
+			Output: `{"approved":true,"auto_passed":false,"by":"bob","feedback":"","iteration":2,"reason":"","redo_from":"","rule":"","sent_back":false}`},
+	})
+	want := []GateRow{
+		{Name: "review", Status: engine.StatusFail, Verdict: "sent back to build (iteration 1)", By: "bob", Reason: "add a test", SentBack: true},
+		{Name: "review", Status: engine.StatusPass, Verdict: "approved", By: "bob"},
+	}
+	if len(rows) != 2 || rows[0] != want[0] || rows[1] != want[1] {
+		t.Fatalf("GateRows = %+v\nwant %+v", rows, want)
+	}
+}

@@ -167,6 +167,8 @@ type rawNode struct {
 	node    Node
 	depends []ref // depends entries, each with its position
 	injectN *yaml.Node
+	// rewind are an approval node's rewind_targets entries, each with its position.
+	rewind []ref
 }
 
 type ref struct {
@@ -203,7 +205,7 @@ var (
 	pbTopKeys     = []string{"version", "name", "description", "inputs", "nodes", "edges", "error_handlers"}
 	pbInputKeys   = []string{"name", "required", "description", "default"}
 	pbCommonKeys  = []string{"id", "type", "description", "depends", "timeout", "iteration_cap", "max_iterations", "on_failure", "requires", "ensures"}
-	pbTypeKeys    = map[StepType][]string{TypeDeterministic: {"command", "args", "env", "cwd"}, TypeAgentic: {"skill", "agent", "inputs"}, TypeApproval: {"prompt", "policy", "inputs"}}
+	pbTypeKeys    = map[StepType][]string{TypeDeterministic: {"command", "args", "env", "cwd"}, TypeAgentic: {"skill", "agent", "inputs"}, TypeApproval: {"prompt", "policy", "inputs", "rewind_targets"}}
 	pbEdgeKeys    = []string{"from", "to", "description", "contract", "when"}
 	pbContractKey = []string{"requires", "ensures"}
 	pbWhenOps     = []string{string(WhenEquals), string(WhenNotEquals), string(WhenExists), string(WhenIn), string(WhenTruthy)}
@@ -647,6 +649,9 @@ func (p *pbParser) readNode(i int, it *yaml.Node) {
 		if n := fs["inputs"]; n != nil {
 			p.form(rn, n, field)
 		}
+		if n := fs["rewind_targets"]; n != nil {
+			rn.rewind = p.strList(n, field+".rewind_targets")
+		}
 	}
 }
 
@@ -996,6 +1001,7 @@ func (p *pbParser) crossCheck() {
 	}
 	p.buildDepends()
 	p.checkWhens()
+	p.checkRewinds()
 }
 
 // checkWhens refuses an edge condition whose binding cannot be there, in a known state, when

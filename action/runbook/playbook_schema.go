@@ -123,6 +123,8 @@ func playbookSchemaDoc() map[string]any {
 			"inputs": map[string]any{"description": "agentic: the tool's arguments, an object; every string inside is templated. approval: the approver-input form, a list of fields (docs/approver-inputs.md)."},
 			"prompt": templated("approval: what the approver is asked."),
 			"policy": map[string]any{"enum": NodePolicies, "description": "approval: require-human pins the node to a person; no auto-pass rule can pass it."},
+			"rewind_targets": map[string]any{"type": "array", "uniqueItems": true, "maxItems": MaxPlaybookNodes, "items": idRef,
+				"description": "approval: the nodes a reviewer may send the run back to when rejecting, each an ancestor of this node; read the comment as {{ <node id>.feedback }} (docs/push-back.md)."},
 		},
 		"allOf": []any{
 			map[string]any{"if": typeIs(TypeDeterministic), "then": map[string]any{"required": []string{"command", "args"}, "properties": forbid(TypeDeterministic, nil)}},

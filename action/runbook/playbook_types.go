@@ -101,6 +101,10 @@ type Node struct {
 	// gateinputs.CheckField; nil for none. The values the gate is approved with are in the
 	// node's output under "inputs", read as {{ <id>.inputs.<name> }} (docs/approver-inputs.md).
 	Form []gateinputs.Field
+	// RewindTargets (approval) are the nodes a reviewer may send the run back to when they
+	// reject the gate (rewind_targets:), each an ancestor of the node, in file order; nil for
+	// none (docs/push-back.md).
+	RewindTargets []string
 	// IterationCap is how many times the node may execute in one run: iteration_cap or
 	// max_iterations as written (0..10), DefaultIterationCap when absent. 0 and 1 both mean
 	// it runs once and is never re-run.

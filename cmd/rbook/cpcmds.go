@@ -294,7 +294,7 @@ func newDecideCmd(approve bool) *cobra.Command {
 // rbook playbook approve/reject): a token "-" is read from stdin; the control plane's refusal
 // is printed with its E_ code (exit 1). noun names what was decided in the closing line
 // ("Gate", "Approval node").
-func decide(cmd *cobra.Command, f *cpFlags, approve bool, token, id, reason, approver, noun string, inputs []string) error {
+func decide(cmd *cobra.Command, f *cpFlags, approve bool, token, id, reason, approver, noun string, inputs []string, redoFrom string) error {
 	past := "rejected"
 	if approve {
 		past = "approved"
@@ -330,7 +330,7 @@ func decide(cmd *cobra.Command, f *cpFlags, approve bool, token, id, reason, app
 		}
 		a = resp.GetApproval()
 	} else {
-		resp, err := c.Approvals.Reject(cmd.Context(), &rbookv1.RejectRequest{Token: token, ApprovalId: id, Reason: reason, Approver: approver})
+		resp, err := c.Approvals.Reject(cmd.Context(), &rbookv1.RejectRequest{Token: token, ApprovalId: id, Reason: reason, Approver: approver, RedoFrom: redoFrom})
 		if err != nil {
 			return f.rpcError(err)
 		}
@@ -345,6 +345,9 @@ func decide(cmd *cobra.Command, f *cpFlags, approve bool, token, id, reason, app
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "%s '%s' of run %s %s by %s.\n", noun, a.GetStepName(), a.GetRunId(), past, a.GetApprover())
 	if line := inputValuesLine(a); line != "" {
+		fmt.Fprintln(cmd.OutOrStdout(), line)
+	}
+	if line := cpclient.PushBackLine(a); line != "" {
 		fmt.Fprintln(cmd.OutOrStdout(), line)
 	}
 	return nil
@@ -748,7 +751,7 @@ func decideVerb(approve bool) string {
 // refuses others), f's control-plane flags and --reason and --approver, and decide as RunE;
 // noun names what was decided in the closing line ("Gate", "Approval node").
 func withDecide(cmd *cobra.Command, f *cpFlags, approve bool, noun string) *cobra.Command {
-	var reason, approver string
+	var reason, approver, redoFrom string
 	var inputs []string
 	cmd.Args = cobra.ExactArgs(1)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
@@ -759,13 +762,15 @@ func withDecide(cmd *cobra.Command, f *cpFlags, approve bool, noun string) *cobr
 		if isApprovalID(token) {
 			token, id = "", token
 		}
-		return decide(cmd, f, approve, token, id, reason, approver, noun, inputs)
+		return decide(cmd, f, approve, token, id, reason, approver, noun, inputs, redoFrom)
 	}
 	f.register(cmd, true)
 	cmd.Flags().StringVar(&reason, "reason", "", "why (recorded with the decision)")
 	cmd.Flags().StringVar(&approver, "approver", "", `who decides, only without auth (no $RBOOK_TOKEN): recorded as "unverified:NAME" (default: your user name)`)
 	if approve {
 		cmd.Flags().StringArrayVar(&inputs, "input", nil, "NAME=VALUE for the gate's approver-input form, repeatable (docs/approver-inputs.md); an invalid value is refused naming the field")
+	} else {
+		cmd.Flags().StringVar(&redoFrom, "redo-from", "", "NODE: send a playbook run back to this rewind target of the approval node instead of failing it; --reason is the comment its nodes read (docs/push-back.md)")
 	}
 	return cmd
 }

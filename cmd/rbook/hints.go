@@ -170,6 +170,11 @@ gate, however many approvals it needs and has: the run takes the gate's on_fail.
 is recorded with the decision and shown in the run's log. The first decision wins; a second
 one fails with E_APPROVAL_ALREADY_DECIDED.
 
+--redo-from NODE sends a playbook run back instead (docs/push-back.md): NODE must be one of
+the approval node's rewind_targets (E_INVALID_ARGUMENT names the allowed ones, and nothing
+is decided); the run re-executes from NODE with --reason bound as {{ <approval node
+id>.feedback }}, and the gate opens again, a new approval, when the run gets back to it.
+
 ` + auth + `
 
 ` + cpHelp + `
@@ -191,7 +196,8 @@ func decideExample(approve bool) string {
 	return `  RBOOK_TOKEN=$APPROVER_TOKEN rbook reject a-5wbvol5fcc25vsfvgyhmosr26e --reason "error rate up on the canary" --control-plane https://rbook.example.com
   rbook reject <token> --reason "wrong change window"   # the token the waiting run printed
   rbook reject - --reason "not now" < token.txt
-  rbook reject <token> --approver alice       # a control plane without auth: recorded as unverified:alice`
+  rbook reject <token> --approver alice       # a control plane without auth: recorded as unverified:alice
+  rbook reject a-5wbvol5fcc25vsfvgyhmosr26e --redo-from build --reason "add the changelog entry"   # send a playbook back to build`
 }
 
 // warnControlPlaneLeftBehind warns, on resuming run st with no control plane (--control-plane

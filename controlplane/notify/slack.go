@@ -107,6 +107,8 @@ type SlackGate struct {
 	DecidedAt time.Time
 	Channel   string
 	Reason    string
+	// RedoFrom is the node a rejection sent the run back to ("" for none; docs/push-back.md).
+	RedoFrom string
 	// URL is the gate's page on the console ("" without --public-url).
 	URL string
 }
@@ -327,6 +329,9 @@ func SlackGateMessage(d store.EventData, g SlackGate) (string, []slack.Block) {
 		}
 		if g.Reason != "" {
 			line += "\nReason: " + slackEscape(g.Reason)
+		}
+		if g.RedoFrom != "" {
+			line += "\nSent back to " + slackEscape(g.RedoFrom)
 		}
 		text += fmt.Sprintf(" by %s", by)
 		blocks = append(blocks, slack.NewSectionBlock(slack.NewTextBlockObject(slack.MarkdownType, clipRunes(line, 3000), false, true), nil, nil))

@@ -17,6 +17,7 @@ import (
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
 	"github.com/rbookhq/rbook-action/internal/gateinputs"
 	"github.com/rbookhq/rbook-action/internal/gateinputs/inputspb"
+	"github.com/rbookhq/rbook-action/internal/lazyregexp"
 )
 
 // Request limits documented in approval_service.proto.
@@ -90,6 +91,9 @@ func (h approvalService) RequestApproval(ctx context.Context, req *rbookv1.Reque
 	if e := gateinputs.Check(inputs); e != nil {
 		return nil, invalidArg("%s (docs/approver-inputs.md, \"Declaration\")", e.Error())
 	}
+	if err := checkRewindTargets(req.GetRewindTargets()); err != nil {
+		return nil, err
+	}
 	fence, err := fenceOf(ctx, req.GetOwnerId(), req.GetEpoch())
 	if err != nil {
 		return nil, err
@@ -104,6 +108,11 @@ func (h approvalService) RequestApproval(ctx context.Context, req *rbookv1.Reque
 	var policy *store.AutoPassDecision
 	if run, err := s.st.Run(ctx, req.GetRunId()); err == nil {
 		need = s.opts.GatePolicy.For(run.PlaybookName, req.GetStepName())
+		if len(req.GetRewindTargets()) > 0 && run.Kind != store.KindPlaybook {
+			// A runbook's rejection is FAIL and on_fail applies: there is nothing to go back to.
+			return nil, invalidArg("rewind_targets are only for playbook approval nodes; run %s is a runbook run, whose rejections fail the step (docs/push-back.md)",
+				truncate(run.RunID, 140))
+		}
 		if pc := req.GetPolicy(); pc != nil {
 			// Only a playbook's approval node auto-passes; a runbook's confirm step always asks a
 			// human, so a policy context on one is refused rather than ignored (issue 9, item 6).
@@ -129,7 +138,7 @@ func (h approvalService) RequestApproval(ctx context.Context, req *rbookv1.Reque
 			RequestedAt: now, Deadline: deadline, PlanDigest: req.GetPlanDigest(), Prompt: req.GetPrompt(), OnFail: req.GetOnFail(),
 			Fence: &fence, ApprovalsRequired: need.ApprovalsRequired, AllowedApprovers: need.AllowedApprovers,
 			StarterMayApprove: need.StarterMayApprove, PolicyRule: need.Rule, GitHub: workflowRunOf(req.GetGithub()), Policy: policy,
-			Inputs: inputs}
+			Inputs: inputs, RewindTargets: req.GetRewindTargets()}
 		if policy != nil && policy.AutoPassed {
 			// The gate opens decided: approved by "policy" (decided_by_source "policy"), auto_passed = 1,
 			// with the form's defaults as its input values.
@@ -195,7 +204,7 @@ func (h approvalService) Approve(ctx context.Context, req *rbookv1.ApproveReques
 
 func (h approvalService) Reject(ctx context.Context, req *rbookv1.RejectRequest) (*rbookv1.RejectResponse, error) {
 	a, err := h.s.decide(ctx, vote{token: req.GetToken(), approvalID: req.GetApprovalId(), reason: req.GetReason(),
-		claimed: req.GetApprover(), verdict: store.ApprovalRejected})
+		claimed: req.GetApprover(), verdict: store.ApprovalRejected, redoFrom: req.GetRedoFrom()})
 	if err != nil {
 		return nil, err
 	}
@@ -212,6 +221,28 @@ type vote struct {
 	inputs map[string]string
 	// source is the channel recorded with the vote ("" means "rpc"; Slack's handler says "slack").
 	source string
+	// redoFrom is the node a rejection sends the run back to (Reject only; docs/push-back.md).
+	redoFrom string
+}
+
+// nodeIDRE is a playbook node id's shape (action/runbook's node ids).
+var nodeIDRE = lazyregexp.New(`^[A-Za-z0-9_-]{1,64}$`)
+
+// maxRewindTargets bounds RequestApprovalRequest.rewind_targets (a playbook's node limit).
+const maxRewindTargets = 256
+
+// checkRewindTargets refuses rewind targets that are no node ids: E_INVALID_ARGUMENT naming
+// rewind_targets[i].
+func checkRewindTargets(ts []string) error {
+	if len(ts) > maxRewindTargets {
+		return invalidArg("rewind_targets has %d entries, over the limit of %d", len(ts), maxRewindTargets)
+	}
+	for i, t := range ts {
+		if !nodeIDRE.MatchString(t) {
+			return invalidArg("rewind_targets[%d] %q is not a node id ([A-Za-z0-9_-]{1,64})", i, truncate(t, 70))
+		}
+	}
+	return nil
 }
 
 // unverifiedPrefix marks a vote by a name an unauthenticated caller asserted (approval.proto,
@@ -261,6 +292,8 @@ func (s *Server) decide(ctx context.Context, v vote) (store.Approval, error) {
 		return store.Approval{}, invalidArg("reason is %d bytes, over the limit of %d", len(v.reason), maxReasonBytes)
 	case len(v.claimed) > maxApproverBytes:
 		return store.Approval{}, invalidArg("approver is %d bytes, over the limit of %d", len(v.claimed), maxApproverBytes)
+	case len(v.redoFrom) > maxApproverBytes:
+		return store.Approval{}, invalidArg("redo_from is %d bytes, over the limit of %d", len(v.redoFrom), maxApproverBytes)
 	case len(v.inputs) > gateinputs.MaxFields:
 		return store.Approval{}, invalidArg("inputs has %d values; a gate declares at most %d fields", len(v.inputs), gateinputs.MaxFields)
 	}
@@ -321,13 +354,17 @@ func (s *Server) decide(ctx context.Context, v vote) (store.Approval, error) {
 	approve := v.verdict == store.ApprovalApproved
 	d := store.Decision{ApprovalID: a.ApprovalID, Verdict: v.verdict, Approver: voter.Identity, Verified: voter.Verified,
 		Person: voter.Person, Reason: v.reason, Source: cmp.Or(v.source, sourceRPC), At: now,
-		Authorize: voteAuthorizer(voter, approve), InputValues: v.inputs}
+		Authorize: voteAuthorizer(voter, approve), InputValues: v.inputs, RedoFrom: v.redoFrom}
 	decided, err := s.st.DecideApproval(ctx, d)
 	var inputErr *gateinputs.Error
 	switch {
 	case errors.As(err, &inputErr):
 		// Nothing was recorded: the gate is as it was (docs/approver-inputs.md).
 		return decided, invalidArg("approval %s: %s; nothing was decided, approve again with a valid value", a.ApprovalID, inputErr.Error())
+	case v.redoFrom != "" && errors.Is(err, store.ErrInvalidArgument):
+		// Nothing was recorded: the gate is as it was (docs/push-back.md).
+		return decided, invalidArg("approval %s: %s; nothing was decided", a.ApprovalID,
+			strings.TrimPrefix(err.Error(), store.ErrInvalidArgument.Error()+": "))
 	case errors.Is(err, approval.ErrSelfApproval):
 		return decided, rpcError(connect.CodePermissionDenied, CodeSelfApproval,
 			"%s started run %s and may not approve its gates (%s: starter_may_approve is false); another approver must decide approval %s",

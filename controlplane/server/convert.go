@@ -229,6 +229,7 @@ func (s *Server) approvalToProto(a store.Approval) *rbookv1.Approval {
 		StarterMayApprove: a.StarterMayApprove, Policy: policyToProto(a.Policy),
 		ApprovalUrl: consolelink.ApprovalURL(s.opts.PublicURL, a.ApprovalID),
 		Inputs:      inputspb.ToProto(a.Inputs), InputValues: a.InputValues,
+		RewindTargets: a.RewindTargets, RedoFrom: a.RedoFrom, Iteration: int32(max(a.Iteration, 1)),
 	}
 	for _, v := range a.Votes {
 		p.Votes = append(p.Votes, &rbookv1.ApprovalVote{Approver: v.Approver, Verdict: approvalStatusToProto[v.Verdict],

@@ -79,7 +79,7 @@ func (s *Server) slackGate(ctx context.Context, approvalID string) (notify.Slack
 	}
 	g := notify.SlackGate{ApprovalID: a.ApprovalID, Node: a.NodeID, Prompt: a.Prompt, Status: string(a.Status),
 		ApprovalsRequired: max(a.ApprovalsRequired, 1), Approvals: len(a.ApprovedPeople()), Deadline: a.Deadline,
-		Channel: a.DecidedBySource, Reason: a.Reason, URL: consolelink.ApprovalURL(s.opts.PublicURL, a.ApprovalID)}
+		Channel: a.DecidedBySource, Reason: a.Reason, RedoFrom: a.RedoFrom, URL: consolelink.ApprovalURL(s.opts.PublicURL, a.ApprovalID)}
 	var approvers []string
 	for _, v := range a.Votes {
 		who := s.voteLabel(v.Approver, v.Person)
@@ -292,8 +292,9 @@ func (s *Server) slackOpen(ctx context.Context, ch *notify.Slack, cb slack.Inter
 
 // slackSubmission handles a submitted modal: the approve form's values are checked against
 // the gate's declaration (gateinputs.Validate) and an invalid one is answered with
-// response_action "errors" naming its field; the reject form needs a reason. Then the vote
-// goes through decide. nil means "close the modal".
+// response_action "errors" naming its field; the reject form needs a reason, and its "Send
+// back to" choice is the rejection's redo_from (docs/push-back.md). Then the vote goes
+// through decide. nil means "close the modal".
 func (s *Server) slackSubmission(ctx context.Context, ch *notify.Slack, cb slack.InteractionCallback) *slack.ViewSubmissionResponse {
 	var meta notify.SlackModalMeta
 	if err := json.Unmarshal([]byte(cb.View.PrivateMetadata), &meta); err != nil || meta.ApprovalID == "" {
@@ -341,11 +342,8 @@ func (s *Server) slackSubmission(ctx context.Context, ch *notify.Slack, cb slack
 		if err := printableText("reason", reason); err != nil {
 			return slack.NewErrorsViewSubmissionResponse(map[string]string{notify.SlackReasonBlock: "Give one line of text, without line breaks."})
 		}
-		if redo := value(notify.SlackRedoBlock); redo != "" {
-			return slack.NewErrorsViewSubmissionResponse(map[string]string{notify.SlackRedoBlock: "This control plane cannot send a run back yet: leave this empty to reject, or decide on the gate's page."})
-		}
 		s.slackDecide(ctx, ch, meta.Channel, cb.User.ID, vote{approvalID: meta.ApprovalID, verdict: store.ApprovalRejected,
-			source: sourceSlack, reason: reason})
+			source: sourceSlack, reason: reason, redoFrom: value(notify.SlackRedoBlock)})
 	}
 	return nil
 }

@@ -438,6 +438,29 @@ func TestSlackRejectAsksForAReasonAndRejects(t *testing.T) {
 	}
 }
 
+// A gate whose node declares rewind targets offers them in the reject form; the chosen one
+// is the rejection's redo_from, and the message says where the run went back to.
+func TestSlackRejectCanSendTheRunBackToARewindTarget(t *testing.T) {
+	p := startSlackPlane(t, 1)
+	a, _ := openRewindGate(t, p.exec, "R-pb", []string{"build", "test"})
+	id := a.GetApprovalId()
+	m := p.waitMessage(t, id, func(slackfake.Message) bool { return true })
+	view := p.pressForModal(t, slackBob, m, notify.SlackActionReject, id)
+	var blocks []string
+	for _, b := range view.Blocks {
+		blocks = append(blocks, fmt.Sprintf("%s optional=%v", b.BlockID, b.Optional))
+	}
+	if !slices.Equal(blocks, []string{"reason optional=false", "redo_from optional=true"}) {
+		t.Fatalf("reject form blocks %v; want the reason and an optional send-back menu", blocks)
+	}
+	p.send(t, slackfake.ViewSubmission(slackBob, view.CallbackID, view.PrivateMetadata, map[string]map[string]any{
+		notify.SlackReasonBlock: slackfake.TextValue("add a test"), notify.SlackRedoBlock: slackfake.Selected("build")}))
+	if got := p.approval(t, id); got.Status != store.ApprovalRejected || got.RedoFrom != "build" || got.Reason != "add a test" {
+		t.Fatalf("gate = %s, redo_from %q, reason %q; want rejected back to build", got.Status, got.RedoFrom, got.Reason)
+	}
+	p.waitMessage(t, id, func(m slackfake.Message) bool { return strings.Contains(m.AllText(), "Sent back to build") })
+}
+
 // An update whose gate message is not posted yet (its gate.opened delivery failed and waits
 // for a retry) fails and is retried, so the gate still has one message, showing its
 // current state.

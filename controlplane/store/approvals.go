@@ -134,14 +134,30 @@ func (s *Store) CreateApproval(ctx context.Context, na NewApproval) (a Approval,
 			}
 			inputs = string(b)
 		}
+		rewind := ""
+		if len(na.RewindTargets) > 0 {
+			b, err := json.Marshal(na.RewindTargets)
+			if err != nil {
+				return fmt.Errorf("store: rewind targets: %w", err)
+			}
+			rewind = string(b)
+		}
+		// Each opening after a push-back from this node is the next iteration
+		// (docs/push-back.md, "The gate opens again").
+		var sentBack int
+		if err := w.readRow(`SELECT COUNT(*) FROM playbook_approvals WHERE run_id = ? AND node_id = ? AND redo_from <> ''`,
+			na.RunID, na.NodeID).Scan(&sentBack); err != nil {
+			return fmt.Errorf("store: count push-backs: %w", err)
+		}
 		rows, err := w.writeApprovals(`INSERT INTO playbook_approvals
 			(approval_id, run_id, node_id, step_index, token, status, requested_at, approved_at, approver, reason,
 			 auto_passed, deadline, plan_digest, prompt, decided_by_source, on_fail,
-			 approvals_required, allowed_approvers, starter_may_approve, policy_rule, `+approvalWorkflowColumns+`, policy_json, inputs_json, input_values_json)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING `+approvalColumns,
+			 approvals_required, allowed_approvers, starter_may_approve, policy_rule, `+approvalWorkflowColumns+`, policy_json, inputs_json, input_values_json,
+			 rewind_targets_json, iteration)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING `+approvalColumns,
 			append(append([]any{na.ApprovalID, na.RunID, na.NodeID, na.StepIndex, na.TokenHash, string(initial), formatTime(na.RequestedAt),
 				decidedAt, approver, reason, boolInt(na.AutoPassed), nullTime(na.Deadline), na.PlanDigest, na.Prompt, source,
-				na.OnFail, required, string(allowed), boolInt(na.StarterMayApprove), na.PolicyRule}, workflowArgs(na.GitHub)...), policyJSON, inputs, values)...)
+				na.OnFail, required, string(allowed), boolInt(na.StarterMayApprove), na.PolicyRule}, workflowArgs(na.GitHub)...), policyJSON, inputs, values, rewind, sentBack+1)...)
 		if isUniqueViolation(err) {
 			return fmt.Errorf("%w: approval id or token already used", ErrConflict)
 		}
@@ -216,6 +232,14 @@ func validateNewApproval(na NewApproval) error {
 	}
 	if e := gateinputs.Check(na.Inputs); e != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidArgument, e)
+	}
+	if len(na.RewindTargets) > MaxRewindTargets {
+		return fmt.Errorf("%w: %d rewind targets, over the limit of %d", ErrInvalidArgument, len(na.RewindTargets), MaxRewindTargets)
+	}
+	for _, t := range na.RewindTargets {
+		if err := checkText("rewind target", t, true, MaxIDBytes); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -317,6 +341,10 @@ func (s *Store) DecideApproval(ctx context.Context, d Decision) (Approval, error
 			return nil
 		}
 		approver, reason, person, decidedValues := d.Approver, d.Reason, personName(d.Person, d.Approver), ""
+		redoFrom := ""
+		if vote && d.Verdict == ApprovalRejected {
+			redoFrom = d.RedoFrom
+		}
 		if vote {
 			if !current.Deadline.IsZero() && !current.Deadline.After(d.At) {
 				// The deadline had passed: close the gate now.
@@ -359,6 +387,14 @@ func (s *Store) DecideApproval(ctx context.Context, d Decision) (Approval, error
 				}
 				if err := d.Authorize(current, starter); err != nil {
 					result, outcome = current, err
+					return nil
+				}
+			}
+			if d.RedoFrom != "" {
+				// Checked here, in the transaction that records the vote, so a push-back to a
+				// node the gate does not list decides nothing (docs/push-back.md).
+				if e := checkRedoFrom(current, d); e != nil {
+					result, outcome = current, e
 					return nil
 				}
 			}
@@ -418,9 +454,9 @@ func (s *Store) DecideApproval(ctx context.Context, d Decision) (Approval, error
 			person = "" // expired and cancelled gates are decided by no person
 		}
 		won, err := w.writeApprovals(`UPDATE playbook_approvals
-			SET status = ?, approved_at = ?, approver = ?, reason = ?, decided_by_source = ?, person = ?, input_values_json = ?
+			SET status = ?, approved_at = ?, approver = ?, reason = ?, decided_by_source = ?, person = ?, input_values_json = ?, redo_from = ?
 			WHERE approval_id = ? AND status = 'pending' RETURNING `+approvalColumns,
-			string(d.Verdict), at, nullString(approver), nullString(reason), nullString(d.Source), person, decidedValues, d.ApprovalID)
+			string(d.Verdict), at, nullString(approver), nullString(reason), nullString(d.Source), person, decidedValues, redoFrom, d.ApprovalID)
 		if err != nil {
 			return fmt.Errorf("store: decide approval: %w", err)
 		}
@@ -435,6 +471,22 @@ func (s *Store) DecideApproval(ctx context.Context, d Decision) (Approval, error
 		return Approval{}, err
 	}
 	return result, outcome
+}
+
+// checkRedoFrom refuses a Decision's RedoFrom the gate does not allow (docs/push-back.md):
+// an approve with one, a gate with no rewind targets, a node it does not list. The error
+// wraps ErrInvalidArgument and names the redo_from field and the allowed targets.
+func checkRedoFrom(a Approval, d Decision) error {
+	switch {
+	case d.Verdict != ApprovalRejected:
+		return fmt.Errorf("%w: redo_from: only a rejection sends a run back; approve without it", ErrInvalidArgument)
+	case len(a.RewindTargets) == 0:
+		return fmt.Errorf("%w: redo_from: gate %q declares no rewind targets, so it cannot send the run back; reject without redo_from, or add rewind_targets to the approval node", ErrInvalidArgument, a.NodeID)
+	case !slices.Contains(a.RewindTargets, d.RedoFrom):
+		return fmt.Errorf("%w: redo_from: %q is not a rewind target of gate %q; the allowed targets are %s", ErrInvalidArgument,
+			truncateText(d.RedoFrom, MaxIDBytes), a.NodeID, strings.Join(a.RewindTargets, ", "))
+	}
+	return nil
 }
 
 // personName is how a vote's person is written in Approval.Person: the person id, else the

@@ -278,7 +278,8 @@ const insertTransitionSQL = "INSERT INTO run_transitions (" + transitionColumns 
 const approvalColumns = `approval_id, run_id, node_id, step_index, token, status, requested_at, approved_at,
 	approver, reason, auto_passed, deadline, plan_digest, prompt, decided_by_source, on_fail,
 	approvals_required, allowed_approvers, starter_may_approve, policy_rule, person,
-	` + votesSQLite + `, ` + approvalWorkflowColumns + `, policy_json, inputs_json, input_values_json`
+	` + votesSQLite + `, ` + approvalWorkflowColumns + `, policy_json, inputs_json, input_values_json,
+	rewind_targets_json, redo_from, iteration`
 
 func scanApproval(r rowScanner) (Approval, error) {
 	var (
@@ -289,11 +290,11 @@ func scanApproval(r rowScanner) (Approval, error) {
 		allowed, votes                                          string
 		gh                                                      workflowScan
 		policy                                                  sql.NullString
-		inputs, values                                          string
+		inputs, values, rewind                                  string
 	)
 	err := r.Scan(append(append([]any{&a.ApprovalID, &a.RunID, &a.NodeID, &a.StepIndex, &a.TokenHash, &status, &requestedAt,
 		&decidedAt, &approver, &reason, &autoPassed, &deadline, &a.PlanDigest, &a.Prompt, &src, &a.OnFail,
-		&a.ApprovalsRequired, &allowed, &starterMay, &a.PolicyRule, &a.Person, &votes}, gh.dests()...), &policy, &inputs, &values)...)
+		&a.ApprovalsRequired, &allowed, &starterMay, &a.PolicyRule, &a.Person, &votes}, gh.dests()...), &policy, &inputs, &values, &rewind, &a.RedoFrom, &a.Iteration)...)
 	if err != nil {
 		return Approval{}, err
 	}
@@ -310,6 +311,11 @@ func scanApproval(r rowScanner) (Approval, error) {
 	}
 	if a.InputValues, err = parseInputValues(values); err != nil {
 		return Approval{}, fmt.Errorf("store: input_values_json of %s: %w", a.ApprovalID, err)
+	}
+	if rewind != "" {
+		if err := json.Unmarshal([]byte(rewind), &a.RewindTargets); err != nil {
+			return Approval{}, fmt.Errorf("store: rewind_targets_json of %s: %w", a.ApprovalID, err)
+		}
 	}
 	a.StarterMayApprove = starterMay == 1
 	a.GitHub = gh.run()

@@ -492,7 +492,14 @@ type NewApproval struct {
 	// InputValues are the values of a gate created AutoPassed (the form's defaults), stored
 	// as its decided values; ignored otherwise.
 	InputValues map[string]string
+	// RewindTargets are the node ids a rejection may send the run back to (a playbook
+	// approval node's rewind_targets; migration 0018), nil for none; at most
+	// MaxRewindTargets, each a non-empty id of at most MaxIDBytes (ErrInvalidArgument).
+	RewindTargets []string
 }
+
+// MaxRewindTargets bounds NewApproval.RewindTargets (a playbook has at most 256 nodes).
+const MaxRewindTargets = 256
 
 // AutoPassDecision is the auto-pass policy's decision stored on an approval (column
 // policy_json; seed playbooks.txt "Policy evaluator"; DESIGN D16): Rule is the deciding rule
@@ -592,6 +599,15 @@ type Approval struct {
 	// InputValues are the values the gate was approved with (those of the deciding vote,
 	// validated, defaults applied); nil while pending, on a rejection, and without inputs.
 	InputValues map[string]string
+	// RewindTargets are the nodes a rejection may send the run back to (migration 0018;
+	// docs/push-back.md), nil for none.
+	RewindTargets []string
+	// RedoFrom is the node a rejection sent the run back to; "" for a plain rejection and
+	// while pending.
+	RedoFrom string
+	// Iteration is which opening of the node's gate in its run this approval is: 1 for the
+	// first, n+1 after the run was sent back from this node n times.
+	Iteration int
 }
 
 // ApprovedBy lists the identities that approved a, in vote order.
@@ -646,6 +662,11 @@ type Decision struct {
 	// written) and DecideApproval returns the *gateinputs.Error, wrapped in
 	// ErrInvalidArgument, with the current row. A reject ignores them.
 	InputValues map[string]string
+	// RedoFrom, on a reject, sends the run back to that node (docs/push-back.md). It must be
+	// one of the gate's RewindTargets, checked in the deciding transaction after Authorize:
+	// otherwise DecideApproval returns ErrInvalidArgument naming the allowed targets with the
+	// current row, and nothing is written. An approve with a RedoFrom is refused the same way.
+	RedoFrom string
 }
 
 // ApprovalFilter selects ListApprovals results; zero fields do not filter.

@@ -56,7 +56,11 @@ type RequestApprovalRequest struct {
 	// The approver-input form of the gate (a playbook approval node's inputs:), at most 20
 	// fields (docs/approver-inputs.md). A declaration the control plane finds invalid is
 	// E_INVALID_ARGUMENT naming the field. Stored with the approval as Approval.inputs.
-	Inputs        []*InputField `protobuf:"bytes,20,rep,name=inputs,proto3" json:"inputs,omitempty"`
+	Inputs []*InputField `protobuf:"bytes,20,rep,name=inputs,proto3" json:"inputs,omitempty"`
+	// The nodes a reviewer may send the run back to when rejecting this gate (a playbook
+	// approval node's rewind_targets, each an ancestor of it; docs/push-back.md), at most 256,
+	// each a node id. Empty for runbook confirm steps. Stored as Approval.rewind_targets.
+	RewindTargets []string `protobuf:"bytes,95,rep,name=rewind_targets,json=rewindTargets,proto3" json:"rewind_targets,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -171,6 +175,13 @@ func (x *RequestApprovalRequest) GetPolicy() *PolicyContext {
 func (x *RequestApprovalRequest) GetInputs() []*InputField {
 	if x != nil {
 		return x.Inputs
+	}
+	return nil
+}
+
+func (x *RequestApprovalRequest) GetRewindTargets() []string {
+	if x != nil {
+		return x.RewindTargets
 	}
 	return nil
 }
@@ -906,7 +917,7 @@ var File_rbook_v1_approval_service_proto protoreflect.FileDescriptor
 
 const file_rbook_v1_approval_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1frbook/v1/approval_service.proto\x12\brbook.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17rbook/v1/approval.proto\x1a\x15rbook/v1/inputs.proto\x1a\x12rbook/v1/run.proto\"\xba\x03\n" +
+	"\x1frbook/v1/approval_service.proto\x12\brbook.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17rbook/v1/approval.proto\x1a\x15rbook/v1/inputs.proto\x1a\x12rbook/v1/run.proto\"\xe1\x03\n" +
 	"\x16RequestApprovalRequest\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1b\n" +
 	"\tstep_name\x18\x02 \x01(\tR\bstepName\x12\x1d\n" +
@@ -922,7 +933,8 @@ const file_rbook_v1_approval_service_proto_rawDesc = "" +
 	"\x06github\x18\n" +
 	" \x01(\v2\x1b.rbook.v1.GitHubWorkflowRunR\x06github\x12/\n" +
 	"\x06policy\x18\v \x01(\v2\x17.rbook.v1.PolicyContextR\x06policy\x12,\n" +
-	"\x06inputs\x18\x14 \x03(\v2\x14.rbook.v1.InputFieldR\x06inputs\"\xa8\x01\n" +
+	"\x06inputs\x18\x14 \x03(\v2\x14.rbook.v1.InputFieldR\x06inputs\x12%\n" +
+	"\x0erewind_targets\x18_ \x03(\tR\rrewindTargets\"\xa8\x01\n" +
 	"\rPolicyContext\x12\x1b\n" +
 	"\tnode_json\x18\x01 \x01(\tR\bnodeJson\x12#\n" +
 	"\rbindings_json\x18\x02 \x01(\tR\fbindingsJson\x12#\n" +

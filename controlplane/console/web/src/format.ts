@@ -75,7 +75,7 @@ export function approvalStatus(a: Approval): string {
   switch (a.status) {
     case ApprovalStatus.PENDING: return "Waiting for a decision";
     case ApprovalStatus.APPROVED: return "Approved";
-    case ApprovalStatus.REJECTED: return a.decidedBySource === "deadline" ? "Timed out" : "Rejected";
+    case ApprovalStatus.REJECTED: return a.decidedBySource === "deadline" ? "Timed out" : a.redoFrom ? `Sent back to ${a.redoFrom}` : "Rejected";
     case ApprovalStatus.EXPIRED: return "Expired";
     case ApprovalStatus.CANCELLED:
       return a.decidedBySource === "interrupted" || a.decidedBySource === "superseded" ? "Withdrawn" : "Cancelled";

@@ -166,11 +166,13 @@ function drawDecide(box: HTMLElement, a: Approval, w: Who, outcome: HTMLElement,
   const approveBtn = h("button", { type: "submit", id: "approve", value: "approve", class: "primary" }, "Approve");
   const rejectBtn = h("button", { type: "submit", id: "reject", value: "reject", class: "danger" }, "Reject");
   const fields = inputsForm(a);
+  const back = sendBackChoice(a);
   const form = h("form", { id: "decide", novalidate: true },
     fields.el,
     h("label", { for: "reason" }, "Reason"),
-    h("p", { id: "reason-help", class: "muted" }, "Recorded with your decision; required to reject."),
+    h("p", { id: "reason-help", class: "muted" }, back ? "Recorded with your decision; required to reject. When you send the run back, it is the comment its nodes read." : "Recorded with your decision; required to reject."),
     reason, reasonErr,
+    back,
     h("div", { class: "buttons" }, approveBtn, " ", rejectBtn),
   );
   form.addEventListener("submit", (ev) => {
@@ -191,7 +193,7 @@ function drawDecide(box: HTMLElement, a: Approval, w: Who, outcome: HTMLElement,
     const before = a;
     const call = verb === "approve"
       ? approvals.approve({ approvalId: a.approvalId, reason: why, inputs: fields.values() }).then((r) => r.approval!)
-      : approvals.reject({ approvalId: a.approvalId, reason: why }).then((r) => r.approval!);
+      : approvals.reject({ approvalId: a.approvalId, reason: why, redoFrom: back?.querySelector("select")?.value ?? "" }).then((r) => r.approval!);
     call.then(
       (next) => {
         outcome.textContent = outcomeText(verb, before, next, w);
@@ -200,7 +202,7 @@ function drawDecide(box: HTMLElement, a: Approval, w: Who, outcome: HTMLElement,
       (err) => {
         const code = errorCode(err);
         outcome.textContent = code === "E_ALREADY_VOTED" ? `Your approval is already counted; ${tally(before)}.` : errorText(err);
-        if (code === "E_INVALID_ARGUMENT") fields.showError(errorText(err));
+        if (code === "E_INVALID_ARGUMENT" && !errorText(err).includes("redo_from")) fields.showError(errorText(err));
         approveBtn.disabled = rejectBtn.disabled = false;
         if (code === "E_APPROVAL_ALREADY_DECIDED") {
           void approvals.getApproval({ approvalId: a.approvalId }).then((r) => r.approval && update(r.approval), () => undefined);
@@ -211,10 +213,25 @@ function drawDecide(box: HTMLElement, a: Approval, w: Who, outcome: HTMLElement,
   box.append(form);
 }
 
+/** sendBackChoice is the reject dialog's "Send back to" choice for a playbook approval node
+ * that declares rewind_targets (docs/push-back.md): "" rejects as usual, a node sends the run
+ * back to it; null when the gate declares none. */
+export function sendBackChoice(a: Approval): HTMLElement | null {
+  if (!a.rewindTargets.length) return null;
+  const sel = h("select", { id: "redo-from", name: "redo-from", "aria-describedby": "redo-from-help" },
+    h("option", { value: "" }, "Nowhere: reject, the node fails"),
+    a.rewindTargets.map((t) => h("option", { value: t }, t)));
+  return h("div", { id: "send-back", class: "field" },
+    h("label", { for: "redo-from" }, "Send back to (when rejecting)"),
+    sel,
+    h("p", { id: "redo-from-help", class: "muted" }, "The run re-executes from this node with your reason as its comment, and this gate opens again when it gets back."));
+}
+
 /** outcomeText tells the person what their click did. */
 export function outcomeText(verb: string, before: Approval, next: Approval, w: Who): string {
   if (verb === "reject") {
     if (next.status !== ApprovalStatus.REJECTED) return `${approvalStatus(next)}.`;
+    if (next.redoFrom) return `Sent back to ${next.redoFrom}. The run re-executes from there with your reason as its comment; this gate opens again (iteration ${(next.iteration || 1) + 1}) when it gets back.`;
     return next.onFail ? `Rejected. The step fails and its on_fail (${next.onFail}) applies.` : "Rejected. The step fails.";
   }
   if (next.status === ApprovalStatus.APPROVED) return "Approved. The run continues.";

@@ -128,6 +128,8 @@ export function decisionBlock(a: Approval, id?: string): HTMLElement | null {
       ["When", ms(a.approvedAt) ? h("time", { class: "decided-at", datetime: new Date(ms(a.approvedAt)).toISOString() }, when(a.approvedAt)) : h("span", { class: "decided-at" }, "—")],
       ["Channel", h("span", { class: "decided-channel" }, a.decidedBySource || "—")],
       ["Tally", h("span", { class: "tally" }, tally(a))],
+      a.redoFrom ? ["Sent back to", h("span", { class: "sent-back" }, `${a.redoFrom}: the run re-executes from there with the reason as its comment, and the gate opens again (docs/push-back.md)`)] : ["", ""],
+      a.iteration > 1 || a.rewindTargets.length ? ["Iteration", h("span", { class: "iteration" }, String(a.iteration || 1))] : ["", ""],
       a.policy ? ["Policy", `${a.policy.action || "no rule"}${a.policy.rule ? ` (rule ${a.policy.rule})` : ""}${a.policy.reason ? `: ${a.policy.reason}` : ""}${a.policy.shadow ? " — shadow mode" : ""}`] : ["", ""],
     ]),
   );

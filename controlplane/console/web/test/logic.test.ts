@@ -6,11 +6,11 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { create } from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
-import { stepsAfter, outcomeText } from "../src/gate.js";
+import { stepsAfter, outcomeText, sendBackChoice } from "../src/gate.js";
 import { stepInfos } from "../src/parts.js";
 import { safeNext } from "../src/signin.js";
 import { joinEvidencePages } from "../src/run.js";
-import { duration, oneLine, tally, voterLabel, workflowRunURL } from "../src/format.js";
+import { approvalStatus, duration, oneLine, tally, voterLabel, workflowRunURL } from "../src/format.js";
 import { ApprovalSchema, ApprovalStatus, ApprovalVoteSchema } from "../../../../clients/ts/gen/rbook/v1/approval_pb.js";
 import { PlanStepSchema, RunKind, RunSchema, StepStatus, TransitionKind, TransitionSchema, EvidenceSchema } from "../../../../clients/ts/gen/rbook/v1/run_pb.js";
 import type { Who } from "../src/api.js";
@@ -66,6 +66,14 @@ test("the outcome of a click says what the server did with it", () => {
   assert.equal(outcomeText("approve", counted, gate(ApprovalStatus.APPROVED, ["alice", "bob"]), who), "Approved. The run continues.");
   assert.equal(outcomeText("reject", before, gate(ApprovalStatus.REJECTED, [], "rollback"), who), "Rejected. The step fails and its on_fail (rollback) applies.");
   assert.equal(tally(gate(ApprovalStatus.PENDING, ["alice", "alice"])), "1 of 2 approvals");
+});
+
+test("a push-back says where the run went back and that the gate opens again", () => {
+  const sent = create(ApprovalSchema, { status: ApprovalStatus.REJECTED, redoFrom: "build", iteration: 1, rewindTargets: ["build"] });
+  assert.equal(outcomeText("reject", gate(ApprovalStatus.PENDING, []), sent, who),
+    "Sent back to build. The run re-executes from there with your reason as its comment; this gate opens again (iteration 2) when it gets back.");
+  assert.equal(approvalStatus(sent), "Sent back to build");
+  assert.equal(sendBackChoice(create(ApprovalSchema, {})), null);
 });
 
 test("a vote shows its person beside the identity, and one person counts once", () => {
