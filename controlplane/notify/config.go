@@ -1,7 +1,7 @@
 // Package notify is the control plane's notification configuration and channels
 // (docs/notifications.md): which channels exist (a webhook signed per the Standard Webhooks
-// specification, a Microsoft Teams workflow webhook, email over SMTP), which events of which
-// runs each route sends where (first match wins, then the default), and how each channel
+// specification, a Microsoft Teams workflow webhook, email over SMTP, a Slack message per
+// gate: slack.go), which events of which runs each route sends where (first match wins, then the default), and how each channel
 // sends one event. The outbox that makes delivery durable is the store's
 // (store.NotificationEvent); the loop that drives it is the server's.
 package notify
