@@ -253,7 +253,7 @@ func (s *Server) slackAction(ctx context.Context, ch *notify.Slack, cb slack.Int
 	ctx = slackVoterContext(ctx, identity)
 	a, err := s.st.GetApproval(ctx, act.Value)
 	if err != nil {
-		s.slackEphemeral(ctx, ch, channel, cb.User.ID, "This gate is not on this control plane (approval "+act.Value+"); nothing was decided.")
+		s.slackEphemeral(ctx, ch, channel, cb.User.ID, "This gate is not on this control plane (approval "+truncate(act.Value, 140)+"); nothing was decided.")
 		return
 	}
 	if a.Status != store.ApprovalPending {
@@ -320,7 +320,7 @@ func (s *Server) slackSubmission(ctx context.Context, ch *notify.Slack, cb slack
 	case notify.SlackModalApprove:
 		a, err := s.st.GetApproval(ctx, meta.ApprovalID)
 		if err != nil {
-			s.slackEphemeral(ctx, ch, meta.Channel, cb.User.ID, "This gate is not on this control plane (approval "+meta.ApprovalID+"); nothing was decided.")
+			s.slackEphemeral(ctx, ch, meta.Channel, cb.User.ID, "This gate is not on this control plane (approval "+truncate(meta.ApprovalID, 140)+"); nothing was decided.")
 			return nil
 		}
 		inputs := map[string]string{}
