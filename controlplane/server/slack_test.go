@@ -52,19 +52,44 @@ const slackAuthFile = "exec executor " + execToken + "\nalice-ci executor " + al
 type slackPlane struct {
 	URL  string
 	st   *store.Store
+	db   string
 	fake *slackfake.Fake
 	log  *syncBuffer
 	exec clients
+}
+
+// slackOptions says how to start a slackPlane: gates need approvals; routes is the
+// config's routing ("" sends every event to the slack channel); db and fake, when set, are
+// another replica's database file and fake Slack.
+type slackOptions struct {
+	approvals int
+	routes    string
+	db        string
+	fake      *slackfake.Fake
 }
 
 // startSlackPlane serves a control plane with gates needing approvals, the people above, and
 // one slack channel (every event) posting to a fake Slack.
 func startSlackPlane(t *testing.T, approvals int) *slackPlane {
 	t.Helper()
-	fake := slackfake.New(slackToken, slackChannel)
-	t.Cleanup(fake.Close)
+	return startSlackPlaneWith(t, slackOptions{approvals: approvals})
+}
+
+func startSlackPlaneWith(t *testing.T, o slackOptions) *slackPlane {
+	t.Helper()
+	fake := o.fake
+	if fake == nil {
+		fake = slackfake.New(slackToken, slackChannel)
+		t.Cleanup(fake.Close)
+	}
+	if o.routes == "" {
+		o.routes = "default:\n  channels: [ops-slack]\n"
+	}
+	if o.db == "" {
+		o.db = filepath.Join(t.TempDir(), "cp.db")
+	}
 	text := fmt.Sprintf("channels:\n  - name: ops-slack\n    kind: slack\n    channel: %s\n    bot_token_env: SLACK_BOT_TOKEN\n"+
-		"    signing_secret_env: SLACK_SIGNING_SECRET\n    api_url: %s\ndefault:\n  channels: [ops-slack]\n", slackChannel, fake.APIURL())
+		"    signing_secret_env: SLACK_SIGNING_SECRET\n    api_url: %s\n", slackChannel, fake.APIURL()) + o.routes
 	env := map[string]string{"SLACK_BOT_TOKEN": slackToken, "SLACK_SIGNING_SECRET": slackSecret}
 	cfg, err := notify.ParseConfig([]byte(text), "notify.yaml", func(k string) (string, bool) { v, ok := env[k]; return v, ok })
 	if err != nil {
@@ -78,11 +103,11 @@ func startSlackPlane(t *testing.T, approvals int) *slackPlane {
 	if err != nil {
 		t.Fatal(err)
 	}
-	policy, err := approval.ParseGatePolicy(fmt.Appendf(nil, "rules:\n  - approvals: %d\n", approvals), "gates.yaml")
+	policy, err := approval.ParseGatePolicy(fmt.Appendf(nil, "rules:\n  - approvals: %d\n", o.approvals), "gates.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &slackPlane{st: openStore(t, filepath.Join(t.TempDir(), "cp.db")), fake: fake, log: &syncBuffer{}}
+	p := &slackPlane{st: openStore(t, o.db), db: o.db, fake: fake, log: &syncBuffer{}}
 	h, err := server.New(p.st, server.Options{Secret: []byte(testSecret), Logger: slog.New(slog.NewTextHandler(p.log, nil)),
 		Notify: &server.NotifyOptions{Config: cfg}, People: dir, Auth: auth, GatePolicy: policy, PublicURL: "https://rbook.example.com"})
 	if err != nil {
@@ -482,5 +507,52 @@ func TestSlackUpdateWaitsForTheGateMessage(t *testing.T) {
 	waitDeliveries(t, p.st, id, "delivered")
 	if !strings.Contains(p.log.String(), "not posted yet") && !strings.Contains(p.log.String(), "internal_error") {
 		t.Errorf("no failed attempt logged:\n%s", p.log.String())
+	}
+}
+
+// A replay is recognised on another replica: the request acted on by one control plane,
+// sent again to a second one on the same database, answers 200 and changes nothing.
+func TestSlackReplayToAnotherReplicaChangesNothing(t *testing.T) {
+	a := startSlackPlane(t, 2)
+	b := startSlackPlaneWith(t, slackOptions{approvals: 2, db: a.db, fake: a.fake})
+	ap, m := a.openSlackGate(t, execToken, "R1", nil)
+	id := ap.GetApprovalId()
+	req, err := slackfake.NewRequest(a.URL+server.SlackInteractionsPath, slackSecret, time.Now().Unix(),
+		slackfake.BlockActions(slackAlice, m.Channel, m.TS, notify.SlackActionApprove, id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, body, err := req.Send(http.DefaultClient); err != nil || code != http.StatusOK {
+		t.Fatalf("to replica a: %d %s %v", code, body, err)
+	}
+	req.URL = b.URL + server.SlackInteractionsPath
+	if code, body, err := req.Send(http.DefaultClient); err != nil || code != http.StatusOK {
+		t.Fatalf("replayed to replica b: %d %s %v; want 200", code, body, err)
+	}
+	if v := a.approval(t, id).Votes; len(v) != 1 {
+		t.Fatalf("votes = %+v; want alice's once", v)
+	}
+	if !strings.Contains(b.log.String(), "slack interaction replay ignored") {
+		t.Fatalf("replica b did not log the replay:\n%s", b.log.String())
+	}
+}
+
+// Routing decides what the channel gets: with only gate.decided routed to Slack, the gate's
+// first event there posts its message (there is no gate.opened to wait for), showing who
+// decided.
+func TestSlackChannelGetsOnlyTheEventsItsRouteSends(t *testing.T) {
+	p := startSlackPlaneWith(t, slackOptions{approvals: 1, routes: "routes:\n  - events: [gate.decided]\n    channels: [ops-slack]\n"})
+	startRun(t, p.exec, "R1")
+	a, _ := gate(t, p.exec, "R1", time.Hour)
+	id := a.GetApprovalId()
+	bob := newClients(p.URL, withBearer(bobToken))
+	if _, err := bob.apps.Approve(context.Background(), &rbookv1.ApproveRequest{ApprovalId: id, Reason: "fine"}); err != nil {
+		t.Fatal(err)
+	}
+	m := p.waitMessage(t, id, func(m slackfake.Message) bool {
+		return strings.Contains(m.AllText(), "*Approved* by Bob Builder (bob) via rpc")
+	})
+	if m.Updates != 0 || len(p.fake.Messages()) != 1 {
+		t.Fatalf("messages %+v; want the one posted at the decision, never updated", p.fake.Messages())
 	}
 }
