@@ -366,8 +366,8 @@ func TestUnlinkedSlackUserIsToldHowToGetLinkedAndNotCounted(t *testing.T) {
 }
 
 // Refusals reach the person who pressed, only: approving twice (the same person through Slack
-// and then their token counts once), and approving a run your own identity started
-// (four-eyes, through another identity of the same person).
+// and then their token counts once), approving a run your own identity started (four-eyes,
+// through another identity of the same person), and pressing on a gate already decided.
 func TestSlackRefusalsAreToldOnlyToThePersonAndCountNothing(t *testing.T) {
 	p := startSlackPlane(t, 2)
 	a, m := p.openSlackGate(t, execToken, "R1", nil)
@@ -388,6 +388,11 @@ func TestSlackRefusalsAreToldOnlyToThePersonAndCountNothing(t *testing.T) {
 	if v := p.approval(t, own.GetApprovalId()).Votes; len(v) != 0 {
 		t.Fatalf("four-eyes refusal counted: %+v", v)
 	}
+	if _, err := newClients(p.URL, withBearer(bobToken)).apps.Approve(context.Background(), &rbookv1.ApproveRequest{ApprovalId: id}); err != nil {
+		t.Fatal(err)
+	}
+	p.press(t, slackAlice, m, notify.SlackActionApprove, id)
+	p.waitEphemeral(t, slackAlice, "This gate was already approved by")
 	for _, e := range p.fake.Ephemerals() {
 		if e.User != slackAlice.ID {
 			t.Errorf("an ephemeral went to %s: %+v", e.User, e)
