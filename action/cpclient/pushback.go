@@ -2,6 +2,7 @@ package cpclient
 
 import (
 	"fmt"
+	"strings"
 
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
 )
@@ -17,4 +18,16 @@ func PushBackLine(a *rbookv1.Approval) string {
 	it := max(a.GetIteration(), 1)
 	return fmt.Sprintf("Sent back to '%s' (iteration %d); the run re-executes from there and the gate opens again (iteration %d) when it gets back.",
 		a.GetRedoFrom(), it, it+1)
+}
+
+// PushBackHint is what a waiting run says under an open gate that declares rewind targets
+// (docs/push-back.md): how a reviewer sends the run back, by approval id (never the token,
+// a secret), one line ending in a newline; "" for a gate without rewind targets.
+func PushBackHint(a *rbookv1.Approval) string {
+	ts := a.GetRewindTargets()
+	if len(ts) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("A reviewer may send the run back instead of rejecting it: rbook reject %s --redo-from %s --reason \"<comment its nodes read>\" (rewind targets: %s; docs/push-back.md)\n",
+		a.GetApprovalId(), ts[0], strings.Join(ts, ", "))
 }

@@ -449,6 +449,7 @@ func playbookAnnouncer(errw io.Writer, url string, embedded bool) func(a *rbookv
 	interactive := showApprovalToken()
 	return func(a *rbookv1.Approval, token string) {
 		defer printInputsHint(errw, a)
+		defer fmt.Fprint(errw, cpclient.PushBackHint(a))
 		defer printPageLink(errw, a)
 		id := a.GetApprovalId()
 		if interactive {

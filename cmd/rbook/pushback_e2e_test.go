@@ -1,14 +1,19 @@
+//go:build unix
+
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/rbookhq/rbook-action/action/cpclient"
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
 )
 
@@ -53,7 +58,11 @@ func nthApproveToken(t *testing.T, p *proc, n int) string {
 // oldestFirst is run's approvals, oldest first (ListApprovals lists the newest first).
 func oldestFirst(t *testing.T, url, run string) []*rbookv1.Approval {
 	t.Helper()
-	out := approvalsOf(t, url, run)
+	resp, err := cpclient.New(url, "").Approvals.ListApprovals(context.Background(), &rbookv1.ListApprovalsRequest{RunId: run})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := resp.GetApprovals()
 	slices.Reverse(out)
 	return out
 }
@@ -68,6 +77,10 @@ func TestPushBackReRunsBuildWithTheCommentAndReopensTheGate(t *testing.T) {
 	}
 	dir, url, p, run := startPushBackRun(t)
 	tok := nthApproveToken(t, p, 1)
+	p.waitFor(t, "A reviewer may send the run back instead of rejecting it: rbook reject a-")
+	if !strings.Contains(p.output(), "--redo-from build --reason") {
+		t.Errorf("the waiting run does not say how to send it back:\n%s", p.output())
+	}
 
 	out, code := run2(t, dir, "reject", tok, "--redo-from", "ship", "--reason", "no", "--control-plane", url)
 	if code != 1 || !strings.Contains(out, "E_INVALID_ARGUMENT") || !strings.Contains(out, `redo_from: "ship" is not a rewind target of gate "review"; the allowed targets are build`) {
@@ -143,5 +156,44 @@ func TestPushBackLoopStopsAtTheIterationCapWithAClearError(t *testing.T) {
 	}
 	if want := "approval 'review' sent the run back to 'build', but node 'build' reached its iteration cap of 2 runs"; !strings.Contains(p.output(), want) {
 		t.Errorf("the run's output does not say %q:\n%s", want, p.output())
+	}
+}
+
+// A run killed (kill -9) while its gate waits, then sent back on the control plane, finds the
+// push-back when it is started again: it re-runs build with the comment and opens the gate's
+// next iteration, whose approval completes the run.
+func TestPushBackDecidedWhileTheRunWasDownIsCarriedOutOnResume(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts rbook serve and rbook playbook run")
+	}
+	dir, url, p, run := startPushBackRun(t)
+	tok := nthApproveToken(t, p, 1)
+	p.cmd.Process.Signal(syscall.SIGKILL)
+	p.wait(t)
+	if out, code := run2(t, dir, "reject", tok, "--redo-from", "build", "--reason", "rebuild please", "--control-plane", url); code != 0 {
+		t.Fatalf("rbook reject --redo-from build while the run is down: exit %d\n%s", code, out)
+	}
+	p2 := start(t, dir, "playbook", "run", "ship.cantbook", "--control-plane", url)
+	// The restarted run is handed the decided approval first (announced as it reopens), carries
+	// out the push-back, and opens the next iteration: its second announcement.
+	tok2 := nthApproveToken(t, p2, 2)
+	aps := oldestFirst(t, url, run)
+	if len(aps) != 2 || aps[0].GetRedoFrom() != "build" || aps[1].GetIteration() != 2 || aps[1].GetStatus() != rbookv1.ApprovalStatus_APPROVAL_STATUS_PENDING {
+		t.Fatalf("approvals after the resume: %v; want the push-back and a pending iteration 2\n%s", aps, p2.output())
+	}
+	if out, code := run2(t, dir, "approve", tok2, "--control-plane", url); code != 0 {
+		t.Fatalf("rbook approve (iteration 2): exit %d\n%s", code, out)
+	}
+	if code := p2.wait(t); code != 0 {
+		t.Fatalf("resumed run exit %d\n%s", code, p2.output())
+	}
+	var builds []string
+	for _, tr := range getRun(t, url, run).GetTransitions() {
+		if e := tr.GetEvidence(); e.GetStepName() == "build" {
+			builds = append(builds, e.GetInput())
+		}
+	}
+	if len(builds) != 2 || !strings.Contains(builds[1], "feedback=rebuild please") {
+		t.Errorf("build's inputs %q; want a second run with the comment", builds)
 	}
 }

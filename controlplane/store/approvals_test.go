@@ -19,7 +19,7 @@ func TestCreateApproval(t *testing.T) {
 	a := mustCreateApproval(t, s, na)
 	want := Approval{ApprovalID: "a1", RunID: "R1", NodeID: "approve", StepIndex: 2, TokenHash: na.TokenHash,
 		Status: ApprovalPending, RequestedAt: na.RequestedAt, Deadline: na.Deadline, PlanDigest: na.PlanDigest,
-		Prompt: "Deploy to prod?", OnFail: "rollback", ApprovalsRequired: 1, AllowedApprovers: []string{}, Votes: []Vote{}}
+		Prompt: "Deploy to prod?", OnFail: "rollback", ApprovalsRequired: 1, AllowedApprovers: []string{}, Votes: []Vote{}, Iteration: 1}
 	if !reflect.DeepEqual(a, want) {
 		t.Fatalf("approval = %+v\nwant       %+v", a, want)
 	}
