@@ -69,7 +69,8 @@ each gate (job log, job summary, the approval-url output) and GitHub status repo
 it. The link carries no secret. See docs/console-links.md.
 
 Notifications: --notify-config FILE (YAML) names channels (a webhook signed per the Standard
-Webhooks specification, a Microsoft Teams workflow webhook, email over SMTP) and routes
+Webhooks specification, a Microsoft Teams workflow webhook, email over SMTP, a Slack
+message per gate whose buttons decide it at /slack/interactions: docs/slack.md) and routes
 that send gate events (opened, vote cast, decided, expired, withdrawn) and run events
 (finished, failed, cancelled) of matching runbooks, environments and repositories to
 them. Events are stored with the change they report and delivered at least once, with
@@ -239,7 +240,7 @@ Exit codes: 0 after a clean shutdown, 2 bad flags, no secret, or the server coul
 	f.StringVar(&cfg.Addr, "addr", defaultServeAddr, "host:port to listen on (port 0 picks a free one)")
 	f.StringVar(&cfg.DBPath, "db", ".rbook/controlplane.db", "SQLite database file (created if missing), or PostgreSQL: a postgres://user@host/db URL or a key=value string such as \"host=h dbname=db user=u\" (several replicas may share it)")
 	f.StringVar(&authFile, "auth-file", "", `bearer tokens, one "identity role token" per line (roles: executor, approver, viewer)`)
-	f.StringVar(&notifyFile, "notify-config", "", "YAML notification config: channels (webhook, teams, email) and routes of gate and run events (docs/notifications.md)")
+	f.StringVar(&notifyFile, "notify-config", "", "YAML notification config: channels (webhook, teams, email, slack) and routes of gate and run events (docs/notifications.md)")
 	f.StringVar(&policyFile, "gate-policy", "", "YAML gate policy: approvals needed, allowed approvers and four-eyes per runbook and gate")
 	addServeOIDCFlags(cmd)
 	addServeGitHubFlags(cmd)

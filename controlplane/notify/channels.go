@@ -50,7 +50,7 @@ type Message struct {
 type Channel interface {
 	// Name is the channel's configured name (routes and delivery records use it).
 	Name() string
-	// Kind is "webhook", "teams" or "email".
+	// Kind is "webhook", "teams", "email" or "slack".
 	Kind() string
 	// Send delivers m once. It returns the provider's id of the message it created ("" when
 	// the provider gives none), kept with the delivery for later updates. An error is

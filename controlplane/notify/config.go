@@ -1,7 +1,7 @@
 // Package notify is the control plane's notification configuration and channels
 // (docs/notifications.md): which channels exist (a webhook signed per the Standard Webhooks
-// specification, a Microsoft Teams workflow webhook, email over SMTP), which events of which
-// runs each route sends where (first match wins, then the default), and how each channel
+// specification, a Microsoft Teams workflow webhook, email over SMTP, a Slack message per
+// gate: slack.go), which events of which runs each route sends where (first match wins, then the default), and how each channel
 // sends one event. The outbox that makes delivery durable is the store's
 // (store.NotificationEvent); the loop that drives it is the server's.
 package notify
@@ -191,7 +191,7 @@ func ParseConfig(data []byte, file string, env func(string) (string, bool)) (*Co
 		return nil, err
 	}
 	if len(c.Channels) == 0 {
-		return nil, p.errAt(root, "channels: none defined: add at least one channel (kind webhook, teams or email)")
+		return nil, p.errAt(root, "channels: none defined: add at least one channel (kind webhook, teams, email or slack)")
 	}
 	routes := append([]Route{}, c.Routes...)
 	if c.Default != nil {
@@ -360,6 +360,7 @@ var channelFields = map[string][]string{
 	"webhook": {"url", "secret_env", "secret_file"},
 	"teams":   {"url_env", "url_file"},
 	"email":   {"smtp", "from", "to", "to_requester", "username", "password_env", "password_file"},
+	"slack":   {"channel", "bot_token_env", "bot_token_file", "signing_secret_env", "signing_secret_file", "api_url"},
 }
 
 func (p *parser) channel(n *yaml.Node, field string) (Channel, string, error) {
@@ -396,7 +397,7 @@ func (p *parser) channel(n *yaml.Node, field string) (Channel, string, error) {
 	}
 	allowed, ok := channelFields[kind]
 	if !ok {
-		return nil, "", p.errAt(vals["kind"], "%s.kind: %q: want webhook, teams or email", field, kind)
+		return nil, "", p.errAt(vals["kind"], "%s.kind: %q: want webhook, teams, email or slack", field, kind)
 	}
 	for f, v := range vals {
 		if f != "name" && f != "kind" && !slices.Contains(allowed, f) {
@@ -451,6 +452,9 @@ func (p *parser) channel(n *yaml.Node, field string) (Channel, string, error) {
 			return nil, "", p.errAt(at, "%s: the Teams workflow URL is not an http(s) URL: copy it from the workflow's \"When a Teams webhook request is received\" trigger", field)
 		}
 		return &Teams{name: name, url: raw}, name, nil
+	case "slack":
+		ch, err := p.slackChannel(n, field, name, vals, oneOf)
+		return ch, name, err
 	default: // email
 		e := &Email{name: name}
 		if v := vals["to_requester"]; v != nil {

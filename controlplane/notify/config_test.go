@@ -70,7 +70,7 @@ func TestConfigErrorsNameFileLineAndField(t *testing.T) {
 			"n.yaml:5: channels[0].secret_env: environment variable NOPE is not set or empty"},
 		{"blank env", "channels:\n  - name: h\n    kind: webhook\n    url: https://h.example.com\n    secret_env: EMPTY\ndefault: {channels: [h]}\n",
 			"n.yaml:5: channels[0].secret_env: environment variable EMPTY is not set or empty"},
-		{"bad kind", "channels:\n  - name: h\n    kind: pager\n", `n.yaml:3: channels[0].kind: "pager": want webhook, teams or email`},
+		{"bad kind", "channels:\n  - name: h\n    kind: pager\n", `n.yaml:3: channels[0].kind: "pager": want webhook, teams, email or slack`},
 		{"field of another kind", "channels:\n  - name: h\n    kind: teams\n    url: https://x.example.com\n",
 			"n.yaml:4: channels[0].url: not a field of a teams channel (fields: url_env, url_file)"},
 		{"bad url", "channels:\n  - name: h\n    kind: webhook\n    url: ftp://x\n    secret_env: HOOK_SECRET\n",

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/base32"
@@ -218,6 +219,8 @@ type vote struct {
 	verdict                            store.ApprovalStatus
 	// inputs are the approver's values for the gate's form (Approve only).
 	inputs map[string]string
+	// source is the channel recorded with the vote ("" means "rpc"; Slack's handler says "slack").
+	source string
 	// redoFrom is the node a rejection sends the run back to (Reject only; docs/push-back.md).
 	redoFrom string
 }
@@ -350,7 +353,7 @@ func (s *Server) decide(ctx context.Context, v vote) (store.Approval, error) {
 	voter := s.voterOf(ctx, v.claimed)
 	approve := v.verdict == store.ApprovalApproved
 	d := store.Decision{ApprovalID: a.ApprovalID, Verdict: v.verdict, Approver: voter.Identity, Verified: voter.Verified,
-		Person: voter.Person, Reason: v.reason, Source: sourceRPC, At: now,
+		Person: voter.Person, Reason: v.reason, Source: cmp.Or(v.source, sourceRPC), At: now,
 		Authorize: voteAuthorizer(voter, approve), InputValues: v.inputs, RedoFrom: v.redoFrom}
 	decided, err := s.st.DecideApproval(ctx, d)
 	var inputErr *gateinputs.Error

@@ -238,6 +238,7 @@ func New(st *store.Store, opts Options) (*Server, error) {
 		unsubscribe()
 		return nil, fmt.Errorf("server: %w", err)
 	}
+	s.mountSlack()
 	// The approver's console: every path no service claims gets the page or its assets
 	// (docs/console.md). The Connect services keep their /rbook.v1.X/ paths.
 	s.mux.Handle("/", console.Handler())
