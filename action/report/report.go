@@ -249,6 +249,9 @@ func GateRows(ev []engine.Evidence) []GateRow {
 			if d.AutoPassed {
 				r.Via = "policy"
 			}
+			if d.Via != "" {
+				r.Via = d.Via
+			}
 		} else if m := decidedRE.FindStringSubmatch(e.Output); m != nil {
 			r.Verdict, r.By, r.Via, r.Reason = m[1], m[2], m[3], m[4]+strings.TrimPrefix(m[5], "; ")
 		} else if e.Type == "confirm" && e.Status == engine.StatusPass {
@@ -473,20 +476,22 @@ func longestRun(s string, c byte) int {
 }
 
 // approvalDecision is an approval node's evidence output when the engine recorded its
-// decision as a JSON object (engine: {approved, by, reason, auto_passed, rule, inputs}).
+// decision as a JSON object (engine: {approved, by, reason, auto_passed, rule, inputs}), or
+// a confirm step's that declares a form ({approved, by, via, reason, inputs}).
 type approvalDecision struct {
 	Approved   *bool          `json:"approved"`
 	By         string         `json:"by"`
+	Via        string         `json:"via"`
 	Reason     string         `json:"reason"`
 	AutoPassed bool           `json:"auto_passed"`
 	Inputs     map[string]any `json:"inputs"`
 }
 
-// approvalOutput reads e's output as an approval node's decision object; false when e is no
-// approval node or its output is not such an object (a timeout's text).
+// approvalOutput reads e's output as a gate's decision object; false when e is no gate or
+// its output is not such an object (a timeout's text, a confirm step's answer).
 func approvalOutput(e engine.Evidence) (approvalDecision, bool) {
 	var d approvalDecision
-	if e.Type != "approval" || !strings.HasPrefix(e.Output, "{") || json.Unmarshal([]byte(e.Output), &d) != nil || d.Approved == nil {
+	if (e.Type != "approval" && e.Type != "confirm") || !strings.HasPrefix(e.Output, "{") || json.Unmarshal([]byte(e.Output), &d) != nil || d.Approved == nil {
 		return approvalDecision{}, false
 	}
 	return d, true
