@@ -459,9 +459,15 @@ func (p *parser) channel(n *yaml.Node, field string) (Channel, string, error) {
 			}
 			e.toRequester = strings.EqualFold(v.Value, "true")
 		}
+		if v := vals["to_approvers"]; v != nil {
+			if v.Kind != yaml.ScalarNode || v.ShortTag() != "!!bool" {
+				return nil, "", p.errAt(v, "%s.to_approvers: want true or false", field)
+			}
+			e.toApprovers = strings.EqualFold(v.Value, "true")
+		}
 		for _, f := range []string{"smtp", "from", "to"} {
-			if vals[f] == nil && (f != "to" || !e.toRequester) {
-				return nil, "", p.errAt(n, "%s: an email channel needs smtp, from and to (or to_requester: true)", field)
+			if vals[f] == nil && (f != "to" || !e.toRequester && !e.toApprovers) {
+				return nil, "", p.errAt(n, "%s: an email channel needs smtp, from and to (or to_requester: true or to_approvers: true)", field)
 			}
 		}
 		if e.addr, err = p.str(vals["smtp"], field+".smtp"); err != nil {

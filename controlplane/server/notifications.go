@@ -255,6 +255,9 @@ func (n *notifier) deliver(ctx context.Context, d store.NotificationDelivery) bo
 	if ch.Kind() == "email" && d.Event.Data.StartedBy != "" {
 		m.RequesterEmail = n.requester(d.Event.Data.StartedBy)
 	}
+	if ch.Kind() == "email" {
+		n.gateRecipients(ctx, &m)
+	}
 	if g := m.Data.Gate; g != nil {
 		g.ApprovalURL = consolelink.ApprovalURL(n.s.opts.PublicURL, g.ApprovalID)
 		if m.Kind != store.EventGateOpened {
