@@ -38,6 +38,9 @@ type Config struct {
 	Routes []Route
 	// Default chooses the channels of an event no route matched (nil: none).
 	Default *Route
+	// Retention is how long delivered and given-up notification rows are kept
+	// (retention:, at least MinRetention); zero means store.DefaultNotificationRetention.
+	Retention time.Duration
 }
 
 // Route is one routing rule: an event matches when each glob matches (path.Match; "*" for an
@@ -184,6 +187,11 @@ func ParseConfig(data []byte, file string, env func(string) (string, bool)) (*Co
 		"default": func(v *yaml.Node, field string) error {
 			r, err := p.route(v, field)
 			c.Default = &r
+			return err
+		},
+		"retention": func(v *yaml.Node, field string) error {
+			var err error
+			c.Retention, err = p.retention(v, field)
 			return err
 		},
 	})

@@ -73,6 +73,8 @@ type notifier struct {
 	max  int
 	// requester maps a run's starter to an email address (NotifyOptions.RequesterEmail).
 	requester func(identity string) string
+	// sweep is the retention sweep's state (notifysweep.go).
+	sweep sweeper
 }
 
 func newNotifier(s *Server, o *NotifyOptions) *notifier {
@@ -151,6 +153,9 @@ func (n *notifier) pass(ctx context.Context) (time.Duration, bool) {
 	}
 	if escalating && (!ok || nextEscalation.Before(next)) {
 		next, ok = nextEscalation, true
+	}
+	if at := n.sweepOld(ctx); !ok || at.Before(next) {
+		next, ok = at, true
 	}
 	if !ok {
 		return 0, false
