@@ -29,8 +29,8 @@ func (n *notifier) gateRecipients(ctx context.Context, m *notify.Message) {
 
 // emailsOf is the email addresses of gate-policy entries, each once, in order:
 // "person:<id>" is that person's email identity, "group:<name>" each member's of that
-// people-directory group, any other entry an identity, mailed at its person's address or at
-// itself when it is one (RequesterEmail). Entries with no address (an auth-file group, an
+// people-directory group, "email:<address>" that address, any other entry an identity,
+// mailed at its person's address or at itself when it is one (RequesterEmail). Entries with no address (an auth-file group, an
 // identity with no person and no address) reach nobody by mail.
 func (s *Server) emailsOf(entries []string) []string {
 	var out []string
@@ -49,6 +49,8 @@ func (s *Server) emailsOf(entries []string) []string {
 			for _, p := range s.people.GroupMembers(name) {
 				add(p.Email())
 			}
+		case "email":
+			add(RequesterEmailOf(e)) // that address, not another of its person's
 		default:
 			add(s.RequesterEmail(e))
 		}
