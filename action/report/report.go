@@ -494,6 +494,9 @@ func approvalOutput(e engine.Evidence) (approvalDecision, bool) {
 	if (e.Type != "approval" && e.Type != "confirm") || !strings.HasPrefix(e.Output, "{") || json.Unmarshal([]byte(e.Output), &d) != nil || d.Approved == nil {
 		return approvalDecision{}, false
 	}
+	if e.Type == "confirm" && *d.Approved != (e.Status == engine.StatusPass) {
+		return approvalDecision{}, false // an answer typed at a terminal that looks like an object
+	}
 	return d, true
 }
 
