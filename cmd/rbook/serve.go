@@ -205,6 +205,9 @@ Exit codes: 0 after a clean shutdown, 2 bad flags, no secret, or the server coul
 				for _, w := range policyWarnings(cfg.GatePolicy, cfg.Auth, authFile, cfg.People) {
 					cfg.Logger.Warn(w)
 				}
+				for _, w := range server.NotifyListWarnings(cfg.GatePolicy, cfg.People) {
+					cfg.Logger.Warn(w)
+				}
 			}
 			if cfg.Notify != nil {
 				mode += fmt.Sprintf(", notifications %s (%s, %s)", notifyFile, yamlerr.Plural(len(cfg.Notify.Config.Names), "channel", "channels"),

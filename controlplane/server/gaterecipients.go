@@ -2,10 +2,13 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 
+	"github.com/rbookhq/rbook-action/controlplane/approval"
 	"github.com/rbookhq/rbook-action/controlplane/notify"
+	"github.com/rbookhq/rbook-action/controlplane/people"
 )
 
 // gateRecipients fills an email channel's recipients of a gate event m from the gate's
@@ -53,6 +56,41 @@ func (s *Server) emailsOf(entries []string) []string {
 			add(RequesterEmailOf(e)) // that address, not another of its person's
 		default:
 			add(s.RequesterEmail(e))
+		}
+	}
+	return out
+}
+
+// NotifyListWarnings names the gate-policy notify entries that can reach nobody by mail
+// (docs/notifications.md, "Who a gate's policy notifies"): a "person:<id>" the people
+// directory dir does not have or whose person has no email: identity, a "group:<name>" it
+// does not define or none of whose members has one. rbook serve logs them at start; nil
+// when every entry has an address (or p is nil).
+func NotifyListWarnings(p *approval.GatePolicy, dir *people.Directory) []string {
+	if p == nil {
+		return nil
+	}
+	var out []string
+	for i, r := range p.Rules {
+		for _, e := range r.Notify {
+			kind, name, _ := strings.Cut(e, ":")
+			var why string
+			switch kind {
+			case "person":
+				if per, ok := dir.ByID(name); !ok {
+					why = "is not a person of the people directory (--people)"
+				} else if per.Email() == "" {
+					why = "has no email: identity in the people directory"
+				}
+			case "group":
+				has := slices.ContainsFunc(dir.GroupMembers(name), func(per people.Person) bool { return per.Email() != "" })
+				if !has {
+					why = "is no group of the people directory (--people) with a member who has an email: identity"
+				}
+			}
+			if why != "" {
+				out = append(out, fmt.Sprintf("%s rule %d (line %d): notify %q %s, so it is mailed nothing", p.File, i+1, r.Line, e, why))
+			}
 		}
 	}
 	return out
