@@ -79,6 +79,7 @@ func stepInputs(ps *rbookv1.PlanStep, st runbook.Step, plan *runbook.Plan, m mas
 		ps.Input = *st.Input
 	case st.Type == runbook.TypeConfirm:
 		ps.Input = "user-confirmation"
+		ps.Inputs = inputspb.ToProto(st.Form)
 	}
 	ps.Input = m.mask(ps.Input)
 	if len(st.Params) > 0 {

@@ -145,3 +145,17 @@ func TestPlanOfCarriesAnApprovalNodesForm(t *testing.T) {
 		t.Fatalf("review's plan step inputs = %v; want the form as declared", got)
 	}
 }
+
+// A runbook confirm step's approver-input form is in its plan step too.
+func TestPlanOfCarriesAConfirmStepsForm(t *testing.T) {
+	plan, err := runbook.Load(runbook.LoadOptions{Dir: "../runbook/testdata/forms", Name: "confirm-form"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := PlanOf(plan).GetSteps()[0]
+	got := st.GetInputs()
+	if st.GetInput() != "user-confirmation" || len(got) != 3 || got[0].GetName() != "target" || got[0].GetType() != "enum" ||
+		!got[0].GetRequired() || got[1].GetDefaultValue() != "3" || got[2].GetPattern() != "[A-Z]+-[0-9]+" {
+		t.Fatalf("confirm-slot's plan step = %v; want the form as declared", st)
+	}
+}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -346,7 +347,9 @@ func panicOutcome(what string, v any) Outcome {
 	return Outcome{Status: StatusFail, Output: fmt.Sprintf("the %s panicked: %v", what, v)}
 }
 
-// confirm opens a gate and waits for a decision (seed Step 5, confirm; DESIGN D8).
+// confirm opens a gate and waits for a decision (seed Step 5, confirm; DESIGN D8). The gate
+// asks for the step's approver-input form, if it declares one, and the output is then
+// confirmFormOutput's.
 func (r *run) confirm(ctx context.Context, step runbook.Step, rc RunContext, emit emitFunc) Outcome {
 	if r.e.Gate == nil {
 		return Outcome{Status: StatusFail, Output: "no gate is configured to decide confirm steps"}
@@ -355,7 +358,8 @@ func (r *run) confirm(ctx context.Context, step runbook.Step, rc RunContext, emi
 	sctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	deadline, _ := sctx.Deadline()
-	req := GateRequest{RunID: r.id, StepIndex: step.Index, StepName: step.Name, StepCount: len(r.e.Plan.Steps), Deadline: deadline, PlanDigest: r.e.Plan.ContentHash, OnFail: string(step.OnFail)}
+	req := GateRequest{RunID: r.id, StepIndex: step.Index, StepName: step.Name, StepCount: len(r.e.Plan.Steps), Deadline: deadline, PlanDigest: r.e.Plan.ContentHash, OnFail: string(step.OnFail),
+		Inputs: step.Form}
 	if r.e.Prompt != nil {
 		req.Prompt = r.e.Prompt(step, rc)
 	}
@@ -364,11 +368,32 @@ func (r *run) confirm(ctx context.Context, step runbook.Step, rc RunContext, emi
 		if output == "" {
 			output = msg
 		}
+		if len(step.Form) > 0 {
+			output = confirmFormOutput(step, d)
+		}
 		if d.Verdict == Approved {
 			return Outcome{Status: StatusPass, Output: output}
 		}
 		return Outcome{Status: StatusFail, Output: output}
 	})
+}
+
+// confirmFormOutput is the evidence output of a confirm step that declares an approver-input
+// form: the decision as a JSON object, {approved, by, via, reason, inputs}, the shape of an
+// approval node's output plus the channel, so the values are kept with the decision
+// (docs/approver-inputs.md, "Runbook confirm steps"). An approval lists every declared
+// field, "" when it has no value; a rejection takes no values and has no inputs.
+func confirmFormOutput(step runbook.Step, d Decision) string {
+	v := map[string]any{"approved": d.Verdict == Approved, "by": d.By, "via": d.Source, "reason": d.Reason}
+	if d.Verdict == Approved {
+		in := map[string]string{}
+		for _, f := range step.Form {
+			in[f.Name] = d.InputValues[f.Name]
+		}
+		v["inputs"] = in
+	}
+	b, _ := json.Marshal(v) // strings, maps of strings and a bool
+	return string(b)
 }
 
 // await opens the gate req (gate_opened), waits for its decision under sctx (the step's

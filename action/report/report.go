@@ -252,6 +252,9 @@ func GateRows(ev []engine.Evidence) []GateRow {
 			if d.AutoPassed {
 				r.Via = "policy"
 			}
+			if d.Via != "" {
+				r.Via = d.Via
+			}
 			if d.SentBack && d.RedoFrom != "" {
 				r.SentBack, r.Verdict = true, fmt.Sprintf("sent back to %s (iteration %d)", d.RedoFrom, max(d.Iteration, 1))
 			}
@@ -479,10 +482,12 @@ func longestRun(s string, c byte) int {
 }
 
 // approvalDecision is an approval node's evidence output when the engine recorded its
-// decision as a JSON object (engine: {approved, by, reason, auto_passed, rule, inputs}).
+// decision as a JSON object (engine: {approved, by, reason, auto_passed, rule, inputs}), or
+// a confirm step's that declares a form ({approved, by, via, reason, inputs}).
 type approvalDecision struct {
 	Approved   *bool          `json:"approved"`
 	By         string         `json:"by"`
+	Via        string         `json:"via"`
 	Reason     string         `json:"reason"`
 	AutoPassed bool           `json:"auto_passed"`
 	Inputs     map[string]any `json:"inputs"`
@@ -493,12 +498,15 @@ type approvalDecision struct {
 	Iteration int    `json:"iteration"`
 }
 
-// approvalOutput reads e's output as an approval node's decision object; false when e is no
-// approval node or its output is not such an object (a timeout's text).
+// approvalOutput reads e's output as a gate's decision object; false when e is no gate or
+// its output is not such an object (a timeout's text, a confirm step's answer).
 func approvalOutput(e engine.Evidence) (approvalDecision, bool) {
 	var d approvalDecision
-	if e.Type != "approval" || !strings.HasPrefix(e.Output, "{") || json.Unmarshal([]byte(e.Output), &d) != nil || d.Approved == nil {
+	if (e.Type != "approval" && e.Type != "confirm") || !strings.HasPrefix(e.Output, "{") || json.Unmarshal([]byte(e.Output), &d) != nil || d.Approved == nil {
 		return approvalDecision{}, false
+	}
+	if e.Type == "confirm" && *d.Approved != (e.Status == engine.StatusPass) {
+		return approvalDecision{}, false // an answer typed at a terminal that looks like an object
 	}
 	return d, true
 }

@@ -13,20 +13,28 @@ import (
 // "Declaration").
 var pbFormKeys = []string{"name", "type", "required", "pattern", "options", "default", "description"}
 
-// form reads an approval node's inputs: list, the approver-input form, into rn.node.Form.
-// Each problem is reported at its own line and column with its field path
-// (nodes[i].inputs[j].<attribute>); the rules are gateinputs.CheckField's, so the loader
-// refuses exactly what the control plane would.
+// form reads an approval node's inputs: list, the approver-input form, into rn.node.Form
+// (readForm's rules; a later node reads a value as {{ <id>.inputs.<name> }}).
 func (p *pbParser) form(rn *rawNode, n *yaml.Node, field string) {
-	field += ".inputs"
+	rn.node.Form = p.readForm(n, field+".inputs", "read later as {{ "+rn.node.ID+".inputs.<name> }}")
+}
+
+// readForm reads an approver-input form, the inputs: list of a playbook approval node or of a
+// runbook confirm step (docs/approver-inputs.md, "Declaration"), at field. Each problem is
+// reported at its own line and column with its field path (<field>[j].<attribute>); the rules
+// are gateinputs.CheckField's, so the loader refuses exactly what the control plane would.
+// nameUse ends the message of a missing name (how the value is used). It returns the fields
+// that passed; the caller knows of the others by the issues reported.
+func (p *pbParser) readForm(n *yaml.Node, field, nameUse string) []gateinputs.Field {
 	items, ok := p.list(n, field)
 	if !ok {
-		return
+		return nil
 	}
 	if len(items) > gateinputs.MaxFields {
 		p.report(n, field, "declares %d fields; at most %d (an approver fills them in every channel, Slack's modal included)", len(items), gateinputs.MaxFields)
-		return
+		return nil
 	}
+	var form []gateinputs.Field
 	seen := map[string]*yaml.Node{}
 	for j, it := range items {
 		f := fmt.Sprintf("%s[%d]", field, j)
@@ -37,7 +45,7 @@ func (p *pbParser) form(rn *rawNode, n *yaml.Node, field string) {
 		in := gateinputs.Field{Type: gateinputs.TypeString}
 		ok := true
 		if v := fs["name"]; v == nil {
-			p.report(it, f+".name", "is required: [a-z][a-z0-9_]{0,63}, read later as {{ %s.inputs.<name> }}", rn.node.ID)
+			p.report(it, f+".name", "is required: [a-z][a-z0-9_]{0,63}, %s", nameUse)
 			ok = false
 		} else if s, good := p.str(v, f+".name"); good {
 			in.Name = s
@@ -95,8 +103,9 @@ func (p *pbParser) form(rn *rawNode, n *yaml.Node, field string) {
 			p.report(at, f+"."+e.Field, "%s", e.Msg)
 			continue
 		}
-		rn.node.Form = append(rn.node.Form, in)
+		form = append(form, in)
 	}
+	return form
 }
 
 // strAnd is str, and-ed into the caller's running ok.

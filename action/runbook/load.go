@@ -15,6 +15,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/rbookhq/rbook-action/internal/gateinputs"
 	"github.com/rbookhq/rbook-action/internal/lazyregexp"
 )
 
@@ -402,6 +403,7 @@ func loadChecked(path string, rb []byte, valuesPath string, vals []byte, haveVal
 		if t, ok := sv.fields["max_timeout_seconds"].(int); ok {
 			st.TimeoutSeconds = t
 		}
+		st.Form, _ = sv.fields["inputs"].([]gateinputs.Field)
 		plan.Steps = append(plan.Steps, st)
 	}
 	return plan, nil, needsMCP

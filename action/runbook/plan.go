@@ -2,6 +2,8 @@
 // DESIGN D1–D3, D5, D6) into a Plan, the one shape the engine executes.
 package runbook
 
+import "github.com/rbookhq/rbook-action/internal/gateinputs"
+
 // StepType is a step's declared type (seed runbook-executor, "Runbook DSL Schema").
 type StepType string
 
@@ -63,6 +65,12 @@ type Step struct {
 	Depends []int
 	// Node is the playbook node behind the step; nil for runbook steps.
 	Node *Node
+	// Form is a runbook confirm step's approver-input form (its inputs:, checked with
+	// gateinputs.CheckField); nil for none and for playbook steps, whose approval nodes keep
+	// theirs in Node.Form. The values a confirm step is approved with are kept with the
+	// decision, in the evidence and the report; a runbook has no bindings that read them
+	// (docs/approver-inputs.md, "Runbook confirm steps").
+	Form []gateinputs.Field
 }
 
 // Plan is a loaded, validated runbook.

@@ -69,21 +69,7 @@ func playbookSchemaDoc() map[string]any {
 		maps.Copy(props, own)
 		return props
 	}
-	formField := map[string]any{
-		"type":                 "object",
-		"additionalProperties": false,
-		"required":             []string{"name"},
-		"description":          "One field of an approval node's approver-input form (docs/approver-inputs.md).",
-		"properties": map[string]any{
-			"name":        map[string]any{"type": "string", "pattern": "^[a-z][a-z0-9_]{0,63}$", "description": "Read later as {{ <node id>.inputs.<name> }}."},
-			"type":        map[string]any{"enum": gateinputs.Types, "description": "Default string."},
-			"required":    map[string]any{"type": "boolean"},
-			"pattern":     map[string]any{"type": "string", "maxLength": gateinputs.MaxPatternBytes, "description": "string fields: an RE2 expression the whole value must match."},
-			"options":     map[string]any{"type": "array", "minItems": 1, "maxItems": gateinputs.MaxOptions, "uniqueItems": true, "items": map[string]any{"type": []string{"string", "number", "boolean"}}, "description": "enum fields: the allowed values."},
-			"default":     map[string]any{"type": []string{"string", "number", "boolean"}, "description": "Used when the approver gives no value; must itself be valid."},
-			"description": map[string]any{"type": "string", "maxLength": gateinputs.MaxDescriptionBytes},
-		},
-	}
+	formField := formFieldSchema("an approval node", "Read later as {{ <node id>.inputs.<name> }}.")
 	node := map[string]any{
 		"type":                 "object",
 		"additionalProperties": false,
@@ -205,5 +191,26 @@ func playbookSchemaDoc() map[string]any {
 			"error_handlers": map[string]any{"type": "array", "items": map[string]any{"$ref": "#/$defs/handler"}},
 		},
 		"$defs": map[string]any{"node": node, "edge": edge, "handler": handler, "input": input, "formField": formField},
+	}
+}
+
+// formFieldSchema is the JSON Schema of one field of an approver-input form (the playbook's
+// and the runbook's schema share it); owner names what declares the form ("an approval node"), nameDoc describes
+// the name attribute.
+func formFieldSchema(owner, nameDoc string) map[string]any {
+	return map[string]any{
+		"type":                 "object",
+		"additionalProperties": false,
+		"required":             []string{"name"},
+		"description":          "One field of " + owner + "'s approver-input form (docs/approver-inputs.md).",
+		"properties": map[string]any{
+			"name":        map[string]any{"type": "string", "pattern": "^[a-z][a-z0-9_]{0,63}$", "description": nameDoc},
+			"type":        map[string]any{"enum": gateinputs.Types, "description": "Default string."},
+			"required":    map[string]any{"type": "boolean"},
+			"pattern":     map[string]any{"type": "string", "maxLength": gateinputs.MaxPatternBytes, "description": "string fields: an RE2 expression the whole value must match."},
+			"options":     map[string]any{"type": "array", "minItems": 1, "maxItems": gateinputs.MaxOptions, "uniqueItems": true, "items": map[string]any{"type": []string{"string", "number", "boolean"}}, "description": "enum fields: the allowed values."},
+			"default":     map[string]any{"type": []string{"string", "number", "boolean"}, "description": "Used when the approver gives no value; must itself be valid."},
+			"description": map[string]any{"type": "string", "maxLength": gateinputs.MaxDescriptionBytes},
+		},
 	}
 }

@@ -65,7 +65,7 @@ type ruleSet struct {
 	Types   map[string]map[string]*fieldRule `yaml:"types"`
 }
 
-var ruleKinds = []string{"string", "enum", "int", "list", "map", "path", "null", "step"}
+var ruleKinds = []string{"string", "enum", "int", "list", "map", "path", "null", "step", "form"}
 
 // parseRules decodes rules.yaml strictly (unknown keys are errors) and checks it is usable.
 func parseRules(data []byte) (*ruleSet, error) {
@@ -181,7 +181,8 @@ func (l *loader) object(n *yaml.Node, field string, fields map[string]*fieldRule
 var decimalRE = lazyregexp.New(`^-?(0|[1-9][0-9]*)$`)
 
 // value validates one non-null field value and converts it: string kinds to string, int to
-// int, list to []any, map to map[string]any (DESIGN D2 numbers), step to stepValue.
+// int, list to []any, map to map[string]any (DESIGN D2 numbers), step to stepValue, form to
+// []gateinputs.Field.
 func (l *loader) value(n *yaml.Node, r *fieldRule, field string) (any, bool) {
 	n = resolveAlias(n)
 	fail := func(format string, args ...any) (any, bool) {
@@ -196,6 +197,12 @@ func (l *loader) value(n *yaml.Node, r *fieldRule, field string) (any, bool) {
 	case "step":
 		l.stepNodes[l.curStep] = n
 		return stepValue{l.object(n, field, l.rules.Step, l.rules.Types), n}, true
+	case "form":
+		// The playbook parser's reading, so a confirm step's form follows exactly the rules of
+		// an approval node's (docs/approver-inputs.md, "Declaration").
+		before := len(l.issues)
+		form := (&pbParser{l: l}).readForm(n, field, "the name the approver fills in")
+		return form, len(l.issues) == before
 	case "map":
 		if n.Kind != yaml.MappingNode {
 			return fail("must be a mapping, got a %s", kindName(n))

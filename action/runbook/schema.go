@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"regexp"
 	"slices"
+
+	"github.com/rbookhq/rbook-action/internal/gateinputs"
 )
 
 // JSONSchema returns a JSON Schema (draft 2020-12) for runbook files, generated from the
@@ -61,7 +63,8 @@ func JSONSchema() ([]byte, error) {
 		"required":             requiredFields(rs.Runbook),
 		"properties":           properties(rs.Runbook),
 		"$defs": map[string]any{
-			"step": step,
+			"step":      step,
+			"formField": formFieldSchema("a confirm step", "The name the approver fills in; a runbook has no bindings that read it."),
 			"token": map[string]any{
 				"description": "A values-file token, replaced by the value of that key (DESIGN D1).",
 				"type":        "string",
@@ -163,6 +166,10 @@ func fieldSchema(r *fieldRule, nullable bool) map[string]any {
 		s["type"] = "null"
 	case "step":
 		return map[string]any{"$ref": "#/$defs/step"}
+	case "form":
+		s["type"] = "array"
+		s["maxItems"] = gateinputs.MaxFields
+		s["items"] = map[string]any{"$ref": "#/$defs/formField"}
 	}
 	var alts []any
 	// A whole-value token is offered where a string would not already match it; not for the

@@ -51,7 +51,7 @@ func TestValidationRules(t *testing.T) {
 		{"no steps", header + "  []\n", "", "rb.yaml:5:3: runbook_steps: must have at least 1 item(s)"},
 		{"step not a mapping", header + "  - just-a-name\n", "", "rb.yaml:5:5: runbook_steps[0]: must be a mapping, got a scalar"},
 		// steps
-		{"unknown step field", header + check + "    on_fali: halt\n", "", "rb.yaml:9:5: runbook_steps[0].on_fali: unknown field (allowed: kql_or_template, max_timeout_seconds, name, on_fail, params, type)"},
+		{"unknown step field", header + check + "    on_fali: halt\n", "", "rb.yaml:9:5: runbook_steps[0].on_fali: unknown field (allowed: inputs, kql_or_template, max_timeout_seconds, name, on_fail, params, type)"},
 		{"duplicate step key", header + check + "    on_fail: continue\n", "", `rb.yaml:9:5: runbook_steps[0].on_fail: duplicate key "on_fail" (first at line 8)`},
 		{"name missing", header + "  - type: check\n    on_fail: halt\n", "", "rb.yaml:5:5: runbook_steps[0].name: is required"},
 		{"name empty", header + strings.Replace(check, "name: c", `name: ""`, 1), "", "rb.yaml:5:11: runbook_steps[0].name: must not be empty"},

@@ -87,3 +87,44 @@ func TestApproverInputReachesALaterNodesArgv(t *testing.T) {
 		t.Errorf("deploy's evidence output %q (%v); want stdout deploying blue 3", deployOutput, err)
 	}
 }
+
+// A runbook whose confirm step declares a form (testdata/approver-inputs/confirm-form.yaml):
+// the waiting run lists the fields, `rbook approve --input target=red` is refused naming the
+// field, and `--input target=blue --input ticket=OPS-7` approves it; the report's gate
+// decisions show the values (docs/approver-inputs.md, "Runbook confirm steps").
+func TestApproverInputIsKeptWithARunbookConfirmStep(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts rbook serve and rbook run")
+	}
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "runbooks"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"confirm-form.yaml", "confirm-form.values.yaml"} {
+		src, err := os.ReadFile(filepath.Join("testdata", "approver-inputs", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeTestFile(t, filepath.Join(dir, "runbooks", f), src)
+	}
+	url := serveCP(t, dir)
+	t.Setenv("RBOOK_SHOW_TOKEN", "1")
+	p := start(t, dir, "run", "confirm-form", "--control-plane", url)
+	tok := tokenFrom(t, p)
+	p.waitFor(t, "  ticket (matching [A-Z]+-[0-9]+)")
+	out, code := run2(t, dir, "approve", tok, "--input", "target=red", "--control-plane", url)
+	if code == 0 || !strings.Contains(out, "input target: must be one of blue, green") {
+		t.Fatalf("rbook approve --input target=red: exit %d\n%s\nwant a refusal naming target", code, out)
+	}
+	out, code = run2(t, dir, "approve", tok, "--input", "target=blue", "--input", "ticket=OPS-7", "--control-plane", url)
+	if code != 0 || !strings.Contains(out, "Inputs: replicas=3, target=blue, ticket=OPS-7") {
+		t.Fatalf("rbook approve --input target=blue: exit %d\n%s", code, out)
+	}
+	if code := p.wait(t); code != 0 {
+		t.Fatalf("run exit %d after the approval\n%s", code, p.output())
+	}
+	if !strings.Contains(p.output(), "| confirm-slot | ✅ approved | ") || !strings.Contains(p.output(), "(inputs: replicas=3, target=blue, ticket=OPS-7) |") ||
+		!strings.Contains(p.output(), `\"inputs\":{\"replicas\":\"3\",\"target\":\"blue\",\"ticket\":\"OPS-7\"}`) {
+		t.Errorf("the report's gate decisions or the evidence lack the input values:\n%s", p.output())
+	}
+}

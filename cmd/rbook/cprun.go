@@ -169,6 +169,7 @@ func announcer(errw io.Writer, url string, embedded bool) func(a *rbookv1.Approv
 	}
 	interactive := showApprovalToken()
 	return func(a *rbookv1.Approval, token string) {
+		defer printInputsHint(errw, a)
 		defer printPageLink(errw, a)
 		id := a.GetApprovalId()
 		switch {

@@ -27,7 +27,8 @@ func newNotificationsCmd() *cobra.Command {
 from its database (--db: the SQLite file or the PostgreSQL DSN rbook serve uses), opened read
 only: one line per event and channel with its state (delivered, pending, given_up), the
 failed attempts so far, when it was delivered or given up (or its next attempt), and the
-last error or the reason it was given up. Oldest event first. See docs/notifications.md.
+last error or the reason it was given up. Oldest event first. With --approval, a gate that
+escalated is said first: "Gate a-… escalated (step 2) at …". See docs/notifications.md.
 
 Exit codes:
   0  listed (possibly nothing)
@@ -47,6 +48,11 @@ Exit codes:
 			list, err := st.ListNotificationDeliveries(cmd.Context(), f)
 			if err != nil {
 				return abort("rbook notifications: %v", err)
+			}
+			if f.ApprovalID != "" && output == "text" {
+				if g, err := st.GateNotices(cmd.Context(), f.ApprovalID); err == nil && g.Escalations > 0 {
+					fmt.Fprintf(cmd.OutOrStdout(), "Gate %s escalated (step %d) at %s.\n", f.ApprovalID, g.Escalations, g.EscalatedAt.Format(time.RFC3339))
+				}
 			}
 			return printNotifications(cmd, list, output == "json")
 		},

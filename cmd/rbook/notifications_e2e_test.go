@@ -34,6 +34,11 @@ func TestNotificationsCommandShowsGivenUpDeliveriesAndWhy(t *testing.T) {
 		TokenHash: strings.Repeat("b", 64), RequestedAt: now, Deadline: now.Add(time.Hour), PlanDigest: strings.Repeat("a", 64)}); err != nil {
 		t.Fatal(err)
 	}
+	escalated, err := st.RecordEscalation(ctx, store.NotificationEvent{ID: "gate.escalated:ap-1:1", Kind: store.EventGateEscalated, RunID: "R1",
+		ApprovalID: "ap-1", Data: store.EventData{RunID: "R1", Runbook: "deploy-web"}}, []string{"hooks"})
+	if err != nil || !escalated {
+		t.Fatalf("RecordEscalation = %v, %v", escalated, err)
+	}
 	for _, step := range []error{
 		st.RouteNotificationEvent(ctx, "gate.opened:ap-1", []string{"hooks", "mail"}),
 		st.NotificationDelivered(ctx, "gate.opened:ap-1", "hooks", "", now),
@@ -49,9 +54,13 @@ func TestNotificationsCommandShowsGivenUpDeliveriesAndWhy(t *testing.T) {
 		!strings.Contains(out, "SMTP 550") || strings.Contains(out, "hooks") {
 		t.Fatalf("rbook notifications --state given_up (exit %d):\n%s", code, out)
 	}
+	out, code = run(t, dir, "", "notifications", "--db", db, "--approval", "ap-1")
+	if code != 0 || !strings.HasPrefix(out, "Gate ap-1 escalated (step 1) at ") || !strings.Contains(out, "gate.escalated:ap-1:1") {
+		t.Fatalf("rbook notifications --approval ap-1 (exit %d):\n%s", code, out)
+	}
 	out, code = run(t, dir, "", "notifications", "--db", db, "--run", "R1", "-o", "json")
 	var lines []notificationLine
-	if err := json.Unmarshal([]byte(out), &lines); code != 0 || err != nil || len(lines) != 2 || lines[0].Channel != "hooks" ||
+	if err := json.Unmarshal([]byte(out), &lines); code != 0 || err != nil || len(lines) != 3 || lines[0].Channel != "hooks" ||
 		lines[0].State != "delivered" || lines[1].State != "given_up" || lines[1].Attempts != 1 {
 		t.Fatalf("-o json (exit %d, %v):\n%s", code, err, out)
 	}

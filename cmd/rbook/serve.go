@@ -79,7 +79,8 @@ back-off. Secrets come from environment variables or files. See docs/notificatio
 Gate policy: --gate-policy FILE (YAML) says per runbook and gate (globs) how many distinct
 approvers a gate needs (approvals, 1..10), who may decide it (approvers: identities,
 github:LOGIN, person:ID, group:NAME; empty = anyone with the approver role) and whether the identity
-that started the run may approve (starter_may_approve, default false). The first matching
+that started the run may approve (starter_may_approve, default false); notify: person:ID,
+group:NAME or email:ADDRESS are mailed its events too (docs/notifications.md). The first matching
 rule applies; with none, a gate needs 1 approval and the run's starter may not approve it.
 The requirement is captured when a gate opens: editing the file does not change open gates.
 
@@ -203,6 +204,9 @@ Exit codes: 0 after a clean shutdown, 2 bad flags, no secret, or the server coul
 					cfg.Logger.Warn("gate policy without --auth-file: approver names are unverified, so only the number of approvals applies")
 				}
 				for _, w := range policyWarnings(cfg.GatePolicy, cfg.Auth, authFile, cfg.People) {
+					cfg.Logger.Warn(w)
+				}
+				for _, w := range server.NotifyListWarnings(cfg.GatePolicy, cfg.People) {
 					cfg.Logger.Warn(w)
 				}
 			}

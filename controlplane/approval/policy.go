@@ -58,6 +58,10 @@ type GateRule struct {
 	Approvers []string
 	// StarterMayApprove lets the identity that started the run approve its gate (default false).
 	StarterMayApprove bool
+	// Notify lists who is told of the gate's events besides the approvers: "person:<id>",
+	// "group:<name>" (a people-directory group) or "email:<address>"; email channels mail
+	// them (docs/notifications.md, "Who a gate's policy notifies"). Empty: nobody more.
+	Notify []string
 }
 
 // GateRequirement is what a gate needs, captured on the approval row when the gate opens so a
@@ -71,6 +75,8 @@ type GateRequirement struct {
 	AllowedApprovers []string
 	// StarterMayApprove: the run's starter may approve.
 	StarterMayApprove bool
+	// Notify is the rule's notify list (GateRule.Notify); nil for none.
+	Notify []string
 }
 
 // Default is the requirement of a gate without a matching rule: 1 approval, any approver,
@@ -90,7 +96,7 @@ func (p *GatePolicy) For(runbook, gate string) GateRequirement {
 			return GateRequirement{
 				Rule:              fmt.Sprintf("%s rule %d (line %d)", p.File, i+1, r.Line),
 				ApprovalsRequired: r.Approvals, AllowedApprovers: append([]string(nil), r.Approvers...),
-				StarterMayApprove: r.StarterMayApprove,
+				StarterMayApprove: r.StarterMayApprove, Notify: append([]string(nil), r.Notify...),
 			}
 		}
 	}
@@ -243,6 +249,7 @@ func CheckVote(r GateRequirement, s Starter, v Voter, approve bool) error {
 //	    approvals: 2            # distinct approvers, 1..MaxGateApprovals (default 1)
 //	    approvers: [alice, "group:sre", "github:octocat", "person:bob"]   # default: anyone with the approver role
 //	    starter_may_approve: false                          # default false
+//	    notify: ["person:carol", "group:oncall", "email:ops@example.com"]   # also told of the gate's events
 //
 // It is read as strictly as every rbook YAML file (DESIGN D2): one document of at most
 // MaxPolicyFileBytes, no unknown or duplicate keys, no aliases, merge keys or non-core tags,
@@ -275,8 +282,9 @@ func ParseGatePolicy(data []byte, file string) (*GatePolicy, error) {
 func parseRule(n *yaml.Node, i int, errAt func(*yaml.Node, string, ...any) error) (GateRule, error) {
 	r := GateRule{Line: n.Line, Runbook: "*", Gate: "*", Approvals: 1}
 	if n.Kind != yaml.MappingNode {
-		return r, errAt(n, "rules[%d]: want a mapping (runbook, gate, approvals, approvers, starter_may_approve)", i)
+		return r, errAt(n, "rules[%d]: want a mapping (runbook, gate, approvals, approvers, notify, starter_may_approve)", i)
 	}
+	var err error
 	for j := 0; j < len(n.Content); j += 2 {
 		k, v := n.Content[j], n.Content[j+1]
 		field := fmt.Sprintf("rules[%d].%s", i, k.Value)
@@ -334,13 +342,17 @@ func parseRule(n *yaml.Node, i int, errAt func(*yaml.Node, string, ...any) error
 				seen[s] = true
 				r.Approvers = append(r.Approvers, s)
 			}
+		case "notify":
+			if r.Notify, err = parseNotify(v, field, errAt); err != nil {
+				return r, err
+			}
 		case "starter_may_approve":
 			if v.Kind != yaml.ScalarNode || v.ShortTag() != "!!bool" {
 				return r, errAt(v, "%s: want true or false", field)
 			}
 			r.StarterMayApprove = v.Value == "true" || v.Value == "True" || v.Value == "TRUE"
 		default:
-			return r, errAt(k, "rules[%d]: unknown field %q (fields: runbook, gate, approvals, approvers, starter_may_approve)", i, k.Value)
+			return r, errAt(k, "rules[%d]: unknown field %q (fields: runbook, gate, approvals, approvers, notify, starter_may_approve)", i, k.Value)
 		}
 	}
 	if r.Approvals > 1 && len(r.Approvers) > 0 && !hasGroup(r.Approvers) && len(r.Approvers) < r.Approvals {

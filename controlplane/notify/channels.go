@@ -16,7 +16,6 @@ import (
 	"net/http"
 	"net/smtp"
 	"net/textproto"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -40,6 +39,13 @@ type Message struct {
 	// RequesterEmail is the email address of the run's starter ("" when unknown): an email
 	// channel with to_requester tells them of the decision and of the run's end.
 	RequesterEmail string
+	// ApproverEmails are the addresses of the approvers the gate's policy names (people and
+	// groups expanded through the people directory; docs/notifications.md, "Who a gate's
+	// policy notifies"), for gate events; an email channel with to_approvers mails them.
+	ApproverEmails []string
+	// NotifyEmails are the addresses of the gate policy rule's notify list, for gate events;
+	// every email channel a gate event is routed to mails them.
+	NotifyEmails []string
 	// GateMessageID is what this channel returned when it sent the gate's gate.opened event
 	// ("" when none or not a gate event): a channel that updates its message in place (a
 	// chat message showing the tally) edits that one instead of posting again.
@@ -281,6 +287,7 @@ type Email struct {
 	name, addr, from   string
 	to                 []string
 	toRequester        bool
+	toApprovers        bool
 	username, password string
 }
 
@@ -304,10 +311,7 @@ func (e *Email) Kind() string { return "email" }
 // Send implements Channel: one SMTP transaction to every configured recipient; the
 // Message-ID is derived from the event id, so a retried mail is recognisably the same.
 func (e *Email) Send(ctx context.Context, m Message) (string, error) {
-	to := e.to
-	if e.toRequester && m.RequesterEmail != "" && tellsRequester(m.Kind) && !slices.Contains(to, m.RequesterEmail) {
-		to = append(slices.Clip(to), m.RequesterEmail)
-	}
+	to := e.recipients(m)
 	if len(to) == 0 {
 		return "", nil // nobody to tell of this event
 	}

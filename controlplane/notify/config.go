@@ -38,6 +38,9 @@ type Config struct {
 	Routes []Route
 	// Default chooses the channels of an event no route matched (nil: none).
 	Default *Route
+	// Retention is how long delivered and given-up notification rows are kept
+	// (retention:, at least MinRetention); zero means store.DefaultNotificationRetention.
+	Retention time.Duration
 }
 
 // Route is one routing rule: an event matches when each glob matches (path.Match; "*" for an
@@ -184,6 +187,11 @@ func ParseConfig(data []byte, file string, env func(string) (string, bool)) (*Co
 		"default": func(v *yaml.Node, field string) error {
 			r, err := p.route(v, field)
 			c.Default = &r
+			return err
+		},
+		"retention": func(v *yaml.Node, field string) error {
+			var err error
+			c.Retention, err = p.retention(v, field)
 			return err
 		},
 	})
@@ -463,9 +471,15 @@ func (p *parser) channel(n *yaml.Node, field string) (Channel, string, error) {
 			}
 			e.toRequester = strings.EqualFold(v.Value, "true")
 		}
+		if v := vals["to_approvers"]; v != nil {
+			if v.Kind != yaml.ScalarNode || v.ShortTag() != "!!bool" {
+				return nil, "", p.errAt(v, "%s.to_approvers: want true or false", field)
+			}
+			e.toApprovers = strings.EqualFold(v.Value, "true")
+		}
 		for _, f := range []string{"smtp", "from", "to"} {
-			if vals[f] == nil && (f != "to" || !e.toRequester) {
-				return nil, "", p.errAt(n, "%s: an email channel needs smtp, from and to (or to_requester: true)", field)
+			if vals[f] == nil && (f != "to" || !e.toRequester && !e.toApprovers) {
+				return nil, "", p.errAt(n, "%s: an email channel needs smtp, from and to (or to_requester: true or to_approvers: true)", field)
 			}
 		}
 		if e.addr, err = p.str(vals["smtp"], field+".smtp"); err != nil {

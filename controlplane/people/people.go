@@ -457,6 +457,21 @@ func (d *Directory) HasGroup(name string) bool {
 	return ok
 }
 
+// GroupMembers is the people of the directory's group name, in file order; nil when the
+// group has none or is not defined. Safe on a nil *Directory.
+func (d *Directory) GroupMembers(name string) []Person {
+	if d == nil {
+		return nil
+	}
+	var out []Person
+	for _, per := range d.people {
+		if slices.Contains(per.Groups, name) {
+			out = append(out, *per)
+		}
+	}
+	return out
+}
+
 // Len is the number of people, those the auth file's github= links made included.
 func (d *Directory) Len() int {
 	if d == nil {

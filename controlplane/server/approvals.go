@@ -494,6 +494,7 @@ func (h approvalService) GetApproval(ctx context.Context, req *rbookv1.GetApprov
 	}
 	p := h.s.approvalToProto(a)
 	p.Caller = h.s.eligibility(ctx, a, nil)
+	h.s.fillNotices(ctx, p)
 	return &rbookv1.GetApprovalResponse{Approval: p}, nil
 }
 

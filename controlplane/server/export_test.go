@@ -17,3 +17,6 @@ func SetWatchBuffer(n int) (restore func()) {
 
 // LookupCaller is the caller a bearer token authenticates as (tests only).
 func (a *Authenticator) LookupCaller(token string) (Caller, bool) { return a.lookup(token) }
+
+// PublicError is publicError (tests only).
+var PublicError = publicError

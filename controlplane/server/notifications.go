@@ -73,6 +73,8 @@ type notifier struct {
 	max  int
 	// requester maps a run's starter to an email address (NotifyOptions.RequesterEmail).
 	requester func(identity string) string
+	// sweep is the retention sweep's state (notifysweep.go).
+	sweep sweeper
 }
 
 func newNotifier(s *Server, o *NotifyOptions) *notifier {
@@ -151,6 +153,9 @@ func (n *notifier) pass(ctx context.Context) (time.Duration, bool) {
 	}
 	if escalating && (!ok || nextEscalation.Before(next)) {
 		next, ok = nextEscalation, true
+	}
+	if at := n.sweepOld(ctx); !ok || at.Before(next) {
+		next, ok = at, true
 	}
 	if !ok {
 		return 0, false
@@ -254,6 +259,9 @@ func (n *notifier) deliver(ctx context.Context, d store.NotificationDelivery) bo
 	m := notify.Message{ID: d.Event.ID, Kind: d.Event.Kind, At: d.Event.CreatedAt, Data: d.Event.Data}
 	if ch.Kind() == "email" && d.Event.Data.StartedBy != "" {
 		m.RequesterEmail = n.requester(d.Event.Data.StartedBy)
+	}
+	if ch.Kind() == "email" {
+		n.gateRecipients(ctx, &m)
 	}
 	if g := m.Data.Gate; g != nil {
 		g.ApprovalURL = consolelink.ApprovalURL(n.s.opts.PublicURL, g.ApprovalID)

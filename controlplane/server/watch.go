@@ -161,6 +161,7 @@ func (h approvalService) WatchApproval(ctx context.Context, req *rbookv1.WatchAp
 	for {
 		p := s.approvalToProto(a)
 		p.Caller = s.eligibility(ctx, a, runs)
+		s.fillNotices(ctx, p)
 		if err := stream.Send(&rbookv1.WatchApprovalResponse{Approval: p}); err != nil || a.Status != store.ApprovalPending {
 			return err
 		}

@@ -13,6 +13,7 @@ import { approvalCount, approvalStatus, isFinal, kindWord, ms, runStatus, runSta
 import { decisionBlock, evidenceTable, planStepItem, stepInfos, votesList } from "./parts.js";
 import { mayDecide } from "./waiting.js";
 import { inputsForm, inputValuesList } from "./inputs.js";
+import { noticesBlock, noticesKey } from "./notices.js";
 import { ApprovalStatus } from "../../../../clients/ts/gen/rbook/v1/approval_pb.js";
 import type { Approval } from "../../../../clients/ts/gen/rbook/v1/approval_pb.js";
 import { RunKind } from "../../../../clients/ts/gen/rbook/v1/run_pb.js";
@@ -71,6 +72,10 @@ function whoMay(a: Approval, w: Who): HTMLElement {
   return h("p", { id: "who-may" }, `${need} distinct approval${need === 1 ? "" : "s"} open${need === 1 ? "s" : ""} this gate.${more} ${allowed} ${four} One rejection rejects it.`);
 }
 
+/** noticesRefreshMs is how often a waiting gate's page re-reads its escalation and
+ * notification status. */
+const noticesRefreshMs = 15000;
+
 /** gatePage renders /approvals/<id>. */
 export async function gatePage(p: Page): Promise<void> {
   const id = p.params[0];
@@ -86,6 +91,7 @@ export async function gatePage(p: Page): Promise<void> {
   const votesBox = h("div", null, votesList(a));
   const whoMayBox = h("div", null, whoMay(a, w));
   const decisionBox = h("div", null, decisionBlock(a, "decision"), inputValuesList(a));
+  const noticesBox = h("div", null, noticesBlock(a));
   const decideBox = h("div");
   const outcome = h("p", { id: "outcome", role: "status" });
   const evidenceBox = h("div", null, evidenceTable("evidence-table", stepInfos(fr.transitions, fr.plan?.steps)));
@@ -119,7 +125,7 @@ export async function gatePage(p: Page): Promise<void> {
     h("section", { id: "prompt-section", "aria-labelledby": "prompt-h" }, h("h2", { id: "prompt-h" }, "Prompt"), h("pre", { id: "prompt", tabindex: 0 }, a.prompt || "(no prompt)")),
     planSection,
     h("section", { id: "votes", "aria-labelledby": "votes-h" }, h("h2", { id: "votes-h" }, "Who decides"), tallyEl, votesBox, whoMayBox,
-      deadlineEl),
+      deadlineEl, noticesBox),
     h("section", { id: "decide-section", "aria-labelledby": "decide-h" }, h("h2", { id: "decide-h" }, "Decision"), decisionBox, decideBox, outcome),
     h("section", { id: "context", "aria-labelledby": "context-h" }, h("h2", { id: "context-h" }, "The run"), h("p", null, "Run status: ", runStatusEl), runContext(fr.run, a)),
     h("section", { id: "evidence", "aria-labelledby": "evidence-h" }, h("h2", { id: "evidence-h" }, "Evidence so far"), evidenceBox),
@@ -132,6 +138,7 @@ export async function gatePage(p: Page): Promise<void> {
     votesBox.replaceChildren(votesList(a));
     whoMayBox.replaceChildren(whoMay(a, w));
     decisionBox.replaceChildren(decisionBlock(a, "decision") ?? "", inputValuesList(a) ?? "");
+    noticesBox.replaceChildren(noticesBlock(a) ?? "");
     drawDecide(decideBox, a, w, outcome, update);
     tickDeadline();
     if (say) announce(say);
@@ -142,7 +149,20 @@ export async function gatePage(p: Page): Promise<void> {
   void watchApproval(p, id, (x) => {
     const changed = x.status !== a.status || x.votes.length !== a.votes.length;
     if (changed) update(x, `Gate ${approvalStatus(x).toLowerCase()}: ${tally(x)}.`);
+    else if (noticesKey(x) !== noticesKey(a)) update(x);
   });
+  // Escalations and deliveries are not changes of the gate itself, so the watch does not
+  // bring them: re-read them while the gate waits.
+  const noticesTimer = setInterval(() => {
+    if (a.status !== ApprovalStatus.PENDING) return;
+    approvals.getApproval({ approvalId: id }, { signal: p.signal }).then((r) => {
+      const x = r.approval;
+      if (x && x.status === a.status && x.votes.length === a.votes.length && noticesKey(x) !== noticesKey(a)) {
+        update(x, x.escalations > a.escalations ? `Gate escalated (step ${x.escalations}).` : undefined);
+      }
+    }, () => undefined);
+  }, noticesRefreshMs);
+  p.signal.addEventListener("abort", () => clearInterval(noticesTimer), { once: true });
   void watchRun(p, fr, (next) => {
     fr = next;
     runStatusEl.textContent = runStatus(fr.run.status);

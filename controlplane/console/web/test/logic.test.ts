@@ -11,7 +11,8 @@ import { stepInfos } from "../src/parts.js";
 import { safeNext } from "../src/signin.js";
 import { joinEvidencePages } from "../src/run.js";
 import { approvalStatus, duration, oneLine, tally, voterLabel, workflowRunURL } from "../src/format.js";
-import { ApprovalSchema, ApprovalStatus, ApprovalVoteSchema } from "../../../../clients/ts/gen/rbook/v1/approval_pb.js";
+import { ApprovalSchema, ApprovalStatus, ApprovalVoteSchema, GateNotificationSchema } from "../../../../clients/ts/gen/rbook/v1/approval_pb.js";
+import { escalatedText, noticeRow, noticesKey } from "../src/notices.js";
 import { PlanStepSchema, RunKind, RunSchema, StepStatus, TransitionKind, TransitionSchema, EvidenceSchema } from "../../../../clients/ts/gen/rbook/v1/run_pb.js";
 import type { Who } from "../src/api.js";
 
@@ -113,4 +114,22 @@ test("an Approve refusal names the input field it is about", async () => {
   const { refusedField } = await import("../src/inputs.js");
   assert.equal(refusedField("approval a-x: input target: must be one of blue, green, got \"red\"; nothing was decided"), "target");
   assert.equal(refusedField("reason is 2000 bytes, over the limit of 1024"), "");
+});
+
+test("a gate's notices: escalation step and one row per notification, no receiver address", () => {
+  const a = create(ApprovalSchema, {
+    escalations: 2, escalatedAt: timestampFromMs(Date.UTC(2026, 4, 12, 10, 30)),
+    notifications: [
+      create(GateNotificationSchema, { eventId: "gate.opened:a-1", type: "gate.opened", channel: "ops-mail", channelKind: "email", status: "delivered" }),
+      create(GateNotificationSchema, { eventId: "gate.escalated:a-1:2", type: "gate.escalated", channel: "hooks", channelKind: "webhook", status: "pending", attempts: 3 }),
+    ],
+  });
+  assert.equal(escalatedText(a), "Escalated (step 2)");
+  assert.deepEqual(a.notifications.map(noticeRow), [
+    ["ops-mail (email)", "gate.opened", "delivered", "-"],
+    ["hooks (webhook)", "gate.escalated", "pending", "3 failed attempts"],
+  ]);
+  assert.equal(escalatedText(create(ApprovalSchema, {})), "");
+  const b = create(ApprovalSchema, { escalations: 2, notifications: [create(GateNotificationSchema, { eventId: "gate.opened:a-1", channel: "ops-mail", status: "pending" })] });
+  assert.notEqual(noticesKey(a), noticesKey(b));
 });
