@@ -51,4 +51,3 @@ func mcpConfigPath(dir, name, flag string) string {
 func missingMCPConfig(runbookPath, configPath string) string {
 	return fmt.Sprintf("%s has check steps, which query an MCP server, but %s does not exist; create it in the mcpServers JSON shape (see the README) or pass --mcp-config FILE", runbookPath, configPath)
 }
-
