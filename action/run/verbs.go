@@ -310,3 +310,62 @@ func (c *Config) Cancel(ctx context.Context, o VerbOptions, who string, signal f
 	}
 	return &ExitError{Code: ExitCancelled}
 }
+
+// Status is where a recorded run stands, for `rbook status`.
+type Status struct {
+	State *state.State
+	// Held is true while an executor holds the run (Holder); Shown is the status word shown
+	// (AWAITING_CONFIRMATION for a run waiting at a gate); Liveness says who runs it.
+	Held     bool
+	Holder   state.Holder
+	Shown    string
+	Liveness string
+	// Undelivered is why delivering a final run's outbox failed (nil: delivered or nothing to
+	// deliver).
+	Undelivered error
+}
+
+// Status reads the run of plan's state file: a run no executor holds that was finished
+// elsewhere is shown as it ended, and a final run's outbox is delivered first (under the
+// lock; an executor that starts at this moment has it first and delivers it itself). Errors
+// (exit 2): no run, an unreadable state file.
+func (c *Config) Status(ctx context.Context, plan *runbook.Plan, name string, errw io.Writer) (*Status, error) {
+	st, err := state.Read(plan.StateFilePath)
+	if errors.Is(err, state.ErrNotExist) {
+		return nil, abort("no run recorded for runbook %s yet (%s does not exist); start one with: rbook run %s", name, plan.StateFilePath, name)
+	}
+	if err != nil {
+		return nil, abort("%v", err)
+	}
+	s := &Status{}
+	if s.Held, s.Holder, err = state.Probe(plan.StateFilePath); err != nil {
+		return nil, abort("%v", err)
+	}
+	if !s.Held {
+		// A run finished elsewhere is shown as it ended, never as resumable here.
+		st = c.StatusCloseFinished(ctx, plan, st, errw)
+	}
+	if !s.Held && st.RunStatus.Final() && len(st.Outbox) > 0 {
+		if lock, lerr := state.Acquire(plan.StateFilePath, "status"); lerr == nil {
+			s.Undelivered = c.DeliverFinal(ctx, plan.StateFilePath, errw)
+			lock.Release()
+			if st, err = state.Read(plan.StateFilePath); err != nil {
+				return nil, abort("%v", err)
+			}
+		}
+	}
+	s.State, s.Liveness, s.Shown = st, "final", string(st.RunStatus)
+	switch {
+	case st.RunStatus.Final():
+	case s.Held && st.AwaitingConfirmation != nil:
+		// The control plane's word for a run waiting at a gate.
+		s.Shown = string(engine.StatusAwaitingConfirmation)
+		s.Liveness = fmt.Sprintf("running: an executor holds it (%s), waiting at gate '%s' since %s",
+			s.Holder.String(), st.AwaitingConfirmation.StepName, st.AwaitingConfirmation.SinceUTC)
+	case s.Held:
+		s.Liveness = "running: an executor holds it (" + s.Holder.String() + ")"
+	default:
+		s.Liveness = fmt.Sprintf("interrupted: no executor holds it; 'rbook run %s' resumes it from step index %d", name, st.LastCompletedStepIndex+1)
+	}
+	return s, nil
+}

@@ -2,14 +2,12 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/rbookhq/rbook-action/action/engine"
 	"github.com/rbookhq/rbook-action/action/report"
 	pipeline "github.com/rbookhq/rbook-action/action/run"
 	"github.com/rbookhq/rbook-action/action/runbook"
@@ -51,102 +49,12 @@ Exit codes: 0 a run was found and shown, 2 no run, an invalid runbook or an unre
 			if err != nil {
 				return err
 			}
-			st, err := state.Read(plan.StateFilePath)
-			if errors.Is(err, state.ErrNotExist) {
-				return abort("no run recorded for runbook %s yet (%s does not exist); start one with: rbook run %s", name, plan.StateFilePath, name)
-			}
+			cfg := deliveryConfig(cp.url, cp.timeout)
+			stat, err := cfg.Status(cmd.Context(), plan, name, cmd.ErrOrStderr())
 			if err != nil {
-				return abort("%v", err)
+				return fromRun(err)
 			}
-			held, holder, err := state.Probe(plan.StateFilePath)
-			if err != nil {
-				return abort("%v", err)
-			}
-			if !held {
-				// A run finished elsewhere is shown as it ended, never as resumable here.
-				st = deliveryConfig(cp.url, cp.timeout).StatusCloseFinished(cmd.Context(), plan, st, cmd.ErrOrStderr())
-			}
-			var undelivered error
-			if !held && st.RunStatus.Final() && len(st.Outbox) > 0 {
-				// Deliver under the lock; an executor that starts at this moment has it first
-				// and delivers the outbox itself (issue 6, item 1.1).
-				if lock, lerr := state.Acquire(plan.StateFilePath, "status"); lerr == nil {
-					undelivered = deliveryConfig(cp.url, cp.timeout).DeliverFinal(cmd.Context(), plan.StateFilePath, cmd.ErrOrStderr())
-					lock.Release()
-					if st, err = state.Read(plan.StateFilePath); err != nil {
-						return abort("%v", err)
-					}
-				}
-			}
-			liveness := "final"
-			shown := string(st.RunStatus)
-			switch {
-			case st.RunStatus.Final():
-			case held && st.AwaitingConfirmation != nil:
-				// The control plane's word for a run waiting at a gate (issue 6, item 2.3).
-				shown = string(engine.StatusAwaitingConfirmation)
-				liveness = fmt.Sprintf("running: an executor holds it (%s), waiting at gate '%s' since %s",
-					holder.String(), st.AwaitingConfirmation.StepName, st.AwaitingConfirmation.SinceUTC)
-			case held:
-				liveness = "running: an executor holds it (" + holder.String() + ")"
-			default:
-				liveness = fmt.Sprintf("interrupted: no executor holds it; 'rbook run %s' resumes it from step index %d", name, st.LastCompletedStepIndex+1)
-			}
-			out := cmd.OutOrStdout()
-			if output != "text" && output != "json" {
-				return abort("-o/--output %q: use text or json", output)
-			}
-			evPath := pipeline.EnsureEvidence(cmd.ErrOrStderr(), plan.StateFilePath, st)
-			if output == "json" {
-				enc := json.NewEncoder(out)
-				enc.SetIndent("", "  ")
-				return enc.Encode(struct {
-					*state.State
-					Liveness string `json:"liveness"`
-					// EvidencePath is the final run's evidence pack file (issue 6, item 1.7).
-					EvidencePath string `json:"evidence_path,omitempty"`
-					// Undelivered counts the outbox: transitions not yet on the control plane.
-					Undelivered int `json:"undelivered_transitions"`
-				}{st, liveness, evPath, len(st.Outbox)})
-			}
-			if markdown {
-				s, err := rend.RenderReport(reportData(plan, st, "", evPath))
-				if err != nil {
-					return abort("%v", err)
-				}
-				fmt.Fprint(out, s)
-				return nil
-			}
-			fmt.Fprintf(out, "Run %s · runbook %s · %s (%s)\n", st.RunID, st.RunbookName, shown, liveness)
-			if n := len(st.Outbox); n > 0 && !held { // a running executor is sending them
-				fmt.Fprintf(out, "Undelivered: %d transition(s) are in the state file's outbox, not yet on the control plane %s; %s\n", n, deliveryConfig(cp.url, cp.timeout).OutboxWhere(st), pipeline.OutboxNext(st, name, undelivered))
-			}
-			if !st.RunStatus.Final() {
-				fmt.Fprintf(out, "Next step index: %d of %d steps\n", st.LastCompletedStepIndex+1, st.TotalSteps)
-				ev := state.EvidencePath(plan.StateFilePath, st.RunID)
-				if _, err := os.Stat(ev); err == nil {
-					// An interrupted run's executor wrote the pack so far: it is there, and
-					// "written ... when the run ends" alone would say it is not.
-					fmt.Fprintf(out, "Evidence pack: written to %s when the run ends (it holds the %s so far)\n", ev, yamlerr.Plural(len(st.EvidencePack), "entry", "entries"))
-				} else {
-					fmt.Fprintf(out, "Evidence pack: written to %s when the run ends\n", ev)
-				}
-			} else if evPath != "" {
-				fmt.Fprintf(out, "Evidence pack: %s\n", evPath)
-			}
-			if st.Interrupted != nil {
-				fmt.Fprintf(out, "Interrupted at %s: %s\n", st.Interrupted.AtUTC, st.Interrupted.Reason)
-			}
-			if st.InFlight != nil {
-				fmt.Fprintf(out, "In flight: %s step '%s' started %s, outcome not recorded\n", st.InFlight.StepType, st.InFlight.StepName, st.InFlight.StartedUTC)
-			}
-			v, err := newView(out, cmd.ErrOrStderr(), terminals(out, cmd.ErrOrStderr()), rend, plan, "text", "")
-			if err != nil {
-				return abort("%v", err)
-			}
-			v.color = colorAllowed(isTerminal(out)) // the step lines are text whatever stdout is
-			v.statusLines(st)
-			return nil
+			return printStatus(cmd, cfg, plan, rend, name, stat, output, markdown)
 		},
 	}
 	c.register(cmd)
@@ -154,6 +62,67 @@ Exit codes: 0 a run was found and shown, 2 no run, an invalid runbook or an unre
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
 	cmd.Flags().BoolVar(&markdown, "report", false, "print the Markdown run report (\"# Runbook Execution Report\")")
 	return cmd
+}
+
+// printStatus prints stat, the run of plan's state file: as JSON (-o json), the Markdown
+// report (--report), or lines and the steps.
+func printStatus(cmd *cobra.Command, cfg *pipeline.Config, plan *runbook.Plan, rend *report.Renderer, name string, stat *pipeline.Status, output string, markdown bool) error {
+	st, held, liveness, shown, undelivered := stat.State, stat.Held, stat.Liveness, stat.Shown, stat.Undelivered
+	out := cmd.OutOrStdout()
+	if output != "text" && output != "json" {
+		return abort("-o/--output %q: use text or json", output)
+	}
+	evPath := pipeline.EnsureEvidence(cmd.ErrOrStderr(), plan.StateFilePath, st)
+	if output == "json" {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(struct {
+			*state.State
+			Liveness string `json:"liveness"`
+			// EvidencePath is the final run's evidence pack file.
+			EvidencePath string `json:"evidence_path,omitempty"`
+			// Undelivered counts the outbox: transitions not yet on the control plane.
+			Undelivered int `json:"undelivered_transitions"`
+		}{st, liveness, evPath, len(st.Outbox)})
+	}
+	if markdown {
+		s, err := rend.RenderReport(reportData(plan, st, "", evPath))
+		if err != nil {
+			return abort("%v", err)
+		}
+		fmt.Fprint(out, s)
+		return nil
+	}
+	fmt.Fprintf(out, "Run %s · runbook %s · %s (%s)\n", st.RunID, st.RunbookName, shown, liveness)
+	if n := len(st.Outbox); n > 0 && !held { // a running executor is sending them
+		fmt.Fprintf(out, "Undelivered: %d transition(s) are in the state file's outbox, not yet on the control plane %s; %s\n", n, cfg.OutboxWhere(st), pipeline.OutboxNext(st, name, undelivered))
+	}
+	if !st.RunStatus.Final() {
+		fmt.Fprintf(out, "Next step index: %d of %d steps\n", st.LastCompletedStepIndex+1, st.TotalSteps)
+		ev := state.EvidencePath(plan.StateFilePath, st.RunID)
+		if _, err := os.Stat(ev); err == nil {
+			// An interrupted run's executor wrote the pack so far: it is there, and
+			// "written ... when the run ends" alone would say it is not.
+			fmt.Fprintf(out, "Evidence pack: written to %s when the run ends (it holds the %s so far)\n", ev, yamlerr.Plural(len(st.EvidencePack), "entry", "entries"))
+		} else {
+			fmt.Fprintf(out, "Evidence pack: written to %s when the run ends\n", ev)
+		}
+	} else if evPath != "" {
+		fmt.Fprintf(out, "Evidence pack: %s\n", evPath)
+	}
+	if st.Interrupted != nil {
+		fmt.Fprintf(out, "Interrupted at %s: %s\n", st.Interrupted.AtUTC, st.Interrupted.Reason)
+	}
+	if st.InFlight != nil {
+		fmt.Fprintf(out, "In flight: %s step '%s' started %s, outcome not recorded\n", st.InFlight.StepType, st.InFlight.StepName, st.InFlight.StartedUTC)
+	}
+	v, err := newView(out, cmd.ErrOrStderr(), terminals(out, cmd.ErrOrStderr()), rend, plan, "text", "")
+	if err != nil {
+		return abort("%v", err)
+	}
+	v.color = colorAllowed(isTerminal(out)) // the step lines are text whatever stdout is
+	v.statusLines(st)
+	return nil
 }
 
 // deliverFlags are the flags of the verbs that deliver a state file's outbox (status, cancel).
