@@ -6,7 +6,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/rbookhq/rbook-action/action/cpclient"
 	pipeline "github.com/rbookhq/rbook-action/action/run"
 )
 
@@ -42,11 +41,6 @@ func cpAuthConfig() pipeline.Auth {
 // cpAuthMode is the effective --control-plane-auth.
 func cpAuthMode() (string, error) { return cpAuthConfig().ResolvedMode() }
 
-// newCPClient is the executor's client for the control plane at url (pipeline.Auth.NewClient).
-func newCPClient(url string, embedded bool) (*cpclient.Client, error) {
-	return cpAuthConfig().NewClient(url, embedded)
-}
-
 // The control-plane URL rules, which live with the run's configuration (action/run).
 var (
 	checkCPURL  = pipeline.CheckURL
@@ -54,7 +48,6 @@ var (
 	cpURLFrom   = pipeline.ControlPlaneFrom
 	normCPURLs  = pipeline.NormURLs
 	isFinal     = pipeline.IsFinal
-	shellQuote  = pipeline.ShellQuote
 )
 
 // cpAuthAudience is the OIDC audience for the control plane at url (run.Auth.AudienceFor).

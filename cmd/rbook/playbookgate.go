@@ -1,7 +1,6 @@
 package main
 
 import (
-	"time"
 
 	"github.com/rbookhq/rbook-action/action/runbook"
 	"github.com/rbookhq/rbook-action/controlplane/approval"
@@ -14,8 +13,6 @@ type embeddedPolicy struct {
 	policy *approval.Policy
 	shadow bool
 }
-
-func timeNow() time.Time { return time.Now().UTC() }
 
 // playbookWarnings are the parser's warnings of a loaded playbook, one "file:line:col: field:
 // message" each (an unquoted version: 1.0).

@@ -336,11 +336,6 @@ func (t runTerminal) Paused(st *state.State, msg string, pe *cpclient.PausedErro
 	t.ci.publishPaused(st, pe)
 }
 
-// writeEvidence is pipeline.WriteEvidence (the verbs that end a run: rollback, cancel).
-func writeEvidence(errw io.Writer, plan *runbook.Plan, st *state.State) string {
-	return pipeline.WriteEvidence(errw, plan, st)
-}
-
 // gatePrompt is pipeline.GatePrompt.
 func gatePrompt(rend *report.Renderer) func(runbook.Step, engine.RunContext) string {
 	return pipeline.GatePrompt(rend)
