@@ -8,7 +8,7 @@ import (
 )
 
 // DecidedGate decides the paused gate of a resumed run once, with the decision the control
-// plane already holds (`rbook resume`, docs/pause-mode.md), and hands every other gate to
+// plane already holds (`rbook resume`, docs/approvals.md, "Pause mode"), and hands every other gate to
 // Next. When Next is the control plane's gate, its Decided hook is told the approval (the
 // runner output's approval-id, approved-by and Gates table).
 type DecidedGate struct {

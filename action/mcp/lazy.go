@@ -14,7 +14,7 @@ import (
 // initialize handshake costs that step its max_timeout_seconds (TIMED_OUT, on_fail applies)
 // and its process group is killed. A failed connect is not remembered: the next check step
 // dials again under its own deadline. That is a new attempt by a new step, not a retry of the
-// failed call (a timed-out call is not retried; docs/runbooks.md),
+// failed call (a timed-out call is not retried; docs/spec/runbooks.md, "Failure handling"),
 // and it lets a server that was merely slow to start serve later checks. At most one connect
 // is in progress; a check that arrives meanwhile (possible only when the engine gave up on an
 // earlier step) waits for it or for its own context, whichever ends first. A session that

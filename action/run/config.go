@@ -73,7 +73,7 @@ func CheckURL(u, from string) error {
 
 // CheckURLs is CheckURL for a control-plane value (--control-plane, $RBOOK_CONTROL_PLANE,
 // the Action's control-plane input): one URL or several separated by commas, tried in order
-// and moved through on failure (docs/replicas.md). Spaces around items are trimmed; an empty
+// and moved through on failure (docs/control-plane.md, "Several control-plane URLs"). Spaces around items are trimmed; an empty
 // item, an item without http:// or https:// and a host, or more than cpclient.MaxURLs items is
 // refused with an error naming from and the item. "" and "off" pass.
 func CheckURLs(u, from string) error {

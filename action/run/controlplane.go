@@ -21,7 +21,7 @@ import (
 )
 
 // startOnControlPlane creates the run on the control plane, or resumes it there, under the
-// lease rule (docs/leases.md): nothing is recorded there before the lease is granted. A fresh
+// lease rule (docs/control-plane.md, "Leases"): nothing is recorded there before the lease is granted. A fresh
 // run whose id the control plane holds as final, or that another executor owns (another
 // workspace started the same runbook the same day), takes the next suffix of its run id: N
 // workspaces starting one runbook at once all run, each under its own id. A resumed run that

@@ -303,8 +303,8 @@ func WriteEvidence(errw io.Writer, plan *runbook.Plan, st *state.State) string {
 	return evPath
 }
 
-// GatePrompt renders the step status with AWAITING_CONFIRMATION (docs/runbooks.md, confirm
-// steps).
+// GatePrompt renders the step status with AWAITING_CONFIRMATION (docs/spec/runbooks.md,
+// "confirm").
 func GatePrompt(rend *report.Renderer) func(runbook.Step, engine.RunContext) string {
 	return func(step runbook.Step, rc engine.RunContext) string {
 		in := "user-confirmation"

@@ -27,7 +27,7 @@ type PostTarget struct {
 	Final func(*state.State) string
 }
 
-// Post is `rbook github post`, the Action's post step (docs/action.md): for tgt's run, a final
+// Post is `rbook github post`, the Action's post step (docs/action.md, "The post step"): for tgt's run, a final
 // run only has its outbox delivered; an unfinished one has its outbox delivered, a
 // run_interrupted transition recorded under the run's own lease, and its pending approvals
 // withdrawn by the control plane; a run paused at a gate on purpose is left alone. Messages go to errw; the withdrawn

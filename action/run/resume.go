@@ -1,6 +1,6 @@
 package run
 
-// Pause mode and `rbook resume` (docs/pause-mode.md): in pause mode a confirm gate costs no
+// Pause mode and `rbook resume` (docs/approvals.md, "Pause mode"): in pause mode a confirm gate costs no
 // runner while it waits. The executor records AWAITING_CONFIRMATION, opens the approval, makes
 // sure the control plane holds every transition, releases its lease and ends (exit 0, outputs
 // paused=true and approval-id). `rbook resume` continues the same run later, on any machine
@@ -24,7 +24,7 @@ import (
 )
 
 // The gate modes of --gate-mode / $RBOOK_GATE_MODE / the Action input gate-mode
-// (docs/pause-mode.md).
+// (docs/approvals.md, "Pause mode").
 const (
 	// GateModeWait: a confirm gate waits in the executor until it is decided (the default).
 	GateModeWait = "wait"

@@ -8,7 +8,7 @@ import (
 )
 
 // PolicyGate is the gate of a playbook run without a control plane (--control-plane off):
-// the auto-pass policy (docs/playbooks.md; the rules of controlplane/approval) is evaluated
+// the auto-pass policy (docs/playbooks.md, "Auto-pass policy"; the rules of controlplane/approval) is evaluated
 // here, before Next (the terminal) is asked. An auto-approve decides the approval node at once
 // (source "policy"); anything else (require-human, no rule matched, a rule that failed to
 // evaluate) asks Next, and the decision carries the policy's verdict for the evidence. In

@@ -1,7 +1,7 @@
 package main
 
 // The flags of the verbs that run steps, and `rbook resume`: the pause-mode protocol itself is
-// action/run's (docs/pause-mode.md).
+// action/run's (docs/approvals.md, "Pause mode").
 
 import (
 	"fmt"
@@ -75,7 +75,7 @@ func newResumeCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "resume [RUNBOOK]",
 		Short: "Continue a run that paused at a gate, from any folder: rbook resume demo --control-plane URL",
-		Long: `Continue a run that 'rbook run --gate-mode pause' left at a confirm gate (docs/pause-mode.md).
+		Long: `Continue a run that 'rbook run --gate-mode pause' left at a confirm gate (docs/approvals.md, "Pause mode").
 
 The run is found on the control plane: --run-id ID, else the newest unfinished run of
 RUNBOOK whose last transition opened a gate. Its plan digest must equal the local

@@ -1,7 +1,6 @@
 package main
 
 import (
-
 	"github.com/rbookhq/rbook-action/action/runbook"
 	"github.com/rbookhq/rbook-action/controlplane/approval"
 )

@@ -48,7 +48,7 @@ func (c *common) runbookArg(cmd *cobra.Command, args []string) string {
 	return "prod"
 }
 
-// loadPlan loads a runbook, printing the ABORT line (docs/runbooks.md) and every diagnostic on failure.
+// loadPlan loads a runbook, printing the ABORT line (docs/spec/runbooks.md) and every diagnostic on failure.
 func (c *common) loadPlan(name string) (*runbook.Plan, error) {
 	plan, err := runbook.Load(runbook.LoadOptions{Dir: c.dir, Name: name, RulesPath: c.rules})
 	if err == nil {
@@ -92,7 +92,7 @@ type runFlags struct {
 	lease        time.Duration
 	// output is -o (text or json) and report is --report FILE.
 	output, report string
-	// gateMode is --gate-mode and githubEnv --github-environment (docs/pause-mode.md);
+	// gateMode is --gate-mode and githubEnv --github-environment (docs/approvals.md, "Pause mode");
 	// resume is set by `rbook resume` (--run-id, "" for the newest paused run).
 	gateMode, githubEnv string
 	resume              *string
