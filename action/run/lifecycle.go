@@ -226,10 +226,11 @@ func (a *attempt) end(ctx context.Context, res engine.Result, err error) error {
 	return a.Terminal.Finish(a.Name, st, res, WriteEvidence(a.Err, a.Plan, st))
 }
 
-// finishPaused ends a run that paused at a gate (docs/approvals.md, "Pause mode"): every transition reaches
-// the control plane (else the run halts, exit 2, as any undelivered run), the lease is
-// released so `rbook resume` takes the run over at once, the state file is synced, and the
-// run ends with exit 0, printing how to continue (and, in a runner, the outputs).
+// finishPaused ends a run that paused at a gate (docs/approvals.md, "Pause mode"): every
+// transition reaches the control plane (else the run halts, exit 2, as any undelivered run),
+// the lease is released so `rbook resume` takes the run over at once, the state file is
+// synced, and the run ends with exit 0, printing how to continue (and, in a runner, the
+// outputs).
 func (a *attempt) finishPaused(ctx context.Context, pe *cpclient.PausedError) error {
 	st, c := a.st, a.cpc
 	dctx, stopDrain := drainContext(ctx)

@@ -1,12 +1,12 @@
 package run
 
-// Pause mode and `rbook resume` (docs/approvals.md, "Pause mode"): in pause mode a confirm gate costs no
-// runner while it waits. The executor records AWAITING_CONFIRMATION, opens the approval, makes
-// sure the control plane holds every transition, releases its lease and ends (exit 0, outputs
-// paused=true and approval-id). `rbook resume` continues the same run later, on any machine
-// and from an empty folder: it rebuilds the state file from the control plane's record, checks
-// the gate was approved, takes the run over at the next epoch (so the paused executor can
-// never write again) and runs the steps after the gate.
+// Pause mode and `rbook resume` (docs/approvals.md, "Pause mode"): in pause mode a confirm
+// gate costs no runner while it waits. The executor records AWAITING_CONFIRMATION, opens the
+// approval, makes sure the control plane holds every transition, releases its lease and ends
+// (exit 0, outputs paused=true and approval-id). `rbook resume` continues the same run later,
+// on any machine and from an empty folder: it rebuilds the state file from the control
+// plane's record, checks the gate was approved, takes the run over at the next epoch (so the
+// paused executor can never write again) and runs the steps after the gate.
 
 import (
 	"context"
