@@ -8,11 +8,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
-	"gopkg.in/yaml.v3"
 
 	"github.com/rbookhq/rbook-action/action/engine"
 	"github.com/rbookhq/rbook-action/action/mcp"
@@ -23,9 +21,6 @@ import (
 	"github.com/rbookhq/rbook-action/action/steps"
 	"github.com/rbookhq/rbook-action/controlplane/approval"
 )
-
-// MaxInputsFileBytes caps an --inputs file (1 MiB, the playbook's own limit).
-const MaxInputsFileBytes = 1 << 20
 
 // playbookFlags are the flags of rbook playbook run.
 type playbookFlags struct {
@@ -102,63 +97,6 @@ and the evidence pack JSON next to the state file.
 
 // MaxConcurrency is the largest --concurrency rbook playbook run accepts.
 const MaxConcurrency = 64
-
-// givenInputs reads --inputs FILE and then --input NAME=VALUE (which win) into the map
-// runbook.ValidatePlaybookInputs takes. Errors name the flag, the file and line, or the entry.
-func givenInputs(f playbookFlags) (map[string]string, error) {
-	given := map[string]string{}
-	if f.inputsFile != "" {
-		fi, err := os.Stat(f.inputsFile)
-		if err != nil {
-			return nil, fmt.Errorf("--inputs %s: %w", f.inputsFile, err)
-		}
-		if fi.Size() > MaxInputsFileBytes {
-			return nil, fmt.Errorf("--inputs %s: %d bytes is over the limit of %d", f.inputsFile, fi.Size(), MaxInputsFileBytes)
-		}
-		data, err := os.ReadFile(f.inputsFile)
-		if err != nil {
-			return nil, fmt.Errorf("--inputs %s: %w", f.inputsFile, err)
-		}
-		var doc yaml.Node
-		if err := yaml.Unmarshal(data, &doc); err != nil {
-			return nil, fmt.Errorf("--inputs %s: %v", f.inputsFile, err)
-		}
-		if len(doc.Content) > 0 {
-			m := doc.Content[0]
-			if m.Kind != yaml.MappingNode {
-				return nil, fmt.Errorf("%s:%d:%d: --inputs must be a mapping of input names to values", f.inputsFile, m.Line, m.Column)
-			}
-			for i := 0; i+1 < len(m.Content); i += 2 {
-				k, v := m.Content[i], m.Content[i+1]
-				if k.Kind != yaml.ScalarNode {
-					return nil, fmt.Errorf("%s:%d:%d: --inputs: an input name must be a plain string", f.inputsFile, k.Line, k.Column)
-				}
-				if v.Kind != yaml.ScalarNode || v.Tag == "!!null" {
-					return nil, fmt.Errorf("%s:%d:%d: %s: an input value must be a string, number or boolean", f.inputsFile, v.Line, v.Column, k.Value)
-				}
-				if _, dup := given[k.Value]; dup {
-					return nil, fmt.Errorf("%s:%d:%d: %s: the input is given twice", f.inputsFile, k.Line, k.Column, k.Value)
-				}
-				given[k.Value] = v.Value
-			}
-		}
-	}
-	flagged := map[string]bool{}
-	for _, kv := range f.inputs {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || strings.TrimSpace(k) == "" {
-			return nil, fmt.Errorf("--input %q: write NAME=VALUE", kv)
-		}
-		// The same input twice on the command line is refused as in an --inputs file (the
-		// last one used to win silently).
-		if flagged[k] {
-			return nil, fmt.Errorf("--input %s: the input is given twice; give each input once", k)
-		}
-		flagged[k] = true
-		given[k] = v
-	}
-	return given, nil
-}
 
 // playbookStatePath is --state-file, else .rbook/<playbook-name>.playbook.state.json.
 func playbookStatePath(f playbookFlags, plan *runbook.Plan) string {
@@ -297,7 +235,7 @@ func (f playbookFlags) playbook(plan *runbook.Plan, file string, cfg pipeline.Co
 // playbookInputs are the run's inputs: a run to resume keeps the inputs it started with (they
 // need not be given again); else --inputs and --input, validated against the playbook.
 func (f playbookFlags) playbookInputs(plan *runbook.Plan) (map[string]any, error) {
-	given, err := givenInputs(f)
+	given, err := pipeline.GivenInputs(f.inputsFile, f.inputs)
 	if err != nil {
 		return nil, abort("%v", err)
 	}
