@@ -109,30 +109,8 @@ func (c *Config) Post(ctx context.Context, tgt PostTarget, out, errw io.Writer) 
 			return abort("rbook github post: run %s: the interruption is recorded in %s but not on the control plane %s: %v", st.RunID, statePath, url, err)
 		}
 	}
-	// Every approval that was pending must be closed now; the control plane withdraws them
-	// in the transaction that records run_interrupted.
-	var still []string
-	for _, a := range pending {
-		resp, err := cl.Approvals.GetApproval(ctx, &rbookv1.GetApprovalRequest{ApprovalId: a.GetApprovalId()})
-		if err != nil {
-			return abort("rbook github post: control plane %s: GetApproval %s: %v", url, a.GetApprovalId(), err)
-		}
-		if resp.GetApproval().GetStatus() == rbookv1.ApprovalStatus_APPROVAL_STATUS_PENDING {
-			still = append(still, a.GetApprovalId())
-			continue
-		}
-		fmt.Fprintf(out, "Withdrawn approval %s (gate '%s' of run %s)\n", a.GetApprovalId(), a.GetStepName(), st.RunID)
-	}
-	if len(still) > 0 {
-		return abort("rbook github post: run %s is recorded interrupted, but the control plane %s left approval(s) %s pending (does it predate withdrawing approvals at run_interrupted?); reject them with 'rbook reject'",
-			st.RunID, url, strings.Join(still, ", "))
-	}
-	if len(pending) == 0 {
-		// rbook itself recorded the interruption (SIGINT/SIGTERM from the runner), which
-		// withdrew the gate's approval already: say which, so the job log shows it closed.
-		if a := lastWithdrawn(ctx, cl, st.RunID); a != nil {
-			fmt.Fprintf(out, "Approval %s (gate '%s' of run %s) was withdrawn when the job was interrupted\n", a.GetApprovalId(), a.GetStepName(), st.RunID)
-		}
+	if err := confirmWithdrawn(ctx, cl, st.RunID, url, pending, out); err != nil {
+		return err
 	}
 	fmt.Fprintf(errw, "rbook github post: run %s is unfinished and recorded interrupted on the control plane %s; %d pending approval(s) withdrawn. Resume it with: %s\n",
 		st.RunID, url, len(pending), tgt.Resume)
@@ -214,4 +192,34 @@ func pendingApprovals(ctx context.Context, cl *cpclient.Client, runID string) ([
 		}
 		req.PageToken = page.GetNextPageToken()
 	}
+}
+
+// confirmWithdrawn checks that every approval of run runID that was pending is closed now (the
+// control plane withdraws them in the transaction that records run_interrupted), printing one
+// line per withdrawn approval id on out. An approval left pending is refused (exit 2).
+func confirmWithdrawn(ctx context.Context, cl *cpclient.Client, runID, url string, pending []*rbookv1.Approval, out io.Writer) error {
+	var still []string
+	for _, a := range pending {
+		resp, err := cl.Approvals.GetApproval(ctx, &rbookv1.GetApprovalRequest{ApprovalId: a.GetApprovalId()})
+		if err != nil {
+			return abort("rbook github post: control plane %s: GetApproval %s: %v", url, a.GetApprovalId(), err)
+		}
+		if resp.GetApproval().GetStatus() == rbookv1.ApprovalStatus_APPROVAL_STATUS_PENDING {
+			still = append(still, a.GetApprovalId())
+			continue
+		}
+		fmt.Fprintf(out, "Withdrawn approval %s (gate '%s' of run %s)\n", a.GetApprovalId(), a.GetStepName(), runID)
+	}
+	if len(still) > 0 {
+		return abort("rbook github post: run %s is recorded interrupted, but the control plane %s left approval(s) %s pending (does it predate withdrawing approvals at run_interrupted?); reject them with 'rbook reject'",
+			runID, url, strings.Join(still, ", "))
+	}
+	if len(pending) == 0 {
+		// rbook itself recorded the interruption (SIGINT/SIGTERM from the runner), which
+		// withdrew the gate's approval already: say which, so the job log shows it closed.
+		if a := lastWithdrawn(ctx, cl, runID); a != nil {
+			fmt.Fprintf(out, "Approval %s (gate '%s' of run %s) was withdrawn when the job was interrupted\n", a.GetApprovalId(), a.GetStepName(), runID)
+		}
+	}
+	return nil
 }

@@ -170,25 +170,42 @@ func (c *Config) prepareResume(ctx context.Context, runID string, plan *runbook.
 		return nil, &ExitError{Code: ExitFailed, Msg: fmt.Sprintf("gate '%s' of run %s was withdrawn (approval %s cancelled by %s: %s): nothing was changed", last.GetStepName(), run.GetRunId(), a.GetApprovalId(), a.GetApprover(), a.GetReason())}
 	}
 	gate.Decision, gate.Err = cpclient.DecisionOf(a)
-	switch {
-	case gate.Err != nil:
-		fmt.Fprintf(errw, "Gate '%s' of run %s timed out (approval %s: %s); it is recorded TIMED_OUT and its on_fail (%s) applies.\n", last.GetStepName(), run.GetRunId(), a.GetApprovalId(), a.GetReason(), a.GetOnFail())
-	case gate.Decision.Verdict == engine.Rejected:
-		fmt.Fprintf(errw, "Gate '%s' of run %s was rejected by %s (approval %s: %s); the run does not continue past it: the gate is recorded FAIL and its on_fail (%s) applies.\n", last.GetStepName(), run.GetRunId(), a.GetApprover(), a.GetApprovalId(), a.GetReason(), a.GetOnFail())
-	default:
-		fmt.Fprintf(errw, "Gate '%s' of run %s was approved by %s (approval %s); continuing the run.\n", last.GetStepName(), run.GetRunId(), gate.Decision.By, a.GetApprovalId())
-	}
+	sayDecision(errw, gate, last.GetStepName(), run.GetRunId())
 	if local == nil {
-		st, err := RebuildState(plan, statePath, run, trs, cl.URL)
-		if err != nil {
-			return nil, abort("run %s: %v", run.GetRunId(), err)
+		if err := rebuildStateFile(plan, statePath, run, trs, cl.URL, errw); err != nil {
+			return nil, err
 		}
-		if err := state.Write(statePath, st); err != nil {
-			return nil, abort("%v", &state.NotWritableError{Err: err})
-		}
-		fmt.Fprintf(errw, "Rebuilt the state file %s of run %s from the control plane %s (%d transitions).\n", statePath, st.RunID, cl.URL, len(trs))
 	}
 	return gate, nil
+}
+
+// sayDecision says on errw how the paused gate stepName of run runID was decided, and what
+// the resume does with it.
+func sayDecision(errw io.Writer, gate *cpclient.DecidedGate, stepName, runID string) {
+	a := gate.Approval
+	switch {
+	case gate.Err != nil:
+		fmt.Fprintf(errw, "Gate '%s' of run %s timed out (approval %s: %s); it is recorded TIMED_OUT and its on_fail (%s) applies.\n", stepName, runID, a.GetApprovalId(), a.GetReason(), a.GetOnFail())
+	case gate.Decision.Verdict == engine.Rejected:
+		fmt.Fprintf(errw, "Gate '%s' of run %s was rejected by %s (approval %s: %s); the run does not continue past it: the gate is recorded FAIL and its on_fail (%s) applies.\n", stepName, runID, a.GetApprover(), a.GetApprovalId(), a.GetReason(), a.GetOnFail())
+	default:
+		fmt.Fprintf(errw, "Gate '%s' of run %s was approved by %s (approval %s); continuing the run.\n", stepName, runID, gate.Decision.By, a.GetApprovalId())
+	}
+}
+
+// rebuildStateFile writes the paused run's state file at statePath, rebuilt from the control
+// plane's record (RebuildState), and says so on errw. Errors (exit 2): the record does not
+// replay, the file cannot be written.
+func rebuildStateFile(plan *runbook.Plan, statePath string, run *rbookv1.Run, trs []*rbookv1.Transition, cpURL string, errw io.Writer) error {
+	st, err := RebuildState(plan, statePath, run, trs, cpURL)
+	if err != nil {
+		return abort("run %s: %v", run.GetRunId(), err)
+	}
+	if err := state.Write(statePath, st); err != nil {
+		return abort("%v", &state.NotWritableError{Err: err})
+	}
+	fmt.Fprintf(errw, "Rebuilt the state file %s of run %s from the control plane %s (%d transitions).\n", statePath, st.RunID, cpURL, len(trs))
+	return nil
 }
 
 // IsFinal reports whether a wire run status is final.
