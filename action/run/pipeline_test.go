@@ -103,6 +103,7 @@ func TestRunRefusesBeforeTouchingState(t *testing.T) {
 		{"a step index past the last step", func(o *Options) { i := 5; o.StepIndex = &i }, "--step-index 5 is outside 0..2"},
 		{"a step index below zero", func(o *Options) { i := -1; o.StepIndex = &i }, "--step-index -1 is outside 0..2"},
 		{"a control plane without a scheme", func(o *Options) { o.ControlPlane = "127.0.0.1:7070" }, `--control-plane "127.0.0.1:7070" is not a control plane URL`},
+		{"a resume with no control plane", func(o *Options) { id := ""; o.Resume, o.ControlPlane = &id, "off" }, "rbook resume continues a run from the control plane it reports to"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o, _ := gateOptions(t)
