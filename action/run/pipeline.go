@@ -91,7 +91,8 @@ type Options struct {
 
 // Playbook is what a playbook run adds to the pipeline.
 type Playbook struct {
-	// File is the .cantbook; Inputs its validated inputs (the first bindings).
+	// File is the .cantbook; Inputs its validated inputs as given (StartRun's first bindings;
+	// the engine starts from the state file's).
 	File   string
 	Inputs map[string]any
 	// RerunNodes and SkipNodes answer nodes in unknown state; Epic and Session are recorded.
@@ -232,7 +233,6 @@ func (a *attempt) open(lock *state.Lock) error {
 	a.st = a.opened.State
 	a.Terminal.SetRunStart(a.st.StartedUTC)
 	if pb := a.Playbook; pb != nil {
-		pb.Inputs = a.st.Inputs
 		if a.opened.Resumed {
 			done := map[string]bool{}
 			for _, e := range a.st.EvidencePack {
@@ -249,7 +249,8 @@ func (a *attempt) open(lock *state.Lock) error {
 func (a *attempt) startAt() engine.Start {
 	st, opened := a.st, a.opened
 	if a.Playbook != nil {
-		return engine.Start{RunID: st.RunID, Seq: st.Seq, Fresh: !opened.Resumed, Evidence: st.EvidencePack, Bindings: a.Playbook.Inputs}
+		// The run's bindings start with the inputs its state file holds (a resumed run's own).
+		return engine.Start{RunID: st.RunID, Seq: st.Seq, Fresh: !opened.Resumed, Evidence: st.EvidencePack, Bindings: st.Inputs}
 	}
 	start := engine.Start{
 		RunID: st.RunID, Seq: st.Seq, Index: opened.StartIndex, Fresh: !opened.Resumed,
