@@ -170,13 +170,9 @@ func (c *ciOutput) gate(g engine.Gate, cpURL string, embedded bool) engine.Gate 
 		return g
 	}
 	c.cpURL, c.embedded = cpURL, embedded
-	cg, _ := g.(*cpclient.Gate)
-	if dg, ok := g.(*decidedGate); ok {
-		cg, _ = dg.next.(*cpclient.Gate) // rbook resume (pause.go): it reports the paused gate's approval
-	}
-	if hg, ok := g.(*humanNoticeGate); ok {
-		cg = hg.cp // rbook playbook run: the copy each Await runs on keeps the Opened set here
-	}
+	// rbook resume reports the paused gate's approval; for rbook playbook run, the copy each
+	// Await runs on keeps the Opened set here.
+	cg := cpclient.GateOf(g)
 	if cg != nil {
 		c.anonymous = !cg.C.Credentialed()
 	}

@@ -10,7 +10,7 @@ import (
 
 // approvalIDRE is the shape of an approval id (controlplane/server newApprovalID: "a-" and 26
 // lowercase base32 characters). `rbook approve ARG` takes an ARG of this shape for an
-// approval id, anything else for a token (issue 7, item 4).
+// approval id, anything else for a token.
 var approvalIDRE = lazyregexp.New(`^a-[a-z2-7]{26}$`)
 
 // isApprovalID reports whether arg names a gate by approval id rather than by token.
@@ -27,7 +27,7 @@ func approvedBy(a *rbookv1.Approval) []string {
 	return out
 }
 
-// tallyLine says where a pending M-of-N gate stands after a vote (issue 7, item 4), e.g.
+// tallyLine says where a pending M-of-N gate stands after a vote, e.g.
 // "approval a-…: 1 of 2 approvals (alice); waiting for 1 more".
 func tallyLine(a *rbookv1.Approval) string {
 	by := approvedBy(a)

@@ -1,10 +1,10 @@
-package main
+package run
 
 // A run finished elsewhere: a run paused in one folder can be resumed to its end from another
 // (`rbook resume` in another job), and of two concurrent resumes one loses. The control
 // plane's record of such a run is final and no executor can add to it, so the state file left
 // behind takes that record (state.CloseFromRecord): `rbook status` then shows the true status,
-// and `rbook run` starts a new run, keeping the finished one as the seed's .prev-<run_id> file.
+// and `rbook run` starts a new run, keeping the finished one as its .prev-<run_id> file.
 
 import (
 	"context"
@@ -23,14 +23,14 @@ import (
 // resume a run because it is final there: the run was finished elsewhere.
 var errFinalThere = errors.New("the run is final on the control plane")
 
-// errStartAgain asks runRunbook to start again: the unfinished run of the state file was
+// errStartAgain asks Run to start again: the unfinished run of the state file was
 // closed with the control plane's record, so the same command now starts a new run.
 var errStartAgain = errors.New("start again: the previous run was finished elsewhere")
 
-// finishedElsewhereCheck bounds how long `rbook status` and `rbook github post` wait for the
+// FinishedElsewhereCheck bounds how long `rbook status` and `rbook github post` wait for the
 // control plane's answer to whether an unfinished run was finished elsewhere; without one
 // they go on with the state file as it is.
-const finishedElsewhereCheck = 3 * time.Second
+const FinishedElsewhereCheck = 3 * time.Second
 
 // closeFinishedElsewhere asks the control plane c for local's run, unfinished in the state
 // file at statePath; when the control plane records it final (another executor finished
@@ -43,7 +43,7 @@ func closeFinishedElsewhere(ctx context.Context, c *cpclient.Client, statePath s
 	if err != nil {
 		return nil, err
 	}
-	if !isFinal(run.GetStatus()) {
+	if !IsFinal(run.GetStatus()) {
 		return nil, nil
 	}
 	rec := &state.State{
@@ -79,30 +79,29 @@ func closeFinishedElsewhere(ctx context.Context, c *cpclient.Client, statePath s
 	return rec, nil
 }
 
-// closeIfFinishedAt is closeFinishedElsewhere against the control plane at url (calls bounded
-// by timeout), for a verb that holds no client yet (status, cancel). Embedded control planes
+// CloseIfFinishedAt is closeFinishedElsewhere against the control plane at url (calls bounded
+// by c.Timeout), for a verb that holds no client yet (status, cancel). Embedded control planes
 // are skipped: a run of this folder's embedded control plane cannot be finished elsewhere.
-func closeIfFinishedAt(ctx context.Context, url string, timeout time.Duration, statePath string, local *state.State, errw io.Writer) (*state.State, error) {
+func (c *Config) CloseIfFinishedAt(ctx context.Context, url string, statePath string, local *state.State, errw io.Writer) (*state.State, error) {
 	if url == "" || url == "off" || local.ControlPlaneEmbedded || local.RunStatus.Final() {
 		return nil, nil
 	}
-	c, err := newCPClient(url, false)
+	cl, err := c.client(url, false)
 	if err != nil {
 		return nil, err
 	}
-	c.Deadline = timeout
-	return closeFinishedElsewhere(ctx, c, statePath, local, errw)
+	return closeFinishedElsewhere(ctx, cl, statePath, local, errw)
 }
 
-// statusCloseFinished is `rbook status`'s look at the control plane of an unfinished run no
+// StatusCloseFinished is `rbook status`'s look at the control plane of an unfinished run no
 // executor holds: when the run is final there, the state file is closed with that record
 // (under the lock; an executor that starts at this moment has the lock and decides itself)
 // and the closed state returned; otherwise st. A control plane that does not answer within
-// finishedElsewhereCheck leaves st as it is, and a line says so.
-func statusCloseFinished(ctx context.Context, flagURL string, plan *runbook.Plan, st *state.State, errw io.Writer) *state.State {
+// FinishedElsewhereCheck leaves st as it is, and a line says so.
+func (c *Config) StatusCloseFinished(ctx context.Context, plan *runbook.Plan, st *state.State, errw io.Writer) *state.State {
 	url := st.ControlPlane
-	if u, _ := cpURLFrom(flagURL); u != "" {
-		url = u
+	if c.ControlPlane != "" {
+		url = c.ControlPlane
 	}
 	if st.ControlPlane == "" || st.ControlPlaneEmbedded || url == "off" || st.RunStatus.Final() {
 		return st
@@ -116,7 +115,9 @@ func statusCloseFinished(ctx context.Context, flagURL string, plan *runbook.Plan
 	if err != nil || cur.RunID != st.RunID || cur.RunStatus.Final() {
 		return st
 	}
-	closed, err := closeIfFinishedAt(ctx, url, finishedElsewhereCheck, plan.StateFilePath, cur, errw)
+	quick := *c
+	quick.Timeout = FinishedElsewhereCheck
+	closed, err := quick.CloseIfFinishedAt(ctx, url, plan.StateFilePath, cur, errw)
 	if err != nil {
 		fmt.Fprintf(errw, "note: could not ask the control plane %s whether run %s was finished elsewhere (%v); showing the state file.\n", url, st.RunID, err)
 		return st
@@ -140,7 +141,7 @@ func finishedElsewhere(ctx context.Context, c *cpclient.Client, plan *runbook.Pl
 		return startHalted(ctx, fmt.Errorf("the control plane %s refused to resume run %s as final, but its record of the run is unfinished; run the same command again", c.URL, st.RunID))
 	}
 	if resume {
-		return &exitError{code: exitFailed, msg: fmt.Sprintf("run %s is already %s; there is nothing to resume", closed.RunID, closed.RunStatus)}
+		return &ExitError{Code: ExitFailed, Msg: fmt.Sprintf("run %s is already %s; there is nothing to resume", closed.RunID, closed.RunStatus)}
 	}
 	return errStartAgain
 }

@@ -1,4 +1,4 @@
-package main
+package embedded
 
 import "testing"
 
@@ -16,8 +16,8 @@ func TestLocalApproverKeyGoesOnlyToLoopbackURLs(t *testing.T) {
 		"::not a url::":               false,
 		"http://[::ffff:10.0.0.1]:80": false,
 	} {
-		if got := loopbackURL(raw); got != want {
-			t.Errorf("loopbackURL(%q) = %v, want %v", raw, got, want)
+		if got := LoopbackURL(raw); got != want {
+			t.Errorf("LoopbackURL(%q) = %v, want %v", raw, got, want)
 		}
 	}
 }

@@ -1,0 +1,240 @@
+package run
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/rbookhq/rbook-action/action/cpclient"
+	"github.com/rbookhq/rbook-action/action/engine"
+	"github.com/rbookhq/rbook-action/action/runbook"
+	"github.com/rbookhq/rbook-action/action/state"
+	"github.com/rbookhq/rbook-action/action/steps"
+	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
+	"github.com/rbookhq/rbook-action/gen/rbook/v1/rbookv1connect"
+)
+
+// fakeTerminal is the person's side of a run in these tests: nobody at stdin, every line kept.
+type fakeTerminal struct {
+	lines    bytes.Buffer
+	finished *state.State
+	halted   error
+	wrapped  engine.Gate
+}
+
+func (f *fakeTerminal) Record(context.Context, engine.Transition) error { return nil }
+func (f *fakeTerminal) Lines() io.Writer                                { return &f.lines }
+func (f *fakeTerminal) SetRunStart(string)                              {}
+func (f *fakeTerminal) SetHints(string, string)                         {}
+func (f *fakeTerminal) HumanNeeded(string, engine.GateRequest)          {}
+func (f *fakeTerminal) TerminalGate() (string, string, *steps.Lines, bool, *steps.TerminalGate) {
+	lines := steps.NewLines(strings.NewReader(""))
+	return "tester", "standard input is empty", lines, false, &steps.TerminalGate{In: lines, Out: &f.lines, Who: "tester"}
+}
+func (f *fakeTerminal) LocalGate(_ *steps.TerminalGate, g engine.Gate, _ bool, _ string) engine.Gate {
+	return g
+}
+func (f *fakeTerminal) WrapGate(g engine.Gate, _ string, _ bool) engine.Gate {
+	f.wrapped = g
+	return g
+}
+func (f *fakeTerminal) CancelPrompt(md string) string { return md }
+func (f *fakeTerminal) VoteNotices() (func(*rbookv1.Approval, string, time.Time), func(*rbookv1.Approval)) {
+	return nil, nil
+}
+func (f *fakeTerminal) StartErrorHint(err error, _ string) error            { return err }
+func (f *fakeTerminal) WarnUnanswerable(*runbook.Plan, int, string, string) {}
+func (f *fakeTerminal) WarnLeftBehind(*state.State, string)                 {}
+func (f *fakeTerminal) Halted(_ *state.State, err error)                    { f.halted = err }
+func (f *fakeTerminal) Paused(*state.State, string, *cpclient.PausedError)  {}
+func (f *fakeTerminal) Finish(_ string, st *state.State, _ engine.Result, _ string) error {
+	f.finished = st
+	return nil
+}
+
+// gateOptions are the Options of a run of testdata/runbooks/gate.yaml (a confirm gate, then a
+// simulated deploy) in a fresh folder, with no control plane.
+func gateOptions(t *testing.T) (Options, *fakeTerminal) {
+	t.Helper()
+	abs, err := filepath.Abs("testdata/runbooks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(t.TempDir())
+	plan, err := runbook.Load(runbook.LoadOptions{Dir: abs, Name: "gate"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	term := &fakeTerminal{}
+	return Options{
+		Config: Config{ControlPlane: "off", From: "--control-plane", Timeout: time.Second, Lease: cpclient.DefaultLease, Auth: Auth{Mode: AuthNone}},
+		Plan:   plan, Name: "gate", Again: "rbook run gate", Executors: SimulatedExecutors(), Terminal: term, Err: io.Discard,
+	}, term
+}
+
+// exitCode is the exit code err carries, or -1.
+func exitCode(err error) int {
+	var ee *ExitError
+	if errors.As(err, &ee) {
+		return ee.Code
+	}
+	return -1
+}
+
+// TestRunRefusesBeforeTouchingState: whatever can refuse a run is checked before the state
+// folder is locked or written, so a refused start leaves the folder as it was.
+func TestRunRefusesBeforeTouchingState(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(*Options)
+		want string
+	}{
+		{"a step index past the last step", func(o *Options) { i := 5; o.StepIndex = &i }, "--step-index 5 is outside 0..2"},
+		{"a step index below zero", func(o *Options) { i := -1; o.StepIndex = &i }, "--step-index -1 is outside 0..2"},
+		{"a control plane without a scheme", func(o *Options) { o.ControlPlane = "127.0.0.1:7070" }, `--control-plane "127.0.0.1:7070" is not a control plane URL`},
+		{"a resume with no control plane", func(o *Options) { id := ""; o.Resume, o.ControlPlane = &id, "off" }, "rbook resume continues a run from the control plane it reports to"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o, _ := gateOptions(t)
+			tc.edit(&o)
+			err := Run(context.Background(), o)
+			if exitCode(err) != ExitAborted || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Run = %v (exit %d); want exit 2 saying %q", err, exitCode(err), tc.want)
+			}
+			if _, err := os.Stat(".rbook"); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf(".rbook: %v; want no state folder after a refused start", err)
+			}
+		})
+	}
+}
+
+// TestFinalRunOutboxIsDeliveredBeforeANewRun: a final run whose transitions never reached its
+// control plane is delivered before a new run moves its state file away; when it cannot be,
+// the new run does not start and the state file is left as it was.
+func TestFinalRunOutboxIsDeliveredBeforeANewRun(t *testing.T) {
+	o, term := gateOptions(t)
+	final := &state.State{
+		RunID: "RBOOK-20260101-gate-00000001", RunbookName: "gate", RunStatus: engine.RunCompleted, LastCompletedStepIndex: 1, TotalSteps: 2,
+		EvidencePack: []engine.Evidence{}, StartedUTC: "2026-01-01T00:00:00Z", RunbookHash: o.Plan.ContentHash, SchemaHash8: o.Plan.SchemaHash8,
+		Outbox: []engine.Transition{{RunID: "RBOOK-20260101-gate-00000001", Seq: 1, Kind: engine.TransitionRunFinished, StepIndex: -1, RunStatus: engine.RunCompleted}},
+	}
+	if err := state.Write(o.Plan.StateFilePath, final); err != nil {
+		t.Fatal(err)
+	}
+	before, err := os.ReadFile(o.Plan.StateFilePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = Run(context.Background(), o)
+	if exitCode(err) != ExitAborted || !strings.Contains(err.Error(), "Not starting a new run") {
+		t.Fatalf("Run = %v; want exit 2: not starting a new run over undelivered transitions", err)
+	}
+	after, err := os.ReadFile(o.Plan.StateFilePath)
+	if err != nil || !bytes.Equal(before, after) {
+		t.Errorf("the state file changed (%v):\nbefore %s\nafter  %s", err, before, after)
+	}
+	if term.finished != nil {
+		t.Errorf("a run ended (%s); want none started", term.finished.RunID)
+	}
+}
+
+// TestRunWithoutAControlPlaneEndsInTheStateFile: with --control-plane off the pipeline runs
+// the plan with the state file as its only recorder; a gate nobody can answer fails at once.
+func TestRunWithoutAControlPlaneEndsInTheStateFile(t *testing.T) {
+	o, term := gateOptions(t)
+	if err := Run(context.Background(), o); err != nil {
+		t.Fatalf("Run = %v; want the run to end (the terminal maps its status to the exit code)", err)
+	}
+	if term.finished == nil || term.finished.RunStatus != engine.RunFailed {
+		t.Fatalf("finished %+v; want the run FAILED at its unanswered gate", term.finished)
+	}
+	st, err := state.Read(o.Plan.StateFilePath)
+	if err != nil || st.RunID != term.finished.RunID || st.RunStatus != engine.RunFailed {
+		t.Errorf("state file: %+v, %v; want run %s FAILED", st, err, term.finished.RunID)
+	}
+}
+
+// refusingRuns is a control plane that refuses every StartRun and records every call made.
+type refusingRuns struct {
+	rbookv1connect.UnimplementedRunServiceHandler
+	mu    sync.Mutex
+	calls []string
+}
+
+func (r *refusingRuns) StartRun(context.Context, *rbookv1.StartRunRequest) (*rbookv1.StartRunResponse, error) {
+	return nil, connect.NewError(connect.CodePermissionDenied, errors.New("this executor may not start runs"))
+}
+
+func (r *refusingRuns) handler() http.Handler {
+	path, h := rbookv1connect.NewRunServiceHandler(r)
+	mux := http.NewServeMux()
+	mux.Handle(path, http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		r.mu.Lock()
+		r.calls = append(r.calls, strings.TrimPrefix(req.URL.Path, path))
+		r.mu.Unlock()
+		h.ServeHTTP(w, req)
+	}))
+	return mux
+}
+
+// TestNothingIsRecordedOnTheControlPlaneBeforeItsLease: the control-plane recorder joins the
+// run only after StartRun granted the lease; a refused StartRun halts the run (exit 2) with
+// no transition sent and no state file written.
+func TestNothingIsRecordedOnTheControlPlaneBeforeItsLease(t *testing.T) {
+	cp := &refusingRuns{}
+	srv := httptest.NewUnstartedServer(cp.handler())
+	srv.Config.Protocols = new(http.Protocols)
+	srv.Config.Protocols.SetHTTP1(true)
+	srv.Config.Protocols.SetUnencryptedHTTP2(true)
+	srv.Start()
+	defer srv.Close()
+	o, term := gateOptions(t)
+	o.ControlPlane = srv.URL
+	err := Run(context.Background(), o)
+	if exitCode(err) != ExitAborted || !strings.Contains(err.Error(), "may not start runs") {
+		t.Fatalf("Run = %v; want exit 2 with the control plane's refusal", err)
+	}
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	if len(cp.calls) != 1 || cp.calls[0] != "StartRun" {
+		t.Errorf("calls %v; want only StartRun", cp.calls)
+	}
+	if _, err := os.Stat(o.Plan.StateFilePath); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("state file: %v; want none written before the lease", err)
+	}
+	if term.finished != nil {
+		t.Errorf("a run ended; want none started")
+	}
+}
+
+// TestGateChainIsComposedInOneOrder: without a control plane, a resumed playbook run's gate
+// is the runner output's wrapper around the decided gate around the auto-pass policy around
+// the terminal.
+func TestGateChainIsComposedInOneOrder(t *testing.T) {
+	term := &fakeTerminal{}
+	_, _, _, _, tg := term.TerminalGate()
+	a := &attempt{Options: Options{Terminal: term, Playbook: &Playbook{}}, tg: tg, gate: tg, noInput: "standard input is empty", resumed: &cpclient.DecidedGate{StepIndex: 1}}
+	a.composeGates()
+	dg, ok := term.wrapped.(*cpclient.DecidedGate)
+	if !ok || a.gate != term.wrapped {
+		t.Fatalf("outermost gate %T; want the runner output's wrapper around *cpclient.DecidedGate", term.wrapped)
+	}
+	pg, ok := dg.Next.(*steps.PolicyGate)
+	if !ok || pg.Next != tg {
+		t.Fatalf("inside the decided gate %T; want *steps.PolicyGate around the terminal gate", dg.Next)
+	}
+	if tg.NoAnswer == "" {
+		t.Error("the terminal gate without a control plane does not say why it cannot answer")
+	}
+}
