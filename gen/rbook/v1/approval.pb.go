@@ -24,7 +24,7 @@ const (
 
 // ApprovalStatus is a confirm gate's status. PENDING, APPROVED and REJECTED are the playbook
 // specification's playbook_approvals.status words `pending | approved | rejected` (docs/spec/playbooks.md,
-// "Database tables"; docs/decisions/status-words.md); EXPIRED and CANCELLED are rbook's for a
+// "Table playbook_approvals"; docs/decisions/status-words.md); EXPIRED and CANCELLED are rbook's for a
 // passed deadline and a cancelled run.
 type ApprovalStatus int32
 
@@ -96,7 +96,7 @@ func (ApprovalStatus) EnumDescriptor() ([]byte, []int) {
 }
 
 // Approval is one confirm gate. Fields 1-9 are the specification's playbook_approvals columns except the
-// token, which only RequestApprovalResponse carries (docs/spec/playbooks.md, "Database tables";
+// token, which only RequestApprovalResponse carries (docs/spec/playbooks.md, "Table playbook_approvals";
 // docs/decisions/approval-tokens.md: tokens never appear in GetRun, lists, logs or evidence).
 type Approval struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -123,7 +123,7 @@ type Approval struct {
 	// 0-based index of the gate's step in the plan.
 	StepIndex int32 `protobuf:"varint,20,opt,name=step_index,json=stepIndex,proto3" json:"step_index,omitempty"`
 	// The prompt shown to approvers (rendered step-status template with AWAITING_CONFIRMATION;
-	// docs/spec/runbooks.md, "Step 5", confirm).
+	// docs/spec/runbooks.md, "Step 5", section "confirm").
 	Prompt string `protobuf:"bytes,21,opt,name=prompt,proto3" json:"prompt,omitempty"`
 	// When the gate times out: requested_at + the step's max_timeout_seconds.
 	Deadline *timestamppb.Timestamp `protobuf:"bytes,22,opt,name=deadline,proto3" json:"deadline,omitempty"`

@@ -292,8 +292,8 @@ func (RunKind) EnumDescriptor() ([]byte, []int) {
 
 // Run is one runbook or playbook run. Field names are neutral, the same for both formats
 // (docs/decisions/playbooks-on-one-engine.md); the
-// control plane stores them in the specification's playbook_runs columns (docs/spec/playbooks.md, "Database
-// tables"), named after each field below.
+// control plane stores them in the specification's playbook_runs columns (docs/spec/playbooks.md,
+// "Table playbook_runs"), named after each field below.
 type Run struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Caller-supplied id, e.g. "RBOOK-20260102-demo-1a2b3c4d" or with a ".2" suffix

@@ -59,7 +59,7 @@ type StartRunRequest struct {
 	// authorization; it is kept as Run.reported_workflow_run.
 	ReportedWorkflowRun *GitHubWorkflowRun `protobuf:"bytes,12,opt,name=reported_workflow_run,json=reportedWorkflowRun,proto3" json:"reported_workflow_run,omitempty"`
 	// Playbooks: the validated inputs (defaults applied) as a JSON object, the run's first
-	// bindings (column bindings, docs/spec/playbooks.md, "Database tables"). At most 1 MiB. Empty means {}.
+	// bindings (column bindings, docs/spec/playbooks.md, "Table playbook_runs"). At most 1 MiB. Empty means {}.
 	Bindings string `protobuf:"bytes,13,opt,name=bindings,proto3" json:"bindings,omitempty"`
 	// Playbooks: the linked task epic (column epic_id), optional, at most 128 bytes.
 	EpicId string `protobuf:"bytes,14,opt,name=epic_id,json=epicId,proto3" json:"epic_id,omitempty"`

@@ -20,7 +20,7 @@ export const file_rbook_v1_approval: GenFile = /*@__PURE__*/
 
 /**
  * Approval is one confirm gate. Fields 1-9 are the specification's playbook_approvals columns except the
- * token, which only RequestApprovalResponse carries (docs/spec/playbooks.md, "Database tables";
+ * token, which only RequestApprovalResponse carries (docs/spec/playbooks.md, "Table playbook_approvals";
  * docs/decisions/approval-tokens.md: tokens never appear in GetRun, lists, logs or evidence).
  *
  * @generated from message rbook.v1.Approval
@@ -100,7 +100,7 @@ export type Approval = Message<"rbook.v1.Approval"> & {
 
   /**
    * The prompt shown to approvers (rendered step-status template with AWAITING_CONFIRMATION;
-   * docs/spec/runbooks.md, "Step 5", confirm).
+   * docs/spec/runbooks.md, "Step 5", section "confirm").
    *
    * @generated from field: string prompt = 21;
    */
@@ -556,7 +556,7 @@ export const ApprovalVoteSchema: GenMessage<ApprovalVote> = /*@__PURE__*/
 /**
  * ApprovalStatus is a confirm gate's status. PENDING, APPROVED and REJECTED are the playbook
  * specification's playbook_approvals.status words `pending | approved | rejected` (docs/spec/playbooks.md,
- * "Database tables"; docs/decisions/status-words.md); EXPIRED and CANCELLED are rbook's for a
+ * "Table playbook_approvals"; docs/decisions/status-words.md); EXPIRED and CANCELLED are rbook's for a
  * passed deadline and a cancelled run.
  *
  * @generated from enum rbook.v1.ApprovalStatus

@@ -19,8 +19,8 @@ export const file_rbook_v1_run: GenFile = /*@__PURE__*/
 /**
  * Run is one runbook or playbook run. Field names are neutral, the same for both formats
  * (docs/decisions/playbooks-on-one-engine.md); the
- * control plane stores them in the specification's playbook_runs columns (docs/spec/playbooks.md, "Database
- * tables"), named after each field below.
+ * control plane stores them in the specification's playbook_runs columns (docs/spec/playbooks.md,
+ * "Table playbook_runs"), named after each field below.
  *
  * @generated from message rbook.v1.Run
  */

@@ -117,7 +117,7 @@ export type StartRunRequest = Message<"rbook.v1.StartRunRequest"> & {
 
   /**
    * Playbooks: the validated inputs (defaults applied) as a JSON object, the run's first
-   * bindings (column bindings, docs/spec/playbooks.md, "Database tables"). At most 1 MiB. Empty means {}.
+   * bindings (column bindings, docs/spec/playbooks.md, "Table playbook_runs"). At most 1 MiB. Empty means {}.
    *
    * @generated from field: string bindings = 13;
    */
