@@ -47,7 +47,7 @@ func (s *Store) CreateApproval(ctx context.Context, na NewApproval) (a Approval,
 			}
 		}
 		var status, runDigest string
-		err := w.readRow("SELECT status, playbook_hash FROM playbook_runs WHERE run_id = ?"+lockForUpdate, na.RunID).Scan(&status, &runDigest)
+		err := w.readRow(forUpdate("SELECT status, playbook_hash FROM playbook_runs WHERE run_id = ?"), na.RunID).Scan(&status, &runDigest)
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("%w: run %q", ErrNotFound, na.RunID)
 		}
@@ -60,8 +60,8 @@ func (s *Store) CreateApproval(ctx context.Context, na NewApproval) (a Approval,
 		if na.PlanDigest != runDigest {
 			return fmt.Errorf("%w: run %q executes another plan digest than the approval's", ErrPlanDigestMismatch, na.RunID)
 		}
-		open, err := scanApproval(w.readRow("SELECT "+approvalColumns+
-			" FROM playbook_approvals WHERE run_id = ? AND node_id = ? AND status = 'pending'"+lockForUpdate, na.RunID, na.NodeID))
+		open, err := scanApproval(w.readRow(forUpdate("SELECT "+approvalColumns+
+			" FROM playbook_approvals WHERE run_id = ? AND node_id = ? AND status = 'pending'"), na.RunID, na.NodeID))
 		switch {
 		case err == nil && open.PlanDigest == na.PlanDigest:
 			a, created = open, false
@@ -297,7 +297,7 @@ func (s *Store) DecideApproval(ctx context.Context, d Decision) (Approval, error
 		// voted on through two replicas at once would miss a vote and stay pending (issue 10,
 		// item 2; TestIssue10_2_TwoOfNVotesOnTwoReplicasBothCount).
 		var locked string
-		err := w.readRow("SELECT approval_id FROM playbook_approvals WHERE approval_id = ?"+lockForUpdate, d.ApprovalID).Scan(&locked)
+		err := w.readRow(forUpdate("SELECT approval_id FROM playbook_approvals WHERE approval_id = ?"), d.ApprovalID).Scan(&locked)
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("%w: approval %q", ErrNotFound, d.ApprovalID)
 		}

@@ -549,8 +549,8 @@ var writeSQL = [numStmts]string{
 	stmtRelease:           "RELEASE request",
 	stmtRollbackTo:        "ROLLBACK TO request",
 	stmtDataVersion:       "PRAGMA data_version",
-	stmtSelectRun:         "SELECT " + runColumns + " FROM playbook_runs WHERE run_id = ?" + lockForUpdate,
-	stmtSelectRunProgress: "SELECT " + progressColumns + " FROM playbook_runs WHERE run_id = ?" + lockForUpdate,
+	stmtSelectRun:         forUpdate("SELECT " + runColumns + " FROM playbook_runs WHERE run_id = ?"),
+	stmtSelectRunProgress: forUpdate("SELECT " + progressColumns + " FROM playbook_runs WHERE run_id = ?"),
 	stmtSelectTransition:  "SELECT " + transitionColumns + " FROM run_transitions WHERE run_id = ? AND seq = ?",
 	stmtInsertTransition:  insertTransitionSQL,
 	stmtUpdateRunProgress: updateRunProgressSQL,
@@ -596,7 +596,7 @@ func (ws *writeStmts) close() error {
 }
 
 // prefetchSQL locks and reads the progress of a batch's runs in run_id order (PostgreSQL).
-const prefetchSQL = "SELECT run_id, " + progressColumns + " FROM playbook_runs WHERE run_id = ANY(?) ORDER BY run_id" + lockForUpdate
+var prefetchSQL = forUpdate("SELECT run_id, " + progressColumns + " FROM playbook_runs WHERE run_id = ANY(?) ORDER BY run_id")
 
 // prefetchProgress (PostgreSQL) locks the rows of the runs batch's requests name
 // (writeReq.run) with one SELECT … FOR UPDATE, in run_id order, and puts their progress in
