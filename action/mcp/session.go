@@ -28,8 +28,7 @@ const (
 	ClientVersion = "1"
 )
 
-// MaxResponseBytes caps what rbook reads of one message from an MCP server (8 MiB; issue 6,
-// item 1.9): one line of a stdio server's output (one JSON-RPC message), or one HTTP response
+// MaxResponseBytes caps what rbook reads of one message from an MCP server (8 MiB): one line of a stdio server's output (one JSON-RPC message), or one HTTP response
 // body of a streamable HTTP server (a JSON answer, or the event stream answering one
 // request). It is enforced while reading, before the message is in memory; a server that
 // sends more ends the session with a *ResponseTooLargeError, so its check step FAILs
@@ -223,7 +222,7 @@ func (s *Session) stdioTransport(sessionCtx, connectCtx context.Context, srv *Se
 
 // ServerStderr is where a stdio MCP server's stderr goes: rbook's own stderr, or (in a
 // GitHub runner) a pipe whose lines rbook logs inside a stop-commands block, so a server's
-// output cannot act as a workflow command (issue 7, item 3). It is an *os.File so the
+// output cannot act as a workflow command (docs/action.md, "Runner-native output"). It is an *os.File so the
 // server writes to it directly and no copy goroutine outlives the process. Set it before
 // the first session starts.
 var ServerStderr = os.Stderr

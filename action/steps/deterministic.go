@@ -22,7 +22,7 @@ import (
 )
 
 // MaxStreamBytes caps what a deterministic node keeps of each of its command's stdout and
-// stderr (1 MiB per stream; issue 9, item 3: "captured, capped, as check output is"). The
+// stderr (1 MiB per stream; docs/playbooks.md, "Approval nodes": "captured, capped, as check output is"). The
 // command may write more: the rest is read and discarded, so it never blocks on a full pipe,
 // and the kept text ends with TruncatedNote. (The engine cuts the evidence output further, as
 // it does for check steps.)
@@ -32,8 +32,7 @@ const MaxStreamBytes = 1 << 20
 // bytes dropped.
 const TruncatedNote = "\n[rbook: output truncated, %d more bytes over the %d-byte cap were discarded]"
 
-// Deterministic executes playbook deterministic nodes (runbook.TypeDeterministic; issue 9,
-// item 3): it execs Node.Command with Node.Args, without a shell, after rendering each arg,
+// Deterministic executes playbook deterministic nodes (runbook.TypeDeterministic; docs/playbooks.md, "Approval nodes"): it execs Node.Command with Node.Args, without a shell, after rendering each arg,
 // each Node.Env value and Node.Cwd with runbook.Render against RunContext.Bindings. Each
 // rendered arg is exactly one argv entry, byte for byte (spaces, quotes, newlines, ';',
 // "$(x)" or a "{{" inside a value are never re-parsed). The command itself is not templated.
@@ -63,8 +62,7 @@ type Deterministic struct {
 }
 
 // PlaybookBinDirs returns the PathPrepend of the playbook demo convention for the playbook at
-// path: [<folder of path>/bin] made absolute when that folder exists, else nil (issue 9,
-// item 8: runbooks/release.cantbook runs with the stub runbooks/bin/pnpm).
+// path: [<folder of path>/bin] made absolute when that folder exists, else nil (docs/spec/playbooks.md, "Report": runbooks/release.cantbook runs with the stub runbooks/bin/pnpm).
 func PlaybookBinDirs(path string) []string {
 	dir, err := filepath.Abs(filepath.Join(filepath.Dir(path), "bin"))
 	if err != nil {
@@ -180,8 +178,8 @@ func envValue(env []string, key string) string {
 }
 
 // RunInput is the node's resolved argv as a JSON array (["pnpm","run","build"]), the
-// evidence input of a deterministic node (engine.InputRewriter; issue 9 decisions,
-// "Transitions"); nil when the node's templates cannot be rendered (the output says why).
+// evidence input of a deterministic node (engine.InputRewriter; docs/decisions/two-renderings.md);
+// nil when the node's templates cannot be rendered (the output says why).
 func (d Deterministic) RunInput(step runbook.Step, run engine.RunContext) *string {
 	r, err := d.resolve(step, run)
 	if err != nil {

@@ -1,5 +1,5 @@
 // Package demoinventory is rbook's demo MCP server: it answers the seed's Azure Resource
-// Graph tools, validate_query and execute_query (seed runbook-executor, Step 5, type=check),
+// Graph tools, validate_query and execute_query (docs/spec/runbooks.md, "Step 5", "check"),
 // from a fixed, fictional inventory with a small KQL subset, so `rbook run demo` works with no
 // cloud account. It never contacts Azure or any other cloud, and says so to its clients.
 package demoinventory
@@ -18,7 +18,7 @@ import (
 // ServerName is the MCP server name the demo announces.
 const ServerName = "rbook-demo-inventory"
 
-// The demo's tool names, the seed's check tools (seed runbook-executor, Step 5).
+// The demo's tool names, the seed's check tools (docs/spec/runbooks.md, "Step 5").
 const (
 	ToolValidateQuery = "validate_query"
 	ToolExecuteQuery  = "execute_query"
