@@ -1125,7 +1125,7 @@ func (x *Evidence) GetSourceInput() string {
 }
 
 // Transition is one durable event of a run, mirroring action/engine.Transition. (run_id, seq)
-// is the idempotency key: the control plane stores each pair once (DESIGN, "How data flows").
+// is the idempotency key: the control plane stores each pair once (ARCHITECTURE.md).
 type Transition struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The run this transition belongs to.

@@ -571,7 +571,7 @@ export const EvidenceSchema: GenMessage<Evidence> = /*@__PURE__*/
 
 /**
  * Transition is one durable event of a run, mirroring action/engine.Transition. (run_id, seq)
- * is the idempotency key: the control plane stores each pair once (DESIGN, "How data flows").
+ * is the idempotency key: the control plane stores each pair once (ARCHITECTURE.md).
  *
  * @generated from message rbook.v1.Transition
  */
