@@ -542,8 +542,8 @@ func (d *dag) reaches(from, to int) bool {
 	return false
 }
 
-// payRerun counts a handler's re-run of node i against the global budget (
-// docs/decisions/playbooks-on-one-engine.md). false: the budget is exhausted and the run fails.
+// payRerun counts a handler's re-run of node i against the global budget
+// (docs/decisions/playbooks-on-one-engine.md). false: the budget is exhausted and the run fails.
 func (d *dag) payRerun(i int) bool {
 	d.spent++
 	if d.spent > d.budget {

@@ -83,8 +83,8 @@ type Outcome struct {
 // Step 5, check 1). RunInput returns the input exactly as Execute will send it for the same
 // step and RunContext (nil when the step has no input); it must be a pure function of them.
 // The engine records it as the evidence's input and keeps the runbook's text as SourceInput
-// when the two differ, also when the step times out or never returns (
-// docs/decisions/two-renderings.md: the evidence records the query exactly as it was executed).
+// when the two differ, also when the step times out or never returns
+// (docs/decisions/two-renderings.md: the evidence records the query exactly as it was executed).
 type InputRewriter interface {
 	RunInput(step runbook.Step, run RunContext) *string
 }

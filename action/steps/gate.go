@@ -210,8 +210,8 @@ type TerminalGate struct {
 	Who string
 	// Echoed is true when In is a terminal: the user's Enter already ended the prompt line.
 	Echoed bool
-	// Render, when set, draws the whole prompt for req (a box on a terminal; item
-	// 3.2) instead of req.Prompt and the plain instructions. Await prints "> " after it.
+	// Render, when set, draws the whole prompt for req (a box on a terminal,
+	// docs/decisions/two-renderings.md) instead of req.Prompt and the plain instructions. Await prints "> " after it.
 	Render func(req engine.GateRequest) string
 	// Now is the clock for the deadline sentence; nil means time.Now.
 	Now func() time.Time

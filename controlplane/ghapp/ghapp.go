@@ -1,8 +1,8 @@
-// Package ghapp is the control plane's GitHub App client (docs/approvals.md, "GitHub App webhook" foundation for
-// items 2 and 3): installation tokens from the App's private key via ghinstallation (the
+// Package ghapp is the control plane's GitHub App client (docs/approvals.md,
+// "GitHub App webhook" and "Approve in GitHub"): installation tokens from the App's private key via ghinstallation (the
 // 1 h tokens are reused until a minute before they expire, then refreshed), a go-github
 // v90 client per installation on a configurable API URL (api.github.com, GHES
-// https://HOST/api/v3, a test server), and the calls docs/approvals.md, "Approve in GitHub" needs: a run's pending
+// https://HOST/api/v3, a test server), and the calls gates bound to GitHub environments need (docs/approvals.md, "Approve in GitHub"): a run's pending
 // deployments, its review history (GET …/approvals), a custom protection rule's verdict
 // and its status reports.
 //

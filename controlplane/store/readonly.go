@@ -82,8 +82,8 @@ func OpenReadOnly(ctx context.Context, path string, opts ...Option) (*Store, err
 	return newReadOnlyStore(cfg, dialectSQLite, "", reader), nil
 }
 
-// newReadOnlyStore is the Store OpenReadOnly returns for either dialect (
-// docs/decisions/store-dialects.md): only reader, readOnly set, no writer goroutine (done is already
+// newReadOnlyStore is the Store OpenReadOnly returns for either dialect
+// (docs/decisions/store-dialects.md): only reader, readOnly set, no writer goroutine (done is already
 // closed) and no subscribers. origin is "" for a SQLite file, which has no listener.
 func newReadOnlyStore(cfg config, d dialect, origin string, reader *sql.DB) *Store {
 	s := &Store{cfg: cfg, dialect: d, origin: origin, reader: reader, readOnly: true,

@@ -6,7 +6,7 @@ import (
 )
 
 // WorkflowRun is a GitHub Actions workflow run as an executor reports it from the runner's
-// environment, with the GitHub environment a gate is bound to (docs/approvals.md, "Approve in GitHub", Interface; migration
+// environment, with the GitHub environment a gate is bound to (docs/approvals.md, "Approve in GitHub"; migration
 // 0007; proto rbook.v1.GitHubWorkflowRun). Reported, never verified: nothing authorizes on
 // it (the verified job is GitHubJob). Fields are text as GitHub gives them.
 type WorkflowRun struct {

@@ -539,8 +539,8 @@ func jsonReason(err error) string {
 	return "invalid JSON"
 }
 
-// LogHandler is a Handler that only logs what it receives (docs/approvals.md, "GitHub App webhook": the endpoint's
-// foundation before items 2 and 3 act on deliveries). It logs ids, names and logins, never
+// LogHandler is a Handler that only logs what it receives and acts on nothing
+// (docs/approvals.md, "GitHub App webhook"). It logs ids, names and logins, never
 // comments in full.
 type LogHandler struct{ Log *slog.Logger }
 
