@@ -375,8 +375,8 @@ const sourceDeadline = "deadline"
 // decisionOf turns a decided approval into the engine's decision. A gate closed by its
 // deadline — status REJECTED with decided_by_source "deadline" (docs/approvals.md, "Gate policy"), or EXPIRED
 // from older control planes — is no rejection: it returns an error wrapping
-// context.DeadlineExceeded, so the engine records TIMED_OUT and on_fail applies (seed
-// runbook-executor, confirm step). An approved M-of-N gate's By names every approver in vote
+// context.DeadlineExceeded, so the engine records TIMED_OUT and on_fail applies
+// (docs/spec/runbooks.md, "Step 5", "confirm"). An approved M-of-N gate's By names every approver in vote
 // order ("alice, bob": the approval's approver).
 func decisionOf(a *rbookv1.Approval) (engine.Decision, error) {
 	d := engine.Decision{By: a.GetApprover(), Reason: a.GetReason(), Source: "control-plane", Policy: PolicyDecisionOf(a.GetPolicy())}

@@ -40,7 +40,7 @@ func (c CancelRequest) Error() string { return "cancel requested by " + c.By }
 // rollback verb rather than by a failed step's on_fail.
 const RollbackVerb = "rbook rollback"
 
-// Seed strings of the v1 simulation (docs/spec/runbooks.md, "Step 5" and "Step 8").
+// Specification strings of the v1 simulation (docs/spec/runbooks.md, "Step 5" and "Step 8").
 const (
 	cancelAuditOutput = "Cancel confirmed by user. cancel_arm_template_deployment called (or simulated in v1)."
 	rollbackOnlyNote  = "not run: a rollback step runs only when a later step fails with on_fail: rollback, or with rbook rollback"
@@ -494,7 +494,7 @@ func verdictWord(v Verdict) string {
 	return "undecided"
 }
 
-// cancel writes the seed's CANCEL audit entry last and ends the run CANCELLED (docs/spec/runbooks.md, "Step 8").
+// cancel writes the specification's CANCEL audit entry last and ends the run CANCELLED (docs/spec/runbooks.md, "Step 8").
 // A playbook run's entry is playbookCancel's.
 func (r *run) cancel(ctx context.Context, by string) (Result, error) {
 	if r.e.Plan.Kind == runbook.KindPlaybook {
@@ -515,7 +515,7 @@ func (r *run) cancel(ctx context.Context, by string) (Result, error) {
 }
 
 // PlaybookCancelStepName and PlaybookCancelType name a cancelled playbook run's audit entry
-// (docs/playbooks.md): the runbook's CANCEL entry, without the seed's deployment text (a
+// (docs/playbooks.md): the runbook's CANCEL entry, without the specification's deployment text (a
 // playbook has no deployment).
 const (
 	PlaybookCancelStepName = "CANCEL"
@@ -545,7 +545,7 @@ func (r *run) playbookCancel(ctx context.Context, by string, at []string) (Resul
 	return r.end(ctx, RunCancelled, msg, &audit)
 }
 
-// compensate runs the rollback step that belongs to the most recent deploy (seed on_fail
+// compensate runs the rollback step that belongs to the most recent deploy (the specification's on_fail
 // rollback; docs/decisions/rollback-compensation.md) and ends the run with final.
 func (r *run) compensate(ctx context.Context, reason string, final RunStatus) (Result, error) {
 	plan := r.e.Plan

@@ -202,7 +202,7 @@ func (r *run) schedule(ctx context.Context, pol policy, limit int) (Result, erro
 	}
 }
 
-// chain is the runbook policy: one step at a time in file order, the seed's on_fail table
+// chain is the runbook policy: one step at a time in file order, the specification's on_fail table
 // (halt, continue, rollback) and docs/decisions/rollback-compensation.md compensation (docs/spec/runbooks.md, "Step 5").
 type chain struct {
 	r *run

@@ -12,7 +12,7 @@ import (
 // StepStatus is the status word of an evidence entry (docs/spec/runbooks.md, "Step 7"; docs/decisions/status-words.md).
 type StepStatus string
 
-// The step statuses of the seed, spelled exactly.
+// The step statuses of the specification, spelled exactly.
 const (
 	StatusPass                 StepStatus = "PASS"
 	StatusFail                 StepStatus = "FAIL"
@@ -24,7 +24,7 @@ const (
 // RunStatus is run_status in the state file (docs/spec/runbooks.md, "Step 3" to "Step 8"; docs/decisions/status-words.md).
 type RunStatus string
 
-// The run statuses of the seed, spelled exactly.
+// The run statuses of the specification, spelled exactly.
 const (
 	RunInProgress RunStatus = "IN_PROGRESS"
 	RunCompleted  RunStatus = "COMPLETED"
@@ -35,7 +35,7 @@ const (
 // Final reports whether no step will run after this status.
 func (s RunStatus) Final() bool { return s == RunCompleted || s == RunFailed || s == RunCancelled }
 
-// Evidence is one evidence-pack entry: the seed's six fields (docs/spec/runbooks.md, "Step 7"),
+// Evidence is one evidence-pack entry: the specification's six fields (docs/spec/runbooks.md, "Step 7"),
 // spelled exactly, plus SourceInput. Input is null for a step without kql_or_template.
 //
 // Input is the input exactly as the step ran with it: for a check, the query after the scope
@@ -50,7 +50,7 @@ type Evidence struct {
 	TimestampUTC string     `json:"timestamp_utc"`
 	// SourceInput is the runbook's kql_or_template as written, kept only when the executor
 	// ran something else (a check whose scope filter was injected); absent otherwise. It is
-	// an rbook addition to the seed's entry (docs/decisions/two-renderings.md).
+	// an rbook addition to the specification's entry (docs/decisions/two-renderings.md).
 	SourceInput *string `json:"source_input,omitempty"`
 }
 

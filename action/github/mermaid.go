@@ -6,7 +6,7 @@ import (
 )
 
 // GraphStep is one node of the job summary's step graph: a runbook step with its final
-// status (a seed status word, or "not run") and, for a gate, who decided it.
+// status (a specification status word, or "not run") and, for a gate, who decided it.
 type GraphStep struct {
 	Name, Type, Status string
 	// Approver is who decided a gate ("" when not a gate or undecided).

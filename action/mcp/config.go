@@ -1,7 +1,7 @@
 // Package mcp connects rbook to MCP servers with the official go-sdk (docs/decisions/mcp-config.md): it loads the
 // ecosystem's `mcpServers` JSON configuration, dials a server over stdio or streamable HTTP and
-// calls tools. Errors and timeouts are returned to the caller and never retried (seed
-// runbook-executor, "Failure handling").
+// calls tools. Errors and timeouts are returned to the caller and never retried
+// (docs/spec/runbooks.md, "Failure handling").
 package mcp
 
 import (

@@ -64,8 +64,8 @@ type Result struct {
 }
 
 // Payload is the tool's answer as one string: the structured content when present (it is
-// the machine-readable form), else the text. Check steps store it as the step output (seed
-// runbook-executor, Step 7: "MCP response JSON string").
+// the machine-readable form), else the text. Check steps store it as the step output (
+// docs/spec/runbooks.md, "Step 7": "MCP response JSON string").
 func (r Result) Payload() string {
 	if len(r.Structured) > 0 {
 		return string(r.Structured)
@@ -115,8 +115,8 @@ func Dial(ctx context.Context, cfg *Config, server string) (*Session, error) {
 //
 // lifetime bounds the established session: when it ends, the session is closed and a stdio
 // server's process group gets SIGTERM, then SIGKILL after procgroup.DefaultGrace. Errors name
-// the server, never header values or URL credentials; nothing is retried (seed
-// runbook-executor, "Failure handling").
+// the server, never header values or URL credentials; nothing is retried
+// (docs/spec/runbooks.md, "Failure handling").
 func DialWithLifetime(ctx, lifetime context.Context, cfg *Config, server string) (*Session, error) {
 	srv, err := pick(cfg, server)
 	if err != nil {
@@ -390,7 +390,7 @@ func (s *Session) httpTransport(srv *Server) (sdk.Transport, error) {
 	return &sdk.StreamableClientTransport{
 		Endpoint:   srv.URL,
 		HTTPClient: client,
-		// Never retry (seed "Failure handling"); rbook needs no server-initiated messages.
+		// Never retry (docs/spec/runbooks.md, "Failure handling"); rbook needs no server-initiated messages.
 		MaxRetries:           -1,
 		DisableStandaloneSSE: true,
 		MaxEventSize:         MaxResponseBytes,

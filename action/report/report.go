@@ -41,11 +41,11 @@ const (
 // templateNames are the templates New parses and checks, in this order.
 var templateNames = []string{StepStatusFile, ReportFile, PlaybookReportFile, EvidencePackFile, CancelPromptFile}
 
-// ReportHeading is the first H1 line of every run report (seed "Output contract").
+// ReportHeading is the first H1 line of every run report (docs/spec/runbooks.md, "Output contract").
 const ReportHeading = "# Runbook Execution Report"
 
 // PlaybookReportHeading is the first H1 line of every playbook run report (docs/spec/playbooks.md, "Report");
-// a runbook run's report keeps ReportHeading (seed "Output contract").
+// a runbook run's report keeps ReportHeading (docs/spec/runbooks.md, "Output contract").
 const PlaybookReportHeading = "# Playbook Execution Report"
 
 // Renderer holds the parsed templates.
@@ -167,8 +167,8 @@ type StepStatus struct {
 	Entry         engine.Evidence
 	// Elapsed is the run's elapsed time so far, rounded for people ("" to leave out).
 	Elapsed string
-	// Node is true for a playbook node: the heading says "Node n/N" instead of the seed's
-	// "Step n/N" (docs/spec/playbooks.md, "Report"). A runbook step's status is byte-for-byte the seed's.
+	// Node is true for a playbook node: the heading says "Node n/N" instead of the specification's
+	// "Step n/N" (docs/spec/playbooks.md, "Report"). A runbook step's status is byte-for-byte the specification's.
 	Node bool
 }
 
@@ -197,9 +197,9 @@ type Report struct {
 	// docs/spec/playbooks.md, "Report"); "" for a runbook run.
 	DAG string
 	// Playbook selects PlaybookReportFile (docs/spec/playbooks.md, "Report"): "Playbook", "Nodes", and
-	// StatusWord for the status. False: the seed's runbook report (ReportFile).
+	// StatusWord for the status. False: the specification's runbook report (ReportFile).
 	Playbook bool
-	// StatusWord is the status a playbook report shows: the seed's playbook word (running |
+	// StatusWord is the status a playbook report shows: the specification's playbook word (running |
 	// paused | failed | succeeded | cancelled); RunStatus (the state file's word) still
 	// decides "So far" / "Outcome". Unused by the runbook report.
 	StatusWord string

@@ -59,7 +59,7 @@ func (d Diagnostic) String() string {
 
 // LoadError is the only error type Load and LoadFile return (use errors.As).
 type LoadError struct {
-	// Abort is the seed's literal ABORT line when one applies (missing values file, unreadable
+	// Abort is the specification's literal ABORT line when one applies (missing values file, unreadable
 	// rules.yaml, a step failing its type schema), else empty.
 	Abort string
 	// Diagnostics lists every problem found, in the order found. It is empty when the values
@@ -68,7 +68,7 @@ type LoadError struct {
 	// Next is the line a person reads after Abort when the values file is missing and the
 	// .values.yaml.example file Abort says to copy does not exist either: what a minimal
 	// values file holds (MinimalValuesHint). Empty otherwise; Error() leaves it out, so the
-	// seed's ABORT line stays the whole error text.
+	// specification's ABORT line stays the whole error text.
 	Next string
 }
 
@@ -90,7 +90,7 @@ var nameRE = lazyregexp.New(`^[A-Za-z0-9._-]{1,64}$`)
 
 // Load reads Dir/Name.yaml and its values file Dir/Name.values.yaml, substitutes values,
 // validates against rules.yaml and returns the Plan (docs/spec/runbooks.md, "Step 1"). A missing
-// values file gives the seed's ABORT line; every error is a *LoadError.
+// values file gives the specification's ABORT line; every error is a *LoadError.
 func Load(opts LoadOptions) (*Plan, error) {
 	dir := opts.Dir
 	if dir == "" {
@@ -118,7 +118,7 @@ type ValidateResult struct {
 	// ValuesPath is the values file the runbook was checked with: <base>.values.yaml, or
 	// <base>.values.yaml.example when ExampleUsed.
 	ValuesPath string
-	// ExampleUsed: <base>.values.yaml is missing, so `rbook run` stops with the seed's ABORT
+	// ExampleUsed: <base>.values.yaml is missing, so `rbook run` stops with the specification's ABORT
 	// line (which is among Diagnostics), and the rest was checked with the .example file.
 	ExampleUsed bool
 	// Diagnostics is every problem of the runbook and its values file, sorted by file, line
@@ -134,7 +134,7 @@ type ValidateResult struct {
 
 // Validate checks one runbook file for `rbook validate` exactly as Load would for `rbook
 // run`, and reports every problem it finds at once, sorted by file then line and column.
-// When <base>.values.yaml is missing, the seed's ABORT line (what `rbook run` prints) is a
+// When <base>.values.yaml is missing, the specification's ABORT line (what `rbook run` prints) is a
 // diagnostic, and the runbook is still checked: with <base>.values.yaml.example when it
 // exists (ExampleUsed), else with every ${key} left unresolved.
 func Validate(path, rulesPath string) ValidateResult {
@@ -196,7 +196,7 @@ func loadFiles(path, valuesPath, base, rulesPath string) (*Plan, *LoadError) {
 }
 
 // readFiles reads a runbook, its values file and the rules. A missing values file is a
-// LoadError with the seed's ABORT line and no diagnostics (docs/spec/runbooks.md, "Step 1");
+// LoadError with the specification's ABORT line and no diagnostics (docs/spec/runbooks.md, "Step 1");
 // rules is the embedded rules.yaml unless rulesPath is set.
 func readFiles(path, valuesPath, base, rulesPath string) (rb, vals []byte, haveValues bool, rules []byte, rulesFile string, lerr *LoadError) {
 	fileErr := func(file string, err error) *LoadError {
@@ -222,7 +222,7 @@ func readFiles(path, valuesPath, base, rulesPath string) (rb, vals []byte, haveV
 	if rulesPath != "" {
 		rulesFile = rulesPath
 		if rules, err = readLimited(rulesPath); err != nil {
-			if missing != nil { // the seed checks the values file first (Step 1.1 before 1.3)
+			if missing != nil { // the specification checks the values file first (Step 1.1 before 1.3)
 				return nil, nil, false, nil, "", missing
 			}
 			lerr := fileErr(rulesPath, err)
@@ -424,7 +424,7 @@ func (l *loader) hasCheckQuery() bool {
 }
 
 // failure turns the issues into a LoadError. When a step broke its type schema, Abort is the
-// seed's line for the first such step (docs/spec/runbooks.md, "Step 1").
+// specification's line for the first such step (docs/spec/runbooks.md, "Step 1").
 func (l *loader) failure() *LoadError {
 	e := &LoadError{}
 	first := -1

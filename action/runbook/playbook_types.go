@@ -50,7 +50,7 @@ type Playbook struct {
 	Description string
 	Inputs      []PlaybookInput
 	Edges       []Edge
-	// ErrorHandlers in file order (seed: error_handlers).
+	// ErrorHandlers in file order (the specification: error_handlers).
 	ErrorHandlers []ErrorHandler
 	// Source is the .cantbook's bytes; Plan.ContentHash is their SHA-256 (the playbook hash).
 	Source []byte

@@ -28,7 +28,7 @@ var embeddedRules []byte
 // The caller gets its own copy.
 func RulesYAML() []byte { return bytes.Clone(embeddedRules) }
 
-// SchemaHash8 returns the first 8 lowercase hex chars of SHA-256(rules): the seed's
+// SchemaHash8 returns the first 8 lowercase hex chars of SHA-256(rules): the specification's
 // schema_hash8 (docs/spec/runbooks.md, "Step 1"), part of every run id.
 func SchemaHash8(rules []byte) string {
 	sum := sha256.Sum256(rules)

@@ -24,7 +24,7 @@ func EvidencePath(statePath, runID string) string {
 }
 
 // EvidencePackJSON is the evidence pack as an indented JSON array in execution order, no
-// trailing comma, "[]" when empty, HTML characters not escaped (seed "Output contract"). It
+// trailing comma, "[]" when empty, HTML characters not escaped (docs/spec/runbooks.md, "Output contract"). It
 // is the one encoding of the pack: the evidence file and the rendered report both use it.
 func EvidencePackJSON(ev []engine.Evidence) ([]byte, error) {
 	if ev == nil {

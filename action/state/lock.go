@@ -91,7 +91,7 @@ func tryLock(fl *flock.Flock, shared bool) (bool, error) {
 // Acquire takes the lock for statePath for role ("run", "cancel", "rollback"), waiting at
 // most LockRetryWindow. It returns *HeldError, naming the holder from its record, when
 // another process holds it, and records this process as the holder. A lock file that cannot
-// be created is the seed's not-writable abort. A state path through a symbolic link, or a
+// be created is the specification's not-writable abort. A state path through a symbolic link, or a
 // lock file that is one (or, on Windows, another reparse point), is refused with a
 // *SymlinkError (CheckPath).
 func Acquire(statePath, role string) (*Lock, error) {

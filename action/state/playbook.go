@@ -14,7 +14,7 @@ import (
 )
 
 // The playbook half of the state file (docs/playbooks.md, "Approval nodes"): a .cantbook run keeps the
-// seed's state JSON (run_id, runbook_name = the playbook's name, run_status, …, evidence_pack)
+// specification's state JSON (run_id, runbook_name = the playbook's name, run_status, …, evidence_pack)
 // plus what a DAG needs: kind "playbook", bindings, iteration_counts and in_flight_nodes
 // (several side-effecting nodes may run at once). The file is written with the same atomic
 // sequence as a runbook's, so it is valid JSON after every write.

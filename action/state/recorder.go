@@ -199,8 +199,8 @@ func apply(s *State, t engine.Transition) (write bool, err error) {
 	return write, nil
 }
 
-// NotWritableError is a failed state-file write. Its message starts with the seed's line
-// "ABORT: state_file_path not writable — cannot persist state." (seed "Failure handling").
+// NotWritableError is a failed state-file write. Its message starts with the specification's line
+// "ABORT: state_file_path not writable — cannot persist state." (docs/spec/runbooks.md, "Failure handling").
 type NotWritableError struct{ Err error }
 
 func (e *NotWritableError) Error() string {

@@ -24,8 +24,8 @@ import (
 type OpenOptions struct {
 	// Now is the clock for run ids and started_utc; nil means time.Now.
 	Now func() time.Time
-	// StepIndex, when not nil, overrides where the run starts or resumes (0-based; seed
-	// "Inputs: step_index"). It also lets an operator resume past a step in unknown state.
+	// StepIndex, when not nil, overrides where the run starts or resumes (0-based; the
+	// step_index input of docs/spec/runbooks.md). It also lets an operator resume past a step in unknown state.
 	StepIndex *int
 	// AllowEdited resumes a run even though the runbook's content hash changed.
 	AllowEdited bool
@@ -321,14 +321,14 @@ func NewOwnerID() string {
 	return "o-" + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b))
 }
 
-// RunID is the seed's run id: "RBOOK-" + UTC date YYYYMMDD + "-" + runbook_name + "-" +
+// RunID is the specification's run id: "RBOOK-" + UTC date YYYYMMDD + "-" + runbook_name + "-" +
 // schema_hash8 (docs/spec/runbooks.md, "Step 2").
 func RunID(plan *runbook.Plan, t time.Time) string {
 	return "RBOOK-" + t.UTC().Format("20060102") + "-" + plan.Name + "-" + plan.SchemaHash8
 }
 
 // PlaybookRunID is a playbook run's id: "RBOOK-" + UTC date YYYYMMDD + "-" + playbook name +
-// "-" + 8 random lowercase hex characters (docs/playbooks.md). The seed's runbook id ends in
+// "-" + 8 random lowercase hex characters (docs/playbooks.md). The specification's runbook id ends in
 // the schema hash, which every run of every playbook shares, so two runs of one playbook on one
 // day (another --state-file, another control plane) would get one id and one evidence pack
 // file; the random part makes each fresh run's id its own. It is made once, at the fresh start,

@@ -1,5 +1,5 @@
-// Package state is the executor's durable run record: the JSON state file of seed
-// runbook-executor Steps 4 and 6, written atomically (docs/decisions/durability.md) and guarded by an
+// Package state is the executor's durable run record: the JSON state file of
+// docs/spec/runbooks.md, "Step 4" and "Step 6", written atomically (docs/decisions/durability.md) and guarded by an
 // exclusive lock so two executors never drive one run.
 package state
 
@@ -26,7 +26,7 @@ const MaxFileBytes = 256 << 20
 // file whose run_id has another shape is refused: the id becomes part of file names.
 var runIDPattern = lazyregexp.New(`^RBOOK-[0-9]{8}-[A-Za-z0-9._-]{1,64}-[0-9a-f]{8}(\.[0-9]+)?$`)
 
-// State is the state file. The first nine fields are exactly the seed's (Step 4); the rest
+// State is the state file. The first nine fields are exactly the specification's (Step 4); the rest
 // are rbook's additions, documented field by field.
 type State struct {
 	RunID                  string            `json:"run_id"`
@@ -92,7 +92,7 @@ type State struct {
 	// as playbook_runs.bindings holds them (docs/spec/playbooks.md).
 	Bindings map[string]any `json:"bindings,omitempty"`
 	// IterationCounts counts each node's executions (step_started) in this run; never reset
-	// (seed playbook_runs.iteration_counts; docs/spec/playbooks.md, "Error handlers").
+	// (the specification's playbook_runs.iteration_counts; docs/spec/playbooks.md, "Error handlers").
 	IterationCounts map[string]int `json:"iteration_counts,omitempty"`
 	// InFlightNodes are the side-effecting nodes (deterministic, agentic) that started and
 	// have no recorded outcome yet, in the order they started: several run at once in a DAG.
@@ -147,7 +147,7 @@ func (e *CorruptError) Error() string {
 
 // Read loads the state file at path. It returns ErrNotExist when the file is absent, a
 // *SymlinkError when the path goes through a symbolic link (CheckPath), and a *CorruptError
-// when it is truncated, not JSON, over MaxFileBytes, or lacks the seed's fields.
+// when it is truncated, not JSON, over MaxFileBytes, or lacks the specification's fields.
 func Read(path string) (*State, error) {
 	if err := CheckPath(path); err != nil {
 		return nil, err
@@ -178,7 +178,7 @@ func Read(path string) (*State, error) {
 }
 
 // Parse decodes state file bytes (path is used in errors only). Unknown fields are allowed so
-// newer files stay readable; missing seed fields make the file corrupt, and so does a key
+// newer files stay readable; missing specification fields make the file corrupt, and so does a key
 // that appears twice in one object at any depth: JSON decoders disagree
 // on which of the two wins, so such a file has no single meaning.
 func Parse(path string, data []byte) (*State, error) {

@@ -114,7 +114,7 @@ func orDefault(s, fallback string) string {
 }
 
 // callFailure turns a failed call into an outcome: TIMED_OUT when the step's deadline passed
-// (seed "Failure handling": MCP timeouts are not retried), FAIL otherwise.
+// (docs/spec/runbooks.md, "Failure handling": MCP timeouts are not retried), FAIL otherwise.
 func callFailure(ctx context.Context, step runbook.Step, tool string, err error) engine.Outcome {
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		out := checkFailure(tool, fmt.Errorf("no answer within max_timeout_seconds (%d s); not retried: %w", step.TimeoutSeconds, err), "")
@@ -223,8 +223,8 @@ var scopeShapingOperators = map[string]bool{
 	"sample-distinct": true,
 }
 
-// InjectScope adds `| where subscriptionId in~ ('sub-a', 'sub-b')` to a KQL query (seed
-// runbook-executor, Step 5, check 1): before the first `| project` of the query's last
+// InjectScope adds `| where subscriptionId in~ ('sub-a', 'sub-b')` to a KQL query (
+// docs/spec/runbooks.md, "Step 5", "check"): before the first `| project` of the query's last
 // statement (likewise before summarize, count, distinct, take, limit, top or sample, which
 // would drop the column or the rows first), or at the end when there is none. The query is
 // returned unchanged when subs is empty or a top-level where clause of the last statement
@@ -266,7 +266,7 @@ func InjectScope(query string, subs []string) string {
 type kqlSegment struct {
 	pipe                 int    // byte offset of the segment's '|', -1 for the first segment
 	operator             string // first word after the pipe (e.g. where, project-away)
-	scopesSubscriptionID bool   // the segment has `subscriptionId in~ (`: the seed's scope filter
+	scopesSubscriptionID bool   // the segment has `subscriptionId in~ (`: the specification's scope filter
 }
 
 // kqlStatement is one ';'-separated statement of a KQL query.

@@ -21,7 +21,7 @@ type Simulated struct {
 }
 
 // Execute implements engine.Executor for deploy and rollback steps. A step without
-// kql_or_template is SKIPPED (seed "Failure handling").
+// kql_or_template is SKIPPED (docs/spec/runbooks.md, "Failure handling").
 func (s Simulated) Execute(ctx context.Context, step runbook.Step, _ engine.RunContext) engine.Outcome {
 	if step.Input == nil {
 		return engine.Outcome{Status: engine.StatusSkipped, Output: "kql_or_template is missing; nothing to " + string(step.Type)}

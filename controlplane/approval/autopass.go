@@ -128,8 +128,8 @@ func anyCommand(re string) string {
 // celString quotes s as a CEL raw string literal; the default patterns hold no triple quotes.
 func celString(s string) string { return `r'''` + s + `'''` }
 
-// DefaultPolicyRules are the conservative defaults of the seed's DEFAULT_POLICY_RULES (seed
-// playbooks.txt, "Policy evaluator": "a safe conservative default set"; docs/decisions/auto-pass-policy.md): a
+// DefaultPolicyRules are the conservative defaults of the specification's DEFAULT_POLICY_RULES
+// (docs/spec/playbooks.md, "Policy evaluator": "a safe conservative default set"; docs/decisions/auto-pass-policy.md): a
 // human decides a gate that guards a publish (npm|pnpm|yarn … publish), git … push, git … tag,
 // gh … release create, gh … workflow run, a destructive command (rm -r…, drop table, truncate,
 // delete from), outbound HTTP (any curl or wget) or remote access (any ssh or sftp; scp|rsync
@@ -268,7 +268,7 @@ func (p *Policy) Rules() []PolicyRule {
 	return out
 }
 
-// Evaluate decides a gate (seed "Policy evaluator"; docs/decisions/auto-pass-policy.md). Rules are evaluated in order;
+// Evaluate decides a gate (docs/spec/playbooks.md, "Policy evaluator"; docs/decisions/auto-pass-policy.md). Rules are evaluated in order;
 // the first that matches decides, except that no auto-approve passes while any require-human
 // rule matches: the rules after a matching auto-approve are evaluated too, and the first
 // require-human one that matches decides instead, its reason noting the auto-approve rule it

@@ -2,7 +2,7 @@
 // (docs/spec/playbooks.md, "Approval tokens"; docs/decisions/approval-tokens.md).
 //
 // A token is base64url(payload JSON) "." base64url(HMAC-SHA-256(secret, domain || payload
-// segment)). The payload carries the seed's {run_id, node_id, issued_at} plus an expiry, a
+// segment)). The payload carries the specification's {run_id, node_id, issued_at} plus an expiry, a
 // nonce and the plan digest, so a token approves exactly the gate and the content that were
 // shown. Verify checks the size, then the MAC (hmac.Equal), and only then parses the JSON:
 // nothing an attacker sends is interpreted before it is authenticated. Tokens are bearer
@@ -64,7 +64,7 @@ var (
 )
 
 // SecretFromEnv returns the HMAC secret from RBOOK_APPROVAL_SECRET, else RBOOK_SECRET
-// (docs/decisions/approval-tokens.md; the seed's CLEO_PLAYBOOK_SECRET / CLEO_SECRET under rbook's names). getenv is
+// (docs/decisions/approval-tokens.md; the specification's CLEO_PLAYBOOK_SECRET / CLEO_SECRET under rbook's names). getenv is
 // os.Getenv in production. A set but short variable is an error naming that variable, not a
 // reason to fall back. Errors: ErrNoSecret, ErrWeakSecret.
 func SecretFromEnv(getenv func(string) string) ([]byte, error) {
@@ -83,7 +83,7 @@ func SecretFromEnv(getenv func(string) string) ([]byte, error) {
 
 // Claims is what a token binds.
 type Claims struct {
-	// RunID and NodeID name the gate (seed: {runId, nodeId, issuedAt}).
+	// RunID and NodeID name the gate (the specification: {runId, nodeId, issuedAt}).
 	RunID  string
 	NodeID string
 	// IssuedAt and ExpiresAt are kept to whole seconds (Unix time in the payload).

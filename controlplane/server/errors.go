@@ -13,7 +13,7 @@ import (
 )
 
 // The rbook error codes carried in every error's rbook.v1.ErrorInfo detail, spelled as in
-// proto/rbook/v1/errors.proto (the first two are the seed's, playbooks.txt "Error codes").
+// proto/rbook/v1/errors.proto (the first two are the specification's: docs/spec/playbooks.md, "Error codes").
 const (
 	CodeApprovalNotFound       = "E_APPROVAL_NOT_FOUND"
 	CodeApprovalAlreadyDecided = "E_APPROVAL_ALREADY_DECIDED"

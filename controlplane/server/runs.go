@@ -528,7 +528,7 @@ func (h runService) CancelRun(ctx context.Context, req *rbookv1.CancelRunRequest
 	return &rbookv1.CancelRunResponse{Run: runToProto(run, h.s.hub.effective(run))}, nil
 }
 
-// evidenceJSON is one entry of evidence_pack_json: exactly the seed's fields and order
+// evidenceJSON is one entry of evidence_pack_json: exactly the specification's fields and order
 // (docs/spec/runbooks.md, "Step 7").
 type evidenceJSON struct {
 	StepName     string  `json:"step_name"`

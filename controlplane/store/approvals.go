@@ -549,7 +549,7 @@ func (s *Store) GetApproval(ctx context.Context, approvalID string) (Approval, e
 }
 
 // GetApprovalByTokenHash returns the approval whose token hashes to tokenHash
-// (approval.TokenHash). Errors: ErrNotFound (seed E_APPROVAL_NOT_FOUND), storage errors.
+// (approval.TokenHash). Errors: ErrNotFound (the specification's E_APPROVAL_NOT_FOUND), storage errors.
 func (s *Store) GetApprovalByTokenHash(ctx context.Context, tokenHash string) (Approval, error) {
 	return s.getApproval(ctx, "token", tokenHash)
 }

@@ -25,7 +25,7 @@ func nullTime(t time.Time) any {
 	return formatTime(t)
 }
 
-// nullString stores "" as NULL (the seed's optional columns).
+// nullString stores "" as NULL (the specification's optional columns).
 func nullString(s string) any {
 	if s == "" {
 		return nil

@@ -552,7 +552,7 @@ func sameText(a, b *string) bool {
 // (docs/control-plane.md, "Limits"). The whole message stays in the transition.
 const MaxErrorContextMessage = 1024
 
-// errorContext is the seed's error_context JSON for a failed run: the failing transition.
+// errorContext is the specification's error_context JSON for a failed run: the failing transition.
 func errorContext(t Transition) json.RawMessage {
 	ec := struct {
 		Seq        int64  `json:"seq"`

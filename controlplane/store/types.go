@@ -14,10 +14,10 @@ import (
 // Any other error from this package is a storage failure whose text is for logs, never for
 // clients (ARCHITECTURE.md).
 var (
-	// ErrNotFound: no run or approval with that id (or token hash). Seed code E_APPROVAL_NOT_FOUND
+	// ErrNotFound: no run or approval with that id (or token hash). Wire code E_APPROVAL_NOT_FOUND
 	// for approvals.
 	ErrNotFound = errors.New("store: not found")
-	// ErrAlreadyDecided: the approval is no longer pending (seed E_APPROVAL_ALREADY_DECIDED).
+	// ErrAlreadyDecided: the approval is no longer pending (the specification's E_APPROVAL_ALREADY_DECIDED).
 	ErrAlreadyDecided = errors.New("store: approval already decided")
 	// ErrExpired: the approval's deadline had passed when a decision arrived; the store closes
 	// the gate as expired in the same transaction (docs/decisions/approval-tokens.md). It wraps ErrAlreadyDecided.
@@ -103,7 +103,7 @@ const (
 // RunStatus is the status column of playbook_runs (docs/spec/playbooks.md; docs/decisions/status-words.md).
 type RunStatus string
 
-// The run statuses of the seed, spelled exactly.
+// The run statuses of the specification, spelled exactly.
 const (
 	RunRunning   RunStatus = "running"
 	RunPaused    RunStatus = "paused"
@@ -121,7 +121,7 @@ func (s RunStatus) valid() bool { return s == RunRunning || s == RunPaused || s.
 // Steps 3-8; mirrors engine.RunStatus).
 type ExecStatus string
 
-// The executor's run statuses, spelled as in the seed's state file.
+// The executor's run statuses, spelled as in the specification's state file.
 const (
 	ExecInProgress ExecStatus = "IN_PROGRESS"
 	ExecCompleted  ExecStatus = "COMPLETED"
@@ -131,7 +131,7 @@ const (
 
 // RunStatusOf maps an executor run_status to the table's status (docs/decisions/status-words.md: the mapping
 // lives in one place). IN_PROGRESS is running, or paused when the transition opened a gate.
-// It returns ErrInvalidArgument for a word outside the seed's four.
+// It returns ErrInvalidArgument for a word outside the specification's four.
 func RunStatusOf(s ExecStatus, kind TransitionKind) (RunStatus, error) {
 	switch s {
 	case ExecInProgress:
@@ -152,7 +152,7 @@ func RunStatusOf(s ExecStatus, kind TransitionKind) (RunStatus, error) {
 // StepStatus is an evidence entry's status (docs/spec/runbooks.md, "Step 7").
 type StepStatus string
 
-// The step statuses of the seed, spelled exactly.
+// The step statuses of the specification, spelled exactly.
 const (
 	StepPass                 StepStatus = "PASS"
 	StepFail                 StepStatus = "FAIL"
@@ -186,7 +186,7 @@ const (
 	KindRunInterrupted TransitionKind = "run_interrupted"
 )
 
-// ApprovalStatus is the status column of playbook_approvals. The seed's words are pending,
+// ApprovalStatus is the status column of playbook_approvals. The specification's words are pending,
 // approved and rejected; expired (the deadline closed the gate, TIMED_OUT on the wire) and
 // cancelled (CancelRun, or superseded by a new plan digest) are added (docs/decisions/approval-tokens.md).
 type ApprovalStatus string
@@ -216,7 +216,7 @@ const (
 	SourceCancelRun = "cancel-run"
 	// SourceSuperseded marks a pending approval replaced by one for a new plan digest.
 	SourceSuperseded = "superseded"
-	// SourcePolicy marks approvals auto-passed by the policy evaluator (seed "Policy evaluator").
+	// SourcePolicy marks approvals auto-passed by the policy evaluator (docs/spec/playbooks.md, "Policy evaluator").
 	SourcePolicy = "policy"
 	// SourceInterrupted marks pending approvals withdrawn (closed as cancelled) when their
 	// run recorded a run_interrupted transition: the job that waited at the gate is gone, so
@@ -238,7 +238,7 @@ type NewRun struct {
 	TotalSteps int
 	// StartedBy is the identity that started the run (for the four-eyes rule, RunStarter).
 	StartedBy string
-	// EpicID and SessionID are the seed's optional links; empty means NULL.
+	// EpicID and SessionID are the specification's optional links; empty means NULL.
 	EpicID, SessionID string
 	// Bindings is a JSON object; nil means {}.
 	Bindings json.RawMessage
@@ -447,7 +447,7 @@ type NewApproval struct {
 	// ApprovalID is the caller's id (random; the approval package can use it as the token nonce).
 	ApprovalID string
 	RunID      string
-	// NodeID is the gate's step name (seed: "approval node id in the playbook").
+	// NodeID is the gate's step name (the specification: "approval node id in the playbook").
 	NodeID    string
 	StepIndex int
 	// TokenHash is approval.TokenHash(token): 64 lowercase hex chars. The raw token never
@@ -460,7 +460,7 @@ type NewApproval struct {
 	PlanDigest string
 	Prompt     string
 	// AutoPassed records the policy evaluator's verdict: the approval is created approved by
-	// SourcePolicy, with Reason as its reason (seed "Policy evaluator").
+	// SourcePolicy, with Reason as its reason (docs/spec/playbooks.md, "Policy evaluator").
 	AutoPassed bool
 	Reason     string
 	// OnFail is the gate step's on_fail: "halt", "rollback", "continue" (docs/spec/runbooks.md,
@@ -556,7 +556,7 @@ type Approval struct {
 	TokenHash   string
 	Status      ApprovalStatus
 	RequestedAt time.Time
-	// DecidedAt is the seed's approved_at, set by every decision (approve, reject, expire, cancel).
+	// DecidedAt is the specification's approved_at, set by every decision (approve, reject, expire, cancel).
 	DecidedAt       time.Time
 	Approver        string
 	Reason          string
