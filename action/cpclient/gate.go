@@ -373,7 +373,7 @@ func (g *Gate) watch(ctx context.Context, approvalID string, votes int) (engine.
 const sourceDeadline = "deadline"
 
 // decisionOf turns a decided approval into the engine's decision. A gate closed by its
-// deadline — status REJECTED with decided_by_source "deadline" (docs/approvals.md, "Gate policy"), or EXPIRED
+// deadline — status REJECTED with decided_by_source "deadline" (docs/approvals.md, "Gates decided from CI"), or EXPIRED
 // from older control planes — is no rejection: it returns an error wrapping
 // context.DeadlineExceeded, so the engine records TIMED_OUT and on_fail applies
 // (docs/spec/runbooks.md, "Step 5", "confirm"). An approved M-of-N gate's By names every approver in vote

@@ -411,7 +411,7 @@ func requirementOf(a store.Approval) approval.GateRequirement {
 
 // closedError says why a gate that is no longer pending refuses a decision. A gate closed by
 // its deadline (status rejected, or expired for rows of older versions) is E_TOKEN_EXPIRED on
-// the token path and a "timed out" E_APPROVAL_ALREADY_DECIDED by approval id (docs/approvals.md, "Gate policy").
+// the token path and a "timed out" E_APPROVAL_ALREADY_DECIDED by approval id (docs/approvals.md, "Gates decided from CI").
 func closedError(a store.Approval, byID bool) error {
 	timedOut := a.Status == store.ApprovalExpired || (a.Status == store.ApprovalRejected && a.DecidedBySource == store.SourceDeadline)
 	switch {

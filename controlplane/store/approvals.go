@@ -460,7 +460,7 @@ func (w *writeTx) runStarter(runID string) (RunStarter, error) {
 // ExpireDueApprovals closes every pending approval whose deadline is at or before now and
 // returns them: status rejected, approver "system", reason "timed out after <deadline minus
 // requested_at, whole seconds>" (e.g. "timed out after 5m0s"), decided_by_source "deadline",
-// decided at its deadline; their tokens stop working (docs/approvals.md, "Gate policy": an expired gate is
+// decided at its deadline; their tokens stop working (docs/approvals.md, "Gates decided from CI": an expired gate is
 // decided rejected, never left pending). The server calls it when NextDeadline
 // comes due. Errors: ErrClosed, storage errors.
 func (s *Store) ExpireDueApprovals(ctx context.Context, now time.Time) ([]Approval, error) {
