@@ -372,7 +372,7 @@ type RunInfo struct {
 	// (StartRunRequest.reported_workflow_run; docs/approvals.md, "Approve in GitHub"), nil outside a runner.
 	Reported *rbookv1.GitHubWorkflowRun
 	// Kind is the run's format: RUN_KIND_PLAYBOOK for a .cantbook; the zero value
-	// (RUN_KIND_UNSPECIFIED) is sent as RUN_KIND_RUNBOOK (docs/spec/playbooks.md, "Report").
+	// (RUN_KIND_UNSPECIFIED) is sent as RUN_KIND_RUNBOOK (docs/playbooks.md, "Running").
 	Kind rbookv1.RunKind
 	// Bindings is a playbook run's validated inputs (defaults applied) as a JSON object, the
 	// run's first bindings (StartRunRequest.bindings, column playbook_runs.bindings; at most

@@ -425,7 +425,7 @@ function rbookEnv(env = process.env) {
 function rbookVerb(env = process.env) {
   const verb = input('verb', 'run', env);
   if (verb !== 'run' && verb !== 'resume') throw new ShimError(`input verb: ${JSON.stringify(verb)} is not run or resume`);
-  // docs/spec/playbooks.md, "Report": playbook: path.cantbook runs `rbook playbook run`.
+  // docs/playbooks.md, "The Action": playbook: path.cantbook runs `rbook playbook run`.
   const playbook = input('playbook', '', env);
   if (playbook !== '') {
     if (input('runbook', '', env) !== '') throw new ShimError('inputs runbook and playbook are mutually exclusive: set one of them');

@@ -23,7 +23,7 @@ import (
 const KindPlaybook = "playbook"
 
 // DefaultPlaybookStatePath is where a playbook's run is recorded unless --state-file names
-// another file: .rbook/<playbook-name>.playbook.state.json (docs/spec/playbooks.md, "Report").
+// another file: .rbook/<playbook-name>.playbook.state.json (docs/playbooks.md, "Crash-resume").
 func DefaultPlaybookStatePath(name string) string {
 	return filepath.Join(".rbook", name+".playbook.state.json")
 }
@@ -137,7 +137,7 @@ type PlaybookOpenOptions struct {
 }
 
 // PlaybookEditedError refuses to resume a playbook run whose .cantbook changed since it
-// started (docs/spec/playbooks.md, "Report"): both playbook hashes are named.
+// started (docs/playbooks.md, "Crash-resume"): both playbook hashes are named.
 type PlaybookEditedError struct {
 	RunID, Path, Recorded, Current string
 }

@@ -35,7 +35,7 @@ type FileRecorder struct {
 	outboxWritten int
 	acked         bool
 	// writes counts the state-file writes made (each one temp file, fsync, rename, folder
-	// fsync): tests assert which transitions are durable (docs/development.md, "Benchmarks").
+	// fsync): tests assert which transitions are durable (docs/decisions/durability.md).
 	writes int
 	// mu guards State against Ack, which an asynchronous control-plane sender calls.
 	mu sync.Mutex

@@ -62,7 +62,7 @@ type Deterministic struct {
 }
 
 // PlaybookBinDirs returns the PathPrepend of the playbook demo convention for the playbook at
-// path: [<folder of path>/bin] made absolute when that folder exists, else nil (docs/spec/playbooks.md, "Report": runbooks/release.cantbook runs with the stub runbooks/bin/pnpm).
+// path: [<folder of path>/bin] made absolute when that folder exists, else nil (docs/playbooks.md, "The demo's PATH": runbooks/release.cantbook runs with the stub runbooks/bin/pnpm).
 func PlaybookBinDirs(path string) []string {
 	dir, err := filepath.Abs(filepath.Join(filepath.Dir(path), "bin"))
 	if err != nil {

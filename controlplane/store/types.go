@@ -419,7 +419,7 @@ type RecordResult struct {
 type RunFilter struct {
 	Status       RunStatus
 	PlaybookName string
-	// Kind, when set, lists only runs of that kind (docs/spec/playbooks.md, "Report": ListRunsRequest.kind).
+	// Kind, when set, lists only runs of that kind (docs/playbooks.md, "Running"; ListRunsRequest.kind).
 	Kind RunKind
 	// Repository, when set, lists only runs whose repository ("owner/name": the verified job's,
 	// else the reported workflow run's) equals it without regard to case.
