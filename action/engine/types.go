@@ -68,7 +68,7 @@ type Outcome struct {
 	halt error
 	// input is the step's input as it ran (InputRewriter), set by the engine.
 	input *string
-	// Value is a playbook node's output bindings (docs/playbooks.md, "Approval nodes"): a deterministic node's
+	// Value is a playbook node's output bindings (docs/spec/playbooks.md, "Nodes"): a deterministic node's
 	// stdout JSON object, else {"stdout": text, "exit_code": n}; an agentic node's structured
 	// tool result. The engine keeps it under the node id in the run's bindings and records it
 	// as the evidence output (JSON). Nil for runbook steps.

@@ -74,7 +74,7 @@ type PlaybookInput struct {
 
 // Node is what a Step carries for a playbook node (Step.Node); nil for runbook steps. Strings
 // that may hold {{ var }} templates are kept as written: executors render them with Render
-// against the run's bindings just before the node runs (docs/playbooks.md, "Approval nodes").
+// against the run's bindings just before the node runs (docs/spec/playbooks.md, "Nodes").
 type Node struct {
 	// ID is the node id (also Step.Name).
 	ID string

@@ -13,7 +13,7 @@ import (
 	"github.com/rbookhq/rbook-action/action/runbook"
 )
 
-// The playbook half of the state file (docs/playbooks.md, "Approval nodes"): a .cantbook run keeps the
+// The playbook half of the state file (docs/spec/playbooks.md, "Nodes"): a .cantbook run keeps the
 // specification's state JSON (run_id, runbook_name = the playbook's name, run_status, …, evidence_pack)
 // plus what a DAG needs: kind "playbook", bindings, iteration_counts and in_flight_nodes
 // (several side-effecting nodes may run at once). The file is written with the same atomic

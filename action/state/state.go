@@ -76,7 +76,7 @@ type State struct {
 	// are sent again (idempotently) on resume, so nothing recorded locally is lost.
 	Outbox []engine.Transition `json:"outbox,omitempty"`
 
-	// The playbook additions (docs/playbooks.md, "Approval nodes"; playbook.go). All are absent from a
+	// The playbook additions (docs/spec/playbooks.md, "Nodes"; playbook.go). All are absent from a
 	// runbook's state file.
 	//
 	// Kind is "playbook" for a .cantbook run; absent for a runbook.

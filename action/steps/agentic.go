@@ -13,7 +13,7 @@ import (
 	"github.com/rbookhq/rbook-action/action/runbook"
 )
 
-// Agentic executes playbook agentic nodes (runbook.TypeAgentic; docs/playbooks.md, "Approval nodes") as one call
+// Agentic executes playbook agentic nodes (runbook.TypeAgentic; docs/spec/playbooks.md, "Nodes") as one call
 // of an MCP tool: Node.Agent names the server in the mcpServers config, Node.Skill the tool,
 // and the arguments are Node.Inputs with every string rendered by runbook.RenderValue against
 // RunContext.Bindings (every missing variable named, nothing called).

@@ -22,7 +22,7 @@ import (
 )
 
 // MaxStreamBytes caps what a deterministic node keeps of each of its command's stdout and
-// stderr (1 MiB per stream; docs/playbooks.md, "Approval nodes": "captured, capped, as check output is"). The
+// stderr (1 MiB per stream; docs/spec/playbooks.md, "Nodes": "captured, capped, as check output is"). The
 // command may write more: the rest is read and discarded, so it never blocks on a full pipe,
 // and the kept text ends with TruncatedNote. (The engine cuts the evidence output further, as
 // it does for check steps.)
@@ -32,7 +32,7 @@ const MaxStreamBytes = 1 << 20
 // bytes dropped.
 const TruncatedNote = "\n[rbook: output truncated, %d more bytes over the %d-byte cap were discarded]"
 
-// Deterministic executes playbook deterministic nodes (runbook.TypeDeterministic; docs/playbooks.md, "Approval nodes"): it execs Node.Command with Node.Args, without a shell, after rendering each arg,
+// Deterministic executes playbook deterministic nodes (runbook.TypeDeterministic; docs/spec/playbooks.md, "Nodes"): it execs Node.Command with Node.Args, without a shell, after rendering each arg,
 // each Node.Env value and Node.Cwd with runbook.Render against RunContext.Bindings. Each
 // rendered arg is exactly one argv entry, byte for byte (spaces, quotes, newlines, ';',
 // "$(x)" or a "{{" inside a value are never re-parsed). The command itself is not templated.

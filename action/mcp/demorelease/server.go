@@ -1,4 +1,4 @@
-// Package demorelease is rbook's demo MCP server for playbooks (docs/playbooks.md, "Approval nodes"): the agentic
+// Package demorelease is rbook's demo MCP server for playbooks (docs/spec/playbooks.md, "Nodes"): the agentic
 // nodes of runbooks/release.cantbook and runbooks/fanout.cantbook call its tools, so the
 // playbook demos run on any machine. It publishes nothing, contacts no registry and no
 // network, and says so in its instructions, its tool descriptions and every result.
