@@ -179,7 +179,7 @@ func (e *InputsChangedError) Error() string {
 	return fmt.Sprintf("run %s was started with input %s=%s, not %s; run the same command with the run's inputs to resume it (or move its state file aside to start a new run)", e.RunID, e.Name, rec, giv)
 }
 
-// OpenPlaybook is Open for a playbook (docs/playbooks.md, "Inputs and bindings"): it resumes the IN_PROGRESS run
+// OpenPlaybook is Open for a playbook (docs/playbooks.md, "Crash-resume"): it resumes the IN_PROGRESS run
 // recorded at path, or prepares a fresh one (not written yet: the engine's run_started writes
 // it). A resumed run keeps its bindings, iteration counts and evidence; Opened.SkipNodes lists
 // the nodes the operator chose to skip. Errors: *CorruptError (not a playbook run, or another
@@ -226,7 +226,7 @@ func OpenPlaybook(plan *runbook.Plan, path string, opts PlaybookOpenOptions) (*O
 		for _, id := range opts.SkipNodes {
 			if slices.Contains(opts.RerunNodes, id) {
 				// Both answers for one node: neither may be guessed (the skip used to win
-				// silently; found by TestIssue9_Break_RerunAndSkipSameNodeRefused).
+				// silently).
 				return nil, fmt.Errorf("--rerun-node %s and --skip-node %s: node '%s' of run %s is given both answers; choose one (run it again, or go on as if it had been skipped)", id, id, id, prev.RunID)
 			}
 		}

@@ -106,8 +106,8 @@ func Open(plan *runbook.Plan, path string, opts OpenOptions) (*Opened, error) {
 		if prev.Kind == KindPlaybook {
 			// A runbook whose state_file_path is an unfinished playbook run's state file
 			// (.rbook/<name>.playbook.state.json) must not resume that run as its own steps,
-			// not even with --allow-edited-runbook (docs/playbooks.md, "Inputs and bindings"; the mirror of
-			// OpenPlaybook's check; found by TestIssue9_Break_RunbookRefusesPlaybookState).
+			// not even with --allow-edited-runbook (the mirror of OpenPlaybook's check: a
+			// run is resumed only by the format that started it).
 			return nil, &CorruptError{path, fmt.Sprintf("it holds an unfinished playbook run (%s of %q), not a runbook run; give the runbook its own state_file_path", prev.RunID, prev.RunbookName)}
 		}
 		if prev.RunbookName != plan.Name {
@@ -328,7 +328,7 @@ func RunID(plan *runbook.Plan, t time.Time) string {
 }
 
 // PlaybookRunID is a playbook run's id: "RBOOK-" + UTC date YYYYMMDD + "-" + playbook name +
-// "-" + 8 random lowercase hex characters (docs/playbooks.md). The specification's runbook id ends in
+// "-" + 8 random lowercase hex characters (docs/spec/playbooks.md, "Run ids"). The specification's runbook id ends in
 // the schema hash, which every run of every playbook shares, so two runs of one playbook on one
 // day (another --state-file, another control plane) would get one id and one evidence pack
 // file; the random part makes each fresh run's id its own. It is made once, at the fresh start,

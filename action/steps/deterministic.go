@@ -279,7 +279,7 @@ func stdoutValue(stdout string, truncated bool) map[string]any {
 // limit as the playbook's YAML). A deeper object is kept as text ({"stdout", "exit_code"}):
 // nested under the state file's bindings it would pass encoding/json's read limit of 10000
 // levels and make the run's state unreadable (every later write of the state file failed and
-// the run could never finish; found by TestIssue9_Break_DeepJSONOutputStaysText).
+// the run could never finish).
 const MaxOutputDepth = runbook.MaxDepth
 
 // jsonDepth is the nesting depth of objects and lists of a decoded JSON value at level d

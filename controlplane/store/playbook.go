@@ -257,8 +257,8 @@ func (w *writeTx) playbookErrorContext(t Transition) (json.RawMessage, error) {
 	return json.Marshal(m)
 }
 
-// NodeState is one playbook node's state derived from a run's transitions (docs/playbooks.md, "Inputs and bindings"
-// and 8; the proto's NodeState). Status is "running" (started, not finished), "waiting" (its
+// NodeState is one playbook node's state derived from a run's transitions (the proto's
+// NodeState). Status is "running" (started, not finished), "waiting" (its
 // gate is open), or the evidence status of its last step_finished ("PASS", "FAIL",
 // "TIMED_OUT", "SKIPPED"). The store knows only what was recorded: a node that never appeared
 // in a transition has no NodeState (it is not listed as "pending").
