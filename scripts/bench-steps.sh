@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Per-step cost of `rbook run` (issue 10, item 5): whole-process wall time of `rbook run` on a
+# Per-step cost of `rbook run` (docs/development.md, "Benchmarks"): whole-process wall time of `rbook run` on a
 # generated chain runbook of N simulated deploy steps, in three modes:
 #   off       rbook run --control-plane off      (engine + durable state file)
 #   embedded  rbook run                          (the embedded control plane, its SQLite in .rbook/)
@@ -7,7 +7,7 @@
 # Each (mode, N) runs REPS times in a fresh folder; the table shows medians. "per step" is
 # reported two ways: t(N)/N, and the marginal cost between two lengths, (t(N2)-t(N1))/(N2-N1),
 # which takes out the fixed start-up cost (process start, embedded control plane, report).
-# Targets (issue 10): off <= 1 ms/step at N = 1,000 and flat from 200 to 2,000; embedded
+# Targets (docs/control-plane.md, "Two replicas on one PostgreSQL"): off <= 1 ms/step at N = 1,000 and flat from 200 to 2,000; embedded
 # <= 1.5 ms/step at N = 1,000, flat in N.
 #
 # Usage: scripts/bench-steps.sh [-r REPS] [-n "50 200 1000 2000"] [-m "off embedded serve"]

@@ -1,5 +1,5 @@
 // Command release builds rbook's release archives reproducibly and writes their checksums
-// (issue 7, item 2): for each target (linux, darwin, windows × amd64, arm64) it runs
+// (docs/action.md, "How the Action runs rbook"): for each target (linux, darwin, windows × amd64, arm64) it runs
 //
 //	CGO_ENABLED=0 GOOS=… GOARCH=… go build -trimpath -buildvcs=false -ldflags "-s -w -X main.version=VERSION" -o … ./cmd/rbook
 //
@@ -36,7 +36,7 @@ import (
 	"time"
 )
 
-// Targets are the release's GOOS/GOARCH pairs (issue 7, item 1: every runner OS).
+// Targets are the release's GOOS/GOARCH pairs (docs/action.md, "How the Action runs rbook": every runner OS).
 var Targets = []string{"darwin/amd64", "darwin/arm64", "linux/amd64", "linux/arm64", "windows/amd64", "windows/arm64"}
 
 // ArchiveTime is the modification time of every archive entry: fixed, so archives are

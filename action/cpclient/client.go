@@ -1,8 +1,7 @@
-// Package cpclient connects an executor to the rbook control plane (issue 3, "Executor
-// integration"): it starts or resumes the run there, records every transition through
+// Package cpclient connects an executor to the rbook control plane: it starts or resumes the run there, records every transition through
 // RecordTransition with retries and back-off, and decides confirm gates through
-// RequestApproval and WatchApproval. It meets the control plane only through gen/ (DESIGN,
-// "Boundaries").
+// RequestApproval and WatchApproval. It meets the control plane only through gen/
+// (ARCHITECTURE.md: action/... and controlplane/... never import each other).
 package cpclient
 
 import (
@@ -25,21 +24,20 @@ import (
 )
 
 // DefaultDeadline is how long a call keeps retrying an unreachable control plane before the
-// run halts (issue 3: "if the control plane stays unreachable past a deadline the run halts";
+// run halts ("if the control plane stays unreachable past a deadline the run halts";
 // the --control-plane-timeout flag).
 const DefaultDeadline = 60 * time.Second
 
 // DefaultAttemptTimeout bounds one attempt of a unary call, and a watch stream until its first
 // message: a control plane that accepts connections but never answers (a stopped process, a
-// proxy that hangs) costs at most this long per attempt before the attempt is retried (issue 6,
-// item 1.4). The control plane answers a healthy unary call in milliseconds.
+// proxy that hangs) costs at most this long per attempt before the attempt is retried. The control plane answers a healthy unary call in milliseconds.
 const DefaultAttemptTimeout = 5 * time.Second
 
 // minAttemptTimeout is the least time the last attempt before the deadline still gets, so a
 // call that starts just before its deadline is not doomed by a sliver of time.
 const minAttemptTimeout = time.Second
 
-// HTTP/2 liveness of the connection to the control plane (issue 6, item 1.4): after
+// HTTP/2 liveness of the connection to the control plane: after
 // PingInterval without a frame from the server the client sends a PING, and closes the
 // connection when no answer came within PingTimeout. A WatchApproval stream is silent while a
 // gate waits, so this is what tells a live but idle stream from a server that stopped
@@ -55,13 +53,13 @@ const (
 // Back-off between retries: exponential from minBackoff, doubling up to maxBackoff, with
 // "equal jitter" (a random half of each wait) so executors that lost the same control plane
 // do not come back in lockstep. maxBackoff is short so a control plane that restarts in a
-// second or two is found again within about as long (issue 6, item 1.5).
+// second or two is found again within about as long (docs/control-plane.md, "Delivery and retries").
 const (
 	minBackoff = 100 * time.Millisecond
 	maxBackoff = 2 * time.Second
 )
 
-// Client talks to one control plane, through one URL or several (replicas; D10-6, see
+// Client talks to one control plane, through one URL or several (replicas; docs/decisions/control-plane-urls.md, see
 // failover.go). Every call of the executor (StartRun, RecordTransition(s), RequestApproval,
 // Approve, Reject, WatchApproval, WatchRun) goes through its retry loop: transient failures
 // are retried with back-off until Deadline — on the next URL when the current one did not
@@ -79,7 +77,7 @@ type Client struct {
 	// unary calls made directly on Runs and Approvals with a context without a deadline.
 	AttemptTimeout time.Duration
 	// Progress, when set, gets one MoveNotice line each time the client moves to the next URL
-	// (D10-6). Writes come from any goroutine making calls, one line per write.
+	// (docs/decisions/control-plane-urls.md). Writes come from any goroutine making calls, one line per write.
 	Progress io.Writer
 
 	// eps are the URLs in order and cur the index of the one calls go to (failover.go);
@@ -90,7 +88,7 @@ type Client struct {
 	noticed    map[string]bool
 	noticedAny atomic.Bool
 
-	// ownerID and epoch are the run's lease (DESIGN D12): set by StartRun, sent with every
+	// ownerID and epoch are the run's lease (docs/decisions/leases-and-fencing.md): set by StartRun, sent with every
 	// write (RecordTransition, RequestApproval, RenewLease).
 	ownerID string
 	epoch   atomic.Int64
@@ -98,14 +96,14 @@ type Client struct {
 	// NewWithTokenSource with a source).
 	credentialed bool
 	// noBatch is set once the control plane answered RecordTransitions with Unimplemented
-	// (an older control plane): senders then use RecordTransition (issue 10, item 3).
+	// (an older control plane): senders then use RecordTransition (docs/decisions/durability.md).
 	noBatch atomic.Bool
 }
 
 // Credentialed reports whether the client sends credentials (a static token or a token
 // source such as the job's OIDC token). A client without them talks to a control plane that,
 // if it accepts the client, very likely runs without an auth file, so nobody can decide its
-// gates by approval id there (NEWUSER7 finding 2).
+// gates by approval id there (the CLI then says so instead of printing a command that cannot work).
 func (c *Client) Credentialed() bool { return c.credentialed }
 
 // Fence returns the owner id and lease epoch the client writes with (zero before StartRun).
@@ -197,7 +195,7 @@ func Code(err error) string {
 	return ""
 }
 
-// Retryable reports whether a failed call may succeed if sent again (issue 6, item 1.5). Every
+// Retryable reports whether a failed call may succeed if sent again (docs/control-plane.md, "Delivery and retries"). Every
 // call the executor retries is idempotent (RecordTransition on run_id + seq, StartRun,
 // RequestApproval on run + node, Approve and Reject through one compare-and-set), so the
 // rule is about what the failure says, not about the call:
@@ -277,7 +275,7 @@ func (c *Client) retry(ctx context.Context, f func(context.Context) error) error
 // of the stream and restarts the failure clock, so a stream that broke after an hour gets a
 // full Deadline to come back.
 //
-// With several URLs (D10-6) each attempt goes to the current one; a transport failure there
+// With several URLs (docs/decisions/control-plane-urls.md) each attempt goes to the current one; a transport failure there
 // (transportFailure, or the attempt timeout) moves the client to the next URL and the next
 // attempt follows at once, and the back-off comes only after a full round of URLs failed.
 // With one URL every failure backs off, as before.
@@ -363,7 +361,7 @@ type RunInfo struct {
 	RunID, RunbookName, PlanDigest, SchemaHash8, StartedBy string
 	TotalSteps                                             int
 	StartedAt                                              time.Time
-	// OwnerID is the executor's owner id (state.NewOwnerID; DESIGN D12). Required.
+	// OwnerID is the executor's owner id (state.NewOwnerID; docs/decisions/leases-and-fencing.md). Required.
 	OwnerID string
 	// TakeOver asks to take the run over from another owner whose lease expired.
 	TakeOver bool
@@ -371,24 +369,24 @@ type RunInfo struct {
 	// the control plane's default (DefaultLease).
 	Lease time.Duration
 	// Reported is the workflow run the executor runs in, from the runner's environment
-	// (StartRunRequest.reported_workflow_run; issue 8), nil outside a runner.
+	// (StartRunRequest.reported_workflow_run; docs/approvals.md, "Approve in GitHub"), nil outside a runner.
 	Reported *rbookv1.GitHubWorkflowRun
 	// Kind is the run's format: RUN_KIND_PLAYBOOK for a .cantbook; the zero value
-	// (RUN_KIND_UNSPECIFIED) is sent as RUN_KIND_RUNBOOK (issue 9, item 8).
+	// (RUN_KIND_UNSPECIFIED) is sent as RUN_KIND_RUNBOOK (docs/playbooks.md, "Running").
 	Kind rbookv1.RunKind
 	// Bindings is a playbook run's validated inputs (defaults applied) as a JSON object, the
 	// run's first bindings (StartRunRequest.bindings, column playbook_runs.bindings; at most
 	// 1 MiB, the control plane refuses more with E_INVALID_ARGUMENT). Empty means {}.
 	Bindings string
 	// EpicID and SessionID link a playbook run to a task epic and a session (columns epic_id,
-	// session_id; seed playbooks.txt); optional, each at most 128 bytes.
+	// session_id; docs/spec/playbooks.md); optional, each at most 128 bytes.
 	EpicID, SessionID string
 	// Plan is what the run executes (PlanOf), sent bound to PlanDigest so a person deciding a
 	// gate sees what is still to come; nil sends none.
 	Plan *rbookv1.RunPlan
 }
 
-// Sentinel errors of StartRun (DESIGN D6, D12).
+// Sentinel errors of StartRun (docs/decisions/run-ids.md, docs/decisions/leases-and-fencing.md).
 var (
 	// ErrRunFinal means the control plane already holds a final run with this id: a fresh
 	// run takes the next id suffix.
@@ -463,7 +461,7 @@ func (c *Client) StartRun(ctx context.Context, ri RunInfo) (Started, error) {
 const DefaultLease = 60 * time.Second
 
 // ErrLeaseLost means the control plane refused a write because another executor resumed or
-// took over the run: this executor must stop writing (DESIGN D12).
+// took over the run: this executor must stop writing (docs/decisions/leases-and-fencing.md).
 var ErrLeaseLost = errors.New("this executor lost the run's lease")
 
 // KeepLease renews the lease every third of its duration until ctx ends, so a long step or a

@@ -13,8 +13,8 @@ import (
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
 )
 
-// Executor failover (issue 10, item 2: "The executor takes several control-plane URLs (or
-// one behind a load balancer) and moves to the next on failure"; decision D10-6). A client
+// Executor failover: the executor takes several control-plane URLs (or one behind a load
+// balancer) and moves to the next on failure (docs/decisions/control-plane-urls.md). A client
 // made from "http://a:7070,http://b:7070" sends every call to its current URL, the first
 // one at the start. A transport failure there (connection refused or reset, Unavailable,
 // an attempt timeout, HTTP 502/503/504: see transportFailure) moves the client to the next
@@ -24,15 +24,15 @@ import (
 // never move it. Because every replica serves the same store, a call retried on another
 // replica is the same idempotent call (run_id + seq, one compare-and-set per gate).
 
-// MaxURLs is the most control-plane URLs one --control-plane value may list (D10-6); a
+// MaxURLs is the most control-plane URLs one --control-plane value may list (docs/decisions/control-plane-urls.md); a
 // longer list is refused by SplitURLs rather than cut.
 const MaxURLs = 16
 
 // MoveNotice is the progress line a client writes to Progress when it moves from one URL to
-// the next (D10-6): the URL that failed, then the one it uses now.
+// the next (docs/decisions/control-plane-urls.md): the URL that failed, then the one it uses now.
 const MoveNotice = "control plane: %s unreachable; using %s"
 
-// URLError is SplitURLs' refusal of one item of a control-plane URL list (D10-6).
+// URLError is SplitURLs' refusal of one item of a control-plane URL list (docs/decisions/control-plane-urls.md).
 type URLError struct {
 	// Index is the item's position in the list, 1-based; 0 when the list as a whole is bad
 	// (more than MaxURLs items).
@@ -44,16 +44,16 @@ type URLError struct {
 	// Count is the number of items, set when the list is too long.
 	Count int
 	// Credentials is true when the item names a user or password (user:password@host);
-	// Item then has its user and password replaced by "xxxxx" (break10: a URL's credentials would be
-	// printed in progress lines, hints and errors, and recorded in the state file).
+	// Item then has its user and password replaced by "xxxxx" (a URL's credentials would otherwise
+	// be printed in progress lines, hints and errors, and recorded in the state file).
 	Credentials bool
 }
 
 // Error is the refusal as one sentence after the value's origin (the caller prefixes it, as in
-// "--control-plane item 2 is empty: …"):
+// "--control-plane item N is empty: …"):
 // "lists N control plane URLs, more than the 16 allowed", "item N is empty: …", or
 // "item N \"…\" is not a control plane URL: …" ("\"…\" is not …" for a single URL), with a
-// hint of the form to use (D10-6).
+// hint of the form to use (docs/decisions/control-plane-urls.md).
 func (e *URLError) Error() string {
 	switch {
 	case e.Count > MaxURLs:
@@ -82,7 +82,7 @@ func (e *URLError) Error() string {
 
 // SplitURLs parses a control-plane value (--control-plane, $RBOOK_CONTROL_PLANE, the
 // Action's control-plane input): one URL or up to MaxURLs separated by commas, spaces around
-// each trimmed, trailing slashes dropped (D10-6). Every item needs the scheme http:// or
+// each trimmed, trailing slashes dropped (docs/decisions/control-plane-urls.md). Every item needs the scheme http:// or
 // https:// and a host, and no user or password (user:password@host: credentials would be
 // printed and recorded; the executor authenticates with RBOOK_TOKEN). Errors: *URLError
 // naming the first empty or bad item (a password in it redacted).
@@ -226,7 +226,7 @@ func (c *Client) answered() {
 	c.noticeMu.Unlock()
 }
 
-// transportFailure reports whether err says the URL did not answer (D10-6): an error without
+// transportFailure reports whether err says the URL did not answer (docs/decisions/control-plane-urls.md): an error without
 // an rbook code that Retryable would retry — refused or reset connections and HTTP
 // 429/502/503/504 (unavailable), a read that broke (unknown, internal), a stream reset by
 // the peer (canceled), aborted, data_loss, deadline_exceeded. Not: the control plane's own
@@ -344,7 +344,7 @@ func (f failoverInterceptor) WrapStreamingHandler(next connect.StreamingHandlerF
 // WatchRun follows run runID from fromSeq (WatchRun; the control plane replays stored
 // transitions first), calling fn with each message, until the stream ends (the run is
 // final: nil), fn returns done or an error, or ctx ends. A broken stream is reopened with
-// the client's retries — on the next URL after a transport failure (D10-6) — asking from
+// the client's retries — on the next URL after a transport failure (docs/decisions/control-plane-urls.md) — asking from
 // the seq after the last transition fn saw, and a transition at or below it is dropped, so
 // fn sees every transition once and in order across reconnects. Each stream's first
 // message is the run alone (no transition), as the control plane sends it. Errors: the

@@ -10,7 +10,7 @@ import (
 
 // FromProto maps a stored wire transition back to the engine's (the inverse of ToProto), so
 // `rbook resume` can rebuild a paused run's state file from the control plane's record
-// (issue 8, item 4; DESIGN D14). A PAUSED or RUNNING run status is IN_PROGRESS. Errors: an
+// (docs/decisions/gate-modes.md). A PAUSED or RUNNING run status is IN_PROGRESS. Errors: an
 // unknown transition kind, run status or step status (a newer control plane), naming the seq.
 func FromProto(p *rbookv1.Transition) (engine.Transition, error) {
 	t := engine.Transition{
@@ -52,7 +52,7 @@ func FromProto(p *rbookv1.Transition) (engine.Transition, error) {
 func DecisionOf(a *rbookv1.Approval) (engine.Decision, error) { return decisionOf(a) }
 
 // ReleaseLease ends this client's lease on the run now (RenewLeaseRequest.release; pause
-// mode, issue 8 item 4), so the executor that resumes the run takes it over at once at the
+// mode, docs/approvals.md, "Pause mode"), so the executor that resumes the run takes it over at once at the
 // next epoch. Errors: the control plane's refusal, or *UnreachableError after the Deadline.
 func (c *Client) ReleaseLease(ctx context.Context, runID string) error {
 	owner, epoch := c.Fence()

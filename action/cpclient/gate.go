@@ -18,7 +18,7 @@ import (
 // Gate decides confirm steps through the control plane: RequestApproval opens the gate, and
 // the first decision wins — an Approve/Reject RPC from anyone (rbook approve, grpcurl, a
 // generated client), or the Local gate (the terminal), whose answer is applied with the same
-// compare-and-set so the two can never both decide (DESIGN D8).
+// compare-and-set so the two can never both decide (docs/decisions/confirm-gates.md).
 type Gate struct {
 	C *Client
 	// Local, when set, is a second source (the terminal). A Cancelled verdict from it is
@@ -30,17 +30,18 @@ type Gate struct {
 	// approvals_required, allowed_approvers, starter_may_approve and any votes already cast),
 	// its token and the deadline the approval really closes at (a reopened gate keeps its
 	// original one) once the gate is open, before Announce: a GitHub runner masks the token
-	// and says at the gate how to decide it and who may (issue 7, items 3 and 4).
+	// and says at the gate how to decide it and who may (docs/action.md, "Runner-native output").
 	Opened func(a *rbookv1.Approval, token string, deadline time.Time)
 	// Progress, when set, is told each pending state of the approval whose votes differ in
 	// number from the last one seen (Opened's, then the watch stream's): a vote of an M-of-N
-	// gate arrived and the gate still waits (issue 7, item 4; NEWUSER7 finding 10). It is
+	// gate arrived and the gate still waits (docs/approvals.md, "Gate policy"), so a person sees
+	// each vote land. It is
 	// called from the watch goroutine.
 	Progress func(a *rbookv1.Approval)
 	// Decided, when set, is told the approval as it closed — approved, rejected (also by
 	// its deadline, decided_by_source "deadline"), cancelled — as the watch stream or the
 	// Approve/Reject of a terminal answer returned it, before Await returns: the job summary
-	// lists its votes (NEWUSER7 finding 11).
+	// lists its votes.
 	Decided func(a *rbookv1.Approval)
 	// Announce is told the approval as RequestApproval returned it and its token once the
 	// gate is open (to print "rbook approve <token>" on a terminal, or only the id in CI: the
@@ -58,18 +59,18 @@ type Gate struct {
 	// then keeps waiting for a decision on the control plane.
 	Notice func(msg string)
 	// Pause, when set, ends Await as soon as the gate is open and still pending (pause mode,
-	// issue 8 item 4; DESIGN D14): it returns a *PausedError, and a later `rbook resume`
+	// docs/decisions/gate-modes.md): it returns a *PausedError, and a later `rbook resume`
 	// continues the run once the gate is decided. A gate the control plane answers at once
 	// (auto-passed by its policy) is decided as usual.
 	Pause bool
 	// GitHub is the workflow run and environment reported with RequestApproval
-	// (RequestApprovalRequest.github; issue 8, Interface); nil outside a runner.
+	// (RequestApprovalRequest.github; docs/approvals.md, "Approve in GitHub"); nil outside a runner.
 	GitHub *rbookv1.GitHubWorkflowRun
 }
 
 // PausedError is what a Pause gate returns once its gate is open on the control plane and
 // every transition up to it is there (Drain ran first): the executor ends the job without
-// waiting (issue 8, item 4).
+// waiting (docs/approvals.md, "Pause mode").
 type PausedError struct {
 	// ApprovalID is the open approval (Approval.approval_id).
 	ApprovalID string
@@ -87,7 +88,7 @@ func (e *PausedError) Error() string {
 
 // Await opens the gate on the control plane and waits for the first decision (engine.Gate).
 //
-// The control plane's record decides (issue 6, item 1.6): ctx's deadline is the gate's, and
+// The control plane's record decides (docs/decisions/confirm-gates.md): ctx's deadline is the gate's, and
 // the control plane closes the gate (expired) at that same deadline, so when it passes Await
 // waits up to the client's Deadline more for the control plane to say what became of the
 // gate — expired (ctx.Err()-like: the engine records TIMED_OUT) or a decision that made it
@@ -139,7 +140,7 @@ func (g *Gate) Await(ctx context.Context, req engine.GateRequest) (engine.Decisi
 	id, token := opened.GetApproval().GetApprovalId(), opened.GetToken()
 	// The approval closes at its own deadline; a gate reopened after a restart keeps the
 	// approval (and token) it had, with its original, earlier deadline. The Local gate's
-	// prompt states that one deadline, not the fresh step timeout (issue 6, item 2.4).
+	// prompt states that one deadline, not the fresh step timeout.
 	localReq := req
 	localReq.ApprovalURL = opened.GetApproval().GetApprovalUrl()
 	if dl := opened.GetApproval().GetDeadline(); dl != nil && dl.AsTime().Before(req.Deadline) {
@@ -147,8 +148,7 @@ func (g *Gate) Await(ctx context.Context, req engine.GateRequest) (engine.Decisi
 		localReq.Reopened = dl.AsTime().Before(req.Deadline.Add(-time.Second))
 	}
 	if a := opened.GetApproval(); a.GetStatus() == rbookv1.ApprovalStatus_APPROVAL_STATUS_APPROVED {
-		// Decided when it opened: the auto-pass policy approved a playbook gate (issue 9,
-		// item 6), or it was approved while this executor was away. Nobody is asked and no
+		// Decided when it opened: the auto-pass policy approved a playbook gate (docs/decisions/auto-pass-policy.md), or it was approved while this executor was away. Nobody is asked and no
 		// token is announced; the decision returns at once, with the policy's verdict.
 		if g.Decided != nil {
 			g.Decided(a)
@@ -284,7 +284,7 @@ func stopped(ctx context.Context, err error) error {
 }
 
 // decideLocally applies a terminal answer with the same compare-and-set as everyone else,
-// retrying transient failures with the client's back-off (issue 6, item 1.6).
+// retrying transient failures with the client's back-off (docs/decisions/confirm-gates.md).
 func (g *Gate) decideLocally(ctx context.Context, token string, d engine.Decision) (engine.Decision, error) {
 	// The control plane refuses control characters in a reason (they would forge terminal
 	// output); a stray one typed at the prompt is shown as U+FFFD instead.
@@ -311,7 +311,7 @@ func (g *Gate) decideLocally(ctx context.Context, token string, d engine.Decisio
 	if err == nil {
 		// The decision carries the reason, and the decider, the control plane recorded, as
 		// one the watch delivers does (the step outputs approved-by and approval-comment;
-		// issue 7, item 3): "unverified:ann" for a name a control plane without auth took.
+		// docs/action.md, "Runner-native output"): "unverified:ann" for a name a control plane without auth took.
 		d.Reason = reason
 		if by := closed.GetApprover(); by != "" {
 			d.By = by
@@ -375,10 +375,10 @@ func (g *Gate) watch(ctx context.Context, approvalID string, votes int) (engine.
 const sourceDeadline = "deadline"
 
 // decisionOf turns a decided approval into the engine's decision. A gate closed by its
-// deadline — status REJECTED with decided_by_source "deadline" (issue 7, item 4), or EXPIRED
+// deadline — status REJECTED with decided_by_source "deadline" (docs/approvals.md, "Gates decided from CI"), or EXPIRED
 // from older control planes — is no rejection: it returns an error wrapping
-// context.DeadlineExceeded, so the engine records TIMED_OUT and on_fail applies (seed
-// runbook-executor, confirm step). An approved M-of-N gate's By names every approver in vote
+// context.DeadlineExceeded, so the engine records TIMED_OUT and on_fail applies
+// (docs/spec/runbooks.md, "Step 5", "confirm"). An approved M-of-N gate's By names every approver in vote
 // order ("alice, bob": the approval's approver).
 func decisionOf(a *rbookv1.Approval) (engine.Decision, error) {
 	d := engine.Decision{By: a.GetApprover(), Reason: a.GetReason(), Source: "control-plane", Policy: PolicyDecisionOf(a.GetPolicy()),

@@ -8,8 +8,7 @@ import (
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
 )
 
-// Limits of the policy context the control plane accepts (proto PolicyContext; issue 9,
-// item 6). PolicyContextProto refuses more before anything is sent, naming the field.
+// Limits of the policy context the control plane accepts (proto PolicyContext; docs/decisions/auto-pass-policy.md). PolicyContextProto refuses more before anything is sent, naming the field.
 const (
 	// MaxPolicyJSONBytes caps each JSON text of a PolicyContext (node, bindings, playbook).
 	MaxPolicyJSONBytes = 256 << 10
@@ -20,11 +19,11 @@ const (
 )
 
 // SourcePolicy is Approval.decided_by_source, and engine.Decision.Source, of a gate the
-// auto-pass policy approved without a human (ISSUE9-DECISIONS, "Approval nodes").
+// auto-pass policy approved without a human (docs/spec/playbooks.md, "Approval nodes").
 const SourcePolicy = "policy"
 
 // PolicyContextProto turns the engine's policy context of a playbook approval node into the
-// wire form of RequestApprovalRequest.policy (issue 9, item 6): node, bindings and playbook as
+// wire form of RequestApprovalRequest.policy (docs/decisions/auto-pass-policy.md): node, bindings and playbook as
 // compact JSON objects (nil maps are sent as {}), commands and tools as they are. It returns
 // nil for a nil context (a runbook's confirm step). Errors: a JSON text over
 // MaxPolicyJSONBytes, more than MaxPolicyCommands commands or tools, a command over
@@ -74,7 +73,7 @@ func PolicyContextProto(pc *engine.PolicyContext) (*rbookv1.PolicyContext, error
 	return &out, nil
 }
 
-// PolicyDecisionOf is the engine's form of Approval.policy (issue 9, item 6): nil when the
+// PolicyDecisionOf is the engine's form of Approval.policy (docs/decisions/auto-pass-policy.md): nil when the
 // approval carries none (a runbook's confirm step, or no policy ran).
 func PolicyDecisionOf(p *rbookv1.PolicyDecision) *engine.PolicyDecision {
 	if p == nil {

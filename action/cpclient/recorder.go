@@ -21,8 +21,7 @@ const QueueSize = 4096
 // (RecordTransitions, idempotent on run_id + seq; RecordTransition for Sync and for an older
 // control plane). Put it after the state file's recorder: a transition is durable locally (in
 // the state file's outbox) before it is sent, so the send can be asynchronous — Record queues
-// it and one sender delivers the queue in order, everything queued in one call (issue 10,
-// item 3), and the run does not wait a network round trip and a remote fsync per transition.
+// it and one sender delivers the queue in order, everything queued in one call (docs/decisions/durability.md), and the run does not wait a network round trip and a remote fsync per transition.
 type Recorder struct {
 	C *Client
 	// Acked, when set, is told the highest seq up to which the control plane has stored every
@@ -110,7 +109,7 @@ func (r *Recorder) sender(ctx context.Context) {
 	}
 }
 
-// Limits of one RecordTransitions call made by the sender (issue 10, item 3).
+// Limits of one RecordTransitions call made by the sender (docs/decisions/durability.md).
 const (
 	// MaxBatch caps the transitions of one call: the control plane's limit (store.MaxBatchTransitions).
 	MaxBatch = 1000
@@ -297,7 +296,7 @@ func RunStatusFromProto(s rbookv1.RunStatus) (st engine.RunStatus, ok bool) {
 	return "", false
 }
 
-// RunStatusToProto maps a state-file run status to the proto enum (DESIGN D7).
+// RunStatusToProto maps a state-file run status to the proto enum (docs/decisions/status-words.md).
 func RunStatusToProto(s engine.RunStatus) rbookv1.RunStatus {
 	switch s {
 	case engine.RunInProgress:

@@ -15,7 +15,7 @@ import (
 	"github.com/rbookhq/rbook-action/gen/rbook/v1/rbookv1connect"
 )
 
-// TokenSource gives the bearer token for one request to the control plane (issue 7, item 5:
+// TokenSource gives the bearer token for one request to the control plane (docs/control-plane.md, "OIDC":
 // a GitHub OIDC token is fetched per connection and refreshed before it expires). Token is
 // called before every unary call and every stream; it must be safe for concurrent use. An
 // error that has a Temporary() method returning true is retried like a network failure;
@@ -103,7 +103,7 @@ func jwtExpiry(tok string) (time.Time, bool) {
 
 // NewWithTokenSource is New with the bearer token from ts per call (nil: no Authorization
 // header): Token is asked before every unary request and as every stream opens, so a token
-// that expires (JWTSource) is replaced while a run lasts (issue 7, item 5).
+// that expires (JWTSource) is replaced while a run lasts (docs/control-plane.md, "OIDC").
 func NewWithTokenSource(baseURL string, ts TokenSource) *Client {
 	eps := newEndpoints(baseURL)
 	c := &Client{credentialed: ts != nil, eps: eps}

@@ -16,8 +16,8 @@ import (
 	"github.com/rbookhq/rbook-action/action/runbook"
 )
 
-// The playbook policy of the one scheduler (issue 9, items 2 and 5; DESIGN D15;
-// ISSUE9-DECISIONS "Semantics"). A node is ready when every dependency (Step.Depends) is PASS
+// The playbook policy of the one scheduler (docs/decisions/playbooks-on-one-engine.md;
+// docs/decisions/playbook-semantics.md, "Semantics"). A node is ready when every dependency (Step.Depends) is PASS
 // or SKIPPED by a when branch; ready nodes start in plan order, up to Engine.Concurrency at
 // once. A node whose dependency FAILed or was not run is recorded SKIPPED "not run: …"
 // without a step_started. Bindings hold the inputs at the top level and each node's output
@@ -36,14 +36,12 @@ const (
 	// counts as done for its dependants.
 	WhenSkippedPrefix = "skipped: when "
 	// NotRunPrefix starts the output of a node that did not run because a dependency failed
-	// or was not run, or because the run failed (issue 9, item 2).
+	// or was not run, or because the run failed (docs/decisions/playbooks-on-one-engine.md).
 	NotRunPrefix = "not run: "
-	// ContractViolationPrefix starts the output of a node failed by a contract (issue 9,
-	// item 5); its error_handlers event is contract_violation.
+	// ContractViolationPrefix starts the output of a node failed by a contract (docs/spec/playbooks.md, "Error handlers"); its error_handlers event is contract_violation.
 	ContractViolationPrefix = "contract_violation: "
 	// RetryNotePrefix starts the step_started message of a node a retry error handler runs
-	// again: "retry (error handler on: <on>) after <event>[: <handler message>]" (issue 9 UX,
-	// item 5: the CLI prints it when the handler fires).
+	// again: "retry (error handler on: <on>) after <event>[: <handler message>]" (docs/playbooks.md: the CLI prints it when the handler fires).
 	RetryNotePrefix = "retry (error handler on: "
 )
 
@@ -197,7 +195,7 @@ func (d *dag) more() bool {
 }
 
 // capOf is how many times node i may run: max(cap, 1), cap the smallest of iteration_cap /
-// max_iterations and on_failure.max_iterations that is set (ISSUE9-DECISIONS, "Iterations").
+// max_iterations and on_failure.max_iterations that is set (docs/decisions/playbook-semantics.md, "Iterations").
 func (d *dag) capOf(i int) int {
 	node := d.steps[i].Node
 	if node == nil {
@@ -415,7 +413,7 @@ func (d *dag) finished(ctx context.Context, t task, out Outcome) (endFunc, error
 	return nil, nil
 }
 
-// eventOf names the error_handlers event of a failure (issue 9, item 5).
+// eventOf names the error_handlers event of a failure (docs/spec/playbooks.md, "Error handlers").
 func (d *dag) eventOf(step runbook.Step, status StepStatus, event, output string) string {
 	switch {
 	case event != "":
@@ -452,8 +450,8 @@ func (d *dag) handler(id, event string) *runbook.ErrorHandler {
 	return nil
 }
 
-// handle applies the failure handling order to failed node i (ISSUE9-DECISIONS, "Failure
-// handling order"): on_failure.inject_into, else the matching handler, else the run fails.
+// handle applies the failure handling order to failed node i (docs/decisions/playbook-semantics.md,
+// "Failure handling order"): on_failure.inject_into, else the matching handler, else the run fails.
 // A re-run the node's cap refuses becomes iteration_cap_exceeded; a re-run past the global
 // budget fails the run.
 func (d *dag) handle(i int, event, detail string, errOut any) {
@@ -571,8 +569,8 @@ func (d *dag) reaches(from, to int) bool {
 	return false
 }
 
-// payRerun counts a handler's re-run of node i against the global budget (issue 9, item 5;
-// DESIGN D15). false: the budget is exhausted and the run fails.
+// payRerun counts a handler's re-run of node i against the global budget
+// (docs/decisions/playbooks-on-one-engine.md). false: the budget is exhausted and the run fails.
 func (d *dag) payRerun(i int) bool {
 	d.spent++
 	if d.spent > d.budget {
@@ -615,7 +613,7 @@ func joinNote(a, b string) string {
 }
 
 // recordNotRun records every node that has not started SKIPPED with output why (a cancelled
-// run's unstarted nodes; issue 9 UX, item 2).
+// run's unstarted nodes; docs/playbooks.md).
 func (d *dag) recordNotRun(ctx context.Context, why string) error {
 	for i := range d.steps {
 		if d.state[i] != nsPending {
@@ -652,7 +650,7 @@ func (d *dag) failEnd(ctx context.Context) (Result, error) {
 }
 
 // completeEnd ends a run with nothing left to run: COMPLETED, naming the failures a continue
-// handler let pass and every node that did not run because of them (issue 9 UX, item 9):
+// handler let pass and every node that did not run because of them (docs/playbooks.md):
 // "completed, but 1 node(s) failed and the run went on (error handler continue): 'x'
 // (node_failed): <message>; not run because of it: 'y', 'z'".
 func (d *dag) completeEnd(ctx context.Context) (Result, error) {
@@ -678,7 +676,7 @@ func (d *dag) completeEnd(ctx context.Context) (Result, error) {
 
 // whenFalse evaluates the when of every edge into node i whose From is done (passed, or was
 // itself skipped by a when branch); the first that is false skips i. A when whose From was
-// skipped is evaluated too (issue 9 break tests): its binding usually names that From's
+// skipped is evaluated too (docs/spec/playbooks.md, "Templates and bindings"): its binding usually names that From's
 // output, which does not exist, so a branch not taken does not run the nodes behind a
 // condition on it (`exists`/`truthy`/`equals` on a missing binding are false).
 func (d *dag) whenFalse(i int) (string, bool) {
@@ -700,7 +698,7 @@ func (d *dag) whenFalse(i int) (string, bool) {
 	return "", false
 }
 
-// evalWhen applies one edge condition to the bindings (issue 9, item 1: equals | notEquals |
+// evalWhen applies one edge condition to the bindings (docs/spec/playbooks.md: equals | notEquals |
 // exists | in | truthy on a binding path).
 func evalWhen(w *runbook.When, bindings map[string]any) bool {
 	v, ok := runbook.ResolvePath(bindings, w.Binding)
@@ -773,7 +771,7 @@ func bindingValue(v any) any {
 	return out
 }
 
-// fact reports whether a contract fact holds (ISSUE9-DECISIONS, "Facts"): "file:PATH" when
+// fact reports whether a contract fact holds (docs/decisions/playbook-semantics.md, "Facts"): "file:PATH" when
 // PATH exists (relative to Engine.WorkDir); a dotted name is a binding path; a bare name is a
 // key of one of the outputs of the nodes in scope, else a top-level binding; truthy either way.
 func (d *dag) fact(name string, scope []string) bool {
@@ -982,8 +980,7 @@ func shortText(s string) string {
 	return s
 }
 
-// approval runs a playbook approval node on the run's Gate, as a confirm step (issue 9,
-// item 3): the prompt is rendered with the bindings, the GateRequest carries the node id and
+// approval runs a playbook approval node on the run's Gate, as a confirm step (docs/playbooks.md, "Approval nodes"): the prompt is rendered with the bindings, the GateRequest carries the node id and
 // the PolicyContext, approved is PASS with {approved, by, reason, auto_passed, rule}, plus
 // inputs (field name → value) when the node declares a form, a rejection is FAIL (error
 // handlers apply). The evidence input is the rendered prompt.
@@ -1109,7 +1106,8 @@ func policyContextOf(plan *runbook.Plan, step runbook.Step, prompt string, bindi
 		case runbook.TypeDeterministic:
 			// The node's env goes in front as K=V (sorted by key), as a shell would show it:
 			// PATH, GOFLAGS or GIT_CONFIG_* change what the command runs, so the policy must
-			// see them (issue 9 break tests; a read-only rule never matches such a line).
+			// see them (docs/decisions/auto-pass-policy.md: fail closed; a read-only rule never
+			// matches such a line).
 			var parts []string
 			for _, k := range slices.Sorted(maps.Keys(s.Node.Env)) {
 				v := s.Node.Env[k]

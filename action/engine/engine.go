@@ -22,14 +22,14 @@ const DefaultGrace = 2 * time.Second
 const MaxOutputBytes = 64 << 10
 
 // Interrupted is the cancel cause the caller gives the run context when a signal arrives
-// (SIGINT, SIGTERM, SIGHUP): the run stops with one final record (case R07).
+// (SIGINT, SIGTERM, SIGHUP): the run stops with one final record (docs/runbooks.md, "State, resume and crashes").
 type Interrupted struct{ Signal string }
 
 func (i Interrupted) Error() string { return "interrupted by " + i.Signal }
 
 // CancelRequest is the cancel cause for a cancel that was already confirmed elsewhere (the
 // cancel verb from another terminal, CancelRun on the control plane): the engine writes the
-// CANCEL audit entry without asking again (seed Step 8).
+// CANCEL audit entry without asking again (docs/spec/runbooks.md, "Step 8").
 type CancelRequest struct {
 	// By is who confirmed the cancel.
 	By string
@@ -41,7 +41,7 @@ func (c CancelRequest) Error() string { return "cancel requested by " + c.By }
 // rollback verb rather than by a failed step's on_fail.
 const RollbackVerb = "rbook rollback"
 
-// Seed strings of the v1 simulation (seed runbook-executor, Steps 5 and 8).
+// Specification strings of the v1 simulation (docs/spec/runbooks.md, "Step 5" and "Step 8").
 const (
 	cancelAuditOutput = "Cancel confirmed by user. cancel_arm_template_deployment called (or simulated in v1)."
 	rollbackOnlyNote  = "not run: a rollback step runs only when a later step fails with on_fail: rollback, or with rbook rollback"
@@ -55,9 +55,9 @@ type Engine struct {
 	Executors map[runbook.StepType]Executor
 	Gate      Gate
 	Recorders []Recorder
-	// Prompt renders the AWAITING_CONFIRMATION status of a confirm step (seed Step 5, confirm 1).
+	// Prompt renders the AWAITING_CONFIRMATION status of a confirm step (docs/spec/runbooks.md, "Step 5", "confirm").
 	Prompt func(step runbook.Step, run RunContext) string
-	// ConfirmCancel asks the user to confirm cancelling the given deployment (seed Step 8.2–8.3);
+	// ConfirmCancel asks the user to confirm cancelling the given deployment (docs/spec/runbooks.md, "Step 8");
 	// nil means a cancel typed at a gate is refused and the gate asks again.
 	ConfirmCancel func(ctx context.Context, lastDeployName string) (bool, error)
 	// Now is the clock (UTC); nil means time.Now.
@@ -68,11 +68,11 @@ type Engine struct {
 	// --concurrency); 0 means DefaultConcurrency. Runbook chains run one step at a time.
 	Concurrency int
 	// WorkDir is the run's working folder: a playbook fact "file:PATH" with a relative PATH
-	// is looked up under it ("" means the process's working directory; issue 9, item 5).
+	// is looked up under it ("" means the process's working directory; docs/spec/playbooks.md, "Error handlers").
 	WorkDir string
 }
 
-// DefaultConcurrency is Engine.Concurrency when unset (issue 9, item 2).
+// DefaultConcurrency is Engine.Concurrency when unset (docs/decisions/playbooks-on-one-engine.md).
 const DefaultConcurrency = 4
 
 // Start says where a run begins: a fresh run at index 0, or a resumed one.
@@ -88,7 +88,7 @@ type Start struct {
 	RollbackFor string
 	// SkipOwedRollback, with RollbackFor, records the owed rollback step SKIPPED (its first
 	// attempt's outcome is unknown and the operator chose to go on after it) and ends the run
-	// as the compensation would, without running the rollback again (case R06).
+	// as the compensation would, without running the rollback again (docs/runbooks.md, "State, resume and crashes").
 	SkipOwedRollback bool
 	// Evidence is the evidence pack recorded so far (used to find the most recent deploy).
 	Evidence       []Evidence
@@ -98,7 +98,7 @@ type Start struct {
 	SkipFrom   int
 	SkipReason string
 	// Bindings are a playbook run's validated inputs (runbook.ValidatePlaybookInputs), the
-	// first bindings at the top level (issue 9, item 4). The engine copies them. A resumed
+	// first bindings at the top level (docs/playbooks.md, "Inputs and bindings"). The engine copies them. A resumed
 	// playbook run passes the same inputs again with Seq and every Evidence entry recorded so
 	// far: the engine rebuilds node states, node outputs and iteration counts from the
 	// evidence (see dag.go). A node started but never finished has no entry and runs again:
@@ -128,7 +128,7 @@ type run struct {
 	notRun   func(ctx context.Context, why string) error
 }
 
-// Run executes the plan from st (seed Step 5 and the on_fail table) and returns how the run
+// Run executes the plan from st (docs/spec/runbooks.md, "Step 5" and the on_fail table) and returns how the run
 // ended. The error is non-nil only when a Recorder failed: the run's fate is then unknown to
 // its records, and the caller must say so.
 func (e *Engine) Run(ctx context.Context, st Start) (Result, error) {
@@ -171,8 +171,8 @@ func (r *run) continuedFailures() string {
 	return fmt.Sprintf("completed, but %d step(s) failed and the run went on (on_fail: continue): %s", len(names), strings.Join(names, ", "))
 }
 
-// Rollback runs the compensation for the run's most recent deploy (the rollback verb, DESIGN
-// D4). An unfinished run ends FAILED; a final run keeps its status and gains the entry.
+// Rollback runs the compensation for the run's most recent deploy (the rollback verb,
+// docs/decisions/rollback-compensation.md). An unfinished run ends FAILED; a final run keeps its status and gains the entry.
 func (e *Engine) Rollback(ctx context.Context, st Start, current RunStatus) (Result, error) {
 	r := e.newRun(st)
 	final := RunFailed
@@ -182,7 +182,7 @@ func (e *Engine) Rollback(ctx context.Context, st Start, current RunStatus) (Res
 	return r.compensate(ctx, RollbackVerb, final)
 }
 
-// Cancel writes the CANCEL audit entry and ends the run CANCELLED (seed Step 8.4–8.6). The
+// Cancel writes the CANCEL audit entry and ends the run CANCELLED (docs/spec/runbooks.md, "Step 8"). The
 // caller has already had the cancel confirmed by the user.
 func (e *Engine) Cancel(ctx context.Context, st Start, by string) (Result, error) {
 	r := e.newRun(st)
@@ -290,7 +290,7 @@ func (r *run) grace() time.Duration {
 	return DefaultGrace
 }
 
-// execute runs a check, deploy or rollback step under its timeout (seed Step 5.4, DESIGN D5).
+// execute runs a check, deploy or rollback step under its timeout (docs/spec/runbooks.md, "Step 5", docs/decisions/step-timeouts.md).
 // The outcome carries the input the executor ran with (InputRewriter), whatever the outcome.
 // rc is the step's RunContext, taken by the scheduler goroutine before the step started.
 func (r *run) execute(ctx context.Context, step runbook.Step, rc RunContext) Outcome {
@@ -342,14 +342,15 @@ func (r *run) executeWith(ctx context.Context, ex Executor, step runbook.Step, r
 
 // panicOutcome is the FAIL outcome of a step whose executor (what names it) panicked with v:
 // the step fails and its failure handling applies, instead of the panic ending rbook and
-// leaving every step running beside it in unknown state (issue 9 break tests).
+// leaving every step running beside it in unknown state (a bug in one executor must not
+// lose the run's record).
 func panicOutcome(what string, v any) Outcome {
 	return Outcome{Status: StatusFail, Output: fmt.Sprintf("the %s panicked: %v", what, v)}
 }
 
-// confirm opens a gate and waits for a decision (seed Step 5, confirm; DESIGN D8). The gate
-// asks for the step's approver-input form, if it declares one, and the output is then
-// confirmFormOutput's.
+// confirm opens a gate and waits for a decision (docs/spec/runbooks.md, "Step 5", "confirm"; docs/decisions/confirm-gates.md).
+// The gate asks for the step's approver-input form, if it declares one, and the output is
+// then confirmFormOutput's.
 func (r *run) confirm(ctx context.Context, step runbook.Step, rc RunContext, emit emitFunc) Outcome {
 	if r.e.Gate == nil {
 		return Outcome{Status: StatusFail, Output: "no gate is configured to decide confirm steps"}
@@ -398,10 +399,10 @@ func confirmFormOutput(step runbook.Step, d Decision) string {
 
 // await opens the gate req (gate_opened), waits for its decision under sctx (the step's
 // deadline) and records it (gate_decided); decided turns an approval or a rejection into the
-// step's outcome. The error rules are the confirm step's (seed Step 5; issue 6, item 1.6):
+// step's outcome. The error rules are the confirm step's (docs/spec/runbooks.md, "Step 5"):
 // ErrGateUnresolved and any gate failure halt the run resumable, the deadline is TIMED_OUT,
-// ErrNoAnswer is FAIL, a confirmed cancel starts the cancel flow (seed Step 8). Playbook
-// approval nodes use it the same way (issue 9, item 3).
+// ErrNoAnswer is FAIL, a confirmed cancel starts the cancel flow (docs/spec/runbooks.md, "Step 8"). Playbook
+// approval nodes use it the same way (docs/playbooks.md, "Approval nodes").
 func (r *run) await(ctx, sctx context.Context, step runbook.Step, rc RunContext, req GateRequest, emit emitFunc, decided func(d Decision, msg string) Outcome) Outcome {
 	for {
 		if err := emit(ctx, Transition{Kind: TransitionGateOpened, StepIndex: step.Index, StepName: step.Name, StepType: string(step.Type), RunStatus: RunInProgress}); err != nil {
@@ -432,7 +433,7 @@ func (r *run) await(ctx, sctx context.Context, step runbook.Step, rc RunContext,
 		if d.Verdict == Cancelled {
 			if r.e.Plan.Kind == runbook.KindPlaybook && r.e.ConfirmCancel == nil {
 				// A playbook has no deployment to confirm cancelling: "cancel" typed at an
-				// approval node ends the run CANCELLED (issue 9 UX, item 2).
+				// approval node ends the run CANCELLED (docs/playbooks.md).
 				return Outcome{Cancel: true, Output: d.By}
 			}
 			if r.e.ConfirmCancel != nil {
@@ -448,7 +449,7 @@ func (r *run) await(ctx, sctx context.Context, step runbook.Step, rc RunContext,
 					return Outcome{Cancel: true, Output: output}
 				}
 			}
-			// Cancel not confirmed: "abort cancel, resume normal flow" (seed Step 8.3).
+			// Cancel not confirmed: "abort cancel, resume normal flow" (docs/spec/runbooks.md, "Step 8").
 			continue
 		}
 		return decided(d, msg)
@@ -456,7 +457,7 @@ func (r *run) await(ctx, sctx context.Context, step runbook.Step, rc RunContext,
 }
 
 // gateDecidedMessage is gate_decided's message: "<verdict> by <who> via <source>[: reason]"
-// and the policy's note (policyNote). A gate the auto-pass policy passed (issue 9, item 6)
+// and the policy's note (policyNote). A gate the auto-pass policy passed (docs/decisions/auto-pass-policy.md)
 // says it once — "auto-passed by policy rule <rule>: <reason>" — rather than the policy's
 // reason twice (once as the decision's reason, once in the note).
 func gateDecidedMessage(d Decision) string {
@@ -473,7 +474,7 @@ func gateDecidedMessage(d Decision) string {
 	return msg + policyNote(d.Policy)
 }
 
-// policyNote is what gate_decided's message adds about the auto-pass policy (issue 9, item 3):
+// policyNote is what gate_decided's message adds about the auto-pass policy (docs/playbooks.md, "Approval nodes"):
 // "" when no policy ran.
 func policyNote(p *PolicyDecision) string {
 	if p == nil {
@@ -496,7 +497,7 @@ func policyNote(p *PolicyDecision) string {
 
 // policyWhy is the parenthesis that says why the policy left a gate to a person, in one
 // clause: "(no auto-pass rule matched)", "(rule git-push: git push needs a human)", or
-// "(rule x failed to evaluate: …)" (issue 9 follow-up: one clear sentence, not
+// "(rule x failed to evaluate: …)" (one clear sentence a person can act on, not
 // "require-human by rule (no rule matched): no auto-pass rule matched: a human decides").
 func policyWhy(p *PolicyDecision) string {
 	if p.Rule == "" {
@@ -521,7 +522,7 @@ func verdictWord(v Verdict) string {
 	return "undecided"
 }
 
-// cancel writes the seed's CANCEL audit entry last and ends the run CANCELLED (seed Step 8).
+// cancel writes the specification's CANCEL audit entry last and ends the run CANCELLED (docs/spec/runbooks.md, "Step 8").
 // A playbook run's entry is playbookCancel's.
 func (r *run) cancel(ctx context.Context, by string) (Result, error) {
 	if r.e.Plan.Kind == runbook.KindPlaybook {
@@ -542,7 +543,7 @@ func (r *run) cancel(ctx context.Context, by string) (Result, error) {
 }
 
 // PlaybookCancelStepName and PlaybookCancelType name a cancelled playbook run's audit entry
-// (issue 9 UX, item 2): the runbook's CANCEL entry, without the seed's deployment text (a
+// (docs/playbooks.md): the runbook's CANCEL entry, without the specification's deployment text (a
 // playbook has no deployment).
 const (
 	PlaybookCancelStepName = "CANCEL"
@@ -572,8 +573,8 @@ func (r *run) playbookCancel(ctx context.Context, by string, at []string) (Resul
 	return r.end(ctx, RunCancelled, msg, &audit)
 }
 
-// compensate runs the rollback step that belongs to the most recent deploy (seed on_fail
-// rollback; DESIGN D4) and ends the run with final.
+// compensate runs the rollback step that belongs to the most recent deploy (the specification's on_fail
+// rollback; docs/decisions/rollback-compensation.md) and ends the run with final.
 func (r *run) compensate(ctx context.Context, reason string, final RunStatus) (Result, error) {
 	plan := r.e.Plan
 	deployIdx, depPos := -1, -1

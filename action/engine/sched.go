@@ -10,12 +10,12 @@ import (
 	"github.com/rbookhq/rbook-action/action/runbook"
 )
 
-// The one scheduler (issue 9, item 2; DESIGN D15). Both plan kinds run through schedule: a
+// The one scheduler (docs/decisions/playbooks-on-one-engine.md). Both plan kinds run through schedule: a
 // ready queue a policy fills, workers that execute one step each in their own goroutine, and
 // the scheduler goroutine, which alone emits transitions (so Seq is strictly ordered and
 // recorders are called from one goroutine). A worker that must record something while it runs
 // (a gate's gate_opened and gate_decided) asks the scheduler to emit it and waits for the
-// answer. The runbook's on_fail table with D4 compensation (chain, below) and the playbook's
+// answer. The runbook's on_fail table with docs/decisions/rollback-compensation.md compensation (chain, below) and the playbook's
 // error handlers (dag, dag.go) are the two policies.
 
 // emitFunc records a transition; a worker's emitFunc goes through the scheduler goroutine.
@@ -202,8 +202,8 @@ func (r *run) schedule(ctx context.Context, pol policy, limit int) (Result, erro
 	}
 }
 
-// chain is the runbook policy: one step at a time in file order, the seed's on_fail table
-// (halt, continue, rollback) and D4 compensation (seed runbook-executor, Step 5).
+// chain is the runbook policy: one step at a time in file order, the specification's on_fail table
+// (halt, continue, rollback) and docs/decisions/rollback-compensation.md compensation (docs/spec/runbooks.md, "Step 5").
 type chain struct {
 	r *run
 	i int

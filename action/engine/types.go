@@ -9,10 +9,10 @@ import (
 	"github.com/rbookhq/rbook-action/internal/gateinputs"
 )
 
-// StepStatus is the status word of an evidence entry (seed runbook-executor, Step 7; DESIGN D7).
+// StepStatus is the status word of an evidence entry (docs/spec/runbooks.md, "Step 7"; docs/decisions/status-words.md).
 type StepStatus string
 
-// The step statuses of the seed, spelled exactly.
+// The step statuses of the specification, spelled exactly.
 const (
 	StatusPass                 StepStatus = "PASS"
 	StatusFail                 StepStatus = "FAIL"
@@ -21,10 +21,10 @@ const (
 	StatusAwaitingConfirmation StepStatus = "AWAITING_CONFIRMATION"
 )
 
-// RunStatus is run_status in the state file (seed runbook-executor, Steps 3–8; DESIGN D7).
+// RunStatus is run_status in the state file (docs/spec/runbooks.md, "Step 3" to "Step 8"; docs/decisions/status-words.md).
 type RunStatus string
 
-// The run statuses of the seed, spelled exactly.
+// The run statuses of the specification, spelled exactly.
 const (
 	RunInProgress RunStatus = "IN_PROGRESS"
 	RunCompleted  RunStatus = "COMPLETED"
@@ -35,12 +35,11 @@ const (
 // Final reports whether no step will run after this status.
 func (s RunStatus) Final() bool { return s == RunCompleted || s == RunFailed || s == RunCancelled }
 
-// Evidence is one evidence-pack entry: the seed's six fields (seed runbook-executor, Step 7),
+// Evidence is one evidence-pack entry: the specification's six fields (docs/spec/runbooks.md, "Step 7"),
 // spelled exactly, plus SourceInput. Input is null for a step without kql_or_template.
 //
 // Input is the input exactly as the step ran with it: for a check, the query after the scope
-// filter was injected, byte for byte what validate_query and execute_query received (issue 6,
-// item 2.1; DESIGN D17). It is the same struct in the state file, the evidence pack JSON,
+// filter was injected, byte for byte what validate_query and execute_query received (docs/decisions/two-renderings.md). It is the same struct in the state file, the evidence pack JSON,
 // the report and the control plane's record.
 type Evidence struct {
 	StepName     string     `json:"step_name"`
@@ -51,25 +50,25 @@ type Evidence struct {
 	TimestampUTC string     `json:"timestamp_utc"`
 	// SourceInput is the runbook's kql_or_template as written, kept only when the executor
 	// ran something else (a check whose scope filter was injected); absent otherwise. It is
-	// an rbook addition to the seed's entry (issue 6, item 2.1).
+	// an rbook addition to the specification's entry (docs/decisions/two-renderings.md).
 	SourceInput *string `json:"source_input,omitempty"`
 }
 
 // Outcome is what an Executor returns for one step.
 type Outcome struct {
 	Status StepStatus
-	// Output is the MCP response JSON, the simulated outcome or the user's input (seed Step 7).
+	// Output is the MCP response JSON, the simulated outcome or the user's input (docs/spec/runbooks.md, "Step 7").
 	Output string
-	// DeployName, when set, becomes the run's last_deploy_name (seed Step 5, deploy 5).
+	// DeployName, when set, becomes the run's last_deploy_name (docs/spec/runbooks.md, "Step 5", "deploy").
 	DeployName string
 	// Cancel asks the engine to start the cancel flow (the user typed "cancel" at a gate;
-	// seed Step 8, DESIGN D8).
+	// docs/spec/runbooks.md, "Step 8", docs/decisions/confirm-gates.md).
 	Cancel bool
 	// halt stops the run without an outcome for the step (a gate that could not wait).
 	halt error
 	// input is the step's input as it ran (InputRewriter), set by the engine.
 	input *string
-	// Value is a playbook node's output bindings (issue 9, item 3): a deterministic node's
+	// Value is a playbook node's output bindings (docs/spec/playbooks.md, "Nodes"): a deterministic node's
 	// stdout JSON object, else {"stdout": text, "exit_code": n}; an agentic node's structured
 	// tool result. The engine keeps it under the node id in the run's bindings and records it
 	// as the evidence output (JSON). Nil for runbook steps.
@@ -83,30 +82,30 @@ type Outcome struct {
 }
 
 // InputRewriter is implemented by an Executor that does not run a step's kql_or_template as
-// written: a check injects the scope filter before it calls its tools (seed runbook-executor,
+// written: a check injects the scope filter before it calls its tools (docs/spec/runbooks.md,
 // Step 5, check 1). RunInput returns the input exactly as Execute will send it for the same
 // step and RunContext (nil when the step has no input); it must be a pure function of them.
 // The engine records it as the evidence's input and keeps the runbook's text as SourceInput
-// when the two differ, also when the step times out or never returns (issue 6, item 2.1;
-// DESIGN D17: the evidence records the query exactly as it was executed).
+// when the two differ, also when the step times out or never returns
+// (docs/decisions/two-renderings.md: the evidence records the query exactly as it was executed).
 type InputRewriter interface {
 	RunInput(step runbook.Step, run RunContext) *string
 }
 
 // ErrNoAnswer is what a Gate returns (wrapped) when nobody can answer it at all, such as a
 // closed stdin with no other source: the gate is not confirmed, so it FAILs and on_fail
-// applies (seed Step 5, confirm: anything but yes fails). Any other gate error halts the run.
+// applies (docs/spec/runbooks.md, "Step 5", "confirm": anything but yes fails). Any other gate error halts the run.
 var ErrNoAnswer = errors.New("nobody can answer this gate")
 
 // ErrGateUnresolved is what a Gate returns (wrapped) when it cannot tell whether or how the
 // gate was decided: the control plane that holds the decision stayed unreachable, or a
 // person's answer could not be recorded there. The run halts, resumable, even when the gate's
 // deadline has passed meanwhile: a gate is never TIMED_OUT (and on_fail never runs) on a
-// guess, nor while a person's answer is unrecorded (issue 6, item 1.6).
+// guess, nor while a person's answer is unrecorded (docs/decisions/confirm-gates.md).
 var ErrGateUnresolved = errors.New("the gate's decision is not known")
 
 // RunContext is what an Executor may read about the run it is part of. It is a snapshot:
-// executors never write state (DESIGN, "The seams").
+// executors never write state (ARCHITECTURE.md).
 type RunContext struct {
 	RunID          string
 	Plan           *runbook.Plan
@@ -139,7 +138,7 @@ func (f ExecutorFunc) Execute(ctx context.Context, step runbook.Step, run RunCon
 // TransitionKind names what happened in a Transition.
 type TransitionKind string
 
-// The transitions a run reports (issue 3, "Executor integration").
+// The transitions a run reports.
 const (
 	TransitionRunStarted   TransitionKind = "run_started"
 	TransitionStepStarted  TransitionKind = "step_started"
@@ -148,7 +147,7 @@ const (
 	TransitionGateDecided  TransitionKind = "gate_decided"
 	TransitionRunFinished  TransitionKind = "run_finished"
 	// TransitionRunInterrupted records that a signal stopped the executor; the run stays
-	// IN_PROGRESS and resumable (case R07).
+	// IN_PROGRESS and resumable (docs/runbooks.md, "State, resume and crashes").
 	TransitionRunInterrupted TransitionKind = "run_interrupted"
 )
 
@@ -170,13 +169,13 @@ type Transition struct {
 	LastDeployName string    `json:"last_deploy_name,omitempty"`
 	// RollbackFor names the failed step whose on_fail: rollback is being carried out; set on
 	// that step's step_finished and on the compensation's transitions, so a resumed run knows
-	// the compensation is still owed (DESIGN D4).
+	// the compensation is still owed (docs/decisions/rollback-compensation.md).
 	RollbackFor string `json:"rollback_for,omitempty"`
 	// Message is a short human-readable note (gate decision source, halt reason, …).
 	Message string `json:"message,omitempty"`
 }
 
-// Recorder stores transitions. Record must be durable before it returns (DESIGN, "The seams");
+// Recorder stores transitions. Record must be durable before it returns (ARCHITECTURE.md);
 // an error stops the run.
 type Recorder interface {
 	Record(ctx context.Context, t Transition) error
@@ -185,7 +184,7 @@ type Recorder interface {
 // Verdict is a gate's decision.
 type Verdict int
 
-// Gate verdicts (DESIGN D8).
+// Gate verdicts (docs/decisions/confirm-gates.md).
 const (
 	Approved Verdict = iota + 1
 	Rejected
@@ -199,24 +198,23 @@ type GateRequest struct {
 	StepName  string
 	// StepCount is the runbook's number of steps, for "step n of N" (StepIndex+1 of StepCount).
 	StepCount int
-	// Prompt is the rendered step-status template with AWAITING_CONFIRMATION (seed Step 5, confirm 1).
+	// Prompt is the rendered step-status template with AWAITING_CONFIRMATION (docs/spec/runbooks.md, "Step 5", "confirm").
 	Prompt string
 	// Deadline is when the gate times out (the step's max_timeout_seconds).
 	Deadline time.Time
-	// PlanDigest is the run's runbook content hash; approvals are bound to it (DESIGN D9).
+	// PlanDigest is the run's runbook content hash; approvals are bound to it (docs/decisions/approval-tokens.md).
 	PlanDigest string
 	// OnFail is what a rejection or a timeout leads to, for the prompt.
 	OnFail string
 	// Reopened is true when a gate (the control plane's) hands a Local gate the approval that
 	// was opened before the executor restarted: Deadline is then that approval's original
 	// deadline, the one the gate really closes at, so the prompt states one deadline only
-	// (issue 6, item 2.4).
+	// (a resumed gate's prompt must be true).
 	Reopened bool
 	// NodeID is the playbook approval node's id (equal to StepName); empty for a runbook's
-	// confirm step. A playbook gate makes the run "paused" while it waits (seed playbooks.txt).
+	// confirm step. A playbook gate makes the run "paused" while it waits (docs/spec/playbooks.md).
 	NodeID string
-	// Policy is what the auto-pass policy evaluates at a playbook approval node (issue 9,
-	// item 6); nil for a runbook's confirm step.
+	// Policy is what the auto-pass policy evaluates at a playbook approval node (docs/decisions/auto-pass-policy.md); nil for a runbook's confirm step.
 	Policy *PolicyContext
 	// ApprovalURL is the gate's page on the control plane's console (Approval.approval_url)
 	// when a control plane with a public URL opened the gate, for a Local gate to show
@@ -230,8 +228,7 @@ type GateRequest struct {
 	RewindTargets []string
 }
 
-// PolicyContext is the input of the auto-pass policy at a playbook approval node (issue 9,
-// item 6; DESIGN D16).
+// PolicyContext is the input of the auto-pass policy at a playbook approval node (docs/decisions/auto-pass-policy.md).
 type PolicyContext struct {
 	// Node is the approval node: id, type, prompt (rendered), depends, and policy when the
 	// node has one ("require-human": no rule may auto-pass it).
@@ -248,7 +245,7 @@ type PolicyContext struct {
 	Tools []string
 }
 
-// PolicyDecision is what the auto-pass policy decided at a gate (issue 9, item 6).
+// PolicyDecision is what the auto-pass policy decided at a gate (docs/decisions/auto-pass-policy.md).
 type PolicyDecision struct {
 	// AutoPassed is true when the gate was approved by the policy without a human.
 	AutoPassed bool

@@ -11,7 +11,7 @@ import (
 
 // MaxSummaryBytes is GitHub's limit on one step's job summary ($GITHUB_STEP_SUMMARY):
 // 1 MiB; a larger file is not shown at all ("Job summary … exceeds the 1024k limit").
-// AppendSummary keeps the file within it (issue 7, item 3).
+// AppendSummary keeps the file within it (docs/action.md, "Runner-native output").
 const MaxSummaryBytes = 1 << 20
 
 // SummaryTruncatedNote ends a job summary that AppendSummary had to cut.
@@ -63,7 +63,7 @@ func SummarySize(path string) int64 {
 // ResetSummary cuts the job summary file path back to size bytes (its SummarySize when rbook
 // started), so what rbook wrote since — a gate's "waits for a decision" block — can be
 // replaced by what is true now; $GITHUB_STEP_SUMMARY is one file per step, this step's own
-// (NEWUSER7 finding 11). A file that is missing or not longer is left alone.
+// (docs/action.md, "Runner-native output"). A file that is missing or not longer is left alone.
 func ResetSummary(path string, size int64) error {
 	if path == "" {
 		return nil
@@ -99,7 +99,7 @@ func fitSummary(have int64, markdown string) (string, bool) {
 	return cut + SummaryTruncatedNote, true
 }
 
-// Output is one step output (action.yml outputs; issue 7, item 3).
+// Output is one step output (action.yml outputs; docs/action.md, "Runner-native output").
 type Output struct{ Name, Value string }
 
 // outputName is what rbook names outputs; GitHub accepts more, rbook needs no more.

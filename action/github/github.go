@@ -1,5 +1,4 @@
-// Package github is the runner glue of the rbook GitHub Action (DESIGN "The house"; issue 7,
-// item 3): the log (stop-commands blocks around untrusted text, groups, masks, error
+// Package github is the runner glue of the rbook GitHub Action (ARCHITECTURE.md; docs/action.md, "Runner-native output"): the log (stop-commands blocks around untrusted text, groups, masks, error
 // annotations), the job summary (cut to GitHub's 1 MiB limit, with a Mermaid graph of the
 // steps) and the step outputs (heredoc file commands with random delimiters). It uses
 // github.com/sethvargo/go-githubactions for the command encoding and writes the file
@@ -35,8 +34,7 @@ func Publish(report, runID, status string) error {
 	return errors.Join(serr, oerr)
 }
 
-// secretWords are the parts of a values-file key that make its value look secret (issue 7,
-// item 3: keys named like *token*, *secret*, *password*, *key*).
+// secretWords are the parts of a values-file key that make its value look secret (docs/action.md, "Runner-native output": keys named like *token*, *secret*, *password*, *key*).
 var secretWords = []string{"token", "secret", "password", "key"}
 
 // LooksSecret reports whether a values-file key names a secret: it contains token, secret,

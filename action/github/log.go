@@ -12,8 +12,7 @@ import (
 	"github.com/sethvargo/go-githubactions"
 )
 
-// MaxAnnotations is how many error annotations one rbook process writes at most (issue 7,
-// item 3: "at most a few per run"). GitHub shows at most 10 error annotations per step
+// MaxAnnotations is how many error annotations one rbook process writes at most (docs/action.md, "Runner-native output": "at most a few per run"). GitHub shows at most 10 error annotations per step
 // anyway; the failures past the cap are still in the log and the job summary, which says
 // how many were not annotated (see Log.Suppressed).
 const MaxAnnotations = 10
@@ -38,7 +37,7 @@ func CommandLine(name string, props map[string]string, message string) string {
 	return (&githubactions.Command{Name: name, Properties: props, Message: message}).String()
 }
 
-// Log is a GitHub runner's log as rbook writes it (issue 7, item 3). Everything written
+// Log is a GitHub runner's log as rbook writes it (docs/action.md, "Runner-native output"). Everything written
 // with Write is untrusted text — MCP rows, command output, approver comments, runbook
 // strings, error messages quoting them — and the runner must never take it for a workflow
 // command, so Log wraps it in a stop-commands block:

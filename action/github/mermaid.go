@@ -6,7 +6,7 @@ import (
 )
 
 // GraphStep is one node of the job summary's step graph: a runbook step with its final
-// status (a seed status word, or "not run") and, for a gate, who decided it.
+// status (a specification status word, or "not run") and, for a gate, who decided it.
 type GraphStep struct {
 	Name, Type, Status string
 	// Approver is who decided a gate ("" when not a gate or undecided).
@@ -14,7 +14,7 @@ type GraphStep struct {
 }
 
 // GraphWithdrawn is the graph status of a gate the run stopped at while it waited (its
-// approval withdrawn), which the report calls "not run" (NEWUSER7 finding 11).
+// approval withdrawn), which the report calls "not run" (docs/spec/playbooks.md, "Report").
 const GraphWithdrawn = "withdrawn (run interrupted)"
 
 // mermaidClass is the classDef of each status; unknown statuses get "other".
@@ -47,7 +47,7 @@ func MermaidLabel(s string) string {
 
 // MermaidGraph is a ```mermaid flowchart of steps in runbook order, each node "n. name",
 // "type · STATUS" and the approver of a gate, coloured by status with one classDef per
-// status (issue 7, item 3).
+// status (docs/action.md, "Runner-native output").
 func MermaidGraph(steps []GraphStep) string {
 	var b strings.Builder
 	b.WriteString("```mermaid\nflowchart TD\n")

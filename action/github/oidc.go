@@ -40,8 +40,7 @@ func (e *IDTokenError) Unwrap() error { return e.Err }
 func (e *IDTokenError) Temporary() bool { return e.temporary }
 
 // IDToken requests an OIDC token for audience from the runner (go-githubactions GetIDToken:
-// GET $ACTIONS_ID_TOKEN_REQUEST_URL&audience=… with the request token as bearer; issue 7,
-// item 5). getenv reads the environment (os.Getenv). Errors: *IDTokenError (variables missing,
+// GET $ACTIONS_ID_TOKEN_REQUEST_URL&audience=… with the request token as bearer; docs/control-plane.md, "OIDC"). getenv reads the environment (os.Getenv). Errors: *IDTokenError (variables missing,
 // the request failed, an empty answer).
 func IDToken(ctx context.Context, getenv func(string) string, audience string) (string, error) {
 	a := githubactions.New(githubactions.WithGetenv(getenv))

@@ -1,7 +1,7 @@
-// Package mcp connects rbook to MCP servers with the official go-sdk (DESIGN D11): it loads the
+// Package mcp connects rbook to MCP servers with the official go-sdk (docs/decisions/mcp-config.md): it loads the
 // ecosystem's `mcpServers` JSON configuration, dials a server over stdio or streamable HTTP and
-// calls tools. Errors and timeouts are returned to the caller and never retried (seed
-// runbook-executor, "Failure handling").
+// calls tools. Errors and timeouts are returned to the caller and never retried
+// (docs/spec/runbooks.md, "Failure handling").
 package mcp
 
 import (
@@ -28,14 +28,14 @@ const MaxConfigBytes = 64 << 10
 // inventory server from whichever rbook binary is running.
 const SelfCommand = "rbook"
 
-// serverNamePattern limits server names to what is safe in messages and flags (as D6 does
+// serverNamePattern limits server names to what is safe in messages and flags (as docs/decisions/run-ids.md does
 // for runbook names).
 var serverNamePattern = lazyregexp.New(`^[A-Za-z0-9._-]{1,64}$`)
 
 // headerNamePattern is an HTTP token (RFC 9110, section 5.6.2).
 var headerNamePattern = lazyregexp.New("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 
-// Config is a loaded `mcpServers` configuration (DESIGN D11).
+// Config is a loaded `mcpServers` configuration (docs/decisions/mcp-config.md).
 type Config struct {
 	// Path is the file the configuration came from, as given to LoadConfig.
 	Path string
@@ -113,7 +113,7 @@ func (e *ConfigError) Error() string {
 	return b.String()
 }
 
-// LoadConfig reads and validates the `mcpServers` JSON file at path (DESIGN D11). It returns
+// LoadConfig reads and validates the `mcpServers` JSON file at path (docs/decisions/mcp-config.md). It returns
 // a *ConfigError naming the file, line, column and field for: a file over MaxConfigBytes,
 // malformed JSON, unknown or duplicate fields, wrong value types, a server with both or
 // neither of command and url, a non-http(s) url, and an empty mcpServers. Read errors are

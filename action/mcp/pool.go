@@ -15,7 +15,7 @@ const MaxListedTools = 1000
 
 // ListTools returns the names of the tools the server offers, in the server's order, reading
 // every page (at most MaxListedTools names; more is an error naming the server). Errors are
-// those of CallTool: transport, protocol and ctx errors, never retried (issue 9, item 3: an
+// those of CallTool: transport, protocol and ctx errors, never retried (docs/spec/playbooks.md, "Nodes": an
 // agentic node with only agent calls the server's one tool).
 func (s *Session) ListTools(ctx context.Context) ([]string, error) {
 	if s.tooLarge.Load() {
@@ -35,7 +35,7 @@ func (s *Session) ListTools(ctx context.Context) ([]string, error) {
 }
 
 // Pool holds a run's MCP sessions: at most one per server of its Config, dialled on first use
-// and kept until Close (issue 9, item 3: an agentic node reuses its server's session for the
+// and kept until Close (docs/spec/playbooks.md, "Nodes": an agentic node reuses its server's session for the
 // run, as check steps do with theirs). It is safe for concurrent use by parallel nodes.
 //
 // A connect is bounded by the asking node's ctx, so a server that never answers costs that

@@ -28,8 +28,7 @@ const (
 	ClientVersion = "1"
 )
 
-// MaxResponseBytes caps what rbook reads of one message from an MCP server (8 MiB; issue 6,
-// item 1.9): one line of a stdio server's output (one JSON-RPC message), or one HTTP response
+// MaxResponseBytes caps what rbook reads of one message from an MCP server (8 MiB): one line of a stdio server's output (one JSON-RPC message), or one HTTP response
 // body of a streamable HTTP server (a JSON answer, or the event stream answering one
 // request). It is enforced while reading, before the message is in memory; a server that
 // sends more ends the session with a *ResponseTooLargeError, so its check step FAILs
@@ -65,8 +64,8 @@ type Result struct {
 }
 
 // Payload is the tool's answer as one string: the structured content when present (it is
-// the machine-readable form), else the text. Check steps store it as the step output (seed
-// runbook-executor, Step 7: "MCP response JSON string").
+// the machine-readable form), else the text. Check steps store it as the step output (
+// docs/spec/runbooks.md, "Step 7": "MCP response JSON string").
 func (r Result) Payload() string {
 	if len(r.Structured) > 0 {
 		return string(r.Structured)
@@ -116,8 +115,8 @@ func Dial(ctx context.Context, cfg *Config, server string) (*Session, error) {
 //
 // lifetime bounds the established session: when it ends, the session is closed and a stdio
 // server's process group gets SIGTERM, then SIGKILL after procgroup.DefaultGrace. Errors name
-// the server, never header values or URL credentials; nothing is retried (seed
-// runbook-executor, "Failure handling").
+// the server, never header values or URL credentials; nothing is retried
+// (docs/spec/runbooks.md, "Failure handling").
 func DialWithLifetime(ctx, lifetime context.Context, cfg *Config, server string) (*Session, error) {
 	srv, err := pick(cfg, server)
 	if err != nil {
@@ -223,7 +222,7 @@ func (s *Session) stdioTransport(sessionCtx, connectCtx context.Context, srv *Se
 
 // ServerStderr is where a stdio MCP server's stderr goes: rbook's own stderr, or (in a
 // GitHub runner) a pipe whose lines rbook logs inside a stop-commands block, so a server's
-// output cannot act as a workflow command (issue 7, item 3). It is an *os.File so the
+// output cannot act as a workflow command (docs/action.md, "Runner-native output"). It is an *os.File so the
 // server writes to it directly and no copy goroutine outlives the process. Set it before
 // the first session starts.
 var ServerStderr = os.Stderr
@@ -391,7 +390,7 @@ func (s *Session) httpTransport(srv *Server) (sdk.Transport, error) {
 	return &sdk.StreamableClientTransport{
 		Endpoint:   srv.URL,
 		HTTPClient: client,
-		// Never retry (seed "Failure handling"); rbook needs no server-initiated messages.
+		// Never retry (docs/spec/runbooks.md, "Failure handling"); rbook needs no server-initiated messages.
 		MaxRetries:           -1,
 		DisableStandaloneSSE: true,
 		MaxEventSize:         MaxResponseBytes,

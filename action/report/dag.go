@@ -8,7 +8,7 @@ import (
 	"github.com/rbookhq/rbook-action/action/runbook"
 )
 
-// DAGNode is one playbook node in the report's graph (issue 9, item 8): its id, type, final
+// DAGNode is one playbook node in the report's graph (docs/spec/playbooks.md, "Report"): its id, type, final
 // status (a step status word, NotRun, or AWAITING_CONFIRMATION for an open gate) and how
 // many times it executed.
 type DAGNode struct {

@@ -1,4 +1,4 @@
-// Package report renders rbook's Markdown outputs from templates (seed runbook-executor,
+// Package report renders rbook's Markdown outputs from templates (docs/spec/runbooks.md,
 // Step 9 and "Output contract"): the per-step status, the final run report, the evidence
 // pack and the cancel prompt. The templates ship embedded and can be overridden file by file.
 package report
@@ -27,11 +27,11 @@ import (
 //go:embed templates/*.md prompts/*.md
 var embedded embed.FS
 
-// The template files, by their path relative to a templates folder (seed Step 8–9).
+// The template files, by their path relative to a templates folder (docs/spec/runbooks.md, "Step 8" to "Step 9").
 const (
 	StepStatusFile = "templates/output-step-status.md"
 	ReportFile     = "templates/output-report.md"
-	// PlaybookReportFile is the final report of a playbook run (issue 9, item 8): the runbook
+	// PlaybookReportFile is the final report of a playbook run (docs/spec/playbooks.md, "Report"): the runbook
 	// report's shape, saying playbook and node, with the playbook status words.
 	PlaybookReportFile = "templates/output-playbook-report.md"
 	EvidencePackFile   = "templates/output-evidence-pack.md"
@@ -41,11 +41,11 @@ const (
 // templateNames are the templates New parses and checks, in this order.
 var templateNames = []string{StepStatusFile, ReportFile, PlaybookReportFile, EvidencePackFile, CancelPromptFile}
 
-// ReportHeading is the first H1 line of every run report (seed "Output contract").
+// ReportHeading is the first H1 line of every run report (docs/spec/runbooks.md, "Output contract").
 const ReportHeading = "# Runbook Execution Report"
 
-// PlaybookReportHeading is the first H1 line of every playbook run report (issue 9, item 8);
-// a runbook run's report keeps ReportHeading (seed "Output contract").
+// PlaybookReportHeading is the first H1 line of every playbook run report (docs/spec/playbooks.md, "Report");
+// a runbook run's report keeps ReportHeading (docs/spec/runbooks.md, "Output contract").
 const PlaybookReportHeading = "# Playbook Execution Report"
 
 // Renderer holds the parsed templates.
@@ -75,9 +75,9 @@ var templateLineRE = lazyregexp.New(`^template: [^:]*:(\d+): (.*)$`)
 
 // New parses the embedded templates, each replaced by DIR/<same path> when overrideDir is
 // set and that file exists. It returns an error naming the folder when overrideDir is set
-// but does not exist or is not a folder (the --templates flag; issue 6, item 1.9: a mistyped
+// but does not exist or is not a folder (the --templates flag; a mistyped
 // folder must not silently fall back to the built-in templates). Otherwise it checks every
-// template and returns all their problems at once (issue 6, item 3.1) as errors.Join of
+// template and returns all their problems at once (docs/runbooks.md, "Validating") as errors.Join of
 // *TemplateError: a template that does not parse or cannot be read, a report template that
 // does not start with ReportHeading, a template that fails when rendered for one of its
 // sample runs (samples.go: every step and node type and status, every run status, every
@@ -115,11 +115,11 @@ func New(overrideDir string) (*Renderer, error) {
 			continue
 		}
 		if name == ReportFile && !strings.HasPrefix(string(src), ReportHeading+"\n") {
-			errs = append(errs, &TemplateError{Path: from, Line: 1, Msg: fmt.Sprintf("the first line must be exactly %q (seed output contract)", ReportHeading)})
+			errs = append(errs, &TemplateError{Path: from, Line: 1, Msg: fmt.Sprintf("the first line must be exactly %q (docs/spec/runbooks.md, section Output contract)", ReportHeading)})
 			continue
 		}
 		if name == PlaybookReportFile && !strings.HasPrefix(string(src), PlaybookReportHeading+"\n") {
-			errs = append(errs, &TemplateError{Path: from, Line: 1, Msg: fmt.Sprintf("the first line must be exactly %q (issue 9, item 8)", PlaybookReportHeading)})
+			errs = append(errs, &TemplateError{Path: from, Line: 1, Msg: fmt.Sprintf("the first line must be exactly %q (docs/spec/playbooks.md, section Report)", PlaybookReportHeading)})
 			continue
 		}
 		r.t[name] = t
@@ -167,12 +167,12 @@ type StepStatus struct {
 	Entry         engine.Evidence
 	// Elapsed is the run's elapsed time so far, rounded for people ("" to leave out).
 	Elapsed string
-	// Node is true for a playbook node: the heading says "Node n/N" instead of the seed's
-	// "Step n/N" (issue 9, item 8). A runbook step's status is byte-for-byte the seed's.
+	// Node is true for a playbook node: the heading says "Node n/N" instead of the specification's
+	// "Step n/N" (docs/spec/playbooks.md, "Report"). A runbook step's status is byte-for-byte the specification's.
 	Node bool
 }
 
-// RenderStepStatus renders the per-step status (seed Step 9.1).
+// RenderStepStatus renders the per-step status (docs/spec/runbooks.md, "Step 9").
 func (r *Renderer) RenderStepStatus(d StepStatus) (string, error) { return r.render(StepStatusFile, d) }
 
 // Report is the data of templates/output-report.md.
@@ -184,7 +184,7 @@ type Report struct {
 	TotalSteps                      int
 	SchemaHash8, RunbookHash        string
 	Message                         string
-	// Evidence is the evidence pack in execution order (seed Step 7).
+	// Evidence is the evidence pack in execution order (docs/spec/runbooks.md, "Step 7").
 	Evidence []engine.Evidence
 	// Steps are the runbook's steps in runbook order. When set, the report's step table has
 	// one row per step (Rows); when nil, one row per evidence entry.
@@ -193,13 +193,13 @@ type Report struct {
 	Rows []Row
 	// EvidencePath is where the evidence pack JSON was written ("" when it was not).
 	EvidencePath string
-	// DAG is a playbook run's graph as a Mermaid block (MermaidDAG of PlaybookGraph; issue
-	// 9, item 8); "" for a runbook run.
+	// DAG is a playbook run's graph as a Mermaid block (MermaidDAG of PlaybookGraph;
+	// docs/spec/playbooks.md, "Report"); "" for a runbook run.
 	DAG string
-	// Playbook selects PlaybookReportFile (issue 9, item 8): "Playbook", "Nodes", and
-	// StatusWord for the status. False: the seed's runbook report (ReportFile).
+	// Playbook selects PlaybookReportFile (docs/spec/playbooks.md, "Report"): "Playbook", "Nodes", and
+	// StatusWord for the status. False: the specification's runbook report (ReportFile).
 	Playbook bool
-	// StatusWord is the status a playbook report shows: the seed's playbook word (running |
+	// StatusWord is the status a playbook report shows: the specification's playbook word (running |
 	// paused | failed | succeeded | cancelled); RunStatus (the state file's word) still
 	// decides "So far" / "Outcome". Unused by the runbook report.
 	StatusWord string
@@ -261,7 +261,7 @@ func GateRows(ev []engine.Evidence) []GateRow {
 		} else if m := decidedRE.FindStringSubmatch(e.Output); m != nil {
 			r.Verdict, r.By, r.Via, r.Reason = m[1], m[2], m[3], m[4]+strings.TrimPrefix(m[5], "; ")
 		} else if e.Type == "confirm" && e.Status == engine.StatusPass {
-			// A confirm step answered at the terminal keeps the answer typed (seed Step 7:
+			// A confirm step answered at the terminal keeps the answer typed (docs/spec/runbooks.md, "Step 7":
 			// the user's input) rather than the decision's words.
 			r.Verdict, r.Via, r.Reason = "approved", "terminal", fmt.Sprintf("answered %q", e.Output)
 		}
@@ -276,11 +276,10 @@ type StepRef struct {
 }
 
 // NotRun is the status a report row shows for a runbook step with no evidence entry: the run
-// ended (halt, rollback, cancel) or stopped before it, or has not reached it yet (issue 6,
-// item 2.2).
+// ended (halt, rollback, cancel) or stopped before it, or has not reached it yet (docs/decisions/two-renderings.md).
 const NotRun engine.StepStatus = "not run"
 
-// Row is one line of the report's step table (issue 6, item 2.2).
+// Row is one line of the report's step table (docs/decisions/two-renderings.md).
 type Row struct {
 	// Number is the step's 1-based position in the runbook; 0 for an entry that is no
 	// runbook step (the CANCEL audit entry, a rollback that found no rollback step).
@@ -299,8 +298,8 @@ type Row struct {
 
 // Rows lists every runbook step once, in runbook order, with its final status or NotRun,
 // followed by the evidence entries that belong to no runbook step, in execution order, with
-// the CANCEL audit entry last (seed Step 8). An entry belongs to the step with its step_name
-// and type. The evidence pack itself stays in execution order (seed Step 7).
+// the CANCEL audit entry last (docs/spec/runbooks.md, "Step 8"). An entry belongs to the step with its step_name
+// and type. The evidence pack itself stays in execution order (docs/spec/runbooks.md, "Step 7").
 func Rows(steps []StepRef, ev []engine.Evidence) []Row {
 	rows := make([]Row, len(steps))
 	at := make(map[StepRef]int, len(steps))
@@ -371,8 +370,8 @@ func (d *Report) Tally() {
 	}
 }
 
-// RenderReport renders the final run report; its first line is ReportHeading (seed Step 9.2),
-// or PlaybookReportHeading for a playbook run (d.Playbook; issue 9, item 8). Its step table
+// RenderReport renders the final run report; its first line is ReportHeading (docs/spec/runbooks.md, "Step 9"),
+// or PlaybookReportHeading for a playbook run (d.Playbook; docs/spec/playbooks.md, "Report"). Its step table
 // lists every runbook step (playbook node) once, in plan order (Rows).
 func (r *Renderer) RenderReport(d Report) (string, error) {
 	d.Rows = nil
@@ -386,7 +385,7 @@ func (r *Renderer) RenderReport(d Report) (string, error) {
 	return r.render(ReportFile, d)
 }
 
-// RenderEvidencePack renders templates/output-evidence-pack.md (seed Step 9.3).
+// RenderEvidencePack renders templates/output-evidence-pack.md (docs/spec/runbooks.md, "Step 9").
 func (r *Renderer) RenderEvidencePack(runID string, ev []engine.Evidence) (string, error) {
 	js, err := state.EvidencePackJSON(ev)
 	if err != nil {
@@ -399,7 +398,7 @@ func (r *Renderer) RenderEvidencePack(runID string, ev []engine.Evidence) (strin
 	}{runID, ev, strings.TrimRight(string(js), "\n")})
 }
 
-// RenderCancelPrompt renders prompts/cancel.prompt.md for one deployment (seed Step 8.2).
+// RenderCancelPrompt renders prompts/cancel.prompt.md for one deployment (docs/spec/runbooks.md, "Step 8").
 func (r *Renderer) RenderCancelPrompt(runID, deployment string) (string, error) {
 	return r.render(CancelPromptFile, struct{ RunID, Deployment string }{runID, deployment})
 }

@@ -19,13 +19,13 @@ import (
 	"github.com/rbookhq/rbook-action/internal/lazyregexp"
 )
 
-// LoadOptions selects the runbook Load reads (seed runbook-executor, Step 1 inputs).
+// LoadOptions selects the runbook Load reads (docs/spec/runbooks.md, "Step 1" inputs).
 type LoadOptions struct {
 	// Dir is the runbooks folder, "runbooks" when empty.
 	Dir string
 	// Name is the runbook name: Load reads Dir/Name.yaml and Dir/Name.values.yaml.
 	Name string
-	// RulesPath, when set, replaces the embedded rules.yaml (DESIGN D3).
+	// RulesPath, when set, replaces the embedded rules.yaml (docs/decisions/rules-schema.md).
 	RulesPath string
 }
 
@@ -60,7 +60,7 @@ func (d Diagnostic) String() string {
 
 // LoadError is the only error type Load and LoadFile return (use errors.As).
 type LoadError struct {
-	// Abort is the seed's literal ABORT line when one applies (missing values file, unreadable
+	// Abort is the specification's literal ABORT line when one applies (missing values file, unreadable
 	// rules.yaml, a step failing its type schema), else empty.
 	Abort string
 	// Diagnostics lists every problem found, in the order found. It is empty when the values
@@ -69,7 +69,7 @@ type LoadError struct {
 	// Next is the line a person reads after Abort when the values file is missing and the
 	// .values.yaml.example file Abort says to copy does not exist either: what a minimal
 	// values file holds (MinimalValuesHint). Empty otherwise; Error() leaves it out, so the
-	// seed's ABORT line stays the whole error text.
+	// specification's ABORT line stays the whole error text.
 	Next string
 }
 
@@ -86,12 +86,12 @@ func (e *LoadError) Error() string {
 	return fmt.Sprintf("%s (and %d more errors)", e.Diagnostics[0], len(e.Diagnostics)-1)
 }
 
-// nameRE is the shape of runbook names, both runbook_name and the Name option (DESIGN D6).
+// nameRE is the shape of runbook names, both runbook_name and the Name option (docs/decisions/run-ids.md).
 var nameRE = lazyregexp.New(`^[A-Za-z0-9._-]{1,64}$`)
 
 // Load reads Dir/Name.yaml and its values file Dir/Name.values.yaml, substitutes values,
-// validates against rules.yaml and returns the Plan (seed runbook-executor, Step 1). A missing
-// values file gives the seed's ABORT line; every error is a *LoadError.
+// validates against rules.yaml and returns the Plan (docs/spec/runbooks.md, "Step 1"). A missing
+// values file gives the specification's ABORT line; every error is a *LoadError.
 func Load(opts LoadOptions) (*Plan, error) {
 	dir := opts.Dir
 	if dir == "" {
@@ -114,12 +114,12 @@ func LoadFile(path, rulesPath string) (*Plan, error) {
 	return plan, nil
 }
 
-// ValidateResult is what Validate found out about one runbook file (issue 6, item 3.1).
+// ValidateResult is what Validate found out about one runbook file (docs/runbooks.md, "Validating").
 type ValidateResult struct {
 	// ValuesPath is the values file the runbook was checked with: <base>.values.yaml, or
 	// <base>.values.yaml.example when ExampleUsed.
 	ValuesPath string
-	// ExampleUsed: <base>.values.yaml is missing, so `rbook run` stops with the seed's ABORT
+	// ExampleUsed: <base>.values.yaml is missing, so `rbook run` stops with the specification's ABORT
 	// line (which is among Diagnostics), and the rest was checked with the .example file.
 	ExampleUsed bool
 	// Diagnostics is every problem of the runbook and its values file, sorted by file, line
@@ -135,7 +135,7 @@ type ValidateResult struct {
 
 // Validate checks one runbook file for `rbook validate` exactly as Load would for `rbook
 // run`, and reports every problem it finds at once, sorted by file then line and column.
-// When <base>.values.yaml is missing, the seed's ABORT line (what `rbook run` prints) is a
+// When <base>.values.yaml is missing, the specification's ABORT line (what `rbook run` prints) is a
 // diagnostic, and the runbook is still checked: with <base>.values.yaml.example when it
 // exists (ExampleUsed), else with every ${key} left unresolved.
 func Validate(path, rulesPath string) ValidateResult {
@@ -197,7 +197,7 @@ func loadFiles(path, valuesPath, base, rulesPath string) (*Plan, *LoadError) {
 }
 
 // readFiles reads a runbook, its values file and the rules. A missing values file is a
-// LoadError with the seed's ABORT line and no diagnostics (seed runbook-executor, Step 1.1);
+// LoadError with the specification's ABORT line and no diagnostics (docs/spec/runbooks.md, "Step 1");
 // rules is the embedded rules.yaml unless rulesPath is set.
 func readFiles(path, valuesPath, base, rulesPath string) (rb, vals []byte, haveValues bool, rules []byte, rulesFile string, lerr *LoadError) {
 	fileErr := func(file string, err error) *LoadError {
@@ -223,7 +223,7 @@ func readFiles(path, valuesPath, base, rulesPath string) (rb, vals []byte, haveV
 	if rulesPath != "" {
 		rulesFile = rulesPath
 		if rules, err = readLimited(rulesPath); err != nil {
-			if missing != nil { // the seed checks the values file first (Step 1.1 before 1.3)
+			if missing != nil { // the specification checks the values file first (Step 1.1 before 1.3)
 				return nil, nil, false, nil, "", missing
 			}
 			lerr := fileErr(rulesPath, err)
@@ -276,7 +276,7 @@ type loader struct {
 	interpolated            map[*yaml.Node]bool   // scalars with values inserted into their text
 	// unresolved holds scalars whose ${key} could not be substituted (missing key, or a
 	// list inserted into a string). Their problem is reported once, by substitution; the
-	// schema checks skip them, so the runbook's own errors still show (issue 6, item 3.1).
+	// schema checks skip them, so the runbook's own errors still show (docs/runbooks.md, "Validating").
 	unresolved map[*yaml.Node]bool
 	// valuesUnusable: the values file is missing or broken (and reported), so a missing key
 	// is not worth a diagnostic of its own.
@@ -325,9 +325,9 @@ func load(path string, rb []byte, valuesPath string, vals []byte, rulesFile stri
 // haveValues=false means there is no values file to use: the runbook is still checked, with
 // every ${key} left unresolved and not reported (the caller reports the missing file).
 //
-// Every problem of both files is collected before it gives up (issue 6, item 3.1): errors
+// Every problem of both files is collected before it gives up (docs/runbooks.md, "Validating"): errors
 // in the values file or missing keys do not stop the schema checks of the runbook; only a
-// runbook that does not parse, or a limit hit (DESIGN D2), ends the checks early.
+// runbook that does not parse, or a limit hit (docs/decisions/yaml-safety.md), ends the checks early.
 func loadChecked(path string, rb []byte, valuesPath string, vals []byte, haveValues bool, rulesFile string, rulesData []byte) (plan *Plan, lerr *LoadError, needsMCP bool) {
 	rules, err := parseRules(rulesData)
 	if err != nil {
@@ -426,7 +426,7 @@ func (l *loader) hasCheckQuery() bool {
 }
 
 // failure turns the issues into a LoadError. When a step broke its type schema, Abort is the
-// seed's line for the first such step (seed runbook-executor, Step 1.4).
+// specification's line for the first such step (docs/spec/runbooks.md, "Step 1").
 func (l *loader) failure() *LoadError {
 	e := &LoadError{}
 	first := -1

@@ -16,13 +16,12 @@ import (
 	"github.com/rbookhq/rbook-action/internal/lazyregexp"
 )
 
-// The .cantbook parser (seed playbooks.txt, "Validation rules enforced by the parser"; issue 9,
-// item 1; DESIGN D2, D15). A playbook is read with the same YAML safety as a runbook (yamlsafe.go:
+// The .cantbook parser (docs/spec/playbooks.md, "Validation rules"; docs/decisions/yaml-safety.md, docs/decisions/playbooks-on-one-engine.md). A playbook is read with the same YAML safety as a runbook (yamlsafe.go:
 // MaxFileBytes, MaxDepth, MaxNodes, duplicate keys, YAML 1.2 scalars) and compiled to the one
 // Plan. Every problem is collected before it gives up, except that a file that does not parse or
 // hits a YAML limit stops there (nothing else can be read reliably).
 
-// Limits on a .cantbook beyond the YAML limits (ISSUE9-DECISIONS, "Limits").
+// Limits on a .cantbook beyond the YAML limits (docs/decisions/playbook-semantics.md, "Limits").
 const (
 	// MaxPlaybookNodes is the most nodes a playbook may have.
 	MaxPlaybookNodes = 1000
@@ -43,10 +42,10 @@ const (
 	MaxReportedCycles = 10
 )
 
-// PlaybookVersion is the only version a .cantbook may declare (seed playbooks.txt, rule 1).
+// PlaybookVersion is the only version a .cantbook may declare (docs/spec/playbooks.md, rule 1).
 const PlaybookVersion = "1.0"
 
-// nodeIDRE is the shape of node ids and input names (ISSUE9-DECISIONS: no dots or commas,
+// nodeIDRE is the shape of node ids and input names (docs/decisions/playbook-semantics.md: no dots or commas,
 // they are the binding path and list separators).
 var nodeIDRE = lazyregexp.New(`^[A-Za-z0-9_-]{1,64}$`)
 
@@ -54,19 +53,19 @@ var nodeIDRE = lazyregexp.New(`^[A-Za-z0-9_-]{1,64}$`)
 var envNameRE = lazyregexp.New(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // ReservedPlaybookIDs are the names no node id or input may take: they are binding roots the
-// runtime owns (ISSUE9-DECISIONS, "Bindings": error is what an inject_hint target sees).
+// runtime owns (docs/decisions/playbook-semantics.md, "Bindings": error is what an inject_hint target sees).
 var ReservedPlaybookIDs = []string{"error", "inputs", "run"}
 
 // HandlerEvents are the event names an error_handlers entry may use besides "<node-id>-failed"
-// (issue 9, item 5).
+// (docs/spec/playbooks.md, "Error handlers").
 var HandlerEvents = []string{EventNodeFailed, EventAgenticTimeout, EventIterationCapExceeded, EventContractViolation}
 
-// HandlerActions are the error_handlers actions (issue 9, item 5).
+// HandlerActions are the error_handlers actions (docs/spec/playbooks.md, "Error handlers").
 var HandlerActions = []string{HandlerAbort, HandlerContinue, HandlerRetry, HandlerInjectHint}
 
 // PlaybookParseError is the only error ParsePlaybook and LoadPlaybook return (use errors.As):
-// every problem found in one .cantbook (seed playbooks.txt, "PlaybookParseError ... with a list
-// of validation issues"; issue 9, item 1).
+// every problem found in one .cantbook (docs/spec/playbooks.md, "PlaybookParseError ... with a list
+// of validation issues").
 type PlaybookParseError struct {
 	// File is the playbook file as given.
 	File string
@@ -113,7 +112,7 @@ func LoadPlaybook(path string) (*Plan, error) {
 }
 
 // ParsePlaybook parses and validates the .cantbook src (named file in diagnostics) into a Plan
-// with Kind KindPlaybook (seed playbooks.txt; issue 9, item 1; ISSUE9-DECISIONS):
+// with Kind KindPlaybook (docs/spec/playbooks.md; docs/spec/playbooks.md):
 //
 //   - Name is the playbook's name, Path is file, ContentHash the lowercase hex SHA-256 of src
 //     (the playbook hash), SchemaHash8 the first 8 hex chars of SHA-256(PlaybookJSONSchema()),
@@ -228,7 +227,7 @@ func (p *pbParser) parse(src []byte) *Plan {
 		if root != nil {
 			line, col = root.Line, root.Column
 		}
-		p.l.reportAt(p.file, line, col, "", "a playbook must be a mapping with version, name and nodes (seed playbooks.txt)")
+		p.l.reportAt(p.file, line, col, "", "a playbook must be a mapping with version, name and nodes (docs/spec/playbooks.md)")
 		return nil
 	}
 	top := p.fields(root, "", pbTopKeys)
@@ -287,8 +286,9 @@ func (p *pbParser) parse(src []byte) *Plan {
 	return plan
 }
 
-// version applies rule 1 as decided for case R01: "1.0" quoted is the version; a plain 1.0
-// (a YAML number) is accepted from its source text with a warning; anything else is refused.
+// version applies rule 1 (docs/spec/playbooks.md, "Validation rules"): "1.0" quoted is the
+// version; a plain 1.0 (a YAML number, which YAML would read as 1) is accepted from its source
+// text with a warning (docs/decisions/yaml-safety.md); anything else is refused.
 func (p *pbParser) version(root, v *yaml.Node, pb *Playbook) {
 	const hint = `write version: "1.0" (quoted)`
 	switch {
@@ -333,7 +333,7 @@ func (p *pbParser) fields(n *yaml.Node, field string, allowed []string, also ...
 	return out
 }
 
-// str reads a string field: any scalar, by its source text (DESIGN D2).
+// str reads a string field: any scalar, by its source text (docs/decisions/yaml-safety.md).
 func (p *pbParser) str(n *yaml.Node, field string) (string, bool) {
 	if n.Kind != yaml.ScalarNode {
 		p.report(n, field, "must be a string, got a %s", kindName(n))
@@ -404,7 +404,7 @@ func (p *pbParser) strList(n *yaml.Node, field string) []ref {
 	return out
 }
 
-// facts reads a requires/ensures list: each a binding path or file:PATH (ISSUE9-DECISIONS, "Facts").
+// facts reads a requires/ensures list: each a binding path or file:PATH (docs/decisions/playbook-semantics.md, "Facts").
 func (p *pbParser) facts(n *yaml.Node, field string) []string {
 	items, ok := p.list(n, field)
 	if !ok {
@@ -825,7 +825,7 @@ func (p *pbParser) readEdges(v *yaml.Node) {
 }
 
 // when reads an edge condition: a binding and exactly one of equals | notEquals | exists | in |
-// truthy (issue 9, item 1).
+// truthy (docs/spec/playbooks.md).
 func (p *pbParser) when(n *yaml.Node, field string) *When {
 	allowed := append([]string{"binding"}, pbWhenOps...)
 	fs := p.fields(n, field, allowed)

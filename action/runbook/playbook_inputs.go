@@ -9,7 +9,7 @@ import (
 )
 
 // PlaybookInputError is ValidatePlaybookInputs' error: every required input without a value
-// and every given input the playbook does not declare, together (issue 9, item 4: required
+// and every given input the playbook does not declare, together (docs/playbooks.md, "Inputs and bindings": required
 // inputs missing → refused before any record).
 type PlaybookInputError struct {
 	// Playbook is the playbook's name.
@@ -41,7 +41,7 @@ func (e *PlaybookInputError) Error() string {
 	return "playbook " + e.Playbook + ": " + strings.Join(parts, "; ")
 }
 
-// ValidatePlaybookInputs returns the run's first bindings (issue 9, item 4; ISSUE9-DECISIONS):
+// ValidatePlaybookInputs returns the run's first bindings (docs/playbooks.md, "Inputs and bindings"; docs/spec/playbooks.md):
 // each given value as a string under its input's name, else the input's default (its YAML
 // value: json.Number, bool, string, list, map or nil), an optional input with neither left
 // out. The error is a *PlaybookInputError listing every missing required input and every

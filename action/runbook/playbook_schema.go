@@ -10,7 +10,7 @@ import (
 )
 
 // PlaybookJSONSchema returns a JSON Schema (draft 2020-12) for .cantbook files, for editors
-// (issue 9, item 1). runbooks/schema/cantbook.schema.json is exactly this output (checked by
+// (docs/spec/playbooks.md). runbooks/schema/cantbook.schema.json is exactly this output (checked by
 // TestPlaybookJSONSchemaInSync). It is built from the parser's own key lists and
 // limits; rules a schema cannot express (ids known, the DAG, template references, inject_hint
 // needing on_failure.inject_into) are in descriptions and enforced by ParsePlaybook. An

@@ -2,7 +2,7 @@ package runbook
 
 import "github.com/rbookhq/rbook-action/internal/gateinputs"
 
-// The playbook half of the Plan (seed playbooks.txt; issue 9, item 1; DESIGN D15). A .cantbook
+// The playbook half of the Plan (docs/spec/playbooks.md; docs/decisions/playbooks-on-one-engine.md). A .cantbook
 // compiles to the same Plan as a runbook: one Step per node, in file order, with Depends
 // holding the indexes of the steps it waits for (edges and depends together), and the
 // playbook-only facts in Plan.Playbook and Step.Node.
@@ -16,7 +16,7 @@ const (
 	KindPlaybook PlanKind = "playbook"
 )
 
-// The playbook node types (seed playbooks.txt, "What a .cantbook looks like").
+// The playbook node types (docs/spec/playbooks.md, "Document format").
 const (
 	TypeDeterministic StepType = "deterministic"
 	TypeAgentic       StepType = "agentic"
@@ -31,36 +31,37 @@ const NodePolicyRequireHuman = "require-human"
 // NodePolicies are the values an approval node's policy field may have.
 var NodePolicies = []string{NodePolicyRequireHuman}
 
-// DefaultIterationCap is a node's iteration_cap when the file sets none (issue 9, item 5):
+// DefaultIterationCap is a node's iteration_cap when the file sets none (docs/decisions/playbook-semantics.md, "Iterations"):
 // at most 3 executions of one node in a run.
 const DefaultIterationCap = 3
 
-// MaxIterationCap is the hard limit of iteration_cap and max_iterations (seed playbooks.txt,
+// MaxIterationCap is the hard limit of iteration_cap and max_iterations (docs/spec/playbooks.md,
 // validation rule 10: 0..10).
 const MaxIterationCap = 10
 
 // RunBudgetPerNode times the number of nodes is a run's global budget of node executions
-// (issue 9, item 5): no combination of handlers can execute more than this.
+// (docs/decisions/playbook-semantics.md, "Iterations"): no combination of handlers can execute more than this.
 const RunBudgetPerNode = 10
 
-// Playbook holds the playbook-level parts of a .cantbook (seed playbooks.txt).
+// Playbook holds the playbook-level parts of a .cantbook (docs/spec/playbooks.md).
 type Playbook struct {
 	// Version is the version field's text, always "1.0" once loaded.
 	Version     string
 	Description string
 	Inputs      []PlaybookInput
 	Edges       []Edge
-	// ErrorHandlers in file order (seed: error_handlers).
+	// ErrorHandlers in file order (the specification: error_handlers).
 	ErrorHandlers []ErrorHandler
 	// Source is the .cantbook's bytes; Plan.ContentHash is their SHA-256 (the playbook hash).
 	Source []byte
-	// Warnings are what the parser noticed that does not stop the load (case R01: an unquoted
-	// version: 1.0 is accepted with a warning to quote it); nil when there are none. Added by
-	// the parser (issue 9, item 1); `rbook playbook validate` prints them.
+	// Warnings are what the parser noticed that does not stop the load (e.g. an unquoted
+	// version: 1.0 is accepted with a warning to quote it, docs/decisions/yaml-safety.md); nil
+	// when there are none. Added by
+	// the parser (docs/spec/playbooks.md); `rbook playbook validate` prints them.
 	Warnings []Diagnostic
 }
 
-// PlaybookInput is one entry of inputs (seed playbooks.txt).
+// PlaybookInput is one entry of inputs (docs/spec/playbooks.md).
 type PlaybookInput struct {
 	Name        string
 	Required    bool
@@ -73,7 +74,7 @@ type PlaybookInput struct {
 
 // Node is what a Step carries for a playbook node (Step.Node); nil for runbook steps. Strings
 // that may hold {{ var }} templates are kept as written: executors render them with Render
-// against the run's bindings just before the node runs (issue 9, item 3).
+// against the run's bindings just before the node runs (docs/spec/playbooks.md, "Nodes").
 type Node struct {
 	// ID is the node id (also Step.Name).
 	ID string
@@ -168,7 +169,7 @@ type ErrorHandler struct {
 	Line    int
 }
 
-// The error_handlers actions and event names (issue 9, item 5).
+// The error_handlers actions and event names (docs/spec/playbooks.md, "Error handlers").
 const (
 	HandlerAbort      = "abort"
 	HandlerContinue   = "continue"

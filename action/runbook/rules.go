@@ -24,12 +24,12 @@ import (
 var embeddedRules []byte
 
 // RulesYAML returns the embedded rules.yaml, the step-type schema every runbook is validated
-// against unless LoadOptions.RulesPath overrides it (seed runbook-executor, Step 1.3; DESIGN D3).
+// against unless LoadOptions.RulesPath overrides it (docs/spec/runbooks.md, "Step 1"; docs/decisions/rules-schema.md).
 // The caller gets its own copy.
 func RulesYAML() []byte { return bytes.Clone(embeddedRules) }
 
-// SchemaHash8 returns the first 8 lowercase hex chars of SHA-256(rules): the seed's
-// schema_hash8 (seed runbook-executor, Step 1.3), part of every run id.
+// SchemaHash8 returns the first 8 lowercase hex chars of SHA-256(rules): the specification's
+// schema_hash8 (docs/spec/runbooks.md, "Step 1"), part of every run id.
 func SchemaHash8(rules []byte) string {
 	sum := sha256.Sum256(rules)
 	return hex.EncodeToString(sum[:4])
@@ -181,7 +181,7 @@ func (l *loader) object(n *yaml.Node, field string, fields map[string]*fieldRule
 var decimalRE = lazyregexp.New(`^-?(0|[1-9][0-9]*)$`)
 
 // value validates one non-null field value and converts it: string kinds to string, int to
-// int, list to []any, map to map[string]any (DESIGN D2 numbers), step to stepValue, form to
+// int, list to []any, map to map[string]any (docs/decisions/yaml-safety.md numbers), step to stepValue, form to
 // []gateinputs.Field.
 func (l *loader) value(n *yaml.Node, r *fieldRule, field string) (any, bool) {
 	n = resolveAlias(n)
@@ -302,7 +302,7 @@ func (l *loader) got(n *yaml.Node) string {
 
 // MaxQuotedValueBytes caps how much of an offending value a diagnostic quotes ("got …"): a
 // 100 KiB node id is shown as its first 120 bytes and its length, so one bad scalar cannot
-// blow up an error listing (issue 9 break tests).
+// blow up an error listing (docs/decisions/yaml-safety.md: bad input gets a clear error).
 const MaxQuotedValueBytes = 120
 
 // isControl reports characters that make a name print differently from what it is:
@@ -335,7 +335,7 @@ func lastSegment(field string) string { return field[strings.LastIndexAny(field,
 
 // cleanRelativePath reports whether p is a clean relative path that starts with under, has
 // more after it, never leaves the working directory and has no backslash, NUL or
-// surrounding blanks in its last segment (DESIGN D2: paths are data, never navigation).
+// surrounding blanks in its last segment (docs/decisions/yaml-safety.md: paths are data, never navigation).
 func cleanRelativePath(p, under string) bool {
 	return strings.HasPrefix(p, under) && len(p) > len(under) && path.Clean(p) == p &&
 		!path.IsAbs(p) && p != ".." && !strings.HasPrefix(p, "../") &&

@@ -9,7 +9,7 @@ import (
 )
 
 // JSONSchema returns a JSON Schema (draft 2020-12) for runbook files, generated from the
-// embedded rules.yaml for editors (DESIGN D3). runbooks/schema/runbook.schema.json is exactly
+// embedded rules.yaml for editors (docs/decisions/rules-schema.md). runbooks/schema/runbook.schema.json is exactly
 // this output (checked by TestJSONSchemaInSync). Rules it cannot express (NFC-unique names,
 // max_timeout_seconds ≤ max_step_timeout_seconds, clean template paths) are in descriptions.
 // It fails only if the embedded rules are broken.
@@ -66,7 +66,7 @@ func JSONSchema() ([]byte, error) {
 			"step":      step,
 			"formField": formFieldSchema("a confirm step", "The name the approver fills in; a runbook has no bindings that read it."),
 			"token": map[string]any{
-				"description": "A values-file token, replaced by the value of that key (DESIGN D1).",
+				"description": "A values-file token, replaced by the value of that key (docs/decisions/values-substitution.md).",
 				"type":        "string",
 				"pattern":     `^\$\{[A-Za-z_][A-Za-z0-9_]*\}$`,
 			},

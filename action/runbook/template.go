@@ -11,7 +11,7 @@ import (
 	"github.com/rbookhq/rbook-action/internal/lazyregexp"
 )
 
-// Playbook templating (issue 9, item 3): "{{ path }}" in a node's args, env, cwd, inputs,
+// Playbook templating (docs/spec/playbooks.md, "Templates and bindings"): "{{ path }}" in a node's args, env, cwd, inputs,
 // prompt and handler messages is replaced by the binding at path. One pass: inserted text is
 // never scanned again, so a value holding "{{ x }}" stays literal. There is no escape syntax
 // in v1: a literal "{{" cannot be written in a templated field.
@@ -24,13 +24,13 @@ const MaxRenderedBytes = 1 << 20
 var pathRE = lazyregexp.New(`^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$`)
 
 // MissingVarError lists every binding a template names that the run does not have, in the
-// order they first appear (issue 9, item 3: a missing variable is an error that names it,
+// order they first appear (docs/spec/playbooks.md, "Templates and bindings": a missing variable is an error that names it,
 // never an empty string or a literal left in a command).
 type MissingVarError struct {
 	Names []string
 	// Has says, for a missing dotted name whose root binding exists, what that binding
 	// holds: "detect has: stdout, exit_code" (its keys, sorted, at most MaxHasKeys), or
-	// "detect.stdout is a string, not an object" (issue 9 UX, item 8). Empty when no root
+	// "detect.stdout is a string, not an object" (docs/playbooks.md). Empty when no root
 	// exists. NewMissingVarError fills it.
 	Has []string
 }
@@ -196,7 +196,7 @@ func ResolvePath(bindings map[string]any, path string) (v any, ok bool) {
 }
 
 // Truthy reports whether v counts as true for when: truthy and for facts: not nil, false, 0,
-// "", an empty list or an empty map (issue 9, item 5).
+// "", an empty list or an empty map (docs/spec/playbooks.md, "Error handlers").
 func Truthy(v any) bool {
 	switch x := v.(type) {
 	case nil:

@@ -9,7 +9,7 @@ import (
 	"github.com/rbookhq/rbook-action/internal/lazyregexp"
 )
 
-// tokenRE matches a values token (DESIGN D1). `$1`, `${{ github.sha }}` and `$$` do not match
+// tokenRE matches a values token (docs/decisions/values-substitution.md). `$1`, `${{ github.sha }}` and `$$` do not match
 // and so stay byte for byte.
 var (
 	tokenRE      = lazyregexp.New(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
@@ -38,7 +38,7 @@ func (l *loader) values(file string, data []byte) (map[string]*yaml.Node, bool) 
 }
 
 // substitute replaces ${key} tokens in every scalar value of the tree (never in mapping keys),
-// in one pass: inserted values are not scanned again (DESIGN D1). A plain scalar that is
+// in one pass: inserted values are not scanned again (docs/decisions/values-substitution.md). A plain scalar that is
 // exactly one token becomes the value's node, so it keeps the value's YAML type; any other
 // scalar with tokens becomes a string built from the values' source text (1.10 stays 1.10).
 // Aliases are not followed: their targets are substituted where they are defined.

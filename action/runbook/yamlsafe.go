@@ -16,8 +16,9 @@ import (
 	"github.com/rbookhq/rbook-action/internal/lazyregexp"
 )
 
-// Limits on every YAML file the loader reads (runbook and values file alike; DESIGN D2,
-// case R02). They bound memory and time before any value is converted.
+// Limits on every YAML file the loader reads (runbook and values file alike;
+// docs/decisions/yaml-safety.md: alias bombs and deep nesting). They bound memory and time
+// before any value is converted.
 const (
 	// MaxFileBytes is the largest runbook or values file accepted, in bytes (1 MiB).
 	MaxFileBytes = 1 << 20
@@ -122,7 +123,7 @@ func (l *loader) parse(file string, data []byte) (root *yaml.Node, ok bool) {
 // findIndentTab locates the tab behind a yaml.v3 tab error: the first line at or after
 // fromLine (1-based) with a tab in its indentation, and the tab's 1-based column. yaml.v3
 // reports such errors at the line where the enclosing scalar started (its "context mark"),
-// not where the tab is, and never with a column (issue 6, item 3.1). It returns 0, 0 when
+// not where the tab is, and never with a column (docs/runbooks.md, "Validating"). It returns 0, 0 when
 // no indentation from fromLine on holds a tab.
 func findIndentTab(data []byte, fromLine int) (line, col int) {
 	for i, text := range bytes.Split(data, []byte("\n")) {
@@ -251,7 +252,7 @@ func (w *limitWalker) walk(n *yaml.Node, depth int, via *yaml.Node) bool {
 }
 
 // coreScalarTags are the explicit scalar tags a runbook or values file may carry: the YAML 1.2
-// core schema's, with !!map and !!seq for collections (DESIGN D2; issue 6, item 1.9).
+// core schema's, with !!map and !!seq for collections (docs/decisions/yaml-safety.md).
 // Anything else — !!binary, !!timestamp, !!set, !!python/…, local tags like !foo, %TAG
 // handles — would be silently read as plain text or dropped, so it is an error.
 var coreScalarTags = map[string]bool{"!!str": true, "!!int": true, "!!float": true, "!!bool": true, "!!null": true}
@@ -348,7 +349,7 @@ func mergeSources(v *yaml.Node) []*yaml.Node {
 
 var jsonNumberRE = lazyregexp.New(`^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$`)
 
-// plain converts a node to Go values for Params (DESIGN D2): numbers become json.Number of
+// plain converts a node to Go values for Params (docs/decisions/yaml-safety.md): numbers become json.Number of
 // their source text (or the source string when that is not a JSON number, e.g. 0755 or .inf),
 // booleans bool, null nil, everything else its string; mappings map[string]any, sequences []any.
 func (l *loader) plain(n *yaml.Node, field string) any {

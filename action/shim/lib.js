@@ -3,7 +3,7 @@
 // archive for this runner, download it (redirects, a timeout and a size cap), verify its
 // SHA-256 against the checksums committed in release.json, unpack it (a minimal tar reader:
 // regular files only, no path that leaves the folder), cache it in the runner's tool cache,
-// or build rbook from source with the Go on the runner (issue 7, item 2).
+// or build rbook from source with the Go on the runner (docs/action.md, "How the Action runs rbook").
 // Node's built-ins only, committed as it runs: no dependencies, no bundler.
 
 const crypto = require('node:crypto');
@@ -409,7 +409,7 @@ function rbookEnv(env = process.env) {
   if (token) out.RBOOK_TOKEN = token;
   const aud = input('oidc-audience', '', env);
   if (aud) out.RBOOK_OIDC_AUDIENCE = aud;
-  // Issue 8: the gate mode (wait | pause; rbook refuses anything else) and the GitHub
+  // docs/approvals.md, "Approve in GitHub": the gate mode (wait | pause; rbook refuses anything else) and the GitHub
   // environment the run's gates are bound to.
   out.RBOOK_GATE_MODE = input('gate-mode', 'wait', env);
   const environment = input('environment', '', env);
@@ -420,12 +420,12 @@ function rbookEnv(env = process.env) {
 
 /**
  * rbookVerb is the main step's rbook verb from the input verb: ["run"] (the default) or
- * ["resume"] (issue 8, item 4: continue a run paused at a gate). Throws ShimError otherwise.
+ * ["resume"] (docs/approvals.md, "Pause mode": continue a run paused at a gate). Throws ShimError otherwise.
  */
 function rbookVerb(env = process.env) {
   const verb = input('verb', 'run', env);
   if (verb !== 'run' && verb !== 'resume') throw new ShimError(`input verb: ${JSON.stringify(verb)} is not run or resume`);
-  // Issue 9, item 8: playbook: path.cantbook runs `rbook playbook run`.
+  // docs/playbooks.md, "The Action": playbook: path.cantbook runs `rbook playbook run`.
   const playbook = input('playbook', '', env);
   if (playbook !== '') {
     if (input('runbook', '', env) !== '') throw new ShimError('inputs runbook and playbook are mutually exclusive: set one of them');

@@ -3,7 +3,7 @@
 // binary for this runner — from the tool cache, or the release archive named in release.json
 // downloaded and checked against its committed SHA-256, or built from source — and runs
 // `rbook run` (or, with verb: resume, `rbook resume`) with the inputs as arguments and environment variables (never through a shell),
-// forwarding SIGINT/SIGTERM to it and exiting with its exit code (issue 7, item 2).
+// forwarding SIGINT/SIGTERM to it and exiting with its exit code (docs/action.md, "How the Action runs rbook").
 const { ShimError, resolveBinary, saveState, rbookEnv, rbookVerb, rbookArgs, runForwarding } = require('./lib.js');
 
 async function main() {

@@ -1,7 +1,7 @@
 'use strict';
 // The rbook Action's post step (action.yml: post, post-if: always()). It runs
 // `rbook github post` with the same inputs as main: a run the job left unfinished is recorded
-// interrupted, its outbox delivered and its pending approvals withdrawn (issue 7, item 2).
+// interrupted, its outbox delivered and its pending approvals withdrawn (docs/action.md, "How the Action runs rbook").
 // When main never got a binary (it failed before), there is nothing to do.
 const { ShimError, input, rbookEnv, rbookArgs, runForwarding } = require('./lib.js');
 
@@ -14,7 +14,7 @@ async function post() {
   if (process.env.STATE_cwd) process.chdir(process.env.STATE_cwd);
   const playbook = input('playbook', '', process.env);
   if (playbook !== '') {
-    // Issue 9: the playbook's run is finished the same way (outbox delivered; an unfinished
+    // docs/playbooks.md: the playbook's run is finished the same way (outbox delivered; an unfinished
     // run recorded interrupted and its pending approval nodes withdrawn).
     return runForwarding(bin, ['github', 'post', `--playbook=${playbook}`], rbookEnv());
   }

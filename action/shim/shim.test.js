@@ -419,11 +419,11 @@ test('ShimArchiveWithoutRbookIsRefusedAndNotCached', { skip: skipOnWindows }, as
 });
 
 test('ShimVerbResumeGateModeAndEnvironment', () => {
-  const env = { INPUT_VERB: 'resume', INPUT_RUNBOOK: 'demo', 'INPUT_RUN-ID': 'RBOOK-20261201-demo-2e8ae9b8', 'INPUT_STEP-INDEX': '3',
+  const env = { INPUT_VERB: 'resume', INPUT_RUNBOOK: 'demo', 'INPUT_RUN-ID': 'RBOOK-20261201-demo-150d2498', 'INPUT_STEP-INDEX': '3',
     INPUT_REPORT: '/tmp/r.md', 'INPUT_GATE-MODE': 'pause', INPUT_ENVIRONMENT: 'production' };
   assert.deepEqual(lib.rbookVerb(env), ['resume']);
   // resume takes --run-id and never --step-index
-  assert.deepEqual(lib.rbookArgs(['resume'], env), ['resume', '--dir=runbooks', '--run-id=RBOOK-20261201-demo-2e8ae9b8', '--report=/tmp/r.md', '--', 'demo']);
+  assert.deepEqual(lib.rbookArgs(['resume'], env), ['resume', '--dir=runbooks', '--run-id=RBOOK-20261201-demo-150d2498', '--report=/tmp/r.md', '--', 'demo']);
   assert.deepEqual(lib.rbookArgs(['run'], env), ['run', '--dir=runbooks', '--step-index=3', '--report=/tmp/r.md', '--', 'demo']);
   const out = lib.rbookEnv(env);
   assert.equal(out.RBOOK_GATE_MODE, 'pause');

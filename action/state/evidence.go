@@ -14,7 +14,7 @@ import (
 )
 
 // EvidenceSuffix ends the name of a run's evidence pack file, "<run_id>.evidence.json",
-// which lives beside the state file (seed runbook-executor, Step 9.3).
+// which lives beside the state file (docs/spec/runbooks.md, "Step 9").
 const EvidenceSuffix = ".evidence.json"
 
 // EvidencePath is the evidence pack file of run runID whose state file is statePath:
@@ -24,7 +24,7 @@ func EvidencePath(statePath, runID string) string {
 }
 
 // EvidencePackJSON is the evidence pack as an indented JSON array in execution order, no
-// trailing comma, "[]" when empty, HTML characters not escaped (seed "Output contract"). It
+// trailing comma, "[]" when empty, HTML characters not escaped (docs/spec/runbooks.md, "Output contract"). It
 // is the one encoding of the pack: the evidence file and the rendered report both use it.
 func EvidencePackJSON(ev []engine.Evidence) ([]byte, error) {
 	if ev == nil {
@@ -159,7 +159,7 @@ func settleEvidence(statePath string, s *State) error {
 	return err
 }
 
-// EnsureEvidence guarantees that a final run has its evidence pack file (issue 6, item 1.7):
+// EnsureEvidence guarantees that a final run has its evidence pack file (docs/spec/runbooks.md, "Step 7"):
 // when s is final and EvidencePath(statePath, s.RunID) does not exist, the file is rebuilt
 // from s and rebuilt is true. It never replaces an existing file, even one written at the
 // same moment by another process (the new file is linked into place, not renamed). For a run

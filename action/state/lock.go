@@ -32,7 +32,7 @@ func (h Holder) String() string {
 	return fmt.Sprintf("%s, pid %d on %s since %s", h.Role, h.PID, h.Host, h.SinceUTC)
 }
 
-// HeldError is returned by Acquire when another live executor holds the run (case R05).
+// HeldError is returned by Acquire when another live executor holds the run (docs/runbooks.md, "State, resume and crashes").
 type HeldError struct {
 	Path   string
 	Holder Holder
@@ -44,8 +44,7 @@ func (e *HeldError) Error() string {
 
 // LockRetryWindow is how long Acquire keeps trying a lock that is taken before it reports
 // *HeldError: Probe takes a shared lock for an instant to see whether the run is held, and an
-// executor that starts at that instant must not take the prober for an executor (issue 7,
-// item 1). A real holder keeps the lock for the whole run, so the window only delays the
+// executor that starts at that instant must not take the prober for an executor (docs/action.md, "How the Action runs rbook"). A real holder keeps the lock for the whole run, so the window only delays the
 // R05 refusal by this much.
 const LockRetryWindow = 250 * time.Millisecond
 
@@ -53,7 +52,7 @@ const LockRetryWindow = 250 * time.Millisecond
 const lockRetryDelay = 5 * time.Millisecond
 
 // Lock is an exclusive lock on "<state file>.lock", taken with github.com/gofrs/flock
-// (flock(2) on unix, LockFileEx on Windows; DESIGN's dependency table). The operating system
+// (flock(2) on unix, LockFileEx on Windows: one module for every OS). The operating system
 // drops it when the holder dies, even by kill -9, so a dead executor never blocks a resume.
 // The holder's record (Holder, JSON) is written into the lock file at recordOffset once the
 // lock is taken, and cleared on Release; a record left by a killed holder is stale and is
@@ -92,9 +91,9 @@ func tryLock(fl *flock.Flock, shared bool) (bool, error) {
 // Acquire takes the lock for statePath for role ("run", "cancel", "rollback"), waiting at
 // most LockRetryWindow. It returns *HeldError, naming the holder from its record, when
 // another process holds it, and records this process as the holder. A lock file that cannot
-// be created is the seed's not-writable abort. A state path through a symbolic link, or a
+// be created is the specification's not-writable abort. A state path through a symbolic link, or a
 // lock file that is one (or, on Windows, another reparse point), is refused with a
-// *SymlinkError (CheckPath; issue 6, item 1.9).
+// *SymlinkError (CheckPath).
 func Acquire(statePath, role string) (*Lock, error) {
 	if err := CheckPath(statePath); err != nil {
 		return nil, err
@@ -216,7 +215,7 @@ func (l *Lock) Release() error {
 }
 
 // Probe reports whether a process holds the lock for statePath, and who (from the holder
-// record), without /proc (issue 7, item 1): it takes a shared lock without waiting and lets
+// record), without /proc (docs/action.md, "How the Action runs rbook"): it takes a shared lock without waiting and lets
 // go at once. Taking it means nobody holds the run, and any holder record is stale and
 // ignored; failing means a holder has it. A probe never makes an executor that starts at the
 // same moment think the run is held, because Acquire tries again for LockRetryWindow, so
@@ -244,7 +243,7 @@ func Probe(statePath string) (held bool, h Holder, err error) {
 
 // AwaitRelease waits until nobody holds the lock for statePath (a shared lock on it can be
 // taken), for at most within; `rbook cancel` uses it to wait for the executor it asked to
-// cancel (case R07). It polls every 20 ms. It returns ctx's error when ctx ends first, an
+// cancel (docs/runbooks.md, "State, resume and crashes"). It polls every 20 ms. It returns ctx's error when ctx ends first, an
 // error wrapping ErrStillLocked and naming the lock file when within passes, and the open or
 // lock error otherwise.
 func AwaitRelease(ctx context.Context, statePath string, within time.Duration) error {

@@ -10,7 +10,7 @@ import (
 )
 
 // oNoFollow makes an open fail with ELOOP when the last path component is a symbolic link
-// (issue 6, item 1.9).
+// (SymlinkError says why a state path never goes through one).
 const oNoFollow = unix.O_NOFOLLOW
 
 // recordOffset is where the holder record starts in the lock file. flock(2) locks are

@@ -8,7 +8,7 @@ import (
 	"slices"
 )
 
-// The playbook objects of the state file that grow with the run (issue 10, item 4): bindings
+// The playbook objects of the state file that grow with the run (docs/development.md, "Benchmarks"): bindings
 // holds every node's output and iteration_counts every node's count, so re-encoding them by
 // reflection at each write made a write O(nodes) (3.9 ms at 1,000 nodes, measured). A
 // mapCache keeps each entry's encoding and re-encodes only the entries whose value changed.

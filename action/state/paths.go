@@ -12,8 +12,8 @@ import (
 	"github.com/rbookhq/rbook-action/internal/lazyregexp"
 )
 
-// SymlinkError refuses a state file path that goes through a symbolic link (issue 6, item
-// 1.9): a linked `.rbook` folder, state folder or state file would move the run's record out
+// SymlinkError refuses a state file path that goes through a symbolic link: a linked
+// `.rbook` folder, state folder or state file would move the run's record out
 // of the working directory that state_file_path is confined to.
 type SymlinkError struct {
 	// StatePath is the state file path as given (the runbook's state_file_path).
@@ -28,7 +28,7 @@ func (e *SymlinkError) Error() string {
 }
 
 // CheckPath refuses a state file path through which state could leave the working directory
-// (issue 6, item 1.9). For a relative path (every runbook's state_file_path is one) each
+// (SymlinkError says why). For a relative path (every runbook's state_file_path is one) each
 // existing component is checked, from the working directory down to the state file; for an
 // absolute path (library and test use) only the state file itself. It returns a
 // *SymlinkError for a symbolic link, an error naming the path when a folder component is not
@@ -70,7 +70,7 @@ var TempPattern = lazyregexp.New(`^\.(.+)\.tmp-[0-9]+$`)
 
 // RemoveStaleTemps removes the temp files that an interrupted atomic write (WriteFileAtomic
 // killed between creating and renaming its temp file) left beside the locked state file, and
-// returns the paths it removed (issue 6, item 1.9). Only regular files that match TempPattern
+// returns the paths it removed. Only regular files that match TempPattern
 // for a file this lock guards — the state file, its cancel request, and the evidence packs of
 // runbook runbookName — and that were last modified before this lock was taken are removed:
 // an executor of another state file in the same folder may be writing its own temp file right

@@ -13,8 +13,8 @@ import (
 	"github.com/rbookhq/rbook-action/action/runbook"
 )
 
-// The playbook half of the state file (issue 9, items 3 and 4): a .cantbook run keeps the
-// seed's state JSON (run_id, runbook_name = the playbook's name, run_status, …, evidence_pack)
+// The playbook half of the state file (docs/spec/playbooks.md, "Nodes"): a .cantbook run keeps the
+// specification's state JSON (run_id, runbook_name = the playbook's name, run_status, …, evidence_pack)
 // plus what a DAG needs: kind "playbook", bindings, iteration_counts and in_flight_nodes
 // (several side-effecting nodes may run at once). The file is written with the same atomic
 // sequence as a runbook's, so it is valid JSON after every write.
@@ -23,7 +23,7 @@ import (
 const KindPlaybook = "playbook"
 
 // DefaultPlaybookStatePath is where a playbook's run is recorded unless --state-file names
-// another file: .rbook/<playbook-name>.playbook.state.json (issue 9, item 8).
+// another file: .rbook/<playbook-name>.playbook.state.json (docs/playbooks.md, "Crash-resume").
 func DefaultPlaybookStatePath(name string) string {
 	return filepath.Join(".rbook", name+".playbook.state.json")
 }
@@ -137,7 +137,7 @@ type PlaybookOpenOptions struct {
 }
 
 // PlaybookEditedError refuses to resume a playbook run whose .cantbook changed since it
-// started (issue 9, item 8): both playbook hashes are named.
+// started (docs/playbooks.md, "Crash-resume"): both playbook hashes are named.
 type PlaybookEditedError struct {
 	RunID, Path, Recorded, Current string
 }
@@ -148,7 +148,7 @@ func (e *PlaybookEditedError) Error() string {
 }
 
 // UnknownNodesError refuses to resume a playbook run with side-effecting nodes that started
-// and have no recorded outcome (the rule of deploy steps, case R06): each may or may not have
+// and have no recorded outcome (the rule of deploy steps, docs/runbooks.md, "State, resume and crashes"): each may or may not have
 // taken effect, so the operator decides per node with --rerun-node or --skip-node.
 type UnknownNodesError struct {
 	RunID string
@@ -179,7 +179,7 @@ func (e *InputsChangedError) Error() string {
 	return fmt.Sprintf("run %s was started with input %s=%s, not %s; run the same command with the run's inputs to resume it (or move its state file aside to start a new run)", e.RunID, e.Name, rec, giv)
 }
 
-// OpenPlaybook is Open for a playbook (issue 9, items 4 and 8): it resumes the IN_PROGRESS run
+// OpenPlaybook is Open for a playbook (docs/playbooks.md, "Crash-resume"): it resumes the IN_PROGRESS run
 // recorded at path, or prepares a fresh one (not written yet: the engine's run_started writes
 // it). A resumed run keeps its bindings, iteration counts and evidence; Opened.SkipNodes lists
 // the nodes the operator chose to skip. Errors: *CorruptError (not a playbook run, or another
@@ -226,7 +226,7 @@ func OpenPlaybook(plan *runbook.Plan, path string, opts PlaybookOpenOptions) (*O
 		for _, id := range opts.SkipNodes {
 			if slices.Contains(opts.RerunNodes, id) {
 				// Both answers for one node: neither may be guessed (the skip used to win
-				// silently; found by TestRerunAndSkipSameNodeRefused).
+				// silently).
 				return nil, fmt.Errorf("--rerun-node %s and --skip-node %s: node '%s' of run %s is given both answers; choose one (run it again, or go on as if it had been skipped)", id, id, id, prev.RunID)
 			}
 		}

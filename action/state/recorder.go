@@ -10,15 +10,15 @@ import (
 	"github.com/rbookhq/rbook-action/action/runbook"
 )
 
-// FileRecorder is the engine.Recorder that keeps the state file (seed Steps 4 and 6). It holds
+// FileRecorder is the engine.Recorder that keeps the state file (docs/spec/runbooks.md, "Step 4" and "Step 6"). It holds
 // the run's State in memory and rewrites the file whenever a transition changes what a
 // resume would do. A step_started of a step that is safe to repeat (check, confirm, a
 // playbook approval node) is not written: resume re-runs such steps anyway, so the start
-// rides along with the next write and such a step costs one durable write (issue 10, item 4).
+// rides along with the next write and such a step costs one durable write (docs/development.md, "Benchmarks").
 // A side-effecting step's start (deploy, rollback, deterministic, agentic: in_flight) is on
-// disk before Record returns, so before the step runs (case R06).
+// disk before Record returns, so before the step runs (docs/runbooks.md, "State, resume and crashes").
 //
-// No final run without its evidence pack (issue 6, item 1.7): every write of a state whose
+// No final run without its evidence pack (docs/spec/runbooks.md, "Step 7"): every write of a state whose
 // run_status is final is preceded by writing the evidence pack file
 // (EvidencePath(Path, run_id), atomically) whenever the pack changed since the last such
 // write, so a state file that says COMPLETED, FAILED or CANCELLED always has its
@@ -35,7 +35,7 @@ type FileRecorder struct {
 	outboxWritten int
 	acked         bool
 	// writes counts the state-file writes made (each one temp file, fsync, rename, folder
-	// fsync): tests assert which transitions are durable (issue 10, item 4).
+	// fsync): tests assert which transitions are durable (docs/decisions/durability.md).
 	writes int
 	// mu guards State against Ack, which an asynchronous control-plane sender calls.
 	mu sync.Mutex
@@ -77,7 +77,7 @@ func (r *FileRecorder) write() error {
 // The change reaches the file with the next write — or at once when the run is parked at a
 // gate and this acknowledgement emptied the outbox: a parked run makes no further write, and
 // an executor killed there must not leave delivered transitions listed as undelivered
-// (hostile test TestParkedGateOutboxIsSynced; one write per gate). A failed
+// (docs/decisions/leases-and-fencing.md: a final outbox is delivered first; one write per gate). A failed
 // write here is left to the next one.
 func (r *FileRecorder) Ack(seq int64) {
 	r.mu.Lock()
@@ -123,7 +123,7 @@ func (r *FileRecorder) Record(_ context.Context, t engine.Transition) error {
 
 // Apply applies t to s as the FileRecorder does, without writing anything or touching the
 // outbox: `rbook resume` replays a paused run's transitions from the control plane into a
-// fresh State, which then equals the state file the run's executor kept (issue 8, item 4).
+// fresh State, which then equals the state file the run's executor kept (docs/approvals.md, "Pause mode").
 // A transition at or below s.Seq is ignored (except run_started). Errors: an unknown kind.
 func Apply(s *State, t engine.Transition) error {
 	if t.Seq <= s.Seq && t.Kind != engine.TransitionRunStarted {
@@ -160,7 +160,7 @@ func apply(s *State, t engine.Transition) (write bool, err error) {
 		}
 	case engine.TransitionGateOpened:
 		// Written (one write per gate), so `rbook status` can say the run waits at a gate, as
-		// the control plane does (issue 6, item 2.3).
+		// the control plane does (docs/decisions/status-words.md).
 		s.AwaitingConfirmation = &Gate{StepIndex: t.StepIndex, StepName: t.StepName, SinceUTC: engine.FormatTime(t.Time)}
 	case engine.TransitionGateDecided:
 		write = false
@@ -199,8 +199,8 @@ func apply(s *State, t engine.Transition) (write bool, err error) {
 	return write, nil
 }
 
-// NotWritableError is a failed state-file write. Its message starts with the seed's line
-// "ABORT: state_file_path not writable — cannot persist state." (seed "Failure handling").
+// NotWritableError is a failed state-file write. Its message starts with the specification's line
+// "ABORT: state_file_path not writable — cannot persist state." (docs/spec/runbooks.md, "Failure handling").
 type NotWritableError struct{ Err error }
 
 func (e *NotWritableError) Error() string {

@@ -24,18 +24,17 @@ import (
 type OpenOptions struct {
 	// Now is the clock for run ids and started_utc; nil means time.Now.
 	Now func() time.Time
-	// StepIndex, when not nil, overrides where the run starts or resumes (0-based; seed
-	// "Inputs: step_index"). It also lets an operator resume past a step in unknown state.
+	// StepIndex, when not nil, overrides where the run starts or resumes (0-based; the
+	// step_index input of docs/spec/runbooks.md). It also lets an operator resume past a step in unknown state.
 	StepIndex *int
 	// AllowEdited resumes a run even though the runbook's content hash changed.
 	AllowEdited bool
 	// Lock, when set, is the caller's lock on the state file: Open then removes the stale
-	// temp files an interrupted write left in the folder (Lock.RemoveStaleTemps; issue 6,
-	// item 1.9).
+	// temp files an interrupted write left in the folder (Lock.RemoveStaleTemps).
 	Lock *Lock
 }
 
-// Opened is the outcome of resume detection (seed Step 3).
+// Opened is the outcome of resume detection (docs/spec/runbooks.md, "Step 3").
 type Opened struct {
 	State *State
 	// Resumed is true when an IN_PROGRESS run is continued; StartIndex is where it goes on.
@@ -54,7 +53,7 @@ type Opened struct {
 	taken    func(id string) bool
 }
 
-// KeepPrevious moves the final previous run's state file to PrevPath (seed Step 3.4). Call it
+// KeepPrevious moves the final previous run's state file to PrevPath (docs/spec/runbooks.md, "Step 3"). Call it
 // once nothing can refuse the new run any more, so a refused start changes nothing.
 func (o *Opened) KeepPrevious() error {
 	if o.PrevPath == "" || o.Resumed {
@@ -66,7 +65,7 @@ func (o *Opened) KeepPrevious() error {
 	return nil
 }
 
-// EditedError refuses to resume a run whose runbook changed since it started (case R06).
+// EditedError refuses to resume a run whose runbook changed since it started (docs/runbooks.md, "State, resume and crashes").
 type EditedError struct {
 	RunID, Recorded, Current string
 }
@@ -76,7 +75,7 @@ func (e *EditedError) Error() string {
 }
 
 // UnknownStepError refuses to resume past a side-effecting step whose outcome was never
-// recorded: a real deploy may have happened (case R06).
+// recorded: a real deploy may have happened (docs/runbooks.md, "State, resume and crashes").
 type UnknownStepError struct {
 	RunID    string
 	InFlight InFlight
@@ -88,11 +87,10 @@ func (e *UnknownStepError) Error() string {
 		f.StepType, f.StepName, f.StepIndex, e.RunID, f.StartedUTC, f.StepIndex, f.StepIndex+1)
 }
 
-// Open decides whether plan's run is resumed or started fresh (seed Steps 2–4, DESIGN D6) and
+// Open decides whether plan's run is resumed or started fresh (docs/spec/runbooks.md, "Step 2" to "Step 4", docs/decisions/run-ids.md) and
 // returns the State to record into. The caller must hold the Lock. A fresh State is not
 // written yet: the engine's run_started transition writes it. A final previous run whose
-// evidence pack file is missing gets it rebuilt from its state (EnsureEvidence; issue 6,
-// item 1.7) before anything else happens. Errors: *CorruptError, *SymlinkError,
+// evidence pack file is missing gets it rebuilt from its state (EnsureEvidence; docs/spec/runbooks.md, "Step 7") before anything else happens. Errors: *CorruptError, *SymlinkError,
 // *EditedError, *UnknownStepError, *NotWritableError (the evidence pack could not be
 // rebuilt), or a file-system error naming the path.
 func Open(plan *runbook.Plan, path string, opts OpenOptions) (*Opened, error) {
@@ -108,8 +106,8 @@ func Open(plan *runbook.Plan, path string, opts OpenOptions) (*Opened, error) {
 		if prev.Kind == KindPlaybook {
 			// A runbook whose state_file_path is an unfinished playbook run's state file
 			// (.rbook/<name>.playbook.state.json) must not resume that run as its own steps,
-			// not even with --allow-edited-runbook (issue 9, item 4; the mirror of
-			// OpenPlaybook's check; found by TestRunbookRefusesPlaybookState).
+			// not even with --allow-edited-runbook (the mirror of OpenPlaybook's check: a
+			// run is resumed only by the format that started it).
 			return nil, &CorruptError{path, fmt.Sprintf("it holds an unfinished playbook run (%s of %q), not a runbook run; give the runbook its own state_file_path", prev.RunID, prev.RunbookName)}
 		}
 		if prev.RunbookName != plan.Name {
@@ -133,7 +131,7 @@ func Open(plan *runbook.Plan, path string, opts OpenOptions) (*Opened, error) {
 		if opts.StepIndex != nil {
 			start = *opts.StepIndex
 			// "go on after it" for a compensating rollback whose outcome is unknown: the
-			// operator checked the target, so the rollback is not run again (case R06).
+			// operator checked the target, so the rollback is not run again (docs/runbooks.md, "State, resume and crashes").
 			f := prev.InFlight
 			skipRollback = f != nil && prev.RollbackFor != "" && f.StepType == string(runbook.TypeRollback) && start > f.StepIndex
 			prev.InFlight = nil
@@ -145,7 +143,7 @@ func Open(plan *runbook.Plan, path string, opts OpenOptions) (*Opened, error) {
 		prev.RunbookHash = plan.ContentHash
 		if prev.OwnerID == "" || !sameWorkspace(prev, path) {
 			// A state file copied from another workspace does not make this executor the
-			// run's owner (DESIGN D12): it needs --take-over, which waits for the lease.
+			// run's owner (docs/decisions/leases-and-fencing.md): it needs --take-over, which waits for the lease.
 			prev.OwnerID = NewOwnerID()
 		}
 		prev.OwnerWorkspace = WorkspaceID(path)
@@ -174,7 +172,7 @@ func Open(plan *runbook.Plan, path string, opts OpenOptions) (*Opened, error) {
 		EvidencePack: []engine.Evidence{}, StartedUTC: engine.FormatTime(t), SchemaHash8: plan.SchemaHash8,
 		RunbookHash: plan.ContentHash, OwnerID: NewOwnerID(), OwnerWorkspace: WorkspaceID(path),
 	}
-	// One workspace is one owner (DESIGN D12): a run that died between StartRun and its first
+	// One workspace is one owner (docs/decisions/leases-and-fencing.md): a run that died between StartRun and its first
 	// state write is found again as its own, even when the state file was already moved to
 	// its .prev- name.
 	if owner := workspaceOwner(path, prev); owner != "" {
@@ -249,9 +247,9 @@ func checkAgainstPlan(path string, s *State, plan *runbook.Plan) error {
 	return nil
 }
 
-// NextFreeRunID is the next D6 suffix after id that no state file in this folder holds (the
+// NextFreeRunID is the next docs/decisions/run-ids.md suffix after id that no state file in this folder holds (the
 // replaced file or a .prev- file): the id a fresh run tries when the control plane refuses
-// id (DESIGN D6).
+// id (docs/decisions/run-ids.md).
 func (o *Opened) NextFreeRunID(id string) string {
 	id = NextRunID(id)
 	for o.taken != nil && o.taken(id) {
@@ -285,8 +283,8 @@ func workspaceOwner(path string, prev *State) string {
 }
 
 // WorkspaceID names the workspace a state file lives in: the first 16 hex characters of
-// SHA-256(host name, NUL, absolute state path). An owner id belongs to one workspace (DESIGN
-// D12); a state file restored elsewhere (another runner, another folder) gets a new one.
+// SHA-256(host name, NUL, absolute state path). An owner id belongs to one workspace
+// (docs/decisions/leases-and-fencing.md); a state file restored elsewhere (another runner, another folder) gets a new one.
 func WorkspaceID(statePath string) string {
 	host, _ := os.Hostname()
 	abs, err := filepath.Abs(statePath)
@@ -316,21 +314,21 @@ func globEscape(p string) string {
 }
 
 // NewOwnerID returns a random executor owner id: "o-" and 26 base32 characters (128 bits),
-// the shape StartRunRequest.owner_id accepts (DESIGN D12).
+// the shape StartRunRequest.owner_id accepts (docs/decisions/leases-and-fencing.md).
 func NewOwnerID() string {
 	b := make([]byte, 16)
 	_, _ = rand.Read(b) // crypto/rand.Read never fails (Go 1.24+)
 	return "o-" + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b))
 }
 
-// RunID is the seed's run id: "RBOOK-" + UTC date YYYYMMDD + "-" + runbook_name + "-" +
-// schema_hash8 (seed Step 2).
+// RunID is the specification's run id: "RBOOK-" + UTC date YYYYMMDD + "-" + runbook_name + "-" +
+// schema_hash8 (docs/spec/runbooks.md, "Step 2").
 func RunID(plan *runbook.Plan, t time.Time) string {
 	return "RBOOK-" + t.UTC().Format("20060102") + "-" + plan.Name + "-" + plan.SchemaHash8
 }
 
 // PlaybookRunID is a playbook run's id: "RBOOK-" + UTC date YYYYMMDD + "-" + playbook name +
-// "-" + 8 random lowercase hex characters (issue 9 UX, item 1). The seed's runbook id ends in
+// "-" + 8 random lowercase hex characters (docs/spec/playbooks.md, "Run ids"). The specification's runbook id ends in
 // the schema hash, which every run of every playbook shares, so two runs of one playbook on one
 // day (another --state-file, another control plane) would get one id and one evidence pack
 // file; the random part makes each fresh run's id its own. It is made once, at the fresh start,
@@ -342,8 +340,8 @@ func PlaybookRunID(name string, t time.Time) string {
 }
 
 // takenRunIDs reports the run ids a run in this folder already has: the file being replaced,
-// a .prev- file (DESIGN D6), or an evidence pack file "<id>.evidence.json" beside the state
-// file — another run's, whatever state file it used (issue 9 UX, item 1: a run never
+// a .prev- file (docs/decisions/run-ids.md), or an evidence pack file "<id>.evidence.json" beside the state
+// file — another run's, whatever state file it used (docs/playbooks.md: a run never
 // overwrites another run's evidence pack).
 func takenRunIDs(path string, prev *State) func(string) bool {
 	return func(id string) bool {
@@ -358,7 +356,7 @@ func takenRunIDs(path string, prev *State) func(string) bool {
 	}
 }
 
-// NextRunID returns the run id with the next D6 suffix: X → X.2, X.2 → X.3.
+// NextRunID returns the run id with the next docs/decisions/run-ids.md suffix: X → X.2, X.2 → X.3.
 func NextRunID(id string) string {
 	if i := strings.LastIndexByte(id, '.'); i > 0 {
 		if n, err := strconv.Atoi(id[i+1:]); err == nil && n >= 2 {

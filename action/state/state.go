@@ -1,5 +1,5 @@
-// Package state is the executor's durable run record: the JSON state file of seed
-// runbook-executor Steps 4 and 6, written atomically (DESIGN D10) and guarded by an
+// Package state is the executor's durable run record: the JSON state file of
+// docs/spec/runbooks.md, "Step 4" and "Step 6", written atomically (docs/decisions/durability.md) and guarded by an
 // exclusive lock so two executors never drive one run.
 package state
 
@@ -22,11 +22,11 @@ import (
 // (engine.MaxOutputBytes) so a run stays far below it.
 const MaxFileBytes = 256 << 20
 
-// runIDPattern is the shape of every run id rbook writes (seed Step 2, DESIGN D6). A state
+// runIDPattern is the shape of every run id rbook writes (docs/spec/runbooks.md, "Step 2", docs/decisions/run-ids.md). A state
 // file whose run_id has another shape is refused: the id becomes part of file names.
 var runIDPattern = lazyregexp.New(`^RBOOK-[0-9]{8}-[A-Za-z0-9._-]{1,64}-[0-9a-f]{8}(\.[0-9]+)?$`)
 
-// State is the state file. The first nine fields are exactly the seed's (Step 4); the rest
+// State is the state file. The first nine fields are exactly the specification's (Step 4); the rest
 // are rbook's additions, documented field by field.
 type State struct {
 	RunID                  string            `json:"run_id"`
@@ -39,9 +39,9 @@ type State struct {
 	StartedUTC             string            `json:"started_utc"`
 	SchemaHash8            string            `json:"schema_hash8"`
 
-	// CompletedUTC is set when the run reaches a final status (seed Step 6.2).
+	// CompletedUTC is set when the run reaches a final status (docs/spec/runbooks.md, "Step 6").
 	CompletedUTC string `json:"completed_utc,omitempty"`
-	// LastDeployName is the most recent (simulated) deployment name, read by cancel (seed Step 8).
+	// LastDeployName is the most recent (simulated) deployment name, read by cancel (docs/spec/runbooks.md, "Step 8").
 	LastDeployName string `json:"last_deploy_name,omitempty"`
 	// RunbookHash is the Plan's ContentHash; resuming against another hash is refused.
 	RunbookHash string `json:"runbook_hash"`
@@ -62,22 +62,21 @@ type State struct {
 	ControlPlane string `json:"control_plane,omitempty"`
 	// ControlPlaneEmbedded is set when that control plane was the embedded one of rbook run:
 	// its URL changes every time it starts, so the outbox of such a run is delivered to the
-	// embedded control plane of this folder (.rbook/controlplane.db), not to the URL (issue 6,
-	// item 1.1).
+	// embedded control plane of this folder (.rbook/controlplane.db), not to the URL.
 	ControlPlaneEmbedded bool `json:"control_plane_embedded,omitempty"`
 	// OwnerID identifies the executor instance that owns the run's lease on the control plane
-	// (DESIGN D12): random, made by NewOwnerID, carried from run to run in one workspace.
+	// (docs/decisions/leases-and-fencing.md): random, made by NewOwnerID, carried from run to run in one workspace.
 	OwnerID string `json:"owner_id,omitempty"`
 	// OwnerWorkspace is WorkspaceID of the folder that holds OwnerID: a state file copied
-	// into another workspace does not carry its owner id along (DESIGN D12).
+	// into another workspace does not carry its owner id along (docs/decisions/leases-and-fencing.md).
 	OwnerWorkspace string `json:"owner_workspace,omitempty"`
-	// LeaseEpoch is the fencing epoch the control plane gave the last StartRun (DESIGN D12).
+	// LeaseEpoch is the fencing epoch the control plane gave the last StartRun (docs/decisions/leases-and-fencing.md).
 	LeaseEpoch int64 `json:"lease_epoch,omitempty"`
 	// Outbox holds transitions not yet acknowledged by the control plane, oldest first; they
 	// are sent again (idempotently) on resume, so nothing recorded locally is lost.
 	Outbox []engine.Transition `json:"outbox,omitempty"`
 
-	// The playbook additions (issue 9, items 3 and 4; playbook.go). All are absent from a
+	// The playbook additions (docs/spec/playbooks.md, "Nodes"; playbook.go). All are absent from a
 	// runbook's state file.
 	//
 	// Kind is "playbook" for a .cantbook run; absent for a runbook.
@@ -90,10 +89,10 @@ type State struct {
 	Inputs map[string]any `json:"inputs,omitempty"`
 	// Bindings are the run's bindings: the validated inputs at the top level and each node's
 	// output under its id (the evidence output of its last PASS, parsed as a JSON object),
-	// as playbook_runs.bindings holds them (seed playbooks.txt).
+	// as playbook_runs.bindings holds them (docs/spec/playbooks.md).
 	Bindings map[string]any `json:"bindings,omitempty"`
 	// IterationCounts counts each node's executions (step_started) in this run; never reset
-	// (seed playbook_runs.iteration_counts; issue 9, item 5).
+	// (the specification's playbook_runs.iteration_counts; docs/spec/playbooks.md, "Error handlers").
 	IterationCounts map[string]int `json:"iteration_counts,omitempty"`
 	// InFlightNodes are the side-effecting nodes (deterministic, agentic) that started and
 	// have no recorded outcome yet, in the order they started: several run at once in a DAG.
@@ -110,7 +109,7 @@ type State struct {
 	readPack int
 }
 
-// Interruption records a signal that stopped the run (case R07).
+// Interruption records a signal that stopped the run (docs/runbooks.md, "State, resume and crashes").
 type Interruption struct {
 	AtUTC  string `json:"at_utc"`
 	Reason string `json:"reason"`
@@ -132,11 +131,11 @@ type InFlight struct {
 }
 
 // ErrNotExist is returned by Read when there is no state file: the only case that means
-// "no previous run" (seed Step 3.5).
+// "no previous run" (docs/spec/runbooks.md, "Step 3").
 var ErrNotExist = errors.New("state file does not exist")
 
 // CorruptError reports a state file that exists but cannot be trusted. It is never taken for
-// "no previous run" (DESIGN D10).
+// "no previous run" (docs/decisions/durability.md).
 type CorruptError struct {
 	Path   string
 	Reason string
@@ -148,7 +147,7 @@ func (e *CorruptError) Error() string {
 
 // Read loads the state file at path. It returns ErrNotExist when the file is absent, a
 // *SymlinkError when the path goes through a symbolic link (CheckPath), and a *CorruptError
-// when it is truncated, not JSON, over MaxFileBytes, or lacks the seed's fields.
+// when it is truncated, not JSON, over MaxFileBytes, or lacks the specification's fields.
 func Read(path string) (*State, error) {
 	if err := CheckPath(path); err != nil {
 		return nil, err
@@ -179,8 +178,8 @@ func Read(path string) (*State, error) {
 }
 
 // Parse decodes state file bytes (path is used in errors only). Unknown fields are allowed so
-// newer files stay readable; missing seed fields make the file corrupt, and so does a key
-// that appears twice in one object at any depth (issue 6, item 1.9): JSON decoders disagree
+// newer files stay readable; missing specification fields make the file corrupt, and so does a key
+// that appears twice in one object at any depth: JSON decoders disagree
 // on which of the two wins, so such a file has no single meaning.
 func Parse(path string, data []byte) (*State, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
@@ -331,7 +330,7 @@ func checkDuplicateKeys(data []byte) error {
 
 // Write replaces the state file atomically: a temp file in the same folder is written,
 // fsynced and renamed over path, then the folder is fsynced, so a reader (or a crash) sees
-// the old file or the new one, never a mix (DESIGN D10). Errors name the path.
+// the old file or the new one, never a mix (docs/decisions/durability.md). Errors name the path.
 func Write(path string, s *State) error {
 	var p Pack
 	data, err := p.Encode(s)
@@ -346,7 +345,7 @@ func Write(path string, s *State) error {
 // entries are cached by sequence number for the same reason (a slow control plane lets the
 // outbox grow). A write through a Pack (FileRecorder) therefore costs the encoding of the
 // header and of the new entries only, plus the write and fsync of the file; the cached bytes
-// are handed to the file as they are, never copied into one buffer (issue 10, item 4).
+// are handed to the file as they are, never copied into one buffer (docs/development.md, "Benchmarks").
 type Pack struct {
 	n   int
 	buf []byte
@@ -489,7 +488,7 @@ func (p *Pack) appendOutbox(ob []engine.Transition) error {
 }
 
 // WriteFileAtomic writes data to path with the temp-file, fsync, rename, fsync-folder
-// sequence of DESIGN D10. The file mode is 0600: evidence can hold estate details. The temp
+// sequence of docs/decisions/durability.md. The file mode is 0600: evidence can hold estate details. The temp
 // file is ".<name>.tmp-<digits>" in the same folder (TempPattern); an interrupted write can
 // leave one behind, which RemoveStaleTemps cleans.
 func WriteFileAtomic(path string, data []byte) error {

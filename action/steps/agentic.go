@@ -13,7 +13,7 @@ import (
 	"github.com/rbookhq/rbook-action/action/runbook"
 )
 
-// Agentic executes playbook agentic nodes (runbook.TypeAgentic; issue 9, item 3) as one call
+// Agentic executes playbook agentic nodes (runbook.TypeAgentic; docs/spec/playbooks.md, "Nodes") as one call
 // of an MCP tool: Node.Agent names the server in the mcpServers config, Node.Skill the tool,
 // and the arguments are Node.Inputs with every string rendered by runbook.RenderValue against
 // RunContext.Bindings (every missing variable named, nothing called).
@@ -75,7 +75,7 @@ func (a Agentic) prepare(step runbook.Step, run engine.RunContext) (*agenticCall
 }
 
 // RunInput is the call as JSON, {"agent": server, "skill": tool, "arguments": {...}}, the
-// evidence input of an agentic node (engine.InputRewriter; issue 9 decisions, "Transitions").
+// evidence input of an agentic node (engine.InputRewriter; docs/decisions/two-renderings.md).
 // skill is absent when the node names only agent (the tool is then the server's only one,
 // known once it is listed); nil when the node's inputs cannot be rendered or its server
 // cannot be picked (the output says why).

@@ -12,7 +12,7 @@ import (
 	"github.com/rbookhq/rbook-action/action/runbook"
 )
 
-// The check step's default tools (seed runbook-executor, Step 5, type=check); DESIGN D11
+// The check step's default tools (docs/spec/runbooks.md, "Step 5", "check"); docs/decisions/mcp-config.md
 // lets a configuration name others.
 const (
 	DefaultValidateTool = "validate_query"
@@ -20,7 +20,7 @@ const (
 )
 
 // MissingInputOutput is the output of a check step that has no kql_or_template: it is
-// SKIPPED, not failed (seed runbook-executor, "Failure handling").
+// SKIPPED, not failed (docs/spec/runbooks.md, "Failure handling").
 const MissingInputOutput = "kql_or_template is missing; check step skipped"
 
 // Caller calls one MCP tool and returns its result; *mcp.Session implements it. A tool that
@@ -29,7 +29,7 @@ type Caller interface {
 	CallTool(ctx context.Context, name string, args map[string]any) (mcp.Result, error)
 }
 
-// Check executes type=check steps (seed runbook-executor, Step 5): it scopes the step's KQL to
+// Check executes type=check steps (docs/spec/runbooks.md, "Step 5"): it scopes the step's KQL to
 // the run's subscriptions with InjectScope, calls the validate tool and then the execute tool
 // with {"query", "subscriptions"}, and judges the result set: empty is PASS, non-empty is FAIL
 // (resources violate the check). Nothing is retried.
@@ -37,7 +37,7 @@ type Caller interface {
 // Outcomes: no kql_or_template → SKIPPED with MissingInputOutput; tool error, MCP error or a
 // result whose emptiness cannot be decided → FAIL with {"tool", "error"[, "response"]} JSON;
 // deadline passed → TIMED_OUT; otherwise the output is the execute tool's response JSON
-// (structured content when present, else its text; seed Step 7).
+// (structured content when present, else its text; docs/spec/runbooks.md, "Step 7").
 type Check struct {
 	// Session reaches the MCP server.
 	Session Caller
@@ -89,7 +89,7 @@ func (c Check) Execute(ctx context.Context, step runbook.Step, run engine.RunCon
 
 // RunInput is the query Execute sends to both tools for step: its kql_or_template with the
 // scope filter injected (InjectScope), or nil when the step has none. The engine records it
-// as the evidence's input (engine.InputRewriter; issue 6, item 2.1).
+// as the evidence's input (engine.InputRewriter; docs/decisions/two-renderings.md).
 func (c Check) RunInput(step runbook.Step, run engine.RunContext) *string {
 	if step.Input == nil {
 		return nil
@@ -114,7 +114,7 @@ func orDefault(s, fallback string) string {
 }
 
 // callFailure turns a failed call into an outcome: TIMED_OUT when the step's deadline passed
-// (seed "Failure handling": MCP timeouts are not retried), FAIL otherwise.
+// (docs/spec/runbooks.md, "Failure handling": MCP timeouts are not retried), FAIL otherwise.
 func callFailure(ctx context.Context, step runbook.Step, tool string, err error) engine.Outcome {
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		out := checkFailure(tool, fmt.Errorf("no answer within max_timeout_seconds (%d s); not retried: %w", step.TimeoutSeconds, err), "")
@@ -223,8 +223,8 @@ var scopeShapingOperators = map[string]bool{
 	"sample-distinct": true,
 }
 
-// InjectScope adds `| where subscriptionId in~ ('sub-a', 'sub-b')` to a KQL query (seed
-// runbook-executor, Step 5, check 1): before the first `| project` of the query's last
+// InjectScope adds `| where subscriptionId in~ ('sub-a', 'sub-b')` to a KQL query (
+// docs/spec/runbooks.md, "Step 5", "check"): before the first `| project` of the query's last
 // statement (likewise before summarize, count, distinct, take, limit, top or sample, which
 // would drop the column or the rows first), or at the end when there is none. The query is
 // returned unchanged when subs is empty or a top-level where clause of the last statement
@@ -266,7 +266,7 @@ func InjectScope(query string, subs []string) string {
 type kqlSegment struct {
 	pipe                 int    // byte offset of the segment's '|', -1 for the first segment
 	operator             string // first word after the pipe (e.g. where, project-away)
-	scopesSubscriptionID bool   // the segment has `subscriptionId in~ (`: the seed's scope filter
+	scopesSubscriptionID bool   // the segment has `subscriptionId in~ (`: the specification's scope filter
 }
 
 // kqlStatement is one ';'-separated statement of a KQL query.

@@ -22,7 +22,7 @@ import (
 )
 
 // MaxStreamBytes caps what a deterministic node keeps of each of its command's stdout and
-// stderr (1 MiB per stream; issue 9, item 3: "captured, capped, as check output is"). The
+// stderr (1 MiB per stream; docs/spec/playbooks.md, "Nodes": "captured, capped, as check output is"). The
 // command may write more: the rest is read and discarded, so it never blocks on a full pipe,
 // and the kept text ends with TruncatedNote. (The engine cuts the evidence output further, as
 // it does for check steps.)
@@ -32,8 +32,7 @@ const MaxStreamBytes = 1 << 20
 // bytes dropped.
 const TruncatedNote = "\n[rbook: output truncated, %d more bytes over the %d-byte cap were discarded]"
 
-// Deterministic executes playbook deterministic nodes (runbook.TypeDeterministic; issue 9,
-// item 3): it execs Node.Command with Node.Args, without a shell, after rendering each arg,
+// Deterministic executes playbook deterministic nodes (runbook.TypeDeterministic; docs/spec/playbooks.md, "Nodes"): it execs Node.Command with Node.Args, without a shell, after rendering each arg,
 // each Node.Env value and Node.Cwd with runbook.Render against RunContext.Bindings. Each
 // rendered arg is exactly one argv entry, byte for byte (spaces, quotes, newlines, ';',
 // "$(x)" or a "{{" inside a value are never re-parsed). The command itself is not templated.
@@ -63,8 +62,7 @@ type Deterministic struct {
 }
 
 // PlaybookBinDirs returns the PathPrepend of the playbook demo convention for the playbook at
-// path: [<folder of path>/bin] made absolute when that folder exists, else nil (issue 9,
-// item 8: runbooks/release.cantbook runs with the stub runbooks/bin/pnpm).
+// path: [<folder of path>/bin] made absolute when that folder exists, else nil (docs/playbooks.md, "The demo's PATH": runbooks/release.cantbook runs with the stub runbooks/bin/pnpm).
 func PlaybookBinDirs(path string) []string {
 	dir, err := filepath.Abs(filepath.Join(filepath.Dir(path), "bin"))
 	if err != nil {
@@ -180,8 +178,8 @@ func envValue(env []string, key string) string {
 }
 
 // RunInput is the node's resolved argv as a JSON array (["pnpm","run","build"]), the
-// evidence input of a deterministic node (engine.InputRewriter; issue 9 decisions,
-// "Transitions"); nil when the node's templates cannot be rendered (the output says why).
+// evidence input of a deterministic node (engine.InputRewriter; docs/decisions/two-renderings.md);
+// nil when the node's templates cannot be rendered (the output says why).
 func (d Deterministic) RunInput(step runbook.Step, run engine.RunContext) *string {
 	r, err := d.resolve(step, run)
 	if err != nil {
@@ -281,7 +279,7 @@ func stdoutValue(stdout string, truncated bool) map[string]any {
 // limit as the playbook's YAML). A deeper object is kept as text ({"stdout", "exit_code"}):
 // nested under the state file's bindings it would pass encoding/json's read limit of 10000
 // levels and make the run's state unreadable (every later write of the state file failed and
-// the run could never finish; found by TestDeepJSONOutputStaysText).
+// the run could never finish).
 const MaxOutputDepth = runbook.MaxDepth
 
 // jsonDepth is the nesting depth of objects and lists of a decoded JSON value at level d

@@ -189,7 +189,7 @@ func (l *Lines) Next(ctx context.Context) (string, error) {
 	}
 }
 
-// Answer classifies a typed gate answer (seed Step 5, confirm; DESIGN D8): yes or confirm
+// Answer classifies a typed gate answer (docs/spec/runbooks.md, "Step 5", "confirm"; docs/decisions/confirm-gates.md): yes or confirm
 // (trimmed, any case) approve, cancel starts the cancel flow, anything else rejects.
 func Answer(line string) engine.Verdict {
 	switch strings.ToLower(strings.TrimSpace(line)) {
@@ -210,20 +210,20 @@ type TerminalGate struct {
 	Who string
 	// Echoed is true when In is a terminal: the user's Enter already ended the prompt line.
 	Echoed bool
-	// Render, when set, draws the whole prompt for req (a box on a terminal; issue 6, item
-	// 3.2) instead of req.Prompt and the plain instructions. Await prints "> " after it.
+	// Render, when set, draws the whole prompt for req (a box on a terminal,
+	// docs/decisions/two-renderings.md) instead of req.Prompt and the plain instructions. Await prints "> " after it.
 	Render func(req engine.GateRequest) string
 	// Now is the clock for the deadline sentence; nil means time.Now.
 	Now func() time.Time
 	// NoAnswer, when set, says why nobody can answer here (stdin is /dev/null or closed) and
 	// no other source can decide the gate: Await says the gate fails now, instead of prompting
-	// as if it waited, and returns ErrNoInput (issue 6, item 2.4: messages that are true).
+	// as if it waited, and returns ErrNoInput (messages that are true).
 	NoAnswer string
 }
 
 // DeadlineText is the one sentence that says when a gate closes: "closes at 2026-05-12
 // 08:35:00 UTC (in 5m0s)", and, for a reopened approval, that this is its original deadline
-// (issue 6, item 2.4: a resumed gate states one deadline).
+// (a resumed gate states one deadline).
 func DeadlineText(req engine.GateRequest, now time.Time) string {
 	left := max(req.Deadline.Sub(now), 0).Round(time.Second)
 	s := fmt.Sprintf("closes at %s (in %s)", req.Deadline.UTC().Format("2006-01-02 15:04:05 UTC"), left)
@@ -356,7 +356,7 @@ func FieldPrompt(f gateinputs.Field) string {
 }
 
 // ConfirmCancel shows the cancel prompt (rendered prompts/cancel.prompt.md) and reads one line:
-// yes or confirm proceed, anything else keeps the run going (seed Step 8.2–8.3).
+// yes or confirm proceed, anything else keeps the run going (docs/spec/runbooks.md, "Step 8").
 // render gets the deployment name and returns the prompt text.
 func ConfirmCancel(in *Lines, out io.Writer, render func(deploy string) string) func(ctx context.Context, deploy string) (bool, error) {
 	return func(ctx context.Context, deploy string) (bool, error) {

@@ -9,14 +9,14 @@ import (
 )
 
 // KillGrace is the time a step's process group gets between SIGTERM and SIGKILL when the
-// step's deadline passes or the run is stopped (case R04; DESIGN, "max_timeout_seconds").
+// step's deadline passes or the run is stopped (docs/decisions/step-timeouts.md).
 const KillGrace = procgroup.DefaultGrace
 
 // GroupCommand returns an unstarted command that runs in its own process group. When ctx
 // ends (step deadline, cancel, signal), the whole group gets SIGTERM, then SIGKILL grace later,
-// so children that ignore SIGTERM do not survive the step (case R04, second bullet).
+// so children that ignore SIGTERM do not survive the step (docs/decisions/step-timeouts.md).
 // grace <= 0 means KillGrace. The MCP stdio transport uses the same helper (action/mcp).
-// On Windows the tree is a Job Object instead (procgroup; issue 7, item 1), and the command
+// On Windows the tree is a Job Object instead (procgroup; docs/action.md, "How the Action runs rbook"), and the command
 // must be started with StartGroup.
 func GroupCommand(ctx context.Context, grace time.Duration, name string, args ...string) *exec.Cmd {
 	return procgroup.Command(ctx, grace, name, args...)

@@ -1,4 +1,4 @@
-// Package steps holds one executor per step type (DESIGN "The seams"): checks over MCP, the
+// Package steps holds one executor per step type (ARCHITECTURE.md): checks over MCP, the
 // v1 simulated deploy and rollback, and the gates that decide confirm steps.
 package steps
 
@@ -14,14 +14,14 @@ import (
 
 // Simulated is the v1 deploy and rollback executor: it never calls
 // create_template_deployment; it logs what it would do and fabricates the deployment status
-// exactly as seed runbook-executor Step 5 (type=deploy, type=rollback) says.
+// exactly as docs/spec/runbooks.md Step 5 (type=deploy, type=rollback) says.
 type Simulated struct {
 	// Now is the clock for the yyyymmdd in fabricated names; nil means time.Now (UTC).
 	Now func() time.Time
 }
 
 // Execute implements engine.Executor for deploy and rollback steps. A step without
-// kql_or_template is SKIPPED (seed "Failure handling").
+// kql_or_template is SKIPPED (docs/spec/runbooks.md, "Failure handling").
 func (s Simulated) Execute(ctx context.Context, step runbook.Step, _ engine.RunContext) engine.Outcome {
 	if step.Input == nil {
 		return engine.Outcome{Status: engine.StatusSkipped, Output: "kql_or_template is missing; nothing to " + string(step.Type)}

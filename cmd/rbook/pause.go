@@ -92,7 +92,7 @@ takes the run's lease over at the next epoch, so the paused executor can never w
 		Example: `  rbook run demo --gate-mode pause --control-plane http://127.0.0.1:7070   # ends at the gate, exit 0
   rbook approve a-… --control-plane http://127.0.0.1:7070
   rbook resume demo --control-plane http://127.0.0.1:7070                     # from any folder
-  rbook resume demo --run-id RBOOK-20261201-demo-2e8ae9b8 --control-plane https://rbook.example.internal`,
+  rbook resume demo --run-id RBOOK-20261201-demo-150d2498 --control-plane https://rbook.example.internal`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f.resume = &runID

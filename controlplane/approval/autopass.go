@@ -13,7 +13,7 @@ import (
 	"github.com/rbookhq/rbook-action/internal/lazyregexp"
 )
 
-// The auto-pass policy (seed playbooks.txt, "Policy evaluator"; issue 9, item 6; DESIGN D16):
+// The auto-pass policy (docs/spec/playbooks.md, "Policy evaluator"; docs/decisions/auto-pass-policy.md):
 // ordered rules, each a CEL condition over the playbook approval node and what it guards, with
 // the action auto-approve or require-human and a reason. See (*Policy).Evaluate for the order.
 
@@ -25,11 +25,11 @@ const (
 	ActionRequireHuman = "require-human"
 )
 
-// Auto-pass policy limits (issue 9, item 6), checked when rules are loaded and compiled.
+// Auto-pass policy limits (docs/decisions/auto-pass-policy.md), checked when rules are loaded and compiled.
 const (
 	// MaxAutoPassRules caps the custom rules of one --playbook-policy file.
 	MaxAutoPassRules = 200
-	// MaxAutoPassFileBytes caps a --playbook-policy file (1 MiB, as every rbook YAML file; DESIGN D2).
+	// MaxAutoPassFileBytes caps a --playbook-policy file (1 MiB, as every rbook YAML file; docs/decisions/yaml-safety.md).
 	MaxAutoPassFileBytes = 1 << 20
 	// MaxRuleExprBytes caps a rule's `when` expression (bytes); the CEL parser is also limited
 	// to this many code points.
@@ -112,7 +112,7 @@ const (
 // be rendered when the gate opened is sent as written, "{{ node.key }}", and its value is
 // unknown), no leading "K=V" environment assignment (the engine puts a node's env in front of
 // its command line: PATH, GOFLAGS or GIT_CONFIG_* change what runs) and no path to the program
-// (issue 9 break tests: fail closed for anything not clearly read-only).
+// (docs/decisions/auto-pass-policy.md: fail closed for anything not clearly read-only).
 const readOnlyCommandRE = `^(go[ \t]+(test|vet|build)|(pnpm|npm|yarn)[ \t]+(run[ \t]+)?(test|lint|build|typecheck)|git[ \t]+(status|diff|log|show)|ls|cat|echo)([ \t]+[^;&|<>$` + "`" + `{}\x00-\x08\x0a-\x1f\x7f]*)?$`
 
 // writingOptionRE finds options that make the read-only commands execute or write: go test
@@ -128,8 +128,8 @@ func anyCommand(re string) string {
 // celString quotes s as a CEL raw string literal; the default patterns hold no triple quotes.
 func celString(s string) string { return `r'''` + s + `'''` }
 
-// DefaultPolicyRules are the conservative defaults of the seed's DEFAULT_POLICY_RULES (seed
-// playbooks.txt, "Policy evaluator": "a safe conservative default set"; issue 9, item 6): a
+// DefaultPolicyRules are the conservative defaults of the specification's DEFAULT_POLICY_RULES
+// (docs/spec/playbooks.md, "Policy evaluator": "a safe conservative default set"; docs/decisions/auto-pass-policy.md): a
 // human decides a gate that guards a publish (npm|pnpm|yarn … publish), git … push, git … tag,
 // gh … release create, gh … workflow run, a destructive command (rm -r…, drop table, truncate,
 // delete from), outbound HTTP (any curl or wget) or remote access (any ssh or sftp; scp|rsync
@@ -189,7 +189,7 @@ func (r PolicyRule) where() string {
 	return fmt.Sprintf("%s:%d: rule %q", r.File, r.Line, r.Name)
 }
 
-// CompilePolicy checks and compiles rules in order (issue 9, item 6). Each needs a name (unique
+// CompilePolicy checks and compiles rules in order (docs/decisions/auto-pass-policy.md). Each needs a name (unique
 // in the list), an action "auto-approve" or "require-human" and a `when` that compiles to a
 // bool (or dyn) CEL expression over node, bindings, playbook, commands and tools. Errors name
 // the file, line and rule ("policy.yaml:7: rule \"docs\": when does not compile: …"); every
@@ -268,7 +268,7 @@ func (p *Policy) Rules() []PolicyRule {
 	return out
 }
 
-// Evaluate decides a gate (seed "Policy evaluator"; DESIGN D16). Rules are evaluated in order;
+// Evaluate decides a gate (docs/spec/playbooks.md, "Policy evaluator"; docs/decisions/auto-pass-policy.md). Rules are evaluated in order;
 // the first that matches decides, except that no auto-approve passes while any require-human
 // rule matches: the rules after a matching auto-approve are evaluated too, and the first
 // require-human one that matches decides instead, its reason noting the auto-approve rule it
@@ -301,7 +301,7 @@ func (p *Policy) Evaluate(in PolicyInput) PolicyVerdict {
 			break // a human decides; nothing later changes that
 		}
 		// Every rule runs until a require-human one matches: a later auto-approve rule that
-		// fails to evaluate still counts as require-human (DESIGN D16).
+		// fails to evaluate still counts as require-human (docs/decisions/auto-pass-policy.md).
 		matched, err := r.eval(vars)
 		var v PolicyVerdict
 		switch {
@@ -361,8 +361,7 @@ func orNone(l []string) []string {
 // ruleNameRE is a custom rule's name.
 var ruleNameRE = lazyregexp.New(`^[A-Za-z0-9._-]{1,256}$`)
 
-// LoadPolicyRules reads custom auto-pass rules (rbook serve --playbook-policy FILE; issue 9,
-// item 6):
+// LoadPolicyRules reads custom auto-pass rules (rbook serve --playbook-policy FILE; docs/decisions/auto-pass-policy.md):
 //
 //	rules:
 //	  - name: docs-only                       # [A-Za-z0-9._-], unique, not a default's name
@@ -450,7 +449,7 @@ func truncateRule(s string) string {
 	return strings.ToValidUTF8(s[:64], "") + "…"
 }
 
-// LoadPlaybookPolicy is the server's auto-pass policy (issue 9, item 6): the custom rules of
+// LoadPlaybookPolicy is the server's auto-pass policy (docs/decisions/auto-pass-policy.md): the custom rules of
 // file (none when file is "") followed by DefaultPolicyRules(). Evaluate's rule that no
 // auto-approve passes while a require-human rule matches means a custom auto-approve can
 // never pass a gate a default require-human rule matches. Errors: LoadPolicyRules' errors.

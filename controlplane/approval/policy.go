@@ -14,7 +14,7 @@ import (
 	"github.com/rbookhq/rbook-action/internal/lazyregexp"
 )
 
-// Gate policy limits (issue 7, item 4). They are checked when the policy file is loaded.
+// Gate policy limits (docs/approvals.md, "Gate policy"). They are checked when the policy file is loaded.
 const (
 	// MaxGateApprovals is the largest `approvals` a gate policy rule may ask for: M of M-of-N.
 	MaxGateApprovals = 10
@@ -22,7 +22,7 @@ const (
 	MaxPolicyRules = 1000
 	// MaxPolicyApprovers caps the `approvers` entries of one rule.
 	MaxPolicyApprovers = 100
-	// MaxPolicyFileBytes caps a gate policy file (1 MiB, as every rbook YAML file; DESIGN D2).
+	// MaxPolicyFileBytes caps a gate policy file (1 MiB, as every rbook YAML file; docs/decisions/yaml-safety.md).
 	MaxPolicyFileBytes = 1 << 20
 	// maxPolicyText caps a glob or approver entry (bytes).
 	maxPolicyText = 256
@@ -32,7 +32,7 @@ const (
 // one approval by anyone with the approver role, and not by the run's starter (four-eyes).
 const DefaultRuleName = "the default rule (no gate-policy rule matched: 1 approval, any approver, not the run's starter)"
 
-// GatePolicy is the control plane's gate policy (issue 7, item 4; DESIGN D13): ordered rules,
+// GatePolicy is the control plane's gate policy (docs/decisions/identity.md): ordered rules,
 // the first whose runbook and gate globs match a gate decides its requirement. Load it with
 // LoadGatePolicy; a nil *GatePolicy is the default for every gate.
 type GatePolicy struct {
@@ -65,7 +65,7 @@ type GateRule struct {
 }
 
 // GateRequirement is what a gate needs, captured on the approval row when the gate opens so a
-// policy edit does not change an open gate (issue 7, item 4).
+// policy edit does not change an open gate (docs/approvals.md, "Gate policy").
 type GateRequirement struct {
 	// Rule names the policy rule that applied ("gates.yaml rule 2 (line 7)") or DefaultRuleName.
 	Rule string
@@ -80,7 +80,7 @@ type GateRequirement struct {
 }
 
 // Default is the requirement of a gate without a matching rule: 1 approval, any approver,
-// the run's starter may not approve (four-eyes; issue 7, item 4).
+// the run's starter may not approve (four-eyes; docs/approvals.md, "Gate policy").
 func Default() GateRequirement {
 	return GateRequirement{Rule: DefaultRuleName, ApprovalsRequired: 1}
 }
@@ -155,7 +155,7 @@ func (v Voter) is(id string) bool {
 }
 
 // Starter is who started a run: started_by, and the GitHub actor of the job that started it
-// when the control plane knows it (issue 7, item 5 fills GitHubActor from the run's OIDC claims).
+// when the control plane knows it (docs/control-plane.md, "OIDC" fills GitHubActor from the run's OIDC claims).
 type Starter struct {
 	StartedBy   string
 	GitHubActor string
@@ -219,7 +219,7 @@ var (
 	ErrSelfApproval = errors.New("the identity that started the run may not approve its gates")
 	// ErrUnverifiedCount: an unverified voter approved a gate that needs more than one
 	// approval; asserted names are not distinct people, so they cannot count toward M
-	// (E_UNAUTHENTICATED; issue 7, item 4).
+	// (E_UNAUTHENTICATED; docs/approvals.md, "Gate policy").
 	ErrUnverifiedCount = errors.New("only authenticated identities count toward a gate's distinct approvals")
 )
 
@@ -241,7 +241,7 @@ func CheckVote(r GateRequirement, s Starter, v Voter, approve bool) error {
 	return nil
 }
 
-// LoadGatePolicy reads a gate policy file (issue 7, item 4):
+// LoadGatePolicy reads a gate policy file (docs/approvals.md, "Gate policy"):
 //
 //	rules:
 //	  - runbook: prod*          # glob over the run's runbook name (default "*")
@@ -251,7 +251,7 @@ func CheckVote(r GateRequirement, s Starter, v Voter, approve bool) error {
 //	    starter_may_approve: false                          # default false
 //	    notify: ["person:carol", "group:oncall", "email:ops@example.com"]   # also told of the gate's events
 //
-// It is read as strictly as every rbook YAML file (DESIGN D2): one document of at most
+// It is read as strictly as every rbook YAML file (docs/decisions/yaml-safety.md): one document of at most
 // MaxPolicyFileBytes, no unknown or duplicate keys, no aliases, merge keys or non-core tags,
 // values of the right type. Errors name file:line and the field.
 func LoadGatePolicy(file string) (*GatePolicy, error) {
@@ -393,7 +393,7 @@ func scalarString(v *yaml.Node, field string, errAt func(*yaml.Node, string, ...
 }
 
 // checkNodes refuses what a gate policy never needs and could hide mistakes: aliases and
-// anchors, merge keys, tags outside the core schema, and duplicate keys (DESIGN D2).
+// anchors, merge keys, tags outside the core schema, and duplicate keys (docs/decisions/yaml-safety.md).
 func checkNodes(n *yaml.Node, errAt func(*yaml.Node, string, ...any) error) error {
 	if n.Kind == yaml.AliasNode || n.Anchor != "" {
 		return errAt(n, "anchors and aliases are not allowed in a gate policy")

@@ -30,8 +30,8 @@ func readRulesFile(file, what string, maxBytes int) ([]byte, error) {
 }
 
 // parseRulesList reads the one YAML document of a rules file (what names its kind in
-// errors: "gate policy", "playbook policy") as strictly as every rbook YAML file (DESIGN
-// D2): at most maxBytes, exactly one document, no aliases, merge keys or non-core tags
+// errors: "gate policy", "playbook policy") as strictly as every rbook YAML file
+// (docs/decisions/yaml-safety.md): at most maxBytes, exactly one document, no aliases, merge keys or non-core tags
 // (checkNodes), a mapping whose only key is "rules", holding a list of at most maxRules
 // entries. It returns that list and the errAt that names file:line. Errors are
 // "file:line: message" (or "file: message" without a line).

@@ -1,8 +1,8 @@
 // Package approval issues and verifies the HMAC-SHA-256 resume tokens of confirm gates
-// (seed playbooks, "Approval tokens"; DESIGN D9; issue 3, item 4).
+// (docs/spec/playbooks.md, "Approval tokens"; docs/decisions/approval-tokens.md).
 //
 // A token is base64url(payload JSON) "." base64url(HMAC-SHA-256(secret, domain || payload
-// segment)). The payload carries the seed's {run_id, node_id, issued_at} plus an expiry, a
+// segment)). The payload carries the specification's {run_id, node_id, issued_at} plus an expiry, a
 // nonce and the plan digest, so a token approves exactly the gate and the content that were
 // shown. Verify checks the size, then the MAC (hmac.Equal), and only then parses the JSON:
 // nothing an attacker sends is interpreted before it is authenticated. Tokens are bearer
@@ -43,7 +43,7 @@ const (
 	macLen    = sha256.Size
 )
 
-// Environment variables holding the secret, in order of preference (DESIGN D9).
+// Environment variables holding the secret, in order of preference (docs/decisions/approval-tokens.md).
 const (
 	EnvApprovalSecret = "RBOOK_APPROVAL_SECRET"
 	EnvSecret         = "RBOOK_SECRET"
@@ -64,7 +64,7 @@ var (
 )
 
 // SecretFromEnv returns the HMAC secret from RBOOK_APPROVAL_SECRET, else RBOOK_SECRET
-// (DESIGN D9; the seed's CLEO_PLAYBOOK_SECRET / CLEO_SECRET under rbook's names). getenv is
+// (docs/decisions/approval-tokens.md; the specification's CLEO_PLAYBOOK_SECRET / CLEO_SECRET under rbook's names). getenv is
 // os.Getenv in production. A set but short variable is an error naming that variable, not a
 // reason to fall back. Errors: ErrNoSecret, ErrWeakSecret.
 func SecretFromEnv(getenv func(string) string) ([]byte, error) {
@@ -83,7 +83,7 @@ func SecretFromEnv(getenv func(string) string) ([]byte, error) {
 
 // Claims is what a token binds.
 type Claims struct {
-	// RunID and NodeID name the gate (seed: {runId, nodeId, issuedAt}).
+	// RunID and NodeID name the gate (the specification: {runId, nodeId, issuedAt}).
 	RunID  string
 	NodeID string
 	// IssuedAt and ExpiresAt are kept to whole seconds (Unix time in the payload).
@@ -209,8 +209,9 @@ func Verify(secret []byte, token string, now time.Time) (Claims, error) {
 	return c, nil
 }
 
-// CheckBinding refuses claims issued for another run, gate or plan digest (case A03.3 and
-// A03.6): a valid signature alone does not decide this gate. Errors: ErrTokenInvalid.
+// CheckBinding refuses claims issued for another run, gate or plan digest
+// (docs/decisions/approval-tokens.md: a token approves exactly the content that was shown):
+// a valid signature alone does not decide this gate. Errors: ErrTokenInvalid.
 func (c Claims) CheckBinding(runID, nodeID, planDigest string) error {
 	if c.RunID != runID || c.NodeID != nodeID || c.PlanDigest != planDigest {
 		return fmt.Errorf("%w: it was issued for another gate or plan", ErrTokenInvalid)

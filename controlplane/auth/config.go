@@ -1,8 +1,8 @@
-// Package auth says who is calling the control plane (DESIGN "The house": "auth/ who is
+// Package auth says who is calling the control plane (ARCHITECTURE.md: "auth/ who is
 // calling: bearer tokens from the auth file, GitHub OIDC tokens; roles"). This file and
-// oidc.go are the GitHub Actions OIDC half (issue 7, item 5): the `rbook serve
+// oidc.go are the GitHub Actions OIDC half (docs/control-plane.md, "OIDC"): the `rbook serve
 // --oidc-config FILE` configuration, and the verifier that turns a job's OIDC token into the
-// identity `oidc:<repository>@<ref>` (DESIGN D13) with the executor role.
+// identity `oidc:<repository>@<ref>` (docs/decisions/identity.md) with the executor role.
 package auth
 
 import (
@@ -24,7 +24,7 @@ import (
 // https://HOST/_services/token.
 const GitHubIssuer = "https://token.actions.githubusercontent.com"
 
-// Limits of an OIDC config file (issue 7, item 5).
+// Limits of an OIDC config file (docs/control-plane.md, "OIDC").
 const (
 	// MaxOIDCConfigBytes caps the file.
 	MaxOIDCConfigBytes = 1 << 20
@@ -267,7 +267,7 @@ func (p parser) strings(n *yaml.Node, field string, dst *[]string) error {
 }
 
 // ref is str for a rule's ref glob, which must start with "refs/" or "*": the ref claim is
-// always a full ref, so "main" would never match (issue 7 new-user finding 14).
+// always a full ref, so "main" would never match and the rule would silently never apply.
 func (p parser) ref(n *yaml.Node, field string, dst *string) error {
 	if err := p.str(n, field, dst); err != nil {
 		return err

@@ -15,7 +15,7 @@ import (
 	"github.com/coreos/go-oidc/v3/oidc"
 )
 
-// Timeouts of the verifier's requests to an issuer (issue 7, item 5).
+// Timeouts of the verifier's requests to an issuer (docs/control-plane.md, "OIDC").
 const (
 	// DiscoveryTimeout bounds the discovery request (/.well-known/openid-configuration) and
 	// every JWKS request of an issuer. The keys are cached (go-oidc's remote key set) and
@@ -58,7 +58,7 @@ type GitHubClaims struct {
 	Expiry time.Time `json:"-"`
 }
 
-// Identity is the caller's identity for these claims: "oidc:<repository>@<ref>" (DESIGN D13).
+// Identity is the caller's identity for these claims: "oidc:<repository>@<ref>" (docs/decisions/identity.md).
 func (c *GitHubClaims) Identity() string { return "oidc:" + c.Repository + "@" + c.Ref }
 
 // RefusedError is a token the verifier does not accept. Reason says why in words that are

@@ -1,8 +1,8 @@
-// Package ghapp is the control plane's GitHub App client (issue 8, item 1 foundation for
-// items 2 and 3): installation tokens from the App's private key via ghinstallation (the
+// Package ghapp is the control plane's GitHub App client (docs/approvals.md,
+// "GitHub App webhook" and "Approve in GitHub"): installation tokens from the App's private key via ghinstallation (the
 // 1 h tokens are reused until a minute before they expire, then refreshed), a go-github
 // v90 client per installation on a configurable API URL (api.github.com, GHES
-// https://HOST/api/v3, a test server), and the calls issue 8 needs: a run's pending
+// https://HOST/api/v3, a test server), and the calls gates bound to GitHub environments need (docs/approvals.md, "Approve in GitHub"): a run's pending
 // deployments, its review history (GET …/approvals), a custom protection rule's verdict
 // and its status reports.
 //
@@ -31,7 +31,7 @@ import (
 const DefaultAPIURL = "https://api.github.com"
 
 // MaxCommentChars caps the comment of a protection rule's verdict and status report: GitHub
-// accepts at most 1024 characters of Markdown (issue 8, "Facts"). Longer text is cut at a
+// accepts at most 1024 characters of Markdown (docs/approvals.md, "Approve in GitHub"). Longer text is cut at a
 // character boundary and ends with "…" within the cap (Truncate).
 const MaxCommentChars = 1024
 
@@ -173,7 +173,8 @@ func (a *App) PendingDeployments(ctx context.Context, r Repo, runID int64) ([]*g
 // RunAttempt is the workflow run's current attempt (GET /repos/{o}/{r}/actions/runs/{run_id}
 // → run_attempt; go-github's ActionsService.GetWorkflowRunByID): 1 for the first run, n+1
 // after each re-run. A deployment_protection_rule payload does not carry the attempt, so the
-// control plane asks (issue 8, item 2; break8). Errors: GitHub's error, or an attempt < 1.
+// control plane asks (docs/approvals.md, "Approve in GitHub": a re-run must not be bound to a
+// gate of an earlier attempt). Errors: GitHub's error, or an attempt < 1.
 func (a *App) RunAttempt(ctx context.Context, r Repo, runID int64) (int, error) {
 	c, err := a.Client(r.InstallationID)
 	if err != nil {

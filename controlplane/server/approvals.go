@@ -55,10 +55,11 @@ func claimsOf(a store.Approval) approval.Claims {
 // runbook adopted the new one in StartRun). A retry while the gate is pending (same run,
 // node and plan digest; an executor that resumed after dying, or a lost response) returns
 // the same approval and re-derives the same token. A pending gate for another plan digest is
-// closed as superseded first (case A03.6). The deadline is kept to whole seconds (the token's
+// closed as superseded first (docs/decisions/approval-tokens.md: a token approves only the plan
+// it was issued for). The deadline is kept to whole seconds (the token's
 // resolution) and must be at least a second away.
 //
-// With a policy context (a playbook approval node; issue 9, item 6) the server's auto-pass
+// With a policy context (a playbook approval node; docs/decisions/auto-pass-policy.md) the server's auto-pass
 // policy decides first: auto-approve opens the gate already approved (approver and
 // decided_by_source "policy", auto_passed, reason "<rule>: <reason>"), which watchers and the
 // protection-rule hook see as any decision; require-human, or any decision in shadow mode
@@ -102,7 +103,7 @@ func (h approvalService) RequestApproval(ctx context.Context, req *rbookv1.Reque
 	if deadline.Unix() <= now.Unix() {
 		return nil, invalidArg("deadline %s must be at least one second in the future", deadline.Format(time.RFC3339))
 	}
-	// The gate policy's requirement is captured on the row now (issue 7, item 4); a run that
+	// The gate policy's requirement is captured on the row now (docs/approvals.md, "Gate policy"); a run that
 	// does not exist is reported by CreateApproval.
 	need := approval.Default()
 	var policy *store.AutoPassDecision
@@ -115,7 +116,7 @@ func (h approvalService) RequestApproval(ctx context.Context, req *rbookv1.Reque
 		}
 		if pc := req.GetPolicy(); pc != nil {
 			// Only a playbook's approval node auto-passes; a runbook's confirm step always asks a
-			// human, so a policy context on one is refused rather than ignored (issue 9, item 6).
+			// human, so a policy context on one is refused rather than ignored (docs/decisions/auto-pass-policy.md).
 			if run.Kind != store.KindPlaybook {
 				return nil, invalidArg("policy is only for playbook approval nodes; run %s is a runbook run, whose confirm steps never auto-pass",
 					truncate(run.RunID, 140))
@@ -246,7 +247,7 @@ func checkRewindTargets(ts []string) error {
 }
 
 // unverifiedPrefix marks a vote by a name an unauthenticated caller asserted (approval.proto,
-// ApprovalVote.approver; issue 7, item 4).
+// ApprovalVote.approver; docs/approvals.md, "Gate policy").
 const unverifiedPrefix = "unverified:"
 
 // callerVoter is who casts v: the authenticated caller, else the person at the
@@ -270,7 +271,7 @@ func callerVoter(ctx context.Context, claimed string) approval.Voter {
 	return approval.Voter{Identity: unverifiedPrefix + claimed}
 }
 
-// decide is Approve and Reject (DESIGN D8-D9, cases A02-A04; issue 7, item 4). By token: cap
+// decide is Approve and Reject (docs/decisions/confirm-gates.md, docs/decisions/approval-tokens.md, cases A02-A04). By token: cap
 // its size, verify its HMAC (constant time) before reading anything, find the gate by the
 // token's hash, check the plan digest, the gate's state and the expiry. By approval id: only
 // an authenticated caller, or one holding Options.LocalApprover (E_UNAUTHENTICATED
@@ -427,7 +428,7 @@ func voteAuthorizer(voter approval.Voter, approve bool) func(store.Approval, sto
 // printableText refuses a control character (C0 including newline and tab, DEL, C1) or a
 // bidirectional-text control in field v: reasons and approver names reach terminals, the
 // runner's log, reports and the job summary, where ESC sequences, carriage returns, newlines
-// and bidi overrides would forge or hide output (issue 7, item 4: a reason is one line).
+// and bidi overrides would forge or hide output (docs/approvals.md, "Gate policy": a reason is one line).
 // Error: E_INVALID_ARGUMENT naming the field, the character and its byte offset.
 func printableText(field, v string) error {
 	for i, r := range v {
@@ -438,7 +439,7 @@ func printableText(field, v string) error {
 	return nil
 }
 
-// requirementOf is the gate policy requirement captured on a (issue 7, item 4).
+// requirementOf is the gate policy requirement captured on a (docs/approvals.md, "Gate policy").
 func requirementOf(a store.Approval) approval.GateRequirement {
 	r := approval.GateRequirement{Rule: a.PolicyRule, ApprovalsRequired: max(a.ApprovalsRequired, 1),
 		AllowedApprovers: a.AllowedApprovers, StarterMayApprove: a.StarterMayApprove}
@@ -450,7 +451,7 @@ func requirementOf(a store.Approval) approval.GateRequirement {
 
 // closedError says why a gate that is no longer pending refuses a decision. A gate closed by
 // its deadline (status rejected, or expired for rows of older versions) is E_TOKEN_EXPIRED on
-// the token path and a "timed out" E_APPROVAL_ALREADY_DECIDED by approval id (issue 7, item 4).
+// the token path and a "timed out" E_APPROVAL_ALREADY_DECIDED by approval id (docs/approvals.md, "Gates decided from CI").
 func closedError(a store.Approval, byID bool) error {
 	timedOut := a.Status == store.ApprovalExpired || (a.Status == store.ApprovalRejected && a.DecidedBySource == store.SourceDeadline)
 	switch {
@@ -500,7 +501,7 @@ func (h approvalService) GetApproval(ctx context.Context, req *rbookv1.GetApprov
 
 // MaxApprovalsPage is ListApprovals' default and largest page: 40 approvals with 64 KiB
 // prompts (maxPromptBytes) and 1 KiB reasons stay under 3 MiB, below gRPC's 4 MiB default
-// receive limit (issue 6, item 1.8).
+// receive limit (docs/control-plane.md, "Limits").
 const MaxApprovalsPage = 40
 
 func (h approvalService) ListApprovals(ctx context.Context, req *rbookv1.ListApprovalsRequest) (*rbookv1.ListApprovalsResponse, error) {

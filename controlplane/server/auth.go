@@ -24,7 +24,7 @@ import (
 	"github.com/rbookhq/rbook-action/internal/lazyregexp"
 )
 
-// Role is what an authenticated caller may do (issue 3, item 2: "bearer tokens for callers
+// Role is what an authenticated caller may do (docs/control-plane.md, "Authentication: the auth file": "bearer tokens for callers
 // and approvers").
 type Role string
 
@@ -53,7 +53,7 @@ const (
 // exactly what the auth file holds.
 var b64token = lazyregexp.New(`^[A-Za-z0-9._~+/-]+=*$`)
 
-// bearerToken extracts the token of a request's Authorization header (issue 6, item 1.9).
+// bearerToken extracts the token of a request's Authorization header.
 // Exactly one Authorization header is accepted, of the form "Bearer <token>": the scheme
 // compared without regard to case (RFC 9110, section 11.1: "Bearer", "bearer" and "BEARER"
 // are the same scheme), then exactly one space, then a b64token up to maxBearerBytes.
@@ -93,12 +93,12 @@ type Caller struct {
 	// Role decides which procedures the caller may use (writeRoles).
 	Role Role
 	// Groups are the line's groups= attribute: names a gate policy's "group:<name>" approvers
-	// match (issue 7, item 4). Nil when the line has none.
+	// match (docs/approvals.md, "Gate policy"). Nil when the line has none.
 	Groups []string
 	// GitHubLogin is the line's github= attribute: the GitHub login of this identity, so four-eyes
-	// also refuses it as approver of a run its GitHub account started (issue 7, item 4).
+	// also refuses it as approver of a run its GitHub account started (docs/approvals.md, "Gate policy").
 	GitHubLogin string
-	// GitHub holds the verified claims of a GitHub Actions OIDC caller (issue 7, item 5;
+	// GitHub holds the verified claims of a GitHub Actions OIDC caller (docs/control-plane.md, "OIDC";
 	// identity oidc:<repository>@<ref>, role executor); nil for an auth-file caller.
 	GitHub *auth.GitHubClaims
 }
@@ -122,9 +122,9 @@ type Authenticator struct {
 
 // LoadAuthFile reads an auth file: one caller per line, "identity role token [attr=value…]",
 // where role is executor, approver or viewer and token is at least MinBearerTokenBytes of
-// bearer-token characters (b64token, RFC 6750: what a client can send; issue 6, item 1.9);
+// bearer-token characters (b64token, RFC 6750: what a client can send);
 // blank lines and lines starting with '#' are ignored. Optional attributes after the token
-// (issue 7, item 4): groups=sre,dba (the caller's groups, for a gate policy's "group:<name>")
+// (docs/approvals.md, "Gate policy"): groups=sre,dba (the caller's groups, for a gate policy's "group:<name>")
 // and github=LOGIN (the caller's GitHub login, for four-eyes against a run's GitHub actor);
 // each at most once. Errors name the file and line (never the token): unreadable or oversized
 // file, too few fields, an identity with ':' or ',' or a reserved one (checkAuthIdentity),
@@ -216,7 +216,7 @@ func ParseAuth(r io.Reader, name string) (*Authenticator, error) {
 var reservedIdentities = map[string]bool{"system": true, "policy": true, "anonymous": true}
 
 // checkAuthIdentity refuses an auth-file identity that could pass for another kind of name
-// (issue 7, item 4): one with ':' would read as "unverified:<name>" (an asserted name),
+// (docs/approvals.md, "Gate policy"): one with ':' would read as "unverified:<name>" (an asserted name),
 // "github:<login>" or "group:<name>" (gate-policy approvers) or "oidc:<repo>@<ref>" (a job);
 // one with ',' would split in an approver list ("alice, bob"); and the reserved names.
 func checkAuthIdentity(id string) error {
@@ -226,7 +226,7 @@ func checkAuthIdentity(id string) error {
 	return nil
 }
 
-// Auth-file attribute syntax (issue 7, item 4).
+// Auth-file attribute syntax (docs/approvals.md, "Gate policy").
 var (
 	groupNameRE   = lazyregexp.New(`^[A-Za-z0-9._-]{1,64}$`)
 	githubLoginRE = lazyregexp.New(`^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$`)
@@ -265,7 +265,7 @@ func parseAuthAttrs(c *Caller, attrs []string) error {
 
 // Approvers lists the callers of the auth file with the approver role, in file order (one
 // entry per line: an identity with two tokens appears twice). For start-up checks such as a
-// gate policy naming approvers nobody can be (issue 7, item 4); never tokens.
+// gate policy naming approvers nobody can be (docs/approvals.md, "Gate policy"); never tokens.
 func (a *Authenticator) Approvers() []Caller {
 	var out []Caller
 	for _, e := range a.entries {

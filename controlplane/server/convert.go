@@ -13,7 +13,7 @@ import (
 )
 
 // Mapping between the store's status words and the proto enums lives here and only here
-// (DESIGN D7).
+// (docs/decisions/status-words.md).
 
 // evidenceTimeLayout is how evidence timestamps are rendered: the engine's TimeFormat
 // (RFC 3339 UTC, nine fractional digits), so the executor's text round-trips byte for byte.
@@ -167,7 +167,7 @@ func evidenceToProto(e store.Evidence) *rbookv1.Evidence {
 		Status: stepStatusToProto[e.Status], TimestampUtc: e.At.UTC().Format(evidenceTimeLayout), SourceInput: e.SourceInput}
 }
 
-// MaxEvidenceOutputBytes caps an evidence entry's output at the server (issue 6, item 1.8):
+// MaxEvidenceOutputBytes caps an evidence entry's output at the server (docs/control-plane.md, "Limits"):
 // the executor's own cap (engine.MaxOutputBytes, 64 KiB) plus room for its truncation note,
 // so every honest executor fits and nothing larger is ever stored.
 const MaxEvidenceOutputBytes = 64<<10 + 256
@@ -216,7 +216,7 @@ func transitionFromProto(p *rbookv1.Transition) (store.Transition, error) {
 	return t, nil
 }
 
-// approvalToProto renders an approval; it never carries the token or its hash (DESIGN D9).
+// approvalToProto renders an approval; it never carries the token or its hash (docs/decisions/approval-tokens.md).
 // Every response that carries an Approval renders it here, so each has approval_url, the
 // gate's page on this control plane's console when it has a public URL (Options.PublicURL).
 func (s *Server) approvalToProto(a store.Approval) *rbookv1.Approval {

@@ -11,12 +11,12 @@ import (
 )
 
 // Migrated is the schema version of the store before and after its start-up migrations
-// (store.Store.Migrated), for the one line `rbook serve` prints when it migrated (issue 10,
-// new-user finding 3).
+// (store.Store.Migrated), for the one line `rbook serve` prints when it migrated, so an
+// operator sees that the schema changed (docs/control-plane.md, "Databases: SQLite and PostgreSQL").
 func (r *Running) Migrated() (from, to int) { return r.st.Migrated() }
 
 // dbUnreachableMessage is what a client gets for a call that failed because the store lost
-// its database (issue 10, new-user finding 4), with code Unavailable / E_RETRY, so the
+// its database (docs/control-plane.md, "Databases: SQLite and PostgreSQL"), with code Unavailable / E_RETRY, so the
 // executor's failover and back-off treat it as transient.
 const dbUnreachableMessage = "the control plane's database is unreachable; retry later"
 
@@ -28,7 +28,8 @@ const dbWatchInterval = time.Second
 // database (store.Store.Reachable: one ping per store.ReachableTTL at most, so health checks
 // never pile load on the database) or since a call failed on a lost connection until a
 // later ping answers, otherwise what the static checker says (NOT_SERVING
-// after EndStreams). Issue 10, new-user finding 4.
+// after EndStreams), so a load balancer stops sending calls to a replica that lost its
+// database (docs/control-plane.md, "Databases: SQLite and PostgreSQL").
 type dbChecker struct {
 	s      *Server
 	static *grpchealth.StaticChecker

@@ -19,7 +19,7 @@ import (
 // rbookDescriptorSet is proto/ compiled by buf with its source info (the comments), as a
 // google.protobuf.FileDescriptorSet that includes its imports. The generated Go code in
 // gen/ carries descriptors without comments, so reflection serves this set instead and
-// `grpcurl describe rbook.v1.RunService` shows the proto's documentation (issue 6, item 3.5).
+// `grpcurl describe rbook.v1.RunService` shows the proto's documentation.
 // Regenerate it whenever proto/ changes (.ci/gen-check fails when it is stale):
 //
 //	go tool -modfile=tools/go.mod buf build --as-file-descriptor-set -o controlplane/server/rbook.binpb

@@ -13,7 +13,7 @@ import (
 )
 
 // The rbook error codes carried in every error's rbook.v1.ErrorInfo detail, spelled as in
-// proto/rbook/v1/errors.proto (the first two are the seed's, playbooks.txt "Error codes").
+// proto/rbook/v1/errors.proto (the first two are the specification's: docs/spec/playbooks.md, "Error codes").
 const (
 	CodeApprovalNotFound       = "E_APPROVAL_NOT_FOUND"
 	CodeApprovalAlreadyDecided = "E_APPROVAL_ALREADY_DECIDED"
@@ -70,7 +70,7 @@ func errorCode(err error) string {
 
 // storeError maps a store error that the handler did not handle itself. Store sentinel
 // messages name fields and ids only; anything else is a storage failure whose text (which
-// may hold SQL) goes to the server log, never to the client (DESIGN, "Boundaries").
+// may hold SQL) goes to the server log, never to the client (ARCHITECTURE.md).
 func (s *Server) storeError(ctx context.Context, op string, err error) *connect.Error {
 	switch {
 	case errors.Is(err, store.ErrInvalidArgument):
@@ -79,7 +79,7 @@ func (s *Server) storeError(ctx context.Context, op string, err error) *connect.
 		return rpcError(connect.CodePermissionDenied, CodePermissionDenied, "this view of the control-plane database is read-only; %s needs a running control plane", op)
 	case errors.Is(err, store.ErrLeaseLost):
 		return rpcError(connect.CodeFailedPrecondition, CodeLeaseLost,
-			"%s: another executor resumed or took over the run since this one started it; this executor must stop writing (DESIGN D12)",
+			"%s: another executor resumed or took over the run since this one started it; this executor must stop writing (docs/decisions/leases-and-fencing.md)",
 			storeMessage(err, store.ErrLeaseLost))
 	case errors.Is(err, store.ErrNotOwner):
 		return rpcError(connect.CodePermissionDenied, CodePermissionDenied,

@@ -10,7 +10,7 @@ import (
 )
 
 // GitHubOptions make the control plane a GitHub App taking part in environment protection
-// (issue 8, item 1; rbook serve --github-app-id, --github-app-key,
+// (docs/approvals.md, "GitHub App webhook"; rbook serve --github-app-id, --github-app-key,
 // --github-webhook-secret-file, --github-api-url).
 type GitHubOptions struct {
 	// App is the App's API client (installation tokens, reviews); required.
@@ -19,7 +19,7 @@ type GitHubOptions struct {
 	// webhook.MinSecretBytes. Never logged.
 	WebhookSecret []byte
 	// Handler acts on verified deliveries; nil means the control plane's own: protection
-	// rules bound to gates and reviews deciding them (github_gates.go; issue 8, items 2-3).
+	// rules bound to gates and reviews deciding them (github_gates.go; docs/approvals.md, "Approve in GitHub").
 	Handler webhook.Handler
 	// RetryBase is the first back-off of a failed GitHub API delivery (doubling up to
 	// MaxGitHubRetry); zero means DefaultGitHubRetryBase.
@@ -27,7 +27,7 @@ type GitHubOptions struct {
 }
 
 // mountGitHub serves webhook.Path: the endpoint when GitHub is configured, else 404 with a
-// hint (issue 8, item 1: "without them the webhook path answers 404").
+// hint (docs/approvals.md, "GitHub App webhook": "without them the webhook path answers 404").
 func (s *Server) mountGitHub() error {
 	gh := s.opts.GitHub
 	if gh == nil || s.st.ReadOnly() {

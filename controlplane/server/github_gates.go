@@ -23,14 +23,14 @@ import (
 )
 
 // SourceGitHub is the decided_by_source of a vote cast by a deployment_review in GitHub's UI
-// (issue 8, item 3).
+// (docs/approvals.md, "Approve in GitHub").
 const SourceGitHub = "github"
 
 // GitHubIdentityPrefix prefixes a GitHub reviewer's login to make its rbook identity
-// ("github:<login>", DESIGN D13's spelling; the gate policy's allowed approvers use it).
+// ("github:<login>", docs/decisions/identity.md's spelling; the gate policy's allowed approvers use it).
 const GitHubIdentityPrefix = "github:"
 
-// Back-off of the protection rule delivery loop (issue 8, item 2: "a GitHub API failure is
+// Back-off of the protection rule delivery loop (docs/approvals.md, "Approve in GitHub": "a GitHub API failure is
 // retried with back-off"): the n-th consecutive failure of a rule waits
 // DefaultGitHubRetryBase·2^(n-1), at most MaxGitHubRetry.
 const (
@@ -38,8 +38,9 @@ const (
 	MaxGitHubRetry         = 5 * time.Minute
 )
 
-// Give-up limits of the protection rule delivery loop (break8: "a verdict GitHub answers 422
-// forever"): a rule whose delivery failed MaxGitHubDeliveryAttempts times in a row (with the
+// Give-up limits of the protection rule delivery loop, so a verdict GitHub answers with 422
+// forever is not retried forever (docs/decisions/outbox.md: delivery has a bound): a rule
+// whose delivery failed MaxGitHubDeliveryAttempts times in a row (with the
 // back-off above, about 1 h 24 min), or MaxGitHubRefusedAttempts times in a row with a
 // client error GitHub will not change its mind about (4xx other than 401, 403, 408, 429:
 // e.g. 422 "no pending deployment", 404), is given up: logged at error level with the
@@ -54,7 +55,7 @@ const (
 const gitHubDueBatch = 50
 
 // ProtectionRuleClaimLease is the lease of a replica's claim on a protection rule its
-// delivery loop is delivering (store.ClaimProtectionRule; issue 10, item 2, D10-5: a verdict
+// delivery loop is delivering (store.ClaimProtectionRule; docs/decisions/delivery-claims.md: a verdict
 // is posted to GitHub by one replica): 2 minutes, longer than the three GitHub calls of one
 // delivery (ghapp.RequestTimeout each) plus slack, so no other replica starts the same
 // delivery while this one may still be talking to GitHub; a replica that dies holding the
@@ -62,8 +63,7 @@ const gitHubDueBatch = 50
 // delivery is webhook.DeliveryClaimLease.
 const ProtectionRuleClaimLease = 3*ghapp.RequestTimeout + 30*time.Second
 
-// githubGates is the webhook.Handler of a control plane configured as a GitHub App (issue 8,
-// items 2 and 3) and the delivery loop of the protection rule outbox (migration 0008).
+// githubGates is the webhook.Handler of a control plane configured as a GitHub App (docs/approvals.md, "Approve in GitHub") and the delivery loop of the protection rule outbox (migration 0008).
 type githubGates struct {
 	outboxLoop
 	s         *Server
@@ -336,7 +336,7 @@ func (g *githubGates) deliverDue(ctx context.Context) (time.Duration, bool) {
 // ready (the verdict is what GitHub waits for).
 //
 // Every step that calls GitHub first claims the rule (claim), so with several replicas on
-// one database only one of them delivers it (issue 10, item 2); recording a step's outcome
+// one database only one of them delivers it (docs/control-plane.md, "Two replicas on one PostgreSQL"); recording a step's outcome
 // ends the claim, so the next step claims again.
 func (g *githubGates) deliver(ctx context.Context, r store.ProtectionRule) {
 	if !g.claim(ctx, r) {
@@ -351,7 +351,7 @@ func (g *githubGates) deliver(ctx context.Context, r store.ProtectionRule) {
 	repo := ghapp.Repo{InstallationID: r.InstallationID, Owner: owner, Name: name}
 	if r.RunAttempt == "" {
 		// The payload does not say which attempt of the run asks; binding without knowing
-		// could hand a re-run the verdict of an earlier attempt's gate (break8).
+		// could hand a re-run the verdict of an earlier attempt's gate.
 		attempt, err := g.app.RunAttempt(ctx, repo, runID)
 		if err != nil {
 			g.fail(ctx, r, err)

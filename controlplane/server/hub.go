@@ -18,7 +18,7 @@ var watchBuffer = 256
 type event struct {
 	// transitions are consecutive transitions of one run committed together (one
 	// RecordTransition, or a whole RecordTransitions batch: one event, so a batch of
-	// store.MaxBatchTransitions fits a watcher's buffer; issue 10, item 3), in seq order.
+	// store.MaxBatchTransitions fits a watcher's buffer; docs/decisions/durability.md), in seq order.
 	transitions []store.Transition
 	progress    []store.RunProgress // with transitions: the run's progress after each
 	run         *store.Run          // a run row StartRun created or CancelRun cancelled

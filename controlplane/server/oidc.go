@@ -12,7 +12,7 @@ import (
 )
 
 // verifyOIDC turns a GitHub Actions OIDC token into a caller with the executor role and the
-// identity oidc:<repository>@<ref> (issue 7, item 5; DESIGN D13). A refused token is
+// identity oidc:<repository>@<ref> (docs/decisions/identity.md). A refused token is
 // Unauthenticated (E_UNAUTHENTICATED) with the reason, never the token; an issuer whose keys
 // could not be fetched is Unavailable (E_RETRY), which executors retry with back-off.
 func (a *Authenticator) verifyOIDC(ctx context.Context, tok string) (Caller, error) {
@@ -32,7 +32,7 @@ func (a *Authenticator) verifyOIDC(ctx context.Context, tok string) (Caller, err
 }
 
 // githubJobOf is the store's record of the job behind an OIDC caller, nil for any other
-// caller: it comes from the verified claims only, never from request fields (issue 7, item 5).
+// caller: it comes from the verified claims only, never from request fields (docs/control-plane.md, "OIDC").
 func githubJobOf(ctx context.Context) *store.GitHubJob {
 	c, ok := CallerFrom(ctx)
 	if !ok || c.GitHub == nil {
@@ -59,9 +59,10 @@ func githubJobToProto(j *store.GitHubJob) *rbookv1.GitHubJob {
 }
 
 // runStarterIdentities are the identities that count as the run's starter for the four-eyes
-// rule (issue 7, item 4: "the four-eyes rule compares the approver with that actor"; item 5):
+// rule (docs/approvals.md, "Gate policy": the four-eyes rule compares the approver with the
+// actor of the job that started the run):
 // the run's started_by (e.g. token:alice, or oidc:owner/repo@refs/heads/main for a job) and,
-// when a GitHub Actions job started it, "github:<actor>" (DESIGN D13's spelling of a GitHub
+// when a GitHub Actions job started it, "github:<actor>" (docs/decisions/identity.md's spelling of a GitHub
 // login), so the person who triggered the workflow cannot approve its gates either. Empty
 // values are left out; the result may be empty (a run started without any identity).
 func runStarterIdentities(run store.Run) []string {

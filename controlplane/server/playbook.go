@@ -10,8 +10,7 @@ import (
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
 )
 
-// Limits of a RequestApprovalRequest.policy (approval_service.proto, PolicyContext; issue 9,
-// item 6).
+// Limits of a RequestApprovalRequest.policy (approval_service.proto, PolicyContext; docs/decisions/auto-pass-policy.md).
 const (
 	// MaxPolicyJSONBytes caps each JSON text of a PolicyContext (node, bindings, playbook).
 	MaxPolicyJSONBytes = 256 << 10
@@ -77,8 +76,7 @@ func policyInputOf(pc *rbookv1.PolicyContext) (approval.PolicyInput, error) {
 	return in, nil
 }
 
-// decidePolicy runs the server's auto-pass policy on a playbook approval node (issue 9,
-// item 6): the decision to store on the approval, and whether the gate opens approved (never
+// decidePolicy runs the server's auto-pass policy on a playbook approval node (docs/decisions/auto-pass-policy.md): the decision to store on the approval, and whether the gate opens approved (never
 // in shadow mode, --policy-shadow, which records what the policy would have decided).
 func (s *Server) decidePolicy(in approval.PolicyInput) store.AutoPassDecision {
 	v := s.policy.Evaluate(in)

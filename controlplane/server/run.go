@@ -27,9 +27,9 @@ type Config struct {
 	// Addr is host:port to listen on; "127.0.0.1:0" picks a free loopback port.
 	Addr string
 	// DBPath is the SQLite file (created with its folder when missing), or a postgres:// or
-	// postgresql:// DSN (issue 10, item 1; store.Open).
+	// postgresql:// DSN (docs/decisions/store-dialects.md; store.Open).
 	DBPath string
-	// Insecure allows a non-loopback Addr without Options.Auth or Options.OIDC (issue 3, item 2).
+	// Insecure allows a non-loopback Addr without Options.Auth or Options.OIDC (docs/control-plane.md, "Authentication: the auth file").
 	Insecure bool
 	// ShutdownTimeout bounds Close; 0 means DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
@@ -55,7 +55,7 @@ type Running struct {
 }
 
 // CheckExposure refuses to serve a non-loopback address without auth unless insecure is set
-// (issue 3, item 2). An empty host or 0.0.0.0/:: listens on every interface and counts as
+// (docs/control-plane.md, "Authentication: the auth file"). An empty host or 0.0.0.0/:: listens on every interface and counts as
 // non-loopback; "localhost" counts as loopback. Errors: a malformed addr, the refusal.
 func CheckExposure(addr string, auth, insecure bool) error {
 	host, _, err := net.SplitHostPort(addr)
@@ -88,7 +88,7 @@ func Start(ctx context.Context, cfg Config) (*Running, error) {
 		return nil, errors.New("a database path is required (--db FILE)")
 	}
 	if err := store.CheckDSN(cfg.DBPath); err != nil {
-		return nil, fmt.Errorf("--db: %w", err) // before the folder is made (issue 10, new-user finding 2)
+		return nil, fmt.Errorf("--db: %w", err) // before the folder is made: a mistyped DSN must not create a file named after it
 	}
 	if dir := filepath.Dir(cfg.DBPath); dir != "" && !store.IsPostgresDSN(cfg.DBPath) {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -169,7 +169,7 @@ func (r *Running) shutdown() error {
 
 // LoadOrCreateSecretFile returns the approval secret kept in path, creating it (0600, 32
 // random bytes, base64) with its folder when missing: the embedded laptop mode's secret
-// (DESIGN D9: "may generate one into its data folder (0600) and says so"; created reports
+// (docs/decisions/approval-tokens.md: "may generate one into its data folder (0600) and says so"; created reports
 // that it did). Errors: unreadable file, a file holding fewer than 16 bytes, write errors.
 func LoadOrCreateSecretFile(path string) (secret []byte, created bool, err error) {
 	b, err := os.ReadFile(path)

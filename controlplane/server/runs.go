@@ -50,7 +50,7 @@ func identity(ctx context.Context, claimed, fallback string) string {
 var ownerIDRE = lazyregexp.New(`^[A-Za-z0-9_-]{16,128}$`)
 
 // fenceOf is the lease fence of an executor's write: its owner id and epoch and, when the
-// caller is an authenticated executor, its identity (DESIGN D12-D13; issue 6, item 1.3).
+// caller is an authenticated executor, its identity (docs/decisions/leases-and-fencing.md, docs/decisions/identity.md).
 func fenceOf(ctx context.Context, ownerID string, epoch int64) (store.Fence, error) {
 	if !ownerIDRE.MatchString(ownerID) {
 		return store.Fence{}, invalidArg("owner_id is required: the 16-128 characters of [A-Za-z0-9_-] this executor gave StartRun")
@@ -114,7 +114,7 @@ func (h runService) StartRun(ctx context.Context, req *rbookv1.StartRunRequest) 
 		EpicID: req.GetEpicId(), SessionID: req.GetSessionId(), Plan: plan,
 	}
 	if b := req.GetBindings(); b != "" {
-		nr.Bindings = json.RawMessage(b) // the run's first bindings (issue 9, item 4); kept on resume
+		nr.Bindings = json.RawMessage(b) // the run's first bindings (docs/playbooks.md, "Inputs and bindings"); kept on resume
 	}
 	if req.GetStartedAt() != nil {
 		nr.StartedAt = req.GetStartedAt().AsTime()
@@ -223,8 +223,7 @@ func (h runService) closeFinalGates(ctx context.Context, runID string, st store.
 	return h.s.closeGates(ctx, runID, source, reason)
 }
 
-// RecordTransitions stores a batch of one run's transitions in one durable commit (issue 10,
-// item 3; store.RecordTransitions), with RecordTransition's fence, lease renewal, watcher
+// RecordTransitions stores a batch of one run's transitions in one durable commit (docs/decisions/durability.md; store.RecordTransitions), with RecordTransition's fence, lease renewal, watcher
 // fan-out and error mapping. When a transition of the batch is refused after an earlier one
 // of it is stored (or was already), the answer is the ack alone: the caller resends from
 // acked_seq + 1 and then gets the refusal. The error is returned when nothing of the batch
@@ -285,7 +284,7 @@ func (h runService) RenewLease(ctx context.Context, req *rbookv1.RenewLeaseReque
 	}
 	renew := h.s.st.RenewLease
 	if req.GetRelease() {
-		renew = h.s.st.ReleaseLease // pause mode: the next executor takes over at once (issue 8, item 4)
+		renew = h.s.st.ReleaseLease // pause mode: the next executor takes over at once (docs/approvals.md, "Pause mode")
 	}
 	p, err := renew(ctx, req.GetRunId(), fence)
 	switch {
@@ -329,7 +328,7 @@ func (s *Server) closeGates(ctx context.Context, runID, source, reason string) e
 }
 
 // MaxResponseBytes bounds the transitions or evidence entries of one GetRun or
-// GetEvidencePack page (issue 6, item 1.8): under gRPC's default 4 MiB receive limit with
+// GetEvidencePack page (docs/control-plane.md, "Limits"): under gRPC's default 4 MiB receive limit with
 // room for the run and framing. A page always holds at least one item; one item is at most
 // about 1.1 MiB (MaxEvidenceOutputBytes output plus store.MaxTextBytes input).
 const MaxResponseBytes = 3 << 20
@@ -503,7 +502,7 @@ func (h runService) CancelRun(ctx context.Context, req *rbookv1.CancelRunRequest
 		return nil, err
 	}
 	if c, ok := CallerFrom(ctx); ok && c.Role == RoleExecutor {
-		// Executors act only on runs they own (issue 6, item 1.3); approvers cancel any run.
+		// Executors act only on runs they own (docs/decisions/identity.md); approvers cancel any run.
 		cur, err := h.s.st.Run(ctx, req.GetRunId())
 		if err == nil && cur.Owner != c.Identity {
 			return nil, rpcError(connect.CodePermissionDenied, CodePermissionDenied,
@@ -529,8 +528,8 @@ func (h runService) CancelRun(ctx context.Context, req *rbookv1.CancelRunRequest
 	return &rbookv1.CancelRunResponse{Run: runToProto(run, h.s.hub.effective(run))}, nil
 }
 
-// evidenceJSON is one entry of evidence_pack_json: exactly the seed's fields and order
-// (seed runbook-executor, Step 7).
+// evidenceJSON is one entry of evidence_pack_json: exactly the specification's fields and order
+// (docs/spec/runbooks.md, "Step 7").
 type evidenceJSON struct {
 	StepName     string  `json:"step_name"`
 	Type         string  `json:"type"`

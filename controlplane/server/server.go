@@ -1,12 +1,12 @@
-// Package server is the rbook control plane's RPC layer (issue 3, item 2; DESIGN "The
-// house"): the rbook.v1 RunService and ApprovalService handlers over controlplane/store,
+// Package server is the rbook control plane's RPC layer (ARCHITECTURE.md;
+// docs/control-plane.md): the rbook.v1 RunService and ApprovalService handlers over controlplane/store,
 // served with Connect, gRPC and gRPC-Web on one port, with gRPC reflection and health,
 // bearer-token auth, message-size limits, one structured log line per RPC, watch fan-out
 // and the gate-deadline timer.
 //
 // Store errors are mapped to connect codes here, with an rbook.v1.ErrorInfo detail and a
 // message that starts with the rbook code; no SQL text and no token reaches a client or a
-// log line (DESIGN, "Boundaries"; D9).
+// log line (ARCHITECTURE.md; docs/decisions/approval-tokens.md).
 package server
 
 import (
@@ -40,18 +40,18 @@ const DefaultMaxMessageBytes = 4 << 20
 // Options configure the handlers.
 type Options struct {
 	// Secret is the approval-token HMAC secret, at least approval.MinSecretBytes; required
-	// (DESIGN D9: the server refuses to start without one). See approval.SecretFromEnv.
+	// (docs/decisions/approval-tokens.md: the server refuses to start without one). See approval.SecretFromEnv.
 	Secret []byte
 	// Auth checks bearer tokens on every rbook.v1 RPC; nil turns auth off (loopback laptop
 	// mode: every call is allowed). Reflection and health never need a token.
 	Auth *Authenticator
 	// GatePolicy says, per runbook and gate, how many distinct approvers a gate needs, who may
-	// decide it and whether the run's starter may approve (issue 7, item 4); it is captured on
+	// decide it and whether the run's starter may approve (docs/approvals.md, "Gate policy"); it is captured on
 	// each approval when the gate opens. Nil: every gate needs one approval by anyone with the
 	// approver role, not by the run's starter (approval.Default). Who is who needs Auth:
 	// without it, approver names are unverified and only approvals_required applies.
 	GatePolicy *approval.GatePolicy
-	// OIDC verifies GitHub Actions OIDC tokens (issue 7, item 5): a bearer value shaped like a
+	// OIDC verifies GitHub Actions OIDC tokens (docs/control-plane.md, "OIDC"): a bearer value shaped like a
 	// JWT goes to it, anything else to Auth. With OIDC and no Auth, only OIDC callers get in.
 	// New attaches it to Auth (creating an empty one when Auth is nil).
 	OIDC *auth.Verifier
@@ -59,11 +59,11 @@ type Options struct {
 	Logger *slog.Logger
 	// MaxMessageBytes caps request messages; 0 means DefaultMaxMessageBytes.
 	MaxMessageBytes int
-	// GitHub, when set, serves the GitHub App's webhook at /github/webhook (issue 8, item 1);
+	// GitHub, when set, serves the GitHub App's webhook at /github/webhook (docs/approvals.md, "GitHub App webhook");
 	// nil answers that path 404.
 	GitHub *GitHubOptions
 	// PlaybookPolicy is the auto-pass policy evaluated at playbook approval nodes
-	// (RequestApproval with a policy context; issue 9, item 6; DESIGN D16), e.g.
+	// (RequestApproval with a policy context; docs/decisions/auto-pass-policy.md), e.g.
 	// approval.LoadPlaybookPolicy(file) for rbook serve --playbook-policy; nil means
 	// approval.DefaultPolicyRules() alone.
 	PlaybookPolicy *approval.Policy
@@ -147,7 +147,7 @@ type Server struct {
 // before st serves other writers (it loads the pending gates first). Errors: a missing or
 // short Secret, a storage failure while loading pending gates.
 //
-// Over a store from store.OpenReadOnly it is a read-only view (issue 6, item 3.3: the CLI
+// Over a store from store.OpenReadOnly it is a read-only view (the CLI
 // reads an ended embedded run's history in-process): no Secret is needed, no deadline timer
 // runs, reads answer as usual and every write RPC fails with PERMISSION_DENIED.
 func New(st *store.Store, opts Options) (*Server, error) {
@@ -227,7 +227,7 @@ func New(st *store.Store, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	// Reflection resolves from the descriptors with the proto's comments (issue 6, item 3.5).
+	// Reflection resolves from the descriptors with the proto's comments.
 	names := []string{rbookv1connect.RunServiceName, rbookv1connect.ApprovalServiceName, rbookv1connect.IdentityServiceName, grpchealth.HealthV1ServiceName}
 	reflector := grpcreflect.NewReflector(grpcreflect.NamerFunc(func() []string { return names }), grpcreflect.WithDescriptorResolver(files))
 	s.mux.Handle(grpcreflect.NewHandlerV1(reflector))
@@ -326,7 +326,8 @@ func (s *Server) wakeDeadlines() {
 const deadlineRetry = 5 * time.Second
 
 // deadlineLoop sleeps until the earliest pending gate deadline (store.NextDeadline), closes
-// due gates as expired (store.ExpireDueApprovals; their tokens stop working, case A04) and
+// due gates as expired (store.ExpireDueApprovals; their tokens stop working, so a late
+// decision cannot approve a step that already timed out) and
 // sleeps again. A new gate with a deadline wakes it to re-read the earliest one.
 func (s *Server) deadlineLoop(ctx context.Context) {
 	outboxLoop{wake: s.rearm}.run(ctx, s.loopDone, s.expireDue)

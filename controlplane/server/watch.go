@@ -184,7 +184,7 @@ func (h approvalService) WatchApproval(ctx context.Context, req *rbookv1.WatchAp
 				a = *ev.approval
 			}
 			if a.Status != store.ApprovalPending || len(a.Votes) != sent {
-				break wait // a decision, or a new vote on the tally (issue 7, item 4); other pending-to-pending changes are not news
+				break wait // a decision, or a new vote on the tally (docs/approvals.md, "Gate policy"); other pending-to-pending changes are not news
 			}
 		}
 	}

@@ -6,7 +6,7 @@ import (
 )
 
 // workflowRunOf is the store's copy of a reported workflow run (StartRunRequest.
-// reported_workflow_run, RequestApprovalRequest.github; issue 8), nil when unset. The store
+// reported_workflow_run, RequestApprovalRequest.github; docs/approvals.md, "Approve in GitHub"), nil when unset. The store
 // validates it (repository required, MaxWorkflowRunField bytes a field: E_INVALID_ARGUMENT).
 func workflowRunOf(w *rbookv1.GitHubWorkflowRun) *store.WorkflowRun {
 	if w == nil {

@@ -16,14 +16,15 @@ import (
 // CreateApproval opens a gate: a pending approval for (run, node), or an approved one when
 // the policy auto-passed it. na.PlanDigest must be the run's current playbook_hash (a run
 // that resumed with an edited runbook adopts the new digest in StartRun first), else
-// ErrPlanDigestMismatch (DESIGN D9). There is at most one pending approval per (run, node):
+// ErrPlanDigestMismatch (docs/decisions/approval-tokens.md). There is at most one pending approval per (run, node):
 //   - one with the same plan digest is returned as is, created=false (a retried
-//     RequestApproval; the caller re-derives the token from the returned row, DESIGN D9);
+//     RequestApproval; the caller re-derives the token from the returned row, docs/decisions/approval-tokens.md);
 //   - one with another plan digest (the runbook was edited and the run resumed) is closed
 //     as cancelled by SourceSuperseded and a new one is created, so the old token stops
-//     working (case A03.6).
+//     working (docs/decisions/approval-tokens.md: a token approves only the plan it was
+//     issued for).
 //
-// With na.Fence set, the caller must hold the run's lease (DESIGN D12; ErrLeaseLost, ErrNotOwner).
+// With na.Fence set, the caller must hold the run's lease (docs/decisions/leases-and-fencing.md; ErrLeaseLost, ErrNotOwner).
 // Errors: ErrNotFound (no such run), ErrRunFinal, ErrPlanDigestMismatch, ErrLeaseLost, ErrNotOwner, ErrConflict
 // (approval_id or token hash already used), ErrInvalidArgument, ErrClosed, storage errors.
 func (s *Store) CreateApproval(ctx context.Context, na NewApproval) (a Approval, created bool, err error) {
@@ -47,7 +48,7 @@ func (s *Store) CreateApproval(ctx context.Context, na NewApproval) (a Approval,
 			}
 		}
 		var status, runDigest string
-		err := w.readRow("SELECT status, playbook_hash FROM playbook_runs WHERE run_id = ?"+lockForUpdate, na.RunID).Scan(&status, &runDigest)
+		err := w.readRow(forUpdate("SELECT status, playbook_hash FROM playbook_runs WHERE run_id = ?"), na.RunID).Scan(&status, &runDigest)
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("%w: run %q", ErrNotFound, na.RunID)
 		}
@@ -60,8 +61,8 @@ func (s *Store) CreateApproval(ctx context.Context, na NewApproval) (a Approval,
 		if na.PlanDigest != runDigest {
 			return fmt.Errorf("%w: run %q executes another plan digest than the approval's", ErrPlanDigestMismatch, na.RunID)
 		}
-		open, err := scanApproval(w.readRow("SELECT "+approvalColumns+
-			" FROM playbook_approvals WHERE run_id = ? AND node_id = ? AND status = 'pending'"+lockForUpdate, na.RunID, na.NodeID))
+		open, err := scanApproval(w.readRow(forUpdate("SELECT "+approvalColumns+
+			" FROM playbook_approvals WHERE run_id = ? AND node_id = ? AND status = 'pending'"), na.RunID, na.NodeID))
 		switch {
 		case err == nil && open.PlanDigest == na.PlanDigest:
 			a, created = open, false
@@ -266,9 +267,9 @@ func isTokenHash(h string) bool {
 
 // DecideApproval decides a pending approval in one transaction with a compare-and-set
 // (UPDATE … WHERE approval_id = ? AND status = 'pending'), so of any number of concurrent
-// decisions exactly one wins (DESIGN D8, case A02).
+// decisions exactly one wins (docs/decisions/confirm-gates.md).
 //
-// An approve or reject is a vote (issue 7, item 4): d.Authorize (when set) sees the gate and
+// An approve or reject is a vote (docs/approvals.md, "Gate policy"): d.Authorize (when set) sees the gate and
 // the run's starter and may refuse it, then the vote is added to approval_votes. An approve
 // by an identity that already approved, or by its person (d.Person) through another identity,
 // adds nothing and returns the gate as it stands, no error (docs/people.md, "Counting"); a
@@ -280,7 +281,7 @@ func isTokenHash(h string) bool {
 // Approve and reject at or after the deadline do not decide: the gate is closed as timed out
 // (status rejected, decided_by_source "deadline", see ExpireDueApprovals) in the same
 // transaction and the call returns ErrExpired. An approve of a gate issued for another plan
-// digest than the run's current one (DESIGN D9) closes the gate as superseded and returns
+// digest than the run's current one (docs/decisions/approval-tokens.md) closes the gate as superseded and returns
 // ErrPlanDigestMismatch. On ErrAlreadyDecided, ErrExpired, ErrPlanDigestMismatch and an
 // Authorize refusal the returned Approval is the current row, so the caller can say why.
 // Errors: ErrNotFound, ErrAlreadyDecided, ErrExpired, ErrPlanDigestMismatch, Authorize's
@@ -318,10 +319,9 @@ func (s *Store) DecideApproval(ctx context.Context, d Decision) (Approval, error
 		// Lock the row first, then read it with its votes in a second statement: on
 		// PostgreSQL (READ COMMITTED) a statement that waited for another replica's lock sees
 		// that replica's row but not, in a subquery, the vote it inserted, so an M-of-N gate
-		// voted on through two replicas at once would miss a vote and stay pending (issue 10,
-		// item 2; TestTwoOfNVotesOnTwoReplicasBothCount).
+		// voted on through two replicas at once would miss a vote and stay pending (docs/decisions/write-conflicts.md).
 		var locked string
-		err := w.readRow("SELECT approval_id FROM playbook_approvals WHERE approval_id = ?"+lockForUpdate, d.ApprovalID).Scan(&locked)
+		err := w.readRow(forUpdate("SELECT approval_id FROM playbook_approvals WHERE approval_id = ?"), d.ApprovalID).Scan(&locked)
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("%w: approval %q", ErrNotFound, d.ApprovalID)
 		}
@@ -498,7 +498,7 @@ func personName(person, identity string) string {
 	return identity
 }
 
-// runStarter reads who started a run, for Decision.Authorize (issue 7, item 4): started_by
+// runStarter reads who started a run, for Decision.Authorize (docs/approvals.md, "Gate policy"): started_by
 // and the GitHub actor of the OIDC job that started it (migration 0005; "" without one).
 func (w *writeTx) runStarter(runID string) (RunStarter, error) {
 	var startedBy, actor sql.NullString
@@ -512,8 +512,8 @@ func (w *writeTx) runStarter(runID string) (RunStarter, error) {
 // ExpireDueApprovals closes every pending approval whose deadline is at or before now and
 // returns them: status rejected, approver "system", reason "timed out after <deadline minus
 // requested_at, whole seconds>" (e.g. "timed out after 5m0s"), decided_by_source "deadline",
-// decided at its deadline; their tokens stop working (issue 7, item 4: an expired gate is
-// decided rejected, never left pending; case A04). The server calls it when NextDeadline
+// decided at its deadline; their tokens stop working (docs/approvals.md, "Gates decided from CI": an expired gate is
+// decided rejected, never left pending). The server calls it when NextDeadline
 // comes due. Errors: ErrClosed, storage errors.
 func (s *Store) ExpireDueApprovals(ctx context.Context, now time.Time) ([]Approval, error) {
 	var out []Approval
@@ -601,7 +601,7 @@ func (s *Store) GetApproval(ctx context.Context, approvalID string) (Approval, e
 }
 
 // GetApprovalByTokenHash returns the approval whose token hashes to tokenHash
-// (approval.TokenHash). Errors: ErrNotFound (seed E_APPROVAL_NOT_FOUND), storage errors.
+// (approval.TokenHash). Errors: ErrNotFound (the specification's E_APPROVAL_NOT_FOUND), storage errors.
 func (s *Store) GetApprovalByTokenHash(ctx context.Context, tokenHash string) (Approval, error) {
 	return s.getApproval(ctx, "token", tokenHash)
 }

@@ -6,7 +6,7 @@ import (
 	"fmt"
 )
 
-// Limits of one RecordTransitions batch (issue 10, item 3; proto RecordTransitionsRequest),
+// Limits of one RecordTransitions batch (docs/decisions/durability.md; proto RecordTransitionsRequest),
 // checked before anything is written.
 const (
 	// MaxBatchTransitions caps the transitions of one batch.
@@ -55,7 +55,7 @@ type BatchResult struct {
 }
 
 // RecordTransitions stores a batch of one run's transitions, seq ascending by one, in ONE
-// write request of the group-commit writer (one transaction, one fsync; issue 10, item 3).
+// write request of the group-commit writer (one transaction, one fsync; docs/decisions/durability.md).
 // Each transition is validated and applied exactly as RecordTransition does (the same
 // recordOne: playbook projection, approval hooks, lease renewal, watcher changes in seq
 // order); a transition already stored with the same content is skipped and counted in

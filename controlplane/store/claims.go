@@ -9,7 +9,7 @@ import (
 )
 
 // Claims that make work happen once when several control-plane replicas share one database
-// (issue 10, item 2; ISSUE10-DECISIONS D10-5). Each claim is a lease: the claimer acts
+// (docs/decisions/delivery-claims.md). Each claim is a lease: the claimer acts
 // while it lasts and then records the outcome, which ends the claim; a replica that dies
 // holding a claim leaves the work to the next one once the lease has passed. Taking a claim
 // is one INSERT … ON CONFLICT DO NOTHING or one conditional UPDATE: on PostgreSQL under READ
@@ -18,7 +18,7 @@ import (
 // changes it. The leases' lengths are the callers' constants: webhook.DeliveryClaimLease
 // and server.ProtectionRuleClaimLease.
 
-// DeliveryClaimState is what ClaimGitHubDelivery found (issue 10, item 2; D10-5).
+// DeliveryClaimState is what ClaimGitHubDelivery found (docs/decisions/delivery-claims.md).
 type DeliveryClaimState string
 
 // The outcomes of ClaimGitHubDelivery.
@@ -58,7 +58,7 @@ func (c DeliveryClaim) Acting() bool {
 // DeliveryDone (a duplicate: nothing to do). The caller that holds the claim acts, then
 // calls FinishGitHubDelivery (or ReleaseGitHubDelivery when acting failed); a replica that
 // dies holding it leaves the delivery to the next replica that receives it once the lease
-// has passed (D10-5: "claim first, then act"). Errors: ErrInvalidArgument for an empty or
+// has passed (docs/decisions/delivery-claims.md: "claim first, then act"). Errors: ErrInvalidArgument for an empty or
 // over-long id, event or action (each at most MaxIDBytes) or a lease that is not positive;
 // ErrReadOnly, ErrClosed; storage errors.
 func (s *Store) ClaimGitHubDelivery(ctx context.Context, d GitHubDelivery, lease time.Duration) (DeliveryClaim, error) {
@@ -120,7 +120,7 @@ func (s *Store) ClaimGitHubDelivery(ctx context.Context, d GitHubDelivery, lease
 // lease that ends at until: it succeeds (true) only when the rule still has work (a run attempt to learn, a
 // status report or a verdict to send) and no attempt is scheduled after now, and it moves
 // the rule's next attempt to until, so no other replica's delivery loop lists it meanwhile
-// (D10-5: a GitHub verdict is posted by one replica). Recording the attempt's outcome
+// (docs/decisions/delivery-claims.md: a GitHub verdict is posted by one replica). Recording the attempt's outcome
 // (MarkProtectionRuleReported, MarkProtectionRuleVerdictSent, ProtectionRuleAttemptFailed,
 // GiveUpProtectionRule, SetProtectionRuleAttempt) ends the claim; a replica that dies
 // holding it leaves the rule to the others once the lease has passed. Errors: ErrInvalidArgument
@@ -188,7 +188,8 @@ func (s *Store) ReleaseGitHubDelivery(ctx context.Context, id string) (bool, err
 }
 
 // writeOneRow runs exec (one UPDATE or DELETE) in a write transaction and reports whether it
-// changed exactly one row: the claim, finish and release of issue 10, items 2 and 5 (D10-5),
+// changed exactly one row: the claim, finish and release of a delivery or a protection rule
+// (docs/decisions/delivery-claims.md),
 // which succeed only for the replica whose condition still holds. An exec error is wrapped
 // as "store: <what>: …"; ErrReadOnly, ErrClosed and storage errors come back as s.write's.
 func (s *Store) writeOneRow(ctx context.Context, what string, exec func(w *writeTx) (sql.Result, error)) (bool, error) {

@@ -8,8 +8,8 @@ import (
 	"time"
 )
 
-// GitHubDelivery is one GitHub webhook delivery, claimed or processed (issue 8, item 1;
-// migration 0006; claims: issue 10, item 2, migration 0011):
+// GitHubDelivery is one GitHub webhook delivery, claimed or processed (docs/approvals.md, "GitHub App webhook";
+// migration 0006; claims: docs/control-plane.md, "Two replicas on one PostgreSQL", migration 0011):
 // its X-GitHub-Delivery id, the X-GitHub-Event name and the payload's action ("" when the
 // event has none). The payload itself is never stored.
 type GitHubDelivery struct {
@@ -21,8 +21,8 @@ type GitHubDelivery struct {
 
 // GitHubDeliverySeen reports whether the delivery id was processed: recorded by
 // RecordGitHubDelivery, or claimed by ClaimGitHubDelivery and finished by
-// FinishGitHubDelivery (issue 8, item 1: a replayed delivery changes nothing). A claim not
-// finished (its claimer may be acting, or may have died: issue 10, item 2) is not seen.
+// FinishGitHubDelivery (docs/approvals.md, "GitHub App webhook": a replayed delivery changes nothing). A claim not
+// finished (its claimer may be acting, or may have died: docs/control-plane.md, "Two replicas on one PostgreSQL") is not seen.
 // Errors: ErrInvalidArgument for an
 // empty or over-long id; otherwise the SQLite error.
 func (s *Store) GitHubDeliverySeen(ctx context.Context, id string) (bool, error) {
@@ -43,7 +43,7 @@ func (s *Store) GitHubDeliverySeen(ctx context.Context, id string) (bool, error)
 // RecordGitHubDelivery records d as processed (done), durably before it returns. It returns
 // true when d.ID was new and false when it was already recorded or claimed (the first row
 // is kept as it was: a replay changes nothing). The webhook endpoint uses
-// ClaimGitHubDelivery and FinishGitHubDelivery instead (issue 10, item 2). Errors: ErrInvalidArgument for an empty or over-long id,
+// ClaimGitHubDelivery and FinishGitHubDelivery instead (docs/control-plane.md, "Two replicas on one PostgreSQL"). Errors: ErrInvalidArgument for an empty or over-long id,
 // event or action (each at most MaxIDBytes); ErrReadOnly, ErrClosed; the SQLite error.
 func (s *Store) RecordGitHubDelivery(ctx context.Context, d GitHubDelivery) (bool, error) {
 	if err := validateDelivery(d); err != nil {

@@ -1,3 +1,25 @@
+// How to write a query in this package
+//
+// Every query is written once, in SQLite's dialect, and runs on both databases: on
+// PostgreSQL the driver wrapper below (pgConn) rewrites its text once (pgRewrite, cached by
+// pgQuery). So:
+//
+//   - Use `?` placeholders, never $1. They are numbered in order on PostgreSQL; a `?` inside
+//     a quoted string ('…' or "…"), a -- comment or a /* */ comment is left alone.
+//   - A row a write request reads and then changes is read with forUpdate(query): FOR UPDATE
+//     on PostgreSQL, where another replica may write the same row (docs/decisions/
+//     write-conflicts.md); nothing on SQLite, whose single writer already holds the lock.
+//   - Keep to SQL both databases share: times and JSON are TEXT (times in formatTime's
+//     format), flags are INTEGER 0/1 (Go bools are passed as 0/1 on PostgreSQL too). A
+//     construct that must differ is added to pgFragments as an exact SQLite fragment and its
+//     PostgreSQL twin, with a case in TestPostgresRewrite (dialect_test.go).
+//   - A schema change is a migration with the same NNNN_name.sql in migrations/ and
+//     migrations_pg/ (TestMigrationsListTheSameVersionsInBothDialects).
+//   - Run the store suite on both: RBOOK_TEST_STORE=postgres with RBOOK_TEST_POSTGRES_URL (see
+//     .ci/postgres and docs/decisions/postgres-tests.md).
+//
+// The reasons are in docs/decisions/store-dialects.md.
+
 package store
 
 import (
@@ -16,7 +38,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 )
 
-// dialect is the SQL dialect of an open Store (issue 10, item 1; decision D10-1). The
+// dialect is the SQL dialect of an open Store (docs/decisions/store-dialects.md). The
 // package's queries are written once, in SQLite's dialect with `?` placeholders; on
 // PostgreSQL the driver wrapper (pgConn) rewrites each query text once (cached) with
 // pgRewrite: placeholders become $n and the few SQLite-only fragments listed in
@@ -28,11 +50,17 @@ const (
 	dialectPostgres
 )
 
-// lockForUpdate follows a SELECT inside a write transaction that reads a row the same
-// request then changes (D10-3): on PostgreSQL it becomes FOR UPDATE, so a second replica
-// writing the same run or approval waits for this transaction and then reads the committed
-// row; on SQLite it stays a comment (the single writer holds the database's write lock).
-const lockForUpdate = " /*rbook:for-update*/"
+// forUpdate marks q, a SELECT inside a write transaction that reads a row the same request
+// then changes, as a locking read (docs/decisions/write-conflicts.md): on PostgreSQL it runs
+// as q + " FOR UPDATE", so a second replica writing the same run or approval waits for this
+// transaction and then reads the committed row; on SQLite it runs as q (the single writer
+// holds the database's write lock). q must end where FOR UPDATE may follow (after WHERE and
+// ORDER BY).
+func forUpdate(q string) string { return q + forUpdateMarker }
+
+// forUpdateMarker is what forUpdate appends: a comment SQLite ignores and pgFragments turns
+// into FOR UPDATE. Nothing else in the package writes it.
+const forUpdateMarker = " /*rbook:for-update*/"
 
 // votesSQLite and votesPG are the approvals' votes subquery of approvalColumns in each
 // dialect: a JSON array of [approver, verdict, reason, at, source, verified, person, input_values] in the order
@@ -49,13 +77,15 @@ const (
 // instead, applied before the placeholders are renumbered.
 var pgFragments = []struct{ sqlite, pg string }{
 	{votesSQLite, votesPG},
-	{lockForUpdate, " FOR UPDATE"},
+	{forUpdateMarker, " FOR UPDATE"},
 	{"PRAGMA data_version", "SELECT 0"},
 	{") STRICT", ")"},
 }
 
 // pgRewrite turns one query of the package into PostgreSQL's dialect: the fragments of
-// pgFragments, then each `?` outside quotes and comments becomes $1, $2, … in order.
+// pgFragments, then each `?` outside quotes ('…', "…"; a doubled quote inside reads as two
+// adjacent strings) and comments (-- to the end of the line, /* to */) becomes $1, $2, …
+// in order. An unterminated quote or comment runs to the end of the text unchanged.
 func pgRewrite(q string) string {
 	for _, f := range pgFragments {
 		q = strings.ReplaceAll(q, f.sqlite, f.pg)
@@ -77,6 +107,14 @@ func pgRewrite(q string) string {
 			}
 			b.WriteString(q[i : i+j+2])
 			i += j + 1
+		case c == '/' && i+1 < len(q) && q[i+1] == '*':
+			j := strings.Index(q[i+2:], "*/")
+			if j < 0 {
+				b.WriteString(q[i:])
+				return b.String()
+			}
+			b.WriteString(q[i : i+j+4])
+			i += j + 3
 		case c == '-' && i+1 < len(q) && q[i+1] == '-':
 			j := strings.IndexByte(q[i:], '\n')
 			if j < 0 {
@@ -222,7 +260,7 @@ func isUniqueViolation(err error) bool {
 }
 
 // isPGRetryable reports the PostgreSQL errors after which a whole write batch is run again
-// (D10-3): serialization failure (40001) and deadlock (40P01), always (bounded by
+// (docs/decisions/write-conflicts.md): serialization failure (40001) and deadlock (40P01), always (bounded by
 // maxConflictRetries); a unique violation (23505) only when unique is set, i.e. on the
 // batch's first conflict with it: it may come from a concurrent replica's commit of the same
 // key, which the re-run resolves through the idempotent paths (its reads, under FOR UPDATE,

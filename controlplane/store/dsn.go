@@ -8,10 +8,10 @@ import (
 	"github.com/rbookhq/rbook-action/internal/lazyregexp"
 )
 
-// What Open, OpenReadOnly and `rbook serve --db` accept as a database (issue 10, item 1,
-// D10-1; new-user finding 2, which found `POSTGRES://…`, a typo `postgress://…` and a
-// libpq keyword/value string each taken for a SQLite path: files named after the DSN, its
-// password printed):
+// What Open, OpenReadOnly and `rbook serve --db` accept as a database
+// (docs/decisions/store-dialects.md). The rules are strict because `POSTGRES://…`, a typo
+// `postgress://…` and a libpq keyword/value string would otherwise each be taken for a SQLite
+// path: a file named after the DSN, its password printed:
 //
 //   - a URL whose scheme is postgres or postgresql, in any letter case: PostgreSQL;
 //   - a libpq keyword/value string (`host=h port=5432 dbname=db user=u`): every
@@ -69,7 +69,7 @@ func isKeywordValueDSN(dsn string) bool {
 
 // IsPostgresDSN reports whether dsn names a PostgreSQL database for Open and OpenReadOnly: a
 // postgres:// or postgresql:// URL (scheme in any letter case) or a libpq keyword/value
-// string (issue 10, item 1; new-user finding 2). Anything else is a SQLite path, or refused
+// string (docs/decisions/store-dialects.md). Anything else is a SQLite path, or refused
 // by CheckDSN when it has another scheme.
 func IsPostgresDSN(dsn string) bool {
 	switch schemeOf(dsn) {
@@ -84,8 +84,7 @@ func IsPostgresDSN(dsn string) bool {
 // CheckDSN refuses a database value that is neither a SQLite path nor a PostgreSQL DSN: one
 // with another scheme ("postgress://…", "mysql://…", "file://…"), with ErrInvalidArgument and
 // a message listing what is accepted. The message names the scheme only (never the value,
-// which may hold a password). nil for everything Open accepts as a path or DSN (new-user
-// finding 2).
+// which may hold a password). nil for everything Open accepts as a path or DSN (see the rules above).
 func CheckDSN(dsn string) error {
 	if sc := schemeOf(dsn); sc != "" && sc != "postgres" && sc != "postgresql" {
 		return fmt.Errorf("%w: %q is not a database this rbook opens: give a SQLite file path, a postgres://… or postgresql://… URL, "+
@@ -105,7 +104,7 @@ func pgConnString(dsn string) string {
 
 // RedactDSN is dsn with its password replaced by "xxxxx" (in a URL's userinfo and
 // password= parameter, and in a keyword/value string's password=), for errors and logs
-// (D10-1: a DSN's password is never printed). Any value with a scheme is treated as a URL
+// (docs/decisions/store-dialects.md: a DSN's password is never printed). Any value with a scheme is treated as a URL
 // (a refused "postgress://u:pw@h" is redacted too); one that does not parse is reduced to
 // its scheme. A SQLite path is returned as it is.
 func RedactDSN(dsn string) string {

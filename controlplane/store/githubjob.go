@@ -6,7 +6,7 @@ import (
 )
 
 // GitHubJob is the GitHub Actions job that started a run: claims of its OIDC token as the
-// control plane verified them (issue 7, item 5; migration 0005; proto rbook.v1.GitHubJob).
+// control plane verified them (docs/control-plane.md, "OIDC"; migration 0005; proto rbook.v1.GitHubJob).
 // Fields are kept as GitHub sends them (ids as text); Environment is "" for a job without one.
 type GitHubJob struct {
 	Actor, Repository, RepositoryID, RunID, RunAttempt, SHA string

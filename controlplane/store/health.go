@@ -16,8 +16,8 @@ import (
 )
 
 // ReachableTTL is how long Reachable reuses its last answer, so a health check or a burst of
-// failing calls never piles load on the database (issue 10, new-user finding 4: "cached
-// for about a second").
+// failing calls never piles load on the database (cached for about a
+// second; docs/control-plane.md, "Databases: SQLite and PostgreSQL").
 const ReachableTTL = time.Second
 
 // ReachableTimeout bounds the ping behind Reachable.
@@ -36,8 +36,8 @@ type reachability struct {
 // does not). One ping with ReachableTimeout at most every ReachableTTL; callers in between
 // get the cached answer. ctx's cancellation does not cut the ping short (its values are
 // kept), so a caller that went away does not cache a false "unreachable". ErrClosed after
-// Close. Issue 10, new-user finding 4 (health reports NOT_SERVING while the database is
-// unreachable).
+// Close. The health service reports NOT_SERVING while the database is unreachable
+// (docs/control-plane.md, "Databases: SQLite and PostgreSQL").
 func (s *Store) Reachable(ctx context.Context) error {
 	if s.isClosed() {
 		return ErrClosed
@@ -64,14 +64,15 @@ func (s *Store) isClosed() bool {
 
 // Migrated is the schema version of the database before and after Open applied its
 // migrations (equal when none was pending; from is 0 for a new database). Both dialects;
-// 0, 0 for a Store from OpenReadOnly. Issue 10, new-user finding 3 (`rbook serve` says
-// once that it migrated the schema).
+// 0, 0 for a Store from OpenReadOnly. `rbook serve` says once that it migrated the schema,
+// so an operator sees the change.
 func (s *Store) Migrated() (from, to int) { return s.schemaFrom, s.schemaTo }
 
 // IsConnectionLost reports whether err is the database connection failing rather than a
 // statement or the data: a dial or connect failure, a connection reset or closed under a
 // statement, or a PostgreSQL connection-exception / shutdown error (SQLSTATE class 08,
-// 57P01-57P03). Such an error is transient for the client (issue 10, new-user finding 4).
+// 57P01-57P03). Such an error is transient for the client (docs/control-plane.md,
+// "Databases: SQLite and PostgreSQL": the client retries, or moves to another replica).
 func IsConnectionLost(err error) bool {
 	if err == nil {
 		return false
@@ -91,8 +92,8 @@ func IsConnectionLost(err error) bool {
 	return pgconn.SafeToRetry(err) || strings.Contains(err.Error(), "conn closed")
 }
 
-// pgOpenError is an error of opening a PostgreSQL database for a person (issue 10, new-user
-// finding 3): for a connection failure, only the last attempt's error (pgx tries TLS first
+// pgOpenError is an error of opening a PostgreSQL database for a person, saying
+// what to do next (docs/control-plane.md, "Databases: SQLite and PostgreSQL"): for a connection failure, only the last attempt's error (pgx tries TLS first
 // with sslmode=prefer, so its first error is "server refused TLS connection", and a refused
 // dial is reported once per attempt) and the next step: create a missing database, check
 // the user and password, or whether PostgreSQL runs on HOST:PORT. The caller names the

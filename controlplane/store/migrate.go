@@ -17,13 +17,12 @@ import (
 // transaction together with its schema_migrations row. A dozen lines of runner instead of
 // goose: no extra module, and the files stay plain SQL that goose could adopt later.
 //
-// PostgreSQL's are in migrations_pg/, with the same versions and file names (issue 10,
-// item 1; D10-2), so schema_migrations means the same in both.
+// PostgreSQL's are in migrations_pg/, with the same versions and file names (docs/decisions/schema-migrations.md), so schema_migrations means the same in both.
 //
 //go:embed migrations/*.sql migrations_pg/*.sql
 var migrationFiles embed.FS
 
-// pgMigrationLock is the pg_advisory_lock key migrate holds on PostgreSQL (D10-2), so two
+// pgMigrationLock is the pg_advisory_lock key migrate holds on PostgreSQL (docs/decisions/schema-migrations.md), so two
 // replicas starting at once apply each migration once.
 const pgMigrationLock = 7234298711
 
@@ -78,11 +77,11 @@ type migrator interface {
 // migrate applies the pending migrations. Each runs in an IMMEDIATE transaction that
 // re-reads the applied version, so two processes opening one file cannot apply a
 // migration twice. On PostgreSQL the whole run holds pg_advisory_lock(pgMigrationLock) on
-// one connection, so two replicas starting at once apply each migration once (D10-2). A
+// one connection, so two replicas starting at once apply each migration once (docs/decisions/schema-migrations.md). A
 // database migrated by a newer rbook is refused, not downgraded, in both dialects.
 //
 // It returns the schema version before and after (equal when nothing was pending), which
-// Store.Migrated reports (issue 10, new-user finding 3).
+// Store.Migrated reports (`rbook serve` says once that it migrated).
 func migrate(ctx context.Context, db *sql.DB, d dialect, clock func() time.Time) (from, to int, err error) {
 	ms, err := loadMigrations(d)
 	if err != nil {

@@ -6,14 +6,14 @@ import (
 )
 
 // pgNotifyChannel is the PostgreSQL channel every committed change is announced on
-// (issue 10, item 2; D10-4).
+// (docs/decisions/change-fanout.md).
 const pgNotifyChannel = "rbook_changes"
 
-// maxNotifyPayload is the largest payload sent as a list of ids (D10-4); PostgreSQL's limit
+// maxNotifyPayload is the largest payload sent as a list of ids (docs/decisions/change-fanout.md); PostgreSQL's limit
 // is 8,000 bytes. A larger change is announced as {"o":…,"all":true}.
 const maxNotifyPayload = 7000
 
-// notifyPayload is the JSON a batch's pg_notify carries (D10-4):
+// notifyPayload is the JSON a batch's pg_notify carries (docs/decisions/change-fanout.md):
 // {"o":"<origin>","r":["run_id",…],"a":["approval_id",…]}, each id once in first-seen
 // order, or {"o":"<origin>","all":true} when that would exceed maxNotifyPayload bytes.
 type notifyPayload struct {
@@ -61,7 +61,7 @@ func changePayload(origin string, c Change) string {
 }
 
 // notifyChange sends c's notification inside the batch's transaction, so PostgreSQL
-// delivers it on COMMIT, in commit order (D10-4). Only called on PostgreSQL.
+// delivers it on COMMIT, in commit order (docs/decisions/change-fanout.md). Only called on PostgreSQL.
 func (w *writeTx) notifyChange(origin string, c Change) error {
 	if _, err := w.tx.ExecContext(w.ctx, "SELECT pg_notify(?, ?)", pgNotifyChannel, changePayload(origin, c)); err != nil {
 		return fmt.Errorf("store: pg_notify: %w", err)

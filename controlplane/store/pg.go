@@ -15,9 +15,9 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 )
 
-// openPostgres is Open for a postgres:// or postgresql:// DSN (issue 10, item 1; D10-1):
+// openPostgres is Open for a postgres:// or postgresql:// DSN (docs/decisions/store-dialects.md):
 // one writer connection (the writer goroutine's, READ COMMITTED) on which the migrations run
-// under the advisory lock (D10-2), and a pool of cfg.readerConns connections whose
+// under the advisory lock (docs/decisions/schema-migrations.md), and a pool of cfg.readerConns connections whose
 // transactions are read-only (default_transaction_read_only) and whose read transactions
 // are REPEATABLE READ, the snapshot a SQLite read transaction has. Errors name the DSN
 // without its password (redactDSN): ErrInvalidArgument for a DSN pgx cannot parse or a
@@ -30,7 +30,8 @@ func openPostgres(ctx context.Context, dsn string, cfg config) (*Store, error) {
 	setWriterPool(writer)
 	if err := writer.PingContext(ctx); err != nil {
 		// A server that is down, a wrong password, a missing database: said as a connection
-		// failure with its next step, not as a failed migration (break10, ux10).
+		// failure with its next step, not as a failed migration (errors a person
+		// sees say what to do next).
 		writer.Close()
 		return nil, pgOpenError(err, dsn)
 	}
@@ -53,13 +54,13 @@ func openPostgres(ctx context.Context, dsn string, cfg config) (*Store, error) {
 	s, err := start(ctx, cfg, dialectPostgres, writer, reader, pgw)
 	if err == nil {
 		s.schemaFrom, s.schemaTo = from, to
-		s.startListener(ctx, dsn, s.origin) // change fan-out across replicas (pglisten.go, D10-4)
+		s.startListener(ctx, dsn, s.origin) // change fan-out across replicas (pglisten.go, docs/decisions/change-fanout.md)
 	}
 	return s, err
 }
 
 // DefaultPGConnectTimeout bounds one connection attempt to PostgreSQL (dial, TLS,
-// authentication) when the DSN sets no connect_timeout (issue 10, break10): without it a
+// authentication) when the DSN sets no connect_timeout (docs/control-plane.md, "Databases: SQLite and PostgreSQL"): without it a
 // server that accepts TCP and never answers (a dead host behind a proxy, a partition) made
 // `rbook serve` hang at start with no message, and the writer goroutine hang on its next
 // reconnect with every write waiting. A DSN's connect_timeout=N (seconds) overrides it.
@@ -100,7 +101,7 @@ func openPostgresReadOnly(ctx context.Context, dsn string, cfg config) (*Store, 
 	return newReadOnlyStore(cfg, dialectPostgres, newOrigin(), reader), nil
 }
 
-// newOrigin is a random 16-hex-digit id for one opened Store (D10-4).
+// newOrigin is a random 16-hex-digit id for one opened Store (docs/decisions/change-fanout.md).
 func newOrigin() string {
 	var b [8]byte
 	if _, err := rand.Read(b[:]); err != nil {
@@ -112,7 +113,7 @@ func newOrigin() string {
 // pgParseReason is what pgx.ParseConfig said was wrong with a DSN, without the DSN that its
 // error quotes: "invalid port", "invalid connect_timeout (…)", "failed to configure TLS
 // (sslmode is invalid)", "failed to parse as URL (invalid percent-encoded token in
-// password)" (issue 10, break10: the error must say what to fix; pgx's reasons name the
+// password)" (the error must say what to fix; pgx's reasons name the
 // setting, never its value's secret).
 func pgParseReason(err error) string {
 	var pce *pgconn.ParseConfigError

@@ -336,12 +336,12 @@ func TestPGDeadlockRetriesTheBatch(t *testing.T) {
 	lockBoth := func(first, second string, mine chan struct{}, once *sync.Once, theirs chan struct{}) func(*writeTx) error {
 		return func(w *writeTx) error {
 			var id string
-			if err := w.readRow("SELECT run_id FROM playbook_runs WHERE run_id = ?"+lockForUpdate, first).Scan(&id); err != nil {
+			if err := w.readRow(forUpdate("SELECT run_id FROM playbook_runs WHERE run_id = ?"), first).Scan(&id); err != nil {
 				return fmt.Errorf("lock %s: %w", first, err)
 			}
 			once.Do(func() { close(mine) })
 			<-theirs // both hold their first lock before either asks for its second
-			if err := w.readRow("SELECT run_id FROM playbook_runs WHERE run_id = ?"+lockForUpdate, second).Scan(&id); err != nil {
+			if err := w.readRow(forUpdate("SELECT run_id FROM playbook_runs WHERE run_id = ?"), second).Scan(&id); err != nil {
 				return fmt.Errorf("lock %s: %w", second, err)
 			}
 			_, err := w.execSQL("UPDATE playbook_runs SET cancel_reason = ? WHERE run_id IN (?, ?)", "touched by "+first, first, second)

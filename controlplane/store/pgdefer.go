@@ -5,7 +5,7 @@ import (
 	"strings"
 )
 
-// Deferred transition writes (PostgreSQL; issue 10, items 1 and 5). A SQLite statement is a
+// Deferred transition writes (PostgreSQL; docs/decisions/store-dialects.md). A SQLite statement is a
 // function call; a PostgreSQL one is a network round trip plus the server's per-statement
 // work, and one writer connection executing two statements per transition tops out far
 // below the group-commit rate. So in a batch run without savepoints the common transition

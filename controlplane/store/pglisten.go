@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Change fan-out across replicas on PostgreSQL (issue 10, item 2; ISSUE10-DECISIONS D10-4).
+// Change fan-out across replicas on PostgreSQL (docs/decisions/change-fanout.md).
 //
 // Every batch the writer commits in PostgreSQL mode runs pg_notify(pgNotifyChannel, payload)
 // inside its transaction (notify.go), so the notification is delivered on commit, in
@@ -27,7 +27,7 @@ import (
 
 const (
 	// catchUpSlack is how far before the last notification seen the catch-up read after a
-	// reconnect starts (D10-4: "last notification seen − 10 s"): it covers commits whose
+	// reconnect starts (docs/decisions/change-fanout.md: "last notification seen − 10 s"): it covers commits whose
 	// updated_at was taken before the notification went out, and clock skew between replicas.
 	catchUpSlack = 10 * time.Second
 	// listenBackoffMin and listenBackoffMax bound the listener's reconnect back-off (doubling,
@@ -53,7 +53,7 @@ type runMark struct {
 // fanout is a Store's publish serialisation, its per-run marks and (PostgreSQL mode) its
 // change listener. The zero value serves SQLite: publish takes mu and keeps no marks.
 type fanout struct {
-	// mu serialises publish: the writer goroutine and the listener both call it (D10-4).
+	// mu serialises publish: the writer goroutine and the listener both call it (docs/decisions/change-fanout.md).
 	mu sync.Mutex
 	// marks is the highest published seq (and the run row's state) per run; nil unless the
 	// listener runs.
@@ -126,7 +126,7 @@ func (f *fanout) note(c Change, filter bool) Change {
 }
 
 // startListener starts the change listener of a PostgreSQL Store on its own connection to
-// dsn (D10-4), skipping notifications of origin (the Store's own, s.origin). Open calls it
+// dsn (docs/decisions/change-fanout.md), skipping notifications of origin (the Store's own, s.origin). Open calls it
 // in PostgreSQL mode once the Store is built; Close stops it (stopListener). It waits for
 // the first connection attempt (LISTEN established, or failed: the listener then retries
 // with back-off), so a Store that Open returned normally already hears the other replicas.
@@ -397,7 +397,7 @@ func remoteProgress(run Run, t Transition, status *RunStatus) RunProgress {
 }
 
 // publish hands a local commit's change c (if any) to every subscriber, serialised with the
-// listener's publishes; local commits update the per-run marks first (D10-4).
+// listener's publishes; local commits update the per-run marks first (docs/decisions/change-fanout.md).
 func (s *Store) publish(c Change) {
 	if c.empty() {
 		return

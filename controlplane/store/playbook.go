@@ -12,8 +12,8 @@ import (
 	"time"
 )
 
-// The playbook projection (seed playbooks.txt, "playbook_runs"; issue 9, item 4; ISSUE9
-// decisions "Control plane derives …"): for a run of kind playbook, RecordTransition keeps, in
+// The playbook projection (docs/spec/playbooks.md, "Table playbook_runs"; the
+// control plane derives it from the transitions): for a run of kind playbook, RecordTransition keeps, in
 // the transition's own transaction,
 //   - bindings[node] = the step_finished evidence output parsed as a JSON object when its
 //     status is PASS (a non-object output is kept as {"output": text}); a node's key is
@@ -187,7 +187,7 @@ func (w *writeTx) applyPlaybook(run *RunProgress, t Transition, newStatus RunSta
 }
 
 // nodeBinding is a PASS node's binding: its evidence output when that is a JSON object,
-// else {"output": text} (issue 9, item 4).
+// else {"output": text} (docs/playbooks.md, "Inputs and bindings").
 func nodeBinding(output string) json.RawMessage {
 	trimmed := bytes.TrimSpace([]byte(output))
 	if len(trimmed) > 0 && trimmed[0] == '{' && json.Valid(trimmed) {
@@ -257,8 +257,8 @@ func (w *writeTx) playbookErrorContext(t Transition) (json.RawMessage, error) {
 	return json.Marshal(m)
 }
 
-// NodeState is one playbook node's state derived from a run's transitions (issue 9, items 4
-// and 8; the proto's NodeState). Status is "running" (started, not finished), "waiting" (its
+// NodeState is one playbook node's state derived from a run's transitions (the proto's
+// NodeState). Status is "running" (started, not finished), "waiting" (its
 // gate is open), or the evidence status of its last step_finished ("PASS", "FAIL",
 // "TIMED_OUT", "SKIPPED"). The store knows only what was recorded: a node that never appeared
 // in a transition has no NodeState (it is not listed as "pending").

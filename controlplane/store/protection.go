@@ -11,7 +11,7 @@ import (
 	"unicode/utf8"
 )
 
-// ProtectionRule is a GitHub custom deployment protection rule request (issue 8, item 2;
+// ProtectionRule is a GitHub custom deployment protection rule request (docs/approvals.md, "Approve in GitHub";
 // migration 0008): one deployment, keyed by ID, of a workflow run
 // and environment, bound to the rbook gate of that run and environment, with what the
 // control plane owes GitHub for it (a status report, then one verdict).
@@ -231,7 +231,7 @@ func (w *writeTx) queueVerdicts(a Approval, at time.Time) error {
 }
 
 // protectionHook runs in the transaction of every write, after the request changed its
-// approvals (issue 8, item 2: "stored first, delivered after"): a gate opened with a GitHub
+// approvals (docs/approvals.md, "Approve in GitHub": "stored first, delivered after"): a gate opened with a GitHub
 // workflow run and environment binds that run's unbound rules of the same attempt (a rule
 // whose attempt is not learned yet binds later, in SetProtectionRuleAttempt); a decided gate (any channel:
 // Approve/Reject, terminal, policy auto-pass, a GitHub review, the deadline, a withdrawal,
@@ -269,7 +269,7 @@ func (w *writeTx) protectionHook(at time.Time) error {
 	return nil
 }
 
-// ProtectionVerdict is the protection rule verdict of decided gate a (issue 8, item 2):
+// ProtectionVerdict is the protection rule verdict of decided gate a (docs/approvals.md, "Approve in GitHub"):
 // "approved" with "approved by X in rbook: reason" for an approved gate; "rejected" with
 // "rejected by X in rbook: reason" for a rejected one, "timed out after … in rbook: …" for a
 // gate its deadline closed, and "closed in rbook: reason" for a withdrawn or cancelled one.
@@ -389,9 +389,10 @@ func (s *Store) GiveUpProtectionRule(ctx context.Context, ruleID, reason string,
 
 // PendingGitHubGates lists the pending gates opened with repository, workflow run, attempt
 // and environment (migration 0007's index), oldest first: those a deployment_review of that
-// run attempt and environment decides (issue 8, item 3). attempt "" matches every attempt; a
+// run attempt and environment decides (docs/approvals.md, "Approve in GitHub"). attempt "" matches every attempt; a
 // gate opened without one counts as attempt 1 (gateAttempt), so a review of a re-run never
-// decides a gate an earlier attempt left pending (break8).
+// decides a gate an earlier attempt left pending (a re-run must not inherit an earlier
+// attempt's verdict).
 func (s *Store) PendingGitHubGates(ctx context.Context, repository, runID, attempt, environment string) ([]Approval, error) {
 	list, err := queryApprovals(ctx, s.reader, `SELECT `+approvalColumns+` FROM playbook_approvals
 		WHERE github_repository = ? AND github_run_id = ? AND github_environment = ? AND status = 'pending'
@@ -444,7 +445,8 @@ func (s *Store) GitHubTrace(ctx context.Context, repository, runID, environment 
 // diagnosticText is s made storable in both dialects and cut to at most n bytes (plus "…"),
 // for texts the control plane itself keeps about a failed delivery (an HTTP error, a
 // reason): invalid UTF-8 and NUL bytes, which PostgreSQL's TEXT refuses (SQLSTATE 22021, so
-// the attempt and its back-off would not be recorded), become U+FFFD (issue 10, break10).
+// the attempt and its back-off would not be recorded), become U+FFFD (docs/decisions/store-dialects.md: the same
+// answer from both databases).
 func diagnosticText(s string, n int) string {
 	if !utf8.ValidString(s) || strings.IndexByte(s, 0) >= 0 {
 		s = strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")

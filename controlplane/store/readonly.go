@@ -11,14 +11,14 @@ import (
 	"time"
 )
 
-// ErrReadOnly: a write on a Store opened with OpenReadOnly (issue 6, item 3.3).
+// ErrReadOnly: a write on a Store opened with OpenReadOnly.
 var ErrReadOnly = errors.New("store: the database is open read-only")
 
 // ErrNoDatabase: OpenReadOnly found no database file at the path; it never creates one
-// (issue 6, item 3.3).
+// (a read-only command must not leave an empty database behind).
 var ErrNoDatabase = errors.New("store: no database file")
 
-// OpenReadOnly opens an existing database for reading only (issue 6, item 3.3): `rbook runs`,
+// OpenReadOnly opens an existing database for reading only: `rbook runs`,
 // `get` and `approvals` read an embedded control plane's history with it after its run has
 // ended. Every read method works as on a Store from Open; every write returns ErrReadOnly.
 //
@@ -35,7 +35,7 @@ var ErrNoDatabase = errors.New("store: no database file")
 //     its changes stay in its own WAL and are not seen by this Store (reads are a snapshot
 //     of the file as it was when the process last checkpointed).
 //
-// A postgres:// or postgresql:// DSN (issue 10, item 1) opens a read-only pool on that
+// A postgres:// or postgresql:// DSN (docs/decisions/store-dialects.md) opens a read-only pool on that
 // database instead: its sessions are default_transaction_read_only, its read transactions
 // REPEATABLE READ, and the schema must be exactly this rbook's, as for a file.
 //
@@ -47,7 +47,7 @@ func OpenReadOnly(ctx context.Context, path string, opts ...Option) (*Store, err
 		o(&cfg)
 	}
 	if err := CheckDSN(path); err != nil {
-		return nil, err // nothing is created for a refused value (new-user finding 2)
+		return nil, err // nothing is created for a refused value (dsn.go says why)
 	}
 	if IsPostgresDSN(path) {
 		return openPostgresReadOnly(ctx, pgConnString(path), cfg)
@@ -82,8 +82,8 @@ func OpenReadOnly(ctx context.Context, path string, opts ...Option) (*Store, err
 	return newReadOnlyStore(cfg, dialectSQLite, "", reader), nil
 }
 
-// newReadOnlyStore is the Store OpenReadOnly returns for either dialect (issue 6, item 3.3;
-// issue 10, item 1): only reader, readOnly set, no writer goroutine (done is already
+// newReadOnlyStore is the Store OpenReadOnly returns for either dialect
+// (docs/decisions/store-dialects.md): only reader, readOnly set, no writer goroutine (done is already
 // closed) and no subscribers. origin is "" for a SQLite file, which has no listener.
 func newReadOnlyStore(cfg config, d dialect, origin string, reader *sql.DB) *Store {
 	s := &Store{cfg: cfg, dialect: d, origin: origin, reader: reader, readOnly: true,

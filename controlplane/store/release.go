@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// ReleaseLease ends the lease f holds on the run now (pause mode, issue 8 item 4; RPC
+// ReleaseLease ends the lease f holds on the run now (pause mode, docs/approvals.md, "Pause mode"; RPC
 // RenewLeaseRequest.release): lease_expires_at becomes the store's clock, so another executor
 // may take the run over at once (StartRun with TakeOver, at the next epoch) instead of
 // waiting for the lease to lapse. The owner and epoch are kept: until a take-over the

@@ -25,7 +25,7 @@ func nullTime(t time.Time) any {
 	return formatTime(t)
 }
 
-// nullString stores "" as NULL (the seed's optional columns).
+// nullString stores "" as NULL (the specification's optional columns).
 func nullString(s string) any {
 	if s == "" {
 		return nil
@@ -46,8 +46,8 @@ func parseTime(column string, s sql.NullString) (time.Time, error) {
 
 // checkText enforces the byte limits, UTF-8 and the absence of NUL bytes on a request
 // field. A NUL byte (U+0000) is refused on both dialects alike: PostgreSQL's TEXT cannot
-// store it (SQLSTATE 22021, a storage error), and D10-1 wants the same answer from both
-// (issue 10, break10).
+// store it (SQLSTATE 22021, a storage error), and both databases must give the same answer
+// (docs/decisions/store-dialects.md).
 func checkText(field, v string, required bool, limit int) error {
 	switch {
 	case required && v == "":
@@ -64,7 +64,7 @@ func checkText(field, v string, required bool, limit int) error {
 }
 
 // jsonTextProblem reports what in valid JSON text v PostgreSQL's jsonb refuses, which the
-// CHECK constraint of a JSON column (D10-2) would turn into a storage error: a \u0000
+// CHECK constraint of a JSON column (docs/decisions/schema-migrations.md) would turn into a storage error: a \u0000
 // escape, or a \uD800..\uDFFF escape that is not a high surrogate followed by a low one.
 // "" when there is none. v must be valid JSON (backslashes occur only inside strings).
 func jsonTextProblem(v []byte) string {

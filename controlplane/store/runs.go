@@ -15,24 +15,24 @@ import (
 )
 
 // OwnerIDHash is the lowercase hex SHA-256 of an executor's owner id: what the store keeps
-// and compares (an owner id is a capability and never stored; DESIGN D12).
+// and compares (an owner id is a capability and never stored; docs/decisions/leases-and-fencing.md).
 func OwnerIDHash(ownerID string) string {
 	sum := sha256.Sum256([]byte(ownerID))
 	return hex.EncodeToString(sum[:])
 }
 
-// StartRun creates the run, or resumes or takes it over under the lease rule of DESIGN D12
-// (issue 6, item 1.2), in one transaction:
+// StartRun creates the run, or resumes or takes it over under the lease rule of docs/decisions/leases-and-fencing.md
+// (docs/decisions/leases-and-fencing.md), in one transaction:
 //   - no run with nr.RunID: created, owned by nr.OwnerIDHash at epoch 1 (Created);
 //   - the run is final: ErrRunFinal, with the run (the caller picks the next id suffix,
-//     DESIGN D6);
+//     docs/decisions/run-ids.md);
 //   - it is not final and nr.OwnerIDHash owns it: the epoch is bumped, the lease renewed and
 //     the plan adopted (Resumed); with nr.RequireOwner, another identity gets ErrNotOwner;
 //   - another owner id holds it: ErrRunOwned, unless nr.TakeOver and the lease has expired:
 //     then nr takes it at the next epoch (TookOver); TakeOver of a live lease: ErrLeaseHeld.
 //
 // A resumed or taken-over run whose digest differs takes nr's digest and step count, and its
-// pending approvals for another digest are closed as superseded (DESIGN D9, case A03.6).
+// pending approvals for another digest are closed as superseded (docs/decisions/approval-tokens.md).
 // The returned Run is the row after the call (also with ErrRunFinal, ErrRunOwned and
 // ErrLeaseHeld, so the caller can say until when the lease runs).
 // Errors: ErrInvalidArgument (field named), ErrRunFinal, ErrRunOwned, ErrLeaseHeld,
@@ -46,7 +46,7 @@ func (s *Store) StartRun(ctx context.Context, nr NewRun) (run Run, outcome Start
 		return Run{}, 0, err
 	}
 	if b := strings.TrimSpace(bindings); !strings.HasPrefix(b, "{") {
-		// A run's first bindings are its inputs: an object (issue 9, item 4).
+		// A run's first bindings are its inputs: an object (docs/playbooks.md, "Inputs and bindings").
 		return Run{}, 0, fmt.Errorf("%w: bindings must be a JSON object", ErrInvalidArgument)
 	}
 	now := s.now()
@@ -131,7 +131,7 @@ func (s *Store) StartRun(ctx context.Context, nr NewRun) (run Run, outcome Start
 	return run, outcome, nil
 }
 
-// checkFence is the lease check of every executor write (DESIGN D12): f must carry the run's
+// checkFence is the lease check of every executor write (docs/decisions/leases-and-fencing.md): f must carry the run's
 // current owner id hash and epoch, and f.Identity (when set) its owner identity.
 func checkFence(runID string, p RunProgress, f Fence) error {
 	if p.OwnerIDHash == "" || subtle.ConstantTimeCompare([]byte(p.OwnerIDHash), []byte(f.OwnerIDHash)) != 1 || p.LeaseEpoch != f.Epoch {
@@ -181,7 +181,7 @@ func (s *Store) setLeaseExpiry(ctx context.Context, runID string, f Fence, what 
 }
 
 // adoptPlan gives a resumed run its new plan digest and step count and closes the run's
-// pending approvals bound to another digest, so their tokens stop working (case A03.6).
+// pending approvals bound to another digest, so their tokens stop working (docs/decisions/approval-tokens.md).
 func (w *writeTx) adoptPlan(run *Run, digest string, totalSteps int, now time.Time) error {
 	if _, err := w.execSQL(`UPDATE playbook_runs SET playbook_hash = ?, total_steps = ?, updated_at = ?
 		WHERE run_id = ?`, digest, totalSteps, formatTime(now), run.RunID); err != nil {
@@ -247,7 +247,7 @@ func validateNewRun(nr *NewRun) error {
 	return nil
 }
 
-// RecordTransition stores t and updates its run in one transaction (DESIGN D10), with
+// RecordTransition stores t and updates its run in one transaction (docs/decisions/durability.md), with
 // RecordedAt set to the store's clock in that transaction. It is idempotent on (run_id,
 // seq): an identical stored transition (RecordedAt aside) gives Duplicate=true and no
 // change; a different one gives ErrConflict. seq must be last_seq+1, else ErrOutOfOrder, so
@@ -286,7 +286,7 @@ func (s *Store) RecordTransition(ctx context.Context, t Transition, f Fence) (Re
 	return res, nil
 }
 
-// recordOne is the body RecordTransition and RecordTransitions share (issue 10, item 3):
+// recordOne is the body RecordTransition and RecordTransitions share (docs/decisions/durability.md):
 // inside the write transaction w it applies the validated transition t (newStatus is
 // RunStatusOf(t)) to run, the run's progress before t, under the fence f. It stores t and
 // the run row (with the playbook projection and the approval hooks), stages the change for
@@ -315,7 +315,7 @@ func (s *Store) recordOne(w *writeTx, run RunProgress, t Transition, newStatus R
 		if !sameTransition(stored, t) {
 			if f.Epoch != run.LeaseEpoch {
 				// Another copy of this owner resumed the run and wrote this seq: the
-				// caller is the zombie (hostile test of issue 6, item 1.2).
+				// caller is the zombie (docs/decisions/leases-and-fencing.md).
 				return fmt.Errorf("%w: run %q is at epoch %d", ErrLeaseLost, t.RunID, run.LeaseEpoch)
 			}
 			return fmt.Errorf("%w: run %q seq %d", ErrConflict, t.RunID, t.Seq)
@@ -377,8 +377,8 @@ func (s *Store) recordOne(w *writeTx, run RunProgress, t Transition, newStatus R
 	deferIt := run.Status == oldStatus && w.deferOK && !run.playbook && t.Kind != KindRunInterrupted
 	if !deferIt && w.deferOK {
 		// This write goes straight to the run row: what the batch queued for it must land
-		// first, or the flush at COMMIT would put an older last_seq back (issue 10; found by
-		// TestDeferredTransitionThenStatusChangeKeepsLastSeq).
+		// first, or the flush at COMMIT would put an older last_seq back (docs/decisions/write-conflicts.md;
+		// a test of a deferred transition followed by a status change covers it).
 		if err := w.flushDeferred(); err != nil {
 			return err
 		}
@@ -415,7 +415,7 @@ func (s *Store) recordOne(w *writeTx, run RunProgress, t Transition, newStatus R
 	}
 	if t.Kind == KindRunInterrupted && !run.Status.Final() {
 		// The executor that waited at the gate is gone: withdraw the run's pending
-		// approvals in this transaction, so nobody approves a dead job (issue 7, item 2).
+		// approvals in this transaction, so nobody approves a dead job (docs/action.md, "How the Action runs rbook").
 		withdrawn, err := w.writeApprovals(`UPDATE playbook_approvals SET status = 'cancelled', approved_at = ?,
 			approver = 'system', reason = ?, decided_by_source = ?
 			WHERE run_id = ? AND status = 'pending' RETURNING `+approvalColumns,
@@ -549,10 +549,10 @@ func sameText(a, b *string) bool {
 
 // MaxErrorContextMessage caps the message copied into a failed run's error_context (bytes):
 // every run row of a ListRuns page carries it, so 500 rows stay far below gRPC's 4 MiB
-// (issue 6, item 1.8). The whole message stays in the transition.
+// (docs/control-plane.md, "Limits"). The whole message stays in the transition.
 const MaxErrorContextMessage = 1024
 
-// errorContext is the seed's error_context JSON for a failed run: the failing transition.
+// errorContext is the specification's error_context JSON for a failed run: the failing transition.
 func errorContext(t Transition) json.RawMessage {
 	ec := struct {
 		Seq        int64  `json:"seq"`
@@ -752,7 +752,7 @@ func runFilterWhere(f RunFilter) (where []string, args []any, scope string) {
 
 // CancelRun gives a non-final run its one final status, cancelled, records who and why, and
 // closes its pending approvals as cancelled in the same transaction, so their tokens stop
-// working (case A04). Errors: ErrNotFound, ErrRunFinal (already final; nothing changes),
+// working (a cancelled run's gate cannot be decided any more). Errors: ErrNotFound, ErrRunFinal (already final; nothing changes),
 // ErrInvalidArgument, ErrClosed, storage errors.
 func (s *Store) CancelRun(ctx context.Context, runID, by, reason string, at time.Time) (Run, error) {
 	if err := checkText("run_id", runID, true, MaxIDBytes); err != nil {

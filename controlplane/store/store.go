@@ -1,9 +1,9 @@
 // Package store is the control plane's store, on SQLite or PostgreSQL: runs, their
-// append-only transitions (with evidence) and approvals (issue 3, item 3; DESIGN D10). It is
-// the only package that speaks SQL, and it imports nothing from action/... (DESIGN,
-// "Boundaries").
+// append-only transitions (with evidence) and approvals (docs/decisions/durability.md). It is
+// the only package that speaks SQL, and it imports nothing from action/...
+// (ARCHITECTURE.md).
 //
-// Dialects (issue 10, item 1; D10-1..D10-4): Open with a postgres:// or postgresql:// DSN
+// Dialects (docs/decisions/store-dialects.md, docs/decisions/schema-migrations.md, docs/decisions/write-conflicts.md, docs/decisions/change-fanout.md): Open with a postgres:// or postgresql:// DSN
 // opens PostgreSQL through database/sql and pgx's stdlib driver; anything else is a SQLite
 // file. Both are the same *Store with the same API and errors. Queries are written once in
 // SQLite's dialect; on PostgreSQL a driver wrapper rewrites each text once (dialect.go:
@@ -17,7 +17,7 @@
 // progress cache lives for one batch only (the batch's runs are locked and read with one
 // SELECT … FOR UPDATE in run_id order); the common transitions of a batch are written with
 // two statements over arrays instead of two per transition (pgdefer.go); and every batch
-// that changed something sends pg_notify('rbook_changes', …) in its transaction (D10-4,
+// that changed something sends pg_notify('rbook_changes', …) in its transaction (docs/decisions/change-fanout.md,
 // notify.go).
 //
 // The rest of this comment describes SQLite; PostgreSQL's synchronous_commit gives the
@@ -96,7 +96,7 @@ type Store struct {
 	cfg     config
 	dialect dialect // dialectSQLite or dialectPostgres (dialect.go)
 	// origin is a random id of this opened Store, named in its change notifications on
-	// PostgreSQL (D10-4), so its listener can skip its own.
+	// PostgreSQL (docs/decisions/change-fanout.md), so its listener can skip its own.
 	origin string
 	// notifications is whether writes record notification events (EnableNotificationOutbox).
 	notifications atomic.Bool
@@ -126,7 +126,7 @@ type Store struct {
 	commits, requests, failedCommits, lingers, safeRetries atomic.Uint64
 	commitNanos                                            atomic.Int64
 	progressReads, savepoints                              atomic.Uint64 // run-row reads by RecordTransition, SAVEPOINTs (tests)
-	conflictRetries                                        atomic.Uint64 // PostgreSQL batches run again after a conflict (D10-3)
+	conflictRetries                                        atomic.Uint64 // PostgreSQL batches run again after a conflict (docs/decisions/write-conflicts.md)
 
 	// schemaFrom and schemaTo are the schema versions before and after Open's migrations
 	// (Migrated); health is the database reachability cache (health.go).
@@ -145,7 +145,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		o(&cfg)
 	}
 	if err := CheckDSN(path); err != nil {
-		return nil, err // nothing is created for a refused value (new-user finding 2)
+		return nil, err // nothing is created for a refused value (dsn.go says why)
 	}
 	if IsPostgresDSN(path) {
 		return openPostgres(ctx, pgConnString(path), cfg)
@@ -157,7 +157,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	busyMS := cfg.busyTimeout.Milliseconds()
 
 	// busy_timeout comes first so that the journal_mode change cannot fail with SQLITE_BUSY
-	// while another process is opening the same file (DESIGN D10).
+	// while another process is opening the same file (docs/decisions/durability.md).
 	writerQuery := url.Values{}
 	writerQuery.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busyMS))
 	writerQuery.Add("_pragma", "journal_mode(WAL)")
@@ -198,8 +198,8 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	return s, err
 }
 
-// setWriterPool makes db the single writer connection both dialects use (DESIGN D10; issue
-// 10, D10-1): one open connection, kept idle, never recycled by age or idleness.
+// setWriterPool makes db the single writer connection both dialects use (docs/decisions/durability.md,
+// docs/decisions/store-dialects.md): one open connection, kept idle, never recycled by age or idleness.
 func setWriterPool(db *sql.DB) {
 	db.SetMaxOpenConns(1)
 	db.SetMaxIdleConns(1)

@@ -12,15 +12,15 @@ import (
 
 // Sentinel errors. Callers test them with errors.Is; the server maps them to connect codes.
 // Any other error from this package is a storage failure whose text is for logs, never for
-// clients (DESIGN, "Boundaries").
+// clients (ARCHITECTURE.md).
 var (
-	// ErrNotFound: no run or approval with that id (or token hash). Seed code E_APPROVAL_NOT_FOUND
+	// ErrNotFound: no run or approval with that id (or token hash). Wire code E_APPROVAL_NOT_FOUND
 	// for approvals.
 	ErrNotFound = errors.New("store: not found")
-	// ErrAlreadyDecided: the approval is no longer pending (seed E_APPROVAL_ALREADY_DECIDED).
+	// ErrAlreadyDecided: the approval is no longer pending (the specification's E_APPROVAL_ALREADY_DECIDED).
 	ErrAlreadyDecided = errors.New("store: approval already decided")
 	// ErrExpired: the approval's deadline had passed when a decision arrived; the store closes
-	// the gate as expired in the same transaction (issue 3, item 4). It wraps ErrAlreadyDecided.
+	// the gate as expired in the same transaction (docs/decisions/approval-tokens.md). It wraps ErrAlreadyDecided.
 	ErrExpired = fmt.Errorf("%w: deadline passed", ErrAlreadyDecided)
 	// ErrConflict: a transition with the same (run_id, seq) but different content is stored.
 	ErrConflict = errors.New("store: conflicting transition for this sequence number")
@@ -29,8 +29,8 @@ var (
 	// ErrRunFinal: the run already has its one final status.
 	ErrRunFinal = errors.New("store: run is already final")
 	// ErrPlanDigestMismatch: an approval is requested or approved for a plan digest that is not
-	// the run's current playbook_hash (the run resumed with an edited runbook; DESIGN D9,
-	// case A03.6). Seed-side code E_PLAN_DIGEST_MISMATCH.
+	// the run's current playbook_hash (the run resumed with an edited runbook; docs/decisions/approval-tokens.md).
+	// Wire code E_PLAN_DIGEST_MISMATCH.
 	ErrPlanDigestMismatch = errors.New("store: plan digest is not the run's current one")
 	// ErrSelfApproval: the approver started the run (kept for callers' Decision.Authorize).
 	ErrSelfApproval = errors.New("store: the identity that started the run may not approve it")
@@ -40,20 +40,20 @@ var (
 	// ErrClosed: the Store was closed.
 	ErrClosed = errors.New("store: closed")
 	// ErrRunOwned: StartRun for a run that is not final and whose lease another owner id holds
-	// (DESIGN D12). A fresh executor starts the next run id suffix (DESIGN D6). Wire code
+	// (docs/decisions/leases-and-fencing.md). A fresh executor starts the next run id suffix (docs/decisions/run-ids.md). Wire code
 	// E_RUN_OWNED.
 	ErrRunOwned = errors.New("store: the run is owned by another executor")
 	// ErrLeaseHeld: StartRun with TakeOver while the owner's lease has not expired. Wire code
 	// E_LEASE_HELD.
 	ErrLeaseHeld = errors.New("store: the run's lease has not expired")
 	// ErrLeaseLost: a write (RecordTransition, RenewLease, an approval request) carries an owner
-	// id or epoch that no longer holds the run's lease (DESIGN D12). Wire code E_LEASE_LOST.
+	// id or epoch that no longer holds the run's lease (docs/decisions/leases-and-fencing.md). Wire code E_LEASE_LOST.
 	ErrLeaseLost = errors.New("store: the caller no longer holds the run's lease")
-	// ErrNotOwner: Fence.Identity is set and is not the run's owner identity (issue 6, item 1.3).
+	// ErrNotOwner: Fence.Identity is set and is not the run's owner identity (docs/decisions/identity.md).
 	ErrNotOwner = errors.New("store: the caller's identity does not own the run")
 )
 
-// Lease limits (DESIGN D12).
+// Lease limits (docs/decisions/leases-and-fencing.md).
 const (
 	// DefaultLease is a run lease's duration when NewRun.Lease is zero.
 	DefaultLease = 60 * time.Second
@@ -62,7 +62,7 @@ const (
 	MaxLease = time.Hour
 )
 
-// RunKind is the kind column: which format a run executes (issue 6, item 2.3).
+// RunKind is the kind column: which format a run executes (docs/decisions/status-words.md).
 type RunKind string
 
 // The run kinds.
@@ -72,7 +72,7 @@ const (
 )
 
 // Fence identifies the writer of a run: the owner id (hashed with OwnerIDHash), the lease
-// epoch StartRun returned and, with auth on, the caller's identity (DESIGN D12-D13). A write
+// epoch StartRun returned and, with auth on, the caller's identity (docs/decisions/leases-and-fencing.md, docs/decisions/identity.md). A write
 // whose fence does not match the run's lease fails with ErrLeaseLost (ErrNotOwner for the
 // identity) and changes nothing.
 type Fence struct {
@@ -100,10 +100,10 @@ const (
 	MaxTransitionsPage = 1000
 )
 
-// RunStatus is the status column of playbook_runs (seed playbooks; DESIGN D7).
+// RunStatus is the status column of playbook_runs (docs/spec/playbooks.md; docs/decisions/status-words.md).
 type RunStatus string
 
-// The run statuses of the seed, spelled exactly.
+// The run statuses of the specification, spelled exactly.
 const (
 	RunRunning   RunStatus = "running"
 	RunPaused    RunStatus = "paused"
@@ -117,11 +117,11 @@ func (s RunStatus) Final() bool { return s == RunFailed || s == RunSucceeded || 
 
 func (s RunStatus) valid() bool { return s == RunRunning || s == RunPaused || s.Final() }
 
-// ExecStatus is the executor's run_status carried by a transition (seed runbook-executor,
+// ExecStatus is the executor's run_status carried by a transition (docs/spec/runbooks.md,
 // Steps 3-8; mirrors engine.RunStatus).
 type ExecStatus string
 
-// The executor's run statuses, spelled as in the seed's state file.
+// The executor's run statuses, spelled as in the specification's state file.
 const (
 	ExecInProgress ExecStatus = "IN_PROGRESS"
 	ExecCompleted  ExecStatus = "COMPLETED"
@@ -129,9 +129,9 @@ const (
 	ExecCancelled  ExecStatus = "CANCELLED"
 )
 
-// RunStatusOf maps an executor run_status to the table's status (DESIGN D7: the mapping
+// RunStatusOf maps an executor run_status to the table's status (docs/decisions/status-words.md: the mapping
 // lives in one place). IN_PROGRESS is running, or paused when the transition opened a gate.
-// It returns ErrInvalidArgument for a word outside the seed's four.
+// It returns ErrInvalidArgument for a word outside the specification's four.
 func RunStatusOf(s ExecStatus, kind TransitionKind) (RunStatus, error) {
 	switch s {
 	case ExecInProgress:
@@ -149,10 +149,10 @@ func RunStatusOf(s ExecStatus, kind TransitionKind) (RunStatus, error) {
 	return "", fmt.Errorf("%w: run_status %q is not IN_PROGRESS, COMPLETED, FAILED or CANCELLED", ErrInvalidArgument, s)
 }
 
-// StepStatus is an evidence entry's status (seed runbook-executor, Step 7).
+// StepStatus is an evidence entry's status (docs/spec/runbooks.md, "Step 7").
 type StepStatus string
 
-// The step statuses of the seed, spelled exactly.
+// The step statuses of the specification, spelled exactly.
 const (
 	StepPass                 StepStatus = "PASS"
 	StepFail                 StepStatus = "FAIL"
@@ -169,8 +169,7 @@ func (s StepStatus) valid() bool {
 	return false
 }
 
-// TransitionKind names what happened in a transition (issue 3, "Executor integration";
-// mirrors engine.TransitionKind).
+// TransitionKind names what happened in a transition (mirrors engine.TransitionKind).
 type TransitionKind string
 
 // The transition kinds the executor reports.
@@ -183,13 +182,13 @@ const (
 	KindRunFinished  TransitionKind = "run_finished"
 	// KindRunInterrupted: a signal stopped the executor (or the Action's post step recorded
 	// that its job ended without the run); the run stays unfinished and its pending
-	// approvals are withdrawn (SourceInterrupted; issue 7, item 2).
+	// approvals are withdrawn (SourceInterrupted; docs/action.md, "How the Action runs rbook").
 	KindRunInterrupted TransitionKind = "run_interrupted"
 )
 
-// ApprovalStatus is the status column of playbook_approvals. The seed's words are pending,
+// ApprovalStatus is the status column of playbook_approvals. The specification's words are pending,
 // approved and rejected; expired (the deadline closed the gate, TIMED_OUT on the wire) and
-// cancelled (CancelRun, or superseded by a new plan digest) are added (issue 3, item 4).
+// cancelled (CancelRun, or superseded by a new plan digest) are added (docs/decisions/approval-tokens.md).
 type ApprovalStatus string
 
 // The approval statuses.
@@ -217,30 +216,29 @@ const (
 	SourceCancelRun = "cancel-run"
 	// SourceSuperseded marks a pending approval replaced by one for a new plan digest.
 	SourceSuperseded = "superseded"
-	// SourcePolicy marks approvals auto-passed by the policy evaluator (seed "Policy evaluator").
+	// SourcePolicy marks approvals auto-passed by the policy evaluator (docs/spec/playbooks.md, "Policy evaluator").
 	SourcePolicy = "policy"
 	// SourceInterrupted marks pending approvals withdrawn (closed as cancelled) when their
 	// run recorded a run_interrupted transition: the job that waited at the gate is gone, so
-	// nobody may approve it; a resumed run opens the gate again with a new approval (issue 7,
-	// item 2).
+	// nobody may approve it; a resumed run opens the gate again with a new approval (docs/action.md, "How the Action runs rbook").
 	SourceInterrupted = "interrupted"
 )
 
 // NewRun is what StartRun needs to create a run.
 type NewRun struct {
-	// RunID is the caller's id (seed runbook-executor, Step 2), 1..MaxIDBytes bytes.
+	// RunID is the caller's id (docs/spec/runbooks.md, "Step 2"), 1..MaxIDBytes bytes.
 	RunID string
 	// PlaybookName is the runbook or playbook name; required.
 	PlaybookName string
 	// PlaybookHash is the lowercase hex SHA-256 of the source (the plan digest); required.
 	PlaybookHash string
-	// SchemaHash8 is the first 8 hex chars of SHA-256(rules.yaml) (seed Step 1.3).
+	// SchemaHash8 is the first 8 hex chars of SHA-256(rules.yaml) (docs/spec/runbooks.md, "Step 1").
 	SchemaHash8 string
-	// TotalSteps is the number of steps in the plan (seed Step 4).
+	// TotalSteps is the number of steps in the plan (docs/spec/runbooks.md, "Step 4").
 	TotalSteps int
 	// StartedBy is the identity that started the run (for the four-eyes rule, RunStarter).
 	StartedBy string
-	// EpicID and SessionID are the seed's optional links; empty means NULL.
+	// EpicID and SessionID are the specification's optional links; empty means NULL.
 	EpicID, SessionID string
 	// Bindings is a JSON object; nil means {}.
 	Bindings json.RawMessage
@@ -252,24 +250,24 @@ type NewRun struct {
 	Plan []byte
 	// Kind is the run's format; "" means KindRunbook.
 	Kind RunKind
-	// OwnerIDHash is OwnerIDHash(the executor's owner id): required (DESIGN D12).
+	// OwnerIDHash is OwnerIDHash(the executor's owner id): required (docs/decisions/leases-and-fencing.md).
 	OwnerIDHash string
 	// Owner is the identity that holds the lease from this call on (the authenticated caller,
 	// else StartedBy).
 	Owner string
 	// RequireOwner, when set, refuses a resume by another identity than the run's owner with
-	// ErrNotOwner (auth on: executors write only their own runs; issue 6, item 1.3). Take-over
+	// ErrNotOwner (auth on: executors write only their own runs; docs/decisions/identity.md). Take-over
 	// replaces the owner identity instead.
 	RequireOwner bool
 	// TakeOver lets the call take a run owned by another owner id once its lease expired.
 	TakeOver bool
 	// Lease is the lease duration; zero means DefaultLease, else MinLease..MaxLease.
 	Lease time.Duration
-	// GitHub is the job that starts the run, from its verified OIDC token (issue 7, item 5);
+	// GitHub is the job that starts the run, from its verified OIDC token (docs/control-plane.md, "OIDC");
 	// nil for any other caller. Stored when the run is created only: a resume or take-over
 	// keeps the starter's job, as it keeps started_by.
 	GitHub *GitHubJob
-	// Reported is the workflow run the executor reports (issue 8; migration 0007), nil for
+	// Reported is the workflow run the executor reports (docs/approvals.md, "Approve in GitHub"; migration 0007), nil for
 	// none. Unlike GitHub it is the executor's word, and the last StartRun's wins: a resume
 	// in a later job of the workflow reports that job's attempt.
 	Reported *WorkflowRun
@@ -295,7 +293,7 @@ type Run struct {
 	PlaybookName string
 	PlaybookHash string
 	// CurrentNode is the active step's name; "" when the run is final. For a playbook run, the
-	// active nodes' ids joined by "," in step_index order, "" when none (issue 9, item 4).
+	// active nodes' ids joined by "," in step_index order, "" when none (docs/playbooks.md, "Inputs and bindings").
 	CurrentNode string
 	Bindings    json.RawMessage
 	// ErrorContext is a JSON object describing the failing transition when Status is failed.
@@ -341,14 +339,14 @@ type Run struct {
 	Nodes []NodeState
 }
 
-// Evidence is one evidence-pack entry (seed runbook-executor, Step 7; mirrors engine.Evidence).
+// Evidence is one evidence-pack entry (docs/spec/runbooks.md, "Step 7"; mirrors engine.Evidence).
 type Evidence struct {
 	StepName string
 	Type     string
 	// Input is nil for a step without kql_or_template (JSON null).
 	Input *string
 	// SourceInput is a check's KQL as written in the runbook; Input is the query executed
-	// (issue 6, item 2.1). nil when they are the same or the step is not a check.
+	// (docs/decisions/two-renderings.md). nil when they are the same or the step is not a check.
 	SourceInput *string
 	Output      string
 	Status      StepStatus
@@ -371,7 +369,7 @@ type Transition struct {
 	Evidence       *Evidence
 	RunStatus      ExecStatus
 	LastDeployName string
-	// RollbackFor names the failed step whose on_fail: rollback is being carried out (DESIGN D4).
+	// RollbackFor names the failed step whose on_fail: rollback is being carried out (docs/decisions/rollback-compensation.md).
 	RollbackFor string
 	Message     string
 	// RecordedAt is when the control plane stored the transition (the writer's clock in the
@@ -391,7 +389,7 @@ type RunProgress struct {
 	LastCompletedStepIndex int
 	LastDeployName         string
 	CompletedAt            time.Time
-	// The lease (DESIGN D12): RecordTransition checks the caller's Fence against these and
+	// The lease (docs/decisions/leases-and-fencing.md): RecordTransition checks the caller's Fence against these and
 	// renews LeaseExpiresAt by LeaseSeconds.
 	Owner          string
 	OwnerIDHash    string
@@ -399,7 +397,7 @@ type RunProgress struct {
 	LeaseSeconds   int
 	LeaseExpiresAt time.Time
 	// Playbook is, in Change.Progress of a playbook run, its bindings, iteration counts and
-	// active nodes after the transition (issue 9, item 4); nil for runbook runs and elsewhere.
+	// active nodes after the transition (docs/playbooks.md, "Inputs and bindings"); nil for runbook runs and elsewhere.
 	Playbook *PlaybookProgress
 
 	// playbook is true for a run of kind playbook; active is its active_nodes JSON text.
@@ -421,7 +419,7 @@ type RecordResult struct {
 type RunFilter struct {
 	Status       RunStatus
 	PlaybookName string
-	// Kind, when set, lists only runs of that kind (issue 9, item 8: ListRunsRequest.kind).
+	// Kind, when set, lists only runs of that kind (docs/playbooks.md, "Running"; ListRunsRequest.kind).
 	Kind RunKind
 	// Repository, when set, lists only runs whose repository ("owner/name": the verified job's,
 	// else the reported workflow run's) equals it without regard to case.
@@ -449,7 +447,7 @@ type NewApproval struct {
 	// ApprovalID is the caller's id (random; the approval package can use it as the token nonce).
 	ApprovalID string
 	RunID      string
-	// NodeID is the gate's step name (seed: "approval node id in the playbook").
+	// NodeID is the gate's step name (the specification: "approval node id in the playbook").
 	NodeID    string
 	StepIndex int
 	// TokenHash is approval.TokenHash(token): 64 lowercase hex chars. The raw token never
@@ -462,16 +460,16 @@ type NewApproval struct {
 	PlanDigest string
 	Prompt     string
 	// AutoPassed records the policy evaluator's verdict: the approval is created approved by
-	// SourcePolicy, with Reason as its reason (seed "Policy evaluator").
+	// SourcePolicy, with Reason as its reason (docs/spec/playbooks.md, "Policy evaluator").
 	AutoPassed bool
 	Reason     string
-	// OnFail is the gate step's on_fail: "halt", "rollback", "continue" (seed runbook-executor,
+	// OnFail is the gate step's on_fail: "halt", "rollback", "continue" (docs/spec/runbooks.md,
 	// "Field rules"), or "" when the caller did not say; shown to approvers.
 	OnFail string
-	// Fence, when set, must hold the run's lease (DESIGN D12): only the run's executor opens
-	// its gates and receives their tokens (issue 6, item 1.3). The server always sets it.
+	// Fence, when set, must hold the run's lease (docs/decisions/leases-and-fencing.md): only the run's executor opens
+	// its gates and receives their tokens (docs/decisions/identity.md). The server always sets it.
 	Fence *Fence
-	// The gate policy's requirement, captured when the gate opens (issue 7, item 4):
+	// The gate policy's requirement, captured when the gate opens (docs/approvals.md, "Gate policy"):
 	// ApprovalsRequired distinct approvals (0 means 1; at most MaxApprovalsRequired), who may
 	// decide (AllowedApprovers; empty = anyone with the approver role), whether the run's
 	// starter may approve, and the rule's name for refusals.
@@ -479,10 +477,10 @@ type NewApproval struct {
 	AllowedApprovers  []string
 	StarterMayApprove bool
 	PolicyRule        string
-	// GitHub is the workflow run and environment the executor reports with the gate (issue 8;
+	// GitHub is the workflow run and environment the executor reports with the gate (docs/approvals.md, "Approve in GitHub";
 	// migration 0007), nil for none; at most MaxWorkflowRunField bytes a field.
 	GitHub *WorkflowRun
-	// Policy is what the auto-pass policy decided at a playbook approval node (issue 9, item 6;
+	// Policy is what the auto-pass policy decided at a playbook approval node (docs/decisions/auto-pass-policy.md;
 	// migration 0010's policy_json), nil when none ran. Policy.AutoPassed must equal AutoPassed
 	// and a Shadow decision never auto-passes (ErrInvalidArgument).
 	Policy *AutoPassDecision
@@ -502,7 +500,7 @@ type NewApproval struct {
 const MaxRewindTargets = 256
 
 // AutoPassDecision is the auto-pass policy's decision stored on an approval (column
-// policy_json; seed playbooks.txt "Policy evaluator"; DESIGN D16): Rule is the deciding rule
+// policy_json; docs/spec/playbooks.md "Policy evaluator"; docs/decisions/auto-pass-policy.md): Rule is the deciding rule
 // ("" when none matched), Action "auto-approve" or "require-human", Reason why; Shadow marks a
 // decision recorded without acting on it (rbook serve --policy-shadow).
 type AutoPassDecision struct {
@@ -517,7 +515,7 @@ type AutoPassDecision struct {
 // migration 0004; equal to approval.MaxGateApprovals).
 const MaxApprovalsRequired = 10
 
-// Vote is one row of approval_votes: one identity's decision on a gate (issue 7, item 4).
+// Vote is one row of approval_votes: one identity's decision on a gate (docs/approvals.md, "Gate policy").
 type Vote struct {
 	Approver string
 	// Verdict is ApprovalApproved or ApprovalRejected.
@@ -548,7 +546,7 @@ func personKey(person, identity string) string {
 	return identity
 }
 
-// RunStarter is who started a run, for the four-eyes rule (issue 7, item 4): started_by and,
+// RunStarter is who started a run, for the four-eyes rule (docs/approvals.md, "Gate policy"): started_by and,
 // once the control plane records it, the GitHub actor of the job that started the run.
 type RunStarter struct {
 	StartedBy   string
@@ -565,7 +563,7 @@ type Approval struct {
 	TokenHash   string
 	Status      ApprovalStatus
 	RequestedAt time.Time
-	// DecidedAt is the seed's approved_at, set by every decision (approve, reject, expire, cancel).
+	// DecidedAt is the specification's approved_at, set by every decision (approve, reject, expire, cancel).
 	DecidedAt       time.Time
 	Approver        string
 	Reason          string
@@ -589,7 +587,7 @@ type Approval struct {
 	// Votes are every vote cast on the gate, in vote order (the tally).
 	Votes []Vote
 	// GitHub is the workflow run and environment reported when the gate opened (migration
-	// 0007; issue 8), nil if none.
+	// 0007; docs/approvals.md, "Approve in GitHub"), nil if none.
 	GitHub *WorkflowRun
 	// Policy is the auto-pass policy's decision at a playbook approval node (migration 0010),
 	// nil when none ran.
@@ -654,7 +652,7 @@ type Decision struct {
 	// Authorize, when set, is called inside the deciding transaction for an approve or reject,
 	// with the gate as it stands (its captured policy and votes) and the run's starter; an
 	// error refuses the vote (nothing is written) and is returned by DecideApproval as is
-	// (issue 7, item 4: not an allowed approver, four-eyes). It must not block.
+	// (docs/approvals.md, "Gate policy": not an allowed approver, four-eyes). It must not block.
 	Authorize func(a Approval, starter RunStarter) error
 	// InputValues are the approver's values for the gate's form (docs/approver-inputs.md).
 	// An approve validates them against the gate's declared inputs with gateinputs.Validate in

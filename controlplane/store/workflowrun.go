@@ -6,14 +6,14 @@ import (
 )
 
 // WorkflowRun is a GitHub Actions workflow run as an executor reports it from the runner's
-// environment, with the GitHub environment a gate is bound to (issue 8, Interface; migration
+// environment, with the GitHub environment a gate is bound to (docs/approvals.md, "Approve in GitHub"; migration
 // 0007; proto rbook.v1.GitHubWorkflowRun). Reported, never verified: nothing authorizes on
 // it (the verified job is GitHubJob). Fields are text as GitHub gives them.
 type WorkflowRun struct {
 	Repository, RunID, RunAttempt, Actor, SHA, Environment string
 }
 
-// MaxWorkflowRunField caps each WorkflowRun field (bytes; issue 8).
+// MaxWorkflowRunField caps each WorkflowRun field (bytes; docs/approvals.md, "Approve in GitHub").
 const MaxWorkflowRunField = 512
 
 // runWorkflowColumns and approvalWorkflowColumns are migration 0007's columns, in the

@@ -253,7 +253,7 @@ func (s *Store) runBatch(batch []*writeReq) time.Duration {
 }
 
 // maxConflictRetries bounds how often one batch is run again after a PostgreSQL
-// serialization failure, deadlock or concurrent unique violation (D10-3); past it every
+// serialization failure, deadlock or concurrent unique violation (docs/decisions/write-conflicts.md); past it every
 // request of the batch gets the error.
 const maxConflictRetries = 8
 
@@ -346,7 +346,7 @@ func (s *Store) attempt(batch []*writeReq, results []error, safe, uniqueRetry bo
 		err := r.fn(w)
 		if err == nil {
 			// Bindings and verdicts of protection rules commit with the gate change that
-			// caused them (issue 8, item 2; protection.go).
+			// caused them (docs/approvals.md, "Approve in GitHub"; protection.go).
 			err = w.protectionHook(s.now())
 		}
 		if err == nil && s.notifyOutbox() && w.change.Notifies() {
@@ -400,7 +400,7 @@ func (s *Store) attempt(batch []*writeReq, results []error, safe, uniqueRetry bo
 		}
 	}
 	if fatal == nil && pg && !change.empty() {
-		// Delivered to every replica's listener on COMMIT, in commit order (D10-4).
+		// Delivered to every replica's listener on COMMIT, in commit order (docs/decisions/change-fanout.md).
 		fatal = w.notifyChange(s.origin, change)
 	}
 	if pg && fatal != nil && isPGRetryable(fatal, uniqueRetry) {
@@ -464,7 +464,7 @@ type progressCache struct {
 
 // begin validates the cache against PRAGMA data_version inside a batch's transaction. On
 // PostgreSQL nothing tells this replica that another one wrote a run, so the cache starts
-// empty in every batch and each run's row is read (FOR UPDATE) once per batch (D10-3).
+// empty in every batch and each run's row is read (FOR UPDATE) once per batch (docs/decisions/write-conflicts.md).
 func (c *progressCache) begin(w *writeTx, d dialect) error {
 	if d == dialectPostgres {
 		if c.runs == nil {
@@ -549,8 +549,8 @@ var writeSQL = [numStmts]string{
 	stmtRelease:           "RELEASE request",
 	stmtRollbackTo:        "ROLLBACK TO request",
 	stmtDataVersion:       "PRAGMA data_version",
-	stmtSelectRun:         "SELECT " + runColumns + " FROM playbook_runs WHERE run_id = ?" + lockForUpdate,
-	stmtSelectRunProgress: "SELECT " + progressColumns + " FROM playbook_runs WHERE run_id = ?" + lockForUpdate,
+	stmtSelectRun:         forUpdate("SELECT " + runColumns + " FROM playbook_runs WHERE run_id = ?"),
+	stmtSelectRunProgress: forUpdate("SELECT " + progressColumns + " FROM playbook_runs WHERE run_id = ?"),
 	stmtSelectTransition:  "SELECT " + transitionColumns + " FROM run_transitions WHERE run_id = ? AND seq = ?",
 	stmtInsertTransition:  insertTransitionSQL,
 	stmtUpdateRunProgress: updateRunProgressSQL,
@@ -596,13 +596,13 @@ func (ws *writeStmts) close() error {
 }
 
 // prefetchSQL locks and reads the progress of a batch's runs in run_id order (PostgreSQL).
-const prefetchSQL = "SELECT run_id, " + progressColumns + " FROM playbook_runs WHERE run_id = ANY(?) ORDER BY run_id" + lockForUpdate
+var prefetchSQL = forUpdate("SELECT run_id, " + progressColumns + " FROM playbook_runs WHERE run_id = ANY(?) ORDER BY run_id")
 
 // prefetchProgress (PostgreSQL) locks the rows of the runs batch's requests name
 // (writeReq.run) with one SELECT … FOR UPDATE, in run_id order, and puts their progress in
 // the batch's cache: one round trip per batch instead of one per request, and two replicas
 // lock a batch's runs in the same order (fewer deadlocks). The rows stay locked until the
-// batch commits, so the cached progress is current for the whole batch (D10-3).
+// batch commits, so the cached progress is current for the whole batch (docs/decisions/write-conflicts.md).
 func (w *writeTx) prefetchProgress(batch []*writeReq) error {
 	ids := make([]string, 0, len(batch))
 	seen := make(map[string]bool, len(batch))

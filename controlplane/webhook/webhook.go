@@ -1,5 +1,5 @@
-// Package webhook is the control plane's GitHub webhook endpoint (issue 8, item 1; DESIGN
-// "The house": "GitHub webhooks (deployment_protection_rule, deployment_review)"), served at
+// Package webhook is the control plane's GitHub webhook endpoint for deployment_protection_rule
+// and deployment_review events (docs/approvals.md, "GitHub App webhook"; ARCHITECTURE.md), served at
 // Path on the control plane's port.
 //
 // A delivery is answered as GitHub expects: 401 for a missing or bad X-Hub-Signature-256,
@@ -18,7 +18,7 @@
 // whose replica died before finishing is taken over by the next replica that receives the
 // delivery once its lease has passed. A delivery another replica is acting on is waited for
 // (up to MaxClaimWait) and then answered 409, so GitHub shows it as failed and it can be
-// redelivered (issue 10, item 2).
+// redelivered (docs/control-plane.md, "Two replicas on one PostgreSQL").
 // Every refusal is logged with slog (event, delivery id, reason); the secret, the signature
 // and the body never are.
 package webhook
@@ -43,7 +43,7 @@ import (
 	"github.com/rbookhq/rbook-action/controlplane/store"
 )
 
-// Path is where the endpoint is mounted on the control plane's mux (issue 8, "Interface").
+// Path is where the endpoint is mounted on the control plane's mux (docs/approvals.md, "Approve in GitHub").
 const Path = "/github/webhook"
 
 // MaxBodyBytes caps a delivery's body (1 MiB); a larger one is refused with 413 before its
@@ -57,14 +57,14 @@ const MaxBodyBytes = 1 << 20
 // is guessable, so New refuses it).
 const MinSecretBytes = 16
 
-// The GitHub events the endpoint acts on (issue 8, items 2 and 3).
+// The GitHub events the endpoint acts on (docs/approvals.md, "Approve in GitHub").
 const (
 	EventProtectionRule   = "deployment_protection_rule"
 	EventDeploymentReview = "deployment_review"
 )
 
 // DeliveryClaimLease is the lease of a replica's claim on a webhook delivery it is acting on
-// (store.ClaimGitHubDelivery; issue 10, item 2, D10-5: a delivery is processed by one
+// (store.ClaimGitHubDelivery; docs/decisions/delivery-claims.md: a delivery is processed by one
 // replica): 2 minutes, far longer than a Handler may take (GitHub's 10 s delivery timeout),
 // so no other replica acts on the delivery while this one may still be acting; a replica
 // that dies holding the claim (kill -9 between claiming and finishing) leaves the delivery
@@ -94,8 +94,7 @@ type Delivery struct {
 // A nil error marks the delivery processed; an error answers 500 and leaves it unrecorded,
 // so a redelivery runs the method again. Errors must not carry secrets (they are logged).
 type Handler interface {
-	// ProtectionRuleRequested is a deployment_protection_rule "requested" delivery (issue 8,
-	// item 2): ev has a deployment_callback_url with a run id (ev.GetRunID()), an
+	// ProtectionRuleRequested is a deployment_protection_rule "requested" delivery (docs/approvals.md, "Approve in GitHub"): ev has a deployment_callback_url with a run id (ev.GetRunID()), an
 	// environment, a repository and an installation id (checked by the endpoint).
 	ProtectionRuleRequested(ctx context.Context, d Delivery, ev *github.DeploymentProtectionRuleEvent) error
 	// DeploymentReviewed is a deployment_review "approved" or "rejected" delivery: ev has an
@@ -121,8 +120,8 @@ func (r *Refusal) Error() string { return fmt.Sprintf("%d: %s", r.Status, r.Reas
 // Deliveries is where delivery claims and processed delivery ids are kept; *store.Store
 // implements it (migrations 0006, 0011). ClaimGitHubDelivery is the claim a delivery is
 // acted on under (a lease), FinishGitHubDelivery marks it processed once the Handler
-// succeeded, and ReleaseGitHubDelivery gives the claim back when the Handler failed (issue
-// 10, item 2; D10-5).
+// succeeded, and ReleaseGitHubDelivery gives the claim back when the Handler failed
+// (docs/decisions/delivery-claims.md).
 type Deliveries interface {
 	GitHubDeliverySeen(ctx context.Context, id string) (bool, error)
 	ClaimGitHubDelivery(ctx context.Context, d store.GitHubDelivery, lease time.Duration) (store.DeliveryClaim, error)
@@ -286,7 +285,7 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		// GitHub's payload names the requester "requestor"; go-github's field is tagged
-		// "requester" (issue 8, "Facts").
+		// "requester" (docs/approvals.md, "Approve in GitHub").
 		if ev.Requester == nil {
 			var alt struct {
 				Requestor *github.User `json:"requestor"`
@@ -309,7 +308,7 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		refuse(http.StatusBadRequest, fmt.Sprintf("action over %d bytes", store.MaxIDBytes))
 		return
 	}
-	// Claim the delivery before acting on it (issue 10, item 2; D10-5): with several
+	// Claim the delivery before acting on it (docs/decisions/delivery-claims.md): with several
 	// control-plane replicas on one database, GitHub (or a load balancer retrying) may hand
 	// the same delivery to two of them; only the one holding the claim acts. The in-process
 	// lock above already serialises copies arriving at this process.
@@ -540,8 +539,8 @@ func jsonReason(err error) string {
 	return "invalid JSON"
 }
 
-// LogHandler is a Handler that only logs what it receives (issue 8, item 1: the endpoint's
-// foundation before items 2 and 3 act on deliveries). It logs ids, names and logins, never
+// LogHandler is a Handler that only logs what it receives and acts on nothing
+// (docs/approvals.md, "GitHub App webhook"). It logs ids, names and logins, never
 // comments in full.
 type LogHandler struct{ Log *slog.Logger }
 

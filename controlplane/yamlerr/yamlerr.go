@@ -77,7 +77,7 @@ func indentTabLine(data []byte, fromLine int) int {
 }
 
 // Plural is "1 one" for n == 1, else "n many" ("1 rule", "2 rules"), for the counts in
-// config-file and CLI messages (issue 7 new-user finding 14: "1 rules", "1 entries").
+// config-file and CLI messages, which must never say "1 rules" or "1 entries".
 func Plural(n int, one, many string) string {
 	if n == 1 {
 		return fmt.Sprintf("%d %s", n, one)

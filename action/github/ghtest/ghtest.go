@@ -1,5 +1,4 @@
-// Package ghtest plays the GitHub runner's side of rbook's runner output for tests (issue 7,
-// item 3): the runner's workflow-command processing over a job log, and GitHub's grammar of
+// Package ghtest plays the GitHub runner's side of rbook's runner output for tests (docs/action.md, "Runner-native output"): the runner's workflow-command processing over a job log, and GitHub's grammar of
 // file commands ($GITHUB_OUTPUT, $GITHUB_STATE). Only tests import it.
 package ghtest
 

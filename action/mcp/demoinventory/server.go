@@ -1,5 +1,5 @@
-// Package demoinventory is rbook's demo MCP server: it answers the seed's Azure Resource
-// Graph tools, validate_query and execute_query (seed runbook-executor, Step 5, type=check),
+// Package demoinventory is rbook's demo MCP server: it answers the specification's Azure Resource
+// Graph tools, validate_query and execute_query (docs/spec/runbooks.md, "Step 5", "check"),
 // from a fixed, fictional inventory with a small KQL subset, so `rbook run demo` works with no
 // cloud account. It never contacts Azure or any other cloud, and says so to its clients.
 package demoinventory
@@ -18,7 +18,7 @@ import (
 // ServerName is the MCP server name the demo announces.
 const ServerName = "rbook-demo-inventory"
 
-// The demo's tool names, the seed's check tools (seed runbook-executor, Step 5).
+// The demo's tool names, the specification's check tools (docs/spec/runbooks.md, "Step 5").
 const (
 	ToolValidateQuery = "validate_query"
 	ToolExecuteQuery  = "execute_query"
@@ -31,7 +31,7 @@ const instructions = "rbook demo inventory. This server answers Azure Resource G
 	"table, | where with ==, !=, =~, !~, in, in~, isempty(), isnotempty() joined by and, and " +
 	"| project of columns or dotted properties such as tags.owner. Anything else is an error."
 
-// QueryInput is the arguments of both tools, as in the seed's Resource Graph tools.
+// QueryInput is the arguments of both tools, as in the specification's Resource Graph tools.
 type QueryInput struct {
 	Query         string   `json:"query" jsonschema:"a query in the demo's KQL subset, e.g. Resources | where isempty(tags.owner) | project name"`
 	Subscriptions []string `json:"subscriptions,omitempty" jsonschema:"subscription ids to search; empty means both demo subscriptions"`

@@ -1,4 +1,4 @@
-// Package demorelease is rbook's demo MCP server for playbooks (issue 9, item 3): the agentic
+// Package demorelease is rbook's demo MCP server for playbooks (docs/spec/playbooks.md, "Nodes"): the agentic
 // nodes of runbooks/release.cantbook and runbooks/fanout.cantbook call its tools, so the
 // playbook demos run on any machine. It publishes nothing, contacts no registry and no
 // network, and says so in its instructions, its tool descriptions and every result.
@@ -21,8 +21,8 @@ const ServerName = "rbook-demo-release"
 
 // The demo's tool names.
 const (
-	// ToolReleasePublisher is the skill of the spec's publish node (seed playbooks.txt,
-	// "What a .cantbook looks like": skill: release-publisher).
+	// ToolReleasePublisher is the skill of the spec's publish node (docs/spec/playbooks.md,
+	// "Document format": skill: release-publisher).
 	ToolReleasePublisher = "release-publisher"
 	// ToolSummarize counts its arguments: the fan-in node of the fan-out demo.
 	ToolSummarize = "summarize"

@@ -1,4 +1,4 @@
-// Package authtest is a local GitHub Actions OIDC issuer for tests (issue 7, item 5): an
+// Package authtest is a local GitHub Actions OIDC issuer for tests (docs/control-plane.md, "OIDC"): an
 // httptest server that serves OpenID discovery and the JWKS of a generated RSA key, mints
 // tokens with GitHub's claims (signed with github.com/go-jose/go-jose/v4), and plays the
 // runner's token endpoint (ACTIONS_ID_TOKEN_REQUEST_URL). It is also an OpenID provider for

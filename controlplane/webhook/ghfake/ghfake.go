@@ -1,4 +1,4 @@
-// Package ghfake is a fake GitHub for tests (issue 8, "How to test it offline"): an
+// Package ghfake is a fake GitHub for tests (docs/approvals.md, "Approve in GitHub"): an
 // httptest server with the REST endpoints a GitHub App uses for environment reviews, which
 // checks the App's JWT and installation tokens and records every request it receives, and
 // builders of webhook deliveries shaped like GitHub's documented payloads and signed like

@@ -22,26 +22,29 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// ApprovalStatus is a confirm gate's status. PENDING, APPROVED and REJECTED are the seed's
-// playbook_approvals.status words `pending | approved | rejected` (seed playbooks.txt;
-// DESIGN D7); EXPIRED and CANCELLED are rbook's for a passed deadline and a cancelled run.
+// ApprovalStatus is a confirm gate's status. PENDING, APPROVED and REJECTED are the playbook
+// specification's playbook_approvals.status words `pending | approved | rejected` (docs/spec/playbooks.md,
+// "Table playbook_approvals"; docs/decisions/status-words.md); EXPIRED and CANCELLED are rbook's for a
+// passed deadline and a cancelled run.
 type ApprovalStatus int32
 
 const (
 	// Not set; never stored. As a ListApprovals filter it means "any status".
 	ApprovalStatus_APPROVAL_STATUS_UNSPECIFIED ApprovalStatus = 0
-	// Waiting for a decision (seed `pending`).
+	// Waiting for a decision (the specification's `pending`).
 	ApprovalStatus_APPROVAL_STATUS_PENDING ApprovalStatus = 1
-	// Approved; the run goes on (seed `approved`).
+	// Approved; the run goes on (the specification's `approved`).
 	ApprovalStatus_APPROVAL_STATUS_APPROVED ApprovalStatus = 2
-	// Rejected; the step fails and on_fail applies (seed `rejected`). A gate whose deadline
+	// Rejected; the step fails and on_fail applies (the specification's `rejected`). A gate whose deadline
 	// passed with no decision is also REJECTED, with decided_by_source "deadline" and reason
-	// "timed out after …"; its step is TIMED_OUT and the token is dead (case A04; issue 7, item 4).
+	// "timed out after …"; its step is TIMED_OUT and the token is dead, so a late decision
+	// cannot approve a step that already failed.
 	ApprovalStatus_APPROVAL_STATUS_REJECTED ApprovalStatus = 3
-	// Only on approvals stored before issue 7: the deadline passed with no decision (today such
+	// Only on approvals stored by older servers: the deadline passed with no decision (today such
 	// a gate is REJECTED by "deadline"). Clients treat it as a timeout.
 	ApprovalStatus_APPROVAL_STATUS_EXPIRED ApprovalStatus = 4
-	// The run was cancelled while the gate waited; the token is dead (case A04).
+	// The run was cancelled while the gate waited; the token is dead, so the gate cannot be
+	// decided any more.
 	ApprovalStatus_APPROVAL_STATUS_CANCELLED ApprovalStatus = 5
 )
 
@@ -92,9 +95,9 @@ func (ApprovalStatus) EnumDescriptor() ([]byte, []int) {
 	return file_rbook_v1_approval_proto_rawDescGZIP(), []int{0}
 }
 
-// Approval is one confirm gate. Fields 1-9 are the seed's playbook_approvals columns except the
-// token, which only RequestApprovalResponse carries (seed playbooks.txt, "Database tables";
-// DESIGN D9: tokens never appear in GetRun, lists, logs or evidence).
+// Approval is one confirm gate. Fields 1-9 are the specification's playbook_approvals columns except the
+// token, which only RequestApprovalResponse carries (docs/spec/playbooks.md, "Table playbook_approvals";
+// docs/decisions/approval-tokens.md: tokens never appear in GetRun, lists, logs or evidence).
 type Approval struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Server-assigned id, safe to print in CI logs. Column approval_id.
@@ -105,7 +108,7 @@ type Approval struct {
 	StepName string `protobuf:"bytes,3,opt,name=step_name,json=stepName,proto3" json:"step_name,omitempty"`
 	// When the gate was requested. Column requested_at.
 	RequestedAt *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=requested_at,json=requestedAt,proto3" json:"requested_at,omitempty"`
-	// When the gate was decided: set on approve and reject alike, as the seed's column is; also
+	// When the gate was decided: set on approve and reject alike, as the specification's column is; also
 	// set when it expired or was cancelled. Unset while pending. Column approved_at.
 	ApprovedAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=approved_at,json=approvedAt,proto3" json:"approved_at,omitempty"`
 	// Who decided: the approver's authenticated identity, "terminal:<user>" for a terminal
@@ -120,21 +123,22 @@ type Approval struct {
 	// 0-based index of the gate's step in the plan.
 	StepIndex int32 `protobuf:"varint,20,opt,name=step_index,json=stepIndex,proto3" json:"step_index,omitempty"`
 	// The prompt shown to approvers (rendered step-status template with AWAITING_CONFIRMATION;
-	// seed runbook-executor, confirm step 1).
+	// docs/spec/runbooks.md, "Step 5", section "confirm").
 	Prompt string `protobuf:"bytes,21,opt,name=prompt,proto3" json:"prompt,omitempty"`
 	// When the gate times out: requested_at + the step's max_timeout_seconds.
 	Deadline *timestamppb.Timestamp `protobuf:"bytes,22,opt,name=deadline,proto3" json:"deadline,omitempty"`
-	// Plan digest the token is bound to (DESIGN D9).
+	// Plan digest the token is bound to (docs/decisions/approval-tokens.md).
 	PlanDigest string `protobuf:"bytes,23,opt,name=plan_digest,json=planDigest,proto3" json:"plan_digest,omitempty"`
 	// The step's on_fail ("halt", "rollback", "continue"): what a rejection or a timeout leads to.
 	OnFail string `protobuf:"bytes,24,opt,name=on_fail,json=onFail,proto3" json:"on_fail,omitempty"`
 	// Where the decision came from: "rpc" (Approve/Reject), "terminal", "policy" (auto-pass),
-	// "deadline" (timed out: status REJECTED, reason "timed out after …"; issue 7, item 4),
-	// "cancel-run", "superseded", "interrupted" (the job died or was cancelled; issue 7, item 2),
+	// "deadline" (timed out: status REJECTED, reason "timed out after …"),
+	// "cancel-run", "superseded", "interrupted" (the job died or was cancelled),
 	// "github" (an environment review). Empty while pending. Column decided_by_source.
 	DecidedBySource string `protobuf:"bytes,25,opt,name=decided_by_source,json=decidedBySource,proto3" json:"decided_by_source,omitempty"`
 	// How many distinct approvers must approve before the gate opens: the control plane's gate
-	// policy for this runbook and step (issue 7, item 4: M-of-N); 1 without a policy.
+	// policy for this runbook and step (M-of-N, docs/decisions/identity.md and
+	// docs/decisions/people.md); 1 without a policy.
 	ApprovalsRequired int32 `protobuf:"varint,26,opt,name=approvals_required,json=approvalsRequired,proto3" json:"approvals_required,omitempty"`
 	// Every decision cast on the gate so far, oldest first: the tally. An approval by an identity
 	// that already approved is not added again (two approvals by the same identity count once).
@@ -146,10 +150,10 @@ type Approval struct {
 	// four-eyes). Without auth the control plane cannot tell, and this is informational.
 	StarterMayApprove bool `protobuf:"varint,29,opt,name=starter_may_approve,json=starterMayApprove,proto3" json:"starter_may_approve,omitempty"`
 	// The workflow run and GitHub environment the executor reported when it opened the gate
-	// (RequestApprovalRequest.github; issue 8); unset when it reported none.
+	// (RequestApprovalRequest.github); unset when it reported none.
 	Github *GitHubWorkflowRun `protobuf:"bytes,30,opt,name=github,proto3" json:"github,omitempty"`
-	// What the auto-pass policy decided at a playbook approval node (issue 9, item 6; DESIGN
-	// D16); unset for runbook confirm steps and when no policy ran.
+	// What the auto-pass policy decided at a playbook approval node
+	// (docs/decisions/auto-pass-policy.md); unset for runbook confirm steps and when no policy ran.
 	Policy *PolicyDecision `protobuf:"bytes,31,opt,name=policy,proto3" json:"policy,omitempty"`
 	// The gate's page on the control plane's console, "<public URL>/approvals/<approval_id>",
 	// when the server knows its public URL (rbook serve --public-url; the embedded control plane
@@ -644,8 +648,9 @@ func (x *ApprovalEligibility) GetIdentity() string {
 	return ""
 }
 
-// PolicyDecision is the auto-pass policy's verdict at a playbook approval node (seed
-// playbooks.txt, "Policy evaluator"; issue 9, item 6). The first matching rule decides, except
+// PolicyDecision is the auto-pass policy's verdict at a playbook approval node
+// (docs/spec/playbooks.md, "Policy evaluator"; docs/decisions/auto-pass-policy.md). The first
+// matching rule decides, except
 // that no auto-approve passes a gate while a require-human rule matches; no match, or a rule
 // that fails to evaluate, means a human decides.
 type PolicyDecision struct {
@@ -730,12 +735,12 @@ func (x *PolicyDecision) GetShadow() bool {
 	return false
 }
 
-// ApprovalVote is one approver's decision on a gate (issue 7, item 4). A gate that needs M
+// ApprovalVote is one approver's decision on a gate. A gate that needs M
 // approvals (Approval.approvals_required) collects votes until M distinct identities approved
 // (APPROVED) or any allowed approver rejected (REJECTED).
 type ApprovalVote struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Who voted: the authenticated identity (DESIGN D13), or "unverified:<name>" for a name an
+	// Who voted: the authenticated identity (docs/decisions/identity.md), or "unverified:<name>" for a name an
 	// unauthenticated caller asserted (ApproveRequest.approver on a server without auth).
 	Approver string `protobuf:"bytes,1,opt,name=approver,proto3" json:"approver,omitempty"`
 	// APPROVAL_STATUS_APPROVED or APPROVAL_STATUS_REJECTED.

@@ -42,15 +42,16 @@ type RequestApprovalRequest struct {
 	// to, shown to approvers.
 	OnFail string `protobuf:"bytes,7,opt,name=on_fail,json=onFail,proto3" json:"on_fail,omitempty"`
 	// The caller's owner id (StartRunRequest.owner_id). Required: only the run's lease holder
-	// opens its gates and receives their tokens (issue 6, item 1.3).
+	// opens its gates and receives their tokens (docs/decisions/leases-and-fencing.md).
 	OwnerId string `protobuf:"bytes,8,opt,name=owner_id,json=ownerId,proto3" json:"owner_id,omitempty"`
 	// The lease epoch StartRun returned. Required; a stale one fails with E_LEASE_LOST.
 	Epoch int64 `protobuf:"varint,9,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	// The workflow run the executor runs in and the GitHub environment the gate is bound to
-	// (issue 8, item 2 and Interface), as the executor reports them; stored as Approval.github
+	// (from the runner's GITHUB_* variables), as the executor reports them; stored as Approval.github
 	// so a deployment protection rule of that run and environment can be bound to this gate.
 	Github *GitHubWorkflowRun `protobuf:"bytes,10,opt,name=github,proto3" json:"github,omitempty"`
-	// For a playbook approval node: what the auto-pass policy evaluates (issue 9, item 6). Unset
+	// For a playbook approval node: what the auto-pass policy evaluates
+	// (docs/decisions/auto-pass-policy.md). Unset
 	// for a runbook's confirm step, which never auto-passes.
 	Policy *PolicyContext `protobuf:"bytes,11,opt,name=policy,proto3" json:"policy,omitempty"`
 	// The approver-input form of the gate (a playbook approval node's inputs:), at most 20
@@ -186,8 +187,9 @@ func (x *RequestApprovalRequest) GetRewindTargets() []string {
 	return nil
 }
 
-// PolicyContext is the input of the auto-pass policy at a playbook approval node (issue 9,
-// item 6; action/engine.PolicyContext). JSON texts are objects, each at most 256 KiB.
+// PolicyContext is the input of the auto-pass policy at a playbook approval node
+// (docs/decisions/auto-pass-policy.md; action/engine.PolicyContext). JSON texts are objects,
+// each at most 256 KiB.
 type PolicyContext struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The approval node as a JSON object: id, type, prompt (rendered), depends.
@@ -275,8 +277,9 @@ type RequestApprovalResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The approval, normally PENDING.
 	Approval *Approval `protobuf:"bytes,1,opt,name=approval,proto3" json:"approval,omitempty"`
-	// HMAC-SHA-256 resume token for Approve/Reject (seed playbooks.txt, "Approval tokens";
-	// DESIGN D9). A secret: print it only on a terminal, never in CI logs or evidence.
+	// HMAC-SHA-256 resume token for Approve/Reject (docs/spec/playbooks.md, "Approval tokens";
+	// docs/decisions/approval-tokens.md). A secret: print it only on a terminal, never in CI logs
+	// or evidence.
 	Token         string `protobuf:"bytes,2,opt,name=token,proto3" json:"token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -337,8 +340,8 @@ type ApproveRequest struct {
 	// Claimed approver name, used only when the server has no authenticated identity for the
 	// caller (loopback without auth), and then recorded as "unverified:<name>"; otherwise ignored.
 	Approver string `protobuf:"bytes,3,opt,name=approver,proto3" json:"approver,omitempty"`
-	// The gate to decide, by Approval.approval_id, instead of token (issue 7, item 4: `rbook
-	// approve APPROVAL_ID`). Needs an authenticated caller with the approver role whom the
+	// The gate to decide, by Approval.approval_id, instead of token (`rbook approve
+	// APPROVAL_ID`). Needs an authenticated caller with the approver role whom the
 	// gate's policy allows (E_UNAUTHENTICATED without auth, E_PERMISSION_DENIED otherwise).
 	ApprovalId string `protobuf:"bytes,4,opt,name=approval_id,json=approvalId,proto3" json:"approval_id,omitempty"`
 	// Values for the gate's approver-input form (Approval.inputs), field name to text
@@ -473,8 +476,8 @@ type RejectRequest struct {
 	// Claimed approver name, used only when the server has no authenticated identity for the
 	// caller (loopback without auth), and then recorded as "unverified:<name>"; otherwise ignored.
 	Approver string `protobuf:"bytes,3,opt,name=approver,proto3" json:"approver,omitempty"`
-	// The gate to decide, by Approval.approval_id, instead of token (issue 7, item 4: `rbook
-	// reject APPROVAL_ID`). Needs an authenticated caller with the approver role whom the
+	// The gate to decide, by Approval.approval_id, instead of token (`rbook reject
+	// APPROVAL_ID`). Needs an authenticated caller with the approver role whom the
 	// gate's policy allows (E_UNAUTHENTICATED without auth, E_PERMISSION_DENIED otherwise).
 	ApprovalId string `protobuf:"bytes,4,opt,name=approval_id,json=approvalId,proto3" json:"approval_id,omitempty"`
 	// Send the run back instead of failing it (docs/push-back.md): a node id from the gate's
@@ -699,7 +702,7 @@ type ListApprovalsRequest struct {
 	// Only approvals of this run; empty means any.
 	RunId string `protobuf:"bytes,2,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	// Maximum approvals per page: 0 or more than 40 means 40, so a page of approvals with 64 KiB
-	// prompts stays under gRPC's 4 MiB message limit (issue 6, item 1.8).
+	// prompts stays under gRPC's default 4 MiB message limit, which most clients keep.
 	PageSize int32 `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// next_page_token of the previous page; empty for the first page. Opaque; only valid with
 	// the same filters.

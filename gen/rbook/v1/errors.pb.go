@@ -26,35 +26,38 @@ const (
 //
 // The connect.Code of the error gives the category; `code` gives the exact reason. Servers also
 // start the error message with the code ("E_APPROVAL_ALREADY_DECIDED: ...") so tools that drop
-// details still show it. Messages never contain tokens, secrets or SQL text (DESIGN D9, "The house").
+// details still show it. Messages never contain tokens, secrets or SQL text
+// (docs/decisions/approval-tokens.md; only controlplane/store speaks SQL, ARCHITECTURE.md).
 //
 // Codes, with the connect.Code they travel with:
 //
-//	From the seed (playbooks.txt, "Error codes"), spelled exactly:
+//	From the playbook specification (docs/spec/playbooks.md, "Error codes"), spelled exactly:
 //	- E_APPROVAL_NOT_FOUND (NOT_FOUND): the token or approval_id matches no approval, or the token
 //	  was presented for another run's gate.
 //	- E_APPROVAL_ALREADY_DECIDED (FAILED_PRECONDITION): the approval is already approved or
-//	  rejected; the second of two racing decisions gets this (DESIGN D8).
+//	  rejected; the second of two racing decisions gets this (docs/decisions/confirm-gates.md).
 //
 //	Defined by rbook:
 //	- E_TOKEN_INVALID (PERMISSION_DENIED): the token is malformed, truncated, or its HMAC does not
-//	  verify (DESIGN D9).
+//	  verify (docs/decisions/approval-tokens.md).
 //	- E_TOKEN_EXPIRED (FAILED_PRECONDITION): the token's expiry or the gate's deadline has passed;
 //	  the approval is EXPIRED.
 //	- E_PLAN_DIGEST_MISMATCH (FAILED_PRECONDITION): the token was issued for another plan digest
-//	  than the run's current one (the runbook was edited and the run resumed; DESIGN D9).
+//	  than the run's current one (the runbook was edited and the run resumed;
+//	  docs/decisions/approval-tokens.md).
 //	- E_SELF_APPROVAL (PERMISSION_DENIED): the server refuses approval by the identity that started
 //	  the run.
 //	- E_RUN_NOT_FOUND (NOT_FOUND): no run has this run_id.
 //	- E_RUN_OWNED (ALREADY_EXISTS): StartRun for a run that is not final and that another
-//	  executor owns; a fresh executor starts the next id suffix (DESIGN D6, D12).
+//	  executor owns; a fresh executor starts the next id suffix (docs/decisions/run-ids.md,
+//	  docs/decisions/leases-and-fencing.md).
 //	- E_LEASE_HELD (FAILED_PRECONDITION): StartRun with take_over while the owner's lease is
 //	  still live; the message says until when.
 //	- E_LEASE_LOST (FAILED_PRECONDITION): RecordTransition, RequestApproval or RenewLease with
 //	  an owner id or epoch that no longer holds the run's lease (another executor resumed or
-//	  took it over); the executor must stop writing (DESIGN D12).
+//	  took it over); the executor must stop writing (docs/decisions/leases-and-fencing.md).
 //	- E_RUN_FINAL (FAILED_PRECONDITION): the run already has a final status; StartRun callers
-//	  pick the next id suffix (DESIGN D6).
+//	  pick the next id suffix (docs/decisions/run-ids.md).
 //	- E_RUN_CANCELLED (FAILED_PRECONDITION): the run was cancelled; its approvals and further
 //	  transitions are refused.
 //	- E_SEQ_CONFLICT (ALREADY_EXISTS): RecordTransition for a (run_id, seq) already stored with
@@ -66,7 +69,7 @@ const (
 //	  message names the field.
 //	- E_UNAUTHENTICATED (UNAUTHENTICATED) and E_PERMISSION_DENIED (PERMISSION_DENIED): the bearer
 //	  token is missing, wrong, or lacks the role (caller or approver) the RPC needs, or an
-//	  executor identity acts on a run it does not own (issue 6, item 1.3).
+//	  executor identity acts on a run it does not own (docs/decisions/identity.md).
 //	- E_INTERNAL (INTERNAL): storage failure; details are in the server log only.
 type ErrorInfo struct {
 	state protoimpl.MessageState `protogen:"open.v1"`

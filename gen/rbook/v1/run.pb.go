@@ -22,8 +22,8 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// RunStatus is a run's status. It mirrors the seed's playbook_runs.status words
-// `running | paused | failed | succeeded | cancelled` (seed playbooks.txt; DESIGN D7). The
+// RunStatus is a run's status. It mirrors the specification's playbook_runs.status words
+// `running | paused | failed | succeeded | cancelled` (docs/spec/playbooks.md; docs/decisions/status-words.md). The
 // executor's state-file words map as IN_PROGRESS -> RUNNING (PAUSED while a confirm gate waits),
 // COMPLETED -> SUCCEEDED, FAILED -> FAILED, CANCELLED -> CANCELLED.
 type RunStatus int32
@@ -31,15 +31,15 @@ type RunStatus int32
 const (
 	// Not set; never stored. As a ListRuns filter it means "any status".
 	RunStatus_RUN_STATUS_UNSPECIFIED RunStatus = 0
-	// Steps are executing (seed `running`).
+	// Steps are executing (the specification's `running`).
 	RunStatus_RUN_STATUS_RUNNING RunStatus = 1
-	// Waiting at a confirm gate for a decision (seed `paused`).
+	// Waiting at a confirm gate for a decision (the specification's `paused`).
 	RunStatus_RUN_STATUS_PAUSED RunStatus = 2
-	// Final: a step failed and on_fail was halt or rollback (seed `failed`).
+	// Final: a step failed and on_fail was halt or rollback (the specification's `failed`).
 	RunStatus_RUN_STATUS_FAILED RunStatus = 3
-	// Final: every step completed (seed `succeeded`).
+	// Final: every step completed (the specification's `succeeded`).
 	RunStatus_RUN_STATUS_SUCCEEDED RunStatus = 4
-	// Final: the cancel flow ran or CancelRun was called (seed `cancelled`).
+	// Final: the cancel flow ran or CancelRun was called (the specification's `cancelled`).
 	RunStatus_RUN_STATUS_CANCELLED RunStatus = 5
 )
 
@@ -90,23 +90,23 @@ func (RunStatus) EnumDescriptor() ([]byte, []int) {
 	return file_rbook_v1_run_proto_rawDescGZIP(), []int{0}
 }
 
-// StepStatus is an evidence entry's status; the words after the prefix are the seed's
-// `PASS | FAIL | TIMED_OUT | SKIPPED | AWAITING_CONFIRMATION` (seed runbook-executor, Step 7;
-// DESIGN D7). GetEvidencePackResponse.evidence_pack_json spells them without the prefix.
+// StepStatus is an evidence entry's status; the words after the prefix are the specification's
+// `PASS | FAIL | TIMED_OUT | SKIPPED | AWAITING_CONFIRMATION` (docs/spec/runbooks.md, "Step 7";
+// docs/decisions/status-words.md). GetEvidencePackResponse.evidence_pack_json spells them without the prefix.
 type StepStatus int32
 
 const (
 	// Not set; refused by RecordTransition.
 	StepStatus_STEP_STATUS_UNSPECIFIED StepStatus = 0
-	// The step succeeded (seed PASS).
+	// The step succeeded (the specification's PASS).
 	StepStatus_STEP_STATUS_PASS StepStatus = 1
-	// The step failed (seed FAIL).
+	// The step failed (the specification's FAIL).
 	StepStatus_STEP_STATUS_FAIL StepStatus = 2
-	// The step exceeded its max_timeout_seconds (seed TIMED_OUT).
+	// The step exceeded its max_timeout_seconds (the specification's TIMED_OUT).
 	StepStatus_STEP_STATUS_TIMED_OUT StepStatus = 3
-	// The step did not run, e.g. a rollback step in forward flow (seed SKIPPED; DESIGN D4).
+	// The step did not run, e.g. a rollback step in forward flow (the specification's SKIPPED; docs/decisions/rollback-compensation.md).
 	StepStatus_STEP_STATUS_SKIPPED StepStatus = 4
-	// A confirm gate is waiting for a decision (seed AWAITING_CONFIRMATION).
+	// A confirm gate is waiting for a decision (the specification's AWAITING_CONFIRMATION).
 	StepStatus_STEP_STATUS_AWAITING_CONFIRMATION StepStatus = 5
 )
 
@@ -157,7 +157,7 @@ func (StepStatus) EnumDescriptor() ([]byte, []int) {
 	return file_rbook_v1_run_proto_rawDescGZIP(), []int{1}
 }
 
-// TransitionKind names what happened in a Transition (issue 3, "Executor integration"; the
+// TransitionKind names what happened in a Transition (one per engine transition; the
 // engine's TransitionKind words are the lower-case suffixes, e.g. "step_started").
 type TransitionKind int32
 
@@ -175,9 +175,10 @@ const (
 	// A confirm gate was decided; message names the decision's source.
 	TransitionKind_TRANSITION_KIND_GATE_DECIDED TransitionKind = 5
 	// The run reached a final status; step_index is -1. Carries the CANCEL audit entry as
-	// evidence when the cancel flow ran (seed runbook-executor, Step 8).
+	// evidence when the cancel flow ran (docs/spec/runbooks.md, "Step 8").
 	TransitionKind_TRANSITION_KIND_RUN_FINISHED TransitionKind = 6
-	// A signal stopped the executor; the run stays RUNNING and resumable (case R07). step_index
+	// A signal stopped the executor; the run stays RUNNING and resumable (`rbook run` again in
+	// the same workspace continues it, docs/spec/runbooks.md, "Step 3"). step_index
 	// is the step that was interrupted, or -1.
 	TransitionKind_TRANSITION_KIND_RUN_INTERRUPTED TransitionKind = 7
 )
@@ -234,9 +235,9 @@ func (TransitionKind) EnumDescriptor() ([]byte, []int) {
 }
 
 // RunKind says which format a run executes; it decides the status words a person is shown
-// (issue 6, item 2.3): a runbook run's IN_PROGRESS / COMPLETED / FAILED / CANCELLED (seed
-// runbook-executor) or a playbook run's running / paused / failed / succeeded / cancelled (seed
-// playbooks).
+// (docs/decisions/status-words.md): a runbook run's IN_PROGRESS / COMPLETED / FAILED /
+// CANCELLED (docs/spec/runbooks.md) or a playbook run's running / paused / failed / succeeded /
+// cancelled (docs/spec/playbooks.md).
 type RunKind int32
 
 const (
@@ -289,20 +290,21 @@ func (RunKind) EnumDescriptor() ([]byte, []int) {
 	return file_rbook_v1_run_proto_rawDescGZIP(), []int{3}
 }
 
-// Run is one runbook or playbook run. Field names are neutral (issue 6, item 2.3); the
-// control plane stores them in the seed's playbook_runs columns (seed playbooks.txt, "Database
-// tables"), named after each field below.
+// Run is one runbook or playbook run. Field names are neutral, the same for both formats
+// (docs/decisions/playbooks-on-one-engine.md); the
+// control plane stores them in the specification's playbook_runs columns (docs/spec/playbooks.md,
+// "Table playbook_runs"), named after each field below.
 type Run struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Caller-supplied id, e.g. "RBOOK-20260102-demo-1a2b3c4d" or with a ".2" suffix
-	// (seed runbook-executor, Step 2; DESIGN D6). Column run_id.
+	// (docs/spec/runbooks.md, "Step 2"; docs/decisions/run-ids.md). Column run_id.
 	RunId string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	// Which format the run executes.
 	Kind RunKind `protobuf:"varint,2,opt,name=kind,proto3,enum=rbook.v1.RunKind" json:"kind,omitempty"`
 	// The runbook's runbook_name or the playbook's name. Column playbook_name.
 	Name string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
 	// Lowercase hex SHA-256 plan digest (runbook.Plan.ContentHash) the run currently executes;
-	// approval tokens are bound to it (DESIGN D9). Column playbook_hash.
+	// approval tokens are bound to it (docs/decisions/approval-tokens.md). Column playbook_hash.
 	ContentHash string `protobuf:"bytes,4,opt,name=content_hash,json=contentHash,proto3" json:"content_hash,omitempty"`
 	// Name of the step (node id) being executed or waited on; empty when the run is final.
 	// Column current_node.
@@ -317,19 +319,19 @@ type Run struct {
 	// JSON object text describing the failure when status is FAILED (step, message); empty
 	// otherwise. Column error_context.
 	ErrorContext string `protobuf:"bytes,9,opt,name=error_context,json=errorContext,proto3" json:"error_context,omitempty"`
-	// First 8 lowercase hex chars of SHA-256(rules.yaml) (seed runbook-executor, Step 1.3).
+	// First 8 lowercase hex chars of SHA-256(rules.yaml) (docs/spec/runbooks.md, "Step 1").
 	SchemaHash8 string `protobuf:"bytes,10,opt,name=schema_hash8,json=schemaHash8,proto3" json:"schema_hash8,omitempty"`
-	// Number of steps in the plan (seed state file total_steps).
+	// Number of steps in the plan (the specification's state file total_steps).
 	TotalSteps int32 `protobuf:"varint,11,opt,name=total_steps,json=totalSteps,proto3" json:"total_steps,omitempty"`
-	// 0-based index of the last step that finished, -1 before the first (seed state file
+	// 0-based index of the last step that finished, -1 before the first (the specification's state file
 	// last_completed_step_index).
 	LastCompletedStepIndex int32 `protobuf:"varint,12,opt,name=last_completed_step_index,json=lastCompletedStepIndex,proto3" json:"last_completed_step_index,omitempty"`
 	// 0-based index of the step current_step names; equals total_steps when the run is final.
 	CurrentStepIndex int32 `protobuf:"varint,13,opt,name=current_step_index,json=currentStepIndex,proto3" json:"current_step_index,omitempty"`
-	// Name of the last simulated deployment, used by the cancel flow (seed runbook-executor,
+	// Name of the last simulated deployment, used by the cancel flow (docs/spec/runbooks.md,
 	// deploy step 5).
 	LastDeployName string `protobuf:"bytes,14,opt,name=last_deploy_name,json=lastDeployName,proto3" json:"last_deploy_name,omitempty"`
-	// Identity that started the run: the authenticated caller (DESIGN D13), or the StartRun
+	// Identity that started the run: the authenticated caller (docs/decisions/identity.md), or the StartRun
 	// request's started_by on an unauthenticated loopback server.
 	StartedBy string `protobuf:"bytes,15,opt,name=started_by,json=startedBy,proto3" json:"started_by,omitempty"`
 	// Highest transition seq stored for the run, 0 before the first. A resuming executor
@@ -337,17 +339,17 @@ type Run struct {
 	LastSeq int64 `protobuf:"varint,16,opt,name=last_seq,json=lastSeq,proto3" json:"last_seq,omitempty"`
 	// When the server last changed the run.
 	UpdatedAt *timestamppb.Timestamp `protobuf:"bytes,17,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
-	// Who may write the run, and until when (DESIGN D12). A final run keeps the lease its last
+	// Who may write the run, and until when (docs/decisions/leases-and-fencing.md). A final run keeps the lease its last
 	// owner left.
 	Lease *RunLease `protobuf:"bytes,18,opt,name=lease,proto3" json:"lease,omitempty"`
 	// Playbook-only columns; unset for runbook runs.
 	Playbook *PlaybookRunDetails `protobuf:"bytes,19,opt,name=playbook,proto3" json:"playbook,omitempty"`
 	// The GitHub Actions job that started the run, from the claims of its verified OIDC token
-	// (issue 7, item 5); unset when the run was started by another kind of caller. The gate
+	// (docs/decisions/identity.md); unset when the run was started by another kind of caller. The gate
 	// policy's four-eyes rule compares approvers with actor.
 	StartedByJob *GitHubJob `protobuf:"bytes,20,opt,name=started_by_job,json=startedByJob,proto3" json:"started_by_job,omitempty"`
 	// The workflow run the executor reported at its last StartRun (StartRunRequest.
-	// reported_workflow_run; issue 8): not verified, for display and binding only.
+	// reported_workflow_run): not verified, for display and binding only.
 	ReportedWorkflowRun *GitHubWorkflowRun `protobuf:"bytes,21,opt,name=reported_workflow_run,json=reportedWorkflowRun,proto3" json:"reported_workflow_run,omitempty"`
 	unknownFields       protoimpl.UnknownFields
 	sizeCache           protoimpl.SizeCache
@@ -531,7 +533,7 @@ func (x *Run) GetReportedWorkflowRun() *GitHubWorkflowRun {
 }
 
 // GitHubWorkflowRun is a GitHub Actions workflow run as an executor reports it from the
-// runner's environment (issue 8, Interface: GITHUB_REPOSITORY, GITHUB_RUN_ID,
+// runner's environment (GITHUB_REPOSITORY, GITHUB_RUN_ID,
 // GITHUB_RUN_ATTEMPT, GITHUB_ACTOR, GITHUB_SHA) plus the environment a gate is bound to
 // (rbook run --github-environment). Fields are text as GitHub gives them, each at most 512
 // bytes; repository is required when the message is set. Not verified by the control plane.
@@ -754,15 +756,15 @@ func (x *GitHubJob) GetJobWorkflowRef() string {
 	return ""
 }
 
-// RunLease is the executor lease of a run (issue 6, item 1.2; DESIGN D12). One executor
+// RunLease is the executor lease of a run (docs/decisions/leases-and-fencing.md). One executor
 // instance (owner) writes a run at a time; every RecordTransition carries the epoch, and a
 // stale epoch is refused with E_LEASE_LOST, so an executor that lost the lease can never
 // write again.
 type RunLease struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Authenticated identity of the executor that holds the lease (DESIGN D13), or the claimed
+	// Authenticated identity of the executor that holds the lease (docs/decisions/identity.md), or the claimed
 	// started_by on an unauthenticated server. With auth on, only this identity may record
-	// transitions, open gates and read tokens for the run (issue 6, item 1.3).
+	// transitions, open gates and read tokens for the run (docs/decisions/identity.md).
 	Owner string `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"`
 	// Fencing epoch: 1 when the run is created, +1 at every StartRun that resumes or takes
 	// the run over.
@@ -825,7 +827,7 @@ func (x *RunLease) GetExpiresAt() *timestamppb.Timestamp {
 	return nil
 }
 
-// PlaybookRunDetails holds the playbook_runs columns only playbooks use (seed playbooks.txt).
+// PlaybookRunDetails holds the playbook_runs columns only playbooks use (docs/spec/playbooks.md).
 type PlaybookRunDetails struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// JSON object text of accumulated input and per-node output bindings. Column bindings.
@@ -837,7 +839,7 @@ type PlaybookRunDetails struct {
 	// Linked session, optional. Column session_id.
 	SessionId string `protobuf:"bytes,4,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	// The nodes executing or waiting at a gate right now, in plan order (column current_node
-	// holds them joined by ","; issue 9, item 4). Empty when none is.
+	// holds them joined by ","). Empty when none is.
 	ActiveNodes []string `protobuf:"bytes,5,rep,name=active_nodes,json=activeNodes,proto3" json:"active_nodes,omitempty"`
 	// Every node of the run in plan order with its state, derived from the transitions.
 	Nodes         []*NodeState `protobuf:"bytes,6,rep,name=nodes,proto3" json:"nodes,omitempty"`
@@ -917,7 +919,7 @@ func (x *PlaybookRunDetails) GetNodes() []*NodeState {
 	return nil
 }
 
-// NodeState is one playbook node's state in a run (issue 9, item 8).
+// NodeState is one playbook node's state in a run, derived from its transitions.
 type NodeState struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The node id.
@@ -1018,16 +1020,16 @@ func (x *NodeState) GetNote() string {
 	return ""
 }
 
-// Evidence is one evidence-pack entry with exactly the seed's fields (seed runbook-executor,
+// Evidence is one evidence-pack entry with exactly the specification's fields (docs/spec/runbooks.md,
 // Step 7; action/engine.Evidence).
 type Evidence struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// step.name, or "CANCEL" for the cancel audit entry (seed Step 8).
+	// step.name, or "CANCEL" for the cancel audit entry (docs/spec/runbooks.md, "Step 8").
 	StepName string `protobuf:"bytes,1,opt,name=step_name,json=stepName,proto3" json:"step_name,omitempty"`
 	// step.type ("check", "deploy", "confirm", "rollback"), or "cancel" for the audit entry.
 	Type string `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
 	// KQL string, template path, "user-confirmation" or the last deploy name; unset where the
-	// seed writes null (a step without kql_or_template).
+	// specification writes null (a step without kql_or_template).
 	Input *string `protobuf:"bytes,3,opt,name=input,proto3,oneof" json:"input,omitempty"`
 	// MCP response JSON, simulated outcome string or the user's input, verbatim.
 	Output string `protobuf:"bytes,4,opt,name=output,proto3" json:"output,omitempty"`
@@ -1037,7 +1039,7 @@ type Evidence struct {
 	// (e.g. "2026-01-02T03:04:05Z"); kept as text so the evidence pack round-trips byte for byte.
 	TimestampUtc string `protobuf:"bytes,6,opt,name=timestamp_utc,json=timestampUtc,proto3" json:"timestamp_utc,omitempty"`
 	// For a check step, the runbook's KQL text before the scope filter was injected; `input`
-	// holds the query that was executed (issue 6, item 2.1; DESIGN D17). Unset otherwise.
+	// holds the query that was executed (docs/decisions/two-renderings.md). Unset otherwise.
 	SourceInput   *string `protobuf:"bytes,7,opt,name=source_input,json=sourceInput,proto3,oneof" json:"source_input,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1123,7 +1125,7 @@ func (x *Evidence) GetSourceInput() string {
 }
 
 // Transition is one durable event of a run, mirroring action/engine.Transition. (run_id, seq)
-// is the idempotency key: the control plane stores each pair once (DESIGN, "How data flows").
+// is the idempotency key: the control plane stores each pair once (ARCHITECTURE.md).
 type Transition struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The run this transition belongs to.
@@ -1152,7 +1154,7 @@ type Transition struct {
 	// When the control plane stored the transition; set by the server, ignored on input.
 	RecordedAt *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=recorded_at,json=recordedAt,proto3" json:"recorded_at,omitempty"`
 	// Name of the failed step whose on_fail: rollback is being carried out while this
-	// transition happened (DESIGN D4); empty in forward flow. State file field rollback_for.
+	// transition happened (docs/decisions/rollback-compensation.md); empty in forward flow. State file field rollback_for.
 	RollbackFor   string `protobuf:"bytes,13,opt,name=rollback_for,json=rollbackFor,proto3" json:"rollback_for,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -22,24 +22,24 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// StartRunRequest describes the run an executor is about to execute (seed runbook-executor,
-// Steps 2-4; DESIGN D12).
+// StartRunRequest describes the run an executor is about to execute (docs/spec/runbooks.md,
+// Steps 2-4; docs/decisions/leases-and-fencing.md).
 type StartRunRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Run id computed by the executor (seed Step 2; DESIGN D6). Required, at most 128 bytes.
+	// Run id computed by the executor (docs/spec/runbooks.md, "Step 2"; docs/decisions/run-ids.md). Required, at most 128 bytes.
 	RunId string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
-	// runbook_name (or playbook name), [A-Za-z0-9._-]{1,64} (DESIGN D6). Required.
+	// runbook_name (or playbook name), [A-Za-z0-9._-]{1,64} (docs/decisions/run-ids.md). Required.
 	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
 	// Lowercase hex SHA-256 plan digest (runbook.Plan.ContentHash), 64 chars. Required. When a
 	// resumed run brings another digest, the run adopts it and tokens bound to the old one stop
-	// working (DESIGN D9).
+	// working (docs/decisions/approval-tokens.md).
 	ContentHash string `protobuf:"bytes,3,opt,name=content_hash,json=contentHash,proto3" json:"content_hash,omitempty"`
-	// First 8 lowercase hex chars of SHA-256(rules.yaml) (seed Step 1.3). Required.
+	// First 8 lowercase hex chars of SHA-256(rules.yaml) (docs/spec/runbooks.md, "Step 1"). Required.
 	SchemaHash8 string `protobuf:"bytes,4,opt,name=schema_hash8,json=schemaHash8,proto3" json:"schema_hash8,omitempty"`
 	// Number of steps in the plan, >= 1.
 	TotalSteps int32 `protobuf:"varint,5,opt,name=total_steps,json=totalSteps,proto3" json:"total_steps,omitempty"`
 	// Who starts the run (user name, CI actor). The server records the authenticated identity
-	// instead when it has one (DESIGN D13).
+	// instead when it has one (docs/decisions/identity.md).
 	StartedBy string `protobuf:"bytes,6,opt,name=started_by,json=startedBy,proto3" json:"started_by,omitempty"`
 	// When the executor started the run (state file started_utc); the server's time when unset.
 	StartedAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
@@ -54,12 +54,12 @@ type StartRunRequest struct {
 	// How long the lease lasts without renewal, in seconds: 0 means 60; 5..3600.
 	LeaseSeconds int32 `protobuf:"varint,11,opt,name=lease_seconds,json=leaseSeconds,proto3" json:"lease_seconds,omitempty"`
 	// The GitHub Actions workflow run the executor runs in, as it reports it from the runner's
-	// environment (issue 8, Interface); unset outside a runner. Not verified: unlike
+	// environment (GITHUB_* variables); unset outside a runner. Not verified: unlike
 	// Run.started_by_job (the claims of a verified OIDC token), nothing may trust it for
 	// authorization; it is kept as Run.reported_workflow_run.
 	ReportedWorkflowRun *GitHubWorkflowRun `protobuf:"bytes,12,opt,name=reported_workflow_run,json=reportedWorkflowRun,proto3" json:"reported_workflow_run,omitempty"`
 	// Playbooks: the validated inputs (defaults applied) as a JSON object, the run's first
-	// bindings (column bindings; issue 9, item 4). At most 1 MiB. Empty means {}.
+	// bindings (column bindings, docs/spec/playbooks.md, "Table playbook_runs"). At most 1 MiB. Empty means {}.
 	Bindings string `protobuf:"bytes,13,opt,name=bindings,proto3" json:"bindings,omitempty"`
 	// Playbooks: the linked task epic (column epic_id), optional, at most 128 bytes.
 	EpicId string `protobuf:"bytes,14,opt,name=epic_id,json=epicId,proto3" json:"epic_id,omitempty"`
@@ -335,7 +335,7 @@ func (x *RecordTransitionRequest) GetEpoch() int64 {
 	return 0
 }
 
-// RecordTransitionsRequest carries consecutive transitions of one run (issue 10, item 3).
+// RecordTransitionsRequest carries consecutive transitions of one run, stored in one commit.
 type RecordTransitionsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The transitions, seq ascending by one, all of one run; 1..1000 of them, at most 4 MiB.
@@ -519,7 +519,7 @@ type RenewLeaseRequest struct {
 	OwnerId string `protobuf:"bytes,2,opt,name=owner_id,json=ownerId,proto3" json:"owner_id,omitempty"`
 	// The lease epoch StartRun returned. Required.
 	Epoch int64 `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
-	// Release the lease instead of extending it (pause mode, issue 8 item 4): the lease's
+	// Release the lease instead of extending it (pause mode, docs/decisions/gate-modes.md): the lease's
 	// expires_at becomes the server's now, so another executor may take the run over at once
 	// (StartRun with take_over, at the next epoch) instead of waiting for the lease to expire.
 	// The caller keeps its epoch until then; after a take-over every write of it fails with
@@ -1057,7 +1057,8 @@ func (x *WatchRunResponse) GetTransition() *Transition {
 	return nil
 }
 
-// CancelRunRequest asks to cancel a run (seed runbook-executor, Step 8; case A04).
+// CancelRunRequest asks to cancel a run (docs/spec/runbooks.md, "Step 8"); its open gates are
+// cancelled and their tokens die with them.
 type CancelRunRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The run to cancel. Required.
@@ -1226,10 +1227,10 @@ func (x *GetEvidencePackRequest) GetPageToken() string {
 // GetEvidencePackResponse is one page of the run's evidence pack in two forms.
 type GetEvidencePackResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// This page's entries in execution order, never re-sorted (seed Step 7).
+	// This page's entries in execution order, never re-sorted (docs/spec/runbooks.md, "Step 7").
 	Entries []*Evidence `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
-	// The same entries as the seed's JSON array text: fields step_name, type, input (null when
-	// unset), output, status (seed words, e.g. "PASS"), timestamp_utc; no trailing comma. When
+	// The same entries as the specification's JSON array text: fields step_name, type, input (null when
+	// unset), output, status (the specification's words, e.g. "PASS"), timestamp_utc; no trailing comma. When
 	// the pack spans pages, concatenating the pages' entries in order gives the whole pack.
 	EvidencePackJson string `protobuf:"bytes,2,opt,name=evidence_pack_json,json=evidencePackJson,proto3" json:"evidence_pack_json,omitempty"`
 	// Token for the next page; empty on the last page.

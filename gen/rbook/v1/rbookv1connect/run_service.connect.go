@@ -58,25 +58,25 @@ const (
 
 // RunServiceClient is a client for the rbook.v1.RunService service.
 type RunServiceClient interface {
-	// StartRun creates a run, or resumes one the caller owns (DESIGN D12, issue 6 item 1.2):
+	// StartRun creates a run, or resumes one the caller owns (docs/decisions/leases-and-fencing.md):
 	//   - no run with run_id: it is created, owned by owner_id at epoch 1 (created = true);
 	//   - the run exists, is not final and owner_id owns it: the epoch is bumped, the lease
 	//     renewed, and the run adopts plan_digest (created = false);
 	//   - it exists, is not final and another owner holds it: E_RUN_OWNED, unless take_over is set
 	//     and the lease has expired (then the caller becomes the owner at the next epoch) —
 	//     take_over of a live lease fails with E_LEASE_HELD. A fresh executor that gets E_RUN_OWNED
-	//     or E_RUN_FINAL starts the next run id suffix (.2, .3, …; DESIGN D6).
+	//     or E_RUN_FINAL starts the next run id suffix (.2, .3, …; docs/decisions/run-ids.md).
 	//
 	// Errors: E_INVALID_ARGUMENT, E_RUN_OWNED, E_LEASE_HELD, E_RUN_FINAL, E_PERMISSION_DENIED.
 	StartRun(context.Context, *v1.StartRunRequest) (*v1.StartRunResponse, error)
-	// RecordTransition stores one transition durably before it returns (DESIGN D10), idempotent
+	// RecordTransition stores one transition durably before it returns (docs/decisions/durability.md), idempotent
 	// on (run_id, seq): a replay of a stored transition succeeds with duplicate = true. It renews
 	// the caller's lease. Errors: E_RUN_NOT_FOUND, E_LEASE_LOST (stale epoch or another owner),
 	// E_PERMISSION_DENIED (an executor identity that does not own the run), E_SEQ_CONFLICT,
 	// E_SEQ_GAP, E_RUN_FINAL, E_RUN_CANCELLED, E_INVALID_ARGUMENT.
 	RecordTransition(context.Context, *v1.RecordTransitionRequest) (*v1.RecordTransitionResponse, error)
 	// RecordTransitions stores a batch of one run's transitions, in seq order, in one durable
-	// commit (issue 10, item 3), idempotent per (run_id, seq) like RecordTransition: stored ones
+	// commit (one fsync for many steps), idempotent per (run_id, seq) like RecordTransition: stored ones
 	// that match are skipped. It stores the longest run of the batch it can and acknowledges
 	// the highest contiguous stored seq; an error for a later transition of the batch is
 	// returned only when nothing of it could be stored (the caller resends from acked_seq + 1).
@@ -89,7 +89,7 @@ type RunServiceClient interface {
 	// E_LEASE_LOST, E_PERMISSION_DENIED, E_RUN_FINAL, E_RUN_CANCELLED.
 	RenewLease(context.Context, *v1.RenewLeaseRequest) (*v1.RenewLeaseResponse, error)
 	// GetRun returns a run and one page of its transitions in seq order; no response is larger
-	// than about 3 MiB (issue 6, item 1.8), so follow next_page_token for long runs.
+	// than about 3 MiB (under gRPC's default 4 MiB message limit), so follow next_page_token for long runs.
 	// Errors: E_RUN_NOT_FOUND, E_INVALID_ARGUMENT (bad page_token or page_size).
 	GetRun(context.Context, *v1.GetRunRequest) (*v1.GetRunResponse, error)
 	// ListRuns lists runs, newest started first, filtered and paged.
@@ -104,8 +104,9 @@ type RunServiceClient interface {
 	// and ends its watches. Cancelling a cancelled run returns it unchanged.
 	// Errors: E_RUN_NOT_FOUND, E_RUN_FINAL (it succeeded or failed).
 	CancelRun(context.Context, *v1.CancelRunRequest) (*v1.CancelRunResponse, error)
-	// GetEvidencePack returns one page of the run's evidence pack in execution order (seed
-	// runbook-executor, Step 7); no response is larger than about 3 MiB (issue 6, item 1.8).
+	// GetEvidencePack returns one page of the run's evidence pack in execution order
+	// (docs/spec/runbooks.md, "Step 7"); no response is larger than about 3 MiB (under gRPC's
+	// default 4 MiB message limit).
 	// Errors: E_RUN_NOT_FOUND, E_INVALID_ARGUMENT (bad page_token or page_size).
 	GetEvidencePack(context.Context, *v1.GetEvidencePackRequest) (*v1.GetEvidencePackResponse, error)
 }
@@ -270,25 +271,25 @@ func (c *runServiceClient) GetEvidencePack(ctx context.Context, req *v1.GetEvide
 
 // RunServiceHandler is an implementation of the rbook.v1.RunService service.
 type RunServiceHandler interface {
-	// StartRun creates a run, or resumes one the caller owns (DESIGN D12, issue 6 item 1.2):
+	// StartRun creates a run, or resumes one the caller owns (docs/decisions/leases-and-fencing.md):
 	//   - no run with run_id: it is created, owned by owner_id at epoch 1 (created = true);
 	//   - the run exists, is not final and owner_id owns it: the epoch is bumped, the lease
 	//     renewed, and the run adopts plan_digest (created = false);
 	//   - it exists, is not final and another owner holds it: E_RUN_OWNED, unless take_over is set
 	//     and the lease has expired (then the caller becomes the owner at the next epoch) —
 	//     take_over of a live lease fails with E_LEASE_HELD. A fresh executor that gets E_RUN_OWNED
-	//     or E_RUN_FINAL starts the next run id suffix (.2, .3, …; DESIGN D6).
+	//     or E_RUN_FINAL starts the next run id suffix (.2, .3, …; docs/decisions/run-ids.md).
 	//
 	// Errors: E_INVALID_ARGUMENT, E_RUN_OWNED, E_LEASE_HELD, E_RUN_FINAL, E_PERMISSION_DENIED.
 	StartRun(context.Context, *v1.StartRunRequest) (*v1.StartRunResponse, error)
-	// RecordTransition stores one transition durably before it returns (DESIGN D10), idempotent
+	// RecordTransition stores one transition durably before it returns (docs/decisions/durability.md), idempotent
 	// on (run_id, seq): a replay of a stored transition succeeds with duplicate = true. It renews
 	// the caller's lease. Errors: E_RUN_NOT_FOUND, E_LEASE_LOST (stale epoch or another owner),
 	// E_PERMISSION_DENIED (an executor identity that does not own the run), E_SEQ_CONFLICT,
 	// E_SEQ_GAP, E_RUN_FINAL, E_RUN_CANCELLED, E_INVALID_ARGUMENT.
 	RecordTransition(context.Context, *v1.RecordTransitionRequest) (*v1.RecordTransitionResponse, error)
 	// RecordTransitions stores a batch of one run's transitions, in seq order, in one durable
-	// commit (issue 10, item 3), idempotent per (run_id, seq) like RecordTransition: stored ones
+	// commit (one fsync for many steps), idempotent per (run_id, seq) like RecordTransition: stored ones
 	// that match are skipped. It stores the longest run of the batch it can and acknowledges
 	// the highest contiguous stored seq; an error for a later transition of the batch is
 	// returned only when nothing of it could be stored (the caller resends from acked_seq + 1).
@@ -301,7 +302,7 @@ type RunServiceHandler interface {
 	// E_LEASE_LOST, E_PERMISSION_DENIED, E_RUN_FINAL, E_RUN_CANCELLED.
 	RenewLease(context.Context, *v1.RenewLeaseRequest) (*v1.RenewLeaseResponse, error)
 	// GetRun returns a run and one page of its transitions in seq order; no response is larger
-	// than about 3 MiB (issue 6, item 1.8), so follow next_page_token for long runs.
+	// than about 3 MiB (under gRPC's default 4 MiB message limit), so follow next_page_token for long runs.
 	// Errors: E_RUN_NOT_FOUND, E_INVALID_ARGUMENT (bad page_token or page_size).
 	GetRun(context.Context, *v1.GetRunRequest) (*v1.GetRunResponse, error)
 	// ListRuns lists runs, newest started first, filtered and paged.
@@ -316,8 +317,9 @@ type RunServiceHandler interface {
 	// and ends its watches. Cancelling a cancelled run returns it unchanged.
 	// Errors: E_RUN_NOT_FOUND, E_RUN_FINAL (it succeeded or failed).
 	CancelRun(context.Context, *v1.CancelRunRequest) (*v1.CancelRunResponse, error)
-	// GetEvidencePack returns one page of the run's evidence pack in execution order (seed
-	// runbook-executor, Step 7); no response is larger than about 3 MiB (issue 6, item 1.8).
+	// GetEvidencePack returns one page of the run's evidence pack in execution order
+	// (docs/spec/runbooks.md, "Step 7"); no response is larger than about 3 MiB (under gRPC's
+	// default 4 MiB message limit).
 	// Errors: E_RUN_NOT_FOUND, E_INVALID_ARGUMENT (bad page_token or page_size).
 	GetEvidencePack(context.Context, *v1.GetEvidencePackRequest) (*v1.GetEvidencePackResponse, error)
 }

@@ -19,9 +19,9 @@ export const file_rbook_v1_approval: GenFile = /*@__PURE__*/
   fileDesc("ChdyYm9vay92MS9hcHByb3ZhbC5wcm90bxIIcmJvb2sudjEilQgKCEFwcHJvdmFsEhMKC2FwcHJvdmFsX2lkGAEgASgJEg4KBnJ1bl9pZBgCIAEoCRIRCglzdGVwX25hbWUYAyABKAkSMAoMcmVxdWVzdGVkX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgthcHByb3ZlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEAoIYXBwcm92ZXIYBiABKAkSDgoGcmVhc29uGAcgASgJEigKBnN0YXR1cxgIIAEoDjIYLnJib29rLnYxLkFwcHJvdmFsU3RhdHVzEhMKC2F1dG9fcGFzc2VkGAkgASgIEhIKCnN0ZXBfaW5kZXgYFCABKAUSDgoGcHJvbXB0GBUgASgJEiwKCGRlYWRsaW5lGBYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBITCgtwbGFuX2RpZ2VzdBgXIAEoCRIPCgdvbl9mYWlsGBggASgJEhkKEWRlY2lkZWRfYnlfc291cmNlGBkgASgJEhoKEmFwcHJvdmFsc19yZXF1aXJlZBgaIAEoBRIlCgV2b3RlcxgbIAMoCzIWLnJib29rLnYxLkFwcHJvdmFsVm90ZRIZChFhbGxvd2VkX2FwcHJvdmVycxgcIAMoCRIbChNzdGFydGVyX21heV9hcHByb3ZlGB0gASgIEisKBmdpdGh1YhgeIAEoCzIbLnJib29rLnYxLkdpdEh1YldvcmtmbG93UnVuEigKBnBvbGljeRgfIAEoCzIYLnJib29rLnYxLlBvbGljeURlY2lzaW9uEhQKDGFwcHJvdmFsX3VybBggIAEoCRItCgZjYWxsZXIYISABKAsyHS5yYm9vay52MS5BcHByb3ZhbEVsaWdpYmlsaXR5EhYKDmRlY2lkZWRfcGVyc29uGC0gASgJEiQKBmlucHV0cxgyIAMoCzIULnJib29rLnYxLklucHV0RmllbGQSOQoMaW5wdXRfdmFsdWVzGDMgAygLMiMucmJvb2sudjEuQXBwcm92YWwuSW5wdXRWYWx1ZXNFbnRyeRIWCg5yZXdpbmRfdGFyZ2V0cxg8IAMoCRIRCglyZWRvX2Zyb20YPSABKAkSEQoJaXRlcmF0aW9uGD4gASgFEhMKC2VzY2FsYXRpb25zGD8gASgFEjAKDGVzY2FsYXRlZF9hdBhAIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMQoNbm90aWZpY2F0aW9ucxhBIAMoCzIaLnJib29rLnYxLkdhdGVOb3RpZmljYXRpb24aMgoQSW5wdXRWYWx1ZXNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIsEBChBHYXRlTm90aWZpY2F0aW9uEhAKCGV2ZW50X2lkGAEgASgJEgwKBHR5cGUYAiABKAkSDwoHY2hhbm5lbBgDIAEoCRIUCgxjaGFubmVsX2tpbmQYBCABKAkSDgoGc3RhdHVzGAUgASgJEhAKCGF0dGVtcHRzGAYgASgFEhIKCmxhc3RfZXJyb3IYByABKAkSMAoMZGVsaXZlcmVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJZChNBcHByb3ZhbEVsaWdpYmlsaXR5EhIKCm1heV9kZWNpZGUYASABKAgSDAoEY29kZRgCIAEoCRIOCgZyZWFzb24YAyABKAkSEAoIaWRlbnRpdHkYBCABKAkiYwoOUG9saWN5RGVjaXNpb24SEwoLYXV0b19wYXNzZWQYASABKAgSDAoEcnVsZRgCIAEoCRIOCgZhY3Rpb24YAyABKAkSDgoGcmVhc29uGAQgASgJEg4KBnNoYWRvdxgFIAEoCCK9AgoMQXBwcm92YWxWb3RlEhAKCGFwcHJvdmVyGAEgASgJEikKB3ZlcmRpY3QYAiABKA4yGC5yYm9vay52MS5BcHByb3ZhbFN0YXR1cxIOCgZyZWFzb24YAyABKAkSJgoCYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBnNvdXJjZRgFIAEoCRIQCgh2ZXJpZmllZBgGIAEoCBIOCgZwZXJzb24YCiABKAkSEwoLcGVyc29uX25hbWUYCyABKAkSPQoMaW5wdXRfdmFsdWVzGBQgAygLMicucmJvb2sudjEuQXBwcm92YWxWb3RlLklucHV0VmFsdWVzRW50cnkaMgoQSW5wdXRWYWx1ZXNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBKsYBCg5BcHByb3ZhbFN0YXR1cxIfChtBUFBST1ZBTF9TVEFUVVNfVU5TUEVDSUZJRUQQABIbChdBUFBST1ZBTF9TVEFUVVNfUEVORElORxABEhwKGEFQUFJPVkFMX1NUQVRVU19BUFBST1ZFRBACEhwKGEFQUFJPVkFMX1NUQVRVU19SRUpFQ1RFRBADEhsKF0FQUFJPVkFMX1NUQVRVU19FWFBJUkVEEAQSHQoZQVBQUk9WQUxfU1RBVFVTX0NBTkNFTExFRBAFQjZaNGdpdGh1Yi5jb20vcmJvb2tocS9yYm9vay1hY3Rpb24vZ2VuL3Jib29rL3YxO3Jib29rdjFiBnByb3RvMw", [file_google_protobuf_timestamp, file_rbook_v1_inputs, file_rbook_v1_run]);
 
 /**
- * Approval is one confirm gate. Fields 1-9 are the seed's playbook_approvals columns except the
- * token, which only RequestApprovalResponse carries (seed playbooks.txt, "Database tables";
- * DESIGN D9: tokens never appear in GetRun, lists, logs or evidence).
+ * Approval is one confirm gate. Fields 1-9 are the specification's playbook_approvals columns except the
+ * token, which only RequestApprovalResponse carries (docs/spec/playbooks.md, "Table playbook_approvals";
+ * docs/decisions/approval-tokens.md: tokens never appear in GetRun, lists, logs or evidence).
  *
  * @generated from message rbook.v1.Approval
  */
@@ -55,7 +55,7 @@ export type Approval = Message<"rbook.v1.Approval"> & {
   requestedAt?: Timestamp | undefined;
 
   /**
-   * When the gate was decided: set on approve and reject alike, as the seed's column is; also
+   * When the gate was decided: set on approve and reject alike, as the specification's column is; also
    * set when it expired or was cancelled. Unset while pending. Column approved_at.
    *
    * @generated from field: google.protobuf.Timestamp approved_at = 5;
@@ -100,7 +100,7 @@ export type Approval = Message<"rbook.v1.Approval"> & {
 
   /**
    * The prompt shown to approvers (rendered step-status template with AWAITING_CONFIRMATION;
-   * seed runbook-executor, confirm step 1).
+   * docs/spec/runbooks.md, "Step 5", section "confirm").
    *
    * @generated from field: string prompt = 21;
    */
@@ -114,7 +114,7 @@ export type Approval = Message<"rbook.v1.Approval"> & {
   deadline?: Timestamp | undefined;
 
   /**
-   * Plan digest the token is bound to (DESIGN D9).
+   * Plan digest the token is bound to (docs/decisions/approval-tokens.md).
    *
    * @generated from field: string plan_digest = 23;
    */
@@ -129,8 +129,8 @@ export type Approval = Message<"rbook.v1.Approval"> & {
 
   /**
    * Where the decision came from: "rpc" (Approve/Reject), "terminal", "policy" (auto-pass),
-   * "deadline" (timed out: status REJECTED, reason "timed out after …"; issue 7, item 4),
-   * "cancel-run", "superseded", "interrupted" (the job died or was cancelled; issue 7, item 2),
+   * "deadline" (timed out: status REJECTED, reason "timed out after …"),
+   * "cancel-run", "superseded", "interrupted" (the job died or was cancelled),
    * "github" (an environment review). Empty while pending. Column decided_by_source.
    *
    * @generated from field: string decided_by_source = 25;
@@ -139,7 +139,8 @@ export type Approval = Message<"rbook.v1.Approval"> & {
 
   /**
    * How many distinct approvers must approve before the gate opens: the control plane's gate
-   * policy for this runbook and step (issue 7, item 4: M-of-N); 1 without a policy.
+   * policy for this runbook and step (M-of-N, docs/decisions/identity.md and
+   * docs/decisions/people.md); 1 without a policy.
    *
    * @generated from field: int32 approvals_required = 26;
    */
@@ -171,15 +172,15 @@ export type Approval = Message<"rbook.v1.Approval"> & {
 
   /**
    * The workflow run and GitHub environment the executor reported when it opened the gate
-   * (RequestApprovalRequest.github; issue 8); unset when it reported none.
+   * (RequestApprovalRequest.github); unset when it reported none.
    *
    * @generated from field: rbook.v1.GitHubWorkflowRun github = 30;
    */
   github?: GitHubWorkflowRun | undefined;
 
   /**
-   * What the auto-pass policy decided at a playbook approval node (issue 9, item 6; DESIGN
-   * D16); unset for runbook confirm steps and when no policy ran.
+   * What the auto-pass policy decided at a playbook approval node
+   * (docs/decisions/auto-pass-policy.md); unset for runbook confirm steps and when no policy ran.
    *
    * @generated from field: rbook.v1.PolicyDecision policy = 31;
    */
@@ -414,8 +415,9 @@ export const ApprovalEligibilitySchema: GenMessage<ApprovalEligibility> = /*@__P
   messageDesc(file_rbook_v1_approval, 2);
 
 /**
- * PolicyDecision is the auto-pass policy's verdict at a playbook approval node (seed
- * playbooks.txt, "Policy evaluator"; issue 9, item 6). The first matching rule decides, except
+ * PolicyDecision is the auto-pass policy's verdict at a playbook approval node
+ * (docs/spec/playbooks.md, "Policy evaluator"; docs/decisions/auto-pass-policy.md). The first
+ * matching rule decides, except
  * that no auto-approve passes a gate while a require-human rule matches; no match, or a rule
  * that fails to evaluate, means a human decides.
  *
@@ -467,7 +469,7 @@ export const PolicyDecisionSchema: GenMessage<PolicyDecision> = /*@__PURE__*/
   messageDesc(file_rbook_v1_approval, 3);
 
 /**
- * ApprovalVote is one approver's decision on a gate (issue 7, item 4). A gate that needs M
+ * ApprovalVote is one approver's decision on a gate. A gate that needs M
  * approvals (Approval.approvals_required) collects votes until M distinct identities approved
  * (APPROVED) or any allowed approver rejected (REJECTED).
  *
@@ -475,7 +477,7 @@ export const PolicyDecisionSchema: GenMessage<PolicyDecision> = /*@__PURE__*/
  */
 export type ApprovalVote = Message<"rbook.v1.ApprovalVote"> & {
   /**
-   * Who voted: the authenticated identity (DESIGN D13), or "unverified:<name>" for a name an
+   * Who voted: the authenticated identity (docs/decisions/identity.md), or "unverified:<name>" for a name an
    * unauthenticated caller asserted (ApproveRequest.approver on a server without auth).
    *
    * @generated from field: string approver = 1;
@@ -552,9 +554,10 @@ export const ApprovalVoteSchema: GenMessage<ApprovalVote> = /*@__PURE__*/
   messageDesc(file_rbook_v1_approval, 4);
 
 /**
- * ApprovalStatus is a confirm gate's status. PENDING, APPROVED and REJECTED are the seed's
- * playbook_approvals.status words `pending | approved | rejected` (seed playbooks.txt;
- * DESIGN D7); EXPIRED and CANCELLED are rbook's for a passed deadline and a cancelled run.
+ * ApprovalStatus is a confirm gate's status. PENDING, APPROVED and REJECTED are the playbook
+ * specification's playbook_approvals.status words `pending | approved | rejected` (docs/spec/playbooks.md,
+ * "Table playbook_approvals"; docs/decisions/status-words.md); EXPIRED and CANCELLED are rbook's for a
+ * passed deadline and a cancelled run.
  *
  * @generated from enum rbook.v1.ApprovalStatus
  */
@@ -567,30 +570,31 @@ export enum ApprovalStatus {
   UNSPECIFIED = 0,
 
   /**
-   * Waiting for a decision (seed `pending`).
+   * Waiting for a decision (the specification's `pending`).
    *
    * @generated from enum value: APPROVAL_STATUS_PENDING = 1;
    */
   PENDING = 1,
 
   /**
-   * Approved; the run goes on (seed `approved`).
+   * Approved; the run goes on (the specification's `approved`).
    *
    * @generated from enum value: APPROVAL_STATUS_APPROVED = 2;
    */
   APPROVED = 2,
 
   /**
-   * Rejected; the step fails and on_fail applies (seed `rejected`). A gate whose deadline
+   * Rejected; the step fails and on_fail applies (the specification's `rejected`). A gate whose deadline
    * passed with no decision is also REJECTED, with decided_by_source "deadline" and reason
-   * "timed out after …"; its step is TIMED_OUT and the token is dead (case A04; issue 7, item 4).
+   * "timed out after …"; its step is TIMED_OUT and the token is dead, so a late decision
+   * cannot approve a step that already failed.
    *
    * @generated from enum value: APPROVAL_STATUS_REJECTED = 3;
    */
   REJECTED = 3,
 
   /**
-   * Only on approvals stored before issue 7: the deadline passed with no decision (today such
+   * Only on approvals stored by older servers: the deadline passed with no decision (today such
    * a gate is REJECTED by "deadline"). Clients treat it as a timeout.
    *
    * @generated from enum value: APPROVAL_STATUS_EXPIRED = 4;
@@ -598,7 +602,8 @@ export enum ApprovalStatus {
   EXPIRED = 4,
 
   /**
-   * The run was cancelled while the gate waited; the token is dead (case A04).
+   * The run was cancelled while the gate waited; the token is dead, so the gate cannot be
+   * decided any more.
    *
    * @generated from enum value: APPROVAL_STATUS_CANCELLED = 5;
    */

@@ -79,7 +79,7 @@ export type RequestApprovalRequest = Message<"rbook.v1.RequestApprovalRequest"> 
 
   /**
    * The caller's owner id (StartRunRequest.owner_id). Required: only the run's lease holder
-   * opens its gates and receives their tokens (issue 6, item 1.3).
+   * opens its gates and receives their tokens (docs/decisions/leases-and-fencing.md).
    *
    * @generated from field: string owner_id = 8;
    */
@@ -94,7 +94,7 @@ export type RequestApprovalRequest = Message<"rbook.v1.RequestApprovalRequest"> 
 
   /**
    * The workflow run the executor runs in and the GitHub environment the gate is bound to
-   * (issue 8, item 2 and Interface), as the executor reports them; stored as Approval.github
+   * (from the runner's GITHUB_* variables), as the executor reports them; stored as Approval.github
    * so a deployment protection rule of that run and environment can be bound to this gate.
    *
    * @generated from field: rbook.v1.GitHubWorkflowRun github = 10;
@@ -102,7 +102,8 @@ export type RequestApprovalRequest = Message<"rbook.v1.RequestApprovalRequest"> 
   github?: GitHubWorkflowRun | undefined;
 
   /**
-   * For a playbook approval node: what the auto-pass policy evaluates (issue 9, item 6). Unset
+   * For a playbook approval node: what the auto-pass policy evaluates
+   * (docs/decisions/auto-pass-policy.md). Unset
    * for a runbook's confirm step, which never auto-passes.
    *
    * @generated from field: rbook.v1.PolicyContext policy = 11;
@@ -136,8 +137,9 @@ export const RequestApprovalRequestSchema: GenMessage<RequestApprovalRequest> = 
   messageDesc(file_rbook_v1_approval_service, 0);
 
 /**
- * PolicyContext is the input of the auto-pass policy at a playbook approval node (issue 9,
- * item 6; action/engine.PolicyContext). JSON texts are objects, each at most 256 KiB.
+ * PolicyContext is the input of the auto-pass policy at a playbook approval node
+ * (docs/decisions/auto-pass-policy.md; action/engine.PolicyContext). JSON texts are objects,
+ * each at most 256 KiB.
  *
  * @generated from message rbook.v1.PolicyContext
  */
@@ -200,8 +202,9 @@ export type RequestApprovalResponse = Message<"rbook.v1.RequestApprovalResponse"
   approval?: Approval | undefined;
 
   /**
-   * HMAC-SHA-256 resume token for Approve/Reject (seed playbooks.txt, "Approval tokens";
-   * DESIGN D9). A secret: print it only on a terminal, never in CI logs or evidence.
+   * HMAC-SHA-256 resume token for Approve/Reject (docs/spec/playbooks.md, "Approval tokens";
+   * docs/decisions/approval-tokens.md). A secret: print it only on a terminal, never in CI logs
+   * or evidence.
    *
    * @generated from field: string token = 2;
    */
@@ -245,8 +248,8 @@ export type ApproveRequest = Message<"rbook.v1.ApproveRequest"> & {
   approver: string;
 
   /**
-   * The gate to decide, by Approval.approval_id, instead of token (issue 7, item 4: `rbook
-   * approve APPROVAL_ID`). Needs an authenticated caller with the approver role whom the
+   * The gate to decide, by Approval.approval_id, instead of token (`rbook approve
+   * APPROVAL_ID`). Needs an authenticated caller with the approver role whom the
    * gate's policy allows (E_UNAUTHENTICATED without auth, E_PERMISSION_DENIED otherwise).
    *
    * @generated from field: string approval_id = 4;
@@ -323,8 +326,8 @@ export type RejectRequest = Message<"rbook.v1.RejectRequest"> & {
   approver: string;
 
   /**
-   * The gate to decide, by Approval.approval_id, instead of token (issue 7, item 4: `rbook
-   * reject APPROVAL_ID`). Needs an authenticated caller with the approver role whom the
+   * The gate to decide, by Approval.approval_id, instead of token (`rbook reject
+   * APPROVAL_ID`). Needs an authenticated caller with the approver role whom the
    * gate's policy allows (E_UNAUTHENTICATED without auth, E_PERMISSION_DENIED otherwise).
    *
    * @generated from field: string approval_id = 4;
@@ -436,7 +439,7 @@ export type ListApprovalsRequest = Message<"rbook.v1.ListApprovalsRequest"> & {
 
   /**
    * Maximum approvals per page: 0 or more than 40 means 40, so a page of approvals with 64 KiB
-   * prompts stays under gRPC's 4 MiB message limit (issue 6, item 1.8).
+   * prompts stays under gRPC's default 4 MiB message limit, which most clients keep.
    *
    * @generated from field: int32 page_size = 3;
    */
@@ -529,8 +532,8 @@ export const WatchApprovalResponseSchema: GenMessage<WatchApprovalResponse> = /*
   messageDesc(file_rbook_v1_approval_service, 12);
 
 /**
- * ApprovalService owns confirm gates and their HMAC resume tokens (issue 3, items 1 and 4;
- * DESIGN D8-D9). The first decision wins through one compare-and-set; errors carry an ErrorInfo
+ * ApprovalService owns confirm gates and their HMAC resume tokens (docs/decisions/confirm-gates.md,
+ * docs/decisions/approval-tokens.md). The first decision wins through one compare-and-set; errors carry an ErrorInfo
  * detail.
  *
  * @generated from service rbook.v1.ApprovalService

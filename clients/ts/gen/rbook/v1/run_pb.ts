@@ -17,16 +17,17 @@ export const file_rbook_v1_run: GenFile = /*@__PURE__*/
   fileDesc("ChJyYm9vay92MS9ydW4ucHJvdG8SCHJib29rLnYxIqQFCgNSdW4SDgoGcnVuX2lkGAEgASgJEh8KBGtpbmQYAiABKA4yES5yYm9vay52MS5SdW5LaW5kEgwKBG5hbWUYAyABKAkSFAoMY29udGVudF9oYXNoGAQgASgJEhQKDGN1cnJlbnRfc3RlcBgFIAEoCRIjCgZzdGF0dXMYBiABKA4yEy5yYm9vay52MS5SdW5TdGF0dXMSLgoKc3RhcnRlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMAoMY29tcGxldGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIVCg1lcnJvcl9jb250ZXh0GAkgASgJEhQKDHNjaGVtYV9oYXNoOBgKIAEoCRITCgt0b3RhbF9zdGVwcxgLIAEoBRIhChlsYXN0X2NvbXBsZXRlZF9zdGVwX2luZGV4GAwgASgFEhoKEmN1cnJlbnRfc3RlcF9pbmRleBgNIAEoBRIYChBsYXN0X2RlcGxveV9uYW1lGA4gASgJEhIKCnN0YXJ0ZWRfYnkYDyABKAkSEAoIbGFzdF9zZXEYECABKAMSLgoKdXBkYXRlZF9hdBgRIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASIQoFbGVhc2UYEiABKAsyEi5yYm9vay52MS5SdW5MZWFzZRIuCghwbGF5Ym9vaxgTIAEoCzIcLnJib29rLnYxLlBsYXlib29rUnVuRGV0YWlscxIrCg5zdGFydGVkX2J5X2pvYhgUIAEoCzITLnJib29rLnYxLkdpdEh1YkpvYhI6ChVyZXBvcnRlZF93b3JrZmxvd19ydW4YFSABKAsyGy5yYm9vay52MS5HaXRIdWJXb3JrZmxvd1J1biJ9ChFHaXRIdWJXb3JrZmxvd1J1bhISCgpyZXBvc2l0b3J5GAEgASgJEg4KBnJ1bl9pZBgCIAEoCRITCgtydW5fYXR0ZW1wdBgDIAEoCRINCgVhY3RvchgEIAEoCRILCgNzaGEYBSABKAkSEwoLZW52aXJvbm1lbnQYBiABKAkiyQEKCUdpdEh1YkpvYhINCgVhY3RvchgBIAEoCRISCgpyZXBvc2l0b3J5GAIgASgJEhUKDXJlcG9zaXRvcnlfaWQYAyABKAkSDgoGcnVuX2lkGAQgASgJEhMKC3J1bl9hdHRlbXB0GAUgASgJEgsKA3NoYRgGIAEoCRIUCgx3b3JrZmxvd19yZWYYByABKAkSCwoDcmVmGAggASgJEhMKC2Vudmlyb25tZW50GAkgASgJEhgKEGpvYl93b3JrZmxvd19yZWYYCiABKAkiWAoIUnVuTGVhc2USDQoFb3duZXIYASABKAkSDQoFZXBvY2gYAiABKAMSLgoKZXhwaXJlc19hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiigIKElBsYXlib29rUnVuRGV0YWlscxIQCghiaW5kaW5ncxgBIAEoCRJLChBpdGVyYXRpb25fY291bnRzGAIgAygLMjEucmJvb2sudjEuUGxheWJvb2tSdW5EZXRhaWxzLkl0ZXJhdGlvbkNvdW50c0VudHJ5Eg8KB2VwaWNfaWQYAyABKAkSEgoKc2Vzc2lvbl9pZBgEIAEoCRIUCgxhY3RpdmVfbm9kZXMYBSADKAkSIgoFbm9kZXMYBiADKAsyEy5yYm9vay52MS5Ob2RlU3RhdGUaNgoUSXRlcmF0aW9uQ291bnRzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgFOgI4ASK9AQoJTm9kZVN0YXRlEg8KB25vZGVfaWQYASABKAkSDAoEdHlwZRgCIAEoCRIOCgZzdGF0dXMYAyABKAkSEgoKaXRlcmF0aW9ucxgEIAEoBRIuCgpzdGFydGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgtmaW5pc2hlZF9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDAoEbm90ZRgHIAEoCSLCAQoIRXZpZGVuY2USEQoJc3RlcF9uYW1lGAEgASgJEgwKBHR5cGUYAiABKAkSEgoFaW5wdXQYAyABKAlIAIgBARIOCgZvdXRwdXQYBCABKAkSJAoGc3RhdHVzGAUgASgOMhQucmJvb2sudjEuU3RlcFN0YXR1cxIVCg10aW1lc3RhbXBfdXRjGAYgASgJEhkKDHNvdXJjZV9pbnB1dBgHIAEoCUgBiAEBQggKBl9pbnB1dEIPCg1fc291cmNlX2lucHV0IvYCCgpUcmFuc2l0aW9uEg4KBnJ1bl9pZBgBIAEoCRILCgNzZXEYAiABKAMSJgoEa2luZBgDIAEoDjIYLnJib29rLnYxLlRyYW5zaXRpb25LaW5kEigKBHRpbWUYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKCnN0ZXBfaW5kZXgYBSABKAUSEQoJc3RlcF9uYW1lGAYgASgJEhEKCXN0ZXBfdHlwZRgHIAEoCRIkCghldmlkZW5jZRgIIAEoCzISLnJib29rLnYxLkV2aWRlbmNlEicKCnJ1bl9zdGF0dXMYCSABKA4yEy5yYm9vay52MS5SdW5TdGF0dXMSGAoQbGFzdF9kZXBsb3lfbmFtZRgKIAEoCRIPCgdtZXNzYWdlGAsgASgJEi8KC3JlY29yZGVkX2F0GAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIUCgxyb2xsYmFja19mb3IYDSABKAkiVQoHUnVuUGxhbhIUCgxjb250ZW50X2hhc2gYASABKAkSIQoFc3RlcHMYAiADKAsyEi5yYm9vay52MS5QbGFuU3RlcBIRCgl0cnVuY2F0ZWQYAyABKAgi7wEKCFBsYW5TdGVwEg0KBWluZGV4GAEgASgFEgwKBG5hbWUYAiABKAkSDAoEdHlwZRgDIAEoCRINCgVpbnB1dBgEIAEoCRITCgtwYXJhbXNfanNvbhgFIAEoCRIMCgRhcmd2GAYgAygJEg8KB2RlcGVuZHMYByADKAUSDAoEZ2F0ZRgIIAEoCBIPCgdvbl9mYWlsGAkgASgJEhcKD3RpbWVvdXRfc2Vjb25kcxgKIAEoBRIXCg9pbnB1dF90cnVuY2F0ZWQYCyABKAgSJAoGaW5wdXRzGBQgAygLMhQucmJvb2sudjEuSW5wdXRGaWVsZCqhAQoJUnVuU3RhdHVzEhoKFlJVTl9TVEFUVVNfVU5TUEVDSUZJRUQQABIWChJSVU5fU1RBVFVTX1JVTk5JTkcQARIVChFSVU5fU1RBVFVTX1BBVVNFRBACEhUKEVJVTl9TVEFUVVNfRkFJTEVEEAMSGAoUUlVOX1NUQVRVU19TVUNDRUVERUQQBBIYChRSVU5fU1RBVFVTX0NBTkNFTExFRBAFKrABCgpTdGVwU3RhdHVzEhsKF1NURVBfU1RBVFVTX1VOU1BFQ0lGSUVEEAASFAoQU1RFUF9TVEFUVVNfUEFTUxABEhQKEFNURVBfU1RBVFVTX0ZBSUwQAhIZChVTVEVQX1NUQVRVU19USU1FRF9PVVQQAxIXChNTVEVQX1NUQVRVU19TS0lQUEVEEAQSJQohU1RFUF9TVEFUVVNfQVdBSVRJTkdfQ09ORklSTUFUSU9OEAUqoQIKDlRyYW5zaXRpb25LaW5kEh8KG1RSQU5TSVRJT05fS0lORF9VTlNQRUNJRklFRBAAEh8KG1RSQU5TSVRJT05fS0lORF9SVU5fU1RBUlRFRBABEiAKHFRSQU5TSVRJT05fS0lORF9TVEVQX1NUQVJURUQQAhIhCh1UUkFOU0lUSU9OX0tJTkRfU1RFUF9GSU5JU0hFRBADEh8KG1RSQU5TSVRJT05fS0lORF9HQVRFX09QRU5FRBAEEiAKHFRSQU5TSVRJT05fS0lORF9HQVRFX0RFQ0lERUQQBRIgChxUUkFOU0lUSU9OX0tJTkRfUlVOX0ZJTklTSEVEEAYSIwofVFJBTlNJVElPTl9LSU5EX1JVTl9JTlRFUlJVUFRFRBAHKlAKB1J1bktpbmQSGAoUUlVOX0tJTkRfVU5TUEVDSUZJRUQQABIUChBSVU5fS0lORF9SVU5CT09LEAESFQoRUlVOX0tJTkRfUExBWUJPT0sQAkI2WjRnaXRodWIuY29tL3Jib29raHEvcmJvb2stYWN0aW9uL2dlbi9yYm9vay92MTtyYm9va3YxYgZwcm90bzM", [file_google_protobuf_timestamp, file_rbook_v1_inputs]);
 
 /**
- * Run is one runbook or playbook run. Field names are neutral (issue 6, item 2.3); the
- * control plane stores them in the seed's playbook_runs columns (seed playbooks.txt, "Database
- * tables"), named after each field below.
+ * Run is one runbook or playbook run. Field names are neutral, the same for both formats
+ * (docs/decisions/playbooks-on-one-engine.md); the
+ * control plane stores them in the specification's playbook_runs columns (docs/spec/playbooks.md,
+ * "Table playbook_runs"), named after each field below.
  *
  * @generated from message rbook.v1.Run
  */
 export type Run = Message<"rbook.v1.Run"> & {
   /**
    * Caller-supplied id, e.g. "RBOOK-20260102-demo-1a2b3c4d" or with a ".2" suffix
-   * (seed runbook-executor, Step 2; DESIGN D6). Column run_id.
+   * (docs/spec/runbooks.md, "Step 2"; docs/decisions/run-ids.md). Column run_id.
    *
    * @generated from field: string run_id = 1;
    */
@@ -48,7 +49,7 @@ export type Run = Message<"rbook.v1.Run"> & {
 
   /**
    * Lowercase hex SHA-256 plan digest (runbook.Plan.ContentHash) the run currently executes;
-   * approval tokens are bound to it (DESIGN D9). Column playbook_hash.
+   * approval tokens are bound to it (docs/decisions/approval-tokens.md). Column playbook_hash.
    *
    * @generated from field: string content_hash = 4;
    */
@@ -93,21 +94,21 @@ export type Run = Message<"rbook.v1.Run"> & {
   errorContext: string;
 
   /**
-   * First 8 lowercase hex chars of SHA-256(rules.yaml) (seed runbook-executor, Step 1.3).
+   * First 8 lowercase hex chars of SHA-256(rules.yaml) (docs/spec/runbooks.md, "Step 1").
    *
    * @generated from field: string schema_hash8 = 10;
    */
   schemaHash8: string;
 
   /**
-   * Number of steps in the plan (seed state file total_steps).
+   * Number of steps in the plan (the specification's state file total_steps).
    *
    * @generated from field: int32 total_steps = 11;
    */
   totalSteps: number;
 
   /**
-   * 0-based index of the last step that finished, -1 before the first (seed state file
+   * 0-based index of the last step that finished, -1 before the first (the specification's state file
    * last_completed_step_index).
    *
    * @generated from field: int32 last_completed_step_index = 12;
@@ -122,7 +123,7 @@ export type Run = Message<"rbook.v1.Run"> & {
   currentStepIndex: number;
 
   /**
-   * Name of the last simulated deployment, used by the cancel flow (seed runbook-executor,
+   * Name of the last simulated deployment, used by the cancel flow (docs/spec/runbooks.md,
    * deploy step 5).
    *
    * @generated from field: string last_deploy_name = 14;
@@ -130,7 +131,7 @@ export type Run = Message<"rbook.v1.Run"> & {
   lastDeployName: string;
 
   /**
-   * Identity that started the run: the authenticated caller (DESIGN D13), or the StartRun
+   * Identity that started the run: the authenticated caller (docs/decisions/identity.md), or the StartRun
    * request's started_by on an unauthenticated loopback server.
    *
    * @generated from field: string started_by = 15;
@@ -153,7 +154,7 @@ export type Run = Message<"rbook.v1.Run"> & {
   updatedAt?: Timestamp | undefined;
 
   /**
-   * Who may write the run, and until when (DESIGN D12). A final run keeps the lease its last
+   * Who may write the run, and until when (docs/decisions/leases-and-fencing.md). A final run keeps the lease its last
    * owner left.
    *
    * @generated from field: rbook.v1.RunLease lease = 18;
@@ -169,7 +170,7 @@ export type Run = Message<"rbook.v1.Run"> & {
 
   /**
    * The GitHub Actions job that started the run, from the claims of its verified OIDC token
-   * (issue 7, item 5); unset when the run was started by another kind of caller. The gate
+   * (docs/decisions/identity.md); unset when the run was started by another kind of caller. The gate
    * policy's four-eyes rule compares approvers with actor.
    *
    * @generated from field: rbook.v1.GitHubJob started_by_job = 20;
@@ -178,7 +179,7 @@ export type Run = Message<"rbook.v1.Run"> & {
 
   /**
    * The workflow run the executor reported at its last StartRun (StartRunRequest.
-   * reported_workflow_run; issue 8): not verified, for display and binding only.
+   * reported_workflow_run): not verified, for display and binding only.
    *
    * @generated from field: rbook.v1.GitHubWorkflowRun reported_workflow_run = 21;
    */
@@ -194,7 +195,7 @@ export const RunSchema: GenMessage<Run> = /*@__PURE__*/
 
 /**
  * GitHubWorkflowRun is a GitHub Actions workflow run as an executor reports it from the
- * runner's environment (issue 8, Interface: GITHUB_REPOSITORY, GITHUB_RUN_ID,
+ * runner's environment (GITHUB_REPOSITORY, GITHUB_RUN_ID,
  * GITHUB_RUN_ATTEMPT, GITHUB_ACTOR, GITHUB_SHA) plus the environment a gate is bound to
  * (rbook run --github-environment). Fields are text as GitHub gives them, each at most 512
  * bytes; repository is required when the message is set. Not verified by the control plane.
@@ -339,7 +340,7 @@ export const GitHubJobSchema: GenMessage<GitHubJob> = /*@__PURE__*/
   messageDesc(file_rbook_v1_run, 2);
 
 /**
- * RunLease is the executor lease of a run (issue 6, item 1.2; DESIGN D12). One executor
+ * RunLease is the executor lease of a run (docs/decisions/leases-and-fencing.md). One executor
  * instance (owner) writes a run at a time; every RecordTransition carries the epoch, and a
  * stale epoch is refused with E_LEASE_LOST, so an executor that lost the lease can never
  * write again.
@@ -348,9 +349,9 @@ export const GitHubJobSchema: GenMessage<GitHubJob> = /*@__PURE__*/
  */
 export type RunLease = Message<"rbook.v1.RunLease"> & {
   /**
-   * Authenticated identity of the executor that holds the lease (DESIGN D13), or the claimed
+   * Authenticated identity of the executor that holds the lease (docs/decisions/identity.md), or the claimed
    * started_by on an unauthenticated server. With auth on, only this identity may record
-   * transitions, open gates and read tokens for the run (issue 6, item 1.3).
+   * transitions, open gates and read tokens for the run (docs/decisions/identity.md).
    *
    * @generated from field: string owner = 1;
    */
@@ -381,7 +382,7 @@ export const RunLeaseSchema: GenMessage<RunLease> = /*@__PURE__*/
   messageDesc(file_rbook_v1_run, 3);
 
 /**
- * PlaybookRunDetails holds the playbook_runs columns only playbooks use (seed playbooks.txt).
+ * PlaybookRunDetails holds the playbook_runs columns only playbooks use (docs/spec/playbooks.md).
  *
  * @generated from message rbook.v1.PlaybookRunDetails
  */
@@ -416,7 +417,7 @@ export type PlaybookRunDetails = Message<"rbook.v1.PlaybookRunDetails"> & {
 
   /**
    * The nodes executing or waiting at a gate right now, in plan order (column current_node
-   * holds them joined by ","; issue 9, item 4). Empty when none is.
+   * holds them joined by ","). Empty when none is.
    *
    * @generated from field: repeated string active_nodes = 5;
    */
@@ -438,7 +439,7 @@ export const PlaybookRunDetailsSchema: GenMessage<PlaybookRunDetails> = /*@__PUR
   messageDesc(file_rbook_v1_run, 4);
 
 /**
- * NodeState is one playbook node's state in a run (issue 9, item 8).
+ * NodeState is one playbook node's state in a run, derived from its transitions.
  *
  * @generated from message rbook.v1.NodeState
  */
@@ -502,14 +503,14 @@ export const NodeStateSchema: GenMessage<NodeState> = /*@__PURE__*/
   messageDesc(file_rbook_v1_run, 5);
 
 /**
- * Evidence is one evidence-pack entry with exactly the seed's fields (seed runbook-executor,
+ * Evidence is one evidence-pack entry with exactly the specification's fields (docs/spec/runbooks.md,
  * Step 7; action/engine.Evidence).
  *
  * @generated from message rbook.v1.Evidence
  */
 export type Evidence = Message<"rbook.v1.Evidence"> & {
   /**
-   * step.name, or "CANCEL" for the cancel audit entry (seed Step 8).
+   * step.name, or "CANCEL" for the cancel audit entry (docs/spec/runbooks.md, "Step 8").
    *
    * @generated from field: string step_name = 1;
    */
@@ -524,7 +525,7 @@ export type Evidence = Message<"rbook.v1.Evidence"> & {
 
   /**
    * KQL string, template path, "user-confirmation" or the last deploy name; unset where the
-   * seed writes null (a step without kql_or_template).
+   * specification writes null (a step without kql_or_template).
    *
    * @generated from field: optional string input = 3;
    */
@@ -554,7 +555,7 @@ export type Evidence = Message<"rbook.v1.Evidence"> & {
 
   /**
    * For a check step, the runbook's KQL text before the scope filter was injected; `input`
-   * holds the query that was executed (issue 6, item 2.1; DESIGN D17). Unset otherwise.
+   * holds the query that was executed (docs/decisions/two-renderings.md). Unset otherwise.
    *
    * @generated from field: optional string source_input = 7;
    */
@@ -570,7 +571,7 @@ export const EvidenceSchema: GenMessage<Evidence> = /*@__PURE__*/
 
 /**
  * Transition is one durable event of a run, mirroring action/engine.Transition. (run_id, seq)
- * is the idempotency key: the control plane stores each pair once (DESIGN, "How data flows").
+ * is the idempotency key: the control plane stores each pair once (ARCHITECTURE.md).
  *
  * @generated from message rbook.v1.Transition
  */
@@ -662,7 +663,7 @@ export type Transition = Message<"rbook.v1.Transition"> & {
 
   /**
    * Name of the failed step whose on_fail: rollback is being carried out while this
-   * transition happened (DESIGN D4); empty in forward flow. State file field rollback_for.
+   * transition happened (docs/decisions/rollback-compensation.md); empty in forward flow. State file field rollback_for.
    *
    * @generated from field: string rollback_for = 13;
    */
@@ -824,8 +825,8 @@ export const PlanStepSchema: GenMessage<PlanStep> = /*@__PURE__*/
   messageDesc(file_rbook_v1_run, 9);
 
 /**
- * RunStatus is a run's status. It mirrors the seed's playbook_runs.status words
- * `running | paused | failed | succeeded | cancelled` (seed playbooks.txt; DESIGN D7). The
+ * RunStatus is a run's status. It mirrors the specification's playbook_runs.status words
+ * `running | paused | failed | succeeded | cancelled` (docs/spec/playbooks.md; docs/decisions/status-words.md). The
  * executor's state-file words map as IN_PROGRESS -> RUNNING (PAUSED while a confirm gate waits),
  * COMPLETED -> SUCCEEDED, FAILED -> FAILED, CANCELLED -> CANCELLED.
  *
@@ -840,35 +841,35 @@ export enum RunStatus {
   UNSPECIFIED = 0,
 
   /**
-   * Steps are executing (seed `running`).
+   * Steps are executing (the specification's `running`).
    *
    * @generated from enum value: RUN_STATUS_RUNNING = 1;
    */
   RUNNING = 1,
 
   /**
-   * Waiting at a confirm gate for a decision (seed `paused`).
+   * Waiting at a confirm gate for a decision (the specification's `paused`).
    *
    * @generated from enum value: RUN_STATUS_PAUSED = 2;
    */
   PAUSED = 2,
 
   /**
-   * Final: a step failed and on_fail was halt or rollback (seed `failed`).
+   * Final: a step failed and on_fail was halt or rollback (the specification's `failed`).
    *
    * @generated from enum value: RUN_STATUS_FAILED = 3;
    */
   FAILED = 3,
 
   /**
-   * Final: every step completed (seed `succeeded`).
+   * Final: every step completed (the specification's `succeeded`).
    *
    * @generated from enum value: RUN_STATUS_SUCCEEDED = 4;
    */
   SUCCEEDED = 4,
 
   /**
-   * Final: the cancel flow ran or CancelRun was called (seed `cancelled`).
+   * Final: the cancel flow ran or CancelRun was called (the specification's `cancelled`).
    *
    * @generated from enum value: RUN_STATUS_CANCELLED = 5;
    */
@@ -882,9 +883,9 @@ export const RunStatusSchema: GenEnum<RunStatus> = /*@__PURE__*/
   enumDesc(file_rbook_v1_run, 0);
 
 /**
- * StepStatus is an evidence entry's status; the words after the prefix are the seed's
- * `PASS | FAIL | TIMED_OUT | SKIPPED | AWAITING_CONFIRMATION` (seed runbook-executor, Step 7;
- * DESIGN D7). GetEvidencePackResponse.evidence_pack_json spells them without the prefix.
+ * StepStatus is an evidence entry's status; the words after the prefix are the specification's
+ * `PASS | FAIL | TIMED_OUT | SKIPPED | AWAITING_CONFIRMATION` (docs/spec/runbooks.md, "Step 7";
+ * docs/decisions/status-words.md). GetEvidencePackResponse.evidence_pack_json spells them without the prefix.
  *
  * @generated from enum rbook.v1.StepStatus
  */
@@ -897,35 +898,35 @@ export enum StepStatus {
   UNSPECIFIED = 0,
 
   /**
-   * The step succeeded (seed PASS).
+   * The step succeeded (the specification's PASS).
    *
    * @generated from enum value: STEP_STATUS_PASS = 1;
    */
   PASS = 1,
 
   /**
-   * The step failed (seed FAIL).
+   * The step failed (the specification's FAIL).
    *
    * @generated from enum value: STEP_STATUS_FAIL = 2;
    */
   FAIL = 2,
 
   /**
-   * The step exceeded its max_timeout_seconds (seed TIMED_OUT).
+   * The step exceeded its max_timeout_seconds (the specification's TIMED_OUT).
    *
    * @generated from enum value: STEP_STATUS_TIMED_OUT = 3;
    */
   TIMED_OUT = 3,
 
   /**
-   * The step did not run, e.g. a rollback step in forward flow (seed SKIPPED; DESIGN D4).
+   * The step did not run, e.g. a rollback step in forward flow (the specification's SKIPPED; docs/decisions/rollback-compensation.md).
    *
    * @generated from enum value: STEP_STATUS_SKIPPED = 4;
    */
   SKIPPED = 4,
 
   /**
-   * A confirm gate is waiting for a decision (seed AWAITING_CONFIRMATION).
+   * A confirm gate is waiting for a decision (the specification's AWAITING_CONFIRMATION).
    *
    * @generated from enum value: STEP_STATUS_AWAITING_CONFIRMATION = 5;
    */
@@ -939,7 +940,7 @@ export const StepStatusSchema: GenEnum<StepStatus> = /*@__PURE__*/
   enumDesc(file_rbook_v1_run, 1);
 
 /**
- * TransitionKind names what happened in a Transition (issue 3, "Executor integration"; the
+ * TransitionKind names what happened in a Transition (one per engine transition; the
  * engine's TransitionKind words are the lower-case suffixes, e.g. "step_started").
  *
  * @generated from enum rbook.v1.TransitionKind
@@ -989,14 +990,15 @@ export enum TransitionKind {
 
   /**
    * The run reached a final status; step_index is -1. Carries the CANCEL audit entry as
-   * evidence when the cancel flow ran (seed runbook-executor, Step 8).
+   * evidence when the cancel flow ran (docs/spec/runbooks.md, "Step 8").
    *
    * @generated from enum value: TRANSITION_KIND_RUN_FINISHED = 6;
    */
   RUN_FINISHED = 6,
 
   /**
-   * A signal stopped the executor; the run stays RUNNING and resumable (case R07). step_index
+   * A signal stopped the executor; the run stays RUNNING and resumable (`rbook run` again in
+   * the same workspace continues it, docs/spec/runbooks.md, "Step 3"). step_index
    * is the step that was interrupted, or -1.
    *
    * @generated from enum value: TRANSITION_KIND_RUN_INTERRUPTED = 7;
@@ -1012,9 +1014,9 @@ export const TransitionKindSchema: GenEnum<TransitionKind> = /*@__PURE__*/
 
 /**
  * RunKind says which format a run executes; it decides the status words a person is shown
- * (issue 6, item 2.3): a runbook run's IN_PROGRESS / COMPLETED / FAILED / CANCELLED (seed
- * runbook-executor) or a playbook run's running / paused / failed / succeeded / cancelled (seed
- * playbooks).
+ * (docs/decisions/status-words.md): a runbook run's IN_PROGRESS / COMPLETED / FAILED /
+ * CANCELLED (docs/spec/runbooks.md) or a playbook run's running / paused / failed / succeeded /
+ * cancelled (docs/spec/playbooks.md).
  *
  * @generated from enum rbook.v1.RunKind
  */

@@ -17,21 +17,21 @@ export const file_rbook_v1_run_service: GenFile = /*@__PURE__*/
   fileDesc("ChpyYm9vay92MS9ydW5fc2VydmljZS5wcm90bxIIcmJvb2sudjEipQMKD1N0YXJ0UnVuUmVxdWVzdBIOCgZydW5faWQYASABKAkSDAoEbmFtZRgCIAEoCRIUCgxjb250ZW50X2hhc2gYAyABKAkSFAoMc2NoZW1hX2hhc2g4GAQgASgJEhMKC3RvdGFsX3N0ZXBzGAUgASgFEhIKCnN0YXJ0ZWRfYnkYBiABKAkSLgoKc3RhcnRlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASHwoEa2luZBgIIAEoDjIRLnJib29rLnYxLlJ1bktpbmQSEAoIb3duZXJfaWQYCSABKAkSEQoJdGFrZV9vdmVyGAogASgIEhUKDWxlYXNlX3NlY29uZHMYCyABKAUSOgoVcmVwb3J0ZWRfd29ya2Zsb3dfcnVuGAwgASgLMhsucmJvb2sudjEuR2l0SHViV29ya2Zsb3dSdW4SEAoIYmluZGluZ3MYDSABKAkSDwoHZXBpY19pZBgOIAEoCRISCgpzZXNzaW9uX2lkGA8gASgJEh8KBHBsYW4YECABKAsyES5yYm9vay52MS5SdW5QbGFuIj8KEFN0YXJ0UnVuUmVzcG9uc2USGgoDcnVuGAEgASgLMg0ucmJvb2sudjEuUnVuEg8KB2NyZWF0ZWQYAiABKAgiZAoXUmVjb3JkVHJhbnNpdGlvblJlcXVlc3QSKAoKdHJhbnNpdGlvbhgBIAEoCzIULnJib29rLnYxLlRyYW5zaXRpb24SEAoIb3duZXJfaWQYAiABKAkSDQoFZXBvY2gYAyABKAMiZgoYUmVjb3JkVHJhbnNpdGlvbnNSZXF1ZXN0EikKC3RyYW5zaXRpb25zGAEgAygLMhQucmJvb2sudjEuVHJhbnNpdGlvbhIQCghvd25lcl9pZBgCIAEoCRINCgVlcG9jaBgDIAEoAyJCChlSZWNvcmRUcmFuc2l0aW9uc1Jlc3BvbnNlEhEKCWFja2VkX3NlcRgBIAEoAxISCgpkdXBsaWNhdGVzGAIgASgFIj8KGFJlY29yZFRyYW5zaXRpb25SZXNwb25zZRIRCglkdXBsaWNhdGUYASABKAgSEAoIbGFzdF9zZXEYAiABKAMiVQoRUmVuZXdMZWFzZVJlcXVlc3QSDgoGcnVuX2lkGAEgASgJEhAKCG93bmVyX2lkGAIgASgJEg0KBWVwb2NoGAMgASgDEg8KB3JlbGVhc2UYBCABKAgiNwoSUmVuZXdMZWFzZVJlc3BvbnNlEiEKBWxlYXNlGAEgASgLMhIucmJvb2sudjEuUnVuTGVhc2UiRgoNR2V0UnVuUmVxdWVzdBIOCgZydW5faWQYASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkikQEKDkdldFJ1blJlc3BvbnNlEhoKA3J1bhgBIAEoCzINLnJib29rLnYxLlJ1bhIpCgt0cmFuc2l0aW9ucxgCIAMoCzIULnJib29rLnYxLlRyYW5zaXRpb24SFwoPbmV4dF9wYWdlX3Rva2VuGAMgASgJEh8KBHBsYW4YBCABKAsyES5yYm9vay52MS5SdW5QbGFuIpsCCg9MaXN0UnVuc1JlcXVlc3QSIwoGc3RhdHVzGAEgASgOMhMucmJvb2sudjEuUnVuU3RhdHVzEgwKBG5hbWUYAiABKAkSEQoJcGFnZV9zaXplGAMgASgFEhIKCnBhZ2VfdG9rZW4YBCABKAkSHwoEa2luZBgFIAEoDjIRLnJib29rLnYxLlJ1bktpbmQSEgoKcmVwb3NpdG9yeRgGIAEoCRISCgpzdGFydGVkX2J5GAcgASgJEjEKDXN0YXJ0ZWRfYWZ0ZXIYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjIKDnN0YXJ0ZWRfYmVmb3JlGAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJIChBMaXN0UnVuc1Jlc3BvbnNlEhsKBHJ1bnMYASADKAsyDS5yYm9vay52MS5SdW4SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIjMKD1dhdGNoUnVuUmVxdWVzdBIOCgZydW5faWQYASABKAkSEAoIZnJvbV9zZXEYAiABKAMiWAoQV2F0Y2hSdW5SZXNwb25zZRIaCgNydW4YASABKAsyDS5yYm9vay52MS5SdW4SKAoKdHJhbnNpdGlvbhgCIAEoCzIULnJib29rLnYxLlRyYW5zaXRpb24iMgoQQ2FuY2VsUnVuUmVxdWVzdBIOCgZydW5faWQYASABKAkSDgoGcmVhc29uGAIgASgJIi8KEUNhbmNlbFJ1blJlc3BvbnNlEhoKA3J1bhgBIAEoCzINLnJib29rLnYxLlJ1biJPChZHZXRFdmlkZW5jZVBhY2tSZXF1ZXN0Eg4KBnJ1bl9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSJzChdHZXRFdmlkZW5jZVBhY2tSZXNwb25zZRIjCgdlbnRyaWVzGAEgAygLMhIucmJvb2sudjEuRXZpZGVuY2USGgoSZXZpZGVuY2VfcGFja19qc29uGAIgASgJEhcKD25leHRfcGFnZV90b2tlbhgDIAEoCTK0BQoKUnVuU2VydmljZRJBCghTdGFydFJ1bhIZLnJib29rLnYxLlN0YXJ0UnVuUmVxdWVzdBoaLnJib29rLnYxLlN0YXJ0UnVuUmVzcG9uc2USWQoQUmVjb3JkVHJhbnNpdGlvbhIhLnJib29rLnYxLlJlY29yZFRyYW5zaXRpb25SZXF1ZXN0GiIucmJvb2sudjEuUmVjb3JkVHJhbnNpdGlvblJlc3BvbnNlElwKEVJlY29yZFRyYW5zaXRpb25zEiIucmJvb2sudjEuUmVjb3JkVHJhbnNpdGlvbnNSZXF1ZXN0GiMucmJvb2sudjEuUmVjb3JkVHJhbnNpdGlvbnNSZXNwb25zZRJHCgpSZW5ld0xlYXNlEhsucmJvb2sudjEuUmVuZXdMZWFzZVJlcXVlc3QaHC5yYm9vay52MS5SZW5ld0xlYXNlUmVzcG9uc2USOwoGR2V0UnVuEhcucmJvb2sudjEuR2V0UnVuUmVxdWVzdBoYLnJib29rLnYxLkdldFJ1blJlc3BvbnNlEkEKCExpc3RSdW5zEhkucmJvb2sudjEuTGlzdFJ1bnNSZXF1ZXN0GhoucmJvb2sudjEuTGlzdFJ1bnNSZXNwb25zZRJDCghXYXRjaFJ1bhIZLnJib29rLnYxLldhdGNoUnVuUmVxdWVzdBoaLnJib29rLnYxLldhdGNoUnVuUmVzcG9uc2UwARJECglDYW5jZWxSdW4SGi5yYm9vay52MS5DYW5jZWxSdW5SZXF1ZXN0GhsucmJvb2sudjEuQ2FuY2VsUnVuUmVzcG9uc2USVgoPR2V0RXZpZGVuY2VQYWNrEiAucmJvb2sudjEuR2V0RXZpZGVuY2VQYWNrUmVxdWVzdBohLnJib29rLnYxLkdldEV2aWRlbmNlUGFja1Jlc3BvbnNlQjZaNGdpdGh1Yi5jb20vcmJvb2tocS9yYm9vay1hY3Rpb24vZ2VuL3Jib29rL3YxO3Jib29rdjFiBnByb3RvMw", [file_google_protobuf_timestamp, file_rbook_v1_run]);
 
 /**
- * StartRunRequest describes the run an executor is about to execute (seed runbook-executor,
- * Steps 2-4; DESIGN D12).
+ * StartRunRequest describes the run an executor is about to execute (docs/spec/runbooks.md,
+ * Steps 2-4; docs/decisions/leases-and-fencing.md).
  *
  * @generated from message rbook.v1.StartRunRequest
  */
 export type StartRunRequest = Message<"rbook.v1.StartRunRequest"> & {
   /**
-   * Run id computed by the executor (seed Step 2; DESIGN D6). Required, at most 128 bytes.
+   * Run id computed by the executor (docs/spec/runbooks.md, "Step 2"; docs/decisions/run-ids.md). Required, at most 128 bytes.
    *
    * @generated from field: string run_id = 1;
    */
   runId: string;
 
   /**
-   * runbook_name (or playbook name), [A-Za-z0-9._-]{1,64} (DESIGN D6). Required.
+   * runbook_name (or playbook name), [A-Za-z0-9._-]{1,64} (docs/decisions/run-ids.md). Required.
    *
    * @generated from field: string name = 2;
    */
@@ -40,14 +40,14 @@ export type StartRunRequest = Message<"rbook.v1.StartRunRequest"> & {
   /**
    * Lowercase hex SHA-256 plan digest (runbook.Plan.ContentHash), 64 chars. Required. When a
    * resumed run brings another digest, the run adopts it and tokens bound to the old one stop
-   * working (DESIGN D9).
+   * working (docs/decisions/approval-tokens.md).
    *
    * @generated from field: string content_hash = 3;
    */
   contentHash: string;
 
   /**
-   * First 8 lowercase hex chars of SHA-256(rules.yaml) (seed Step 1.3). Required.
+   * First 8 lowercase hex chars of SHA-256(rules.yaml) (docs/spec/runbooks.md, "Step 1"). Required.
    *
    * @generated from field: string schema_hash8 = 4;
    */
@@ -62,7 +62,7 @@ export type StartRunRequest = Message<"rbook.v1.StartRunRequest"> & {
 
   /**
    * Who starts the run (user name, CI actor). The server records the authenticated identity
-   * instead when it has one (DESIGN D13).
+   * instead when it has one (docs/decisions/identity.md).
    *
    * @generated from field: string started_by = 6;
    */
@@ -107,7 +107,7 @@ export type StartRunRequest = Message<"rbook.v1.StartRunRequest"> & {
 
   /**
    * The GitHub Actions workflow run the executor runs in, as it reports it from the runner's
-   * environment (issue 8, Interface); unset outside a runner. Not verified: unlike
+   * environment (GITHUB_* variables); unset outside a runner. Not verified: unlike
    * Run.started_by_job (the claims of a verified OIDC token), nothing may trust it for
    * authorization; it is kept as Run.reported_workflow_run.
    *
@@ -117,7 +117,7 @@ export type StartRunRequest = Message<"rbook.v1.StartRunRequest"> & {
 
   /**
    * Playbooks: the validated inputs (defaults applied) as a JSON object, the run's first
-   * bindings (column bindings; issue 9, item 4). At most 1 MiB. Empty means {}.
+   * bindings (column bindings, docs/spec/playbooks.md, "Table playbook_runs"). At most 1 MiB. Empty means {}.
    *
    * @generated from field: string bindings = 13;
    */
@@ -219,7 +219,7 @@ export const RecordTransitionRequestSchema: GenMessage<RecordTransitionRequest> 
   messageDesc(file_rbook_v1_run_service, 2);
 
 /**
- * RecordTransitionsRequest carries consecutive transitions of one run (issue 10, item 3).
+ * RecordTransitionsRequest carries consecutive transitions of one run, stored in one commit.
  *
  * @generated from message rbook.v1.RecordTransitionsRequest
  */
@@ -338,7 +338,7 @@ export type RenewLeaseRequest = Message<"rbook.v1.RenewLeaseRequest"> & {
   epoch: bigint;
 
   /**
-   * Release the lease instead of extending it (pause mode, issue 8 item 4): the lease's
+   * Release the lease instead of extending it (pause mode, docs/decisions/gate-modes.md): the lease's
    * expires_at becomes the server's now, so another executor may take the run over at once
    * (StartRun with take_over, at the next epoch) instead of waiting for the lease to expire.
    * The caller keeps its epoch until then; after a take-over every write of it fails with
@@ -620,7 +620,8 @@ export const WatchRunResponseSchema: GenMessage<WatchRunResponse> = /*@__PURE__*
   messageDesc(file_rbook_v1_run_service, 13);
 
 /**
- * CancelRunRequest asks to cancel a run (seed runbook-executor, Step 8; case A04).
+ * CancelRunRequest asks to cancel a run (docs/spec/runbooks.md, "Step 8"); its open gates are
+ * cancelled and their tokens die with them.
  *
  * @generated from message rbook.v1.CancelRunRequest
  */
@@ -711,15 +712,15 @@ export const GetEvidencePackRequestSchema: GenMessage<GetEvidencePackRequest> = 
  */
 export type GetEvidencePackResponse = Message<"rbook.v1.GetEvidencePackResponse"> & {
   /**
-   * This page's entries in execution order, never re-sorted (seed Step 7).
+   * This page's entries in execution order, never re-sorted (docs/spec/runbooks.md, "Step 7").
    *
    * @generated from field: repeated rbook.v1.Evidence entries = 1;
    */
   entries: Evidence[];
 
   /**
-   * The same entries as the seed's JSON array text: fields step_name, type, input (null when
-   * unset), output, status (seed words, e.g. "PASS"), timestamp_utc; no trailing comma. When
+   * The same entries as the specification's JSON array text: fields step_name, type, input (null when
+   * unset), output, status (the specification's words, e.g. "PASS"), timestamp_utc; no trailing comma. When
    * the pack spans pages, concatenating the pages' entries in order gives the whole pack.
    *
    * @generated from field: string evidence_pack_json = 2;
@@ -742,21 +743,21 @@ export const GetEvidencePackResponseSchema: GenMessage<GetEvidencePackResponse> 
   messageDesc(file_rbook_v1_run_service, 17);
 
 /**
- * RunService owns runs and their transitions (issue 3, item 1). Executors call StartRun and
+ * RunService owns runs and their transitions. Executors call StartRun and
  * RecordTransition; people and tools call the rest. Errors carry an ErrorInfo detail.
  *
  * @generated from service rbook.v1.RunService
  */
 export const RunService: GenService<{
   /**
-   * StartRun creates a run, or resumes one the caller owns (DESIGN D12, issue 6 item 1.2):
+   * StartRun creates a run, or resumes one the caller owns (docs/decisions/leases-and-fencing.md):
    * - no run with run_id: it is created, owned by owner_id at epoch 1 (created = true);
    * - the run exists, is not final and owner_id owns it: the epoch is bumped, the lease
    *   renewed, and the run adopts plan_digest (created = false);
    * - it exists, is not final and another owner holds it: E_RUN_OWNED, unless take_over is set
    *   and the lease has expired (then the caller becomes the owner at the next epoch) —
    *   take_over of a live lease fails with E_LEASE_HELD. A fresh executor that gets E_RUN_OWNED
-   *   or E_RUN_FINAL starts the next run id suffix (.2, .3, …; DESIGN D6).
+   *   or E_RUN_FINAL starts the next run id suffix (.2, .3, …; docs/decisions/run-ids.md).
    * Errors: E_INVALID_ARGUMENT, E_RUN_OWNED, E_LEASE_HELD, E_RUN_FINAL, E_PERMISSION_DENIED.
    *
    * @generated from rpc rbook.v1.RunService.StartRun
@@ -767,7 +768,7 @@ export const RunService: GenService<{
     output: typeof StartRunResponseSchema;
   },
   /**
-   * RecordTransition stores one transition durably before it returns (DESIGN D10), idempotent
+   * RecordTransition stores one transition durably before it returns (docs/decisions/durability.md), idempotent
    * on (run_id, seq): a replay of a stored transition succeeds with duplicate = true. It renews
    * the caller's lease. Errors: E_RUN_NOT_FOUND, E_LEASE_LOST (stale epoch or another owner),
    * E_PERMISSION_DENIED (an executor identity that does not own the run), E_SEQ_CONFLICT,
@@ -782,7 +783,7 @@ export const RunService: GenService<{
   },
   /**
    * RecordTransitions stores a batch of one run's transitions, in seq order, in one durable
-   * commit (issue 10, item 3), idempotent per (run_id, seq) like RecordTransition: stored ones
+   * commit (one fsync for many steps), idempotent per (run_id, seq) like RecordTransition: stored ones
    * that match are skipped. It stores the longest run of the batch it can and acknowledges
    * the highest contiguous stored seq; an error for a later transition of the batch is
    * returned only when nothing of it could be stored (the caller resends from acked_seq + 1).
@@ -811,7 +812,7 @@ export const RunService: GenService<{
   },
   /**
    * GetRun returns a run and one page of its transitions in seq order; no response is larger
-   * than about 3 MiB (issue 6, item 1.8), so follow next_page_token for long runs.
+   * than about 3 MiB (under gRPC's default 4 MiB message limit), so follow next_page_token for long runs.
    * Errors: E_RUN_NOT_FOUND, E_INVALID_ARGUMENT (bad page_token or page_size).
    *
    * @generated from rpc rbook.v1.RunService.GetRun
@@ -858,8 +859,9 @@ export const RunService: GenService<{
     output: typeof CancelRunResponseSchema;
   },
   /**
-   * GetEvidencePack returns one page of the run's evidence pack in execution order (seed
-   * runbook-executor, Step 7); no response is larger than about 3 MiB (issue 6, item 1.8).
+   * GetEvidencePack returns one page of the run's evidence pack in execution order
+   * (docs/spec/runbooks.md, "Step 7"); no response is larger than about 3 MiB (under gRPC's
+   * default 4 MiB message limit).
    * Errors: E_RUN_NOT_FOUND, E_INVALID_ARGUMENT (bad page_token or page_size).
    *
    * @generated from rpc rbook.v1.RunService.GetEvidencePack
