@@ -50,19 +50,19 @@ type URLError struct {
 }
 
 // Error is the refusal as one sentence after the value's origin (the caller prefixes it, as in
-// "--control-plane item N is empty: …"):
-// "lists N control plane URLs, more than the 16 allowed", "item N is empty: …", or
-// "item N \"…\" is not a control plane URL: …" ("\"…\" is not …" for a single URL), with a
+// "--control-plane URL N is empty: …"):
+// "lists N control plane URLs, more than the 16 allowed", "URL N is empty: …", or
+// "URL N \"…\" is not a control plane URL: …" ("\"…\" is not …" for a single URL), with a
 // hint of the form to use (docs/decisions/control-plane-urls.md).
 func (e *URLError) Error() string {
 	switch {
 	case e.Count > MaxURLs:
 		return fmt.Sprintf("lists %d control plane URLs, more than the %d allowed", e.Count, MaxURLs)
 	case e.Item == "":
-		return fmt.Sprintf("item %d is empty: separate control plane URLs with single commas", e.Index)
+		return fmt.Sprintf("URL %d is empty: separate control plane URLs with single commas", e.Index)
 	}
 	if e.Credentials {
-		what := fmt.Sprintf("item %d %q", e.Index, e.Item)
+		what := fmt.Sprintf("URL %d %q", e.Index, e.Item)
 		if e.Single {
 			what = fmt.Sprintf("%q", e.Item)
 		}
@@ -73,7 +73,7 @@ func (e *URLError) Error() string {
 	if !strings.Contains(e.Item, "://") {
 		hint = "http://" + e.Item
 	}
-	what := fmt.Sprintf("item %d %q", e.Index, e.Item)
+	what := fmt.Sprintf("URL %d %q", e.Index, e.Item)
 	if e.Single {
 		what = fmt.Sprintf("%q", e.Item)
 	}

@@ -413,12 +413,12 @@ func TestFailoverURLListParsing(t *testing.T) {
 		t.Fatalf("SplitURLs = %q, %v", got, err)
 	}
 	for in, want := range map[string]string{
-		"http://a,,http://b": "item 2 is empty",
-		"http://a,":          "item 2 is empty",
-		"http://a, b:7070":   `item 2 "b:7070" is not a control plane URL`,
-		"http://a,ftp://b":   `item 2 "ftp://b" is not a control plane URL`,
+		"http://a,,http://b": "URL 2 is empty",
+		"http://a,":          "URL 2 is empty",
+		"http://a, b:7070":   `URL 2 "b:7070" is not a control plane URL`,
+		"http://a,ftp://b":   `URL 2 "ftp://b" is not a control plane URL`,
 		"127.0.0.1:7070":     `"127.0.0.1:7070" is not a control plane URL: give its scheme (http:// or https://) and host, as in http://127.0.0.1:7070`,
-		"http://a,http://":   `item 2 "http://" is not a control plane URL`,
+		"http://a,http://":   `URL 2 "http://" is not a control plane URL`,
 		strings.Repeat("http://a,", cpclient.MaxURLs) + "http://a": "lists 17 control plane URLs, more than the 16 allowed",
 	} {
 		_, err := cpclient.SplitURLs(in)

@@ -13,9 +13,9 @@ import (
 func TestURLWithCredentialsRefused(t *testing.T) {
 	for _, c := range []struct{ list, want string }{
 		{"http://u:SECRETPW@127.0.0.1:1, http://127.0.0.1:7070",
-			`item 1 "http://xxxxx@127.0.0.1:1" holds credentials (user:password@)`},
+			`URL 1 "http://xxxxx@127.0.0.1:1" holds credentials (user:password@)`},
 		{"http://127.0.0.1:7070,https://ops:SECRETPW@cp.example:443/",
-			`item 2 "https://xxxxx@cp.example:443/" holds credentials`},
+			`URL 2 "https://xxxxx@cp.example:443/" holds credentials`},
 		{"http://u:SECRETPW@127.0.0.1:7070", `"http://xxxxx@127.0.0.1:7070" holds credentials`},
 		{"http://SECRETPW@127.0.0.1:7070", `"http://xxxxx@127.0.0.1:7070" holds credentials`}, // a user name alone may be a token
 		{"ftp://u:SECRETPW@h", `"ftp://xxxxx@h" holds credentials`},

@@ -153,11 +153,11 @@ func TestFailoverBadListRefused(t *testing.T) {
 		env, want string
 	}{
 		{[]string{"run", "demo", "--control-plane", "http://127.0.0.1:7070,,http://127.0.0.1:7071"}, "",
-			"--control-plane item 2 is empty: separate control plane URLs with single commas"},
+			"--control-plane URL 2 is empty: separate control plane URLs with single commas"},
 		{[]string{"run", "demo", "--control-plane", "http://127.0.0.1:7070, 127.0.0.1:7071"}, "",
-			`--control-plane item 2 "127.0.0.1:7071" is not a control plane URL: give its scheme (http:// or https://) and host, as in http://127.0.0.1:7071`},
+			`--control-plane URL 2 "127.0.0.1:7071" is not a control plane URL: give its scheme (http:// or https://) and host, as in http://127.0.0.1:7071`},
 		{[]string{"runs"}, "http://127.0.0.1:7070,ftp://x",
-			`RBOOK_CONTROL_PLANE item 2 "ftp://x" is not a control plane URL`},
+			`RBOOK_CONTROL_PLANE URL 2 "ftp://x" is not a control plane URL`},
 	} {
 		t.Setenv("RBOOK_CONTROL_PLANE", tc.env)
 		out, code := run(t, dir, "", tc.args...)

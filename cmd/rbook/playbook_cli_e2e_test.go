@@ -132,7 +132,7 @@ func TestPlaybookHelpSpeaksPlainly(t *testing.T) {
 	}
 	for _, cmd := range [][]string{{"playbook"}, {"playbook", "run"}, {"playbook", "validate"}, {"playbook", "status"}, {"playbook", "approve"}, {"playbook", "reject"}, {"playbook", "cancel"}} {
 		out := help(cmd...)
-		for _, bad := range []string{"seed playbooks", "playbooks.txt", "(rule ", "a running 'rbook run'", "an 'rbook run' in progress"} {
+		for _, bad := range []string{"seed ", "playbooks.txt", "(rule ", "a running 'rbook run'", "an 'rbook run' in progress"} {
 			if strings.Contains(out, bad) {
 				t.Errorf("rbook %s --help says %q:\n%s", strings.Join(cmd, " "), bad, out)
 			}
