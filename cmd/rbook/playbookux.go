@@ -7,14 +7,11 @@ package main
 import (
 	"errors"
 	"fmt"
-	"strings"
-	"time"
 
 	"github.com/rbookhq/rbook-action/action/engine"
 	"github.com/rbookhq/rbook-action/action/report"
 	"github.com/rbookhq/rbook-action/action/runbook"
 	"github.com/rbookhq/rbook-action/action/state"
-	"github.com/rbookhq/rbook-action/action/steps"
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
 )
 
@@ -38,43 +35,6 @@ $RBOOK_TOKEN. When none of those is running, the history of this folder's embedd
 read from .rbook/controlplane.db, read-only (stderr says so). It reads only the control
 plane, never the run's state file: a run with --control-plane off is not there (read its
 state file, report or 'rbook playbook run -o json' instead).`
-
-// maxPromptLines is how many lines of an approval node's rendered prompt the terminal box
-// shows (after wrapping at maxBoxText runes); a longer prompt ends with a "…" line, and the
-// whole prompt stays in the node's evidence input.
-const maxPromptLines = 12
-
-// renderApprovalBox draws a playbook approval node's gate as a box for a terminal: the node,
-// its rendered prompt (cleaned of control characters, wrapped, at most maxPromptLines lines),
-// the one deadline, and what each answer leads to (approve: the run goes on; reject: the node
-// fails and the playbook's error handlers apply). The runbook's confirm box is renderGate's.
-func (v *view) renderApprovalBox(req engine.GateRequest) string {
-	id := cutRunes(steps.CleanInput(req.NodeID), maxNameColumn)
-	title := fmt.Sprintf(" Approval · node '%s' ", id)
-	var body []string
-	var prompt []string
-	for _, l := range strings.Split(strings.TrimRight(req.Prompt, "\n"), "\n") {
-		if l = strings.TrimRight(steps.CleanInput(l), " "); l == "" {
-			prompt = append(prompt, "")
-			continue
-		}
-		prompt = append(prompt, wrap(l, maxBoxText)...)
-	}
-	if len(prompt) > maxPromptLines {
-		prompt = append(prompt[:maxPromptLines-1], "… (the whole prompt is in the node's evidence input)")
-	}
-	if strings.TrimSpace(req.Prompt) != "" {
-		body = append(body, prompt...)
-		body = append(body, "")
-	}
-	body = append(body, wrap(fmt.Sprintf("Run %s is paused at approval node '%s'. The approval %s.", req.RunID, id, steps.DeadlineText(req, time.Now())), maxBoxText)...)
-	body = append(body, "",
-		"  yes, approve    approve: the nodes after '"+id+"' run",
-		"  cancel          cancel the run",
-		"  anything else   reject: node '"+id+"' fails; the playbook's error",
-		"                  handlers apply (without one, the run fails)")
-	return v.gateBoxText(title, append(body, pageLines(req)...))
-}
 
 // playbookNodeResult is one node of a playbook run's -o json result: its id, type, status in
 // the words of rbook playbook status (NodeState): "pending" (not started), "waiting" (its gate

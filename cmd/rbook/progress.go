@@ -2,16 +2,14 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/rbookhq/rbook-action/action/engine"
 	"github.com/rbookhq/rbook-action/action/report"
 	"github.com/rbookhq/rbook-action/action/runbook"
 	"github.com/rbookhq/rbook-action/action/steps"
+	"github.com/rbookhq/rbook-action/internal/termui"
 )
 
 // Record implements engine.Recorder: it shows a person what the run is doing (seed Step 9.1;
@@ -22,8 +20,8 @@ import (
 // the run.
 func (v *view) Record(_ context.Context, t engine.Transition) error {
 	if v.ci != nil {
-		v.ci.before(t)
-		defer v.ci.after(t)
+		v.ci.Before(t)
+		defer v.ci.After(t)
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -90,7 +88,7 @@ func (v *view) humanNeeded(runID string, req engine.GateRequest) {
 		fmt.Fprintf(v.errw, "Run %s is paused at approval node '%s'.\n", runID, steps.CleanInput(req.StepName))
 		return
 	}
-	fmt.Fprintf(v.lines(), "⏸ node %s: the run is paused, waiting for a decision\n", cutRunes(steps.CleanInput(req.StepName), maxNameColumn))
+	fmt.Fprintf(v.lines(), "⏸ node %s: the run is paused, waiting for a decision\n", cutRunes(steps.CleanInput(req.StepName), termui.MaxNameColumn))
 }
 
 // recordLine is Record on a terminal (and with -o json, on stderr): one line per step.
@@ -102,7 +100,7 @@ func (v *view) recordLine(t engine.Transition) {
 		if playbook {
 			// Nodes run side by side: say when each starts, not only when it ends (issue 9,
 			// item 8).
-			fmt.Fprintln(v.lines(), v.dim(fmt.Sprintf("▶ node %s started (%s)", cutRunes(steps.CleanInput(t.StepName), maxNameColumn), t.StepType)))
+			fmt.Fprintln(v.lines(), v.dim(fmt.Sprintf("▶ node %s started (%s)", cutRunes(steps.CleanInput(t.StepName), termui.MaxNameColumn), t.StepType)))
 		}
 	case engine.TransitionStepFinished:
 		if t.Evidence == nil {
@@ -121,108 +119,8 @@ func (v *view) recordLine(t engine.Transition) {
 	}
 }
 
-// maxNameColumn caps the step-name column of the text lines (runes); longer names are cut.
-const maxNameColumn = 40
-
-// maxNoteRunes caps the note after a text step line (runes): the first line of the step's
-// output, cut, so a long MCP response never floods the terminal.
-const maxNoteRunes = 72
-
-// stepLine renders one finished step for a terminal (issue 6, item 3.2; DESIGN D17):
-//
-//	✓ step 3 of 6  deploy-app-config          deploy    PASS       12ms
-//
-// A playbook's line says node, with the type column as wide as "deterministic":
-//
-//	✓ node 2 of 9  lint           deterministic  PASS         7ms
-//
-// number is 1-based (0 for an entry that is no runbook step, like CANCEL). Failed, timed-out
-// and skipped steps, gates and compensations get a short note; text from the step's output
-// is cleaned of control characters first (steps.CleanInput), so it cannot drive the terminal.
+// stepLine renders one finished step for a terminal (termui.StepLine) in this run's layout.
 func (v *view) stepLine(number int, e engine.Evidence, took time.Duration, rollbackFor string) string {
-	n := len(v.plan.Steps)
-	noun, typeWidth := "step", 8
-	if v.plan.Kind == runbook.KindPlaybook {
-		// A playbook's nodes, and its widest node type (deterministic), keep the columns.
-		noun, typeWidth = "node", len(runbook.TypeDeterministic)
-	}
-	where := fmt.Sprintf("%s %*d of %d", noun, len(fmt.Sprint(n)), number, n)
-	if number == 0 {
-		where = strings.Repeat(" ", len(where))
-	}
-	dur := ""
-	if took > 0 {
-		dur = report.HumanDuration(took)
-	}
-	note := ""
-	switch {
-	case rollbackFor == engine.RollbackVerb:
-		note = "requested with rbook rollback"
-	case rollbackFor != "" && e.Type == "rollback":
-		note = fmt.Sprintf("on_fail: rollback of '%s'", rollbackFor)
-	case e.Type == string(runbook.TypeApproval) && e.Status == engine.StatusPass:
-		note = cutRunes(steps.CleanInput(approvalNote(e.Output)), maxNoteRunes)
-	case e.Status != engine.StatusPass || e.Type == "confirm" || e.Type == "cancel":
-		first, _, _ := strings.Cut(strings.TrimSpace(e.Output), "\n")
-		note = cutRunes(steps.CleanInput(first), maxNoteRunes)
-	}
-	line := fmt.Sprintf("%s %s  %s  %-*s  %s  %6s", v.paint(e.Status, statusMark(e.Status)), where,
-		padRunes(cutRunes(steps.CleanInput(e.StepName), maxNameColumn), v.nameWidth), typeWidth, e.Type, v.paint(e.Status, fmt.Sprintf("%-9s", e.Status)), dur)
-	if note != "" {
-		line += "  " + v.dim(note)
-	}
-	return strings.TrimRight(line, " ")
-}
-
-func statusMark(s engine.StepStatus) string {
-	switch s {
-	case engine.StatusPass:
-		return "✓"
-	case engine.StatusFail:
-		return "✗"
-	case engine.StatusTimedOut:
-		return "⏱"
-	case engine.StatusSkipped:
-		return "↷"
-	case report.NotRun:
-		return "·"
-	}
-	return "•"
-}
-
-// cutRunes cuts s to at most n runes, ending in "…" when it was longer.
-func cutRunes(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	r := []rune(s)
-	return string(r[:n-1]) + "…"
-}
-
-func padRunes(s string, width int) string {
-	if pad := width - utf8.RuneCountInString(s); pad > 0 {
-		return s + strings.Repeat(" ", pad)
-	}
-	return s
-}
-
-// approvalNote is the note of a passed playbook approval node's line: who approved it, or the
-// policy rule that auto-passed it, from its evidence output ({"by", "auto_passed", "rule"};
-// ISSUE9-DECISIONS "Node output"); "" when the output is not that object.
-func approvalNote(output string) string {
-	var o struct {
-		By         string `json:"by"`
-		AutoPassed bool   `json:"auto_passed"`
-		Rule       string `json:"rule"`
-	}
-	if json.Unmarshal([]byte(output), &o) != nil {
-		return ""
-	}
-	if o.AutoPassed {
-		return "auto-passed by policy rule " + o.Rule
-	}
-	if o.By != "" {
-		return "approved by " + o.By
-	}
-	return ""
+	ls := termui.LineStyle{Steps: len(v.plan.Steps), Playbook: v.plan.Kind == runbook.KindPlaybook, NameWidth: v.nameWidth, Color: v.color}
+	return termui.StepLine(ls, number, e, took, rollbackFor)
 }

@@ -18,15 +18,12 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"golang.org/x/term"
-
 	"github.com/rbookhq/rbook-action/action/engine"
 	"github.com/rbookhq/rbook-action/action/report"
 	"github.com/rbookhq/rbook-action/action/runbook"
 	"github.com/rbookhq/rbook-action/action/state"
-	"github.com/rbookhq/rbook-action/action/steps"
-
 	"github.com/rbookhq/rbook-action/controlplane/yamlerr"
+	"github.com/rbookhq/rbook-action/internal/termui"
 )
 
 // ttys says which of a command's streams are terminals.
@@ -38,17 +35,17 @@ var terminals = func(out, errw io.Writer) ttys {
 	return ttys{stdin: isTerminal(os.Stdin), stdout: isTerminal(out), stderr: isTerminal(errw)}
 }
 
-// isTerminal reports whether w is a file open on a terminal.
-func isTerminal(w any) bool {
-	f, ok := w.(interface{ Fd() uintptr })
-	return ok && term.IsTerminal(int(f.Fd()))
-}
+// The terminal helpers of internal/termui under the names the commands use.
+var (
+	isTerminal, colorAllowed = termui.IsTerminal, termui.ColorAllowed
+	cutRunes                 = termui.CutRunes
+)
 
-// colorAllowed reports whether output to a stream may be coloured: only on a terminal, never
-// with NO_COLOR set to anything but "" (https://no-color.org), nor with TERM=dumb.
-func colorAllowed(tty bool) bool {
-	return tty && os.Getenv("NO_COLOR") == "" && os.Getenv("TERM") != "dumb"
-}
+// The caps of the text lines' name column and note (runes; internal/termui).
+const (
+	maxNameColumn = termui.MaxNameColumn
+	maxNoteRunes  = termui.MaxNoteRunes
+)
 
 // outputMode is which rendering a command uses.
 type outputMode int
@@ -126,7 +123,7 @@ func newView(out, errw io.Writer, tt ttys, rend *report.Renderer, plan *runbook.
 	}
 	v.nameWidth = len("CANCEL")
 	for _, s := range plan.Steps {
-		v.nameWidth = max(v.nameWidth, min(utf8.RuneCountInString(s.Name), maxNameColumn))
+		v.nameWidth = max(v.nameWidth, min(utf8.RuneCountInString(s.Name), termui.MaxNameColumn))
 	}
 	return v, nil
 }
@@ -154,6 +151,9 @@ func checkReportPath(p string) error {
 	return nil
 }
 
+// dim paints s dim when the step lines are coloured.
+func (v *view) dim(s string) string { return termui.SGR(v.color, termui.SGRDim, s) }
+
 // lines is where the text step lines go: stdout on a terminal, stderr with -o json.
 func (v *view) lines() io.Writer {
 	if v.mode == modeJSON {
@@ -162,126 +162,10 @@ func (v *view) lines() io.Writer {
 	return v.out
 }
 
-// ANSI SGR colours of the text lines.
-const (
-	sgrReset  = "\x1b[0m"
-	sgrBold   = "\x1b[1m"
-	sgrDim    = "\x1b[2m"
-	sgrRed    = "\x1b[31m"
-	sgrGreen  = "\x1b[32m"
-	sgrYellow = "\x1b[33m"
-	sgrCyan   = "\x1b[36m"
-)
-
-func sgr(on bool, code, s string) string {
-	if !on || s == "" {
-		return s
-	}
-	return code + s + sgrReset
-}
-
-// paint colours s by the status it shows.
-func (v *view) paint(status engine.StepStatus, s string) string {
-	code := ""
-	switch status {
-	case engine.StatusPass:
-		code = sgrGreen
-	case engine.StatusFail:
-		code = sgrRed
-	case engine.StatusTimedOut:
-		code = sgrYellow
-	case engine.StatusSkipped, report.NotRun:
-		code = sgrDim
-	}
-	return sgr(v.color && code != "", code, s)
-}
-
-func (v *view) dim(s string) string { return sgr(v.color, sgrDim, s) }
-
-func (v *view) paintRun(s engine.RunStatus, text string) string {
-	code := map[engine.RunStatus]string{engine.RunCompleted: sgrGreen, engine.RunFailed: sgrRed, engine.RunCancelled: sgrYellow, engine.RunInProgress: sgrYellow}[s]
-	return sgr(v.color, sgrBold+code, text)
-}
-
-// maxBoxText is the widest line inside the gate box (runes); longer text is wrapped.
-const maxBoxText = 72
-
-// renderGate draws a confirm gate as a box for a terminal (issue 6, item 3.2; DESIGN D17):
-// the step, the one deadline (steps.DeadlineText), and the three answers. It is the
-// TerminalGate's Render when stderr is a terminal.
+// renderGate draws a confirm gate or a playbook approval node as a box for a terminal
+// (termui.GateBox); it is the TerminalGate's Render when stderr is a terminal.
 func (v *view) renderGate(req engine.GateRequest) string {
-	if req.NodeID != "" {
-		return v.renderApprovalBox(req) // a playbook approval node: its prompt, playbook words
-	}
-	name := cutRunes(steps.CleanInput(req.StepName), maxNameColumn)
-	title := fmt.Sprintf(" Confirm gate · step %d of %d · %s ", req.StepIndex+1, req.StepCount, name)
-	onFail := "fail the gate"
-	if req.OnFail != "" {
-		onFail += "; on_fail: " + req.OnFail
-	}
-	var body []string
-	if v.plan != nil && v.plan.Kind == runbook.KindPlaybook {
-		// A playbook's approval node (issue 9, item 8): its words, not a runbook step's.
-		title = fmt.Sprintf(" Approval node · node %d of %d · %s ", req.StepIndex+1, req.StepCount, name)
-		body = append(body, wrap(fmt.Sprintf("Run %s is paused at this approval node. The gate %s.", req.RunID, steps.DeadlineText(req, time.Now())), maxBoxText)...)
-		body = append(body, "",
-			"  yes, confirm    approve the node; the run goes on",
-			"  cancel          cancel the run",
-			"  anything else   reject the node (it fails)")
-	} else {
-		body = append(body, wrap(fmt.Sprintf("Run %s is AWAITING_CONFIRMATION. The gate %s.", req.RunID, steps.DeadlineText(req, time.Now())), maxBoxText)...)
-		body = append(body, "",
-			"  yes, confirm    continue the run",
-			"  cancel          cancel the run (you confirm the deployment next)",
-			"  anything else   "+onFail)
-	}
-	return v.gateBoxText(title, append(body, pageLines(req)...))
-}
-
-// pageLines are the gate box's last lines when the gate has a page on the console
-// (GateRequest.ApprovalURL; docs/console-links.md): a blank line and where to decide it in a
-// browser. The URL is one word, never wrapped.
-func pageLines(req engine.GateRequest) []string {
-	if req.ApprovalURL == "" {
-		return nil
-	}
-	return []string{"", "Or decide it in a browser: " + steps.CleanInput(req.ApprovalURL)}
-}
-
-// gateBoxText draws a gate's box (a runbook gate or a playbook approval node): a leading
-// blank line, title (bold) in the top border, one line of body a row, padded to the widest
-// line plus 2 runes; the borders cyan when v.boxColor.
-func (v *view) gateBoxText(title string, body []string) string {
-	width := utf8.RuneCountInString(title) + 2
-	for _, l := range body {
-		width = max(width, utf8.RuneCountInString(l)+2)
-	}
-	border := func(s string) string { return sgr(v.boxColor, sgrCyan, s) }
-	var b strings.Builder
-	b.WriteString("\n" + border("╭─") + sgr(v.boxColor, sgrBold, title) + border(strings.Repeat("─", width-1-utf8.RuneCountInString(title))+"╮") + "\n")
-	for _, l := range body {
-		b.WriteString(border("│") + " " + padRunes(l, width-2) + " " + border("│") + "\n")
-	}
-	b.WriteString(border("╰"+strings.Repeat("─", width)+"╯") + "\n")
-	return b.String()
-}
-
-// wrap breaks s at spaces into lines of at most width runes (a longer word stays whole).
-func wrap(s string, width int) []string {
-	var lines []string
-	line := ""
-	for _, w := range strings.Fields(s) {
-		switch {
-		case line == "":
-			line = w
-		case utf8.RuneCountInString(line)+1+utf8.RuneCountInString(w) <= width:
-			line += " " + w
-		default:
-			lines = append(lines, line)
-			line = w
-		}
-	}
-	return append(lines, line)
+	return termui.GateBox(req, v.plan != nil && v.plan.Kind == runbook.KindPlaybook, v.boxColor)
 }
 
 // reportData is the data of the run report (seed Step 9.2), with the runbook's steps so the
@@ -477,9 +361,9 @@ func (v *view) summary(st *state.State, msg, evPath string) {
 		took = " in " + d.Duration
 	}
 	if st.RunStatus == engine.RunInProgress {
-		fmt.Fprintf(w, "Run %s is %s%s\n", st.RunID, v.paintRun(st.RunStatus, "not finished"), took)
+		fmt.Fprintf(w, "Run %s is %s%s\n", st.RunID, termui.PaintRun(v.color, st.RunStatus, "not finished"), took)
 	} else {
-		fmt.Fprintf(w, "Run %s %s%s\n", st.RunID, v.paintRun(st.RunStatus, runWord(st)), took)
+		fmt.Fprintf(w, "Run %s %s%s\n", st.RunID, termui.PaintRun(v.color, st.RunStatus, runWord(st)), took)
 	}
 	unit := "steps"
 	if st.Kind == state.KindPlaybook {
