@@ -1,26 +1,21 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/rbookhq/rbook-action/action/cpclient"
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
+	"github.com/rbookhq/rbook-action/internal/cpview"
 )
 
 // embeddedURLFile is where a running embedded control plane leaves its address, so
@@ -239,6 +234,14 @@ func (f *cpFlags) rpcError(err error) error {
 	return &exitError{code: exitFailed, msg: "rbook: " + err.Error()}
 }
 
+// rpcErrorOrNil is rpcError of err, or nil for nil.
+func (f *cpFlags) rpcErrorOrNil(err error) error {
+	if err == nil {
+		return nil
+	}
+	return f.rpcError(err)
+}
+
 // unanswered is the message for a call that got no answer from the control plane in time (a
 // transport timeout, not a refusal: the error carries no rbook code), naming its URL and
 // where the URL came from; "" for any other error. A bare "context deadline exceeded" does
@@ -258,25 +261,13 @@ func (f *cpFlags) unanswered(err error) string {
 	return fmt.Sprintf("rbook: the control plane at %s (from %s) did not answer in time (%s): check that it runs and that this machine reaches it, or point --control-plane at one that does.", u, from, ce.Code())
 }
 
-func printJSON(w io.Writer, m proto.Message) error {
-	b, err := protojson.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(m)
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintln(w, string(b))
-	return err
-}
-
-func ts(t *timestamppb.Timestamp) string {
-	if t == nil || (t.Seconds == 0 && t.Nanos == 0) {
-		return "-"
-	}
-	return t.AsTime().UTC().Format(time.RFC3339)
-}
-
-func shortEnum(s fmt.Stringer, prefix string) string {
-	return strings.ToLower(strings.TrimPrefix(s.String(), prefix))
-}
+// The control-plane commands' words and printing (internal/cpview) under the names the
+// commands use.
+var (
+	printJSON           = cpview.PrintJSON
+	statusWord, runWord = cpview.StatusWord, cpview.RunWord
+	playbookRunWord     = cpview.PlaybookRunWord
+)
 
 func newDecideCmd(approve bool) *cobra.Command {
 	var f cpFlags
@@ -309,7 +300,7 @@ func decide(cmd *cobra.Command, f *cpFlags, approve bool, token, id, reason, app
 	if approver != "" && os.Getenv("RBOOK_TOKEN") != "" {
 		return &usageError{cmd, errors.New("--approver is only for a control plane without auth: with $RBOOK_TOKEN set, the control plane records the identity of your token")}
 	}
-	values, err := parseInputFlags(inputs)
+	values, err := cpview.ParseInputFlags(inputs)
 	if err != nil {
 		return &usageError{cmd, err}
 	}
@@ -344,45 +335,10 @@ func decide(cmd *cobra.Command, f *cpFlags, approve bool, token, id, reason, app
 		return nil
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "%s '%s' of run %s %s by %s.\n", noun, a.GetStepName(), a.GetRunId(), past, a.GetApprover())
-	if line := inputValuesLine(a); line != "" {
+	if line := cpview.InputValuesLine(a); line != "" {
 		fmt.Fprintln(cmd.OutOrStdout(), line)
 	}
 	return nil
-}
-
-// parseInputFlags reads rbook approve's --input NAME=VALUE flags (docs/approver-inputs.md,
-// "rbook approve") into the map ApproveRequest.inputs carries; the control plane validates
-// the values. Errors: a flag without "=" or with an empty name, a name given twice.
-func parseInputFlags(flags []string) (map[string]string, error) {
-	if len(flags) == 0 {
-		return nil, nil
-	}
-	out := make(map[string]string, len(flags))
-	for _, fl := range flags {
-		name, value, ok := strings.Cut(fl, "=")
-		_, dup := out[name]
-		switch {
-		case !ok || name == "":
-			return nil, fmt.Errorf("--input %q: write NAME=VALUE (e.g. --input target=blue)", fl)
-		case dup:
-			return nil, fmt.Errorf("--input %s is given twice; give each input once", name)
-		}
-		out[name] = value
-	}
-	return out, nil
-}
-
-// inputValuesLine is "Inputs: name=value, …" (sorted by name) for an approval decided with
-// approver-input values, "" without any.
-func inputValuesLine(a *rbookv1.Approval) string {
-	if len(a.GetInputValues()) == 0 {
-		return ""
-	}
-	var parts []string
-	for _, k := range slices.Sorted(maps.Keys(a.GetInputValues())) {
-		parts = append(parts, k+"="+a.GetInputValues()[k])
-	}
-	return "Inputs: " + strings.Join(parts, ", ")
 }
 
 func newRunsCmd() *cobra.Command {
@@ -415,57 +371,28 @@ Exit codes: 0 listed (possibly none), 1 the control plane refused or is unreacha
 			defer done()
 			statuses := []rbookv1.RunStatus{rbookv1.RunStatus_RUN_STATUS_UNSPECIFIED}
 			if status != "" {
-				if statuses, err = parseStatusFilter(status); err != nil {
+				if statuses, err = cpview.ParseStatusFilter(status); err != nil {
 					return abort("%v", err)
 				}
 			}
-			resp := &rbookv1.ListRunsResponse{}
-			for _, st := range statuses {
-				page, err := c.Runs.ListRuns(cmd.Context(), &rbookv1.ListRunsRequest{Name: runbook, PageSize: int32(limit), Status: st,
-					Repository: repository, StartedBy: startedBy})
-				if err != nil {
-					return f.rpcError(err)
-				}
-				resp.Runs = append(resp.Runs, page.GetRuns()...)
+			req := &rbookv1.ListRunsRequest{Name: runbook, Repository: repository, StartedBy: startedBy}
+			resp, err := cpview.ListRuns(cmd.Context(), c, req, statuses, limit)
+			if err != nil {
+				return f.rpcError(err)
 			}
-			resp.Runs = sortRunsNewestFirst(resp.Runs, limit)
 			if f.output == "json" {
 				return printJSON(cmd.OutOrStdout(), resp)
 			}
-			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "RUN\tNAME\tKIND\tSTATUS\tDONE\tSTARTED\tBY")
-			for _, r := range resp.GetRuns() {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.GetRunId(), r.GetName(), runKindWord(r), statusWord(r.GetKind(), r.GetStatus()),
-					runDone(r), ts(r.GetStartedAt()), r.GetStartedBy())
-			}
-			return w.Flush()
+			return cpview.WriteRuns(cmd.OutOrStdout(), resp.GetRuns())
 		},
 	}
 	f.register(cmd, true)
-	cmd.Flags().StringVar(&status, "status", "", "only runs with this status: "+strings.Join(statusFilterWords, ", ")+" (or running, paused, succeeded, failed, cancelled)")
+	cmd.Flags().StringVar(&status, "status", "", "only runs with this status: "+strings.Join(cpview.StatusFilterWords, ", ")+" (or running, paused, succeeded, failed, cancelled)")
 	cmd.Flags().StringVar(&runbook, "runbook", "", "only runs of this runbook or playbook name")
 	cmd.Flags().StringVar(&repository, "repository", "", "only runs of this GitHub repository (owner/name, any case)")
 	cmd.Flags().StringVar(&startedBy, "started-by", "", "only runs started by this identity")
 	cmd.Flags().IntVar(&limit, "limit", 50, "at most this many runs")
 	return cmd
-}
-
-func describeTransition(w io.Writer, kind rbookv1.RunKind, t *rbookv1.Transition) {
-	what := shortEnum(t.GetKind(), "TRANSITION_KIND_")
-	line := fmt.Sprintf("%4d  %s  %-15s", t.GetSeq(), ts(t.GetTime()), what)
-	if t.GetStepName() != "" {
-		line += fmt.Sprintf("  %s '%s'", t.GetStepType(), t.GetStepName())
-	}
-	if e := t.GetEvidence(); e != nil {
-		line += "  " + shortEnum(e.GetStatus(), "STEP_STATUS_")
-	}
-	if t.GetKind() == rbookv1.TransitionKind_TRANSITION_KIND_RUN_FINISHED {
-		line += "  " + statusWord(kind, t.GetRunStatus())
-	}
-	if t.GetMessage() != "" {
-		line += "  — " + t.GetMessage()
-	}
-	fmt.Fprintln(w, line)
 }
 
 func newGetCmd() *cobra.Command {
@@ -491,44 +418,21 @@ control plane and no local database.`,
 				return err
 			}
 			defer done()
-			resp, err := getRunAll(cmd.Context(), c, args[0])
+			resp, err := cpview.GetRunAll(cmd.Context(), c, args[0])
 			if err != nil {
 				return f.rpcError(err)
 			}
 			if f.output == "json" {
 				return printJSON(cmd.OutOrStdout(), resp)
 			}
-			r, out := resp.GetRun(), cmd.OutOrStdout()
-			fmt.Fprintf(out, "Run %s · runbook %s · %s · %d of %d steps done · started %s by %s\n", r.GetRunId(), r.GetName(),
-				statusWord(r.GetKind(), r.GetStatus()), r.GetLastCompletedStepIndex()+1, r.GetTotalSteps(), ts(r.GetStartedAt()), r.GetStartedBy())
-			if l := r.GetLease(); l != nil {
-				fmt.Fprintf(out, "Owner %s · lease epoch %d · until %s\n", l.GetOwner(), l.GetEpoch(), ts(l.GetExpiresAt()))
-			}
-			for _, t := range resp.GetTransitions() {
-				describeTransition(out, r.GetKind(), t)
-			}
+			out := cmd.OutOrStdout()
+			cpview.WriteRun(out, resp)
 			printStillToRun(out, resp)
 			return nil
 		},
 	}
 	f.register(cmd, true)
 	return cmd
-}
-
-// getRunAll is GetRun with every page of transitions (GetRun pages them).
-func getRunAll(ctx context.Context, c *cpclient.Client, runID string) (*rbookv1.GetRunResponse, error) {
-	resp := &rbookv1.GetRunResponse{}
-	for token := ""; ; {
-		page, err := c.Runs.GetRun(ctx, &rbookv1.GetRunRequest{RunId: runID, PageToken: token})
-		if err != nil {
-			return nil, err
-		}
-		resp.Run, resp.Plan = page.GetRun(), page.GetPlan()
-		resp.Transitions = append(resp.Transitions, page.GetTransitions()...)
-		if token = page.GetNextPageToken(); token == "" {
-			return resp, nil
-		}
-	}
 }
 
 func newWatchCmd() *cobra.Command {
@@ -558,93 +462,108 @@ plane stayed unreachable for 10s, 2 usage or no control plane.`,
 				return err
 			}
 			defer done()
-			out := cmd.OutOrStdout()
-			last := from - 1
-			kind := rbookv1.RunKind_RUN_KIND_RUNBOOK
+			w := &watcher{cmd: cmd, f: &f, c: c, runID: args[0], last: from - 1, kind: rbookv1.RunKind_RUN_KIND_RUNBOOK}
 			if f.local {
 				// No control plane was running, so no executor reports to this one: show what
 				// is recorded instead of waiting for transitions that cannot come.
-				resp, err := getRunAll(cmd.Context(), c, args[0])
-				if err != nil {
-					return f.rpcError(err)
-				}
-				r := resp.GetRun()
-				for _, t := range resp.GetTransitions() {
-					if t.GetSeq() > last {
-						if f.output == "json" {
-							b, _ := protojson.Marshal(&rbookv1.WatchRunResponse{Run: r, Transition: t})
-							fmt.Fprintln(out, string(b))
-						} else {
-							describeTransition(out, r.GetKind(), t)
-						}
-					}
-				}
-				if f.output != "json" {
-					fmt.Fprintf(out, "Run %s is %s.\n", args[0], statusWord(r.GetKind(), r.GetStatus()))
-				}
-				if !isFinal(r.GetStatus()) {
-					again := f.runWords()
-					if r.GetKind() != rbookv1.RunKind_RUN_KIND_PLAYBOOK {
-						again = "rbook run " + r.GetName()
-					}
-					fmt.Fprintf(cmd.ErrOrStderr(), "No executor is running it now, so nothing more will arrive; '%s' in this folder resumes it.\n", again)
-				}
-				return nil
+				return w.recorded()
 			}
-			show := func(m *rbookv1.WatchRunResponse) {
-				if r := m.GetRun(); r != nil && r.GetKind() != rbookv1.RunKind_RUN_KIND_UNSPECIFIED {
-					kind = r.GetKind()
-				}
-				if f.output == "json" {
-					b, _ := protojson.Marshal(m)
-					fmt.Fprintln(out, string(b))
-				} else if t := m.GetTransition(); t != nil {
-					describeTransition(out, kind, t)
-				}
-				if t := m.GetTransition(); t != nil {
-					last = t.GetSeq()
-				}
-			}
-			// A broken stream is reopened — on the next URL of a list when this one stopped
-			// answering (D10-6) — from the seq after the last one shown: none twice, none missed.
-			finished := false
-			err = c.WatchRun(cmd.Context(), args[0], from, func(m *rbookv1.WatchRunResponse) (bool, error) {
-				show(m)
-				// The stream replays first, so a finished run still shows every transition.
-				if t := m.GetTransition(); t.GetKind() == rbookv1.TransitionKind_TRANSITION_KIND_RUN_FINISHED {
-					finished = true
-					if f.output != "json" {
-						fmt.Fprintf(out, "Run %s is %s.\n", args[0], statusWord(kind, t.GetRunStatus()))
-					}
-					return true, nil
-				}
-				return false, nil
-			})
-			if err != nil {
-				return f.rpcError(err)
-			}
-			if finished {
-				return nil
-			}
-			// The stream ended with the run: show what it did not carry, then the outcome.
-			resp, err := c.Runs.GetRun(cmd.Context(), &rbookv1.GetRunRequest{RunId: args[0]})
-			if err != nil {
-				return f.rpcError(err)
-			}
-			for _, t := range resp.GetTransitions() {
-				if t.GetSeq() > last {
-					show(&rbookv1.WatchRunResponse{Run: resp.GetRun(), Transition: t})
-				}
-			}
-			if f.output != "json" {
-				fmt.Fprintf(out, "Run %s is %s.\n", args[0], statusWord(resp.GetRun().GetKind(), resp.GetRun().GetStatus()))
-			}
-			return nil
+			return w.follow(from)
 		},
 	}
 	f.register(cmd, true)
 	cmd.Flags().Int64Var(&from, "from-seq", 1, "replay transitions from this sequence number")
 	return cmd
+}
+
+// watcher is one rbook watch: the run it follows, the last sequence number shown and the
+// run's kind (for its status words).
+type watcher struct {
+	cmd   *cobra.Command
+	f     *cpFlags
+	c     *cpclient.Client
+	runID string
+	last  int64
+	kind  rbookv1.RunKind
+}
+
+// show prints one message of the stream: proto JSON with -o json, else the transition's line.
+func (w *watcher) show(m *rbookv1.WatchRunResponse) {
+	if r := m.GetRun(); r != nil && r.GetKind() != rbookv1.RunKind_RUN_KIND_UNSPECIFIED {
+		w.kind = r.GetKind()
+	}
+	if w.f.output == "json" {
+		b, _ := protojson.Marshal(m)
+		fmt.Fprintln(w.cmd.OutOrStdout(), string(b))
+	} else if t := m.GetTransition(); t != nil {
+		cpview.DescribeTransition(w.cmd.OutOrStdout(), w.kind, t)
+	}
+	if t := m.GetTransition(); t != nil {
+		w.last = t.GetSeq()
+	}
+}
+
+// ended says how the run ended (text output only).
+func (w *watcher) ended(kind rbookv1.RunKind, s rbookv1.RunStatus) {
+	if w.f.output != "json" {
+		fmt.Fprintf(w.cmd.OutOrStdout(), "Run %s is %s.\n", w.runID, statusWord(kind, s))
+	}
+}
+
+// recorded shows the run as this folder's database records it (no control plane was running)
+// and, for a run that has not ended, that nothing more will arrive and what resumes it.
+func (w *watcher) recorded() error {
+	resp, err := cpview.GetRunAll(w.cmd.Context(), w.c, w.runID)
+	if err != nil {
+		return w.f.rpcError(err)
+	}
+	r := resp.GetRun()
+	for _, t := range resp.GetTransitions() {
+		if t.GetSeq() > w.last {
+			w.show(&rbookv1.WatchRunResponse{Run: r, Transition: t})
+		}
+	}
+	w.ended(r.GetKind(), r.GetStatus())
+	if !isFinal(r.GetStatus()) {
+		again := w.f.runWords()
+		if r.GetKind() != rbookv1.RunKind_RUN_KIND_PLAYBOOK {
+			again = "rbook run " + r.GetName()
+		}
+		fmt.Fprintf(w.cmd.ErrOrStderr(), "No executor is running it now, so nothing more will arrive; '%s' in this folder resumes it.\n", again)
+	}
+	return nil
+}
+
+// follow replays the run's transitions from the sequence number from and prints each new one
+// until the run finishes. A broken stream is reopened — on the next URL of a list when this
+// one stopped answering — from the seq after the last one shown: none twice, none missed.
+func (w *watcher) follow(from int64) error {
+	finished := false
+	err := w.c.WatchRun(w.cmd.Context(), w.runID, from, func(m *rbookv1.WatchRunResponse) (bool, error) {
+		w.show(m)
+		// The stream replays first, so a finished run still shows every transition.
+		if t := m.GetTransition(); t.GetKind() == rbookv1.TransitionKind_TRANSITION_KIND_RUN_FINISHED {
+			finished = true
+			w.ended(w.kind, t.GetRunStatus())
+			return true, nil
+		}
+		return false, nil
+	})
+	if err != nil || finished {
+		return w.f.rpcErrorOrNil(err)
+	}
+	// The stream ended with the run: show what it did not carry, then the outcome.
+	resp, err := w.c.Runs.GetRun(w.cmd.Context(), &rbookv1.GetRunRequest{RunId: w.runID})
+	if err != nil {
+		return w.f.rpcError(err)
+	}
+	for _, t := range resp.GetTransitions() {
+		if t.GetSeq() > w.last {
+			w.show(&rbookv1.WatchRunResponse{Run: resp.GetRun(), Transition: t})
+		}
+	}
+	w.ended(resp.GetRun().GetKind(), resp.GetRun().GetStatus())
+	return nil
 }
 
 func newApprovalsCmd() *cobra.Command {
@@ -678,42 +597,14 @@ and no local database.`,
 			if pending {
 				req.Status = rbookv1.ApprovalStatus_APPROVAL_STATUS_PENDING
 			}
-			// Pages of at most 40 (issue 6, item 1.8): follow them up to --limit.
-			resp := &rbookv1.ListApprovalsResponse{}
-			for len(resp.Approvals) < limit {
-				page, err := c.Approvals.ListApprovals(cmd.Context(), req)
-				if err != nil {
-					return f.rpcError(err)
-				}
-				resp.Approvals = append(resp.Approvals, page.GetApprovals()...)
-				if req.PageToken = page.GetNextPageToken(); req.PageToken == "" {
-					break
-				}
-			}
-			if len(resp.Approvals) > limit {
-				resp.Approvals = resp.Approvals[:limit]
+			resp, err := cpview.ListApprovals(cmd.Context(), c, req, limit)
+			if err != nil {
+				return f.rpcError(err)
 			}
 			if f.output == "json" {
 				return printJSON(cmd.OutOrStdout(), resp)
 			}
-			// A PAGE column (each gate's page on the console) when the control plane has a
-			// public URL (docs/console-links.md).
-			page := slices.ContainsFunc(resp.GetApprovals(), func(a *rbookv1.Approval) bool { return a.GetApprovalUrl() != "" })
-			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			head := "APPROVAL\tRUN\tGATE\tSTATUS\tREQUESTED\tDEADLINE\tDECIDED BY\tAPPROVALS"
-			if page {
-				head += "\tPAGE"
-			}
-			fmt.Fprintln(w, head)
-			for _, a := range resp.GetApprovals() {
-				line := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", a.GetApprovalId(), a.GetRunId(), a.GetStepName(), shortEnum(a.GetStatus(), "APPROVAL_STATUS_"),
-					ts(a.GetRequestedAt()), ts(a.GetDeadline()), a.GetApprover(), tally(a))
-				if page {
-					line += "\t" + a.GetApprovalUrl()
-				}
-				fmt.Fprintln(w, line)
-			}
-			return w.Flush()
+			return cpview.WriteApprovals(cmd.OutOrStdout(), resp.GetApprovals())
 		},
 	}
 	f.register(cmd, true)

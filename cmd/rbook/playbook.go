@@ -9,15 +9,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"github.com/rbookhq/rbook-action/action/runbook"
 	"github.com/rbookhq/rbook-action/controlplane/approval"
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
+	"github.com/rbookhq/rbook-action/internal/cpview"
 )
 
 // playbookExitCodes is the exit-code paragraph of `rbook playbook run --help`.
@@ -166,79 +165,11 @@ control plane and no local database.`,
 			if f.output == "json" {
 				return printJSON(cmd.OutOrStdout(), r)
 			}
-			return printPlaybookStatus(cmd.OutOrStdout(), r)
+			return cpview.WritePlaybookStatus(cmd.OutOrStdout(), r)
 		},
 	}
 	f.register(cmd, true)
 	return cmd
-}
-
-// printPlaybookStatus is the text of rbook playbook status.
-func printPlaybookStatus(out io.Writer, r *rbookv1.Run) error {
-	fmt.Fprintf(out, "Run %s · %s %s · %s · started %s by %s\n", r.GetRunId(), runKindWord(r), r.GetName(), statusWord(r.GetKind(), r.GetStatus()), ts(r.GetStartedAt()), r.GetStartedBy())
-	if r.GetCompletedAt() != nil {
-		fmt.Fprintf(out, "Completed %s\n", ts(r.GetCompletedAt()))
-	}
-	p := r.GetPlaybook()
-	if p == nil {
-		fmt.Fprintln(out, "(not a playbook run: no nodes or bindings; see rbook get)")
-		return nil
-	}
-	if a := p.GetActiveNodes(); len(a) > 0 {
-		fmt.Fprintf(out, "Active nodes: %s\n", strings.Join(a, ", "))
-	}
-	if p.GetEpicId() != "" || p.GetSessionId() != "" {
-		fmt.Fprintf(out, "Epic %s · session %s\n", orDash(p.GetEpicId()), orDash(p.GetSessionId()))
-	}
-	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "NODE\tTYPE\tSTATE\tRUNS\tSTARTED\tFINISHED\tNOTE")
-	seen := map[string]bool{}
-	for _, n := range p.GetNodes() {
-		seen[n.GetNodeId()] = true
-		note, _, _ := strings.Cut(n.GetNote(), "\n")
-		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", n.GetNodeId(), n.GetType(), n.GetStatus(), n.GetIterations(), ts(n.GetStartedAt()), ts(n.GetFinishedAt()), cutRunes(note, maxNoteRunes))
-	}
-	// Iteration counts of nodes the node list does not carry (an older control plane).
-	var rest []string
-	for id := range p.GetIterationCounts() {
-		if !seen[id] {
-			rest = append(rest, id)
-		}
-	}
-	slices.Sort(rest)
-	for _, id := range rest {
-		fmt.Fprintf(w, "%s\t-\t-\t%d\t-\t-\t\n", id, p.GetIterationCounts()[id])
-	}
-	if err := w.Flush(); err != nil {
-		return err
-	}
-	fmt.Fprintln(out, "Bindings:")
-	fmt.Fprintln(out, indentJSON(p.GetBindings()))
-	if ec := r.GetErrorContext(); ec != "" {
-		fmt.Fprintln(out, "Error context:")
-		fmt.Fprintln(out, indentJSON(ec))
-	}
-	return nil
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
-
-// indentJSON indents a JSON text for people; text that is no JSON is shown as it is.
-func indentJSON(s string) string {
-	if s == "" {
-		return "  {}"
-	}
-	var v any
-	if err := json.Unmarshal([]byte(s), &v); err != nil {
-		return "  " + s
-	}
-	b, _ := json.MarshalIndent(v, "  ", "  ")
-	return "  " + string(b)
 }
 
 func newPlaybookDecideCmd(approve bool) *cobra.Command {

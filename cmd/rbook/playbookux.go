@@ -6,13 +6,11 @@ package main
 
 import (
 	"errors"
-	"fmt"
 
 	"github.com/rbookhq/rbook-action/action/engine"
 	"github.com/rbookhq/rbook-action/action/report"
 	"github.com/rbookhq/rbook-action/action/runbook"
 	"github.com/rbookhq/rbook-action/action/state"
-	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
 )
 
 // playbookCPHelp is cpHelp for the playbook commands: the embedded control plane is the one
@@ -73,32 +71,6 @@ func playbookResultFields(res *runResult, plan *runbook.Plan, st *state.State) {
 		}
 		res.Nodes = append(res.Nodes, playbookNodeResult{ID: n.ID, Type: n.Type, Status: status, Iterations: n.Iterations})
 	}
-}
-
-// runKindWord is the KIND column of rbook runs: "playbook" or "runbook".
-func runKindWord(r *rbookv1.Run) string {
-	if r.GetKind() == rbookv1.RunKind_RUN_KIND_PLAYBOOK {
-		return "playbook"
-	}
-	return "runbook"
-}
-
-// runDone is the DONE column of rbook runs: steps done of the runbook's steps
-// (last_completed_step_index+1 / total_steps, as before), or for a playbook the nodes that
-// finished (PASS, FAIL, TIMED_OUT or SKIPPED) of its nodes, since a DAG's nodes do not finish
-// in index order.
-func runDone(r *rbookv1.Run) string {
-	if p := r.GetPlaybook(); r.GetKind() == rbookv1.RunKind_RUN_KIND_PLAYBOOK && p != nil && len(p.GetNodes()) > 0 {
-		done := 0
-		for _, n := range p.GetNodes() {
-			switch n.GetStatus() {
-			case "PASS", "FAIL", "TIMED_OUT", "SKIPPED":
-				done++
-			}
-		}
-		return fmt.Sprintf("%d/%d", done, len(p.GetNodes()))
-	}
-	return fmt.Sprintf("%d/%d", r.GetLastCompletedStepIndex()+1, r.GetTotalSteps())
 }
 
 // decideReasonExample is the --reason of the approve and reject examples: a reason that fits
