@@ -219,7 +219,7 @@ func (f *cpFlags) rpcError(err error) error {
 	var ce *connect.Error
 	if errors.As(err, &ce) {
 		msg := fmt.Sprintf("rbook: %s (%s)", ce.Message(), ce.Code())
-		if h := rpcHint(err, f.hintURL(), os.Getenv("RBOOK_TOKEN") != ""); h != "" {
+		if h := cpview.RPCHint(err, f.hintURL(), os.Getenv("RBOOK_TOKEN") != ""); h != "" {
 			msg += "\n" + h
 		}
 		if f.fromFile && ce.Code() == connect.CodeUnavailable {
@@ -643,8 +643,8 @@ func withDecide(cmd *cobra.Command, f *cpFlags, approve bool, noun string) *cobr
 	var inputs []string
 	cmd.Args = cobra.ExactArgs(1)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		if err := checkApprovalArg(args[0]); err != nil {
-			return err
+		if err := cpview.CheckApprovalArg(args[0]); err != nil {
+			return abort("rbook: %v", err)
 		}
 		token, id := args[0], ""
 		if isApprovalID(token) {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/rbookhq/rbook-action/internal/buildinfo"
 	"github.com/spf13/cobra"
 )
 
@@ -120,7 +121,7 @@ Try it: rbook run demo
   rbook runs`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		Version:       versionLine(),
+		Version:       buildinfo.Read(version).Line(),
 	}
 	runCmd := newRunCmd()
 	runCmd.Example = runExample
