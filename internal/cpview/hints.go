@@ -77,4 +77,3 @@ func NoCredentialsHint() string {
 	return "No credentials were sent: set RBOOK_TOKEN to your token from the control plane's auth file (rbook serve --auth-file). " +
 		"In the Action: the control-plane-token input (from a secret), or \"permissions: id-token: write\" on the job for GitHub OIDC."
 }
-
