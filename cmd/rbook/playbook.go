@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rbookhq/rbook-action/action/preflight"
 	"github.com/rbookhq/rbook-action/action/runbook"
 	"github.com/rbookhq/rbook-action/controlplane/approval"
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
@@ -99,7 +100,7 @@ Exit codes: 0 every file is valid, 2 some file has issues (as 'rbook validate'),
 			out, errw := cmd.OutOrStdout(), cmd.ErrOrStderr()
 			res := validateResult{Files: []validateFile{}}
 			bad := 0
-			tmplDiags := checkTemplates(templates) // shared by every playbook: checked once
+			tmplDiags := preflight.Templates(templates) // shared by every playbook: checked once
 			pol, err := approval.LoadPlaybookPolicy(policy)
 			if err != nil {
 				return abort("--policy: %v", err)

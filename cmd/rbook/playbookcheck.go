@@ -7,12 +7,10 @@ package main
 import (
 	"fmt"
 	"io"
-	"path/filepath"
 	"slices"
-	"strings"
 
 	"github.com/rbookhq/rbook-action/action/engine"
-	"github.com/rbookhq/rbook-action/action/mcp"
+	"github.com/rbookhq/rbook-action/action/preflight"
 	"github.com/rbookhq/rbook-action/action/runbook"
 	"github.com/rbookhq/rbook-action/controlplane/approval"
 	"github.com/rbookhq/rbook-action/controlplane/yamlerr"
@@ -43,7 +41,7 @@ func (c playbookChecks) file(p string, text bool, out, errw io.Writer) validateF
 		return vf
 	}
 	vf.Name, vf.Nodes, vf.Hash = plan.Name, len(plan.Steps), plan.ContentHash
-	_, ds := playbookMCPConfig(plan, p, c.mcpConfig)
+	_, ds := preflight.PlaybookMCPConfig(plan, p, c.mcpConfig)
 	if ds = append(ds, c.templates...); len(ds) > 0 {
 		runbook.SortDiagnostics(ds)
 		for _, d := range ds {
@@ -74,46 +72,11 @@ func (c playbookChecks) file(p string, text bool, out, errw io.Writer) validateF
 	return vf
 }
 
-// playbookMCPPath is the MCP configuration a run of the playbook at file uses: mcpConfig
-// (--mcp-config) when set, else <playbook folder>/<playbook base>.mcp.json.
-func playbookMCPPath(file, mcpConfig string) string {
-	return mcpConfigPath(filepath.Dir(file), strings.TrimSuffix(filepath.Base(file), filepath.Ext(file)), mcpConfig)
-}
-
-// playbookMCPConfig loads and checks the MCP configuration the agentic nodes of plan (the
-// playbook at file) use, with mcp.Config.Check: each node's agent is a server of the config
-// (a node with skill only needs a config with one server), and each server a node uses has a
-// command that is found. No server is started. The config is nil (with no diagnostics) when
-// the playbook has no agentic node, and nil with diagnostics when it does not load; the
-// diagnostics name file, line and field. 'rbook playbook validate' and 'rbook playbook run'
-// both call it, so a config that one refuses the other refuses too.
-func playbookMCPConfig(plan *runbook.Plan, file, mcpConfig string) (*mcp.Config, []runbook.Diagnostic) {
-	var uses []mcp.Use
-	for i, s := range plan.Steps {
-		if s.Type != runbook.TypeAgentic || s.Node == nil {
-			continue
-		}
-		by := fmt.Sprintf("agentic node %q", s.Name)
-		uses = append(uses, mcp.Use{By: by, Server: s.Node.Agent, File: file, Line: s.Line, Column: s.Column, Field: fmt.Sprintf("nodes[%d].agent", i),
-			Several: fmt.Sprintf("%s has skill %q and no agent, so set agent to the server that offers it", by, s.Node.Skill)})
-	}
-	if len(uses) == 0 {
-		return nil, nil
-	}
-	path := playbookMCPPath(file, mcpConfig)
-	cfg, ds := loadMCPConfig(path, mcpConfig, func() string {
-		return fmt.Sprintf("%s has agentic nodes, which call a tool of an MCP server, but %s does not exist; create it in the mcpServers JSON shape (see the README) or pass --mcp-config FILE", file, path)
-	})
-	if cfg == nil {
-		return nil, ds
-	}
-	return cfg, append(ds, mcpDiagnostics(cfg.Check(uses))...)
-}
-
-// hasAgentic reports whether plan has an agentic node.
-func hasAgentic(plan *runbook.Plan) bool {
-	return slices.ContainsFunc(plan.Steps, func(s runbook.Step) bool { return s.Type == runbook.TypeAgentic })
-}
+// The playbook's MCP checks (action/preflight) under the names the run uses.
+var (
+	playbookMCPConfig = preflight.PlaybookMCPConfig
+	hasAgentic        = preflight.HasAgentic
+)
 
 // autoPassWarnings says which approval nodes of plan (the playbook at file) the auto-pass
 // policy pol would pass without a person when their gate opens with bindings (the inputs, when

@@ -1,18 +1,14 @@
 package main
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/rbookhq/rbook-action/action/mcp"
-	"github.com/rbookhq/rbook-action/action/report"
+	"github.com/rbookhq/rbook-action/action/preflight"
 	"github.com/rbookhq/rbook-action/action/runbook"
 )
 
@@ -90,14 +86,14 @@ Exit codes: 0 every runbook would start, 2 at least one error (or no runbook to 
 			}
 			out, errw := cmd.OutOrStdout(), cmd.ErrOrStderr()
 			// The templates are shared by every runbook: checked once.
-			tmplDiags := checkTemplates(templates)
+			tmplDiags := preflight.Templates(templates)
 			var all []runbook.Diagnostic
 			var summaries []string
 			bad := 0
 			for _, f := range files {
 				res := runbook.Validate(f, rules)
 				ds := res.Diagnostics
-				mcpDiags, mcpNote := checkMCP(f, res, mcpConfig)
+				mcpDiags, mcpNote := preflight.MCPCheck(f, res, mcpConfig)
 				ds = append(ds, mcpDiags...)
 				ds = append(ds, tmplDiags...)
 				all = append(all, ds...)
@@ -138,106 +134,9 @@ Exit codes: 0 every runbook would start, 2 at least one error (or no runbook to 
 	return cmd
 }
 
-// checkTemplates parses the report templates with the overrides in dir, as every verb that
-// prints a report does (report.New), and returns one diagnostic per problem.
-func checkTemplates(dir string) []runbook.Diagnostic {
-	var ds []runbook.Diagnostic
-	_, err := report.New(dir) // a missing or non-folder dir is its one error, as for run
-	if err == nil {
-		return nil
-	}
-	errs := []error{err}
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		errs = j.Unwrap()
-	}
-	for _, e := range errs {
-		var te *report.TemplateError
-		if errors.As(e, &te) {
-			ds = append(ds, runbook.Diagnostic{File: te.Path, Line: te.Line, Message: te.Msg})
-		} else {
-			ds = append(ds, runbook.Diagnostic{File: dir, Message: e.Error()})
-		}
-	}
-	return ds
-}
-
-// checkMCP is what 'rbook validate' says about the MCP configuration a run of the runbook at
-// path would use: runbookMCPConfig's problems, and a note for the summary line that says
-// what was found.
-func checkMCP(path string, res runbook.ValidateResult, flag string) ([]runbook.Diagnostic, string) {
-	name := strings.TrimSuffix(filepath.Base(path), ".yaml")
-	cfgPath := mcpConfigPath(filepath.Dir(path), name, flag)
-	if !res.NeedsMCP {
-		return nil, "no check step queries an MCP server, so no MCP config is read"
-	}
-	cfg, ds := runbookMCPConfig(path, cfgPath, flag)
-	if cfg == nil {
-		return ds, ""
-	}
-	var found []string
-	for _, n := range cfg.Names() {
-		srv := cfg.Servers[n]
-		switch {
-		case !srv.Stdio():
-			found = append(found, fmt.Sprintf("%s: url, not contacted", n))
-		case srv.CommandFound() == nil:
-			found = append(found, fmt.Sprintf("%s: stdio command %s found", n, srv.Command))
-		}
-	}
-	slices.Sort(found)
-	if len(found) == 0 {
-		return ds, "MCP " + cfgPath
-	}
-	return ds, fmt.Sprintf("MCP %s: %s", cfgPath, strings.Join(found, ", "))
-}
-
-// runbookMCPConfig loads the MCP configuration at cfgPath that the check steps of the runbook
-// at runbookPath query (flag is --mcp-config, "" for the default file) and checks it with
-// mcp.Config.Check: check steps use the only server, and a stdio server's command must be
-// found. It starts no server and contacts no URL. It is the one check of 'rbook validate'
-// and of every run's start (executors): a configuration that validate refuses stops the run
-// before its first step. The config is nil when it does not load; the diagnostics list every
-// problem with file, line and field.
+// runbookMCPConfig is preflight.RunbookMCPConfig, the MCP check of every run's start.
 func runbookMCPConfig(runbookPath, cfgPath, flag string) (*mcp.Config, []runbook.Diagnostic) {
-	cfg, ds := loadMCPConfig(cfgPath, flag, func() string { return missingMCPConfig(runbookPath, cfgPath) })
-	if cfg == nil {
-		return nil, ds
-	}
-	errs := cfg.Check([]mcp.Use{{By: "a run's check steps",
-		Several: "a run's check steps use the only server of their MCP config, so give this runbook a config with one"}})
-	return cfg, append(ds, mcpDiagnostics(errs)...)
-}
-
-// loadMCPConfig loads the MCP configuration at cfgPath as a diagnostic: a default file
-// (flag "") that does not exist is missing(), a file that does not load is its
-// mcp.ConfigError (file:line:col: field) or read error.
-func loadMCPConfig(cfgPath, flag string, missing func() string) (*mcp.Config, []runbook.Diagnostic) {
-	if _, err := os.Stat(cfgPath); flag == "" && errors.Is(err, fs.ErrNotExist) {
-		return nil, []runbook.Diagnostic{{File: cfgPath, Message: missing()}}
-	}
-	cfg, err := mcp.LoadConfig(cfgPath)
-	if err != nil {
-		var ce *mcp.ConfigError
-		if errors.As(err, &ce) {
-			return nil, mcpDiagnostics([]*mcp.ConfigError{ce})
-		}
-		msg := err.Error()
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
-			msg = pe.Err.Error()
-		}
-		return nil, []runbook.Diagnostic{{File: cfgPath, Message: msg}}
-	}
-	return cfg, nil
-}
-
-// mcpDiagnostics turns MCP configuration errors into validate's diagnostics.
-func mcpDiagnostics(errs []*mcp.ConfigError) []runbook.Diagnostic {
-	ds := make([]runbook.Diagnostic, 0, len(errs))
-	for _, ce := range errs {
-		ds = append(ds, runbook.Diagnostic{File: ce.Path, Line: ce.Line, Column: ce.Column, Field: ce.Field, Message: ce.Msg})
-	}
-	return ds
+	return preflight.RunbookMCPConfig(runbookPath, cfgPath, flag)
 }
 
 // setupRefused is the error of a run refused before its first step because of problems
