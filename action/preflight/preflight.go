@@ -34,6 +34,39 @@ func MissingMCPConfig(runbookPath, configPath string) string {
 	return fmt.Sprintf("%s has check steps, which query an MCP server, but %s does not exist; create it in the mcpServers JSON shape (see the README) or pass --mcp-config FILE", runbookPath, configPath)
 }
 
+// Runbooks checks each runbook file as 'rbook run' would before its first step: the runbook
+// against the step-type rules (rules, "" for the built-in ones) and its values file, its MCP
+// configuration (mcpConfig is --mcp-config), and the report templates with the overrides in
+// templates (checked once: they are shared). It returns every diagnostic sorted, without the
+// repeats of a shared template; one summary line per file ("FILE: ok (values …; MCP …)" or
+// "FILE: N error(s) (…)"); and how many files have errors.
+func Runbooks(files []string, rules, templates, mcpConfig string) (all []runbook.Diagnostic, summaries []string, bad int) {
+	tmplDiags := Templates(templates)
+	for _, f := range files {
+		res := runbook.Validate(f, rules)
+		ds := res.Diagnostics
+		mcpDiags, mcpNote := MCPCheck(f, res, mcpConfig)
+		ds = append(ds, mcpDiags...)
+		ds = append(ds, tmplDiags...)
+		all = append(all, ds...)
+		line := f + ": ok"
+		if len(ds) > 0 {
+			bad++
+			line = fmt.Sprintf("%s: %d error(s)", f, len(ds))
+		}
+		notes := []string{"values " + res.ValuesPath}
+		if res.ExampleUsed {
+			notes[0] = fmt.Sprintf("checked with %s because %s is missing: 'rbook run' stops there", res.ValuesPath, strings.TrimSuffix(res.ValuesPath, ".example"))
+		}
+		if mcpNote != "" {
+			notes = append(notes, mcpNote)
+		}
+		summaries = append(summaries, line+" ("+strings.Join(notes, "; ")+")")
+	}
+	runbook.SortDiagnostics(all)
+	return slices.Compact(all), summaries, bad
+}
+
 // Templates parses the report templates with the overrides in dir, as every verb that
 // prints a report does (report.New), and returns one diagnostic per problem.
 func Templates(dir string) []runbook.Diagnostic {

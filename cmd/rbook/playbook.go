@@ -98,7 +98,7 @@ Exit codes: 0 every file is valid, 2 some file has issues (as 'rbook validate'),
 				return abort("-o %q: use text or json", output)
 			}
 			out, errw := cmd.OutOrStdout(), cmd.ErrOrStderr()
-			res := validateResult{Files: []validateFile{}}
+			res := preflight.Result{Files: []preflight.File{}}
 			bad := 0
 			tmplDiags := preflight.Templates(templates) // shared by every playbook: checked once
 			pol, err := approval.LoadPlaybookPolicy(policy)

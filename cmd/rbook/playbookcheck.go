@@ -29,11 +29,11 @@ type playbookChecks struct {
 // 'rbook playbook run' checks before the first node, and the auto-pass policy's passes are
 // warnings. With text, every issue and warning is printed on errw and one summary line on
 // out. The result is OK when there is no issue.
-func (c playbookChecks) file(p string, text bool, out, errw io.Writer) validateFile {
-	vf := validateFile{File: p, Issues: []validateIssue{}, Warnings: []validateIssue{}}
+func (c playbookChecks) file(p string, text bool, out, errw io.Writer) preflight.File {
+	vf := preflight.File{File: p, Issues: []preflight.Issue{}, Warnings: []preflight.Issue{}}
 	plan, err := runbook.LoadPlaybook(p)
 	if err != nil {
-		vf.Issues = issuesOf(p, err)
+		vf.Issues = preflight.IssuesOf(p, err)
 		if text {
 			n := printPlaybookParseError(errw, p, err)
 			fmt.Fprintf(out, "%s: %s\n", p, yamlerr.Plural(n, "issue", "issues"))
@@ -45,7 +45,7 @@ func (c playbookChecks) file(p string, text bool, out, errw io.Writer) validateF
 	if ds = append(ds, c.templates...); len(ds) > 0 {
 		runbook.SortDiagnostics(ds)
 		for _, d := range ds {
-			vf.Issues = append(vf.Issues, issueOf(d))
+			vf.Issues = append(vf.Issues, preflight.IssueOf(d))
 			if text {
 				fmt.Fprintln(errw, d.String())
 			}
@@ -61,7 +61,7 @@ func (c playbookChecks) file(p string, text bool, out, errw io.Writer) validateF
 		warnings = append(slices.Clone(plan.Playbook.Warnings), warnings...)
 	}
 	for _, d := range warnings {
-		vf.Warnings = append(vf.Warnings, issueOf(d))
+		vf.Warnings = append(vf.Warnings, preflight.IssueOf(d))
 		if text {
 			fmt.Fprintln(errw, "warning: "+d.String())
 		}

@@ -5,8 +5,6 @@ package main
 // runbook run keeps every string it had (seed runbook-executor); only playbook runs get these.
 
 import (
-	"errors"
-
 	"github.com/rbookhq/rbook-action/action/engine"
 	"github.com/rbookhq/rbook-action/action/report"
 	"github.com/rbookhq/rbook-action/action/runbook"
@@ -80,48 +78,4 @@ func decideReasonExample(approve bool) string {
 		return "build and tests are green"
 	}
 	return "wrong version: 2026.4.90 is already on npm"
-}
-
-// validateResult is rbook playbook validate -o json: one entry per file, in argument order.
-type validateResult struct {
-	Files []validateFile `json:"files"`
-}
-
-// validateFile is one checked file: ok with the playbook's name, node count and SHA-256
-// hash, or its issues (every one, sorted by line and column); warnings in both cases.
-type validateFile struct {
-	File     string          `json:"file"`
-	OK       bool            `json:"ok"`
-	Name     string          `json:"name,omitempty"`
-	Nodes    int             `json:"nodes,omitempty"`
-	Hash     string          `json:"hash,omitempty"`
-	Issues   []validateIssue `json:"issues"`
-	Warnings []validateIssue `json:"warnings"`
-}
-
-// validateIssue is a runbook.Diagnostic as JSON (line and column 1-based; 0 when unknown).
-type validateIssue struct {
-	File    string `json:"file"`
-	Line    int    `json:"line"`
-	Column  int    `json:"column"`
-	Field   string `json:"field,omitempty"`
-	Message string `json:"message"`
-}
-
-func issueOf(d runbook.Diagnostic) validateIssue {
-	return validateIssue{File: d.File, Line: d.Line, Column: d.Column, Field: d.Field, Message: d.Message}
-}
-
-// issuesOf lists the issues of a playbook that did not load: every issue of a
-// PlaybookParseError, else the one error (a file that cannot be read).
-func issuesOf(path string, err error) []validateIssue {
-	var pe *runbook.PlaybookParseError
-	if errors.As(err, &pe) {
-		out := make([]validateIssue, 0, len(pe.Issues))
-		for _, d := range pe.Issues {
-			out = append(out, issueOf(d))
-		}
-		return out
-	}
-	return []validateIssue{{File: path, Message: err.Error()}}
 }

@@ -7,12 +7,9 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -118,7 +115,7 @@ func newView(out, errw io.Writer, tt ttys, rend *report.Renderer, plan *runbook.
 		return nil, fmt.Errorf("-o/--output %q: use text or json", output)
 	}
 	v.gateBox, v.boxColor = tt.stderr, colorAllowed(tt.stderr)
-	if err := checkReportPath(reportPath); err != nil {
+	if err := termui.CheckReportPath(reportPath); err != nil {
 		return nil, err
 	}
 	v.nameWidth = len("CANCEL")
@@ -126,29 +123,6 @@ func newView(out, errw io.Writer, tt ttys, rend *report.Renderer, plan *runbook.
 		v.nameWidth = max(v.nameWidth, min(utf8.RuneCountInString(s.Name), termui.MaxNameColumn))
 	}
 	return v, nil
-}
-
-// checkReportPath refuses a --report FILE that cannot be written: its folder must exist and
-// FILE must not be a folder.
-func checkReportPath(p string) error {
-	if p == "" {
-		return nil
-	}
-	if info, err := os.Stat(p); err == nil && info.IsDir() {
-		return fmt.Errorf("--report %s: is a folder; name a file", p)
-	}
-	dir := filepath.Dir(p)
-	info, err := os.Stat(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("--report %s: folder %s does not exist", p, dir)
-	}
-	if err != nil {
-		return fmt.Errorf("--report %s: %w", p, err)
-	}
-	if !info.IsDir() {
-		return fmt.Errorf("--report %s: %s is not a folder", p, dir)
-	}
-	return nil
 }
 
 // dim paints s dim when the step lines are coloured.
@@ -326,27 +300,14 @@ func (v *view) trailer(name string, st *state.State, msg, evPath string) {
 	}
 }
 
-// interruptedText says that a signal stopped the run, that nothing is final, and how to go on
-// (issue 6, item 2.4).
+// interruptedText says that a signal stopped the run, that nothing is final, and how to go
+// on (termui.InterruptedText): v.resumeCmd and v.cancelCmd, else the runbook commands of name.
 func (v *view) interruptedText(name string, st *state.State, msg string) string {
-	why := msg
-	if why == "" && st.Interrupted != nil {
-		why = st.Interrupted.Reason
-	}
 	resume, cancel := v.resumeCmd, v.cancelCmd
 	if resume == "" {
 		resume, cancel = "rbook run "+name, "rbook cancel "+name
 	}
-	s := fmt.Sprintf("Run %s was interrupted (%s). It is not finished: its state is kept in %s and the run can be resumed: %s (or end it: %s).",
-		st.RunID, why, v.plan.StateFilePath, resume, cancel)
-	if st.Kind == state.KindPlaybook {
-		if len(st.InFlightNodes) > 0 {
-			s += fmt.Sprintf(" %d node(s) were in flight (%s), so the resume asks you to choose --rerun-node or --skip-node for each.", len(st.InFlightNodes), inFlightNames(st.InFlightNodes))
-		}
-	} else if f := st.InFlight; f != nil {
-		s += fmt.Sprintf(" The %s step '%s' was in flight, so the resume asks you to choose --step-index %d (run it again) or %d (go on after it).", f.StepType, f.StepName, f.StepIndex, f.StepIndex+1)
-	}
-	return s
+	return termui.InterruptedText(st, msg, resume, cancel, v.plan.StateFilePath)
 }
 
 // summary is the end of a terminal run: status, step counts that match the report's rows,
@@ -406,13 +367,4 @@ func joinStatuses(ss []engine.StepStatus) string {
 		w[i] = string(s)
 	}
 	return strings.Join(w, ", ")
-}
-
-// inFlightNames lists the ids of in-flight playbook nodes, comma separated.
-func inFlightNames(fs []state.InFlight) string {
-	names := make([]string, len(fs))
-	for i, f := range fs {
-		names[i] = f.StepName
-	}
-	return strings.Join(names, ", ")
 }

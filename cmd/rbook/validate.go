@@ -45,77 +45,13 @@ Exit codes: 0 every runbook would start, 2 at least one error (or no runbook to 
   rbook validate prod                  # runbooks/prod.yaml, its values and MCP config
   rbook validate path/to/my.yaml --mcp-config ci.mcp.json --templates my-templates`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			named := len(args) > 0
-			if !named {
-				found, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
-				if err != nil {
-					return abort("%v", err)
-				}
-				for _, f := range found {
-					if !strings.HasSuffix(f, ".values.yaml") {
-						args = append(args, f)
-					}
-				}
-			}
-			var files []string
-			var playbooks []string
-			for _, f := range args {
-				if err := playbookGiven(dir, f, "validate"); err != nil {
-					if !named { // found by the *.yaml glob: not what was asked for
-						fmt.Fprintf(cmd.ErrOrStderr(), "%s: skipped (a playbook: rbook playbook validate %s)\n", f, f)
-						continue
-					}
-					playbooks = append(playbooks, err.Error())
-					continue
-				}
-				if !strings.HasSuffix(f, ".yaml") && !strings.ContainsRune(f, filepath.Separator) {
-					f = filepath.Join(dir, f+".yaml") // a runbook name, as 'rbook run' takes it
-				}
-				if strings.HasSuffix(f, ".values.yaml") {
-					fmt.Fprintf(cmd.ErrOrStderr(), "%s: skipped (a values file is checked with its runbook)\n", f)
-					continue
-				}
-				files = append(files, f)
-			}
-			if len(playbooks) > 0 {
-				// A playbook named here gets its command, not runbook errors (issue 9 UX, item 6).
-				return abort("%s", strings.Join(playbooks, "\n"))
-			}
-			if len(files) == 0 {
-				return abort("no runbook files to validate in %s", dir)
+			files, err := validateArgs(cmd, dir, args)
+			if err != nil {
+				return err
 			}
 			out, errw := cmd.OutOrStdout(), cmd.ErrOrStderr()
-			// The templates are shared by every runbook: checked once.
-			tmplDiags := preflight.Templates(templates)
-			var all []runbook.Diagnostic
-			var summaries []string
-			bad := 0
-			for _, f := range files {
-				res := runbook.Validate(f, rules)
-				ds := res.Diagnostics
-				mcpDiags, mcpNote := preflight.MCPCheck(f, res, mcpConfig)
-				ds = append(ds, mcpDiags...)
-				ds = append(ds, tmplDiags...)
-				all = append(all, ds...)
-				line := f + ": ok"
-				if len(ds) > 0 {
-					bad++
-					line = fmt.Sprintf("%s: %d error(s)", f, len(ds))
-				}
-				notes := []string{"values " + res.ValuesPath}
-				if res.ExampleUsed {
-					notes[0] = fmt.Sprintf("checked with %s because %s is missing: 'rbook run' stops there", res.ValuesPath, strings.TrimSuffix(res.ValuesPath, ".example"))
-				}
-				if mcpNote != "" {
-					notes = append(notes, mcpNote)
-				}
-				summaries = append(summaries, line+" ("+strings.Join(notes, "; ")+")")
-			}
-			runbook.SortDiagnostics(all)
-			for i, d := range all {
-				if i > 0 && d == all[i-1] {
-					continue // a template shared by several runbooks
-				}
+			all, summaries, bad := preflight.Runbooks(files, rules, templates, mcpConfig)
+			for _, d := range all {
 				fmt.Fprintln(errw, d.String())
 			}
 			for _, s := range summaries {
@@ -132,6 +68,52 @@ Exit codes: 0 every runbook would start, 2 at least one error (or no runbook to 
 	cmd.Flags().StringVar(&templates, "templates", "", "folder whose templates/*.md and prompts/*.md override the built-in ones (as for rbook run)")
 	cmd.Flags().StringVar(&mcpConfig, "mcp-config", "", "MCP config to check instead of <dir>/<name>.mcp.json (as for rbook run)")
 	return cmd
+}
+
+// validateArgs is the runbook files rbook validate checks: args (RUNBOOK names in dir or
+// FILE paths), else every *.yaml in dir; values files are skipped (checked with their
+// runbook), as are playbooks the glob found. A playbook named in args is refused with the
+// command that takes it; no file at all is refused too.
+func validateArgs(cmd *cobra.Command, dir string, args []string) ([]string, error) {
+	named := len(args) > 0
+	if !named {
+		found, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+		if err != nil {
+			return nil, abort("%v", err)
+		}
+		for _, f := range found {
+			if !strings.HasSuffix(f, ".values.yaml") {
+				args = append(args, f)
+			}
+		}
+	}
+	var files, playbooks []string
+	for _, f := range args {
+		if err := playbookGiven(dir, f, "validate"); err != nil {
+			if !named { // found by the *.yaml glob: not what was asked for
+				fmt.Fprintf(cmd.ErrOrStderr(), "%s: skipped (a playbook: rbook playbook validate %s)\n", f, f)
+				continue
+			}
+			playbooks = append(playbooks, err.Error())
+			continue
+		}
+		if !strings.HasSuffix(f, ".yaml") && !strings.ContainsRune(f, filepath.Separator) {
+			f = filepath.Join(dir, f+".yaml") // a runbook name, as 'rbook run' takes it
+		}
+		if strings.HasSuffix(f, ".values.yaml") {
+			fmt.Fprintf(cmd.ErrOrStderr(), "%s: skipped (a values file is checked with its runbook)\n", f)
+			continue
+		}
+		files = append(files, f)
+	}
+	if len(playbooks) > 0 {
+		// A playbook named here gets its command, not runbook errors.
+		return nil, abort("%s", strings.Join(playbooks, "\n"))
+	}
+	if len(files) == 0 {
+		return nil, abort("no runbook files to validate in %s", dir)
+	}
+	return files, nil
 }
 
 // runbookMCPConfig is preflight.RunbookMCPConfig, the MCP check of every run's start.
