@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rbookhq/rbook-action/controlplane/store"
+	"github.com/rbookhq/rbook-action/controlplane/notify"
 )
 
 // `rbook notifications` shows, from a control plane's database, each delivery's state, and
@@ -50,7 +51,7 @@ func TestNotificationsCommandShowsGivenUpDeliveriesAndWhy(t *testing.T) {
 		t.Fatalf("rbook notifications --state given_up (exit %d):\n%s", code, out)
 	}
 	out, code = run(t, dir, "", "notifications", "--db", db, "--run", "R1", "-o", "json")
-	var lines []notificationLine
+	var lines []notify.DeliveryLine
 	if err := json.Unmarshal([]byte(out), &lines); code != 0 || err != nil || len(lines) != 2 || lines[0].Channel != "hooks" ||
 		lines[0].State != "delivered" || lines[1].State != "given_up" || lines[1].Attempts != 1 {
 		t.Fatalf("-o json (exit %d, %v):\n%s", code, err, out)
