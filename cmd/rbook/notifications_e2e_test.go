@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rbookhq/rbook-action/controlplane/store"
 	"github.com/rbookhq/rbook-action/controlplane/notify"
+	"github.com/rbookhq/rbook-action/controlplane/store"
 )
 
 // `rbook notifications` shows, from a control plane's database, each delivery's state, and
