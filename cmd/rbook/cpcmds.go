@@ -157,7 +157,7 @@ func (f *cpFlags) mayServeLocal() bool {
 // reader is client for the commands that only read history (runs, get, approvals): when no
 // control plane is running — no --control-plane, no RBOOK_CONTROL_PLANE, no live
 // .rbook/controlplane.url — it reads the embedded control plane's database
-// .rbook/controlplane.db directly, read-only, and says so on stderr (issue 6, item 3.3).
+// .rbook/controlplane.db directly, read-only, and says so on stderr.
 func (f *cpFlags) reader(cmd *cobra.Command) (*cpclient.Client, func(), error) {
 	if err := abortIf(checkCPURLs(cpURLFrom(f.url))); err != nil || f.url == "off" {
 		if err == nil {

@@ -51,7 +51,7 @@ var version = "dev"
 const exitUsage = exitAborted
 
 // usageError is a command-line mistake; main prints it with the command's usage line and
-// where to read more (issue 6, item 3.4).
+// where to read more.
 type usageError struct {
 	cmd *cobra.Command
 	err error

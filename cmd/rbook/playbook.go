@@ -1,8 +1,8 @@
 package main
 
-// rbook playbook: the .cantbook commands (issue 9, item 8; seed playbooks.txt): run, validate,
-// status, approve, reject, cancel. A playbook runs on the same engine, state file, control
-// plane and approval service as a runbook (DESIGN D15); these commands are its CLI.
+// rbook playbook: the .cantbook commands: run, validate, status, approve, reject, cancel. A
+// playbook runs on the same engine, state file, control plane and approval service as a
+// runbook; these commands are its CLI.
 
 import (
 	"encoding/json"
@@ -53,7 +53,7 @@ and exits 0, an unknown subcommand exits 2.`,
 }
 
 // printPlaybookParseError writes every issue of a playbook that does not load, one per line
-// as file:line:col: field: message (issue 9, item 1), and returns how many there were.
+// as file:line:col: field: message, and returns how many there were.
 func printPlaybookParseError(w io.Writer, path string, err error) int {
 	var pe *runbook.PlaybookParseError
 	if errors.As(err, &pe) {

@@ -1,8 +1,8 @@
 package main
 
-// Playbook words for what rbook shows (issue 9 follow-up, "a new user tried it"): the
-// approval box, the -o json result's playbook fields and the DONE column of rbook runs. A
-// runbook run keeps every string it had (seed runbook-executor); only playbook runs get these.
+// Playbook words for what rbook shows: the -o json result's playbook fields and the help of
+// the playbook commands. A runbook run keeps every string it had; only playbook runs get
+// these.
 
 import (
 	"github.com/rbookhq/rbook-action/action/engine"
@@ -45,7 +45,7 @@ type playbookNodeResult struct {
 
 // playbookResultFields fills the playbook fields of rbook playbook run -o json: name (the
 // playbook's name), status in playbook_runs' words (running, paused, succeeded, failed,
-// cancelled; seed playbooks.txt) and nodes in plan order. kind ("playbook"), bindings and
+// cancelled) and nodes in plan order. kind ("playbook"), bindings and
 // iteration_counts come with the state file. A runbook run gets none of them.
 func playbookResultFields(res *runResult, plan *runbook.Plan, st *state.State) {
 	if plan == nil || plan.Kind != runbook.KindPlaybook || st == nil {

@@ -12,12 +12,11 @@ import (
 	"github.com/rbookhq/rbook-action/internal/termui"
 )
 
-// Record implements engine.Recorder: it shows a person what the run is doing (seed Step 9.1;
-// DESIGN D17). With Markdown output (stdout is not a terminal) it prints a line to stderr
-// when a step starts and the rendered step status to stdout when it ends; on a terminal and
-// with -o json it prints one text line per finished step (see stepLine). It says nothing of
-// an interrupted run: finish does, once, truthfully (issue 6, item 2.4). Printing cannot fail
-// the run.
+// Record implements engine.Recorder: it shows a person what the run is doing. With Markdown
+// output (stdout is not a terminal) it prints a line to stderr when a step starts and the
+// rendered step status to stdout when it ends; on a terminal and with -o json it prints one
+// text line per finished step (see stepLine). It says nothing of an interrupted run: finish
+// does, once, truthfully. Printing cannot fail the run.
 func (v *view) Record(_ context.Context, t engine.Transition) error {
 	if v.ci != nil {
 		v.ci.Before(t)
@@ -45,7 +44,7 @@ func (v *view) Record(_ context.Context, t engine.Transition) error {
 			timeout = v.plan.Steps[t.StepIndex].TimeoutSeconds
 		}
 		if v.plan.Kind == runbook.KindPlaybook {
-			// Nodes have no index a person uses: "▶ node 2/9 · deterministic 'lint'" (issue 9).
+			// Nodes have no index a person uses: "▶ node 2/9 · deterministic 'lint'".
 			fmt.Fprintf(v.errw, "\n▶ node %d/%d · %s '%s' · timeout %ds · elapsed %s\n", t.StepIndex+1, n, t.StepType, t.StepName, timeout, report.HumanDuration(time.Since(v.started)))
 			return nil
 		}
@@ -76,7 +75,7 @@ func (v *view) Record(_ context.Context, t engine.Transition) error {
 	return nil
 }
 
-// humanNeeded says that a playbook's approval node waits for a person (issue 9, item 8): the
+// humanNeeded says that a playbook's approval node waits for a person: the
 // auto-pass policy did not pass it. It is not said at gate_opened, because a gate the policy
 // passes at once never pauses the run. Markdown output: "Run … is paused at approval node
 // 'x'." on stderr; a terminal (and -o json): "⏸ node x: the run is paused, waiting for a
@@ -98,8 +97,7 @@ func (v *view) recordLine(t engine.Transition) {
 	case engine.TransitionStepStarted:
 		v.stepStart[t.StepIndex] = t.Time
 		if playbook {
-			// Nodes run side by side: say when each starts, not only when it ends (issue 9,
-			// item 8).
+			// Nodes run side by side: say when each starts, not only when it ends.
 			fmt.Fprintln(v.lines(), v.dim(fmt.Sprintf("▶ node %s started (%s)", cutRunes(steps.CleanInput(t.StepName), termui.MaxNameColumn), t.StepType)))
 		}
 	case engine.TransitionStepFinished:
@@ -113,7 +111,7 @@ func (v *view) recordLine(t engine.Transition) {
 		}
 		fmt.Fprintln(v.lines(), v.stepLine(t.StepIndex+1, *t.Evidence, took, t.RollbackFor))
 	case engine.TransitionRunFinished:
-		if t.Evidence != nil { // the CANCEL audit entry (seed Step 8)
+		if t.Evidence != nil { // the CANCEL audit entry
 			fmt.Fprintln(v.lines(), v.stepLine(0, *t.Evidence, 0, ""))
 		}
 	}

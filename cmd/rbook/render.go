@@ -1,8 +1,8 @@
 package main
 
-// How a run shows itself (DESIGN D17; issue 6, item 3.2): short text lines and a gate box on
-// a terminal, the seed's Markdown when stdout is not a terminal (so `rbook run demo >
-// report.md` keeps working), and JSON with -o json. The Markdown report also goes to
+// How a run shows itself: short text lines and a gate box on a terminal (internal/termui),
+// the Markdown templates when stdout is not a terminal (so `rbook run demo > report.md` keeps
+// working), and JSON with -o json. The Markdown report also goes to
 // --report FILE and the GitHub job summary, whatever stdout is.
 
 import (
@@ -27,7 +27,7 @@ import (
 type ttys struct{ stdin, stdout, stderr bool }
 
 // terminals decides which of stdin, out and errw are terminals. It is a variable so tests can
-// exercise the terminal rendering without a pty (issue 6, item 3.2).
+// exercise the terminal rendering without a pty.
 var terminals = func(out, errw io.Writer) ttys {
 	return ttys{stdin: isTerminal(os.Stdin), stdout: isTerminal(out), stderr: isTerminal(errw)}
 }
@@ -142,8 +142,8 @@ func (v *view) renderGate(req engine.GateRequest) string {
 	return termui.GateBox(req, v.plan != nil && v.plan.Kind == runbook.KindPlaybook, v.boxColor)
 }
 
-// reportData is the data of the run report (seed Step 9.2), with the runbook's steps so the
-// table lists each step once, in runbook order (issue 6, item 2.2).
+// reportData is the data of the run report, with the runbook's steps so the
+// table lists each step once, in runbook order.
 func reportData(plan *runbook.Plan, st *state.State, msg, evPath string) report.Report {
 	d := report.Report{
 		RunID: st.RunID, RunbookName: plan.Name, RunbookPath: plan.Path, RunStatus: st.RunStatus,
@@ -171,7 +171,7 @@ func reportData(plan *runbook.Plan, st *state.State, msg, evPath string) report.
 	return d
 }
 
-// printReport renders the run report (seed Step 9.2), prints it to out and returns it.
+// printReport renders the run report, prints it to out and returns it.
 func printReport(out io.Writer, rend *report.Renderer, plan *runbook.Plan, st *state.State, msg, evPath string) (string, error) {
 	s, err := rend.RenderReport(reportData(plan, st, msg, evPath))
 	if err != nil {
@@ -233,10 +233,10 @@ func exitFor(s engine.RunStatus) int {
 	return exitFailed // FAILED, or IN_PROGRESS: a signal stopped it
 }
 
-// finish ends a run's output (seed Step 9.2–9.3): the Markdown report goes to --report FILE
+// finish ends a run's output: the Markdown report goes to --report FILE
 // and the job summary; stdout gets the report and the evidence pack (not a terminal), a
 // short summary (a terminal) or the JSON result (-o json). An interrupted run prints no
-// final-looking outcome, only that it was interrupted and how to resume (issue 6, item 2.4).
+// final-looking outcome, only that it was interrupted and how to resume.
 // It returns the exit code's error.
 func (v *view) finish(name string, st *state.State, res engine.Result, evPath string) error {
 	rep, err := v.rend.RenderReport(reportData(v.plan, st, res.Message, evPath))
