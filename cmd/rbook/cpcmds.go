@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/encoding/protojson"
 
@@ -204,34 +203,11 @@ func (f *cpFlags) urlSource() string {
 
 // rpcError turns a control-plane error into a one-line message with its code and exit 1.
 func (f *cpFlags) rpcError(err error) error {
-	var ue *cpclient.UnreachableError
-	if errors.As(err, &ue) && ue.Last != nil {
-		// A command's retries ran out (watch): a refused connection gets the hints below;
-		// anything else is said as the client says it, naming the URL.
-		if ce := (*connect.Error)(nil); !errors.As(ue.Last, &ce) || ce.Code() != connect.CodeUnavailable {
-			return &exitError{code: exitFailed, msg: "rbook: " + ue.Error()}
-		}
-		err = ue.Last
+	t := cpview.Target{URL: f.hintURL(), From: f.urlSource(), RunWords: f.runWords(), SentToken: os.Getenv("RBOOK_TOKEN") != "", Listening: anyListening}
+	if f.fromFile {
+		t.URLFile = embeddedURLFile
 	}
-	if msg := f.unanswered(err); msg != "" {
-		return &exitError{code: exitFailed, msg: msg}
-	}
-	var ce *connect.Error
-	if errors.As(err, &ce) {
-		msg := fmt.Sprintf("rbook: %s (%s)", ce.Message(), ce.Code())
-		if h := cpview.RPCHint(err, f.hintURL(), os.Getenv("RBOOK_TOKEN") != ""); h != "" {
-			msg += "\n" + h
-		}
-		if f.fromFile && ce.Code() == connect.CodeUnavailable {
-			msg += fmt.Sprintf("\nThe embedded control plane named in %s is not running any more (its '%s' has ended). Pass --control-plane URL for another one.", embeddedURLFile, f.runWords())
-		} else if u, _, rerr := f.resolve(); rerr == nil && ce.Code() == connect.CodeUnavailable && !anyListening(u) {
-			// A bare "connection refused" does not say what to do (found trying the README as
-			// a new user): name the address and where it came from.
-			msg += fmt.Sprintf("\nNothing listens at %s (from %s): start the control plane there ('rbook serve --addr HOST:PORT'), or point --control-plane at a running one.", u, f.urlSource())
-		}
-		return &exitError{code: exitFailed, msg: msg}
-	}
-	return &exitError{code: exitFailed, msg: "rbook: " + err.Error()}
+	return &exitError{code: exitFailed, msg: cpview.CallError(err, t)}
 }
 
 // rpcErrorOrNil is rpcError of err, or nil for nil.
@@ -240,25 +216,6 @@ func (f *cpFlags) rpcErrorOrNil(err error) error {
 		return nil
 	}
 	return f.rpcError(err)
-}
-
-// unanswered is the message for a call that got no answer from the control plane in time (a
-// transport timeout, not a refusal: the error carries no rbook code), naming its URL and
-// where the URL came from; "" for any other error. A bare "context deadline exceeded" does
-// not say which control plane was asked, nor what to do.
-func (f *cpFlags) unanswered(err error) string {
-	var ce *connect.Error
-	if !errors.As(err, &ce) || ce.Code() != connect.CodeDeadlineExceeded || cpclient.Code(err) != "" {
-		return ""
-	}
-	u, from := f.hintURL(), f.urlSource()
-	if u == "" {
-		u = "the control plane"
-	}
-	if f.fromFile {
-		from = embeddedURLFile
-	}
-	return fmt.Sprintf("rbook: the control plane at %s (from %s) did not answer in time (%s): check that it runs and that this machine reaches it, or point --control-plane at one that does.", u, from, ce.Code())
 }
 
 // The control-plane commands' words and printing (internal/cpview) under the names the
