@@ -15,6 +15,7 @@ import (
 	"github.com/rbookhq/rbook-action/action/cpclient"
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
 	"github.com/rbookhq/rbook-action/internal/cpview"
+	"github.com/rbookhq/rbook-action/internal/termui"
 )
 
 // embeddedURLFile is where a running embedded control plane leaves its address, so
@@ -218,12 +219,12 @@ func (f *cpFlags) rpcErrorOrNil(err error) error {
 	return f.rpcError(err)
 }
 
-// The control-plane commands' words and printing (internal/cpview) under the names the
+// Proto JSON (internal/cpview) and the status words (internal/termui) under the names the
 // commands use.
 var (
 	printJSON           = cpview.PrintJSON
-	statusWord, runWord = cpview.StatusWord, cpview.RunWord
-	playbookRunWord     = cpview.PlaybookRunWord
+	statusWord, runWord = termui.StatusWord, termui.RunWord
+	playbookRunWord     = termui.PlaybookRunWord
 )
 
 func newDecideCmd(approve bool) *cobra.Command {
@@ -328,7 +329,7 @@ Exit codes: 0 listed (possibly none), 1 the control plane refused or is unreacha
 			defer done()
 			statuses := []rbookv1.RunStatus{rbookv1.RunStatus_RUN_STATUS_UNSPECIFIED}
 			if status != "" {
-				if statuses, err = cpview.ParseStatusFilter(status); err != nil {
+				if statuses, err = termui.ParseStatusFilter(status); err != nil {
 					return abort("%v", err)
 				}
 			}
@@ -344,7 +345,7 @@ Exit codes: 0 listed (possibly none), 1 the control plane refused or is unreacha
 		},
 	}
 	f.register(cmd, true)
-	cmd.Flags().StringVar(&status, "status", "", "only runs with this status: "+strings.Join(cpview.StatusFilterWords, ", ")+" (or running, paused, succeeded, failed, cancelled)")
+	cmd.Flags().StringVar(&status, "status", "", "only runs with this status: "+strings.Join(termui.StatusFilterWords, ", ")+" (or running, paused, succeeded, failed, cancelled)")
 	cmd.Flags().StringVar(&runbook, "runbook", "", "only runs of this runbook or playbook name")
 	cmd.Flags().StringVar(&repository, "repository", "", "only runs of this GitHub repository (owner/name, any case)")
 	cmd.Flags().StringVar(&startedBy, "started-by", "", "only runs started by this identity")

@@ -4,12 +4,7 @@ package main
 // the playbook commands. A runbook run keeps every string it had; only playbook runs get
 // these.
 
-import (
-	"github.com/rbookhq/rbook-action/action/engine"
-	"github.com/rbookhq/rbook-action/action/report"
-	"github.com/rbookhq/rbook-action/action/runbook"
-	"github.com/rbookhq/rbook-action/action/state"
-)
+import ()
 
 // playbookCPHelp is cpHelp for the playbook commands: the embedded control plane is the one
 // of an 'rbook playbook run' in progress.
@@ -31,45 +26,6 @@ $RBOOK_TOKEN. When none of those is running, the history of this folder's embedd
 read from .rbook/controlplane.db, read-only (stderr says so). It reads only the control
 plane, never the run's state file: a run with --control-plane off is not there (read its
 state file, report or 'rbook playbook run -o json' instead).`
-
-// playbookNodeResult is one node of a playbook run's -o json result: its id, type, status in
-// the words of rbook playbook status (NodeState): "pending" (not started), "waiting" (its gate
-// is open), or its last execution's PASS, FAIL, TIMED_OUT, SKIPPED; and how many times it
-// started (iteration_counts).
-type playbookNodeResult struct {
-	ID         string `json:"id"`
-	Type       string `json:"type"`
-	Status     string `json:"status"`
-	Iterations int    `json:"iterations"`
-}
-
-// playbookResultFields fills the playbook fields of rbook playbook run -o json: name (the
-// playbook's name), status in playbook_runs' words (running, paused, succeeded, failed,
-// cancelled) and nodes in plan order. kind ("playbook"), bindings and
-// iteration_counts come with the state file. A runbook run gets none of them.
-func playbookResultFields(res *runResult, plan *runbook.Plan, st *state.State) {
-	if plan == nil || plan.Kind != runbook.KindPlaybook || st == nil {
-		return
-	}
-	res.Name = plan.Name
-	res.Status = runWord(st)
-	waiting := ""
-	if st.AwaitingConfirmation != nil && !st.RunStatus.Final() {
-		waiting = st.AwaitingConfirmation.StepName
-	}
-	nodes, _ := report.PlaybookGraph(plan, st.EvidencePack, st.IterationCounts, waiting)
-	res.Nodes = make([]playbookNodeResult, 0, len(nodes))
-	for _, n := range nodes {
-		status := string(n.Status)
-		switch n.Status {
-		case report.NotRun:
-			status = "pending"
-		case engine.StatusAwaitingConfirmation:
-			status = "waiting"
-		}
-		res.Nodes = append(res.Nodes, playbookNodeResult{ID: n.ID, Type: n.Type, Status: status, Iterations: n.Iterations})
-	}
-}
 
 // decideReasonExample is the --reason of the approve and reject examples: a reason that fits
 // the verb.

@@ -142,34 +142,8 @@ func (v *view) renderGate(req engine.GateRequest) string {
 	return termui.GateBox(req, v.plan != nil && v.plan.Kind == runbook.KindPlaybook, v.boxColor)
 }
 
-// reportData is the data of the run report, with the runbook's steps so the
-// table lists each step once, in runbook order.
-func reportData(plan *runbook.Plan, st *state.State, msg, evPath string) report.Report {
-	d := report.Report{
-		RunID: st.RunID, RunbookName: plan.Name, RunbookPath: plan.Path, RunStatus: st.RunStatus,
-		StartedUTC: st.StartedUTC, CompletedUTC: st.CompletedUTC, TotalSteps: st.TotalSteps,
-		SchemaHash8: st.SchemaHash8, RunbookHash: st.RunbookHash, Message: msg,
-		Evidence: st.EvidencePack, EvidencePath: evPath,
-	}
-	for _, s := range plan.Steps {
-		d.Steps = append(d.Steps, report.StepRef{Name: s.Name, Type: string(s.Type)})
-	}
-	if a, err := time.Parse(engine.TimeFormat, st.StartedUTC); err == nil {
-		if b, err := time.Parse(engine.TimeFormat, st.CompletedUTC); err == nil {
-			d.Duration = report.HumanDuration(b.Sub(a))
-		}
-	}
-	if plan.Kind == runbook.KindPlaybook {
-		waiting := ""
-		if st.AwaitingConfirmation != nil && !st.RunStatus.Final() {
-			waiting = st.AwaitingConfirmation.StepName
-		}
-		d.DAG = report.MermaidDAG(report.PlaybookGraph(plan, st.EvidencePack, st.IterationCounts, waiting))
-		d.Playbook, d.StatusWord = true, playbookRunWord(st.RunStatus, waiting != "")
-	}
-	d.Tally()
-	return d
-}
+// reportData is the data of the run report (termui.ReportData).
+var reportData = termui.ReportData
 
 // printReport renders the run report, prints it to out and returns it.
 func printReport(out io.Writer, rend *report.Renderer, plan *runbook.Plan, st *state.State, msg, evPath string) (string, error) {
@@ -192,28 +166,9 @@ func (v *view) showReport(st *state.State, msg, evPath string) error {
 	return err
 }
 
-// runResult is the JSON `rbook run -o json` prints: the final state file's fields, plus how
-// the run ended and where its files are.
-type runResult struct {
-	*state.State
-	// Message says why the run did not complete, or how it was interrupted or halted.
-	Message string `json:"message,omitempty"`
-	// StateFile, EvidenceFile and ReportFile are the paths of the run's files ("" omitted).
-	StateFile    string `json:"state_file"`
-	EvidenceFile string `json:"evidence_file,omitempty"`
-	ReportFile   string `json:"report_file,omitempty"`
-	// ExitCode is rbook's exit code for this outcome (see --help).
-	ExitCode int `json:"exit_code"`
-	// Name, Status and Nodes are a playbook run's (playbookResultFields): the playbook's
-	// name, the run's status in playbook words, each node's status; absent for a runbook.
-	Name   string               `json:"name,omitempty"`
-	Status string               `json:"status,omitempty"`
-	Nodes  []playbookNodeResult `json:"nodes,omitempty"`
-}
-
+// printJSON prints the run's -o json result (termui.RunResult).
 func (v *view) printJSON(st *state.State, msg, evPath string, code int) {
-	res := runResult{State: st, Message: msg, StateFile: v.plan.StateFilePath, EvidenceFile: evPath, ReportFile: v.reportPath, ExitCode: code}
-	playbookResultFields(&res, v.plan, st)
+	res := termui.NewRunResult(v.plan, st, msg, evPath, v.reportPath, code)
 	enc := json.NewEncoder(v.out)
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)

@@ -5,6 +5,7 @@ import (
 
 	"github.com/rbookhq/rbook-action/action/cpclient"
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
+	"github.com/rbookhq/rbook-action/internal/termui"
 )
 
 // GetRunAll is GetRun with every page of transitions (GetRun pages them).
@@ -23,7 +24,7 @@ func GetRunAll(ctx context.Context, c *cpclient.Client, runID string) (*rbookv1.
 	}
 }
 
-// ListRuns is ListRuns once per status of statuses (ParseStatusFilter; one UNSPECIFIED for
+// ListRuns is ListRuns once per status of statuses (termui.ParseStatusFilter; one UNSPECIFIED for
 // any), the runs merged newest first and cut to limit, as one call would return them.
 func ListRuns(ctx context.Context, c *cpclient.Client, req *rbookv1.ListRunsRequest, statuses []rbookv1.RunStatus, limit int) (*rbookv1.ListRunsResponse, error) {
 	resp := &rbookv1.ListRunsResponse{}
@@ -35,7 +36,7 @@ func ListRuns(ctx context.Context, c *cpclient.Client, req *rbookv1.ListRunsRequ
 		}
 		resp.Runs = append(resp.Runs, page.GetRuns()...)
 	}
-	resp.Runs = SortRunsNewestFirst(resp.Runs, limit)
+	resp.Runs = termui.SortRunsNewestFirst(resp.Runs, limit)
 	return resp, nil
 }
 

@@ -1,3 +1,8 @@
+// Package cpview is what the rbook CLI's control-plane commands show and how they read it:
+// the tables of runs, transitions, approvals and playbook nodes, proto JSON, the paging of
+// ListRuns, GetRun and ListApprovals, rbook approve's --input flags, and the messages of
+// failed calls with what to do next. It prints to the writer it is given and dials nothing:
+// the caller passes a connected *cpclient.Client.
 package cpview
 
 import (
@@ -65,7 +70,7 @@ func DescribeTransition(w io.Writer, kind rbookv1.RunKind, t *rbookv1.Transition
 		line += "  " + ShortEnum(e.GetStatus(), "STEP_STATUS_")
 	}
 	if t.GetKind() == rbookv1.TransitionKind_TRANSITION_KIND_RUN_FINISHED {
-		line += "  " + StatusWord(kind, t.GetRunStatus())
+		line += "  " + termui.StatusWord(kind, t.GetRunStatus())
 	}
 	if t.GetMessage() != "" {
 		line += "  — " + t.GetMessage()
@@ -79,8 +84,8 @@ func WriteRuns(out io.Writer, runs []*rbookv1.Run) error {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "RUN\tNAME\tKIND\tSTATUS\tDONE\tSTARTED\tBY")
 	for _, r := range runs {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.GetRunId(), r.GetName(), RunKindWord(r), StatusWord(r.GetKind(), r.GetStatus()),
-			RunDone(r), TS(r.GetStartedAt()), r.GetStartedBy())
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.GetRunId(), r.GetName(), termui.RunKindWord(r), termui.StatusWord(r.GetKind(), r.GetStatus()),
+			termui.RunDone(r), TS(r.GetStartedAt()), r.GetStartedBy())
 	}
 	return w.Flush()
 }
@@ -89,7 +94,7 @@ func WriteRuns(out io.Writer, runs []*rbookv1.Run) error {
 func WriteRun(out io.Writer, resp *rbookv1.GetRunResponse) {
 	r := resp.GetRun()
 	fmt.Fprintf(out, "Run %s · runbook %s · %s · %d of %d steps done · started %s by %s\n", r.GetRunId(), r.GetName(),
-		StatusWord(r.GetKind(), r.GetStatus()), r.GetLastCompletedStepIndex()+1, r.GetTotalSteps(), TS(r.GetStartedAt()), r.GetStartedBy())
+		termui.StatusWord(r.GetKind(), r.GetStatus()), r.GetLastCompletedStepIndex()+1, r.GetTotalSteps(), TS(r.GetStartedAt()), r.GetStartedBy())
 	if l := r.GetLease(); l != nil {
 		fmt.Fprintf(out, "Owner %s · lease epoch %d · until %s\n", l.GetOwner(), l.GetEpoch(), TS(l.GetExpiresAt()))
 	}
@@ -159,7 +164,7 @@ func InputValuesLine(a *rbookv1.Approval) string {
 // and session, the node table (with iteration counts of nodes an older control plane does not
 // list), the bindings and the error context.
 func WritePlaybookStatus(out io.Writer, r *rbookv1.Run) error {
-	fmt.Fprintf(out, "Run %s · %s %s · %s · started %s by %s\n", r.GetRunId(), RunKindWord(r), r.GetName(), StatusWord(r.GetKind(), r.GetStatus()), TS(r.GetStartedAt()), r.GetStartedBy())
+	fmt.Fprintf(out, "Run %s · %s %s · %s · started %s by %s\n", r.GetRunId(), termui.RunKindWord(r), r.GetName(), termui.StatusWord(r.GetKind(), r.GetStatus()), TS(r.GetStartedAt()), r.GetStartedBy())
 	if r.GetCompletedAt() != nil {
 		fmt.Fprintf(out, "Completed %s\n", TS(r.GetCompletedAt()))
 	}

@@ -1,9 +1,4 @@
-// Package cpview is what the rbook CLI's control-plane commands show and how they read it: the
-// status words a person sees and the --status filter, the tables of runs, transitions,
-// approvals and playbook nodes, proto JSON, the paging of ListRuns, GetRun and ListApprovals,
-// and rbook approve's --input flags. It prints to the writer it is given and dials nothing:
-// the caller passes a connected *cpclient.Client.
-package cpview
+package termui
 
 import (
 	"fmt"
