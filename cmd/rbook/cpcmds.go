@@ -224,7 +224,6 @@ func (f *cpFlags) rpcErrorOrNil(err error) error {
 var (
 	printJSON           = cpview.PrintJSON
 	statusWord, runWord = termui.StatusWord, termui.RunWord
-	playbookRunWord     = termui.PlaybookRunWord
 )
 
 func newDecideCmd(approve bool) *cobra.Command {

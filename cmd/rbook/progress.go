@@ -31,24 +31,7 @@ func (v *view) Record(_ context.Context, t engine.Transition) error {
 	n := len(v.plan.Steps)
 	switch t.Kind {
 	case engine.TransitionStepStarted:
-		what := ""
-		switch t.RollbackFor {
-		case "":
-		case engine.RollbackVerb:
-			what = " — requested with rbook rollback"
-		default:
-			what = fmt.Sprintf(" — on_fail: rollback of step '%s'", t.RollbackFor)
-		}
-		timeout := 0
-		if t.StepIndex >= 0 && t.StepIndex < n {
-			timeout = v.plan.Steps[t.StepIndex].TimeoutSeconds
-		}
-		if v.plan.Kind == runbook.KindPlaybook {
-			// Nodes have no index a person uses: "▶ node 2/9 · deterministic 'lint'".
-			fmt.Fprintf(v.errw, "\n▶ node %d/%d · %s '%s' · timeout %ds · elapsed %s\n", t.StepIndex+1, n, t.StepType, t.StepName, timeout, report.HumanDuration(time.Since(v.started)))
-			return nil
-		}
-		fmt.Fprintf(v.errw, "\n▶ step %d/%d (index %d) · %s '%s'%s · timeout %ds · elapsed %s\n", t.StepIndex+1, n, t.StepIndex, t.StepType, t.StepName, what, timeout, report.HumanDuration(time.Since(v.started)))
+		fmt.Fprint(v.errw, termui.StepStartedLine(t, v.plan, time.Since(v.started)))
 	case engine.TransitionGateDecided:
 		fmt.Fprintf(v.errw, "Gate '%s' %s\n", t.StepName, t.Message)
 	case engine.TransitionStepFinished:
@@ -62,15 +45,7 @@ func (v *view) Record(_ context.Context, t engine.Transition) error {
 		}
 		fmt.Fprint(v.out, "\n"+s)
 	case engine.TransitionRunFinished:
-		took := time.Since(v.started)
-		if !v.runStart.IsZero() && !t.Time.IsZero() {
-			took = t.Time.Sub(v.runStart)
-		}
-		word := string(t.RunStatus)
-		if v.plan.Kind == runbook.KindPlaybook {
-			word = playbookRunWord(t.RunStatus, false)
-		}
-		fmt.Fprintf(v.errw, "Run %s ended %s after %s.\n", t.RunID, word, report.HumanDuration(took))
+		fmt.Fprint(v.errw, termui.RunEndedLine(t, v.plan, v.started, v.runStart))
 	}
 	return nil
 }

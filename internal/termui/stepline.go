@@ -138,3 +138,41 @@ func approvalNote(output string) string {
 	}
 	return ""
 }
+
+// StepStartedLine is the Markdown output's line (on stderr) when a step starts: its position,
+// type, name, why a compensation runs, its timeout and how long the run has taken (elapsed).
+// A playbook's nodes have no index a person uses: "▶ node 2/9 · deterministic 'lint'".
+func StepStartedLine(t engine.Transition, plan *runbook.Plan, elapsed time.Duration) string {
+	n := len(plan.Steps)
+	what := ""
+	switch t.RollbackFor {
+	case "":
+	case engine.RollbackVerb:
+		what = " — requested with rbook rollback"
+	default:
+		what = fmt.Sprintf(" — on_fail: rollback of step '%s'", t.RollbackFor)
+	}
+	timeout := 0
+	if t.StepIndex >= 0 && t.StepIndex < n {
+		timeout = plan.Steps[t.StepIndex].TimeoutSeconds
+	}
+	if plan.Kind == runbook.KindPlaybook {
+		return fmt.Sprintf("\n▶ node %d/%d · %s '%s' · timeout %ds · elapsed %s\n", t.StepIndex+1, n, t.StepType, t.StepName, timeout, report.HumanDuration(elapsed))
+	}
+	return fmt.Sprintf("\n▶ step %d/%d (index %d) · %s '%s'%s · timeout %ds · elapsed %s\n", t.StepIndex+1, n, t.StepIndex, t.StepType, t.StepName, what, timeout, report.HumanDuration(elapsed))
+}
+
+// RunEndedLine is the Markdown output's line (on stderr) when the run t ends: its status in
+// its kind's words and how long the run took, from runStart (its state file's start; zero
+// when unknown, then from started, when this process began).
+func RunEndedLine(t engine.Transition, plan *runbook.Plan, started, runStart time.Time) string {
+	took := time.Since(started)
+	if !runStart.IsZero() && !t.Time.IsZero() {
+		took = t.Time.Sub(runStart)
+	}
+	word := string(t.RunStatus)
+	if plan.Kind == runbook.KindPlaybook {
+		word = PlaybookRunWord(t.RunStatus, false)
+	}
+	return fmt.Sprintf("Run %s ended %s after %s.\n", t.RunID, word, report.HumanDuration(took))
+}
