@@ -19,7 +19,6 @@ import (
 	"github.com/rbookhq/rbook-action/action/report"
 	"github.com/rbookhq/rbook-action/action/runbook"
 	"github.com/rbookhq/rbook-action/action/state"
-	"github.com/rbookhq/rbook-action/controlplane/yamlerr"
 	"github.com/rbookhq/rbook-action/internal/termui"
 )
 
@@ -269,34 +268,8 @@ func (v *view) interruptedText(name string, st *state.State, msg string) string 
 // the run's message, and where the evidence pack, the report and the state file are. It never
 // prints the evidence pack itself.
 func (v *view) summary(st *state.State, msg, evPath string) {
-	d := reportData(v.plan, st, msg, evPath)
-	w := v.out
-	fmt.Fprintln(w)
-	took := ""
-	if d.Duration != "" {
-		took = " in " + d.Duration
-	}
-	if st.RunStatus == engine.RunInProgress {
-		fmt.Fprintf(w, "Run %s is %s%s\n", st.RunID, termui.PaintRun(v.color, st.RunStatus, "not finished"), took)
-	} else {
-		fmt.Fprintf(w, "Run %s %s%s\n", st.RunID, termui.PaintRun(v.color, st.RunStatus, runWord(st)), took)
-	}
-	unit := "steps"
-	if st.Kind == state.KindPlaybook {
-		unit = "nodes"
-	}
-	fmt.Fprintf(w, "  %d %s: %d passed, %d failed, %d timed out, %d skipped, %d not run\n", len(d.Steps), unit, d.Pass, d.Fail, d.TimedOut, d.Skipped, d.NotRunCount)
-	printGateLines(w, d.Gates)
-	if msg != "" && st.RunStatus != engine.RunInProgress {
-		fmt.Fprintf(w, "  %s\n", msg)
-	}
-	if evPath != "" {
-		fmt.Fprintf(w, "  Evidence pack  %s (%s, JSON)\n", evPath, yamlerr.Plural(len(st.EvidencePack), "entry", "entries"))
-	}
-	if v.reportPath != "" {
-		fmt.Fprintf(w, "  Report         %s\n", v.reportPath)
-	}
-	fmt.Fprintf(w, "  State file     %s\n", v.plan.StateFilePath)
+	files := termui.RunFiles{Evidence: evPath, Report: v.reportPath, State: v.plan.StateFilePath}
+	termui.Summary(v.out, reportData(v.plan, st, msg, evPath), st, msg, files, v.color, printGateLines)
 }
 
 // statusLines prints a recorded run's steps as text, one line per runbook step in runbook

@@ -1,12 +1,15 @@
 package termui
 
 import (
+	"fmt"
+	"io"
 	"time"
 
 	"github.com/rbookhq/rbook-action/action/engine"
 	"github.com/rbookhq/rbook-action/action/report"
 	"github.com/rbookhq/rbook-action/action/runbook"
 	"github.com/rbookhq/rbook-action/action/state"
+	"github.com/rbookhq/rbook-action/controlplane/yamlerr"
 )
 
 // ReportData is the data of the run report (msg says why the run did not complete; evPath
@@ -103,4 +106,40 @@ func playbookResultFields(res *RunResult, plan *runbook.Plan, st *state.State) {
 		}
 		res.Nodes = append(res.Nodes, PlaybookNodeResult{ID: n.ID, Type: n.Type, Status: status, Iterations: n.Iterations})
 	}
+}
+
+// RunFiles are the paths of a run's files a summary names ("" for none but State).
+type RunFiles struct{ Evidence, Report, State string }
+
+// Summary is the end of a terminal run on w: status (painted when color) and how long it
+// took, step counts that match the report's rows (d), the gates (gates prints d.Gates), the
+// run's message, and where the evidence pack, the report and the state file are. It never
+// prints the evidence pack itself.
+func Summary(w io.Writer, d report.Report, st *state.State, msg string, files RunFiles, color bool, gates func(io.Writer, []report.GateRow)) {
+	fmt.Fprintln(w)
+	took := ""
+	if d.Duration != "" {
+		took = " in " + d.Duration
+	}
+	if st.RunStatus == engine.RunInProgress {
+		fmt.Fprintf(w, "Run %s is %s%s\n", st.RunID, PaintRun(color, st.RunStatus, "not finished"), took)
+	} else {
+		fmt.Fprintf(w, "Run %s %s%s\n", st.RunID, PaintRun(color, st.RunStatus, RunWord(st)), took)
+	}
+	unit := "steps"
+	if st.Kind == state.KindPlaybook {
+		unit = "nodes"
+	}
+	fmt.Fprintf(w, "  %d %s: %d passed, %d failed, %d timed out, %d skipped, %d not run\n", len(d.Steps), unit, d.Pass, d.Fail, d.TimedOut, d.Skipped, d.NotRunCount)
+	gates(w, d.Gates)
+	if msg != "" && st.RunStatus != engine.RunInProgress {
+		fmt.Fprintf(w, "  %s\n", msg)
+	}
+	if files.Evidence != "" {
+		fmt.Fprintf(w, "  Evidence pack  %s (%s, JSON)\n", files.Evidence, yamlerr.Plural(len(st.EvidencePack), "entry", "entries"))
+	}
+	if files.Report != "" {
+		fmt.Fprintf(w, "  Report         %s\n", files.Report)
+	}
+	fmt.Fprintf(w, "  State file     %s\n", files.State)
 }
