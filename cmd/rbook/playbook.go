@@ -6,9 +6,7 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -52,19 +50,8 @@ and exits 0, an unknown subcommand exits 2.`,
 	return cmd
 }
 
-// printPlaybookParseError writes every issue of a playbook that does not load, one per line
-// as file:line:col: field: message, and returns how many there were.
-func printPlaybookParseError(w io.Writer, path string, err error) int {
-	var pe *runbook.PlaybookParseError
-	if errors.As(err, &pe) {
-		for _, d := range pe.Issues {
-			fmt.Fprintln(w, d.String())
-		}
-		return len(pe.Issues)
-	}
-	fmt.Fprintf(w, "%s: %v\n", path, err)
-	return 1
-}
+// printPlaybookParseError is preflight.PrintParseError.
+var printPlaybookParseError = preflight.PrintParseError
 
 func newPlaybookValidateCmd() *cobra.Command {
 	var output, mcpConfig, templates, policy string
@@ -105,9 +92,11 @@ Exit codes: 0 every file is valid, 2 some file has issues (as 'rbook validate'),
 			if err != nil {
 				return abort("--policy: %v", err)
 			}
-			chk := playbookChecks{mcpConfig: mcpConfig, templates: tmplDiags, policy: pol}
+			chk := preflight.Playbooks{MCPConfig: mcpConfig, Templates: tmplDiags, Warnings: func(plan *runbook.Plan, file string) []runbook.Diagnostic {
+				return autoPassWarnings(plan, file, pol, nil)
+			}}
 			for _, p := range args {
-				vf := chk.file(p, output == "text", out, errw)
+				vf := chk.File(p, output == "text", out, errw)
 				if !vf.OK {
 					bad++
 				}

@@ -9,7 +9,6 @@ import (
 	"github.com/rbookhq/rbook-action/action/report"
 	"github.com/rbookhq/rbook-action/action/runbook"
 	"github.com/rbookhq/rbook-action/action/state"
-	"github.com/rbookhq/rbook-action/controlplane/yamlerr"
 )
 
 // ReportData is the data of the run report (msg says why the run did not complete; evPath
@@ -136,7 +135,7 @@ func Summary(w io.Writer, d report.Report, st *state.State, msg string, files Ru
 		fmt.Fprintf(w, "  %s\n", msg)
 	}
 	if files.Evidence != "" {
-		fmt.Fprintf(w, "  Evidence pack  %s (%s, JSON)\n", files.Evidence, yamlerr.Plural(len(st.EvidencePack), "entry", "entries"))
+		fmt.Fprintf(w, "  Evidence pack  %s (%s, JSON)\n", files.Evidence, Plural(len(st.EvidencePack), "entry", "entries"))
 	}
 	if files.Report != "" {
 		fmt.Fprintf(w, "  Report         %s\n", files.Report)

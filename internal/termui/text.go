@@ -4,6 +4,7 @@
 package termui
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"strings"
@@ -84,4 +85,14 @@ func SGR(on bool, code, s string) string {
 		return s
 	}
 	return code + s + SGRReset
+}
+
+// Plural is "1 one" for n == 1, else "n many" ("1 entry", "2 entries"): the counts in the
+// executor's messages (the control plane's config messages use yamlerr.Plural; the executor
+// does not import the control plane).
+func Plural(n int, one, many string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, one)
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }

@@ -11,8 +11,8 @@ import (
 	"github.com/rbookhq/rbook-action/action/cpclient"
 	"github.com/rbookhq/rbook-action/action/engine"
 	"github.com/rbookhq/rbook-action/action/github"
-	"github.com/rbookhq/rbook-action/controlplane/yamlerr"
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
+	"github.com/rbookhq/rbook-action/internal/termui"
 )
 
 // Gate outcomes: the step output approval-status and the summary's Gates table. A gate the
@@ -222,7 +222,7 @@ const unauthenticatedNote = "this run sends the control plane no credentials, so
 // group:sre; not from whoever started the run".
 func NeedsText(a *rbookv1.Approval) string {
 	m := max(int(a.GetApprovalsRequired()), 1)
-	s := yamlerr.Plural(m, "approval", "approvals")
+	s := termui.Plural(m, "approval", "approvals")
 	if who := a.GetAllowedApprovers(); len(who) > 0 {
 		s += " from " + strings.Join(who, ", ")
 	} else {
@@ -244,7 +244,7 @@ func ProgressText(gate string, a *rbookv1.Approval) string {
 			by = append(by, v.GetApprover())
 		}
 	}
-	return fmt.Sprintf("gate %s: %d of %s (%s); waiting for %d more", gate, len(by), yamlerr.Plural(m, "approval", "approvals"), strings.Join(by, ", "), max(m-len(by), 0))
+	return fmt.Sprintf("gate %s: %d of %s (%s); waiting for %d more", gate, len(by), termui.Plural(m, "approval", "approvals"), strings.Join(by, ", "), max(m-len(by), 0))
 }
 
 // progress prints a vote that arrived while the gate waits (cpclient.Gate.Progress), inside
