@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/rbookhq/rbook-action/action/cpclient"
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
@@ -419,108 +418,18 @@ plane stayed unreachable for 10s, 2 usage or no control plane.`,
 				return err
 			}
 			defer done()
-			w := &watcher{cmd: cmd, f: &f, c: c, runID: args[0], last: from - 1, kind: rbookv1.RunKind_RUN_KIND_RUNBOOK}
+			w := &cpview.Watcher{Out: cmd.OutOrStdout(), Errw: cmd.ErrOrStderr(), JSON: f.output == "json", C: c, RunID: args[0], RunWords: f.runWords()}
 			if f.local {
 				// No control plane was running, so no executor reports to this one: show what
 				// is recorded instead of waiting for transitions that cannot come.
-				return w.recorded()
+				return f.rpcErrorOrNil(w.Recorded(cmd.Context(), from))
 			}
-			return w.follow(from)
+			return f.rpcErrorOrNil(w.Follow(cmd.Context(), from))
 		},
 	}
 	f.register(cmd, true)
 	cmd.Flags().Int64Var(&from, "from-seq", 1, "replay transitions from this sequence number")
 	return cmd
-}
-
-// watcher is one rbook watch: the run it follows, the last sequence number shown and the
-// run's kind (for its status words).
-type watcher struct {
-	cmd   *cobra.Command
-	f     *cpFlags
-	c     *cpclient.Client
-	runID string
-	last  int64
-	kind  rbookv1.RunKind
-}
-
-// show prints one message of the stream: proto JSON with -o json, else the transition's line.
-func (w *watcher) show(m *rbookv1.WatchRunResponse) {
-	if r := m.GetRun(); r != nil && r.GetKind() != rbookv1.RunKind_RUN_KIND_UNSPECIFIED {
-		w.kind = r.GetKind()
-	}
-	if w.f.output == "json" {
-		b, _ := protojson.Marshal(m)
-		fmt.Fprintln(w.cmd.OutOrStdout(), string(b))
-	} else if t := m.GetTransition(); t != nil {
-		cpview.DescribeTransition(w.cmd.OutOrStdout(), w.kind, t)
-	}
-	if t := m.GetTransition(); t != nil {
-		w.last = t.GetSeq()
-	}
-}
-
-// ended says how the run ended (text output only).
-func (w *watcher) ended(kind rbookv1.RunKind, s rbookv1.RunStatus) {
-	if w.f.output != "json" {
-		fmt.Fprintf(w.cmd.OutOrStdout(), "Run %s is %s.\n", w.runID, statusWord(kind, s))
-	}
-}
-
-// recorded shows the run as this folder's database records it (no control plane was running)
-// and, for a run that has not ended, that nothing more will arrive and what resumes it.
-func (w *watcher) recorded() error {
-	resp, err := cpview.GetRunAll(w.cmd.Context(), w.c, w.runID)
-	if err != nil {
-		return w.f.rpcError(err)
-	}
-	r := resp.GetRun()
-	for _, t := range resp.GetTransitions() {
-		if t.GetSeq() > w.last {
-			w.show(&rbookv1.WatchRunResponse{Run: r, Transition: t})
-		}
-	}
-	w.ended(r.GetKind(), r.GetStatus())
-	if !isFinal(r.GetStatus()) {
-		again := w.f.runWords()
-		if r.GetKind() != rbookv1.RunKind_RUN_KIND_PLAYBOOK {
-			again = "rbook run " + r.GetName()
-		}
-		fmt.Fprintf(w.cmd.ErrOrStderr(), "No executor is running it now, so nothing more will arrive; '%s' in this folder resumes it.\n", again)
-	}
-	return nil
-}
-
-// follow replays the run's transitions from the sequence number from and prints each new one
-// until the run finishes. A broken stream is reopened — on the next URL of a list when this
-// one stopped answering — from the seq after the last one shown: none twice, none missed.
-func (w *watcher) follow(from int64) error {
-	finished := false
-	err := w.c.WatchRun(w.cmd.Context(), w.runID, from, func(m *rbookv1.WatchRunResponse) (bool, error) {
-		w.show(m)
-		// The stream replays first, so a finished run still shows every transition.
-		if t := m.GetTransition(); t.GetKind() == rbookv1.TransitionKind_TRANSITION_KIND_RUN_FINISHED {
-			finished = true
-			w.ended(w.kind, t.GetRunStatus())
-			return true, nil
-		}
-		return false, nil
-	})
-	if err != nil || finished {
-		return w.f.rpcErrorOrNil(err)
-	}
-	// The stream ended with the run: show what it did not carry, then the outcome.
-	resp, err := w.c.Runs.GetRun(w.cmd.Context(), &rbookv1.GetRunRequest{RunId: w.runID})
-	if err != nil {
-		return w.f.rpcError(err)
-	}
-	for _, t := range resp.GetTransitions() {
-		if t.GetSeq() > w.last {
-			w.show(&rbookv1.WatchRunResponse{Run: resp.GetRun(), Transition: t})
-		}
-	}
-	w.ended(resp.GetRun().GetKind(), resp.GetRun().GetStatus())
-	return nil
 }
 
 func newApprovalsCmd() *cobra.Command {
