@@ -94,6 +94,10 @@ func (v *view) recordLine(t engine.Transition) {
 
 // stepLine renders one finished step for a terminal (termui.StepLine) in this run's layout.
 func (v *view) stepLine(number int, e engine.Evidence, took time.Duration, rollbackFor string) string {
-	ls := termui.LineStyle{Steps: len(v.plan.Steps), Playbook: v.plan.Kind == runbook.KindPlaybook, NameWidth: v.nameWidth, Color: v.color}
-	return termui.StepLine(ls, number, e, took, rollbackFor)
+	return termui.StepLine(v.lineStyle(), number, e, took, rollbackFor)
+}
+
+// lineStyle is the layout of this run's step lines.
+func (v *view) lineStyle() termui.LineStyle {
+	return termui.LineStyle{Steps: len(v.plan.Steps), Playbook: v.plan.Kind == runbook.KindPlaybook, NameWidth: v.nameWidth, Color: v.color}
 }

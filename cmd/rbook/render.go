@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -275,24 +274,5 @@ func (v *view) summary(st *state.State, msg, evPath string) {
 // statusLines prints a recorded run's steps as text, one line per runbook step in runbook
 // order with its final status or "not run" (rbook status without --report).
 func (v *view) statusLines(st *state.State) {
-	d := reportData(v.plan, st, "", "")
-	for _, r := range d.Rows {
-		e := engine.Evidence{StepName: r.Name, Type: r.Type, Status: r.Status}
-		line := v.stepLine(r.Number, e, 0, "")
-		if r.At != "" {
-			line += "  " + v.dim(r.At)
-		}
-		if len(r.Earlier) > 0 {
-			line += "  " + v.dim(fmt.Sprintf("(earlier: %s)", joinStatuses(r.Earlier)))
-		}
-		fmt.Fprintln(v.out, line)
-	}
-}
-
-func joinStatuses(ss []engine.StepStatus) string {
-	w := make([]string, len(ss))
-	for i, s := range ss {
-		w[i] = string(s)
-	}
-	return strings.Join(w, ", ")
+	termui.StatusLines(v.out, reportData(v.plan, st, "", "").Rows, v.lineStyle())
 }

@@ -3,6 +3,7 @@ package termui
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -175,4 +176,29 @@ func RunEndedLine(t engine.Transition, plan *runbook.Plan, started, runStart tim
 		word = PlaybookRunWord(t.RunStatus, false)
 	}
 	return fmt.Sprintf("Run %s ended %s after %s.\n", t.RunID, word, report.HumanDuration(took))
+}
+
+// StatusLines prints a recorded run's steps (report rows) as text, one line per runbook step
+// in runbook order with its final status or "not run", when it ended and its earlier
+// statuses (rbook status without --report).
+func StatusLines(w io.Writer, rows []report.Row, ls LineStyle) {
+	for _, r := range rows {
+		e := engine.Evidence{StepName: r.Name, Type: r.Type, Status: r.Status}
+		line := StepLine(ls, r.Number, e, 0, "")
+		if r.At != "" {
+			line += "  " + SGR(ls.Color, SGRDim, r.At)
+		}
+		if len(r.Earlier) > 0 {
+			line += "  " + SGR(ls.Color, SGRDim, fmt.Sprintf("(earlier: %s)", joinStatuses(r.Earlier)))
+		}
+		fmt.Fprintln(w, line)
+	}
+}
+
+func joinStatuses(ss []engine.StepStatus) string {
+	w := make([]string, len(ss))
+	for i, s := range ss {
+		w[i] = string(s)
+	}
+	return strings.Join(w, ", ")
 }
