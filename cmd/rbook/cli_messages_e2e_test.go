@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/rbookhq/rbook-action/internal/cpview"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -68,7 +69,7 @@ func TestMissingTokenSaysWhatToDo(t *testing.T) {
 	server := `E_UNAUTHENTICATED: this control plane needs one "Authorization: Bearer <token>" header, with a token from its auth file and no other spaces (unauthenticated)`
 	for _, args := range [][]string{{"approvals"}, {"approve", "a-aaaaaaaaaaaaaaaaaaaaaaaaaa"}} {
 		out, code := runAs(t, dir, "", append(args, "--control-plane", url)...)
-		want := "rbook: " + server + "\n" + noCredentialsHint() + "\n"
+		want := "rbook: " + server + "\n" + cpview.NoCredentialsHint() + "\n"
 		if code != 1 || out != want {
 			t.Errorf("rbook %s: exit %d\n%s\nwant\n%s", args[0], code, out, want)
 		}

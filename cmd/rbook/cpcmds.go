@@ -1,26 +1,20 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
-	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/rbookhq/rbook-action/action/cpclient"
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
+	"github.com/rbookhq/rbook-action/internal/cpview"
+	"github.com/rbookhq/rbook-action/internal/termui"
 )
 
 // embeddedURLFile is where a running embedded control plane leaves its address, so
@@ -162,7 +156,7 @@ func (f *cpFlags) mayServeLocal() bool {
 // reader is client for the commands that only read history (runs, get, approvals): when no
 // control plane is running — no --control-plane, no RBOOK_CONTROL_PLANE, no live
 // .rbook/controlplane.url — it reads the embedded control plane's database
-// .rbook/controlplane.db directly, read-only, and says so on stderr (issue 6, item 3.3).
+// .rbook/controlplane.db directly, read-only, and says so on stderr.
 func (f *cpFlags) reader(cmd *cobra.Command) (*cpclient.Client, func(), error) {
 	if err := abortIf(checkCPURLs(cpURLFrom(f.url))); err != nil || f.url == "off" {
 		if err == nil {
@@ -209,74 +203,27 @@ func (f *cpFlags) urlSource() string {
 
 // rpcError turns a control-plane error into a one-line message with its code and exit 1.
 func (f *cpFlags) rpcError(err error) error {
-	var ue *cpclient.UnreachableError
-	if errors.As(err, &ue) && ue.Last != nil {
-		// A command's retries ran out (watch): a refused connection gets the hints below;
-		// anything else is said as the client says it, naming the URL.
-		if ce := (*connect.Error)(nil); !errors.As(ue.Last, &ce) || ce.Code() != connect.CodeUnavailable {
-			return &exitError{code: exitFailed, msg: "rbook: " + ue.Error()}
-		}
-		err = ue.Last
-	}
-	if msg := f.unanswered(err); msg != "" {
-		return &exitError{code: exitFailed, msg: msg}
-	}
-	var ce *connect.Error
-	if errors.As(err, &ce) {
-		msg := fmt.Sprintf("rbook: %s (%s)", ce.Message(), ce.Code())
-		if h := rpcHint(err, f.hintURL(), os.Getenv("RBOOK_TOKEN") != ""); h != "" {
-			msg += "\n" + h
-		}
-		if f.fromFile && ce.Code() == connect.CodeUnavailable {
-			msg += fmt.Sprintf("\nThe embedded control plane named in %s is not running any more (its '%s' has ended). Pass --control-plane URL for another one.", embeddedURLFile, f.runWords())
-		} else if u, _, rerr := f.resolve(); rerr == nil && ce.Code() == connect.CodeUnavailable && !anyListening(u) {
-			// A bare "connection refused" does not say what to do (found trying the README as
-			// a new user): name the address and where it came from.
-			msg += fmt.Sprintf("\nNothing listens at %s (from %s): start the control plane there ('rbook serve --addr HOST:PORT'), or point --control-plane at a running one.", u, f.urlSource())
-		}
-		return &exitError{code: exitFailed, msg: msg}
-	}
-	return &exitError{code: exitFailed, msg: "rbook: " + err.Error()}
-}
-
-// unanswered is the message for a call that got no answer from the control plane in time (a
-// transport timeout, not a refusal: the error carries no rbook code), naming its URL and
-// where the URL came from; "" for any other error. A bare "context deadline exceeded" does
-// not say which control plane was asked, nor what to do.
-func (f *cpFlags) unanswered(err error) string {
-	var ce *connect.Error
-	if !errors.As(err, &ce) || ce.Code() != connect.CodeDeadlineExceeded || cpclient.Code(err) != "" {
-		return ""
-	}
-	u, from := f.hintURL(), f.urlSource()
-	if u == "" {
-		u = "the control plane"
-	}
+	t := cpview.Target{URL: f.hintURL(), From: f.urlSource(), RunWords: f.runWords(), SentToken: os.Getenv("RBOOK_TOKEN") != "", Listening: anyListening}
 	if f.fromFile {
-		from = embeddedURLFile
+		t.URLFile = embeddedURLFile
 	}
-	return fmt.Sprintf("rbook: the control plane at %s (from %s) did not answer in time (%s): check that it runs and that this machine reaches it, or point --control-plane at one that does.", u, from, ce.Code())
+	return &exitError{code: exitFailed, msg: cpview.CallError(err, t)}
 }
 
-func printJSON(w io.Writer, m proto.Message) error {
-	b, err := protojson.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(m)
-	if err != nil {
-		return err
+// rpcErrorOrNil is rpcError of err, or nil for nil.
+func (f *cpFlags) rpcErrorOrNil(err error) error {
+	if err == nil {
+		return nil
 	}
-	_, err = fmt.Fprintln(w, string(b))
-	return err
+	return f.rpcError(err)
 }
 
-func ts(t *timestamppb.Timestamp) string {
-	if t == nil || (t.Seconds == 0 && t.Nanos == 0) {
-		return "-"
-	}
-	return t.AsTime().UTC().Format(time.RFC3339)
-}
-
-func shortEnum(s fmt.Stringer, prefix string) string {
-	return strings.ToLower(strings.TrimPrefix(s.String(), prefix))
-}
+// Proto JSON (internal/cpview) and the status words (internal/termui) under the names the
+// commands use.
+var (
+	printJSON           = cpview.PrintJSON
+	statusWord, runWord = termui.StatusWord, termui.RunWord
+)
 
 func newDecideCmd(approve bool) *cobra.Command {
 	var f cpFlags
@@ -309,7 +256,7 @@ func decide(cmd *cobra.Command, f *cpFlags, approve bool, token, id, reason, app
 	if approver != "" && os.Getenv("RBOOK_TOKEN") != "" {
 		return &usageError{cmd, errors.New("--approver is only for a control plane without auth: with $RBOOK_TOKEN set, the control plane records the identity of your token")}
 	}
-	values, err := parseInputFlags(inputs)
+	values, err := cpview.ParseInputFlags(inputs)
 	if err != nil {
 		return &usageError{cmd, err}
 	}
@@ -344,48 +291,13 @@ func decide(cmd *cobra.Command, f *cpFlags, approve bool, token, id, reason, app
 		return nil
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "%s '%s' of run %s %s by %s.\n", noun, a.GetStepName(), a.GetRunId(), past, a.GetApprover())
-	if line := inputValuesLine(a); line != "" {
+	if line := cpview.InputValuesLine(a); line != "" {
 		fmt.Fprintln(cmd.OutOrStdout(), line)
 	}
 	if line := cpclient.PushBackLine(a); line != "" {
 		fmt.Fprintln(cmd.OutOrStdout(), line)
 	}
 	return nil
-}
-
-// parseInputFlags reads rbook approve's --input NAME=VALUE flags (docs/approver-inputs.md,
-// "rbook approve") into the map ApproveRequest.inputs carries; the control plane validates
-// the values. Errors: a flag without "=" or with an empty name, a name given twice.
-func parseInputFlags(flags []string) (map[string]string, error) {
-	if len(flags) == 0 {
-		return nil, nil
-	}
-	out := make(map[string]string, len(flags))
-	for _, fl := range flags {
-		name, value, ok := strings.Cut(fl, "=")
-		_, dup := out[name]
-		switch {
-		case !ok || name == "":
-			return nil, fmt.Errorf("--input %q: write NAME=VALUE (e.g. --input target=blue)", fl)
-		case dup:
-			return nil, fmt.Errorf("--input %s is given twice; give each input once", name)
-		}
-		out[name] = value
-	}
-	return out, nil
-}
-
-// inputValuesLine is "Inputs: name=value, …" (sorted by name) for an approval decided with
-// approver-input values, "" without any.
-func inputValuesLine(a *rbookv1.Approval) string {
-	if len(a.GetInputValues()) == 0 {
-		return ""
-	}
-	var parts []string
-	for _, k := range slices.Sorted(maps.Keys(a.GetInputValues())) {
-		parts = append(parts, k+"="+a.GetInputValues()[k])
-	}
-	return "Inputs: " + strings.Join(parts, ", ")
 }
 
 func newRunsCmd() *cobra.Command {
@@ -418,57 +330,28 @@ Exit codes: 0 listed (possibly none), 1 the control plane refused or is unreacha
 			defer done()
 			statuses := []rbookv1.RunStatus{rbookv1.RunStatus_RUN_STATUS_UNSPECIFIED}
 			if status != "" {
-				if statuses, err = parseStatusFilter(status); err != nil {
+				if statuses, err = termui.ParseStatusFilter(status); err != nil {
 					return abort("%v", err)
 				}
 			}
-			resp := &rbookv1.ListRunsResponse{}
-			for _, st := range statuses {
-				page, err := c.Runs.ListRuns(cmd.Context(), &rbookv1.ListRunsRequest{Name: runbook, PageSize: int32(limit), Status: st,
-					Repository: repository, StartedBy: startedBy})
-				if err != nil {
-					return f.rpcError(err)
-				}
-				resp.Runs = append(resp.Runs, page.GetRuns()...)
+			req := &rbookv1.ListRunsRequest{Name: runbook, Repository: repository, StartedBy: startedBy}
+			resp, err := cpview.ListRuns(cmd.Context(), c, req, statuses, limit)
+			if err != nil {
+				return f.rpcError(err)
 			}
-			resp.Runs = sortRunsNewestFirst(resp.Runs, limit)
 			if f.output == "json" {
 				return printJSON(cmd.OutOrStdout(), resp)
 			}
-			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "RUN\tNAME\tKIND\tSTATUS\tDONE\tSTARTED\tBY")
-			for _, r := range resp.GetRuns() {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.GetRunId(), r.GetName(), runKindWord(r), statusWord(r.GetKind(), r.GetStatus()),
-					runDone(r), ts(r.GetStartedAt()), r.GetStartedBy())
-			}
-			return w.Flush()
+			return cpview.WriteRuns(cmd.OutOrStdout(), resp.GetRuns())
 		},
 	}
 	f.register(cmd, true)
-	cmd.Flags().StringVar(&status, "status", "", "only runs with this status: "+strings.Join(statusFilterWords, ", ")+" (or running, paused, succeeded, failed, cancelled)")
+	cmd.Flags().StringVar(&status, "status", "", "only runs with this status: "+strings.Join(termui.StatusFilterWords, ", ")+" (or running, paused, succeeded, failed, cancelled)")
 	cmd.Flags().StringVar(&runbook, "runbook", "", "only runs of this runbook or playbook name")
 	cmd.Flags().StringVar(&repository, "repository", "", "only runs of this GitHub repository (owner/name, any case)")
 	cmd.Flags().StringVar(&startedBy, "started-by", "", "only runs started by this identity")
 	cmd.Flags().IntVar(&limit, "limit", 50, "at most this many runs")
 	return cmd
-}
-
-func describeTransition(w io.Writer, kind rbookv1.RunKind, t *rbookv1.Transition) {
-	what := shortEnum(t.GetKind(), "TRANSITION_KIND_")
-	line := fmt.Sprintf("%4d  %s  %-15s", t.GetSeq(), ts(t.GetTime()), what)
-	if t.GetStepName() != "" {
-		line += fmt.Sprintf("  %s '%s'", t.GetStepType(), t.GetStepName())
-	}
-	if e := t.GetEvidence(); e != nil {
-		line += "  " + shortEnum(e.GetStatus(), "STEP_STATUS_")
-	}
-	if t.GetKind() == rbookv1.TransitionKind_TRANSITION_KIND_RUN_FINISHED {
-		line += "  " + statusWord(kind, t.GetRunStatus())
-	}
-	if t.GetMessage() != "" {
-		line += "  — " + t.GetMessage()
-	}
-	fmt.Fprintln(w, line)
 }
 
 func newGetCmd() *cobra.Command {
@@ -494,44 +377,21 @@ control plane and no local database.`,
 				return err
 			}
 			defer done()
-			resp, err := getRunAll(cmd.Context(), c, args[0])
+			resp, err := cpview.GetRunAll(cmd.Context(), c, args[0])
 			if err != nil {
 				return f.rpcError(err)
 			}
 			if f.output == "json" {
 				return printJSON(cmd.OutOrStdout(), resp)
 			}
-			r, out := resp.GetRun(), cmd.OutOrStdout()
-			fmt.Fprintf(out, "Run %s · runbook %s · %s · %d of %d steps done · started %s by %s\n", r.GetRunId(), r.GetName(),
-				statusWord(r.GetKind(), r.GetStatus()), r.GetLastCompletedStepIndex()+1, r.GetTotalSteps(), ts(r.GetStartedAt()), r.GetStartedBy())
-			if l := r.GetLease(); l != nil {
-				fmt.Fprintf(out, "Owner %s · lease epoch %d · until %s\n", l.GetOwner(), l.GetEpoch(), ts(l.GetExpiresAt()))
-			}
-			for _, t := range resp.GetTransitions() {
-				describeTransition(out, r.GetKind(), t)
-			}
+			out := cmd.OutOrStdout()
+			cpview.WriteRun(out, resp)
 			printStillToRun(out, resp)
 			return nil
 		},
 	}
 	f.register(cmd, true)
 	return cmd
-}
-
-// getRunAll is GetRun with every page of transitions (GetRun pages them).
-func getRunAll(ctx context.Context, c *cpclient.Client, runID string) (*rbookv1.GetRunResponse, error) {
-	resp := &rbookv1.GetRunResponse{}
-	for token := ""; ; {
-		page, err := c.Runs.GetRun(ctx, &rbookv1.GetRunRequest{RunId: runID, PageToken: token})
-		if err != nil {
-			return nil, err
-		}
-		resp.Run, resp.Plan = page.GetRun(), page.GetPlan()
-		resp.Transitions = append(resp.Transitions, page.GetTransitions()...)
-		if token = page.GetNextPageToken(); token == "" {
-			return resp, nil
-		}
-	}
 }
 
 func newWatchCmd() *cobra.Command {
@@ -561,88 +421,13 @@ plane stayed unreachable for 10s, 2 usage or no control plane.`,
 				return err
 			}
 			defer done()
-			out := cmd.OutOrStdout()
-			last := from - 1
-			kind := rbookv1.RunKind_RUN_KIND_RUNBOOK
+			w := &cpview.Watcher{Out: cmd.OutOrStdout(), Errw: cmd.ErrOrStderr(), JSON: f.output == "json", C: c, RunID: args[0], RunWords: f.runWords()}
 			if f.local {
 				// No control plane was running, so no executor reports to this one: show what
 				// is recorded instead of waiting for transitions that cannot come.
-				resp, err := getRunAll(cmd.Context(), c, args[0])
-				if err != nil {
-					return f.rpcError(err)
-				}
-				r := resp.GetRun()
-				for _, t := range resp.GetTransitions() {
-					if t.GetSeq() > last {
-						if f.output == "json" {
-							b, _ := protojson.Marshal(&rbookv1.WatchRunResponse{Run: r, Transition: t})
-							fmt.Fprintln(out, string(b))
-						} else {
-							describeTransition(out, r.GetKind(), t)
-						}
-					}
-				}
-				if f.output != "json" {
-					fmt.Fprintf(out, "Run %s is %s.\n", args[0], statusWord(r.GetKind(), r.GetStatus()))
-				}
-				if !isFinal(r.GetStatus()) {
-					again := f.runWords()
-					if r.GetKind() != rbookv1.RunKind_RUN_KIND_PLAYBOOK {
-						again = "rbook run " + r.GetName()
-					}
-					fmt.Fprintf(cmd.ErrOrStderr(), "No executor is running it now, so nothing more will arrive; '%s' in this folder resumes it.\n", again)
-				}
-				return nil
+				return f.rpcErrorOrNil(w.Recorded(cmd.Context(), from))
 			}
-			show := func(m *rbookv1.WatchRunResponse) {
-				if r := m.GetRun(); r != nil && r.GetKind() != rbookv1.RunKind_RUN_KIND_UNSPECIFIED {
-					kind = r.GetKind()
-				}
-				if f.output == "json" {
-					b, _ := protojson.Marshal(m)
-					fmt.Fprintln(out, string(b))
-				} else if t := m.GetTransition(); t != nil {
-					describeTransition(out, kind, t)
-				}
-				if t := m.GetTransition(); t != nil {
-					last = t.GetSeq()
-				}
-			}
-			// A broken stream is reopened — on the next URL of a list when this one stopped
-			// answering (D10-6) — from the seq after the last one shown: none twice, none missed.
-			finished := false
-			err = c.WatchRun(cmd.Context(), args[0], from, func(m *rbookv1.WatchRunResponse) (bool, error) {
-				show(m)
-				// The stream replays first, so a finished run still shows every transition.
-				if t := m.GetTransition(); t.GetKind() == rbookv1.TransitionKind_TRANSITION_KIND_RUN_FINISHED {
-					finished = true
-					if f.output != "json" {
-						fmt.Fprintf(out, "Run %s is %s.\n", args[0], statusWord(kind, t.GetRunStatus()))
-					}
-					return true, nil
-				}
-				return false, nil
-			})
-			if err != nil {
-				return f.rpcError(err)
-			}
-			if finished {
-				return nil
-			}
-			// The stream ended with the run: show what it did not carry, then the outcome.
-			resp, err := c.Runs.GetRun(cmd.Context(), &rbookv1.GetRunRequest{RunId: args[0]})
-			if err != nil {
-				return f.rpcError(err)
-			}
-			for _, t := range resp.GetTransitions() {
-				if t.GetSeq() > last {
-					show(&rbookv1.WatchRunResponse{Run: resp.GetRun(), Transition: t})
-				}
-			}
-			if f.output != "json" {
-				fmt.Fprintf(out, "Run %s is %s.\n", args[0], statusWord(resp.GetRun().GetKind(), resp.GetRun().GetStatus()))
-			}
-			return nil
+			return f.rpcErrorOrNil(w.Follow(cmd.Context(), from))
 		},
 	}
 	f.register(cmd, true)
@@ -681,42 +466,14 @@ and no local database.`,
 			if pending {
 				req.Status = rbookv1.ApprovalStatus_APPROVAL_STATUS_PENDING
 			}
-			// Pages of at most 40 (issue 6, item 1.8): follow them up to --limit.
-			resp := &rbookv1.ListApprovalsResponse{}
-			for len(resp.Approvals) < limit {
-				page, err := c.Approvals.ListApprovals(cmd.Context(), req)
-				if err != nil {
-					return f.rpcError(err)
-				}
-				resp.Approvals = append(resp.Approvals, page.GetApprovals()...)
-				if req.PageToken = page.GetNextPageToken(); req.PageToken == "" {
-					break
-				}
-			}
-			if len(resp.Approvals) > limit {
-				resp.Approvals = resp.Approvals[:limit]
+			resp, err := cpview.ListApprovals(cmd.Context(), c, req, limit)
+			if err != nil {
+				return f.rpcError(err)
 			}
 			if f.output == "json" {
 				return printJSON(cmd.OutOrStdout(), resp)
 			}
-			// A PAGE column (each gate's page on the console) when the control plane has a
-			// public URL (docs/console-links.md).
-			page := slices.ContainsFunc(resp.GetApprovals(), func(a *rbookv1.Approval) bool { return a.GetApprovalUrl() != "" })
-			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			head := "APPROVAL\tRUN\tGATE\tSTATUS\tREQUESTED\tDEADLINE\tDECIDED BY\tAPPROVALS"
-			if page {
-				head += "\tPAGE"
-			}
-			fmt.Fprintln(w, head)
-			for _, a := range resp.GetApprovals() {
-				line := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", a.GetApprovalId(), a.GetRunId(), a.GetStepName(), shortEnum(a.GetStatus(), "APPROVAL_STATUS_"),
-					ts(a.GetRequestedAt()), ts(a.GetDeadline()), a.GetApprover(), tally(a))
-				if page {
-					line += "\t" + a.GetApprovalUrl()
-				}
-				fmt.Fprintln(w, line)
-			}
-			return w.Flush()
+			return cpview.WriteApprovals(cmd.OutOrStdout(), resp.GetApprovals())
 		},
 	}
 	f.register(cmd, true)
@@ -755,8 +512,8 @@ func withDecide(cmd *cobra.Command, f *cpFlags, approve bool, noun string) *cobr
 	var inputs []string
 	cmd.Args = cobra.ExactArgs(1)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		if err := checkApprovalArg(args[0]); err != nil {
-			return err
+		if err := cpview.CheckApprovalArg(args[0]); err != nil {
+			return abort("rbook: %v", err)
 		}
 		token, id := args[0], ""
 		if isApprovalID(token) {

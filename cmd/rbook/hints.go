@@ -1,85 +1,18 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
-	"strings"
-
-	"connectrpc.com/connect"
 
 	"github.com/rbookhq/rbook-action/action/github"
 	"github.com/rbookhq/rbook-action/action/state"
+	"github.com/rbookhq/rbook-action/internal/cpview"
 )
 
-// Client-side hints added to control-plane errors where cmd/rbook prints them (issue 7
-// new-user findings 8 and 9). The server's message is kept as it is; the hint follows it on
-// its own lines.
-
-// approvalIDPrefix starts every approval id; a token never does (a token is base64url of a
-// JSON object, so it starts with "eyJ").
-const approvalIDPrefix = "a-"
-
-// approvalIDLen is the length of an approval id: "a-" and 26 base32 characters
-// (controlplane/server newApprovalID).
-const approvalIDLen = len(approvalIDPrefix) + 26
-
-// checkApprovalArg refuses an `rbook approve/reject` argument that starts like an approval
-// id ("a-", any case) but is not one — mistyped, truncated, or the docs' shortened
-// "a-3k2m…" — so it is not sent to the control plane as a token (which would answer the
-// misleading E_TOKEN_INVALID; issue 7 new-user finding 8). The message says what is wrong
-// and how to list the waiting gates. nil for a valid id or anything else (a token, "-").
-func checkApprovalArg(arg string) error {
-	if isApprovalID(arg) || !strings.HasPrefix(strings.ToLower(arg), approvalIDPrefix) {
-		return nil
-	}
-	what := fmt.Sprintf("it has %d characters after \"a-\"", len([]rune(arg))-len(approvalIDPrefix))
-	if bad := strings.IndexFunc(arg[len(approvalIDPrefix):], func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= '2' && r <= '7')
-	}); bad >= 0 {
-		r := []rune(arg[len(approvalIDPrefix)+bad:])[0]
-		what = fmt.Sprintf("%q is not one of a-z, 2-7", r)
-	}
-	shown := arg
-	if len(shown) > 2*approvalIDLen {
-		shown = shown[:2*approvalIDLen] + "…"
-	}
-	return abort("rbook: %q is not an approval id (%s): an approval id is \"a-\" and 26 characters a-z, 2-7, as the run's log prints it. "+
-		"Copy it whole, or list the waiting gates: rbook approvals --pending --control-plane URL", shown, what)
-}
-
-// rpcHint is what to add to a control-plane error err that the server's message alone does
-// not say how to fix, "" for none: for E_UNAUTHENTICATED when this command sent no
-// credentials, where to get them (finding 9); for E_APPROVAL_NOT_FOUND of an approval id,
-// how to list the waiting gates (finding 8). url is the control plane's address.
-func rpcHint(err error, url string, sentCredentials bool) string {
-	var ce *connect.Error
-	if !errors.As(err, &ce) {
-		return ""
-	}
-	if url == "" {
-		url = "URL"
-	}
-	switch {
-	case ce.Code() == connect.CodeUnauthenticated && strings.Contains(ce.Message(), "this control plane has no auth file"):
-		// A control plane without auth: RBOOK_TOKEN would not help (issue 10, new-user
-		// finding 5); the server's message says to use the approval token and how to see it.
-		return ""
-	case ce.Code() == connect.CodeUnauthenticated && !sentCredentials:
-		return noCredentialsHint()
-	case ce.Code() == connect.CodeNotFound && strings.Contains(ce.Message(), "E_APPROVAL_NOT_FOUND") && strings.Contains(ce.Message(), "approval_id"):
-		return fmt.Sprintf("List the gates still waiting, with their approval ids: rbook approvals --pending --control-plane %s", url)
-	}
-	return ""
-}
-
-// noCredentialsHint says how to authenticate to a control plane that runs with an auth file
-// (finding 9): RBOOK_TOKEN, and in the Action its control-plane-token input or OIDC.
-func noCredentialsHint() string {
-	return "No credentials were sent: set RBOOK_TOKEN to your token from the control plane's auth file (rbook serve --auth-file). " +
-		"In the Action: the control-plane-token input (from a secret), or \"permissions: id-token: write\" on the job for GitHub OIDC."
-}
+// Client-side hints added to control-plane errors where cmd/rbook prints them (the hints
+// themselves are internal/cpview's). The server's message is kept as it is; the hint follows
+// it on its own lines.
 
 // cpSendsNoCredentials reports whether newCPClient would send no Authorization header
 // (--control-plane-auth none, or auto without RBOOK_TOKEN outside a job that may request an
@@ -103,7 +36,7 @@ func cpSendsNoCredentials() bool {
 // annotation (::error title=…::), the message escaped as workflow-command data.
 func startErrorHint(err error, url string) error {
 	noCreds := cpSendsNoCredentials()
-	h := rpcHint(err, url, !noCreds)
+	h := cpview.RPCHint(err, url, !noCreds)
 	if h == "" {
 		return err
 	}
@@ -126,7 +59,7 @@ func (f *cpFlags) hintURL() string {
 }
 
 // decideLong is the --help text of `rbook approve` (approve) or `rbook reject`: each its own
-// exit codes and outcome (issue 7 new-user finding 7: reject's help was approve's).
+// exit codes and outcome.
 func decideLong(approve bool) string {
 	name := `a waiting confirm gate, named by its APPROVAL_ID ("a-" and 26 characters a-z, 2-7,
 what a run prints in CI) or by the TOKEN it was issued with (the executor prints "rbook
@@ -203,7 +136,7 @@ func decideExample(approve bool) string {
 // warnControlPlaneLeftBehind warns, on resuming run st with no control plane (--control-plane
 // off or RBOOK_CONTROL_PLANE=off), when st's state file says the run reports to one: that
 // control plane's record keeps the run in progress and never gets this run's transitions
-// (issue 7 new-user finding 12). It names the URL and the command that resumes with it.
+// (a person who turned it off for one resume would not know). It names the URL and the command that resumes with it.
 // Nothing for a run that never reported to a control plane.
 func warnControlPlaneLeftBehind(w io.Writer, st *state.State, runbookName string) {
 	if st.ControlPlane == "" {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/rbookhq/rbook-action/internal/buildinfo"
 	"github.com/spf13/cobra"
 )
 
@@ -50,7 +51,7 @@ var version = "dev"
 const exitUsage = exitAborted
 
 // usageError is a command-line mistake; main prints it with the command's usage line and
-// where to read more (issue 6, item 3.4).
+// where to read more.
 type usageError struct {
 	cmd *cobra.Command
 	err error
@@ -120,7 +121,7 @@ Try it: rbook run demo
   rbook runs`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		Version:       versionLine(),
+		Version:       buildinfo.Read(version).Line(),
 	}
 	runCmd := newRunCmd()
 	runCmd.Example = runExample

@@ -1,14 +1,12 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
-	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/rbookhq/rbook-action/controlplane/notify"
 	"github.com/rbookhq/rbook-action/controlplane/store"
 )
 
@@ -54,7 +52,7 @@ Exit codes:
 					fmt.Fprintf(cmd.OutOrStdout(), "Gate %s escalated (step %d) at %s.\n", f.ApprovalID, g.Escalations, g.EscalatedAt.Format(time.RFC3339))
 				}
 			}
-			return printNotifications(cmd, list, output == "json")
+			return notify.WriteDeliveries(cmd.OutOrStdout(), list, output == "json")
 		},
 	}
 	fl := cmd.Flags()
@@ -65,53 +63,4 @@ Exit codes:
 	fl.IntVar(&f.Limit, "limit", store.DefaultPageSize, fmt.Sprintf("at most this many (up to %d)", store.MaxPageSize))
 	fl.StringVarP(&output, "output", "o", "text", "output format: text or json")
 	return cmd
-}
-
-// notificationLine is one delivery as `rbook notifications -o json` prints it.
-type notificationLine struct {
-	Event    string `json:"event"`
-	Kind     string `json:"kind"`
-	RunID    string `json:"run_id"`
-	Approval string `json:"approval_id,omitempty"`
-	Channel  string `json:"channel"`
-	State    string `json:"state"`
-	Attempts int    `json:"attempts"`
-	// At is when it was delivered or given up, or its next attempt ("" for now).
-	At     string `json:"at,omitempty"`
-	Reason string `json:"reason,omitempty"`
-}
-
-func printNotifications(cmd *cobra.Command, list []store.NotificationDelivery, asJSON bool) error {
-	lines := make([]notificationLine, 0, len(list))
-	for _, d := range list {
-		l := notificationLine{Event: d.Event.ID, Kind: d.Event.Kind, RunID: d.Event.RunID, Approval: d.Event.ApprovalID,
-			Channel: d.Channel, State: d.State(), Attempts: d.Attempts, Reason: d.LastError}
-		at := d.NextAttemptAt
-		switch l.State {
-		case "delivered":
-			at = d.DeliveredAt
-		case "given_up":
-			at, l.Reason = d.GivenUpAt, d.GivenUpReason
-		}
-		if !at.IsZero() {
-			l.At = at.UTC().Format(time.RFC3339)
-		}
-		lines = append(lines, l)
-	}
-	out := cmd.OutOrStdout()
-	if asJSON {
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(lines)
-	}
-	if len(lines) == 0 {
-		fmt.Fprintln(out, "no notification deliveries match")
-		return nil
-	}
-	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "EVENT\tCHANNEL\tSTATE\tATTEMPTS\tAT\tREASON")
-	for _, l := range lines {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", l.Event, l.Channel, l.State, l.Attempts, l.At, strings.ReplaceAll(l.Reason, "\n", " "))
-	}
-	return tw.Flush()
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rbookhq/rbook-action/controlplane/notify"
 	"github.com/rbookhq/rbook-action/controlplane/store"
 )
 
@@ -59,7 +60,7 @@ func TestNotificationsCommandShowsGivenUpDeliveriesAndWhy(t *testing.T) {
 		t.Fatalf("rbook notifications --approval ap-1 (exit %d):\n%s", code, out)
 	}
 	out, code = run(t, dir, "", "notifications", "--db", db, "--run", "R1", "-o", "json")
-	var lines []notificationLine
+	var lines []notify.DeliveryLine
 	if err := json.Unmarshal([]byte(out), &lines); code != 0 || err != nil || len(lines) != 3 || lines[0].Channel != "hooks" ||
 		lines[0].State != "delivered" || lines[1].State != "given_up" || lines[1].Attempts != 1 {
 		t.Fatalf("-o json (exit %d, %v):\n%s", code, err, out)

@@ -1,23 +1,21 @@
 package main
 
-// rbook playbook: the .cantbook commands (issue 9, item 8; seed playbooks.txt): run, validate,
-// status, approve, reject, cancel. A playbook runs on the same engine, state file, control
-// plane and approval service as a runbook (DESIGN D15); these commands are its CLI.
+// rbook playbook: the .cantbook commands: run, validate, status, approve, reject, cancel. A
+// playbook runs on the same engine, state file, control plane and approval service as a
+// runbook; these commands are its CLI.
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"slices"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
+	"github.com/rbookhq/rbook-action/action/preflight"
 	"github.com/rbookhq/rbook-action/action/runbook"
 	"github.com/rbookhq/rbook-action/controlplane/approval"
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
+	"github.com/rbookhq/rbook-action/internal/cpview"
 )
 
 // playbookExitCodes is the exit-code paragraph of `rbook playbook run --help`.
@@ -52,19 +50,8 @@ and exits 0, an unknown subcommand exits 2.`,
 	return cmd
 }
 
-// printPlaybookParseError writes every issue of a playbook that does not load, one per line
-// as file:line:col: field: message (issue 9, item 1), and returns how many there were.
-func printPlaybookParseError(w io.Writer, path string, err error) int {
-	var pe *runbook.PlaybookParseError
-	if errors.As(err, &pe) {
-		for _, d := range pe.Issues {
-			fmt.Fprintln(w, d.String())
-		}
-		return len(pe.Issues)
-	}
-	fmt.Fprintf(w, "%s: %v\n", path, err)
-	return 1
-}
+// printPlaybookParseError is preflight.PrintParseError.
+var printPlaybookParseError = preflight.PrintParseError
 
 func newPlaybookValidateCmd() *cobra.Command {
 	var output, mcpConfig, templates, policy string
@@ -98,16 +85,18 @@ Exit codes: 0 every file is valid, 2 some file has issues (as 'rbook validate'),
 				return abort("-o %q: use text or json", output)
 			}
 			out, errw := cmd.OutOrStdout(), cmd.ErrOrStderr()
-			res := validateResult{Files: []validateFile{}}
+			res := preflight.Result{Files: []preflight.File{}}
 			bad := 0
-			tmplDiags := checkTemplates(templates) // shared by every playbook: checked once
+			tmplDiags := preflight.Templates(templates) // shared by every playbook: checked once
 			pol, err := approval.LoadPlaybookPolicy(policy)
 			if err != nil {
 				return abort("--policy: %v", err)
 			}
-			chk := playbookChecks{mcpConfig: mcpConfig, templates: tmplDiags, policy: pol}
+			chk := preflight.Playbooks{MCPConfig: mcpConfig, Templates: tmplDiags, Warnings: func(plan *runbook.Plan, file string) []runbook.Diagnostic {
+				return autoPassWarnings(plan, file, pol, nil)
+			}}
 			for _, p := range args {
-				vf := chk.file(p, output == "text", out, errw)
+				vf := chk.File(p, output == "text", out, errw)
 				if !vf.OK {
 					bad++
 				}
@@ -166,79 +155,11 @@ control plane and no local database.`,
 			if f.output == "json" {
 				return printJSON(cmd.OutOrStdout(), r)
 			}
-			return printPlaybookStatus(cmd.OutOrStdout(), r)
+			return cpview.WritePlaybookStatus(cmd.OutOrStdout(), r)
 		},
 	}
 	f.register(cmd, true)
 	return cmd
-}
-
-// printPlaybookStatus is the text of rbook playbook status.
-func printPlaybookStatus(out io.Writer, r *rbookv1.Run) error {
-	fmt.Fprintf(out, "Run %s · %s %s · %s · started %s by %s\n", r.GetRunId(), runKindWord(r), r.GetName(), statusWord(r.GetKind(), r.GetStatus()), ts(r.GetStartedAt()), r.GetStartedBy())
-	if r.GetCompletedAt() != nil {
-		fmt.Fprintf(out, "Completed %s\n", ts(r.GetCompletedAt()))
-	}
-	p := r.GetPlaybook()
-	if p == nil {
-		fmt.Fprintln(out, "(not a playbook run: no nodes or bindings; see rbook get)")
-		return nil
-	}
-	if a := p.GetActiveNodes(); len(a) > 0 {
-		fmt.Fprintf(out, "Active nodes: %s\n", strings.Join(a, ", "))
-	}
-	if p.GetEpicId() != "" || p.GetSessionId() != "" {
-		fmt.Fprintf(out, "Epic %s · session %s\n", orDash(p.GetEpicId()), orDash(p.GetSessionId()))
-	}
-	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "NODE\tTYPE\tSTATE\tRUNS\tSTARTED\tFINISHED\tNOTE")
-	seen := map[string]bool{}
-	for _, n := range p.GetNodes() {
-		seen[n.GetNodeId()] = true
-		note, _, _ := strings.Cut(n.GetNote(), "\n")
-		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", n.GetNodeId(), n.GetType(), n.GetStatus(), n.GetIterations(), ts(n.GetStartedAt()), ts(n.GetFinishedAt()), cutRunes(note, maxNoteRunes))
-	}
-	// Iteration counts of nodes the node list does not carry (an older control plane).
-	var rest []string
-	for id := range p.GetIterationCounts() {
-		if !seen[id] {
-			rest = append(rest, id)
-		}
-	}
-	slices.Sort(rest)
-	for _, id := range rest {
-		fmt.Fprintf(w, "%s\t-\t-\t%d\t-\t-\t\n", id, p.GetIterationCounts()[id])
-	}
-	if err := w.Flush(); err != nil {
-		return err
-	}
-	fmt.Fprintln(out, "Bindings:")
-	fmt.Fprintln(out, indentJSON(p.GetBindings()))
-	if ec := r.GetErrorContext(); ec != "" {
-		fmt.Fprintln(out, "Error context:")
-		fmt.Fprintln(out, indentJSON(ec))
-	}
-	return nil
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
-
-// indentJSON indents a JSON text for people; text that is no JSON is shown as it is.
-func indentJSON(s string) string {
-	if s == "" {
-		return "  {}"
-	}
-	var v any
-	if err := json.Unmarshal([]byte(s), &v); err != nil {
-		return "  " + s
-	}
-	b, _ := json.MarshalIndent(v, "  ", "  ")
-	return "  " + string(b)
 }
 
 func newPlaybookDecideCmd(approve bool) *cobra.Command {

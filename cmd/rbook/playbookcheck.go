@@ -1,119 +1,24 @@
 package main
 
 // The checks a playbook run makes before anything is recorded, shared with 'rbook playbook
-// validate': the MCP configuration its agentic nodes use, and which approval nodes the
-// auto-pass policy in force would pass without a person.
+// validate' (action/preflight): the MCP configuration its agentic nodes use, and which
+// approval nodes the auto-pass policy in force would pass without a person (here: the
+// policy is the control plane's).
 
 import (
 	"fmt"
-	"io"
-	"path/filepath"
-	"slices"
-	"strings"
 
 	"github.com/rbookhq/rbook-action/action/engine"
-	"github.com/rbookhq/rbook-action/action/mcp"
+	"github.com/rbookhq/rbook-action/action/preflight"
 	"github.com/rbookhq/rbook-action/action/runbook"
 	"github.com/rbookhq/rbook-action/controlplane/approval"
-	"github.com/rbookhq/rbook-action/controlplane/yamlerr"
 )
 
-// playbookChecks is what 'rbook playbook validate' checks each file with beyond the parser:
-// --mcp-config, the templates' problems (checked once for every file) and the auto-pass
-// policy in force.
-type playbookChecks struct {
-	mcpConfig string
-	templates []runbook.Diagnostic
-	policy    *approval.Policy
-}
-
-// file validates the playbook at p: it loads, its MCP config and the templates pass what
-// 'rbook playbook run' checks before the first node, and the auto-pass policy's passes are
-// warnings. With text, every issue and warning is printed on errw and one summary line on
-// out. The result is OK when there is no issue.
-func (c playbookChecks) file(p string, text bool, out, errw io.Writer) validateFile {
-	vf := validateFile{File: p, Issues: []validateIssue{}, Warnings: []validateIssue{}}
-	plan, err := runbook.LoadPlaybook(p)
-	if err != nil {
-		vf.Issues = issuesOf(p, err)
-		if text {
-			n := printPlaybookParseError(errw, p, err)
-			fmt.Fprintf(out, "%s: %s\n", p, yamlerr.Plural(n, "issue", "issues"))
-		}
-		return vf
-	}
-	vf.Name, vf.Nodes, vf.Hash = plan.Name, len(plan.Steps), plan.ContentHash
-	_, ds := playbookMCPConfig(plan, p, c.mcpConfig)
-	if ds = append(ds, c.templates...); len(ds) > 0 {
-		runbook.SortDiagnostics(ds)
-		for _, d := range ds {
-			vf.Issues = append(vf.Issues, issueOf(d))
-			if text {
-				fmt.Fprintln(errw, d.String())
-			}
-		}
-		if text {
-			fmt.Fprintf(out, "%s: %s\n", p, yamlerr.Plural(len(ds), "issue", "issues"))
-		}
-		return vf
-	}
-	vf.OK = true
-	warnings := autoPassWarnings(plan, p, c.policy, nil)
-	if plan.Playbook != nil {
-		warnings = append(slices.Clone(plan.Playbook.Warnings), warnings...)
-	}
-	for _, d := range warnings {
-		vf.Warnings = append(vf.Warnings, issueOf(d))
-		if text {
-			fmt.Fprintln(errw, "warning: "+d.String())
-		}
-	}
-	if text {
-		fmt.Fprintf(out, "%s: ok (%d nodes, playbook %s, hash %s)\n", p, len(plan.Steps), plan.Name, plan.ContentHash)
-	}
-	return vf
-}
-
-// playbookMCPPath is the MCP configuration a run of the playbook at file uses: mcpConfig
-// (--mcp-config) when set, else <playbook folder>/<playbook base>.mcp.json.
-func playbookMCPPath(file, mcpConfig string) string {
-	return mcpConfigPath(filepath.Dir(file), strings.TrimSuffix(filepath.Base(file), filepath.Ext(file)), mcpConfig)
-}
-
-// playbookMCPConfig loads and checks the MCP configuration the agentic nodes of plan (the
-// playbook at file) use, with mcp.Config.Check: each node's agent is a server of the config
-// (a node with skill only needs a config with one server), and each server a node uses has a
-// command that is found. No server is started. The config is nil (with no diagnostics) when
-// the playbook has no agentic node, and nil with diagnostics when it does not load; the
-// diagnostics name file, line and field. 'rbook playbook validate' and 'rbook playbook run'
-// both call it, so a config that one refuses the other refuses too.
-func playbookMCPConfig(plan *runbook.Plan, file, mcpConfig string) (*mcp.Config, []runbook.Diagnostic) {
-	var uses []mcp.Use
-	for i, s := range plan.Steps {
-		if s.Type != runbook.TypeAgentic || s.Node == nil {
-			continue
-		}
-		by := fmt.Sprintf("agentic node %q", s.Name)
-		uses = append(uses, mcp.Use{By: by, Server: s.Node.Agent, File: file, Line: s.Line, Column: s.Column, Field: fmt.Sprintf("nodes[%d].agent", i),
-			Several: fmt.Sprintf("%s has skill %q and no agent, so set agent to the server that offers it", by, s.Node.Skill)})
-	}
-	if len(uses) == 0 {
-		return nil, nil
-	}
-	path := playbookMCPPath(file, mcpConfig)
-	cfg, ds := loadMCPConfig(path, mcpConfig, func() string {
-		return fmt.Sprintf("%s has agentic nodes, which call a tool of an MCP server, but %s does not exist; create it in the mcpServers JSON shape (see docs/playbooks.md) or pass --mcp-config FILE", file, path)
-	})
-	if cfg == nil {
-		return nil, ds
-	}
-	return cfg, append(ds, mcpDiagnostics(cfg.Check(uses))...)
-}
-
-// hasAgentic reports whether plan has an agentic node.
-func hasAgentic(plan *runbook.Plan) bool {
-	return slices.ContainsFunc(plan.Steps, func(s runbook.Step) bool { return s.Type == runbook.TypeAgentic })
-}
+// The playbook's MCP checks (action/preflight) under the names the run uses.
+var (
+	playbookMCPConfig = preflight.PlaybookMCPConfig
+	hasAgentic        = preflight.HasAgentic
+)
 
 // autoPassWarnings says which approval nodes of plan (the playbook at file) the auto-pass
 // policy pol would pass without a person when their gate opens with bindings (the inputs, when

@@ -1,22 +1,10 @@
 package main
 
-// Playbook words for what rbook shows (issue 9 follow-up, "a new user tried it"): the
-// approval box, the -o json result's playbook fields and the DONE column of rbook runs. A
-// runbook run keeps every string it had (seed runbook-executor); only playbook runs get these.
+// Playbook words for what rbook shows: the -o json result's playbook fields and the help of
+// the playbook commands. A runbook run keeps every string it had; only playbook runs get
+// these.
 
-import (
-	"errors"
-	"fmt"
-	"strings"
-	"time"
-
-	"github.com/rbookhq/rbook-action/action/engine"
-	"github.com/rbookhq/rbook-action/action/report"
-	"github.com/rbookhq/rbook-action/action/runbook"
-	"github.com/rbookhq/rbook-action/action/state"
-	"github.com/rbookhq/rbook-action/action/steps"
-	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
-)
+import ()
 
 // playbookCPHelp is cpHelp for the playbook commands: the embedded control plane is the one
 // of an 'rbook playbook run' in progress.
@@ -39,108 +27,6 @@ read from .rbook/controlplane.db, read-only (stderr says so). It reads only the 
 plane, never the run's state file: a run with --control-plane off is not there (read its
 state file, report or 'rbook playbook run -o json' instead).`
 
-// maxPromptLines is how many lines of an approval node's rendered prompt the terminal box
-// shows (after wrapping at maxBoxText runes); a longer prompt ends with a "…" line, and the
-// whole prompt stays in the node's evidence input.
-const maxPromptLines = 12
-
-// renderApprovalBox draws a playbook approval node's gate as a box for a terminal: the node,
-// its rendered prompt (cleaned of control characters, wrapped, at most maxPromptLines lines),
-// the one deadline, and what each answer leads to (approve: the run goes on; reject: the node
-// fails and the playbook's error handlers apply). The runbook's confirm box is renderGate's.
-func (v *view) renderApprovalBox(req engine.GateRequest) string {
-	id := cutRunes(steps.CleanInput(req.NodeID), maxNameColumn)
-	title := fmt.Sprintf(" Approval · node '%s' ", id)
-	var body []string
-	var prompt []string
-	for _, l := range strings.Split(strings.TrimRight(req.Prompt, "\n"), "\n") {
-		if l = strings.TrimRight(steps.CleanInput(l), " "); l == "" {
-			prompt = append(prompt, "")
-			continue
-		}
-		prompt = append(prompt, wrap(l, maxBoxText)...)
-	}
-	if len(prompt) > maxPromptLines {
-		prompt = append(prompt[:maxPromptLines-1], "… (the whole prompt is in the node's evidence input)")
-	}
-	if strings.TrimSpace(req.Prompt) != "" {
-		body = append(body, prompt...)
-		body = append(body, "")
-	}
-	body = append(body, wrap(fmt.Sprintf("Run %s is paused at approval node '%s'. The approval %s.", req.RunID, id, steps.DeadlineText(req, time.Now())), maxBoxText)...)
-	body = append(body, "",
-		"  yes, approve    approve: the nodes after '"+id+"' run",
-		"  cancel          cancel the run",
-		"  anything else   reject: node '"+id+"' fails; the playbook's error",
-		"                  handlers apply (without one, the run fails)")
-	return v.gateBoxText(title, append(body, pageLines(req)...))
-}
-
-// playbookNodeResult is one node of a playbook run's -o json result: its id, type, status in
-// the words of rbook playbook status (NodeState): "pending" (not started), "waiting" (its gate
-// is open), or its last execution's PASS, FAIL, TIMED_OUT, SKIPPED; and how many times it
-// started (iteration_counts).
-type playbookNodeResult struct {
-	ID         string `json:"id"`
-	Type       string `json:"type"`
-	Status     string `json:"status"`
-	Iterations int    `json:"iterations"`
-}
-
-// playbookResultFields fills the playbook fields of rbook playbook run -o json: name (the
-// playbook's name), status in playbook_runs' words (running, paused, succeeded, failed,
-// cancelled; seed playbooks.txt) and nodes in plan order. kind ("playbook"), bindings and
-// iteration_counts come with the state file. A runbook run gets none of them.
-func playbookResultFields(res *runResult, plan *runbook.Plan, st *state.State) {
-	if plan == nil || plan.Kind != runbook.KindPlaybook || st == nil {
-		return
-	}
-	res.Name = plan.Name
-	res.Status = runWord(st)
-	waiting := ""
-	if st.AwaitingConfirmation != nil && !st.RunStatus.Final() {
-		waiting = st.AwaitingConfirmation.StepName
-	}
-	nodes, _ := report.PlaybookGraph(plan, st.EvidencePack, st.IterationCounts, waiting)
-	res.Nodes = make([]playbookNodeResult, 0, len(nodes))
-	for _, n := range nodes {
-		status := string(n.Status)
-		switch n.Status {
-		case report.NotRun:
-			status = "pending"
-		case engine.StatusAwaitingConfirmation:
-			status = "waiting"
-		}
-		res.Nodes = append(res.Nodes, playbookNodeResult{ID: n.ID, Type: n.Type, Status: status, Iterations: n.Iterations})
-	}
-}
-
-// runKindWord is the KIND column of rbook runs: "playbook" or "runbook".
-func runKindWord(r *rbookv1.Run) string {
-	if r.GetKind() == rbookv1.RunKind_RUN_KIND_PLAYBOOK {
-		return "playbook"
-	}
-	return "runbook"
-}
-
-// runDone is the DONE column of rbook runs: steps done of the runbook's steps
-// (last_completed_step_index+1 / total_steps, as before), or for a playbook the nodes that
-// finished (PASS, FAIL, TIMED_OUT or SKIPPED) of its nodes, since a DAG's nodes do not finish
-// in index order.
-func runDone(r *rbookv1.Run) string {
-	if p := r.GetPlaybook(); r.GetKind() == rbookv1.RunKind_RUN_KIND_PLAYBOOK && p != nil && len(p.GetNodes()) > 0 {
-		done := 0
-		for _, n := range p.GetNodes() {
-			switch n.GetStatus() {
-			case "PASS", "FAIL", "TIMED_OUT", "SKIPPED":
-				done++
-			}
-		}
-		return fmt.Sprintf("%d/%d", done, len(p.GetNodes()))
-	}
-	return fmt.Sprintf("%d/%d", r.GetLastCompletedStepIndex()+1, r.GetTotalSteps())
-}
-
 // decideReasonExample is the --reason of the approve and reject examples: a reason that fits
 // the verb.
 func decideReasonExample(approve bool) string {
@@ -148,48 +34,4 @@ func decideReasonExample(approve bool) string {
 		return "build and tests are green"
 	}
 	return "wrong version: 2026.4.90 is already on npm"
-}
-
-// validateResult is rbook playbook validate -o json: one entry per file, in argument order.
-type validateResult struct {
-	Files []validateFile `json:"files"`
-}
-
-// validateFile is one checked file: ok with the playbook's name, node count and SHA-256
-// hash, or its issues (every one, sorted by line and column); warnings in both cases.
-type validateFile struct {
-	File     string          `json:"file"`
-	OK       bool            `json:"ok"`
-	Name     string          `json:"name,omitempty"`
-	Nodes    int             `json:"nodes,omitempty"`
-	Hash     string          `json:"hash,omitempty"`
-	Issues   []validateIssue `json:"issues"`
-	Warnings []validateIssue `json:"warnings"`
-}
-
-// validateIssue is a runbook.Diagnostic as JSON (line and column 1-based; 0 when unknown).
-type validateIssue struct {
-	File    string `json:"file"`
-	Line    int    `json:"line"`
-	Column  int    `json:"column"`
-	Field   string `json:"field,omitempty"`
-	Message string `json:"message"`
-}
-
-func issueOf(d runbook.Diagnostic) validateIssue {
-	return validateIssue{File: d.File, Line: d.Line, Column: d.Column, Field: d.Field, Message: d.Message}
-}
-
-// issuesOf lists the issues of a playbook that did not load: every issue of a
-// PlaybookParseError, else the one error (a file that cannot be read).
-func issuesOf(path string, err error) []validateIssue {
-	var pe *runbook.PlaybookParseError
-	if errors.As(err, &pe) {
-		out := make([]validateIssue, 0, len(pe.Issues))
-		for _, d := range pe.Issues {
-			out = append(out, issueOf(d))
-		}
-		return out
-	}
-	return []validateIssue{{File: path, Message: err.Error()}}
 }

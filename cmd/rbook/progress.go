@@ -2,28 +2,25 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/rbookhq/rbook-action/action/engine"
 	"github.com/rbookhq/rbook-action/action/report"
 	"github.com/rbookhq/rbook-action/action/runbook"
 	"github.com/rbookhq/rbook-action/action/steps"
+	"github.com/rbookhq/rbook-action/internal/termui"
 )
 
-// Record implements engine.Recorder: it shows a person what the run is doing (seed Step 9.1;
-// DESIGN D17). With Markdown output (stdout is not a terminal) it prints a line to stderr
-// when a step starts and the rendered step status to stdout when it ends; on a terminal and
-// with -o json it prints one text line per finished step (see stepLine). It says nothing of
-// an interrupted run: finish does, once, truthfully (issue 6, item 2.4). Printing cannot fail
-// the run.
+// Record implements engine.Recorder: it shows a person what the run is doing. With Markdown
+// output (stdout is not a terminal) it prints a line to stderr when a step starts and the
+// rendered step status to stdout when it ends; on a terminal and with -o json it prints one
+// text line per finished step (see stepLine). It says nothing of an interrupted run: finish
+// does, once, truthfully. Printing cannot fail the run.
 func (v *view) Record(_ context.Context, t engine.Transition) error {
 	if v.ci != nil {
-		v.ci.before(t)
-		defer v.ci.after(t)
+		v.ci.Before(t)
+		defer v.ci.After(t)
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -34,24 +31,7 @@ func (v *view) Record(_ context.Context, t engine.Transition) error {
 	n := len(v.plan.Steps)
 	switch t.Kind {
 	case engine.TransitionStepStarted:
-		what := ""
-		switch t.RollbackFor {
-		case "":
-		case engine.RollbackVerb:
-			what = " — requested with rbook rollback"
-		default:
-			what = fmt.Sprintf(" — on_fail: rollback of step '%s'", t.RollbackFor)
-		}
-		timeout := 0
-		if t.StepIndex >= 0 && t.StepIndex < n {
-			timeout = v.plan.Steps[t.StepIndex].TimeoutSeconds
-		}
-		if v.plan.Kind == runbook.KindPlaybook {
-			// Nodes have no index a person uses: "▶ node 2/9 · deterministic 'lint'" (issue 9).
-			fmt.Fprintf(v.errw, "\n▶ node %d/%d · %s '%s' · timeout %ds · elapsed %s\n", t.StepIndex+1, n, t.StepType, t.StepName, timeout, report.HumanDuration(time.Since(v.started)))
-			return nil
-		}
-		fmt.Fprintf(v.errw, "\n▶ step %d/%d (index %d) · %s '%s'%s · timeout %ds · elapsed %s\n", t.StepIndex+1, n, t.StepIndex, t.StepType, t.StepName, what, timeout, report.HumanDuration(time.Since(v.started)))
+		fmt.Fprint(v.errw, termui.StepStartedLine(t, v.plan, time.Since(v.started)))
 	case engine.TransitionGateDecided:
 		fmt.Fprintf(v.errw, "Gate '%s' %s\n", t.StepName, t.Message)
 	case engine.TransitionStepFinished:
@@ -65,20 +45,12 @@ func (v *view) Record(_ context.Context, t engine.Transition) error {
 		}
 		fmt.Fprint(v.out, "\n"+s)
 	case engine.TransitionRunFinished:
-		took := time.Since(v.started)
-		if !v.runStart.IsZero() && !t.Time.IsZero() {
-			took = t.Time.Sub(v.runStart)
-		}
-		word := string(t.RunStatus)
-		if v.plan.Kind == runbook.KindPlaybook {
-			word = playbookRunWord(t.RunStatus, false)
-		}
-		fmt.Fprintf(v.errw, "Run %s ended %s after %s.\n", t.RunID, word, report.HumanDuration(took))
+		fmt.Fprint(v.errw, termui.RunEndedLine(t, v.plan, v.started, v.runStart))
 	}
 	return nil
 }
 
-// humanNeeded says that a playbook's approval node waits for a person (issue 9, item 8): the
+// humanNeeded says that a playbook's approval node waits for a person: the
 // auto-pass policy did not pass it. It is not said at gate_opened, because a gate the policy
 // passes at once never pauses the run. Markdown output: "Run … is paused at approval node
 // 'x'." on stderr; a terminal (and -o json): "⏸ node x: the run is paused, waiting for a
@@ -90,7 +62,7 @@ func (v *view) humanNeeded(runID string, req engine.GateRequest) {
 		fmt.Fprintf(v.errw, "Run %s is paused at approval node '%s'.\n", runID, steps.CleanInput(req.StepName))
 		return
 	}
-	fmt.Fprintf(v.lines(), "⏸ node %s: the run is paused, waiting for a decision\n", cutRunes(steps.CleanInput(req.StepName), maxNameColumn))
+	fmt.Fprintf(v.lines(), "⏸ node %s: the run is paused, waiting for a decision\n", cutRunes(steps.CleanInput(req.StepName), termui.MaxNameColumn))
 }
 
 // recordLine is Record on a terminal (and with -o json, on stderr): one line per step.
@@ -100,9 +72,8 @@ func (v *view) recordLine(t engine.Transition) {
 	case engine.TransitionStepStarted:
 		v.stepStart[t.StepIndex] = t.Time
 		if playbook {
-			// Nodes run side by side: say when each starts, not only when it ends (issue 9,
-			// item 8).
-			fmt.Fprintln(v.lines(), v.dim(fmt.Sprintf("▶ node %s started (%s)", cutRunes(steps.CleanInput(t.StepName), maxNameColumn), t.StepType)))
+			// Nodes run side by side: say when each starts, not only when it ends.
+			fmt.Fprintln(v.lines(), v.dim(fmt.Sprintf("▶ node %s started (%s)", cutRunes(steps.CleanInput(t.StepName), termui.MaxNameColumn), t.StepType)))
 		}
 	case engine.TransitionStepFinished:
 		if t.Evidence == nil {
@@ -115,114 +86,18 @@ func (v *view) recordLine(t engine.Transition) {
 		}
 		fmt.Fprintln(v.lines(), v.stepLine(t.StepIndex+1, *t.Evidence, took, t.RollbackFor))
 	case engine.TransitionRunFinished:
-		if t.Evidence != nil { // the CANCEL audit entry (seed Step 8)
+		if t.Evidence != nil { // the CANCEL audit entry
 			fmt.Fprintln(v.lines(), v.stepLine(0, *t.Evidence, 0, ""))
 		}
 	}
 }
 
-// maxNameColumn caps the step-name column of the text lines (runes); longer names are cut.
-const maxNameColumn = 40
-
-// maxNoteRunes caps the note after a text step line (runes): the first line of the step's
-// output, cut, so a long MCP response never floods the terminal.
-const maxNoteRunes = 72
-
-// stepLine renders one finished step for a terminal (issue 6, item 3.2; DESIGN D17):
-//
-//	✓ step 3 of 6  deploy-app-config          deploy    PASS       12ms
-//
-// A playbook's line says node, with the type column as wide as "deterministic":
-//
-//	✓ node 2 of 9  lint           deterministic  PASS         7ms
-//
-// number is 1-based (0 for an entry that is no runbook step, like CANCEL). Failed, timed-out
-// and skipped steps, gates and compensations get a short note; text from the step's output
-// is cleaned of control characters first (steps.CleanInput), so it cannot drive the terminal.
+// stepLine renders one finished step for a terminal (termui.StepLine) in this run's layout.
 func (v *view) stepLine(number int, e engine.Evidence, took time.Duration, rollbackFor string) string {
-	n := len(v.plan.Steps)
-	noun, typeWidth := "step", 8
-	if v.plan.Kind == runbook.KindPlaybook {
-		// A playbook's nodes, and its widest node type (deterministic), keep the columns.
-		noun, typeWidth = "node", len(runbook.TypeDeterministic)
-	}
-	where := fmt.Sprintf("%s %*d of %d", noun, len(fmt.Sprint(n)), number, n)
-	if number == 0 {
-		where = strings.Repeat(" ", len(where))
-	}
-	dur := ""
-	if took > 0 {
-		dur = report.HumanDuration(took)
-	}
-	note := ""
-	switch {
-	case rollbackFor == engine.RollbackVerb:
-		note = "requested with rbook rollback"
-	case rollbackFor != "" && e.Type == "rollback":
-		note = fmt.Sprintf("on_fail: rollback of '%s'", rollbackFor)
-	case e.Type == string(runbook.TypeApproval) && e.Status == engine.StatusPass:
-		note = cutRunes(steps.CleanInput(approvalNote(e.Output)), maxNoteRunes)
-	case e.Status != engine.StatusPass || e.Type == "confirm" || e.Type == "cancel":
-		first, _, _ := strings.Cut(strings.TrimSpace(e.Output), "\n")
-		note = cutRunes(steps.CleanInput(first), maxNoteRunes)
-	}
-	line := fmt.Sprintf("%s %s  %s  %-*s  %s  %6s", v.paint(e.Status, statusMark(e.Status)), where,
-		padRunes(cutRunes(steps.CleanInput(e.StepName), maxNameColumn), v.nameWidth), typeWidth, e.Type, v.paint(e.Status, fmt.Sprintf("%-9s", e.Status)), dur)
-	if note != "" {
-		line += "  " + v.dim(note)
-	}
-	return strings.TrimRight(line, " ")
+	return termui.StepLine(v.lineStyle(), number, e, took, rollbackFor)
 }
 
-func statusMark(s engine.StepStatus) string {
-	switch s {
-	case engine.StatusPass:
-		return "✓"
-	case engine.StatusFail:
-		return "✗"
-	case engine.StatusTimedOut:
-		return "⏱"
-	case engine.StatusSkipped:
-		return "↷"
-	case report.NotRun:
-		return "·"
-	}
-	return "•"
-}
-
-// cutRunes cuts s to at most n runes, ending in "…" when it was longer.
-func cutRunes(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	r := []rune(s)
-	return string(r[:n-1]) + "…"
-}
-
-func padRunes(s string, width int) string {
-	if pad := width - utf8.RuneCountInString(s); pad > 0 {
-		return s + strings.Repeat(" ", pad)
-	}
-	return s
-}
-
-// approvalNote is the note of a passed playbook approval node's line: who approved it, or the
-// policy rule that auto-passed it, from its evidence output ({"by", "auto_passed", "rule"};
-// ISSUE9-DECISIONS "Node output"); "" when the output is not that object.
-func approvalNote(output string) string {
-	var o struct {
-		By         string `json:"by"`
-		AutoPassed bool   `json:"auto_passed"`
-		Rule       string `json:"rule"`
-	}
-	if json.Unmarshal([]byte(output), &o) != nil {
-		return ""
-	}
-	if o.AutoPassed {
-		return "auto-passed by policy rule " + o.Rule
-	}
-	if o.By != "" {
-		return "approved by " + o.By
-	}
-	return ""
+// lineStyle is the layout of this run's step lines.
+func (v *view) lineStyle() termui.LineStyle {
+	return termui.LineStyle{Steps: len(v.plan.Steps), Playbook: v.plan.Kind == runbook.KindPlaybook, NameWidth: v.nameWidth, Color: v.color}
 }

@@ -1,54 +1,46 @@
 package main
 
-// How a run shows itself (DESIGN D17; issue 6, item 3.2): short text lines and a gate box on
-// a terminal, the seed's Markdown when stdout is not a terminal (so `rbook run demo >
-// report.md` keeps working), and JSON with -o json. The Markdown report also goes to
+// How a run shows itself: short text lines and a gate box on a terminal (internal/termui),
+// the Markdown templates when stdout is not a terminal (so `rbook run demo > report.md` keeps
+// working), and JSON with -o json. The Markdown report also goes to
 // --report FILE and the GitHub job summary, whatever stdout is.
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
-	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
-
-	"golang.org/x/term"
 
 	"github.com/rbookhq/rbook-action/action/engine"
 	"github.com/rbookhq/rbook-action/action/report"
 	"github.com/rbookhq/rbook-action/action/runbook"
 	"github.com/rbookhq/rbook-action/action/state"
-	"github.com/rbookhq/rbook-action/action/steps"
-
-	"github.com/rbookhq/rbook-action/controlplane/yamlerr"
+	"github.com/rbookhq/rbook-action/internal/termui"
 )
 
 // ttys says which of a command's streams are terminals.
 type ttys struct{ stdin, stdout, stderr bool }
 
 // terminals decides which of stdin, out and errw are terminals. It is a variable so tests can
-// exercise the terminal rendering without a pty (issue 6, item 3.2).
+// exercise the terminal rendering without a pty.
 var terminals = func(out, errw io.Writer) ttys {
 	return ttys{stdin: isTerminal(os.Stdin), stdout: isTerminal(out), stderr: isTerminal(errw)}
 }
 
-// isTerminal reports whether w is a file open on a terminal.
-func isTerminal(w any) bool {
-	f, ok := w.(interface{ Fd() uintptr })
-	return ok && term.IsTerminal(int(f.Fd()))
-}
+// The terminal helpers of internal/termui under the names the commands use.
+var (
+	isTerminal, colorAllowed = termui.IsTerminal, termui.ColorAllowed
+	cutRunes                 = termui.CutRunes
+)
 
-// colorAllowed reports whether output to a stream may be coloured: only on a terminal, never
-// with NO_COLOR set to anything but "" (https://no-color.org), nor with TERM=dumb.
-func colorAllowed(tty bool) bool {
-	return tty && os.Getenv("NO_COLOR") == "" && os.Getenv("TERM") != "dumb"
-}
+// The caps of the text lines' name column and note (runes; internal/termui).
+const (
+	maxNameColumn = termui.MaxNameColumn
+	maxNoteRunes  = termui.MaxNoteRunes
+)
 
 // outputMode is which rendering a command uses.
 type outputMode int
@@ -121,38 +113,18 @@ func newView(out, errw io.Writer, tt ttys, rend *report.Renderer, plan *runbook.
 		return nil, fmt.Errorf("-o/--output %q: use text or json", output)
 	}
 	v.gateBox, v.boxColor = tt.stderr, colorAllowed(tt.stderr)
-	if err := checkReportPath(reportPath); err != nil {
+	if err := termui.CheckReportPath(reportPath); err != nil {
 		return nil, err
 	}
 	v.nameWidth = len("CANCEL")
 	for _, s := range plan.Steps {
-		v.nameWidth = max(v.nameWidth, min(utf8.RuneCountInString(s.Name), maxNameColumn))
+		v.nameWidth = max(v.nameWidth, min(utf8.RuneCountInString(s.Name), termui.MaxNameColumn))
 	}
 	return v, nil
 }
 
-// checkReportPath refuses a --report FILE that cannot be written: its folder must exist and
-// FILE must not be a folder.
-func checkReportPath(p string) error {
-	if p == "" {
-		return nil
-	}
-	if info, err := os.Stat(p); err == nil && info.IsDir() {
-		return fmt.Errorf("--report %s: is a folder; name a file", p)
-	}
-	dir := filepath.Dir(p)
-	info, err := os.Stat(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("--report %s: folder %s does not exist", p, dir)
-	}
-	if err != nil {
-		return fmt.Errorf("--report %s: %w", p, err)
-	}
-	if !info.IsDir() {
-		return fmt.Errorf("--report %s: %s is not a folder", p, dir)
-	}
-	return nil
-}
+// dim paints s dim when the step lines are coloured.
+func (v *view) dim(s string) string { return termui.SGR(v.color, termui.SGRDim, s) }
 
 // lines is where the text step lines go: stdout on a terminal, stderr with -o json.
 func (v *view) lines() io.Writer {
@@ -162,158 +134,16 @@ func (v *view) lines() io.Writer {
 	return v.out
 }
 
-// ANSI SGR colours of the text lines.
-const (
-	sgrReset  = "\x1b[0m"
-	sgrBold   = "\x1b[1m"
-	sgrDim    = "\x1b[2m"
-	sgrRed    = "\x1b[31m"
-	sgrGreen  = "\x1b[32m"
-	sgrYellow = "\x1b[33m"
-	sgrCyan   = "\x1b[36m"
-)
-
-func sgr(on bool, code, s string) string {
-	if !on || s == "" {
-		return s
-	}
-	return code + s + sgrReset
-}
-
-// paint colours s by the status it shows.
-func (v *view) paint(status engine.StepStatus, s string) string {
-	code := ""
-	switch status {
-	case engine.StatusPass:
-		code = sgrGreen
-	case engine.StatusFail:
-		code = sgrRed
-	case engine.StatusTimedOut:
-		code = sgrYellow
-	case engine.StatusSkipped, report.NotRun:
-		code = sgrDim
-	}
-	return sgr(v.color && code != "", code, s)
-}
-
-func (v *view) dim(s string) string { return sgr(v.color, sgrDim, s) }
-
-func (v *view) paintRun(s engine.RunStatus, text string) string {
-	code := map[engine.RunStatus]string{engine.RunCompleted: sgrGreen, engine.RunFailed: sgrRed, engine.RunCancelled: sgrYellow, engine.RunInProgress: sgrYellow}[s]
-	return sgr(v.color, sgrBold+code, text)
-}
-
-// maxBoxText is the widest line inside the gate box (runes); longer text is wrapped.
-const maxBoxText = 72
-
-// renderGate draws a confirm gate as a box for a terminal (issue 6, item 3.2; DESIGN D17):
-// the step, the one deadline (steps.DeadlineText), and the three answers. It is the
-// TerminalGate's Render when stderr is a terminal.
+// renderGate draws a confirm gate or a playbook approval node as a box for a terminal
+// (termui.GateBox); it is the TerminalGate's Render when stderr is a terminal.
 func (v *view) renderGate(req engine.GateRequest) string {
-	if req.NodeID != "" {
-		return v.renderApprovalBox(req) // a playbook approval node: its prompt, playbook words
-	}
-	name := cutRunes(steps.CleanInput(req.StepName), maxNameColumn)
-	title := fmt.Sprintf(" Confirm gate · step %d of %d · %s ", req.StepIndex+1, req.StepCount, name)
-	onFail := "fail the gate"
-	if req.OnFail != "" {
-		onFail += "; on_fail: " + req.OnFail
-	}
-	var body []string
-	if v.plan != nil && v.plan.Kind == runbook.KindPlaybook {
-		// A playbook's approval node (issue 9, item 8): its words, not a runbook step's.
-		title = fmt.Sprintf(" Approval node · node %d of %d · %s ", req.StepIndex+1, req.StepCount, name)
-		body = append(body, wrap(fmt.Sprintf("Run %s is paused at this approval node. The gate %s.", req.RunID, steps.DeadlineText(req, time.Now())), maxBoxText)...)
-		body = append(body, "",
-			"  yes, confirm    approve the node; the run goes on",
-			"  cancel          cancel the run",
-			"  anything else   reject the node (it fails)")
-	} else {
-		body = append(body, wrap(fmt.Sprintf("Run %s is AWAITING_CONFIRMATION. The gate %s.", req.RunID, steps.DeadlineText(req, time.Now())), maxBoxText)...)
-		body = append(body, "",
-			"  yes, confirm    continue the run",
-			"  cancel          cancel the run (you confirm the deployment next)",
-			"  anything else   "+onFail)
-	}
-	return v.gateBoxText(title, append(body, pageLines(req)...))
+	return termui.GateBox(req, v.plan != nil && v.plan.Kind == runbook.KindPlaybook, v.boxColor)
 }
 
-// pageLines are the gate box's last lines when the gate has a page on the console
-// (GateRequest.ApprovalURL; docs/console-links.md): a blank line and where to decide it in a
-// browser. The URL is one word, never wrapped.
-func pageLines(req engine.GateRequest) []string {
-	if req.ApprovalURL == "" {
-		return nil
-	}
-	return []string{"", "Or decide it in a browser: " + steps.CleanInput(req.ApprovalURL)}
-}
+// reportData is the data of the run report (termui.ReportData).
+var reportData = termui.ReportData
 
-// gateBoxText draws a gate's box (a runbook gate or a playbook approval node): a leading
-// blank line, title (bold) in the top border, one line of body a row, padded to the widest
-// line plus 2 runes; the borders cyan when v.boxColor.
-func (v *view) gateBoxText(title string, body []string) string {
-	width := utf8.RuneCountInString(title) + 2
-	for _, l := range body {
-		width = max(width, utf8.RuneCountInString(l)+2)
-	}
-	border := func(s string) string { return sgr(v.boxColor, sgrCyan, s) }
-	var b strings.Builder
-	b.WriteString("\n" + border("╭─") + sgr(v.boxColor, sgrBold, title) + border(strings.Repeat("─", width-1-utf8.RuneCountInString(title))+"╮") + "\n")
-	for _, l := range body {
-		b.WriteString(border("│") + " " + padRunes(l, width-2) + " " + border("│") + "\n")
-	}
-	b.WriteString(border("╰"+strings.Repeat("─", width)+"╯") + "\n")
-	return b.String()
-}
-
-// wrap breaks s at spaces into lines of at most width runes (a longer word stays whole).
-func wrap(s string, width int) []string {
-	var lines []string
-	line := ""
-	for _, w := range strings.Fields(s) {
-		switch {
-		case line == "":
-			line = w
-		case utf8.RuneCountInString(line)+1+utf8.RuneCountInString(w) <= width:
-			line += " " + w
-		default:
-			lines = append(lines, line)
-			line = w
-		}
-	}
-	return append(lines, line)
-}
-
-// reportData is the data of the run report (seed Step 9.2), with the runbook's steps so the
-// table lists each step once, in runbook order (issue 6, item 2.2).
-func reportData(plan *runbook.Plan, st *state.State, msg, evPath string) report.Report {
-	d := report.Report{
-		RunID: st.RunID, RunbookName: plan.Name, RunbookPath: plan.Path, RunStatus: st.RunStatus,
-		StartedUTC: st.StartedUTC, CompletedUTC: st.CompletedUTC, TotalSteps: st.TotalSteps,
-		SchemaHash8: st.SchemaHash8, RunbookHash: st.RunbookHash, Message: msg,
-		Evidence: st.EvidencePack, EvidencePath: evPath,
-	}
-	for _, s := range plan.Steps {
-		d.Steps = append(d.Steps, report.StepRef{Name: s.Name, Type: string(s.Type)})
-	}
-	if a, err := time.Parse(engine.TimeFormat, st.StartedUTC); err == nil {
-		if b, err := time.Parse(engine.TimeFormat, st.CompletedUTC); err == nil {
-			d.Duration = report.HumanDuration(b.Sub(a))
-		}
-	}
-	if plan.Kind == runbook.KindPlaybook {
-		waiting := ""
-		if st.AwaitingConfirmation != nil && !st.RunStatus.Final() {
-			waiting = st.AwaitingConfirmation.StepName
-		}
-		d.DAG = report.MermaidDAG(report.PlaybookGraph(plan, st.EvidencePack, st.IterationCounts, waiting))
-		d.Playbook, d.StatusWord = true, playbookRunWord(st.RunStatus, waiting != "")
-	}
-	d.Tally()
-	return d
-}
-
-// printReport renders the run report (seed Step 9.2), prints it to out and returns it.
+// printReport renders the run report, prints it to out and returns it.
 func printReport(out io.Writer, rend *report.Renderer, plan *runbook.Plan, st *state.State, msg, evPath string) (string, error) {
 	s, err := rend.RenderReport(reportData(plan, st, msg, evPath))
 	if err != nil {
@@ -334,28 +164,9 @@ func (v *view) showReport(st *state.State, msg, evPath string) error {
 	return err
 }
 
-// runResult is the JSON `rbook run -o json` prints: the final state file's fields, plus how
-// the run ended and where its files are.
-type runResult struct {
-	*state.State
-	// Message says why the run did not complete, or how it was interrupted or halted.
-	Message string `json:"message,omitempty"`
-	// StateFile, EvidenceFile and ReportFile are the paths of the run's files ("" omitted).
-	StateFile    string `json:"state_file"`
-	EvidenceFile string `json:"evidence_file,omitempty"`
-	ReportFile   string `json:"report_file,omitempty"`
-	// ExitCode is rbook's exit code for this outcome (see --help).
-	ExitCode int `json:"exit_code"`
-	// Name, Status and Nodes are a playbook run's (playbookResultFields): the playbook's
-	// name, the run's status in playbook words, each node's status; absent for a runbook.
-	Name   string               `json:"name,omitempty"`
-	Status string               `json:"status,omitempty"`
-	Nodes  []playbookNodeResult `json:"nodes,omitempty"`
-}
-
+// printJSON prints the run's -o json result (termui.RunResult).
 func (v *view) printJSON(st *state.State, msg, evPath string, code int) {
-	res := runResult{State: st, Message: msg, StateFile: v.plan.StateFilePath, EvidenceFile: evPath, ReportFile: v.reportPath, ExitCode: code}
-	playbookResultFields(&res, v.plan, st)
+	res := termui.NewRunResult(v.plan, st, msg, evPath, v.reportPath, code)
 	enc := json.NewEncoder(v.out)
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)
@@ -375,10 +186,10 @@ func exitFor(s engine.RunStatus) int {
 	return exitFailed // FAILED, or IN_PROGRESS: a signal stopped it
 }
 
-// finish ends a run's output (seed Step 9.2–9.3): the Markdown report goes to --report FILE
+// finish ends a run's output: the Markdown report goes to --report FILE
 // and the job summary; stdout gets the report and the evidence pack (not a terminal), a
 // short summary (a terminal) or the JSON result (-o json). An interrupted run prints no
-// final-looking outcome, only that it was interrupted and how to resume (issue 6, item 2.4).
+// final-looking outcome, only that it was interrupted and how to resume.
 // It returns the exit code's error.
 func (v *view) finish(name string, st *state.State, res engine.Result, evPath string) error {
 	rep, err := v.rend.RenderReport(reportData(v.plan, st, res.Message, evPath))
@@ -442,93 +253,26 @@ func (v *view) trailer(name string, st *state.State, msg, evPath string) {
 	}
 }
 
-// interruptedText says that a signal stopped the run, that nothing is final, and how to go on
-// (issue 6, item 2.4).
+// interruptedText says that a signal stopped the run, that nothing is final, and how to go
+// on (termui.InterruptedText): v.resumeCmd and v.cancelCmd, else the runbook commands of name.
 func (v *view) interruptedText(name string, st *state.State, msg string) string {
-	why := msg
-	if why == "" && st.Interrupted != nil {
-		why = st.Interrupted.Reason
-	}
 	resume, cancel := v.resumeCmd, v.cancelCmd
 	if resume == "" {
 		resume, cancel = "rbook run "+name, "rbook cancel "+name
 	}
-	s := fmt.Sprintf("Run %s was interrupted (%s). It is not finished: its state is kept in %s and the run can be resumed: %s (or end it: %s).",
-		st.RunID, why, v.plan.StateFilePath, resume, cancel)
-	if st.Kind == state.KindPlaybook {
-		if len(st.InFlightNodes) > 0 {
-			s += fmt.Sprintf(" %d node(s) were in flight (%s), so the resume asks you to choose --rerun-node or --skip-node for each.", len(st.InFlightNodes), inFlightNames(st.InFlightNodes))
-		}
-	} else if f := st.InFlight; f != nil {
-		s += fmt.Sprintf(" The %s step '%s' was in flight, so the resume asks you to choose --step-index %d (run it again) or %d (go on after it).", f.StepType, f.StepName, f.StepIndex, f.StepIndex+1)
-	}
-	return s
+	return termui.InterruptedText(st, msg, resume, cancel, v.plan.StateFilePath)
 }
 
 // summary is the end of a terminal run: status, step counts that match the report's rows,
 // the run's message, and where the evidence pack, the report and the state file are. It never
 // prints the evidence pack itself.
 func (v *view) summary(st *state.State, msg, evPath string) {
-	d := reportData(v.plan, st, msg, evPath)
-	w := v.out
-	fmt.Fprintln(w)
-	took := ""
-	if d.Duration != "" {
-		took = " in " + d.Duration
-	}
-	if st.RunStatus == engine.RunInProgress {
-		fmt.Fprintf(w, "Run %s is %s%s\n", st.RunID, v.paintRun(st.RunStatus, "not finished"), took)
-	} else {
-		fmt.Fprintf(w, "Run %s %s%s\n", st.RunID, v.paintRun(st.RunStatus, runWord(st)), took)
-	}
-	unit := "steps"
-	if st.Kind == state.KindPlaybook {
-		unit = "nodes"
-	}
-	fmt.Fprintf(w, "  %d %s: %d passed, %d failed, %d timed out, %d skipped, %d not run\n", len(d.Steps), unit, d.Pass, d.Fail, d.TimedOut, d.Skipped, d.NotRunCount)
-	printGateLines(w, d.Gates)
-	if msg != "" && st.RunStatus != engine.RunInProgress {
-		fmt.Fprintf(w, "  %s\n", msg)
-	}
-	if evPath != "" {
-		fmt.Fprintf(w, "  Evidence pack  %s (%s, JSON)\n", evPath, yamlerr.Plural(len(st.EvidencePack), "entry", "entries"))
-	}
-	if v.reportPath != "" {
-		fmt.Fprintf(w, "  Report         %s\n", v.reportPath)
-	}
-	fmt.Fprintf(w, "  State file     %s\n", v.plan.StateFilePath)
+	files := termui.RunFiles{Evidence: evPath, Report: v.reportPath, State: v.plan.StateFilePath}
+	termui.Summary(v.out, reportData(v.plan, st, msg, evPath), st, msg, files, v.color, printGateLines)
 }
 
 // statusLines prints a recorded run's steps as text, one line per runbook step in runbook
 // order with its final status or "not run" (rbook status without --report).
 func (v *view) statusLines(st *state.State) {
-	d := reportData(v.plan, st, "", "")
-	for _, r := range d.Rows {
-		e := engine.Evidence{StepName: r.Name, Type: r.Type, Status: r.Status}
-		line := v.stepLine(r.Number, e, 0, "")
-		if r.At != "" {
-			line += "  " + v.dim(r.At)
-		}
-		if len(r.Earlier) > 0 {
-			line += "  " + v.dim(fmt.Sprintf("(earlier: %s)", joinStatuses(r.Earlier)))
-		}
-		fmt.Fprintln(v.out, line)
-	}
-}
-
-func joinStatuses(ss []engine.StepStatus) string {
-	w := make([]string, len(ss))
-	for i, s := range ss {
-		w[i] = string(s)
-	}
-	return strings.Join(w, ", ")
-}
-
-// inFlightNames lists the ids of in-flight playbook nodes, comma separated.
-func inFlightNames(fs []state.InFlight) string {
-	names := make([]string, len(fs))
-	for i, f := range fs {
-		names[i] = f.StepName
-	}
-	return strings.Join(names, ", ")
+	termui.StatusLines(v.out, reportData(v.plan, st, "", "").Rows, v.lineStyle())
 }

@@ -19,25 +19,184 @@ import (
 )
 
 // The control plane's default address: the one port the README, docs/, every --help and the
-// TypeScript client's messages name (issue 6, item 3.4).
+// TypeScript client's messages name.
 const (
 	defaultServePort = "7070"
 	defaultServeAddr = "127.0.0.1:" + defaultServePort
 )
 
-// newServeCmd is `rbook serve`: the control plane (issue 3, item 2).
+// serveFlags are rbook serve's flags: the server's Config and the files it is read from.
+type serveFlags struct {
+	cfg                              server.Config
+	authFile, policyFile, notifyFile string
+	logJSON                          bool
+}
+
+// newServeCmd is `rbook serve`: the control plane.
 func newServeCmd() *cobra.Command {
-	var (
-		cfg        server.Config
-		authFile   string
-		policyFile string
-		notifyFile string
-		logJSON    bool
-	)
+	var sf serveFlags
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the control plane: runs and approvals over Connect, gRPC and gRPC-Web",
-		Long: `Run the rbook control plane: executors report every transition of their runs to it,
+		Long:  serveLong,
+		Example: `  export RBOOK_APPROVAL_SECRET=$(head -c 32 /dev/urandom | base64)
+  rbook serve                          # ` + defaultServeAddr + `, database .rbook/controlplane.db
+  rbook serve --addr 0.0.0.0:` + defaultServePort + ` --auth-file auth.txt --db /var/lib/rbook/cp.db
+  rbook serve --auth-file auth.txt --gate-policy gates.yaml   # e.g. two approvers for prod gates
+  grpcurl -plaintext ` + defaultServeAddr + ` list`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runServe(cmd, &sf) },
+	}
+	f := cmd.Flags()
+	f.StringVar(&sf.cfg.Addr, "addr", defaultServeAddr, "host:port to listen on (port 0 picks a free one)")
+	f.StringVar(&sf.cfg.DBPath, "db", ".rbook/controlplane.db", "SQLite database file (created if missing), or PostgreSQL: a postgres://user@host/db URL or a key=value string such as \"host=h dbname=db user=u\" (several replicas may share it)")
+	f.StringVar(&sf.authFile, "auth-file", "", `bearer tokens, one "identity role token" per line (roles: executor, approver, viewer)`)
+	f.StringVar(&sf.notifyFile, "notify-config", "", "YAML notification config: channels (webhook, teams, email, slack) and routes of gate and run events (docs/notifications.md)")
+	f.StringVar(&sf.policyFile, "gate-policy", "", "YAML gate policy: approvals needed, allowed approvers and four-eyes per runbook and gate")
+	addServeOIDCFlags(cmd)
+	addServeGitHubFlags(cmd)
+	addServePlaybookFlags(cmd)
+	addServeSignInFlags(cmd)
+	addServePeopleFlags(cmd)
+	f.BoolVar(&sf.cfg.Insecure, "insecure", false, "allow a non-loopback --addr without --auth-file or --oidc-config")
+	f.Bool("forbid-self-approval", true, "deprecated: the run's starter may never approve its gates unless the gate policy says so")
+	_ = f.MarkDeprecated("forbid-self-approval", "four-eyes is the default (see --gate-policy)")
+	f.BoolVar(&sf.logJSON, "log-json", false, "write logs as JSON lines instead of text")
+	return cmd
+}
+
+// runServe starts the control plane with sf, prints its address line and serves until SIGINT
+// or SIGTERM, then shuts down gracefully.
+func runServe(cmd *cobra.Command, sf *serveFlags) error {
+	modes, err := sf.load(cmd)
+	if err != nil {
+		return abort("rbook serve: %v", err)
+	}
+	cfg := &sf.cfg
+	if err := store.CheckDSN(cfg.DBPath); err != nil {
+		return abort("rbook serve: --db: %v", err) // nothing is created
+	}
+	if !store.IsPostgresDSN(cfg.DBPath) {
+		// A SQLite file has one server; replicas share a PostgreSQL database.
+		unlock, err := lockDB(cfg.DBPath)
+		if err != nil {
+			return abort("rbook serve: %v", err)
+		}
+		defer unlock()
+	}
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	r, err := server.Start(ctx, *cfg)
+	if err != nil {
+		return abort("rbook serve: %v", err)
+	}
+	mode := sf.mode(modes)
+	if from, to := r.Migrated(); from != to {
+		// Once, on the start that migrated; on stderr, so stdout's first line stays the
+		// address line scripts read.
+		fmt.Fprintf(cmd.ErrOrStderr(), "database schema migrated from version %d to %d (db %s)\n", from, to, store.RedactDSN(cfg.DBPath))
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "rbook control plane listening on %s (db %s, %s)\n", r.URL(), store.RedactDSN(cfg.DBPath), mode)
+	<-ctx.Done()
+	cfg.Logger.Info("shutting down", "cause", context.Cause(ctx).Error())
+	if err := r.Close(); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	return nil
+}
+
+// serveModes are the address line's words for the optional features that are on ("" off).
+type serveModes struct{ oidc, github, playbook, signIn, people string }
+
+// load reads the approval secret from the environment and every file the flags name into
+// sf.cfg, and sets its logger. The error names the flag whose file is wrong.
+func (sf *serveFlags) load(cmd *cobra.Command) (serveModes, error) {
+	var m serveModes
+	cfg := &sf.cfg
+	secret, err := approval.SecretFromEnv(os.Getenv)
+	if err != nil {
+		return m, err
+	}
+	cfg.Secret = secret
+	if sf.authFile != "" {
+		if cfg.Auth, err = server.LoadAuthFile(sf.authFile); err != nil {
+			return m, err
+		}
+	}
+	if sf.policyFile != "" {
+		if cfg.GatePolicy, err = approval.LoadGatePolicy(sf.policyFile); err != nil {
+			return m, err
+		}
+	}
+	if sf.notifyFile != "" {
+		nc, err := notify.LoadConfig(sf.notifyFile)
+		if err != nil {
+			return m, fmt.Errorf("--notify-config: %w", err)
+		}
+		cfg.Notify = &server.NotifyOptions{Config: nc}
+	}
+	if m.oidc, err = applyServeOIDC(cfg); err != nil {
+		return m, err
+	}
+	if m.github, err = applyServeGitHub(cmd, cfg); err != nil {
+		return m, err
+	}
+	if m.playbook, err = applyServePlaybook(cfg); err != nil {
+		return m, err
+	}
+	if m.signIn, err = applyServeSignIn(cfg); err != nil {
+		return m, err
+	}
+	if m.people, err = applyServePeople(cfg); err != nil {
+		return m, err
+	}
+	var h slog.Handler = slog.NewTextHandler(cmd.ErrOrStderr(), nil)
+	if sf.logJSON {
+		h = slog.NewJSONHandler(cmd.ErrOrStderr(), nil)
+	}
+	cfg.Logger = slog.New(h)
+	return m, nil
+}
+
+// mode is the address line's description of what is on: auth, the gate policy (with its
+// warnings logged), notifications and the optional features.
+func (sf *serveFlags) mode(m serveModes) string {
+	cfg := &sf.cfg
+	mode := "no auth"
+	if cfg.Auth != nil {
+		mode = "auth file " + sf.authFile
+	}
+	if m.oidc != "" && cfg.Auth != nil {
+		mode += ", " + m.oidc
+	} else if m.oidc != "" {
+		mode = m.oidc
+	}
+	if cfg.GatePolicy != nil {
+		mode += fmt.Sprintf(", gate policy %s (%s)", sf.policyFile, yamlerr.Plural(len(cfg.GatePolicy.Rules), "rule", "rules"))
+		if sf.authFile == "" {
+			cfg.Logger.Warn("gate policy without --auth-file: approver names are unverified, so only the number of approvals applies")
+		}
+		for _, w := range policyWarnings(cfg.GatePolicy, cfg.Auth, sf.authFile, cfg.People) {
+			cfg.Logger.Warn(w)
+		}
+		for _, w := range server.NotifyListWarnings(cfg.GatePolicy, cfg.People) {
+			cfg.Logger.Warn(w)
+		}
+	}
+	if cfg.Notify != nil {
+		mode += fmt.Sprintf(", notifications %s (%s, %s)", sf.notifyFile, yamlerr.Plural(len(cfg.Notify.Config.Names), "channel", "channels"),
+			yamlerr.Plural(len(cfg.Notify.Config.Routes), "route", "routes"))
+	}
+	for _, on := range []string{m.github, m.playbook, m.signIn, m.people} {
+		if on != "" {
+			mode += ", " + on
+		}
+	}
+	return mode
+}
+
+// serveLong is rbook serve's --help.
+const serveLong = `Run the rbook control plane: executors report every transition of their runs to it,
 and confirm gates wait until someone calls Approve or Reject (rbook approve, grpcurl, or any
 buf-generated client). Runs and approvals are kept in a SQLite database (--db FILE), or in
 PostgreSQL with --db postgres://user@host:5432/db, postgresql://… or a libpq key=value
@@ -116,144 +275,4 @@ the run's starter. The auth file's github= links count as one person too. See do
 SIGINT or SIGTERM shuts down gracefully: open watch streams end (clients reconnect), calls
 in flight finish, the database is closed.
 
-Exit codes: 0 after a clean shutdown, 2 bad flags, no secret, or the server could not start.`,
-		Example: `  export RBOOK_APPROVAL_SECRET=$(head -c 32 /dev/urandom | base64)
-  rbook serve                          # ` + defaultServeAddr + `, database .rbook/controlplane.db
-  rbook serve --addr 0.0.0.0:` + defaultServePort + ` --auth-file auth.txt --db /var/lib/rbook/cp.db
-  rbook serve --auth-file auth.txt --gate-policy gates.yaml   # e.g. two approvers for prod gates
-  grpcurl -plaintext ` + defaultServeAddr + ` list`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			secret, err := approval.SecretFromEnv(os.Getenv)
-			if err != nil {
-				return abort("rbook serve: %v", err)
-			}
-			cfg.Secret = secret
-			if authFile != "" {
-				if cfg.Auth, err = server.LoadAuthFile(authFile); err != nil {
-					return abort("rbook serve: %v", err)
-				}
-			}
-			if policyFile != "" {
-				if cfg.GatePolicy, err = approval.LoadGatePolicy(policyFile); err != nil {
-					return abort("rbook serve: %v", err)
-				}
-			}
-			if notifyFile != "" {
-				nc, err := notify.LoadConfig(notifyFile)
-				if err != nil {
-					return abort("rbook serve: --notify-config: %v", err)
-				}
-				cfg.Notify = &server.NotifyOptions{Config: nc}
-			}
-			oidcMode, err := applyServeOIDC(&cfg)
-			if err != nil {
-				return abort("rbook serve: %v", err)
-			}
-			githubMode, err := applyServeGitHub(cmd, &cfg)
-			if err != nil {
-				return abort("rbook serve: %v", err)
-			}
-			playbookMode, err := applyServePlaybook(&cfg)
-			if err != nil {
-				return abort("rbook serve: %v", err)
-			}
-			signInMode, err := applyServeSignIn(&cfg)
-			if err != nil {
-				return abort("rbook serve: %v", err)
-			}
-			peopleMode, err := applyServePeople(&cfg)
-			if err != nil {
-				return abort("rbook serve: %v", err)
-			}
-			var h slog.Handler = slog.NewTextHandler(cmd.ErrOrStderr(), nil)
-			if logJSON {
-				h = slog.NewJSONHandler(cmd.ErrOrStderr(), nil)
-			}
-			cfg.Logger = slog.New(h)
-
-			if err := store.CheckDSN(cfg.DBPath); err != nil {
-				return abort("rbook serve: --db: %v", err) // nothing is created (issue 10, new-user finding 2)
-			}
-			if !store.IsPostgresDSN(cfg.DBPath) {
-				// A SQLite file has one server; replicas share a PostgreSQL database (issue 10).
-				unlock, err := lockDB(cfg.DBPath)
-				if err != nil {
-					return abort("rbook serve: %v", err)
-				}
-				defer unlock()
-			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			r, err := server.Start(ctx, cfg)
-			if err != nil {
-				return abort("rbook serve: %v", err)
-			}
-			mode := "no auth"
-			if cfg.Auth != nil {
-				mode = "auth file " + authFile
-			}
-			if oidcMode != "" && cfg.Auth != nil {
-				mode += ", " + oidcMode
-			} else if oidcMode != "" {
-				mode = oidcMode
-			}
-			if cfg.GatePolicy != nil {
-				mode += fmt.Sprintf(", gate policy %s (%s)", policyFile, yamlerr.Plural(len(cfg.GatePolicy.Rules), "rule", "rules"))
-				if authFile == "" {
-					cfg.Logger.Warn("gate policy without --auth-file: approver names are unverified, so only the number of approvals applies")
-				}
-				for _, w := range policyWarnings(cfg.GatePolicy, cfg.Auth, authFile, cfg.People) {
-					cfg.Logger.Warn(w)
-				}
-				for _, w := range server.NotifyListWarnings(cfg.GatePolicy, cfg.People) {
-					cfg.Logger.Warn(w)
-				}
-			}
-			if cfg.Notify != nil {
-				mode += fmt.Sprintf(", notifications %s (%s, %s)", notifyFile, yamlerr.Plural(len(cfg.Notify.Config.Names), "channel", "channels"),
-					yamlerr.Plural(len(cfg.Notify.Config.Routes), "route", "routes"))
-			}
-			if githubMode != "" {
-				mode += ", " + githubMode
-			}
-			if playbookMode != "" {
-				mode += ", " + playbookMode
-			}
-			if signInMode != "" {
-				mode += ", " + signInMode
-			}
-			if peopleMode != "" {
-				mode += ", " + peopleMode
-			}
-			if from, to := r.Migrated(); from != to {
-				// Once, on the start that migrated (issue 10, new-user finding 3); on stderr, so
-				// stdout's first line stays the address line scripts read.
-				fmt.Fprintf(cmd.ErrOrStderr(), "database schema migrated from version %d to %d (db %s)\n", from, to, store.RedactDSN(cfg.DBPath))
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "rbook control plane listening on %s (db %s, %s)\n", r.URL(), store.RedactDSN(cfg.DBPath), mode)
-			<-ctx.Done()
-			cfg.Logger.Info("shutting down", "cause", context.Cause(ctx).Error())
-			if err := r.Close(); err != nil {
-				return fmt.Errorf("shutdown: %w", err)
-			}
-			return nil
-		},
-	}
-	f := cmd.Flags()
-	f.StringVar(&cfg.Addr, "addr", defaultServeAddr, "host:port to listen on (port 0 picks a free one)")
-	f.StringVar(&cfg.DBPath, "db", ".rbook/controlplane.db", "SQLite database file (created if missing), or PostgreSQL: a postgres://user@host/db URL or a key=value string such as \"host=h dbname=db user=u\" (several replicas may share it)")
-	f.StringVar(&authFile, "auth-file", "", `bearer tokens, one "identity role token" per line (roles: executor, approver, viewer)`)
-	f.StringVar(&notifyFile, "notify-config", "", "YAML notification config: channels (webhook, teams, email, slack) and routes of gate and run events (docs/notifications.md)")
-	f.StringVar(&policyFile, "gate-policy", "", "YAML gate policy: approvals needed, allowed approvers and four-eyes per runbook and gate")
-	addServeOIDCFlags(cmd)
-	addServeGitHubFlags(cmd)
-	addServePlaybookFlags(cmd)
-	addServeSignInFlags(cmd)
-	addServePeopleFlags(cmd)
-	f.BoolVar(&cfg.Insecure, "insecure", false, "allow a non-loopback --addr without --auth-file or --oidc-config")
-	f.Bool("forbid-self-approval", true, "deprecated: the run's starter may never approve its gates unless the gate policy says so")
-	_ = f.MarkDeprecated("forbid-self-approval", "four-eyes is the default (see --gate-policy)")
-	f.BoolVar(&logJSON, "log-json", false, "write logs as JSON lines instead of text")
-	return cmd
-}
+Exit codes: 0 after a clean shutdown, 2 bad flags, no secret, or the server could not start.`

@@ -1,18 +1,14 @@
 package main
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/rbookhq/rbook-action/action/mcp"
-	"github.com/rbookhq/rbook-action/action/report"
+	"github.com/rbookhq/rbook-action/action/preflight"
 	"github.com/rbookhq/rbook-action/action/runbook"
 )
 
@@ -49,77 +45,13 @@ Exit codes: 0 every runbook would start, 2 at least one error (or no runbook to 
   rbook validate prod                  # runbooks/prod.yaml, its values and MCP config
   rbook validate path/to/my.yaml --mcp-config ci.mcp.json --templates my-templates`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			named := len(args) > 0
-			if !named {
-				found, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
-				if err != nil {
-					return abort("%v", err)
-				}
-				for _, f := range found {
-					if !strings.HasSuffix(f, ".values.yaml") {
-						args = append(args, f)
-					}
-				}
-			}
-			var files []string
-			var playbooks []string
-			for _, f := range args {
-				if err := playbookGiven(dir, f, "validate"); err != nil {
-					if !named { // found by the *.yaml glob: not what was asked for
-						fmt.Fprintf(cmd.ErrOrStderr(), "%s: skipped (a playbook: rbook playbook validate %s)\n", f, f)
-						continue
-					}
-					playbooks = append(playbooks, err.Error())
-					continue
-				}
-				if !strings.HasSuffix(f, ".yaml") && !strings.ContainsRune(f, filepath.Separator) {
-					f = filepath.Join(dir, f+".yaml") // a runbook name, as 'rbook run' takes it
-				}
-				if strings.HasSuffix(f, ".values.yaml") {
-					fmt.Fprintf(cmd.ErrOrStderr(), "%s: skipped (a values file is checked with its runbook)\n", f)
-					continue
-				}
-				files = append(files, f)
-			}
-			if len(playbooks) > 0 {
-				// A playbook named here gets its command, not runbook errors (issue 9 UX, item 6).
-				return abort("%s", strings.Join(playbooks, "\n"))
-			}
-			if len(files) == 0 {
-				return abort("no runbook files to validate in %s", dir)
+			files, err := validateArgs(cmd, dir, args)
+			if err != nil {
+				return err
 			}
 			out, errw := cmd.OutOrStdout(), cmd.ErrOrStderr()
-			// The templates are shared by every runbook: checked once.
-			tmplDiags := checkTemplates(templates)
-			var all []runbook.Diagnostic
-			var summaries []string
-			bad := 0
-			for _, f := range files {
-				res := runbook.Validate(f, rules)
-				ds := res.Diagnostics
-				mcpDiags, mcpNote := checkMCP(f, res, mcpConfig)
-				ds = append(ds, mcpDiags...)
-				ds = append(ds, tmplDiags...)
-				all = append(all, ds...)
-				line := f + ": ok"
-				if len(ds) > 0 {
-					bad++
-					line = fmt.Sprintf("%s: %d error(s)", f, len(ds))
-				}
-				notes := []string{"values " + res.ValuesPath}
-				if res.ExampleUsed {
-					notes[0] = fmt.Sprintf("checked with %s because %s is missing: 'rbook run' stops there", res.ValuesPath, strings.TrimSuffix(res.ValuesPath, ".example"))
-				}
-				if mcpNote != "" {
-					notes = append(notes, mcpNote)
-				}
-				summaries = append(summaries, line+" ("+strings.Join(notes, "; ")+")")
-			}
-			runbook.SortDiagnostics(all)
-			for i, d := range all {
-				if i > 0 && d == all[i-1] {
-					continue // a template shared by several runbooks
-				}
+			all, summaries, bad := preflight.Runbooks(files, rules, templates, mcpConfig)
+			for _, d := range all {
 				fmt.Fprintln(errw, d.String())
 			}
 			for _, s := range summaries {
@@ -138,106 +70,55 @@ Exit codes: 0 every runbook would start, 2 at least one error (or no runbook to 
 	return cmd
 }
 
-// checkTemplates parses the report templates with the overrides in dir, as every verb that
-// prints a report does (report.New), and returns one diagnostic per problem.
-func checkTemplates(dir string) []runbook.Diagnostic {
-	var ds []runbook.Diagnostic
-	_, err := report.New(dir) // a missing or non-folder dir is its one error, as for run
-	if err == nil {
-		return nil
-	}
-	errs := []error{err}
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		errs = j.Unwrap()
-	}
-	for _, e := range errs {
-		var te *report.TemplateError
-		if errors.As(e, &te) {
-			ds = append(ds, runbook.Diagnostic{File: te.Path, Line: te.Line, Message: te.Msg})
-		} else {
-			ds = append(ds, runbook.Diagnostic{File: dir, Message: e.Error()})
+// validateArgs is the runbook files rbook validate checks: args (RUNBOOK names in dir or
+// FILE paths), else every *.yaml in dir; values files are skipped (checked with their
+// runbook), as are playbooks the glob found. A playbook named in args is refused with the
+// command that takes it; no file at all is refused too.
+func validateArgs(cmd *cobra.Command, dir string, args []string) ([]string, error) {
+	named := len(args) > 0
+	if !named {
+		found, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+		if err != nil {
+			return nil, abort("%v", err)
+		}
+		for _, f := range found {
+			if !strings.HasSuffix(f, ".values.yaml") {
+				args = append(args, f)
+			}
 		}
 	}
-	return ds
-}
-
-// checkMCP is what 'rbook validate' says about the MCP configuration a run of the runbook at
-// path would use: runbookMCPConfig's problems, and a note for the summary line that says
-// what was found.
-func checkMCP(path string, res runbook.ValidateResult, flag string) ([]runbook.Diagnostic, string) {
-	name := strings.TrimSuffix(filepath.Base(path), ".yaml")
-	cfgPath := mcpConfigPath(filepath.Dir(path), name, flag)
-	if !res.NeedsMCP {
-		return nil, "no check step queries an MCP server, so no MCP config is read"
-	}
-	cfg, ds := runbookMCPConfig(path, cfgPath, flag)
-	if cfg == nil {
-		return ds, ""
-	}
-	var found []string
-	for _, n := range cfg.Names() {
-		srv := cfg.Servers[n]
-		switch {
-		case !srv.Stdio():
-			found = append(found, fmt.Sprintf("%s: url, not contacted", n))
-		case srv.CommandFound() == nil:
-			found = append(found, fmt.Sprintf("%s: stdio command %s found", n, srv.Command))
+	var files, playbooks []string
+	for _, f := range args {
+		if err := playbookGiven(dir, f, "validate"); err != nil {
+			if !named { // found by the *.yaml glob: not what was asked for
+				fmt.Fprintf(cmd.ErrOrStderr(), "%s: skipped (a playbook: rbook playbook validate %s)\n", f, f)
+				continue
+			}
+			playbooks = append(playbooks, err.Error())
+			continue
 		}
+		if !strings.HasSuffix(f, ".yaml") && !strings.ContainsRune(f, filepath.Separator) {
+			f = filepath.Join(dir, f+".yaml") // a runbook name, as 'rbook run' takes it
+		}
+		if strings.HasSuffix(f, ".values.yaml") {
+			fmt.Fprintf(cmd.ErrOrStderr(), "%s: skipped (a values file is checked with its runbook)\n", f)
+			continue
+		}
+		files = append(files, f)
 	}
-	slices.Sort(found)
-	if len(found) == 0 {
-		return ds, "MCP " + cfgPath
+	if len(playbooks) > 0 {
+		// A playbook named here gets its command, not runbook errors.
+		return nil, abort("%s", strings.Join(playbooks, "\n"))
 	}
-	return ds, fmt.Sprintf("MCP %s: %s", cfgPath, strings.Join(found, ", "))
+	if len(files) == 0 {
+		return nil, abort("no runbook files to validate in %s", dir)
+	}
+	return files, nil
 }
 
-// runbookMCPConfig loads the MCP configuration at cfgPath that the check steps of the runbook
-// at runbookPath query (flag is --mcp-config, "" for the default file) and checks it with
-// mcp.Config.Check: check steps use the only server, and a stdio server's command must be
-// found. It starts no server and contacts no URL. It is the one check of 'rbook validate'
-// and of every run's start (executors): a configuration that validate refuses stops the run
-// before its first step. The config is nil when it does not load; the diagnostics list every
-// problem with file, line and field.
+// runbookMCPConfig is preflight.RunbookMCPConfig, the MCP check of every run's start.
 func runbookMCPConfig(runbookPath, cfgPath, flag string) (*mcp.Config, []runbook.Diagnostic) {
-	cfg, ds := loadMCPConfig(cfgPath, flag, func() string { return missingMCPConfig(runbookPath, cfgPath) })
-	if cfg == nil {
-		return nil, ds
-	}
-	errs := cfg.Check([]mcp.Use{{By: "a run's check steps",
-		Several: "a run's check steps use the only server of their MCP config, so give this runbook a config with one"}})
-	return cfg, append(ds, mcpDiagnostics(errs)...)
-}
-
-// loadMCPConfig loads the MCP configuration at cfgPath as a diagnostic: a default file
-// (flag "") that does not exist is missing(), a file that does not load is its
-// mcp.ConfigError (file:line:col: field) or read error.
-func loadMCPConfig(cfgPath, flag string, missing func() string) (*mcp.Config, []runbook.Diagnostic) {
-	if _, err := os.Stat(cfgPath); flag == "" && errors.Is(err, fs.ErrNotExist) {
-		return nil, []runbook.Diagnostic{{File: cfgPath, Message: missing()}}
-	}
-	cfg, err := mcp.LoadConfig(cfgPath)
-	if err != nil {
-		var ce *mcp.ConfigError
-		if errors.As(err, &ce) {
-			return nil, mcpDiagnostics([]*mcp.ConfigError{ce})
-		}
-		msg := err.Error()
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
-			msg = pe.Err.Error()
-		}
-		return nil, []runbook.Diagnostic{{File: cfgPath, Message: msg}}
-	}
-	return cfg, nil
-}
-
-// mcpDiagnostics turns MCP configuration errors into validate's diagnostics.
-func mcpDiagnostics(errs []*mcp.ConfigError) []runbook.Diagnostic {
-	ds := make([]runbook.Diagnostic, 0, len(errs))
-	for _, ce := range errs {
-		ds = append(ds, runbook.Diagnostic{File: ce.Path, Line: ce.Line, Column: ce.Column, Field: ce.Field, Message: ce.Msg})
-	}
-	return ds
+	return preflight.RunbookMCPConfig(runbookPath, cfgPath, flag)
 }
 
 // setupRefused is the error of a run refused before its first step because of problems

@@ -2,111 +2,10 @@ package main
 
 import (
 	"fmt"
-	"runtime"
-	"runtime/debug"
-	"strings"
 
+	"github.com/rbookhq/rbook-action/internal/buildinfo"
 	"github.com/spf13/cobra"
 )
-
-// buildVersion describes a binary from its build info (issue 6, item 3.4).
-type buildVersion struct {
-	// Version is the -ldflags version when set, else the main module's version: a tag or
-	// pseudo-version for `go install …@v…` and (Go 1.24+) `go build` in a git checkout,
-	// "(devel)" for `go run` and builds without VCS information.
-	Version string
-	// Module is the main module path.
-	Module string
-	// Revision is vcs.revision, "" when the build has no VCS information (go run,
-	// -buildvcs=false, a source tree outside git).
-	Revision string
-	// Time is vcs.time; Modified is vcs.modified=true (uncommitted changes at build time).
-	Time     string
-	Modified bool
-	// Go is the toolchain, e.g. go1.26.0.
-	Go string
-}
-
-// readBuildVersion reads the running binary's build info; ldflag is main.version.
-func readBuildVersion(ldflag string) buildVersion {
-	bi, ok := debug.ReadBuildInfo()
-	return versionFrom(bi, ok, ldflag)
-}
-
-// versionFrom is readBuildVersion on given build info (ok=false: none available).
-func versionFrom(bi *debug.BuildInfo, ok bool, ldflag string) buildVersion {
-	v := buildVersion{Version: "(devel)", Go: runtime.Version()}
-	if ok && bi != nil {
-		v.Module, v.Go = bi.Main.Path, bi.GoVersion
-		if bi.Main.Version != "" {
-			v.Version = bi.Main.Version
-		}
-		for _, s := range bi.Settings {
-			switch s.Key {
-			case "vcs.revision":
-				v.Revision = s.Value
-			case "vcs.time":
-				v.Time = s.Value
-			case "vcs.modified":
-				v.Modified = s.Value == "true"
-			}
-		}
-	}
-	if ldflag != "" && ldflag != "dev" {
-		v.Version = ldflag
-	}
-	return v
-}
-
-// String is the output of `rbook version`: the version line, the revision line, the toolchain.
-func (v buildVersion) String() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "rbook %s", v.Version)
-	if v.Module != "" {
-		fmt.Fprintf(&b, " (module %s)", v.Module)
-	}
-	b.WriteString("\n")
-	switch {
-	case v.Revision == "":
-		b.WriteString("revision unknown: built without VCS information (go run, -buildvcs=false, or outside a git checkout)\n")
-	default:
-		fmt.Fprintf(&b, "revision %s", v.Revision)
-		var extra []string
-		if v.Time != "" {
-			extra = append(extra, "committed "+v.Time)
-		}
-		if v.Modified {
-			extra = append(extra, "with uncommitted changes")
-		}
-		if len(extra) > 0 {
-			fmt.Fprintf(&b, " (%s)", strings.Join(extra, ", "))
-		}
-		b.WriteString("\n")
-	}
-	fmt.Fprintf(&b, "built with %s for %s/%s\n", v.Go, runtime.GOOS, runtime.GOARCH)
-	return b.String()
-}
-
-// versionLine is the one line `rbook --version` prints.
-func versionLine() string {
-	v := readBuildVersion(version)
-	line := "rbook " + v.Version
-	if v.Revision != "" {
-		line += " (" + shortRevision(v.Revision)
-		if v.Modified {
-			line += "+modified"
-		}
-		line += ")"
-	}
-	return line
-}
-
-func shortRevision(r string) string {
-	if len(r) > 12 {
-		return r[:12]
-	}
-	return r
-}
 
 func newVersionCmd() *cobra.Command {
 	return &cobra.Command{
@@ -123,7 +22,7 @@ Exit codes: 0 always (2 for a usage error).`,
   rbook --version                      # the first line only, shorter`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			fmt.Fprint(cmd.OutOrStdout(), readBuildVersion(version).String())
+			fmt.Fprint(cmd.OutOrStdout(), buildinfo.Read(version).String())
 			return nil
 		},
 	}

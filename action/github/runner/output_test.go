@@ -1,4 +1,4 @@
-package main
+package runner
 
 import (
 	"bytes"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rbookhq/rbook-action/action/github"
+	"github.com/rbookhq/rbook-action/action/github/ghtest"
 	"github.com/rbookhq/rbook-action/action/mcp"
 )
 
@@ -37,7 +38,7 @@ func TestLongMCPStderrLineDoesNotWedgeTheServer(t *testing.T) {
 	saved := mcp.ServerStderr
 	defer func() { mcp.ServerStderr = saved }()
 	var buf lockedBuffer
-	c := &ciOutput{log: github.NewLog(&buf)}
+	c := newOutput(github.NewLog(&buf))
 	stop := c.copyServerStderr()
 	w := mcp.ServerStderr
 	wrote := make(chan error, 1)
@@ -59,7 +60,7 @@ func TestLongMCPStderrLineDoesNotWedgeTheServer(t *testing.T) {
 	if !strings.Contains(log, "\nafter the long line\n") || strings.Count(log, "A") < 3<<20 {
 		t.Fatalf("the log lost stderr: %d bytes, tail %q", len(log), log[max(0, len(log)-200):])
 	}
-	if acted, _ := actedCommands(log); len(acted) != 0 {
+	if acted, _ := ghtest.ActedCommands(log); len(acted) != 0 {
 		t.Errorf("stderr acted as workflow commands: %q", acted)
 	}
 }
