@@ -6,9 +6,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rbookhq/rbook-action/action/github/runner"
 	"github.com/rbookhq/rbook-action/action/report"
 	"github.com/rbookhq/rbook-action/action/steps"
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
+	"github.com/rbookhq/rbook-action/internal/termui"
 )
 
 // printGateLines writes one line per decided gate of a run's terminal summary: who decided
@@ -34,7 +36,7 @@ func printGateLines(w io.Writer, gates []report.GateRow) {
 func gateVoteNotices(errw io.Writer) (opened func(*rbookv1.Approval, string, time.Time), progress func(*rbookv1.Approval)) {
 	opened = func(a *rbookv1.Approval, _ string, _ time.Time) {
 		if a.GetApprovalsRequired() > 1 {
-			fmt.Fprintf(errw, "Gate '%s' needs %s.\n", steps.CleanInput(a.GetStepName()), needsText(a))
+			fmt.Fprintf(errw, "Gate '%s' needs %s.\n", steps.CleanInput(a.GetStepName()), runner.NeedsText(a))
 		}
 	}
 	progress = func(a *rbookv1.Approval) {
@@ -51,7 +53,7 @@ func gateVoteNotices(errw io.Writer) (opened func(*rbookv1.Approval, string, tim
 		if r := v.GetReason(); r != "" {
 			line += " (" + steps.CleanInput(r) + ")"
 		}
-		fmt.Fprintf(errw, "%s · %s\n", line, progressText(steps.CleanInput(a.GetStepName()), a))
+		fmt.Fprintf(errw, "%s · %s\n", line, runner.ProgressText(steps.CleanInput(a.GetStepName()), a))
 	}
 	return opened, progress
 }
@@ -61,7 +63,7 @@ func gateVoteNotices(errw io.Writer) (opened func(*rbookv1.Approval, string, tim
 // program), else as text (markdownText), so a person at a terminal does not read "##" and
 // backticks.
 func promptFor(w io.Writer, md string) string {
-	if !isTerminal(w) {
+	if !termui.IsTerminal(w) {
 		return md
 	}
 	return markdownText(md)

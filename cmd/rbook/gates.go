@@ -38,9 +38,3 @@ func tallyLine(a *rbookv1.Approval) string {
 	}
 	return fmt.Sprintf("approval %s: %d of %d approvals%s; waiting for %d more", a.GetApprovalId(), len(by), need, who, need-len(by))
 }
-
-// tally is the APPROVALS column of `rbook approvals`: distinct approvals so far of the number
-// required, e.g. "1/2".
-func tally(a *rbookv1.Approval) string {
-	return fmt.Sprintf("%d/%d", len(approvedBy(a)), max(int(a.GetApprovalsRequired()), 1))
-}

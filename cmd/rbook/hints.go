@@ -5,8 +5,11 @@ import (
 	"io"
 	"os"
 
+	pipeline "github.com/rbookhq/rbook-action/action/run"
+
 	"github.com/rbookhq/rbook-action/action/github"
 	"github.com/rbookhq/rbook-action/action/state"
+	"github.com/rbookhq/rbook-action/controlplane/embedded"
 	"github.com/rbookhq/rbook-action/internal/cpview"
 )
 
@@ -18,14 +21,14 @@ import (
 // (--control-plane-auth none, or auto without RBOOK_TOKEN outside a job that may request an
 // OIDC token).
 func cpSendsNoCredentials() bool {
-	mode, err := cpAuthMode()
+	mode, err := cpAuthConfig().ResolvedMode()
 	if err != nil {
 		return false
 	}
 	switch mode {
-	case cpAuthNone:
+	case pipeline.AuthNone:
 		return true
-	case cpAuthAuto:
+	case pipeline.AuthAuto:
 		return os.Getenv("RBOOK_TOKEN") == "" && !github.CanRequestIDToken(os.Getenv)
 	}
 	return false
@@ -146,7 +149,7 @@ func warnControlPlaneLeftBehind(w io.Writer, st *state.State, runbookName string
 	where := "the control plane " + st.ControlPlane
 	if st.ControlPlaneEmbedded {
 		resume = "rbook run " + runbookName + ", with RBOOK_CONTROL_PLANE unset"
-		where = "the embedded control plane (" + embeddedDB + ")"
+		where = "the embedded control plane (" + embedded.DB + ")"
 	}
 	fmt.Fprintf(w, "Warning: run %s reports to %s, but this resume runs with the control plane off: its record there will not get "+
 		"this run's transitions and keeps the run in progress. To keep it in step, stop now (Ctrl-C) and resume with: %s\n",

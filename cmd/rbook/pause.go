@@ -11,7 +11,7 @@ import (
 
 	"github.com/rbookhq/rbook-action/action/cpclient"
 	"github.com/rbookhq/rbook-action/action/github"
-	pipeline "github.com/rbookhq/rbook-action/action/run"
+	"github.com/rbookhq/rbook-action/action/github/runner"
 	"github.com/rbookhq/rbook-action/action/state"
 )
 
@@ -50,9 +50,9 @@ func (c *ciOutput) publishPaused(st *state.State, pe *cpclient.PausedError) {
 	}
 	c.log.Close()
 	md := fmt.Sprintf("\n### rbook: run %s paused at gate %s\n\nApproval `%s` is open on %s; a later job continues the run with `verb: resume` once it is approved.\n",
-		st.RunID, mdCode(pe.StepName), pe.ApprovalID, c.cpURL)
+		st.RunID, runner.MarkdownCode(pe.StepName), pe.ApprovalID, c.cpURL)
 	if pe.ApprovalURL != "" {
-		md += "\nDecide it on its page: " + mdCell(pe.ApprovalURL) + "\n"
+		md += "\nDecide it on its page: " + runner.MarkdownCell(pe.ApprovalURL) + "\n"
 	}
 	if _, err := github.AppendSummary(os.Getenv("GITHUB_STEP_SUMMARY"), md); err != nil {
 		fmt.Fprintf(os.Stderr, "warning: %v\n", err)
@@ -105,7 +105,3 @@ takes the run's lease over at the next epoch, so the paused executor can never w
 	addExecutorFlags(cmd, &f)
 	return cmd
 }
-
-// rebuildState is run.RebuildState: a paused run's state file rebuilt from the control plane's
-// record.
-var rebuildState = pipeline.RebuildState

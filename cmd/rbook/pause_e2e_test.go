@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	pipeline "github.com/rbookhq/rbook-action/action/run"
+
 	"github.com/rbookhq/rbook-action/action/cpclient"
 	"github.com/rbookhq/rbook-action/action/runbook"
 	"github.com/rbookhq/rbook-action/action/state"
@@ -132,7 +134,7 @@ func TestPauseThenResumeInAnEmptyFolder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rebuilt, err := rebuildState(plan, aPath, paused.GetRun(), paused.GetTransitions(), aState.ControlPlane)
+	rebuilt, err := pipeline.RebuildState(plan, aPath, paused.GetRun(), paused.GetTransitions(), aState.ControlPlane)
 	if err != nil {
 		t.Fatal(err)
 	}

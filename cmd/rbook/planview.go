@@ -7,6 +7,7 @@ import (
 	"unicode"
 
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
+	"github.com/rbookhq/rbook-action/internal/termui"
 )
 
 // printStillToRun writes, for a run that is not final and whose executor sent its plan
@@ -44,7 +45,7 @@ func printStillToRun(w io.Writer, resp *rbookv1.GetRunResponse) {
 	if len(lines) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "Still to run (plan digest %s):\n%s\n", cutRunes(p.GetContentHash(), 13), strings.Join(lines, "\n"))
+	fmt.Fprintf(w, "Still to run (plan digest %s):\n%s\n", termui.CutRunes(p.GetContentHash(), 13), strings.Join(lines, "\n"))
 }
 
 // oneLine is s on one line for a terminal, cut to at most n runes (cutRunes): control and
@@ -57,5 +58,5 @@ func oneLine(s string, n int) string {
 		}
 		return r
 	}, s)
-	return cutRunes(strings.Join(strings.Fields(s), " "), n)
+	return termui.CutRunes(strings.Join(strings.Fields(s), " "), n)
 }

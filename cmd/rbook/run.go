@@ -21,6 +21,7 @@ import (
 	"github.com/rbookhq/rbook-action/action/runbook"
 	"github.com/rbookhq/rbook-action/action/state"
 	"github.com/rbookhq/rbook-action/action/steps"
+	"github.com/rbookhq/rbook-action/controlplane/embedded"
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
 )
 
@@ -152,9 +153,6 @@ func currentUser() string {
 // cancelRequest is what `rbook cancel` leaves for a live executor before signalling it.
 type cancelRequest = pipeline.CancelRequest
 
-// cancelRequestPath is where that request is left (signals_windows.go polls for it).
-var cancelRequestPath = pipeline.CancelRequestPath
-
 // handleSignals turns SIGINT, SIGTERM and SIGHUP into Interrupted, and SIGUSR1 with a cancel
 // request file into a confirmed cancel (`rbook cancel` of a live run). On Windows,
 // Ctrl-C/Ctrl-Break and console close interrupt, and the cancel request file is polled for
@@ -171,7 +169,7 @@ func handleSignals(ctx context.Context, cancel context.CancelCauseFunc, statePat
 				return
 			case s := <-ch:
 				if s == cancelSignal {
-					p := cancelRequestPath(statePath)
+					p := pipeline.CancelRequestPath(statePath)
 					data, err := os.ReadFile(p)
 					var req cancelRequest
 					if err != nil || json.Unmarshal(data, &req) != nil {
@@ -269,7 +267,7 @@ func deliveryConfig(flag string, timeout time.Duration) *pipeline.Config {
 
 // embeddedControlPlane is this folder's embedded control plane, for the pipeline.
 func embeddedControlPlane() *pipeline.Embedded {
-	return &pipeline.Embedded{Start: startEmbedded, URLFile: embeddedURLFile, DB: embeddedDB}
+	return &pipeline.Embedded{Start: startEmbedded, URLFile: embeddedURLFile, DB: embedded.DB}
 }
 
 // signalsTo is handleSignals for the pipeline, with its lines on errw.

@@ -10,7 +10,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rbookhq/rbook-action/action/state"
 	"github.com/rbookhq/rbook-action/controlplane/approval"
+	"github.com/rbookhq/rbook-action/controlplane/embedded"
 	"github.com/rbookhq/rbook-action/controlplane/notify"
 	"github.com/rbookhq/rbook-action/controlplane/server"
 	"github.com/rbookhq/rbook-action/controlplane/store"
@@ -78,7 +80,7 @@ func runServe(cmd *cobra.Command, sf *serveFlags) error {
 	}
 	if !store.IsPostgresDSN(cfg.DBPath) {
 		// A SQLite file has one server; replicas share a PostgreSQL database.
-		unlock, err := lockDB(cfg.DBPath)
+		unlock, err := embedded.LockDB(cfg.DBPath, state.LockRetryWindow)
 		if err != nil {
 			return abort("rbook serve: %v", err)
 		}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 
+	pipeline "github.com/rbookhq/rbook-action/action/run"
+
 	"github.com/spf13/cobra"
 
 	"github.com/rbookhq/rbook-action/controlplane/auth"
@@ -30,7 +32,7 @@ func applyServeOIDC(cfg *server.Config) (string, error) {
 	if serveOIDC.publicURL == "off" {
 		return "", fmt.Errorf("--public-url %q is not a URL: give the http:// or https:// URL executors reach this control plane at", serveOIDC.publicURL)
 	}
-	if err := checkCPURL(serveOIDC.publicURL, "--public-url"); err != nil {
+	if err := pipeline.CheckURL(serveOIDC.publicURL, "--public-url"); err != nil {
 		return "", err
 	}
 	pub, err := consolelink.ParsePublicURL(serveOIDC.publicURL, "--public-url")

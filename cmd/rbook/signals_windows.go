@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"time"
 
+	pipeline "github.com/rbookhq/rbook-action/action/run"
 	"golang.org/x/sys/windows"
 )
 
@@ -43,7 +44,7 @@ func watchCancelRequests(statePath string, ch chan<- os.Signal, done <-chan stru
 			case <-done:
 				return
 			case <-t.C:
-				if _, err := os.Stat(cancelRequestPath(statePath)); err == nil {
+				if _, err := os.Stat(pipeline.CancelRequestPath(statePath)); err == nil {
 					select {
 					case ch <- cancelSignal:
 					default:

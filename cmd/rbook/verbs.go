@@ -13,6 +13,7 @@ import (
 	"github.com/rbookhq/rbook-action/action/runbook"
 	"github.com/rbookhq/rbook-action/action/state"
 	"github.com/rbookhq/rbook-action/action/steps"
+	"github.com/rbookhq/rbook-action/internal/termui"
 
 	"github.com/rbookhq/rbook-action/controlplane/yamlerr"
 )
@@ -86,7 +87,7 @@ func printStatus(cmd *cobra.Command, cfg *pipeline.Config, plan *runbook.Plan, r
 		}{st, liveness, evPath, len(st.Outbox)})
 	}
 	if markdown {
-		s, err := rend.RenderReport(reportData(plan, st, "", evPath))
+		s, err := rend.RenderReport(termui.ReportData(plan, st, "", evPath))
 		if err != nil {
 			return abort("%v", err)
 		}
@@ -120,7 +121,7 @@ func printStatus(cmd *cobra.Command, cfg *pipeline.Config, plan *runbook.Plan, r
 	if err != nil {
 		return abort("%v", err)
 	}
-	v.color = colorAllowed(isTerminal(out)) // the step lines are text whatever stdout is
+	v.color = termui.ColorAllowed(termui.IsTerminal(out)) // the step lines are text whatever stdout is
 	v.statusLines(st)
 	return nil
 }
