@@ -34,7 +34,7 @@ var terminals = func(out, errw io.Writer) ttys {
 type outputMode int
 
 const (
-	// modeMarkdown is for a stdout that is not a terminal: the seed's templates (step status
+	// modeMarkdown is for a stdout that is not a terminal: the Markdown templates (docs/decisions/two-renderings.md) (step status
 	// after every step, the report, the evidence pack) on stdout, progress on stderr.
 	modeMarkdown outputMode = iota
 	// modeTerminal is for a stdout that is a terminal: one text line per step, a summary

@@ -12,7 +12,7 @@ import (
 	"golang.org/x/sys/windows"
 )
 
-// runSignals are the signals an executor handles on Windows (issue 7, item 1): Ctrl-C and
+// runSignals are the signals an executor handles on Windows: Ctrl-C and
 // Ctrl-Break arrive as os.Interrupt (SIGINT), closing the console, log-off and shut-down as
 // SIGTERM; both interrupt the run (run_interrupted). Windows has no SIGUSR1 or SIGHUP.
 var runSignals = []os.Signal{os.Interrupt, syscall.SIGTERM}
@@ -34,7 +34,7 @@ var signalNames = map[os.Signal]string{os.Interrupt: "SIGINT", syscall.SIGTERM: 
 const cancelPollInterval = 200 * time.Millisecond
 
 // watchCancelRequests delivers cancelSignal on ch whenever the cancel request file of
-// statePath exists, until done is closed (case R07 on Windows, issue 7, item 1).
+// statePath exists, until done is closed (Windows has no SIGUSR1, so the executor polls for the file).
 func watchCancelRequests(statePath string, ch chan<- os.Signal, done <-chan struct{}) {
 	go func() {
 		t := time.NewTicker(cancelPollInterval)

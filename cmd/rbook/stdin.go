@@ -14,7 +14,7 @@ import (
 // returns "" when it might (a terminal, a pipe or file with data or a live writer, a socket).
 // Certain is: a closed descriptor, /dev/null (the Action runs rbook with </dev/null), a
 // regular file read to its end, and a pipe whose writers are gone with nothing left in it
-// (a CI runner's closed stdin). It reads nothing from f (issue 6, item 2.4).
+// (a CI runner's closed stdin). It reads nothing from f (docs/approvals.md, "Gates decided from CI").
 func noInputReason(f *os.File) string {
 	if term.IsTerminal(int(f.Fd())) {
 		return ""
@@ -43,7 +43,7 @@ func noInputReason(f *os.File) string {
 // warnUnanswerableGates says, when the run starts, that a confirm gate ahead will fail at once
 // because nobody can answer it: standard input can give no answer (why, from noInputReason)
 // and there is no control plane to decide it on. The gate then FAILs when the run reaches it
-// and its on_fail applies (issue 6, item 2.4; docs/approvals.md, "Gates decided from CI").
+// and its on_fail applies (docs/approvals.md, "Gates decided from CI").
 func warnUnanswerableGates(w io.Writer, plan *runbook.Plan, from int, why string, controlPlane string) {
 	if why == "" || controlPlane != "" {
 		return
