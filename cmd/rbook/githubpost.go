@@ -101,6 +101,3 @@ could not be recorded, or an approval is still pending.`,
 	cmd.Flags().StringVar(&playbook, "playbook", "", "finish the run of this .cantbook playbook instead of a runbook's (the Action's playbook input)")
 	return cmd
 }
-
-// postInterruptedMessage is the message of the run_interrupted transition the post step records.
-const postInterruptedMessage = pipeline.PostInterruptedMessage

@@ -150,9 +150,6 @@ func currentUser() string {
 	return "unknown"
 }
 
-// cancelRequest is what `rbook cancel` leaves for a live executor before signalling it.
-type cancelRequest = pipeline.CancelRequest
-
 // handleSignals turns SIGINT, SIGTERM and SIGHUP into Interrupted, and SIGUSR1 with a cancel
 // request file into a confirmed cancel (`rbook cancel` of a live run). On Windows,
 // Ctrl-C/Ctrl-Break and console close interrupt, and the cancel request file is polled for
@@ -171,7 +168,7 @@ func handleSignals(ctx context.Context, cancel context.CancelCauseFunc, statePat
 				if s == cancelSignal {
 					p := pipeline.CancelRequestPath(statePath)
 					data, err := os.ReadFile(p)
-					var req cancelRequest
+					var req pipeline.CancelRequest
 					if err != nil || json.Unmarshal(data, &req) != nil {
 						continue
 					}
@@ -338,7 +335,3 @@ func (t runTerminal) Paused(st *state.State, msg string, pe *cpclient.PausedErro
 func gatePrompt(rend *report.Renderer) func(runbook.Step, engine.RunContext) string {
 	return pipeline.GatePrompt(rend)
 }
-
-// signalDrainGrace is run.SignalDrainGrace: how long a stopped run still drains to its
-// control plane.
-const signalDrainGrace = pipeline.SignalDrainGrace
