@@ -238,10 +238,6 @@ func newDecideCmd(approve bool) *cobra.Command {
 // is printed with its E_ code (exit 1). noun names what was decided in the closing line
 // ("Gate", "Approval node").
 func decide(cmd *cobra.Command, f *cpFlags, approve bool, token, id, reason, approver, noun string, inputs []string, redoFrom string) error {
-	past := "rejected"
-	if approve {
-		past = "approved"
-	}
 	if token == "-" {
 		b, err := io.ReadAll(io.LimitReader(os.Stdin, 64<<10))
 		if err != nil {
@@ -264,36 +260,8 @@ func decide(cmd *cobra.Command, f *cpFlags, approve bool, token, id, reason, app
 	if approver == "" {
 		approver = currentUser()
 	}
-	var a *rbookv1.Approval
-	if approve {
-		resp, err := c.Approvals.Approve(cmd.Context(), &rbookv1.ApproveRequest{Token: token, ApprovalId: id, Reason: reason, Approver: approver,
-			Inputs: values})
-		if err != nil {
-			return f.rpcError(err)
-		}
-		a = resp.GetApproval()
-	} else {
-		resp, err := c.Approvals.Reject(cmd.Context(), &rbookv1.RejectRequest{Token: token, ApprovalId: id, Reason: reason, Approver: approver, RedoFrom: redoFrom})
-		if err != nil {
-			return f.rpcError(err)
-		}
-		a = resp.GetApproval()
-	}
-	if f.output == "json" {
-		return cpview.PrintJSON(cmd.OutOrStdout(), a)
-	}
-	if a.GetStatus() == rbookv1.ApprovalStatus_APPROVAL_STATUS_PENDING {
-		fmt.Fprintln(cmd.OutOrStdout(), tallyLine(a))
-		return nil
-	}
-	fmt.Fprintf(cmd.OutOrStdout(), "%s '%s' of run %s %s by %s.\n", noun, a.GetStepName(), a.GetRunId(), past, a.GetApprover())
-	if line := cpview.InputValuesLine(a); line != "" {
-		fmt.Fprintln(cmd.OutOrStdout(), line)
-	}
-	if line := cpclient.PushBackLine(a); line != "" {
-		fmt.Fprintln(cmd.OutOrStdout(), line)
-	}
-	return nil
+	d := cpview.Decision{Approve: approve, Token: token, ApprovalID: id, Reason: reason, Approver: approver, RedoFrom: redoFrom, Inputs: values}
+	return f.rpcErrorOrNil(cpview.Decide(cmd.Context(), c, cmd.OutOrStdout(), d, f.output == "json", noun))
 }
 
 func newRunsCmd() *cobra.Command {
@@ -382,7 +350,7 @@ control plane and no local database.`,
 			}
 			out := cmd.OutOrStdout()
 			cpview.WriteRun(out, resp)
-			printStillToRun(out, resp)
+			cpview.WriteStillToRun(out, resp)
 			return nil
 		},
 	}
@@ -512,7 +480,7 @@ func withDecide(cmd *cobra.Command, f *cpFlags, approve bool, noun string) *cobr
 			return abort("rbook: %v", err)
 		}
 		token, id := args[0], ""
-		if isApprovalID(token) {
+		if cpview.IsApprovalID(token) {
 			token, id = "", token
 		}
 		return decide(cmd, f, approve, token, id, reason, approver, noun, inputs, redoFrom)
