@@ -253,7 +253,7 @@ func (v *view) interruptedText(name string, st *state.State, msg string) string 
 // prints the evidence pack itself.
 func (v *view) summary(st *state.State, msg, evPath string) {
 	files := termui.RunFiles{Evidence: evPath, Report: v.reportPath, State: v.plan.StateFilePath}
-	termui.Summary(v.out, termui.ReportData(v.plan, st, msg, evPath), st, msg, files, v.color, printGateLines)
+	termui.Summary(v.out, termui.ReportData(v.plan, st, msg, evPath), st, msg, files, v.color, termui.GateLines)
 }
 
 // statusLines prints a recorded run's steps as text, one line per runbook step in runbook

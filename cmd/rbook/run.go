@@ -16,6 +16,7 @@ import (
 
 	"github.com/rbookhq/rbook-action/action/cpclient"
 	"github.com/rbookhq/rbook-action/action/engine"
+	"github.com/rbookhq/rbook-action/action/github/runner"
 	"github.com/rbookhq/rbook-action/action/report"
 	pipeline "github.com/rbookhq/rbook-action/action/run"
 	"github.com/rbookhq/rbook-action/action/runbook"
@@ -23,6 +24,7 @@ import (
 	"github.com/rbookhq/rbook-action/action/steps"
 	"github.com/rbookhq/rbook-action/controlplane/embedded"
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
+	"github.com/rbookhq/rbook-action/internal/termui"
 )
 
 // common holds the flags every runbook verb shares.
@@ -305,16 +307,16 @@ func (t runTerminal) LocalGate(tg *steps.TerminalGate, g engine.Gate, interactiv
 func (t runTerminal) WrapGate(g engine.Gate, cpURL string, embedded bool) engine.Gate {
 	return t.ci.gate(g, cpURL, embedded)
 }
-func (t runTerminal) CancelPrompt(md string) string { return promptFor(t.errw, md) }
+func (t runTerminal) CancelPrompt(md string) string { return termui.PromptFor(t.errw, md) }
 func (t runTerminal) VoteNotices() (func(*rbookv1.Approval, string, time.Time), func(*rbookv1.Approval)) {
-	return gateVoteNotices(t.errw)
+	return runner.VoteNotices(t.errw)
 }
 func (t runTerminal) StartErrorHint(err error, url string) error { return startErrorHint(err, url) }
 func (t runTerminal) WarnUnanswerable(plan *runbook.Plan, from int, noInput, cpURL string) {
-	warnUnanswerableGates(t.errw, plan, from, noInput, cpURL)
+	termui.WarnUnanswerableGates(t.errw, plan, from, noInput, cpURL)
 }
 func (t runTerminal) WarnLeftBehind(st *state.State, name string) {
-	warnControlPlaneLeftBehind(t.errw, st, name)
+	termui.WarnControlPlaneLeftBehind(t.errw, st, name, embedded.DB)
 }
 func (t runTerminal) Halted(st *state.State, err error) { t.halted(st, err) }
 func (t runTerminal) Finish(name string, st *state.State, res engine.Result, evPath string) error {
@@ -328,7 +330,9 @@ func (t runTerminal) Paused(st *state.State, msg string, pe *cpclient.PausedErro
 		t.printJSON(st, msg, "", exitCompleted)
 	}
 	fmt.Fprintln(t.errw, msg)
-	t.ci.publishPaused(st, pe)
+	if t.ci != nil {
+		t.ci.PublishPaused(st, pe, t.ci.cpURL)
+	}
 }
 
 // gatePrompt is pipeline.GatePrompt.

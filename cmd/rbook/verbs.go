@@ -208,7 +208,7 @@ it is already final), an invalid runbook or held state.`,
 			if err != nil {
 				return abort("%v", err)
 			}
-			ok, err := steps.ConfirmCancel(steps.NewLines(os.Stdin), out, func(string) string { return promptFor(out, prompt) })(cmd.Context(), st.LastDeployName)
+			ok, err := steps.ConfirmCancel(steps.NewLines(os.Stdin), out, func(string) string { return termui.PromptFor(out, prompt) })(cmd.Context(), st.LastDeployName)
 			if err != nil || !ok {
 				return &exitError{code: exitFailed, msg: "Cancel not confirmed; nothing was changed."}
 			}
