@@ -14,8 +14,6 @@ import (
 	"github.com/rbookhq/rbook-action/action/state"
 	"github.com/rbookhq/rbook-action/action/steps"
 	"github.com/rbookhq/rbook-action/internal/termui"
-
-	"github.com/rbookhq/rbook-action/controlplane/yamlerr"
 )
 
 func newStatusCmd() *cobra.Command {
@@ -94,29 +92,11 @@ func printStatus(cmd *cobra.Command, cfg *pipeline.Config, plan *runbook.Plan, r
 		fmt.Fprint(out, s)
 		return nil
 	}
-	fmt.Fprintf(out, "Run %s · runbook %s · %s (%s)\n", st.RunID, st.RunbookName, shown, liveness)
-	if n := len(st.Outbox); n > 0 && !held { // a running executor is sending them
-		fmt.Fprintf(out, "Undelivered: %d transition(s) are in the state file's outbox, not yet on the control plane %s; %s\n", n, cfg.OutboxWhere(st), pipeline.OutboxNext(st, name, undelivered))
+	outbox := ""
+	if len(st.Outbox) > 0 && !held { // a running executor is sending them
+		outbox = cfg.OutboxWhere(st) + "; " + pipeline.OutboxNext(st, name, undelivered)
 	}
-	if !st.RunStatus.Final() {
-		fmt.Fprintf(out, "Next step index: %d of %d steps\n", st.LastCompletedStepIndex+1, st.TotalSteps)
-		ev := state.EvidencePath(plan.StateFilePath, st.RunID)
-		if _, err := os.Stat(ev); err == nil {
-			// An interrupted run's executor wrote the pack so far: it is there, and
-			// "written ... when the run ends" alone would say it is not.
-			fmt.Fprintf(out, "Evidence pack: written to %s when the run ends (it holds the %s so far)\n", ev, yamlerr.Plural(len(st.EvidencePack), "entry", "entries"))
-		} else {
-			fmt.Fprintf(out, "Evidence pack: written to %s when the run ends\n", ev)
-		}
-	} else if evPath != "" {
-		fmt.Fprintf(out, "Evidence pack: %s\n", evPath)
-	}
-	if st.Interrupted != nil {
-		fmt.Fprintf(out, "Interrupted at %s: %s\n", st.Interrupted.AtUTC, st.Interrupted.Reason)
-	}
-	if st.InFlight != nil {
-		fmt.Fprintf(out, "In flight: %s step '%s' started %s, outcome not recorded\n", st.InFlight.StepType, st.InFlight.StepName, st.InFlight.StartedUTC)
-	}
+	termui.StatusHeader(out, st, shown, liveness, outbox, evPath, state.EvidencePath(plan.StateFilePath, st.RunID))
 	v, err := newView(out, cmd.ErrOrStderr(), terminals(out, cmd.ErrOrStderr()), rend, plan, "text", "")
 	if err != nil {
 		return abort("%v", err)

@@ -3,6 +3,7 @@ package termui
 import (
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/rbookhq/rbook-action/action/report"
@@ -88,4 +89,34 @@ func WarnControlPlaneLeftBehind(w io.Writer, st *state.State, runbookName, embed
 	fmt.Fprintf(w, "Warning: run %s reports to %s, but this resume runs with the control plane off: its record there will not get "+
 		"this run's transitions and keeps the run in progress. To keep it in step, stop now (Ctrl-C) and resume with: %s\n",
 		st.RunID, where, resume)
+}
+
+// StatusHeader writes the head of `rbook status` for st: the run, its runbook, the shown status
+// and liveness; outbox, when not "", is where the undelivered transitions should go and what
+// to do ("the control plane X; …"); then, for an unfinished run, the next step and where its
+// evidence pack (evidence: the pack's path) will be written, or, for a final one, evPath;
+// then the interruption and the step in flight, when there are any.
+func StatusHeader(out io.Writer, st *state.State, shown, liveness, outbox, evPath, evidence string) {
+	fmt.Fprintf(out, "Run %s · runbook %s · %s (%s)\n", st.RunID, st.RunbookName, shown, liveness)
+	if outbox != "" {
+		fmt.Fprintf(out, "Undelivered: %d transition(s) are in the state file's outbox, not yet on the control plane %s\n", len(st.Outbox), outbox)
+	}
+	if !st.RunStatus.Final() {
+		fmt.Fprintf(out, "Next step index: %d of %d steps\n", st.LastCompletedStepIndex+1, st.TotalSteps)
+		if _, err := os.Stat(evidence); err == nil {
+			// An interrupted run's executor wrote the pack so far: it is there, and
+			// "written ... when the run ends" alone would say it is not.
+			fmt.Fprintf(out, "Evidence pack: written to %s when the run ends (it holds the %s so far)\n", evidence, Plural(len(st.EvidencePack), "entry", "entries"))
+		} else {
+			fmt.Fprintf(out, "Evidence pack: written to %s when the run ends\n", evidence)
+		}
+	} else if evPath != "" {
+		fmt.Fprintf(out, "Evidence pack: %s\n", evPath)
+	}
+	if st.Interrupted != nil {
+		fmt.Fprintf(out, "Interrupted at %s: %s\n", st.Interrupted.AtUTC, st.Interrupted.Reason)
+	}
+	if st.InFlight != nil {
+		fmt.Fprintf(out, "In flight: %s step '%s' started %s, outcome not recorded\n", st.InFlight.StepType, st.InFlight.StepName, st.InFlight.StartedUTC)
+	}
 }
