@@ -261,7 +261,11 @@ func decide(cmd *cobra.Command, f *cpFlags, approve bool, token, id, reason, app
 		approver = currentUser()
 	}
 	d := cpview.Decision{Approve: approve, Token: token, ApprovalID: id, Reason: reason, Approver: approver, RedoFrom: redoFrom, Inputs: values}
-	return f.rpcErrorOrNil(cpview.Decide(cmd.Context(), c, cmd.OutOrStdout(), d, f.output == "json", noun))
+	rpcErr, err := cpview.Decide(cmd.Context(), c, cmd.OutOrStdout(), d, f.output == "json", noun)
+	if rpcErr != nil {
+		return f.rpcError(rpcErr)
+	}
+	return err
 }
 
 func newRunsCmd() *cobra.Command {

@@ -28,30 +28,31 @@ type Decision struct {
 // approval as proto JSON when asJSON, else the M-of-N tally of a gate still pending
 // (TallyLine), or "<noun> '<gate>' of run <id> approved|rejected by <who>." followed by the
 // approver-input values and the push-back line when there are any. noun names what was
-// decided ("Gate", "Approval node"). The control plane's refusal is returned as the RPC error.
-func Decide(ctx context.Context, c *cpclient.Client, out io.Writer, d Decision, asJSON bool, noun string) error {
+// decided ("Gate", "Approval node"). rpcErr is the control plane's refusal (nothing is
+// written then); err is a failure to write out.
+func Decide(ctx context.Context, c *cpclient.Client, out io.Writer, d Decision, asJSON bool, noun string) (rpcErr, err error) {
 	var a *rbookv1.Approval
 	past := "rejected"
 	if d.Approve {
 		past = "approved"
 		resp, err := c.Approvals.Approve(ctx, &rbookv1.ApproveRequest{Token: d.Token, ApprovalId: d.ApprovalID, Reason: d.Reason, Approver: d.Approver, Inputs: d.Inputs})
 		if err != nil {
-			return err
+			return err, nil
 		}
 		a = resp.GetApproval()
 	} else {
 		resp, err := c.Approvals.Reject(ctx, &rbookv1.RejectRequest{Token: d.Token, ApprovalId: d.ApprovalID, Reason: d.Reason, Approver: d.Approver, RedoFrom: d.RedoFrom})
 		if err != nil {
-			return err
+			return err, nil
 		}
 		a = resp.GetApproval()
 	}
 	if asJSON {
-		return PrintJSON(out, a)
+		return nil, PrintJSON(out, a)
 	}
 	if a.GetStatus() == rbookv1.ApprovalStatus_APPROVAL_STATUS_PENDING {
 		fmt.Fprintln(out, TallyLine(a))
-		return nil
+		return nil, nil
 	}
 	fmt.Fprintf(out, "%s '%s' of run %s %s by %s.\n", noun, a.GetStepName(), a.GetRunId(), past, a.GetApprover())
 	for _, line := range []string{InputValuesLine(a), cpclient.PushBackLine(a)} {
@@ -59,7 +60,7 @@ func Decide(ctx context.Context, c *cpclient.Client, out io.Writer, d Decision, 
 			fmt.Fprintln(out, line)
 		}
 	}
-	return nil
+	return nil, nil
 }
 
 // approvedBy lists the identities that approved a, in vote order.
