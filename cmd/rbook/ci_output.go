@@ -16,6 +16,7 @@ import (
 	"github.com/rbookhq/rbook-action/action/runbook"
 	"github.com/rbookhq/rbook-action/action/state"
 	"github.com/rbookhq/rbook-action/action/steps"
+	"github.com/rbookhq/rbook-action/internal/termui"
 )
 
 // ciOut is this process's runner output, set by ciStreams; nil outside a runner. execute
@@ -30,13 +31,6 @@ type ciOutput struct {
 	log   *github.Log
 	cpURL string
 }
-
-// The runner output's words, which the gate lines and the playbook's announcement share.
-var (
-	mdCode, mdCell          = runner.MarkdownCode, runner.MarkdownCell
-	needsText, progressText = runner.NeedsText, runner.ProgressText
-	showToken               = runner.ShowToken
-)
 
 // ciStreams is the writers `rbook run` prints to (runner.Streams) and its runner output.
 func ciStreams(out, errw io.Writer, output string) (io.Writer, io.Writer, *ciOutput) {
@@ -102,5 +96,5 @@ func (c *ciOutput) publish(v *view, rep string, st *state.State, evPath string) 
 		}
 		return
 	}
-	c.Publish(rep, reportData(v.plan, st, "", evPath), st, runner.Files{Runbook: v.plan.Path, Report: v.reportPath, Evidence: evPath})
+	c.Publish(rep, termui.ReportData(v.plan, st, "", evPath), st, runner.Files{Runbook: v.plan.Path, Report: v.reportPath, Evidence: evPath})
 }

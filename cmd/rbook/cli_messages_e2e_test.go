@@ -1,13 +1,14 @@
 package main
 
 import (
-	"github.com/rbookhq/rbook-action/internal/cpview"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/rbookhq/rbook-action/internal/cpview"
 )
 
 // TestRejectHelpIsItsOwn: `rbook reject --help` documents rejecting (its exit

@@ -21,14 +21,6 @@ func addControlPlaneAuthFlags(cmd *cobra.Command) {
 	fs.StringVar(&cpAuth.audience, "oidc-audience", "", "audience of the GitHub OIDC token (default $RBOOK_OIDC_AUDIENCE, else the control-plane URL)")
 }
 
-// The --control-plane-auth modes (pipeline.Auth).
-const (
-	cpAuthAuto  = pipeline.AuthAuto
-	cpAuthToken = pipeline.AuthToken
-	cpAuthOIDC  = pipeline.AuthOIDC
-	cpAuthNone  = pipeline.AuthNone
-)
-
 // cpProgress is where a control-plane client says it moved to the next URL
 // (cpclient.MoveNotice): stderr, with the run's other progress lines.
 var cpProgress io.Writer = os.Stderr
@@ -37,18 +29,6 @@ var cpProgress io.Writer = os.Stderr
 func cpAuthConfig() pipeline.Auth {
 	return pipeline.Auth{Mode: cpAuth.mode, Audience: cpAuth.audience, Progress: cpProgress}
 }
-
-// cpAuthMode is the effective --control-plane-auth.
-func cpAuthMode() (string, error) { return cpAuthConfig().ResolvedMode() }
-
-// The control-plane URL rules, which live with the run's configuration (action/run).
-var (
-	checkCPURL  = pipeline.CheckURL
-	checkCPURLs = pipeline.CheckURLs
-	cpURLFrom   = pipeline.ControlPlaneFrom
-	normCPURLs  = pipeline.NormURLs
-	isFinal     = pipeline.IsFinal
-)
 
 // cpAuthAudience is the OIDC audience for the control plane at url (run.Auth.AudienceFor).
 func cpAuthAudience(url string) string { return cpAuthConfig().AudienceFor(url) }

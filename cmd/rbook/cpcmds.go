@@ -9,9 +9,12 @@ import (
 	"strings"
 	"time"
 
+	pipeline "github.com/rbookhq/rbook-action/action/run"
+
 	"github.com/spf13/cobra"
 
 	"github.com/rbookhq/rbook-action/action/cpclient"
+	"github.com/rbookhq/rbook-action/controlplane/embedded"
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
 	"github.com/rbookhq/rbook-action/internal/cpview"
 	"github.com/rbookhq/rbook-action/internal/termui"
@@ -85,21 +88,21 @@ func (f *cpFlags) noControlPlane() error {
 func (f *cpFlags) resolve() (u string, stale bool, err error) {
 	f.fromFile = false
 	if f.url == "off" && f.runCmd != "" {
-		return "", false, abort("rbook: --control-plane off (no control plane) is for '%s'; this command talks to a control plane: give its URL (http://HOST:PORT), or leave the flag out for the embedded one of a running '%s' (or, for status, the local database %s)", f.runCmd, f.runCmd, embeddedDB)
+		return "", false, abort("rbook: --control-plane off (no control plane) is for '%s'; this command talks to a control plane: give its URL (http://HOST:PORT), or leave the flag out for the embedded one of a running '%s' (or, for status, the local database %s)", f.runCmd, f.runCmd, embedded.DB)
 	}
 	if f.url == "off" {
-		return "", false, abort("rbook: --control-plane off (no control plane) is for rbook run, status and cancel; this command talks to a control plane: give its URL (http://HOST:PORT), or leave the flag out for the embedded one (or, for runs, get and approvals, the local database %s)", embeddedDB)
+		return "", false, abort("rbook: --control-plane off (no control plane) is for rbook run, status and cancel; this command talks to a control plane: give its URL (http://HOST:PORT), or leave the flag out for the embedded one (or, for runs, get and approvals, the local database %s)", embedded.DB)
 	}
 	if f.url != "" {
-		return normCPURLs(f.url), false, abortIf(checkCPURLs(f.url, "--control-plane"))
+		return pipeline.NormURLs(f.url), false, abortIf(pipeline.CheckURLs(f.url, "--control-plane"))
 	}
 	if u := os.Getenv("RBOOK_CONTROL_PLANE"); u != "" && u != "off" {
-		return normCPURLs(u), false, abortIf(checkCPURLs(u, "RBOOK_CONTROL_PLANE"))
+		return pipeline.NormURLs(u), false, abortIf(pipeline.CheckURLs(u, "RBOOK_CONTROL_PLANE"))
 	}
 	if data, err := os.ReadFile(embeddedURLFile); err == nil {
 		f.fromFile = true
 		u := strings.TrimSpace(string(data))
-		return u, !listening(u), nil
+		return u, !embedded.Listening(u), nil
 	}
 	return "", false, f.noControlPlane()
 }
@@ -119,10 +122,10 @@ func (f *cpFlags) client(cmd *cobra.Command) (*cpclient.Client, func(), error) {
 	if f.local = false; (err != nil || stale) && f.mayServeLocal() {
 		lu, stop, lerr := startEmbedded(cmd.Context(), io.Discard)
 		if lerr != nil {
-			return nil, nil, abort("rbook: no control plane is running, and this folder's %s cannot be served: %v", embeddedDB, lerr)
+			return nil, nil, abort("rbook: no control plane is running, and this folder's %s cannot be served: %v", embedded.DB, lerr)
 		}
 		if lu != "" {
-			fmt.Fprintf(cmd.ErrOrStderr(), "No control plane is running: this command serves %s (the embedded control plane of this folder's runs) until it ends.\n", embeddedDB)
+			fmt.Fprintf(cmd.ErrOrStderr(), "No control plane is running: this command serves %s (the embedded control plane of this folder's runs) until it ends.\n", embedded.DB)
 			u, err, done, f.local, f.fromFile = lu, nil, stop, true, true
 		}
 	}
@@ -130,8 +133,8 @@ func (f *cpFlags) client(cmd *cobra.Command) (*cpclient.Client, func(), error) {
 		return nil, nil, err
 	}
 	bearer := os.Getenv("RBOOK_TOKEN")
-	if f.fromFile && loopbackURL(u) {
-		if key := readLocalKey(); key != "" {
+	if f.fromFile && embedded.LoopbackURL(u) {
+		if key := embedded.ReadLocalKey(); key != "" {
 			bearer = key
 		}
 	}
@@ -147,10 +150,10 @@ func (f *cpFlags) mayServeLocal() bool {
 	if env := os.Getenv("RBOOK_CONTROL_PLANE"); f.url != "" || (env != "" && env != "off") {
 		return false
 	}
-	if _, err := os.Stat(embeddedDB); err != nil {
+	if _, err := os.Stat(embedded.DB); err != nil {
 		return false
 	}
-	return !dbServed(embeddedDB)
+	return !embedded.DBServed(embedded.DB)
 }
 
 // reader is client for the commands that only read history (runs, get, approvals): when no
@@ -158,7 +161,7 @@ func (f *cpFlags) mayServeLocal() bool {
 // .rbook/controlplane.url — it reads the embedded control plane's database
 // .rbook/controlplane.db directly, read-only, and says so on stderr.
 func (f *cpFlags) reader(cmd *cobra.Command) (*cpclient.Client, func(), error) {
-	if err := abortIf(checkCPURLs(cpURLFrom(f.url))); err != nil || f.url == "off" {
+	if err := abortIf(pipeline.CheckURLs(pipeline.ControlPlaneFrom(f.url))); err != nil || f.url == "off" {
 		if err == nil {
 			_, _, err = f.resolve()
 		}
@@ -171,23 +174,23 @@ func (f *cpFlags) reader(cmd *cobra.Command) (*cpclient.Client, func(), error) {
 		c.Progress = cpProgress
 		return c, func() {}, nil
 	}
-	if _, serr := os.Stat(embeddedDB); serr != nil {
+	if _, serr := os.Stat(embedded.DB); serr != nil {
 		if err != nil {
 			return nil, nil, err
 		}
 		return f.client(cmd) // a stale URL file and no database: rpcError explains
 	}
-	c, closeDB, oerr := openLocalHistory(cmd.Context(), embeddedDB)
+	c, closeDB, oerr := openLocalHistory(cmd.Context(), embedded.DB)
 	if oerr != nil {
-		return nil, nil, abort("rbook: no control plane is running, and the local database %s cannot be read: %v", embeddedDB, oerr)
+		return nil, nil, abort("rbook: no control plane is running, and the local database %s cannot be read: %v", embedded.DB, oerr)
 	}
 	f.fromFile = false
-	if dbServed(embeddedDB) {
+	if embedded.DBServed(embedded.DB) {
 		// An 'rbook serve' here on the default --db writes no controlplane.url: it is running,
 		// so do not say otherwise, and say how to talk to it.
-		fmt.Fprintf(cmd.ErrOrStderr(), "A control plane serves %s (an 'rbook serve' in this folder) but none was named: read the database directly (read-only); pass --control-plane URL (the address 'rbook serve' printed) to talk to it.%s\n", embeddedDB, stateLinksNote())
+		fmt.Fprintf(cmd.ErrOrStderr(), "A control plane serves %s (an 'rbook serve' in this folder) but none was named: read the database directly (read-only); pass --control-plane URL (the address 'rbook serve' printed) to talk to it.%s\n", embedded.DB, stateLinksNote())
 	} else {
-		fmt.Fprintf(cmd.ErrOrStderr(), "No control plane is running: read the local database %s (read-only; the history of this folder's embedded runs).%s\n", embeddedDB, stateLinksNote())
+		fmt.Fprintf(cmd.ErrOrStderr(), "No control plane is running: read the local database %s (read-only; the history of this folder's embedded runs).%s\n", embedded.DB, stateLinksNote())
 	}
 	return c, closeDB, nil
 }
@@ -218,13 +221,6 @@ func (f *cpFlags) rpcErrorOrNil(err error) error {
 	return f.rpcError(err)
 }
 
-// Proto JSON (internal/cpview) and the status words (internal/termui) under the names the
-// commands use.
-var (
-	printJSON           = cpview.PrintJSON
-	statusWord, runWord = termui.StatusWord, termui.RunWord
-)
-
 func newDecideCmd(approve bool) *cobra.Command {
 	var f cpFlags
 	verb := decideVerb(approve)
@@ -242,10 +238,6 @@ func newDecideCmd(approve bool) *cobra.Command {
 // is printed with its E_ code (exit 1). noun names what was decided in the closing line
 // ("Gate", "Approval node").
 func decide(cmd *cobra.Command, f *cpFlags, approve bool, token, id, reason, approver, noun string, inputs []string, redoFrom string) error {
-	past := "rejected"
-	if approve {
-		past = "approved"
-	}
 	if token == "-" {
 		b, err := io.ReadAll(io.LimitReader(os.Stdin, 64<<10))
 		if err != nil {
@@ -268,36 +260,12 @@ func decide(cmd *cobra.Command, f *cpFlags, approve bool, token, id, reason, app
 	if approver == "" {
 		approver = currentUser()
 	}
-	var a *rbookv1.Approval
-	if approve {
-		resp, err := c.Approvals.Approve(cmd.Context(), &rbookv1.ApproveRequest{Token: token, ApprovalId: id, Reason: reason, Approver: approver,
-			Inputs: values})
-		if err != nil {
-			return f.rpcError(err)
-		}
-		a = resp.GetApproval()
-	} else {
-		resp, err := c.Approvals.Reject(cmd.Context(), &rbookv1.RejectRequest{Token: token, ApprovalId: id, Reason: reason, Approver: approver, RedoFrom: redoFrom})
-		if err != nil {
-			return f.rpcError(err)
-		}
-		a = resp.GetApproval()
+	d := cpview.Decision{Approve: approve, Token: token, ApprovalID: id, Reason: reason, Approver: approver, RedoFrom: redoFrom, Inputs: values}
+	rpcErr, err := cpview.Decide(cmd.Context(), c, cmd.OutOrStdout(), d, f.output == "json", noun)
+	if rpcErr != nil {
+		return f.rpcError(rpcErr)
 	}
-	if f.output == "json" {
-		return printJSON(cmd.OutOrStdout(), a)
-	}
-	if a.GetStatus() == rbookv1.ApprovalStatus_APPROVAL_STATUS_PENDING {
-		fmt.Fprintln(cmd.OutOrStdout(), tallyLine(a))
-		return nil
-	}
-	fmt.Fprintf(cmd.OutOrStdout(), "%s '%s' of run %s %s by %s.\n", noun, a.GetStepName(), a.GetRunId(), past, a.GetApprover())
-	if line := cpview.InputValuesLine(a); line != "" {
-		fmt.Fprintln(cmd.OutOrStdout(), line)
-	}
-	if line := cpclient.PushBackLine(a); line != "" {
-		fmt.Fprintln(cmd.OutOrStdout(), line)
-	}
-	return nil
+	return err
 }
 
 func newRunsCmd() *cobra.Command {
@@ -340,7 +308,7 @@ Exit codes: 0 listed (possibly none), 1 the control plane refused or is unreacha
 				return f.rpcError(err)
 			}
 			if f.output == "json" {
-				return printJSON(cmd.OutOrStdout(), resp)
+				return cpview.PrintJSON(cmd.OutOrStdout(), resp)
 			}
 			return cpview.WriteRuns(cmd.OutOrStdout(), resp.GetRuns())
 		},
@@ -382,11 +350,11 @@ control plane and no local database.`,
 				return f.rpcError(err)
 			}
 			if f.output == "json" {
-				return printJSON(cmd.OutOrStdout(), resp)
+				return cpview.PrintJSON(cmd.OutOrStdout(), resp)
 			}
 			out := cmd.OutOrStdout()
 			cpview.WriteRun(out, resp)
-			printStillToRun(out, resp)
+			cpview.WriteStillToRun(out, resp)
 			return nil
 		},
 	}
@@ -471,7 +439,7 @@ and no local database.`,
 				return f.rpcError(err)
 			}
 			if f.output == "json" {
-				return printJSON(cmd.OutOrStdout(), resp)
+				return cpview.PrintJSON(cmd.OutOrStdout(), resp)
 			}
 			return cpview.WriteApprovals(cmd.OutOrStdout(), resp.GetApprovals())
 		},
@@ -516,7 +484,7 @@ func withDecide(cmd *cobra.Command, f *cpFlags, approve bool, noun string) *cobr
 			return abort("rbook: %v", err)
 		}
 		token, id := args[0], ""
-		if isApprovalID(token) {
+		if cpview.IsApprovalID(token) {
 			token, id = "", token
 		}
 		return decide(cmd, f, approve, token, id, reason, approver, noun, inputs, redoFrom)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"path/filepath"
 
 	"github.com/rbookhq/rbook-action/action/engine"
@@ -11,16 +10,13 @@ import (
 	"github.com/rbookhq/rbook-action/action/steps"
 )
 
-// simulatedExecutors are the executors of the simulated step types.
-var simulatedExecutors = pipeline.SimulatedExecutors
-
 // executors wires one executor per step type. Check steps get an MCP session that is dialled
 // on first use, so a run with no check left to do never starts a server. The config is
 // <dir>/<runbook>.mcp.json unless mcpConfig names another file; it is checked
 // first as 'rbook validate' checks it (runbookMCPConfig), and any problem is returned as an
 // exitError that refuses the run before anything is recorded.
 func executors(plan *runbook.Plan, name, dir, mcpConfig string) (map[runbook.StepType]engine.Executor, func(), error) {
-	execs := simulatedExecutors()
+	execs := pipeline.SimulatedExecutors()
 	needsMCP := false
 	for _, s := range plan.Steps {
 		needsMCP = needsMCP || (s.Type == runbook.TypeCheck && s.Input != nil)
@@ -45,9 +41,4 @@ func mcpConfigPath(dir, name, flag string) string {
 		return flag
 	}
 	return filepath.Join(dir, name+".mcp.json")
-}
-
-// missingMCPConfig is the message for a runbook with check steps and no MCP config file.
-func missingMCPConfig(runbookPath, configPath string) string {
-	return fmt.Sprintf("%s has check steps, which query an MCP server, but %s does not exist; create it in the mcpServers JSON shape (see docs/runbooks.md) or pass --mcp-config FILE", runbookPath, configPath)
 }

@@ -9,7 +9,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/rbookhq/rbook-action/action/mcp/procgroup"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -17,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rbookhq/rbook-action/action/mcp/procgroup"
 )
 
 // muteServerRunbook writes runbook "h" (checks c1 and c2 with the given max_timeout_seconds,

@@ -16,6 +16,7 @@ import (
 	pipeline "github.com/rbookhq/rbook-action/action/run"
 	"github.com/rbookhq/rbook-action/action/runbook"
 	"github.com/rbookhq/rbook-action/action/state"
+	"github.com/rbookhq/rbook-action/internal/termui"
 )
 
 // newGitHubCmd is the `rbook github` group: commands the GitHub Action runs.
@@ -66,7 +67,7 @@ could not be recorded, or an approval is still pending.`,
   rbook github post --playbook runbooks/release.cantbook`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			tgt := pipeline.PostTarget{Final: runWord}
+			tgt := pipeline.PostTarget{Final: termui.RunWord}
 			if playbook != "" {
 				if len(args) > 0 {
 					return abort("rbook github post: give RUNBOOK or --playbook FILE, not both (got %q and --playbook %s)", args[0], playbook)
@@ -100,6 +101,3 @@ could not be recorded, or an approval is still pending.`,
 	cmd.Flags().StringVar(&playbook, "playbook", "", "finish the run of this .cantbook playbook instead of a runbook's (the Action's playbook input)")
 	return cmd
 }
-
-// postInterruptedMessage is the message of the run_interrupted transition the post step records.
-const postInterruptedMessage = pipeline.PostInterruptedMessage

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 
+	pipeline "github.com/rbookhq/rbook-action/action/run"
+
 	"github.com/rbookhq/rbook-action/action/cpclient"
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
 )
@@ -62,10 +64,10 @@ func TestGitHubPostWithdrawsTheApprovalsOfAKilledRun(t *testing.T) {
 	}
 	ts := getRun(t, url, s.RunID).GetTransitions()
 	if last := ts[len(ts)-1]; last.GetKind() != rbookv1.TransitionKind_TRANSITION_KIND_RUN_INTERRUPTED || last.GetStepName() != "confirm-rollout" ||
-		last.GetMessage() != postInterruptedMessage {
+		last.GetMessage() != pipeline.PostInterruptedMessage {
 		t.Fatalf("last transition on the control plane: %v", last)
 	}
-	if after := readState(t, dir); after.Interrupted == nil || after.Interrupted.Reason != postInterruptedMessage || len(after.Outbox) != 0 || after.Seq != int64(len(ts)) {
+	if after := readState(t, dir); after.Interrupted == nil || after.Interrupted.Reason != pipeline.PostInterruptedMessage || len(after.Outbox) != 0 || after.Seq != int64(len(ts)) {
 		t.Fatalf("state after post: interrupted %v, outbox %d, seq %d (control plane %d)", after.Interrupted, len(after.Outbox), after.Seq, len(ts))
 	}
 
@@ -118,7 +120,7 @@ func TestGitHubPostWithoutARun(t *testing.T) {
 	p.cmd.Process.Signal(syscall.SIGKILL)
 	p.wait(t)
 	out, code = run(t, dir, "", "github", "post", "demo")
-	if s := readState(t, dir); code != 0 || s.Interrupted == nil || s.Interrupted.Reason != postInterruptedMessage || s.RunStatus != "IN_PROGRESS" {
+	if s := readState(t, dir); code != 0 || s.Interrupted == nil || s.Interrupted.Reason != pipeline.PostInterruptedMessage || s.RunStatus != "IN_PROGRESS" {
 		t.Fatalf("off: exit %d, state %+v\n%s", code, s, out)
 	}
 }

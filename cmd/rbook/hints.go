@@ -2,11 +2,11 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"os"
 
+	pipeline "github.com/rbookhq/rbook-action/action/run"
+
 	"github.com/rbookhq/rbook-action/action/github"
-	"github.com/rbookhq/rbook-action/action/state"
 	"github.com/rbookhq/rbook-action/internal/cpview"
 )
 
@@ -18,14 +18,14 @@ import (
 // (--control-plane-auth none, or auto without RBOOK_TOKEN outside a job that may request an
 // OIDC token).
 func cpSendsNoCredentials() bool {
-	mode, err := cpAuthMode()
+	mode, err := cpAuthConfig().ResolvedMode()
 	if err != nil {
 		return false
 	}
 	switch mode {
-	case cpAuthNone:
+	case pipeline.AuthNone:
 		return true
-	case cpAuthAuto:
+	case pipeline.AuthAuto:
 		return os.Getenv("RBOOK_TOKEN") == "" && !github.CanRequestIDToken(os.Getenv)
 	}
 	return false
@@ -131,24 +131,4 @@ func decideExample(approve bool) string {
   rbook reject - --reason "not now" < token.txt
   rbook reject <token> --approver alice       # a control plane without auth: recorded as unverified:alice
   rbook reject a-5wbvol5fcc25vsfvgyhmosr26e --redo-from build --reason "add the changelog entry"   # send a playbook back to build`
-}
-
-// warnControlPlaneLeftBehind warns, on resuming run st with no control plane (--control-plane
-// off or RBOOK_CONTROL_PLANE=off), when st's state file says the run reports to one: that
-// control plane's record keeps the run in progress and never gets this run's transitions
-// (a person who turned it off for one resume would not know). It names the URL and the command that resumes with it.
-// Nothing for a run that never reported to a control plane.
-func warnControlPlaneLeftBehind(w io.Writer, st *state.State, runbookName string) {
-	if st.ControlPlane == "" {
-		return
-	}
-	resume := "rbook run " + runbookName + " --control-plane " + st.ControlPlane
-	where := "the control plane " + st.ControlPlane
-	if st.ControlPlaneEmbedded {
-		resume = "rbook run " + runbookName + ", with RBOOK_CONTROL_PLANE unset"
-		where = "the embedded control plane (" + embeddedDB + ")"
-	}
-	fmt.Fprintf(w, "Warning: run %s reports to %s, but this resume runs with the control plane off: its record there will not get "+
-		"this run's transitions and keeps the run in progress. To keep it in step, stop now (Ctrl-C) and resume with: %s\n",
-		st.RunID, where, resume)
 }

@@ -14,10 +14,10 @@ import (
 func anyListening(list string) bool {
 	urls, err := cpclient.SplitURLs(list)
 	if err != nil {
-		return listening(list)
+		return embedded.Listening(list)
 	}
 	for _, u := range urls {
-		if listening(u) {
+		if embedded.Listening(u) {
 			return true
 		}
 	}

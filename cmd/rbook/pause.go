@@ -4,15 +4,9 @@ package main
 // action/run's (docs/approvals.md, "Pause mode").
 
 import (
-	"fmt"
-	"os"
-
 	"github.com/spf13/cobra"
 
 	"github.com/rbookhq/rbook-action/action/cpclient"
-	"github.com/rbookhq/rbook-action/action/github"
-	pipeline "github.com/rbookhq/rbook-action/action/run"
-	"github.com/rbookhq/rbook-action/action/state"
 )
 
 // addGateFlags registers --gate-mode and --github-environment (run and resume).
@@ -39,34 +33,6 @@ func addSharedExecutorFlags(cmd *cobra.Command, f *runFlags, mcpHelp string) {
 	cmd.Flags().DurationVar(&f.lease, "control-plane-lease", cpclient.DefaultLease, "how long the run's lease outlives this executor if it dies (5s..1h); renewed every third of it")
 	cmd.Flags().StringVar(&f.report, "report", "", "also write the Markdown report (\"# Runbook Execution Report\") to this file")
 	cmd.Flags().StringVarP(&f.output, "output", "o", "text", "output format: text (lines on a terminal, Markdown otherwise) or json")
-}
-
-// publishPaused writes the outputs of a paused run: run-id, status
-// (IN_PROGRESS), paused=true and approval-id, with the heredoc writer, and a job summary
-// line. Nil-safe (outside a runner nothing is written).
-func (c *ciOutput) publishPaused(st *state.State, pe *cpclient.PausedError) {
-	if c == nil {
-		return
-	}
-	c.log.Close()
-	md := fmt.Sprintf("\n### rbook: run %s paused at gate %s\n\nApproval `%s` is open on %s; a later job continues the run with `verb: resume` once it is approved.\n",
-		st.RunID, mdCode(pe.StepName), pe.ApprovalID, c.cpURL)
-	if pe.ApprovalURL != "" {
-		md += "\nDecide it on its page: " + mdCell(pe.ApprovalURL) + "\n"
-	}
-	if _, err := github.AppendSummary(os.Getenv("GITHUB_STEP_SUMMARY"), md); err != nil {
-		fmt.Fprintf(os.Stderr, "warning: %v\n", err)
-	}
-	outs := []github.Output{{Name: "run-id", Value: st.RunID}, {Name: "status", Value: string(st.RunStatus)},
-		{Name: "paused", Value: "true"}, {Name: "approval-id", Value: pe.ApprovalID}}
-	if pe.ApprovalURL != "" {
-		outs = append(outs, github.Output{Name: "approval-url", Value: pe.ApprovalURL})
-	}
-	if p := os.Getenv("GITHUB_OUTPUT"); p != "" {
-		if err := github.WriteFileCommand(p, outs); err != nil {
-			fmt.Fprintf(os.Stderr, "warning: the step outputs were not written: %v\n", err)
-		}
-	}
 }
 
 func newResumeCmd() *cobra.Command {
@@ -105,7 +71,3 @@ takes the run's lease over at the next epoch, so the paused executor can never w
 	addExecutorFlags(cmd, &f)
 	return cmd
 }
-
-// rebuildState is run.RebuildState: a paused run's state file rebuilt from the control plane's
-// record.
-var rebuildState = pipeline.RebuildState

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rbookhq/rbook-action/action/cpclient"
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
+	"github.com/rbookhq/rbook-action/internal/cpview"
 )
 
 // actionJob runs one of the Action's entry points (main.js, post.js) as a runner step: node
@@ -51,7 +52,7 @@ func TestPauseAcrossTwoJobsThroughTheAction(t *testing.T) {
 	}
 	outsA := parseOutputs(t, readFile(t, fr.path("github_output")))
 	runID, id := outsA["run-id"], outsA["approval-id"]
-	if outsA["paused"] != "true" || outsA["status"] != "IN_PROGRESS" || !approvalIDRE.MatchString(id) || !strings.HasPrefix(runID, "RBOOK-") {
+	if outsA["paused"] != "true" || outsA["status"] != "IN_PROGRESS" || !cpview.IsApprovalID(id) || !strings.HasPrefix(runID, "RBOOK-") {
 		t.Fatalf("job 1 outputs %v: want paused=true, status IN_PROGRESS, an approval-id and the run-id\n%s", outsA, log)
 	}
 	if !strings.Contains(log, "paused at gate 'confirm-rollout'") || strings.Contains(log, pauseExecToken) {

@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	pipeline "github.com/rbookhq/rbook-action/action/run"
+	"github.com/rbookhq/rbook-action/internal/cpview"
+
 	"github.com/rbookhq/rbook-action/action/cpclient"
 	"github.com/rbookhq/rbook-action/action/runbook"
 	"github.com/rbookhq/rbook-action/action/state"
@@ -77,7 +80,7 @@ func pauseAtGate(t *testing.T, url string) (dirA, runID, approvalID string) {
 		t.Fatalf("pause-mode run: exit %d, want 0 (paused at the gate)\n%s", code, out)
 	}
 	outs := parseOutputs(t, readFile(t, outputs))
-	if outs["paused"] != "true" || outs["status"] != "IN_PROGRESS" || !approvalIDRE.MatchString(outs["approval-id"]) || outs["run-id"] == "" {
+	if outs["paused"] != "true" || outs["status"] != "IN_PROGRESS" || !cpview.IsApprovalID(outs["approval-id"]) || outs["run-id"] == "" {
 		t.Fatalf("outputs %v: want paused=true, status IN_PROGRESS, an approval-id and the run-id\n%s", outs, out)
 	}
 	if !strings.Contains(out, "paused at gate 'confirm-rollout'") || !strings.Contains(out, "rbook resume demo --run-id "+outs["run-id"]) {
@@ -132,7 +135,7 @@ func TestPauseThenResumeInAnEmptyFolder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rebuilt, err := rebuildState(plan, aPath, paused.GetRun(), paused.GetTransitions(), aState.ControlPlane)
+	rebuilt, err := pipeline.RebuildState(plan, aPath, paused.GetRun(), paused.GetTransitions(), aState.ControlPlane)
 	if err != nil {
 		t.Fatal(err)
 	}

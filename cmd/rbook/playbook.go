@@ -16,6 +16,7 @@ import (
 	"github.com/rbookhq/rbook-action/controlplane/approval"
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
 	"github.com/rbookhq/rbook-action/internal/cpview"
+	"github.com/rbookhq/rbook-action/internal/termui"
 )
 
 // playbookExitCodes is the exit-code paragraph of `rbook playbook run --help`.
@@ -49,9 +50,6 @@ and exits 0, an unknown subcommand exits 2.`,
 		newPlaybookDecideCmd(true), newPlaybookDecideCmd(false), newPlaybookCancelCmd())
 	return cmd
 }
-
-// printPlaybookParseError is preflight.PrintParseError.
-var printPlaybookParseError = preflight.PrintParseError
 
 func newPlaybookValidateCmd() *cobra.Command {
 	var output, mcpConfig, templates, policy string
@@ -153,7 +151,7 @@ control plane and no local database.`,
 			}
 			r := resp.GetRun()
 			if f.output == "json" {
-				return printJSON(cmd.OutOrStdout(), r)
+				return cpview.PrintJSON(cmd.OutOrStdout(), r)
 			}
 			return cpview.WritePlaybookStatus(cmd.OutOrStdout(), r)
 		},
@@ -217,13 +215,13 @@ succeeded or failed) or unreachable, 2 usage or no control plane.`,
 				return f.rpcError(err)
 			}
 			if f.output == "json" {
-				if err := printJSON(cmd.OutOrStdout(), resp.GetRun()); err != nil {
+				if err := cpview.PrintJSON(cmd.OutOrStdout(), resp.GetRun()); err != nil {
 					return err
 				}
 				return &exitError{code: exitCancelled}
 			}
 			r := resp.GetRun()
-			fmt.Fprintf(cmd.OutOrStdout(), "Run %s is %s.\n", r.GetRunId(), statusWord(r.GetKind(), r.GetStatus()))
+			fmt.Fprintf(cmd.OutOrStdout(), "Run %s is %s.\n", r.GetRunId(), termui.StatusWord(r.GetKind(), r.GetStatus()))
 			return &exitError{code: exitCancelled}
 		},
 	}

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 
+	pipeline "github.com/rbookhq/rbook-action/action/run"
+
 	"github.com/rbookhq/rbook-action/action/engine"
 	"github.com/rbookhq/rbook-action/action/report"
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
@@ -179,7 +181,7 @@ func TestGitHubPostFinishesAKilledPlaybookRun(t *testing.T) {
 		t.Fatalf("the approval after post: %v", a)
 	}
 	ts := getRun(t, url, st.RunID).GetTransitions()
-	if last := ts[len(ts)-1]; last.GetKind() != rbookv1.TransitionKind_TRANSITION_KIND_RUN_INTERRUPTED || last.GetStepName() != "review" || last.GetMessage() != postInterruptedMessage {
+	if last := ts[len(ts)-1]; last.GetKind() != rbookv1.TransitionKind_TRANSITION_KIND_RUN_INTERRUPTED || last.GetStepName() != "review" || last.GetMessage() != pipeline.PostInterruptedMessage {
 		t.Fatalf("last transition on the control plane: %v", last)
 	}
 	if after := readPlaybookState(t, filepath.Join(dir, ".rbook", "release-cut.playbook.state.json")); after.Interrupted == nil || len(after.Outbox) != 0 {

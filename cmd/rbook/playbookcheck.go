@@ -9,15 +9,8 @@ import (
 	"fmt"
 
 	"github.com/rbookhq/rbook-action/action/engine"
-	"github.com/rbookhq/rbook-action/action/preflight"
 	"github.com/rbookhq/rbook-action/action/runbook"
 	"github.com/rbookhq/rbook-action/controlplane/approval"
-)
-
-// The playbook's MCP checks (action/preflight) under the names the run uses.
-var (
-	playbookMCPConfig = preflight.PlaybookMCPConfig
-	hasAgentic        = preflight.HasAgentic
 )
 
 // autoPassWarnings says which approval nodes of plan (the playbook at file) the auto-pass

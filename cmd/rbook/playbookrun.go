@@ -14,6 +14,7 @@ import (
 
 	"github.com/rbookhq/rbook-action/action/engine"
 	"github.com/rbookhq/rbook-action/action/mcp"
+	"github.com/rbookhq/rbook-action/action/preflight"
 	"github.com/rbookhq/rbook-action/action/report"
 	pipeline "github.com/rbookhq/rbook-action/action/run"
 	"github.com/rbookhq/rbook-action/action/runbook"
@@ -130,10 +131,10 @@ func playbookExecutors(plan *runbook.Plan, file, mcpConfig string, errw io.Write
 		fmt.Fprintf(errw, "Deterministic nodes find commands in %s first (PATH is prepended with the playbook's bin folder).\n", strings.Join(det.PathPrepend, ", "))
 	}
 	execs[runbook.TypeDeterministic] = det
-	if !hasAgentic(plan) {
+	if !preflight.HasAgentic(plan) {
 		return execs, func() {}, nil
 	}
-	cfg, ds := playbookMCPConfig(plan, file, mcpConfig)
+	cfg, ds := preflight.PlaybookMCPConfig(plan, file, mcpConfig)
 	if len(ds) > 0 {
 		return nil, nil, setupRefused(ds, "rbook playbook validate "+file)
 	}
@@ -161,7 +162,7 @@ func (f playbookFlags) playbookOptions(cmd *cobra.Command, file string) (pipelin
 	plan, err := runbook.LoadPlaybook(file)
 	if err != nil {
 		var b strings.Builder
-		n := printPlaybookParseError(&b, file, err)
+		n := preflight.PrintParseError(&b, file, err)
 		return pipeline.Options{}, abort("%s%s has %d issue(s); nothing was run or recorded.", b.String(), file, n)
 	}
 	for _, w := range playbookWarnings(plan) {

@@ -4,8 +4,6 @@ package main
 // the playbook commands. A runbook run keeps every string it had; only playbook runs get
 // these.
 
-import ()
-
 // playbookCPHelp is cpHelp for the playbook commands: the embedded control plane is the one
 // of an 'rbook playbook run' in progress.
 const playbookCPHelp = `Which control plane: --control-plane URL, else $RBOOK_CONTROL_PLANE, else the embedded

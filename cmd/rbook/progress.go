@@ -62,7 +62,7 @@ func (v *view) humanNeeded(runID string, req engine.GateRequest) {
 		fmt.Fprintf(v.errw, "Run %s is paused at approval node '%s'.\n", runID, steps.CleanInput(req.StepName))
 		return
 	}
-	fmt.Fprintf(v.lines(), "⏸ node %s: the run is paused, waiting for a decision\n", cutRunes(steps.CleanInput(req.StepName), termui.MaxNameColumn))
+	fmt.Fprintf(v.lines(), "⏸ node %s: the run is paused, waiting for a decision\n", termui.CutRunes(steps.CleanInput(req.StepName), termui.MaxNameColumn))
 }
 
 // recordLine is Record on a terminal (and with -o json, on stderr): one line per step.
@@ -73,7 +73,7 @@ func (v *view) recordLine(t engine.Transition) {
 		v.stepStart[t.StepIndex] = t.Time
 		if playbook {
 			// Nodes run side by side: say when each starts, not only when it ends.
-			fmt.Fprintln(v.lines(), v.dim(fmt.Sprintf("▶ node %s started (%s)", cutRunes(steps.CleanInput(t.StepName), termui.MaxNameColumn), t.StepType)))
+			fmt.Fprintln(v.lines(), v.dim(fmt.Sprintf("▶ node %s started (%s)", termui.CutRunes(steps.CleanInput(t.StepName), termui.MaxNameColumn), t.StepType)))
 		}
 	case engine.TransitionStepFinished:
 		if t.Evidence == nil {

@@ -26,6 +26,7 @@ import (
 	"github.com/rbookhq/rbook-action/action/report"
 	"github.com/rbookhq/rbook-action/action/runbook"
 	"github.com/rbookhq/rbook-action/action/steps"
+	"github.com/rbookhq/rbook-action/internal/termui"
 )
 
 // toolCall is one tools/call request as the MCP server received it.
@@ -534,8 +535,8 @@ func TestStepLineLimits(t *testing.T) {
 	}
 	v.color = false
 	line := v.stepLine(1, engine.Evidence{StepName: long, Type: "check", Status: engine.StatusFail, Output: strings.Repeat("x", 500) + "\nsecond line"}, 1500*time.Millisecond, "")
-	name := strings.Repeat("n", maxNameColumn-1) + "…"
-	note := strings.Repeat("x", maxNoteRunes-1) + "…"
+	name := strings.Repeat("n", termui.MaxNameColumn-1) + "…"
+	note := strings.Repeat("x", termui.MaxNoteRunes-1) + "…"
 	if want := "✗ step 1 of 1  " + name + "  check     FAIL         1.5s  " + note; line != want {
 		t.Errorf("line\n%q\nwant\n%q", line, want)
 	}

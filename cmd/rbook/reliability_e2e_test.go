@@ -24,6 +24,8 @@ import (
 	"testing"
 	"time"
 
+	pipeline "github.com/rbookhq/rbook-action/action/run"
+
 	"github.com/rbookhq/rbook-action/action/cpclient"
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
 )
@@ -226,7 +228,7 @@ func TestSilentControlPlaneHaltsTheRunResumable(t *testing.T) {
 	p.cmd.Process.Signal(syscall.SIGTERM)
 	signalled := time.Now()
 	code = p.wait(t)
-	if took := time.Since(signalled); code != 1 || took > signalDrainGrace+cpclient.DefaultAttemptTimeout {
+	if took := time.Since(signalled); code != 1 || took > pipeline.SignalDrainGrace+cpclient.DefaultAttemptTimeout {
 		t.Fatalf("SIGTERM with the control plane stopped: exit %d after %s\n%s", code, took.Round(time.Millisecond), p.output())
 	}
 	t.Logf("SIGTERM with the control plane stopped: ended after %s", time.Since(signalled).Round(time.Millisecond))

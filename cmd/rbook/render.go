@@ -27,26 +27,14 @@ type ttys struct{ stdin, stdout, stderr bool }
 // terminals decides which of stdin, out and errw are terminals. It is a variable so tests can
 // exercise the terminal rendering without a pty.
 var terminals = func(out, errw io.Writer) ttys {
-	return ttys{stdin: isTerminal(os.Stdin), stdout: isTerminal(out), stderr: isTerminal(errw)}
+	return ttys{stdin: termui.IsTerminal(os.Stdin), stdout: termui.IsTerminal(out), stderr: termui.IsTerminal(errw)}
 }
-
-// The terminal helpers of internal/termui under the names the commands use.
-var (
-	isTerminal, colorAllowed = termui.IsTerminal, termui.ColorAllowed
-	cutRunes                 = termui.CutRunes
-)
-
-// The caps of the text lines' name column and note (runes; internal/termui).
-const (
-	maxNameColumn = termui.MaxNameColumn
-	maxNoteRunes  = termui.MaxNoteRunes
-)
 
 // outputMode is which rendering a command uses.
 type outputMode int
 
 const (
-	// modeMarkdown is for a stdout that is not a terminal: the seed's templates (step status
+	// modeMarkdown is for a stdout that is not a terminal: the Markdown templates (docs/decisions/two-renderings.md) (step status
 	// after every step, the report, the evidence pack) on stdout, progress on stderr.
 	modeMarkdown outputMode = iota
 	// modeTerminal is for a stdout that is a terminal: one text line per step, a summary
@@ -105,14 +93,14 @@ func newView(out, errw io.Writer, tt ttys, rend *report.Renderer, plan *runbook.
 	switch output {
 	case "", "text":
 		if tt.stdout {
-			v.mode, v.color = modeTerminal, colorAllowed(true)
+			v.mode, v.color = modeTerminal, termui.ColorAllowed(true)
 		}
 	case "json":
-		v.mode, v.color = modeJSON, colorAllowed(tt.stderr)
+		v.mode, v.color = modeJSON, termui.ColorAllowed(tt.stderr)
 	default:
 		return nil, fmt.Errorf("-o/--output %q: use text or json", output)
 	}
-	v.gateBox, v.boxColor = tt.stderr, colorAllowed(tt.stderr)
+	v.gateBox, v.boxColor = tt.stderr, termui.ColorAllowed(tt.stderr)
 	if err := termui.CheckReportPath(reportPath); err != nil {
 		return nil, err
 	}
@@ -140,12 +128,9 @@ func (v *view) renderGate(req engine.GateRequest) string {
 	return termui.GateBox(req, v.plan != nil && v.plan.Kind == runbook.KindPlaybook, v.boxColor)
 }
 
-// reportData is the data of the run report (termui.ReportData).
-var reportData = termui.ReportData
-
 // printReport renders the run report, prints it to out and returns it.
 func printReport(out io.Writer, rend *report.Renderer, plan *runbook.Plan, st *state.State, msg, evPath string) (string, error) {
-	s, err := rend.RenderReport(reportData(plan, st, msg, evPath))
+	s, err := rend.RenderReport(termui.ReportData(plan, st, msg, evPath))
 	if err != nil {
 		return "", err
 	}
@@ -192,7 +177,7 @@ func exitFor(s engine.RunStatus) int {
 // final-looking outcome, only that it was interrupted and how to resume.
 // It returns the exit code's error.
 func (v *view) finish(name string, st *state.State, res engine.Result, evPath string) error {
-	rep, err := v.rend.RenderReport(reportData(v.plan, st, res.Message, evPath))
+	rep, err := v.rend.RenderReport(termui.ReportData(v.plan, st, res.Message, evPath))
 	if err != nil {
 		return abort("%v", err)
 	}
@@ -247,7 +232,7 @@ func (v *view) trailer(name string, st *state.State, msg, evPath string) {
 	if msg != "" {
 		fmt.Fprintln(v.errw, msg)
 	}
-	fmt.Fprintf(v.errw, "Run %s %s. Evidence pack: %s\n", st.RunID, runWord(st), evPath)
+	fmt.Fprintf(v.errw, "Run %s %s. Evidence pack: %s\n", st.RunID, termui.RunWord(st), evPath)
 	if v.reportPath != "" {
 		fmt.Fprintf(v.errw, "Report: %s\n", v.reportPath)
 	}
@@ -268,11 +253,11 @@ func (v *view) interruptedText(name string, st *state.State, msg string) string 
 // prints the evidence pack itself.
 func (v *view) summary(st *state.State, msg, evPath string) {
 	files := termui.RunFiles{Evidence: evPath, Report: v.reportPath, State: v.plan.StateFilePath}
-	termui.Summary(v.out, reportData(v.plan, st, msg, evPath), st, msg, files, v.color, printGateLines)
+	termui.Summary(v.out, termui.ReportData(v.plan, st, msg, evPath), st, msg, files, v.color, termui.GateLines)
 }
 
 // statusLines prints a recorded run's steps as text, one line per runbook step in runbook
 // order with its final status or "not run" (rbook status without --report).
 func (v *view) statusLines(st *state.State) {
-	termui.StatusLines(v.out, reportData(v.plan, st, "", "").Rows, v.lineStyle())
+	termui.StatusLines(v.out, termui.ReportData(v.plan, st, "", "").Rows, v.lineStyle())
 }

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/rbookhq/rbook-action/controlplane/embedded"
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
 )
 
@@ -52,8 +53,8 @@ func TestResumeKeepsTheStateFilesControlPlaneList(t *testing.T) {
 	if strings.Contains(r.output(), "E_SEQ_GAP") || strings.Contains(r.output(), "embedded") {
 		t.Fatalf("the resume used another control plane than the state file's:\n%s", r.output())
 	}
-	if _, err := os.Stat(filepath.Join(dir, embeddedDB)); err == nil {
-		t.Fatalf("the resume created the embedded control plane's database %s", embeddedDB)
+	if _, err := os.Stat(filepath.Join(dir, embedded.DB)); err == nil {
+		t.Fatalf("the resume created the embedded control plane's database %s", embedded.DB)
 	}
 	s := readState(t, dir)
 	if s.ControlPlane != list || s.ControlPlaneEmbedded || s.RunStatus != "COMPLETED" || len(s.Outbox) != 0 {

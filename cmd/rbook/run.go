@@ -16,12 +16,15 @@ import (
 
 	"github.com/rbookhq/rbook-action/action/cpclient"
 	"github.com/rbookhq/rbook-action/action/engine"
+	"github.com/rbookhq/rbook-action/action/github/runner"
 	"github.com/rbookhq/rbook-action/action/report"
 	pipeline "github.com/rbookhq/rbook-action/action/run"
 	"github.com/rbookhq/rbook-action/action/runbook"
 	"github.com/rbookhq/rbook-action/action/state"
 	"github.com/rbookhq/rbook-action/action/steps"
+	"github.com/rbookhq/rbook-action/controlplane/embedded"
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
+	"github.com/rbookhq/rbook-action/internal/termui"
 )
 
 // common holds the flags every runbook verb shares.
@@ -149,12 +152,6 @@ func currentUser() string {
 	return "unknown"
 }
 
-// cancelRequest is what `rbook cancel` leaves for a live executor before signalling it.
-type cancelRequest = pipeline.CancelRequest
-
-// cancelRequestPath is where that request is left (signals_windows.go polls for it).
-var cancelRequestPath = pipeline.CancelRequestPath
-
 // handleSignals turns SIGINT, SIGTERM and SIGHUP into Interrupted, and SIGUSR1 with a cancel
 // request file into a confirmed cancel (`rbook cancel` of a live run). On Windows,
 // Ctrl-C/Ctrl-Break and console close interrupt, and the cancel request file is polled for
@@ -171,9 +168,9 @@ func handleSignals(ctx context.Context, cancel context.CancelCauseFunc, statePat
 				return
 			case s := <-ch:
 				if s == cancelSignal {
-					p := cancelRequestPath(statePath)
+					p := pipeline.CancelRequestPath(statePath)
 					data, err := os.ReadFile(p)
-					var req cancelRequest
+					var req pipeline.CancelRequest
 					if err != nil || json.Unmarshal(data, &req) != nil {
 						continue
 					}
@@ -269,7 +266,7 @@ func deliveryConfig(flag string, timeout time.Duration) *pipeline.Config {
 
 // embeddedControlPlane is this folder's embedded control plane, for the pipeline.
 func embeddedControlPlane() *pipeline.Embedded {
-	return &pipeline.Embedded{Start: startEmbedded, URLFile: embeddedURLFile, DB: embeddedDB}
+	return &pipeline.Embedded{Start: startEmbedded, URLFile: embeddedURLFile, DB: embedded.DB}
 }
 
 // signalsTo is handleSignals for the pipeline, with its lines on errw.
@@ -310,16 +307,16 @@ func (t runTerminal) LocalGate(tg *steps.TerminalGate, g engine.Gate, interactiv
 func (t runTerminal) WrapGate(g engine.Gate, cpURL string, embedded bool) engine.Gate {
 	return t.ci.gate(g, cpURL, embedded)
 }
-func (t runTerminal) CancelPrompt(md string) string { return promptFor(t.errw, md) }
+func (t runTerminal) CancelPrompt(md string) string { return termui.PromptFor(t.errw, md) }
 func (t runTerminal) VoteNotices() (func(*rbookv1.Approval, string, time.Time), func(*rbookv1.Approval)) {
-	return gateVoteNotices(t.errw)
+	return runner.VoteNotices(t.errw)
 }
 func (t runTerminal) StartErrorHint(err error, url string) error { return startErrorHint(err, url) }
 func (t runTerminal) WarnUnanswerable(plan *runbook.Plan, from int, noInput, cpURL string) {
-	warnUnanswerableGates(t.errw, plan, from, noInput, cpURL)
+	termui.WarnUnanswerableGates(t.errw, plan, from, noInput, cpURL)
 }
 func (t runTerminal) WarnLeftBehind(st *state.State, name string) {
-	warnControlPlaneLeftBehind(t.errw, st, name)
+	termui.WarnControlPlaneLeftBehind(t.errw, st, name, embedded.DB)
 }
 func (t runTerminal) Halted(st *state.State, err error) { t.halted(st, err) }
 func (t runTerminal) Finish(name string, st *state.State, res engine.Result, evPath string) error {
@@ -333,14 +330,12 @@ func (t runTerminal) Paused(st *state.State, msg string, pe *cpclient.PausedErro
 		t.printJSON(st, msg, "", exitCompleted)
 	}
 	fmt.Fprintln(t.errw, msg)
-	t.ci.publishPaused(st, pe)
+	if t.ci != nil {
+		t.ci.PublishPaused(st, pe, t.ci.cpURL)
+	}
 }
 
 // gatePrompt is pipeline.GatePrompt.
 func gatePrompt(rend *report.Renderer) func(runbook.Step, engine.RunContext) string {
 	return pipeline.GatePrompt(rend)
 }
-
-// signalDrainGrace is run.SignalDrainGrace: how long a stopped run still drains to its
-// control plane.
-const signalDrainGrace = pipeline.SignalDrainGrace

@@ -10,12 +10,12 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rbookhq/rbook-action/action/state"
 	"github.com/rbookhq/rbook-action/controlplane/approval"
+	"github.com/rbookhq/rbook-action/controlplane/embedded"
 	"github.com/rbookhq/rbook-action/controlplane/notify"
 	"github.com/rbookhq/rbook-action/controlplane/server"
 	"github.com/rbookhq/rbook-action/controlplane/store"
-
-	"github.com/rbookhq/rbook-action/controlplane/yamlerr"
 )
 
 // The control plane's default address: the one port the README, docs/, every --help and the
@@ -78,7 +78,7 @@ func runServe(cmd *cobra.Command, sf *serveFlags) error {
 	}
 	if !store.IsPostgresDSN(cfg.DBPath) {
 		// A SQLite file has one server; replicas share a PostgreSQL database.
-		unlock, err := lockDB(cfg.DBPath)
+		unlock, err := embedded.LockDB(cfg.DBPath, state.LockRetryWindow)
 		if err != nil {
 			return abort("rbook serve: %v", err)
 		}
@@ -90,7 +90,7 @@ func runServe(cmd *cobra.Command, sf *serveFlags) error {
 	if err != nil {
 		return abort("rbook serve: %v", err)
 	}
-	mode := sf.mode(modes)
+	mode := server.ModeLine(cfg, sf.authFile, sf.policyFile, sf.notifyFile, modes.oidc, modes.github, modes.playbook, modes.signIn, modes.people)
 	if from, to := r.Migrated(); from != to {
 		// Once, on the start that migrated; on stderr, so stdout's first line stays the
 		// address line scripts read.
@@ -156,43 +156,6 @@ func (sf *serveFlags) load(cmd *cobra.Command) (serveModes, error) {
 	}
 	cfg.Logger = slog.New(h)
 	return m, nil
-}
-
-// mode is the address line's description of what is on: auth, the gate policy (with its
-// warnings logged), notifications and the optional features.
-func (sf *serveFlags) mode(m serveModes) string {
-	cfg := &sf.cfg
-	mode := "no auth"
-	if cfg.Auth != nil {
-		mode = "auth file " + sf.authFile
-	}
-	if m.oidc != "" && cfg.Auth != nil {
-		mode += ", " + m.oidc
-	} else if m.oidc != "" {
-		mode = m.oidc
-	}
-	if cfg.GatePolicy != nil {
-		mode += fmt.Sprintf(", gate policy %s (%s)", sf.policyFile, yamlerr.Plural(len(cfg.GatePolicy.Rules), "rule", "rules"))
-		if sf.authFile == "" {
-			cfg.Logger.Warn("gate policy without --auth-file: approver names are unverified, so only the number of approvals applies")
-		}
-		for _, w := range policyWarnings(cfg.GatePolicy, cfg.Auth, sf.authFile, cfg.People) {
-			cfg.Logger.Warn(w)
-		}
-		for _, w := range server.NotifyListWarnings(cfg.GatePolicy, cfg.People) {
-			cfg.Logger.Warn(w)
-		}
-	}
-	if cfg.Notify != nil {
-		mode += fmt.Sprintf(", notifications %s (%s, %s)", sf.notifyFile, yamlerr.Plural(len(cfg.Notify.Config.Names), "channel", "channels"),
-			yamlerr.Plural(len(cfg.Notify.Config.Routes), "route", "routes"))
-	}
-	for _, on := range []string{m.github, m.playbook, m.signIn, m.people} {
-		if on != "" {
-			mode += ", " + on
-		}
-	}
-	return mode
 }
 
 // serveLong is rbook serve's --help.

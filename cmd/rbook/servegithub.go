@@ -14,7 +14,7 @@ import (
 	"github.com/rbookhq/rbook-action/controlplane/webhook"
 )
 
-// serveGitHub holds rbook serve's GitHub App flags (issue 8, "Interface").
+// serveGitHub holds rbook serve's GitHub App flags (docs/approvals.md, "GitHub App webhook").
 var serveGitHub struct {
 	appID               int64
 	keyFile, secretFile string

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 
+	pipeline "github.com/rbookhq/rbook-action/action/run"
+
 	"github.com/spf13/cobra"
 
 	"github.com/rbookhq/rbook-action/controlplane/auth"
@@ -12,7 +14,7 @@ import (
 	"github.com/rbookhq/rbook-action/controlplane/yamlerr"
 )
 
-// serveOIDC holds rbook serve's --oidc-config and --public-url (issue 7, item 5).
+// serveOIDC holds rbook serve's --oidc-config and --public-url (docs/control-plane.md, "OIDC").
 var serveOIDC struct{ config, publicURL string }
 
 // addServeOIDCFlags registers --oidc-config and --public-url on cmd.
@@ -24,13 +26,13 @@ func addServeOIDCFlags(cmd *cobra.Command) {
 
 // applyServeOIDC loads --oidc-config into cfg.OIDC and returns the words for the
 // listening line ("" without OIDC). Errors name the file and line.
-// --public-url needs a scheme and host, as executors' --control-plane does (issue 7 new-user
-// finding 14: "--public-url 127.0.0.1:7070" was taken and no token's audience could match).
+// --public-url needs a scheme and host, as executors' --control-plane does: a bare
+// "127.0.0.1:7070" would be taken and no token's audience could match it.
 func applyServeOIDC(cfg *server.Config) (string, error) {
 	if serveOIDC.publicURL == "off" {
 		return "", fmt.Errorf("--public-url %q is not a URL: give the http:// or https:// URL executors reach this control plane at", serveOIDC.publicURL)
 	}
-	if err := checkCPURL(serveOIDC.publicURL, "--public-url"); err != nil {
+	if err := pipeline.CheckURL(serveOIDC.publicURL, "--public-url"); err != nil {
 		return "", err
 	}
 	pub, err := consolelink.ParsePublicURL(serveOIDC.publicURL, "--public-url")

@@ -10,7 +10,7 @@ import (
 	"github.com/rbookhq/rbook-action/controlplane/yamlerr"
 )
 
-// servePlaybook holds rbook serve's auto-pass policy flags (issue 9, item 6).
+// servePlaybook holds rbook serve's auto-pass policy flags (docs/approvals.md, "Auto-pass policy").
 var servePlaybook struct {
 	policyFile string
 	shadow     bool

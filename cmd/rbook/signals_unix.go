@@ -7,12 +7,12 @@ import (
 	"syscall"
 )
 
-// runSignals are the signals an executor handles (case R07): SIGINT, SIGTERM and SIGHUP
+// runSignals are the signals an executor (docs/cli.md, "Commands"): SIGINT, SIGTERM and SIGHUP
 // interrupt the run (run_interrupted), cancelSignal asks it to read a cancel request.
 var runSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGUSR1}
 
 // cancelSignal is what `rbook cancel` sends a live executor after writing its cancel request
-// file: SIGUSR1 (case R07).
+// file: SIGUSR1, which a run does not otherwise use.
 var cancelSignal os.Signal = syscall.SIGUSR1
 
 // signalNames names the interrupting signals in the run's messages and its run_interrupted.

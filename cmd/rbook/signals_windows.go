@@ -8,10 +8,11 @@ import (
 	"syscall"
 	"time"
 
+	pipeline "github.com/rbookhq/rbook-action/action/run"
 	"golang.org/x/sys/windows"
 )
 
-// runSignals are the signals an executor handles on Windows (issue 7, item 1): Ctrl-C and
+// runSignals are the signals an executor handles on Windows: Ctrl-C and
 // Ctrl-Break arrive as os.Interrupt (SIGINT), closing the console, log-off and shut-down as
 // SIGTERM; both interrupt the run (run_interrupted). Windows has no SIGUSR1 or SIGHUP.
 var runSignals = []os.Signal{os.Interrupt, syscall.SIGTERM}
@@ -33,7 +34,7 @@ var signalNames = map[os.Signal]string{os.Interrupt: "SIGINT", syscall.SIGTERM: 
 const cancelPollInterval = 200 * time.Millisecond
 
 // watchCancelRequests delivers cancelSignal on ch whenever the cancel request file of
-// statePath exists, until done is closed (case R07 on Windows, issue 7, item 1).
+// statePath exists, until done is closed (Windows has no SIGUSR1, so the executor polls for the file).
 func watchCancelRequests(statePath string, ch chan<- os.Signal, done <-chan struct{}) {
 	go func() {
 		t := time.NewTicker(cancelPollInterval)
@@ -43,7 +44,7 @@ func watchCancelRequests(statePath string, ch chan<- os.Signal, done <-chan stru
 			case <-done:
 				return
 			case <-t.C:
-				if _, err := os.Stat(cancelRequestPath(statePath)); err == nil {
+				if _, err := os.Stat(pipeline.CancelRequestPath(statePath)); err == nil {
 					select {
 					case ch <- cancelSignal:
 					default:

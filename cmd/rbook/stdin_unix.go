@@ -10,7 +10,7 @@ import (
 )
 
 // pipeGoneEmpty reports whether the pipe f has no writer left and nothing in it, without
-// reading: poll(2) says POLLHUP without POLLIN (issue 6, item 2.4).
+// reading: poll(2) says POLLHUP without POLLIN.
 func pipeGoneEmpty(f *os.File) bool {
 	fds := []unix.PollFd{{Fd: int32(f.Fd()), Events: unix.POLLIN}}
 	n, err := unix.Poll(fds, 0)

@@ -14,7 +14,7 @@ import (
 var peekNamedPipe = windows.NewLazySystemDLL("kernel32.dll").NewProc("PeekNamedPipe")
 
 // pipeGoneEmpty reports whether the pipe f has no writer left and nothing in it, without
-// reading (issue 7, item 1): PeekNamedPipe fails with ERROR_BROKEN_PIPE only when the write
+// reading: PeekNamedPipe fails with ERROR_BROKEN_PIPE only when the write
 // end is closed and no data is left. Any other answer means input might still come.
 func pipeGoneEmpty(f *os.File) bool {
 	if peekNamedPipe.Find() != nil {

@@ -13,8 +13,7 @@ import (
 	"github.com/rbookhq/rbook-action/action/runbook"
 	"github.com/rbookhq/rbook-action/action/state"
 	"github.com/rbookhq/rbook-action/action/steps"
-
-	"github.com/rbookhq/rbook-action/controlplane/yamlerr"
+	"github.com/rbookhq/rbook-action/internal/termui"
 )
 
 func newStatusCmd() *cobra.Command {
@@ -86,41 +85,23 @@ func printStatus(cmd *cobra.Command, cfg *pipeline.Config, plan *runbook.Plan, r
 		}{st, liveness, evPath, len(st.Outbox)})
 	}
 	if markdown {
-		s, err := rend.RenderReport(reportData(plan, st, "", evPath))
+		s, err := rend.RenderReport(termui.ReportData(plan, st, "", evPath))
 		if err != nil {
 			return abort("%v", err)
 		}
 		fmt.Fprint(out, s)
 		return nil
 	}
-	fmt.Fprintf(out, "Run %s · runbook %s · %s (%s)\n", st.RunID, st.RunbookName, shown, liveness)
-	if n := len(st.Outbox); n > 0 && !held { // a running executor is sending them
-		fmt.Fprintf(out, "Undelivered: %d transition(s) are in the state file's outbox, not yet on the control plane %s; %s\n", n, cfg.OutboxWhere(st), pipeline.OutboxNext(st, name, undelivered))
+	outbox := ""
+	if len(st.Outbox) > 0 && !held { // a running executor is sending them
+		outbox = cfg.OutboxWhere(st) + "; " + pipeline.OutboxNext(st, name, undelivered)
 	}
-	if !st.RunStatus.Final() {
-		fmt.Fprintf(out, "Next step index: %d of %d steps\n", st.LastCompletedStepIndex+1, st.TotalSteps)
-		ev := state.EvidencePath(plan.StateFilePath, st.RunID)
-		if _, err := os.Stat(ev); err == nil {
-			// An interrupted run's executor wrote the pack so far: it is there, and
-			// "written ... when the run ends" alone would say it is not.
-			fmt.Fprintf(out, "Evidence pack: written to %s when the run ends (it holds the %s so far)\n", ev, yamlerr.Plural(len(st.EvidencePack), "entry", "entries"))
-		} else {
-			fmt.Fprintf(out, "Evidence pack: written to %s when the run ends\n", ev)
-		}
-	} else if evPath != "" {
-		fmt.Fprintf(out, "Evidence pack: %s\n", evPath)
-	}
-	if st.Interrupted != nil {
-		fmt.Fprintf(out, "Interrupted at %s: %s\n", st.Interrupted.AtUTC, st.Interrupted.Reason)
-	}
-	if st.InFlight != nil {
-		fmt.Fprintf(out, "In flight: %s step '%s' started %s, outcome not recorded\n", st.InFlight.StepType, st.InFlight.StepName, st.InFlight.StartedUTC)
-	}
+	termui.StatusHeader(out, st, shown, liveness, outbox, evPath, state.EvidencePath(plan.StateFilePath, st.RunID))
 	v, err := newView(out, cmd.ErrOrStderr(), terminals(out, cmd.ErrOrStderr()), rend, plan, "text", "")
 	if err != nil {
 		return abort("%v", err)
 	}
-	v.color = colorAllowed(isTerminal(out)) // the step lines are text whatever stdout is
+	v.color = termui.ColorAllowed(termui.IsTerminal(out)) // the step lines are text whatever stdout is
 	v.statusLines(st)
 	return nil
 }
@@ -207,7 +188,7 @@ it is already final), an invalid runbook or held state.`,
 			if err != nil {
 				return abort("%v", err)
 			}
-			ok, err := steps.ConfirmCancel(steps.NewLines(os.Stdin), out, func(string) string { return promptFor(out, prompt) })(cmd.Context(), st.LastDeployName)
+			ok, err := steps.ConfirmCancel(steps.NewLines(os.Stdin), out, func(string) string { return termui.PromptFor(out, prompt) })(cmd.Context(), st.LastDeployName)
 			if err != nil || !ok {
 				return &exitError{code: exitFailed, msg: "Cancel not confirmed; nothing was changed."}
 			}

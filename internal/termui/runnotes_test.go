@@ -1,4 +1,4 @@
-package main
+package termui
 
 import (
 	"strings"
@@ -18,7 +18,7 @@ func TestCancelPromptOnATerminalIsText(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := markdownText(md)
+	got := MarkdownText(md)
 	for _, mark := range []string{"#", "`", "**", "\n- "} {
 		if strings.Contains(got, mark) {
 			t.Errorf("text still holds %q:\n%s", mark, got)

@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"fmt"
@@ -7,12 +7,11 @@ import (
 
 	"github.com/rbookhq/rbook-action/controlplane/approval"
 	"github.com/rbookhq/rbook-action/controlplane/people"
-	"github.com/rbookhq/rbook-action/controlplane/server"
 	"github.com/rbookhq/rbook-action/controlplane/yamlerr"
 )
 
-// policyWarnings checks a gate policy against the auth file at `rbook serve` start (a new-user
-// review found `approvers: [nobody]` accepted without a word): an approver entry that no
+// PolicyWarnings checks a gate policy against the auth file at `rbook serve` start, so that
+// an entry such as `approvers: [nobody]` is not accepted without a word: an approver entry that no
 // approver line of the auth file can ever match, and a rule that needs more distinct approvers
 // than its entries can supply, so its gates could only time out. `github:<login>` entries are
 // not checked: a GitHub reviewer may be that login without an auth-file line; nor are the
@@ -20,7 +19,7 @@ import (
 // has, or a "group:<name>" it defines (docs/people.md): people sign in or vote through
 // channels outside the auth file. A "person:<id>" dir does not have is named. It returns one
 // message per problem, naming the rule; nil when all is well or either file is absent.
-func policyWarnings(p *approval.GatePolicy, a *server.Authenticator, authFile string, dir *people.Directory) []string {
+func PolicyWarnings(p *approval.GatePolicy, a *Authenticator, authFile string, dir *people.Directory) []string {
 	if p == nil || a == nil {
 		return nil
 	}
@@ -73,4 +72,42 @@ func policyWarnings(p *approval.GatePolicy, a *server.Authenticator, authFile st
 		}
 	}
 	return out
+}
+
+// ModeLine is the part of rbook serve's address line that says what is on: auth (authFile),
+// the OIDC words oidc, the gate policy (policyFile; its warnings, PolicyWarnings and
+// NotifyListWarnings, are logged to cfg.Logger), the notifications (notifyFile), then the
+// words of the other optional features that are on (extra; "" entries are off).
+func ModeLine(cfg *Config, authFile, policyFile, notifyFile, oidc string, extra ...string) string {
+	mode := "no auth"
+	if cfg.Auth != nil {
+		mode = "auth file " + authFile
+	}
+	if oidc != "" && cfg.Auth != nil {
+		mode += ", " + oidc
+	} else if oidc != "" {
+		mode = oidc
+	}
+	if cfg.GatePolicy != nil {
+		mode += fmt.Sprintf(", gate policy %s (%s)", policyFile, yamlerr.Plural(len(cfg.GatePolicy.Rules), "rule", "rules"))
+		if authFile == "" {
+			cfg.Logger.Warn("gate policy without --auth-file: approver names are unverified, so only the number of approvals applies")
+		}
+		for _, w := range PolicyWarnings(cfg.GatePolicy, cfg.Auth, authFile, cfg.People) {
+			cfg.Logger.Warn(w)
+		}
+		for _, w := range NotifyListWarnings(cfg.GatePolicy, cfg.People) {
+			cfg.Logger.Warn(w)
+		}
+	}
+	if cfg.Notify != nil {
+		mode += fmt.Sprintf(", notifications %s (%s, %s)", notifyFile, yamlerr.Plural(len(cfg.Notify.Config.Names), "channel", "channels"),
+			yamlerr.Plural(len(cfg.Notify.Config.Routes), "route", "routes"))
+	}
+	for _, on := range extra {
+		if on != "" {
+			mode += ", " + on
+		}
+	}
+	return mode
 }

@@ -1,4 +1,4 @@
-package main
+package cpview
 
 import (
 	"strings"
@@ -21,7 +21,7 @@ func TestGetShowsTheStepsStillToRun(t *testing.T) {
 		}},
 	}
 	var b strings.Builder
-	printStillToRun(&b, resp)
+	WriteStillToRun(&b, resp)
 	want := "Still to run (plan digest abababababab…):\n" +
 		"    2  confirm       confirm-rollout  (gate)  user-confirmation\n" +
 		"    3  deploy        deploy-app  remediation/app.json [2J  {\"replicas\":3,\"api_token\":\"***\"}\n"
@@ -30,7 +30,7 @@ func TestGetShowsTheStepsStillToRun(t *testing.T) {
 	}
 	resp.Run.CompletedAt, resp.Run.Status = timestamppb.Now(), rbookv1.RunStatus_RUN_STATUS_SUCCEEDED
 	b.Reset()
-	if printStillToRun(&b, resp); b.Len() != 0 {
+	if WriteStillToRun(&b, resp); b.Len() != 0 {
 		t.Fatalf("a finished run shows steps still to run:\n%s", b.String())
 	}
 }

@@ -1,18 +1,17 @@
-package main
+package server
 
 import (
 	"strings"
 	"testing"
 
 	"github.com/rbookhq/rbook-action/controlplane/approval"
-	"github.com/rbookhq/rbook-action/controlplane/server"
 )
 
 // A gate policy naming an approver no auth-file line can be, or needing more distinct approvers
 // than its entries can supply, is reported at `rbook serve` start; github: entries and rules open
 // to every approver are not.
 func TestPolicyApproversNobodyCanBe(t *testing.T) {
-	a, err := server.ParseAuth(strings.NewReader(
+	a, err := ParseAuth(strings.NewReader(
 		"ci-bot executor exec-token-0123456789\nalice approver alice-token-0123456789 groups=sre\n"+
 			"bob approver bob-token-0123456789 groups=sre,dba\nalice approver alice-token2-0123456789 groups=sre\n"), "auth.txt")
 	if err != nil {
@@ -26,7 +25,7 @@ func TestPolicyApproversNobodyCanBe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := policyWarnings(p, a, "auth.txt", nil)
+	got := PolicyWarnings(p, a, "auth.txt", nil)
 	want := []string{
 		`gates.yaml rule 1 (line 2): approver "nobody" matches no approver line of auth.txt, so it can never decide a gate`,
 		`gates.yaml rule 2 (line 5): approver "ci-bot" matches no approver line of auth.txt, so it can never decide a gate`,
@@ -35,7 +34,7 @@ func TestPolicyApproversNobodyCanBe(t *testing.T) {
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("warnings:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	if w := policyWarnings(p, nil, "", nil); w != nil {
+	if w := PolicyWarnings(p, nil, "", nil); w != nil {
 		t.Errorf("without an auth file: %q", w)
 	}
 }

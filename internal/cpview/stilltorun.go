@@ -1,4 +1,4 @@
-package main
+package cpview
 
 import (
 	"fmt"
@@ -7,14 +7,15 @@ import (
 	"unicode"
 
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
+	"github.com/rbookhq/rbook-action/internal/termui"
 )
 
-// printStillToRun writes, for a run that is not final and whose executor sent its plan
+// WriteStillToRun writes to w (rbook get), for a run that is not final and whose executor sent its plan
 // (GetRunResponse.plan), the steps or nodes still to run with their inputs as the plan holds
 // them (secrets masked, inputs cut to one line here): what approving the waiting gate lets
 // happen (docs/console-plan.md). A runbook's steps after the last finished one; a playbook's
 // nodes not yet finished. Nothing for a final run or a run without a plan.
-func printStillToRun(w io.Writer, resp *rbookv1.GetRunResponse) {
+func WriteStillToRun(w io.Writer, resp *rbookv1.GetRunResponse) {
 	r, p := resp.GetRun(), resp.GetPlan()
 	if p == nil || r.GetCompletedAt() != nil {
 		return
@@ -44,10 +45,10 @@ func printStillToRun(w io.Writer, resp *rbookv1.GetRunResponse) {
 	if len(lines) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "Still to run (plan digest %s):\n%s\n", cutRunes(p.GetContentHash(), 13), strings.Join(lines, "\n"))
+	fmt.Fprintf(w, "Still to run (plan digest %s):\n%s\n", termui.CutRunes(p.GetContentHash(), 13), strings.Join(lines, "\n"))
 }
 
-// oneLine is s on one line for a terminal, cut to at most n runes (cutRunes): control and
+// oneLine is s on one line for a terminal, cut to at most n runes (termui.CutRunes): control and
 // bidirectional-text characters become spaces, so plan text cannot move the cursor or hide
 // output.
 func oneLine(s string, n int) string {
@@ -57,5 +58,5 @@ func oneLine(s string, n int) string {
 		}
 		return r
 	}, s)
-	return cutRunes(strings.Join(strings.Fields(s), " "), n)
+	return termui.CutRunes(strings.Join(strings.Fields(s), " "), n)
 }
