@@ -117,7 +117,7 @@ Try it: rbook run demo
 
 ` + exitCodesHelp,
 		Example: `  rbook run demo
-  rbook validate
+  rbook validate demo
   rbook runs`,
 		SilenceUsage:  true,
 		SilenceErrors: true,

@@ -164,22 +164,25 @@ func newPlaybookDecideCmd(approve bool) *cobra.Command {
 	f := cpFlags{runCmd: "rbook playbook run"}
 	verb := decideVerb(approve)
 	cmd := &cobra.Command{
-		Use:   verb + " TOKEN",
-		Short: strings.ToUpper(verb[:1]) + verb[1:] + " a playbook's waiting approval node with its token",
-		Long: strings.ToUpper(verb[:1]) + verb[1:] + ` the approval node a playbook run waits at, with the token the run printed
-("rbook playbook approve <TOKEN>"; "-" reads it from stdin, keeping it out of shell history).
+		Use:   verb + " APPROVAL_ID|TOKEN",
+		Short: strings.ToUpper(verb[:1]) + verb[1:] + " a playbook's waiting approval node by its approval id or token",
+		Long: strings.ToUpper(verb[:1]) + verb[1:] + ` the approval node a playbook run waits at, by the approval id or the token the
+run printed ("rbook playbook approve a-…" or "<TOKEN>"; "-" reads a token from stdin, keeping it
+out of shell history).
 The token is an HMAC over the run, the node and when it was issued; it decides its approval
 once. A refusal prints the control plane's code:
 E_APPROVAL_ALREADY_DECIDED (it was decided already: a token cannot be replayed),
-E_APPROVAL_NOT_FOUND (no pending approval has this token), E_TOKEN_INVALID, E_TOKEN_EXPIRED.
-An approval id ("a-…") works too, as with rbook ` + verb + `.
+E_APPROVAL_NOT_FOUND (no pending approval has this id or token), E_TOKEN_INVALID,
+E_TOKEN_EXPIRED. By approval id it needs an approver's $RBOOK_TOKEN, or this run's folder on
+the embedded control plane, as rbook ` + verb + ` does.
 
 ` + playbookCPHelp + `
 
 Exit codes: 0 decided, 1 refused (the E_ code says why) or unreachable, 2 usage or no
 control plane.`,
-		Example: fmt.Sprintf(`  rbook playbook %s <TOKEN> --control-plane http://127.0.0.1:7070 --reason %q
-  echo "$TOKEN" | rbook playbook %s -`, verb, decideReasonExample(approve), verb),
+		Example: fmt.Sprintf(`  rbook playbook %s a-5wbvol5fcc25vsfvgyhmosr26e   # from another terminal in the run's folder
+  rbook playbook %s <TOKEN> --control-plane http://127.0.0.1:7070 --reason %q
+  echo "$TOKEN" | rbook playbook %s -`, verb, verb, decideReasonExample(approve), verb),
 	}
 	return withDecide(cmd, &f, approve, "Approval node")
 }
