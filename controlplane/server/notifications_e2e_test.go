@@ -35,21 +35,8 @@ func TestKilledControlPlaneDeliversCommittedEventsAfterRestart(t *testing.T) {
 	opened := "gate.opened:" + a.GetApprovalId()
 	// Kill it once the failed attempt is recorded (its claim ended): the event is
 	// committed and owed, not delivered.
-	deadline := time.After(30 * time.Second)
-	for !strings.Contains(first.Stderr.String(), "notification delivery failed; retrying") {
-		select {
-		case <-first.Stderr.Changed():
-		case <-deadline:
-			t.Fatalf("no failed attempt logged; stderr:\n%s", first.Stderr.String())
-		}
-	}
-	if err := first.cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	<-first.exited
-	rcv.mu.Lock()
-	rcv.down = false
-	rcv.mu.Unlock()
+	waitForFailedDelivery(t, first)
+	killAndRecover(t, first, rcv)
 
 	second := startServe(t, "--notify-config", cfg, "--db", first.DB)
 	rcv.waitFor(t, opened)
@@ -96,23 +83,9 @@ func TestTwoReplicasDeliverEveryEventOnceAcrossAKill(t *testing.T) {
 		want = append(want, "gate.opened:"+ap.GetApprovalId(), "gate.decided:"+ap.GetApprovalId())
 	}
 	// Both replicas have tried and failed: every event is committed and owed.
-	for _, p := range []*serveProc{a, b} {
-		deadline := time.After(30 * time.Second)
-		for !strings.Contains(p.Stderr.String(), "notification delivery failed; retrying") {
-			select {
-			case <-p.Stderr.Changed():
-			case <-deadline:
-				t.Fatalf("no failed attempt logged; stderr:\n%s", p.Stderr.String())
-			}
-		}
-	}
-	if err := a.cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	<-a.exited
-	rcv.mu.Lock()
-	rcv.down = false
-	rcv.mu.Unlock()
+	waitForFailedDelivery(t, a)
+	waitForFailedDelivery(t, b)
+	killAndRecover(t, a, rcv)
 	a2 := startServeDir(t, t.TempDir(), "--db", dsn, "--notify-config", cfg)
 	replicas[0] = newClients(a2.URL)
 	for i, tok := range tokens {
@@ -132,4 +105,30 @@ func TestTwoReplicasDeliverEveryEventOnceAcrossAKill(t *testing.T) {
 			t.Errorf("%s accepted %d times, want once", id, rcv.accepted[id])
 		}
 	}
+}
+
+// waitForFailedDelivery waits (at most 30 s) until p logged a failed delivery attempt: its
+// event is committed and owed, and the attempt's claim ended.
+func waitForFailedDelivery(t *testing.T, p *serveProc) {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for !strings.Contains(p.Stderr.String(), "notification delivery failed; retrying") {
+		select {
+		case <-p.Stderr.Changed():
+		case <-deadline:
+			t.Fatalf("no failed attempt logged; stderr:\n%s", p.Stderr.String())
+		}
+	}
+}
+
+// killAndRecover kills p (SIGKILL), waits for it to exit, and brings the receiver back up.
+func killAndRecover(t *testing.T, p *serveProc, rcv *hookReceiver) {
+	t.Helper()
+	if err := p.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-p.exited
+	rcv.mu.Lock()
+	rcv.down = false
+	rcv.mu.Unlock()
 }
