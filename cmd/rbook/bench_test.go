@@ -34,7 +34,7 @@ func BenchmarkEngineWithControlPlane1000Steps(b *testing.B) {
 		cpDir = d
 	}
 	cp, err := server.Start(context.Background(), server.Config{Addr: "127.0.0.1:0", DBPath: filepath.Join(cpDir, fmt.Sprintf("cp-%d.db", time.Now().UnixNano())),
-		Options: server.Options{Secret: []byte(testSecret), Logger: discardLogger()}})
+		Options: server.Options{Secret: []byte(benchSecret), Logger: discardLogger()}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -81,5 +81,8 @@ func BenchmarkEngineWithControlPlane1000Steps(b *testing.B) {
 	b.ReportMetric(float64(runTime.Microseconds())/1000/float64(b.N*n), "ms/step")
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N*n), "drained-ms/step")
 }
+
+// benchSecret is the benchmark control plane's approval secret (any 32 bytes).
+const benchSecret = "bench-secret-0123456789abcdef012"
 
 func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

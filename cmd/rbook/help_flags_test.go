@@ -33,8 +33,4 @@ func TestHelpFlagValueNames(t *testing.T) {
 	if n < 40 {
 		t.Fatalf("only %d flags checked", n)
 	}
-	out, code := run(t, t.TempDir(), "", "run", "--help")
-	if code != 0 || !strings.Contains(out, "--control-plane-auth string") || !strings.Contains(out, `"permissions: id-token: write"`) {
-		t.Fatalf("rbook run --help (exit %d):\n%s", code, out)
-	}
 }
