@@ -292,12 +292,25 @@ func (s *Store) readAndPublish(ctx context.Context, runIDs, approvalIDs []string
 		if err != nil && !errors.Is(err, ErrNotFound) {
 			return err
 		}
+		if testHookBetweenListenReads != nil {
+			testHookBetweenListenReads(id)
+		}
 		run, err := s.Run(ctx, id) // after the transitions: at least as new as the last of them
 		if errors.Is(err, ErrNotFound) {
 			continue
 		}
 		if err != nil {
 			return err
+		}
+		// The row may be newer than the transitions just read (a commit landed between the
+		// two reads): read the rest, so a final status never goes out ahead of the
+		// transitions that led to it (a watcher ends at a final run).
+		if read := max(mark.seq, lastSeqOf(ts)); run.LastSeq > read {
+			more, err := s.transitionsBetween(ctx, id, read+1, run.LastSeq+1)
+			if err != nil && !errors.Is(err, ErrNotFound) {
+				return err
+			}
+			ts = append(ts, more...)
 		}
 		status := mark.status
 		for _, t := range ts {
@@ -478,4 +491,16 @@ func (s *Store) deliver(c Change) {
 	for _, sub := range *s.subs.Load() {
 		sub.fn(c)
 	}
+}
+
+// testHookBetweenListenReads, when a test sets it, runs in readAndPublish between reading a
+// run's transitions and reading its row (where another replica's commit can land).
+var testHookBetweenListenReads func(runID string)
+
+// lastSeqOf is the seq of the last of ts, 0 for none.
+func lastSeqOf(ts []Transition) int64 {
+	if len(ts) == 0 {
+		return 0
+	}
+	return ts[len(ts)-1].Seq
 }

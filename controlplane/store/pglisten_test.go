@@ -440,3 +440,41 @@ func TestListenerBacksOffWhenItsCatchUpKeepsFailing(t *testing.T) {
 		t.Fatalf("the third reconnect waited %s after two failed catch-ups, want more than %s (back-off)", w, listenBackoffMin)
 	}
 }
+
+// A commit that lands on A between B's listener reading a run's transitions and reading its
+// row leaves the row newer than the transitions read. B must still publish every transition
+// no later than the final row, or a watcher (which ends at a final run) misses the last ones.
+func TestListenerNeverPublishesAFinalRowAheadOfItsTransitions(t *testing.T) {
+	a, b, _ := openReplicas(t)
+	fb := follow(b)
+	mustStart(t, a, newRun("r1"))
+	for seq := int64(1); seq <= 3; seq++ {
+		mustRecord(t, a, tr("r1", seq))
+	}
+	fb.await(t, "r1 #3", func(all []Change) bool { return len(seqsOf(all, "r1")) >= 3 })
+	var once sync.Once
+	testHookBetweenListenReads = func(string) {
+		once.Do(func() {
+			fin := tr("r1", 5)
+			fin.Kind, fin.RunStatus, fin.StepName, fin.StepIndex = KindRunFinished, ExecCompleted, "", -1
+			mustRecord(t, a, fin)
+		})
+	}
+	t.Cleanup(func() { testHookBetweenListenReads = nil })
+	mustRecord(t, a, tr("r1", 4))
+	all := fb.await(t, "r1 #5", func(all []Change) bool { return len(seqsOf(all, "r1")) >= 5 })
+	if got := seqsOf(all, "r1"); fmt.Sprint(got) != fmt.Sprint(upTo(5)) {
+		t.Fatalf("B published r1's seqs %v, want 1..5 once each, in order", got)
+	}
+	var published int64
+	for _, c := range all {
+		for _, x := range c.Transitions {
+			published = max(published, x.Seq)
+		}
+		for _, r := range c.Runs {
+			if r.RunID == "r1" && r.Status.Final() && published < r.LastSeq {
+				t.Fatalf("B published r1's final row (last_seq %d) when it had published transitions up to #%d: %s", r.LastSeq, published, summary(all))
+			}
+		}
+	}
+}
