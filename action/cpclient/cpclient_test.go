@@ -46,6 +46,8 @@ type fakeCP struct {
 	recordCalls int
 	// recordHang makes RecordTransition wait until the client gives up.
 	recordHang bool
+	// policy is the verdict of the auto-pass policy recorded on the approval when it opens.
+	policy *rbookv1.PolicyDecision
 }
 
 func newFake() *fakeCP { return &fakeCP{changed: make(chan struct{}), watched: make(chan struct{})} }
@@ -96,7 +98,7 @@ func (f *fakeCP) setApproval(a *rbookv1.Approval) {
 func (f *fakeCP) RequestApproval(_ context.Context, req *rbookv1.RequestApprovalRequest) (*rbookv1.RequestApprovalResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	a := &rbookv1.Approval{ApprovalId: "a-1", RunId: req.GetRunId(), StepName: req.GetStepName(), Status: rbookv1.ApprovalStatus_APPROVAL_STATUS_PENDING, Deadline: req.GetDeadline()}
+	a := &rbookv1.Approval{ApprovalId: "a-1", RunId: req.GetRunId(), StepName: req.GetStepName(), Status: rbookv1.ApprovalStatus_APPROVAL_STATUS_PENDING, Deadline: req.GetDeadline(), Policy: f.policy}
 	if f.reopened {
 		a.Deadline = timestamppb.New(req.GetDeadline().AsTime().Add(-time.Minute))
 	}
@@ -119,7 +121,7 @@ func (f *fakeCP) decide(token, by, reason string, st rbookv1.ApprovalStatus) (*r
 	if f.approval.GetStatus() != rbookv1.ApprovalStatus_APPROVAL_STATUS_PENDING {
 		return nil, cpErr(connect.CodeFailedPrecondition, "E_APPROVAL_ALREADY_DECIDED")
 	}
-	a := &rbookv1.Approval{ApprovalId: "a-1", Status: st, Approver: by, Reason: reason}
+	a := &rbookv1.Approval{ApprovalId: "a-1", Status: st, Approver: by, Reason: reason, Policy: f.approval.GetPolicy()}
 	f.setApproval(a)
 	return a, nil
 }

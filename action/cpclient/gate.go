@@ -320,6 +320,11 @@ func (g *Gate) decideLocally(ctx context.Context, token string, d engine.Decisio
 			d.InputValues = closed.GetInputValues() // validated, defaults applied
 		}
 		d.Iteration = int(closed.GetIteration())
+		// The policy verdict the control plane recorded at the gate's opening, as the watch
+		// delivers it: the evidence is the same whichever of the two reports the decision first.
+		if p := closed.GetPolicy(); p != nil {
+			d.Policy = PolicyDecisionOf(p)
+		}
 	}
 	return d, err
 }

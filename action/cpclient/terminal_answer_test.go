@@ -36,3 +36,26 @@ func TestTerminalAnswerWithControlCharacters(t *testing.T) {
 		t.Fatalf("decision %+v, want reason %q", d, want)
 	}
 }
+
+// A terminal answer that the control plane records first carries the policy verdict the gate
+// opened with, exactly as the watch's copy of the decision does: the step's evidence names the
+// rule whichever of the two reports the decision first.
+func TestTerminalAnswerCarriesTheGatesPolicyVerdict(t *testing.T) {
+	f := newFake()
+	f.policy = &rbookv1.PolicyDecision{Rule: "node-policy", Action: "require-human", Reason: "the node says policy: require-human"}
+	c := serve(t, f)
+	if _, err := c.Approvals.RequestApproval(t.Context(), &rbookv1.RequestApprovalRequest{RunId: "R", StepName: "g"}); err != nil {
+		t.Fatal(err)
+	}
+	g := &Gate{C: c, Who: "ann"}
+	d, err := g.decideLocally(t.Context(), "tok-1", engine.Decision{Verdict: engine.Approved, Input: "yes", Source: "terminal"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Policy == nil || d.Policy.Rule != "node-policy" || d.Policy.AutoPassed || d.Policy.Action != "require-human" {
+		t.Fatalf("decision's policy %+v, want rule node-policy, require-human, not auto-passed", d.Policy)
+	}
+	if d.By != "ann" || d.Reason != "answered at the executor's terminal: yes" {
+		t.Fatalf("decision %+v", d)
+	}
+}
