@@ -62,12 +62,19 @@ func newServeCmd() *cobra.Command {
 	f.Bool("forbid-self-approval", true, "deprecated: the run's starter may never approve its gates unless the gate policy says so")
 	_ = f.MarkDeprecated("forbid-self-approval", "four-eyes is the default (see --gate-policy)")
 	f.BoolVar(&sf.logJSON, "log-json", false, "write logs as JSON lines instead of text")
+	addServeLimitsFlags(cmd)
+	addServeConfigFlags(cmd)
 	return cmd
 }
 
 // runServe starts the control plane with sf, prints its address line and serves until SIGINT
 // or SIGTERM, then shuts down gracefully.
 func runServe(cmd *cobra.Command, sf *serveFlags) error {
+	if done, err := applyServeConfig(cmd); err != nil {
+		return abort("rbook serve: %v", err)
+	} else if done {
+		return nil
+	}
 	modes, err := sf.load(cmd)
 	if err != nil {
 		return abort("rbook serve: %v", err)
@@ -148,6 +155,9 @@ func (sf *serveFlags) load(cmd *cobra.Command) (serveModes, error) {
 		return m, err
 	}
 	if m.people, err = applyServePeople(cfg); err != nil {
+		return m, err
+	}
+	if err := applyServeLimits(cfg); err != nil {
 		return m, err
 	}
 	var h slog.Handler = slog.NewTextHandler(cmd.ErrOrStderr(), nil)
