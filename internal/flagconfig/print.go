@@ -28,7 +28,7 @@ func Effective(fs *pflag.FlagSet, res *Result, opts Options, redact Redactor, he
 	for _, f := range Settings(fs, opts) {
 		origin := res.Origins[f.Name].String()
 		if len(f.Annotations[SecretAnnotation]) > 0 {
-			secrets = append(secrets, fmt.Sprintf("%s: %s  (%s)", f.Name, SecretState(f.Value.String(), origin), origin))
+			secrets = append(secrets, f.Name+": "+SecretState(f.Value.String(), origin))
 			continue
 		}
 		key := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: f.Name}
