@@ -183,6 +183,18 @@ One port serves Connect, gRPC and gRPC-Web over HTTP/1.1 and h2c, with gRPC refl
 The approval-token secret comes from RBOOK_APPROVAL_SECRET, else RBOOK_SECRET (at least 16
 bytes); the server does not start without one.
 
+Configuration: --config FILE (or RBOOK_CONFIG) is a YAML file whose keys are these flags'
+long names (addr: 0.0.0.0:7070, db: …, public-url: …); every flag can also be set as
+RBOOK_<FLAG> (RBOOK_ADDR, RBOOK_DB, RBOOK_PUBLIC_URL). A flag on the command line beats the
+variable, which beats the file. --print-config prints the effective settings, each with
+where it came from, secrets redacted, and exits. See docs/serve-config.md.
+
+Limits, per client address: the GitHub webhook (--rate-limit-webhook, default 50/s), Slack's
+interactions (--rate-limit-slack, 20/s), sign-in (--rate-limit-signin, 30/m) and the
+console's pages and browser calls (--rate-limit-console, 50/s) answer 429 with Retry-After
+past their rate (N/s, N/m, N/h or off), and 413 for a body over their cap. Behind a
+reverse proxy, --trusted-proxies CIDR,... lets its X-Forwarded-For name the client.
+
 Authentication: --auth-file FILE holds one caller per line, "identity role token", with role
   executor   start runs, record transitions, request approvals, cancel runs
   approver   approve and reject gates (by token or by approval id), cancel runs

@@ -289,7 +289,8 @@ func readFile(fs *pflag.FlagSet, file string, opts Options) (map[string]entry, e
 func suggest(fs *pflag.FlagSet, opts Options, name string) string {
 	var close []string
 	for _, f := range Settings(fs, opts) {
-		if strings.Contains(f.Name, name) || strings.Contains(name, f.Name) || levenshtein(f.Name, name) <= 2 {
+		sub := len(name) >= 4 && len(f.Name) >= 4 && (strings.Contains(f.Name, name) || strings.Contains(name, f.Name))
+		if sub || levenshtein(f.Name, name) <= max(1, len(name)/3) {
 			close = append(close, f.Name)
 		}
 	}
