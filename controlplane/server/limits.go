@@ -73,7 +73,8 @@ type Limits struct {
 	// SignIn limits /auth/ (sign-in, callbacks, sign-out).
 	SignIn Rate
 	// Console limits the console's pages and files, and the RPCs browsers make (requests with
-	// an Origin or Sec-Fetch-Mode header); executors and the CLI are not limited by address.
+	// an Origin header, which browsers send with every POST); executors, the CLI and other
+	// API clients are not limited by address.
 	Console Rate
 	// TrustedProxies are the proxies whose X-Forwarded-For is believed: for a peer in one of
 	// them, the client is the right-most address in X-Forwarded-For that is not a trusted
@@ -235,9 +236,9 @@ func endpointOf(r *http.Request) (ep string, rpc bool) {
 	case strings.HasPrefix(p, "/auth/"):
 		return endpointSignIn, false
 	case strings.HasPrefix(p, "/rbook.") || strings.HasPrefix(p, "/grpc."):
-		// A browser says where the request comes from; the console's calls are the
-		// browser's. Clients that are not browsers send neither header.
-		if r.Header.Get("Origin") != "" || r.Header.Get("Sec-Fetch-Mode") != "" {
+		// A browser says which page a POST comes from; the console's calls are the
+		// browser's. Other clients (Go, grpc, Node's fetch) send no Origin.
+		if r.Header.Get("Origin") != "" {
 			return endpointConsole, true
 		}
 		return "", true

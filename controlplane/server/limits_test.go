@@ -30,7 +30,7 @@ func newLimitedServer(t *testing.T, limits server.Limits, opts server.Options) *
 // limitedRequest is one request of an endpoint's family.
 type limitedRequest struct {
 	name, method, path, body string
-	browser                  bool // sent by a browser: Origin and Sec-Fetch-* headers
+	browser                  bool // sent by a browser: Origin and Sec-Fetch-* headers, as the console sends them
 }
 
 func (lr limitedRequest) send(h http.Handler, remote string, header http.Header) *httptest.ResponseRecorder {
@@ -63,8 +63,8 @@ func authFor(t *testing.T) *server.Authenticator {
 }
 
 // Past its endpoint's rate a client gets 429 with a Retry-After of when its next token comes;
-// another client is unaffected; the RPCs of executors and the CLI (no browser headers) are
-// not limited by address.
+// another client is unaffected; the RPCs of executors, the CLI and other API clients (no
+// Origin header) are not limited by address.
 func TestClientOverTheRateGets429WithRetryAfter(t *testing.T) {
 	three := server.Rate{N: 3, Per: time.Minute}
 	h := newLimitedServer(t, server.Limits{Webhook: three, Slack: three, SignIn: three, Console: three}, server.Options{Auth: authFor(t)})
@@ -101,8 +101,9 @@ func TestClientOverTheRateGets429WithRetryAfter(t *testing.T) {
 	}
 	t.Run("executor RPC", func(t *testing.T) {
 		lr := limitedRequest{method: "POST", path: "/rbook.v1.IdentityService/WhoAmI", body: "{}"}
+		nodeFetch := http.Header{"Sec-Fetch-Mode": {"cors"}} // Node's fetch sends it, without Origin
 		for i := range 10 {
-			if w := lr.send(h, "192.0.2.10:4000", nil); w.Code != http.StatusOK {
+			if w := lr.send(h, "192.0.2.10:4000", map[bool]http.Header{true: nodeFetch}[i%2 == 0]); w.Code != http.StatusOK {
 				t.Fatalf("executor call %d: %d %s, want 200 (executors are not limited by address)", i+1, w.Code, w.Body)
 			}
 		}
