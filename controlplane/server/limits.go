@@ -85,7 +85,7 @@ type Limits struct {
 	MaxClients int
 }
 
-// DefaultMaxClients is Limits.MaxClients' default: about 2 MB of buckets per endpoint.
+// DefaultMaxClients is Limits.MaxClients' default: a few megabytes of buckets per endpoint.
 const DefaultMaxClients = 10_000
 
 // DefaultLimits are rbook serve's default limits (docs/serve-config.md, "Limits").
@@ -144,12 +144,12 @@ type clientState struct {
 }
 
 func newLimiters(l Limits) *limiters {
-	max := l.MaxClients
-	if max <= 0 {
-		max = DefaultMaxClients
+	maxClients := l.MaxClients
+	if maxClients <= 0 {
+		maxClients = DefaultMaxClients
 	}
 	mk := func(ep string, r Rate, body int64) *clientLimiter {
-		return &clientLimiter{endpoint: ep, rate: r, maxBody: body, max: max,
+		return &clientLimiter{endpoint: ep, rate: r, maxBody: body, max: maxClients,
 			clients: map[netip.Prefix]*list.Element{}, lru: list.New()}
 	}
 	return &limiters{trusted: l.TrustedProxies, by: map[string]*clientLimiter{

@@ -114,7 +114,6 @@ type Result struct {
 
 // entry is one key of the file, checked.
 type entry struct {
-	flag   *pflag.Flag
 	key    *yaml.Node
 	values []string // one for a scalar flag; the items for a list
 }
@@ -124,7 +123,7 @@ type entry struct {
 // none) has its key. Errors, all of them joined, name where the problem is:
 // "FILE:LINE:COL: key "x": …" for the file (an unknown, duplicate, deprecated or skipped key,
 // a value of the wrong YAML type, a value the flag refuses) and "VAR: …" for a variable.
-// Nothing is set when the file has an error.
+// Nothing is set when the file cannot be read or has a mistake of key or type.
 func Apply(fs *pflag.FlagSet, file string, opts Options) (*Result, error) {
 	lookup := opts.LookupEnv
 	if lookup == nil {
@@ -277,7 +276,7 @@ func readFile(fs *pflag.FlagSet, file string, opts Options) (map[string]entry, e
 			errs = append(errs, fmt.Errorf("%s:%d:%d: key %q: %v", file, v.Line, v.Column, name, err))
 			continue
 		}
-		out[name] = entry{flag: f, key: k, values: values}
+		out[name] = entry{key: k, values: values}
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
