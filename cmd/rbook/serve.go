@@ -43,6 +43,7 @@ func newServeCmd() *cobra.Command {
   rbook serve                          # ` + defaultServeAddr + `, database .rbook/controlplane.db
   rbook serve --addr 0.0.0.0:` + defaultServePort + ` --auth-file auth.txt --db /var/lib/rbook/cp.db
   rbook serve --auth-file auth.txt --gate-policy gates.yaml   # e.g. two approvers for prod gates
+  rbook serve --config /etc/rbook/serve.yaml --print-config   # the effective settings, secrets redacted
   grpcurl -plaintext ` + defaultServeAddr + ` list`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runServe(cmd, &sf) },
