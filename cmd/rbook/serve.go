@@ -43,6 +43,7 @@ func newServeCmd() *cobra.Command {
   rbook serve                          # ` + defaultServeAddr + `, database .rbook/controlplane.db
   rbook serve --addr 0.0.0.0:` + defaultServePort + ` --auth-file auth.txt --db /var/lib/rbook/cp.db
   rbook serve --auth-file auth.txt --gate-policy gates.yaml   # e.g. two approvers for prod gates
+  rbook serve --config /etc/rbook/serve.yaml --print-config   # the effective settings, secrets redacted
   grpcurl -plaintext ` + defaultServeAddr + ` list`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runServe(cmd, &sf) },
@@ -62,12 +63,19 @@ func newServeCmd() *cobra.Command {
 	f.Bool("forbid-self-approval", true, "deprecated: the run's starter may never approve its gates unless the gate policy says so")
 	_ = f.MarkDeprecated("forbid-self-approval", "four-eyes is the default (see --gate-policy)")
 	f.BoolVar(&sf.logJSON, "log-json", false, "write logs as JSON lines instead of text")
+	addServeLimitsFlags(cmd)
+	addServeConfigFlags(cmd)
 	return cmd
 }
 
 // runServe starts the control plane with sf, prints its address line and serves until SIGINT
 // or SIGTERM, then shuts down gracefully.
 func runServe(cmd *cobra.Command, sf *serveFlags) error {
+	if done, err := applyServeConfig(cmd); err != nil {
+		return abort("rbook serve: %v", err)
+	} else if done {
+		return nil
+	}
 	modes, err := sf.load(cmd)
 	if err != nil {
 		return abort("rbook serve: %v", err)
@@ -150,6 +158,9 @@ func (sf *serveFlags) load(cmd *cobra.Command) (serveModes, error) {
 	if m.people, err = applyServePeople(cfg); err != nil {
 		return m, err
 	}
+	if err := applyServeLimits(cfg); err != nil {
+		return m, err
+	}
 	var h slog.Handler = slog.NewTextHandler(cmd.ErrOrStderr(), nil)
 	if sf.logJSON {
 		h = slog.NewJSONHandler(cmd.ErrOrStderr(), nil)
@@ -172,6 +183,18 @@ One port serves Connect, gRPC and gRPC-Web over HTTP/1.1 and h2c, with gRPC refl
 
 The approval-token secret comes from RBOOK_APPROVAL_SECRET, else RBOOK_SECRET (at least 16
 bytes); the server does not start without one.
+
+Configuration: --config FILE (or RBOOK_CONFIG) is a YAML file whose keys are these flags'
+long names (addr: 0.0.0.0:7070, db: …, public-url: …); every flag can also be set as
+RBOOK_<FLAG> (RBOOK_ADDR, RBOOK_DB, RBOOK_PUBLIC_URL). A flag on the command line beats the
+variable, which beats the file. --print-config prints the effective settings, each with
+where it came from, secrets redacted, and exits. See docs/serve-config.md.
+
+Limits, per client address: the GitHub webhook (--rate-limit-webhook, default 50/s), Slack's
+interactions (--rate-limit-slack, 20/s), sign-in (--rate-limit-signin, 30/m) and the
+console's pages and browser calls (--rate-limit-console, 50/s) answer 429 with Retry-After
+past their rate (N/s, N/m, N/h or off), and 413 for a body over their cap. Behind a
+reverse proxy, --trusted-proxies CIDR,... lets its X-Forwarded-For name the client.
 
 Authentication: --auth-file FILE holds one caller per line, "identity role token", with role
   executor   start runs, record transitions, request approvals, cancel runs

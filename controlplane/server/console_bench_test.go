@@ -169,7 +169,7 @@ func pageReadyMillis(b *testing.B, tab *browsertest.Tab, url string) float64 {
 func BenchmarkConsolePageReady(b *testing.B) {
 	bw := browsertest.Start(b)
 	db := seededConsoleStore(b)
-	p := startServe(b, "--db", db)
+	p := startServe(b, "--db", db, "--rate-limit-console", "off") // measure the console, not its limit
 	// A gate waiting, so the landing page has something to show.
 	c := cpclient.New(p.URL, "")
 	runID := "RBOOK-20261202-waiting-0123abcd"
@@ -218,7 +218,7 @@ func BenchmarkConsoleDecisionToExecutor(b *testing.B) {
 	if err := os.WriteFile(auth, []byte("bench-executor executor "+consoleBenchExecToken+"\nalice approver "+consoleBenchApproverToken+"\n"), 0o600); err != nil {
 		b.Fatal(err)
 	}
-	p := startServe(b, "--auth-file", auth)
+	p := startServe(b, "--auth-file", auth, "--rate-limit-console", "off") // measure the console, not its limit
 	alice := bw.Person(b, "alice")
 	tab := alice.Tab(b)
 	tab.Navigate(b, p.URL+"/signin")

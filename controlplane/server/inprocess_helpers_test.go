@@ -17,6 +17,13 @@ import (
 // fresh SQLite database in this process, over h2c, and returns its URL; closed when t ends.
 func serveWith(t testing.TB, opts server.Options) string {
 	t.Helper()
+	return serveHandler(t, newInProcess(t, opts))
+}
+
+// newInProcess is a server.Server with opts (Secret and Logger filled in when unset) on a
+// fresh SQLite database, not listening; the store is closed when t ends.
+func newInProcess(t testing.TB, opts server.Options) *server.Server {
+	t.Helper()
 	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "cp.db"))
 	if err != nil {
 		t.Fatal(err)
@@ -36,7 +43,7 @@ func serveWith(t testing.TB, opts server.Options) string {
 			t.Error(err)
 		}
 	})
-	return serveHandler(t, h)
+	return h
 }
 
 // serveHandler serves h on a loopback port over HTTP/1.1 and h2c and returns its URL; h and

@@ -107,6 +107,10 @@ type Options struct {
 	// auth file's github= links into it (people.Directory.LinkAuth); nil is an empty directory,
 	// to which New still adds those links. New may add to the Directory given.
 	People *people.Directory
+	// Limits are the per-client rate limits and body caps of the webhook, Slack, sign-in and
+	// console endpoints (limits.go; rbook serve sets DefaultLimits and its --rate-limit-*
+	// flags); nil limits nothing (the embedded control plane, tests).
+	Limits *Limits
 }
 
 // Server is the control plane's http.Handler. Create it with New; Close it before closing
@@ -141,6 +145,8 @@ type Server struct {
 	handler http.Handler
 	// people is opts.People with the auth file folded in (never nil).
 	people *people.Directory
+	// limits are the buckets of Options.Limits (nil without them).
+	limits *limiters
 }
 
 // New builds the handler over st and starts the gate-deadline timer. It must be called
@@ -222,7 +228,7 @@ func New(st *store.Store, opts Options) (*Server, error) {
 	if s.signin != nil {
 		s.mux.Handle("/auth/", s.signin)
 	}
-	s.handler = s.buildHandler()
+	s.handler = s.withLimits(s.buildHandler())
 	files, err := reflectionResolver()
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)

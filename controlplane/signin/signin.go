@@ -297,8 +297,12 @@ func (h *Handler) tokenSignIn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxTokenBody+1))
-	if err != nil || len(body) > maxTokenBody {
-		fail(w, r, http.StatusBadRequest, "the request body is unreadable or larger than 8 KiB")
+	if err != nil {
+		fail(w, r, http.StatusBadRequest, "the request body is unreadable")
+		return
+	}
+	if len(body) > maxTokenBody {
+		fail(w, r, http.StatusRequestEntityTooLarge, "the request body is larger than 8 KiB")
 		return
 	}
 	var tok, ret string
