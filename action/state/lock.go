@@ -190,10 +190,13 @@ func (l *Lock) Discard() error {
 	if _, err := os.Lstat(l.statePath); !errors.Is(err, fs.ErrNotExist) {
 		return l.Release()
 	}
-	if l.madeFile {
+	if l.madeFile && removeWhileLocked {
 		os.Remove(LockPath(l.statePath))
 	}
 	err := l.Release()
+	if l.madeFile && !removeWhileLocked {
+		os.Remove(LockPath(l.statePath))
+	}
 	for i := len(l.madeDirs) - 1; i >= 0; i-- {
 		if os.Remove(l.madeDirs[i]) != nil {
 			break

@@ -17,6 +17,10 @@ const oNoFollow = unix.O_NOFOLLOW
 // advisory, so a contender can read the whole file.
 const recordOffset = 0
 
+// removeWhileLocked: Discard removes the lock file it made before releasing the lock, so no
+// contender can take a lock on a file that is about to disappear.
+const removeWhileLocked = true
+
 // isLoop reports whether err is an open refused by oNoFollow.
 func isLoop(err error) bool { return errors.Is(err, unix.ELOOP) }
 

@@ -16,6 +16,11 @@ const oNoFollow = 0
 // is held: the record starts after it.
 const recordOffset = 1
 
+// removeWhileLocked is false: Windows refuses to delete a file that is open without
+// FILE_SHARE_DELETE, as the held lock file is, so Discard removes the lock file it made after
+// releasing the lock. The removal then fails, leaving the file, while a contender has it open.
+const removeWhileLocked = false
+
 // isLoop is always false: without O_NOFOLLOW an open never fails for a link.
 func isLoop(error) bool { return false }
 

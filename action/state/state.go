@@ -502,7 +502,7 @@ func writeFileAtomic(path string, parts ...[]byte) error {
 	if err != nil {
 		return err
 	}
-	if err := os.Rename(tmpName, path); err != nil {
+	if err := replaceFile(tmpName, path); err != nil {
 		os.Remove(tmpName)
 		return fmt.Errorf("write %s: %w", path, err)
 	}
@@ -559,17 +559,4 @@ func writeTemp(path string, parts ...[]byte) (string, error) {
 		return cleanup(err)
 	}
 	return tmpName, nil
-}
-
-// syncDir fsyncs a folder so a rename or link in it survives a crash.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("fsync folder %s: %w", dir, err)
-	}
-	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -55,7 +56,8 @@ func TestWriteReadRoundTripAndSeedFields(t *testing.T) {
 	if ev, ok := m["evidence_pack"].([]any); !ok || len(ev) != 0 {
 		t.Errorf("evidence_pack %v, want []", m["evidence_pack"])
 	}
-	if info, _ := os.Stat(p); info.Mode().Perm() != 0o600 {
+	// Windows has no permission bits: Go reports any writable file as 0666.
+	if info, _ := os.Stat(p); runtime.GOOS != "windows" && info.Mode().Perm() != 0o600 {
 		t.Errorf("mode %v, want 0600", info.Mode().Perm())
 	}
 	left, _ := filepath.Glob(filepath.Join(filepath.Dir(p), ".s.json.tmp-*"))
