@@ -65,7 +65,9 @@ func TestAdminHealthExitsZeroOnlyWhenServing(t *testing.T) {
 	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: secure.Certificate().Raw}), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	hostPort := func(s *httptest.Server) string { return strings.TrimPrefix(strings.TrimPrefix(s.URL, "http://"), "https://") }
+	hostPort := func(s *httptest.Server) string {
+		return strings.TrimPrefix(strings.TrimPrefix(s.URL, "http://"), "https://")
+	}
 	secureLocalhost := fmt.Sprintf("https://localhost:%d", secure.Listener.Addr().(*net.TCPAddr).Port)
 	cases := []struct {
 		name     string
