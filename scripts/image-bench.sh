@@ -30,7 +30,8 @@ trap cleanup EXIT
 
 image=${1:-}
 if [ -z "$image" ]; then
-  image=$(scripts/image.sh --tag bench | head -1)
+  image=$(scripts/image.sh --tag bench)
+  image=${image%%$'\n'*}
 fi
 CGO_ENABLED=0 GOFLAGS=-buildvcs=false go build -trimpath -ldflags "-s -w" -o "$work/rbook" ./cmd/rbook
 
