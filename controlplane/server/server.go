@@ -41,7 +41,17 @@ const DefaultMaxMessageBytes = 4 << 20
 type Options struct {
 	// Secret is the approval-token HMAC secret, at least approval.MinSecretBytes; required
 	// (docs/decisions/approval-tokens.md: the server refuses to start without one). See approval.SecretFromEnv.
+	// It signs every token and verifies them.
 	Secret []byte
+	// PreviousSecret, when set, only verifies: tokens of gates opened before the secret was
+	// rotated still decide them (RBOOK_APPROVAL_SECRET_PREVIOUS; docs/tls.md, "Rotating
+	// the approval secret"). At least approval.MinSecretBytes when set.
+	PreviousSecret []byte
+	// ClientCertIdentity makes a verified TLS client certificate a caller: the executor
+	// cert:<subject common name>, for requests without an Authorization header or a
+	// session (rbook serve --tls-client-ca; docs/tls.md, "Client certificates"). With it and
+	// no Auth, New creates an empty Authenticator, so callers without credentials are refused.
+	ClientCertIdentity bool
 	// Auth checks bearer tokens on every rbook.v1 RPC; nil turns auth off (loopback laptop
 	// mode: every call is allowed). Reflection and health never need a token.
 	Auth *Authenticator
@@ -154,6 +164,9 @@ func New(st *store.Store, opts Options) (*Server, error) {
 	if len(opts.Secret) < approval.MinSecretBytes && !st.ReadOnly() {
 		return nil, fmt.Errorf("server: %w", approval.ErrWeakSecret)
 	}
+	if len(opts.PreviousSecret) > 0 && len(opts.PreviousSecret) < approval.MinSecretBytes {
+		return nil, fmt.Errorf("server: the previous approval secret: %w", approval.ErrWeakSecret)
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -188,13 +201,14 @@ func New(st *store.Store, opts Options) (*Server, error) {
 	}
 	unsubscribe := st.Subscribe(s.hub.publish)
 
-	if opts.OIDC != nil || opts.SignIn != nil {
+	if opts.OIDC != nil || opts.SignIn != nil || opts.ClientCertIdentity {
 		if opts.Auth == nil {
 			opts.Auth = &Authenticator{}
 		}
 		if opts.OIDC != nil {
 			opts.Auth.oidc = opts.OIDC
 		}
+		opts.Auth.certs = opts.ClientCertIdentity
 		s.opts.Auth = opts.Auth
 	}
 	if s.signin, err = s.sessionHandler(); err != nil {

@@ -19,8 +19,12 @@ import (
 // IdentityService.WhoAmI.
 
 // transport is what the HTTP layer knows of a request that the Connect interceptors do not
-// see: whether it came over TLS (which session cookie name applies).
-type transport struct{ tls bool }
+// see: whether it came over TLS (which session cookie name applies), and the identity of its
+// verified TLS client certificate ("" without one, or when Options.ClientCertIdentity is off).
+type transport struct {
+	tls          bool
+	certIdentity string
+}
 
 type transportKey struct{}
 
@@ -77,7 +81,11 @@ func loopbackHost(host string) bool {
 // and a same-origin browser request from a loopback peer is the person at the keyboard.
 func (s *Server) buildHandler() http.Handler {
 	inner := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx := context.WithValue(r.Context(), transportKey{}, transport{tls: r.TLS != nil})
+		t := transport{tls: r.TLS != nil}
+		if s.opts.ClientCertIdentity {
+			t.certIdentity = clientCertIdentity(r)
+		}
+		ctx := context.WithValue(r.Context(), transportKey{}, t)
 		if s.opts.LocalPerson != "" && s.opts.Auth == nil {
 			if !loopbackHost(r.Host) {
 				http.Error(w, "this control plane answers only at its loopback address (http://127.0.0.1:PORT)", http.StatusForbidden)
