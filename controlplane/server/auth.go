@@ -118,7 +118,7 @@ type Authenticator struct {
 	oidc *auth.Verifier
 	// sessions, when set, turns a console session cookie into a caller (session.go).
 	sessions *signin.Handler
-	// certs makes a verified TLS client certificate a caller (Options.ClientCertIdentity; tls.go).
+	// certs makes a verified TLS client certificate a caller (Options.ClientCAs; tls.go).
 	certs bool
 }
 
@@ -341,8 +341,10 @@ func (a *Authenticator) authorize(ctx context.Context, procedure string, h http.
 			return ctx, rpcError(connect.CodeUnavailable, CodeRetry, "the session could not be checked: the database is unreachable; try again in a moment")
 		}
 	}
-	if id := transportOf(ctx).certIdentity; c.Identity == "" && a.certs && id != "" && len(h.Values("Authorization")) == 0 {
-		c = certCaller(id)
+	if t := transportOf(ctx); a.certs && t.certErr != nil {
+		return ctx, rpcError(connect.CodeUnauthenticated, CodeUnauthenticated, "%s", t.certErr.Error())
+	} else if c.Identity == "" && a.certs && t.certIdentity != "" && len(h.Values("Authorization")) == 0 {
+		c = certCaller(t.certIdentity)
 	}
 	if c.Identity == "" {
 		if whoAmI && len(h.Values("Authorization")) == 0 {

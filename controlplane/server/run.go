@@ -101,17 +101,16 @@ func isLoopback(host string) bool {
 func Start(ctx context.Context, cfg Config) (*Running, error) {
 	var tlsConfig *tls.Config
 	if cfg.TLS != nil {
-		cfg.ClientCertIdentity = cfg.ClientCertIdentity || cfg.TLS.ClientCAFile != ""
 		log := cfg.Logger
 		if log == nil {
 			log = slog.Default()
 		}
 		var err error
-		if tlsConfig, err = serverTLS(cfg.TLS, log); err != nil {
+		if tlsConfig, cfg.ClientCAs, err = serverTLS(cfg.TLS, log); err != nil {
 			return nil, err
 		}
 	}
-	if err := CheckExposure(cfg.Addr, cfg.Auth != nil || cfg.OIDC != nil || cfg.SignIn != nil || cfg.ClientCertIdentity, cfg.Insecure); err != nil {
+	if err := CheckExposure(cfg.Addr, cfg.Auth != nil || cfg.OIDC != nil || cfg.SignIn != nil || cfg.ClientCAs != nil, cfg.Insecure); err != nil {
 		return nil, err
 	}
 	if cfg.DBPath == "" {

@@ -11,6 +11,7 @@ package server
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -47,11 +48,13 @@ type Options struct {
 	// rotated still decide them (RBOOK_APPROVAL_SECRET_PREVIOUS; docs/tls.md, "Rotating
 	// the approval secret"). At least approval.MinSecretBytes when set.
 	PreviousSecret []byte
-	// ClientCertIdentity makes a verified TLS client certificate a caller: the executor
-	// cert:<subject common name>, for requests without an Authorization header or a
-	// session (rbook serve --tls-client-ca; docs/tls.md, "Client certificates"). With it and
-	// no Auth, New creates an empty Authenticator, so callers without credentials are refused.
-	ClientCertIdentity bool
+	// ClientCAs, when set, are the CAs TLS client certificates must chain to (rbook serve
+	// --tls-client-ca; docs/tls.md, "Client certificates"): a request whose certificate does
+	// not verify is refused (E_UNAUTHENTICATED), and a verified one is the executor
+	// cert:<subject common name> when the request has no Authorization header or session.
+	// With it and no Auth, New creates an empty Authenticator, so callers without
+	// credentials are refused.
+	ClientCAs *x509.CertPool
 	// Auth checks bearer tokens on every rbook.v1 RPC; nil turns auth off (loopback laptop
 	// mode: every call is allowed). Reflection and health never need a token.
 	Auth *Authenticator
@@ -151,6 +154,8 @@ type Server struct {
 	handler http.Handler
 	// people is opts.People with the auth file folded in (never nil).
 	people *people.Directory
+	// certs caches client certificates' verdicts (tls.go); nil without Options.ClientCAs.
+	certs *certVerdicts
 }
 
 // New builds the handler over st and starts the gate-deadline timer. It must be called
@@ -187,6 +192,9 @@ func New(st *store.Store, opts Options) (*Server, error) {
 	}
 	s := &Server{st: st, opts: opts, log: opts.Logger, rearm: make(chan struct{}, 1),
 		streamsDone: make(chan struct{}), loopDone: make(chan struct{}), people: dir}
+	if opts.ClientCAs != nil {
+		s.certs = newCertVerdicts(opts.ClientCAs)
+	}
 	s.policy = opts.PlaybookPolicy
 	if s.policy == nil {
 		p, err := approval.CompilePolicy(approval.DefaultPolicyRules())
@@ -201,14 +209,14 @@ func New(st *store.Store, opts Options) (*Server, error) {
 	}
 	unsubscribe := st.Subscribe(s.hub.publish)
 
-	if opts.OIDC != nil || opts.SignIn != nil || opts.ClientCertIdentity {
+	if opts.OIDC != nil || opts.SignIn != nil || opts.ClientCAs != nil {
 		if opts.Auth == nil {
 			opts.Auth = &Authenticator{}
 		}
 		if opts.OIDC != nil {
 			opts.Auth.oidc = opts.OIDC
 		}
-		opts.Auth.certs = opts.ClientCertIdentity
+		opts.Auth.certs = opts.ClientCAs != nil
 		s.opts.Auth = opts.Auth
 	}
 	if s.signin, err = s.sessionHandler(); err != nil {

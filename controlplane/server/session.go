@@ -19,11 +19,13 @@ import (
 // IdentityService.WhoAmI.
 
 // transport is what the HTTP layer knows of a request that the Connect interceptors do not
-// see: whether it came over TLS (which session cookie name applies), and the identity of its
-// verified TLS client certificate ("" without one, or when Options.ClientCertIdentity is off).
+// see: whether it came over TLS (which session cookie name applies), and, with
+// Options.ClientCAs, its TLS client certificate: the identity of a verified one, or why the
+// one presented was refused.
 type transport struct {
 	tls          bool
 	certIdentity string
+	certErr      error
 }
 
 type transportKey struct{}
@@ -82,8 +84,13 @@ func loopbackHost(host string) bool {
 func (s *Server) buildHandler() http.Handler {
 	inner := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := transport{tls: r.TLS != nil}
-		if s.opts.ClientCertIdentity {
-			t.certIdentity = clientCertIdentity(r)
+		if s.certs != nil {
+			t.certIdentity, t.certErr = s.certs.identity(r)
+			if t.certErr != nil && !strings.HasPrefix(r.URL.Path, "/rbook.v1.") {
+				// The rbook.v1 services refuse it with a Connect error (the auth interceptor).
+				http.Error(w, t.certErr.Error(), http.StatusUnauthorized)
+				return
+			}
 		}
 		ctx := context.WithValue(r.Context(), transportKey{}, t)
 		if s.opts.LocalPerson != "" && s.opts.Auth == nil {

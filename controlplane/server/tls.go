@@ -2,11 +2,14 @@ package server
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/rbookhq/rbook-action/controlplane/approval"
@@ -25,19 +28,26 @@ type TLSConfig struct {
 	CertFile, KeyFile string
 	// ClientCAFile, when set, is a PEM bundle of CAs (rbook serve --tls-client-ca): clients
 	// are asked for a certificate, one given must verify against these CAs, and a verified
-	// certificate identifies an executor (Options.ClientCertIdentity; docs/tls.md,
-	// "Client certificates"). Clients without one are still served (bearer tokens).
+	// certificate identifies an executor (Options.ClientCAs; docs/tls.md, "Client
+	// certificates"). Clients without one are still served (bearer tokens).
 	ClientCAFile string
 	// CheckInterval is how often the pair's files are looked at again; 0 means
 	// tlsfiles.DefaultCheckInterval.
 	CheckInterval time.Duration
 }
 
-// serverTLS loads c's files into the server's tls.Config. Reloads and reload failures are
-// logged to log. Errors name the flag and the file.
-func serverTLS(c *TLSConfig, log *slog.Logger) (*tls.Config, error) {
+// serverTLS loads c's files into the server's tls.Config and returns the client CAs (nil
+// without ClientCAFile). Reloads and reload failures are logged to log. Errors name the flag
+// and the file.
+//
+// Client certificates are requested (tls.RequestClientCert) and verified against the client
+// CAs by the handler (certVerdicts), not in the handshake: under TLS 1.3 a handshake refusal
+// reaches the client only as a connection that closes ("http2: client conn could not be
+// established"), which says nothing; a refusal in the response names the flag and the
+// variables to fix. A certificate that does not verify is refused on every path.
+func serverTLS(c *TLSConfig, log *slog.Logger) (*tls.Config, *x509.CertPool, error) {
 	if c.CertFile == "" || c.KeyFile == "" {
-		return nil, fmt.Errorf("TLS needs both --tls-cert FILE and --tls-key FILE")
+		return nil, nil, fmt.Errorf("TLS needs both --tls-cert FILE and --tls-key FILE")
 	}
 	pair, err := tlsfiles.LoadKeyPair(c.CertFile, c.KeyFile, tlsfiles.Options{
 		CertName: "--tls-cert", KeyName: "--tls-key", Interval: c.CheckInterval,
@@ -48,17 +58,18 @@ func serverTLS(c *TLSConfig, log *slog.Logger) (*tls.Config, error) {
 		OnReload: func() { log.Info("TLS certificate reloaded", "cert", c.CertFile) },
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	tc := &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: pair.Certificate}
-	if c.ClientCAFile != "" {
-		pool, err := tlsfiles.CAPool(nil, c.ClientCAFile, "--tls-client-ca")
-		if err != nil {
-			return nil, err
-		}
-		tc.ClientCAs, tc.ClientAuth = pool, tls.VerifyClientCertIfGiven
+	if c.ClientCAFile == "" {
+		return tc, nil, nil
 	}
-	return tc, nil
+	pool, err := tlsfiles.CAPool(nil, c.ClientCAFile, "--tls-client-ca")
+	if err != nil {
+		return nil, nil, err
+	}
+	tc.ClientAuth = tls.RequestClientCert
+	return tc, pool, nil
 }
 
 // ClientCertPrefix begins the identity of a caller known by its TLS client certificate:
@@ -69,23 +80,79 @@ const ClientCertPrefix = "cert:"
 // maxCommonNameBytes is X.509's upper bound of a common name (ub-common-name, RFC 5280).
 const maxCommonNameBytes = 64
 
-// clientCertIdentity is the identity of a request's verified client certificate, "" when it
-// has none (no TLS, no certificate, or a chain that was not verified against the client CAs)
-// or its subject has no usable common name (empty, over 64 bytes, or not printable ASCII).
-func clientCertIdentity(r *http.Request) string {
-	if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 || len(r.TLS.VerifiedChains[0]) == 0 {
-		return ""
+// maxCertVerdicts bounds the verdict cache; when full it is emptied.
+const maxCertVerdicts = 1024
+
+// certVerdicts verifies client certificates against the client CAs and remembers each
+// leaf's verdict (keyed by its SHA-256) until the leaf expires, so a connection's requests
+// do not verify its chain again and again.
+type certVerdicts struct {
+	roots *x509.CertPool
+	mu    sync.Mutex
+	seen  map[[sha256.Size]byte]certVerdict
+}
+
+type certVerdict struct {
+	identity string
+	err      error
+	until    time.Time
+}
+
+func newCertVerdicts(roots *x509.CertPool) *certVerdicts {
+	return &certVerdicts{roots: roots, seen: map[[sha256.Size]byte]certVerdict{}}
+}
+
+// identity is the identity of the request's client certificate: "" and no error without
+// one (no TLS, or no certificate sent); cert:<common name> for one that chains to the client
+// CAs for client authentication and has a usable common name (1-64 printable ASCII
+// characters without spaces or commas); else an error saying what to fix.
+func (v *certVerdicts) identity(r *http.Request) (string, error) {
+	if r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
+		return "", nil
 	}
-	cn := r.TLS.VerifiedChains[0][0].Subject.CommonName
+	leaf := r.TLS.PeerCertificates[0]
+	key := sha256.Sum256(leaf.Raw)
+	now := time.Now()
+	v.mu.Lock()
+	got, ok := v.seen[key]
+	v.mu.Unlock()
+	if ok && now.Before(got.until) {
+		return got.identity, got.err
+	}
+	got = certVerdict{until: leaf.NotAfter}
+	inter := x509.NewCertPool()
+	for _, c := range r.TLS.PeerCertificates[1:] {
+		inter.AddCert(c)
+	}
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: v.roots, Intermediates: inter, CurrentTime: now,
+		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+		got.err = fmt.Errorf("the TLS client certificate (subject %q) is not accepted: %v; present one signed by a CA of this control plane's --tls-client-ca "+
+			"(RBOOK_CLIENT_CERT and RBOOK_CLIENT_KEY), or none", truncate(leaf.Subject.CommonName, maxCommonNameBytes), err)
+	} else if cn := leaf.Subject.CommonName; !usableCommonName(cn) {
+		got.err = fmt.Errorf("the TLS client certificate's subject common name %q is not an identity: give it 1-%d printable characters without spaces or commas",
+			truncate(cn, maxCommonNameBytes), maxCommonNameBytes)
+	} else {
+		got.identity = ClientCertPrefix + cn
+	}
+	v.mu.Lock()
+	if len(v.seen) >= maxCertVerdicts {
+		clear(v.seen)
+	}
+	v.seen[key] = got
+	v.mu.Unlock()
+	return got.identity, got.err
+}
+
+func usableCommonName(cn string) bool {
 	if cn == "" || len(cn) > maxCommonNameBytes {
-		return ""
+		return false
 	}
 	for _, ch := range cn {
 		if ch <= ' ' || ch > '~' || ch == ',' {
-			return ""
+			return false
 		}
 	}
-	return ClientCertPrefix + cn
+	return true
 }
 
 // certCaller is the caller a verified client certificate makes: an executor named

@@ -166,8 +166,9 @@ func certClients(t *testing.T, url string, ca *tlstest.CA, cert *tlstest.Issued)
 }
 
 // With --tls-client-ca, a client certificate signed by that CA is the executor
-// cert:<common name>; a caller with neither a certificate nor a token is refused, and a
-// certificate of another CA fails the handshake. Certificates never approve.
+// cert:<common name>; a caller with neither a certificate nor a token is refused, and so is a
+// certificate of another CA, with a message naming it and the flag. Certificates never
+// approve.
 func TestClientCertificateIdentifiesAnExecutor(t *testing.T) {
 	serverCA, clientCA, otherCA := tlstest.NewCA(t, "server CA"), tlstest.NewCA(t, "client CA"), tlstest.NewCA(t, "other CA")
 	s := startTLS(t, serverCA, clientCA.CertFile, server.Options{})
@@ -186,8 +187,9 @@ func TestClientCertificateIdentifiesAnExecutor(t *testing.T) {
 
 	stranger := otherCA.Client(t, "stranger")
 	_, err = certClients(t, s.r.URL(), serverCA, &stranger).runs.ListRuns(context.Background(), &rbookv1.ListRunsRequest{})
-	if err == nil || connect.CodeOf(err) != connect.CodeUnavailable || rbookCode(err) != "" {
-		t.Fatalf("a certificate of another CA: %v; want the handshake refused", err)
+	wantCode(t, err, connect.CodeUnauthenticated, "E_UNAUTHENTICATED")
+	if !strings.Contains(err.Error(), `the TLS client certificate (subject "stranger") is not accepted`) || !strings.Contains(err.Error(), "--tls-client-ca") {
+		t.Fatalf("a certificate of another CA: %v; want a refusal naming it and --tls-client-ca", err)
 	}
 }
 
