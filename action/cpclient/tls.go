@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -98,10 +99,17 @@ func (e *tlsError) Error() string {
 func (e *tlsError) Unwrap() error { return e.err }
 
 // asTLSError wraps err in a *tlsError when it is a TLS failure no retry mends, and returns
-// it unchanged otherwise.
+// it unchanged otherwise. Inside a *url.Error (what an HTTP client returns) the wrapping goes
+// under it: Connect reports the url.Error's cause, which then carries the hint.
 func asTLSError(err error) error {
 	if err == nil {
 		return nil
+	}
+	if ue, ok := err.(*url.Error); ok {
+		if inner := asTLSError(ue.Err); inner != ue.Err {
+			return &url.Error{Op: ue.Op, URL: ue.URL, Err: inner}
+		}
+		return err
 	}
 	var (
 		verify   *tls.CertificateVerificationError
@@ -122,4 +130,17 @@ func asTLSError(err error) error {
 			" and " + EnvClientKey + " to a certificate signed by a CA it trusts"}
 	}
 	return err
+}
+
+// CheckTLS reports the error of the TLS environment (TLSConfigFromEnv) when urls (one URL
+// or a comma list) has an https:// one, so a command can refuse to start before its first
+// call; nil otherwise.
+func CheckTLS(urls string) error {
+	for _, u := range strings.Split(urls, ",") {
+		if strings.HasPrefix(strings.ToLower(strings.TrimSpace(u)), "https://") {
+			_, err := processTLS()
+			return err
+		}
+	}
+	return nil
 }
