@@ -7,6 +7,7 @@
 package notify
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"net/mail"
@@ -437,13 +438,9 @@ func (p *parser) channel(n *yaml.Node, field string) (Channel, string, error) {
 		if err != nil {
 			return nil, "", err
 		}
-		at := vals["secret_env"]
-		if at == nil {
-			at = vals["secret_file"]
-		}
 		w, err := NewWebhook(name, u, secret)
 		if err != nil {
-			return nil, "", p.errAt(at, "%s: %v", field, err)
+			return nil, "", p.errAt(cmp.Or(vals["secret_env"], vals["secret_file"]), "%s: %v", field, err)
 		}
 		if vals["previous_secret_env"] != nil || vals["previous_secret_file"] != nil {
 			// While the signing secret is rotated: a second signature with the old one.
@@ -451,12 +448,8 @@ func (p *parser) channel(n *yaml.Node, field string) (Channel, string, error) {
 			if err != nil {
 				return nil, "", err
 			}
-			at := vals["previous_secret_env"]
-			if at == nil {
-				at = vals["previous_secret_file"]
-			}
 			if err := w.SetPrevious(prev); err != nil {
-				return nil, "", p.errAt(at, "%s: previous secret: %v", field, err)
+				return nil, "", p.errAt(cmp.Or(vals["previous_secret_env"], vals["previous_secret_file"]), "%s: previous secret: %v", field, err)
 			}
 		}
 		return w, name, nil
