@@ -138,6 +138,9 @@ func transport(baseURL string) *http.Transport {
 		t.Protocols.SetHTTP2(true)
 	}
 	t.HTTP2 = &http.HTTP2Config{SendPingTimeout: PingInterval, PingTimeout: PingTimeout}
+	if tc, err := processTLS(); err == nil {
+		t.TLSClientConfig = tc.Clone() // RBOOK_CA_FILE, RBOOK_CLIENT_CERT, RBOOK_CLIENT_KEY (an error fails each call: router.Do)
+	}
 	made.Lock()
 	made.transports = append(made.transports, t)
 	made.Unlock()
@@ -212,7 +215,14 @@ func Code(err error) string {
 //     invalid_argument, unauthenticated, permission_denied, not_found, unimplemented,
 //     resource_exhausted (a message over a size limit), failed_precondition and the rest say
 //     the request itself cannot succeed: not retried.
+//   - A TLS failure no retry mends (the client's RBOOK_CA_FILE, RBOOK_CLIENT_CERT or
+//     RBOOK_CLIENT_KEY cannot be read, the control plane's certificate is not trusted, or it
+//     refused the client's certificate) is not retried either; its message names what to set.
 func Retryable(err error) bool {
+	var te *tlsError
+	if errors.As(err, &te) {
+		return false // the client's TLS files, or a certificate one side does not trust
+	}
 	var re *retryableError
 	if errors.As(err, &re) {
 		return true

@@ -273,8 +273,14 @@ func (r router) Do(req *http.Request) (*http.Response, error) {
 	if rt, ok := routeOf(req.Context()); ok && rt.i < len(c.eps) {
 		i = rt.i
 	}
+	if c.eps[i].u.Scheme == "https" {
+		if _, err := processTLS(); err != nil {
+			return nil, &tlsError{err: err}
+		}
+	}
 	if i == 0 {
-		return c.eps[0].hc.Do(req)
+		res, err := c.eps[0].hc.Do(req)
+		return res, asTLSError(err)
 	}
 	e := c.eps[i]
 	u := *e.u
@@ -283,7 +289,8 @@ func (r router) Do(req *http.Request) (*http.Response, error) {
 	u.RawQuery = req.URL.RawQuery
 	out := req.WithContext(req.Context()) // a shallow copy: the body and headers are shared
 	out.URL, out.Host = &u, u.Host
-	return e.hc.Do(out)
+	res, err := e.hc.Do(out)
+	return res, asTLSError(err)
 }
 
 // failoverInterceptor gives every unary call failover and an attempt timeout. A call the

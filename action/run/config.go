@@ -164,7 +164,8 @@ func (a Auth) AudienceFor(url string) string {
 // list of replicas, moved through on failure with a progress line), authenticated as
 // ResolvedMode says. An embedded control plane (no auth) never gets an OIDC token in auto
 // mode: requesting one would only add a dependency on the runner's token service. Errors: a
-// bad mode, token mode without RBOOK_TOKEN, oidc mode outside a job that may request a token.
+// bad mode, the TLS environment of an https:// URL (cpclient.CheckTLS), token mode without
+// RBOOK_TOKEN, oidc mode outside a job that may request a token.
 func (a Auth) NewClient(url string, embedded bool) (c *cpclient.Client, err error) {
 	defer func() {
 		if c != nil && a.Progress != nil {
@@ -173,6 +174,9 @@ func (a Auth) NewClient(url string, embedded bool) (c *cpclient.Client, err erro
 	}()
 	mode, err := a.ResolvedMode()
 	if err != nil {
+		return nil, err
+	}
+	if err := cpclient.CheckTLS(url); err != nil {
 		return nil, err
 	}
 	tok := os.Getenv("RBOOK_TOKEN")

@@ -132,6 +132,10 @@ func (f *cpFlags) client(cmd *cobra.Command) (*cpclient.Client, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := cpclient.CheckTLS(u); err != nil {
+		done()
+		return nil, nil, abort("rbook: %v", err)
+	}
 	bearer := os.Getenv("RBOOK_TOKEN")
 	if f.fromFile && embedded.LoopbackURL(u) {
 		if key := embedded.ReadLocalKey(); key != "" {
@@ -169,6 +173,9 @@ func (f *cpFlags) reader(cmd *cobra.Command) (*cpclient.Client, func(), error) {
 	}
 	u, stale, err := f.resolve()
 	if err == nil && !stale {
+		if err := cpclient.CheckTLS(u); err != nil {
+			return nil, nil, abort("rbook: %v", err)
+		}
 		c := cpclient.New(u, os.Getenv("RBOOK_TOKEN"))
 		c.Deadline = 10 * time.Second
 		c.Progress = cpProgress

@@ -44,6 +44,7 @@ func newServeCmd() *cobra.Command {
   rbook serve --addr 0.0.0.0:` + defaultServePort + ` --auth-file auth.txt --db /var/lib/rbook/cp.db
   rbook serve --auth-file auth.txt --gate-policy gates.yaml   # e.g. two approvers for prod gates
   rbook serve --config /etc/rbook/serve.yaml --print-config   # the effective settings, secrets redacted
+  rbook serve --addr 0.0.0.0:` + defaultServePort + ` --auth-file auth.txt --tls-cert tls.crt --tls-key tls.key   # HTTPS
   grpcurl -plaintext ` + defaultServeAddr + ` list`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runServe(cmd, &sf) },
@@ -59,6 +60,8 @@ func newServeCmd() *cobra.Command {
 	addServePlaybookFlags(cmd)
 	addServeSignInFlags(cmd)
 	addServePeopleFlags(cmd)
+	addServeTLSFlags(cmd)
+	addServeSecretFlags(cmd)
 	f.BoolVar(&sf.cfg.Insecure, "insecure", false, "allow a non-loopback --addr without --auth-file or --oidc-config")
 	f.Bool("forbid-self-approval", true, "deprecated: the run's starter may never approve its gates unless the gate policy says so")
 	_ = f.MarkDeprecated("forbid-self-approval", "four-eyes is the default (see --gate-policy)")
@@ -98,7 +101,7 @@ func runServe(cmd *cobra.Command, sf *serveFlags) error {
 	if err != nil {
 		return abort("rbook serve: %v", err)
 	}
-	mode := server.ModeLine(cfg, sf.authFile, sf.policyFile, sf.notifyFile, modes.oidc, modes.github, modes.playbook, modes.signIn, modes.people)
+	mode := server.ModeLine(cfg, sf.authFile, sf.policyFile, sf.notifyFile, modes.oidc, modes.github, modes.playbook, modes.signIn, modes.people, modes.tls, modes.secret)
 	if from, to := r.Migrated(); from != to {
 		// Once, on the start that migrated; on stderr, so stdout's first line stays the
 		// address line scripts read.
@@ -114,7 +117,7 @@ func runServe(cmd *cobra.Command, sf *serveFlags) error {
 }
 
 // serveModes are the address line's words for the optional features that are on ("" off).
-type serveModes struct{ oidc, github, playbook, signIn, people string }
+type serveModes struct{ oidc, github, playbook, signIn, people, tls, secret string }
 
 // load reads the approval secret from the environment and every file the flags name into
 // sf.cfg, and sets its logger. The error names the flag whose file is wrong.
@@ -161,6 +164,12 @@ func (sf *serveFlags) load(cmd *cobra.Command) (serveModes, error) {
 	if err := applyServeLimits(cfg); err != nil {
 		return m, err
 	}
+	if m.tls, err = applyServeTLS(cfg); err != nil {
+		return m, err
+	}
+	if m.secret, err = applyServeSecret(cfg); err != nil {
+		return m, err
+	}
 	var h slog.Handler = slog.NewTextHandler(cmd.ErrOrStderr(), nil)
 	if sf.logJSON {
 		h = slog.NewJSONHandler(cmd.ErrOrStderr(), nil)
@@ -181,8 +190,18 @@ scheme:// is refused. Health says NOT_SERVING while the database is unreachable.
 One port serves Connect, gRPC and gRPC-Web over HTTP/1.1 and h2c, with gRPC reflection
 (grpcurl -plaintext ADDR list) and gRPC health. Logs go to stderr, one line per call.
 
+TLS: --tls-cert FILE --tls-key FILE serve HTTPS on the port instead (HTTP/2 for gRPC and
+HTTP/1.1, TLS 1.2 or later, no h2c); the pair is re-read when the files change, so a rotated
+certificate needs no restart. --tls-client-ca FILE asks clients for a certificate and verifies
+one given against those CAs; a verified certificate is the executor cert:<common name>.
+Clients trust an extra CA from RBOOK_CA_FILE and present RBOOK_CLIENT_CERT and
+RBOOK_CLIENT_KEY. See docs/tls.md, also for running behind a reverse proxy or an ingress.
+
 The approval-token secret comes from RBOOK_APPROVAL_SECRET, else RBOOK_SECRET (at least 16
-bytes); the server does not start without one.
+bytes); the server does not start without one. RBOOK_APPROVAL_SECRET_PREVIOUS, during a
+rotation, verifies tokens without signing any, so gates opened before still decide. The
+database keeps a key-check value of the secret (never the secret): a replica whose secret
+disagrees with it is refused at start (--reset-approval-secret-check when the old one is lost).
 
 Configuration: --config FILE (or RBOOK_CONFIG) is a YAML file whose keys are these flags'
 long names (addr: 0.0.0.0:7070, db: …, public-url: …); every flag can also be set as

@@ -34,7 +34,7 @@ func addServeGitHubFlags(cmd *cobra.Command) {
 	fs := cmd.Flags()
 	fs.Int64Var(&serveGitHub.appID, "github-app-id", 0, "GitHub App id: take part in environment protection and serve its webhook at "+webhook.Path)
 	fs.StringVar(&serveGitHub.keyFile, "github-app-key", "", "file with the GitHub App's private key (PEM, as GitHub issues it)")
-	fs.StringVar(&serveGitHub.secretFile, "github-webhook-secret-file", "", "file with the GitHub App's webhook secret (at least 16 bytes; surrounding whitespace ignored)")
+	fs.StringVar(&serveGitHub.secretFile, "github-webhook-secret-file", "", "file with the GitHub App's webhook secret (at least 16 bytes; surrounding whitespace ignored); while rotating it, two lines: the new secret, then the previous one")
 	fs.StringVar(&serveGitHub.apiURL, "github-api-url", ghapp.DefaultAPIURL, "GitHub REST API base URL (GitHub Enterprise Server: https://HOST/api/v3)")
 }
 
@@ -81,12 +81,43 @@ func applyServeGitHub(cmd *cobra.Command, cfg *server.Config) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("--github-webhook-secret-file %s: %v", serveGitHub.secretFile, err)
 	}
-	secret = bytes.TrimSpace(secret)
-	if len(secret) < webhook.MinSecretBytes {
-		return "", fmt.Errorf("--github-webhook-secret-file %s: the secret is %d bytes, need at least %d", serveGitHub.secretFile, len(secret), webhook.MinSecretBytes)
+	secrets, err := webhookSecrets(secret)
+	if err != nil {
+		return "", fmt.Errorf("--github-webhook-secret-file %s: %v", serveGitHub.secretFile, err)
 	}
-	cfg.GitHub = &server.GitHubOptions{App: app, WebhookSecret: secret}
+	cfg.GitHub = &server.GitHubOptions{App: app, WebhookSecret: secrets[0]}
+	if len(secrets) == 2 {
+		cfg.GitHub.PreviousWebhookSecret = secrets[1]
+	}
 	return fmt.Sprintf("GitHub App %d at %s, webhook %s", serveGitHub.appID, strings.TrimRight(serveGitHub.apiURL, "/"), webhook.Path), nil
+}
+
+// webhookSecrets splits a webhook secret file: one secret, or two lines during a rotation,
+// the current secret first and the previous one second (docs/tls.md, "Rotating the GitHub
+// webhook secret"); blank lines and surrounding whitespace are ignored. Errors: more than two
+// secrets, a secret shorter than webhook.MinSecretBytes (by its line, never its value).
+func webhookSecrets(b []byte) ([][]byte, error) {
+	var out [][]byte
+	var lines []int
+	for i, line := range bytes.Split(b, []byte("\n")) {
+		if line = bytes.TrimSpace(line); len(line) > 0 {
+			out, lines = append(out, line), append(lines, i+1)
+		}
+	}
+	if len(out) > 2 {
+		return nil, fmt.Errorf("line %d: the file holds at most two secrets, one per line: the current one, then the previous one while a rotation is under way", lines[2])
+	}
+	for i, sec := range out {
+		if len(sec) >= webhook.MinSecretBytes {
+			continue
+		}
+		where := ""
+		if len(out) > 1 {
+			where = fmt.Sprintf("line %d: ", lines[i])
+		}
+		return nil, fmt.Errorf("%sthe secret is %d bytes, need at least %d", where, len(sec), webhook.MinSecretBytes)
+	}
+	return out, nil // readSecretFile refused an empty file
 }
 
 // readSecretFile reads at most limit bytes of path; a larger or empty file is an error.

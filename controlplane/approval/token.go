@@ -47,6 +47,9 @@ const (
 const (
 	EnvApprovalSecret = "RBOOK_APPROVAL_SECRET"
 	EnvSecret         = "RBOOK_SECRET"
+	// EnvApprovalSecretPrevious holds the secret a rotation replaced: it verifies tokens but
+	// never signs one (docs/tls.md, "Rotating the approval secret").
+	EnvApprovalSecretPrevious = "RBOOK_APPROVAL_SECRET_PREVIOUS"
 )
 
 // Errors. Their messages never include the token.
@@ -79,6 +82,33 @@ func SecretFromEnv(getenv func(string) string) ([]byte, error) {
 		return []byte(v), nil
 	}
 	return nil, ErrNoSecret
+}
+
+// PreviousSecretFromEnv returns the verify-only secret of RBOOK_APPROVAL_SECRET_PREVIOUS, nil
+// when it is unset (docs/tls.md, "Rotating the approval secret"). Errors: ErrWeakSecret naming
+// the variable.
+func PreviousSecretFromEnv(getenv func(string) string) ([]byte, error) {
+	v := getenv(EnvApprovalSecretPrevious)
+	if v == "" {
+		return nil, nil
+	}
+	if len(v) < MinSecretBytes {
+		return nil, fmt.Errorf("%w: %s has %d bytes", ErrWeakSecret, EnvApprovalSecretPrevious, len(v))
+	}
+	return []byte(v), nil
+}
+
+// checkDomain is what SecretCheck MACs: a value of its own, so a key-check value is never a
+// token's MAC.
+const checkDomain = "rbook approval secret check v1"
+
+// SecretCheck is secret's key-check value: lowercase hex HMAC-SHA256(secret, "rbook approval
+// secret check v1"). The control plane records it (never the secret) so replicas that
+// disagree on the secret are found at start-up (store.Store.CheckSecret).
+func SecretCheck(secret []byte) string {
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte(checkDomain))
+	return hex.EncodeToString(m.Sum(nil))
 }
 
 // Claims is what a token binds.

@@ -97,13 +97,24 @@ type WebhookBody struct {
 type Webhook struct {
 	name, url string
 	key       []byte
-	client    *http.Client
+	// previous is the key a rotation replaced (SetPrevious); nil without one.
+	previous []byte
+	client   *http.Client
 }
 
 // NewWebhook is a webhook channel posting to url, signing with secret ("whsec_<base64>" as
 // the specification writes secrets, or the base64 alone; 24 to 64 bytes once decoded).
 // Errors say what is wrong with the secret, never its value.
 func NewWebhook(name, url, secret string) (*Webhook, error) {
+	key, err := webhookKey(secret)
+	if err != nil {
+		return nil, err
+	}
+	return &Webhook{name: name, url: url, key: key, client: &http.Client{Timeout: RequestTimeout}}, nil
+}
+
+// webhookKey decodes a "whsec_<base64>" secret (or the base64 alone) of 24 to 64 bytes.
+func webhookKey(secret string) ([]byte, error) {
 	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, "whsec_"))
 	if err != nil {
 		return nil, errors.New("the signing secret is not \"whsec_\" followed by base64: generate one with `echo whsec_$(openssl rand -base64 32)`")
@@ -111,7 +122,20 @@ func NewWebhook(name, url, secret string) (*Webhook, error) {
 	if len(key) < 24 || len(key) > 64 {
 		return nil, fmt.Errorf("the signing secret decodes to %d bytes: the Standard Webhooks specification wants 24 to 64", len(key))
 	}
-	return &Webhook{name: name, url: url, key: key, client: &http.Client{Timeout: RequestTimeout}}, nil
+	return key, nil
+}
+
+// SetPrevious makes every message carry a second signature, with secret, the signing
+// secret a rotation replaced (the Standard Webhooks specification's space-separated
+// signatures), so a receiver that still holds only the previous secret verifies it
+// (docs/tls.md, "Rotating a notification webhook's signing secret"). Errors: as NewWebhook's.
+func (w *Webhook) SetPrevious(secret string) error {
+	key, err := webhookKey(secret)
+	if err != nil {
+		return err
+	}
+	w.previous = key
+	return nil
 }
 
 // Name implements Channel.
@@ -121,9 +145,18 @@ func (w *Webhook) Name() string { return w.name }
 func (w *Webhook) Kind() string { return "webhook" }
 
 // Sign is the webhook-signature header value of a message with id, timestamp (Unix
-// seconds) and body.
+// seconds) and body: "v1,<signature>", then " v1,<signature>" with the previous secret
+// when SetPrevious gave one.
 func (w *Webhook) Sign(id string, timestamp int64, body []byte) string {
-	mac := hmac.New(sha256.New, w.key)
+	sig := signWith(w.key, id, timestamp, body)
+	if w.previous != nil {
+		sig += " " + signWith(w.previous, id, timestamp, body)
+	}
+	return sig
+}
+
+func signWith(key []byte, id string, timestamp int64, body []byte) string {
+	mac := hmac.New(sha256.New, key)
 	fmt.Fprintf(mac, "%s.%d.", id, timestamp)
 	mac.Write(body)
 	return "v1," + base64.StdEncoding.EncodeToString(mac.Sum(nil))

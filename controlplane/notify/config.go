@@ -7,6 +7,7 @@
 package notify
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"net/mail"
@@ -365,7 +366,7 @@ var channelNameRE = lazyregexp.New(`^[a-z0-9][a-z0-9_-]{0,63}$`)
 
 // channelFields are the fields each kind takes besides name and kind.
 var channelFields = map[string][]string{
-	"webhook": {"url", "secret_env", "secret_file"},
+	"webhook": {"url", "secret_env", "secret_file", "previous_secret_env", "previous_secret_file"},
 	"teams":   {"url_env", "url_file"},
 	"email":   {"smtp", "from", "to", "to_requester", "username", "password_env", "password_file"},
 	"slack":   {"channel", "bot_token_env", "bot_token_file", "signing_secret_env", "signing_secret_file", "api_url"},
@@ -437,13 +438,19 @@ func (p *parser) channel(n *yaml.Node, field string) (Channel, string, error) {
 		if err != nil {
 			return nil, "", err
 		}
-		at := vals["secret_env"]
-		if at == nil {
-			at = vals["secret_file"]
-		}
 		w, err := NewWebhook(name, u, secret)
 		if err != nil {
-			return nil, "", p.errAt(at, "%s: %v", field, err)
+			return nil, "", p.errAt(cmp.Or(vals["secret_env"], vals["secret_file"]), "%s: %v", field, err)
+		}
+		if vals["previous_secret_env"] != nil || vals["previous_secret_file"] != nil {
+			// While the signing secret is rotated: a second signature with the old one.
+			prev, err := oneOf("previous_secret_env", "previous_secret_file")
+			if err != nil {
+				return nil, "", err
+			}
+			if err := w.SetPrevious(prev); err != nil {
+				return nil, "", p.errAt(cmp.Or(vals["previous_secret_env"], vals["previous_secret_file"]), "%s: previous secret: %v", field, err)
+			}
 		}
 		return w, name, nil
 	case "teams":

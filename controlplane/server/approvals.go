@@ -168,7 +168,7 @@ func (h approvalService) RequestApproval(ctx context.Context, req *rbookv1.Reque
 			return nil, s.storeError(ctx, "RequestApproval", err)
 		}
 		if !created {
-			if token, err = approval.Issue(s.opts.Secret, claimsOf(a)); err != nil || approval.TokenHash(token) != a.TokenHash {
+			if token, err = s.reissue(a); err != nil {
 				// Not re-derivable (issued under another secret): close it and open a new one.
 				if attempt > 0 {
 					return nil, rpcError(connect.CodeAborted, CodeRetry, "the gate changed while it was being opened; retry")
@@ -318,7 +318,7 @@ func (s *Server) decide(ctx context.Context, v vote) (store.Approval, error) {
 			return store.Approval{}, s.storeError(ctx, "finding the approval", err)
 		}
 	} else {
-		claims, verr := approval.Verify(s.opts.Secret, v.token, now)
+		claims, verr := s.verifyToken(v.token, now)
 		if verr != nil && !errors.Is(verr, approval.ErrTokenExpired) {
 			return store.Approval{}, rpcError(connect.CodePermissionDenied, CodeTokenInvalid,
 				"the approval token is invalid (malformed, altered, truncated or signed with another secret; "+
@@ -531,4 +531,30 @@ func (h approvalService) ListApprovals(ctx context.Context, req *rbookv1.ListApp
 		out.Approvals[i].Caller = h.s.eligibility(ctx, a, runs)
 	}
 	return out, nil
+}
+
+// verifyToken is approval.Verify with the current secret, then, for a token that secret
+// did not sign, with Options.PreviousSecret: a gate opened before the secret was rotated is
+// still decided by its token (docs/tls.md, "Rotating the approval secret").
+func (s *Server) verifyToken(token string, now time.Time) (approval.Claims, error) {
+	claims, err := approval.Verify(s.opts.Secret, token, now)
+	if errors.Is(err, approval.ErrTokenInvalid) && len(s.opts.PreviousSecret) > 0 {
+		return approval.Verify(s.opts.PreviousSecret, token, now)
+	}
+	return claims, err
+}
+
+// reissue re-derives the token of the stored approval a (a RequestApproval retried for a
+// gate already open): under the current secret, else under Options.PreviousSecret for a gate
+// opened before a rotation. Errors: the token a holds was issued under neither.
+func (s *Server) reissue(a store.Approval) (string, error) {
+	for _, secret := range [][]byte{s.opts.Secret, s.opts.PreviousSecret} {
+		if len(secret) == 0 {
+			continue
+		}
+		if token, err := approval.Issue(secret, claimsOf(a)); err == nil && approval.TokenHash(token) == a.TokenHash {
+			return token, nil
+		}
+	}
+	return "", errors.New("the gate's token was issued under another approval secret")
 }

@@ -118,6 +118,8 @@ type Authenticator struct {
 	oidc *auth.Verifier
 	// sessions, when set, turns a console session cookie into a caller (session.go).
 	sessions *signin.Handler
+	// certs makes a verified TLS client certificate a caller (Options.ClientCAs; tls.go).
+	certs bool
 }
 
 // LoadAuthFile reads an auth file: one caller per line, "identity role token [attr=value…]",
@@ -339,6 +341,11 @@ func (a *Authenticator) authorize(ctx context.Context, procedure string, h http.
 			return ctx, rpcError(connect.CodeUnavailable, CodeRetry, "the session could not be checked: the database is unreachable; try again in a moment")
 		}
 	}
+	if t := transportOf(ctx); a.certs && t.certErr != nil {
+		return ctx, rpcError(connect.CodeUnauthenticated, CodeUnauthenticated, "%s", t.certErr.Error())
+	} else if c.Identity == "" && a.certs && t.certIdentity != "" && len(h.Values("Authorization")) == 0 {
+		c = certCaller(t.certIdentity)
+	}
 	if c.Identity == "" {
 		if whoAmI && len(h.Values("Authorization")) == 0 {
 			return ctx, nil
@@ -361,6 +368,11 @@ func (a *Authenticator) authorize(ctx context.Context, procedure string, h http.
 // caller for a JWT, else the auth file's line with that token.
 func (a *Authenticator) bearerCaller(ctx context.Context, h http.Header) (Caller, error) {
 	tok, ok := bearerToken(h)
+	if !ok && a.certs {
+		return Caller{}, rpcError(connect.CodeUnauthenticated, CodeUnauthenticated,
+			"this control plane needs one \"Authorization: Bearer <token>\" header, with a token from its auth file and no other spaces, "+
+				"or a TLS client certificate signed by a CA of its --tls-client-ca whose subject has a common name (RBOOK_CLIENT_CERT, RBOOK_CLIENT_KEY)")
+	}
 	if !ok {
 		return Caller{}, rpcError(connect.CodeUnauthenticated, CodeUnauthenticated,
 			"this control plane needs one \"Authorization: Bearer <token>\" header, with a token from its auth file and no other spaces")

@@ -18,6 +18,10 @@ type GitHubOptions struct {
 	// WebhookSecret verifies X-Hub-Signature-256 of deliveries at webhook.Path; at least
 	// webhook.MinSecretBytes. Never logged.
 	WebhookSecret []byte
+	// PreviousWebhookSecret, when set, verifies deliveries too: the secret a rotation replaced
+	// (rbook serve --github-webhook-secret-file's second line; docs/tls.md, "Rotating the
+	// GitHub webhook secret"). Never logged.
+	PreviousWebhookSecret []byte
 	// Handler acts on verified deliveries; nil means the control plane's own: protection
 	// rules bound to gates and reviews deciding them (github_gates.go; docs/approvals.md, "Approve in GitHub").
 	Handler webhook.Handler
@@ -44,7 +48,7 @@ func (s *Server) mountGitHub() error {
 		s.gates = newGitHubGates(s, gh.App, gh.RetryBase)
 		h = s.gates
 	}
-	ep, err := webhook.New(gh.WebhookSecret, s.st, h, s.log)
+	ep, err := webhook.New(gh.WebhookSecret, s.st, h, s.log, webhook.WithPreviousSecret(gh.PreviousWebhookSecret))
 	if err != nil {
 		return fmt.Errorf("GitHub App: %w", err)
 	}

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rbookhq/rbook-action/controlplane/approval"
 	"github.com/rbookhq/rbook-action/controlplane/store"
 )
 
@@ -38,11 +40,24 @@ type Config struct {
 	// picked when it listens, links each gate to its page on that loopback address
 	// (docs/console-links.md).
 	PublicURLIsListener bool
+	// TLS, when set, serves HTTPS instead of HTTP and h2c (rbook serve --tls-cert, --tls-key,
+	// --tls-client-ca; docs/tls.md).
+	TLS *TLSConfig
+	// CheckSecretAgreement compares the approval secret (and Options.PreviousSecret) with the
+	// key-check values the database records and refuses to start when they disagree, so
+	// replicas set up with different secrets are found at start-up (store.Store.CheckSecret;
+	// docs/tls.md, "Rotating the approval secret"). rbook serve sets it; the embedded control
+	// plane, whose folder database an rbook serve may have used with another secret, does not.
+	CheckSecretAgreement bool
+	// ReplaceSecretCheck records the current approval secret whatever the database holds
+	// (rbook serve --reset-approval-secret-check: the old secret is lost).
+	ReplaceSecretCheck bool
 	Options
 }
 
 // Running is a serving control plane (rbook serve, or the embedded one of rbook run).
 type Running struct {
+	scheme  string // "http" or "https"
 	srv     *http.Server
 	handler *Server
 	st      *store.Store
@@ -78,10 +93,24 @@ func isLoopback(host string) bool {
 }
 
 // Start opens the store at cfg.DBPath, listens on cfg.Addr and serves Connect, gRPC and
-// gRPC-Web over HTTP/1.1 and h2c on that one port until Close. ctx bounds only the start-up.
-// Errors: CheckExposure's refusal, a missing secret, the store's or the listener's errors.
+// gRPC-Web over HTTP/1.1 and h2c on that one port until Close; with cfg.TLS, over HTTPS
+// (HTTP/2 and HTTP/1.1 negotiated by ALPN) instead. ctx bounds only the start-up.
+// Errors: CheckExposure's refusal, a missing secret, the TLS files' errors (naming the flag
+// and the file), an approval secret that disagrees with the database's record
+// (CheckSecretAgreement), the store's or the listener's errors.
 func Start(ctx context.Context, cfg Config) (*Running, error) {
-	if err := CheckExposure(cfg.Addr, cfg.Auth != nil || cfg.OIDC != nil || cfg.SignIn != nil, cfg.Insecure); err != nil {
+	var tlsConfig *tls.Config
+	if cfg.TLS != nil {
+		log := cfg.Logger
+		if log == nil {
+			log = slog.Default()
+		}
+		var err error
+		if tlsConfig, cfg.ClientCAs, err = serverTLS(cfg.TLS, log); err != nil {
+			return nil, err
+		}
+	}
+	if err := CheckExposure(cfg.Addr, cfg.Auth != nil || cfg.OIDC != nil || cfg.SignIn != nil || cfg.ClientCAs != nil, cfg.Insecure); err != nil {
 		return nil, err
 	}
 	if cfg.DBPath == "" {
@@ -99,14 +128,25 @@ func Start(ctx context.Context, cfg Config) (*Running, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", store.RedactDSN(cfg.DBPath), err)
 	}
+	var agreement store.SecretAgreement
+	if cfg.CheckSecretAgreement && len(cfg.Secret) >= approval.MinSecretBytes { // else New refuses the secret
+		if agreement, err = checkSecretAgreement(ctx, st, cfg); err != nil {
+			st.Close()
+			return nil, err
+		}
+	}
 	// The listener comes before the handler, whose links may name the port it picked.
 	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.Addr)
 	if err != nil {
 		st.Close()
 		return nil, fmt.Errorf("listen on %s: %w", cfg.Addr, err)
 	}
+	scheme := "http"
+	if tlsConfig != nil {
+		scheme = "https"
+	}
 	if cfg.PublicURLIsListener && cfg.PublicURL == "" {
-		cfg.PublicURL = "http://" + ln.Addr().String()
+		cfg.PublicURL = scheme + "://" + ln.Addr().String()
 	}
 	h, err := New(st, cfg.Options)
 	if err != nil {
@@ -114,30 +154,40 @@ func Start(ctx context.Context, cfg Config) (*Running, error) {
 		st.Close()
 		return nil, err
 	}
+	logSecretAgreement(h.log, agreement)
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
-	protocols.SetUnencryptedHTTP2(true) // h2c: gRPC without TLS
+	if tlsConfig != nil {
+		protocols.SetHTTP2(true) // gRPC over TLS; no h2c beside it
+	} else {
+		protocols.SetUnencryptedHTTP2(true) // h2c: gRPC without TLS
+	}
 	srv := &http.Server{
 		Handler:           h,
+		TLSConfig:         tlsConfig,
 		Protocols:         &protocols,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(h.log.Handler(), slog.LevelWarn),
 	}
-	r := &Running{srv: srv, handler: h, st: st, ln: ln, timeout: cfg.ShutdownTimeout, served: make(chan error, 1)}
+	r := &Running{scheme: scheme, srv: srv, handler: h, st: st, ln: ln, timeout: cfg.ShutdownTimeout, served: make(chan error, 1)}
 	if r.timeout <= 0 {
 		r.timeout = DefaultShutdownTimeout
 	}
-	go func() { r.served <- srv.Serve(ln) }()
+	if tlsConfig != nil {
+		go func() { r.served <- srv.ServeTLS(ln, "", "") }() // the pair comes from TLSConfig.GetCertificate
+	} else {
+		go func() { r.served <- srv.Serve(ln) }()
+	}
 	return r, nil
 }
 
 // Addr is the address the server listens on (host:port, with the port picked for ":0").
 func (r *Running) Addr() string { return r.ln.Addr().String() }
 
-// URL is the base URL clients use: http://host:port.
-func (r *Running) URL() string { return "http://" + r.Addr() }
+// URL is the base URL clients use: http://host:port, or https://host:port with TLS.
+func (r *Running) URL() string { return r.scheme + "://" + r.Addr() }
 
 // Handler is the running server's handler (for EndStreams in tests and the embedded mode).
 func (r *Running) Handler() *Server { return r.handler }

@@ -11,6 +11,7 @@ package server
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -41,7 +42,19 @@ const DefaultMaxMessageBytes = 4 << 20
 type Options struct {
 	// Secret is the approval-token HMAC secret, at least approval.MinSecretBytes; required
 	// (docs/decisions/approval-tokens.md: the server refuses to start without one). See approval.SecretFromEnv.
+	// It signs every token and verifies them.
 	Secret []byte
+	// PreviousSecret, when set, only verifies: tokens of gates opened before the secret was
+	// rotated still decide them (RBOOK_APPROVAL_SECRET_PREVIOUS; docs/tls.md, "Rotating
+	// the approval secret"). At least approval.MinSecretBytes when set.
+	PreviousSecret []byte
+	// ClientCAs, when set, are the CAs TLS client certificates must chain to (rbook serve
+	// --tls-client-ca; docs/tls.md, "Client certificates"): a request whose certificate does
+	// not verify is refused (E_UNAUTHENTICATED), and a verified one is the executor
+	// cert:<subject common name> when the request has no Authorization header or session.
+	// With it and no Auth, New creates an empty Authenticator, so callers without
+	// credentials are refused.
+	ClientCAs *x509.CertPool
 	// Auth checks bearer tokens on every rbook.v1 RPC; nil turns auth off (loopback laptop
 	// mode: every call is allowed). Reflection and health never need a token.
 	Auth *Authenticator
@@ -147,6 +160,8 @@ type Server struct {
 	people *people.Directory
 	// limits are the buckets of Options.Limits (nil without them).
 	limits *limiters
+	// certs caches client certificates' verdicts (tls.go); nil without Options.ClientCAs.
+	certs *certVerdicts
 }
 
 // New builds the handler over st and starts the gate-deadline timer. It must be called
@@ -159,6 +174,9 @@ type Server struct {
 func New(st *store.Store, opts Options) (*Server, error) {
 	if len(opts.Secret) < approval.MinSecretBytes && !st.ReadOnly() {
 		return nil, fmt.Errorf("server: %w", approval.ErrWeakSecret)
+	}
+	if len(opts.PreviousSecret) > 0 && len(opts.PreviousSecret) < approval.MinSecretBytes {
+		return nil, fmt.Errorf("server: the previous approval secret: %w", approval.ErrWeakSecret)
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -180,6 +198,9 @@ func New(st *store.Store, opts Options) (*Server, error) {
 	}
 	s := &Server{st: st, opts: opts, log: opts.Logger, rearm: make(chan struct{}, 1),
 		streamsDone: make(chan struct{}), loopDone: make(chan struct{}), people: dir}
+	if opts.ClientCAs != nil {
+		s.certs = newCertVerdicts(opts.ClientCAs)
+	}
 	s.policy = opts.PlaybookPolicy
 	if s.policy == nil {
 		p, err := approval.CompilePolicy(approval.DefaultPolicyRules())
@@ -194,13 +215,14 @@ func New(st *store.Store, opts Options) (*Server, error) {
 	}
 	unsubscribe := st.Subscribe(s.hub.publish)
 
-	if opts.OIDC != nil || opts.SignIn != nil {
+	if opts.OIDC != nil || opts.SignIn != nil || opts.ClientCAs != nil {
 		if opts.Auth == nil {
 			opts.Auth = &Authenticator{}
 		}
 		if opts.OIDC != nil {
 			opts.Auth.oidc = opts.OIDC
 		}
+		opts.Auth.certs = opts.ClientCAs != nil
 		s.opts.Auth = opts.Auth
 	}
 	if s.signin, err = s.sessionHandler(); err != nil {

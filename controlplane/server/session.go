@@ -19,8 +19,14 @@ import (
 // IdentityService.WhoAmI.
 
 // transport is what the HTTP layer knows of a request that the Connect interceptors do not
-// see: whether it came over TLS (which session cookie name applies).
-type transport struct{ tls bool }
+// see: whether it came over TLS (which session cookie name applies), and, with
+// Options.ClientCAs, its TLS client certificate: the identity of a verified one, or why the
+// one presented was refused.
+type transport struct {
+	tls          bool
+	certIdentity string
+	certErr      error
+}
 
 type transportKey struct{}
 
@@ -77,7 +83,16 @@ func loopbackHost(host string) bool {
 // and a same-origin browser request from a loopback peer is the person at the keyboard.
 func (s *Server) buildHandler() http.Handler {
 	inner := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx := context.WithValue(r.Context(), transportKey{}, transport{tls: r.TLS != nil})
+		t := transport{tls: r.TLS != nil}
+		if s.certs != nil {
+			t.certIdentity, t.certErr = s.certs.identity(r)
+			if t.certErr != nil && !strings.HasPrefix(r.URL.Path, "/rbook.v1.") {
+				// The rbook.v1 services refuse it with a Connect error (the auth interceptor).
+				http.Error(w, t.certErr.Error(), http.StatusUnauthorized)
+				return
+			}
+		}
+		ctx := context.WithValue(r.Context(), transportKey{}, t)
 		if s.opts.LocalPerson != "" && s.opts.Auth == nil {
 			if !loopbackHost(r.Host) {
 				http.Error(w, "this control plane answers only at its loopback address (http://127.0.0.1:PORT)", http.StatusForbidden)

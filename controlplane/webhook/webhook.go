@@ -152,9 +152,23 @@ func WithClaimWait(d time.Duration) Option {
 	}
 }
 
+// WithPreviousSecret makes deliveries signed with previous verify too, beside the secret New
+// was given: during a rotation of the App's webhook secret GitHub signs with the new one once
+// it is saved, and a delivery signed before may still arrive (docs/tls.md, "Rotating the
+// GitHub webhook secret"). A secret shorter than MinSecretBytes is ignored; New's caller
+// checks it.
+func WithPreviousSecret(previous []byte) Option {
+	return func(e *Endpoint) {
+		if len(previous) >= MinSecretBytes {
+			e.previous = append([]byte(nil), previous...)
+		}
+	}
+}
+
 // Endpoint is the http.Handler for Path. Create it with New.
 type Endpoint struct {
 	secret     []byte
+	previous   []byte // WithPreviousSecret; nil without
 	deliveries Deliveries
 	handler    Handler
 	log        *slog.Logger
@@ -234,8 +248,9 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		refuse(http.StatusUnauthorized, "missing "+github.SHA256SignatureHeader+" (sha256=…) header")
 		return
 	}
-	// ValidateSignature compares the HMAC-SHA256 with hmac.Equal (constant time).
-	if err := github.ValidateSignature(sig, body, e.secret); err != nil {
+	// ValidateSignature compares the HMAC-SHA256 with hmac.Equal (constant time); the
+	// previous secret, during a rotation, is tried when the current one does not match.
+	if err := github.ValidateSignature(sig, body, e.secret); err != nil && (e.previous == nil || github.ValidateSignature(sig, body, e.previous) != nil) {
 		refuse(http.StatusUnauthorized, "signature does not match the webhook secret")
 		return
 	}

@@ -86,7 +86,7 @@ type fixture struct {
 	log *lockedBuffer
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t *testing.T, opts ...webhook.Option) *fixture {
 	t.Helper()
 	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "cp.db"))
 	if err != nil {
@@ -94,7 +94,7 @@ func newFixture(t *testing.T) *fixture {
 	}
 	t.Cleanup(func() { st.Close() })
 	f := &fixture{st: st, h: &recorder{}, log: &lockedBuffer{}}
-	ep, err := webhook.New(testWebhookSecret, st, f.h, slog.New(slog.NewTextHandler(f.log, nil)))
+	ep, err := webhook.New(testWebhookSecret, st, f.h, slog.New(slog.NewTextHandler(f.log, nil)), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,6 +170,31 @@ func TestBadSignatureRefused(t *testing.T) {
 		if strings.Contains(logs, leak) {
 			t.Fatalf("log holds %q:\n%s", leak, logs)
 		}
+	}
+}
+
+// While the webhook secret is rotated, a delivery signed with the current or the previous
+// secret is accepted, and one signed with neither is refused.
+func TestDeliverySignedWithThePreviousSecretVerifiesDuringARotation(t *testing.T) {
+	previous := []byte("previous-webhook-secret-0123456789")
+	f := newFixture(t, webhook.WithPreviousSecret(previous))
+	for _, c := range []struct {
+		name   string
+		secret []byte
+		want   int
+	}{
+		{"current secret", testWebhookSecret, http.StatusOK},
+		{"previous secret", previous, http.StatusOK},
+		{"another secret", []byte("not-the-webhook-secret-at-all!!"), http.StatusUnauthorized},
+	} {
+		d := approved()
+		d.ID = "delivery-" + strings.ReplaceAll(c.name, " ", "-")
+		if code := f.post(t, d, c.secret, nil); code != c.want {
+			t.Fatalf("%s: status %d, want %d", c.name, code, c.want)
+		}
+	}
+	if f.h.calls() != 2 {
+		t.Fatalf("handler calls %d, want 2 (the current and the previous secret's deliveries)", f.h.calls())
 	}
 }
 
