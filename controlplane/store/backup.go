@@ -57,7 +57,11 @@ func BackupSQLite(ctx context.Context, dbPath, dst string) (BackupInfo, error) {
 	if _, err := os.Lstat(dst); err == nil {
 		return BackupInfo{}, fmt.Errorf("%w: %s exists; a backup never replaces a file: give a new name", ErrInvalidArgument, dst)
 	}
-	dir := filepath.Dir(dst)
+	absDst, err := filepath.Abs(dst)
+	if err != nil {
+		return BackupInfo{}, fmt.Errorf("%w: backup file %q: %v", ErrInvalidArgument, dst, err)
+	}
+	dir := filepath.Dir(absDst)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(dst)+".tmp-*")
 	if err != nil {
 		return BackupInfo{}, fmt.Errorf("backup %s: %w", dst, err)
@@ -72,11 +76,11 @@ func BackupSQLite(ctx context.Context, dbPath, dst string) (BackupInfo, error) {
 	if err != nil {
 		return BackupInfo{}, fmt.Errorf("backup %s: the copy failed its check: %w", dst, err)
 	}
-	if err := os.Link(tmpName, dst); errors.Is(err, fs.ErrExist) {
+	if err := os.Link(tmpName, absDst); errors.Is(err, fs.ErrExist) {
 		return BackupInfo{}, fmt.Errorf("%w: %s exists; a backup never replaces a file: give a new name", ErrInvalidArgument, dst)
 	} else if err != nil {
 		// A file system without hard links: a rename, after the existence check above.
-		if err := os.Rename(tmpName, dst); err != nil {
+		if err := os.Rename(tmpName, absDst); err != nil {
 			return BackupInfo{}, fmt.Errorf("backup %s: %w", dst, err)
 		}
 	}
