@@ -23,7 +23,13 @@ func newAdminCmd() *cobra.Command {
 		Short: "Operate a control plane's database: backup, restore, migrate",
 		Long: `Commands for the operator of a control plane (rbook serve): an online backup of its
 SQLite database, a checked restore, and its schema migrations. PostgreSQL databases are backed
-up with pg_dump and restored with pg_restore. See docs/backup.md.`,
+up with pg_dump and restored with pg_restore. See docs/backup.md.
+
+Exit codes: each subcommand's --help lists its own; 'rbook admin' alone prints this help
+and exits 0, an unknown subcommand exits 2.`,
+		Example: `  rbook admin backup /var/backups/rbook/cp.db --db /var/lib/rbook/cp.db
+  rbook admin restore /var/backups/rbook/cp.db --db /var/lib/rbook/cp.db
+  rbook admin migrate --dry-run --db postgres://rbook@db:5432/rbook`,
 	}
 	cmd.AddCommand(newAdminBackupCmd(), newAdminRestoreCmd(), newAdminMigrateCmd())
 	return cmd
