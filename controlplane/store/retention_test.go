@@ -426,3 +426,66 @@ func TestEveryTableIsPrunedWithItsRunOrHoldsNoRun(t *testing.T) {
 		}
 	}
 }
+
+// Two PostgreSQL replicas pruning at once: one at a time holds the prune lock, so each run
+// is exported exactly once and every prunable run is gone.
+func TestReplicasPruningTogetherExportEachRunOnce(t *testing.T) {
+	dsn := newPGDatabase(t)
+	ctx := context.Background()
+	var replicas [2]*Store
+	for i := range replicas {
+		s, err := Open(ctx, dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		replicas[i] = s
+	}
+	const runs = 30
+	for i := range runs {
+		id := fmt.Sprintf("old-%02d", i)
+		mustStart(t, replicas[0], newRun(id))
+		finish(t, replicas[0], id, 1, ExecCompleted, old.Add(time.Duration(i)*time.Second))
+	}
+	var mu sync.Mutex
+	exports := map[string]int{}
+	export := func(_ context.Context, r RunRecord) error {
+		mu.Lock()
+		exports[r.Run.RunID]++
+		mu.Unlock()
+		return nil
+	}
+	var wg sync.WaitGroup
+	for _, s := range replicas {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			opts := PruneOptions{Before: cutoff, Limit: 4, Export: export}
+			for {
+				res, err := s.PruneRuns(ctx, opts)
+				if err != nil {
+					t.Errorf("PruneRuns: %v", err)
+					return
+				}
+				if !res.Busy && !res.More {
+					return
+				}
+				if !res.Busy {
+					opts.After = res.Next
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if left := remainingRuns(t, replicas[0]); len(left) != 0 {
+		t.Errorf("runs left %v, want none", left)
+	}
+	if len(exports) != runs {
+		t.Errorf("%d runs exported, want %d", len(exports), runs)
+	}
+	for id, n := range exports {
+		if n != 1 {
+			t.Errorf("%s exported %d times, want once", id, n)
+		}
+	}
+}
