@@ -29,18 +29,27 @@ func finish(t testing.TB, s *Store, run string, seq int64, status ExecStatus, en
 // remainingRuns lists every run id left in the database, sorted.
 func remainingRuns(t testing.TB, s *Store) []string {
 	t.Helper()
-	rows, err := s.reader.QueryContext(context.Background(), `SELECT run_id FROM playbook_runs ORDER BY run_id`)
+	return queryStrings(t, s, `SELECT run_id FROM playbook_runs ORDER BY run_id`)
+}
+
+// queryStrings runs a query of one text column on the reader pool and returns its values.
+func queryStrings(t testing.TB, s *Store, query string, args ...any) []string {
+	t.Helper()
+	rows, err := s.reader.QueryContext(context.Background(), query, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rows.Close()
 	var out []string
 	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
+		var v string
+		if err := rows.Scan(&v); err != nil {
 			t.Fatal(err)
 		}
-		out = append(out, id)
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
 	}
 	return out
 }
