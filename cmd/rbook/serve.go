@@ -62,6 +62,7 @@ func newServeCmd() *cobra.Command {
 	addServePeopleFlags(cmd)
 	addServeTLSFlags(cmd)
 	addServeSecretFlags(cmd)
+	addServeRetentionFlags(cmd)
 	f.BoolVar(&sf.cfg.Insecure, "insecure", false, "allow a non-loopback --addr without --auth-file or --oidc-config")
 	f.Bool("forbid-self-approval", true, "deprecated: the run's starter may never approve its gates unless the gate policy says so")
 	_ = f.MarkDeprecated("forbid-self-approval", "four-eyes is the default (see --gate-policy)")
@@ -168,6 +169,9 @@ func (sf *serveFlags) load(cmd *cobra.Command) (serveModes, error) {
 		return m, err
 	}
 	if m.secret, err = applyServeSecret(cfg); err != nil {
+		return m, err
+	}
+	if err := applyServeRetention(cfg); err != nil {
 		return m, err
 	}
 	var h slog.Handler = slog.NewTextHandler(cmd.ErrOrStderr(), nil)

@@ -124,6 +124,10 @@ type Options struct {
 	// console endpoints (limits.go; rbook serve sets DefaultLimits and its --rate-limit-*
 	// flags); nil limits nothing (the embedded control plane, tests).
 	Limits *Limits
+	// Retention, when set with a positive Age, runs the retention loop: finished runs older
+	// than Age are pruned in batches, exported first to ExportDir when set (rbook serve
+	// --retention; docs/backup.md, "Retention"). nil keeps every run.
+	Retention *RetentionOptions
 }
 
 // Server is the control plane's http.Handler. Create it with New; Close it before closing
@@ -150,6 +154,8 @@ type Server struct {
 	// closes when its loop ended.
 	notifier   *notifier
 	notifyDone chan struct{}
+	// retentionDone closes when the retention loop ended (nil without Options.Retention).
+	retentionDone chan struct{}
 	// policy is opts.PlaybookPolicy, else the compiled default rules.
 	policy *approval.Policy
 	// signin serves /auth/ and looks console sessions up (nil without Auth and SignIn).
@@ -302,6 +308,7 @@ func New(st *store.Store, opts Options) (*Server, error) {
 		s.stopLoop = func() { stop(); unsubNotify() }
 		go s.notifier.start(ctx, s.notifyDone)
 	}
+	s.startRetention(ctx)
 	return s, nil
 }
 
@@ -333,6 +340,9 @@ func (s *Server) Close() error {
 	}
 	if s.gatesDone != nil {
 		<-s.gatesDone
+	}
+	if s.retentionDone != nil {
+		<-s.retentionDone
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"embed"
+	"errors"
 	"fmt"
 	"io/fs"
 	"path"
@@ -68,6 +69,20 @@ func loadMigrations(d dialect) ([]migration, error) {
 	return ms, nil
 }
 
+// ErrSchemaNewer is returned (wrapped, with ErrInvalidArgument) by Open and the admin
+// functions for a database whose schema version is newer than the newest migration this
+// rbook has: a newer rbook migrated it, and this one refuses it rather than misread it
+// (docs/backup.md, "Upgrades and migrations").
+var ErrSchemaNewer = errors.New("database schema is newer than this rbook")
+
+// schemaNewerError is ErrSchemaNewer for a database at version have and a binary whose newest
+// migration is known, with what to do next.
+func schemaNewerError(have, known int) error {
+	return fmt.Errorf("%w: %w: the database is at schema version %d and this rbook knows versions up to %d; "+
+		"a newer rbook migrated it: run that rbook (or a newer one) on it, or restore a backup taken before the upgrade (docs/backup.md, \"Upgrades and migrations\")",
+		ErrInvalidArgument, ErrSchemaNewer, have, known)
+}
+
 // migrator is what migrate runs on: the writer pool (SQLite) or one connection (PostgreSQL).
 type migrator interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
@@ -82,10 +97,13 @@ type migrator interface {
 //
 // It returns the schema version before and after (equal when nothing was pending), which
 // Store.Migrated reports (`rbook serve` says once that it migrated).
-func migrate(ctx context.Context, db *sql.DB, d dialect, clock func() time.Time) (from, to int, err error) {
+func migrate(ctx context.Context, db *sql.DB, d dialect, clock func() time.Time, maxVersion int) (from, to int, err error) {
 	ms, err := loadMigrations(d)
 	if err != nil {
 		return 0, 0, err
+	}
+	if maxVersion > 0 && maxVersion < len(ms) {
+		ms = ms[:maxVersion] // an older rbook (WithMaxSchemaVersion)
 	}
 	if d != dialectPostgres {
 		return migrateOn(ctx, db, ms, clock)
@@ -150,7 +168,7 @@ func applyMigration(ctx context.Context, db migrator, m migration, latest int, c
 		return fmt.Errorf("store: read schema version: %w", err)
 	}
 	if current > latest {
-		return fmt.Errorf("%w: database schema version %d is newer than this rbook's %d", ErrInvalidArgument, current, latest)
+		return schemaNewerError(current, latest)
 	}
 	if current >= m.version {
 		return nil

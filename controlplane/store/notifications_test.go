@@ -21,20 +21,7 @@ func openOutbox(t *testing.T, na NewApproval, opts ...Option) (*Store, context.C
 // eventIDs lists the ids of every notification event, in id order.
 func eventIDs(t *testing.T, s *Store) []string {
 	t.Helper()
-	rows, err := s.reader.QueryContext(context.Background(), `SELECT event_id FROM notification_events ORDER BY event_id`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, id)
-	}
-	return out
+	return queryStrings(t, s, `SELECT event_id FROM notification_events ORDER BY event_id`)
 }
 
 // A gate's life writes one event per change, each committed with the change: opened (with

@@ -35,7 +35,7 @@ func openPostgres(ctx context.Context, dsn string, cfg config) (*Store, error) {
 		writer.Close()
 		return nil, pgOpenError(err, dsn)
 	}
-	from, to, err := migrate(ctx, writer, dialectPostgres, cfg.clock)
+	from, to, err := migrate(ctx, writer, dialectPostgres, cfg.clock, cfg.maxSchema)
 	if err != nil {
 		writer.Close()
 		return nil, pgOpenError(err, dsn)

@@ -110,7 +110,7 @@ func checkSchema(ctx context.Context, db *sql.DB, d dialect, path string) error 
 	}
 	switch latest := len(ms); {
 	case version > latest:
-		return fmt.Errorf("%w: %s has schema version %d, newer than this rbook's %d", ErrInvalidArgument, path, version, latest)
+		return fmt.Errorf("%s: %w", path, schemaNewerError(version, latest))
 	case version < latest:
 		return fmt.Errorf("%w: %s has schema version %d, older than this rbook's %d; a read-only open does not migrate it (rbook serve --db %s does)", ErrInvalidArgument, path, version, latest, path)
 	}

@@ -71,10 +71,18 @@ type config struct {
 	// lingerFastCommit is the slowest previous commit after which the writer still lingers.
 	lingerFastCommit time.Duration
 	onLinger         func() // tests: called when the writer starts to linger
+	// maxSchema, when positive, is the newest migration Open applies (WithMaxSchemaVersion).
+	maxSchema int
 }
 
 // WithClock sets the clock used for timestamps a caller leaves zero (tests).
 func WithClock(now func() time.Time) Option { return func(c *config) { c.clock = now } }
+
+// WithMaxSchemaVersion makes Open behave as an rbook whose newest migration is version n
+// (n > 0): it applies migrations up to n only and refuses a database migrated past n with
+// ErrSchemaNewer. Tests use it to run an older replica beside a newer one (docs/backup.md,
+// "Upgrades and migrations"); 0, the default, is every migration this rbook has.
+func WithMaxSchemaVersion(n int) Option { return func(c *config) { c.maxSchema = max(n, 0) } }
 
 // WithReaderConns sets the size of the read-only pool (default 4, minimum 1).
 func WithReaderConns(n int) Option { return func(c *config) { c.readerConns = max(n, 1) } }
@@ -169,7 +177,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		return nil, err
 	}
 	setWriterPool(writer)
-	from, to, err := migrate(ctx, writer, dialectSQLite, cfg.clock)
+	from, to, err := migrate(ctx, writer, dialectSQLite, cfg.clock, cfg.maxSchema)
 	if err != nil {
 		writer.Close()
 		return nil, err

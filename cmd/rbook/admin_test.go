@@ -1,0 +1,65 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/rbookhq/rbook-action/controlplane/store"
+)
+
+// rbookIn runs the command tree in-process with args and returns stdout, stderr and the
+// exit code.
+func rbookIn(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	root := newRootCmd()
+	var out, errw bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&errw)
+	root.SetArgs(args)
+	code := execute(root, &errw)
+	return out.String(), errw.String(), code
+}
+
+func TestAdminMigrateDryRunListsPendingMigrationsAndAppliesNothing(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "cp.db")
+	st, err := store.Open(context.Background(), db, store.WithMaxSchemaVersion(18))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	newest := newestMigration(t)
+	out, errs, code := rbookIn(t, "admin", "migrate", "--dry-run", "--db", db)
+	if code != 0 || !strings.Contains(out, fmt.Sprintf("schema version 18: %d pending", newest-18)) || !strings.Contains(out, "  19  0019_") ||
+		!strings.Contains(out, "  20  0020_retention.sql") {
+		t.Fatalf("migrate --dry-run: exit %d\n%s%s", code, out, errs)
+	}
+	if v, pending, err := store.PendingMigrations(context.Background(), db); err != nil || v != 18 || len(pending) != newest-18 {
+		t.Fatalf("after --dry-run: version %d, %d pending, %v; want nothing applied", v, len(pending), err)
+	}
+	out, errs, code = rbookIn(t, "admin", "migrate", "--db", db)
+	if code != 0 || !strings.Contains(out, fmt.Sprintf("database schema migrated from version 18 to %d", newest)) {
+		t.Fatalf("migrate: exit %d\n%s%s", code, out, errs)
+	}
+	out, _, _ = rbookIn(t, "admin", "migrate", "--dry-run", "--db", db)
+	if !strings.Contains(out, fmt.Sprintf("schema version %d: no migration pending", newest)) {
+		t.Fatalf("migrate --dry-run after migrate:\n%s", out)
+	}
+}
+
+func TestAdminBackupOfPostgresSaysToUsePgDumpAndExits2(t *testing.T) {
+	_, errs, code := rbookIn(t, "admin", "backup", filepath.Join(t.TempDir(), "b.db"), "--db", "postgres://rbook@db.invalid/rbook")
+	if code != exitAborted || !strings.Contains(errs, "pg_dump") || !strings.Contains(errs, "docs/backup.md") {
+		t.Fatalf("backup of PostgreSQL: exit %d\n%s", code, errs)
+	}
+}
+
+func TestAdminRestoreNeedsDB(t *testing.T) {
+	_, errs, code := rbookIn(t, "admin", "restore", "backup.db")
+	if code != exitUsage || !strings.Contains(errs, "--db FILE is required") {
+		t.Fatalf("restore without --db: exit %d\n%s", code, errs)
+	}
+}
