@@ -44,7 +44,7 @@ func (s *Server) mountGitHub() error {
 		s.gates = newGitHubGates(s, gh.App, gh.RetryBase)
 		h = s.gates
 	}
-	ep, err := webhook.New(gh.WebhookSecret, s.st, h, s.log)
+	ep, err := webhook.New(gh.WebhookSecret, s.st, h, s.log, webhook.WithOutcome(s.metrics.WebhookDelivery))
 	if err != nil {
 		return fmt.Errorf("GitHub App: %w", err)
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/rbookhq/rbook-action/controlplane/auth"
 	"github.com/rbookhq/rbook-action/controlplane/console"
 	"github.com/rbookhq/rbook-action/controlplane/consolelink"
+	"github.com/rbookhq/rbook-action/controlplane/metrics"
 	"github.com/rbookhq/rbook-action/controlplane/people"
 	"github.com/rbookhq/rbook-action/controlplane/signin"
 	"github.com/rbookhq/rbook-action/controlplane/store"
@@ -107,6 +108,12 @@ type Options struct {
 	// auth file's github= links into it (people.Directory.LinkAuth); nil is an empty directory,
 	// to which New still adds those links. New may add to the Directory given.
 	People *people.Directory
+	// Metrics, when set, is served at /metrics (metrics.Path) and counts what the control
+	// plane does (docs/metrics.md; rbook serve --metrics). nil serves and counts nothing.
+	Metrics *metrics.Metrics
+	// MetricsToken, when set, is the bearer token /metrics requires (rbook serve
+	// --metrics-token-file); empty serves it to everyone, as health is.
+	MetricsToken []byte
 }
 
 // Server is the control plane's http.Handler. Create it with New; Close it before closing
@@ -141,6 +148,10 @@ type Server struct {
 	handler http.Handler
 	// people is opts.People with the auth file folded in (never nil).
 	people *people.Directory
+	// metrics is opts.Metrics (nil: off; its methods then do nothing); resume holds the
+	// approve-to-resume clocks (metrics.go).
+	metrics *metrics.Metrics
+	resume  resumeClock
 }
 
 // New builds the handler over st and starts the gate-deadline timer. It must be called
@@ -173,7 +184,7 @@ func New(st *store.Store, opts Options) (*Server, error) {
 		opts.MaxMessageBytes = DefaultMaxMessageBytes
 	}
 	s := &Server{st: st, opts: opts, log: opts.Logger, rearm: make(chan struct{}, 1),
-		streamsDone: make(chan struct{}), loopDone: make(chan struct{}), people: dir}
+		streamsDone: make(chan struct{}), loopDone: make(chan struct{}), people: dir, metrics: opts.Metrics}
 	s.policy = opts.PlaybookPolicy
 	if s.policy == nil {
 		p, err := approval.CompilePolicy(approval.DefaultPolicyRules())
@@ -239,12 +250,13 @@ func New(st *store.Store, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	s.mountSlack()
+	unsubMetrics := s.mountMetrics()
 	// The approver's console: every path no service claims gets the page or its assets
 	// (docs/console.md). The Connect services keep their /rbook.v1.X/ paths.
 	s.mux.Handle("/", console.Handler())
 
 	ctx, cancel := context.WithCancel(context.Background())
-	s.stopLoop = func() { cancel(); unsubscribe() }
+	s.stopLoop = func() { cancel(); unsubscribe(); unsubMetrics() }
 	if st.ReadOnly() {
 		close(s.loopDone) // gates cannot expire in a database nobody writes
 		return s, nil
