@@ -22,7 +22,7 @@ func newStateCollector() *stateCollector {
 		databaseUp: prometheus.NewDesc(Namespace+"_database_up",
 			"1 while the control plane reaches its database (the health check's answer), else 0.", nil, nil),
 		runsInProgress: prometheus.NewDesc(Namespace+"_runs_in_progress",
-			"Runs not finished yet, by stored status (running, paused), read from the database at scrape time.", []string{"status"}, nil),
+			"Runs not finished yet, by stored status (paused: its executor recorded an open gate; running: any other), read from the database at scrape time.", []string{"status"}, nil),
 		gatesWaiting: prometheus.NewDesc(Namespace+"_gates_waiting",
 			"Gates waiting for a decision (pending approvals), read from the database at scrape time.", nil, nil),
 		oldestGate: prometheus.NewDesc(Namespace+"_gate_oldest_wait_seconds",
