@@ -224,3 +224,33 @@ func TestMetricsPathIsServedOnlyWhenMetricsAreOn(t *testing.T) {
 		t.Errorf("metrics with a token, scraped without it: %d, want 401", code)
 	}
 }
+
+func TestALeaseTakeOverIsCountedOnceAndRefusedOnesNot(t *testing.T) {
+	url, m := serveWithMetrics(t)
+	ctx := context.Background()
+	c := newClients(url)
+	if _, err := c.runs.StartRun(ctx, &rbookv1.StartRunRequest{OwnerId: testOwner, RunId: "R-z", Name: "demo", ContentHash: digest("plan"),
+		SchemaHash8: "0123abcd", TotalSteps: 5, LeaseSeconds: 5}); err != nil {
+		t.Fatal(err)
+	}
+	takeOver := &rbookv1.StartRunRequest{OwnerId: "other-owner-0123456789", RunId: "R-z", Name: "demo", ContentHash: digest("plan"),
+		SchemaHash8: "0123abcd", TotalSteps: 5, TakeOver: true}
+	// The 5 s lease must lapse on the server's clock: poll the take-over, as the executor would.
+	var err error
+	for deadline := time.Now().Add(15 * time.Second); ; {
+		if _, err = c.runs.StartRun(ctx, takeOver); err == nil || time.Now().After(deadline) {
+			break
+		}
+		wantCode(t, err, connect.CodeFailedPrecondition, "E_LEASE_HELD")
+		if got := metricValue(t, m, "rbook_lease_takeovers_total", nil); got != 0 {
+			t.Fatalf("rbook_lease_takeovers_total = %v while the lease is held", got)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("take-over after the lease lapsed: %v", err)
+	}
+	if got := metricValue(t, m, "rbook_lease_takeovers_total", nil); got != 1 {
+		t.Errorf("rbook_lease_takeovers_total = %v, want 1", got)
+	}
+}
