@@ -1,16 +1,11 @@
 package webhook_test
 
 import (
-	"context"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
-	"github.com/rbookhq/rbook-action/controlplane/store"
 	"github.com/rbookhq/rbook-action/controlplane/webhook"
 	"github.com/rbookhq/rbook-action/controlplane/webhook/ghfake"
 )
@@ -19,36 +14,13 @@ import (
 // docs/metrics.md): a forged one, an event rbook ignores, a processed delivery and its
 // replay, a handler failure and a handler refusal.
 func TestEveryRequestReportsItsOutcome(t *testing.T) {
-	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "cp.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
 	var mu sync.Mutex
 	var got []string
-	h := &recorder{}
-	ep, err := webhook.New(testWebhookSecret, st, h, slog.New(slog.DiscardHandler), webhook.WithOutcome(func(event, outcome string) {
+	f := newFixture(t, webhook.WithOutcome(func(event, outcome string) {
 		mu.Lock()
 		got = append(got, event+" "+outcome)
 		mu.Unlock()
 	}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(ep)
-	t.Cleanup(srv.Close)
-	post := func(d ghfake.Delivery, secret []byte) int {
-		req, err := d.Request(srv.URL+webhook.Path, secret)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp, err := srv.Client().Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode
-	}
 	d := approved()
 	ping := ghfake.Delivery{Event: "ping", ID: ghfake.NewDeliveryID(), Body: []byte(`{"zen":"Keep it logically awesome.","hook_id":1}`)}
 	steps := []struct {
@@ -57,14 +29,14 @@ func TestEveryRequestReportsItsOutcome(t *testing.T) {
 		code int
 		want string
 	}{
-		{"forged", func() int { return post(d, []byte("not-the-webhook-secret-at-all!!")) }, http.StatusUnauthorized, "deployment_review unauthorized"},
-		{"ping", func() int { return post(ping, testWebhookSecret) }, http.StatusOK, "ping ignored"},
-		{"processed", func() int { return post(d, testWebhookSecret) }, http.StatusOK, "deployment_review processed"},
-		{"replayed", func() int { return post(d, testWebhookSecret) }, http.StatusOK, "deployment_review duplicate"},
-		{"handler fails", func() int { h.fail = 1; return post(approved(), testWebhookSecret) }, http.StatusInternalServerError, "deployment_review error"},
+		{"forged", func() int { return f.post(t, d, []byte("not-the-webhook-secret-at-all!!"), nil) }, http.StatusUnauthorized, "deployment_review unauthorized"},
+		{"ping", func() int { return f.post(t, ping, testWebhookSecret, nil) }, http.StatusOK, "ping ignored"},
+		{"processed", func() int { return f.post(t, d, testWebhookSecret, nil) }, http.StatusOK, "deployment_review processed"},
+		{"replayed", func() int { return f.post(t, d, testWebhookSecret, nil) }, http.StatusOK, "deployment_review duplicate"},
+		{"handler fails", func() int { f.h.fail = 1; return f.post(t, approved(), testWebhookSecret, nil) }, http.StatusInternalServerError, "deployment_review error"},
 		{"handler refuses", func() int {
-			h.fail, h.failErr = 1, &webhook.Refusal{Status: http.StatusConflict, Reason: "no gate of this workflow run is open yet"}
-			return post(approved(), testWebhookSecret)
+			f.h.fail, f.h.failErr = 1, &webhook.Refusal{Status: http.StatusConflict, Reason: "no gate of this workflow run is open yet"}
+			return f.post(t, approved(), testWebhookSecret, nil)
 		}, http.StatusConflict, "deployment_review refused"},
 	}
 	for i, s := range steps {
@@ -76,9 +48,10 @@ func TestEveryRequestReportsItsOutcome(t *testing.T) {
 		if n > 0 {
 			last = got[n-1]
 		}
+		all := strings.Join(got, ", ")
 		mu.Unlock()
 		if n != i+1 || last != s.want {
-			t.Fatalf("%s: outcomes %q, want %d of them ending in %q", s.name, strings.Join(got, ", "), i+1, s.want)
+			t.Fatalf("%s: outcomes %q, want %d of them ending in %q", s.name, all, i+1, s.want)
 		}
 	}
 }

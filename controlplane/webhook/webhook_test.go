@@ -86,7 +86,7 @@ type fixture struct {
 	log *lockedBuffer
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t *testing.T, opts ...webhook.Option) *fixture {
 	t.Helper()
 	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "cp.db"))
 	if err != nil {
@@ -94,7 +94,7 @@ func newFixture(t *testing.T) *fixture {
 	}
 	t.Cleanup(func() { st.Close() })
 	f := &fixture{st: st, h: &recorder{}, log: &lockedBuffer{}}
-	ep, err := webhook.New(testWebhookSecret, st, f.h, slog.New(slog.NewTextHandler(f.log, nil)))
+	ep, err := webhook.New(testWebhookSecret, st, f.h, slog.New(slog.NewTextHandler(f.log, nil)), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
