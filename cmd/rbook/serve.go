@@ -63,6 +63,7 @@ func newServeCmd() *cobra.Command {
 	addServeTLSFlags(cmd)
 	addServeSecretFlags(cmd)
 	addServeRetentionFlags(cmd)
+	addServeMetricsFlags(cmd)
 	f.BoolVar(&sf.cfg.Insecure, "insecure", false, "allow a non-loopback --addr without --auth-file or --oidc-config")
 	f.Bool("forbid-self-approval", true, "deprecated: the run's starter may never approve its gates unless the gate policy says so")
 	_ = f.MarkDeprecated("forbid-self-approval", "four-eyes is the default (see --gate-policy)")
@@ -174,6 +175,9 @@ func (sf *serveFlags) load(cmd *cobra.Command) (serveModes, error) {
 	if err := applyServeRetention(cfg); err != nil {
 		return m, err
 	}
+	if err := applyServeMetrics(cfg); err != nil {
+		return m, err
+	}
 	var h slog.Handler = slog.NewTextHandler(cmd.ErrOrStderr(), nil)
 	if sf.logJSON {
 		h = slog.NewJSONHandler(cmd.ErrOrStderr(), nil)
@@ -280,6 +284,12 @@ People: --people FILE (YAML) links each person's identities (auth-file name, git
 slack:TEAM/USER, oidc:VALUE, email:ADDRESS) and groups people. A vote records its identity
 and person; M-of-N counts distinct people, and four-eyes compares the voter's person with
 the run's starter. The auth file's github= links count as one person too. See docs/people.md.
+
+Metrics: Prometheus metrics are served at /metrics on this port (runs, gates waiting and
+their age, decisions by channel, commit latency, webhook and notification deliveries, lease
+take-overs, database reachability, build info; docs/metrics.md). Like health they need no
+token unless --metrics-token-file FILE names one scrapers must send as a bearer token;
+--metrics=false turns them off.
 
 SIGINT or SIGTERM shuts down gracefully: open watch streams end (clients reconnect), calls
 in flight finish, the database is closed.

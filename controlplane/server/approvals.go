@@ -394,6 +394,7 @@ func (s *Server) decide(ctx context.Context, v vote) (store.Approval, error) {
 	}
 	s.log.InfoContext(ctx, "gate decided", "approval_id", decided.ApprovalID, "run_id", decided.RunID,
 		"status", string(decided.Status), "approver", decided.Approver)
+	s.countDecision(ctx, v, decided)
 	return decided, nil
 }
 

@@ -48,7 +48,7 @@ func (s *Server) mountGitHub() error {
 		s.gates = newGitHubGates(s, gh.App, gh.RetryBase)
 		h = s.gates
 	}
-	ep, err := webhook.New(gh.WebhookSecret, s.st, h, s.log, webhook.WithPreviousSecret(gh.PreviousWebhookSecret))
+	ep, err := webhook.New(gh.WebhookSecret, s.st, h, s.log, webhook.WithPreviousSecret(gh.PreviousWebhookSecret), webhook.WithOutcome(s.metrics.WebhookDelivery))
 	if err != nil {
 		return fmt.Errorf("GitHub App: %w", err)
 	}

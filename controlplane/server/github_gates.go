@@ -406,9 +406,11 @@ func (g *githubGates) deliver(ctx context.Context, r store.ProtectionRule) {
 		comment = ghapp.CommentWithTail(comment, "\n\nGate page: "+u)
 	}
 	if err := g.app.ReviewProtectionRule(ctx, repo, runID, r.Environment, r.VerdictState, comment); err != nil {
+		g.s.metrics.ProtectionVerdict(r.VerdictState, "failed")
 		g.fail(ctx, r, err)
 		return
 	}
+	g.s.metrics.ProtectionVerdict(r.VerdictState, "delivered")
 	// GitHub has the verdict. Should this write fail (or the process die first), the
 	// verdict is posted again later; GitHub keeps the first verdict of a deployment.
 	if err := g.s.st.MarkProtectionRuleVerdictSent(ctx, r.ID, time.Now()); err != nil {

@@ -372,9 +372,10 @@ func (s *Server) refused(l *clientLimiter, key netip.Prefix, reason string, logI
 }
 
 // countRefused counts one refused request on endpoint (webhook, slack, signin, console) for
-// reason (rate, too_large). For now it only logs at debug level; the metrics counter is
-// wired here when the metrics package is merged.
+// reason (rate, too_large) in rbook_http_requests_refused_total (docs/metrics.md), and says so
+// at debug level.
 func (s *Server) countRefused(endpoint, reason string) {
+	s.metrics.RequestRefused(endpoint, reason)
 	s.log.Debug("refused request counted", "endpoint", endpoint, "reason", reason)
 }
 

@@ -13,8 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rbookhq/rbook-action/controlplane/metrics"
 	"github.com/rbookhq/rbook-action/controlplane/server"
 	"github.com/rbookhq/rbook-action/controlplane/webhook"
+	"github.com/rbookhq/rbook-action/internal/buildinfo"
 )
 
 // newLimitedServer is newInProcess with limits; tests call its ServeHTTP with the client
@@ -30,7 +32,8 @@ func newLimitedServer(t *testing.T, limits server.Limits, opts server.Options) *
 // limitedRequest is one request of an endpoint's family.
 type limitedRequest struct {
 	name, method, path, body string
-	browser                  bool // sent by a browser: Origin and Sec-Fetch-* headers, as the console sends them
+	endpoint                 string // its label in rbook_http_requests_refused_total
+	browser                  bool   // sent by a browser: Origin and Sec-Fetch-* headers, as the console sends them
 }
 
 func (lr limitedRequest) send(h http.Handler, remote string, header http.Header) *httptest.ResponseRecorder {
@@ -67,13 +70,14 @@ func authFor(t *testing.T) *server.Authenticator {
 // Origin header) are not limited by address.
 func TestClientOverTheRateGets429WithRetryAfter(t *testing.T) {
 	three := server.Rate{N: 3, Per: time.Minute}
-	h := newLimitedServer(t, server.Limits{Webhook: three, Slack: three, SignIn: three, Console: three}, server.Options{Auth: authFor(t)})
+	m := metrics.New(buildinfo.Version{Version: "test"})
+	h := newLimitedServer(t, server.Limits{Webhook: three, Slack: three, SignIn: three, Console: three}, server.Options{Auth: authFor(t), Metrics: m})
 	for i, lr := range []limitedRequest{
-		{name: "GitHub webhook", method: "POST", path: webhook.Path, body: "{}"},
-		{name: "Slack interactions", method: "POST", path: server.SlackInteractionsPath, body: "{}"},
-		{name: "sign-in", method: "GET", path: "/auth/login/okta"},
-		{name: "console page", method: "GET", path: "/approvals/A-1"},
-		{name: "console RPC from a browser", method: "POST", path: "/rbook.v1.IdentityService/WhoAmI", body: "{}", browser: true},
+		{name: "GitHub webhook", endpoint: "webhook", method: "POST", path: webhook.Path, body: "{}"},
+		{name: "Slack interactions", endpoint: "slack", method: "POST", path: server.SlackInteractionsPath, body: "{}"},
+		{name: "sign-in", endpoint: "signin", method: "GET", path: "/auth/login/okta"},
+		{name: "console page", endpoint: "console", method: "GET", path: "/approvals/A-1"},
+		{name: "console RPC from a browser", endpoint: "console", method: "POST", path: "/rbook.v1.IdentityService/WhoAmI", body: "{}", browser: true},
 	} {
 		// Each family its own client: the console's pages and its RPCs share one bucket.
 		client := fmt.Sprintf("192.0.2.%d", 10+i)
@@ -93,6 +97,14 @@ func TestClientOverTheRateGets429WithRetryAfter(t *testing.T) {
 			}
 			if !strings.Contains(w.Body.String(), "limit 3/m") {
 				t.Errorf("429 body %q does not say the limit", w.Body)
+			}
+			// Each refusal is counted (the console's page and RPC share the endpoint's series).
+			want := 1.0
+			if lr.name == "console RPC from a browser" {
+				want = 2
+			}
+			if got := metricValue(t, m, "rbook_http_requests_refused_total", map[string]string{"endpoint": lr.endpoint, "reason": "rate"}); got != want {
+				t.Errorf("rbook_http_requests_refused_total{endpoint=%q,reason=\"rate\"} = %v, want %v", lr.endpoint, got, want)
 			}
 			if w := lr.send(h, "198.51.100.20:4000", nil); w.Code == http.StatusTooManyRequests {
 				t.Errorf("another client refused: %d %s", w.Code, w.Body)

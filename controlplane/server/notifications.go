@@ -275,6 +275,7 @@ func (n *notifier) deliver(ctx context.Context, d store.NotificationDelivery) bo
 	msgID, err := ch.Send(sendCtx, m)
 	cancel()
 	if err == nil {
+		n.s.metrics.NotificationDelivery(ch.Kind(), "delivered")
 		if werr := n.s.st.NotificationDelivered(ctx, d.Event.ID, d.Channel, msgID, time.Now()); werr != nil {
 			// The receiver has it; should this write fail the event is sent again later,
 			// with the same id, which the receiver de-duplicates.
@@ -294,9 +295,11 @@ func (n *notifier) deliver(ctx context.Context, d store.NotificationDelivery) bo
 		limit, why = min(limit, MaxNotifyRefusedAttempts), "the receiver refused it"
 	}
 	if failures >= limit {
+		n.s.metrics.NotificationDelivery(ch.Kind(), "given_up")
 		n.giveUp(ctx, d, failures, fmt.Sprintf("gave up after %d failed attempts (%s): %s", failures, why, err.Error()))
 		return false
 	}
+	n.s.metrics.NotificationDelivery(ch.Kind(), "failed")
 	delay := retryDelay(n.base, failures, MaxNotifyRetry)
 	if werr := n.s.st.NotificationAttemptFailed(ctx, d.Event.ID, d.Channel, err.Error(), time.Now().Add(delay)); werr != nil {
 		n.log.Error("recording a failed notification delivery failed", "event", d.Event.ID, "channel", d.Channel, "err", werr)

@@ -190,9 +190,10 @@ func ExportFileName(runID string) string {
 	return b.String() + ".json"
 }
 
-// countPruned counts runs deleted by retention. For now it only logs at debug level; the
-// metrics counter is wired when package controlplane/metrics is (docs/backup.md, "Retention").
+// countPruned counts runs deleted by retention in rbook_runs_pruned_total (docs/metrics.md;
+// docs/backup.md, "Retention").
 func (s *Server) countPruned(runs int) {
+	s.metrics.RunsPruned(runs)
 	if runs > 0 {
 		s.log.Debug("retention batch", "pruned", runs)
 	}

@@ -137,6 +137,7 @@ func (h runService) StartRun(ctx context.Context, req *rbookv1.StartRunRequest) 
 		return nil, h.s.storeError(ctx, "StartRun", err)
 	}
 	if outcome == store.TookOver {
+		h.s.metrics.LeaseTakeover()
 		h.s.log.InfoContext(ctx, "run taken over", "run_id", run.RunID, "owner", run.Owner, "epoch", run.LeaseEpoch)
 	}
 	return &rbookv1.StartRunResponse{Run: runToProto(run, h.s.hub.effective(run)), Created: outcome == store.Created}, nil
@@ -165,10 +166,16 @@ func (h runService) RecordTransition(ctx context.Context, req *rbookv1.RecordTra
 	if err != nil {
 		return nil, err
 	}
+	began := time.Now()
 	res, err := h.s.st.RecordTransition(ctx, t, fence)
 	if err != nil {
 		return nil, h.recordError(ctx, "RecordTransition", t, err)
 	}
+	stored := 1
+	if res.Duplicate {
+		stored = 0
+	}
+	h.s.countRecorded(stored, time.Since(began))
 	if err := h.afterRecord(ctx, t, res.Progress); err != nil {
 		return nil, err
 	}
@@ -254,8 +261,12 @@ func (h runService) RecordTransitions(ctx context.Context, req *rbookv1.RecordTr
 	if err != nil {
 		return nil, err
 	}
+	began := time.Now()
 	res, err := h.s.st.RecordTransitions(ctx, ts, fence)
 	handled := res.Stored + res.Duplicates
+	if handled > 0 {
+		h.s.countRecorded(res.Stored, time.Since(began))
+	}
 	if err != nil && handled == 0 {
 		failed := res.Failed
 		if failed.RunID == "" {

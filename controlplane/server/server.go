@@ -28,6 +28,7 @@ import (
 	"github.com/rbookhq/rbook-action/controlplane/auth"
 	"github.com/rbookhq/rbook-action/controlplane/console"
 	"github.com/rbookhq/rbook-action/controlplane/consolelink"
+	"github.com/rbookhq/rbook-action/controlplane/metrics"
 	"github.com/rbookhq/rbook-action/controlplane/people"
 	"github.com/rbookhq/rbook-action/controlplane/signin"
 	"github.com/rbookhq/rbook-action/controlplane/store"
@@ -128,6 +129,12 @@ type Options struct {
 	// than Age are pruned in batches, exported first to ExportDir when set (rbook serve
 	// --retention; docs/backup.md, "Retention"). nil keeps every run.
 	Retention *RetentionOptions
+	// Metrics, when set, is served at /metrics (metrics.Path) and counts what the control
+	// plane does (docs/metrics.md; rbook serve --metrics). nil serves and counts nothing.
+	Metrics *metrics.Metrics
+	// MetricsToken, when set, is the bearer token /metrics requires (rbook serve
+	// --metrics-token-file); empty serves it to everyone, as health is.
+	MetricsToken []byte
 }
 
 // Server is the control plane's http.Handler. Create it with New; Close it before closing
@@ -168,6 +175,10 @@ type Server struct {
 	limits *limiters
 	// certs caches client certificates' verdicts (tls.go); nil without Options.ClientCAs.
 	certs *certVerdicts
+	// metrics is opts.Metrics (nil: off; its methods then do nothing); resume holds the
+	// approve-to-resume clocks (metrics.go).
+	metrics *metrics.Metrics
+	resume  resumeClock
 }
 
 // New builds the handler over st and starts the gate-deadline timer. It must be called
@@ -203,7 +214,7 @@ func New(st *store.Store, opts Options) (*Server, error) {
 		opts.MaxMessageBytes = DefaultMaxMessageBytes
 	}
 	s := &Server{st: st, opts: opts, log: opts.Logger, rearm: make(chan struct{}, 1),
-		streamsDone: make(chan struct{}), loopDone: make(chan struct{}), people: dir}
+		streamsDone: make(chan struct{}), loopDone: make(chan struct{}), people: dir, metrics: opts.Metrics}
 	if opts.ClientCAs != nil {
 		s.certs = newCertVerdicts(opts.ClientCAs)
 	}
@@ -273,12 +284,13 @@ func New(st *store.Store, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	s.mountSlack()
+	unsubMetrics := s.mountMetrics()
 	// The approver's console: every path no service claims gets the page or its assets
 	// (docs/console.md). The Connect services keep their /rbook.v1.X/ paths.
 	s.mux.Handle("/", console.Handler())
 
 	ctx, cancel := context.WithCancel(context.Background())
-	s.stopLoop = func() { cancel(); unsubscribe() }
+	s.stopLoop = func() { cancel(); unsubscribe(); unsubMetrics() }
 	if st.ReadOnly() {
 		close(s.loopDone) // gates cannot expire in a database nobody writes
 		return s, nil

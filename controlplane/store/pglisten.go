@@ -338,6 +338,7 @@ func (s *Store) readAndPublish(ctx context.Context, runIDs, approvalIDs []string
 	s.fan.mu.Lock()
 	defer s.fan.mu.Unlock()
 	c = s.fan.note(c, true)
+	c.Remote = true
 	for _, r := range rows {
 		if m, ok := s.fan.marks[r.RunID]; ok {
 			m.hash, m.total = r.PlaybookHash, r.TotalSteps

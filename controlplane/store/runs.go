@@ -429,6 +429,7 @@ func (s *Store) recordOne(w *writeTx, run RunProgress, t Transition, newStatus R
 	w.change.Transitions = append(w.change.Transitions, t)
 	published := run
 	published.Playbook = pb // watchers get the projection; the cache does not keep it
+	published.BecameFinal = !oldStatus.Final() && run.Status.Final()
 	w.change.Progress = append(w.change.Progress, published)
 	w.staged = append(w.staged, run)
 	return nil

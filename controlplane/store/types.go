@@ -399,6 +399,9 @@ type RunProgress struct {
 	// Playbook is, in Change.Progress of a playbook run, its bindings, iteration counts and
 	// active nodes after the transition (docs/playbooks.md, "Inputs and bindings"); nil for runbook runs and elsewhere.
 	Playbook *PlaybookProgress
+	// BecameFinal is true, in Change.Progress, for the transition whose commit gave the run
+	// its final status (the control plane's finished-runs counter; docs/metrics.md).
+	BecameFinal bool
 
 	// playbook is true for a run of kind playbook; active is its active_nodes JSON text.
 	playbook bool
@@ -693,6 +696,9 @@ type Change struct {
 	Transitions []Transition
 	// Approvals holds each approval row as it stands after a change.
 	Approvals []Approval
+	// Remote is true for another replica's commit, read by the change listener (PostgreSQL;
+	// pglisten.go): this replica's metrics count only its own commits (docs/metrics.md).
+	Remote bool
 }
 
 func (c *Change) append(o Change) {

@@ -165,6 +165,27 @@ func WithPreviousSecret(previous []byte) Option {
 	}
 }
 
+// Outcomes of a delivery, as WithOutcome reports them: processed (acted on and recorded),
+// duplicate (already processed), ignored (an event or action the control plane does not act
+// on), held (another replica is processing it: 409), refused (malformed, or the Handler
+// refused it), unauthorized (the signature does not match), error (storage or Handler failure).
+const (
+	OutcomeProcessed    = "processed"
+	OutcomeDuplicate    = "duplicate"
+	OutcomeIgnored      = "ignored"
+	OutcomeHeld         = "held"
+	OutcomeRefused      = "refused"
+	OutcomeUnauthorized = "unauthorized"
+	OutcomeError        = "error"
+)
+
+// WithOutcome has the endpoint call fn once per request with the X-GitHub-Event header (as
+// sent: fn must bound it before using it as a label) and the request's outcome (the
+// Outcome constants); the control plane's metrics count them (docs/metrics.md).
+func WithOutcome(fn func(event, outcome string)) Option {
+	return func(e *Endpoint) { e.outcome = fn }
+}
+
 // Endpoint is the http.Handler for Path. Create it with New.
 type Endpoint struct {
 	secret     []byte
@@ -174,6 +195,7 @@ type Endpoint struct {
 	log        *slog.Logger
 	lease      time.Duration // claims' lease (DeliveryClaimLease)
 	claimWait  time.Duration // how long a held claim is waited for (MaxClaimWait)
+	outcome    func(event, outcome string)
 
 	mu       sync.Mutex
 	inFlight map[string]*deliveryLock // one delivery id processed at a time in this process
@@ -211,6 +233,10 @@ func New(secret []byte, deliveries Deliveries, handler Handler, log *slog.Logger
 func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	event := r.Header.Get(github.EventTypeHeader)
 	id := r.Header.Get(github.DeliveryIDHeader)
+	outcome := OutcomeRefused
+	if e.outcome != nil {
+		defer func() { e.outcome(event, outcome) }()
+	}
 	refuse := func(code int, reason string, attrs ...any) {
 		e.log.Warn("github webhook refused", append([]any{"event", logValue(event), "delivery", logValue(id),
 			"status", code, "reason", reason, "remote", r.RemoteAddr}, attrs...)...)
@@ -251,12 +277,14 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// ValidateSignature compares the HMAC-SHA256 with hmac.Equal (constant time); the
 	// previous secret, during a rotation, is tried when the current one does not match.
 	if err := github.ValidateSignature(sig, body, e.secret); err != nil && (e.previous == nil || github.ValidateSignature(sig, body, e.previous) != nil) {
+		outcome = OutcomeUnauthorized
 		refuse(http.StatusUnauthorized, "signature does not match the webhook secret")
 		return
 	}
 
 	if event != EventProtectionRule && event != EventDeploymentReview {
 		e.log.Info("github webhook ignored", "event", logValue(event), "delivery", logValue(id), "reason", "event not handled")
+		outcome = OutcomeIgnored
 		w.WriteHeader(http.StatusOK)
 		return
 	}
@@ -266,11 +294,13 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	seen, err := e.deliveries.GitHubDeliverySeen(r.Context(), id)
 	if err != nil {
 		e.log.Error("github webhook: reading processed deliveries failed", "event", event, "delivery", id, "error", err.Error())
+		outcome = OutcomeError
 		http.Error(w, "storage unavailable", http.StatusInternalServerError)
 		return
 	}
 	if seen {
 		e.log.Info("github webhook ignored", "event", event, "delivery", id, "reason", "delivery already processed")
+		outcome = OutcomeDuplicate
 		w.WriteHeader(http.StatusOK)
 		return
 	}
@@ -330,16 +360,19 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	claim, err := e.claim(r.Context(), store.GitHubDelivery{ID: id, Event: event, Action: d.Action})
 	if err != nil {
 		e.log.Error("github webhook: claiming the delivery failed", "event", event, "delivery", id, "error", err.Error())
+		outcome = OutcomeError
 		http.Error(w, "storage unavailable", http.StatusInternalServerError)
 		return
 	}
 	switch claim.State {
 	case store.DeliveryDone:
 		e.log.Info("github webhook ignored", "event", event, "delivery", id, "reason", "delivery already processed")
+		outcome = OutcomeDuplicate
 		w.WriteHeader(http.StatusOK)
 		return
 	case store.DeliveryHeld:
 		until := claim.Until.UTC().Format(time.RFC3339)
+		outcome = OutcomeHeld
 		e.log.Warn("github webhook refused", "event", event, "delivery", id, "status", http.StatusConflict,
 			"reason", "delivery being processed by another control-plane replica", "claimed_by", claim.By, "claimed_until", until)
 		http.Error(w, "delivery is being processed by another control-plane replica (claimed until "+until+
@@ -349,9 +382,11 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		e.log.Warn("github webhook: taking over the expired claim of a delivery (its replica stopped before finishing it)",
 			"event", event, "delivery", id, "claimed_by", claim.By)
 	}
+	outcome = OutcomeProcessed
 	if handle == nil {
 		// e.g. deployment_review "requested": nothing to decide; recorded so a replay is a no-op.
 		e.log.Info("github webhook: action not acted on", "event", event, "delivery", id, "action", logValue(d.Action))
+		outcome = OutcomeIgnored
 	} else if err := handle(); err != nil {
 		// Give the claim back, so GitHub's redelivery (to any replica) acts on it again.
 		if _, rerr := e.deliveries.ReleaseGitHubDelivery(context.WithoutCancel(r.Context()), id); rerr != nil {
@@ -360,11 +395,13 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		var ref *Refusal
 		if errors.As(err, &ref) {
+			outcome = OutcomeRefused
 			refuse(ref.Status, ref.Reason, "action", logValue(d.Action))
 			return
 		}
 		e.log.Error("github webhook: handler failed; not recorded, GitHub may redeliver", "event", event,
 			"delivery", id, "action", d.Action, "error", err.Error())
+		outcome = OutcomeError
 		http.Error(w, "processing failed", http.StatusInternalServerError)
 		return
 	}
