@@ -74,8 +74,10 @@ func (s *tracedStream) Receive(m any) error {
 func startServerSpan(ctx context.Context, spec connect.Spec, h http.Header) (context.Context, trace.Span, *telemetry.Fields) {
 	procedure := strings.TrimPrefix(spec.Procedure, "/")
 	service, method, _ := strings.Cut(procedure, "/")
-	ctx, span := telemetry.Tracer().Start(telemetry.Extract(ctx, h), procedure, trace.WithSpanKind(trace.SpanKindServer),
-		trace.WithAttributes(attribute.String("rpc.system", "connect_rpc"), attribute.String("rpc.service", service), attribute.String("rpc.method", method)))
+	ctx, span := telemetry.Tracer().Start(telemetry.Extract(ctx, h), procedure, trace.WithSpanKind(trace.SpanKindServer))
+	if span.IsRecording() { // no attributes built when tracing is off
+		span.SetAttributes(attribute.String("rpc.system", "connect_rpc"), attribute.String("rpc.service", service), attribute.String("rpc.method", method))
+	}
 	ctx, fields := telemetry.WithFields(ctx)
 	return ctx, span, fields
 }
@@ -105,6 +107,9 @@ func noteRequest(span trace.Span, fields *telemetry.Fields, m any) {
 // noteIDs sets the ids that are not empty on the span and in the log fields.
 func noteIDs(span trace.Span, fields *telemetry.Fields, runID, step, approvalID string) {
 	fields.Set(runID, step, approvalID)
+	if !span.IsRecording() {
+		return
+	}
 	if runID != "" {
 		span.SetAttributes(telemetry.AttrRunID.String(runID))
 	}
