@@ -159,8 +159,33 @@ func TestServedRunIsOneTraceAcrossExecutorAndControlPlane(t *testing.T) {
 	runID := approvedServedRun(t, dir, cp.url())
 	stopServeGracefully(t, cp)
 
-	exec := recv.of("rbook")
-	var root span
+	root, gate := checkRunTrace(t, recv.of("rbook"), runID, "control-plane")
+
+	// Every call the executor made is in its trace; rbook approve's is a trace of its own.
+	served := recv.of("rbook-control-plane")
+	procs := map[string]span{}
+	for _, s := range served {
+		procs[s.name] = s
+		if inRun := s.traceID == root.traceID; inRun == (s.name == "rbook.v1.ApprovalService/Approve") {
+			t.Errorf("control plane span %q is in trace %s, the run's is %s", s.name, s.traceID, root.traceID)
+		}
+	}
+	for _, p := range []string{"rbook.v1.RunService/StartRun", "rbook.v1.RunService/RecordTransitions", "rbook.v1.ApprovalService/RequestApproval"} {
+		if s, ok := procs[p]; !ok || s.attrs["rbook.run_id"] != runID {
+			t.Errorf("control plane span %s: %+v (run %s); got %v", p, s, runID, slices.Sorted(maps.Keys(procs)))
+		}
+	}
+	if ra := procs["rbook.v1.ApprovalService/RequestApproval"]; ra.attrs["rbook.approval_id"] != gate.attrs["rbook.approval_id"] || ra.parent != gate.spanID {
+		t.Errorf("RequestApproval span %+v: want approval %s under the gate's span %s", ra, gate.attrs["rbook.approval_id"], gate.spanID)
+	}
+}
+
+// checkRunTrace checks the executor's spans of the demo run runID, approved at its gate by
+// one of channels: one root span, exactly one span per step under it with its status, the
+// gate's span with the approval, every span in the root's trace. It returns the root and the
+// gate's span.
+func checkRunTrace(t *testing.T, exec []span, runID string, channels ...string) (root, gate span) {
+	t.Helper()
 	for _, s := range exec {
 		if s.name == "rbook run demo" {
 			if root.name != "" {
@@ -173,7 +198,6 @@ func TestServedRunIsOneTraceAcrossExecutorAndControlPlane(t *testing.T) {
 		t.Fatalf("root span %+v (run %s); the executor sent %+v", root, runID, exec)
 	}
 	steps := map[string]int{}
-	var gate span
 	for _, s := range exec {
 		if s.traceID != root.traceID {
 			t.Errorf("span %q is in trace %s, the run's is %s", s.name, s.traceID, root.traceID)
@@ -199,27 +223,38 @@ func TestServedRunIsOneTraceAcrossExecutorAndControlPlane(t *testing.T) {
 	if !maps.Equal(steps, want) {
 		t.Errorf("step spans %v, want one per step %v", steps, want)
 	}
-	if gate.name != "gate confirm-rollout" || gate.attrs["rbook.gate.verdict"] != "approved" || gate.attrs["rbook.gate.channel"] != "control-plane" ||
+	if gate.name != "gate confirm-rollout" || gate.attrs["rbook.gate.verdict"] != "approved" || !slices.Contains(channels, gate.attrs["rbook.gate.channel"]) ||
 		!strings.HasPrefix(gate.attrs["rbook.approval_id"], "a-") || gate.attrs["rbook.run_id"] != runID {
 		t.Errorf("gate span %+v", gate)
 	}
 
-	// Every call the executor made is in its trace; rbook approve's is a trace of its own.
-	served := recv.of("rbook-control-plane")
-	procs := map[string]span{}
-	for _, s := range served {
-		procs[s.name] = s
-		if inRun := s.traceID == root.traceID; inRun == (s.name == "rbook.v1.ApprovalService/Approve") {
-			t.Errorf("control plane span %q is in trace %s, the run's is %s", s.name, s.traceID, root.traceID)
+	return root, gate
+}
+
+// A run on a laptop, with the control plane rbook run starts in its own process, is one trace
+// too: the embedded control plane's spans of the run's calls are in it.
+func TestLaptopRunWithItsEmbeddedControlPlaneIsOneTrace(t *testing.T) {
+	skipShort(t)
+	dir := workdir(t)
+	recv := newOTLPReceiver(t)
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", recv.URL)
+	out, code := run(t, dir, "yes\n", "run", "demo")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, out)
+	}
+	runID := readState(t, dir).RunID
+	// The terminal's answer is recorded on the control plane: whichever of the two tells the
+	// gate first is the channel.
+	spans := recv.of("rbook")
+	root, _ := checkRunTrace(t, spans, runID, "terminal", "control-plane")
+	var recorded bool
+	for _, s := range spans {
+		if s.name == "rbook.v1.RunService/RecordTransitions" && s.attrs["rbook.run_id"] == runID && s.traceID == root.traceID {
+			recorded = true
 		}
 	}
-	for _, p := range []string{"rbook.v1.RunService/StartRun", "rbook.v1.RunService/RecordTransitions", "rbook.v1.ApprovalService/RequestApproval"} {
-		if s, ok := procs[p]; !ok || s.attrs["rbook.run_id"] != runID {
-			t.Errorf("control plane span %s: %+v (run %s); got %v", p, s, runID, slices.Sorted(maps.Keys(procs)))
-		}
-	}
-	if ra := procs["rbook.v1.ApprovalService/RequestApproval"]; ra.attrs["rbook.approval_id"] != gate.attrs["rbook.approval_id"] || ra.parent != gate.spanID {
-		t.Errorf("RequestApproval span %+v: want approval %s under the gate's span %s", ra, gate.attrs["rbook.approval_id"], gate.spanID)
+	if !recorded {
+		t.Errorf("no RecordTransitions span of run %s in its trace; spans: %+v", runID, spans)
 	}
 }
 
