@@ -108,7 +108,7 @@ func NewWithTokenSource(baseURL string, ts TokenSource) *Client {
 	eps := newEndpoints(baseURL)
 	c := &Client{credentialed: ts != nil, eps: eps}
 	c.URL = strings.Join(c.URLs(), ",")
-	interceptors := []connect.Interceptor{failoverInterceptor{c}}
+	interceptors := []connect.Interceptor{traceInterceptor{}, failoverInterceptor{c}}
 	if ts != nil {
 		interceptors = append(interceptors, tokenInterceptor{ts})
 	}

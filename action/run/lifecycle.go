@@ -113,7 +113,8 @@ func (a *attempt) human(req engine.GateRequest) { a.Terminal.HumanNeeded(a.st.Ru
 // composeGates is the one place the run's gate chain is built, innermost first: the terminal
 // gate (or the control plane's gate with the terminal as its local source, set by
 // controlPlane); without a control plane, a playbook's auto-pass policy before the terminal;
-// the resumed run's decided gate; and the runner output's wrapper last.
+// the resumed run's decided gate; the runner output's wrapper; and the trace's gate span
+// last (tracing.go).
 func (a *attempt) composeGates() {
 	if a.cpURL == "" {
 		a.tg.NoAnswer = a.noInput // the terminal is the only source, and it cannot answer
@@ -125,11 +126,11 @@ func (a *attempt) composeGates() {
 		a.resumed.Next = a.gate
 		a.gate = a.resumed
 	}
-	a.gate = a.Terminal.WrapGate(a.gate, a.cpURL, a.embedded)
+	a.gate = a.trace.gate(a.Terminal.WrapGate(a.gate, a.cpURL, a.embedded))
 }
 
 // engine is the run's engine: its plan, executors, gate and recorders (the state file first,
-// then the control plane's, then the terminal's).
+// then the trace's, the control plane's, then the terminal's).
 func (a *attempt) engine() *engine.Engine {
 	eng := &engine.Engine{Plan: a.Plan, Executors: a.Executors, Gate: a.gate, Recorders: append(slices.Clone(a.recorders), a.Terminal)}
 	if pb := a.Playbook; pb != nil {

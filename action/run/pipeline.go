@@ -146,6 +146,7 @@ type attempt struct {
 	interactive  bool
 	tg           *steps.TerminalGate
 	resumed      *cpclient.DecidedGate
+	trace        *runTrace
 }
 
 // runOnce is one attempt of Run. Its order is the pipeline's rules: refuse before touching
@@ -180,13 +181,15 @@ func runOnce(ctx context.Context, o Options) error {
 	if err := a.open(lock); err != nil {
 		return err
 	}
+	ctx, endTrace := a.startTrace(ctx)
+	defer endTrace()
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	if a.Signals != nil {
 		defer a.Signals(ctx, cancel, a.statePath)()
 	}
 	a.fileRec = &state.FileRecorder{Path: a.statePath, State: a.st}
-	a.recorders = []engine.Recorder{a.fileRec}
+	a.recorders = []engine.Recorder{a.fileRec, a.trace}
 	a.who, a.noInput, a.lines, a.interactive, a.tg = a.Terminal.TerminalGate()
 	a.gate = a.tg
 	a.start = a.startAt()

@@ -219,16 +219,20 @@ func TestNothingIsRecordedOnTheControlPlaneBeforeItsLease(t *testing.T) {
 }
 
 // TestGateChainIsComposedInOneOrder: without a control plane, a resumed playbook run's gate
-// is the runner output's wrapper around the decided gate around the auto-pass policy around
-// the terminal.
+// is the trace's gate span around the runner output's wrapper around the decided gate around
+// the auto-pass policy around the terminal.
 func TestGateChainIsComposedInOneOrder(t *testing.T) {
 	term := &fakeTerminal{}
 	_, _, _, _, tg := term.TerminalGate()
-	a := &attempt{Options: Options{Terminal: term, Playbook: &Playbook{}}, tg: tg, gate: tg, noInput: "standard input is empty", resumed: &cpclient.DecidedGate{StepIndex: 1}}
+	a := &attempt{Options: Options{Terminal: term, Playbook: &Playbook{}}, tg: tg, gate: tg, noInput: "standard input is empty", resumed: &cpclient.DecidedGate{StepIndex: 1},
+		trace: &runTrace{}}
 	a.composeGates()
+	if traced, ok := a.gate.(tracedGate); !ok || traced.next != term.wrapped {
+		t.Fatalf("outermost gate %T; want the trace's gate span around the runner output's wrapper", a.gate)
+	}
 	dg, ok := term.wrapped.(*cpclient.DecidedGate)
-	if !ok || a.gate != term.wrapped {
-		t.Fatalf("outermost gate %T; want the runner output's wrapper around *cpclient.DecidedGate", term.wrapped)
+	if !ok {
+		t.Fatalf("runner output's wrapper around %T; want *cpclient.DecidedGate", term.wrapped)
 	}
 	pg, ok := dg.Next.(*steps.PolicyGate)
 	if !ok || pg.Next != tg {

@@ -152,7 +152,7 @@ func runPlaybook(cmd *cobra.Command, file string, f playbookFlags) error {
 		return err
 	}
 	o.Rebuild = build
-	return fromRun(pipeline.Run(cmd.Context(), o))
+	return fromRun(runTraced(cmd, o))
 }
 
 // playbookOptions are the pipeline's Options of a playbook run: the playbook, its inputs and

@@ -215,7 +215,7 @@ func runRunbook(cmd *cobra.Command, name string, f runFlags, stepIndex *int) err
 		return err
 	}
 	o.Rebuild = build
-	return fromRun(pipeline.Run(cmd.Context(), o))
+	return fromRun(runTraced(cmd, o))
 }
 
 // runbookOptions are the pipeline's Options of a runbook run: everything that can refuse it

@@ -16,6 +16,7 @@ import (
 	"github.com/rbookhq/rbook-action/controlplane/notify"
 	"github.com/rbookhq/rbook-action/controlplane/server"
 	"github.com/rbookhq/rbook-action/controlplane/store"
+	"github.com/rbookhq/rbook-action/internal/telemetry"
 )
 
 // The control plane's default address: the one port the README, docs/, every --help and the
@@ -64,6 +65,7 @@ func newServeCmd() *cobra.Command {
 	addServeSecretFlags(cmd)
 	addServeRetentionFlags(cmd)
 	addServeMetricsFlags(cmd)
+	addServeTracingFlags(cmd)
 	f.BoolVar(&sf.cfg.Insecure, "insecure", false, "allow a non-loopback --addr without --auth-file or --oidc-config")
 	f.Bool("forbid-self-approval", true, "deprecated: the run's starter may never approve its gates unless the gate policy says so")
 	_ = f.MarkDeprecated("forbid-self-approval", "four-eyes is the default (see --gate-policy)")
@@ -99,6 +101,11 @@ func runServe(cmd *cobra.Command, sf *serveFlags) error {
 	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	stopTracing, err := applyServeTracing(ctx, cfg)
+	if err != nil {
+		return abort("rbook serve: %v", err)
+	}
+	defer stopTracing() // after Close: the last RPCs' spans are flushed
 	r, err := server.Start(ctx, *cfg)
 	if err != nil {
 		return abort("rbook serve: %v", err)
@@ -182,7 +189,7 @@ func (sf *serveFlags) load(cmd *cobra.Command) (serveModes, error) {
 	if sf.logJSON {
 		h = slog.NewJSONHandler(cmd.ErrOrStderr(), nil)
 	}
-	cfg.Logger = slog.New(h)
+	cfg.Logger = slog.New(telemetry.NewLogHandler(h)) // trace and run ids on each line (docs/tracing.md)
 	return m, nil
 }
 

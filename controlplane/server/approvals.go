@@ -18,6 +18,7 @@ import (
 	"github.com/rbookhq/rbook-action/internal/gateinputs"
 	"github.com/rbookhq/rbook-action/internal/gateinputs/inputspb"
 	"github.com/rbookhq/rbook-action/internal/lazyregexp"
+	"github.com/rbookhq/rbook-action/internal/telemetry"
 )
 
 // Request limits documented in approval_service.proto.
@@ -182,6 +183,7 @@ func (h approvalService) RequestApproval(ctx context.Context, req *rbookv1.Reque
 			}
 		}
 		p := s.approvalToProto(a)
+		telemetry.FieldsFrom(ctx).Set(a.RunID, a.NodeID, a.ApprovalID) // the RPC's log line names the approval too
 		s.log.InfoContext(ctx, "gate opened", "approval_id", a.ApprovalID, "run_id", a.RunID, "node_id", a.NodeID,
 			"created", created, "deadline", a.Deadline)
 		if d := a.Policy; d != nil {
@@ -387,6 +389,7 @@ func (s *Server) decide(ctx context.Context, v vote) (store.Approval, error) {
 	case err != nil:
 		return a, s.storeError(ctx, "deciding the approval", err)
 	}
+	telemetry.FieldsFrom(ctx).Set(decided.RunID, decided.NodeID, decided.ApprovalID) // a call by token learns them here
 	if decided.Status == store.ApprovalPending {
 		s.log.InfoContext(ctx, "gate vote", "approval_id", decided.ApprovalID, "run_id", decided.RunID,
 			"approver", voter.Identity, "person", voter.Person, "approvals", len(decided.ApprovedPeople()), "required", decided.ApprovalsRequired)

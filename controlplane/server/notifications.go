@@ -13,6 +13,7 @@ import (
 	"github.com/rbookhq/rbook-action/controlplane/consolelink"
 	"github.com/rbookhq/rbook-action/controlplane/notify"
 	"github.com/rbookhq/rbook-action/controlplane/store"
+	"github.com/rbookhq/rbook-action/internal/telemetry"
 )
 
 // Back-off and give-up bounds of the notification delivery loop (docs/notifications.md,
@@ -245,10 +246,12 @@ func (n *notifier) deliverAll(ctx context.Context) error {
 // the bounds above, the give-up with its reason. It reports false when the attempt failed.
 func (n *notifier) deliver(ctx context.Context, d store.NotificationDelivery) bool {
 	now := time.Now()
+	ctx, fields := telemetry.WithFields(ctx) // each line below names the event's run and gate
+	fields.Set(d.Event.RunID, "", d.Event.ApprovalID)
 	attempts, ok, err := n.s.st.ClaimNotificationDelivery(ctx, d.Event.ID, d.Channel, now, now.Add(NotificationClaimLease))
 	if err != nil {
 		if ctx.Err() == nil && !errors.Is(err, store.ErrClosed) {
-			n.log.Error("claiming a notification for delivery failed", "event", d.Event.ID, "channel", d.Channel, "err", err)
+			n.log.ErrorContext(ctx, "claiming a notification for delivery failed", "event", d.Event.ID, "channel", d.Channel, "err", err)
 		}
 		return false
 	}
@@ -267,7 +270,7 @@ func (n *notifier) deliver(ctx context.Context, d store.NotificationDelivery) bo
 		g.ApprovalURL = consolelink.ApprovalURL(n.s.opts.PublicURL, g.ApprovalID)
 		if m.Kind != store.EventGateOpened {
 			if m.GateMessageID, err = n.s.st.GateMessageID(ctx, g.ApprovalID, d.Channel); err != nil {
-				n.log.Warn("reading the gate's earlier message failed; sending without it", "event", d.Event.ID, "channel", d.Channel, "err", err)
+				n.log.WarnContext(ctx, "reading the gate's earlier message failed; sending without it", "event", d.Event.ID, "channel", d.Channel, "err", err)
 			}
 		}
 	}
@@ -279,10 +282,10 @@ func (n *notifier) deliver(ctx context.Context, d store.NotificationDelivery) bo
 		if werr := n.s.st.NotificationDelivered(ctx, d.Event.ID, d.Channel, msgID, time.Now()); werr != nil {
 			// The receiver has it; should this write fail the event is sent again later,
 			// with the same id, which the receiver de-duplicates.
-			n.log.Error("recording a delivered notification failed", "event", d.Event.ID, "channel", d.Channel, "err", werr)
+			n.log.ErrorContext(ctx, "recording a delivered notification failed", "event", d.Event.ID, "channel", d.Channel, "err", werr)
 			return true
 		}
-		n.log.Info("notification delivered", "event", d.Event.ID, "channel", d.Channel, "kind", ch.Kind(), "attempt", attempts+1)
+		n.log.InfoContext(ctx, "notification delivered", "event", d.Event.ID, "channel", d.Channel, "kind", ch.Kind(), "attempt", attempts+1)
 		return true
 	}
 	if ctx.Err() != nil {
@@ -302,10 +305,10 @@ func (n *notifier) deliver(ctx context.Context, d store.NotificationDelivery) bo
 	n.s.metrics.NotificationDelivery(ch.Kind(), "failed")
 	delay := retryDelay(n.base, failures, MaxNotifyRetry)
 	if werr := n.s.st.NotificationAttemptFailed(ctx, d.Event.ID, d.Channel, err.Error(), time.Now().Add(delay)); werr != nil {
-		n.log.Error("recording a failed notification delivery failed", "event", d.Event.ID, "channel", d.Channel, "err", werr)
+		n.log.ErrorContext(ctx, "recording a failed notification delivery failed", "event", d.Event.ID, "channel", d.Channel, "err", werr)
 		return false
 	}
-	n.log.Warn("notification delivery failed; retrying", "event", d.Event.ID, "channel", d.Channel, "attempt", failures,
+	n.log.WarnContext(ctx, "notification delivery failed; retrying", "event", d.Event.ID, "channel", d.Channel, "attempt", failures,
 		"retry_in", delay.String(), "err", err.Error())
 	return false
 }

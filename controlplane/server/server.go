@@ -256,6 +256,7 @@ func New(st *store.Store, opts Options) (*Server, error) {
 		interceptors = append(interceptors, localApproverInterceptor{opts.LocalApprover})
 	}
 	handlerOpts := []connect.HandlerOption{
+		connect.WithInterceptors(traceInterceptor{}), // outermost: the log line and the handlers see the span (tracing.go)
 		connect.WithInterceptors(interceptors...),
 		connect.WithReadMaxBytes(opts.MaxMessageBytes),
 		connect.WithRecover(s.recoverPanic),

@@ -46,6 +46,8 @@ type cpServer struct {
 	exited   chan struct{}
 	// recorded gets one value per RecordTransition call any instance logged.
 	recorded chan struct{}
+	// log is every line the instances printed, in order (under mu).
+	log []string
 }
 
 // startServe starts `rbook serve` (with extra flags) on a free loopback port with its
@@ -89,6 +91,9 @@ func (s *cpServer) launch() error {
 		once := false
 		for sc.Scan() {
 			line := sc.Text()
+			s.mu.Lock()
+			s.log = append(s.log, line)
+			s.mu.Unlock()
 			if !once && strings.Contains(line, "listening on") {
 				once = true
 				close(ready)
