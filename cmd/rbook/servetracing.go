@@ -19,7 +19,7 @@ var serveTracing struct {
 // addServeTracingFlags registers --otlp-endpoint on cmd.
 func addServeTracingFlags(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&serveTracing.otlpEndpoint, "otlp-endpoint", "",
-		"export traces over OTLP/HTTP to this URL (e.g. http://127.0.0.1:4318; overrides OTEL_EXPORTER_OTLP_ENDPOINT; docs/tracing.md)")
+		"export traces over OTLP/HTTP to this URL (e.g. http://otel-collector:4318, the collector's OTLP/HTTP port; overrides OTEL_EXPORTER_OTLP_ENDPOINT; docs/tracing.md)")
 }
 
 // applyServeTracing starts exporting the control plane's traces when --otlp-endpoint or the
