@@ -53,7 +53,7 @@ Exit codes:
   2  refused (FILE exists, PostgreSQL, no database) or the copy failed its check`,
 		Example: `  rbook admin health                   # 127.0.0.1:7070, as a container's health check does
   rbook admin backup /var/backups/rbook/cp-$(date +%F).db --db /var/lib/rbook/cp.db`,
-		Args:    cobra.ExactArgs(1),
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			start := time.Now()
 			info, err := store.BackupSQLite(cmd.Context(), db, args[0])
