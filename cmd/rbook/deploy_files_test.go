@@ -116,8 +116,8 @@ func checkServeArgs(t *testing.T, where string, args []string, health bool) {
 func TestDeployFilesUseOnlyRealServeFlags(t *testing.T) {
 	c := readCompose(t)
 	svc, ok := c.Services["rbook"]
-	if !ok || !strings.HasPrefix(svc.Image, "ghcr.io/rbookhq/rbook:") {
-		t.Fatalf("compose.yaml: no service rbook on image ghcr.io/rbookhq/rbook (services %v)", c.Services)
+	if !ok || !strings.HasPrefix(svc.Image, "${RBOOK_IMAGE:-ghcr.io/rbookhq/rbook}:") {
+		t.Fatalf("compose.yaml: no service rbook on image ${RBOOK_IMAGE:-ghcr.io/rbookhq/rbook} (services %v)", c.Services)
 	}
 	checkServeArgs(t, "deploy/compose/compose.yaml services.rbook.command", svc.Command, false)
 	if svc.Healthcheck == nil || len(svc.Healthcheck.Test) < 4 || svc.Healthcheck.Test[0] != "CMD" || strings.Join(svc.Healthcheck.Test[1:4], " ") != "/rbook admin health" {

@@ -163,6 +163,11 @@ func New(version buildinfo.Version) *Metrics {
 	refused := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "http_requests_refused_total",
 		Help: "Requests refused before they were handled (rate limits, size limits), by endpoint and reason."}, []string{"endpoint", "reason"})
 	m.refused = newRefusals(refused)
+	for _, e := range RefusalEndpoints {
+		for _, r := range RefusalReasons {
+			m.refused.counter(e, r) // exported at 0 from the start, as the fixed sets are
+		}
+	}
 
 	m.state = newStateCollector()
 	m.reg.MustRegister(buildInfo, runsFinished, decisions, m.decisionToResume, m.transitions, m.storeCommit, webhook,
@@ -284,6 +289,15 @@ func (m *Metrics) RequestRefused(endpoint, reason string) {
 	}
 	m.refused.counter(endpoint, reason).Inc()
 }
+
+// RefusalEndpoints and RefusalReasons are the endpoints and reasons the control plane's
+// limits refuse requests for (docs/serve-config.md, "Limits"); their pairs of
+// rbook_http_requests_refused_total exist at 0 from the start. Other short tokens a caller
+// passes are counted too, up to MaxRefusalSeries pairs.
+var (
+	RefusalEndpoints = []string{"webhook", "slack", "signin", "console"}
+	RefusalReasons   = []string{"rate", "too_large"}
+)
 
 // MaxRefusalSeries bounds the (endpoint, reason) pairs rbook_http_requests_refused_total
 // keeps apart.

@@ -125,6 +125,7 @@ func TestEveryFixedSeriesExistsAtZeroBeforeAnythingHappens(t *testing.T) {
 		"rbook_github_webhook_deliveries_total":  len(metrics.WebhookEvents) * len(metrics.WebhookOutcomes),
 		"rbook_notification_deliveries_total":    len(metrics.ChannelTypes) * len(metrics.DeliveryOutcomes),
 		"rbook_github_protection_verdicts_total": len(metrics.ProtectionVerdicts) * 2,
+		"rbook_http_requests_refused_total":      len(metrics.RefusalEndpoints) * len(metrics.RefusalReasons),
 	}
 	for name, n := range want {
 		if got := series(t, m, name); got != n {

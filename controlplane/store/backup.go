@@ -208,7 +208,8 @@ func checkDatabase(ctx context.Context, db *sql.DB, path string) (BackupInfo, er
 // RestoreSQLite replaces the SQLite database target with the backup file: it checks the
 // backup first (CheckBackup) and changes nothing when that fails; it checkpoints target (so
 // its whole content is in the main file), keeps a copy of it as target+".before-restore"
-// (replacing an older such copy), then writes the backup over target atomically (a
+// (refusing, with nothing changed, when such a copy is left from an earlier restore: it may
+// be the only copy of the database as it was before that one), then writes the backup over target atomically (a
 // temporary file beside it, fsync, rename) and removes target's stale -wal and -shm files.
 // The caller makes sure no process serves target meanwhile (`rbook admin restore` holds its
 // serving lock). A missing target is simply created. Errors: ErrPostgresBackup for a
@@ -226,6 +227,9 @@ func RestoreSQLite(ctx context.Context, backup, target string) (BackupInfo, erro
 		return info, err
 	}
 	if _, err := os.Stat(abs); err == nil {
+		if _, err := os.Lstat(abs + ".before-restore"); err == nil {
+			return info, fmt.Errorf("%w: nothing was replaced: %s.before-restore is left from an earlier restore and may be the only copy of the database before it; move it away (or delete it once you are sure), then restore again", ErrInvalidArgument, abs)
+		}
 		if err := checkpoint(ctx, abs); err != nil {
 			return info, err
 		}

@@ -152,6 +152,26 @@ func TestRestoreReplacesTheDatabaseAndKeepsTheOldOne(t *testing.T) {
 			t.Errorf("%s holds %+v (%v), want run %s", file, page.Runs, err, want)
 		}
 	}
+	// A second restore would replace the only copy of the database before the first one:
+	// it is refused and changes nothing.
+	before, err := os.ReadFile(target + ".before-restore")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := RestoreSQLite(ctx, backupOf(t, "second"), target); !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "nothing was replaced") || !strings.Contains(err.Error(), ".before-restore is left from an earlier restore") {
+		t.Fatalf("second restore: %v, want a refusal naming the earlier restore's copy", err)
+	}
+	if after, err := os.ReadFile(target + ".before-restore"); err != nil || !bytes.Equal(after, before) {
+		t.Errorf("the earlier restore's copy changed (%v)", err)
+	}
+	r, err := Open(ctx, target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if page, err := r.ListRuns(ctx, RunFilter{}); err != nil || len(page.Runs) != 1 || page.Runs[0].RunID != "from-backup" {
+		t.Errorf("after the refused restore %s holds %+v (%v), want run from-backup", target, page.Runs, err)
+	}
 }
 
 func TestRestoreChecksTheBackupBeforeReplacingAnything(t *testing.T) {

@@ -38,7 +38,7 @@ var dsnScheme = lazyregexp.New(`^([A-Za-z][A-Za-z0-9+.-]*)://`)
 var kvWord = lazyregexp.New(`^\s*([A-Za-z_]+)\s*=\s*('(?:[^'\\]|\\.)*'|[^\s']*)`)
 
 // kvPassword finds the value of password= in a keyword/value string, for RedactDSN.
-var kvPassword = lazyregexp.New(`(?i)(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s']*)`)
+var kvPassword = lazyregexp.New(`(?i)(\b(?:ssl)?password\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s']*)`)
 
 // schemeOf is dsn's URL scheme in lower case, or "" when dsn does not start with one.
 func schemeOf(dsn string) string {
@@ -102,8 +102,9 @@ func pgConnString(dsn string) string {
 	return dsn
 }
 
-// RedactDSN is dsn with its password replaced by "xxxxx" (in a URL's userinfo and
-// password= parameter, and in a keyword/value string's password=), for errors and logs
+// RedactDSN is dsn with its passwords replaced by "xxxxx" (in a URL's userinfo and its
+// password= and sslpassword= parameters, and in a keyword/value string's password= and
+// sslpassword=), for errors and logs
 // (docs/decisions/store-dialects.md: a DSN's password is never printed). Any value with a scheme is treated as a URL
 // (a refused "postgress://u:pw@h" is redacted too); one that does not parse is reduced to
 // its scheme. A SQLite path is returned as it is.
@@ -119,8 +120,13 @@ func RedactDSN(dsn string) string {
 	if err != nil {
 		return sc + "://(unparseable DSN)"
 	}
-	if q := u.Query(); q.Has("password") {
-		q.Set("password", "xxxxx")
+	// password, and sslpassword (the passphrase of the sslkey file).
+	if q := u.Query(); q.Has("password") || q.Has("sslpassword") {
+		for _, k := range []string{"password", "sslpassword"} {
+			if q.Has(k) {
+				q.Set(k, "xxxxx")
+			}
+		}
 		u.RawQuery = q.Encode()
 	}
 	return u.Redacted()

@@ -56,6 +56,8 @@ func TestDSNSchemesAndForms(t *testing.T) {
 		"host=h password=s3cret dbname=db":          "host=h password=xxxxx dbname=db",
 		"host=h PASSWORD = 's3 \\' cret' dbname=db": "host=h PASSWORD = xxxxx dbname=db",
 		"postgress://u:s3cret@h/db":                 "postgress://u:xxxxx@h/db",
+		"postgres://h/db?sslpassword=s3cret":        "postgres://h/db?sslpassword=xxxxx",
+		"host=h sslpassword=s3cret dbname=db":       "host=h sslpassword=xxxxx dbname=db",
 		"/var/lib/rbook/cp.db":                      "/var/lib/rbook/cp.db",
 	} {
 		if got := RedactDSN(dsn); got != want {
