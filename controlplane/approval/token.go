@@ -61,7 +61,7 @@ var (
 	ErrTokenExpired = errors.New("approval token has expired")
 	// ErrNoSecret: neither secret variable is set (SecretFromEnv).
 	ErrNoSecret = errors.New("no approval secret: set " + EnvApprovalSecret + " (or " + EnvSecret +
-		") to a random value of at least 16 bytes")
+		") to a random value of at least 16 bytes, e.g. export " + EnvApprovalSecret + "=$(head -c 32 /dev/urandom | base64)")
 	// ErrWeakSecret: the secret is shorter than MinSecretBytes.
 	ErrWeakSecret = fmt.Errorf("approval secret is shorter than %d bytes", MinSecretBytes)
 )

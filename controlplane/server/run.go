@@ -81,7 +81,7 @@ func CheckExposure(addr string, auth, insecure bool) error {
 		return nil
 	}
 	return fmt.Errorf("refusing to serve on %s without authentication: it is not a loopback address; "+
-		"give --auth-file FILE (lines \"identity role token\") or --oidc-config FILE, or --insecure to serve it unauthenticated anyway", addr)
+		"give --auth-file FILE (lines \"identity role token\"), --oidc-config FILE or --tls-client-ca FILE (with --tls-cert and --tls-key), or --insecure to serve it unauthenticated anyway", addr)
 }
 
 func isLoopback(host string) bool {
