@@ -11,8 +11,8 @@ import (
 
 	"github.com/rbookhq/rbook-action/action/state"
 	"github.com/rbookhq/rbook-action/controlplane/embedded"
-	"github.com/rbookhq/rbook-action/controlplane/server"
 	"github.com/rbookhq/rbook-action/controlplane/serveconfig"
+	"github.com/rbookhq/rbook-action/controlplane/server"
 	"github.com/rbookhq/rbook-action/controlplane/store"
 )
 
