@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -51,27 +50,7 @@ type Embedded struct {
 	URLFile, DB string
 }
 
-// CheckURL refuses a control-plane URL that no call could reach: it needs the scheme
-// http:// or https:// and a host. Without it every call failed as "unavailable" and was
-// retried, so 'rbook run --control-plane 127.0.0.1:7070' (grpcurl's spelling) hung for
-// --control-plane-timeout before halting. "" and "off" pass (no URL). from names where u
-// came from: "--control-plane" or "RBOOK_CONTROL_PLANE". The error says what to write instead.
-func CheckURL(u, from string) error {
-	if u == "" || u == "off" {
-		return nil
-	}
-	p, err := url.Parse(u)
-	if err == nil && (p.Scheme == "http" || p.Scheme == "https") && p.Host != "" {
-		return nil
-	}
-	hint := "http://127.0.0.1:7070"
-	if !strings.Contains(u, "://") {
-		hint = "http://" + u
-	}
-	return fmt.Errorf("%s %q is not a control plane URL: give its scheme (http:// or https://) and host, as in %s", from, u, hint)
-}
-
-// CheckURLs is CheckURL for a control-plane value (--control-plane, $RBOOK_CONTROL_PLANE,
+// CheckURLs checks a control-plane value (--control-plane, $RBOOK_CONTROL_PLANE,
 // the Action's control-plane input): one URL or several separated by commas, tried in order
 // and moved through on failure (docs/control-plane.md, "Several control-plane URLs"). Spaces around items are trimmed; an empty
 // item, an item without http:// or https:// and a host, or more than cpclient.MaxURLs items is

@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -108,13 +107,12 @@ Exit codes:
 				return abort("rbook admin restore: nothing was replaced: %v; stop it first", err)
 			}
 			defer unlock()
-			_, statErr := os.Stat(db)
 			info, err := store.RestoreSQLite(cmd.Context(), args[0], db)
 			if err != nil {
 				return abort("rbook admin restore: %v", err)
 			}
 			kept := ""
-			if statErr == nil {
+			if info.Kept {
 				kept = "; the previous database is kept as " + db + ".before-restore"
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "restored %s into %s: schema version %d, %d runs, %d transitions%s\n",

@@ -29,6 +29,9 @@ type BackupInfo struct {
 	SchemaVersion int
 	Runs          int64
 	Transitions   int64
+	// Kept is set by RestoreSQLite when the database it replaced was kept as
+	// target+".before-restore" (false: there was none).
+	Kept bool
 }
 
 // Migration is one schema migration: its version and file name (NNNN_name.sql).
@@ -242,6 +245,7 @@ func RestoreSQLite(ctx context.Context, backup, target string) (BackupInfo, erro
 		if err != nil {
 			return info, err
 		}
+		info.Kept = true
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return info, err
 	}

@@ -138,8 +138,8 @@ func TestRestoreReplacesTheDatabaseAndKeepsTheOldOne(t *testing.T) {
 	if err != nil {
 		t.Fatalf("RestoreSQLite: %v", err)
 	}
-	if info.Runs != 1 || info.Transitions != 1 {
-		t.Errorf("restored %d runs, %d transitions; want 1 and 1", info.Runs, info.Transitions)
+	if info.Runs != 1 || info.Transitions != 1 || !info.Kept {
+		t.Errorf("restored %d runs, %d transitions, previous kept %v; want 1, 1 and kept", info.Runs, info.Transitions, info.Kept)
 	}
 	for file, want := range map[string]string{target: "from-backup", target + ".before-restore": "before"} {
 		r, err := Open(ctx, file)

@@ -1,4 +1,4 @@
-package main
+package serveconfig
 
 import (
 	"net/url"
@@ -16,23 +16,23 @@ import (
 // a rotation (docs/serve-config.md, "Secrets").
 const envApprovalSecretPrevious = "RBOOK_APPROVAL_SECRET_PREVIOUS"
 
-// envServeConfig names the configuration file when --config is not given.
-const envServeConfig = "RBOOK_CONFIG"
+// envConfig names the configuration file when --config is not given.
+const envConfig = "RBOOK_CONFIG"
 
-// serveSchemaCommand regenerates docs/serve-config.schema.json.
-const serveSchemaCommand = "go run ./cmd/rbook serve --print-config-schema > docs/serve-config.schema.json"
+// schemaCommand regenerates docs/serve-config.schema.json.
+const schemaCommand = "go run ./cmd/rbook serve --print-config-schema > docs/serve-config.schema.json"
 
-// serveConfigOptions make every rbook serve flag a key of the --config file and an
+// configOptions make every rbook serve flag a key of the --config file and an
 // RBOOK_<FLAG> variable (docs/serve-config.md), except the flags about the configuration
 // itself.
-var serveConfigOptions = flagconfig.Options{
+var configOptions = flagconfig.Options{
 	EnvPrefix: "RBOOK_",
 	Skip:      []string{"config", "print-config", "print-config-schema", "help"},
 	// Variables rbook reads for something else: the secrets, and the settings of the commands
 	// that talk to a control plane (a shell that runs both must not have one reconfigure the
 	// other). No serve flag maps onto one today (TestServeFlagsMapOntoNoReservedVariable).
 	ReservedEnv: []string{
-		approval.EnvApprovalSecret, approval.EnvSecret, envApprovalSecretPrevious, envServeConfig,
+		approval.EnvApprovalSecret, approval.EnvSecret, envApprovalSecretPrevious, envConfig,
 		"RBOOK_CONTROL_PLANE", "RBOOK_CONTROL_PLANE_AUTH", "RBOOK_TOKEN", "RBOOK_SHOW_TOKEN",
 		"RBOOK_GATE_MODE", "RBOOK_OIDC_AUDIENCE", "RBOOK_GITHUB_ENVIRONMENT",
 		"RBOOK_CA_FILE", "RBOOK_CLIENT_CERT", "RBOOK_CLIENT_KEY",
@@ -42,28 +42,28 @@ var serveConfigOptions = flagconfig.Options{
 		"approval-secret":          "secrets are never in the configuration file: set " + approval.EnvApprovalSecret,
 		"secret":                   "secrets are never in the configuration file: set " + approval.EnvApprovalSecret,
 		"approval-secret-previous": "secrets are never in the configuration file: set " + envApprovalSecretPrevious,
-		"config":                   "a configuration file cannot name another; give --config FILE or " + envServeConfig,
+		"config":                   "a configuration file cannot name another; give --config FILE or " + envConfig,
 	},
 }
 
-// addServeConfigFlags registers --config, --print-config and the hidden
-// --print-config-schema on cmd.
-func addServeConfigFlags(cmd *cobra.Command) {
-	fs := cmd.Flags()
-	fs.String("config", "", "YAML `FILE` of settings whose keys are these flags' long names (docs/serve-config.md; default $"+envServeConfig+"); flags and RBOOK_<FLAG> variables override it")
+// addConfigFlags registers --config, --print-config and the hidden --print-config-schema on
+// fs.
+func addConfigFlags(fs *pflag.FlagSet) {
+	fs.String("config", "", "YAML `FILE` of settings whose keys are these flags' long names (docs/serve-config.md; default $"+envConfig+"); flags and RBOOK_<FLAG> variables override it")
 	fs.Bool("print-config", false, "print the effective settings as YAML, each with where it came from (flag, env, file, default), secrets redacted, and exit")
 	fs.Bool("print-config-schema", false, "print the JSON schema of the --config file and exit")
 	_ = fs.MarkHidden("print-config-schema")
 }
 
-// applyServeConfig reads --config (else $RBOOK_CONFIG) and the RBOOK_<FLAG> variables into
-// the flags the command line left unset. With --print-config-schema or --print-config it
-// prints to stdout and reports done: the command then exits 0 without serving.
-func applyServeConfig(cmd *cobra.Command) (done bool, err error) {
+// ReadConfig reads --config (else $RBOOK_CONFIG) and the RBOOK_<FLAG> variables into the
+// flags cmd's command line left unset; call it before Load. With --print-config-schema or
+// --print-config it prints to cmd's stdout and reports done: the command then exits 0
+// without serving. Errors name the file, line and key, or the variable.
+func (s *Settings) ReadConfig(cmd *cobra.Command) (done bool, err error) {
 	fs := cmd.Flags()
 	out := cmd.OutOrStdout()
 	if on, _ := fs.GetBool("print-config-schema"); on {
-		b, err := serveConfigSchema(fs)
+		b, err := schema(fs)
 		if err != nil {
 			return true, err
 		}
@@ -72,14 +72,14 @@ func applyServeConfig(cmd *cobra.Command) (done bool, err error) {
 	}
 	file, _ := fs.GetString("config")
 	if !fs.Changed("config") {
-		file = os.Getenv(envServeConfig)
+		file = os.Getenv(envConfig)
 	}
-	res, err := flagconfig.Apply(fs, file, serveConfigOptions)
+	res, err := flagconfig.Apply(fs, file, configOptions)
 	if err != nil {
 		return false, err
 	}
 	if on, _ := fs.GetBool("print-config"); on {
-		b, err := printServeConfig(fs, res, os.LookupEnv)
+		b, err := printConfig(fs, res, os.LookupEnv)
 		if err != nil {
 			return true, err
 		}
@@ -89,18 +89,18 @@ func applyServeConfig(cmd *cobra.Command) (done bool, err error) {
 	return false, nil
 }
 
-// serveConfigSchema is docs/serve-config.schema.json, generated from fs.
-func serveConfigSchema(fs *pflag.FlagSet) ([]byte, error) {
-	return flagconfig.Schema(fs, serveConfigOptions,
+// schema is docs/serve-config.schema.json, generated from fs.
+func schema(fs *pflag.FlagSet) ([]byte, error) {
+	return flagconfig.Schema(fs, configOptions,
 		"https://raw.githubusercontent.com/rbookhq/rbook-action/main/docs/serve-config.schema.json",
 		"rbook serve configuration",
-		"The --config file of rbook serve: each key is a long flag name of rbook serve, with a value of that flag's type (docs/serve-config.md). Generated by: "+serveSchemaCommand)
+		"The --config file of rbook serve: each key is a long flag name of rbook serve, with a value of that flag's type (docs/serve-config.md). Generated by: "+schemaCommand)
 }
 
-// printServeConfig is --print-config's output: the effective settings (flagconfig.Effective)
+// printConfig is --print-config's output: the effective settings (flagconfig.Effective)
 // with database URLs and URLs with a password redacted, and the approval secrets as whether
 // they are set, from where, and their length.
-func printServeConfig(fs *pflag.FlagSet, res *flagconfig.Result, lookup func(string) (string, bool)) ([]byte, error) {
+func printConfig(fs *pflag.FlagSet, res *flagconfig.Result, lookup func(string) (string, bool)) ([]byte, error) {
 	file := "none"
 	if res.File != "" {
 		file = res.File
@@ -123,12 +123,12 @@ func printServeConfig(fs *pflag.FlagSet, res *flagconfig.Result, lookup func(str
 		"approval secret: " + flagconfig.SecretState(signing, from),
 		"previous approval secret: " + flagconfig.SecretState(previous, envApprovalSecretPrevious),
 	}
-	return flagconfig.Effective(fs, res, serveConfigOptions, redactServeValue, header, footer)
+	return flagconfig.Effective(fs, res, configOptions, redactValue, header, footer)
 }
 
-// redactServeValue is a setting's value without a password: a PostgreSQL DSN as
+// redactValue is a setting's value without a password: a PostgreSQL DSN as
 // store.RedactDSN shows it, a URL with user:password@ as url.URL.Redacted does.
-func redactServeValue(_ *pflag.Flag, v string) string {
+func redactValue(_ *pflag.Flag, v string) string {
 	if store.IsPostgresDSN(v) {
 		return store.RedactDSN(v)
 	}

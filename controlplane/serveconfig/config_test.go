@@ -1,4 +1,4 @@
-package main
+package serveconfig
 
 import (
 	"bytes"
@@ -28,7 +28,7 @@ const (
 // The committed schema is the one the serve command's flags generate; when a flag is added
 // or its usage changes, the failure says the command that regenerates it.
 func TestServeConfigSchemaIsCurrent(t *testing.T) {
-	want, err := serveConfigSchema(newServeCmd().Flags())
+	want, err := schema(newServeCmd().Flags())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +37,7 @@ func TestServeConfigSchemaIsCurrent(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(got, want) {
-		t.Fatalf("docs/serve-config.schema.json is stale: regenerate it with\n  %s", serveSchemaCommand)
+		t.Fatalf("docs/serve-config.schema.json is stale: regenerate it with\n  %s", schemaCommand)
 	}
 }
 
@@ -85,11 +85,11 @@ func validateYAML(t *testing.T, sch *jsonschema.Schema, text string) error {
 // rbook serve --config file does.
 func applyServeFile(t *testing.T, file string) error {
 	t.Helper()
-	cmd := newServeCmd()
+	cmd, s := newServe()
 	if err := cmd.ParseFlags([]string{"--config", file}); err != nil {
 		t.Fatal(err)
 	}
-	_, err := applyServeConfig(cmd)
+	_, err := s.ReadConfig(cmd)
 	return err
 }
 
@@ -137,7 +137,7 @@ func TestServeConfigSchemaAndLoaderAgree(t *testing.T) {
 // A flag another file adds to the serve command is a key of the file and an RBOOK_ variable
 // with no change to the loader, and a property of the schema.
 func TestServeConfigPicksUpFlagsAddedLater(t *testing.T) {
-	cmd := newServeCmd()
+	cmd, s := newServe()
 	f := cmd.Flags()
 	cert := f.String("extra-cert", "", "certificate `FILE`")
 	key := f.String("extra-key", "", "key `FILE`")
@@ -152,13 +152,13 @@ func TestServeConfigPicksUpFlagsAddedLater(t *testing.T) {
 	if err := cmd.ParseFlags([]string{"--config", file}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := applyServeConfig(cmd); err != nil {
+	if _, err := s.ReadConfig(cmd); err != nil {
 		t.Fatal(err)
 	}
 	if *cert != "/etc/rbook/tls.crt" || *key != "/etc/rbook/tls.key" || *keep != 720*time.Hour || !slices.Equal(*hosts, []string{"a.example", "b.example"}) {
 		t.Errorf("extra-cert %q extra-key %q extra-keep %v allowed-hosts %q; want the file's, RBOOK_EXTRA_KEY's, the file's, the file's", *cert, *key, *keep, *hosts)
 	}
-	b, err := serveConfigSchema(f)
+	b, err := schema(f)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,14 +178,14 @@ var rbookEnvRead = lazyregexp.New(`(?:Getenv|LookupEnv)\("(RBOOK_[A-Z0-9_]+)"\)|
 // for the CLI. The reserved list names them all.
 func TestServeFlagsMapOntoNoReservedVariable(t *testing.T) {
 	settings := map[string]string{}
-	for _, f := range flagconfig.Settings(newServeCmd().Flags(), serveConfigOptions) {
-		settings[flagconfig.EnvName(serveConfigOptions.EnvPrefix, f.Name)] = f.Name
+	for _, f := range flagconfig.Settings(newServeCmd().Flags(), configOptions) {
+		settings[flagconfig.EnvName(configOptions.EnvPrefix, f.Name)] = f.Name
 	}
 	if len(settings) < 20 {
 		t.Fatalf("only %d serve settings: %v", len(settings), settings)
 	}
 	for env := range settings {
-		if slices.Contains(serveConfigOptions.ReservedEnv, env) {
+		if slices.Contains(configOptions.ReservedEnv, env) {
 			t.Errorf("--%s maps onto %s, which rbook reads for something else: rename the flag", settings[env], env)
 		}
 	}
@@ -235,8 +235,8 @@ func TestServeFlagsMapOntoNoReservedVariable(t *testing.T) {
 		if name, ok := settings[env]; ok {
 			t.Errorf("%s reads %s, which is also --%s's variable", path, env, name)
 		}
-		if !slices.Contains(serveConfigOptions.ReservedEnv, env) {
-			t.Errorf("%s reads %s: add it to serveConfigOptions.ReservedEnv", path, env)
+		if !slices.Contains(configOptions.ReservedEnv, env) {
+			t.Errorf("%s reads %s: add it to configOptions.ReservedEnv", path, env)
 		}
 	}
 }
@@ -322,12 +322,12 @@ func TestPrintConfigShowsNoSecret(t *testing.T) {
 // The limit flags reach the server's options: rates as given, proxies as CIDRs (a bare
 // address is its own /32 or /128); an entry that is neither is refused by name.
 func TestServeLimitFlagsReachTheServer(t *testing.T) {
-	cmd := newServeCmd()
+	cmd, s := newServe()
 	if err := cmd.ParseFlags([]string{"--rate-limit-signin", "5/m", "--rate-limit-console", "off", "--trusted-proxies", "10.1.2.3/8,192.0.2.7,2001:db8::1"}); err != nil {
 		t.Fatal(err)
 	}
 	var cfg server.Config
-	if err := applyServeLimits(&cfg); err != nil {
+	if err := s.limits.apply(&cfg); err != nil {
 		t.Fatal(err)
 	}
 	l := cfg.Limits
@@ -335,11 +335,11 @@ func TestServeLimitFlagsReachTheServer(t *testing.T) {
 	if l == nil || l.SignIn != (server.Rate{N: 5, Per: time.Minute}) || l.Console != (server.Rate{}) || l.Webhook != server.DefaultLimits().Webhook || !slices.Equal(l.TrustedProxies, want) {
 		t.Fatalf("limits %+v", l)
 	}
-	cmd = newServeCmd()
+	cmd, s = newServe()
 	if err := cmd.ParseFlags([]string{"--trusted-proxies", "proxy.internal"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := applyServeLimits(&cfg); err == nil || !strings.Contains(err.Error(), `--trusted-proxies: "proxy.internal" is neither a CIDR`) {
+	if err := s.limits.apply(&cfg); err == nil || !strings.Contains(err.Error(), `--trusted-proxies: "proxy.internal" is neither a CIDR`) {
 		t.Fatalf("a host name as a proxy: %v", err)
 	}
 }

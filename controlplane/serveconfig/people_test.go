@@ -1,4 +1,4 @@
-package main
+package serveconfig
 
 import (
 	"os"
@@ -20,16 +20,15 @@ func TestPeopleFlagLoadsTheDirectoryOrNamesTheBadLine(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("people:\n  - id: alice\n    identities: [\"github:alice\"]\n  - id: al\n    identities: [\"github:Alice\"]\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	saved := servePeople
-	t.Cleanup(func() { servePeople = saved })
-	servePeople.file = good
+	var p peopleFlags
+	p.file = good
 	var cfg server.Config
-	mode, err := applyServePeople(&cfg)
+	mode, err := p.apply(&cfg)
 	if err != nil || cfg.People == nil || mode != "people "+good+" (1 person)" {
-		t.Fatalf("applyServePeople = %q, %v (People %v); want the directory loaded and named", mode, err, cfg.People)
+		t.Fatalf("apply = %q, %v (People %v); want the directory loaded and named", mode, err, cfg.People)
 	}
-	servePeople.file = bad
-	_, err = applyServePeople(&server.Config{})
+	p.file = bad
+	_, err = p.apply(&server.Config{})
 	if err == nil || !strings.Contains(err.Error(), bad+":5: people[1] (al).identities: \"github:alice\" already belongs to person alice at "+bad+":3") {
 		t.Fatalf("bad file: err = %v, want both lines named", err)
 	}

@@ -1,30 +1,26 @@
-package main
+package serveconfig
 
 import (
 	"fmt"
 	"os"
 	"path/filepath"
 
-	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/rbookhq/rbook-action/controlplane/server"
 )
 
-// serveRetention holds rbook serve's retention flags (docs/backup.md, "Retention").
-var serveRetention server.RetentionOptions
-
-// addServeRetentionFlags registers --retention and --retention-export-dir on cmd.
-func addServeRetentionFlags(cmd *cobra.Command) {
-	fs := cmd.Flags()
-	fs.DurationVar(&serveRetention.Age, "retention", 0, "delete finished runs whose end is older than this (e.g. 2160h for 90 days), never one with a gate waiting; 0 keeps every run (see docs/backup.md)")
-	fs.StringVar(&serveRetention.ExportDir, "retention-export-dir", "", "folder that receives each run's evidence as <run id>.json before --retention deletes it; a run whose file cannot be written is kept")
+// addRetentionFlags registers rbook serve's retention flags (docs/backup.md, "Retention"),
+// --retention and --retention-export-dir, on fs, into r.
+func addRetentionFlags(fs *pflag.FlagSet, r *server.RetentionOptions) {
+	fs.DurationVar(&r.Age, "retention", 0, "delete finished runs whose end is older than this (e.g. 2160h for 90 days), never one with a gate waiting; 0 keeps every run (see docs/backup.md)")
+	fs.StringVar(&r.ExportDir, "retention-export-dir", "", "folder that receives each run's evidence as <run id>.json before --retention deletes it; a run whose file cannot be written is kept")
 }
 
-// applyServeRetention checks the retention flags and sets cfg.Retention: --retention not
+// applyRetention checks the retention flags r and sets cfg.Retention: --retention not
 // negative, --retention-export-dir only with it and naming a folder this process can write.
 // Errors name the flag.
-func applyServeRetention(cfg *server.Config) error {
-	r := serveRetention
+func applyRetention(r server.RetentionOptions, cfg *server.Config) error {
 	switch {
 	case r.Age < 0:
 		return fmt.Errorf("--retention %s: must be 0 (keep every run) or a positive duration such as 2160h", r.Age)

@@ -1,4 +1,4 @@
-package main
+package serveconfig
 
 import (
 	"bytes"
@@ -7,15 +7,15 @@ import (
 	"os"
 	"strings"
 
-	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/rbookhq/rbook-action/controlplane/ghapp"
 	"github.com/rbookhq/rbook-action/controlplane/server"
 	"github.com/rbookhq/rbook-action/controlplane/webhook"
 )
 
-// serveGitHub holds rbook serve's GitHub App flags (docs/approvals.md, "GitHub App webhook").
-var serveGitHub struct {
+// githubFlags are rbook serve's GitHub App flags (docs/approvals.md, "GitHub App webhook").
+type githubFlags struct {
 	appID               int64
 	keyFile, secretFile string
 	apiURL              string
@@ -28,22 +28,20 @@ const (
 	maxWebhookSecretBytes = 4 << 10
 )
 
-// addServeGitHubFlags registers --github-app-id, --github-app-key, --github-webhook-secret-file
-// and --github-api-url on cmd.
-func addServeGitHubFlags(cmd *cobra.Command) {
-	fs := cmd.Flags()
-	fs.Int64Var(&serveGitHub.appID, "github-app-id", 0, "GitHub App id: take part in environment protection and serve its webhook at "+webhook.Path)
-	fs.StringVar(&serveGitHub.keyFile, "github-app-key", "", "file with the GitHub App's private key (PEM, as GitHub issues it)")
-	fs.StringVar(&serveGitHub.secretFile, "github-webhook-secret-file", "", "file with the GitHub App's webhook secret (at least 16 bytes; surrounding whitespace ignored); while rotating it, two lines: the new secret, then the previous one")
-	fs.StringVar(&serveGitHub.apiURL, "github-api-url", ghapp.DefaultAPIURL, "GitHub REST API base URL (GitHub Enterprise Server: https://HOST/api/v3)")
+// add registers --github-app-id, --github-app-key, --github-webhook-secret-file and
+// --github-api-url on fs.
+func (g *githubFlags) add(fs *pflag.FlagSet) {
+	fs.Int64Var(&g.appID, "github-app-id", 0, "GitHub App id: take part in environment protection and serve its webhook at "+webhook.Path)
+	fs.StringVar(&g.keyFile, "github-app-key", "", "file with the GitHub App's private key (PEM, as GitHub issues it)")
+	fs.StringVar(&g.secretFile, "github-webhook-secret-file", "", "file with the GitHub App's webhook secret (at least 16 bytes; surrounding whitespace ignored); while rotating it, two lines: the new secret, then the previous one")
+	fs.StringVar(&g.apiURL, "github-api-url", ghapp.DefaultAPIURL, "GitHub REST API base URL (GitHub Enterprise Server: https://HOST/api/v3)")
 }
 
-// applyServeGitHub checks the GitHub App flags (all of --github-app-id, --github-app-key and
+// apply checks the GitHub App flags (all of --github-app-id, --github-app-key and
 // --github-webhook-secret-file, or none; --github-api-url only with them), reads the key and
 // secret files and sets cfg.GitHub. It returns the words for the listening line ("" without
 // an App). Errors name the flag or the file; they never hold the files' contents.
-func applyServeGitHub(cmd *cobra.Command, cfg *server.Config) (string, error) {
-	fs := cmd.Flags()
+func (g *githubFlags) apply(fs *pflag.FlagSet, cfg *server.Config) (string, error) {
 	set := map[string]bool{}
 	for _, n := range []string{"github-app-id", "github-app-key", "github-webhook-secret-file", "github-api-url"} {
 		set[n] = fs.Changed(n)
@@ -63,33 +61,33 @@ func applyServeGitHub(cmd *cobra.Command, cfg *server.Config) (string, error) {
 	if len(missing) > 0 {
 		return "", fmt.Errorf("the GitHub App needs --github-app-id, --github-app-key and --github-webhook-secret-file together; missing %s", strings.Join(missing, ", "))
 	}
-	if serveGitHub.appID <= 0 {
-		return "", fmt.Errorf("--github-app-id %d: must be the App's positive numeric id", serveGitHub.appID)
+	if g.appID <= 0 {
+		return "", fmt.Errorf("--github-app-id %d: must be the App's positive numeric id", g.appID)
 	}
-	key, err := readSecretFile(serveGitHub.keyFile, maxAppKeyFileBytes)
+	key, err := readSecretFile(g.keyFile, maxAppKeyFileBytes)
 	if err != nil {
-		return "", fmt.Errorf("--github-app-key %s: %v", serveGitHub.keyFile, err)
+		return "", fmt.Errorf("--github-app-key %s: %v", g.keyFile, err)
 	}
-	app, err := ghapp.New(ghapp.Config{AppID: serveGitHub.appID, PrivateKeyPEM: key, APIURL: serveGitHub.apiURL})
+	app, err := ghapp.New(ghapp.Config{AppID: g.appID, PrivateKeyPEM: key, APIURL: g.apiURL})
 	if err != nil {
 		if strings.Contains(err.Error(), "API URL") {
 			return "", fmt.Errorf("--github-api-url: %v", err)
 		}
-		return "", fmt.Errorf("--github-app-key %s: %v", serveGitHub.keyFile, err)
+		return "", fmt.Errorf("--github-app-key %s: %v", g.keyFile, err)
 	}
-	secret, err := readSecretFile(serveGitHub.secretFile, maxWebhookSecretBytes)
+	secret, err := readSecretFile(g.secretFile, maxWebhookSecretBytes)
 	if err != nil {
-		return "", fmt.Errorf("--github-webhook-secret-file %s: %v", serveGitHub.secretFile, err)
+		return "", fmt.Errorf("--github-webhook-secret-file %s: %v", g.secretFile, err)
 	}
 	secrets, err := webhookSecrets(secret)
 	if err != nil {
-		return "", fmt.Errorf("--github-webhook-secret-file %s: %v", serveGitHub.secretFile, err)
+		return "", fmt.Errorf("--github-webhook-secret-file %s: %v", g.secretFile, err)
 	}
 	cfg.GitHub = &server.GitHubOptions{App: app, WebhookSecret: secrets[0]}
 	if len(secrets) == 2 {
 		cfg.GitHub.PreviousWebhookSecret = secrets[1]
 	}
-	return fmt.Sprintf("GitHub App %d at %s, webhook %s", serveGitHub.appID, strings.TrimRight(serveGitHub.apiURL, "/"), webhook.Path), nil
+	return fmt.Sprintf("GitHub App %d at %s, webhook %s", g.appID, strings.TrimRight(g.apiURL, "/"), webhook.Path), nil
 }
 
 // webhookSecrets splits a webhook secret file: one secret, or two lines during a rotation,

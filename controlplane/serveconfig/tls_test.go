@@ -1,4 +1,4 @@
-package main
+package serveconfig
 
 import (
 	"strings"
@@ -22,9 +22,9 @@ func TestServeTLSFlagsComeTogether(t *testing.T) {
 		{name: "key alone", key: "tls.key", wantErr: "--tls-key needs --tls-cert"},
 		{name: "client CA alone", client: "ca.crt", wantErr: "--tls-client-ca needs --tls-cert and --tls-key"},
 	} {
-		serveTLS.cert, serveTLS.key, serveTLS.clientCA = c.cert, c.key, c.client
+		f := tlsFlags{cert: c.cert, key: c.key, clientCA: c.client}
 		var cfg server.Config
-		words, err := applyServeTLS(&cfg)
+		words, err := f.apply(&cfg)
 		switch {
 		case c.wantErr != "":
 			if err == nil || !strings.Contains(err.Error(), c.wantErr) {
@@ -34,5 +34,4 @@ func TestServeTLSFlagsComeTogether(t *testing.T) {
 			t.Errorf("%s: words %q, TLS %+v, error %v; want words with %q", c.name, words, cfg.TLS, err, c.wantWords)
 		}
 	}
-	serveTLS.cert, serveTLS.key, serveTLS.clientCA = "", "", ""
 }

@@ -1,4 +1,4 @@
-package main
+package serveconfig
 
 import (
 	"os"
@@ -18,21 +18,20 @@ func TestSignInConfigNeedsAPublicURL(t *testing.T) {
 	if err := os.WriteFile(file, []byte(yml), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	saved, savedURL := serveSignIn, serveOIDC.publicURL
-	t.Cleanup(func() { serveSignIn, serveOIDC.publicURL = saved, savedURL })
-	serveSignIn.config, serveOIDC.publicURL = file, ""
+	var o oidcFlags
+	si := signInFlags{config: file}
 	var cfg server.Config
-	if _, err := applyServeOIDC(&cfg); err != nil {
+	if _, err := o.apply(&cfg); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := applyServeSignIn(&cfg); err == nil || !strings.Contains(err.Error(), "--public-url") || !strings.Contains(err.Error(), "/auth/callback/") {
+	if _, err := si.apply(&cfg); err == nil || !strings.Contains(err.Error(), "--public-url") || !strings.Contains(err.Error(), "/auth/callback/") {
 		t.Fatalf("without --public-url: err = %v, want it to ask for --public-url and name the callback path", err)
 	}
-	serveOIDC.publicURL = "https://rbook.example.internal/"
-	if _, err := applyServeOIDC(&cfg); err != nil {
+	o.publicURL = "https://rbook.example.internal/"
+	if _, err := o.apply(&cfg); err != nil {
 		t.Fatal(err)
 	}
-	mode, err := applyServeSignIn(&cfg)
+	mode, err := si.apply(&cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
