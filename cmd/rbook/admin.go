@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -21,14 +22,15 @@ func newAdminCmd() *cobra.Command {
 		Use:   "admin",
 		Short: "Operate a control plane: its health, database backup, restore, migrate",
 		Long: `Commands for the operator of a control plane (rbook serve): its health as a container's
-health check asks it (docs/deploy.md), an online backup of its SQLite database, a checked restore, and its schema migrations. PostgreSQL databases are backed
-up with pg_dump and restored with pg_restore. See docs/backup.md.
+health check asks it (docs/deploy.md), an online backup of its SQLite database, a checked
+restore, and its schema migrations. PostgreSQL databases are backed up with pg_dump and
+restored with pg_restore. See docs/backup.md.
 
 Exit codes: each subcommand's --help lists its own; 'rbook admin' alone prints this help
 and exits 0, an unknown subcommand exits 2.`,
 		Example: `  rbook admin health                   # 127.0.0.1:7070, as a container's health check does
-  rbook admin backup /var/backups/rbook/cp.db --db /var/lib/rbook/cp.db
-  rbook admin restore /var/backups/rbook/cp.db --db /var/lib/rbook/cp.db
+  rbook admin backup /var/backups/rbook/cp.db --db /var/lib/rbook/controlplane.db
+  rbook admin restore /var/backups/rbook/cp.db --db /var/lib/rbook/controlplane.db
   rbook admin migrate --dry-run --db postgres://rbook@db:5432/rbook`,
 	}
 	cmd.AddCommand(newAdminHealthCmd(), newAdminBackupCmd(), newAdminRestoreCmd(), newAdminMigrateCmd())
@@ -50,9 +52,8 @@ file. A PostgreSQL --db is refused: back it up with pg_dump (docs/backup.md, "Po
 Exit codes:
   0  FILE written and checked
   2  refused (FILE exists, PostgreSQL, no database) or the copy failed its check`,
-		Example: `  rbook admin health                   # 127.0.0.1:7070, as a container's health check does
-  rbook admin backup /var/backups/rbook/cp-$(date +%F).db --db /var/lib/rbook/cp.db`,
-		Args: cobra.ExactArgs(1),
+		Example: `  rbook admin backup /var/backups/rbook/cp-$(date +%F).db --db /var/lib/rbook/controlplane.db`,
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			start := time.Now()
 			info, err := store.BackupSQLite(cmd.Context(), db, args[0])
@@ -88,7 +89,7 @@ Exit codes:
   0  restored
   2  refused (a check failed, a control plane serves FILE, PostgreSQL) or the copy failed`,
 		Example: `  systemctl stop rbook
-  rbook admin restore /var/backups/rbook/cp-2026-05-01.db --db /var/lib/rbook/cp.db
+  rbook admin restore /var/backups/rbook/cp-2026-05-01.db --db /var/lib/rbook/controlplane.db
   systemctl start rbook`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -111,7 +112,7 @@ Exit codes:
 			if err != nil {
 				return abort("rbook admin restore: %v", err)
 			}
-			kept := ""
+			kept := "; no database was there, so nothing was replaced: check that --db is the file rbook serve serves"
 			if info.Kept {
 				kept = "; the previous database is kept as " + db + ".before-restore"
 			}
@@ -120,7 +121,7 @@ Exit codes:
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&db, "db", defaultAdminDB, "the SQLite database file to replace (required)")
+	cmd.Flags().StringVar(&db, "db", "", "the SQLite database file to replace, the one rbook serve --db serves (required)")
 	return cmd
 }
 
@@ -141,11 +142,17 @@ newer rbook is refused (docs/backup.md, "Upgrades and migrations").
 Exit codes:
   0  listed, or applied (possibly nothing)
   2  the database is newer than this rbook, or could not be opened`,
-		Example: `  rbook admin migrate --dry-run --db /var/lib/rbook/cp.db
+		Example: `  rbook admin migrate --dry-run --db /var/lib/rbook/controlplane.db
   rbook admin migrate --db postgres://rbook@db:5432/rbook`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			out := cmd.OutOrStdout()
+			if !store.IsPostgresDSN(db) {
+				// A mistyped path must not become a new, empty database that "migrated".
+				if _, err := os.Stat(db); err != nil {
+					return abort("rbook admin migrate: --db %s: no database there (%v); give the file rbook serve --db serves", db, err)
+				}
+			}
 			if dryRun {
 				version, pending, err := store.PendingMigrations(cmd.Context(), db)
 				if err != nil {

@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -61,5 +63,40 @@ func TestAdminRestoreNeedsDB(t *testing.T) {
 	_, errs, code := rbookIn(t, "admin", "restore", "backup.db")
 	if code != exitUsage || !strings.Contains(errs, "--db FILE is required") {
 		t.Fatalf("restore without --db: exit %d\n%s", code, errs)
+	}
+}
+
+// A mistyped --db must not become a new, empty database that "migrated": migrate (and its
+// --dry-run) refuses a SQLite path where no database is, and creates nothing there.
+func TestAdminMigrateRefusesAPathWithoutADatabase(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "typo.db")
+	for _, args := range [][]string{{"admin", "migrate", "--db", db}, {"admin", "migrate", "--dry-run", "--db", db}} {
+		_, errs, code := rbookIn(t, args...)
+		if code != exitAborted || !strings.Contains(errs, "no database there") || !strings.Contains(errs, "give the file rbook serve --db serves") {
+			t.Errorf("%v: exit %d\n%s", args, code, errs)
+		}
+		if _, err := os.Stat(db); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("%v created %s (%v)", args, db, err)
+		}
+	}
+}
+
+// A restore into a path where no database was says that nothing was replaced, so a --db
+// that is not the served file does not pass for a restore.
+func TestAdminRestoreIntoAnEmptyPathSaysNothingWasReplaced(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "cp.db")
+	st, err := store.Open(context.Background(), src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	backup := filepath.Join(dir, "backup.db")
+	if _, errs, code := rbookIn(t, "admin", "backup", backup, "--db", src); code != 0 {
+		t.Fatalf("backup: exit %d\n%s", code, errs)
+	}
+	out, errs, code := rbookIn(t, "admin", "restore", backup, "--db", filepath.Join(dir, "elsewhere.db"))
+	if code != 0 || !strings.Contains(out, "no database was there, so nothing was replaced") {
+		t.Fatalf("restore into an empty path: exit %d\n%s%s", code, out, errs)
 	}
 }

@@ -27,7 +27,9 @@ const schemaCommand = "go run ./cmd/rbook serve --print-config-schema > docs/ser
 // itself.
 var configOptions = flagconfig.Options{
 	EnvPrefix: "RBOOK_",
-	Skip:      []string{"config", "print-config", "print-config-schema", "help"},
+	// --reset-approval-secret-check is a one-time repair: kept in a file or the environment it
+	// would re-record whatever secret each start has and so defeat the check it resets.
+	Skip: []string{"config", "print-config", "print-config-schema", "help", "reset-approval-secret-check"},
 	// Variables rbook reads for something else: the secrets, and the settings of the commands
 	// that talk to a control plane (a shell that runs both must not have one reconfigure the
 	// other). No serve flag maps onto one today (TestServeFlagsMapOntoNoReservedVariable).
@@ -39,10 +41,11 @@ var configOptions = flagconfig.Options{
 		"RBOOK_CHROMIUM", "RBOOK_TEST_STORE", "RBOOK_TEST_POSTGRES_URL",
 	},
 	NotKeys: map[string]string{
-		"approval-secret":          "secrets are never in the configuration file: set " + approval.EnvApprovalSecret,
-		"secret":                   "secrets are never in the configuration file: set " + approval.EnvApprovalSecret,
-		"approval-secret-previous": "secrets are never in the configuration file: set " + envApprovalSecretPrevious,
-		"config":                   "a configuration file cannot name another; give --config FILE or " + envConfig,
+		"approval-secret":             "secrets are never in the configuration file: set " + approval.EnvApprovalSecret,
+		"secret":                      "secrets are never in the configuration file: set " + approval.EnvApprovalSecret,
+		"approval-secret-previous":    "secrets are never in the configuration file: set " + envApprovalSecretPrevious,
+		"config":                      "a configuration file cannot name another; give --config FILE or " + envConfig,
+		"reset-approval-secret-check": "a one-time repair, given on the command line of one start only (docs/tls.md, \"Rotating the approval secret\")",
 	},
 }
 

@@ -117,6 +117,7 @@ func TestServeConfigSchemaAndLoaderAgree(t *testing.T) {
 		{"a deprecated flag", "forbid-self-approval: true\n", false},
 		{"the config file itself", "config: other.yaml\n", false},
 		{"a secret", "approval-secret: 0123456789abcdef0123\n", false},
+		{"a one-time repair", "reset-approval-secret-check: true\n", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			file := filepath.Join(t.TempDir(), "serve.yaml")
