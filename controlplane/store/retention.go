@@ -61,6 +61,7 @@ var unprunedTables = map[string]string{
 	"github_deliveries":  "webhook delivery ids and their claims, about no run",
 	"console_sessions":   "sign-in sessions, about people",
 	"slack_interactions": "hashes of Slack requests, swept after the replay window",
+	"secret_checks":      "the key-check values of the approval secret, about no run",
 }
 
 // RunRecord is what a prune exports of one run before deleting it: the run row, every

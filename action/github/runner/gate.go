@@ -168,11 +168,12 @@ func (c *Output) opened(rec *gateRecord, a *rbookv1.Approval, token string, dead
 	dl := deadline.UTC().Format(time.RFC3339)
 	mins := int(time.Until(deadline).Round(time.Minute) / time.Minute)
 	needs := NeedsText(a)
-	// The job summary first, then the log: whoever reads the announcement in the log (a
-	// person, or a test synchronising on it) finds the summary already written.
+	// The job summary and the approval-url output first, then the log: whoever reads the
+	// announcement in the log (a person, or a test synchronising on it) finds both written.
 	c.mu.Lock()
 	c.writeLiveSummary(rec)
 	c.mu.Unlock()
+	c.writeURLOutput(a)
 	page := ""
 	if u := a.GetApprovalUrl(); u != "" {
 		page = "  Page           " + u + "\n"
@@ -194,7 +195,6 @@ func (c *Output) opened(rec *gateRecord, a *rbookv1.Approval, token string, dead
 		}
 		c.log.Command("notice", map[string]string{"title": "rbook: a gate waits for a decision"}, msg)
 	}
-	c.writeURLOutput(a)
 }
 
 // writeURLOutput sets the step output approval-url to the open gate's page when the control
