@@ -29,6 +29,8 @@ const (
 	CodeRunCancelled           = "E_RUN_CANCELLED"
 	CodeSeqConflict            = "E_SEQ_CONFLICT"
 	CodeSeqGap                 = "E_SEQ_GAP"
+	CodeChainBroken            = "E_CHAIN_BROKEN"
+	CodeAttestationUnavailable = "E_ATTESTATION_UNAVAILABLE"
 	CodeRetry                  = "E_RETRY"
 	CodeInvalidArgument        = "E_INVALID_ARGUMENT"
 	CodeUnauthenticated        = "E_UNAUTHENTICATED"

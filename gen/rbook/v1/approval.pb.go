@@ -200,8 +200,13 @@ type Approval struct {
 	// and WatchApproval for callers who may read the gate; empty in lists and when the
 	// control plane has no notification configuration.
 	Notifications []*GateNotification `protobuf:"bytes,65,rep,name=notifications,proto3" json:"notifications,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// Once the gate is decided and the control plane has a signing key: the decision signed as
+	// an in-toto human-review attestation in a DSSE envelope, as JSON text, so a job can check
+	// the decision before it continues (docs/attestations.md, "Gate decisions"). Empty
+	// otherwise, and in lists.
+	ReviewAttestationJson string `protobuf:"bytes,66,opt,name=review_attestation_json,json=reviewAttestationJson,proto3" json:"review_attestation_json,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
 }
 
 func (x *Approval) Reset() {
@@ -456,6 +461,13 @@ func (x *Approval) GetNotifications() []*GateNotification {
 		return x.Notifications
 	}
 	return nil
+}
+
+func (x *Approval) GetReviewAttestationJson() string {
+	if x != nil {
+		return x.ReviewAttestationJson
+	}
+	return ""
 }
 
 // GateNotification is one notification about a gate to one channel, as the outbox delivers
@@ -865,7 +877,7 @@ var File_rbook_v1_approval_proto protoreflect.FileDescriptor
 
 const file_rbook_v1_approval_proto_rawDesc = "" +
 	"\n" +
-	"\x17rbook/v1/approval.proto\x12\brbook.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15rbook/v1/inputs.proto\x1a\x12rbook/v1/run.proto\"\x94\v\n" +
+	"\x17rbook/v1/approval.proto\x12\brbook.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15rbook/v1/inputs.proto\x1a\x12rbook/v1/run.proto\"\xcc\v\n" +
 	"\bApproval\x12\x1f\n" +
 	"\vapproval_id\x18\x01 \x01(\tR\n" +
 	"approvalId\x12\x15\n" +
@@ -903,7 +915,8 @@ const file_rbook_v1_approval_proto_rawDesc = "" +
 	"\titeration\x18> \x01(\x05R\titeration\x12 \n" +
 	"\vescalations\x18? \x01(\x05R\vescalations\x12=\n" +
 	"\fescalated_at\x18@ \x01(\v2\x1a.google.protobuf.TimestampR\vescalatedAt\x12@\n" +
-	"\rnotifications\x18A \x03(\v2\x1a.rbook.v1.GateNotificationR\rnotifications\x1a>\n" +
+	"\rnotifications\x18A \x03(\v2\x1a.rbook.v1.GateNotificationR\rnotifications\x126\n" +
+	"\x17review_attestation_json\x18B \x01(\tR\x15reviewAttestationJson\x1a>\n" +
 	"\x10InputValuesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x90\x02\n" +

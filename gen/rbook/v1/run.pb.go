@@ -351,8 +351,12 @@ type Run struct {
 	// The workflow run the executor reported at its last StartRun (StartRunRequest.
 	// reported_workflow_run): not verified, for display and binding only.
 	ReportedWorkflowRun *GitHubWorkflowRun `protobuf:"bytes,21,opt,name=reported_workflow_run,json=reportedWorkflowRun,proto3" json:"reported_workflow_run,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// The hash of the run's last stored transition ("sha256:" and 64 lowercase hex digits), the
+	// head of its hash chain (docs/evidence-chain.md): a head copied anywhere else pins every
+	// transition before it. Empty for a run whose transitions carry no chain.
+	ChainHead     string `protobuf:"bytes,22,opt,name=chain_head,json=chainHead,proto3" json:"chain_head,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Run) Reset() {
@@ -530,6 +534,13 @@ func (x *Run) GetReportedWorkflowRun() *GitHubWorkflowRun {
 		return x.ReportedWorkflowRun
 	}
 	return nil
+}
+
+func (x *Run) GetChainHead() string {
+	if x != nil {
+		return x.ChainHead
+	}
+	return ""
 }
 
 // GitHubWorkflowRun is a GitHub Actions workflow run as an executor reports it from the
@@ -1040,9 +1051,14 @@ type Evidence struct {
 	TimestampUtc string `protobuf:"bytes,6,opt,name=timestamp_utc,json=timestampUtc,proto3" json:"timestamp_utc,omitempty"`
 	// For a check step, the runbook's KQL text before the scope filter was injected; `input`
 	// holds the query that was executed (docs/decisions/two-renderings.md). Unset otherwise.
-	SourceInput   *string `protobuf:"bytes,7,opt,name=source_input,json=sourceInput,proto3,oneof" json:"source_input,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	SourceInput *string `protobuf:"bytes,7,opt,name=source_input,json=sourceInput,proto3,oneof" json:"source_input,omitempty"`
+	// The hash of the transition that recorded this entry (its step_finished, or the
+	// run_finished of the cancel audit entry): where the entry sits in the run's hash chain
+	// (docs/evidence-chain.md). Set by the control plane on output, ignored on input (the
+	// transition's own hash is what counts); empty for a run without a chain.
+	TransitionHash string `protobuf:"bytes,8,opt,name=transition_hash,json=transitionHash,proto3" json:"transition_hash,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Evidence) Reset() {
@@ -1124,6 +1140,13 @@ func (x *Evidence) GetSourceInput() string {
 	return ""
 }
 
+func (x *Evidence) GetTransitionHash() string {
+	if x != nil {
+		return x.TransitionHash
+	}
+	return ""
+}
+
 // Transition is one durable event of a run, mirroring action/engine.Transition. (run_id, seq)
 // is the idempotency key: the control plane stores each pair once (ARCHITECTURE.md).
 type Transition struct {
@@ -1155,7 +1178,16 @@ type Transition struct {
 	RecordedAt *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=recorded_at,json=recordedAt,proto3" json:"recorded_at,omitempty"`
 	// Name of the failed step whose on_fail: rollback is being carried out while this
 	// transition happened (docs/decisions/rollback-compensation.md); empty in forward flow. State file field rollback_for.
-	RollbackFor   string `protobuf:"bytes,13,opt,name=rollback_for,json=rollbackFor,proto3" json:"rollback_for,omitempty"`
+	RollbackFor string `protobuf:"bytes,13,opt,name=rollback_for,json=rollbackFor,proto3" json:"rollback_for,omitempty"`
+	// The hash of the run's previous transition ("sha256:" and 64 lowercase hex digits); for
+	// seq 1, the chain's genesis value (docs/evidence-chain.md). The control plane refuses a
+	// transition whose prev_hash is not the hash it stored for seq - 1 (E_CHAIN_BROKEN).
+	PrevHash string `protobuf:"bytes,14,opt,name=prev_hash,json=prevHash,proto3" json:"prev_hash,omitempty"`
+	// This transition's hash: SHA-256 over its canonical encoding, which includes prev_hash
+	// (docs/evidence-chain.md). The control plane recomputes it and refuses a mismatch
+	// (E_CHAIN_BROKEN). Both are empty only for a run recorded by an executor that predates
+	// the chain; such a run has no chain head.
+	Hash          string `protobuf:"bytes,15,opt,name=hash,proto3" json:"hash,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1277,6 +1309,20 @@ func (x *Transition) GetRecordedAt() *timestamppb.Timestamp {
 func (x *Transition) GetRollbackFor() string {
 	if x != nil {
 		return x.RollbackFor
+	}
+	return ""
+}
+
+func (x *Transition) GetPrevHash() string {
+	if x != nil {
+		return x.PrevHash
+	}
+	return ""
+}
+
+func (x *Transition) GetHash() string {
+	if x != nil {
+		return x.Hash
 	}
 	return ""
 }
@@ -1508,7 +1554,7 @@ var File_rbook_v1_run_proto protoreflect.FileDescriptor
 
 const file_rbook_v1_run_proto_rawDesc = "" +
 	"\n" +
-	"\x12rbook/v1/run.proto\x12\brbook.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15rbook/v1/inputs.proto\"\xa5\a\n" +
+	"\x12rbook/v1/run.proto\x12\brbook.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15rbook/v1/inputs.proto\"\xc4\a\n" +
 	"\x03Run\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12%\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x11.rbook.v1.RunKindR\x04kind\x12\x12\n" +
@@ -1535,7 +1581,9 @@ const file_rbook_v1_run_proto_rawDesc = "" +
 	"\x05lease\x18\x12 \x01(\v2\x12.rbook.v1.RunLeaseR\x05lease\x128\n" +
 	"\bplaybook\x18\x13 \x01(\v2\x1c.rbook.v1.PlaybookRunDetailsR\bplaybook\x129\n" +
 	"\x0estarted_by_job\x18\x14 \x01(\v2\x13.rbook.v1.GitHubJobR\fstartedByJob\x12O\n" +
-	"\x15reported_workflow_run\x18\x15 \x01(\v2\x1b.rbook.v1.GitHubWorkflowRunR\x13reportedWorkflowRun\"\xb5\x01\n" +
+	"\x15reported_workflow_run\x18\x15 \x01(\v2\x1b.rbook.v1.GitHubWorkflowRunR\x13reportedWorkflowRun\x12\x1d\n" +
+	"\n" +
+	"chain_head\x18\x16 \x01(\tR\tchainHead\"\xb5\x01\n" +
 	"\x11GitHubWorkflowRun\x12\x1e\n" +
 	"\n" +
 	"repository\x18\x01 \x01(\tR\n" +
@@ -1588,7 +1636,7 @@ const file_rbook_v1_run_proto_rawDesc = "" +
 	"started_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x12;\n" +
 	"\vfinished_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"finishedAt\x12\x12\n" +
-	"\x04note\x18\a \x01(\tR\x04note\"\x84\x02\n" +
+	"\x04note\x18\a \x01(\tR\x04note\"\xad\x02\n" +
 	"\bEvidence\x12\x1b\n" +
 	"\tstep_name\x18\x01 \x01(\tR\bstepName\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x19\n" +
@@ -1596,9 +1644,10 @@ const file_rbook_v1_run_proto_rawDesc = "" +
 	"\x06output\x18\x04 \x01(\tR\x06output\x12,\n" +
 	"\x06status\x18\x05 \x01(\x0e2\x14.rbook.v1.StepStatusR\x06status\x12#\n" +
 	"\rtimestamp_utc\x18\x06 \x01(\tR\ftimestampUtc\x12&\n" +
-	"\fsource_input\x18\a \x01(\tH\x01R\vsourceInput\x88\x01\x01B\b\n" +
+	"\fsource_input\x18\a \x01(\tH\x01R\vsourceInput\x88\x01\x01\x12'\n" +
+	"\x0ftransition_hash\x18\b \x01(\tR\x0etransitionHashB\b\n" +
 	"\x06_inputB\x0f\n" +
-	"\r_source_input\"\xf4\x03\n" +
+	"\r_source_input\"\xa5\x04\n" +
 	"\n" +
 	"Transition\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x10\n" +
@@ -1617,7 +1666,9 @@ const file_rbook_v1_run_proto_rawDesc = "" +
 	"\amessage\x18\v \x01(\tR\amessage\x12;\n" +
 	"\vrecorded_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"recordedAt\x12!\n" +
-	"\frollback_for\x18\r \x01(\tR\vrollbackFor\"t\n" +
+	"\frollback_for\x18\r \x01(\tR\vrollbackFor\x12\x1b\n" +
+	"\tprev_hash\x18\x0e \x01(\tR\bprevHash\x12\x12\n" +
+	"\x04hash\x18\x0f \x01(\tR\x04hash\"t\n" +
 	"\aRunPlan\x12!\n" +
 	"\fcontent_hash\x18\x01 \x01(\tR\vcontentHash\x12(\n" +
 	"\x05steps\x18\x02 \x03(\v2\x12.rbook.v1.PlanStepR\x05steps\x12\x1c\n" +

@@ -1290,6 +1290,128 @@ func (x *GetEvidencePackResponse) GetNextPageToken() string {
 	return ""
 }
 
+// GetAttestationRequest names the run whose attestation to return.
+type GetAttestationRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The run. Required.
+	RunId         string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetAttestationRequest) Reset() {
+	*x = GetAttestationRequest{}
+	mi := &file_rbook_v1_run_service_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetAttestationRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetAttestationRequest) ProtoMessage() {}
+
+func (x *GetAttestationRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rbook_v1_run_service_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetAttestationRequest.ProtoReflect.Descriptor instead.
+func (*GetAttestationRequest) Descriptor() ([]byte, []int) {
+	return file_rbook_v1_run_service_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *GetAttestationRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+// GetAttestationResponse is a run's signed attestation (docs/attestations.md).
+type GetAttestationResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The DSSE envelope as JSON text, exactly the bytes the Action writes to the attestation
+	// file: {"payloadType": "application/vnd.in-toto+json", "payload": base64 Statement,
+	// "signatures": [{"keyid", "sig"}]}.
+	EnvelopeJson string `protobuf:"bytes,1,opt,name=envelope_json,json=envelopeJson,proto3" json:"envelope_json,omitempty"`
+	// The id of the key that signed it, as published at the control plane's keys path
+	// (docs/attestations.md, "Keys").
+	KeyId string `protobuf:"bytes,2,opt,name=key_id,json=keyId,proto3" json:"key_id,omitempty"`
+	// The chain head the attestation's predicate records (docs/evidence-chain.md).
+	ChainHead string `protobuf:"bytes,3,opt,name=chain_head,json=chainHead,proto3" json:"chain_head,omitempty"`
+	// SHA-256 of the evidence pack file the attestation names as its subject, lowercase hex.
+	EvidencePackSha256 string `protobuf:"bytes,4,opt,name=evidence_pack_sha256,json=evidencePackSha256,proto3" json:"evidence_pack_sha256,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *GetAttestationResponse) Reset() {
+	*x = GetAttestationResponse{}
+	mi := &file_rbook_v1_run_service_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetAttestationResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetAttestationResponse) ProtoMessage() {}
+
+func (x *GetAttestationResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_rbook_v1_run_service_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetAttestationResponse.ProtoReflect.Descriptor instead.
+func (*GetAttestationResponse) Descriptor() ([]byte, []int) {
+	return file_rbook_v1_run_service_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *GetAttestationResponse) GetEnvelopeJson() string {
+	if x != nil {
+		return x.EnvelopeJson
+	}
+	return ""
+}
+
+func (x *GetAttestationResponse) GetKeyId() string {
+	if x != nil {
+		return x.KeyId
+	}
+	return ""
+}
+
+func (x *GetAttestationResponse) GetChainHead() string {
+	if x != nil {
+		return x.ChainHead
+	}
+	return ""
+}
+
+func (x *GetAttestationResponse) GetEvidencePackSha256() string {
+	if x != nil {
+		return x.EvidencePackSha256
+	}
+	return ""
+}
+
 var File_rbook_v1_run_service_proto protoreflect.FileDescriptor
 
 const file_rbook_v1_run_service_proto_rawDesc = "" +
@@ -1393,7 +1515,15 @@ const file_rbook_v1_run_service_proto_rawDesc = "" +
 	"\x17GetEvidencePackResponse\x12,\n" +
 	"\aentries\x18\x01 \x03(\v2\x12.rbook.v1.EvidenceR\aentries\x12,\n" +
 	"\x12evidence_pack_json\x18\x02 \x01(\tR\x10evidencePackJson\x12&\n" +
-	"\x0fnext_page_token\x18\x03 \x01(\tR\rnextPageToken2\xb4\x05\n" +
+	"\x0fnext_page_token\x18\x03 \x01(\tR\rnextPageToken\".\n" +
+	"\x15GetAttestationRequest\x12\x15\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\"\xa5\x01\n" +
+	"\x16GetAttestationResponse\x12#\n" +
+	"\renvelope_json\x18\x01 \x01(\tR\fenvelopeJson\x12\x15\n" +
+	"\x06key_id\x18\x02 \x01(\tR\x05keyId\x12\x1d\n" +
+	"\n" +
+	"chain_head\x18\x03 \x01(\tR\tchainHead\x120\n" +
+	"\x14evidence_pack_sha256\x18\x04 \x01(\tR\x12evidencePackSha2562\x89\x06\n" +
 	"\n" +
 	"RunService\x12A\n" +
 	"\bStartRun\x12\x19.rbook.v1.StartRunRequest\x1a\x1a.rbook.v1.StartRunResponse\x12Y\n" +
@@ -1405,7 +1535,8 @@ const file_rbook_v1_run_service_proto_rawDesc = "" +
 	"\bListRuns\x12\x19.rbook.v1.ListRunsRequest\x1a\x1a.rbook.v1.ListRunsResponse\x12C\n" +
 	"\bWatchRun\x12\x19.rbook.v1.WatchRunRequest\x1a\x1a.rbook.v1.WatchRunResponse0\x01\x12D\n" +
 	"\tCancelRun\x12\x1a.rbook.v1.CancelRunRequest\x1a\x1b.rbook.v1.CancelRunResponse\x12V\n" +
-	"\x0fGetEvidencePack\x12 .rbook.v1.GetEvidencePackRequest\x1a!.rbook.v1.GetEvidencePackResponseB6Z4github.com/rbookhq/rbook-action/gen/rbook/v1;rbookv1b\x06proto3"
+	"\x0fGetEvidencePack\x12 .rbook.v1.GetEvidencePackRequest\x1a!.rbook.v1.GetEvidencePackResponse\x12S\n" +
+	"\x0eGetAttestation\x12\x1f.rbook.v1.GetAttestationRequest\x1a .rbook.v1.GetAttestationResponseB6Z4github.com/rbookhq/rbook-action/gen/rbook/v1;rbookv1b\x06proto3"
 
 var (
 	file_rbook_v1_run_service_proto_rawDescOnce sync.Once
@@ -1419,7 +1550,7 @@ func file_rbook_v1_run_service_proto_rawDescGZIP() []byte {
 	return file_rbook_v1_run_service_proto_rawDescData
 }
 
-var file_rbook_v1_run_service_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_rbook_v1_run_service_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_rbook_v1_run_service_proto_goTypes = []any{
 	(*StartRunRequest)(nil),           // 0: rbook.v1.StartRunRequest
 	(*StartRunResponse)(nil),          // 1: rbook.v1.StartRunResponse
@@ -1439,37 +1570,39 @@ var file_rbook_v1_run_service_proto_goTypes = []any{
 	(*CancelRunResponse)(nil),         // 15: rbook.v1.CancelRunResponse
 	(*GetEvidencePackRequest)(nil),    // 16: rbook.v1.GetEvidencePackRequest
 	(*GetEvidencePackResponse)(nil),   // 17: rbook.v1.GetEvidencePackResponse
-	(*timestamppb.Timestamp)(nil),     // 18: google.protobuf.Timestamp
-	(RunKind)(0),                      // 19: rbook.v1.RunKind
-	(*GitHubWorkflowRun)(nil),         // 20: rbook.v1.GitHubWorkflowRun
-	(*RunPlan)(nil),                   // 21: rbook.v1.RunPlan
-	(*Run)(nil),                       // 22: rbook.v1.Run
-	(*Transition)(nil),                // 23: rbook.v1.Transition
-	(*RunLease)(nil),                  // 24: rbook.v1.RunLease
-	(RunStatus)(0),                    // 25: rbook.v1.RunStatus
-	(*Evidence)(nil),                  // 26: rbook.v1.Evidence
+	(*GetAttestationRequest)(nil),     // 18: rbook.v1.GetAttestationRequest
+	(*GetAttestationResponse)(nil),    // 19: rbook.v1.GetAttestationResponse
+	(*timestamppb.Timestamp)(nil),     // 20: google.protobuf.Timestamp
+	(RunKind)(0),                      // 21: rbook.v1.RunKind
+	(*GitHubWorkflowRun)(nil),         // 22: rbook.v1.GitHubWorkflowRun
+	(*RunPlan)(nil),                   // 23: rbook.v1.RunPlan
+	(*Run)(nil),                       // 24: rbook.v1.Run
+	(*Transition)(nil),                // 25: rbook.v1.Transition
+	(*RunLease)(nil),                  // 26: rbook.v1.RunLease
+	(RunStatus)(0),                    // 27: rbook.v1.RunStatus
+	(*Evidence)(nil),                  // 28: rbook.v1.Evidence
 }
 var file_rbook_v1_run_service_proto_depIdxs = []int32{
-	18, // 0: rbook.v1.StartRunRequest.started_at:type_name -> google.protobuf.Timestamp
-	19, // 1: rbook.v1.StartRunRequest.kind:type_name -> rbook.v1.RunKind
-	20, // 2: rbook.v1.StartRunRequest.reported_workflow_run:type_name -> rbook.v1.GitHubWorkflowRun
-	21, // 3: rbook.v1.StartRunRequest.plan:type_name -> rbook.v1.RunPlan
-	22, // 4: rbook.v1.StartRunResponse.run:type_name -> rbook.v1.Run
-	23, // 5: rbook.v1.RecordTransitionRequest.transition:type_name -> rbook.v1.Transition
-	23, // 6: rbook.v1.RecordTransitionsRequest.transitions:type_name -> rbook.v1.Transition
-	24, // 7: rbook.v1.RenewLeaseResponse.lease:type_name -> rbook.v1.RunLease
-	22, // 8: rbook.v1.GetRunResponse.run:type_name -> rbook.v1.Run
-	23, // 9: rbook.v1.GetRunResponse.transitions:type_name -> rbook.v1.Transition
-	21, // 10: rbook.v1.GetRunResponse.plan:type_name -> rbook.v1.RunPlan
-	25, // 11: rbook.v1.ListRunsRequest.status:type_name -> rbook.v1.RunStatus
-	19, // 12: rbook.v1.ListRunsRequest.kind:type_name -> rbook.v1.RunKind
-	18, // 13: rbook.v1.ListRunsRequest.started_after:type_name -> google.protobuf.Timestamp
-	18, // 14: rbook.v1.ListRunsRequest.started_before:type_name -> google.protobuf.Timestamp
-	22, // 15: rbook.v1.ListRunsResponse.runs:type_name -> rbook.v1.Run
-	22, // 16: rbook.v1.WatchRunResponse.run:type_name -> rbook.v1.Run
-	23, // 17: rbook.v1.WatchRunResponse.transition:type_name -> rbook.v1.Transition
-	22, // 18: rbook.v1.CancelRunResponse.run:type_name -> rbook.v1.Run
-	26, // 19: rbook.v1.GetEvidencePackResponse.entries:type_name -> rbook.v1.Evidence
+	20, // 0: rbook.v1.StartRunRequest.started_at:type_name -> google.protobuf.Timestamp
+	21, // 1: rbook.v1.StartRunRequest.kind:type_name -> rbook.v1.RunKind
+	22, // 2: rbook.v1.StartRunRequest.reported_workflow_run:type_name -> rbook.v1.GitHubWorkflowRun
+	23, // 3: rbook.v1.StartRunRequest.plan:type_name -> rbook.v1.RunPlan
+	24, // 4: rbook.v1.StartRunResponse.run:type_name -> rbook.v1.Run
+	25, // 5: rbook.v1.RecordTransitionRequest.transition:type_name -> rbook.v1.Transition
+	25, // 6: rbook.v1.RecordTransitionsRequest.transitions:type_name -> rbook.v1.Transition
+	26, // 7: rbook.v1.RenewLeaseResponse.lease:type_name -> rbook.v1.RunLease
+	24, // 8: rbook.v1.GetRunResponse.run:type_name -> rbook.v1.Run
+	25, // 9: rbook.v1.GetRunResponse.transitions:type_name -> rbook.v1.Transition
+	23, // 10: rbook.v1.GetRunResponse.plan:type_name -> rbook.v1.RunPlan
+	27, // 11: rbook.v1.ListRunsRequest.status:type_name -> rbook.v1.RunStatus
+	21, // 12: rbook.v1.ListRunsRequest.kind:type_name -> rbook.v1.RunKind
+	20, // 13: rbook.v1.ListRunsRequest.started_after:type_name -> google.protobuf.Timestamp
+	20, // 14: rbook.v1.ListRunsRequest.started_before:type_name -> google.protobuf.Timestamp
+	24, // 15: rbook.v1.ListRunsResponse.runs:type_name -> rbook.v1.Run
+	24, // 16: rbook.v1.WatchRunResponse.run:type_name -> rbook.v1.Run
+	25, // 17: rbook.v1.WatchRunResponse.transition:type_name -> rbook.v1.Transition
+	24, // 18: rbook.v1.CancelRunResponse.run:type_name -> rbook.v1.Run
+	28, // 19: rbook.v1.GetEvidencePackResponse.entries:type_name -> rbook.v1.Evidence
 	0,  // 20: rbook.v1.RunService.StartRun:input_type -> rbook.v1.StartRunRequest
 	2,  // 21: rbook.v1.RunService.RecordTransition:input_type -> rbook.v1.RecordTransitionRequest
 	3,  // 22: rbook.v1.RunService.RecordTransitions:input_type -> rbook.v1.RecordTransitionsRequest
@@ -1479,17 +1612,19 @@ var file_rbook_v1_run_service_proto_depIdxs = []int32{
 	12, // 26: rbook.v1.RunService.WatchRun:input_type -> rbook.v1.WatchRunRequest
 	14, // 27: rbook.v1.RunService.CancelRun:input_type -> rbook.v1.CancelRunRequest
 	16, // 28: rbook.v1.RunService.GetEvidencePack:input_type -> rbook.v1.GetEvidencePackRequest
-	1,  // 29: rbook.v1.RunService.StartRun:output_type -> rbook.v1.StartRunResponse
-	5,  // 30: rbook.v1.RunService.RecordTransition:output_type -> rbook.v1.RecordTransitionResponse
-	4,  // 31: rbook.v1.RunService.RecordTransitions:output_type -> rbook.v1.RecordTransitionsResponse
-	7,  // 32: rbook.v1.RunService.RenewLease:output_type -> rbook.v1.RenewLeaseResponse
-	9,  // 33: rbook.v1.RunService.GetRun:output_type -> rbook.v1.GetRunResponse
-	11, // 34: rbook.v1.RunService.ListRuns:output_type -> rbook.v1.ListRunsResponse
-	13, // 35: rbook.v1.RunService.WatchRun:output_type -> rbook.v1.WatchRunResponse
-	15, // 36: rbook.v1.RunService.CancelRun:output_type -> rbook.v1.CancelRunResponse
-	17, // 37: rbook.v1.RunService.GetEvidencePack:output_type -> rbook.v1.GetEvidencePackResponse
-	29, // [29:38] is the sub-list for method output_type
-	20, // [20:29] is the sub-list for method input_type
+	18, // 29: rbook.v1.RunService.GetAttestation:input_type -> rbook.v1.GetAttestationRequest
+	1,  // 30: rbook.v1.RunService.StartRun:output_type -> rbook.v1.StartRunResponse
+	5,  // 31: rbook.v1.RunService.RecordTransition:output_type -> rbook.v1.RecordTransitionResponse
+	4,  // 32: rbook.v1.RunService.RecordTransitions:output_type -> rbook.v1.RecordTransitionsResponse
+	7,  // 33: rbook.v1.RunService.RenewLease:output_type -> rbook.v1.RenewLeaseResponse
+	9,  // 34: rbook.v1.RunService.GetRun:output_type -> rbook.v1.GetRunResponse
+	11, // 35: rbook.v1.RunService.ListRuns:output_type -> rbook.v1.ListRunsResponse
+	13, // 36: rbook.v1.RunService.WatchRun:output_type -> rbook.v1.WatchRunResponse
+	15, // 37: rbook.v1.RunService.CancelRun:output_type -> rbook.v1.CancelRunResponse
+	17, // 38: rbook.v1.RunService.GetEvidencePack:output_type -> rbook.v1.GetEvidencePackResponse
+	19, // 39: rbook.v1.RunService.GetAttestation:output_type -> rbook.v1.GetAttestationResponse
+	30, // [30:40] is the sub-list for method output_type
+	20, // [20:30] is the sub-list for method input_type
 	20, // [20:20] is the sub-list for extension type_name
 	20, // [20:20] is the sub-list for extension extendee
 	0,  // [0:20] is the sub-list for field type_name
@@ -1507,7 +1642,7 @@ func file_rbook_v1_run_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rbook_v1_run_service_proto_rawDesc), len(file_rbook_v1_run_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   18,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

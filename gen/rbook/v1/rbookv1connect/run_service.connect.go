@@ -54,6 +54,9 @@ const (
 	// RunServiceGetEvidencePackProcedure is the fully-qualified name of the RunService's
 	// GetEvidencePack RPC.
 	RunServiceGetEvidencePackProcedure = "/rbook.v1.RunService/GetEvidencePack"
+	// RunServiceGetAttestationProcedure is the fully-qualified name of the RunService's GetAttestation
+	// RPC.
+	RunServiceGetAttestationProcedure = "/rbook.v1.RunService/GetAttestation"
 )
 
 // RunServiceClient is a client for the rbook.v1.RunService service.
@@ -109,6 +112,11 @@ type RunServiceClient interface {
 	// default 4 MiB message limit).
 	// Errors: E_RUN_NOT_FOUND, E_INVALID_ARGUMENT (bad page_token or page_size).
 	GetEvidencePack(context.Context, *v1.GetEvidencePackRequest) (*v1.GetEvidencePackResponse, error)
+	// GetAttestation returns the run's signed attestation: an in-toto Statement in a DSSE
+	// envelope that the control plane signed when the run reached a final status
+	// (docs/attestations.md). Errors: E_RUN_NOT_FOUND, E_ATTESTATION_UNAVAILABLE (the run is not
+	// final, or the control plane has no signing key).
+	GetAttestation(context.Context, *v1.GetAttestationRequest) (*v1.GetAttestationResponse, error)
 }
 
 // NewRunServiceClient constructs a client for the rbook.v1.RunService service. By default, it uses
@@ -176,6 +184,12 @@ func NewRunServiceClient(httpClient connect.HTTPClient, baseURL string, opts ...
 			connect.WithSchema(runServiceMethods.ByName("GetEvidencePack")),
 			connect.WithClientOptions(opts...),
 		),
+		getAttestation: connect.NewClient[v1.GetAttestationRequest, v1.GetAttestationResponse](
+			httpClient,
+			baseURL+RunServiceGetAttestationProcedure,
+			connect.WithSchema(runServiceMethods.ByName("GetAttestation")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -190,6 +204,7 @@ type runServiceClient struct {
 	watchRun          *connect.Client[v1.WatchRunRequest, v1.WatchRunResponse]
 	cancelRun         *connect.Client[v1.CancelRunRequest, v1.CancelRunResponse]
 	getEvidencePack   *connect.Client[v1.GetEvidencePackRequest, v1.GetEvidencePackResponse]
+	getAttestation    *connect.Client[v1.GetAttestationRequest, v1.GetAttestationResponse]
 }
 
 // StartRun calls rbook.v1.RunService.StartRun.
@@ -269,6 +284,15 @@ func (c *runServiceClient) GetEvidencePack(ctx context.Context, req *v1.GetEvide
 	return nil, err
 }
 
+// GetAttestation calls rbook.v1.RunService.GetAttestation.
+func (c *runServiceClient) GetAttestation(ctx context.Context, req *v1.GetAttestationRequest) (*v1.GetAttestationResponse, error) {
+	response, err := c.getAttestation.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
 // RunServiceHandler is an implementation of the rbook.v1.RunService service.
 type RunServiceHandler interface {
 	// StartRun creates a run, or resumes one the caller owns (docs/decisions/leases-and-fencing.md):
@@ -322,6 +346,11 @@ type RunServiceHandler interface {
 	// default 4 MiB message limit).
 	// Errors: E_RUN_NOT_FOUND, E_INVALID_ARGUMENT (bad page_token or page_size).
 	GetEvidencePack(context.Context, *v1.GetEvidencePackRequest) (*v1.GetEvidencePackResponse, error)
+	// GetAttestation returns the run's signed attestation: an in-toto Statement in a DSSE
+	// envelope that the control plane signed when the run reached a final status
+	// (docs/attestations.md). Errors: E_RUN_NOT_FOUND, E_ATTESTATION_UNAVAILABLE (the run is not
+	// final, or the control plane has no signing key).
+	GetAttestation(context.Context, *v1.GetAttestationRequest) (*v1.GetAttestationResponse, error)
 }
 
 // NewRunServiceHandler builds an HTTP handler from the service implementation. It returns the path
@@ -385,6 +414,12 @@ func NewRunServiceHandler(svc RunServiceHandler, opts ...connect.HandlerOption) 
 		connect.WithSchema(runServiceMethods.ByName("GetEvidencePack")),
 		connect.WithHandlerOptions(opts...),
 	)
+	runServiceGetAttestationHandler := connect.NewUnaryHandlerSimple(
+		RunServiceGetAttestationProcedure,
+		svc.GetAttestation,
+		connect.WithSchema(runServiceMethods.ByName("GetAttestation")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/rbook.v1.RunService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case RunServiceStartRunProcedure:
@@ -405,6 +440,8 @@ func NewRunServiceHandler(svc RunServiceHandler, opts ...connect.HandlerOption) 
 			runServiceCancelRunHandler.ServeHTTP(w, r)
 		case RunServiceGetEvidencePackProcedure:
 			runServiceGetEvidencePackHandler.ServeHTTP(w, r)
+		case RunServiceGetAttestationProcedure:
+			runServiceGetAttestationHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -448,4 +485,8 @@ func (UnimplementedRunServiceHandler) CancelRun(context.Context, *v1.CancelRunRe
 
 func (UnimplementedRunServiceHandler) GetEvidencePack(context.Context, *v1.GetEvidencePackRequest) (*v1.GetEvidencePackResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("rbook.v1.RunService.GetEvidencePack is not implemented"))
+}
+
+func (UnimplementedRunServiceHandler) GetAttestation(context.Context, *v1.GetAttestationRequest) (*v1.GetAttestationResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("rbook.v1.RunService.GetAttestation is not implemented"))
 }

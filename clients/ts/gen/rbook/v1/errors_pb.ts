@@ -56,6 +56,11 @@ export const file_rbook_v1_errors: GenFile = /*@__PURE__*/
  *     different content.
  *   - E_SEQ_GAP (FAILED_PRECONDITION): RecordTransition skips a sequence number; the caller must
  *     send the missing transitions first.
+ *   - E_CHAIN_BROKEN (FAILED_PRECONDITION): a transition's prev_hash is not the hash stored for
+ *     the run's previous transition, or its hash is not the hash of its canonical encoding
+ *     (docs/evidence-chain.md); nothing was stored.
+ *   - E_ATTESTATION_UNAVAILABLE (FAILED_PRECONDITION): GetAttestation for a run that is not
+ *     final, or on a control plane without a signing key (docs/attestations.md).
  *   - E_RETRY (ABORTED): a concurrent change won; nothing was changed and the call may be retried.
  *   - E_INVALID_ARGUMENT (INVALID_ARGUMENT): a request field is missing or out of range; the
  *     message names the field.
