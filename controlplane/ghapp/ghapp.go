@@ -1,30 +1,34 @@
 // Package ghapp is the control plane's GitHub App client (docs/approvals.md,
-// "GitHub App webhook" and "Approve in GitHub"): installation tokens from the App's private key via ghinstallation (the
-// 1 h tokens are reused until a minute before they expire, then refreshed), a go-github
-// v90 client per installation on a configurable API URL (api.github.com, GHES
-// https://HOST/api/v3, a test server), and the calls gates bound to GitHub environments need (docs/approvals.md, "Approve in GitHub"): a run's pending
-// deployments, its review history (GET …/approvals), a custom protection rule's verdict
-// and its status reports.
-//
-// It is named ghapp, not github, so that go-github's package keeps its usual name here.
+// "GitHub App webhook" and "Approve in GitHub"): installation tokens from the App's private
+// key (an RS256 App JWT exchanged at POST /app/installations/{id}/access_tokens; the 1 h
+// tokens are reused until a minute before they expire, then refreshed), a REST client
+// (ghapi.Client) per installation on a configurable API URL (api.github.com, GHES
+// https://HOST/api/v3, a test server), and the calls gates bound to GitHub environments
+// need (docs/approvals.md, "Approve in GitHub"): a run's pending deployments, its review
+// history (GET …/approvals), a custom protection rule's verdict and its status reports.
 package ghapp
 
 import (
 	"context"
+	"crypto"
+	"crypto/rand"
 	"crypto/rsa"
+	"crypto/sha256"
 	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
 
-	"github.com/bradleyfalzon/ghinstallation/v2"
-	"github.com/google/go-github/v90/github"
+	"github.com/rbookhq/rbook-action/controlplane/ghapi"
 )
 
 // DefaultAPIURL is GitHub.com's REST API (rbook serve --github-api-url's default).
@@ -50,15 +54,29 @@ type Config struct {
 	Transport http.RoundTripper
 }
 
-// App is a GitHub App: its key and one token source per installation. Safe for concurrent use.
+// App is a GitHub App: its key and one token and client per installation. Safe for
+// concurrent use.
 type App struct {
-	appID   int64
-	apiURL  string // with a trailing slash
-	keyPEM  []byte
-	base    http.RoundTripper
-	mu      sync.Mutex
-	clients map[int64]*github.Client
+	appID  int64
+	apiURL string // with a trailing slash
+	key    *rsa.PrivateKey
+	hc     *http.Client
+	now    func() time.Time
+	mu     sync.Mutex
+	insts  map[int64]*installation
 }
+
+// installation is one installation's token (fetched on first use, refreshed within
+// tokenMargin of its expiry) and its client.
+type installation struct {
+	mu      sync.Mutex
+	token   string
+	expires time.Time
+	client  *ghapi.Client
+}
+
+// tokenMargin is how long before its expiry an installation token is replaced.
+const tokenMargin = time.Minute
 
 // New checks cfg and parses the key. Errors: an AppID ≤ 0, a key that is not an RSA private
 // key in PEM, an API URL that is not absolute http(s). Error text never holds key material.
@@ -66,7 +84,8 @@ func New(cfg Config) (*App, error) {
 	if cfg.AppID <= 0 {
 		return nil, fmt.Errorf("GitHub App id %d: must be a positive number", cfg.AppID)
 	}
-	if err := checkKey(cfg.PrivateKeyPEM); err != nil {
+	key, err := parseKey(cfg.PrivateKeyPEM)
+	if err != nil {
 		return nil, err
 	}
 	api := cfg.APIURL
@@ -81,63 +100,110 @@ func New(cfg Config) (*App, error) {
 	if base == nil {
 		base = http.DefaultTransport
 	}
-	if _, err := ghinstallation.NewAppsTransport(base, cfg.AppID, cfg.PrivateKeyPEM); err != nil {
-		return nil, errors.New("GitHub App private key: not an RSA private key in PEM")
-	}
-	return &App{appID: cfg.AppID, apiURL: strings.TrimRight(api, "/") + "/", keyPEM: append([]byte(nil), cfg.PrivateKeyPEM...),
-		base: base, clients: map[int64]*github.Client{}}, nil
+	return &App{appID: cfg.AppID, apiURL: strings.TrimRight(api, "/") + "/", key: key,
+		hc: &http.Client{Transport: base, Timeout: RequestTimeout}, now: time.Now, insts: map[int64]*installation{}}, nil
 }
 
-// checkKey accepts an RSA private key in PEM (PKCS#1 or PKCS#8).
-func checkKey(pemBytes []byte) error {
+// parseKey reads an RSA private key in PEM (PKCS#1 or PKCS#8).
+func parseKey(pemBytes []byte) (*rsa.PrivateKey, error) {
 	block, _ := pem.Decode(pemBytes)
 	if block == nil {
-		return errors.New("GitHub App private key: no PEM block (expected -----BEGIN RSA PRIVATE KEY-----)")
+		return nil, errors.New("GitHub App private key: no PEM block (expected -----BEGIN RSA PRIVATE KEY-----)")
 	}
-	if _, err := x509.ParsePKCS1PrivateKey(block.Bytes); err == nil {
-		return nil
+	if k, err := x509.ParsePKCS1PrivateKey(block.Bytes); err == nil {
+		return k, nil
 	}
 	k, err := x509.ParsePKCS8PrivateKey(block.Bytes)
 	if err != nil {
-		return fmt.Errorf("GitHub App private key: PEM block %q is not a PKCS#1 or PKCS#8 private key", block.Type)
+		return nil, fmt.Errorf("GitHub App private key: PEM block %q is not a PKCS#1 or PKCS#8 private key", block.Type)
 	}
-	if _, ok := k.(*rsa.PrivateKey); !ok {
-		return errors.New("GitHub App private key: not an RSA key")
+	rk, ok := k.(*rsa.PrivateKey)
+	if !ok {
+		return nil, errors.New("GitHub App private key: not an RSA key")
 	}
-	return nil
+	return rk, nil
 }
 
 // AppID is the App's id.
 func (a *App) AppID() int64 { return a.appID }
 
-// Client is the go-github client of one installation (from a webhook's installation.id).
-// Its token is fetched on first use and reused until a minute before it expires.
-func (a *App) Client(installationID int64) (*github.Client, error) {
+// Client is the REST client of one installation (from a webhook's installation.id). Its
+// token is fetched on first use and reused until a minute before it expires. Errors: an
+// installation id ≤ 0.
+func (a *App) Client(installationID int64) (*ghapi.Client, error) {
 	if installationID <= 0 {
 		return nil, fmt.Errorf("GitHub App installation id %d: must be a positive number", installationID)
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if c := a.clients[installationID]; c != nil {
-		return c, nil
+	if in := a.insts[installationID]; in != nil {
+		return in.client, nil
 	}
-	// One AppsTransport per installation: ghinstallation's token refresh writes the shared
-	// AppsTransport's BaseURL and Client under the installation's own lock only.
-	apps, err := ghinstallation.NewAppsTransport(a.base, a.appID, a.keyPEM)
+	in := &installation{}
+	c, err := ghapi.NewClient(a.apiURL, a.hc, func(ctx context.Context) (string, error) {
+		tok, err := a.installationToken(ctx, installationID, in)
+		return "token " + tok, err
+	})
 	if err != nil {
-		return nil, errors.New("GitHub App private key: not an RSA private key in PEM")
+		return nil, err
 	}
-	apps.BaseURL = strings.TrimRight(a.apiURL, "/")
-	itr := ghinstallation.NewFromAppsTransport(apps, installationID)
-	itr.BaseURL = apps.BaseURL
-	itr.Client = &http.Client{Transport: a.base, Timeout: RequestTimeout}
-	api := a.apiURL
-	c, err := github.NewClient(github.WithTransport(itr), github.WithURLs(&api, &api), github.WithTimeout(RequestTimeout))
-	if err != nil {
-		return nil, fmt.Errorf("GitHub client: %w", err)
-	}
-	a.clients[installationID] = c
+	in.client = c
+	a.insts[installationID] = in
 	return c, nil
+}
+
+// installationToken is in's token, first exchanging a fresh App JWT for one
+// (POST /app/installations/{id}/access_tokens) when it has none or it expires within
+// tokenMargin. Errors: GitHub's refusal or an answer without a token.
+func (a *App) installationToken(ctx context.Context, id int64, in *installation) (string, error) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.token != "" && a.now().Add(tokenMargin).Before(in.expires) {
+		return in.token, nil
+	}
+	jwt, err := a.appJWT()
+	if err != nil {
+		return "", err
+	}
+	apps, err := ghapi.NewClient(a.apiURL, a.hc, func(context.Context) (string, error) { return "Bearer " + jwt, nil })
+	if err != nil {
+		return "", err
+	}
+	var out struct {
+		Token     string    `json:"token"`
+		ExpiresAt time.Time `json:"expires_at"`
+	}
+	if _, err := apps.Do(ctx, http.MethodPost, "app/installations/"+strconv.FormatInt(id, 10)+"/access_tokens", nil, &out); err != nil {
+		return "", fmt.Errorf("GitHub App installation %d token: %w", id, err)
+	}
+	if out.Token == "" {
+		return "", fmt.Errorf("GitHub App installation %d token: GitHub's answer has no token", id)
+	}
+	in.token, in.expires = out.Token, out.ExpiresAt
+	return in.token, nil
+}
+
+// appJWT is the App's JSON Web Token (GitHub's "Generating a JSON Web Token (JWT) for a
+// GitHub App"): RS256, iss = the App id, iat a minute in the past (clock drift), exp nine
+// minutes ahead (GitHub allows at most ten after iat).
+func (a *App) appJWT() (string, error) {
+	now := a.now().Unix()
+	claims, err := json.Marshal(struct {
+		Iat int64  `json:"iat"`
+		Exp int64  `json:"exp"`
+		Iss string `json:"iss"`
+	}{now - 60, now + 9*60, strconv.FormatInt(a.appID, 10)})
+	if err != nil {
+		return "", err
+	}
+	enc := base64.RawURLEncoding
+	signing := enc.EncodeToString([]byte(`{"alg":"RS256","typ":"JWT"}`)) + "." + enc.EncodeToString(claims)
+	sum := sha256.Sum256([]byte(signing))
+	sig, err := rsa.SignPKCS1v15(rand.Reader, a.key, crypto.SHA256, sum[:])
+	if err != nil {
+		return "", fmt.Errorf("signing the GitHub App JWT: %w", err)
+	}
+	return signing + "." + enc.EncodeToString(sig), nil
 }
 
 // Repo names a repository and the App installation that can act on it.
@@ -156,38 +222,43 @@ func SplitFullName(full string) (owner, name string, err error) {
 	return owner, name, nil
 }
 
+// runPath is the REST path of a workflow run, owner and name escaped.
+func runPath(r Repo, runID int64) string {
+	return fmt.Sprintf("repos/%s/%s/actions/runs/%d", url.PathEscape(r.Owner), url.PathEscape(r.Name), runID)
+}
+
 // PendingDeployments lists the run's deployments waiting for review
 // (GET /repos/{o}/{r}/actions/runs/{run_id}/pending_deployments).
-func (a *App) PendingDeployments(ctx context.Context, r Repo, runID int64) ([]*github.PendingDeployment, error) {
+func (a *App) PendingDeployments(ctx context.Context, r Repo, runID int64) ([]*ghapi.PendingDeployment, error) {
 	c, err := a.Client(r.InstallationID)
 	if err != nil {
 		return nil, err
 	}
-	pd, _, err := c.Actions.GetPendingDeployments(ctx, r.Owner, r.Name, runID)
-	if err != nil {
+	var pd []*ghapi.PendingDeployment
+	if _, err := c.Do(ctx, http.MethodGet, runPath(r, runID)+"/pending_deployments", nil, &pd); err != nil {
 		return nil, fmt.Errorf("GitHub pending deployments of %s/%s run %d: %w", r.Owner, r.Name, runID, err)
 	}
 	return pd, nil
 }
 
 // RunAttempt is the workflow run's current attempt (GET /repos/{o}/{r}/actions/runs/{run_id}
-// → run_attempt; go-github's ActionsService.GetWorkflowRunByID): 1 for the first run, n+1
-// after each re-run. A deployment_protection_rule payload does not carry the attempt, so the
-// control plane asks (docs/approvals.md, "Approve in GitHub": a re-run must not be bound to a
-// gate of an earlier attempt). Errors: GitHub's error, or an attempt < 1.
+// → run_attempt): 1 for the first run, n+1 after each re-run. A deployment_protection_rule
+// payload does not carry the attempt, so the control plane asks (docs/approvals.md,
+// "Approve in GitHub": a re-run must not be bound to a gate of an earlier attempt). Errors:
+// GitHub's error, or an attempt < 1.
 func (a *App) RunAttempt(ctx context.Context, r Repo, runID int64) (int, error) {
 	c, err := a.Client(r.InstallationID)
 	if err != nil {
 		return 0, err
 	}
-	run, _, err := c.Actions.GetWorkflowRunByID(ctx, r.Owner, r.Name, runID)
-	if err != nil {
+	var run ghapi.WorkflowRun
+	if _, err := c.Do(ctx, http.MethodGet, runPath(r, runID), nil, &run); err != nil {
 		return 0, fmt.Errorf("GitHub workflow run %s/%s %d: %w", r.Owner, r.Name, runID, err)
 	}
-	if run.GetRunAttempt() < 1 {
-		return 0, fmt.Errorf("GitHub workflow run %s/%s %d: run_attempt %d, want ≥ 1", r.Owner, r.Name, runID, run.GetRunAttempt())
+	if run.RunAttempt < 1 {
+		return 0, fmt.Errorf("GitHub workflow run %s/%s %d: run_attempt %d, want ≥ 1", r.Owner, r.Name, runID, run.RunAttempt)
 	}
-	return run.GetRunAttempt(), nil
+	return run.RunAttempt, nil
 }
 
 // RunApproval is one entry of a run's review history (GitHub's "environment-approvals"):
@@ -195,7 +266,7 @@ func (a *App) RunAttempt(ctx context.Context, r Repo, runID int64) (int, error) 
 type RunApproval struct {
 	Environments []RunApprovalEnvironment `json:"environments"`
 	State        string                   `json:"state"`
-	User         *github.User             `json:"user"`
+	User         *ghapi.User              `json:"user"`
 	Comment      string                   `json:"comment"`
 }
 
@@ -205,20 +276,14 @@ type RunApprovalEnvironment struct {
 	Name string `json:"name"`
 }
 
-// RunApprovals reads the run's review history (GET /repos/{o}/{r}/actions/runs/{run_id}/approvals;
-// not in go-github v90, so NewRequest + Do with RunApproval).
+// RunApprovals reads the run's review history (GET /repos/{o}/{r}/actions/runs/{run_id}/approvals).
 func (a *App) RunApprovals(ctx context.Context, r Repo, runID int64) ([]RunApproval, error) {
 	c, err := a.Client(r.InstallationID)
 	if err != nil {
 		return nil, err
 	}
-	u := fmt.Sprintf("repos/%s/%s/actions/runs/%d/approvals", url.PathEscape(r.Owner), url.PathEscape(r.Name), runID)
-	req, err := c.NewRequest(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return nil, err
-	}
 	var out []RunApproval
-	if _, err := c.Do(req, &out); err != nil {
+	if _, err := c.Do(ctx, http.MethodGet, runPath(r, runID)+"/approvals", nil, &out); err != nil {
 		return nil, fmt.Errorf("GitHub approvals of %s/%s run %d: %w", r.Owner, r.Name, runID, err)
 	}
 	return out, nil
@@ -230,10 +295,18 @@ const (
 	StateRejected = "rejected"
 )
 
+// protectionRuleBody is the body of POST …/deployment_protection_rule: a verdict has a
+// state, a status report has none.
+type protectionRuleBody struct {
+	EnvironmentName string `json:"environment_name"`
+	State           string `json:"state,omitempty"`
+	Comment         string `json:"comment"`
+}
+
 // ReviewProtectionRule gives the custom protection rule's verdict for environment
 // (POST /repos/{o}/{r}/actions/runs/{run_id}/deployment_protection_rule with environment_name,
-// state and comment; go-github's ReviewCustomDeploymentProtectionRule). state is StateApproved
-// or StateRejected; comment is cut to MaxCommentChars. Errors: another state, GitHub's error.
+// state and comment). state is StateApproved or StateRejected; comment is cut to
+// MaxCommentChars. Errors: another state, GitHub's error.
 func (a *App) ReviewProtectionRule(ctx context.Context, r Repo, runID int64, environment, state, comment string) error {
 	if state != StateApproved && state != StateRejected {
 		return fmt.Errorf("protection rule verdict %q: want %q or %q", state, StateApproved, StateRejected)
@@ -242,19 +315,11 @@ func (a *App) ReviewProtectionRule(ctx context.Context, r Repo, runID int64, env
 	if err != nil {
 		return err
 	}
-	_, err = c.Actions.ReviewCustomDeploymentProtectionRule(ctx, r.Owner, r.Name, runID,
-		&github.ReviewCustomDeploymentProtectionRuleRequest{EnvironmentName: environment, State: state, Comment: Truncate(comment, MaxCommentChars)})
-	if err != nil {
+	body := protectionRuleBody{EnvironmentName: environment, State: state, Comment: Truncate(comment, MaxCommentChars)}
+	if _, err := c.Do(ctx, http.MethodPost, runPath(r, runID)+"/deployment_protection_rule", body, nil); err != nil {
 		return fmt.Errorf("GitHub protection rule verdict for %s/%s run %d (%s): %w", r.Owner, r.Name, runID, environment, err)
 	}
 	return nil
-}
-
-// statusReport is a status report's body: the verdict's POST without "state" (go-github's
-// request struct has no omitempty on State, so it cannot send one).
-type statusReport struct {
-	EnvironmentName string `json:"environment_name"`
-	Comment         string `json:"comment"`
 }
 
 // ReportProtectionRuleStatus posts a status report to the pending protection rule: the
@@ -265,12 +330,8 @@ func (a *App) ReportProtectionRuleStatus(ctx context.Context, r Repo, runID int6
 	if err != nil {
 		return err
 	}
-	u := fmt.Sprintf("repos/%s/%s/actions/runs/%d/deployment_protection_rule", url.PathEscape(r.Owner), url.PathEscape(r.Name), runID)
-	req, err := c.NewRequest(ctx, http.MethodPost, u, statusReport{EnvironmentName: environment, Comment: Truncate(comment, MaxCommentChars)})
-	if err != nil {
-		return err
-	}
-	if _, err := c.Do(req, nil); err != nil {
+	body := protectionRuleBody{EnvironmentName: environment, Comment: Truncate(comment, MaxCommentChars)}
+	if _, err := c.Do(ctx, http.MethodPost, runPath(r, runID)+"/deployment_protection_rule", body, nil); err != nil {
 		return fmt.Errorf("GitHub protection rule status report for %s/%s run %d (%s): %w", r.Owner, r.Name, runID, environment, err)
 	}
 	return nil

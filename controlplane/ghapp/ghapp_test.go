@@ -58,7 +58,7 @@ func TestAppTokenJWTAndReuse(t *testing.T) {
 		}
 	}
 
-	// A token that expires within ghinstallation's one-minute margin is refreshed on each use.
+	// A token that expires within the App's one-minute margin is refreshed on each use.
 	gh2 := ghfake.New(t, appID)
 	gh2.SetTokenTTL(30 * time.Second)
 	app2 := newApp(t, gh2, gh2.URL)

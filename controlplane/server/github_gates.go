@@ -12,10 +12,9 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/google/go-github/v90/github"
-
 	"github.com/rbookhq/rbook-action/controlplane/approval"
 	"github.com/rbookhq/rbook-action/controlplane/consolelink"
+	"github.com/rbookhq/rbook-action/controlplane/ghapi"
 	"github.com/rbookhq/rbook-action/controlplane/ghapp"
 	"github.com/rbookhq/rbook-action/controlplane/store"
 	"github.com/rbookhq/rbook-action/controlplane/webhook"
@@ -84,7 +83,7 @@ func newGitHubGates(s *Server, app *ghapp.App, retryBase time.Duration) *githubG
 // that workflow run, attempt and environment, now or when that gate opens
 // (store.SetProtectionRuleAttempt), then posts the status report and, once the gate is
 // decided, the verdict.
-func (g *githubGates) ProtectionRuleRequested(ctx context.Context, d webhook.Delivery, ev *github.DeploymentProtectionRuleEvent) error {
+func (g *githubGates) ProtectionRuleRequested(ctx context.Context, d webhook.Delivery, ev *ghapi.DeploymentProtectionRuleEvent) error {
 	runID, err := ev.GetRunID()
 	if err != nil {
 		return fmt.Errorf("deployment_callback_url has no run id")
@@ -128,7 +127,7 @@ func reasonOf(comment string) string {
 // if the policy refused the vote or the gate was already closed, is logged (nil: GitHub gets
 // 200). A review that reached no pending gate is answered by unmatchedReview. Storage errors
 // are returned (500: GitHub may redeliver).
-func (g *githubGates) DeploymentReviewed(ctx context.Context, d webhook.Delivery, ev *github.DeploymentReviewEvent) error {
+func (g *githubGates) DeploymentReviewed(ctx context.Context, d webhook.Delivery, ev *ghapi.DeploymentReviewEvent) error {
 	repo, runID := ev.GetRepo().GetFullName(), strconv.FormatInt(ev.GetWorkflowRun().GetID(), 10)
 	attempt := "" // a payload without workflow_run.run_attempt matches every attempt
 	if n := ev.GetWorkflowRun().GetRunAttempt(); n > 0 {
@@ -469,9 +468,9 @@ func (g *githubGates) fail(ctx context.Context, r store.ProtectionRule, err erro
 
 // giveUpLimit is how many consecutive failures like err a rule is allowed, and why.
 func giveUpLimit(err error) (int, string) {
-	var ge *github.ErrorResponse
-	if errors.As(err, &ge) && ge.Response != nil {
-		switch c := ge.Response.StatusCode; {
+	var ge *ghapi.ErrorResponse
+	if errors.As(err, &ge) {
+		switch c := ge.StatusCode; {
 		case c >= 400 && c < 500 && c != 401 && c != 403 && c != 408 && c != 429:
 			return MaxGitHubRefusedAttempts, fmt.Sprintf("GitHub refused it with %d", c)
 		}

@@ -13,14 +13,16 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
-	"github.com/google/go-github/v90/github"
 	"golang.org/x/oauth2"
 
 	"github.com/rbookhq/rbook-action/controlplane/auth"
+	"github.com/rbookhq/rbook-action/controlplane/ghapi"
 )
 
 // loginTTL is how long a sign-in may take between /auth/login and /auth/callback.
@@ -297,16 +299,15 @@ func (h *Handler) finishGitHub(ctx context.Context, p *provider, code string, ls
 	if err != nil {
 		return Person{}, fmt.Errorf("token exchange: %w", err)
 	}
-	api := p.cfg.APIURL + "/"
-	gh, err := github.NewClient(github.WithHTTPClient(h.opts.HTTPClient), github.WithAuthToken(tok.AccessToken), github.WithURLs(&api, &api))
+	gh, err := ghapi.NewClient(p.cfg.APIURL, h.opts.HTTPClient, func(context.Context) (string, error) { return "Bearer " + tok.AccessToken, nil })
 	if err != nil {
 		return Person{}, err
 	}
-	u, _, err := gh.Users.Get(ctx, "")
-	if err != nil {
+	var u ghapi.User
+	if _, err := gh.Do(ctx, http.MethodGet, "user", nil, &u); err != nil {
 		return Person{}, fmt.Errorf("GET /user: %w", err)
 	}
-	login := u.GetLogin()
+	login := u.Login
 	if login == "" {
 		return Person{}, errors.New("GET /user answered no login")
 	}
@@ -317,9 +318,10 @@ func (h *Handler) finishGitHub(ctx context.Context, p *provider, code string, ls
 			needTeams = true
 		}
 		if r.GitHubOrg != "" && !contains(person.GitHubOrgs, r.GitHubOrg) {
-			m, resp, err := gh.Organizations.GetOrgMembership(ctx, "", r.GitHubOrg)
+			var m ghapi.Membership
+			resp, err := gh.Do(ctx, http.MethodGet, "user/memberships/orgs/"+url.PathEscape(r.GitHubOrg), nil, &m)
 			switch {
-			case err == nil && m.GetState() == "active":
+			case err == nil && m.State == "active":
 				person.GitHubOrgs = append(person.GitHubOrgs, r.GitHubOrg)
 			case resp != nil && (resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusForbidden):
 			case err != nil:
@@ -328,26 +330,26 @@ func (h *Handler) finishGitHub(ctx context.Context, p *provider, code string, ls
 		}
 	}
 	if needTeams {
-		opt := &github.ListOptions{PerPage: 100}
-		for page := 0; page < 10; page++ {
-			teams, resp, err := gh.Teams.ListUserTeams(ctx, opt)
+		page := 1
+		for range 10 {
+			var teams []ghapi.Team
+			resp, err := gh.Do(ctx, http.MethodGet, "user/teams?per_page=100&page="+strconv.Itoa(page), nil, &teams)
 			if err != nil {
 				return Person{}, fmt.Errorf("GET /user/teams: %w", err)
 			}
 			for _, t := range teams {
-				person.GitHubTeams = append(person.GitHubTeams, t.GetOrganization().GetLogin()+"/"+t.GetSlug())
+				person.GitHubTeams = append(person.GitHubTeams, t.Organization.GetLogin()+"/"+t.Slug)
 			}
-			if resp.NextPage == 0 {
+			if page = ghapi.NextPage(resp); page == 0 {
 				break
 			}
-			opt.Page = resp.NextPage
 		}
 	}
 	role, groups := p.cfg.Match(person)
 	if role == "" {
 		return Person{}, &refusedError{fmt.Sprintf("GitHub signed you in as %s, but no rule of this control plane gives that account a role (it checks organisation and team membership); ask its operator", login)}
 	}
-	display := u.GetName()
+	display := u.Name
 	if display == "" {
 		display = login
 	}

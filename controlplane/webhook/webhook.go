@@ -38,8 +38,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/google/go-github/v90/github"
-
+	"github.com/rbookhq/rbook-action/controlplane/ghapi"
 	"github.com/rbookhq/rbook-action/controlplane/store"
 )
 
@@ -96,12 +95,12 @@ type Delivery struct {
 type Handler interface {
 	// ProtectionRuleRequested is a deployment_protection_rule "requested" delivery (docs/approvals.md, "Approve in GitHub"): ev has a deployment_callback_url with a run id (ev.GetRunID()), an
 	// environment, a repository and an installation id (checked by the endpoint).
-	ProtectionRuleRequested(ctx context.Context, d Delivery, ev *github.DeploymentProtectionRuleEvent) error
+	ProtectionRuleRequested(ctx context.Context, d Delivery, ev *ghapi.DeploymentProtectionRuleEvent) error
 	// DeploymentReviewed is a deployment_review "approved" or "rejected" delivery: ev has an
 	// approver login and id, a workflow run id and a repository (checked by the endpoint, after NormalizeReview filled them from the payload's other places);
 	// Comment may be empty; the environments it decides are ReviewEnvironments(ev), which
 	// may be none.
-	DeploymentReviewed(ctx context.Context, d Delivery, ev *github.DeploymentReviewEvent) error
+	DeploymentReviewed(ctx context.Context, d Delivery, ev *ghapi.DeploymentReviewEvent) error
 }
 
 // Refusal is a Handler error that answers its own status instead of 500: a delivery the
@@ -231,8 +230,8 @@ func New(secret []byte, deliveries Deliveries, handler Handler, log *slog.Logger
 // ServeHTTP verifies, de-duplicates, parses and dispatches one delivery (see the package
 // comment for the answers).
 func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	event := r.Header.Get(github.EventTypeHeader)
-	id := r.Header.Get(github.DeliveryIDHeader)
+	event := r.Header.Get(ghapi.EventTypeHeader)
+	id := r.Header.Get(ghapi.DeliveryIDHeader)
 	outcome := OutcomeRefused
 	if e.outcome != nil {
 		defer func() { e.outcome(event, outcome) }()
@@ -248,11 +247,11 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if event == "" || id == "" {
-		refuse(http.StatusBadRequest, "missing "+github.EventTypeHeader+" or "+github.DeliveryIDHeader+" header")
+		refuse(http.StatusBadRequest, "missing "+ghapi.EventTypeHeader+" or "+ghapi.DeliveryIDHeader+" header")
 		return
 	}
 	if len(event) > store.MaxIDBytes || len(id) > store.MaxIDBytes {
-		refuse(http.StatusBadRequest, fmt.Sprintf("%s or %s header over %d bytes", github.EventTypeHeader, github.DeliveryIDHeader, store.MaxIDBytes))
+		refuse(http.StatusBadRequest, fmt.Sprintf("%s or %s header over %d bytes", ghapi.EventTypeHeader, ghapi.DeliveryIDHeader, store.MaxIDBytes))
 		return
 	}
 	if ct, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || ct != "application/json" {
@@ -269,14 +268,14 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		refuse(http.StatusBadRequest, "reading the body failed")
 		return
 	}
-	sig := r.Header.Get(github.SHA256SignatureHeader)
+	sig := r.Header.Get(ghapi.SHA256SignatureHeader)
 	if !strings.HasPrefix(sig, "sha256=") {
-		refuse(http.StatusUnauthorized, "missing "+github.SHA256SignatureHeader+" (sha256=…) header")
+		refuse(http.StatusUnauthorized, "missing "+ghapi.SHA256SignatureHeader+" (sha256=…) header")
 		return
 	}
 	// ValidateSignature compares the HMAC-SHA256 with hmac.Equal (constant time); the
 	// previous secret, during a rotation, is tried when the current one does not match.
-	if err := github.ValidateSignature(sig, body, e.secret); err != nil && (e.previous == nil || github.ValidateSignature(sig, body, e.previous) != nil) {
+	if err := ghapi.ValidateSignature(sig, body, e.secret); err != nil && (e.previous == nil || ghapi.ValidateSignature(sig, body, e.previous) != nil) {
 		outcome = OutcomeUnauthorized
 		refuse(http.StatusUnauthorized, "signature does not match the webhook secret")
 		return
@@ -309,7 +308,7 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var handle func() error
 	switch event {
 	case EventProtectionRule:
-		var ev github.DeploymentProtectionRuleEvent
+		var ev ghapi.DeploymentProtectionRuleEvent
 		if err := json.Unmarshal(body, &ev); err != nil {
 			refuse(http.StatusBadRequest, "payload is not a deployment_protection_rule event: "+jsonReason(err))
 			return
@@ -324,20 +323,10 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			handle = func() error { return e.handler.ProtectionRuleRequested(r.Context(), d, &ev) }
 		}
 	case EventDeploymentReview:
-		var ev github.DeploymentReviewEvent
+		var ev ghapi.DeploymentReviewEvent
 		if err := json.Unmarshal(body, &ev); err != nil {
 			refuse(http.StatusBadRequest, "payload is not a deployment_review event: "+jsonReason(err))
 			return
-		}
-		// GitHub's payload names the requester "requestor"; go-github's field is tagged
-		// "requester" (docs/approvals.md, "Approve in GitHub").
-		if ev.Requester == nil {
-			var alt struct {
-				Requestor *github.User `json:"requestor"`
-			}
-			if json.Unmarshal(body, &alt) == nil {
-				ev.Requester = alt.Requestor
-			}
 		}
 		d.Action = ev.GetAction()
 		if d.Action == "approved" || d.Action == "rejected" {
@@ -443,9 +432,9 @@ func (e *Endpoint) claim(ctx context.Context, d store.GitHubDelivery) (store.Del
 // payload from the payload's other places, since GitHub's published schema makes every
 // field but action, repository and sender optional: a missing environment is taken from
 // deployment.environment. It changes nothing that is present.
-func NormalizeProtectionRule(ev *github.DeploymentProtectionRuleEvent) {
+func NormalizeProtectionRule(ev *ghapi.DeploymentProtectionRuleEvent) {
 	if ev.GetEnvironment() == "" && ev.GetDeployment().GetEnvironment() != "" {
-		ev.Environment = github.Ptr(ev.GetDeployment().GetEnvironment())
+		ev.Environment = ev.GetDeployment().GetEnvironment()
 	}
 }
 
@@ -455,26 +444,26 @@ func NormalizeProtectionRule(ev *github.DeploymentProtectionRuleEvent) {
 // required); a null or missing workflow_run, or one without an id, takes the run id from a
 // workflow_job_run's html_url (…/actions/runs/{run_id}/job/{job_id}), its attempt then
 // unknown (every attempt matches). It changes nothing that is present.
-func NormalizeReview(ev *github.DeploymentReviewEvent) {
+func NormalizeReview(ev *ghapi.DeploymentReviewEvent) {
 	if ev.GetApprover().GetLogin() == "" && ev.GetSender().GetLogin() != "" {
 		ev.Approver = ev.Sender
 	}
 	if ev.GetWorkflowRun().GetID() != 0 {
 		return
 	}
-	jobs := append([]*github.WorkflowJobRun{ev.GetWorkflowJobRun()}, ev.WorkflowJobRuns...)
+	jobs := append([]*ghapi.WorkflowJobRun{ev.GetWorkflowJobRun()}, ev.WorkflowJobRuns...)
 	for _, j := range jobs {
 		if id := runIDOfJobURL(j.GetHTMLURL()); id != 0 {
 			if ev.WorkflowRun == nil {
-				ev.WorkflowRun = &github.WorkflowRun{}
+				ev.WorkflowRun = &ghapi.WorkflowRun{}
 			}
-			ev.WorkflowRun.ID = github.Ptr(id)
+			ev.WorkflowRun.ID = id
 			return
 		}
 	}
 }
 
-// runIDOfJobURL is the run id of a job's html_url ("https://github.com/o/r/actions/runs/42/job/7";
+// runIDOfJobURL is the run id of a job's html_url ("https://ghapi.com/o/r/actions/runs/42/job/7";
 // GHES: its own host), or 0.
 func runIDOfJobURL(u string) int64 {
 	_, rest, ok := strings.Cut(u, "/actions/runs/")
@@ -494,7 +483,7 @@ func runIDOfJobURL(u string) int64 {
 // it with "requested"), workflow_job_run's (GitHub's schema allows it alone) and each of
 // workflow_job_runs' (several when a reviewer decides several environments at once). All
 // three are optional in GitHub's schema, so the result may be empty.
-func ReviewEnvironments(ev *github.DeploymentReviewEvent) []string {
+func ReviewEnvironments(ev *ghapi.DeploymentReviewEvent) []string {
 	var out []string
 	add := func(e string) {
 		if e != "" && !slices.Contains(out, e) {
@@ -510,7 +499,7 @@ func ReviewEnvironments(ev *github.DeploymentReviewEvent) []string {
 }
 
 // checkProtectionRule returns why a requested rule cannot be acted on, or "".
-func checkProtectionRule(ev *github.DeploymentProtectionRuleEvent) string {
+func checkProtectionRule(ev *ghapi.DeploymentProtectionRuleEvent) string {
 	switch {
 	case ev.GetDeploymentCallbackURL() == "":
 		return "deployment_protection_rule: no deployment_callback_url"
@@ -532,7 +521,7 @@ func checkProtectionRule(ev *github.DeploymentProtectionRuleEvent) string {
 // sender), 422 when the payload is valid by the schema but names no workflow run (the
 // schema lets workflow_run be null), so no gate can be found; the response says how the
 // gate can still be decided.
-func checkReview(ev *github.DeploymentReviewEvent) (int, string) {
+func checkReview(ev *ghapi.DeploymentReviewEvent) (int, string) {
 	switch {
 	case ev.GetRepo().GetFullName() == "":
 		return http.StatusBadRequest, "deployment_review: no repository.full_name"
@@ -604,7 +593,7 @@ func (h LogHandler) logger() *slog.Logger {
 }
 
 // ProtectionRuleRequested logs the rule request and returns nil.
-func (h LogHandler) ProtectionRuleRequested(_ context.Context, d Delivery, ev *github.DeploymentProtectionRuleEvent) error {
+func (h LogHandler) ProtectionRuleRequested(_ context.Context, d Delivery, ev *ghapi.DeploymentProtectionRuleEvent) error {
 	runID, _ := ev.GetRunID()
 	h.logger().Info("github deployment protection rule requested", "delivery", d.ID, "repository", ev.GetRepo().GetFullName(),
 		"environment", ev.GetEnvironment(), "run_id", runID, "installation", ev.GetInstallation().GetID())
@@ -612,7 +601,7 @@ func (h LogHandler) ProtectionRuleRequested(_ context.Context, d Delivery, ev *g
 }
 
 // DeploymentReviewed logs the review and returns nil.
-func (h LogHandler) DeploymentReviewed(_ context.Context, d Delivery, ev *github.DeploymentReviewEvent) error {
+func (h LogHandler) DeploymentReviewed(_ context.Context, d Delivery, ev *ghapi.DeploymentReviewEvent) error {
 	h.logger().Info("github deployment review", "delivery", d.ID, "action", d.Action, "repository", ev.GetRepo().GetFullName(),
 		"run_id", ev.GetWorkflowRun().GetID(), "approver", ev.GetApprover().GetLogin())
 	return nil

@@ -12,8 +12,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/google/go-github/v90/github"
-
+	"github.com/rbookhq/rbook-action/controlplane/ghapi"
 	"github.com/rbookhq/rbook-action/controlplane/store"
 	"github.com/rbookhq/rbook-action/controlplane/webhook"
 	"github.com/rbookhq/rbook-action/controlplane/webhook/ghfake"
@@ -24,8 +23,8 @@ var testWebhookSecret = []byte("webhook-secret-0123456789abcdef")
 // recorder is a webhook.Handler that remembers what it was given and can be made to fail.
 type recorder struct {
 	mu      sync.Mutex
-	rules   []*github.DeploymentProtectionRuleEvent
-	reviews []*github.DeploymentReviewEvent
+	rules   []*ghapi.DeploymentProtectionRuleEvent
+	reviews []*ghapi.DeploymentReviewEvent
 	ids     []string
 	fail    int   // fail the next fail calls
 	failErr error // what they fail with (nil: a storage-like error)
@@ -45,7 +44,7 @@ func (r *recorder) next(id string) error {
 	return nil
 }
 
-func (r *recorder) ProtectionRuleRequested(_ context.Context, d webhook.Delivery, ev *github.DeploymentProtectionRuleEvent) error {
+func (r *recorder) ProtectionRuleRequested(_ context.Context, d webhook.Delivery, ev *ghapi.DeploymentProtectionRuleEvent) error {
 	if err := r.next(d.ID); err != nil {
 		return err
 	}
@@ -55,7 +54,7 @@ func (r *recorder) ProtectionRuleRequested(_ context.Context, d webhook.Delivery
 	return nil
 }
 
-func (r *recorder) DeploymentReviewed(_ context.Context, d webhook.Delivery, ev *github.DeploymentReviewEvent) error {
+func (r *recorder) DeploymentReviewed(_ context.Context, d webhook.Delivery, ev *ghapi.DeploymentReviewEvent) error {
 	if err := r.next(d.ID); err != nil {
 		return err
 	}
@@ -350,7 +349,7 @@ func TestHandlerErrorThenRedelivery(t *testing.T) {
 }
 
 // A deployment_review "requested" carries "requestor" in the payload; the
-// endpoint fills go-github's Requester from it, acknowledges it and does not call the
+// endpoint reads it as the event's Requester, acknowledges it and does not call the
 // handler (nothing to decide), recording it so a replay is a no-op.
 func TestReviewRequestedRequestor(t *testing.T) {
 	f := newFixture(t)
