@@ -21,13 +21,13 @@ import (
 
 	"connectrpc.com/connect"
 	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/rbookhq/rbook-action/controlplane/server"
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
+	"github.com/rbookhq/rbook-action/internal/telemetry"
 )
 
 // benchTraceparent is the W3C trace context an executor's call carries.
@@ -78,7 +78,7 @@ func tracingCases(discardURL string) []struct {
 		{"off", func(testing.TB) func() { return func() {} }},
 		{"memory", with(func() (sdktrace.SpanExporter, error) { return tracetest.NewInMemoryExporter(), nil })},
 		{"otlp", with(func() (sdktrace.SpanExporter, error) {
-			return otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(discardURL+"/v1/traces"))
+			return telemetry.NewExporter(telemetry.Options{Endpoint: discardURL + "/v1/traces"})
 		})},
 	}
 }

@@ -18,7 +18,6 @@ import (
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -89,25 +88,18 @@ func (o Options) getenv() func(string) string {
 
 // Start installs the global tracer provider o asks for and returns the func that flushes and
 // stops it, waiting at most ShutdownTimeout. Without export configured (Options.Enabled) it
-// installs nothing and the func does nothing. The exporter reads the standard OTLP variables
-// itself (headers, timeout, compression, certificates; OTEL_TRACES_SAMPLER for sampling).
+// installs nothing and the func does nothing. The exporter (otlphttp.go) reads the standard
+// OTLP variables (headers, timeout, compression, certificates); the SDK reads
+// OTEL_TRACES_SAMPLER for sampling. A variable it cannot use is told to o.OnError.
 // Errors: an Endpoint that is not an http:// or https:// URL; the message names
 // --otlp-endpoint.
 func Start(ctx context.Context, o Options) (func(), error) {
 	if !o.Enabled() {
 		return func() {}, nil
 	}
-	var opts []otlptracehttp.Option
-	if o.Endpoint != "" {
-		u, err := endpointURL(o.Endpoint)
-		if err != nil {
-			return nil, err
-		}
-		opts = append(opts, otlptracehttp.WithEndpointURL(u))
-	}
-	exp, err := otlptracehttp.New(ctx, opts...)
+	exp, err := NewExporter(o)
 	if err != nil {
-		return nil, fmt.Errorf("traces: the OTLP exporter could not be set up: %w; check --otlp-endpoint and the OTEL_EXPORTER_OTLP_* variables", err)
+		return nil, err
 	}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(serviceResource(o)))
 	otel.SetTracerProvider(tp)
@@ -121,6 +113,30 @@ func Start(ctx context.Context, o Options) (func(), error) {
 			o.OnError(fmt.Errorf("traces not flushed on exit: %w", err))
 		}
 	}, nil
+}
+
+// NewExporter is the OTLP/HTTP span exporter Start installs (otlphttp.go): it posts to
+// o.Endpoint (checked, /v1/traces added to a URL without a path), else to the endpoint of
+// the standard OTEL_EXPORTER_OTLP_* variables, with their headers, timeout, compression and
+// TLS files; a variable it cannot use is told to o.OnError and left out. Errors: an Endpoint
+// that is not an http:// or https:// URL (naming --otlp-endpoint), no usable endpoint.
+func NewExporter(o Options) (sdktrace.SpanExporter, error) {
+	endpoint := ""
+	if o.Endpoint != "" {
+		u, err := endpointURL(o.Endpoint)
+		if err != nil {
+			return nil, err
+		}
+		endpoint = u
+	}
+	cfg, err := exporterConfigOf(o, endpoint)
+	if err != nil {
+		return nil, fmt.Errorf("traces: the OTLP exporter could not be set up: %w; check --otlp-endpoint and the OTEL_EXPORTER_OTLP_* variables", err)
+	}
+	if cfg.envError != nil && o.OnError != nil {
+		o.OnError(fmt.Errorf("traces: %w", cfg.envError))
+	}
+	return newOTLPExporter(cfg), nil
 }
 
 // endpointURL checks an --otlp-endpoint URL and, as the OTLP specification does for the
