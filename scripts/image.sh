@@ -9,9 +9,10 @@
 #                                                      # (the release workflow builds it with buildx)
 #
 # The binary is built as the release builds it (.ci/release): CGO_ENABLED=0, -trimpath,
-# -buildvcs=false, -ldflags "-s -w -X main.version=VERSION", so the image's /rbook is the
-# release archive's binary byte for byte; the revision is the image's
-# org.opencontainers.image.revision label. VERSION defaults to the tag at HEAD, else
+# -buildvcs=false, -ldflags "-s -w -X main.version=VERSION", plus the revision stamped with
+# -X <buildinfo.RevisionLDFlag>=REVISION, so `rbook version` in the image names the commit
+# of the image's org.opencontainers.image.revision label (the release archive cannot carry
+# it: its checksum is committed before the tag). VERSION defaults to the tag at HEAD, else
 # dev-<12-hex revision>[-dirty]; $VERSION overrides it.
 #
 # Tags: IMAGE:TAG-ARCH for each platform, and IMAGE:TAG for the first platform given. The
@@ -82,6 +83,11 @@ chmod 1777 "$ctx/rootfs/tmp"
 chmod 0700 "$ctx/state"
 printf 'root:x:0:0:root:/root:/sbin/nologin\nrbook:x:65532:65532:rbook:/var/lib/rbook:/sbin/nologin\n' >"$ctx/rootfs/etc/passwd"
 printf 'root:x:0:\nrbook:x:65532:\n' >"$ctx/rootfs/etc/group"
+# The revision rbook version names (internal/buildinfo.RevisionLDFlag); none outside git.
+stamp=""
+if [ "$revision" != unknown ]; then
+  stamp=" -X github.com/rbookhq/rbook-action/internal/buildinfo.revision=$revision"
+fi
 IFS=, read -r -a plats <<<"$platforms"
 for p in "${plats[@]}"; do
   os=${p%/*} arch=${p#*/}
@@ -91,7 +97,7 @@ for p in "${plats[@]}"; do
   fi
   echo "== go build rbook $VERSION for $p" >&2
   CGO_ENABLED=0 GOOS=$os GOARCH=$arch GOFLAGS= go build -trimpath -buildvcs=false \
-    -ldflags "-s -w -X main.version=$VERSION" -o "$ctx/bin/${os}_$arch/rbook" ./cmd/rbook
+    -ldflags "-s -w -X main.version=$VERSION$stamp" -o "$ctx/bin/${os}_$arch/rbook" ./cmd/rbook
   chmod 0755 "$ctx/bin/${os}_$arch/rbook"
 done
 {

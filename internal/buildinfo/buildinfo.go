@@ -1,6 +1,7 @@
 // Package buildinfo is what rbook says of its own build: the module version (or the one set
 // with -ldflags), the VCS revision and whether the tree was modified, and the toolchain, read
-// from runtime/debug.BuildInfo.
+// from runtime/debug.BuildInfo. A build without VCS information (-buildvcs=false, as the
+// container image's) can be told its revision at link time: RevisionLDFlag.
 package buildinfo
 
 import (
@@ -10,6 +11,15 @@ import (
 	"strings"
 )
 
+// RevisionLDFlag is the -X linker flag's symbol that stamps the VCS revision into a build
+// without VCS information: go build -ldflags "-X <RevisionLDFlag>=<40-hex commit>" (what
+// scripts/image.sh does with the revision of the image's org.opencontainers.image.revision
+// label; docs/deploy.md, "The container image").
+const RevisionLDFlag = "github.com/rbookhq/rbook-action/internal/buildinfo.revision"
+
+// revision is set by the linker (RevisionLDFlag); "" when not stamped.
+var revision string
+
 // Version describes a binary from its build info.
 type Version struct {
 	// Version is the -ldflags version when set, else the main module's version: a tag or
@@ -18,8 +28,8 @@ type Version struct {
 	Version string
 	// Module is the main module path.
 	Module string
-	// Revision is vcs.revision, "" when the build has no VCS information (go run,
-	// -buildvcs=false, a source tree outside git).
+	// Revision is vcs.revision, else the revision stamped with RevisionLDFlag; "" when the
+	// build has neither (go run, -buildvcs=false, a source tree outside git).
 	Revision string
 	// Time is vcs.time; Modified is vcs.modified=true (uncommitted changes at build time).
 	Time     string
@@ -35,7 +45,8 @@ func Read(ldflag string) Version {
 	return From(bi, ok, ldflag)
 }
 
-// From is Read on given build info (ok=false: none available).
+// From is Read on given build info (ok=false: none available). The build info's
+// vcs.revision wins over a stamped revision.
 func From(bi *debug.BuildInfo, ok bool, ldflag string) Version {
 	v := Version{Version: "(devel)", Go: runtime.Version()}
 	if ok && bi != nil {
@@ -53,6 +64,9 @@ func From(bi *debug.BuildInfo, ok bool, ldflag string) Version {
 				v.Modified = s.Value == "true"
 			}
 		}
+	}
+	if v.Revision == "" {
+		v.Revision = revision
 	}
 	if ldflag != "" && ldflag != "dev" {
 		v.Version = ldflag
