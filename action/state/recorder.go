@@ -44,6 +44,9 @@ type FileRecorder struct {
 	writes int
 	// journal is the run's journal, appended to by Record before the state file is rewritten.
 	journal journal
+	// appended, when set (tests), is called after t's journal line is written, before the
+	// state file is.
+	appended func(t engine.Transition)
 	// durable makes the state-file writes fsync (temp file and folder), for a write no
 	// journal line backs (CloseFromRecord).
 	durable bool
@@ -145,6 +148,9 @@ func (r *FileRecorder) Record(_ context.Context, t engine.Transition) error {
 	// becomes of the state file's rewrite (docs/decisions/durability.md).
 	if err := r.journal.append(line, write); err != nil {
 		return &NotWritableError{Err: err}
+	}
+	if r.appended != nil {
+		r.appended(t)
 	}
 	if !write {
 		return nil
