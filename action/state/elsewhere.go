@@ -26,7 +26,7 @@ func CloseFromRecord(path string, local, record *State) error {
 	record.ControlPlane, record.ControlPlaneEmbedded = local.ControlPlane, local.ControlPlaneEmbedded
 	record.Outbox = nil
 	record.read, record.readPack = local.read, min(local.readPack, len(record.EvidencePack))
-	r := &FileRecorder{Path: path, State: record}
+	r := &FileRecorder{Path: path, State: record, durable: true} // no journal line backs this write
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.write()

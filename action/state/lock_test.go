@@ -19,7 +19,12 @@ import (
 // input closes or it is killed.
 const lockHolderEnv = "RBOOK_STATE_TEST_LOCK_HOLDER"
 
+// TestMain runs a child process when the environment asks for one (a lock holder, or the
+// killed executor of TestJournalSurvivesKillBetweenAppendAndStateWrite), the tests otherwise.
 func TestMain(m *testing.M) {
+	if dir := os.Getenv(killEnv); dir != "" {
+		os.Exit(recordUntilKilled(dir, os.Getenv(killSeqEnv)))
+	}
 	p := os.Getenv(lockHolderEnv)
 	if p == "" {
 		os.Exit(m.Run())

@@ -10,11 +10,15 @@ import (
 	"github.com/rbookhq/rbook-action/action/runbook"
 )
 
-// FileRecorder is the engine.Recorder that keeps the state file (docs/spec/runbooks.md, "Step 4" and "Step 6"). It holds
-// the run's State in memory and rewrites the file whenever a transition changes what a
-// resume would do. A step_started of a step that is safe to repeat (check, confirm, a
-// playbook approval node) is not written: resume re-runs such steps anyway, so the start
-// rides along with the next write and such a step costs one durable write (docs/development.md, "Benchmarks").
+// FileRecorder is the engine.Recorder that keeps the run's journal and the state file (docs/spec/runbooks.md, "Step 4" and "Step 6";
+// docs/decisions/durability.md). Every transition is appended to the journal
+// (`<run_id>.journal.jsonl` beside the state file), and one that changes what a resume would
+// do is made durable there with one fdatasync before Record returns; the state file, which
+// it holds in memory, is then rewritten (temp file and rename, no fsync: a resume rebuilds it
+// from the journal when that write was lost). A step_started of a step that is safe to repeat (check, confirm, a
+// playbook approval node) and a gate_decided are appended without a sync and not written to
+// the state file: resume re-runs such steps anyway, so they ride along with the next sync
+// and such a step costs one fdatasync (docs/development.md, "Benchmarks").
 // A side-effecting step's start (deploy, rollback, deterministic, agentic: in_flight) is on
 // disk before Record returns, so before the step runs (docs/runbooks.md, "State, resume and crashes").
 //
@@ -34,9 +38,18 @@ type FileRecorder struct {
 	// transitions since then: Sync writes when either shows the file is behind.
 	outboxWritten int
 	acked         bool
-	// writes counts the state-file writes made (each one temp file, fsync, rename, folder
-	// fsync): tests assert which transitions are durable (docs/decisions/durability.md).
+	// writes counts the state-file writes made (each one temp file and rename, no fsync:
+	// the journal is the durable record): tests assert which transitions are durable
+	// (docs/decisions/durability.md).
 	writes int
+	// journal is the run's journal, appended to by Record before the state file is rewritten.
+	journal journal
+	// appended, when set (tests), is called after t's journal line is written, before the
+	// state file is.
+	appended func(t engine.Transition)
+	// durable makes the state-file writes fsync (temp file and folder), for a write no
+	// journal line backs (CloseFromRecord).
+	durable bool
 	// mu guards State against Ack, which an asynchronous control-plane sender calls.
 	mu sync.Mutex
 }
@@ -60,7 +73,7 @@ func (r *FileRecorder) write() error {
 		parts, err = r.pack.parts(r.State)
 	}
 	if err == nil {
-		err = writeFileAtomic(r.Path, parts[:]...)
+		err = writeFileAtomic(r.Path, r.durable, parts[:]...)
 	}
 	var taken *EvidenceTakenError
 	if errors.As(err, &taken) {
@@ -111,12 +124,36 @@ func (r *FileRecorder) Record(_ context.Context, t engine.Transition) error {
 	if t.Seq <= s.Seq && t.Kind != engine.TransitionRunStarted {
 		return nil // already recorded: transitions are idempotent on (run_id, seq)
 	}
+	jt := t
+	if jt.RunID == "" { // the engine always names the run; a hand-made transition may not
+		jt.RunID = s.RunID
+	}
+	line, err := journalLine(jt)
+	if err != nil {
+		return err
+	}
+	if !r.journal.ready || r.journal.runID != s.RunID {
+		if err := r.journal.prepare(r.Path, s); err != nil {
+			return &NotWritableError{Err: err}
+		}
+	}
 	if r.KeepOutbox {
 		s.Outbox = append(s.Outbox, t)
 	}
 	write, err := apply(s, t)
-	if err != nil || !write {
+	if err != nil {
 		return err
+	}
+	// The journal first: once its line is on disk the transition is recorded, whatever
+	// becomes of the state file's rewrite (docs/decisions/durability.md).
+	if err := r.journal.append(line, write); err != nil {
+		return &NotWritableError{Err: err}
+	}
+	if r.appended != nil {
+		r.appended(t)
+	}
+	if !write {
+		return nil
 	}
 	return r.write()
 }

@@ -340,15 +340,18 @@ func PlaybookRunID(name string, t time.Time) string {
 }
 
 // takenRunIDs reports the run ids a run in this folder already has: the file being replaced,
-// a .prev- file (docs/decisions/run-ids.md), or an evidence pack file "<id>.evidence.json" beside the state
-// file — another run's, whatever state file it used (docs/playbooks.md: a run never
-// overwrites another run's evidence pack).
+// a .prev- file (docs/decisions/run-ids.md), or an evidence pack file "<id>.evidence.json" or journal
+// "<id>.journal.jsonl" beside the state file — another run's, whatever state file it used
+// (docs/playbooks.md: a run never overwrites another run's evidence pack).
 func takenRunIDs(path string, prev *State) func(string) bool {
 	return func(id string) bool {
 		if prev != nil && prev.RunID == id {
 			return true
 		}
 		if _, err := os.Lstat(EvidencePath(path, id)); !errors.Is(err, fs.ErrNotExist) {
+			return true
+		}
+		if _, err := os.Lstat(JournalPath(path, id)); !errors.Is(err, fs.ErrNotExist) {
 			return true
 		}
 		_, err := os.Stat(path + ".prev-" + id)
@@ -368,7 +371,9 @@ func NextRunID(id string) string {
 
 // readPrevious is the first half of Open and OpenPlaybook: with lock held (nil in tests that
 // hold none) it removes the stale temporary files of plan's runs, then reads the state at
-// path: nil when there is none. A final previous run whose evidence pack file is missing,
+// path: nil when there is none. A state file behind its run's journal, unreadable, or missing
+// while an unfinished run's journal names it is rebuilt from the journal first
+// (recoverFromJournal). A final previous run whose evidence pack file is missing,
 // behind or ahead of its state file gets it rebuilt from its state (settleEvidence). Errors: Read's (except
 // ErrNotExist), *NotWritableError (the pack could not be rebuilt), or RemoveStaleTemps's.
 func readPrevious(plan *runbook.Plan, path string, lock *Lock) (*State, error) {
@@ -378,7 +383,7 @@ func readPrevious(plan *runbook.Plan, path string, lock *Lock) (*State, error) {
 		}
 	}
 	prev, err := Read(path)
-	if err != nil && !errors.Is(err, ErrNotExist) {
+	if prev, err = recoverFromJournal(path, prev, err); err != nil && !errors.Is(err, ErrNotExist) {
 		return nil, err
 	}
 	if prev != nil {

@@ -492,19 +492,26 @@ func (p *Pack) appendOutbox(ob []engine.Transition) error {
 // file is ".<name>.tmp-<digits>" in the same folder (TempPattern); an interrupted write can
 // leave one behind, which RemoveStaleTemps cleans.
 func WriteFileAtomic(path string, data []byte) error {
-	return writeFileAtomic(path, data)
+	return writeFileAtomic(path, true, data)
 }
 
 // writeFileAtomic is WriteFileAtomic of the concatenation of parts, written one after the
-// other into the temp file (no joined copy is made).
-func writeFileAtomic(path string, parts ...[]byte) error {
-	tmpName, err := writeTemp(path, parts...)
+// other into the temp file (no joined copy is made). Without durable nothing is fsynced:
+// the temp file and rename still keep every reader (and an executor killed at any point)
+// to the old file or the new one, but a crash of the machine may lose the write, or leave
+// the file empty; the state file's rewrite is such a write, backed by the journal
+// (docs/decisions/durability.md).
+func writeFileAtomic(path string, durable bool, parts ...[]byte) error {
+	tmpName, err := writeTemp(path, durable, parts...)
 	if err != nil {
 		return err
 	}
-	if err := replaceFile(tmpName, path); err != nil {
+	if err := replaceFile(tmpName, path, durable); err != nil {
 		os.Remove(tmpName)
 		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if !durable {
+		return nil
 	}
 	return syncDir(filepath.Dir(path))
 }
@@ -512,7 +519,7 @@ func writeFileAtomic(path string, parts ...[]byte) error {
 // writeFileExclusive is WriteFileAtomic that never replaces an existing file: the temp file
 // is hard-linked to path, which fails when path exists. created is false in that case.
 func writeFileExclusive(path string, data []byte) (created bool, err error) {
-	tmpName, err := writeTemp(path, data)
+	tmpName, err := writeTemp(path, true, data)
 	if err != nil {
 		return false, err
 	}
@@ -527,9 +534,9 @@ func writeFileExclusive(path string, data []byte) (created bool, err error) {
 	return true, syncDir(filepath.Dir(path))
 }
 
-// writeTemp writes the concatenation of parts to a new, fsynced 0600 temp file beside path
-// and returns its name.
-func writeTemp(path string, parts ...[]byte) (string, error) {
+// writeTemp writes the concatenation of parts to a new 0600 temp file beside path, fsynced
+// when durable, and returns its name.
+func writeTemp(path string, durable bool, parts ...[]byte) (string, error) {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
@@ -552,8 +559,10 @@ func writeTemp(path string, parts ...[]byte) (string, error) {
 	if err := tmp.Chmod(0o600); err != nil {
 		return cleanup(err)
 	}
-	if err := tmp.Sync(); err != nil {
-		return cleanup(err)
+	if durable {
+		if err := tmp.Sync(); err != nil {
+			return cleanup(err)
+		}
 	}
 	if err := tmp.Close(); err != nil {
 		return cleanup(err)

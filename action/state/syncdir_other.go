@@ -7,9 +7,6 @@ import (
 	"os"
 )
 
-// replaceFile renames from to to, replacing to; syncDir then makes it durable.
-func replaceFile(from, to string) error { return os.Rename(from, to) }
-
 // syncDir fsyncs a folder so a rename or link in it survives a crash.
 func syncDir(dir string) error {
 	d, err := os.Open(dir)

@@ -8,10 +8,10 @@ import (
 	"golang.org/x/sys/windows"
 )
 
-// replaceFile renames from to to, replacing to, and returns only once the rename is on disk
+// replaceFile renames from to to, replacing to, and, when durable, returns only once the rename is on disk
 // (MoveFileEx with MOVEFILE_WRITE_THROUGH): on Windows that flag, not a folder fsync, is what
 // makes a rename survive a crash (syncDir). Errors are *os.LinkError, as os.Rename's.
-func replaceFile(from, to string) error {
+func replaceFile(from, to string, durable bool) error {
 	f, err := windows.UTF16PtrFromString(from)
 	if err != nil {
 		return &os.LinkError{Op: "rename", Old: from, New: to, Err: err}
@@ -20,7 +20,11 @@ func replaceFile(from, to string) error {
 	if err != nil {
 		return &os.LinkError{Op: "rename", Old: from, New: to, Err: err}
 	}
-	if err := windows.MoveFileEx(f, t, windows.MOVEFILE_REPLACE_EXISTING|windows.MOVEFILE_WRITE_THROUGH); err != nil {
+	flags := uint32(windows.MOVEFILE_REPLACE_EXISTING)
+	if durable {
+		flags |= windows.MOVEFILE_WRITE_THROUGH
+	}
+	if err := windows.MoveFileEx(f, t, flags); err != nil {
 		return &os.LinkError{Op: "rename", Old: from, New: to, Err: err}
 	}
 	return nil

@@ -1,0 +1,198 @@
+package state
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/rbookhq/rbook-action/action/engine"
+)
+
+// The run's journal (docs/decisions/durability.md, "The journal"): an append-only file of
+// the run's transitions beside the state file, made durable one fdatasync per durable
+// transition. It is the run's durable record; the state file is a view of it that a resume
+// rebuilds when its last write was lost.
+
+// JournalSuffix ends the name of a run's journal, "<run_id>.journal.jsonl", which lives
+// beside the state file and the evidence pack file.
+const JournalSuffix = ".journal.jsonl"
+
+// JournalFormat is the "journal" value of a journal's header line.
+const JournalFormat = "rbook.journal.v1"
+
+// JournalPath is the journal of run runID whose state file is statePath:
+// "<folder of statePath>/<run_id>.journal.jsonl".
+func JournalPath(statePath, runID string) string {
+	return filepath.Join(filepath.Dir(statePath), runID+JournalSuffix)
+}
+
+// JournalHeader is a journal's first line. State is the run's state as it was before the
+// first transition the journal holds (seq 0 for a run the journal saw start; a state file
+// written before journals existed starts its journal at the resume that found it): the
+// fields no transition carries (runbook name and hash, total steps, owner, inputs) come from
+// it when a resume rebuilds the state file from the journal alone.
+type JournalHeader struct {
+	Journal   string `json:"journal"`
+	RunID     string `json:"run_id"`
+	StateFile string `json:"state_file"`
+	State     *State `json:"state,omitempty"`
+}
+
+// JournalError is a journal that cannot be read as one: Line is 1-based (0 when the file
+// as a whole is at fault).
+type JournalError struct {
+	Path   string
+	Line   int
+	Reason string
+}
+
+func (e *JournalError) Error() string {
+	if e.Line == 0 {
+		return fmt.Sprintf("journal %s: %s; move it aside and run again", e.Path, e.Reason)
+	}
+	return fmt.Sprintf("journal %s:%d: %s; move it aside and run again", e.Path, e.Line, e.Reason)
+}
+
+// ReadJournal reads the journal at path: its header and its transitions in file order. A
+// last line without its newline is a torn append (the executor died inside the write, before
+// the fdatasync that would have acknowledged it) and is ignored; its byte offset is returned
+// as end (the length of the intact part). Errors: fs.ErrNotExist (wrapped) when there is no
+// file, *JournalError for a missing or foreign header or a line that is not a transition.
+func ReadJournal(path string) (h *JournalHeader, ts []engine.Transition, end int64, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	defer f.Close()
+	r := bufio.NewReaderSize(f, 64<<10)
+	for line := 1; ; line++ {
+		b, err := r.ReadBytes('\n')
+		if errors.Is(err, io.EOF) {
+			break // b, if any, is a torn last line
+		} else if err != nil {
+			return nil, nil, 0, err
+		}
+		if line == 1 {
+			h = new(JournalHeader)
+			if json.Unmarshal(b, h) != nil || h.Journal != JournalFormat || h.RunID == "" {
+				return nil, nil, 0, &JournalError{path, 1, fmt.Sprintf("the first line is not a %s header", JournalFormat)}
+			}
+		} else {
+			var t engine.Transition
+			if err := json.Unmarshal(b, &t); err != nil {
+				return nil, nil, 0, &JournalError{path, line, "not a transition: " + err.Error()}
+			}
+			if t.RunID != h.RunID {
+				return nil, nil, 0, &JournalError{path, line, fmt.Sprintf("a transition of run %s in the journal of run %s", t.RunID, h.RunID)}
+			}
+			ts = append(ts, t)
+		}
+		end += int64(len(b))
+	}
+	if h == nil {
+		return nil, nil, 0, &JournalError{path, 0, "the file has no header line"}
+	}
+	return h, ts, end, nil
+}
+
+// journal appends a run's transitions to its journal file. The file is opened for each
+// append and closed after it, so no handle outlives a Record.
+type journal struct {
+	path, runID string
+	ready       bool
+	// header is the header line a journal that does not exist yet starts with; nil once
+	// the file exists.
+	header []byte
+	// datasyncs counts the fdatasyncs of appends, fsyncs the fsyncs (file and folder) of the
+	// journal's creation: tests assert one fdatasync per durable transition.
+	datasyncs, fsyncs int
+}
+
+// prepare readies the journal of s's run (s is the state before the transition about to be
+// appended). An existing journal of the same run is kept, its torn last line (if any) cut
+// off so the next append starts a line of its own; one of another run is a *JournalError.
+// When there is none, the header the first append creates it with is made from s.
+func (j *journal) prepare(statePath string, s *State) error {
+	j.path, j.runID, j.header = JournalPath(statePath, s.RunID), s.RunID, nil
+	h, _, end, err := ReadJournal(j.path)
+	switch {
+	case err == nil && h.RunID != s.RunID:
+		return &JournalError{j.path, 1, fmt.Sprintf("the journal of run %s, not %s", h.RunID, s.RunID)}
+	case err == nil:
+		if info, err := os.Stat(j.path); err == nil && info.Size() > end {
+			if err := os.Truncate(j.path, end); err != nil {
+				return fmt.Errorf("cut the torn last line of %s: %w", j.path, err)
+			}
+		}
+	case errors.Is(err, fs.ErrNotExist):
+		snap := *s
+		header, err := json.Marshal(JournalHeader{Journal: JournalFormat, RunID: s.RunID, StateFile: filepath.Base(statePath), State: &snap})
+		if err != nil {
+			return err
+		}
+		j.header = append(header, '\n')
+	default:
+		return err
+	}
+	j.ready = true
+	return nil
+}
+
+// append writes line (one transition's JSON and its newline) to the journal. durable asks
+// for the line to be on disk when append returns: one fdatasync. The append that creates
+// the file (header and line) is always made durable, with an fsync of the file and one of
+// its folder, so the file's name survives a crash too. A line that is not durable reaches
+// the disk with the next durable one.
+func (j *journal) append(line []byte, durable bool) error {
+	flag := os.O_WRONLY | os.O_APPEND | oNoFollow
+	if j.header != nil {
+		flag = os.O_WRONLY | os.O_CREATE | os.O_EXCL | oNoFollow
+		line = append(j.header, line...)
+	}
+	f, err := os.OpenFile(j.path, flag, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(line); err != nil {
+		f.Close()
+		return fmt.Errorf("append to %s: %w", j.path, err)
+	}
+	switch {
+	case j.header != nil:
+		err = f.Sync()
+	case durable:
+		err = fdatasync(f)
+	}
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("sync %s: %w", j.path, err)
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	switch {
+	case j.header != nil:
+		if err := syncDir(filepath.Dir(j.path)); err != nil {
+			return err
+		}
+		j.header = nil
+		j.fsyncs += 2
+	case durable:
+		j.datasyncs++
+	}
+	return nil
+}
+
+// journalLine is t's journal line: its JSON (engine.Transition's encoding) and a newline.
+func journalLine(t engine.Transition) ([]byte, error) {
+	b, err := json.Marshal(t) // never a raw newline: strings escape theirs
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}

@@ -1,0 +1,346 @@
+package state
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rbookhq/rbook-action/action/engine"
+	"github.com/rbookhq/rbook-action/action/runbook"
+)
+
+// demoTransitions are the first five transitions of testPlan's run: run_started, check-pre
+// started and passed, deploy-app started and passed.
+func demoTransitions(runID string) []engine.Transition {
+	at := func(seq int64) time.Time { return day.Add(time.Duration(seq) * time.Second) }
+	ev := func(name, typ string, seq int64) *engine.Evidence {
+		in := "remediation/a.json"
+		return &engine.Evidence{StepName: name, Type: typ, Input: &in, Output: `{"count": 0}`, Status: engine.StatusPass, TimestampUTC: engine.FormatTime(at(seq))}
+	}
+	return []engine.Transition{
+		{RunID: runID, Seq: 1, Kind: engine.TransitionRunStarted, Time: at(1), StepIndex: -1, RunStatus: engine.RunInProgress},
+		{RunID: runID, Seq: 2, Kind: engine.TransitionStepStarted, Time: at(2), StepIndex: 0, StepName: "check-pre", StepType: "check", RunStatus: engine.RunInProgress},
+		{RunID: runID, Seq: 3, Kind: engine.TransitionStepFinished, Time: at(3), StepIndex: 0, StepName: "check-pre", StepType: "check", Evidence: ev("check-pre", "check", 3), RunStatus: engine.RunInProgress},
+		{RunID: runID, Seq: 4, Kind: engine.TransitionStepStarted, Time: at(4), StepIndex: 1, StepName: "deploy-app", StepType: "deploy", RunStatus: engine.RunInProgress},
+		{RunID: runID, Seq: 5, Kind: engine.TransitionStepFinished, Time: at(5), StepIndex: 1, StepName: "deploy-app", StepType: "deploy", Evidence: ev("deploy-app", "deploy", 5), RunStatus: engine.RunInProgress, LastDeployName: "deploy-app-1"},
+	}
+}
+
+// recordDemo opens testPlan's run at path and records demoTransitions through one
+// FileRecorder. before, when set, is called before each transition is recorded. It returns
+// the recorder.
+func recordDemo(t *testing.T, path string, before func(engine.Transition)) *FileRecorder {
+	t.Helper()
+	o, err := Open(testPlan(), path, OpenOptions{Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fr := &FileRecorder{Path: path, State: o.State}
+	for _, tr := range demoTransitions(o.State.RunID) {
+		if before != nil {
+			before(tr)
+		}
+		if err := fr.Record(t.Context(), tr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return fr
+}
+
+// captureNotice points RecoveryNotice at a buffer for the test.
+func captureNotice(t *testing.T) *bytes.Buffer {
+	t.Helper()
+	var b bytes.Buffer
+	old := RecoveryNotice
+	RecoveryNotice = &b
+	t.Cleanup(func() { RecoveryNotice = old })
+	return &b
+}
+
+// TestLostStateFileWriteIsRecoveredFromTheJournal: the state file's rewrite is not fsynced,
+// so a crash of the machine can leave it as it was before its last write, empty, cut short,
+// or (for a run's first write) not there at all. The journal had the transition (its
+// fdatasync came first), so Open rebuilds the file from it, byte for byte what the executor
+// had written, says so in one line, and resumes after deploy-app instead of refusing a
+// deploy in unknown state.
+func TestLostStateFileWriteIsRecoveredFromTheJournal(t *testing.T) {
+	cases := []struct {
+		name string
+		lose func(path string, previous, last []byte) error
+		why  string
+	}{
+		{"restored to its previous version", func(p string, prev, _ []byte) error { return os.WriteFile(p, prev, 0o600) },
+			"held the run up to seq 4 but its journal goes on to seq 5"},
+		{"truncated to 0 bytes", func(p string, _, _ []byte) error { return os.Truncate(p, 0) },
+			"could not be read (the file is empty)"},
+		{"cut mid-JSON", func(p string, _, last []byte) error { return os.WriteFile(p, last[:len(last)/2], 0o600) },
+			"could not be read (not valid JSON"},
+		{"deleted", func(p string, _, _ []byte) error { return os.Remove(p) },
+			"is missing"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			notice := captureNotice(t)
+			path := filepath.Join(t.TempDir(), "demo.state.json")
+			var previous []byte
+			fr := recordDemo(t, path, func(tr engine.Transition) {
+				if tr.Seq == 5 {
+					previous, _ = os.ReadFile(path)
+				}
+			})
+			last, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := c.lose(path, previous, last); err != nil {
+				t.Fatal(err)
+			}
+			o, err := Open(testPlan(), path, OpenOptions{Now: clock})
+			if err != nil {
+				t.Fatalf("Open after the lost write: %v", err)
+			}
+			if !o.Resumed || o.StartIndex != 2 || o.State.Seq != 5 || o.State.InFlight != nil || len(o.State.EvidencePack) != 2 || o.State.LastDeployName != "deploy-app-1" {
+				t.Errorf("resumed %v at %d, seq %d, in_flight %+v, %d entries, last deploy %q; want resumed at 2, seq 5, nothing in flight, 2 entries, deploy-app-1",
+					o.Resumed, o.StartIndex, o.State.Seq, o.State.InFlight, len(o.State.EvidencePack), o.State.LastDeployName)
+			}
+			disk, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(disk, last) {
+				t.Errorf("rebuilt state file differs from the one the executor wrote:\n%s\n----\n%s", disk, last)
+			}
+			got := notice.String()
+			if strings.Count(got, "\n") != 1 || !strings.Contains(got, c.why) || !strings.Contains(got, JournalPath(path, fr.State.RunID)) {
+				t.Errorf("notice %q, want one line saying the file %s and naming the journal", got, c.why)
+			}
+		})
+	}
+}
+
+// TestJournalDoesNotOverrideWhatItCannotExplain: a state file that is JSON but corrupt (not
+// the shape of a lost write) is still refused, and a finished run's missing state file (moved
+// aside by the next run) is not brought back: only a lost write is repaired.
+func TestJournalDoesNotOverrideWhatItCannotExplain(t *testing.T) {
+	notice := captureNotice(t)
+	path := filepath.Join(t.TempDir(), "demo.state.json")
+	recordDemo(t, path, nil)
+	data, _ := os.ReadFile(path)
+	dup := bytes.Replace(data, []byte(`"run_status": "IN_PROGRESS",`), []byte(`"run_status": "IN_PROGRESS", "run_status": "COMPLETED",`), 1)
+	if err := os.WriteFile(path, dup, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var corrupt *CorruptError
+	if _, err := Open(testPlan(), path, OpenOptions{Now: clock}); !errors.As(err, &corrupt) || !strings.Contains(corrupt.Reason, "duplicate key") {
+		t.Errorf("Open of a state file with a duplicate key: %v, want *CorruptError", err)
+	}
+	if notice.Len() != 0 {
+		t.Errorf("notice %q for a file the journal cannot explain", notice)
+	}
+}
+
+// TestTornJournalLineIsIgnored: an executor killed inside an append leaves a last line
+// without its newline. It was never acknowledged (the fdatasync comes after the write), so
+// reading the journal ignores it, a recovery rebuilds the state without it, and the next
+// append cuts it off so every line of the journal is whole.
+func TestTornJournalLineIsIgnored(t *testing.T) {
+	captureNotice(t)
+	path := filepath.Join(t.TempDir(), "demo.state.json")
+	fr := recordDemo(t, path, nil)
+	jp := JournalPath(path, fr.State.RunID)
+	line, err := journalLine(engine.Transition{RunID: fr.State.RunID, Seq: 6, Kind: engine.TransitionStepStarted, Time: day, StepIndex: 2, StepName: "confirm-app", StepType: "confirm"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(jp, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(line[:len(line)/2]); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	h, ts, _, err := ReadJournal(jp)
+	if err != nil || h.RunID != fr.State.RunID || len(ts) != 5 || ts[4].Seq != 5 {
+		t.Fatalf("ReadJournal with a torn last line: %v, %d transitions", err, len(ts))
+	}
+	if err := os.Truncate(path, 0); err != nil {
+		t.Fatal(err)
+	}
+	o, err := Open(testPlan(), path, OpenOptions{Now: clock})
+	if err != nil || o.State.Seq != 5 || o.StartIndex != 2 {
+		t.Fatalf("Open: %v, seq %d, start %d; want seq 5 (the torn line ignored), start 2", err, o.State.Seq, o.StartIndex)
+	}
+	next := &FileRecorder{Path: path, State: o.State}
+	if err := next.Record(t.Context(), engine.Transition{RunID: o.State.RunID, Seq: 6, Kind: engine.TransitionStepStarted, Time: day, StepIndex: 2, StepName: "confirm-app", StepType: "confirm", RunStatus: engine.RunInProgress}); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(jp)
+	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+	if len(lines) != 7 || !strings.HasSuffix(string(data), "\n") {
+		t.Fatalf("journal after the next append has %d lines, want header and 6 transitions:\n%s", len(lines), data)
+	}
+	if _, ts, _, err := ReadJournal(jp); err != nil || len(ts) != 6 || ts[5].Seq != 6 || ts[5].StepName != "confirm-app" {
+		t.Fatalf("journal after the next append: %v, %d transitions", err, len(ts))
+	}
+}
+
+// syncLog is a Recorder placed after a FileRecorder: it notes, for every transition, the
+// journal's fdatasyncs and fsyncs and the state file's writes made for it.
+type syncLog struct {
+	fr                        *FileRecorder
+	datasyncs, fsyncs, writes int
+	got                       []string
+}
+
+func (w *syncLog) Record(_ context.Context, t engine.Transition) error {
+	j := &w.fr.journal
+	w.got = append(w.got, fmt.Sprintf("%s %s: fdatasync %d, fsync %d, state write %d", t.Kind, t.StepName,
+		j.datasyncs-w.datasyncs, j.fsyncs-w.fsyncs, w.fr.writes-w.writes))
+	w.datasyncs, w.fsyncs, w.writes = j.datasyncs, j.fsyncs, w.fr.writes
+	return nil
+}
+
+// TestEachTransitionIsOneFdatasync: the journal is created durably once (file and folder
+// fsync, with run_started), then each transition that must be durable costs one fdatasync of
+// the journal and a state-file rewrite with no fsync; a safe step's start and a gate's
+// decision ride with the next fdatasync. Every transition is in the journal, in order.
+func TestEachTransitionIsOneFdatasync(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "demo.state.json")
+	plan := testPlan()
+	o, err := Open(plan, path, OpenOptions{Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fr := &FileRecorder{Path: path, State: o.State}
+	log := &syncLog{fr: fr}
+	exec := engine.ExecutorFunc(func(context.Context, runbook.Step, engine.RunContext) engine.Outcome {
+		return engine.Outcome{Status: engine.StatusPass, Output: `{"count": 0}`}
+	})
+	gate := gateFunc(func(context.Context, engine.GateRequest) (engine.Decision, error) {
+		return engine.Decision{Verdict: engine.Approved, By: "token:t", Input: "yes", Source: "test"}, nil
+	})
+	e := &engine.Engine{Plan: plan, Gate: gate, Recorders: []engine.Recorder{fr, log},
+		Executors: map[runbook.StepType]engine.Executor{runbook.TypeCheck: exec, runbook.TypeDeploy: exec}}
+	if res, err := e.Run(t.Context(), engine.Start{RunID: o.State.RunID, Fresh: true}); err != nil || res.Status != engine.RunCompleted {
+		t.Fatalf("run: %v %+v", err, res)
+	}
+	want := []string{
+		"run_started : fdatasync 0, fsync 2, state write 1",
+		"step_started check-pre: fdatasync 0, fsync 0, state write 0",
+		"step_finished check-pre: fdatasync 1, fsync 0, state write 1",
+		"step_started deploy-app: fdatasync 1, fsync 0, state write 1",
+		"step_finished deploy-app: fdatasync 1, fsync 0, state write 1",
+		"step_started confirm-app: fdatasync 0, fsync 0, state write 0",
+		"gate_opened confirm-app: fdatasync 1, fsync 0, state write 1",
+		"gate_decided confirm-app: fdatasync 0, fsync 0, state write 0",
+		"step_finished confirm-app: fdatasync 1, fsync 0, state write 1",
+		"run_finished : fdatasync 1, fsync 0, state write 1",
+	}
+	if strings.Join(log.got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("syncs per transition:\n%s\nwant\n%s", strings.Join(log.got, "\n"), strings.Join(want, "\n"))
+	}
+	h, ts, _, err := ReadJournal(JournalPath(path, o.State.RunID))
+	if err != nil || h.StateFile != "demo.state.json" || h.State == nil || h.State.Seq != 0 || len(ts) != 10 {
+		t.Fatalf("journal: %v, header %+v, %d transitions", err, h, len(ts))
+	}
+	for i, tr := range ts {
+		if tr.Seq != int64(i+1) {
+			t.Errorf("journal line %d holds seq %d", i+2, tr.Seq)
+		}
+	}
+}
+
+// killEnv names the folder the child process of TestJournalSurvivesKillBetweenAppendAndStateWrite
+// records into; killSeqEnv the transition after whose journal append it kills itself.
+const (
+	killEnv    = "RBOOK_TEST_JOURNAL_KILL_DIR"
+	killSeqEnv = "RBOOK_TEST_JOURNAL_KILL_SEQ"
+)
+
+// recordUntilKilled records demoTransitions into dir/demo.state.json and kills its own
+// process (SIGKILL on unix) right after the journal append of seq killAt, before that
+// transition's state-file write. It returns only on failure.
+func recordUntilKilled(dir, killAt string) int {
+	seq, err := strconv.ParseInt(killAt, 10, 64)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 3
+	}
+	path := filepath.Join(dir, "demo.state.json")
+	o, err := Open(testPlan(), path, OpenOptions{Now: clock})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 3
+	}
+	fr := &FileRecorder{Path: path, State: o.State}
+	fr.appended = func(t engine.Transition) {
+		if t.Seq == seq {
+			p, _ := os.FindProcess(os.Getpid())
+			_ = p.Kill()
+			select {}
+		}
+	}
+	for _, tr := range demoTransitions(o.State.RunID) {
+		if err := fr.Record(context.Background(), tr); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 3
+		}
+	}
+	fmt.Fprintln(os.Stderr, "not killed")
+	return 4
+}
+
+// TestJournalSurvivesKillBetweenAppendAndStateWrite: an executor killed (kill -9) after a
+// transition's journal append and before its state-file rewrite leaves the state file one
+// transition behind; the next Open takes the transition from the journal. Killed after
+// deploy-app's step_finished, the run resumes after deploy-app rather than refusing a deploy
+// in unknown state; killed after its step_started, the deploy is in flight, as recorded.
+func TestJournalSurvivesKillBetweenAppendAndStateWrite(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a process and kills it")
+	}
+	for _, c := range []struct {
+		killAt   int64
+		inFlight bool
+	}{{5, false}, {4, true}} {
+		t.Run(fmt.Sprintf("after seq %d", c.killAt), func(t *testing.T) {
+			notice := captureNotice(t)
+			dir := t.TempDir()
+			cmd := exec.Command(os.Args[0], "-test.run=^$")
+			cmd.Env = append(os.Environ(), killEnv+"="+dir, killSeqEnv+"="+strconv.FormatInt(c.killAt, 10))
+			out, err := cmd.CombinedOutput()
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) || exit.ExitCode() == 3 || exit.ExitCode() == 4 || exit.ExitCode() == 0 {
+				t.Fatalf("child: %v\n%s", err, out)
+			}
+			path := filepath.Join(dir, "demo.state.json")
+			before, err := Read(path)
+			if err != nil || before.Seq != c.killAt-1 {
+				t.Fatalf("state file after the kill: %v, seq %d; want seq %d (its last write never happened)", err, before.Seq, c.killAt-1)
+			}
+			o, err := Open(testPlan(), path, OpenOptions{Now: clock})
+			var unknown *UnknownStepError
+			switch {
+			case c.inFlight && (!errors.As(err, &unknown) || unknown.InFlight.StepName != "deploy-app"):
+				t.Fatalf("Open: %v, want the deploy in unknown state", err)
+			case !c.inFlight && (err != nil || o.State.Seq != c.killAt || o.StartIndex != 2):
+				t.Fatalf("Open: %v; want seq %d, start at 2", err, c.killAt)
+			}
+			if st, err := Read(path); err != nil || st.Seq != c.killAt {
+				t.Errorf("state file after Open: %v, seq %d; want %d", err, st.Seq, c.killAt)
+			}
+			if !strings.Contains(notice.String(), "rebuilt it from the journal") {
+				t.Errorf("notice %q", notice)
+			}
+		})
+	}
+}
