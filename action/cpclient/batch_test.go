@@ -293,3 +293,58 @@ type cancelBatchCP struct{ *fakeCP }
 func (f *cancelBatchCP) RecordTransitions(context.Context, *rbookv1.RecordTransitionsRequest) (*rbookv1.RecordTransitionsResponse, error) {
 	return nil, cpErr(connect.CodeFailedPrecondition, "E_RUN_CANCELLED")
 }
+
+// With Linger, a step's start waits for the step's outcome: step_started and step_finished
+// go in one RecordTransitions call, and the sender stops waiting at the outcome (a Linger of
+// an hour does not hold Drain).
+func TestSenderSendsAStepsStartAndOutcomeInOneCall(t *testing.T) {
+	f := &batchCP{fakeCP: newFake()}
+	c, counter := serveCounted(t, f)
+	r := &Recorder{C: c, Linger: time.Hour}
+	finished := tr(2)
+	finished.Kind = engine.TransitionStepFinished
+	for _, x := range []engine.Transition{tr(1), finished} {
+		if err := r.Record(t.Context(), x); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if err := r.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, batches := f.stored(); len(batches) != 1 || len(batches[0]) != 2 || batches[0][0] != 1 || batches[0][1] != 2 {
+		t.Fatalf("batches %v, want [[1 2]]", batches)
+	}
+	if n := counter.count("RecordTransitions"); n != 1 {
+		t.Fatalf("%d RecordTransitions calls, want 1", n)
+	}
+}
+
+// A step_started with nothing behind it is sent once Linger has passed; a transition that is
+// not a step_started is sent without waiting, whatever Linger is.
+func TestSenderLingersOnlyAfterAStepStart(t *testing.T) {
+	f := &batchCP{fakeCP: newFake()}
+	c, _ := serveCounted(t, f)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	started := &Recorder{C: c, Linger: 5 * time.Millisecond}
+	if err := started.Record(ctx, tr(1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := started.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	finished := tr(2)
+	finished.Kind = engine.TransitionStepFinished
+	other := &Recorder{C: c, Linger: time.Hour}
+	if err := other.Record(ctx, finished); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, batches := f.stored(); len(batches) != 2 || len(batches[0]) != 1 || batches[0][0] != 1 || len(batches[1]) != 1 || batches[1][0] != 2 {
+		t.Fatalf("batches %v, want [[1] [2]]", batches)
+	}
+}
