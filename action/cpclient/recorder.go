@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"time"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
@@ -13,11 +12,6 @@ import (
 	"github.com/rbookhq/rbook-action/action/engine"
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
 )
-
-// DefaultLinger is the Recorder.Linger of a run's recorder: longer than a step that only
-// records (a simulated deploy, a node of `true`), short beside what a person or a watcher
-// notices.
-const DefaultLinger = 2 * time.Millisecond
 
 // QueueSize bounds the transitions an asynchronous Recorder holds unsent; Record blocks
 // (back-pressure) when it is full.
@@ -39,13 +33,6 @@ type Recorder struct {
 	Cancelled func()
 	// Sync makes Record wait until the control plane has stored the transition.
 	Sync bool
-	// Linger is how long the sender waits, after a step_started with nothing queued behind
-	// it, for the step's next transitions, so that a quick step's start and outcome go in one
-	// call (one commit, one fsync on the control plane) instead of two; 0 sends at once.
-	// The transitions are durable in the state file's outbox meanwhile, so only how soon
-	// the control plane shows the step changes (by at most Linger). DefaultLinger is the
-	// run's.
-	Linger time.Duration
 
 	once    sync.Once
 	queue   chan engine.Transition
@@ -84,7 +71,6 @@ func (r *Recorder) failed() error {
 // than the run catches up in few calls and the outbox does not grow with the run's length.
 func (r *Recorder) sender(ctx context.Context) {
 	var carry *engine.Transition // taken from the queue but not fitting the previous batch
-	var timer *time.Timer
 	for {
 		var first engine.Transition
 		if carry != nil {
@@ -97,15 +83,20 @@ func (r *Recorder) sender(ctx context.Context) {
 			first = t
 		}
 		b := newBatch(first)
-		carry = r.fill(b, nil)
-		if carry == nil && r.Linger > 0 && b.ts[b.len()-1].Kind == engine.TransitionStepStarted {
-			if timer == nil {
-				timer = time.NewTimer(r.Linger)
-			} else {
-				timer.Reset(r.Linger)
+	fill:
+		for b.len() < MaxBatch {
+			select {
+			case t, ok := <-r.queue:
+				if !ok {
+					break fill
+				}
+				if !b.add(t) {
+					carry = &t
+					break fill
+				}
+			default:
+				break fill
 			}
-			carry = r.fill(b, timer.C)
-			timer.Stop()
 		}
 		if r.failed() == nil {
 			if err := r.sendBatch(ctx, b.ts, b.ps); err != nil {
@@ -116,40 +107,6 @@ func (r *Recorder) sender(ctx context.Context) {
 		}
 		r.pending.Add(-b.len())
 	}
-}
-
-// fill adds queued transitions to b, up to MaxBatch, and returns the one that does not fit
-// (nil when none). With linger nil it takes only what is queued; else it also waits, until
-// linger fires, for the transitions that follow a step_started, and stops at the first
-// that is not one.
-func (r *Recorder) fill(b *batch, linger <-chan time.Time) *engine.Transition {
-	for b.len() < MaxBatch {
-		var t engine.Transition
-		var ok bool
-		if linger == nil {
-			select {
-			case t, ok = <-r.queue:
-			default:
-				return nil
-			}
-		} else {
-			select {
-			case t, ok = <-r.queue:
-			case <-linger:
-				return nil
-			}
-		}
-		if !ok {
-			return nil
-		}
-		if !b.add(t) {
-			return &t
-		}
-		if linger != nil && t.Kind != engine.TransitionStepStarted {
-			return r.fill(b, nil)
-		}
-	}
-	return nil
 }
 
 // Limits of one RecordTransitions call made by the sender (docs/decisions/durability.md).

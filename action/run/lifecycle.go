@@ -37,8 +37,7 @@ func (a *attempt) controlPlane(ctx context.Context, cancel context.CancelCauseFu
 	if err != nil {
 		return stop, abort("%v", err)
 	}
-	cpRec := &cpclient.Recorder{C: c, Acked: a.fileRec.Ack, Linger: cpclient.DefaultLinger,
-		Cancelled: func() { cancel(engine.CancelRequest{By: "the control plane (CancelRun)"}) }}
+	cpRec := &cpclient.Recorder{C: c, Acked: a.fileRec.Ack, Cancelled: func() { cancel(engine.CancelRequest{By: "the control plane (CancelRun)"}) }}
 	started, err := a.startOnControlPlane(ctx, c)
 	if errors.Is(err, errFinalThere) {
 		return stop, finishedElsewhere(ctx, c, a.Plan, a.st, a.Resume != nil, a.Err)
