@@ -147,13 +147,10 @@ func (w *writeTx) applyPlaybook(run *RunProgress, t Transition, newStatus RunSta
 		return nil, fmt.Errorf("store: active nodes: %w", err)
 	}
 	run.active = string(text)
-	if _, err := w.execSQL(`UPDATE playbook_runs SET active_nodes = ? WHERE run_id = ?`, run.active, t.RunID); err != nil {
-		return nil, fmt.Errorf("store: update active nodes: %w", err)
-	}
 
 	out := &PlaybookProgress{ActiveNodes: activeNames(active)}
 	var bindings, counts string
-	if err := w.readRow(`SELECT bindings, iteration_counts FROM playbook_runs WHERE run_id = ?`, t.RunID).Scan(&bindings, &counts); err != nil {
+	if err := w.queryRow(stmtSelectPlaybookBindings, t.RunID).Scan(&bindings, &counts); err != nil {
 		return nil, fmt.Errorf("store: read bindings: %w", err)
 	}
 	if setBinding != nil {
@@ -176,11 +173,14 @@ func (w *writeTx) applyPlaybook(run *RunProgress, t Transition, newStatus RunSta
 		}
 		counts = string(b)
 	}
+	// One UPDATE of the run's row per transition (prepared statements): the row holds the
+	// bindings, which grow with every finished node, so each rewrite of it costs.
 	if setBinding != nil || countStart {
-		if _, err := w.execSQL(`UPDATE playbook_runs SET bindings = ?, iteration_counts = ? WHERE run_id = ?`,
-			bindings, counts, t.RunID); err != nil {
-			return nil, fmt.Errorf("store: update bindings: %w", err)
+		if _, err := w.exec(stmtUpdatePlaybookNodes, run.active, bindings, counts, t.RunID); err != nil {
+			return nil, fmt.Errorf("store: update bindings and active nodes: %w", err)
 		}
+	} else if _, err := w.exec(stmtUpdateActiveNodes, run.active, t.RunID); err != nil {
+		return nil, fmt.Errorf("store: update active nodes: %w", err)
 	}
 	out.Bindings, out.IterationCounts = json.RawMessage(bindings), json.RawMessage(counts)
 	return out, nil

@@ -541,6 +541,10 @@ const (
 	// stmtInsertTransitionPG is PostgreSQL only: the transition's INSERT and the run's
 	// progress UPDATE in one statement (a data-modifying CTE), one round trip instead of two.
 	stmtInsertTransitionPG
+	// A playbook run's node state, written with each of its transitions (applyPlaybook).
+	stmtSelectPlaybookBindings
+	stmtUpdateActiveNodes
+	stmtUpdatePlaybookNodes
 	numStmts
 )
 
@@ -556,7 +560,10 @@ var writeSQL = [numStmts]string{
 	stmtUpdateRunProgress: updateRunProgressSQL,
 	stmtUpdateRunStatus:   updateRunStatusSQL,
 	// The update's placeholders follow the insert's (pgRewrite numbers them in text order).
-	stmtInsertTransitionPG: "WITH inserted AS (" + insertTransitionSQL + ") " + updateRunProgressSQL,
+	stmtInsertTransitionPG:     "WITH inserted AS (" + insertTransitionSQL + ") " + updateRunProgressSQL,
+	stmtSelectPlaybookBindings: "SELECT bindings, iteration_counts FROM playbook_runs WHERE run_id = ?",
+	stmtUpdateActiveNodes:      "UPDATE playbook_runs SET active_nodes = ? WHERE run_id = ?",
+	stmtUpdatePlaybookNodes:    "UPDATE playbook_runs SET active_nodes = ?, bindings = ?, iteration_counts = ? WHERE run_id = ?",
 }
 
 // pgOnlyStmts are prepared on PostgreSQL only (SQLite has no INSERT inside WITH).
