@@ -190,7 +190,8 @@ Configuration: --config FILE (or RBOOK_CONFIG) is a YAML file whose keys are the
 long names (addr: 0.0.0.0:7070, db: …, public-url: …); every flag can also be set as
 RBOOK_<FLAG> (RBOOK_ADDR, RBOOK_DB, RBOOK_PUBLIC_URL). A flag on the command line beats the
 variable, which beats the file. --print-config prints the effective settings, each with
-where it came from, secrets redacted, and exits. See docs/serve-config.md.
+where it came from, secrets redacted, then checks them as a start would: it exits 0, or 2
+with the error serve would stop with. See docs/serve-config.md.
 
 Limits, per client address: the GitHub webhook (--rate-limit-webhook, default 50/s), Slack's
 interactions (--rate-limit-slack, 20/s), sign-in (--rate-limit-signin, 30/m) and the
