@@ -359,7 +359,7 @@ func TestPrintConfigReportsTheErrorServeWouldStopWith(t *testing.T) {
 		wantError string // "" for none
 	}{
 		{"good settings", []string{"--addr", "127.0.0.1:0"}, "addr: 127.0.0.1:0 # flag\n", ""},
-		{"a negative retention", []string{"--retention", "-1h"}, "retention: -1h0m0s # flag\n", "--retention -1h0m0s: must be 0 (keep every run) or a positive duration"},
+		{"a negative retention", []string{"--retention", "-1h"}, "retention: -1h0m0s # flag\n", "--retention -1h0m0s: must be 0 (keep every run) or a positive age"},
 		{"a public URL without a scheme", []string{"--public-url", "rbook.example.com"}, "public-url: rbook.example.com # flag\n", `--public-url "rbook.example.com" is not a control plane URL`},
 		{"every interface without auth", []string{"--addr", "0.0.0.0:7070"}, "addr: 0.0.0.0:7070 # flag\n", "--insecure"},
 		{"an unknown database scheme", []string{"--db", "mysql://db/rbook"}, "db: mysql://db/rbook # flag\n", "--db: "},
