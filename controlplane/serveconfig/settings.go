@@ -136,6 +136,9 @@ func (s *Settings) Load(cmd *cobra.Command) (*server.Config, Modes, error) {
 		cfg.Logger.Warn(strings.TrimSpace(line))
 	}
 	s.flagNotices.Reset()
+	if w := server.PlainHTTPTokenWarning(cfg); w != "" {
+		cfg.Logger.Warn(w)
+	}
 	return cfg, m, nil
 }
 
