@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/rbookhq/rbook-action/action/engine"
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
+	"github.com/rbookhq/rbook-action/internal/gatechannel"
 	"github.com/rbookhq/rbook-action/internal/gateinputs/inputspb"
 )
 
@@ -286,14 +286,9 @@ func stopped(ctx context.Context, err error) error {
 // decideLocally applies a terminal answer with the same compare-and-set as everyone else,
 // retrying transient failures with the client's back-off (docs/decisions/confirm-gates.md).
 func (g *Gate) decideLocally(ctx context.Context, token string, d engine.Decision) (engine.Decision, error) {
-	// The control plane refuses control characters in a reason (they would forge terminal
-	// output); a stray one typed at the prompt is shown as U+FFFD instead.
-	reason := "answered at the executor's terminal: " + strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) {
-			return unicode.ReplacementChar
-		}
-		return r
-	}, d.Input)
+	// The reason marks the channel "terminal" for the control plane's metrics; a control
+	// character typed at the prompt is sent as U+FFFD (gatechannel.TerminalReason).
+	reason := gatechannel.TerminalReason(d.Input)
 	var closed *rbookv1.Approval
 	err := g.C.retry(ctx, func(ctx context.Context) error {
 		if d.Verdict == engine.Approved {

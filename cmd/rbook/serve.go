@@ -47,23 +47,24 @@ func newServeCmd() *cobra.Command {
 // runServe starts the control plane with s, prints its address line and serves until SIGINT
 // or SIGTERM, then shuts down gracefully.
 func runServe(cmd *cobra.Command, s *serveconfig.Settings) error {
+	fail := func(format string, a ...any) error { return serveFailed(cmd, s, fmt.Sprintf(format, a...)) }
 	if done, err := s.ReadConfig(cmd); err != nil {
-		return abort("rbook serve: %v", err)
+		return fail("rbook serve: %v", err)
 	} else if done {
 		return nil
 	}
 	cfg, modes, err := s.Load(cmd)
 	if err != nil {
-		return abort("rbook serve: %v", err)
+		return fail("rbook serve: %v", err)
 	}
 	if err := store.CheckDSN(cfg.DBPath); err != nil {
-		return abort("rbook serve: --db: %v", err) // nothing is created
+		return fail("rbook serve: --db: %v", err) // nothing is created
 	}
 	if !store.IsPostgresDSN(cfg.DBPath) {
 		// A SQLite file has one server; replicas share a PostgreSQL database.
 		unlock, err := embedded.LockDB(cfg.DBPath, state.LockRetryWindow)
 		if err != nil {
-			return abort("rbook serve: %v", err)
+			return fail("rbook serve: %v", err)
 		}
 		defer unlock()
 	}
@@ -71,24 +72,33 @@ func runServe(cmd *cobra.Command, s *serveconfig.Settings) error {
 	defer stop()
 	stopTracing, err := s.StartTracing(ctx, cfg)
 	if err != nil {
-		return abort("rbook serve: %v", err)
+		return fail("rbook serve: %v", err)
 	}
 	defer stopTracing() // after Close: the last RPCs' spans are flushed
 	r, err := server.Start(ctx, *cfg)
 	if err != nil {
-		return abort("rbook serve: %v", err)
+		return fail("rbook serve: %v", err)
 	}
 	mode := modes.Line(cfg)
 	if from, to := r.Migrated(); from != to {
 		// Once, on the start that migrated; on stderr, so stdout's first line stays the
 		// address line scripts read.
-		fmt.Fprintf(cmd.ErrOrStderr(), "database schema migrated from version %d to %d (db %s)\n", from, to, store.RedactDSN(cfg.DBPath))
+		s.ReportMigration(cmd.ErrOrStderr(), cfg, from, to)
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "rbook control plane listening on %s (db %s, %s)\n", r.URL(), store.RedactDSN(cfg.DBPath), mode)
 	<-ctx.Done()
 	cfg.Logger.Info("shutting down", "cause", context.Cause(ctx).Error())
 	if err := r.Close(); err != nil {
-		return fmt.Errorf("shutdown: %w", err)
+		return fail("rbook: shutdown: %v", err)
 	}
 	return nil
+}
+
+// serveFailed is serve's exit error with msg: under --log-json msg is written as a JSON log
+// line (serveconfig's LogFailure) and main prints nothing more, else main prints msg.
+func serveFailed(cmd *cobra.Command, s *serveconfig.Settings, msg string) error {
+	if s.LogFailure(cmd.ErrOrStderr(), msg) {
+		return &exitError{code: exitAborted}
+	}
+	return abort("%s", msg)
 }

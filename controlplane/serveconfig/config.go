@@ -1,6 +1,7 @@
 package serveconfig
 
 import (
+	"fmt"
 	"net/url"
 	"os"
 
@@ -8,6 +9,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/rbookhq/rbook-action/controlplane/approval"
+	"github.com/rbookhq/rbook-action/controlplane/server"
 	"github.com/rbookhq/rbook-action/controlplane/store"
 	"github.com/rbookhq/rbook-action/internal/flagconfig"
 )
@@ -53,15 +55,17 @@ var configOptions = flagconfig.Options{
 // fs.
 func addConfigFlags(fs *pflag.FlagSet) {
 	fs.String("config", "", "YAML `FILE` of settings whose keys are these flags' long names (docs/serve-config.md; default $"+envConfig+"); flags and RBOOK_<FLAG> variables override it")
-	fs.Bool("print-config", false, "print the effective settings as YAML, each with where it came from (flag, env, file, default), secrets redacted, and exit")
+	fs.Bool("print-config", false, "print the effective settings as YAML, each with where it came from (flag, env, file, default), secrets redacted, then check them as serve would and exit (non-zero with serve's error when they would not start)")
 	fs.Bool("print-config-schema", false, "print the JSON schema of the --config file and exit")
 	_ = fs.MarkHidden("print-config-schema")
 }
 
 // ReadConfig reads --config (else $RBOOK_CONFIG) and the RBOOK_<FLAG> variables into the
 // flags cmd's command line left unset; call it before Load. With --print-config-schema or
-// --print-config it prints to cmd's stdout and reports done: the command then exits 0
-// without serving. Errors name the file, line and key, or the variable.
+// --print-config it prints to cmd's stdout and reports done: the command then exits without
+// serving. --print-config then checks the settings as serve would (check) and returns the
+// error serve would stop with, so the command exits non-zero after printing. Errors name the
+// file, line and key, or the variable.
 func (s *Settings) ReadConfig(cmd *cobra.Command) (done bool, err error) {
 	fs := cmd.Flags()
 	out := cmd.OutOrStdout()
@@ -86,10 +90,32 @@ func (s *Settings) ReadConfig(cmd *cobra.Command) (done bool, err error) {
 		if err != nil {
 			return true, err
 		}
-		_, err = out.Write(b)
-		return true, err
+		if _, err := out.Write(b); err != nil {
+			return true, err
+		}
+		if err := s.check(cmd); err != nil {
+			return true, fmt.Errorf("the settings above would not start: %w", err)
+		}
+		return true, nil
 	}
 	return false, nil
+}
+
+// check makes serve's checks of the settings without opening the database or listening:
+// Load's (the approval secret, each flag's value, every file the flags name), then the --db
+// DSN's and the --addr exposure's that server.Start makes first. Its error is the one serve
+// would stop with.
+func (s *Settings) check(cmd *cobra.Command) error {
+	cfg, _, err := s.Load(cmd)
+	if err != nil {
+		return err
+	}
+	if err := store.CheckDSN(cfg.DBPath); err != nil {
+		return fmt.Errorf("--db: %w", err)
+	}
+	// A client CA authenticates executors by their certificate, as server.Start counts it.
+	auth := cfg.Auth != nil || cfg.OIDC != nil || cfg.SignIn != nil || (cfg.TLS != nil && cfg.TLS.ClientCAFile != "")
+	return server.CheckExposure(cfg.Addr, auth, cfg.Insecure)
 }
 
 // schema is docs/serve-config.schema.json, generated from fs.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"github.com/rbookhq/rbook-action/internal/lazyregexp"
+	"io"
 	"io/fs"
 	"net/netip"
 	"os"
@@ -242,7 +243,7 @@ func TestServeFlagsMapOntoNoReservedVariable(t *testing.T) {
 	}
 }
 
-// --print-config prints every setting with its source and exits 0 without serving; no
+// --print-config prints every setting with its source and exits without serving; no
 // secret appears: the approval secrets are shown by their variable and length, a database
 // password is masked, whether the DSN comes from the file or the environment.
 func TestPrintConfigShowsNoSecret(t *testing.T) {
@@ -309,8 +310,9 @@ func TestPrintConfigShowsNoSecret(t *testing.T) {
 		var out bytes.Buffer
 		cmd.SetOut(&out)
 		cmd.SetArgs([]string{"--print-config"})
-		if err := cmd.Execute(); err != nil {
-			t.Fatal(err)
+		cmd.SilenceUsage, cmd.SilenceErrors = true, true
+		if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), "RBOOK_APPROVAL_SECRET") {
+			t.Errorf("rbook serve --print-config without a secret: error %v, want serve's, naming RBOOK_APPROVAL_SECRET", err)
 		}
 		for _, want := range []string{"# config file: none\n", "# approval secret: <not set>\n", "# previous approval secret: <not set>\n"} {
 			if !strings.Contains(out.String(), want) {
@@ -342,5 +344,43 @@ func TestServeLimitFlagsReachTheServer(t *testing.T) {
 	}
 	if err := s.limits.apply(&cfg); err == nil || !strings.Contains(err.Error(), `--trusted-proxies: "proxy.internal" is neither a CIDR`) {
 		t.Fatalf("a host name as a proxy: %v", err)
+	}
+}
+
+// --print-config checks what it printed as serve would: settings serve refuses still print,
+// then the command fails with serve's own error; good settings exit 0.
+func TestPrintConfigReportsTheErrorServeWouldStopWith(t *testing.T) {
+	t.Setenv("RBOOK_APPROVAL_SECRET", "c2lnbmluZy1zZWNyZXQtMDEyMzQ1Njc4OWFiY2RlZmdo")
+	t.Setenv("RBOOK_CONFIG", "")
+	for _, tc := range []struct {
+		name      string
+		args      []string
+		printed   string
+		wantError string // "" for none
+	}{
+		{"good settings", []string{"--addr", "127.0.0.1:0"}, "addr: 127.0.0.1:0 # flag\n", ""},
+		{"a negative retention", []string{"--retention", "-1h"}, "retention: -1h0m0s # flag\n", "--retention -1h0m0s: must be 0 (keep every run) or a positive age"},
+		{"a public URL without a scheme", []string{"--public-url", "rbook.example.com"}, "public-url: rbook.example.com # flag\n", `--public-url "rbook.example.com" is not a control plane URL`},
+		{"every interface without auth", []string{"--addr", "0.0.0.0:7070"}, "addr: 0.0.0.0:7070 # flag\n", "--insecure"},
+		{"an unknown database scheme", []string{"--db", "mysql://db/rbook"}, "db: mysql://db/rbook # flag\n", "--db: "},
+		{"a missing auth file", []string{"--auth-file", filepath.Join(t.TempDir(), "absent.txt")}, "auth-file: ", "absent.txt"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := newServeCmd()
+			var out bytes.Buffer
+			cmd.SetOut(&out)
+			cmd.SetErr(io.Discard)
+			cmd.SetArgs(append([]string{"--print-config"}, tc.args...))
+			err := cmd.Execute()
+			if !strings.Contains(out.String(), tc.printed) {
+				t.Errorf("the output lacks %q:\n%s", tc.printed, out.String())
+			}
+			switch {
+			case tc.wantError == "" && err != nil:
+				t.Errorf("error %v, want none", err)
+			case tc.wantError != "" && (err == nil || !strings.Contains(err.Error(), tc.wantError) || !strings.HasPrefix(err.Error(), "the settings above would not start: ")):
+				t.Errorf("error %v, want one containing %q", err, tc.wantError)
+			}
+		})
 	}
 }

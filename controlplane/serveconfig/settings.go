@@ -4,15 +4,19 @@
 package serveconfig
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/rbookhq/rbook-action/controlplane/approval"
 	"github.com/rbookhq/rbook-action/controlplane/notify"
 	"github.com/rbookhq/rbook-action/controlplane/server"
+	"github.com/rbookhq/rbook-action/controlplane/store"
 	"github.com/rbookhq/rbook-action/internal/telemetry"
 )
 
@@ -32,6 +36,9 @@ type Settings struct {
 	authFile, policyFile, notifyFile string
 	logJSON                          bool
 	version                          string // main.version, for the build info of metrics and traces
+	// flagNotices receives what the flag set says while parsing (a deprecated flag's
+	// notice); Load logs each line through the logger, so under --log-json it is JSON too.
+	flagNotices bytes.Buffer
 
 	oidc      oidcFlags
 	github    githubFlags
@@ -51,6 +58,7 @@ type Settings struct {
 func AddFlags(cmd *cobra.Command, version string) *Settings {
 	s := &Settings{version: version}
 	f := cmd.Flags()
+	f.SetOutput(&s.flagNotices)
 	f.StringVar(&s.cfg.Addr, "addr", DefaultAddr, "host:port to listen on (port 0 picks a free one)")
 	f.StringVar(&s.cfg.DBPath, "db", ".rbook/controlplane.db", "SQLite database file (created if missing), or PostgreSQL: a postgres://user@host/db URL or a key=value string such as \"host=h dbname=db user=u\" (several replicas may share it)")
 	f.StringVar(&s.authFile, "auth-file", "", `bearer tokens, one "identity role token" per line (roles: executor, approver, viewer)`)
@@ -124,7 +132,37 @@ func (s *Settings) Load(cmd *cobra.Command) (*server.Config, Modes, error) {
 		h = slog.NewJSONHandler(cmd.ErrOrStderr(), nil)
 	}
 	cfg.Logger = slog.New(telemetry.NewLogHandler(h)) // trace and run ids on each line (docs/tracing.md)
+	for line := range strings.Lines(s.flagNotices.String()) {
+		cfg.Logger.Warn(strings.TrimSpace(line))
+	}
+	s.flagNotices.Reset()
+	if w := server.PlainHTTPTokenWarning(cfg); w != "" {
+		cfg.Logger.Warn(w)
+	}
 	return cfg, m, nil
+}
+
+// ReportMigration says once on w, serve's stderr, that the start migrated the database
+// schema from version from to version to: a JSON log line under --log-json, else the line
+// "database schema migrated from version N to M (db …)" (docs/control-plane.md).
+func (s *Settings) ReportMigration(w io.Writer, cfg *server.Config, from, to int) {
+	db := store.RedactDSN(cfg.DBPath)
+	if s.logJSON {
+		cfg.Logger.Info("database schema migrated", "from_version", from, "to_version", to, "db", db)
+		return
+	}
+	fmt.Fprintf(w, "database schema migrated from version %d to %d (db %s)\n", from, to, db)
+}
+
+// LogFailure writes msg, why serve stops, as one JSON log line at level ERROR on w (serve's
+// stderr) and reports true under --log-json, so every line serve writes there is JSON;
+// without --log-json it writes nothing and reports false (the caller prints msg).
+func (s *Settings) LogFailure(w io.Writer, msg string) bool {
+	if !s.logJSON {
+		return false
+	}
+	slog.New(slog.NewJSONHandler(w, nil)).Error(msg)
+	return true
 }
 
 // loadFeatures applies the optional features' flags to cfg, in the order their checks
@@ -190,7 +228,8 @@ Configuration: --config FILE (or RBOOK_CONFIG) is a YAML file whose keys are the
 long names (addr: 0.0.0.0:7070, db: …, public-url: …); every flag can also be set as
 RBOOK_<FLAG> (RBOOK_ADDR, RBOOK_DB, RBOOK_PUBLIC_URL). A flag on the command line beats the
 variable, which beats the file. --print-config prints the effective settings, each with
-where it came from, secrets redacted, and exits. See docs/serve-config.md.
+where it came from, secrets redacted, then checks them as a start would: it exits 0, or 2
+with the error serve would stop with. See docs/serve-config.md.
 
 Limits, per client address: the GitHub webhook (--rate-limit-webhook, default 50/s), Slack's
 interactions (--rate-limit-slack, 20/s), sign-in (--rate-limit-signin, 30/m) and the

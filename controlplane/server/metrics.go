@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/rbookhq/rbook-action/controlplane/metrics"
 	"github.com/rbookhq/rbook-action/controlplane/store"
+	"github.com/rbookhq/rbook-action/internal/gatechannel"
 )
 
 // mountMetrics serves Options.Metrics at metrics.Path, points its scrape-time gauges at the
@@ -107,11 +107,6 @@ func channelOfSource(src string) string {
 	return metrics.OtherLabel
 }
 
-// terminalReasonPrefix starts the reason the executor sends with a decision typed at its
-// own terminal prompt (action/cpclient's decideLocally), which reaches Approve and Reject
-// like any other call: it marks the channel "terminal" in the metrics.
-const terminalReasonPrefix = "answered at the executor's terminal: "
-
 // voteChannel is the channel label of a gate that decide closed with vote v: Slack's
 // handler names its source; a browser (a console session, the laptop console's person, or
 // any request with the Fetch metadata headers browsers send) is "console"; the executor's
@@ -122,7 +117,7 @@ func voteChannel(ctx context.Context, v vote) string {
 		return channelOfSource(v.source)
 	case localPerson(ctx) != "":
 		return "console"
-	case strings.HasPrefix(v.reason, terminalReasonPrefix):
+	case gatechannel.IsTerminalReason(v.reason): // the executor's terminal answer reaches Approve and Reject like any other call
 		return "terminal"
 	}
 	if _, ok := sessionFrom(ctx); ok {

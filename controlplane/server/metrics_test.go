@@ -11,10 +11,13 @@ import (
 	"connectrpc.com/connect"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/rbookhq/rbook-action/action/cpclient"
+	"github.com/rbookhq/rbook-action/action/engine"
 	"github.com/rbookhq/rbook-action/controlplane/metrics"
 	"github.com/rbookhq/rbook-action/controlplane/server"
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
 	"github.com/rbookhq/rbook-action/internal/buildinfo"
+	"github.com/rbookhq/rbook-action/internal/gatechannel"
 )
 
 // serveWithMetrics serves an in-process control plane with metrics on and returns its URL
@@ -147,7 +150,7 @@ func TestGateDecisionsAreCountedByChannel(t *testing.T) {
 		}, "console", "rejected"},
 		{"the executor's terminal", func(t *testing.T, _ string, c clients, token string) {
 			if _, err := c.apps.Approve(context.Background(), &rbookv1.ApproveRequest{Token: token, Approver: "ann",
-				Reason: "answered at the executor's terminal: yes"}); err != nil {
+				Reason: gatechannel.TerminalReason("yes")}); err != nil {
 				t.Fatal(err)
 			}
 		}, "terminal", "approved"},
@@ -252,5 +255,43 @@ func TestALeaseTakeOverIsCountedOnceAndRefusedOnesNot(t *testing.T) {
 	}
 	if got := metricValue(t, m, "rbook_lease_takeovers_total", nil); got != 1 {
 		t.Errorf("rbook_lease_takeovers_total = %v, want 1", got)
+	}
+}
+
+// answerAtTerminal is a terminal prompt at which the person typed "yes" at once.
+type answerAtTerminal struct{}
+
+func (answerAtTerminal) Await(context.Context, engine.GateRequest) (engine.Decision, error) {
+	return engine.Decision{Verdict: engine.Approved, Input: "yes", Source: "terminal"}, nil
+}
+
+// The executor's own gate, answered at its terminal prompt, reaches the control plane as an
+// ordinary Approve; the reason it builds (internal/gatechannel) is what the server counts
+// under the channel "terminal".
+func TestADecisionAnsweredAtTheExecutorsTerminalIsCountedAsTerminal(t *testing.T) {
+	url, m := serveWithMetrics(t)
+	c := cpclient.New(url, "")
+	const runID = "RBOOK-20261202-terminal-0123abcd"
+	if _, err := c.StartRun(t.Context(), cpclient.RunInfo{RunID: runID, RunbookName: "demo", PlanDigest: digest("plan"), SchemaHash8: "0123abcd",
+		TotalSteps: 3, OwnerID: testOwner, Lease: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	g := &cpclient.Gate{C: c, Local: answerAtTerminal{}, Who: "ann", Announce: func(*rbookv1.Approval, string) {}}
+	d, err := g.Await(t.Context(), engine.GateRequest{RunID: runID, StepIndex: 1, StepName: "confirm", StepCount: 3,
+		Prompt: "Roll out?", Deadline: time.Now().Add(time.Hour), PlanDigest: digest("plan"), OnFail: "halt"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Verdict != engine.Approved || d.Reason != gatechannel.TerminalReason("yes") {
+		t.Fatalf("decision %+v, want approved with the terminal's reason", d)
+	}
+	for _, ch := range metrics.Channels {
+		want := 0.0
+		if ch == "terminal" {
+			want = 1
+		}
+		if got := metricValue(t, m, "rbook_gate_decisions_total", map[string]string{"channel": ch, "verdict": "approved"}); got != want {
+			t.Errorf("rbook_gate_decisions_total{channel=%q,verdict=\"approved\"} = %v, want %v", ch, got, want)
+		}
 	}
 }

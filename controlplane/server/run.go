@@ -84,6 +84,22 @@ func CheckExposure(addr string, auth, insecure bool) error {
 		"give --auth-file FILE (lines \"identity role token\"), --oidc-config FILE or --tls-client-ca FILE (with --tls-cert and --tls-key), or --insecure to serve it unauthenticated anyway", addr)
 }
 
+// PlainHTTPTokenWarning is the warning serve logs once at start when it would take bearer
+// tokens (cfg.Auth, cfg.OIDC) over plain HTTP (no cfg.TLS) on an address that is not
+// loopback, where anyone on the network path can read them; "" when it would not, or when
+// cfg says a TLS-terminating proxy is in front: an https:// cfg.PublicURL or trusted proxies
+// in cfg.Limits (docs/tls.md, "Behind a reverse proxy or an ingress").
+func PlainHTTPTokenWarning(cfg *Config) string {
+	host, _, err := net.SplitHostPort(cfg.Addr)
+	behindProxy := strings.HasPrefix(cfg.PublicURL, "https://") || (cfg.Limits != nil && len(cfg.Limits.TrustedProxies) > 0)
+	if err != nil || isLoopback(host) || cfg.TLS != nil || (cfg.Auth == nil && cfg.OIDC == nil) || behindProxy {
+		return ""
+	}
+	return "bearer tokens are accepted over plain HTTP on " + cfg.Addr + ", which is not a loopback address: anyone on the network path can read them. " +
+		"Serve HTTPS with --tls-cert FILE --tls-key FILE, or put a TLS-terminating proxy in front; behind one, give --public-url its https:// URL " +
+		"or --trusted-proxies its address, which also silences this warning (docs/tls.md)"
+}
+
 func isLoopback(host string) bool {
 	if strings.EqualFold(host, "localhost") {
 		return true
