@@ -29,6 +29,8 @@ func TestValuesRbookCannotRunWithAreRefused(t *testing.T) {
 			"refuses that without authentication: set auth.existingSecret"},
 		{"TLS without its Secret", []string{"-f", tls, "--set", "tls.secretName="},
 			"tls.enabled needs tls.secretName"},
+		{"the ServiceMonitor's TLS without TLS", []string{"-f", sqlite, "--set", "serviceMonitor.enabled=true,serviceMonitor.tlsConfig.caSecret.name=rbook-ca"},
+			"serviceMonitor.tlsConfig is how Prometheus verifies rbook's certificate, and rbook serves plain HTTP without tls.enabled"},
 		{"the GitHub App without its Secret", []string{"-f", sqlite, "--set", "githubApp.enabled=true,githubApp.appId=7"},
 			"githubApp.enabled needs githubApp.appId"},
 		{"a misspelt serve setting", []string{"-f", sqlite, "--set", "serve.gate-polcy=/etc/rbook/files/g.yaml"},

@@ -42,11 +42,24 @@ type serviceMonitor struct {
 			Interval      string `json:"interval"`
 			ScrapeTimeout string `json:"scrapeTimeout"`
 			Scheme        string `json:"scheme"`
-			TLSConfig     *struct {
+			Authorization *struct {
+				Type        string       `json:"type"`
+				Credentials secretKeyRef `json:"credentials"`
+			} `json:"authorization"`
+			TLSConfig *struct {
 				ServerName string `json:"serverName"`
+				CA         *struct {
+					Secret *secretKeyRef `json:"secret"`
+				} `json:"ca"`
 			} `json:"tlsConfig"`
 		} `json:"endpoints"`
 	} `json:"spec"`
+}
+
+// secretKeyRef is a key of a Secret, as the Prometheus Operator's types name one.
+type secretKeyRef struct {
+	Name string `json:"name"`
+	Key  string `json:"key"`
 }
 
 // rendered is one `helm template` output, each object decoded into its API type.

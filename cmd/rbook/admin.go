@@ -104,8 +104,11 @@ Exit codes:
 				return abort("rbook admin restore: the backup was not restored: %v", err)
 			}
 			unlock, err := embedded.LockDB(db, time.Second)
-			if err != nil {
-				return abort("rbook admin restore: nothing was replaced: %v; stop it first", err)
+			if served := (*embedded.ServedError)(nil); errors.As(err, &served) {
+				return abort("rbook admin restore: nothing was replaced: another control plane is serving %s (an 'rbook serve', or the embedded one of a running 'rbook run'). "+
+					"Stop it (systemctl stop rbook, or end that run), run this restore again, then start it: it serves the restored database (docs/backup.md, \"SQLite: restore\")", db)
+			} else if err != nil {
+				return abort("rbook admin restore: nothing was replaced: %v", err)
 			}
 			defer unlock()
 			info, err := store.RestoreSQLite(cmd.Context(), args[0], db)

@@ -9,7 +9,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/rbookhq/rbook-action/controlplane/embedded"
 	"github.com/rbookhq/rbook-action/controlplane/store"
 )
 
@@ -85,18 +87,45 @@ func TestAdminMigrateRefusesAPathWithoutADatabase(t *testing.T) {
 // that is not the served file does not pass for a restore.
 func TestAdminRestoreIntoAnEmptyPathSaysNothingWasReplaced(t *testing.T) {
 	dir := t.TempDir()
-	src := filepath.Join(dir, "cp.db")
-	st, err := store.Open(context.Background(), src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st.Close()
-	backup := filepath.Join(dir, "backup.db")
-	if _, errs, code := rbookIn(t, "admin", "backup", backup, "--db", src); code != 0 {
-		t.Fatalf("backup: exit %d\n%s", code, errs)
-	}
+	_, backup := backedUpDB(t, dir)
 	out, errs, code := rbookIn(t, "admin", "restore", backup, "--db", filepath.Join(dir, "elsewhere.db"))
 	if code != 0 || !strings.Contains(out, "no database was there, so nothing was replaced") {
 		t.Fatalf("restore into an empty path: exit %d\n%s%s", code, out, errs)
 	}
+}
+
+// A restore while a control plane serves the database replaces nothing and says what to do:
+// stop that server, restore, start it again; not a server's advice to pick another --db.
+func TestAdminRestoreWhileServedSaysToStopTheServerFirst(t *testing.T) {
+	db, backup := backedUpDB(t, t.TempDir())
+	unlock, err := embedded.LockDB(db, time.Second) // the serving control plane
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	_, errs, code := rbookIn(t, "admin", "restore", backup, "--db", db)
+	want := "rbook admin restore: nothing was replaced: another control plane is serving " + db +
+		" (an 'rbook serve', or the embedded one of a running 'rbook run'). Stop it (systemctl stop rbook, or end that run), run this restore again, then start it"
+	if code != exitAborted || !strings.Contains(errs, want) || strings.Contains(errs, "its own --db") {
+		t.Fatalf("restore while served: exit %d\n%s\nwant %q", code, errs, want)
+	}
+	if _, err := os.Stat(db + ".before-restore"); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the refused restore kept a copy (%v)", err)
+	}
+}
+
+// backedUpDB makes a new database dir/cp.db and its backup dir/backup.db with rbook admin
+// backup, and returns their paths.
+func backedUpDB(t *testing.T, dir string) (db, backup string) {
+	t.Helper()
+	db, backup = filepath.Join(dir, "cp.db"), filepath.Join(dir, "backup.db")
+	st, err := store.Open(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	if _, errs, code := rbookIn(t, "admin", "backup", backup, "--db", db); code != 0 {
+		t.Fatalf("backup: exit %d\n%s", code, errs)
+	}
+	return db, backup
 }

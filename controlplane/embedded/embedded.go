@@ -151,7 +151,8 @@ func LoopbackURL(raw string) bool {
 // decisions its executors never hear about. The lock is github.com/gofrs/flock on
 // dbPath+".serving" (flock(2) on unix, LockFileEx on Windows); the operating system drops it
 // when the process dies. A taken lock is tried again for retry (the state file lock's retry
-// window), so a DBServed probe at the same moment does not make it fail.
+// window), so a DBServed probe at the same moment does not make it fail. Errors: a
+// *ServedError when another process holds the lock, the folder's or the lock file's errors.
 func LockDB(dbPath string, retry time.Duration) (release func(), err error) {
 	if err := os.MkdirAll(filepath.Dir(dbPath), 0o755); err != nil {
 		return nil, err
@@ -164,9 +165,19 @@ func LockDB(dbPath string, retry time.Duration) (release func(), err error) {
 		return nil, err
 	}
 	if !ok {
-		return nil, fmt.Errorf("another control plane is serving %s (an 'rbook serve', or the embedded one of a running 'rbook run'); talk to that one, or give this one its own --db", dbPath)
+		return nil, &ServedError{DB: dbPath}
 	}
 	return func() { fl.Unlock() }, nil
+}
+
+// ServedError is LockDB's error when another process holds DB's serving lock: an 'rbook
+// serve' on it, or the embedded control plane of a running 'rbook run'. Its message is for a
+// control plane about to start; a command that needs the database to itself (a restore)
+// says what to do instead.
+type ServedError struct{ DB string }
+
+func (e *ServedError) Error() string {
+	return fmt.Sprintf("another control plane is serving %s (an 'rbook serve', or the embedded one of a running 'rbook run'); talk to that one, or give this one its own --db", e.DB)
 }
 
 // DBServed reports whether a process holds dbPath's ".serving" lock (LockDB): an 'rbook

@@ -18,10 +18,10 @@ import (
 // day is the length of a --retention day: 24 hours, as the age of a run is measured.
 const day = 24 * time.Hour
 
-// ParseAge reads a --retention age (docs/backup.md, "Retention"): a whole number of days
+// parseAge reads a --retention age (docs/backup.md, "Retention"): a whole number of days
 // ("90d") or weeks ("2w", 7 days each), or anything time.ParseDuration reads ("2160h",
 // "0"). The error says which spellings work.
-func ParseAge(s string) (time.Duration, error) {
+func parseAge(s string) (time.Duration, error) {
 	if n, unit := strings.TrimRight(s, "dw"), strings.TrimLeft(s, "0123456789"); n != "" && (unit == "d" || unit == "w") {
 		per := day
 		if unit == "w" {
@@ -40,7 +40,7 @@ func ParseAge(s string) (time.Duration, error) {
 	return d, nil
 }
 
-// ageValue is --retention's value: a time.Duration as ParseAge reads it.
+// ageValue is --retention's value: a time.Duration as parseAge reads it.
 type ageValue struct{ d *time.Duration }
 
 // String is the age in whole days ("90d") when it is some, else as time.Duration prints it.
@@ -51,9 +51,9 @@ func (v ageValue) String() string {
 	return v.d.String()
 }
 
-// Set reads s with ParseAge.
+// Set reads s with parseAge.
 func (v ageValue) Set(s string) error {
-	d, err := ParseAge(s)
+	d, err := parseAge(s)
 	if err != nil {
 		return err
 	}

@@ -97,8 +97,9 @@ func (m Modes) Line(cfg *server.Config) string {
 }
 
 // Load reads the approval secret from the environment and every file the flags name into
-// the server's Config, and sets its logger (to cmd's stderr). Call it after ReadConfig. The
-// error names the flag or variable whose value or file is wrong.
+// the server's Config, and sets its logger (to cmd's stderr), through which it then logs the
+// flag set's notices (a deprecated flag) and server.PlainHTTPTokenWarning's warning. Call it
+// after ReadConfig. The error names the flag or variable whose value or file is wrong.
 func (s *Settings) Load(cmd *cobra.Command) (*server.Config, Modes, error) {
 	m := Modes{authFile: s.authFile, policyFile: s.policyFile, notifyFile: s.notifyFile}
 	cfg := &s.cfg

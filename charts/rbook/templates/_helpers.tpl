@@ -93,6 +93,9 @@ one SQLite file, no approval secret, no authentication on a non-loopback address
 {{- if and $v.tls.enabled (not $v.tls.secretName) -}}
 {{- fail "tls.enabled needs tls.secretName: a kubernetes.io/tls Secret (tls.crt, tls.key) such as cert-manager writes." -}}
 {{- end -}}
+{{- if and (not $v.tls.enabled) (or $v.serviceMonitor.tlsConfig.caSecret.name $v.serviceMonitor.tlsConfig.serverName) -}}
+{{- fail "serviceMonitor.tlsConfig is how Prometheus verifies rbook's certificate, and rbook serves plain HTTP without tls.enabled: set tls.enabled and tls.secretName, or remove serviceMonitor.tlsConfig." -}}
+{{- end -}}
 {{- if and $v.githubApp.enabled (not (and $v.githubApp.existingSecret (gt (int64 $v.githubApp.appId) 0))) -}}
 {{- fail "githubApp.enabled needs githubApp.appId (the App's numeric id) and githubApp.existingSecret (a Secret with the private key and the webhook secret)." -}}
 {{- end -}}
@@ -126,6 +129,9 @@ PostgreSQL URL is never here: it reaches the server as RBOOK_DB from its Secret.
 {{- if $v.githubApp.apiUrl -}}
 {{- $_ := set $c "github-api-url" $v.githubApp.apiUrl -}}
 {{- end -}}
+{{- end -}}
+{{- if $v.serviceMonitor.bearerTokenSecret.name -}}
+{{- $_ := set $c "metrics-token-file" (printf "/etc/rbook-secrets/metrics/%s" $v.serviceMonitor.bearerTokenSecret.key) -}}
 {{- end -}}
 {{- $c = merge $c (deepCopy $v.serve) -}}
 {{- $c = mergeOverwrite $c (deepCopy $v.extraConfig) -}}
