@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/rbookhq/rbook-action/controlplane/slackapi"
 	"github.com/rbookhq/rbook-action/controlplane/store"
