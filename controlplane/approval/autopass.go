@@ -8,7 +8,7 @@ import (
 
 	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/ext"
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/rbookhq/rbook-action/internal/lazyregexp"
 )

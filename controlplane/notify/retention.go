@@ -3,7 +3,7 @@ package notify
 import (
 	"time"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // MinRetention is the shortest retention a notification config may set: a delivery's rows

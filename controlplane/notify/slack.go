@@ -10,9 +10,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/slack-go/slack"
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
+	"github.com/rbookhq/rbook-action/controlplane/slackapi"
 	"github.com/rbookhq/rbook-action/controlplane/store"
 	"github.com/rbookhq/rbook-action/internal/gateinputs"
 	"github.com/rbookhq/rbook-action/internal/lazyregexp"
@@ -48,7 +48,7 @@ const (
 // be called before Send.
 type Slack struct {
 	name, channel, token, signingSecret, apiURL string
-	api                                         *slack.Client
+	api                                         *slackapi.Client
 	st                                          *store.Store
 	gate                                        func(ctx context.Context, approvalID string) (SlackGate, error)
 }
@@ -64,7 +64,7 @@ func NewSlack(name, channel, token, signingSecret, apiURL string) *Slack {
 		apiURL += "/"
 	}
 	s := &Slack{name: name, channel: channel, token: token, signingSecret: signingSecret, apiURL: apiURL}
-	s.api = slack.New(token, slack.OptionAPIURL(apiURL), slack.OptionHTTPClient(&http.Client{Timeout: RequestTimeout}))
+	s.api = slackapi.New(token, apiURL, &http.Client{Timeout: RequestTimeout})
 	return s
 }
 
@@ -78,11 +78,11 @@ func (s *Slack) Kind() string { return "slack" }
 func (s *Slack) SlackChannel() string { return s.channel }
 
 // SigningSecret is the Slack app's signing secret, which verifies interaction requests
-// (slack.NewSecretsVerifier). Never log it.
+// (slackapi.Verify). Never log it.
 func (s *Slack) SigningSecret() string { return s.signingSecret }
 
 // API is the Web API client with the bot token (chat.postEphemeral, views.open).
-func (s *Slack) API() *slack.Client { return s.api }
+func (s *Slack) API() *slackapi.Client { return s.api }
 
 // Bind gives the channel the store that keeps its messages (store.SlackMessage) and gate,
 // which reads a gate's current state as its message shows it.
@@ -161,7 +161,7 @@ func (s *Slack) Send(ctx context.Context, m Message) (string, error) {
 	}
 	text, blocks := SlackGateMessage(m.Data, view)
 	if !ok {
-		ch, ts, err := s.api.PostMessageContext(ctx, s.channel, slack.MsgOptionText(text, false), slack.MsgOptionBlocks(blocks...))
+		ch, ts, err := s.api.PostMessage(ctx, s.channel, text, blocks, "")
 		if err != nil {
 			return "", slackError("chat.postMessage", err)
 		}
@@ -172,12 +172,12 @@ func (s *Slack) Send(ctx context.Context, m Message) (string, error) {
 		}
 		return ref.TS, nil
 	}
-	if _, _, _, err := s.api.UpdateMessageContext(ctx, ref.SlackChannel, ref.TS, slack.MsgOptionText(text, false), slack.MsgOptionBlocks(blocks...)); err != nil {
+	if err := s.api.UpdateMessage(ctx, ref.SlackChannel, ref.TS, text, blocks); err != nil {
 		return "", slackError("chat.update", err)
 	}
 	if m.Kind == store.EventGateEscalated && g.Escalation != nil {
 		reply := fmt.Sprintf("Still waiting for approval: escalated (step %d, after %s).", g.Escalation.Step, g.Escalation.After)
-		if _, _, err := s.api.PostMessageContext(ctx, ref.SlackChannel, slack.MsgOptionText(reply, false), slack.MsgOptionTS(ref.TS)); err != nil {
+		if _, _, err := s.api.PostMessage(ctx, ref.SlackChannel, reply, nil, ref.TS); err != nil {
 			return "", slackError("chat.postMessage", err)
 		}
 	}
@@ -193,12 +193,12 @@ func (s *Slack) sendRunEvent(ctx context.Context, m Message) (string, error) {
 	title, _ := Summary(m)
 	text := slackEscape(title)
 	if len(refs) == 0 {
-		_, ts, err := s.api.PostMessageContext(ctx, s.channel, slack.MsgOptionText(text, false))
+		_, ts, err := s.api.PostMessage(ctx, s.channel, text, nil, "")
 		return ts, slackError("chat.postMessage", err)
 	}
 	var last string
 	for _, ref := range refs {
-		_, ts, err := s.api.PostMessageContext(ctx, ref.SlackChannel, slack.MsgOptionText(text, false), slack.MsgOptionTS(ref.TS))
+		_, ts, err := s.api.PostMessage(ctx, ref.SlackChannel, text, nil, ref.TS)
 		if err != nil {
 			return "", slackError("chat.postMessage", err)
 		}
@@ -222,9 +222,9 @@ func slackError(method string, err error) error {
 	if err == nil {
 		return nil
 	}
-	var se slack.SlackErrorResponse
-	var sc slack.StatusCodeError
-	var rl *slack.RateLimitedError
+	var se *slackapi.APIError
+	var sc *slackapi.StatusError
+	var rl *slackapi.RateLimitedError
 	switch {
 	case errors.As(err, &se):
 		return &SendError{Permanent: slackPermanent[se.Err], Msg: fmt.Sprintf("Slack %s answered %s", method, se.Err)}
@@ -274,7 +274,7 @@ var slackTitles = map[string]string{
 // closed, who decided, when, through which channel and why; then a button to the gate's page
 // (when there is a URL) and, while pending, Approve and Reject buttons whose value is the
 // approval id.
-func SlackGateMessage(d store.EventData, g SlackGate) (string, []slack.Block) {
+func SlackGateMessage(d store.EventData, g SlackGate) (string, []slackapi.Block) {
 	title := slackTitles[g.Status]
 	if title == "" {
 		title = g.Status
@@ -284,14 +284,14 @@ func SlackGateMessage(d store.EventData, g SlackGate) (string, []slack.Block) {
 	}
 	head := fmt.Sprintf("%s: %s (%s)", title, g.Node, d.Runbook)
 	text := head
-	blocks := []slack.Block{slack.NewHeaderBlock(slack.NewTextBlockObject(slack.PlainTextType, clipRunes(head, 150), false, false))}
+	blocks := []slackapi.Block{slackapi.NewHeader(slackapi.NewText(slackapi.PlainTextType, clipRunes(head, 150), false, false))}
 	if g.Prompt != "" {
-		blocks = append(blocks, slack.NewSectionBlock(slack.NewTextBlockObject(slack.MarkdownType, clipRunes(slackEscape(g.Prompt), 3000), false, true), nil, nil))
+		blocks = append(blocks, slackapi.NewSection(slackapi.NewText(slackapi.MarkdownType, clipRunes(slackEscape(g.Prompt), 3000), false, true), nil))
 	}
-	field := func(label, value string) *slack.TextBlockObject {
-		return slack.NewTextBlockObject(slack.MarkdownType, clipRunes("*"+label+"*\n"+value, 2000), false, true)
+	field := func(label, value string) *slackapi.TextObject {
+		return slackapi.NewText(slackapi.MarkdownType, clipRunes("*"+label+"*\n"+value, 2000), false, true)
 	}
-	fields := []*slack.TextBlockObject{field("Run", slackEscape(d.RunID)), field("Runbook", slackEscape(d.Runbook))}
+	fields := []*slackapi.TextObject{field("Run", slackEscape(d.RunID)), field("Runbook", slackEscape(d.Runbook))}
 	if d.Environment != "" {
 		fields = append(fields, field("Environment", slackEscape(d.Environment)))
 	}
@@ -302,7 +302,7 @@ func SlackGateMessage(d store.EventData, g SlackGate) (string, []slack.Block) {
 	if !g.Deadline.IsZero() && g.Status == "pending" {
 		fields = append(fields, field("Deadline", slackTime(g.Deadline)))
 	}
-	blocks = append(blocks, slack.NewSectionBlock(nil, fields, nil))
+	blocks = append(blocks, slackapi.NewSection(nil, fields))
 	if len(g.Votes) > 0 {
 		var lines []string
 		for _, v := range g.Votes {
@@ -312,8 +312,8 @@ func SlackGateMessage(d store.EventData, g SlackGate) (string, []slack.Block) {
 			}
 			lines = append(lines, line)
 		}
-		blocks = append(blocks, slack.NewContextBlock("rbook_votes",
-			slack.NewTextBlockObject(slack.MarkdownType, clipRunes("Votes: "+strings.Join(lines, "\n"), 3000), false, true)))
+		blocks = append(blocks, slackapi.NewContext("rbook_votes",
+			slackapi.NewText(slackapi.MarkdownType, clipRunes("Votes: "+strings.Join(lines, "\n"), 3000), false, true)))
 	}
 	if g.Status != "pending" {
 		by := g.DecidedBy
@@ -334,20 +334,22 @@ func SlackGateMessage(d store.EventData, g SlackGate) (string, []slack.Block) {
 			line += "\nSent back to " + slackEscape(g.RedoFrom)
 		}
 		text += fmt.Sprintf(" by %s", by)
-		blocks = append(blocks, slack.NewSectionBlock(slack.NewTextBlockObject(slack.MarkdownType, clipRunes(line, 3000), false, true), nil, nil))
+		blocks = append(blocks, slackapi.NewSection(slackapi.NewText(slackapi.MarkdownType, clipRunes(line, 3000), false, true), nil))
 	}
-	var buttons []slack.BlockElement
+	var buttons []any
 	if g.URL != "" {
-		buttons = append(buttons, slack.NewButtonBlockElement(SlackActionOpen, g.ApprovalID,
-			slack.NewTextBlockObject(slack.PlainTextType, "Open the gate", false, false)).WithURL(g.URL))
+		open := slackapi.NewButton(SlackActionOpen, g.ApprovalID, slackapi.NewText(slackapi.PlainTextType, "Open the gate", false, false))
+		open.URL = g.URL
+		buttons = append(buttons, open)
 	}
 	if g.Status == "pending" {
-		buttons = append(buttons,
-			slack.NewButtonBlockElement(SlackActionApprove, g.ApprovalID, slack.NewTextBlockObject(slack.PlainTextType, "Approve", false, false)).WithStyle(slack.StylePrimary),
-			slack.NewButtonBlockElement(SlackActionReject, g.ApprovalID, slack.NewTextBlockObject(slack.PlainTextType, "Reject", false, false)).WithStyle(slack.StyleDanger))
+		approve := slackapi.NewButton(SlackActionApprove, g.ApprovalID, slackapi.NewText(slackapi.PlainTextType, "Approve", false, false))
+		reject := slackapi.NewButton(SlackActionReject, g.ApprovalID, slackapi.NewText(slackapi.PlainTextType, "Reject", false, false))
+		approve.Style, reject.Style = slackapi.StylePrimary, slackapi.StyleDanger
+		buttons = append(buttons, approve, reject)
 	}
 	if len(buttons) > 0 {
-		blocks = append(blocks, slack.NewActionBlock("rbook_gate", buttons...))
+		blocks = append(blocks, slackapi.NewActions("rbook_gate", buttons...))
 	}
 	return text, blocks
 }
@@ -380,8 +382,8 @@ func modalMeta(m SlackModalMeta) string {
 	return string(b)
 }
 
-func plain(s string, n int) *slack.TextBlockObject {
-	return slack.NewTextBlockObject(slack.PlainTextType, clipRunes(s, n), false, false)
+func plain(s string, n int) *slackapi.TextObject {
+	return slackapi.NewText(slackapi.PlainTextType, clipRunes(s, n), false, false)
 }
 
 // SlackApproveModal is the modal the Approve button opens on a gate that declares approver
@@ -390,39 +392,37 @@ func plain(s string, n int) *slack.TextBlockObject {
 // number, a menu of the options for one of a list, true/false for a boolean, prefilled with
 // the default, optional unless the field is required without a default, its description as
 // the hint.
-func SlackApproveModal(meta SlackModalMeta, node string, fields []gateinputs.Field) slack.ModalViewRequest {
-	blocks := []slack.Block{slack.NewSectionBlock(slack.NewTextBlockObject(slack.MarkdownType,
-		clipRunes("Approve *"+slackEscape(node)+"* with these values:", 3000), false, true), nil, nil)}
+func SlackApproveModal(meta SlackModalMeta, node string, fields []gateinputs.Field) slackapi.ModalView {
+	blocks := []slackapi.Block{slackapi.NewSection(slackapi.NewText(slackapi.MarkdownType,
+		clipRunes("Approve *"+slackEscape(node)+"* with these values:", 3000), false, true), nil)}
 	for _, f := range fields {
-		var el slack.BlockElement
+		var el any
 		switch f.Type {
 		case gateinputs.TypeBoolean, gateinputs.TypeEnum:
 			opts := f.Options
 			if f.Type == gateinputs.TypeBoolean {
 				opts = []string{"true", "false"}
 			}
-			var options []*slack.OptionBlockObject
-			var initial *slack.OptionBlockObject
+			var options []*slackapi.Option
+			var initial *slackapi.Option
 			for _, o := range opts {
-				ob := slack.NewOptionBlockObject(clipRunes(o, 150), plain(o, 75), nil)
+				ob := slackapi.NewOption(clipRunes(o, 150), plain(o, 75))
 				if f.HasDefault && o == f.Default {
 					initial = ob
 				}
 				options = append(options, ob)
 			}
-			sel := slack.NewOptionsSelectBlockElement(slack.OptTypeStatic, plain("Choose", 150), SlackValueAction, options...)
-			if initial != nil {
-				sel = sel.WithInitialOption(initial)
-			}
+			sel := slackapi.NewStaticSelect(plain("Choose", 150), SlackValueAction, options...)
+			sel.InitialOption = initial
 			el = sel
 		default:
-			in := slack.NewPlainTextInputBlockElement(nil, SlackValueAction)
+			in := slackapi.NewPlainTextInput(SlackValueAction)
 			if f.HasDefault {
-				in = in.WithInitialValue(f.Default)
+				in.InitialValue = f.Default
 			}
 			el = in
 		}
-		var hint *slack.TextBlockObject
+		var hint *slackapi.TextObject
 		if f.Description != "" {
 			hint = plain(f.Description, 2000)
 		}
@@ -430,32 +430,31 @@ func SlackApproveModal(meta SlackModalMeta, node string, fields []gateinputs.Fie
 		if f.Type == gateinputs.TypeNumber {
 			label += " (a number)"
 		}
-		blocks = append(blocks, slack.NewInputBlock(SlackInputBlockPrefix+f.Name, plain(label, 2000), hint, el).
-			WithOptional(!f.Required || f.HasDefault))
+		blocks = append(blocks, slackapi.NewInput(SlackInputBlockPrefix+f.Name, plain(label, 2000), hint, el, !f.Required || f.HasDefault))
 	}
-	return slack.ModalViewRequest{Type: slack.VTModal, Title: plain("Approve gate", 24), Submit: plain("Approve", 24),
-		Close: plain("Cancel", 24), CallbackID: SlackModalApprove, PrivateMetadata: modalMeta(meta), Blocks: slack.Blocks{BlockSet: blocks}}
+	return slackapi.ModalView{Type: "modal", Title: plain("Approve gate", 24), Submit: plain("Approve", 24),
+		Close: plain("Cancel", 24), CallbackID: SlackModalApprove, PrivateMetadata: modalMeta(meta), Blocks: blocks}
 }
 
 // SlackRejectModal is the modal the Reject button opens: a required reason (block
 // SlackReasonBlock) and, when the gate's node declares rewind targets, an optional "Send back
 // to" menu of them (block SlackRedoBlock), whose choice becomes RejectRequest.redo_from.
-func SlackRejectModal(meta SlackModalMeta, node string, rewindTargets []string) slack.ModalViewRequest {
-	blocks := []slack.Block{
-		slack.NewInputBlock(SlackReasonBlock, plain("Why reject "+node+"?", 2000), nil,
-			slack.NewPlainTextInputBlockElement(nil, SlackValueAction).WithMaxLength(1000)),
+func SlackRejectModal(meta SlackModalMeta, node string, rewindTargets []string) slackapi.ModalView {
+	blocks := []slackapi.Block{
+		slackapi.NewInput(SlackReasonBlock, plain("Why reject "+node+"?", 2000), nil,
+			&slackapi.PlainTextInput{Type: "plain_text_input", ActionID: SlackValueAction, MaxLength: 1000}, false),
 	}
 	if len(rewindTargets) > 0 {
-		var options []*slack.OptionBlockObject
+		var options []*slackapi.Option
 		for _, t := range rewindTargets {
-			options = append(options, slack.NewOptionBlockObject(clipRunes(t, 150), plain(t, 75), nil))
+			options = append(options, slackapi.NewOption(clipRunes(t, 150), plain(t, 75)))
 		}
-		blocks = append(blocks, slack.NewInputBlock(SlackRedoBlock, plain("Send back to", 2000),
+		blocks = append(blocks, slackapi.NewInput(SlackRedoBlock, plain("Send back to", 2000),
 			plain("Leave empty to fail the run; choose a node to send the run back to it with your reason.", 2000),
-			slack.NewOptionsSelectBlockElement(slack.OptTypeStatic, plain("Choose a node", 150), SlackValueAction, options...)).WithOptional(true))
+			slackapi.NewStaticSelect(plain("Choose a node", 150), SlackValueAction, options...), true))
 	}
-	return slack.ModalViewRequest{Type: slack.VTModal, Title: plain("Reject gate", 24), Submit: plain("Reject", 24),
-		Close: plain("Cancel", 24), CallbackID: SlackModalReject, PrivateMetadata: modalMeta(meta), Blocks: slack.Blocks{BlockSet: blocks}}
+	return slackapi.ModalView{Type: "modal", Title: plain("Reject gate", 24), Submit: plain("Reject", 24),
+		Close: plain("Cancel", 24), CallbackID: SlackModalReject, PrivateMetadata: modalMeta(meta), Blocks: blocks}
 }
 
 // slackChannel parses a slack channel's fields (docs/slack.md, "Configuration"): channel (a

@@ -8,10 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slack-go/slack"
-
 	"github.com/rbookhq/rbook-action/controlplane/notify"
 	"github.com/rbookhq/rbook-action/controlplane/notify/slackfake"
+	"github.com/rbookhq/rbook-action/controlplane/slackapi"
 	"github.com/rbookhq/rbook-action/controlplane/store"
 )
 
@@ -62,7 +61,7 @@ func TestSlackChannelConfigNamesTheFieldOfEachMistake(t *testing.T) {
 	}
 }
 
-func blocksJSON(t *testing.T, blocks []slack.Block) string {
+func blocksJSON(t *testing.T, blocks []slackapi.Block) string {
 	t.Helper()
 	var b strings.Builder
 	enc := json.NewEncoder(&b)

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/rbookhq/rbook-action/controlplane/server"
 	"github.com/rbookhq/rbook-action/internal/flagconfig"

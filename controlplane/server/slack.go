@@ -14,11 +14,11 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	"github.com/slack-go/slack"
 
 	"github.com/rbookhq/rbook-action/controlplane/consolelink"
 	"github.com/rbookhq/rbook-action/controlplane/notify"
 	"github.com/rbookhq/rbook-action/controlplane/people"
+	"github.com/rbookhq/rbook-action/controlplane/slackapi"
 	"github.com/rbookhq/rbook-action/controlplane/store"
 	"github.com/rbookhq/rbook-action/internal/gateinputs"
 )
@@ -33,7 +33,7 @@ const SlackInteractionsPath = "/slack/interactions"
 
 // Bounds of the interaction endpoint: a request body is at most maxSlackBody bytes;
 // a request's hash is kept slackReplayKeep (more than the five minutes a signature's
-// timestamp is accepted for, slack.NewSecretsVerifier), so a replay within the window is
+// timestamp is accepted for, slackapi.Verify), so a replay within the window is
 // recognised on every replica; slackCallTimeout bounds each Web API call made while Slack
 // waits for the answer (Slack gives an app three seconds, and a trigger_id lives as long).
 const (
@@ -113,7 +113,7 @@ func (s *Server) voteLabel(identity, person string) string {
 
 // slackInteractions is SlackInteractionsPath: a request signed by Slack (X-Slack-Signature,
 // v0 HMAC-SHA256 over "v0:<timestamp>:<body>" with a slack channel's signing secret,
-// X-Slack-Request-Timestamp within five minutes; slack.NewSecretsVerifier compares in
+// X-Slack-Request-Timestamp within five minutes; slackapi.Verify compares in
 // constant time) is acted on once: a replay of the same signed request, on any replica,
 // answers 200 and changes nothing. A request no configured secret verifies answers 401,
 // changes nothing, and is logged in one line without the body or any secret.
@@ -147,7 +147,7 @@ func (s *Server) slackInteractions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	form, err := url.ParseQuery(string(body))
-	var cb slack.InteractionCallback
+	var cb slackapi.InteractionCallback
 	if err == nil {
 		err = json.Unmarshal([]byte(form.Get("payload")), &cb)
 	}
@@ -156,9 +156,9 @@ func (s *Server) slackInteractions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	switch cb.Type {
-	case slack.InteractionTypeBlockActions:
+	case slackapi.InteractionBlockActions:
 		s.slackAction(ctx, ch, cb)
-	case slack.InteractionTypeViewSubmission:
+	case slackapi.InteractionViewSubmission:
 		if resp := s.slackSubmission(ctx, ch, cb); resp != nil {
 			w.Header().Set("Content-Type", "application/json")
 			_ = json.NewEncoder(w).Encode(resp)
@@ -173,17 +173,13 @@ func (s *Server) slackInteractions(w http.ResponseWriter, r *http.Request) {
 func (s *Server) verifySlack(h http.Header, body []byte) (*notify.Slack, string) {
 	why := "no slack channel is configured"
 	for _, ch := range s.slackChannels() {
-		sv, err := slack.NewSecretsVerifier(h, ch.SigningSecret())
-		if err == nil {
-			_, _ = sv.Write(body)
-			err = sv.Ensure()
-		}
+		err := slackapi.Verify(h, body, ch.SigningSecret(), time.Now())
 		switch {
 		case err == nil:
 			return ch, ""
-		case errors.Is(err, slack.ErrMissingHeaders):
+		case errors.Is(err, slackapi.ErrMissingHeaders):
 			return nil, "X-Slack-Signature or X-Slack-Request-Timestamp is missing"
-		case errors.Is(err, slack.ErrExpiredTimestamp):
+		case errors.Is(err, slackapi.ErrExpiredTimestamp):
 			return nil, "X-Slack-Request-Timestamp is more than five minutes from now"
 		default:
 			why = "the signature does not match a configured signing secret"
@@ -193,7 +189,7 @@ func (s *Server) verifySlack(h http.Header, body []byte) (*notify.Slack, string)
 }
 
 // slackIdentity is the Slack user of an interaction as rbook names it: "slack:<team>/<user>".
-func slackIdentity(cb slack.InteractionCallback) string {
+func slackIdentity(cb slackapi.InteractionCallback) string {
 	team := cb.Team.ID
 	if team == "" {
 		team = cb.User.TeamID
@@ -226,7 +222,7 @@ func (s *Server) slackEphemeral(ctx context.Context, ch *notify.Slack, channel, 
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), slackCallTimeout)
 	defer cancel()
-	if _, err := ch.API().PostEphemeralContext(cctx, channel, user, slack.MsgOptionText(text, false)); err != nil {
+	if err := ch.API().PostEphemeral(cctx, channel, user, text); err != nil {
 		s.log.WarnContext(ctx, "slack ephemeral message failed", "channel", ch.Name(), "err", err.Error())
 	}
 }
@@ -234,11 +230,11 @@ func (s *Server) slackEphemeral(ctx context.Context, ch *notify.Slack, channel, 
 // slackAction handles a button of a gate message: Approve decides at once, or opens the
 // approver-input form when the gate declares inputs; Reject opens the reason form. A refusal
 // is told to the person who pressed it only.
-func (s *Server) slackAction(ctx context.Context, ch *notify.Slack, cb slack.InteractionCallback) {
-	if len(cb.ActionCallback.BlockActions) == 0 {
+func (s *Server) slackAction(ctx context.Context, ch *notify.Slack, cb slackapi.InteractionCallback) {
+	if len(cb.Actions) == 0 {
 		return
 	}
-	act := cb.ActionCallback.BlockActions[0]
+	act := cb.Actions[0]
 	if act.ActionID != notify.SlackActionApprove && act.ActionID != notify.SlackActionReject {
 		return // the link button, or another app's action
 	}
@@ -277,10 +273,10 @@ func (s *Server) slackAction(ctx context.Context, ch *notify.Slack, cb slack.Int
 }
 
 // slackOpen opens a modal for the user who pressed a button (views.open with its trigger_id).
-func (s *Server) slackOpen(ctx context.Context, ch *notify.Slack, cb slack.InteractionCallback, view slack.ModalViewRequest) {
+func (s *Server) slackOpen(ctx context.Context, ch *notify.Slack, cb slackapi.InteractionCallback, view slackapi.ModalView) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), slackCallTimeout)
 	defer cancel()
-	if _, err := ch.API().OpenViewContext(cctx, cb.TriggerID, view); err != nil {
+	if err := ch.API().OpenView(cctx, cb.TriggerID, view); err != nil {
 		s.log.WarnContext(ctx, "slack views.open failed", "channel", ch.Name(), "err", err.Error())
 		channel := cb.Channel.ID
 		if channel == "" {
@@ -295,7 +291,7 @@ func (s *Server) slackOpen(ctx context.Context, ch *notify.Slack, cb slack.Inter
 // response_action "errors" naming its field; the reject form needs a reason, and its "Send
 // back to" choice is the rejection's redo_from (docs/push-back.md). Then the vote goes
 // through decide. nil means "close the modal".
-func (s *Server) slackSubmission(ctx context.Context, ch *notify.Slack, cb slack.InteractionCallback) *slack.ViewSubmissionResponse {
+func (s *Server) slackSubmission(ctx context.Context, ch *notify.Slack, cb slackapi.InteractionCallback) *slackapi.ViewSubmissionResponse {
 	var meta notify.SlackModalMeta
 	if err := json.Unmarshal([]byte(cb.View.PrivateMetadata), &meta); err != nil || meta.ApprovalID == "" {
 		return nil // not one of rbook's modals
@@ -305,7 +301,7 @@ func (s *Server) slackSubmission(ctx context.Context, ch *notify.Slack, cb slack
 		return nil
 	}
 	ctx = slackVoterContext(ctx, identity)
-	var values map[string]map[string]slack.BlockAction
+	var values map[string]map[string]slackapi.BlockAction
 	if cb.View.State != nil {
 		values = cb.View.State.Values
 	}
@@ -330,17 +326,17 @@ func (s *Server) slackSubmission(ctx context.Context, ch *notify.Slack, cb slack
 			}
 		}
 		if _, e := gateinputs.Validate(a.Inputs, inputs); e != nil {
-			return slack.NewErrorsViewSubmissionResponse(map[string]string{notify.SlackInputBlockPrefix + e.Field: e.Msg})
+			return slackapi.NewErrorsResponse(map[string]string{notify.SlackInputBlockPrefix + e.Field: e.Msg})
 		}
 		s.slackDecide(ctx, ch, meta.Channel, cb.User.ID, vote{approvalID: meta.ApprovalID, verdict: store.ApprovalApproved,
 			source: sourceSlack, inputs: inputs})
 	case notify.SlackModalReject:
 		reason := value(notify.SlackReasonBlock)
 		if reason == "" {
-			return slack.NewErrorsViewSubmissionResponse(map[string]string{notify.SlackReasonBlock: "Give a reason: the run's starter reads it."})
+			return slackapi.NewErrorsResponse(map[string]string{notify.SlackReasonBlock: "Give a reason: the run's starter reads it."})
 		}
 		if err := printableText("reason", reason); err != nil {
-			return slack.NewErrorsViewSubmissionResponse(map[string]string{notify.SlackReasonBlock: "Give one line of text, without line breaks."})
+			return slackapi.NewErrorsResponse(map[string]string{notify.SlackReasonBlock: "Give one line of text, without line breaks."})
 		}
 		s.slackDecide(ctx, ch, meta.Channel, cb.User.ID, vote{approvalID: meta.ApprovalID, verdict: store.ApprovalRejected,
 			source: sourceSlack, reason: reason, redoFrom: value(notify.SlackRedoBlock)})
