@@ -146,7 +146,11 @@ func (r *FileRecorder) Record(_ context.Context, t engine.Transition) error {
 	}
 	// The journal first: once its line is on disk the transition is recorded, whatever
 	// becomes of the state file's rewrite (docs/decisions/durability.md).
-	if err := r.journal.append(line, write); err != nil {
+	err = r.journal.append(line, write)
+	if s.RunStatus.Final() {
+		r.journal.close() // a final run records nothing more, unless a rollback reopens it
+	}
+	if err != nil {
 		return &NotWritableError{Err: err}
 	}
 	if r.appended != nil {
