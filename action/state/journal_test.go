@@ -344,3 +344,42 @@ func TestJournalSurvivesKillBetweenAppendAndStateWrite(t *testing.T) {
 		})
 	}
 }
+
+// TestResumeContinuesTheJournalsSequence: a safe step's start is in the journal but never in
+// the state file. An executor killed during that step leaves the file one seq behind the
+// journal; Open takes the seq from the journal without rewriting the file or saying
+// anything (nothing the file holds was lost), so the resumed run's transitions continue the
+// journal's sequence instead of reusing a seq it already holds.
+func TestResumeContinuesTheJournalsSequence(t *testing.T) {
+	notice := captureNotice(t)
+	path := filepath.Join(t.TempDir(), "demo.state.json")
+	fr := recordDemo(t, path, nil)
+	id := fr.State.RunID
+	started := func(seq int64) engine.Transition {
+		return engine.Transition{RunID: id, Seq: seq, Kind: engine.TransitionStepStarted, Time: day, StepIndex: 2, StepName: "confirm-app", StepType: "confirm", RunStatus: engine.RunInProgress}
+	}
+	if err := fr.Record(t.Context(), started(6)); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.ReadFile(path)
+	o, err := Open(testPlan(), path, OpenOptions{Now: clock})
+	if err != nil || o.State.Seq != 6 || o.StartIndex != 2 {
+		t.Fatalf("Open: %v, seq %d, start %d; want seq 6 (the journal's), start 2", err, o.State.Seq, o.StartIndex)
+	}
+	if after, _ := os.ReadFile(path); !bytes.Equal(before, after) || notice.Len() != 0 {
+		t.Errorf("the state file was rewritten (%v) or a notice given (%q) for a transition it never holds", !bytes.Equal(before, after), notice)
+	}
+	next := &FileRecorder{Path: path, State: o.State}
+	if err := next.Record(t.Context(), started(7)); err != nil {
+		t.Fatal(err)
+	}
+	_, ts, _, err := ReadJournal(JournalPath(path, id))
+	if err != nil || len(ts) != 7 {
+		t.Fatalf("journal: %v, %d transitions", err, len(ts))
+	}
+	for i, tr := range ts {
+		if tr.Seq != int64(i+1) {
+			t.Errorf("journal line %d holds seq %d, want %d", i+2, tr.Seq, i+1)
+		}
+	}
+}
