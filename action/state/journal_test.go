@@ -383,3 +383,50 @@ func TestResumeContinuesTheJournalsSequence(t *testing.T) {
 		}
 	}
 }
+
+// TestLostPlaybookStateFileIsRecoveredFromTheJournal: a playbook run's state holds what no
+// transition carries (its inputs, the playbook path); rebuilt from the journal alone (the
+// state file cut to nothing), it comes from the journal's header, and the node outputs and
+// counts from the transitions, byte for byte the file the executor wrote.
+func TestLostPlaybookStateFileIsRecoveredFromTheJournal(t *testing.T) {
+	notice := captureNotice(t)
+	path := filepath.Join(t.TempDir(), "diamond.playbook.state.json")
+	plan := testPlaybookPlan()
+	o, err := OpenPlaybook(plan, path, PlaybookOpenOptions{PlaybookPath: plan.Path, Inputs: map[string]any{"version": "1.2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fr := &FileRecorder{Path: path, State: o.State}
+	id := o.State.RunID
+	ev := &engine.Evidence{StepName: "a", Type: "deterministic", Output: `{"built": "app-1.2"}`, Status: engine.StatusPass, TimestampUTC: "2026-01-01T00:00:03.000000000Z"}
+	for _, x := range []engine.Transition{
+		{RunID: id, Seq: 1, Kind: engine.TransitionRunStarted, StepIndex: -1, RunStatus: engine.RunInProgress},
+		tr(2, engine.TransitionStepStarted, 0, "a", nil),
+		tr(3, engine.TransitionStepFinished, 0, "a", ev),
+	} {
+		x.RunID = id
+		if err := fr.Record(t.Context(), x); err != nil {
+			t.Fatal(err)
+		}
+	}
+	last, _ := os.ReadFile(path)
+	if err := os.Truncate(path, 0); err != nil {
+		t.Fatal(err)
+	}
+	o, err = OpenPlaybook(plan, path, PlaybookOpenOptions{PlaybookPath: plan.Path})
+	if err != nil {
+		t.Fatalf("OpenPlaybook after the lost write: %v", err)
+	}
+	if !o.Resumed || o.State.Seq != 3 || o.State.Inputs["version"] != "1.2" || o.State.IterationCounts["a"] != 1 || len(o.State.InFlightNodes) != 0 {
+		t.Fatalf("OpenPlaybook: resumed %v, seq %d, inputs %v, counts %v, in flight %v", o.Resumed, o.State.Seq, o.State.Inputs, o.State.IterationCounts, o.State.InFlightNodes)
+	}
+	if b, _ := o.State.Bindings["a"].(map[string]any); b["built"] != "app-1.2" {
+		t.Errorf("binding of node a: %v", o.State.Bindings["a"])
+	}
+	if disk, _ := os.ReadFile(path); !bytes.Equal(disk, last) {
+		t.Errorf("rebuilt state file differs from the one the executor wrote:\n%s\n----\n%s", disk, last)
+	}
+	if !strings.Contains(notice.String(), "could not be read (the file is empty)") {
+		t.Errorf("notice %q", notice)
+	}
+}
