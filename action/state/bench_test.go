@@ -10,7 +10,7 @@ import (
 	"github.com/rbookhq/rbook-action/action/runbook"
 )
 
-// BenchmarkEngineOverhead1000Steps measures what the engine and the durable state file add per step
+// BenchmarkEngineOverhead1000Steps measures what the engine, the journal and the state file add per step
 // (target, docs/development.md "Benchmarks": ≤ 1 ms beyond the step's own work) on a generated
 // 1,000-step runbook whose executors return at once. Reported as ms/step.
 //

@@ -100,11 +100,12 @@ func ReadJournal(path string) (h *JournalHeader, ts []engine.Transition, end int
 	return h, ts, end, nil
 }
 
-// journal appends a run's transitions to its journal file. The file is opened for each
-// append and closed after it, so no handle outlives a Record.
+// journal appends a run's transitions to its journal file. The file stays open from the
+// first append to the one that makes the run final (close).
 type journal struct {
 	path, runID string
 	ready       bool
+	f           *os.File
 	// header is the header line a journal that does not exist yet starts with; nil once
 	// the file exists.
 	header []byte
@@ -118,6 +119,7 @@ type journal struct {
 // off so the next append starts a line of its own; one of another run is a *JournalError.
 // When there is none, the header the first append creates it with is made from s.
 func (j *journal) prepare(statePath string, s *State) error {
+	j.close()
 	j.path, j.runID, j.header = JournalPath(statePath, s.RunID), s.RunID, nil
 	h, _, end, err := ReadJournal(j.path)
 	switch {
@@ -149,31 +151,34 @@ func (j *journal) prepare(statePath string, s *State) error {
 // its folder, so the file's name survives a crash too. A line that is not durable reaches
 // the disk with the next durable one.
 func (j *journal) append(line []byte, durable bool) error {
-	flag := os.O_WRONLY | os.O_APPEND | oNoFollow
+	if j.f == nil {
+		flag := os.O_WRONLY | os.O_APPEND | oNoFollow
+		if j.header != nil {
+			flag = os.O_WRONLY | os.O_APPEND | os.O_CREATE | os.O_EXCL | oNoFollow
+		}
+		f, err := os.OpenFile(j.path, flag, 0o600)
+		if err != nil {
+			return err
+		}
+		j.f = f
+	}
 	if j.header != nil {
-		flag = os.O_WRONLY | os.O_CREATE | os.O_EXCL | oNoFollow
 		line = append(j.header, line...)
 	}
-	f, err := os.OpenFile(j.path, flag, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(line); err != nil {
-		f.Close()
+	if _, err := j.f.Write(line); err != nil {
+		j.close()
 		return fmt.Errorf("append to %s: %w", j.path, err)
 	}
+	var err error
 	switch {
 	case j.header != nil:
-		err = f.Sync()
+		err = j.f.Sync()
 	case durable:
-		err = fdatasync(f)
+		err = fdatasync(j.f)
 	}
 	if err != nil {
-		f.Close()
+		j.close()
 		return fmt.Errorf("sync %s: %w", j.path, err)
-	}
-	if err := f.Close(); err != nil {
-		return err
 	}
 	switch {
 	case j.header != nil:
@@ -186,6 +191,14 @@ func (j *journal) append(line []byte, durable bool) error {
 		j.datasyncs++
 	}
 	return nil
+}
+
+// close closes the journal file, if open; the next append opens it again.
+func (j *journal) close() {
+	if j.f != nil {
+		j.f.Close()
+		j.f = nil
+	}
 }
 
 // journalLine is t's journal line: its JSON (engine.Transition's encoding) and a newline.

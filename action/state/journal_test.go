@@ -344,3 +344,89 @@ func TestJournalSurvivesKillBetweenAppendAndStateWrite(t *testing.T) {
 		})
 	}
 }
+
+// TestResumeContinuesTheJournalsSequence: a safe step's start is in the journal but never in
+// the state file. An executor killed during that step leaves the file one seq behind the
+// journal; Open takes the seq from the journal without rewriting the file or saying
+// anything (nothing the file holds was lost), so the resumed run's transitions continue the
+// journal's sequence instead of reusing a seq it already holds.
+func TestResumeContinuesTheJournalsSequence(t *testing.T) {
+	notice := captureNotice(t)
+	path := filepath.Join(t.TempDir(), "demo.state.json")
+	fr := recordDemo(t, path, nil)
+	id := fr.State.RunID
+	started := func(seq int64) engine.Transition {
+		return engine.Transition{RunID: id, Seq: seq, Kind: engine.TransitionStepStarted, Time: day, StepIndex: 2, StepName: "confirm-app", StepType: "confirm", RunStatus: engine.RunInProgress}
+	}
+	if err := fr.Record(t.Context(), started(6)); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.ReadFile(path)
+	o, err := Open(testPlan(), path, OpenOptions{Now: clock})
+	if err != nil || o.State.Seq != 6 || o.StartIndex != 2 {
+		t.Fatalf("Open: %v, seq %d, start %d; want seq 6 (the journal's), start 2", err, o.State.Seq, o.StartIndex)
+	}
+	if after, _ := os.ReadFile(path); !bytes.Equal(before, after) || notice.Len() != 0 {
+		t.Errorf("the state file was rewritten (%v) or a notice given (%q) for a transition it never holds", !bytes.Equal(before, after), notice)
+	}
+	next := &FileRecorder{Path: path, State: o.State}
+	if err := next.Record(t.Context(), started(7)); err != nil {
+		t.Fatal(err)
+	}
+	_, ts, _, err := ReadJournal(JournalPath(path, id))
+	if err != nil || len(ts) != 7 {
+		t.Fatalf("journal: %v, %d transitions", err, len(ts))
+	}
+	for i, tr := range ts {
+		if tr.Seq != int64(i+1) {
+			t.Errorf("journal line %d holds seq %d, want %d", i+2, tr.Seq, i+1)
+		}
+	}
+}
+
+// TestLostPlaybookStateFileIsRecoveredFromTheJournal: a playbook run's state holds what no
+// transition carries (its inputs, the playbook path); rebuilt from the journal alone (the
+// state file cut to nothing), it comes from the journal's header, and the node outputs and
+// counts from the transitions, byte for byte the file the executor wrote.
+func TestLostPlaybookStateFileIsRecoveredFromTheJournal(t *testing.T) {
+	notice := captureNotice(t)
+	path := filepath.Join(t.TempDir(), "diamond.playbook.state.json")
+	plan := testPlaybookPlan()
+	o, err := OpenPlaybook(plan, path, PlaybookOpenOptions{PlaybookPath: plan.Path, Inputs: map[string]any{"version": "1.2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fr := &FileRecorder{Path: path, State: o.State}
+	id := o.State.RunID
+	ev := &engine.Evidence{StepName: "a", Type: "deterministic", Output: `{"built": "app-1.2"}`, Status: engine.StatusPass, TimestampUTC: "2026-01-01T00:00:03.000000000Z"}
+	for _, x := range []engine.Transition{
+		{RunID: id, Seq: 1, Kind: engine.TransitionRunStarted, StepIndex: -1, RunStatus: engine.RunInProgress},
+		tr(2, engine.TransitionStepStarted, 0, "a", nil),
+		tr(3, engine.TransitionStepFinished, 0, "a", ev),
+	} {
+		x.RunID = id
+		if err := fr.Record(t.Context(), x); err != nil {
+			t.Fatal(err)
+		}
+	}
+	last, _ := os.ReadFile(path)
+	if err := os.Truncate(path, 0); err != nil {
+		t.Fatal(err)
+	}
+	o, err = OpenPlaybook(plan, path, PlaybookOpenOptions{PlaybookPath: plan.Path})
+	if err != nil {
+		t.Fatalf("OpenPlaybook after the lost write: %v", err)
+	}
+	if !o.Resumed || o.State.Seq != 3 || o.State.Inputs["version"] != "1.2" || o.State.IterationCounts["a"] != 1 || len(o.State.InFlightNodes) != 0 {
+		t.Fatalf("OpenPlaybook: resumed %v, seq %d, inputs %v, counts %v, in flight %v", o.Resumed, o.State.Seq, o.State.Inputs, o.State.IterationCounts, o.State.InFlightNodes)
+	}
+	if b, _ := o.State.Bindings["a"].(map[string]any); b["built"] != "app-1.2" {
+		t.Errorf("binding of node a: %v", o.State.Bindings["a"])
+	}
+	if disk, _ := os.ReadFile(path); !bytes.Equal(disk, last) {
+		t.Errorf("rebuilt state file differs from the one the executor wrote:\n%s\n----\n%s", disk, last)
+	}
+	if !strings.Contains(notice.String(), "could not be read (the file is empty)") {
+		t.Errorf("notice %q", notice)
+	}
+}

@@ -10,15 +10,16 @@ import (
 	"github.com/rbookhq/rbook-action/action/runbook"
 )
 
-// FileRecorder is the engine.Recorder that keeps the run's journal and the state file (docs/spec/runbooks.md, "Step 4" and "Step 6";
-// docs/decisions/durability.md). Every transition is appended to the journal
-// (`<run_id>.journal.jsonl` beside the state file), and one that changes what a resume would
-// do is made durable there with one fdatasync before Record returns; the state file, which
-// it holds in memory, is then rewritten (temp file and rename, no fsync: a resume rebuilds it
-// from the journal when that write was lost). A step_started of a step that is safe to repeat (check, confirm, a
-// playbook approval node) and a gate_decided are appended without a sync and not written to
-// the state file: resume re-runs such steps anyway, so they ride along with the next sync
-// and such a step costs one fdatasync (docs/development.md, "Benchmarks").
+// FileRecorder is the engine.Recorder that keeps the run's journal and the state file
+// (docs/spec/runbooks.md, "Step 4" and "Step 6"; docs/decisions/durability.md). Every
+// transition is appended to the journal (`<run_id>.journal.jsonl` beside the state file),
+// and one that changes what a resume would do is made durable there with one fdatasync
+// before Record returns; the state file, which it holds in memory, is then rewritten (temp
+// file and rename, no fsync: a resume rebuilds it from the journal when that write was
+// lost). A step_started of a step that is safe to repeat (check, confirm, a playbook
+// approval node) and a gate_decided are appended without a sync and not written to the
+// state file: resume re-runs such steps anyway, so they ride along with the next sync and
+// such a step costs one fdatasync (docs/development.md, "Benchmarks").
 // A side-effecting step's start (deploy, rollback, deterministic, agentic: in_flight) is on
 // disk before Record returns, so before the step runs (docs/runbooks.md, "State, resume and crashes").
 //
@@ -146,7 +147,11 @@ func (r *FileRecorder) Record(_ context.Context, t engine.Transition) error {
 	}
 	// The journal first: once its line is on disk the transition is recorded, whatever
 	// becomes of the state file's rewrite (docs/decisions/durability.md).
-	if err := r.journal.append(line, write); err != nil {
+	err = r.journal.append(line, write)
+	if s.RunStatus.Final() {
+		r.journal.close() // a final run records nothing more, unless a rollback reopens it
+	}
+	if err != nil {
 		return &NotWritableError{Err: err}
 	}
 	if r.appended != nil {

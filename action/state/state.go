@@ -344,7 +344,7 @@ func Write(path string, s *State) error {
 // the whole file after every step would otherwise cost O(entries) reflection per step. Outbox
 // entries are cached by sequence number for the same reason (a slow control plane lets the
 // outbox grow). A write through a Pack (FileRecorder) therefore costs the encoding of the
-// header and of the new entries only, plus the write and fsync of the file; the cached bytes
+// header and of the new entries only, plus the write of the file; the cached bytes
 // are handed to the file as they are, never copied into one buffer (docs/development.md, "Benchmarks").
 type Pack struct {
 	n   int

@@ -94,7 +94,7 @@ func TestExampleRunbookCompletesInCI(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), "COMPLETED") {
 		t.Fatalf("run ci-demo: %v\n%s", err, out)
 	}
-	for _, glob := range []string{".rbook/*.state.json", ".rbook/*.evidence.json", ".rbook/*.journal.jsonl"} {
+	for _, glob := range []string{".rbook/*.state.json", ".rbook/*.evidence.json"} {
 		if m, _ := filepath.Glob(filepath.Join(dir, glob)); len(m) != 1 {
 			t.Errorf("%s matches %v, want one file", glob, m)
 		}
