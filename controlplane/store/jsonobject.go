@@ -85,8 +85,15 @@ func newObject[V any](m map[string]V, enc func(V) ([]byte, error)) (*objectText,
 }
 
 // objectCacheRuns bounds the runs whose bindings and counts the writer keeps parsed (the runs
-// recording at the same time; one that falls out is parsed again from its text).
-const objectCacheRuns = 64
+// recording at the same time; one that falls out is parsed again from its text), and
+// objectCacheBytes the text of an object it keeps: with the parsed copy, the cache holds at
+// most about 16 × 2 × 256 KiB = 8 MiB per kind. A larger object is decoded each time, as
+// before (its run's every transition then costs more, but it is rare: a 256 KiB object is
+// some 5,000 nodes' bindings of the usual size).
+const (
+	objectCacheRuns  = 16
+	objectCacheBytes = 256 << 10
+)
 
 // objectCache holds the parsed bindings and iteration counts of the runs the writer recorded
 // last. An entry is used only while its text is the text read from the database, so a rolled
@@ -106,6 +113,10 @@ func cached(m map[string]*objectText, run, text string) *objectText {
 
 // put makes o run's entry of m, dropping another run's when m is full.
 func put(m *map[string]*objectText, run string, o *objectText) {
+	if len(o.text) > objectCacheBytes {
+		delete(*m, run)
+		return
+	}
 	if *m == nil {
 		*m = map[string]*objectText{}
 	}

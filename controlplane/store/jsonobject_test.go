@@ -48,6 +48,11 @@ func TestCachedBindingsAndCountsEncodeAsTheWholeObject(t *testing.T) {
 	if got, err := c.withBindingCached("r", `{"a":1}`, "big", big); err != nil || got != want || !strings.Contains(got, "omitted") {
 		t.Fatalf("over the cap: got %.200s (%v), want %.200s", got, err, want)
 	}
+	large := json.RawMessage(`{"out":"` + strings.Repeat("y", objectCacheBytes) + `"}`)
+	want, _ = withBinding(`{"a":1}`, "large", large)
+	if got, err := c.withBindingCached("large", `{"a":1}`, "large", large); err != nil || got != want || c.bindings["large"] != nil {
+		t.Fatalf("over the cache's size: got %.200s (%v, cached %v), want %.200s", got, err, c.bindings["large"] != nil, want)
+	}
 	if _, err := c.withBindingCached("r", `[1]`, "k", json.RawMessage(`{}`)); err == nil {
 		t.Fatal("bindings that are not an object were accepted")
 	}
