@@ -154,24 +154,16 @@ func (w *writeTx) applyPlaybook(run *RunProgress, t Transition, newStatus RunSta
 		return nil, fmt.Errorf("store: read bindings: %w", err)
 	}
 	if setBinding != nil {
-		if bindings, err = withBinding(bindings, t.StepName, setBinding); err != nil {
+		if bindings, err = w.objects.withBindingCached(t.RunID, bindings, t.StepName, setBinding); err != nil {
 			return nil, err
 		}
 	}
 	if countStart {
-		var m map[string]int
-		if err := json.Unmarshal([]byte(counts), &m); err != nil {
-			return nil, fmt.Errorf("store: iteration_counts of run %q: %w", t.RunID, err)
+		if text, ok := w.objects.countStartCached(t.RunID, counts, t.StepName); ok {
+			counts = text
+		} else if counts, err = countStart1(t.RunID, counts, t.StepName); err != nil {
+			return nil, err
 		}
-		if m == nil {
-			m = map[string]int{}
-		}
-		m[t.StepName]++
-		b, err := json.Marshal(m)
-		if err != nil {
-			return nil, fmt.Errorf("store: iteration counts: %w", err)
-		}
-		counts = string(b)
 	}
 	// One UPDATE of the run's row per transition (prepared statements): the row holds the
 	// bindings, which grow with every finished node, so each rewrite of it costs.
@@ -184,6 +176,23 @@ func (w *writeTx) applyPlaybook(run *RunProgress, t Transition, newStatus RunSta
 	}
 	out.Bindings, out.IterationCounts = json.RawMessage(bindings), json.RawMessage(counts)
 	return out, nil
+}
+
+// countStart1 adds one to counts[node] in the iteration counts text of run.
+func countStart1(run, counts, node string) (string, error) {
+	var m map[string]int
+	if err := json.Unmarshal([]byte(counts), &m); err != nil {
+		return "", fmt.Errorf("store: iteration_counts of run %q: %w", run, err)
+	}
+	if m == nil {
+		m = map[string]int{}
+	}
+	m[node]++
+	b, err := json.Marshal(m)
+	if err != nil {
+		return "", fmt.Errorf("store: iteration counts: %w", err)
+	}
+	return string(b), nil
 }
 
 // nodeBinding is a PASS node's binding: its evidence output when that is a JSON object,

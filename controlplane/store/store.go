@@ -126,7 +126,8 @@ type Store struct {
 	subsMu sync.Mutex
 	subs   atomic.Pointer[[]*subscriber]
 
-	cache progressCache // writer goroutine only
+	cache   progressCache // writer goroutine only
+	objects objectCache   // writer goroutine only
 
 	// fan serialises publish and, on PostgreSQL, runs the change listener (pglisten.go).
 	fan fanout

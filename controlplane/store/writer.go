@@ -32,6 +32,8 @@ type writeTx struct {
 	stmts *writeStmts
 	bound [numStmts]*sql.Stmt // stmts bound to tx, prepared once per batch
 	cache *progressCache
+	// objects holds the parsed bindings and iteration counts of recent runs (applyPlaybook).
+	objects *objectCache
 
 	change Change
 	// wrote is set once the current request changed a row.
@@ -301,7 +303,7 @@ func (s *Store) attempt(batch []*writeReq, results []error, safe, uniqueRetry bo
 	if err != nil {
 		return failAll(fmt.Errorf("store: begin transaction: %w", err), nil)
 	}
-	w := &writeTx{ctx: ctx, tx: tx, stmts: s.stmts, cache: &s.cache, deferOK: pg && !safe}
+	w := &writeTx{ctx: ctx, tx: tx, stmts: s.stmts, cache: &s.cache, objects: &s.objects, deferOK: pg && !safe}
 	if err := s.cache.begin(w, s.dialect); err != nil {
 		_ = tx.Rollback()
 		return failAll(fmt.Errorf("store: write batch aborted: %w", err), nil)
