@@ -5,6 +5,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -48,7 +49,8 @@ default: the built-in rules). With a control plane (--control-plane URL or
 $RBOOK_CONTROL_PLANE), its own policies decide when the gate opens; the plan says so.
 
 -o text (default), markdown (for a job summary) or json (docs/plan.md, "JSON"). --summary
-also appends the Markdown to $GITHUB_STEP_SUMMARY.
+appends the Markdown to $GITHUB_STEP_SUMMARY instead and prints one line (the Action's plan
+input).
 
 Exit codes: 0 shown, 2 a runbook, playbook, inputs or policy file that does not load
 (file:line: field: message).`,
@@ -73,7 +75,7 @@ Exit codes: 0 shown, 2 a runbook, playbook, inputs or policy file that does not 
 	cmd.Flags().StringVar(&f.playbookPolicy, "playbook-policy", "", "auto-pass policy rules, as rbook serve --playbook-policy reads them (default: the built-in rules)")
 	cmd.Flags().StringVar(&f.controlPlane, "control-plane", "", "the control plane the run reports to, whose policies decide its gates (default $RBOOK_CONTROL_PLANE)")
 	cmd.Flags().StringVarP(&f.output, "output", "o", "text", "text, markdown or json")
-	cmd.Flags().BoolVar(&f.summary, "summary", false, "also append the Markdown to $GITHUB_STEP_SUMMARY")
+	cmd.Flags().BoolVar(&f.summary, "summary", false, "append the Markdown to $GITHUB_STEP_SUMMARY instead of printing it")
 	return cmd
 }
 
@@ -97,20 +99,34 @@ func runPlan(cmd *cobra.Command, name string, f planFlags) error {
 		return abort("%v", err)
 	}
 	out := cmd.OutOrStdout()
-	switch f.output {
-	case "json":
+	switch {
+	case f.summary:
+		err = planSummary(out, v)
+	case f.output == "json":
 		err = planview.JSON(out, v)
-	case "markdown":
+	case f.output == "markdown":
 		planview.Markdown(out, v)
 	default:
 		planview.Text(out, v, termui.ColorAllowed(termui.IsTerminal(out)))
 	}
-	if err == nil && f.summary {
-		var b strings.Builder
-		planview.Markdown(&b, v)
-		_, err = github.AppendSummary(os.Getenv("GITHUB_STEP_SUMMARY"), b.String()+"\n")
-	}
 	return abortIf(err)
+}
+
+// planSummary appends v's Markdown to the job summary ($GITHUB_STEP_SUMMARY) and says so in
+// one line on out: nothing from the runbook reaches the job's log, where a line could be read
+// as a workflow command.
+func planSummary(out io.Writer, v *planview.View) error {
+	path := os.Getenv("GITHUB_STEP_SUMMARY")
+	if path == "" {
+		return fmt.Errorf("--summary: $GITHUB_STEP_SUMMARY is not set (a GitHub Actions job sets it); use -o markdown to print the Markdown")
+	}
+	var b strings.Builder
+	planview.Markdown(&b, v)
+	if _, err := github.AppendSummary(path, b.String()+"\n"); err != nil {
+		return fmt.Errorf("--summary: %w", err)
+	}
+	fmt.Fprintf(out, "The plan of %s (%s, plan digest %s) is in the job summary.\n", v.Name, termui.Plural(len(v.Steps), "step", "steps"), v.Digest)
+	return nil
 }
 
 // load is the plan of name and a playbook's validated inputs; errors name file:line.
