@@ -11,11 +11,13 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rbookhq/rbook-action/action/cpclient"
 	"github.com/rbookhq/rbook-action/action/github"
 	"github.com/rbookhq/rbook-action/action/preflight"
 	pipeline "github.com/rbookhq/rbook-action/action/run"
 	"github.com/rbookhq/rbook-action/action/runbook"
 	"github.com/rbookhq/rbook-action/controlplane/approval"
+	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
 	"github.com/rbookhq/rbook-action/internal/planview"
 	"github.com/rbookhq/rbook-action/internal/termui"
 )
@@ -46,7 +48,8 @@ run is bound to.
 The policies are the files 'rbook serve' reads: --gate-policy FILE (default: one approval by
 anyone but the run's starter) and --playbook-policy FILE (its rules, then the built-in ones;
 default: the built-in rules). With a control plane (--control-plane URL or
-$RBOOK_CONTROL_PLANE), its own policies decide when the gate opens; the plan says so.
+$RBOOK_CONTROL_PLANE), the gates are shown as its policies would decide them (it is asked,
+and records nothing); when it cannot be asked, the local files are shown and the plan says so.
 
 -o text (default), markdown (for a job summary) or json (docs/plan.md, "JSON"). --summary
 appends the Markdown to $GITHUB_STEP_SUMMARY instead and prints one line (the Action's plan
@@ -73,7 +76,7 @@ Exit codes: 0 shown, 2 a runbook, playbook, inputs or policy file that does not 
 	cmd.Flags().StringVar(&f.inputsFile, "inputs", "", "a YAML or JSON file mapping playbook input names to values")
 	cmd.Flags().StringVar(&f.gatePolicy, "gate-policy", "", "gate policy file, as rbook serve --gate-policy reads it (default: 1 approval, not the run's starter)")
 	cmd.Flags().StringVar(&f.playbookPolicy, "playbook-policy", "", "auto-pass policy rules, as rbook serve --playbook-policy reads them (default: the built-in rules)")
-	cmd.Flags().StringVar(&f.controlPlane, "control-plane", "", "the control plane the run reports to, whose policies decide its gates (default $RBOOK_CONTROL_PLANE)")
+	cmd.Flags().StringVar(&f.controlPlane, "control-plane", "", "the control plane the run reports to: its policies are asked what they would decide (default $RBOOK_CONTROL_PLANE)")
 	cmd.Flags().StringVarP(&f.output, "output", "o", "text", "text, markdown or json")
 	cmd.Flags().BoolVar(&f.summary, "summary", false, "append the Markdown to $GITHUB_STEP_SUMMARY instead of printing it")
 	return cmd
@@ -94,6 +97,14 @@ func runPlan(cmd *cobra.Command, name string, f planFlags) error {
 		return err
 	}
 	o.Inputs = inputs
+	if cp := f.controlPlane; cp != "" || os.Getenv("RBOOK_CONTROL_PLANE") != "" {
+		if cp == "" {
+			cp = os.Getenv("RBOOK_CONTROL_PLANE")
+		}
+		if cp != "off" {
+			remotePolicies(cmd, &o, plan, inputs, cp)
+		}
+	}
 	v, err := planview.Build(plan, o)
 	if err != nil {
 		return abort("%v", err)
@@ -188,14 +199,32 @@ func (f planFlags) policies() (planview.Options, error) {
 	if f.playbookPolicy != "" {
 		o.AutoPassPolicy = f.playbookPolicy + ", then the built-in rules"
 	}
-	cp := f.controlPlane
-	if cp == "" {
-		cp = os.Getenv("RBOOK_CONTROL_PLANE")
+	return o, nil
+}
+
+// remotePolicies asks the control plane cp what its policies would decide at plan's gates
+// (ApprovalService.PreviewGates) and sets o to answer from its reply. When it cannot be asked
+// (unreachable, refused, an older control plane), o keeps the local policies and says so: the
+// plan is still shown, so the Action's plan input never stops a run the control plane would run.
+func remotePolicies(cmd *cobra.Command, o *planview.Options, plan *runbook.Plan, inputs map[string]any, cp string) {
+	req, err := planview.PreviewRequest(plan, inputs)
+	var resp *rbookv1.PreviewGatesResponse
+	if err == nil {
+		var c *cpclient.Client
+		var done func()
+		if c, done, err = (&cpFlags{url: cp}).client(cmd); err == nil {
+			defer done()
+			resp, err = c.Approvals.PreviewGates(cmd.Context(), req)
+		}
 	}
-	if cp != "" && cp != "off" {
-		note := fmt.Sprintf(" (the control plane %s applies its own policy when the gate opens; shown: this one)", cp)
+	if err != nil {
+		note := fmt.Sprintf(" (the control plane %s decides with its own policy when the gate opens, and could not be asked: %s; shown: this one)",
+			cp, strings.ReplaceAll(err.Error(), "\n", " "))
 		o.GatePolicy += note
 		o.AutoPassPolicy += note
+		return
 	}
-	return o, nil
+	planview.FromPreview(o, resp)
+	o.GatePolicy = "the control plane " + cp + " (its --gate-policy)"
+	o.AutoPassPolicy = "the control plane " + cp + " (its --playbook-policy)"
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/rbookhq/rbook-action/action/engine"
 	"github.com/rbookhq/rbook-action/action/runbook"
 	"github.com/rbookhq/rbook-action/controlplane/approval"
+	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -347,5 +348,51 @@ func golden(t *testing.T, name string, got []byte) {
 	}
 	if !bytes.Equal(got, want) {
 		t.Errorf("%s differs (go test -run %s -update to accept):\n%s", p, t.Name(), got)
+	}
+}
+
+// With a control plane, each gate is asked about with the policy context the plan evaluates
+// locally (PreviewRequest), and shown as the control plane answered (FromPreview): its rule,
+// M and approvers, its auto-pass verdict, shadow mode passing nothing.
+func TestPlanShowsTheControlPlanesVerdicts(t *testing.T) {
+	ship, inputs := loadShip(t)
+	req, err := PreviewRequest(ship, inputs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, g := range req.GetGates() {
+		names = append(names, g.GetStepName())
+	}
+	if req.GetName() != "ship" || strings.Join(names, ",") != "lint-gate,upload-gate,pinned-gate" {
+		t.Fatalf("request %v", req)
+	}
+	if got := req.GetGates()[1].GetPolicy().GetCommands(); !reflect.DeepEqual(got, []string{`curl -H Authorization: Bearer dtk-99aa https://example.com/1.2.3`}) {
+		t.Errorf("upload-gate commands %q", got) // sent as the run sends them; the control plane is trusted with them
+	}
+	o := Options{Inputs: inputs}
+	FromPreview(&o, &rbookv1.PreviewGatesResponse{Gates: []*rbookv1.GatePreview{
+		{StepName: "lint-gate", PolicyRule: "cp rule 1", ApprovalsRequired: 2, AllowedApprovers: []string{"person:bo"},
+			Policy: &rbookv1.PolicyDecision{AutoPassed: true, Rule: "cp-trust", Action: "auto-approve", Reason: "fine"}},
+		{StepName: "upload-gate", PolicyRule: "cp rule 2", ApprovalsRequired: 1, StarterMayApprove: true,
+			Policy: &rbookv1.PolicyDecision{Rule: "cp-trust", Action: "auto-approve", Reason: "fine", Shadow: true}},
+	}})
+	gates := map[string]*Gate{}
+	for _, s := range build(t, ship, o).Steps {
+		gates[s.Name] = s.Gate
+	}
+	for name, want := range map[string]Gate{
+		"lint-gate":   {NeedsPerson: false, Rule: "cp rule 1", Approvals: 2, Approvers: []string{"person:bo"}, FourEyes: true},
+		"upload-gate": {NeedsPerson: true, Rule: "cp rule 2", Approvals: 1, Approvers: []string{}, FourEyes: false, Form: []string{"ticket"}},
+		"pinned-gate": {NeedsPerson: true, Rule: "the default rule (the control plane did not say)", Approvals: 1, Approvers: []string{}, FourEyes: true},
+	} {
+		g := *gates[name]
+		g.AutoPass = nil
+		if !reflect.DeepEqual(g, want) {
+			t.Errorf("%s: got %+v, want %+v", name, g, want)
+		}
+	}
+	if r := gates["upload-gate"].AutoPass.Reason; !strings.Contains(r, "shadow mode: a person decides") {
+		t.Errorf("shadow verdict reason %q", r)
 	}
 }
