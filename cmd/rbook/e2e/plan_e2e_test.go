@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-// planJSON runs rbook plan args -o json in dir and decodes the plan (docs/plan.md, "JSON").
+// planJSON runs rbook plan args -o json in dir (without $RBOOK_CONTROL_PLANE) and decodes the plan (docs/plan.md, "JSON").
 func planJSON(t *testing.T, dir string, args ...string) map[string]any {
 	t.Helper()
 	cmd := exec.Command(rbookBin, append(append([]string{"plan"}, args...), "-o", "json")...)
@@ -97,5 +97,35 @@ func TestPlanOfTheDemoRunbookAndPlaybooks(t *testing.T) {
 		if !strings.Contains(string(text), want) {
 			t.Errorf("release plan lacks %q:\n%s", want, text)
 		}
+	}
+}
+
+// With --control-plane, rbook plan shows the gates as that control plane's own policies would
+// decide them (PreviewGates): a playbook policy there that trusts the publisher tool auto-passes the release
+// playbook's review gate, which the built-in rules leave to a person, and its gate policy's M
+// is shown; the control plane records no run and opens no gate.
+func TestPlanAsksTheControlPlanesPolicies(t *testing.T) {
+	skipShort(t)
+	dir := workdir(t)
+	os.WriteFile(filepath.Join(dir, "gates.yaml"), []byte("rules:\n  - runbook: release-cut\n    gate: review\n    approvals: 2\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "trust.policy.yaml"), []byte("rules:\n  - name: trust-publisher\n    when: \"tools.all(t, t == 'release-publisher')\"\n    action: auto-approve\n    reason: the publisher is trusted here\n"), 0o644)
+	url := serveCP(t, dir, "--gate-policy", filepath.Join(dir, "gates.yaml"), "--playbook-policy", filepath.Join(dir, "trust.policy.yaml"))
+	args := []string{"runbooks/release.cantbook", "--input", "version=2026.4.90"}
+	local, _ := stepsOf(planJSON(t, dir, args...))
+	if g := local["review"]["gate"].(map[string]any); g["needs_person"] != true || g["approvals"] != 1.0 {
+		t.Fatalf("local review gate %v", g)
+	}
+	v := planJSON(t, dir, append(args, "--control-plane", url)...)
+	remote, _ := stepsOf(v)
+	g := remote["review"]["gate"].(map[string]any)
+	if g["needs_person"] != false || g["approvals"] != 2.0 || g["auto_pass"].(map[string]any)["rule"] != "trust-publisher" {
+		t.Errorf("the control plane's review gate %v", g)
+	}
+	if p := v["policy"].(map[string]any)["gate_policy"].(string); !strings.Contains(p, url) {
+		t.Errorf("gate policy %q does not name the control plane", p)
+	}
+	out, code := run(t, dir, "", "runs", "--control-plane", url, "-o", "json")
+	if code != 0 || strings.Contains(out, "release-cut") {
+		t.Errorf("rbook runs after rbook plan (exit %d): %s", code, out)
 	}
 }
