@@ -1030,8 +1030,9 @@ func (x *GatePreviewRequest) GetPolicy() *PolicyContext {
 
 // PreviewGatesResponse holds one verdict per requested gate, in the request's order.
 type PreviewGatesResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Gates         []*GatePreview         `protobuf:"bytes,1,rep,name=gates,proto3" json:"gates,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One per requested gate, in the request's order.
+	Gates         []*GatePreview `protobuf:"bytes,1,rep,name=gates,proto3" json:"gates,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }

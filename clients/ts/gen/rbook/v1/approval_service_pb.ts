@@ -596,6 +596,8 @@ export const GatePreviewRequestSchema: GenMessage<GatePreviewRequest> = /*@__PUR
  */
 export type PreviewGatesResponse = Message<"rbook.v1.PreviewGatesResponse"> & {
   /**
+   * One per requested gate, in the request's order.
+   *
    * @generated from field: repeated rbook.v1.GatePreview gates = 1;
    */
   gates: GatePreview[];
