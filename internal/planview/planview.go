@@ -20,6 +20,7 @@ import (
 	"github.com/rbookhq/rbook-action/action/steps"
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
 	"github.com/rbookhq/rbook-action/internal/gateinputs"
+	"github.com/rbookhq/rbook-action/internal/runplan"
 )
 
 // Format is the version word of the JSON shape (View.Format); a change that removes or renames
@@ -152,7 +153,8 @@ func Build(plan *runbook.Plan, o Options) (*View, error) {
 	shown := rendered(plan, o.Inputs)
 	rp := cpclient.PlanOf(shown)
 	if rp == nil {
-		return nil, fmt.Errorf("%s: the plan is over the bounds StartRun sends (at most %d steps, names up to 256 bytes); it cannot be shown", plan.Path, len(plan.Steps))
+		return nil, fmt.Errorf("%s: %d steps; a plan has at most %d steps with names of at most %d bytes (internal/runplan), so no run sends one for it and it cannot be shown",
+			plan.Path, len(plan.Steps), runplan.MaxSteps, runplan.MaxNameBytes)
 	}
 	v := &View{Format: Format, Kind: "runbook", Name: plan.Name, File: plan.Path, ValuesFile: plan.ValuesPath,
 		Digest: rp.GetContentHash(), Truncated: rp.GetTruncated(),

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -394,5 +395,17 @@ func TestPlanShowsTheControlPlanesVerdicts(t *testing.T) {
 	}
 	if r := gates["upload-gate"].AutoPass.Reason; !strings.Contains(r, "shadow mode: a person decides") {
 		t.Errorf("shadow verdict reason %q", r)
+	}
+}
+
+// A plan no run could send (over internal/runplan's bounds) is refused with the bounds named,
+// rather than shown differently from what a run does.
+func TestPlanOverTheBoundsIsRefused(t *testing.T) {
+	plan := &runbook.Plan{Name: "huge", Path: "runbooks/huge.yaml", ContentHash: strings.Repeat("0", 64)}
+	for i := range 1001 {
+		plan.Steps = append(plan.Steps, runbook.Step{Index: i, Name: fmt.Sprintf("s%d", i), Type: runbook.TypeDeploy})
+	}
+	if _, err := Build(plan, Options{}); err == nil || !strings.Contains(err.Error(), "runbooks/huge.yaml: 1001 steps; a plan has at most 1000 steps") {
+		t.Errorf("Build: %v", err)
 	}
 }
