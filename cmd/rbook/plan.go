@@ -109,7 +109,9 @@ func runPlan(cmd *cobra.Command, name string, f planFlags) error {
 	if err != nil {
 		return abort("%v", err)
 	}
-	out := cmd.OutOrStdout()
+	// In a job, text and Markdown go through the runner log, which wraps them in
+	// stop-commands: a runbook's text is never read as a workflow command.
+	out, _, _ := ciStreams(cmd.OutOrStdout(), cmd.ErrOrStderr(), f.output)
 	switch {
 	case f.summary:
 		err = planSummary(out, v)

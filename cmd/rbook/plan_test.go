@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
@@ -64,5 +65,27 @@ func TestPlanSummaryAppendsTheMarkdownToTheJobSummary(t *testing.T) {
 	}
 	if strings.Count(out, "\n") != 1 || !strings.Contains(out, "is in the job summary") {
 		t.Errorf("stdout %q", out)
+	}
+}
+
+// In a GitHub Actions job the plan's text goes through the runner log, inside a
+// stop-commands block, so a runbook's text is never read as a workflow command.
+func TestPlanInAJobIsInsideStopCommands(t *testing.T) {
+	t.Setenv("GITHUB_ACTIONS", "true")
+	t.Cleanup(func() { ciClose(); ciOut = nil })
+	root := newRootCmd()
+	var stdout, errw bytes.Buffer
+	root.SetOut(&stdout)
+	root.SetErr(&errw)
+	root.SetArgs([]string{"plan", "--dir", filepath.Join("..", "..", "runbooks"), "demo"})
+	if code := execute(root, &errw); code != 0 {
+		t.Fatalf("exit %d:\n%s", code, errw.String())
+	}
+	ciClose() // as main does: the block ends
+	out := stdout.String()
+	first, rest, _ := strings.Cut(out, "\n")
+	token, ok := strings.CutPrefix(first, "::stop-commands::")
+	if !ok || !strings.Contains(rest, "confirm-rollout") || !strings.HasSuffix(rest, "::"+token+"::\n") {
+		t.Errorf("output not inside one stop-commands block:\n%s", out)
 	}
 }
