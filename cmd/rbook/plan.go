@@ -88,6 +88,9 @@ func runPlan(cmd *cobra.Command, name string, f planFlags) error {
 	if f.output != "text" && f.output != "markdown" && f.output != "json" {
 		return &usageError{cmd: cmd, err: fmt.Errorf("-o %q: use text, markdown or json", f.output)}
 	}
+	// In a job, text, Markdown and errors (which quote the files) go through the runner log,
+	// which wraps them in stop-commands: a runbook's text is never read as a workflow command.
+	out, _, _ := ciStreams(cmd.OutOrStdout(), cmd.ErrOrStderr(), f.output)
 	plan, inputs, err := f.load(name)
 	if err != nil {
 		return err
@@ -109,9 +112,6 @@ func runPlan(cmd *cobra.Command, name string, f planFlags) error {
 	if err != nil {
 		return abort("%v", err)
 	}
-	// In a job, text and Markdown go through the runner log, which wraps them in
-	// stop-commands: a runbook's text is never read as a workflow command.
-	out, _, _ := ciStreams(cmd.OutOrStdout(), cmd.ErrOrStderr(), f.output)
 	switch {
 	case f.summary:
 		err = planSummary(out, v)
