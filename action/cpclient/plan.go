@@ -144,6 +144,13 @@ func boundStep(ps *rbookv1.PlanStep) {
 	}
 }
 
+// MaskText is s with every text of valueTexts (runbook.Plan.ValueTexts: a key's scalar texts)
+// whose key looks secret (github.SecretTexts) replaced by runplan.Mask, as PlanOf masks a
+// plan's inputs; rbook plan masks a playbook's inputs with it (internal/planview).
+func MaskText(valueTexts map[string][]string, s string) string {
+	return masker{texts: github.SecretTexts(valueTexts)}.mask(s)
+}
+
 // masker hides secret-looking values in a plan's text (PlanOf).
 type masker struct {
 	// texts are the secret values, longest first (github.SecretTexts).

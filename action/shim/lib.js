@@ -475,6 +475,23 @@ function rbookArgs(verb, env = process.env) {
 }
 
 /**
+ * planArgs is the argument list of `rbook plan` the main step runs before verb when the input
+ * plan is "true" (docs/plan.md, "In the Action"): the same runbook or playbook, --dir and
+ * inputs as the run, and --summary, so the plan is in the job summary before the run starts
+ * (and not in the log, where a runbook's text could be read as a workflow command). null when plan is not "true", and for verb resume (a paused run's plan is already
+ * in the earlier job's summary). Throws ShimError for a plan input other than true or false.
+ */
+function planArgs(verb, env = process.env) {
+  const plan = input('plan', 'false', env);
+  if (!/^(true|false)$/i.test(plan)) throw new ShimError(`input plan: ${JSON.stringify(plan)} is not true or false`);
+  if (!/^true$/i.test(plan) || verb[0] === 'resume') return null;
+  if (verb[0] === 'playbook') {
+    return ['plan', '--summary', ...playbookInputs(env), '--', input('playbook', '', env)];
+  }
+  return ['plan', '--summary', `--dir=${input('dir', 'runbooks', env)}`, '--', input('runbook', 'prod', env)];
+}
+
+/**
  * reportPath is where `rbook run` writes the Markdown report (the step output report-path):
  * the input report, else <RUNNER_TEMP>/rbook/<runbook>.report.md (the folder is created; the
  * runbook name is reduced to [A-Za-z0-9._-] so it cannot leave that folder).
@@ -520,5 +537,5 @@ function exitCodeOf(code, signal) {
 module.exports = {
   MAX_ARCHIVE_BYTES, MAX_UNPACKED_BYTES, DOWNLOAD_TIMEOUT_MS, MAX_REDIRECTS, ShimError,
   VERSION_RE, CACHED_ARCHIVE, input, target, archiveName, readRelease, sha256, download, safeEntryPath, tarEntries, untarGz, cacheDir, cached, install,
-  buildFromSource, resolveBinary, saveState, rbookEnv, rbookVerb, rbookArgs, playbookInputs, reportPath, runForwarding, exitCodeOf,
+  buildFromSource, resolveBinary, saveState, rbookEnv, rbookVerb, rbookArgs, planArgs, playbookInputs, reportPath, runForwarding, exitCodeOf,
 };

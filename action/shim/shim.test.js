@@ -450,3 +450,17 @@ test('ShimPlaybookInputRunsRbookPlaybookRun', () => {
   // a runbook run is unchanged: an empty runbook input still means prod
   assert.deepEqual(lib.rbookArgs(['run'], { INPUT_REPORT: '/tmp/r.md' }), ['run', '--dir=runbooks', '--report=/tmp/r.md', '--', 'prod']);
 });
+
+test('ShimPlanInputRunsRbookPlanIntoTheSummaryFirst', () => {
+  // plan: true runs `rbook plan --summary` on the same runbook or playbook before the run
+  assert.equal(lib.planArgs(['run'], {}), null);
+  assert.equal(lib.planArgs(['run'], { INPUT_PLAN: 'false', INPUT_RUNBOOK: 'demo' }), null);
+  assert.deepEqual(lib.planArgs(['run'], { INPUT_PLAN: 'true', INPUT_RUNBOOK: 'demo', INPUT_DIR: 'ops' }),
+    ['plan', '--summary', '--dir=ops', '--', 'demo']);
+  assert.deepEqual(lib.planArgs(['run'], { INPUT_PLAN: 'TRUE' }), ['plan', '--summary', '--dir=runbooks', '--', 'prod']);
+  assert.deepEqual(lib.planArgs(['playbook', 'run'], { INPUT_PLAN: 'true', INPUT_PLAYBOOK: 'runbooks/release.cantbook', INPUT_INPUTS: 'version=1.2.3\n' }),
+    ['plan', '--summary', '--input=version=1.2.3', '--', 'runbooks/release.cantbook']);
+  // a resumed run's plan is in the summary of the job that started it
+  assert.equal(lib.planArgs(['resume'], { INPUT_PLAN: 'true', INPUT_RUNBOOK: 'demo' }), null);
+  assert.throws(() => lib.planArgs(['run'], { INPUT_PLAN: 'yes' }), /input plan: "yes" is not true or false/);
+});

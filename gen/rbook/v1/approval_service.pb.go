@@ -916,6 +916,256 @@ func (x *WatchApprovalResponse) GetApproval() *Approval {
 	return nil
 }
 
+// PreviewGatesRequest names a runbook or playbook and the gates of its plan.
+type PreviewGatesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The runbook_name or playbook name (StartRunRequest.name), which the gate policy's runbook
+	// globs match. Required.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The plan's gates in plan order, at most 1000 (the plan's bound, internal/runplan).
+	Gates         []*GatePreviewRequest `protobuf:"bytes,2,rep,name=gates,proto3" json:"gates,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PreviewGatesRequest) Reset() {
+	*x = PreviewGatesRequest{}
+	mi := &file_rbook_v1_approval_service_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PreviewGatesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PreviewGatesRequest) ProtoMessage() {}
+
+func (x *PreviewGatesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rbook_v1_approval_service_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PreviewGatesRequest.ProtoReflect.Descriptor instead.
+func (*PreviewGatesRequest) Descriptor() ([]byte, []int) {
+	return file_rbook_v1_approval_service_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *PreviewGatesRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *PreviewGatesRequest) GetGates() []*GatePreviewRequest {
+	if x != nil {
+		return x.Gates
+	}
+	return nil
+}
+
+// GatePreviewRequest is one gate of a plan.
+type GatePreviewRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The gate's step name or playbook node id. Required.
+	StepName string `protobuf:"bytes,1,opt,name=step_name,json=stepName,proto3" json:"step_name,omitempty"`
+	// A playbook approval node's policy context, as RequestApproval sends it when the gate opens;
+	// unset for a runbook's confirm step, which never auto-passes.
+	Policy        *PolicyContext `protobuf:"bytes,2,opt,name=policy,proto3" json:"policy,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GatePreviewRequest) Reset() {
+	*x = GatePreviewRequest{}
+	mi := &file_rbook_v1_approval_service_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GatePreviewRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GatePreviewRequest) ProtoMessage() {}
+
+func (x *GatePreviewRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rbook_v1_approval_service_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GatePreviewRequest.ProtoReflect.Descriptor instead.
+func (*GatePreviewRequest) Descriptor() ([]byte, []int) {
+	return file_rbook_v1_approval_service_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *GatePreviewRequest) GetStepName() string {
+	if x != nil {
+		return x.StepName
+	}
+	return ""
+}
+
+func (x *GatePreviewRequest) GetPolicy() *PolicyContext {
+	if x != nil {
+		return x.Policy
+	}
+	return nil
+}
+
+// PreviewGatesResponse holds one verdict per requested gate, in the request's order.
+type PreviewGatesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One per requested gate, in the request's order.
+	Gates         []*GatePreview `protobuf:"bytes,1,rep,name=gates,proto3" json:"gates,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PreviewGatesResponse) Reset() {
+	*x = PreviewGatesResponse{}
+	mi := &file_rbook_v1_approval_service_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PreviewGatesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PreviewGatesResponse) ProtoMessage() {}
+
+func (x *PreviewGatesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_rbook_v1_approval_service_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PreviewGatesResponse.ProtoReflect.Descriptor instead.
+func (*PreviewGatesResponse) Descriptor() ([]byte, []int) {
+	return file_rbook_v1_approval_service_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *PreviewGatesResponse) GetGates() []*GatePreview {
+	if x != nil {
+		return x.Gates
+	}
+	return nil
+}
+
+// GatePreview is what this control plane would decide at one gate.
+type GatePreview struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The gate's step name or node id, as requested.
+	StepName string `protobuf:"bytes,1,opt,name=step_name,json=stepName,proto3" json:"step_name,omitempty"`
+	// The auto-pass policy's verdict (shadow set, auto_passed false, when the control plane runs
+	// its policy in shadow mode: a person decides); unset when the request had no policy context.
+	Policy *PolicyDecision `protobuf:"bytes,2,opt,name=policy,proto3" json:"policy,omitempty"`
+	// The gate policy rule that applies ("gates.yaml rule 2 (line 7)" or the default rule).
+	PolicyRule string `protobuf:"bytes,3,opt,name=policy_rule,json=policyRule,proto3" json:"policy_rule,omitempty"`
+	// M: the distinct approvals that open the gate.
+	ApprovalsRequired int32 `protobuf:"varint,4,opt,name=approvals_required,json=approvalsRequired,proto3" json:"approvals_required,omitempty"`
+	// Who may decide (identities, "person:…", "group:…"); empty means anyone with the approver role.
+	AllowedApprovers []string `protobuf:"bytes,5,rep,name=allowed_approvers,json=allowedApprovers,proto3" json:"allowed_approvers,omitempty"`
+	// Whether the run's starter may approve (four-eyes off).
+	StarterMayApprove bool `protobuf:"varint,6,opt,name=starter_may_approve,json=starterMayApprove,proto3" json:"starter_may_approve,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *GatePreview) Reset() {
+	*x = GatePreview{}
+	mi := &file_rbook_v1_approval_service_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GatePreview) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GatePreview) ProtoMessage() {}
+
+func (x *GatePreview) ProtoReflect() protoreflect.Message {
+	mi := &file_rbook_v1_approval_service_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GatePreview.ProtoReflect.Descriptor instead.
+func (*GatePreview) Descriptor() ([]byte, []int) {
+	return file_rbook_v1_approval_service_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *GatePreview) GetStepName() string {
+	if x != nil {
+		return x.StepName
+	}
+	return ""
+}
+
+func (x *GatePreview) GetPolicy() *PolicyDecision {
+	if x != nil {
+		return x.Policy
+	}
+	return nil
+}
+
+func (x *GatePreview) GetPolicyRule() string {
+	if x != nil {
+		return x.PolicyRule
+	}
+	return ""
+}
+
+func (x *GatePreview) GetApprovalsRequired() int32 {
+	if x != nil {
+		return x.ApprovalsRequired
+	}
+	return 0
+}
+
+func (x *GatePreview) GetAllowedApprovers() []string {
+	if x != nil {
+		return x.AllowedApprovers
+	}
+	return nil
+}
+
+func (x *GatePreview) GetStarterMayApprove() bool {
+	if x != nil {
+		return x.StarterMayApprove
+	}
+	return false
+}
+
 var File_rbook_v1_approval_service_proto protoreflect.FileDescriptor
 
 const file_rbook_v1_approval_service_proto_rawDesc = "" +
@@ -988,14 +1238,31 @@ const file_rbook_v1_approval_service_proto_rawDesc = "" +
 	"\vapproval_id\x18\x01 \x01(\tR\n" +
 	"approvalId\"G\n" +
 	"\x15WatchApprovalResponse\x12.\n" +
-	"\bapproval\x18\x01 \x01(\v2\x12.rbook.v1.ApprovalR\bapproval2\xd8\x03\n" +
+	"\bapproval\x18\x01 \x01(\v2\x12.rbook.v1.ApprovalR\bapproval\"]\n" +
+	"\x13PreviewGatesRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x122\n" +
+	"\x05gates\x18\x02 \x03(\v2\x1c.rbook.v1.GatePreviewRequestR\x05gates\"b\n" +
+	"\x12GatePreviewRequest\x12\x1b\n" +
+	"\tstep_name\x18\x01 \x01(\tR\bstepName\x12/\n" +
+	"\x06policy\x18\x02 \x01(\v2\x17.rbook.v1.PolicyContextR\x06policy\"C\n" +
+	"\x14PreviewGatesResponse\x12+\n" +
+	"\x05gates\x18\x01 \x03(\v2\x15.rbook.v1.GatePreviewR\x05gates\"\x89\x02\n" +
+	"\vGatePreview\x12\x1b\n" +
+	"\tstep_name\x18\x01 \x01(\tR\bstepName\x120\n" +
+	"\x06policy\x18\x02 \x01(\v2\x18.rbook.v1.PolicyDecisionR\x06policy\x12\x1f\n" +
+	"\vpolicy_rule\x18\x03 \x01(\tR\n" +
+	"policyRule\x12-\n" +
+	"\x12approvals_required\x18\x04 \x01(\x05R\x11approvalsRequired\x12+\n" +
+	"\x11allowed_approvers\x18\x05 \x03(\tR\x10allowedApprovers\x12.\n" +
+	"\x13starter_may_approve\x18\x06 \x01(\bR\x11starterMayApprove2\xa7\x04\n" +
 	"\x0fApprovalService\x12V\n" +
 	"\x0fRequestApproval\x12 .rbook.v1.RequestApprovalRequest\x1a!.rbook.v1.RequestApprovalResponse\x12>\n" +
 	"\aApprove\x12\x18.rbook.v1.ApproveRequest\x1a\x19.rbook.v1.ApproveResponse\x12;\n" +
 	"\x06Reject\x12\x17.rbook.v1.RejectRequest\x1a\x18.rbook.v1.RejectResponse\x12J\n" +
 	"\vGetApproval\x12\x1c.rbook.v1.GetApprovalRequest\x1a\x1d.rbook.v1.GetApprovalResponse\x12P\n" +
 	"\rListApprovals\x12\x1e.rbook.v1.ListApprovalsRequest\x1a\x1f.rbook.v1.ListApprovalsResponse\x12R\n" +
-	"\rWatchApproval\x12\x1e.rbook.v1.WatchApprovalRequest\x1a\x1f.rbook.v1.WatchApprovalResponse0\x01B6Z4github.com/rbookhq/rbook-action/gen/rbook/v1;rbookv1b\x06proto3"
+	"\rWatchApproval\x12\x1e.rbook.v1.WatchApprovalRequest\x1a\x1f.rbook.v1.WatchApprovalResponse0\x01\x12M\n" +
+	"\fPreviewGates\x12\x1d.rbook.v1.PreviewGatesRequest\x1a\x1e.rbook.v1.PreviewGatesResponseB6Z4github.com/rbookhq/rbook-action/gen/rbook/v1;rbookv1b\x06proto3"
 
 var (
 	file_rbook_v1_approval_service_proto_rawDescOnce sync.Once
@@ -1009,7 +1276,7 @@ func file_rbook_v1_approval_service_proto_rawDescGZIP() []byte {
 	return file_rbook_v1_approval_service_proto_rawDescData
 }
 
-var file_rbook_v1_approval_service_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_rbook_v1_approval_service_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_rbook_v1_approval_service_proto_goTypes = []any{
 	(*RequestApprovalRequest)(nil),  // 0: rbook.v1.RequestApprovalRequest
 	(*PolicyContext)(nil),           // 1: rbook.v1.PolicyContext
@@ -1024,43 +1291,54 @@ var file_rbook_v1_approval_service_proto_goTypes = []any{
 	(*ListApprovalsResponse)(nil),   // 10: rbook.v1.ListApprovalsResponse
 	(*WatchApprovalRequest)(nil),    // 11: rbook.v1.WatchApprovalRequest
 	(*WatchApprovalResponse)(nil),   // 12: rbook.v1.WatchApprovalResponse
-	nil,                             // 13: rbook.v1.ApproveRequest.InputsEntry
-	(*timestamppb.Timestamp)(nil),   // 14: google.protobuf.Timestamp
-	(*GitHubWorkflowRun)(nil),       // 15: rbook.v1.GitHubWorkflowRun
-	(*InputField)(nil),              // 16: rbook.v1.InputField
-	(*Approval)(nil),                // 17: rbook.v1.Approval
-	(ApprovalStatus)(0),             // 18: rbook.v1.ApprovalStatus
+	(*PreviewGatesRequest)(nil),     // 13: rbook.v1.PreviewGatesRequest
+	(*GatePreviewRequest)(nil),      // 14: rbook.v1.GatePreviewRequest
+	(*PreviewGatesResponse)(nil),    // 15: rbook.v1.PreviewGatesResponse
+	(*GatePreview)(nil),             // 16: rbook.v1.GatePreview
+	nil,                             // 17: rbook.v1.ApproveRequest.InputsEntry
+	(*timestamppb.Timestamp)(nil),   // 18: google.protobuf.Timestamp
+	(*GitHubWorkflowRun)(nil),       // 19: rbook.v1.GitHubWorkflowRun
+	(*InputField)(nil),              // 20: rbook.v1.InputField
+	(*Approval)(nil),                // 21: rbook.v1.Approval
+	(ApprovalStatus)(0),             // 22: rbook.v1.ApprovalStatus
+	(*PolicyDecision)(nil),          // 23: rbook.v1.PolicyDecision
 }
 var file_rbook_v1_approval_service_proto_depIdxs = []int32{
-	14, // 0: rbook.v1.RequestApprovalRequest.deadline:type_name -> google.protobuf.Timestamp
-	15, // 1: rbook.v1.RequestApprovalRequest.github:type_name -> rbook.v1.GitHubWorkflowRun
+	18, // 0: rbook.v1.RequestApprovalRequest.deadline:type_name -> google.protobuf.Timestamp
+	19, // 1: rbook.v1.RequestApprovalRequest.github:type_name -> rbook.v1.GitHubWorkflowRun
 	1,  // 2: rbook.v1.RequestApprovalRequest.policy:type_name -> rbook.v1.PolicyContext
-	16, // 3: rbook.v1.RequestApprovalRequest.inputs:type_name -> rbook.v1.InputField
-	17, // 4: rbook.v1.RequestApprovalResponse.approval:type_name -> rbook.v1.Approval
-	13, // 5: rbook.v1.ApproveRequest.inputs:type_name -> rbook.v1.ApproveRequest.InputsEntry
-	17, // 6: rbook.v1.ApproveResponse.approval:type_name -> rbook.v1.Approval
-	17, // 7: rbook.v1.RejectResponse.approval:type_name -> rbook.v1.Approval
-	17, // 8: rbook.v1.GetApprovalResponse.approval:type_name -> rbook.v1.Approval
-	18, // 9: rbook.v1.ListApprovalsRequest.status:type_name -> rbook.v1.ApprovalStatus
-	17, // 10: rbook.v1.ListApprovalsResponse.approvals:type_name -> rbook.v1.Approval
-	17, // 11: rbook.v1.WatchApprovalResponse.approval:type_name -> rbook.v1.Approval
-	0,  // 12: rbook.v1.ApprovalService.RequestApproval:input_type -> rbook.v1.RequestApprovalRequest
-	3,  // 13: rbook.v1.ApprovalService.Approve:input_type -> rbook.v1.ApproveRequest
-	5,  // 14: rbook.v1.ApprovalService.Reject:input_type -> rbook.v1.RejectRequest
-	7,  // 15: rbook.v1.ApprovalService.GetApproval:input_type -> rbook.v1.GetApprovalRequest
-	9,  // 16: rbook.v1.ApprovalService.ListApprovals:input_type -> rbook.v1.ListApprovalsRequest
-	11, // 17: rbook.v1.ApprovalService.WatchApproval:input_type -> rbook.v1.WatchApprovalRequest
-	2,  // 18: rbook.v1.ApprovalService.RequestApproval:output_type -> rbook.v1.RequestApprovalResponse
-	4,  // 19: rbook.v1.ApprovalService.Approve:output_type -> rbook.v1.ApproveResponse
-	6,  // 20: rbook.v1.ApprovalService.Reject:output_type -> rbook.v1.RejectResponse
-	8,  // 21: rbook.v1.ApprovalService.GetApproval:output_type -> rbook.v1.GetApprovalResponse
-	10, // 22: rbook.v1.ApprovalService.ListApprovals:output_type -> rbook.v1.ListApprovalsResponse
-	12, // 23: rbook.v1.ApprovalService.WatchApproval:output_type -> rbook.v1.WatchApprovalResponse
-	18, // [18:24] is the sub-list for method output_type
-	12, // [12:18] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	20, // 3: rbook.v1.RequestApprovalRequest.inputs:type_name -> rbook.v1.InputField
+	21, // 4: rbook.v1.RequestApprovalResponse.approval:type_name -> rbook.v1.Approval
+	17, // 5: rbook.v1.ApproveRequest.inputs:type_name -> rbook.v1.ApproveRequest.InputsEntry
+	21, // 6: rbook.v1.ApproveResponse.approval:type_name -> rbook.v1.Approval
+	21, // 7: rbook.v1.RejectResponse.approval:type_name -> rbook.v1.Approval
+	21, // 8: rbook.v1.GetApprovalResponse.approval:type_name -> rbook.v1.Approval
+	22, // 9: rbook.v1.ListApprovalsRequest.status:type_name -> rbook.v1.ApprovalStatus
+	21, // 10: rbook.v1.ListApprovalsResponse.approvals:type_name -> rbook.v1.Approval
+	21, // 11: rbook.v1.WatchApprovalResponse.approval:type_name -> rbook.v1.Approval
+	14, // 12: rbook.v1.PreviewGatesRequest.gates:type_name -> rbook.v1.GatePreviewRequest
+	1,  // 13: rbook.v1.GatePreviewRequest.policy:type_name -> rbook.v1.PolicyContext
+	16, // 14: rbook.v1.PreviewGatesResponse.gates:type_name -> rbook.v1.GatePreview
+	23, // 15: rbook.v1.GatePreview.policy:type_name -> rbook.v1.PolicyDecision
+	0,  // 16: rbook.v1.ApprovalService.RequestApproval:input_type -> rbook.v1.RequestApprovalRequest
+	3,  // 17: rbook.v1.ApprovalService.Approve:input_type -> rbook.v1.ApproveRequest
+	5,  // 18: rbook.v1.ApprovalService.Reject:input_type -> rbook.v1.RejectRequest
+	7,  // 19: rbook.v1.ApprovalService.GetApproval:input_type -> rbook.v1.GetApprovalRequest
+	9,  // 20: rbook.v1.ApprovalService.ListApprovals:input_type -> rbook.v1.ListApprovalsRequest
+	11, // 21: rbook.v1.ApprovalService.WatchApproval:input_type -> rbook.v1.WatchApprovalRequest
+	13, // 22: rbook.v1.ApprovalService.PreviewGates:input_type -> rbook.v1.PreviewGatesRequest
+	2,  // 23: rbook.v1.ApprovalService.RequestApproval:output_type -> rbook.v1.RequestApprovalResponse
+	4,  // 24: rbook.v1.ApprovalService.Approve:output_type -> rbook.v1.ApproveResponse
+	6,  // 25: rbook.v1.ApprovalService.Reject:output_type -> rbook.v1.RejectResponse
+	8,  // 26: rbook.v1.ApprovalService.GetApproval:output_type -> rbook.v1.GetApprovalResponse
+	10, // 27: rbook.v1.ApprovalService.ListApprovals:output_type -> rbook.v1.ListApprovalsResponse
+	12, // 28: rbook.v1.ApprovalService.WatchApproval:output_type -> rbook.v1.WatchApprovalResponse
+	15, // 29: rbook.v1.ApprovalService.PreviewGates:output_type -> rbook.v1.PreviewGatesResponse
+	23, // [23:30] is the sub-list for method output_type
+	16, // [16:23] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_rbook_v1_approval_service_proto_init() }
@@ -1077,7 +1355,7 @@ func file_rbook_v1_approval_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rbook_v1_approval_service_proto_rawDesc), len(file_rbook_v1_approval_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -49,6 +49,9 @@ const (
 	// ApprovalServiceWatchApprovalProcedure is the fully-qualified name of the ApprovalService's
 	// WatchApproval RPC.
 	ApprovalServiceWatchApprovalProcedure = "/rbook.v1.ApprovalService/WatchApproval"
+	// ApprovalServicePreviewGatesProcedure is the fully-qualified name of the ApprovalService's
+	// PreviewGates RPC.
+	ApprovalServicePreviewGatesProcedure = "/rbook.v1.ApprovalService/PreviewGates"
 )
 
 // ApprovalServiceClient is a client for the rbook.v1.ApprovalService service.
@@ -79,6 +82,13 @@ type ApprovalServiceClient interface {
 	// ends after the approval leaves PENDING (immediately when it already has). The executor waits
 	// on this at a gate; a decision is pushed, never polled. Errors: E_APPROVAL_NOT_FOUND.
 	WatchApproval(context.Context, *v1.WatchApprovalRequest) (*connect.ServerStreamForClient[v1.WatchApprovalResponse], error)
+	// PreviewGates is what this control plane's policies would decide at the gates of a run not
+	// yet started (rbook plan; docs/plan.md, "Policies"): per gate, the gate policy's
+	// requirement as RequestApproval would capture it, and for a playbook approval node sent with
+	// its policy context the auto-pass policy's verdict. It records nothing and opens no gate; a
+	// read, open to every role. Errors: E_INVALID_ARGUMENT (no name, too many gates, a policy
+	// context over its limits).
+	PreviewGates(context.Context, *v1.PreviewGatesRequest) (*v1.PreviewGatesResponse, error)
 }
 
 // NewApprovalServiceClient constructs a client for the rbook.v1.ApprovalService service. By
@@ -128,6 +138,12 @@ func NewApprovalServiceClient(httpClient connect.HTTPClient, baseURL string, opt
 			connect.WithSchema(approvalServiceMethods.ByName("WatchApproval")),
 			connect.WithClientOptions(opts...),
 		),
+		previewGates: connect.NewClient[v1.PreviewGatesRequest, v1.PreviewGatesResponse](
+			httpClient,
+			baseURL+ApprovalServicePreviewGatesProcedure,
+			connect.WithSchema(approvalServiceMethods.ByName("PreviewGates")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -139,6 +155,7 @@ type approvalServiceClient struct {
 	getApproval     *connect.Client[v1.GetApprovalRequest, v1.GetApprovalResponse]
 	listApprovals   *connect.Client[v1.ListApprovalsRequest, v1.ListApprovalsResponse]
 	watchApproval   *connect.Client[v1.WatchApprovalRequest, v1.WatchApprovalResponse]
+	previewGates    *connect.Client[v1.PreviewGatesRequest, v1.PreviewGatesResponse]
 }
 
 // RequestApproval calls rbook.v1.ApprovalService.RequestApproval.
@@ -191,6 +208,15 @@ func (c *approvalServiceClient) WatchApproval(ctx context.Context, req *v1.Watch
 	return c.watchApproval.CallServerStream(ctx, connect.NewRequest(req))
 }
 
+// PreviewGates calls rbook.v1.ApprovalService.PreviewGates.
+func (c *approvalServiceClient) PreviewGates(ctx context.Context, req *v1.PreviewGatesRequest) (*v1.PreviewGatesResponse, error) {
+	response, err := c.previewGates.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
 // ApprovalServiceHandler is an implementation of the rbook.v1.ApprovalService service.
 type ApprovalServiceHandler interface {
 	// RequestApproval opens a gate (called by the executor at a confirm step) and returns the
@@ -219,6 +245,13 @@ type ApprovalServiceHandler interface {
 	// ends after the approval leaves PENDING (immediately when it already has). The executor waits
 	// on this at a gate; a decision is pushed, never polled. Errors: E_APPROVAL_NOT_FOUND.
 	WatchApproval(context.Context, *v1.WatchApprovalRequest, *connect.ServerStream[v1.WatchApprovalResponse]) error
+	// PreviewGates is what this control plane's policies would decide at the gates of a run not
+	// yet started (rbook plan; docs/plan.md, "Policies"): per gate, the gate policy's
+	// requirement as RequestApproval would capture it, and for a playbook approval node sent with
+	// its policy context the auto-pass policy's verdict. It records nothing and opens no gate; a
+	// read, open to every role. Errors: E_INVALID_ARGUMENT (no name, too many gates, a policy
+	// context over its limits).
+	PreviewGates(context.Context, *v1.PreviewGatesRequest) (*v1.PreviewGatesResponse, error)
 }
 
 // NewApprovalServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -264,6 +297,12 @@ func NewApprovalServiceHandler(svc ApprovalServiceHandler, opts ...connect.Handl
 		connect.WithSchema(approvalServiceMethods.ByName("WatchApproval")),
 		connect.WithHandlerOptions(opts...),
 	)
+	approvalServicePreviewGatesHandler := connect.NewUnaryHandlerSimple(
+		ApprovalServicePreviewGatesProcedure,
+		svc.PreviewGates,
+		connect.WithSchema(approvalServiceMethods.ByName("PreviewGates")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/rbook.v1.ApprovalService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case ApprovalServiceRequestApprovalProcedure:
@@ -278,6 +317,8 @@ func NewApprovalServiceHandler(svc ApprovalServiceHandler, opts ...connect.Handl
 			approvalServiceListApprovalsHandler.ServeHTTP(w, r)
 		case ApprovalServiceWatchApprovalProcedure:
 			approvalServiceWatchApprovalHandler.ServeHTTP(w, r)
+		case ApprovalServicePreviewGatesProcedure:
+			approvalServicePreviewGatesHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -309,4 +350,8 @@ func (UnimplementedApprovalServiceHandler) ListApprovals(context.Context, *v1.Li
 
 func (UnimplementedApprovalServiceHandler) WatchApproval(context.Context, *v1.WatchApprovalRequest, *connect.ServerStream[v1.WatchApprovalResponse]) error {
 	return connect.NewError(connect.CodeUnimplemented, errors.New("rbook.v1.ApprovalService.WatchApproval is not implemented"))
+}
+
+func (UnimplementedApprovalServiceHandler) PreviewGates(context.Context, *v1.PreviewGatesRequest) (*v1.PreviewGatesResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("rbook.v1.ApprovalService.PreviewGates is not implemented"))
 }

@@ -6,7 +6,7 @@ import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegen
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
-import type { Approval, ApprovalStatus } from "./approval_pb.js";
+import type { Approval, ApprovalStatus, PolicyDecision } from "./approval_pb.js";
 import { file_rbook_v1_approval } from "./approval_pb.js";
 import type { InputField } from "./inputs_pb.js";
 import { file_rbook_v1_inputs } from "./inputs_pb.js";
@@ -18,7 +18,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file rbook/v1/approval_service.proto.
  */
 export const file_rbook_v1_approval_service: GenFile = /*@__PURE__*/
-  fileDesc("Ch9yYm9vay92MS9hcHByb3ZhbF9zZXJ2aWNlLnByb3RvEghyYm9vay52MSLoAgoWUmVxdWVzdEFwcHJvdmFsUmVxdWVzdBIOCgZydW5faWQYASABKAkSEQoJc3RlcF9uYW1lGAIgASgJEhIKCnN0ZXBfaW5kZXgYAyABKAUSDgoGcHJvbXB0GAQgASgJEiwKCGRlYWRsaW5lGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBITCgtwbGFuX2RpZ2VzdBgGIAEoCRIPCgdvbl9mYWlsGAcgASgJEhAKCG93bmVyX2lkGAggASgJEg0KBWVwb2NoGAkgASgDEisKBmdpdGh1YhgKIAEoCzIbLnJib29rLnYxLkdpdEh1YldvcmtmbG93UnVuEicKBnBvbGljeRgLIAEoCzIXLnJib29rLnYxLlBvbGljeUNvbnRleHQSJAoGaW5wdXRzGBQgAygLMhQucmJvb2sudjEuSW5wdXRGaWVsZBIWCg5yZXdpbmRfdGFyZ2V0cxhfIAMoCSJxCg1Qb2xpY3lDb250ZXh0EhEKCW5vZGVfanNvbhgBIAEoCRIVCg1iaW5kaW5nc19qc29uGAIgASgJEhUKDXBsYXlib29rX2pzb24YAyABKAkSEAoIY29tbWFuZHMYBCADKAkSDQoFdG9vbHMYBSADKAkiTgoXUmVxdWVzdEFwcHJvdmFsUmVzcG9uc2USJAoIYXBwcm92YWwYASABKAsyEi5yYm9vay52MS5BcHByb3ZhbBINCgV0b2tlbhgCIAEoCSK7AQoOQXBwcm92ZVJlcXVlc3QSDQoFdG9rZW4YASABKAkSDgoGcmVhc29uGAIgASgJEhAKCGFwcHJvdmVyGAMgASgJEhMKC2FwcHJvdmFsX2lkGAQgASgJEjQKBmlucHV0cxgKIAMoCzIkLnJib29rLnYxLkFwcHJvdmVSZXF1ZXN0LklucHV0c0VudHJ5Gi0KC0lucHV0c0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiNwoPQXBwcm92ZVJlc3BvbnNlEiQKCGFwcHJvdmFsGAEgASgLMhIucmJvb2sudjEuQXBwcm92YWwiaAoNUmVqZWN0UmVxdWVzdBINCgV0b2tlbhgBIAEoCRIOCgZyZWFzb24YAiABKAkSEAoIYXBwcm92ZXIYAyABKAkSEwoLYXBwcm92YWxfaWQYBCABKAkSEQoJcmVkb19mcm9tGAogASgJIjYKDlJlamVjdFJlc3BvbnNlEiQKCGFwcHJvdmFsGAEgASgLMhIucmJvb2sudjEuQXBwcm92YWwiKQoSR2V0QXBwcm92YWxSZXF1ZXN0EhMKC2FwcHJvdmFsX2lkGAEgASgJIjsKE0dldEFwcHJvdmFsUmVzcG9uc2USJAoIYXBwcm92YWwYASABKAsyEi5yYm9vay52MS5BcHByb3ZhbCJ3ChRMaXN0QXBwcm92YWxzUmVxdWVzdBIoCgZzdGF0dXMYASABKA4yGC5yYm9vay52MS5BcHByb3ZhbFN0YXR1cxIOCgZydW5faWQYAiABKAkSEQoJcGFnZV9zaXplGAMgASgFEhIKCnBhZ2VfdG9rZW4YBCABKAkiVwoVTGlzdEFwcHJvdmFsc1Jlc3BvbnNlEiUKCWFwcHJvdmFscxgBIAMoCzISLnJib29rLnYxLkFwcHJvdmFsEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIrChRXYXRjaEFwcHJvdmFsUmVxdWVzdBITCgthcHByb3ZhbF9pZBgBIAEoCSI9ChVXYXRjaEFwcHJvdmFsUmVzcG9uc2USJAoIYXBwcm92YWwYASABKAsyEi5yYm9vay52MS5BcHByb3ZhbDLYAwoPQXBwcm92YWxTZXJ2aWNlElYKD1JlcXVlc3RBcHByb3ZhbBIgLnJib29rLnYxLlJlcXVlc3RBcHByb3ZhbFJlcXVlc3QaIS5yYm9vay52MS5SZXF1ZXN0QXBwcm92YWxSZXNwb25zZRI+CgdBcHByb3ZlEhgucmJvb2sudjEuQXBwcm92ZVJlcXVlc3QaGS5yYm9vay52MS5BcHByb3ZlUmVzcG9uc2USOwoGUmVqZWN0EhcucmJvb2sudjEuUmVqZWN0UmVxdWVzdBoYLnJib29rLnYxLlJlamVjdFJlc3BvbnNlEkoKC0dldEFwcHJvdmFsEhwucmJvb2sudjEuR2V0QXBwcm92YWxSZXF1ZXN0Gh0ucmJvb2sudjEuR2V0QXBwcm92YWxSZXNwb25zZRJQCg1MaXN0QXBwcm92YWxzEh4ucmJvb2sudjEuTGlzdEFwcHJvdmFsc1JlcXVlc3QaHy5yYm9vay52MS5MaXN0QXBwcm92YWxzUmVzcG9uc2USUgoNV2F0Y2hBcHByb3ZhbBIeLnJib29rLnYxLldhdGNoQXBwcm92YWxSZXF1ZXN0Gh8ucmJvb2sudjEuV2F0Y2hBcHByb3ZhbFJlc3BvbnNlMAFCNlo0Z2l0aHViLmNvbS9yYm9va2hxL3Jib29rLWFjdGlvbi9nZW4vcmJvb2svdjE7cmJvb2t2MWIGcHJvdG8z", [file_google_protobuf_timestamp, file_rbook_v1_approval, file_rbook_v1_inputs, file_rbook_v1_run]);
+  fileDesc("Ch9yYm9vay92MS9hcHByb3ZhbF9zZXJ2aWNlLnByb3RvEghyYm9vay52MSLoAgoWUmVxdWVzdEFwcHJvdmFsUmVxdWVzdBIOCgZydW5faWQYASABKAkSEQoJc3RlcF9uYW1lGAIgASgJEhIKCnN0ZXBfaW5kZXgYAyABKAUSDgoGcHJvbXB0GAQgASgJEiwKCGRlYWRsaW5lGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBITCgtwbGFuX2RpZ2VzdBgGIAEoCRIPCgdvbl9mYWlsGAcgASgJEhAKCG93bmVyX2lkGAggASgJEg0KBWVwb2NoGAkgASgDEisKBmdpdGh1YhgKIAEoCzIbLnJib29rLnYxLkdpdEh1YldvcmtmbG93UnVuEicKBnBvbGljeRgLIAEoCzIXLnJib29rLnYxLlBvbGljeUNvbnRleHQSJAoGaW5wdXRzGBQgAygLMhQucmJvb2sudjEuSW5wdXRGaWVsZBIWCg5yZXdpbmRfdGFyZ2V0cxhfIAMoCSJxCg1Qb2xpY3lDb250ZXh0EhEKCW5vZGVfanNvbhgBIAEoCRIVCg1iaW5kaW5nc19qc29uGAIgASgJEhUKDXBsYXlib29rX2pzb24YAyABKAkSEAoIY29tbWFuZHMYBCADKAkSDQoFdG9vbHMYBSADKAkiTgoXUmVxdWVzdEFwcHJvdmFsUmVzcG9uc2USJAoIYXBwcm92YWwYASABKAsyEi5yYm9vay52MS5BcHByb3ZhbBINCgV0b2tlbhgCIAEoCSK7AQoOQXBwcm92ZVJlcXVlc3QSDQoFdG9rZW4YASABKAkSDgoGcmVhc29uGAIgASgJEhAKCGFwcHJvdmVyGAMgASgJEhMKC2FwcHJvdmFsX2lkGAQgASgJEjQKBmlucHV0cxgKIAMoCzIkLnJib29rLnYxLkFwcHJvdmVSZXF1ZXN0LklucHV0c0VudHJ5Gi0KC0lucHV0c0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiNwoPQXBwcm92ZVJlc3BvbnNlEiQKCGFwcHJvdmFsGAEgASgLMhIucmJvb2sudjEuQXBwcm92YWwiaAoNUmVqZWN0UmVxdWVzdBINCgV0b2tlbhgBIAEoCRIOCgZyZWFzb24YAiABKAkSEAoIYXBwcm92ZXIYAyABKAkSEwoLYXBwcm92YWxfaWQYBCABKAkSEQoJcmVkb19mcm9tGAogASgJIjYKDlJlamVjdFJlc3BvbnNlEiQKCGFwcHJvdmFsGAEgASgLMhIucmJvb2sudjEuQXBwcm92YWwiKQoSR2V0QXBwcm92YWxSZXF1ZXN0EhMKC2FwcHJvdmFsX2lkGAEgASgJIjsKE0dldEFwcHJvdmFsUmVzcG9uc2USJAoIYXBwcm92YWwYASABKAsyEi5yYm9vay52MS5BcHByb3ZhbCJ3ChRMaXN0QXBwcm92YWxzUmVxdWVzdBIoCgZzdGF0dXMYASABKA4yGC5yYm9vay52MS5BcHByb3ZhbFN0YXR1cxIOCgZydW5faWQYAiABKAkSEQoJcGFnZV9zaXplGAMgASgFEhIKCnBhZ2VfdG9rZW4YBCABKAkiVwoVTGlzdEFwcHJvdmFsc1Jlc3BvbnNlEiUKCWFwcHJvdmFscxgBIAMoCzISLnJib29rLnYxLkFwcHJvdmFsEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIrChRXYXRjaEFwcHJvdmFsUmVxdWVzdBITCgthcHByb3ZhbF9pZBgBIAEoCSI9ChVXYXRjaEFwcHJvdmFsUmVzcG9uc2USJAoIYXBwcm92YWwYASABKAsyEi5yYm9vay52MS5BcHByb3ZhbCJQChNQcmV2aWV3R2F0ZXNSZXF1ZXN0EgwKBG5hbWUYASABKAkSKwoFZ2F0ZXMYAiADKAsyHC5yYm9vay52MS5HYXRlUHJldmlld1JlcXVlc3QiUAoSR2F0ZVByZXZpZXdSZXF1ZXN0EhEKCXN0ZXBfbmFtZRgBIAEoCRInCgZwb2xpY3kYAiABKAsyFy5yYm9vay52MS5Qb2xpY3lDb250ZXh0IjwKFFByZXZpZXdHYXRlc1Jlc3BvbnNlEiQKBWdhdGVzGAEgAygLMhUucmJvb2sudjEuR2F0ZVByZXZpZXciswEKC0dhdGVQcmV2aWV3EhEKCXN0ZXBfbmFtZRgBIAEoCRIoCgZwb2xpY3kYAiABKAsyGC5yYm9vay52MS5Qb2xpY3lEZWNpc2lvbhITCgtwb2xpY3lfcnVsZRgDIAEoCRIaChJhcHByb3ZhbHNfcmVxdWlyZWQYBCABKAUSGQoRYWxsb3dlZF9hcHByb3ZlcnMYBSADKAkSGwoTc3RhcnRlcl9tYXlfYXBwcm92ZRgGIAEoCDKnBAoPQXBwcm92YWxTZXJ2aWNlElYKD1JlcXVlc3RBcHByb3ZhbBIgLnJib29rLnYxLlJlcXVlc3RBcHByb3ZhbFJlcXVlc3QaIS5yYm9vay52MS5SZXF1ZXN0QXBwcm92YWxSZXNwb25zZRI+CgdBcHByb3ZlEhgucmJvb2sudjEuQXBwcm92ZVJlcXVlc3QaGS5yYm9vay52MS5BcHByb3ZlUmVzcG9uc2USOwoGUmVqZWN0EhcucmJvb2sudjEuUmVqZWN0UmVxdWVzdBoYLnJib29rLnYxLlJlamVjdFJlc3BvbnNlEkoKC0dldEFwcHJvdmFsEhwucmJvb2sudjEuR2V0QXBwcm92YWxSZXF1ZXN0Gh0ucmJvb2sudjEuR2V0QXBwcm92YWxSZXNwb25zZRJQCg1MaXN0QXBwcm92YWxzEh4ucmJvb2sudjEuTGlzdEFwcHJvdmFsc1JlcXVlc3QaHy5yYm9vay52MS5MaXN0QXBwcm92YWxzUmVzcG9uc2USUgoNV2F0Y2hBcHByb3ZhbBIeLnJib29rLnYxLldhdGNoQXBwcm92YWxSZXF1ZXN0Gh8ucmJvb2sudjEuV2F0Y2hBcHByb3ZhbFJlc3BvbnNlMAESTQoMUHJldmlld0dhdGVzEh0ucmJvb2sudjEuUHJldmlld0dhdGVzUmVxdWVzdBoeLnJib29rLnYxLlByZXZpZXdHYXRlc1Jlc3BvbnNlQjZaNGdpdGh1Yi5jb20vcmJvb2tocS9yYm9vay1hY3Rpb24vZ2VuL3Jib29rL3YxO3Jib29rdjFiBnByb3RvMw", [file_google_protobuf_timestamp, file_rbook_v1_approval, file_rbook_v1_inputs, file_rbook_v1_run]);
 
 /**
  * RequestApprovalRequest describes the gate an executor reached (engine.GateRequest).
@@ -532,6 +532,142 @@ export const WatchApprovalResponseSchema: GenMessage<WatchApprovalResponse> = /*
   messageDesc(file_rbook_v1_approval_service, 12);
 
 /**
+ * PreviewGatesRequest names a runbook or playbook and the gates of its plan.
+ *
+ * @generated from message rbook.v1.PreviewGatesRequest
+ */
+export type PreviewGatesRequest = Message<"rbook.v1.PreviewGatesRequest"> & {
+  /**
+   * The runbook_name or playbook name (StartRunRequest.name), which the gate policy's runbook
+   * globs match. Required.
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * The plan's gates in plan order, at most 1000 (the plan's bound, internal/runplan).
+   *
+   * @generated from field: repeated rbook.v1.GatePreviewRequest gates = 2;
+   */
+  gates: GatePreviewRequest[];
+};
+
+/**
+ * Describes the message rbook.v1.PreviewGatesRequest.
+ * Use `create(PreviewGatesRequestSchema)` to create a new message.
+ */
+export const PreviewGatesRequestSchema: GenMessage<PreviewGatesRequest> = /*@__PURE__*/
+  messageDesc(file_rbook_v1_approval_service, 13);
+
+/**
+ * GatePreviewRequest is one gate of a plan.
+ *
+ * @generated from message rbook.v1.GatePreviewRequest
+ */
+export type GatePreviewRequest = Message<"rbook.v1.GatePreviewRequest"> & {
+  /**
+   * The gate's step name or playbook node id. Required.
+   *
+   * @generated from field: string step_name = 1;
+   */
+  stepName: string;
+
+  /**
+   * A playbook approval node's policy context, as RequestApproval sends it when the gate opens;
+   * unset for a runbook's confirm step, which never auto-passes.
+   *
+   * @generated from field: rbook.v1.PolicyContext policy = 2;
+   */
+  policy?: PolicyContext | undefined;
+};
+
+/**
+ * Describes the message rbook.v1.GatePreviewRequest.
+ * Use `create(GatePreviewRequestSchema)` to create a new message.
+ */
+export const GatePreviewRequestSchema: GenMessage<GatePreviewRequest> = /*@__PURE__*/
+  messageDesc(file_rbook_v1_approval_service, 14);
+
+/**
+ * PreviewGatesResponse holds one verdict per requested gate, in the request's order.
+ *
+ * @generated from message rbook.v1.PreviewGatesResponse
+ */
+export type PreviewGatesResponse = Message<"rbook.v1.PreviewGatesResponse"> & {
+  /**
+   * One per requested gate, in the request's order.
+   *
+   * @generated from field: repeated rbook.v1.GatePreview gates = 1;
+   */
+  gates: GatePreview[];
+};
+
+/**
+ * Describes the message rbook.v1.PreviewGatesResponse.
+ * Use `create(PreviewGatesResponseSchema)` to create a new message.
+ */
+export const PreviewGatesResponseSchema: GenMessage<PreviewGatesResponse> = /*@__PURE__*/
+  messageDesc(file_rbook_v1_approval_service, 15);
+
+/**
+ * GatePreview is what this control plane would decide at one gate.
+ *
+ * @generated from message rbook.v1.GatePreview
+ */
+export type GatePreview = Message<"rbook.v1.GatePreview"> & {
+  /**
+   * The gate's step name or node id, as requested.
+   *
+   * @generated from field: string step_name = 1;
+   */
+  stepName: string;
+
+  /**
+   * The auto-pass policy's verdict (shadow set, auto_passed false, when the control plane runs
+   * its policy in shadow mode: a person decides); unset when the request had no policy context.
+   *
+   * @generated from field: rbook.v1.PolicyDecision policy = 2;
+   */
+  policy?: PolicyDecision | undefined;
+
+  /**
+   * The gate policy rule that applies ("gates.yaml rule 2 (line 7)" or the default rule).
+   *
+   * @generated from field: string policy_rule = 3;
+   */
+  policyRule: string;
+
+  /**
+   * M: the distinct approvals that open the gate.
+   *
+   * @generated from field: int32 approvals_required = 4;
+   */
+  approvalsRequired: number;
+
+  /**
+   * Who may decide (identities, "person:…", "group:…"); empty means anyone with the approver role.
+   *
+   * @generated from field: repeated string allowed_approvers = 5;
+   */
+  allowedApprovers: string[];
+
+  /**
+   * Whether the run's starter may approve (four-eyes off).
+   *
+   * @generated from field: bool starter_may_approve = 6;
+   */
+  starterMayApprove: boolean;
+};
+
+/**
+ * Describes the message rbook.v1.GatePreview.
+ * Use `create(GatePreviewSchema)` to create a new message.
+ */
+export const GatePreviewSchema: GenMessage<GatePreview> = /*@__PURE__*/
+  messageDesc(file_rbook_v1_approval_service, 16);
+
+/**
  * ApprovalService owns confirm gates and their HMAC resume tokens (docs/decisions/confirm-gates.md,
  * docs/decisions/approval-tokens.md). The first decision wins through one compare-and-set; errors carry an ErrorInfo
  * detail.
@@ -612,6 +748,21 @@ export const ApprovalService: GenService<{
     methodKind: "server_streaming";
     input: typeof WatchApprovalRequestSchema;
     output: typeof WatchApprovalResponseSchema;
+  },
+  /**
+   * PreviewGates is what this control plane's policies would decide at the gates of a run not
+   * yet started (rbook plan; docs/plan.md, "Policies"): per gate, the gate policy's
+   * requirement as RequestApproval would capture it, and for a playbook approval node sent with
+   * its policy context the auto-pass policy's verdict. It records nothing and opens no gate; a
+   * read, open to every role. Errors: E_INVALID_ARGUMENT (no name, too many gates, a policy
+   * context over its limits).
+   *
+   * @generated from rpc rbook.v1.ApprovalService.PreviewGates
+   */
+  previewGates: {
+    methodKind: "unary";
+    input: typeof PreviewGatesRequestSchema;
+    output: typeof PreviewGatesResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_rbook_v1_approval_service, 0);
