@@ -377,3 +377,26 @@ func TestTimedOutGateHasAReviewAttestation(t *testing.T) {
 		t.Fatalf("expired gate %+v", p.Gate)
 	}
 }
+
+// What was signed stays served by a control plane that cannot sign (a replica or a restart
+// without --signing-key): the attestation row is the source.
+func TestStoredAttestationIsServedWithoutAKey(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "cp.db")
+	signer, _ := newKey(t)
+	cp := serveAttesting(t, db, signer)
+	approved, _ := finishedRunWithGates(t, cp)
+	ctx := context.Background()
+	signed, err := cp.alice.runs.GetAttestation(ctx, &rbookv1.GetAttestationRequest{RunId: "R-att"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	review := getApproval(t, cp.alice, approved.GetApprovalId()).GetReviewAttestationJson()
+	keyless := serveAttesting(t, db, nil)
+	got, err := keyless.alice.runs.GetAttestation(ctx, &rbookv1.GetAttestationRequest{RunId: "R-att"})
+	if err != nil || got.GetEnvelopeJson() != signed.GetEnvelopeJson() || got.GetKeyId() != signer.KeyID() {
+		t.Fatalf("GetAttestation without a key = %v, %v; want the stored envelope", got, err)
+	}
+	if again := getApproval(t, keyless.alice, approved.GetApprovalId()).GetReviewAttestationJson(); review == "" || again != review {
+		t.Fatalf("review attestation without a key: %q, want the stored %q", again, review)
+	}
+}
