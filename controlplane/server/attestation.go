@@ -93,9 +93,13 @@ func (s *Server) attestFinalRun(ctx context.Context, runID string) {
 		return
 	}
 	run, err := s.st.Run(ctx, runID)
-	if err == nil && run.Status.Final() {
-		_, err = s.signRun(ctx, run)
+	if err != nil || !run.Status.Final() {
+		return
 	}
+	if a, err := s.st.GetAttestation(ctx, runID, ""); err == nil && a.LastSeq == run.LastSeq {
+		return // a resent final transition: signed already
+	}
+	_, err = s.signRun(ctx, run)
 	if err != nil {
 		s.log.WarnContext(ctx, "run attestation not signed; GetAttestation signs it when asked", "run_id", runID, "error", err.Error())
 	}
