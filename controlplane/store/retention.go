@@ -39,7 +39,7 @@ var prunable = `r.status IN ` + finishedRunStatuses + ` AND r.completed_at IS NO
 		WHERE approval_id IN (SELECT a.approval_id FROM playbook_approvals a WHERE a.run_id = r.run_id) AND ` + ruleHasWork + `)`
 
 // prunedTables are the tables a prune deletes from, children first (the foreign keys of
-// migrations 0001-0018 need that order), each with the condition that selects a pruned
+// migrations 0001-0022 need that order), each with the condition that selects a pruned
 // run's rows, where the runs being pruned are those listed in run_prunes.
 var prunedTables = []struct{ table, where string }{
 	{"approval_votes", `approval_id IN (SELECT a.approval_id FROM playbook_approvals a JOIN run_prunes p ON p.run_id = a.run_id)`},
@@ -48,6 +48,7 @@ var prunedTables = []struct{ table, where string }{
 	{"notification_deliveries", `event_id IN (SELECT e.event_id FROM notification_events e JOIN run_prunes p ON p.run_id = e.run_id)`},
 	{"notification_events", `run_id IN (SELECT run_id FROM run_prunes)`},
 	{"run_plans", `run_id IN (SELECT run_id FROM run_prunes)`},
+	{"attestations", `run_id IN (SELECT run_id FROM run_prunes)`},
 	{"run_transitions", `run_id IN (SELECT run_id FROM run_prunes)`},
 	{"playbook_approvals", `run_id IN (SELECT run_id FROM run_prunes)`},
 	{"playbook_runs", `run_id IN (SELECT run_id FROM run_prunes)`},
@@ -65,11 +66,15 @@ var unprunedTables = map[string]string{
 }
 
 // RunRecord is what a prune exports of one run before deleting it: the run row, every
-// transition in seq order and every approval (with its votes), oldest request first.
+// transition in seq order, every approval (with its votes), oldest request first, and the
+// run's signed attestations (migration 0022).
 type RunRecord struct {
 	Run         Run
 	Transitions []Transition
 	Approvals   []Approval
+	// Attestations are the run's (ApprovalID "") and its gates' attestations; none when
+	// nothing was signed.
+	Attestations []Attestation
 }
 
 // PruneCursor is where a pass of PruneRuns calls has got to: the end time and id of the
@@ -248,7 +253,8 @@ func (s *Store) pruneCandidates(ctx context.Context, before time.Time, after Pru
 	return out, nil
 }
 
-// runRecord reads runID's RunRecord: the run, all its transitions, all its approvals.
+// runRecord reads runID's RunRecord: the run, all its transitions, all its approvals, its
+// attestations.
 func (s *Store) runRecord(ctx context.Context, runID string) (RunRecord, error) {
 	var rec RunRecord
 	run, err := s.Run(ctx, runID)
@@ -282,6 +288,20 @@ func (s *Store) runRecord(ctx context.Context, runID string) (RunRecord, error) 
 	// ListApprovals is newest first; the record lists them in the order they were requested.
 	for i, j := 0, len(rec.Approvals)-1; i < j; i, j = i+1, j-1 {
 		rec.Approvals[i], rec.Approvals[j] = rec.Approvals[j], rec.Approvals[i]
+	}
+	ids := []string{""}
+	for _, a := range rec.Approvals {
+		ids = append(ids, a.ApprovalID)
+	}
+	for _, id := range ids {
+		a, err := s.GetAttestation(ctx, runID, id)
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return rec, err
+		}
+		rec.Attestations = append(rec.Attestations, a)
 	}
 	return rec, nil
 }
