@@ -224,7 +224,11 @@ func (a *attempt) end(ctx context.Context, res engine.Result, err error) error {
 		a.Terminal.Halted(st, err)
 		return &ExitError{Code: ExitAborted, Msg: fmt.Sprintf("%v\nRun %s halted; everything recorded is in %s. Run the same command again to resume.", err, st.RunID, fileRec.Path)}
 	}
-	return a.Terminal.Finish(a.Name, st, res, WriteEvidence(a.Err, a.Plan, st))
+	evPath := WriteEvidence(a.Err, a.Plan, st)
+	if evPath != "" {
+		a.Terminal.Attested(writeAttestation(ctx, a.cpc, a.statePath, st, evPath, a.Err))
+	}
+	return a.Terminal.Finish(a.Name, st, res, evPath)
 }
 
 // finishPaused ends a run that paused at a gate (docs/approvals.md, "Pause mode"): every

@@ -51,6 +51,9 @@ type Terminal interface {
 	Halted(st *state.State, err error)
 	Paused(st *state.State, msg string, pe *cpclient.PausedError)
 	Finish(name string, st *state.State, res engine.Result, evPath string) error
+	// Attested tells the output, before Finish, the attestation the run's control plane
+	// signed of the finished run (the zero value when there is none).
+	Attested(a AttestationFile)
 }
 
 // Options is one run of the pipeline: the resolved configuration and what the run is of.

@@ -103,8 +103,9 @@ func TestRunnerNativeOutputOfTheDemo(t *testing.T) {
 	}
 	want := map[string]string{
 		"run-id": st.RunID, "status": "COMPLETED", "report-path": "report.md",
-		"evidence-path": filepath.Join(".rbook", st.RunID+".evidence.json"),
-		"approval-id":   ids[1], "approved-by": "unverified:octocat", "approval-comment": "answered at the executor's terminal: yes",
+		"evidence-path":    filepath.Join(".rbook", st.RunID+".evidence.json"),
+		"attestation-path": filepath.Join(".rbook", st.RunID+".attestation.json"),
+		"approval-id":      ids[1], "approved-by": "unverified:octocat", "approval-comment": "answered at the executor's terminal: yes",
 		"approval-status": "approved",
 	}
 	for k, w := range want {
