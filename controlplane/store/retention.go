@@ -39,7 +39,7 @@ var prunable = `r.status IN ` + finishedRunStatuses + ` AND r.completed_at IS NO
 		WHERE approval_id IN (SELECT a.approval_id FROM playbook_approvals a WHERE a.run_id = r.run_id) AND ` + ruleHasWork + `)`
 
 // prunedTables are the tables a prune deletes from, children first (the foreign keys of
-// migrations 0001-0018 need that order), each with the condition that selects a pruned
+// migrations 0001-0022 need that order), each with the condition that selects a pruned
 // run's rows, where the runs being pruned are those listed in run_prunes.
 var prunedTables = []struct{ table, where string }{
 	{"approval_votes", `approval_id IN (SELECT a.approval_id FROM playbook_approvals a JOIN run_prunes p ON p.run_id = a.run_id)`},
@@ -48,6 +48,7 @@ var prunedTables = []struct{ table, where string }{
 	{"notification_deliveries", `event_id IN (SELECT e.event_id FROM notification_events e JOIN run_prunes p ON p.run_id = e.run_id)`},
 	{"notification_events", `run_id IN (SELECT run_id FROM run_prunes)`},
 	{"run_plans", `run_id IN (SELECT run_id FROM run_prunes)`},
+	{"attestations", `run_id IN (SELECT run_id FROM run_prunes)`},
 	{"run_transitions", `run_id IN (SELECT run_id FROM run_prunes)`},
 	{"playbook_approvals", `run_id IN (SELECT run_id FROM run_prunes)`},
 	{"playbook_runs", `run_id IN (SELECT run_id FROM run_prunes)`},

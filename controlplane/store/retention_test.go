@@ -217,6 +217,7 @@ func seedEveryRunTable(t *testing.T, s *Store, id string) {
 		args []any
 	}{
 		{`INSERT INTO run_plans (run_id, content_hash, plan, stored_at) VALUES (?, ?, ?, ?)`, []any{id, hash(id), []byte("plan"), at}},
+		{`INSERT INTO attestations (run_id, approval_id, key_id, envelope, created_at) VALUES (?, '', ?, '{}', ?)`, []any{id, hash(id), at}},
 		{`INSERT INTO notification_events (event_id, kind, run_id, approval_id, payload, created_at, routed_at) VALUES (?, 'run.finished', ?, ?, '{}', ?, ?)`,
 			[]any{"ev-" + id, id, gate, at, at}},
 		{`INSERT INTO notification_deliveries (event_id, channel, created_at, delivered_at) VALUES (?, 'hook', ?, ?)`, []any{"ev-" + id, at, at}},
@@ -245,6 +246,7 @@ func rowsAbout(t *testing.T, s *Store, id string) map[string]int {
 		{"notification_deliveries", "event_id = 'ev-' || ?"},
 		{"notification_events", "approval_id = ?"},
 		{"run_plans", "run_id = substr(?, 6)"},
+		{"attestations", "run_id = substr(?, 6)"},
 		{"run_transitions", "run_id = substr(?, 6)"},
 		{"playbook_approvals", "approval_id = ?"},
 		{"playbook_runs", "run_id = substr(?, 6)"},
