@@ -181,7 +181,7 @@ func ReadExisting(path, name string) (*state.State, error) {
 
 // StartOf is where the engine starts for the verbs that end a recorded run.
 func StartOf(st *state.State) engine.Start {
-	return engine.Start{RunID: st.RunID, Seq: st.Seq, Index: st.LastCompletedStepIndex + 1, Evidence: st.EvidencePack, LastDeployName: st.LastDeployName}
+	return engine.Start{RunID: st.RunID, Seq: st.Seq, ChainHead: st.ChainHead, Index: st.LastCompletedStepIndex + 1, Evidence: st.EvidencePack, LastDeployName: st.LastDeployName}
 }
 
 // Reporter is the output of a verb that ends a recorded run: its progress lines (a Recorder)
