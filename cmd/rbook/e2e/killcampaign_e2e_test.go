@@ -32,6 +32,7 @@ import (
 	"github.com/rbookhq/rbook-action/action/engine"
 	"github.com/rbookhq/rbook-action/action/state"
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
+	"github.com/rbookhq/rbook-action/internal/evidenceverify"
 )
 
 // Kill points per mode (kills that landed while the run was going) when RBOOK_KILL_CYCLES
@@ -157,6 +158,7 @@ const (
 	mmHang          = "rbook did not exit (killed after the campaign's limit)"
 	mmWrongOutcome  = "run ended with another status than its runbook leads to"
 	mmStepIndexLoop = "resume kept stopping at a step in unknown state"
+	mmNotVerified   = "final run whose evidence does not verify (rbook evidence verify: the chain, the pack, and with a control plane its signed attestation)"
 )
 
 // The kill points where the evidence pack file was written and the state write that makes the
@@ -926,6 +928,35 @@ func (k *campaign) check(before snap, v campaignVariant, log cycleLog) []string 
 	return problems
 }
 
+// verifyEvidence checks a final run's evidence as `rbook evidence verify` does
+// (docs/evidence-verify.md): its journal's chain from seq 1 and its pack against the chain
+// and, with a control plane, the attestation that control plane signed, checked with the keys
+// it publishes. It returns "" when the run verifies (with --control-plane off, when the chain
+// and the pack agree: there is nothing signed), else what failed.
+func (k *campaign) verifyEvidence(path, runID string) string {
+	o := evidenceverify.Options{Pack: filepath.Join(filepath.Dir(path), runID+".evidence.json")}
+	var remote evidenceverify.Remote
+	want := evidenceverify.ExitUnsigned
+	if k.url != "" {
+		r, err := evidenceverify.NewRemote(k.url)
+		if err != nil {
+			return err.Error()
+		}
+		remote, want = r, evidenceverify.ExitVerified
+	}
+	in, err := evidenceverify.Load(context.Background(), o, remote)
+	if err != nil {
+		return err.Error()
+	}
+	rep := evidenceverify.Verify(in)
+	if rep.Code() == want {
+		return ""
+	}
+	var b strings.Builder
+	rep.WriteText(&b, false)
+	return fmt.Sprintf("exit %d, want %d:\n%s", rep.Code(), want, indent(b.String(), "    "))
+}
+
 // evidenceFileDiff compares run runID's <run_id>.evidence.json beside the state file at path
 // with that state file's evidence_pack, entry for entry (each entry's JSON decoded, so only
 // the layout of the file may differ). It returns "" when they are equal, else the mismatch
@@ -1021,6 +1052,9 @@ func (k *campaign) compare(cycle int, runID, path string, v campaignVariant) []s
 	}
 	if evKind != "" && evKind != mmEvidenceAhead {
 		add(evKind, evDetail)
+	}
+	if detail := k.verifyEvidence(path, runID); detail != "" {
+		add(mmNotVerified, detail)
 	}
 
 	// No deploy executed twice (a rollback neither), unless the operator chose to run an
