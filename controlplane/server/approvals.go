@@ -398,6 +398,7 @@ func (s *Server) decide(ctx context.Context, v vote) (store.Approval, error) {
 	s.log.InfoContext(ctx, "gate decided", "approval_id", decided.ApprovalID, "run_id", decided.RunID,
 		"status", string(decided.Status), "approver", decided.Approver)
 	s.countDecision(ctx, v, decided)
+	s.reviewAttestation(ctx, decided) // signed right after the decision's commit; a failure is logged, and a read signs it
 	return decided, nil
 }
 
@@ -500,6 +501,7 @@ func (h approvalService) GetApproval(ctx context.Context, req *rbookv1.GetApprov
 	p := h.s.approvalToProto(a)
 	p.Caller = h.s.eligibility(ctx, a, nil)
 	h.s.fillNotices(ctx, p)
+	p.ReviewAttestationJson = h.s.reviewAttestation(ctx, a)
 	return &rbookv1.GetApprovalResponse{Approval: p}, nil
 }
 

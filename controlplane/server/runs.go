@@ -218,7 +218,8 @@ func (h runService) afterRecord(ctx context.Context, t store.Transition, p store
 }
 
 // closeFinalGates closes the pending gates of a run that is now final (st), with the source
-// and reason of why; a run that is not final keeps them.
+// and reason of why, then signs the run's attestation (attestFinalRun); a run that is not
+// final keeps them.
 func (h runService) closeFinalGates(ctx context.Context, runID string, st store.RunStatus) error {
 	if !st.Final() {
 		return nil
@@ -227,7 +228,11 @@ func (h runService) closeFinalGates(ctx context.Context, runID string, st store.
 	if st == store.RunCancelled {
 		source, reason = store.SourceCancelRun, "closed: the run was cancelled"
 	}
-	return h.s.closeGates(ctx, runID, source, reason)
+	if err := h.s.closeGates(ctx, runID, source, reason); err != nil {
+		return err
+	}
+	h.s.attestFinalRun(ctx, runID) // after the gates closed, so the attestation names those decisions too
+	return nil
 }
 
 // RecordTransitions stores a batch of one run's transitions in one durable commit (docs/decisions/durability.md; store.RecordTransitions), with RecordTransition's fence, lease renewal, watcher
@@ -539,15 +544,18 @@ func (h runService) CancelRun(ctx context.Context, req *rbookv1.CancelRunRequest
 	return &rbookv1.CancelRunResponse{Run: runToProto(run, h.s.hub.effective(run))}, nil
 }
 
-// evidenceJSON is one entry of evidence_pack_json: exactly the specification's fields and order
-// (docs/spec/runbooks.md, "Step 7").
+// evidenceJSON is one entry of evidence_pack_json and of the evidence pack file: the
+// specification's fields in its order (docs/spec/runbooks.md, "Step 7"), then rbook's
+// additions as the executor writes them (docs/decisions/two-renderings.md, docs/evidence-chain.md).
 type evidenceJSON struct {
-	StepName     string  `json:"step_name"`
-	Type         string  `json:"type"`
-	Input        *string `json:"input"`
-	Output       string  `json:"output"`
-	Status       string  `json:"status"`
-	TimestampUTC string  `json:"timestamp_utc"`
+	StepName       string  `json:"step_name"`
+	Type           string  `json:"type"`
+	Input          *string `json:"input"`
+	Output         string  `json:"output"`
+	Status         string  `json:"status"`
+	TimestampUTC   string  `json:"timestamp_utc"`
+	SourceInput    *string `json:"source_input,omitempty"`
+	TransitionHash string  `json:"transition_hash,omitempty"`
 }
 
 func (h runService) GetEvidencePack(ctx context.Context, req *rbookv1.GetEvidencePackRequest) (*rbookv1.GetEvidencePackResponse, error) {
@@ -563,9 +571,7 @@ func (h runService) GetEvidencePack(ctx context.Context, req *rbookv1.GetEvidenc
 			if t.Evidence == nil {
 				return entry{}, 0, false
 			}
-			e := evidenceToProto(*t.Evidence)
-			j := evidenceJSON{StepName: e.StepName, Type: e.Type, Input: e.Input, Output: e.Output,
-				Status: string(t.Evidence.Status), TimestampUTC: e.TimestampUtc}
+			e, j := evidenceToProto(*t.Evidence), evidenceEntry(t)
 			// The page carries each entry twice (message and JSON text); JSON escaping can
 			// grow text up to six times for control characters, so count it generously.
 			return entry{e, j}, proto.Size(e) + 2*len(e.GetOutput()) + 2*len(e.GetInput()) + 256, true
@@ -579,7 +585,7 @@ func (h runService) GetEvidencePack(ctx context.Context, req *rbookv1.GetEvidenc
 		out.Entries = append(out.Entries, e.proto)
 		pack = append(pack, e.json)
 	}
-	b, err := json.MarshalIndent(pack, "", "  ")
+	b, err := encodeEvidencePack(pack)
 	if err != nil {
 		return nil, h.s.storeError(ctx, "GetEvidencePack", err)
 	}

@@ -33,6 +33,7 @@ import (
 	"github.com/rbookhq/rbook-action/controlplane/signin"
 	"github.com/rbookhq/rbook-action/controlplane/store"
 	"github.com/rbookhq/rbook-action/gen/rbook/v1/rbookv1connect"
+	"github.com/rbookhq/rbook-action/internal/attest"
 )
 
 // DefaultMaxMessageBytes caps a request message (4 MiB); larger ones get RESOURCE_EXHAUSTED
@@ -135,6 +136,15 @@ type Options struct {
 	// MetricsToken, when set, is the bearer token /metrics requires (rbook serve
 	// --metrics-token-file); empty serves it to everyone, as health is.
 	MetricsToken []byte
+	// Signer, when set, signs each finished run's attestation and each gate decision's review
+	// attestation, and its public key is published at attest.KeysPath (rbook serve
+	// --signing-key; docs/attestations.md). nil signs nothing: GetAttestation answers
+	// E_ATTESTATION_UNAVAILABLE.
+	Signer attest.Signer
+	// PreviousKeys are retired signing keys, published at attest.KeysPath for verification
+	// only, so attestations they signed still verify after a rotation (rbook serve
+	// --signing-key-previous; docs/attestations.md, "Rotation").
+	PreviousKeys []attest.PublicKey
 }
 
 // Server is the control plane's http.Handler. Create it with New; Close it before closing
@@ -285,6 +295,10 @@ func New(st *store.Store, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	s.mountSlack()
+	if err := s.mountKeys(); err != nil {
+		unsubscribe()
+		return nil, fmt.Errorf("server: %w", err)
+	}
 	unsubMetrics := s.mountMetrics()
 	// The approver's console: every path no service claims gets the page or its assets
 	// (docs/console.md). The Connect services keep their /rbook.v1.X/ paths.

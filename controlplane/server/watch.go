@@ -162,6 +162,7 @@ func (h approvalService) WatchApproval(ctx context.Context, req *rbookv1.WatchAp
 		p := s.approvalToProto(a)
 		p.Caller = s.eligibility(ctx, a, runs)
 		s.fillNotices(ctx, p)
+		p.ReviewAttestationJson = s.reviewAttestation(ctx, a)
 		if err := stream.Send(&rbookv1.WatchApprovalResponse{Approval: p}); err != nil || a.Status != store.ApprovalPending {
 			return err
 		}

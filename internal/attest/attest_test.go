@@ -153,7 +153,7 @@ func TestTamperedEnvelopeIsRefused(t *testing.T) {
 	}
 }
 
-func TestRotatedKeyStillVerifies(t *testing.T) {
+func TestRetiredKeyFileIsPublishedForVerificationOnly(t *testing.T) {
 	pems := keyPEMs(t)
 	old, cur := signer(t, pems["p256 ec sec1"]), signer(t, pems["ed25519 pkcs8"])
 	oldEnv, err := attest.SignStatement(context.Background(), old, statement(t))
