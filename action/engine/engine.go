@@ -196,13 +196,19 @@ func (e *Engine) Cancel(ctx context.Context, st Start, by string) (Result, error
 	return r.cancel(ctx, by)
 }
 
+// ChainPrev is the prev_hash of the transition after seq, whose hash is head:
+// evidencechain.Genesis after seq 0, else head ("" for a run recorded without the chain,
+// which Seal then leaves so; docs/evidence-chain.md).
+func ChainPrev(seq int64, head string) string {
+	if seq == 0 {
+		return evidencechain.Genesis
+	}
+	return head
+}
+
 // newRun picks the run up where st says it stands.
 func (e *Engine) newRun(st Start) *run {
-	head := st.ChainHead
-	if st.Seq == 0 {
-		head = evidencechain.Genesis
-	}
-	return &run{e: e, id: st.RunID, seq: st.Seq, head: head, evidence: append([]Evidence(nil), st.Evidence...), lastDep: st.LastDeployName}
+	return &run{e: e, id: st.RunID, seq: st.Seq, head: ChainPrev(st.Seq, st.ChainHead), evidence: append([]Evidence(nil), st.Evidence...), lastDep: st.LastDeployName}
 }
 
 func (r *run) now() time.Time {
