@@ -1,6 +1,6 @@
 // Package embedded is the control plane `rbook run` starts in its own process when no
 // --control-plane is given: its files under .rbook/ (the database, the approval secret, the
-// local approver key), the lock that lets one control plane at a time serve a database, and
+// local approver key, the signing key), the lock that lets one control plane at a time serve a database, and
 // the read-only view of an ended run's database that the history verbs use.
 package embedded
 
@@ -90,6 +90,11 @@ func Start(ctx context.Context, errw io.Writer, o Options) (string, func(), erro
 		unlock()
 		return "", nil, fmt.Errorf("embedded control plane: local approver key: %w", err)
 	}
+	signer, _, err := LoadOrCreateSigningKey(SigningKey)
+	if err != nil {
+		unlock()
+		return "", nil, fmt.Errorf("embedded control plane: %w", err)
+	}
 	// The embedded server logs only problems: the run's own output is what a person reads.
 	logger := slog.New(slog.NewTextHandler(errw, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	running, err := server.Start(ctx, server.Config{
@@ -99,7 +104,8 @@ func Start(ctx context.Context, errw io.Writer, o Options) (string, func(), erro
 		// so there are no links.
 		PublicURLIsListener: o.PublicURLIsListener,
 		Options: server.Options{Secret: secret, Logger: logger, PlaybookPolicy: o.Policy, PolicyShadow: o.Shadow, LocalApprover: localKey,
-			LocalPerson: o.LocalPerson}, // the name `rbook approve` records by default
+			LocalPerson: o.LocalPerson, // the name `rbook approve` records by default
+			Signer:      signer},       // attestations of every run, with no setup (docs/attestations.md)
 	})
 	if err != nil {
 		unlock()

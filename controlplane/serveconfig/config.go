@@ -34,7 +34,7 @@ var configOptions = flagconfig.Options{
 	// that talk to a control plane (a shell that runs both must not have one reconfigure the
 	// other). No serve flag maps onto one today (TestServeFlagsMapOntoNoReservedVariable).
 	ReservedEnv: []string{
-		approval.EnvApprovalSecret, approval.EnvSecret, envApprovalSecretPrevious, envConfig,
+		approval.EnvApprovalSecret, approval.EnvSecret, envApprovalSecretPrevious, envSigningKeyPEM, envConfig,
 		"RBOOK_CONTROL_PLANE", "RBOOK_CONTROL_PLANE_AUTH", "RBOOK_TOKEN", "RBOOK_SHOW_TOKEN",
 		"RBOOK_GATE_MODE", "RBOOK_OIDC_AUDIENCE", "RBOOK_GITHUB_ENVIRONMENT",
 		"RBOOK_CA_FILE", "RBOOK_CLIENT_CERT", "RBOOK_CLIENT_KEY",
@@ -44,6 +44,7 @@ var configOptions = flagconfig.Options{
 		"approval-secret":             "secrets are never in the configuration file: set " + approval.EnvApprovalSecret,
 		"secret":                      "secrets are never in the configuration file: set " + approval.EnvApprovalSecret,
 		"approval-secret-previous":    "secrets are never in the configuration file: set " + envApprovalSecretPrevious,
+		"signing-key-pem":             "secrets are never in the configuration file: give signing-key: FILE, or set " + envSigningKeyPEM,
 		"config":                      "a configuration file cannot name another; give --config FILE or " + envConfig,
 		"reset-approval-secret-check": "a one-time repair, given on the command line of one start only (docs/tls.md, \"Rotating the approval secret\")",
 	},
@@ -125,6 +126,7 @@ func printConfig(fs *pflag.FlagSet, res *flagconfig.Result, lookup func(string) 
 		"secrets (environment only, never in the config file):",
 		"approval secret: " + flagconfig.SecretState(signing, from),
 		"previous approval secret: " + flagconfig.SecretState(previous, envApprovalSecretPrevious),
+		signingKeyState(lookup),
 	}
 	return flagconfig.Effective(fs, res, configOptions, redactValue, header, footer)
 }

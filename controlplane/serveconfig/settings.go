@@ -40,6 +40,7 @@ type Settings struct {
 	people    peopleFlags
 	tls       tlsFlags
 	secret    secretFlags
+	signing   signingFlags
 	retention server.RetentionOptions
 	metrics   metricsFlags
 	tracing   tracingFlags
@@ -63,6 +64,7 @@ func AddFlags(cmd *cobra.Command, version string) *Settings {
 	s.people.add(f)
 	s.tls.add(f)
 	s.secret.add(f)
+	s.signing.add(f)
 	addRetentionFlags(f, &s.retention)
 	s.metrics.add(f)
 	s.tracing.add(f)
@@ -80,12 +82,13 @@ func AddFlags(cmd *cobra.Command, version string) *Settings {
 type Modes struct {
 	authFile, policyFile, notifyFile                    string
 	oidc, github, playbook, signIn, people, tls, secret string
+	signing                                             string
 }
 
 // Line is the address line's description of cfg's features (server.ModeLine), which also
 // logs the gate policy's warnings to cfg.Logger.
 func (m Modes) Line(cfg *server.Config) string {
-	return server.ModeLine(cfg, m.authFile, m.policyFile, m.notifyFile, m.oidc, m.github, m.playbook, m.signIn, m.people, m.tls, m.secret)
+	return server.ModeLine(cfg, m.authFile, m.policyFile, m.notifyFile, m.oidc, m.github, m.playbook, m.signIn, m.people, m.tls, m.secret, m.signing)
 }
 
 // Load reads the approval secret from the environment and every file the flags name into
@@ -153,6 +156,9 @@ func (s *Settings) loadFeatures(cmd *cobra.Command, cfg *server.Config, m *Modes
 		return err
 	}
 	if m.secret, err = s.secret.apply(cfg); err != nil {
+		return err
+	}
+	if m.signing, err = s.signing.apply(cfg); err != nil {
 		return err
 	}
 	if err := applyRetention(s.retention, cfg); err != nil {

@@ -351,3 +351,29 @@ func must[T any](v T, err error) T {
 	}
 	return v
 }
+
+// A gate whose deadline passes is decided by the clock, rejected as timed out
+// (docs/approvals.md): that decision is signed too, with no vote.
+func TestTimedOutGateHasAReviewAttestation(t *testing.T) {
+	signer, _ := newKey(t)
+	cp := serveAttesting(t, filepath.Join(t.TempDir(), "cp.db"), signer)
+	startRun(t, cp.exec, "R-exp")
+	res, err := cp.exec.apps.RequestApproval(context.Background(), &rbookv1.RequestApprovalRequest{OwnerId: testOwner, Epoch: epochOf(t, cp.exec, "R-exp"),
+		RunId: "R-exp", StepName: "approve", StepIndex: 1, Prompt: "Deploy?", Deadline: timestamppb.New(time.Now().Add(1500 * time.Millisecond)),
+		PlanDigest: digest("plan"), OnFail: "halt"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	watch, _ := watchApproval(t, cp.alice, res.GetApproval().GetApprovalId())
+	expired := lastApproval(t, watch)
+	if expired.GetStatus() != rbookv1.ApprovalStatus_APPROVAL_STATUS_REJECTED || !strings.HasPrefix(expired.GetReason(), "timed out") {
+		t.Fatalf("status %s (%s), want REJECTED as timed out", expired.GetStatus(), expired.GetReason())
+	}
+	var p attest.GateReviewPredicate
+	if err := json.Unmarshal(verified(t, cp.URL, expired.GetReviewAttestationJson()).Predicate, &p); err != nil {
+		t.Fatal(err)
+	}
+	if p.Gate.Verdict != "rejected" || !strings.HasPrefix(p.Gate.Reason, "timed out") || len(p.Gate.Votes) != 0 || p.Gate.DecidedAt == "" {
+		t.Fatalf("expired gate %+v", p.Gate)
+	}
+}

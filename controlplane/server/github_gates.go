@@ -291,6 +291,7 @@ func (g *githubGates) vote(ctx context.Context, a store.Approval, voter approval
 	}
 	g.log.InfoContext(ctx, "gate decided", "approval_id", decided.ApprovalID, "run_id", decided.RunID,
 		"status", string(decided.Status), "approver", decided.Approver, "source", SourceGitHub)
+	g.s.reviewAttestation(ctx, decided) // as decide does: signed after the commit, or at the next read
 	return "gate " + string(decided.Status), nil
 }
 

@@ -425,6 +425,7 @@ func (s *Server) expireDue(ctx context.Context) (wait time.Duration, ok bool) {
 		}
 		for _, a := range expired {
 			s.log.Info("gate expired", "approval_id", a.ApprovalID, "run_id", a.RunID, "node_id", a.NodeID)
+			s.reviewAttestation(ctx, a) // an expiry is a decision too (docs/attestations.md)
 		}
 	}
 }

@@ -12,6 +12,9 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -225,5 +228,46 @@ func TestSignerNeverPrintsItsPrivateKey(t *testing.T) {
 	}
 	if !strings.Contains(printed, s.KeyID()) {
 		t.Fatalf("a printed signer should name its key id: %s", printed)
+	}
+}
+
+// Keys as openssl writes them load: `genpkey` (PKCS#8, Ed25519 and P-256) and `ecparam
+// -genkey` (an "EC PARAMETERS" block before the "EC PRIVATE KEY"), the commands
+// docs/attestations.md gives. Generated at test time: no private key is committed.
+func TestOpenSSLKeysLoad(t *testing.T) {
+	openssl, err := exec.LookPath("openssl")
+	if err != nil {
+		t.Skip("openssl not installed")
+	}
+	dir := t.TempDir()
+	for _, c := range []struct {
+		name, alg string
+		args      []string
+	}{
+		{"genpkey ed25519", attest.AlgEd25519, []string{"genpkey", "-algorithm", "ed25519"}},
+		{"genpkey p-256", attest.AlgECDSAP256, []string{"genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256"}},
+		{"ecparam -genkey", attest.AlgECDSAP256, []string{"ecparam", "-genkey", "-name", "prime256v1"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			out := filepath.Join(dir, strings.ReplaceAll(c.name, " ", "-")+".pem")
+			if b, err := exec.Command(openssl, append(c.args, "-out", out)...).CombinedOutput(); err != nil {
+				t.Fatalf("openssl: %v\n%s", err, b)
+			}
+			p, err := os.ReadFile(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := signer(t, p)
+			if s.Algorithm() != c.alg {
+				t.Fatalf("algorithm %s, want %s", s.Algorithm(), c.alg)
+			}
+			env, err := attest.SignStatement(context.Background(), s, statement(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := attest.VerifyEnvelope(env, []attest.PublicKey{attest.PublicOf(s)}); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }

@@ -97,9 +97,14 @@ func (s *keySigner) String() string { return "attest signer " + s.alg + " " + s.
 func (s *keySigner) GoString() string { return s.String() }
 
 // LoadSigner reads a private key from PEM: a PKCS#8 "PRIVATE KEY" (Ed25519 or ECDSA P-256)
-// or a SEC 1 "EC PRIVATE KEY" (P-256). Errors name what was found and never hold key bytes.
+// or a SEC 1 "EC PRIVATE KEY" (P-256), after any "EC PARAMETERS" block. Errors name what
+// was found and never hold key bytes.
 func LoadSigner(pemBytes []byte) (Signer, error) {
-	block, _ := pem.Decode(pemBytes)
+	block, rest := pem.Decode(pemBytes)
+	for block != nil && block.Type == "EC PARAMETERS" {
+		// `openssl ecparam -genkey` writes the curve's parameters before the key.
+		block, rest = pem.Decode(rest)
+	}
 	if block == nil {
 		return nil, errors.New("no PEM block found: give a PKCS#8 \"PRIVATE KEY\" (Ed25519 or ECDSA P-256), e.g. from `openssl genpkey -algorithm ed25519`")
 	}
