@@ -32,6 +32,7 @@ import (
 	"github.com/rbookhq/rbook-action/action/engine"
 	"github.com/rbookhq/rbook-action/action/state"
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
+	"github.com/rbookhq/rbook-action/internal/attest"
 	"github.com/rbookhq/rbook-action/internal/evidenceverify"
 )
 
@@ -315,7 +316,7 @@ func runKillCampaign(t *testing.T, m killMode, random, aimed int, seed uint64) {
 		// The executor prints each approval's token only on a terminal or with
 		// RBOOK_SHOW_TOKEN=1; the campaign approves with it, as a person with the token would.
 		t.Setenv("RBOOK_SHOW_TOKEN", "1")
-		k.url = serveCP(t, dir)
+		k.url = serveCP(t, dir, "--signing-key", signingKeyFile(t, dir)) // every finished run is attested
 		k.c = cpclient.New(k.url, "")
 		cp = "a separate rbook serve on SQLite at " + k.url
 	}
@@ -926,6 +927,21 @@ func (k *campaign) check(before snap, v campaignVariant, log cycleLog) []string 
 		add(k.problem(log.n, id, mmOrphan, detail))
 	}
 	return problems
+}
+
+// signingKeyFile writes a new Ed25519 signing key (PKCS#8 PEM) into dir for `rbook serve
+// --signing-key` and returns its path.
+func signingKeyFile(t *testing.T, dir string) string {
+	t.Helper()
+	_, pemKey, err := attest.GenerateEd25519()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, "signing-key.pem")
+	if err := os.WriteFile(p, pemKey, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 // verifyEvidence checks a final run's evidence as `rbook evidence verify` does
