@@ -236,6 +236,9 @@ func (v *view) trailer(name string, st *state.State, msg, evPath string) {
 		fmt.Fprintln(v.errw, msg)
 	}
 	fmt.Fprintf(v.errw, "Run %s %s. Evidence pack: %s\n", st.RunID, termui.RunWord(st), evPath)
+	if a := v.attestation; a.Path != "" {
+		fmt.Fprintf(v.errw, "Attestation: %s (signed by key %s)\n", a.Path, a.KeyID)
+	}
 	if v.reportPath != "" {
 		fmt.Fprintf(v.errw, "Report: %s\n", v.reportPath)
 	}

@@ -63,7 +63,7 @@ func TestEvidenceVerifyAcceptsARealRunAndRefusesItTampered(t *testing.T) {
 	pack := filepath.Join(".rbook", st.RunID+".evidence.json")
 	attPath := filepath.Join(dir, ".rbook", st.RunID+".attestation.json")
 	key, keyID := embeddedPublicKey(t, dir)
-	if !strings.Contains(out, "Attestation    "+attPath[len(dir)+1:]+" (signed by key "+keyID+")") {
+	if !strings.Contains(out, "Attestation: "+filepath.Join(".rbook", st.RunID+".attestation.json")+" (signed by key "+keyID+")") {
 		t.Errorf("the run's summary does not name the attestation and its key %s:\n%s", keyID, out)
 	}
 
