@@ -51,20 +51,23 @@ func Load(ctx context.Context, o Options, remote Remote) (*Input, error) {
 	return in, in.loadKeys(ctx, o, remote)
 }
 
+// loadJournal reads the journal o names, else the one beside the pack; the control plane's
+// record replaces the one beside the pack when there is none, or when it starts after seq 1
+// (a run resumed from another folder), and remote is given.
 func (in *Input) loadJournal(ctx context.Context, o Options, remote Remote) error {
 	path := o.Journal
 	if path == "" {
 		path = beside(o.Pack, in.RunID, journalSuffix)
-		if _, err := os.Stat(path); err != nil && remote != nil {
-			ts, err := remote.Transitions(ctx, in.RunID)
-			if err != nil {
-				return inputErr("the transitions of run %s cannot be read from %s: %v", in.RunID, remote.Where(), err)
-			}
-			in.Transitions, in.JournalFrom = ts, "the control plane's record"
-			return nil
-		}
 	}
 	ts, err := readJournal(path, in.RunID)
+	partial := err == nil && len(ts) > 0 && ts[0].Seq > 1
+	if o.Journal == "" && remote != nil && (err != nil || partial) {
+		if ts, err = remote.Transitions(ctx, in.RunID); err != nil {
+			return inputErr("the transitions of run %s cannot be read from %s: %v", in.RunID, remote.Where(), err)
+		}
+		in.Transitions, in.JournalFrom = ts, "the control plane's record"
+		return nil
+	}
 	in.Transitions, in.JournalFrom = ts, path
 	return err
 }

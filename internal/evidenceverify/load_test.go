@@ -128,3 +128,23 @@ func TestPublishedKeysAreReadFromTheWellKnownPath(t *testing.T) {
 		t.Fatalf("keys %+v, err %v", keys, err)
 	}
 }
+
+func TestJournalStartingAfterSeqOneGivesWayToTheControlPlanesRecord(t *testing.T) {
+	f := newFixture(t, runA, "github:alice")
+	f.writeJournal(t, f.transitions[3:]) // as a folder a resumed run moved to holds it
+	in, err := Load(context.Background(), Options{Pack: f.pack, KeyFile: f.key}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep := Verify(in); rep.Code() != ExitFailed || rep.First.Check != CheckChain || !strings.Contains(rep.First.Why, "not 1") {
+		t.Fatalf("without a control plane: exit %d, first %+v; want the chain to fail from seq 4", rep.Code(), rep.First)
+	}
+	remote := &fakeRemote{env: readFile(t, f.att), ts: f.transitions}
+	in, err = Load(context.Background(), Options{Pack: f.pack, KeyFile: f.key}, remote)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep := Verify(in); rep.Code() != ExitVerified || in.JournalFrom != "the control plane's record" {
+		t.Fatalf("with a control plane: exit %d from %q", rep.Code(), in.JournalFrom)
+	}
+}
