@@ -552,18 +552,18 @@ func (h runService) CancelRun(ctx context.Context, req *rbookv1.CancelRunRequest
 	return &rbookv1.CancelRunResponse{Run: runToProto(run, h.s.hub.effective(run))}, nil
 }
 
-// evidenceJSON is one entry of evidence_pack_json: exactly the specification's fields and order
-// (docs/spec/runbooks.md, "Step 7").
+// evidenceJSON is one entry of evidence_pack_json and of the evidence pack file: the
+// specification's fields in its order (docs/spec/runbooks.md, "Step 7"), then rbook's
+// additions as the executor writes them (docs/decisions/two-renderings.md, docs/evidence-chain.md).
 type evidenceJSON struct {
-	StepName     string  `json:"step_name"`
-	Type         string  `json:"type"`
-	Input        *string `json:"input"`
-	Output       string  `json:"output"`
-	Status       string  `json:"status"`
-	TimestampUTC string  `json:"timestamp_utc"`
-	// TransitionHash names the transition that carries the entry in the run's hash chain, as
-	// the executor's pack file does (docs/evidence-chain.md); absent for a run without it.
-	TransitionHash string `json:"transition_hash,omitempty"`
+	StepName       string  `json:"step_name"`
+	Type           string  `json:"type"`
+	Input          *string `json:"input"`
+	Output         string  `json:"output"`
+	Status         string  `json:"status"`
+	TimestampUTC   string  `json:"timestamp_utc"`
+	SourceInput    *string `json:"source_input,omitempty"`
+	TransitionHash string  `json:"transition_hash,omitempty"`
 }
 
 func (h runService) GetEvidencePack(ctx context.Context, req *rbookv1.GetEvidencePackRequest) (*rbookv1.GetEvidencePackResponse, error) {
@@ -582,7 +582,7 @@ func (h runService) GetEvidencePack(ctx context.Context, req *rbookv1.GetEvidenc
 			e := evidenceToProto(*t.Evidence)
 			e.TransitionHash = t.Hash
 			j := evidenceJSON{StepName: e.StepName, Type: e.Type, Input: e.Input, Output: e.Output,
-				Status: string(t.Evidence.Status), TimestampUTC: e.TimestampUtc, TransitionHash: t.Hash}
+				Status: string(t.Evidence.Status), TimestampUTC: e.TimestampUtc, SourceInput: e.SourceInput, TransitionHash: t.Hash}
 			// The page carries each entry twice (message and JSON text); JSON escaping can
 			// grow text up to six times for control characters, so count it generously.
 			return entry{e, j}, proto.Size(e) + 2*len(e.GetOutput()) + 2*len(e.GetInput()) + 256, true
