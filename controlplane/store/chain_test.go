@@ -10,6 +10,26 @@ import (
 	"github.com/rbookhq/rbook-action/internal/evidencechain"
 )
 
+// chainSchemaVersion is the migration that adds run_transitions.prev_hash and hash, which
+// this store's prepared statements read and write: Open on an older schema migrates it and
+// then fails to prepare them.
+const chainSchemaVersion = 21
+
+// migrateOnly leaves the database dsn at schema version n, as an older rbook's Open would.
+// This rbook's Open applies the migrations up to n and may then refuse to start on a schema
+// older than chainSchemaVersion; the version is checked, not the start.
+func migrateOnly(t *testing.T, dsn string, n int) {
+	t.Helper()
+	if s, err := Open(context.Background(), dsn, WithMaxSchemaVersion(n)); err == nil {
+		s.Close()
+	} else if n >= chainSchemaVersion {
+		t.Fatal(err)
+	}
+	if v, _, err := PendingMigrations(context.Background(), dsn); err != nil || v != n {
+		t.Fatalf("after migrating to %d: schema version %d, %v", n, v, err)
+	}
+}
+
 // link returns "sha256:" and a digest standing in for the hash of transition seq of run (the
 // store checks how transitions link, not their content: the server checks that).
 func link(run string, seq int64) string {

@@ -18,7 +18,7 @@ func ReportData(plan *runbook.Plan, st *state.State, msg, evPath string) report.
 	d := report.Report{
 		RunID: st.RunID, RunbookName: plan.Name, RunbookPath: plan.Path, RunStatus: st.RunStatus,
 		StartedUTC: st.StartedUTC, CompletedUTC: st.CompletedUTC, TotalSteps: st.TotalSteps,
-		SchemaHash8: st.SchemaHash8, RunbookHash: st.RunbookHash, Message: msg,
+		SchemaHash8: st.SchemaHash8, RunbookHash: st.RunbookHash, ChainHead: st.ChainHead, Message: msg,
 		Evidence: st.EvidencePack, EvidencePath: evPath,
 	}
 	for _, s := range plan.Steps {
@@ -133,6 +133,9 @@ func Summary(w io.Writer, d report.Report, st *state.State, msg string, files Ru
 	gates(w, d.Gates)
 	if msg != "" && st.RunStatus != engine.RunInProgress {
 		fmt.Fprintf(w, "  %s\n", msg)
+	}
+	if st.ChainHead != "" {
+		fmt.Fprintf(w, "  Chain head     %s\n", st.ChainHead)
 	}
 	if files.Evidence != "" {
 		fmt.Fprintf(w, "  Evidence pack  %s (%s, JSON)\n", files.Evidence, Plural(len(st.EvidencePack), "entry", "entries"))

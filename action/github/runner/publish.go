@@ -121,11 +121,15 @@ func (c *Output) writeLinks(b *strings.Builder, rows []report.Row, runID string,
 	}
 }
 
-// outputs are the step outputs of an ended run: run-id, status, report-path, evidence-path,
-// attestation-path ("" when the control plane signed none) and, for the last gate the run reached (decided or not), approval-id, approval-url,
+// outputs are the step outputs of an ended run: run-id, status, chain-head, report-path,
+// evidence-path, attestation-path ("" when the control plane signed none) and, for the last
+// gate the run reached (decided or not), approval-id, approval-url,
 // approval-status, approved-by and approval-comment. c.mu held.
 func (c *Output) outputs(st *state.State, files Files) []github.Output {
 	outs := []github.Output{{Name: "run-id", Value: st.RunID}, {Name: "status", Value: string(st.RunStatus)}}
+	if st.ChainHead != "" {
+		outs = append(outs, github.Output{Name: "chain-head", Value: st.ChainHead})
+	}
 	if files.Report != "" {
 		outs = append(outs, github.Output{Name: "report-path", Value: files.Report})
 	}
