@@ -51,8 +51,8 @@ func (s *Server) mountKeys() error {
 // GetAttestation returns a run's signed attestation (docs/attestations.md): the stored one
 // when it was signed at the run's last transition, else one signed now (a signing that
 // failed when the run ended, or a run re-finalised since). Errors: E_INVALID_ARGUMENT,
-// E_RUN_NOT_FOUND, E_ATTESTATION_UNAVAILABLE (no signing key, or the run is not final),
-// storage errors.
+// E_RUN_NOT_FOUND, E_ATTESTATION_UNAVAILABLE (the run is not final, or it needs signing and
+// this control plane has no key), storage errors.
 func (h runService) GetAttestation(ctx context.Context, req *rbookv1.GetAttestationRequest) (*rbookv1.GetAttestationResponse, error) {
 	id := req.GetRunId()
 	if id == "" {
@@ -64,16 +64,20 @@ func (h runService) GetAttestation(ctx context.Context, req *rbookv1.GetAttestat
 		return nil, rpcError(connect.CodeNotFound, CodeRunNotFound, "no run has run_id %q", truncate(id, 140))
 	case err != nil:
 		return nil, h.s.storeError(ctx, "GetAttestation", err)
-	case h.s.opts.Signer == nil:
-		return nil, rpcError(connect.CodeFailedPrecondition, CodeAttestationUnavailable,
-			"run %q has no attestation: this control plane has no signing key; start it with --signing-key (docs/attestations.md)", id)
 	case !run.Status.Final():
 		return nil, rpcError(connect.CodeFailedPrecondition, CodeAttestationUnavailable,
 			"run %q is %s: its attestation is signed when it ends; ask again after it finishes", id, run.Status)
 	}
+	// A stored attestation of the run's last transition is served even without a key (a
+	// read-only view of the database, a replica started without --signing-key).
 	a, err := h.s.st.GetAttestation(ctx, id, "")
 	if err != nil || a.LastSeq != run.LastSeq {
-		if a, err = h.s.signRun(ctx, run); err != nil {
+		if h.s.opts.Signer == nil {
+			return nil, rpcError(connect.CodeFailedPrecondition, CodeAttestationUnavailable,
+				"run %q has no attestation: this control plane has no signing key; start it with --signing-key (docs/attestations.md)", id)
+		}
+		// Signed now; a database that cannot be written (read-only) still gets the envelope served.
+		if a, err = h.s.signRun(ctx, run); err != nil && (a.Envelope == nil || !errors.Is(err, store.ErrReadOnly)) {
 			return nil, h.s.storeError(ctx, "GetAttestation", err)
 		}
 	}
@@ -89,9 +93,13 @@ func (s *Server) attestFinalRun(ctx context.Context, runID string) {
 		return
 	}
 	run, err := s.st.Run(ctx, runID)
-	if err == nil && run.Status.Final() {
-		_, err = s.signRun(ctx, run)
+	if err != nil || !run.Status.Final() {
+		return
 	}
+	if a, err := s.st.GetAttestation(ctx, runID, ""); err == nil && a.LastSeq == run.LastSeq {
+		return // a resent final transition: signed already
+	}
+	_, err = s.signRun(ctx, run)
 	if err != nil {
 		s.log.WarnContext(ctx, "run attestation not signed; GetAttestation signs it when asked", "run_id", runID, "error", err.Error())
 	}
@@ -148,14 +156,17 @@ func (s *Server) signRun(ctx context.Context, run store.Run) (store.Attestation,
 
 // reviewAttestation is decided gate a's review attestation (docs/attestations.md, "Gate
 // decisions"): the stored one, else one signed and stored now. It is "" for a pending gate,
-// on a control plane without a signing key, and when signing fails (logged; the next read
-// signs again).
+// for one nobody signed on a control plane without a signing key, and when signing fails
+// (logged; the next read signs again).
 func (s *Server) reviewAttestation(ctx context.Context, a store.Approval) string {
-	if s.opts.Signer == nil || a.Status == store.ApprovalPending {
+	if a.Status == store.ApprovalPending {
 		return ""
 	}
 	if got, err := s.st.GetAttestation(ctx, a.RunID, a.ApprovalID); err == nil {
 		return string(got.Envelope)
+	}
+	if s.opts.Signer == nil {
+		return ""
 	}
 	env, err := s.signReview(ctx, a)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -375,5 +376,75 @@ func TestTimedOutGateHasAReviewAttestation(t *testing.T) {
 	}
 	if p.Gate.Verdict != "rejected" || !strings.HasPrefix(p.Gate.Reason, "timed out") || len(p.Gate.Votes) != 0 || p.Gate.DecidedAt == "" {
 		t.Fatalf("expired gate %+v", p.Gate)
+	}
+}
+
+// What was signed stays served by a control plane that cannot sign (a replica or a restart
+// without --signing-key): the attestation row is the source.
+func TestStoredAttestationIsServedWithoutAKey(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "cp.db")
+	signer, _ := newKey(t)
+	cp := serveAttesting(t, db, signer)
+	approved, _ := finishedRunWithGates(t, cp)
+	ctx := context.Background()
+	signed, err := cp.alice.runs.GetAttestation(ctx, &rbookv1.GetAttestationRequest{RunId: "R-att"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	review := getApproval(t, cp.alice, approved.GetApprovalId()).GetReviewAttestationJson()
+	keyless := serveAttesting(t, db, nil)
+	got, err := keyless.alice.runs.GetAttestation(ctx, &rbookv1.GetAttestationRequest{RunId: "R-att"})
+	if err != nil || got.GetEnvelopeJson() != signed.GetEnvelopeJson() || got.GetKeyId() != signer.KeyID() {
+		t.Fatalf("GetAttestation without a key = %v, %v; want the stored envelope", got, err)
+	}
+	if again := getApproval(t, keyless.alice, approved.GetApprovalId()).GetReviewAttestationJson(); review == "" || again != review {
+		t.Fatalf("review attestation without a key: %q, want the stored %q", again, review)
+	}
+}
+
+// A run pruned by retention leaves its attestations in its export: the run's envelope, and
+// each gate's as its approval's review_attestation_json.
+func TestRetentionExportKeepsTheRunsAttestations(t *testing.T) {
+	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "cp.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	finishedRun(t, st, "old-signed", store.ExecCompleted, time.Now().Add(-48*time.Hour), true)
+	key := strings.Repeat("ab", 32)
+	for _, a := range []store.Attestation{
+		{RunID: "old-signed", KeyID: key, LastSeq: 2, Envelope: []byte(`{"payloadType":"application/vnd.in-toto+json","payload":"cnVu","signatures":[]}`)},
+		{RunID: "old-signed", ApprovalID: "gate-old-signed", KeyID: key, Envelope: []byte(`{"payloadType":"application/vnd.in-toto+json","payload":"Z2F0ZQ==","signatures":[]}`)},
+	} {
+		if err := st.PutAttestation(context.Background(), a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := t.TempDir()
+	passes := make(chan int, 1)
+	defer server.SetPrunePassHook(func(n int) { passes <- n })()
+	s, err := server.New(st, server.Options{Secret: []byte(testSecret), Retention: &server.RetentionOptions{Age: 24 * time.Hour, ExportDir: dir}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if n := <-passes; n != 1 {
+		t.Fatalf("pruned %d runs, want 1", n)
+	}
+	body, err := os.ReadFile(filepath.Join(dir, "old-signed.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Attestation attest.Envelope `json:"attestation"`
+		Approvals   []struct {
+			Review string `json:"review_attestation_json"`
+		} `json:"approvals"`
+	}
+	if err := json.Unmarshal(body, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Attestation.Payload != "cnVu" || len(got.Approvals) != 1 || !strings.Contains(got.Approvals[0].Review, `"Z2F0ZQ=="`) {
+		t.Fatalf("export without the attestations:\n%s", body)
 	}
 }

@@ -48,6 +48,9 @@ type RunExport struct {
 	Run         json.RawMessage   `json:"run"`
 	Transitions []json.RawMessage `json:"transitions"`
 	Approvals   []json.RawMessage `json:"approvals"`
+	// Attestation is the run's signed DSSE envelope (docs/attestations.md), absent when none
+	// was signed; each approval carries its own as review_attestation_json.
+	Attestation json.RawMessage `json:"attestation,omitempty"`
 }
 
 // startRetention starts the retention loop when opts.Retention is set; done closes when it
@@ -157,8 +160,18 @@ func (s *Server) exportRun(_ context.Context, rec store.RunRecord) error {
 		}
 		out.Transitions = append(out.Transitions, b)
 	}
+	reviews := map[string]string{}
+	for _, a := range rec.Attestations {
+		if a.ApprovalID == "" {
+			out.Attestation = json.RawMessage(a.Envelope)
+		} else {
+			reviews[a.ApprovalID] = string(a.Envelope)
+		}
+	}
 	for _, a := range rec.Approvals {
-		b, err := protoJSON(s.approvalToProto(a))
+		p := s.approvalToProto(a)
+		p.ReviewAttestationJson = reviews[a.ApprovalID]
+		b, err := protoJSON(p)
 		if err != nil {
 			return err
 		}

@@ -66,11 +66,15 @@ var unprunedTables = map[string]string{
 }
 
 // RunRecord is what a prune exports of one run before deleting it: the run row, every
-// transition in seq order and every approval (with its votes), oldest request first.
+// transition in seq order, every approval (with its votes), oldest request first, and the
+// run's signed attestations (migration 0022).
 type RunRecord struct {
 	Run         Run
 	Transitions []Transition
 	Approvals   []Approval
+	// Attestations are the run's (ApprovalID "") and its gates' attestations; none when
+	// nothing was signed.
+	Attestations []Attestation
 }
 
 // PruneCursor is where a pass of PruneRuns calls has got to: the end time and id of the
@@ -249,7 +253,8 @@ func (s *Store) pruneCandidates(ctx context.Context, before time.Time, after Pru
 	return out, nil
 }
 
-// runRecord reads runID's RunRecord: the run, all its transitions, all its approvals.
+// runRecord reads runID's RunRecord: the run, all its transitions, all its approvals, its
+// attestations.
 func (s *Store) runRecord(ctx context.Context, runID string) (RunRecord, error) {
 	var rec RunRecord
 	run, err := s.Run(ctx, runID)
@@ -283,6 +288,20 @@ func (s *Store) runRecord(ctx context.Context, runID string) (RunRecord, error) 
 	// ListApprovals is newest first; the record lists them in the order they were requested.
 	for i, j := 0, len(rec.Approvals)-1; i < j; i, j = i+1, j-1 {
 		rec.Approvals[i], rec.Approvals[j] = rec.Approvals[j], rec.Approvals[i]
+	}
+	ids := []string{""}
+	for _, a := range rec.Approvals {
+		ids = append(ids, a.ApprovalID)
+	}
+	for _, id := range ids {
+		a, err := s.GetAttestation(ctx, runID, id)
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return rec, err
+		}
+		rec.Attestations = append(rec.Attestations, a)
 	}
 	return rec, nil
 }
