@@ -135,6 +135,9 @@ func TestRunnerNativeOutputOfTheDemo(t *testing.T) {
 		!strings.Contains(sum, "class s1 fail") || !strings.Contains(sum, "decided by unverified:octocat") || !strings.Contains(sum, st.RunID) {
 		t.Errorf("job summary:\n%s", sum)
 	}
+	if !strings.Contains(sum, "- Attestation: "+want["attestation-path"]+", signed by key `") {
+		t.Errorf("the job summary does not link the attestation and its key id:\n%s", sum)
+	}
 
 	// The gate's announcement: the commands an approver runs, what the gate needs, and no
 	// terminal prompt (stdin is not a terminal: nobody types into a CI log).
