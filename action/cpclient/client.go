@@ -354,16 +354,23 @@ func (c *Client) retryAlive(ctx context.Context, f func(ctx context.Context, ali
 // (gate_opened, a check's step_started), so the control plane may hold more than the file.
 // Errors: *UnreachableError, or the control plane's refusal (E_RUN_NOT_FOUND, …).
 func (c *Client) LastSeq(ctx context.Context, runID string) (int64, error) {
-	var last int64
-	err := c.retry(ctx, func(ctx context.Context) error {
-		resp, err := c.Runs.GetRun(ctx, &rbookv1.GetRunRequest{RunId: runID})
-		last = resp.GetRun().GetLastSeq()
+	last, _, err := c.LastLink(ctx, runID)
+	return last, err
+}
+
+// LastLink is LastSeq with the hash of that transition, the head of the run's hash chain on
+// the control plane ("" for a run without the chain; docs/evidence-chain.md): a transition
+// recorded after it continues the chain from there. Errors: those of LastSeq.
+func (c *Client) LastLink(ctx context.Context, runID string) (seq int64, head string, err error) {
+	err = c.retry(ctx, func(ctx context.Context) error {
+		resp, err := c.Runs.GetRun(ctx, &rbookv1.GetRunRequest{RunId: runID, PageSize: 1})
+		seq, head = resp.GetRun().GetLastSeq(), resp.GetRun().GetChainHead()
 		return err
 	})
 	if err != nil {
-		return 0, fmt.Errorf("control plane %s: GetRun: %w", c.URL, err)
+		return 0, "", fmt.Errorf("control plane %s: GetRun: %w", c.URL, err)
 	}
-	return last, nil
+	return seq, head, nil
 }
 
 // RunInfo describes the run for StartRun.
@@ -412,6 +419,10 @@ var (
 type Started struct {
 	// LastSeq is the highest seq the control plane holds for the run.
 	LastSeq int64
+	// ChainHead is the hash of transition LastSeq, the head of the run's hash chain on the
+	// control plane ("" for a new run, a run without the chain, or an older control plane;
+	// docs/evidence-chain.md).
+	ChainHead string
 	// LastCompletedStepIndex is the last step the control plane saw finish (-1 before one).
 	LastCompletedStepIndex int
 	// Created is true when the call created the run.
@@ -463,7 +474,7 @@ func (c *Client) StartRun(ctx context.Context, ri RunInfo) (Started, error) {
 			lease = d
 		}
 	}
-	return Started{LastSeq: run.GetLastSeq(), LastCompletedStepIndex: int(run.GetLastCompletedStepIndex()),
+	return Started{LastSeq: run.GetLastSeq(), ChainHead: run.GetChainHead(), LastCompletedStepIndex: int(run.GetLastCompletedStepIndex()),
 		Created: resp.GetCreated(), Epoch: run.GetLease().GetEpoch(), Lease: lease}, nil
 }
 

@@ -16,7 +16,7 @@ func FromProto(p *rbookv1.Transition) (engine.Transition, error) {
 	t := engine.Transition{
 		RunID: p.GetRunId(), Seq: p.GetSeq(), Time: p.GetTime().AsTime().UTC(), StepIndex: int(p.GetStepIndex()),
 		StepName: p.GetStepName(), StepType: p.GetStepType(), LastDeployName: p.GetLastDeployName(),
-		Message: p.GetMessage(), RollbackFor: p.GetRollbackFor(),
+		Message: p.GetMessage(), RollbackFor: p.GetRollbackFor(), PrevHash: p.GetPrevHash(), Hash: p.GetHash(),
 	}
 	for k, v := range transitionKind {
 		if v == p.GetKind() {
@@ -32,7 +32,7 @@ func FromProto(p *rbookv1.Transition) (engine.Transition, error) {
 	}
 	if e := p.GetEvidence(); e != nil {
 		ev := engine.Evidence{StepName: e.GetStepName(), Type: e.GetType(), Input: e.Input, SourceInput: e.SourceInput,
-			Output: e.GetOutput(), TimestampUTC: e.GetTimestampUtc()}
+			Output: e.GetOutput(), TimestampUTC: e.GetTimestampUtc(), TransitionHash: p.GetHash()}
 		for k, v := range stepStatus {
 			if v == e.GetStatus() {
 				ev.Status = k

@@ -335,11 +335,11 @@ func ToProto(t engine.Transition) *rbookv1.Transition {
 		RunId: t.RunID, Seq: t.Seq, Kind: transitionKind[t.Kind], Time: timestamppb.New(t.Time),
 		StepIndex: int32(t.StepIndex), StepName: t.StepName, StepType: t.StepType,
 		RunStatus: RunStatusToProto(t.RunStatus), LastDeployName: t.LastDeployName, Message: t.Message,
-		RollbackFor: t.RollbackFor,
+		RollbackFor: t.RollbackFor, PrevHash: t.PrevHash, Hash: t.Hash,
 	}
 	if e := t.Evidence; e != nil {
 		p.Evidence = &rbookv1.Evidence{StepName: e.StepName, Type: e.Type, Input: e.Input, SourceInput: e.SourceInput, Output: e.Output,
-			Status: stepStatus[e.Status], TimestampUtc: e.TimestampUTC}
+			Status: stepStatus[e.Status], TimestampUtc: e.TimestampUTC, TransitionHash: e.TransitionHash}
 	}
 	return p
 }

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/rbookhq/rbook-action/action/runbook"
+	"github.com/rbookhq/rbook-action/internal/evidencechain"
 )
 
 // DefaultGrace is how long the engine waits, after a step's deadline, for an executor that
@@ -80,6 +81,11 @@ type Start struct {
 	RunID string
 	// Seq is the last transition sequence number already recorded (0 for a fresh run).
 	Seq int64
+	// ChainHead is the hash of transition Seq, the head the run's hash chain continues from
+	// (docs/evidence-chain.md). With Seq 0 it is ignored: the chain starts at
+	// evidencechain.Genesis. Empty with Seq > 0 means the run was recorded without the chain
+	// (by an older executor) and stays so.
+	ChainHead string
 	// Index is the first step to run (0-based).
 	Index int
 	// Fresh emits run_started first.
@@ -119,6 +125,7 @@ type run struct {
 	skipRollback bool // Start.SkipOwedRollback
 	id           string
 	seq          int64
+	head         string // the hash of transition seq; "" for a run without the chain
 	evidence     []Evidence
 	lastDep      string
 	// cancelAt names the playbook nodes a cancel stopped the run at (the approval node it was
@@ -189,9 +196,19 @@ func (e *Engine) Cancel(ctx context.Context, st Start, by string) (Result, error
 	return r.cancel(ctx, by)
 }
 
+// ChainPrev is the prev_hash of the transition after seq, whose hash is head:
+// evidencechain.Genesis after seq 0, else head ("" for a run recorded without the chain,
+// which Seal then leaves so; docs/evidence-chain.md).
+func ChainPrev(seq int64, head string) string {
+	if seq == 0 {
+		return evidencechain.Genesis
+	}
+	return head
+}
+
 // newRun picks the run up where st says it stands.
 func (e *Engine) newRun(st Start) *run {
-	return &run{e: e, id: st.RunID, seq: st.Seq, evidence: append([]Evidence(nil), st.Evidence...), lastDep: st.LastDeployName}
+	return &run{e: e, id: st.RunID, seq: st.Seq, head: ChainPrev(st.Seq, st.ChainHead), evidence: append([]Evidence(nil), st.Evidence...), lastDep: st.LastDeployName}
 }
 
 func (r *run) now() time.Time {
@@ -201,14 +218,17 @@ func (r *run) now() time.Time {
 	return time.Now().UTC()
 }
 
-// emit records t with the next sequence number. Recording ignores the run's cancellation:
-// the final record after a signal must still be written.
+// emit records t with the next sequence number, sealed as the next link of the run's hash
+// chain (the one place a run's transitions are sealed; docs/evidence-chain.md). Recording
+// ignores the run's cancellation: the final record after a signal must still be written.
 func (r *run) emit(ctx context.Context, t Transition) error {
 	r.seq++
 	t.Seq, t.RunID, t.Time = r.seq, r.id, r.now()
 	if t.LastDeployName == "" {
 		t.LastDeployName = r.lastDep
 	}
+	t.Seal(r.head)
+	r.head = t.Hash
 	rctx := context.WithoutCancel(ctx)
 	for _, rec := range r.e.Recorders {
 		if err := rec.Record(rctx, t); err != nil {

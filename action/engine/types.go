@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/rbookhq/rbook-action/action/runbook"
+	"github.com/rbookhq/rbook-action/internal/evidencechain"
 	"github.com/rbookhq/rbook-action/internal/gateinputs"
 )
 
@@ -52,6 +53,10 @@ type Evidence struct {
 	// ran something else (a check whose scope filter was injected); absent otherwise. It is
 	// an rbook addition to the specification's entry (docs/decisions/two-renderings.md).
 	SourceInput *string `json:"source_input,omitempty"`
+	// TransitionHash is the hash of the transition that carries this entry (its step_finished,
+	// or the run_finished of a cancel), so an entry names its place in the run's hash chain
+	// (docs/evidence-chain.md); absent in a run recorded without the chain.
+	TransitionHash string `json:"transition_hash,omitempty"`
 }
 
 // Outcome is what an Executor returns for one step.
@@ -173,6 +178,42 @@ type Transition struct {
 	RollbackFor string `json:"rollback_for,omitempty"`
 	// Message is a short human-readable note (gate decision source, halt reason, …).
 	Message string `json:"message,omitempty"`
+	// PrevHash is the previous transition's Hash (evidencechain.Genesis for seq 1) and Hash
+	// this transition's own, both "sha256:" + 64 lowercase hex over the canonical encoding of
+	// docs/evidence-chain.md (Seal sets them). Both are empty in a run recorded without the
+	// chain (by an older executor).
+	PrevHash string `json:"prev_hash,omitempty"`
+	Hash     string `json:"hash,omitempty"`
+}
+
+// Link returns t as the hash chain sees it (evidencechain.Link), with its hashes.
+func (t Transition) Link() evidencechain.Link {
+	l := evidencechain.Link{RunID: t.RunID, Seq: t.Seq, Kind: string(t.Kind), Time: t.Time, StepIndex: t.StepIndex,
+		StepName: t.StepName, StepType: t.StepType, RunStatus: string(t.RunStatus), LastDeployName: t.LastDeployName,
+		RollbackFor: t.RollbackFor, Message: t.Message, PrevHash: t.PrevHash, Hash: t.Hash}
+	if e := t.Evidence; e != nil {
+		l.Evidence = &evidencechain.Entry{StepName: e.StepName, Type: e.Type, Input: e.Input, Output: e.Output,
+			Status: string(e.Status), TimestampUTC: e.TimestampUTC, SourceInput: e.SourceInput}
+	}
+	return l
+}
+
+// Seal makes t the transition after the one whose hash is prev (evidencechain.Genesis for a
+// run's first): it sets PrevHash and Hash, and its evidence entry's TransitionHash on a copy
+// of the entry. An empty prev means the run is recorded without the chain (one an older
+// executor started): t is left unsealed (docs/evidence-chain.md, "Verifying a chain").
+func (t *Transition) Seal(prev string) {
+	if prev == "" {
+		return
+	}
+	l := t.Link()
+	evidencechain.Seal(prev, &l)
+	t.PrevHash, t.Hash = l.PrevHash, l.Hash
+	if t.Evidence != nil {
+		e := *t.Evidence
+		e.TransitionHash = t.Hash
+		t.Evidence = &e
+	}
 }
 
 // Recorder stores transitions. Record must be durable before it returns (ARCHITECTURE.md);

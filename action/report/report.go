@@ -183,7 +183,10 @@ type Report struct {
 	Duration                        string
 	TotalSteps                      int
 	SchemaHash8, RunbookHash        string
-	Message                         string
+	// ChainHead is the hash of the run's last transition, which pins every transition and
+	// evidence entry before it (docs/evidence-chain.md); "" for a run without the chain.
+	ChainHead string
+	Message   string
 	// Evidence is the evidence pack in execution order (docs/spec/runbooks.md, "Step 7").
 	Evidence []engine.Evidence
 	// Steps are the runbook's steps in runbook order. When set, the report's step table has

@@ -50,9 +50,10 @@ func (a *attempt) controlPlane(ctx context.Context, cancel context.CancelCauseFu
 	}
 	a.cpc, a.drainCP = c, cpRec.Drain
 	a.stopLease = keepLease(ctx, c, a.st.RunID, started.Lease, cancel)
-	a.start.RunID, a.start.Seq = a.st.RunID, max(a.st.Seq, started.LastSeq)
+	a.start.RunID = a.st.RunID
+	a.start.Seq, a.start.ChainHead = continueAfter(a.st, started.LastSeq, started.ChainHead)
 	if a.Playbook != nil {
-		a.st.Seq = a.start.Seq // the --skip-node answers are recorded after it
+		a.st.Seq, a.st.ChainHead = a.start.Seq, a.start.ChainHead // the --skip-node answers are recorded after it
 	}
 	a.setHints(given)
 	noteCPRelink(a.Err, a.st, a.opened.Resumed, url, embedded, given.From, a.embeddedDB())
@@ -224,7 +225,11 @@ func (a *attempt) end(ctx context.Context, res engine.Result, err error) error {
 		a.Terminal.Halted(st, err)
 		return &ExitError{Code: ExitAborted, Msg: fmt.Sprintf("%v\nRun %s halted; everything recorded is in %s. Run the same command again to resume.", err, st.RunID, fileRec.Path)}
 	}
-	return a.Terminal.Finish(a.Name, st, res, WriteEvidence(a.Err, a.Plan, st))
+	evPath := WriteEvidence(a.Err, a.Plan, st)
+	if evPath != "" {
+		a.Terminal.Attested(writeAttestation(ctx, a.cpc, a.statePath, st, evPath, a.Err))
+	}
+	return a.Terminal.Finish(a.Name, st, res, evPath)
 }
 
 // finishPaused ends a run that paused at a gate (docs/approvals.md, "Pause mode"): every
@@ -258,6 +263,16 @@ func (a *attempt) finishPaused(ctx context.Context, pe *cpclient.PausedError) er
 	return nil
 }
 
+// continueAfter is the seq and chain head the next transition of st's run follows: the state
+// file's, or the control plane's (cpSeq, cpHead) when it holds more, as it may when the
+// state file did not write every transition (docs/evidence-chain.md).
+func continueAfter(st *state.State, cpSeq int64, cpHead string) (int64, string) {
+	if cpSeq > st.Seq {
+		return cpSeq, cpHead
+	}
+	return st.Seq, st.ChainHead
+}
+
 // keepLease renews the lease of run runID (lease long) on c until the returned func is called
 // or ctx ends; a lost lease cancels the run, saying another executor owns it now.
 func keepLease(ctx context.Context, c *cpclient.Client, runID string, lease time.Duration, cancel context.CancelCauseFunc) func() {
@@ -274,7 +289,7 @@ func keepLease(ctx context.Context, c *cpclient.Client, runID string, lease time
 // done for its dependants, which is what "go on after it" means (the runbook rule of
 // --step-index past a step in unknown state); its output is no binding.
 func recordSkippedNodes(ctx context.Context, recorders []engine.Recorder, plan *runbook.Plan, st *state.State, ids []string, who string) (int64, error) {
-	seq := st.Seq
+	seq, head := st.Seq, st.ChainHead
 	for _, id := range ids {
 		idx := slices.IndexFunc(plan.Steps, func(s runbook.Step) bool { return s.Name == id })
 		if idx < 0 {
@@ -286,6 +301,8 @@ func recordSkippedNodes(ctx context.Context, recorders []engine.Recorder, plan *
 		ev := engine.Evidence{StepName: s.Name, Type: string(s.Type), Output: fmt.Sprintf("%sresumed, by %s with --skip-node: its outcome was never recorded, so it may or may not have taken effect; check it by hand", engine.WhenSkippedPrefix, who),
 			Status: engine.StatusSkipped, TimestampUTC: engine.FormatTime(now)}
 		t := engine.Transition{RunID: st.RunID, Seq: seq, Kind: engine.TransitionStepFinished, Time: now, StepIndex: idx, StepName: s.Name, StepType: string(s.Type), Evidence: &ev, RunStatus: engine.RunInProgress}
+		t.Seal(engine.ChainPrev(seq-1, head))
+		head = t.Hash
 		for _, r := range recorders {
 			if err := r.Record(context.WithoutCancel(ctx), t); err != nil {
 				return seq, err

@@ -51,6 +51,9 @@ type Terminal interface {
 	Halted(st *state.State, err error)
 	Paused(st *state.State, msg string, pe *cpclient.PausedError)
 	Finish(name string, st *state.State, res engine.Result, evPath string) error
+	// Attested tells the output, before Finish, the attestation the run's control plane
+	// signed of the finished run (the zero value when there is none).
+	Attested(a AttestationFile)
 }
 
 // Options is one run of the pipeline: the resolved configuration and what the run is of.
@@ -253,10 +256,10 @@ func (a *attempt) startAt() engine.Start {
 	st, opened := a.st, a.opened
 	if a.Playbook != nil {
 		// The run's bindings start with the inputs its state file holds (a resumed run's own).
-		return engine.Start{RunID: st.RunID, Seq: st.Seq, Fresh: !opened.Resumed, Evidence: st.EvidencePack, Bindings: st.Inputs}
+		return engine.Start{RunID: st.RunID, Seq: st.Seq, ChainHead: st.ChainHead, Fresh: !opened.Resumed, Evidence: st.EvidencePack, Bindings: st.Inputs}
 	}
 	start := engine.Start{
-		RunID: st.RunID, Seq: st.Seq, Index: opened.StartIndex, Fresh: !opened.Resumed,
+		RunID: st.RunID, Seq: st.Seq, ChainHead: st.ChainHead, Index: opened.StartIndex, Fresh: !opened.Resumed,
 		RollbackFor: st.RollbackFor, SkipOwedRollback: opened.SkipOwedRollback, Evidence: st.EvidencePack, LastDeployName: st.LastDeployName,
 	}
 	if a.StepIndex != nil {

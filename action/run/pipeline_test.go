@@ -58,6 +58,7 @@ func (f *fakeTerminal) WarnUnanswerable(*runbook.Plan, int, string, string) {}
 func (f *fakeTerminal) WarnLeftBehind(*state.State, string)                 {}
 func (f *fakeTerminal) Halted(_ *state.State, err error)                    { f.halted = err }
 func (f *fakeTerminal) Paused(*state.State, string, *cpclient.PausedError)  {}
+func (f *fakeTerminal) Attested(AttestationFile)                            {}
 func (f *fakeTerminal) Finish(_ string, st *state.State, _ engine.Result, _ string) error {
 	f.finished = st
 	return nil

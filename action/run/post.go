@@ -58,7 +58,7 @@ func (c *Config) Post(ctx context.Context, tgt PostTarget, out, errw io.Writer) 
 	if !st.ControlPlaneEmbedded && st.ControlPlane == "" {
 		// The run kept its record in the state file only: no approvals exist anywhere.
 		if st.Interrupted == nil {
-			if err := fileRec.Record(ctx, interruptedTransition(st, st.Seq)); err != nil {
+			if err := fileRec.Record(ctx, interruptedTransition(st, 0, "")); err != nil {
 				return abort("rbook github post: %v", err)
 			}
 		}
@@ -98,11 +98,11 @@ func (c *Config) Post(ctx context.Context, tgt PostTarget, out, errw io.Writer) 
 	if st.Interrupted == nil || len(pending) > 0 {
 		// Record the interruption after the last transition the control plane holds: the
 		// state file does not write every transition (as rbook cancel).
-		last, err := cl.LastSeq(ctx, st.RunID)
+		last, head, err := cl.LastLink(ctx, st.RunID)
 		if err != nil {
 			return abort("rbook github post: run %s is unfinished: %v", st.RunID, err)
 		}
-		if err := fileRec.Record(ctx, interruptedTransition(st, max(st.Seq, last))); err != nil {
+		if err := fileRec.Record(ctx, interruptedTransition(st, last, head)); err != nil {
 			return abort("rbook github post: %v", err)
 		}
 		if _, err := c.Deliver(ctx, fileRec, url); err != nil {
@@ -149,9 +149,12 @@ func leftPaused(ctx context.Context, cl *cpclient.Client, st *state.State, name 
 	return true, nil
 }
 
-// interruptedTransition is the run_interrupted transition after seq for st's run, at the gate
-// it waited at or the side-effecting step it was running, if any.
-func interruptedTransition(st *state.State, seq int64) engine.Transition {
+// interruptedTransition is the run_interrupted transition for st's run after the last one
+// the state file or the control plane (cpSeq, whose hash is cpHead) holds, at the gate it
+// waited at or the side-effecting step it was running, if any; sealed as the next link of
+// the run's chain.
+func interruptedTransition(st *state.State, cpSeq int64, cpHead string) engine.Transition {
+	seq, head := continueAfter(st, cpSeq, cpHead)
 	t := engine.Transition{RunID: st.RunID, Seq: seq + 1, Kind: engine.TransitionRunInterrupted, Time: time.Now().UTC(),
 		StepIndex: -1, RunStatus: engine.RunInProgress, Message: PostInterruptedMessage, RollbackFor: st.RollbackFor}
 	switch {
@@ -163,6 +166,7 @@ func interruptedTransition(st *state.State, seq int64) engine.Transition {
 		f := st.InFlightNodes[0]
 		t.StepIndex, t.StepName, t.StepType = f.StepIndex, f.StepName, f.StepType
 	}
+	t.Seal(engine.ChainPrev(seq, head))
 	return t
 }
 

@@ -76,6 +76,7 @@ func (c *Config) CancelFinal(ctx context.Context, statePath, name string, st *st
 type cancelTarget struct {
 	url     string
 	lastSeq int64
+	head    string // the hash of transition lastSeq on the control plane
 	stop    func()
 }
 
@@ -92,8 +93,9 @@ func (c *Config) reachForCancel(ctx context.Context, st *state.State) (*cancelTa
 			return nil, abort("%v", err)
 		}
 		var last int64
-		if last, err = cl.LastSeq(ctx, st.RunID); err == nil {
-			return &cancelTarget{url: url, lastSeq: last, stop: stop}, nil
+		var head string
+		if last, head, err = cl.LastLink(ctx, st.RunID); err == nil {
+			return &cancelTarget{url: url, lastSeq: last, head: head, stop: stop}, nil
 		}
 		stop()
 	}
@@ -181,7 +183,7 @@ func ReadExisting(path, name string) (*state.State, error) {
 
 // StartOf is where the engine starts for the verbs that end a recorded run.
 func StartOf(st *state.State) engine.Start {
-	return engine.Start{RunID: st.RunID, Seq: st.Seq, Index: st.LastCompletedStepIndex + 1, Evidence: st.EvidencePack, LastDeployName: st.LastDeployName}
+	return engine.Start{RunID: st.RunID, Seq: st.Seq, ChainHead: st.ChainHead, Index: st.LastCompletedStepIndex + 1, Evidence: st.EvidencePack, LastDeployName: st.LastDeployName}
 }
 
 // Reporter is the output of a verb that ends a recorded run: its progress lines (a Recorder)
@@ -289,7 +291,7 @@ func (c *Config) Cancel(ctx context.Context, o VerbOptions, who string, signal f
 		} else if closed != nil {
 			return abort("run %s was finished elsewhere and is %s; there is nothing to cancel", closed.RunID, closed.RunStatus)
 		}
-		start.Seq = max(start.Seq, target.lastSeq)
+		start.Seq, start.ChainHead = continueAfter(st, target.lastSeq, target.head)
 	}
 	v, err := o.View()
 	if err != nil {

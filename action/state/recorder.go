@@ -177,6 +177,9 @@ func Apply(s *State, t engine.Transition) error {
 
 // apply is Record's change of the State; write says the change must reach the file.
 func apply(s *State, t engine.Transition) (write bool, err error) {
+	if t.Hash != "" {
+		s.ChainHead = t.Hash
+	}
 	if s.Kind == KindPlaybook {
 		return applyPlaybook(s, t)
 	}

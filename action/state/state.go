@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/rbookhq/rbook-action/action/engine"
+	"github.com/rbookhq/rbook-action/internal/evidencechain"
 	"github.com/rbookhq/rbook-action/internal/lazyregexp"
 )
 
@@ -48,6 +49,10 @@ type State struct {
 	// Seq is the sequence number of the last transition recorded (the idempotency key the
 	// control plane deduplicates on).
 	Seq int64 `json:"seq"`
+	// ChainHead is the hash of transition Seq, the head of the run's hash chain, which a
+	// resume continues from (docs/evidence-chain.md); absent for a run recorded without
+	// the chain.
+	ChainHead string `json:"chain_head,omitempty"`
 	// InFlight is a side-effecting step that started and has no recorded outcome yet. It is
 	// written before the step runs so a crash leaves a trace; resume refuses to guess.
 	InFlight *InFlight `json:"in_flight,omitempty"`
@@ -227,6 +232,10 @@ func impossible(s *State) string {
 	switch {
 	case s.Seq < 0:
 		return fmt.Sprintf("seq %d is negative", s.Seq)
+	case s.ChainHead != "" && !evidencechain.WellFormed(s.ChainHead):
+		return fmt.Sprintf("chain_head %q is not sha256: and 64 lowercase hex digits", s.ChainHead)
+	case s.ChainHead != "" && s.Seq == 0:
+		return "chain_head is set but seq is 0: no transition was recorded"
 	case s.LeaseEpoch < 0:
 		return fmt.Sprintf("lease_epoch %d is negative", s.LeaseEpoch)
 	case s.TotalSteps < 0:

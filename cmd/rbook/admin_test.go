@@ -30,11 +30,12 @@ func rbookIn(t *testing.T, args ...string) (string, string, int) {
 
 func TestAdminMigrateDryRunListsPendingMigrationsAndAppliesNothing(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "cp.db")
-	st, err := store.Open(context.Background(), db, store.WithMaxSchemaVersion(18))
-	if err != nil {
-		t.Fatal(err)
+	// This rbook's Open migrates the file to 18 and may then refuse to start on it (its
+	// statements use columns of later migrations, such as the hash chain's); the dry run
+	// below checks the version the file was left at.
+	if st, err := store.Open(context.Background(), db, store.WithMaxSchemaVersion(18)); err == nil {
+		st.Close()
 	}
-	st.Close()
 	newest := newestMigration(t)
 	out, errs, code := rbookIn(t, "admin", "migrate", "--dry-run", "--db", db)
 	if code != 0 || !strings.Contains(out, fmt.Sprintf("schema version 18: %d pending", newest-18)) || !strings.Contains(out, "  19  0019_") ||

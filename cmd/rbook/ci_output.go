@@ -96,5 +96,6 @@ func (c *ciOutput) publish(v *view, rep string, st *state.State, evPath string) 
 		}
 		return
 	}
-	c.Publish(rep, termui.ReportData(v.plan, st, "", evPath), st, runner.Files{Runbook: v.plan.Path, Report: v.reportPath, Evidence: evPath})
+	c.Publish(rep, termui.ReportData(v.plan, st, "", evPath), st, runner.Files{Runbook: v.plan.Path, Report: v.reportPath, Evidence: evPath,
+		Attestation: v.attestation.Path, KeyID: v.attestation.KeyID})
 }

@@ -127,7 +127,7 @@ Try it: rbook run demo
 	runCmd.Example = runExample
 	root.AddCommand(runCmd, newStatusCmd(), newCancelCmd(), newRollbackCmd(), newValidateCmd(), newMCPCmd(),
 		newResumeCmd(), newDecideCmd(true), newDecideCmd(false), newRunsCmd(), newGetCmd(), newWatchCmd(), newApprovalsCmd(), newServeCmd(),
-		newVersionCmd(), newGitHubCmd(), newPlaybookCmd(), newNotificationsCmd(), newAdminCmd(), newPlanCmd())
+		newVersionCmd(), newGitHubCmd(), newPlaybookCmd(), newNotificationsCmd(), newAdminCmd(), newPlanCmd(), newEvidenceCmd())
 	root.SetVersionTemplate("{{.Version}}\n")
 	withUsageErrors(root)
 	return root

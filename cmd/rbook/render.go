@@ -16,6 +16,7 @@ import (
 
 	"github.com/rbookhq/rbook-action/action/engine"
 	"github.com/rbookhq/rbook-action/action/report"
+	pipeline "github.com/rbookhq/rbook-action/action/run"
 	"github.com/rbookhq/rbook-action/action/runbook"
 	"github.com/rbookhq/rbook-action/action/state"
 	"github.com/rbookhq/rbook-action/internal/termui"
@@ -68,6 +69,8 @@ type view struct {
 	// "rbook cancel demo"; for a playbook "rbook playbook run FILE", "rbook playbook cancel
 	// RUN_ID"); empty means the runbook commands of the name finish is given.
 	resumeCmd, cancelCmd string
+	// attestation is the finished run's signed attestation file (pipeline.AttestationFile).
+	attestation pipeline.AttestationFile
 
 	mu        sync.Mutex
 	stepStart map[int]time.Time
@@ -233,6 +236,9 @@ func (v *view) trailer(name string, st *state.State, msg, evPath string) {
 		fmt.Fprintln(v.errw, msg)
 	}
 	fmt.Fprintf(v.errw, "Run %s %s. Evidence pack: %s\n", st.RunID, termui.RunWord(st), evPath)
+	if a := v.attestation; a.Path != "" {
+		fmt.Fprintf(v.errw, "Attestation: %s (signed by key %s)\n", a.Path, a.KeyID)
+	}
 	if v.reportPath != "" {
 		fmt.Fprintf(v.errw, "Report: %s\n", v.reportPath)
 	}
@@ -252,7 +258,7 @@ func (v *view) interruptedText(name string, st *state.State, msg string) string 
 // the run's message, and where the evidence pack, the report and the state file are. It never
 // prints the evidence pack itself.
 func (v *view) summary(st *state.State, msg, evPath string) {
-	files := termui.RunFiles{Evidence: evPath, Report: v.reportPath, State: v.plan.StateFilePath}
+	files := termui.RunFiles{Evidence: evPath, Report: v.reportPath, State: v.plan.StateFilePath, Attestation: v.attestation.Path, KeyID: v.attestation.KeyID}
 	termui.Summary(v.out, termui.ReportData(v.plan, st, msg, evPath), st, msg, files, v.color, termui.GateLines)
 }
 

@@ -318,7 +318,8 @@ func (t runTerminal) WarnUnanswerable(plan *runbook.Plan, from int, noInput, cpU
 func (t runTerminal) WarnLeftBehind(st *state.State, name string) {
 	termui.WarnControlPlaneLeftBehind(t.errw, st, name, embedded.DB)
 }
-func (t runTerminal) Halted(st *state.State, err error) { t.halted(st, err) }
+func (t runTerminal) Halted(st *state.State, err error)   { t.halted(st, err) }
+func (t runTerminal) Attested(a pipeline.AttestationFile) { t.attestation = a }
 func (t runTerminal) Finish(name string, st *state.State, res engine.Result, evPath string) error {
 	return t.finish(name, st, res, evPath)
 }

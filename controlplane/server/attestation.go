@@ -273,8 +273,8 @@ func evidenceEntry(t store.Transition) evidenceJSON {
 }
 
 // transitionHash is t's hash in the run's chain (docs/evidence-chain.md), "" for a transition
-// recorded without one. The store does not keep the chain's hashes yet, so it is "" for now.
-func transitionHash(store.Transition) string { return "" }
+// recorded without one.
+func transitionHash(t store.Transition) string { return t.Hash }
 
 // encodeEvidencePack is the evidence pack file's exact bytes: a JSON array indented by two
 // spaces, HTML characters not escaped, ending in a newline, the encoding the executor writes

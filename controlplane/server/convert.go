@@ -151,13 +151,14 @@ func transitionToProto(t store.Transition) *rbookv1.Transition {
 	p := &rbookv1.Transition{
 		RunId: t.RunID, Seq: t.Seq, Kind: kindToProto(t.Kind), Time: ts(t.At), StepIndex: int32(t.StepIndex),
 		StepName: t.StepName, StepType: t.StepType, LastDeployName: t.LastDeployName, Message: t.Message,
-		RecordedAt: ts(t.RecordedAt), RollbackFor: t.RollbackFor,
+		RecordedAt: ts(t.RecordedAt), RollbackFor: t.RollbackFor, PrevHash: t.PrevHash, Hash: t.Hash,
 	}
 	if st, err := store.RunStatusOf(t.RunStatus, t.Kind); err == nil {
 		p.RunStatus = runStatusToProto[st]
 	}
 	if t.Evidence != nil {
 		p.Evidence = evidenceToProto(*t.Evidence)
+		p.Evidence.TransitionHash = t.Hash
 	}
 	return p
 }
@@ -212,6 +213,9 @@ func transitionFromProto(p *rbookv1.Transition) (store.Transition, error) {
 		}
 		t.Evidence = &store.Evidence{StepName: e.GetStepName(), Type: e.GetType(), Input: e.Input, SourceInput: e.SourceInput,
 			Output: e.GetOutput(), Status: status, At: at}
+	}
+	if err := checkSealed(p, &t); err != nil {
+		return store.Transition{}, err
 	}
 	return t, nil
 }

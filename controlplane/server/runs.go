@@ -140,7 +140,14 @@ func (h runService) StartRun(ctx context.Context, req *rbookv1.StartRunRequest) 
 		h.s.metrics.LeaseTakeover()
 		h.s.log.InfoContext(ctx, "run taken over", "run_id", run.RunID, "owner", run.Owner, "epoch", run.LeaseEpoch)
 	}
-	return &rbookv1.StartRunResponse{Run: runToProto(run, h.s.hub.effective(run)), Created: outcome == store.Created}, nil
+	shown := runToProto(run, h.s.hub.effective(run))
+	if outcome != store.Created {
+		// A resume or take-over continues the run's hash chain from here (docs/evidence-chain.md).
+		if shown.ChainHead, err = h.s.st.ChainHead(ctx, run.RunID); err != nil {
+			return nil, h.s.storeError(ctx, "StartRun", err)
+		}
+	}
+	return &rbookv1.StartRunResponse{Run: shown, Created: outcome == store.Created}, nil
 }
 
 func ownerName(owner string) string {
@@ -183,7 +190,7 @@ func (h runService) RecordTransition(ctx context.Context, req *rbookv1.RecordTra
 }
 
 // recordError maps the store's refusal of transition t (RecordTransition, RecordTransitions)
-// to its RPC error: E_RUN_NOT_FOUND, E_SEQ_CONFLICT, E_SEQ_GAP, E_RUN_FINAL or
+// to its RPC error: E_RUN_NOT_FOUND, E_SEQ_CONFLICT, E_SEQ_GAP, E_CHAIN_BROKEN, E_RUN_FINAL or
 // E_RUN_CANCELLED, else storeError's mapping (E_LEASE_LOST, E_PERMISSION_DENIED, …).
 func (h runService) recordError(ctx context.Context, op string, t store.Transition, err error) error {
 	switch {
@@ -197,6 +204,9 @@ func (h runService) recordError(ctx context.Context, op string, t store.Transiti
 			storeMessage(err, store.ErrOutOfOrder))
 	case errors.Is(err, store.ErrRunFinal):
 		return h.s.finalRunError(ctx, t.RunID)
+	case errors.Is(err, store.ErrChainBroken):
+		return rpcError(connect.CodeFailedPrecondition, CodeChainBroken, "%s; the executor must continue the run's chain from the control plane's head (docs/evidence-chain.md)",
+			storeMessage(err, store.ErrChainBroken))
 	}
 	return h.s.storeError(ctx, op, err)
 }
@@ -419,6 +429,9 @@ func (h runService) GetRun(ctx context.Context, req *rbookv1.GetRunRequest) (*rb
 		return nil, h.s.storeError(ctx, "GetRun", err)
 	}
 	shown := runToProto(run, h.s.hub.effective(run))
+	if shown.ChainHead, err = h.s.st.ChainHead(ctx, run.RunID); err != nil {
+		return nil, h.s.storeError(ctx, "GetRun", err)
+	}
 	plan, err := h.s.runPlanOf(ctx, run.RunID, run.PlaybookHash)
 	if err != nil {
 		return nil, h.s.storeError(ctx, "GetRun", err)
@@ -572,6 +585,7 @@ func (h runService) GetEvidencePack(ctx context.Context, req *rbookv1.GetEvidenc
 				return entry{}, 0, false
 			}
 			e, j := evidenceToProto(*t.Evidence), evidenceEntry(t)
+			e.TransitionHash = t.Hash
 			// The page carries each entry twice (message and JSON text); JSON escaping can
 			// grow text up to six times for control characters, so count it generously.
 			return entry{e, j}, proto.Size(e) + 2*len(e.GetOutput()) + 2*len(e.GetInput()) + 256, true

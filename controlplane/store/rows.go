@@ -208,7 +208,7 @@ func scanProgress(r rowScanner) (RunProgress, error) {
 
 const transitionColumns = `run_id, seq, kind, step_index, step_name, step_type, status, input, output,
 	evidence_step_name, evidence_type, evidence_at, run_status, last_deploy_name, rollback_for, message, at,
-	recorded_at, source_input`
+	recorded_at, source_input, prev_hash, hash`
 
 func scanTransition(r rowScanner) (Transition, error) {
 	var (
@@ -216,12 +216,15 @@ func scanTransition(r rowScanner) (Transition, error) {
 		kind, runStatus                                 string
 		status, input, output, evName, evType, evAt, at sql.NullString
 		lastDeploy, rollbackFor, recordedAt, srcInput   sql.NullString
+		prevHash, hash                                  sql.NullString
 	)
 	err := r.Scan(&t.RunID, &t.Seq, &kind, &t.StepIndex, &t.StepName, &t.StepType, &status, &input, &output,
-		&evName, &evType, &evAt, &runStatus, &lastDeploy, &rollbackFor, &t.Message, &at, &recordedAt, &srcInput)
+		&evName, &evType, &evAt, &runStatus, &lastDeploy, &rollbackFor, &t.Message, &at, &recordedAt, &srcInput,
+		&prevHash, &hash)
 	if err != nil {
 		return Transition{}, err
 	}
+	t.PrevHash, t.Hash = prevHash.String, hash.String
 	t.Kind, t.RunStatus = TransitionKind(kind), ExecStatus(runStatus)
 	t.LastDeployName, t.RollbackFor = lastDeploy.String, rollbackFor.String
 	if t.At, err = parseTime("at", at); err != nil {
@@ -263,11 +266,11 @@ func transitionArgs(t Transition, recordedAt string) []any {
 	}
 	return []any{t.RunID, t.Seq, string(t.Kind), t.StepIndex, t.StepName, t.StepType, status, input, output,
 		evName, evType, evAt, string(t.RunStatus), nullString(t.LastDeployName), nullString(t.RollbackFor),
-		t.Message, formatTime(t.At), recordedAt, srcInput}
+		t.Message, formatTime(t.At), recordedAt, srcInput, nullString(t.PrevHash), nullString(t.Hash)}
 }
 
 const insertTransitionSQL = "INSERT INTO run_transitions (" + transitionColumns +
-	") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+	") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
 // approvalColumns are the columns scanApproval reads, the last one the gate's votes as a JSON
 // array of [approver, verdict, reason, at, source, verified, person] in vote order (migrations 0004, 0015):

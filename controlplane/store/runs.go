@@ -329,6 +329,9 @@ func (s *Store) recordOne(w *writeTx, run RunProgress, t Transition, newStatus R
 	if t.Seq != run.LastSeq+1 {
 		return fmt.Errorf("%w: run %q expects seq %d, got %d", ErrOutOfOrder, t.RunID, run.LastSeq+1, t.Seq)
 	}
+	if err = w.continuesChain(&run, t); err != nil {
+		return err
+	}
 	oldStatus := run.Status
 	var errCtx json.RawMessage
 	var pb *PlaybookProgress
@@ -368,7 +371,7 @@ func (s *Store) recordOne(w *writeTx, run RunProgress, t Transition, newStatus R
 	if t.LastDeployName != "" {
 		run.LastDeployName = t.LastDeployName
 	}
-	run.LastSeq = t.Seq
+	run.LastSeq, run.ChainHead, run.chainKnown = t.Seq, t.Hash, true
 	t.RecordedAt = s.now()
 	updatedAt := formatTime(t.RecordedAt)
 	run.LeaseExpiresAt = t.RecordedAt.Add(time.Duration(run.LeaseSeconds) * time.Second)
@@ -428,7 +431,8 @@ func (s *Store) recordOne(w *writeTx, run RunProgress, t Transition, newStatus R
 	*res = RecordResult{Progress: run}
 	w.change.Transitions = append(w.change.Transitions, t)
 	published := run
-	published.Playbook = pb // watchers get the projection; the cache does not keep it
+	published.Playbook = pb      // watchers get the projection; the cache does not keep it
+	published.chainKnown = false // the writer's own bookkeeping
 	published.BecameFinal = !oldStatus.Final() && run.Status.Final()
 	w.change.Progress = append(w.change.Progress, published)
 	w.staged = append(w.staged, run)
@@ -532,7 +536,8 @@ func sameTransition(a, b Transition) bool {
 	if a.RunID != b.RunID || a.Seq != b.Seq || a.Kind != b.Kind || a.StepIndex != b.StepIndex ||
 		a.StepName != b.StepName || a.StepType != b.StepType || a.RunStatus != b.RunStatus ||
 		a.LastDeployName != b.LastDeployName || a.RollbackFor != b.RollbackFor || a.Message != b.Message ||
-		formatTime(a.At) != formatTime(b.At) || (a.Evidence == nil) != (b.Evidence == nil) {
+		formatTime(a.At) != formatTime(b.At) || (a.Evidence == nil) != (b.Evidence == nil) ||
+		a.PrevHash != b.PrevHash || a.Hash != b.Hash {
 		return false
 	}
 	if a.Evidence == nil {

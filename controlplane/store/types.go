@@ -26,6 +26,10 @@ var (
 	ErrConflict = errors.New("store: conflicting transition for this sequence number")
 	// ErrOutOfOrder: seq is not last_seq+1 of the run; gaps are refused.
 	ErrOutOfOrder = errors.New("store: transition out of order")
+	// ErrChainBroken: the transition does not continue its run's hash chain (its prev_hash is
+	// not the hash of the run's previous transition, or a chained run's transition has no
+	// hash; docs/evidence-chain.md). The message names the seq and the reason.
+	ErrChainBroken = errors.New("store: transition breaks the run's hash chain")
 	// ErrRunFinal: the run already has its one final status.
 	ErrRunFinal = errors.New("store: run is already final")
 	// ErrPlanDigestMismatch: an approval is requested or approved for a plan digest that is not
@@ -376,6 +380,11 @@ type Transition struct {
 	// transaction that committed it; column recorded_at). RecordTransition sets it and ignores
 	// the caller's value; it is zero for transitions stored before migration 0002.
 	RecordedAt time.Time
+	// PrevHash and Hash are the transition's links in the run's hash chain, "sha256:" + 64
+	// lowercase hex (docs/evidence-chain.md; migration 0021); both empty for a transition
+	// recorded without the chain. The caller checks Hash against the transition's content
+	// (evidencechain.HashOf); RecordTransition checks PrevHash against the stored chain.
+	PrevHash, Hash string
 }
 
 // RunProgress is the part of a run row that transitions change. RecordTransition reads and
@@ -385,7 +394,12 @@ type RunProgress struct {
 	Status      RunStatus
 	CurrentNode string
 	// LastSeq is the seq of the last stored transition (0 before the first).
-	LastSeq                int64
+	LastSeq int64
+	// ChainHead is the hash of transition LastSeq ("" for a run without the chain), valid
+	// when chainKnown: a progress read from the run row does not hold it, and the writer
+	// reads it from the transition when it needs it (chainHead).
+	ChainHead              string
+	chainKnown             bool
 	LastCompletedStepIndex int
 	LastDeployName         string
 	CompletedAt            time.Time

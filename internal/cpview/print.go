@@ -98,6 +98,9 @@ func WriteRun(out io.Writer, resp *rbookv1.GetRunResponse) {
 	if l := r.GetLease(); l != nil {
 		fmt.Fprintf(out, "Owner %s · lease epoch %d · until %s\n", l.GetOwner(), l.GetEpoch(), TS(l.GetExpiresAt()))
 	}
+	if h := r.GetChainHead(); h != "" {
+		fmt.Fprintf(out, "Chain head %s (transition %d)\n", h, r.GetLastSeq())
+	}
 	for _, t := range resp.GetTransitions() {
 		DescribeTransition(out, r.GetKind(), t)
 	}

@@ -18,7 +18,7 @@ func ReportData(plan *runbook.Plan, st *state.State, msg, evPath string) report.
 	d := report.Report{
 		RunID: st.RunID, RunbookName: plan.Name, RunbookPath: plan.Path, RunStatus: st.RunStatus,
 		StartedUTC: st.StartedUTC, CompletedUTC: st.CompletedUTC, TotalSteps: st.TotalSteps,
-		SchemaHash8: st.SchemaHash8, RunbookHash: st.RunbookHash, Message: msg,
+		SchemaHash8: st.SchemaHash8, RunbookHash: st.RunbookHash, ChainHead: st.ChainHead, Message: msg,
 		Evidence: st.EvidencePack, EvidencePath: evPath,
 	}
 	for _, s := range plan.Steps {
@@ -108,7 +108,7 @@ func playbookResultFields(res *RunResult, plan *runbook.Plan, st *state.State) {
 }
 
 // RunFiles are the paths of a run's files a summary names ("" for none but State).
-type RunFiles struct{ Evidence, Report, State string }
+type RunFiles struct{ Evidence, Report, State, Attestation, KeyID string }
 
 // Summary is the end of a terminal run on w: status (painted when color) and how long it
 // took, step counts that match the report's rows (d), the gates (gates prints d.Gates), the
@@ -134,8 +134,14 @@ func Summary(w io.Writer, d report.Report, st *state.State, msg string, files Ru
 	if msg != "" && st.RunStatus != engine.RunInProgress {
 		fmt.Fprintf(w, "  %s\n", msg)
 	}
+	if st.ChainHead != "" {
+		fmt.Fprintf(w, "  Chain head     %s\n", st.ChainHead)
+	}
 	if files.Evidence != "" {
 		fmt.Fprintf(w, "  Evidence pack  %s (%s, JSON)\n", files.Evidence, Plural(len(st.EvidencePack), "entry", "entries"))
+	}
+	if files.Attestation != "" {
+		fmt.Fprintf(w, "  Attestation    %s (signed by key %s)\n", files.Attestation, files.KeyID)
 	}
 	if files.Report != "" {
 		fmt.Fprintf(w, "  Report         %s\n", files.Report)

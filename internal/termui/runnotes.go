@@ -113,6 +113,9 @@ func StatusHeader(out io.Writer, st *state.State, shown, liveness, outbox, evPat
 	} else if evPath != "" {
 		fmt.Fprintf(out, "Evidence pack: %s\n", evPath)
 	}
+	if st.ChainHead != "" {
+		fmt.Fprintf(out, "Chain head: %s (transition %d; docs/evidence-chain.md)\n", st.ChainHead, st.Seq)
+	}
 	if st.Interrupted != nil {
 		fmt.Fprintf(out, "Interrupted at %s: %s\n", st.Interrupted.AtUTC, st.Interrupted.Reason)
 	}

@@ -34,6 +34,9 @@ func (c *Output) PublishPaused(st *state.State, pe *cpclient.PausedError, cpURL 
 	if pe.ApprovalURL != "" {
 		outs = append(outs, github.Output{Name: "approval-url", Value: pe.ApprovalURL})
 	}
+	if st.ChainHead != "" { // the head so far, which the resumed run continues (docs/evidence-chain.md)
+		outs = append(outs, github.Output{Name: "chain-head", Value: st.ChainHead})
+	}
 	if p := os.Getenv("GITHUB_OUTPUT"); p != "" {
 		if err := github.WriteFileCommand(p, outs); err != nil {
 			fmt.Fprintf(os.Stderr, "warning: the step outputs were not written: %v\n", err)

@@ -15,8 +15,9 @@ import (
 // name ("" for a file the run has not got).
 type Files struct {
 	// Runbook is the runbook or playbook file; Report is --report FILE; Evidence the
-	// evidence pack.
-	Runbook, Report, Evidence string
+	// evidence pack; Attestation the control plane's signed attestation of the run and KeyID
+	// the id of the key that signed it (docs/attestations.md).
+	Runbook, Report, Evidence, Attestation, KeyID string
 }
 
 // Publish ends a run in a runner: the job summary gets the report rep, the Mermaid graph of
@@ -115,19 +116,27 @@ func (c *Output) writeLinks(b *strings.Builder, rows []report.Row, runID string,
 	if files.Evidence != "" {
 		fmt.Fprintf(b, "- Evidence pack: %s\n", files.Evidence)
 	}
+	if files.Attestation != "" {
+		fmt.Fprintf(b, "- Attestation: %s, signed by key `%s` (check it with `rbook evidence verify`, docs/evidence-verify.md)\n", files.Attestation, files.KeyID)
+	}
 }
 
-// outputs are the step outputs of an ended run: run-id, status, report-path, evidence-path
-// and, for the last gate the run reached (decided or not), approval-id, approval-url,
+// outputs are the step outputs of an ended run: run-id, status, chain-head, report-path,
+// evidence-path, attestation-path ("" when the control plane signed none) and, for the last
+// gate the run reached (decided or not), approval-id, approval-url,
 // approval-status, approved-by and approval-comment. c.mu held.
 func (c *Output) outputs(st *state.State, files Files) []github.Output {
 	outs := []github.Output{{Name: "run-id", Value: st.RunID}, {Name: "status", Value: string(st.RunStatus)}}
+	if st.ChainHead != "" {
+		outs = append(outs, github.Output{Name: "chain-head", Value: st.ChainHead})
+	}
 	if files.Report != "" {
 		outs = append(outs, github.Output{Name: "report-path", Value: files.Report})
 	}
 	if files.Evidence != "" {
 		outs = append(outs, github.Output{Name: "evidence-path", Value: files.Evidence})
 	}
+	outs = append(outs, github.Output{Name: "attestation-path", Value: files.Attestation})
 	rec, ok := c.gates[c.last]
 	if !ok {
 		return outs

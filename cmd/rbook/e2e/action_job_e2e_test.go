@@ -129,8 +129,9 @@ func TestSimulatedJobGateDecidedByTwoApprovers(t *testing.T) {
 	outs := parseOutputs(t, readFile(t, fr.path("github_output")))
 	want := map[string]string{
 		"run-id": st.RunID, "status": "COMPLETED", "report-path": filepath.Join(fr.root, "rbook", "demo.report.md"),
-		"evidence-path": filepath.Join(".rbook", st.RunID+".evidence.json"),
-		"approval-id":   id, "approved-by": "alice, bob", "approval-comment": "ship it", "approval-status": "approved",
+		"evidence-path":    filepath.Join(".rbook", st.RunID+".evidence.json"),
+		"attestation-path": "", // its control plane has no signing key
+		"approval-id":      id, "approved-by": "alice, bob", "approval-comment": "ship it", "approval-status": "approved",
 	}
 	for k, w := range want {
 		if outs[k] != w {

@@ -103,9 +103,13 @@ func TestRunnerNativeOutputOfTheDemo(t *testing.T) {
 	}
 	want := map[string]string{
 		"run-id": st.RunID, "status": "COMPLETED", "report-path": "report.md",
-		"evidence-path": filepath.Join(".rbook", st.RunID+".evidence.json"),
-		"approval-id":   ids[1], "approved-by": "unverified:octocat", "approval-comment": "answered at the executor's terminal: yes",
+		"evidence-path":    filepath.Join(".rbook", st.RunID+".evidence.json"),
+		"attestation-path": filepath.Join(".rbook", st.RunID+".attestation.json"),
+		"approval-id":      ids[1], "approved-by": "unverified:octocat", "approval-comment": "answered at the executor's terminal: yes",
 		"approval-status": "approved",
+	}
+	if h := outs["chain-head"]; len(h) == len("sha256:")+64 && strings.HasPrefix(h, "sha256:") {
+		want["chain-head"] = h // the run's head (docs/evidence-chain.md)
 	}
 	for k, w := range want {
 		if outs[k] != w {
@@ -130,6 +134,9 @@ func TestRunnerNativeOutputOfTheDemo(t *testing.T) {
 		strings.Count(sum, "## Steps") != 1 || !strings.Contains(sum, "```mermaid\nflowchart TD\n") ||
 		!strings.Contains(sum, "class s1 fail") || !strings.Contains(sum, "decided by unverified:octocat") || !strings.Contains(sum, st.RunID) {
 		t.Errorf("job summary:\n%s", sum)
+	}
+	if !strings.Contains(sum, "- Attestation: "+want["attestation-path"]+", signed by key `") {
+		t.Errorf("the job summary does not link the attestation and its key id:\n%s", sum)
 	}
 
 	// The gate's announcement: the commands an approver runs, what the gate needs, and no

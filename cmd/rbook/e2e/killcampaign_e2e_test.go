@@ -32,6 +32,8 @@ import (
 	"github.com/rbookhq/rbook-action/action/engine"
 	"github.com/rbookhq/rbook-action/action/state"
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
+	"github.com/rbookhq/rbook-action/internal/attest"
+	"github.com/rbookhq/rbook-action/internal/evidenceverify"
 )
 
 // Kill points per mode (kills that landed while the run was going) when RBOOK_KILL_CYCLES
@@ -157,6 +159,7 @@ const (
 	mmHang          = "rbook did not exit (killed after the campaign's limit)"
 	mmWrongOutcome  = "run ended with another status than its runbook leads to"
 	mmStepIndexLoop = "resume kept stopping at a step in unknown state"
+	mmNotVerified   = "final run whose evidence does not verify (rbook evidence verify: the chain, the pack, and with a control plane its signed attestation)"
 )
 
 // The kill points where the evidence pack file was written and the state write that makes the
@@ -313,7 +316,7 @@ func runKillCampaign(t *testing.T, m killMode, random, aimed int, seed uint64) {
 		// The executor prints each approval's token only on a terminal or with
 		// RBOOK_SHOW_TOKEN=1; the campaign approves with it, as a person with the token would.
 		t.Setenv("RBOOK_SHOW_TOKEN", "1")
-		k.url = serveCP(t, dir)
+		k.url = serveCP(t, dir, "--signing-key", signingKeyFile(t, dir)) // every finished run is attested
 		k.c = cpclient.New(k.url, "")
 		cp = "a separate rbook serve on SQLite at " + k.url
 	}
@@ -926,6 +929,50 @@ func (k *campaign) check(before snap, v campaignVariant, log cycleLog) []string 
 	return problems
 }
 
+// signingKeyFile writes a new Ed25519 signing key (PKCS#8 PEM) into dir for `rbook serve
+// --signing-key` and returns its path.
+func signingKeyFile(t *testing.T, dir string) string {
+	t.Helper()
+	_, pemKey, err := attest.GenerateEd25519()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, "signing-key.pem")
+	if err := os.WriteFile(p, pemKey, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// verifyEvidence checks a final run's evidence as `rbook evidence verify` does
+// (docs/evidence-verify.md): its journal's chain from seq 1 and its pack against the chain
+// and, with a control plane, the attestation that control plane signed, checked with the keys
+// it publishes. It returns "" when the run verifies (with --control-plane off, when the chain
+// and the pack agree: there is nothing signed), else what failed.
+func (k *campaign) verifyEvidence(path, runID string) string {
+	o := evidenceverify.Options{Pack: filepath.Join(filepath.Dir(path), runID+".evidence.json")}
+	var remote evidenceverify.Remote
+	want := evidenceverify.ExitUnsigned
+	if k.url != "" {
+		r, err := evidenceverify.NewRemote(k.url)
+		if err != nil {
+			return err.Error()
+		}
+		remote, want = r, evidenceverify.ExitVerified
+	}
+	in, err := evidenceverify.Load(context.Background(), o, remote)
+	if err != nil {
+		return err.Error()
+	}
+	rep := evidenceverify.Verify(in)
+	if rep.Code() == want {
+		return ""
+	}
+	var b strings.Builder
+	rep.WriteText(&b, false)
+	return fmt.Sprintf("exit %d, want %d:\n%s", rep.Code(), want, indent(b.String(), "    "))
+}
+
 // evidenceFileDiff compares run runID's <run_id>.evidence.json beside the state file at path
 // with that state file's evidence_pack, entry for entry (each entry's JSON decoded, so only
 // the layout of the file may differ). It returns "" when they are equal, else the mismatch
@@ -1021,6 +1068,9 @@ func (k *campaign) compare(cycle int, runID, path string, v campaignVariant) []s
 	}
 	if evKind != "" && evKind != mmEvidenceAhead {
 		add(evKind, evDetail)
+	}
+	if detail := k.verifyEvidence(path, runID); detail != "" {
+		add(mmNotVerified, detail)
 	}
 
 	// No deploy executed twice (a rollback neither), unless the operator chose to run an

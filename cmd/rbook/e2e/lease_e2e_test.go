@@ -83,45 +83,13 @@ func TestTakeOverFencesTheZombie(t *testing.T) {
 	defer pa.cmd.Process.Signal(syscall.SIGCONT)
 	before := getRun(t, url, runID).GetRun().GetLastSeq()
 
-	// Workspace B: A's state file, as another executor instance (another owner id).
-	b := workdir(t)
-	raw, err := os.ReadFile(filepath.Join(a, ".rbook", "demo.state.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var st map[string]any
-	if err := json.Unmarshal(raw, &st); err != nil {
-		t.Fatal(err)
-	}
-	st["owner_id"] = "o-anotherexecutorinstance0"
-	raw, _ = json.Marshal(st)
-	os.MkdirAll(filepath.Join(b, ".rbook"), 0o755)
-	if err := os.WriteFile(filepath.Join(b, ".rbook", "demo.state.json"), raw, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	b := copiedWorkspace(t, a)
 	out, code := run(t, b, "", "run", "demo", "--control-plane", url)
 	if code != 2 || !strings.Contains(out, "E_RUN_OWNED") || !strings.Contains(out, "--take-over") {
 		t.Fatalf("resume of a run another executor owns: exit %d\n%s", code, out)
 	}
-	// --take-over before the lease lapsed is refused; the server's clock decides when it
-	// lapses, so retry until it does (5 s lease, no renewals from the frozen A).
-	var pb *proc
-	for deadline := time.Now().Add(20 * time.Second); ; {
-		pb = start(t, b, "run", "demo", "--control-plane", url, "--take-over")
-		select {
-		case line := <-waitLine(pb, "AWAITING_CONFIRMATION", "E_LEASE_HELD"):
-			if strings.Contains(line, "AWAITING_CONFIRMATION") {
-				goto took
-			}
-		case <-pb.done:
-		}
-		pb.wait(t)
-		if !strings.Contains(pb.output(), "E_LEASE_HELD") || time.Now().After(deadline) {
-			t.Fatalf("take-over: exit %d\n%s", pb.code, pb.output())
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
-took:
+	// --take-over before the lease lapsed is refused (5 s lease, no renewals from the frozen A).
+	pb := takeOverAtGate(t, b, url)
 	pb.stdin.Write([]byte("yes\n"))
 	if code := pb.wait(t); code != 0 {
 		t.Fatalf("the taken-over run: exit %d\n%s", code, pb.output())
@@ -142,6 +110,50 @@ took:
 	after := getRun(t, url, runID)
 	if len(after.GetTransitions()) != len(final.GetTransitions()) || after.GetRun().GetStatus() != rbookv1.RunStatus_RUN_STATUS_SUCCEEDED {
 		t.Fatalf("the zombie wrote: %d transitions, was %d; status %s", len(after.GetTransitions()), len(final.GetTransitions()), after.GetRun().GetStatus())
+	}
+}
+
+// copiedWorkspace is a new workspace holding a's state file as another executor instance
+// would (another owner id), for a take-over.
+func copiedWorkspace(t *testing.T, a string) string {
+	t.Helper()
+	b := workdir(t)
+	raw, err := os.ReadFile(filepath.Join(a, ".rbook", "demo.state.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st map[string]any
+	if err := json.Unmarshal(raw, &st); err != nil {
+		t.Fatal(err)
+	}
+	st["owner_id"] = "o-anotherexecutorinstance0"
+	raw, _ = json.Marshal(st)
+	os.MkdirAll(filepath.Join(b, ".rbook"), 0o755)
+	if err := os.WriteFile(filepath.Join(b, ".rbook", "demo.state.json"), raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// takeOverAtGate runs `rbook run demo --take-over` in dir until the control plane lets it
+// take the run over (the server's clock decides when the owner's lease lapses, so a refusal
+// with E_LEASE_HELD is tried again, for up to 20 s) and returns it waiting at the gate.
+func takeOverAtGate(t *testing.T, dir, url string) *proc {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		p := start(t, dir, "run", "demo", "--control-plane", url, "--take-over")
+		select {
+		case line := <-waitLine(p, "AWAITING_CONFIRMATION", "E_LEASE_HELD"):
+			if strings.Contains(line, "AWAITING_CONFIRMATION") {
+				return p
+			}
+		case <-p.done:
+		}
+		p.wait(t)
+		if !strings.Contains(p.output(), "E_LEASE_HELD") || time.Now().After(deadline) {
+			t.Fatalf("take-over: exit %d\n%s", p.code, p.output())
+		}
+		time.Sleep(500 * time.Millisecond)
 	}
 }
 
