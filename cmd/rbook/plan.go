@@ -5,14 +5,12 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/rbookhq/rbook-action/action/cpclient"
-	"github.com/rbookhq/rbook-action/action/github"
 	"github.com/rbookhq/rbook-action/action/preflight"
 	pipeline "github.com/rbookhq/rbook-action/action/run"
 	"github.com/rbookhq/rbook-action/action/runbook"
@@ -34,34 +32,11 @@ type planFlags struct {
 func newPlanCmd() *cobra.Command {
 	var f planFlags
 	cmd := &cobra.Command{
-		Use:   "plan [RUNBOOK|FILE.cantbook]",
-		Short: "Show what a run would do: steps in order, rendered inputs, commands, gates and who decides them, the plan digest",
-		Long: `Show, without running or recording anything, what 'rbook run RUNBOOK' or 'rbook playbook
-run FILE.cantbook' would do: the steps (or the playbook's nodes, in the order their depends
-allow) with their inputs rendered (values and --input substituted; secret-looking values
-masked as "***", exactly as the plan a run sends its control plane), the commands that would
-run (a node's argv, a check's MCP tools, a deploy or rollback template and params), which
-gates need a person and which the auto-pass policy would pass, who may decide each (M of N,
-people and groups, whether the run's starter may), and the plan digest every decision of the
-run is bound to.
-
-The policies are the files 'rbook serve' reads: --gate-policy FILE (default: one approval by
-anyone but the run's starter) and --playbook-policy FILE (its rules, then the built-in ones;
-default: the built-in rules). With a control plane (--control-plane URL or
-$RBOOK_CONTROL_PLANE), the gates are shown as its policies would decide them (it is asked,
-and records nothing); when it cannot be asked, the local files are shown and the plan says so.
-
--o text (default), markdown (for a job summary) or json (docs/plan.md, "JSON"). --summary
-appends the Markdown to $GITHUB_STEP_SUMMARY instead and prints one line (the Action's plan
-input).
-
-Exit codes: 0 shown, 2 a runbook, playbook, inputs or policy file that does not load
-(file:line: field: message).`,
-		Example: `  rbook plan demo
-  rbook plan runbooks/release.cantbook --input version=2026.4.90
-  rbook plan prod --gate-policy gates.yaml -o markdown
-  rbook plan release.cantbook --inputs inputs.yaml --playbook-policy policy.yaml -o json`,
-		Args: cobra.MaximumNArgs(1),
+		Use:     "plan [RUNBOOK|FILE.cantbook]",
+		Short:   "Show what a run would do: steps in order, rendered inputs, commands, gates and who decides them, the plan digest",
+		Long:    planview.Help,
+		Example: planview.Examples,
+		Args:    cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := "prod"
 			if len(args) == 1 {
@@ -114,7 +89,7 @@ func runPlan(cmd *cobra.Command, name string, f planFlags) error {
 	}
 	switch {
 	case f.summary:
-		err = planSummary(out, v)
+		err = planview.AppendToSummary(out, v, os.Getenv("GITHUB_STEP_SUMMARY"))
 	case f.output == "json":
 		err = planview.JSON(out, v)
 	case f.output == "markdown":
@@ -123,23 +98,6 @@ func runPlan(cmd *cobra.Command, name string, f planFlags) error {
 		planview.Text(out, v, termui.ColorAllowed(termui.IsTerminal(out)))
 	}
 	return abortIf(err)
-}
-
-// planSummary appends v's Markdown to the job summary ($GITHUB_STEP_SUMMARY) and says so in
-// one line on out: nothing from the runbook reaches the job's log, where a line could be read
-// as a workflow command.
-func planSummary(out io.Writer, v *planview.View) error {
-	path := os.Getenv("GITHUB_STEP_SUMMARY")
-	if path == "" {
-		return fmt.Errorf("--summary: $GITHUB_STEP_SUMMARY is not set (a GitHub Actions job sets it); use -o markdown to print the Markdown")
-	}
-	var b strings.Builder
-	planview.Markdown(&b, v)
-	if _, err := github.AppendSummary(path, b.String()+"\n"); err != nil {
-		return fmt.Errorf("--summary: %w", err)
-	}
-	fmt.Fprintf(out, "The plan of %s (%s, plan digest %s) is in the job summary.\n", v.Name, termui.Plural(len(v.Steps), "step", "steps"), v.Digest)
-	return nil
 }
 
 // load is the plan of name and a playbook's validated inputs; errors name file:line.
