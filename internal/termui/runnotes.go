@@ -17,7 +17,15 @@ func GateLines(w io.Writer, gates []report.GateRow) {
 	for _, g := range gates {
 		what := string(g.Status)
 		if g.Verdict != "" {
-			what = fmt.Sprintf("%s by %s via %s", g.Verdict, g.By, g.Via)
+			// A confirm step answered at the terminal records only the answer typed, so
+			// its row has no By: the line says "approved via terminal", not "by  via".
+			what = g.Verdict
+			if g.By != "" {
+				what += " by " + g.By
+			}
+			if g.Via != "" {
+				what += " via " + g.Via
+			}
 		}
 		if g.Reason != "" {
 			what += ": " + g.Reason

@@ -35,3 +35,29 @@ func TestCancelPromptOnATerminalIsText(t *testing.T) {
 		}
 	}
 }
+
+// TestGateLineNamesOnlyWhatTheEvidenceKnows: a gate line says who decided when the evidence
+// names them, and never leaves an empty "by" where it does not (a confirm step answered at
+// the terminal records only the answer typed).
+func TestGateLineNamesOnlyWhatTheEvidenceKnows(t *testing.T) {
+	cases := []struct {
+		row  report.GateRow
+		want string
+	}{
+		{report.GateRow{Name: "confirm-rollout", Verdict: "approved", Via: "terminal", Reason: `answered "yes"`},
+			"  Gate 'confirm-rollout'  approved via terminal: answered \"yes\"\n"},
+		{report.GateRow{Name: "confirm-rollout", Verdict: "approved", By: "alice", Via: "rbook-approve", Reason: "looks good"},
+			"  Gate 'confirm-rollout'  approved by alice via rbook-approve: looks good\n"},
+		{report.GateRow{Name: "publish", Verdict: "approved", By: "policy"},
+			"  Gate 'publish'  approved by policy\n"},
+		{report.GateRow{Name: "confirm-rollout", Status: "TIMED_OUT"},
+			"  Gate 'confirm-rollout'  TIMED_OUT\n"},
+	}
+	for _, c := range cases {
+		var b strings.Builder
+		GateLines(&b, []report.GateRow{c.row})
+		if b.String() != c.want {
+			t.Errorf("GateLines(%+v) = %q, want %q", c.row, b.String(), c.want)
+		}
+	}
+}
