@@ -125,3 +125,23 @@ func TestControlPlaneAcceptsARunWithoutTheChain(t *testing.T) {
 		t.Fatalf("GetRun = last_seq %d, chain_head %q, %v; want 3 and none", res.GetRun().GetLastSeq(), res.GetRun().GetChainHead(), err)
 	}
 }
+
+// TestChainedEvidenceTimeMustBeTheFormTheRecordServes: a chained transition's hash covers
+// timestamp_utc as the executor sent it, and the record serves it as UTC with nine fraction
+// digits; any other spelling of the same instant is refused, so the served entry and the
+// hashed one never differ.
+func TestChainedEvidenceTimeMustBeTheFormTheRecordServes(t *testing.T) {
+	c := startInProcess(t)
+	for i, ts := range []string{"2023-11-14T22:13:23+00:00", "2023-11-15T00:13:23.000000000+02:00", "2023-11-14T22:13:23Z", "2023-11-14T22:13:23.5Z"} {
+		id := "R-chain-time-" + string(rune('a'+i))
+		hashes := sealedRun(t, c, id, 4)
+		p := transition(id, 5, 0)
+		p.Evidence.TimestampUtc = ts
+		seal(p, hashes[4])
+		_, err := c.runs.RecordTransition(context.Background(), &rbookv1.RecordTransitionRequest{Transition: p, OwnerId: testOwner, Epoch: epochOf(t, c, id)})
+		wantCode(t, err, connect.CodeInvalidArgument, "E_INVALID_ARGUMENT")
+		if !strings.Contains(err.Error(), "nine fraction digits") {
+			t.Errorf("timestamp_utc %q: %v; want it to say the form", ts, err)
+		}
+	}
+}

@@ -207,6 +207,12 @@ func transitionFromProto(p *rbookv1.Transition) (store.Transition, error) {
 		if err != nil {
 			return store.Transition{}, invalidArg("transition.evidence.timestamp_utc %q is not an RFC 3339 time", truncate(e.GetTimestampUtc(), 64))
 		}
+		// A chained transition's hash covers timestamp_utc as sent, and the record serves it
+		// in evidenceTimeLayout: only that form keeps the two equal (docs/evidence-chain.md).
+		if p.GetHash() != "" && at.UTC().Format(evidenceTimeLayout) != e.GetTimestampUtc() {
+			return store.Transition{}, invalidArg("transition.evidence.timestamp_utc %q is not in the form the chain hashes: UTC with nine fraction digits, e.g. 2026-01-02T03:04:05.000000000Z",
+				truncate(e.GetTimestampUtc(), 64))
+		}
 		if len(e.GetOutput()) > MaxEvidenceOutputBytes {
 			return store.Transition{}, invalidArg("transition.evidence.output is %d bytes, over the limit of %d (64 KiB and the executor's truncation note)",
 				len(e.GetOutput()), MaxEvidenceOutputBytes)
