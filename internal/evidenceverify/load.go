@@ -115,7 +115,7 @@ func (in *Input) loadKeys(ctx context.Context, o Options, remote Remote) error {
 		keys, err := remote.PublicKeys(ctx)
 		if errors.Is(err, attest.ErrNoKeys) || err == nil && len(keys) == 0 {
 			// The checks that need no signature still run; the outcome is unsigned.
-			in.NoKeys = remote.Where() + " publishes no public key: it has no signing key (`rbook serve --signing-key FILE`), so it signed no attestation to check"
+			in.NoKeys = remote.Where() + " publishes no public key: it has no signing key (`rbook serve --signing-key FILE`); give the key that signed the attestation with --key FILE (an embedded run's: .rbook/signing-key.pem)"
 			return nil
 		}
 		if err != nil {
