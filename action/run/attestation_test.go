@@ -98,3 +98,27 @@ func TestFinishedRunGetsItsAttestationBesideThePack(t *testing.T) {
 		})
 	}
 }
+
+// A cancel that reached the control plane ends the run there too: the cancel writes the
+// attestation the control plane signed beside the state file, as a run's end does.
+func TestCancelledRunGetsItsAttestationBesideThePack(t *testing.T) {
+	dir := t.TempDir()
+	statePath := filepath.Join(dir, "demo.state.json")
+	st := &state.State{RunID: "RBOOK-20261202-demo-0a1b2c3d", RunStatus: engine.RunCancelled}
+	evPath := filepath.Join(dir, st.RunID+state.EvidenceSuffix)
+	if err := os.WriteFile(evPath, []byte("[]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := `{"payloadType":"application/vnd.in-toto+json","payload":"e30=","signatures":[{"keyid":"k1","sig":"c2ln"}]}`
+	cl := attestingServer(t, &attestingRuns{resp: &rbookv1.GetAttestationResponse{EnvelopeJson: env, KeyId: "k1"}})
+	var errw bytes.Buffer
+	c := &Config{Auth: Auth{Mode: AuthNone}}
+	c.attestCancel(context.Background(), cl.URL, st, statePath, evPath, &errw)
+	p := filepath.Join(dir, st.RunID+AttestationSuffix)
+	if data, err := os.ReadFile(p); err != nil || string(data) != env {
+		t.Fatalf("attestation file %q (%v); stderr %q", data, err, errw.String())
+	}
+	if want := "Attestation: " + p + " (signed by key k1)"; !strings.Contains(errw.String(), want) {
+		t.Fatalf("stderr %q, want %q", errw.String(), want)
+	}
+}

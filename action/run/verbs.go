@@ -113,6 +113,20 @@ func (c *Config) deliverCancel(ctx context.Context, fileRec *state.FileRecorder,
 	}
 }
 
+// attestCancel writes the attestation the control plane at url signed of the run a cancel
+// ended, beside its state file, as a run's end does (writeAttestation; docs/attestations.md),
+// and says where on errw. Any failure is a note: the cancel stands.
+func (c *Config) attestCancel(ctx context.Context, url string, st *state.State, statePath, evPath string, errw io.Writer) {
+	cl, err := c.client(url, st.ControlPlaneEmbedded)
+	if err != nil {
+		fmt.Fprintf(errw, "note: the control plane's attestation of run %s was not fetched (%v).\n", st.RunID, err)
+		return
+	}
+	if a := writeAttestation(ctx, cl, statePath, st, evPath, errw); a.Path != "" {
+		fmt.Fprintf(errw, "Attestation: %s (signed by key %s)\n", a.Path, a.KeyID)
+	}
+}
+
 // cancelLive asks the executor holding the run to cancel it: a request file, then SIGUSR1
 // (on Windows the executor polls for the file; signals_windows.go), then it waits until the
 // executor lets go of the lock (state.AwaitRelease).
@@ -307,7 +321,11 @@ func (c *Config) Cancel(ctx context.Context, o VerbOptions, who string, signal f
 	if target != nil {
 		c.deliverCancel(ctx, fileRec, o.Name, target.url, o.Err)
 	}
-	if err := v.ShowReport(st, res.Message, WriteEvidence(o.Err, plan, st)); err != nil {
+	evPath := WriteEvidence(o.Err, plan, st)
+	if target != nil && evPath != "" && fileRec.Unacked() == 0 {
+		c.attestCancel(ctx, target.url, st, plan.StateFilePath, evPath, o.Err)
+	}
+	if err := v.ShowReport(st, res.Message, evPath); err != nil {
 		return abort("%v", err)
 	}
 	return &ExitError{Code: ExitCancelled}

@@ -90,10 +90,14 @@ func Start(ctx context.Context, errw io.Writer, o Options) (string, func(), erro
 		unlock()
 		return "", nil, fmt.Errorf("embedded control plane: local approver key: %w", err)
 	}
-	signer, _, err := LoadOrCreateSigningKey(SigningKey)
+	signer, created, err := LoadOrCreateSigningKey(SigningKey)
 	if err != nil {
 		unlock()
 		return "", nil, fmt.Errorf("embedded control plane: %w", err)
+	}
+	if created {
+		fmt.Fprintf(errw, "Generated the embedded control plane's attestation signing key in %s (key %s); check a run's evidence with: rbook evidence verify --key %s <run_id>.evidence.json\n",
+			SigningKey, signer.KeyID(), SigningKey)
 	}
 	// The embedded server logs only problems: the run's own output is what a person reads.
 	logger := slog.New(slog.NewTextHandler(errw, &slog.HandlerOptions{Level: slog.LevelWarn}))

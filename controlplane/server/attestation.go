@@ -231,8 +231,11 @@ func gateDecision(a store.Approval) attest.GateDecision {
 		RequestedAt: attestTime(a.RequestedAt), DecidedAt: attestTime(a.DecidedAt), DecidedBy: a.Approver, Channel: a.DecidedBySource,
 		PlanDigest: a.PlanDigest, Reason: a.Reason, Inputs: a.InputValues, AutoPassed: a.AutoPassed, Iteration: a.Iteration,
 		RedoFrom: a.RedoFrom, Votes: []attest.Vote{},
-		Policy: attest.GatePolicy{Rule: a.PolicyRule, RequiredApprovals: max(a.ApprovalsRequired, 1), FourEyes: !a.StarterMayApprove,
-			AllowedApprovers: a.AllowedApprovers}}
+		Policy: attest.GatePolicy{Rule: a.PolicyRule, RequiredApprovals: max(a.ApprovalsRequired, 1), AllowedApprovers: a.AllowedApprovers}}
+	// Four eyes is signed only where it was enforced: approval.IsRunStarter never takes an
+	// unverified vote for the starter (docs/attestations.md, "The run predicate").
+	g.Policy.IdentitiesVerified = !slices.ContainsFunc(a.Votes, func(v store.Vote) bool { return !v.Verified })
+	g.Policy.FourEyes = !a.StarterMayApprove && g.Policy.IdentitiesVerified
 	if a.Status == store.ApprovalApproved {
 		g.People = a.ApprovedPeople()
 	} else if a.Person != "" {

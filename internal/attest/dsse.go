@@ -64,11 +64,27 @@ func SignStatement(ctx context.Context, s Signer, statementJSON []byte) ([]byte,
 // ErrNoValidSignature is wrapped by VerifyEnvelope when no signature verifies under the keys given.
 var ErrNoValidSignature = errors.New("no signature verifies")
 
+// UnknownKeyError is VerifyEnvelope's error when every signature names a key id none of the
+// keys given has: KeyID is the first signature's key id ("" when it names none), Given the
+// number of keys given. It wraps ErrNoValidSignature.
+type UnknownKeyError struct {
+	KeyID string
+	Given int
+}
+
+func (e *UnknownKeyError) Error() string {
+	return fmt.Sprintf("envelope is signed by key %s, which is not among the %d key(s) given (the control plane's keys are at %s): %v",
+		e.KeyID, e.Given, KeysPath, ErrNoValidSignature)
+}
+
+// Unwrap is ErrNoValidSignature.
+func (e *UnknownKeyError) Unwrap() error { return ErrNoValidSignature }
+
 // VerifyEnvelope checks a DSSE envelope: its payload type is PayloadType, and at least one
 // signature verifies with one of keys (matched by key id; a signature without a key id is
 // tried with every key). It returns the Statement's JSON (checked to be a Statement v1) and
 // the id of the key that verified it. Errors say which check failed; a signature that does
-// not verify wraps ErrNoValidSignature.
+// not verify wraps ErrNoValidSignature; one signed by no key given is *UnknownKeyError.
 func VerifyEnvelope(envelopeJSON []byte, keys []PublicKey) (statementJSON []byte, keyID string, err error) {
 	var env Envelope
 	if err := json.Unmarshal(envelopeJSON, &env); err != nil {
@@ -112,8 +128,7 @@ func VerifyEnvelope(envelopeJSON []byte, keys []PublicKey) (statementJSON []byte
 		}
 	}
 	if len(unknown) == len(env.Signatures) {
-		return nil, "", fmt.Errorf("envelope is signed by key %s, which is not among the %d key(s) given (the control plane's keys are at /.well-known/rbook/keys): %w",
-			unknown[0], len(keys), ErrNoValidSignature)
+		return nil, "", &UnknownKeyError{KeyID: unknown[0], Given: len(keys)}
 	}
 	return nil, "", fmt.Errorf("the envelope's signature does not match its payload: the payload or the signature was changed: %w", ErrNoValidSignature)
 }

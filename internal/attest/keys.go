@@ -2,6 +2,7 @@ package attest
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 )
 
@@ -61,8 +62,12 @@ func NewKeysDocument(current *PublicKey, previous []PublicKey) (KeysDocument, er
 	return doc, nil
 }
 
+// ErrNoKeys is ParseKeysDocument's error for a document that lists no key: its control plane
+// has no signing key configured (`rbook serve --signing-key`).
+var ErrNoKeys = errors.New("keys document lists no key: the control plane has no signing key configured")
+
 // ParseKeysDocument reads a KeysDocument's JSON into its keys, each checked to parse and
-// to have the id its key gives. Errors name the entry.
+// to have the id its key gives. Errors name the entry; a document without keys is ErrNoKeys.
 func ParseKeysDocument(docJSON []byte) ([]PublicKey, error) {
 	var doc KeysDocument
 	if err := json.Unmarshal(docJSON, &doc); err != nil {
@@ -80,7 +85,7 @@ func ParseKeysDocument(docJSON []byte) ([]PublicKey, error) {
 		out = append(out, keys[0])
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("keys document lists no key: the control plane has no signing key configured")
+		return nil, ErrNoKeys
 	}
 	return out, nil
 }

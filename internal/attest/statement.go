@@ -135,9 +135,15 @@ type GatePolicy struct {
 	Rule string `json:"rule"`
 	// RequiredApprovals is M: distinct people needed to approve.
 	RequiredApprovals int `json:"required_approvals"`
-	// FourEyes is true when the run's starter may not approve.
-	FourEyes         bool     `json:"four_eyes"`
-	AllowedApprovers []string `json:"allowed_approvers,omitempty"`
+	// FourEyes is true when the control plane held the gate to four eyes: its rule forbids the
+	// run's starter to approve and every vote was by a verified identity. An unverified vote
+	// ("unverified:<name>") is never taken for the starter, so a gate with one is recorded
+	// false (docs/attestations.md, "The run predicate").
+	FourEyes bool `json:"four_eyes"`
+	// IdentitiesVerified is true when every vote on the gate was by an authenticated identity
+	// (a gate without votes, e.g. auto-passed, counts as verified).
+	IdentitiesVerified bool     `json:"identities_verified"`
+	AllowedApprovers   []string `json:"allowed_approvers,omitempty"`
 	// AutoPass is the playbook auto-pass policy's decision at the node, nil when none ran.
 	AutoPass *AutoPass `json:"auto_pass,omitempty"`
 }

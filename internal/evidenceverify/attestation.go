@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -19,11 +20,22 @@ func (v *verifier) checkSignature() *attest.RunPredicate {
 	case v.in.Envelope == nil:
 		v.rep.add(CheckSignature, ResultSkipped, "no attestation: none beside the pack ("+beside(v.in.PackPath, v.in.RunID, attestationSuffix)+"), none given with --attestation or fetched from a control plane", nil)
 		return nil
+	case len(v.in.Keys) == 0 && v.in.NoKeys != "":
+		v.rep.add(CheckSignature, ResultSkipped, v.in.NoKeys, nil)
+		return nil
 	case len(v.in.Keys) == 0:
 		v.rep.add(CheckSignature, ResultSkipped, "no public key: give the control plane's key with --key FILE, or --control-plane URL to fetch its published keys", nil)
 		return nil
 	}
 	stmtJSON, keyID, err := attest.VerifyEnvelope(v.in.Envelope, v.in.Keys)
+	var unknown *attest.UnknownKeyError
+	if errors.As(err, &unknown) {
+		v.rep.add(CheckSignature, ResultFailed, fmt.Sprintf("%s is signed by key %s, which %s does not hold", v.in.EnvelopeFrom, unknown.KeyID, v.in.KeysFrom),
+			&Failure{Why: fmt.Sprintf("the attestation is signed by key %s, not by a key of %s. A run of the embedded control plane (`rbook run` without --control-plane) "+
+				"is signed by the .rbook/signing-key.pem of the folder it ran in: give --key that file. A control plane that rotated its key "+
+				"publishes the old one when started with --signing-key-previous OLD.pem; or give the old key with --key", unknown.KeyID, v.in.KeysFrom)})
+		return nil
+	}
 	if err != nil {
 		v.rep.add(CheckSignature, ResultFailed, fmt.Sprintf("%s does not verify with %s", v.in.EnvelopeFrom, v.in.KeysFrom),
 			&Failure{Why: fmt.Sprintf("the attestation's signature does not verify (%v): it was changed after the control plane signed it, or another key signed it", err)})
@@ -144,14 +156,17 @@ func (v *verifier) checkGates(p *attest.RunPredicate) bool {
 // checkPolicy checks that each approved gate met the policy the attestation recorded for it:
 // at least required_approvals distinct people among its approving votes, and with four_eyes
 // none of them the run's starter. A gate the auto-pass policy passed has no votes to count.
+// A gate decided by unverified identities ("unverified:<name>": nobody authenticated them)
+// proves neither four eyes nor who approved: it gets a ResultNotProved line of its own.
 func (v *verifier) checkPolicy(p *attest.RunPredicate) {
 	n := 0
+	var unverified []string
 	for _, g := range p.Gates {
 		if g.Verdict != "approved" || g.AutoPassed {
 			continue
 		}
-		n++
 		people := map[string]bool{}
+		var asserted []string
 		for _, vt := range g.Votes {
 			if vt.Verdict != "approved" {
 				continue
@@ -160,7 +175,9 @@ func (v *verifier) checkPolicy(p *attest.RunPredicate) {
 			if who == "" {
 				who = vt.Identity
 			}
-			if g.Policy.FourEyes && (who == p.StartedBy || vt.Identity == p.StartedBy) {
+			if !vt.Verified {
+				asserted = append(asserted, vt.Identity)
+			} else if g.Policy.FourEyes && (who == p.StartedBy || vt.Identity == p.StartedBy) {
 				v.rep.add(CheckPolicy, ResultFailed, fmt.Sprintf("gate '%s' was approved by the run's starter", g.StepName),
 					&Failure{Seq: v.gateSeq(g), Step: g.StepName, Why: fmt.Sprintf("%s started the run and approved gate '%s', whose policy (rule %q) requires four eyes", vt.Identity, g.StepName, g.Policy.Rule)})
 				return
@@ -172,8 +189,19 @@ func (v *verifier) checkPolicy(p *attest.RunPredicate) {
 				&Failure{Seq: v.gateSeq(g), Step: g.StepName, Why: fmt.Sprintf("gate '%s' was approved by %d distinct people, but its policy (rule %q) requires %d", g.StepName, len(people), g.Policy.Rule, m)})
 			return
 		}
+		if len(asserted) > 0 {
+			unverified = append(unverified, fmt.Sprintf("gate '%s' was approved by %s, an identity nobody authenticated (a control plane without sign-in, or the embedded one): "+
+				"who approved, and four eyes, are not proved", g.StepName, strings.Join(asserted, ", ")))
+			continue
+		}
+		n++
 	}
-	v.rep.add(CheckPolicy, ResultOK, fmt.Sprintf("%d approved gate(s) each met the policy recorded for it (M distinct people, four eyes)", n), nil)
+	if n > 0 || len(unverified) == 0 {
+		v.rep.add(CheckPolicy, ResultOK, fmt.Sprintf("%d approved gate(s) by verified identities each met the policy recorded for it (M distinct people, four eyes where recorded)", n), nil)
+	}
+	for _, u := range unverified {
+		v.rep.add(CheckPolicy, ResultNotProved, u, nil)
+	}
 }
 
 // gateSeq is the seq of the chain's gate_decided transition of attested gate g, 0 when none.

@@ -46,7 +46,10 @@ type Input struct {
 	EnvelopeFrom string
 	Keys         []attest.PublicKey
 	KeysFrom     string
-	Head         string
+	// NoKeys says why there are no keys though some were asked for ("" otherwise): a
+	// control plane that publishes none.
+	NoKeys string
+	Head   string
 }
 
 // readPack reads the evidence pack at path: its exact bytes, its entries and the run id of its

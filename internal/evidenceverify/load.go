@@ -3,6 +3,7 @@ package evidenceverify
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 
@@ -102,14 +103,21 @@ func (in *Input) loadKeys(ctx context.Context, o Options, remote Remote) error {
 		if bytes.HasPrefix(bytes.TrimSpace(data), []byte("{")) {
 			in.Keys, err = attest.ParseKeysDocument(data)
 		} else {
-			in.Keys, err = attest.ParsePublicKeys(data)
+			// A signing key file (the embedded control plane's .rbook/signing-key.pem) gives
+			// its public half: only that is used.
+			in.Keys, err = attest.ParseVerificationKeys(data)
 		}
 		if err != nil {
-			return inputErr("--key %s: %v (give the control plane's public key as PEM, or the JSON it serves at %s)", o.KeyFile, err, attest.KeysPath)
+			return inputErr("--key %s: %v (give the control plane's public key as PEM, e.g. from `openssl pkey -in signing-key.pem -pubout -out signing-key.pub.pem`, or the JSON it serves at %s)", o.KeyFile, err, attest.KeysPath)
 		}
 		in.KeysFrom = "key file " + o.KeyFile
 	case remote != nil:
 		keys, err := remote.PublicKeys(ctx)
+		if errors.Is(err, attest.ErrNoKeys) || err == nil && len(keys) == 0 {
+			// The checks that need no signature still run; the outcome is unsigned.
+			in.NoKeys = remote.Where() + " publishes no public key: it has no signing key (`rbook serve --signing-key FILE`); give the key that signed the attestation with --key FILE (an embedded run's: .rbook/signing-key.pem)"
+			return nil
+		}
 		if err != nil {
 			return inputErr("the public keys of %s cannot be read: %v", remote.Where(), err)
 		}

@@ -148,3 +148,57 @@ func TestJournalStartingAfterSeqOneGivesWayToTheControlPlanesRecord(t *testing.T
 		t.Fatalf("with a control plane: exit %d from %q", rep.Code(), in.JournalFrom)
 	}
 }
+
+func TestSigningKeyFileGivenAsKeyVerifiesWithItsPublicHalf(t *testing.T) {
+	signer, private, err := attest.GenerateEd25519()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFixtureSigned(t, runA, "github:alice", signer)
+	keyFile := f.dir + "/signing-key.pem"
+	writeFile(t, keyFile, private)
+	if rep := f.verify(t, Options{KeyFile: keyFile}); rep.Code() != ExitVerified || rep.KeyID != signer.KeyID() {
+		t.Fatalf("exit %d, key %q, first %+v", rep.Code(), rep.KeyID, rep.First)
+	}
+}
+
+func TestControlPlaneWithoutKeysRunsTheChecksAndEndsUnsigned(t *testing.T) {
+	f := newFixture(t, runA, "github:alice")
+	in, err := Load(context.Background(), Options{Pack: f.pack}, &fakeRemote{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := Verify(in)
+	var text strings.Builder
+	rep.WriteText(&text, false)
+	if rep.Code() != ExitUnsigned || rep.Checks[0].Result != ResultOK || rep.Checks[1].Result != ResultOK {
+		t.Fatalf("exit %d, checks %+v, want the chain and pack checked and the outcome unsigned", rep.Code(), rep.Checks)
+	}
+	if !strings.Contains(text.String(), "Missing: the control plane fake publishes no public key: it has no signing key") {
+		t.Fatalf("the summary does not say the control plane has no key:\n%s", text.String())
+	}
+	if _, err := attest.ParseKeysDocument([]byte(`{"keys":[]}`)); !errors.Is(err, attest.ErrNoKeys) {
+		t.Fatalf("an empty keys document: %v, want ErrNoKeys", err)
+	}
+}
+
+func TestUnsignedSummaryNamesWhatIsMissing(t *testing.T) {
+	f := newFixture(t, runA, "github:alice")
+	rep := f.verify(t, Options{KeyFile: "-"})
+	var text strings.Builder
+	rep.WriteText(&text, false)
+	if rep.Code() != ExitUnsigned || !strings.Contains(text.String(), "Missing: no public key: give") || strings.Contains(text.String(), "--attestation FILE") {
+		t.Fatalf("exit %d; the summary should ask for the key only:\n%s", rep.Code(), text.String())
+	}
+}
+
+func TestChangedPackSaysThePackChangedNotThatTheAttestationIsAnotherRuns(t *testing.T) {
+	f := newFixture(t, runA, "github:alice")
+	writeFile(t, f.pack, append(readFile(t, f.pack), ' '))
+	rep := f.verify(t, Options{})
+	var text strings.Builder
+	rep.WriteText(&text, false)
+	if strings.Contains(text.String(), "not this run's") || !strings.Contains(text.String(), "not checked: the pack's SHA-256") {
+		t.Fatalf("the gates line does not say the pack changed:\n%s", text.String())
+	}
+}

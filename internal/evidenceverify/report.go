@@ -27,6 +27,10 @@ const (
 	ResultOK      = "ok"
 	ResultFailed  = "failed"
 	ResultSkipped = "skipped"
+	// ResultNotProved: the check ran and found nothing wrong, but what it would prove rests on
+	// something the control plane could not vouch for (unverified identities). It does not
+	// change the exit code: everything the attestation claims holds.
+	ResultNotProved = "not_proved"
 )
 
 // Check is the result of one check: its name (chain, pack, head, signature, subjects, gates,
@@ -109,7 +113,7 @@ func (r *Report) WriteText(w io.Writer, color bool) {
 		switch c.Result {
 		case ResultFailed:
 			mark, code = "✗", termui.SGRRed
-		case ResultSkipped:
+		case ResultSkipped, ResultNotProved:
 			mark, code = "·", termui.SGRDim
 		}
 		fmt.Fprintf(w, "%s %s %s\n", termui.SGR(color, code, mark), termui.PadRunes(c.Name, 10), c.Detail)
@@ -122,10 +126,21 @@ func (r *Report) WriteText(w io.Writer, color bool) {
 	case ExitVerified:
 		fmt.Fprintf(w, "\n%s run %s: its chain, its evidence pack and its signed attestation (key %s) agree.\n", termui.SGR(color, termui.SGRBold+termui.SGRGreen, "VERIFIED"), r.RunID, r.KeyID)
 	case ExitUnsigned:
-		fmt.Fprintf(w, "\n%s run %s: its chain and its evidence pack agree, but no signature was checked, so they prove nothing about who wrote them. Give the attestation (--attestation FILE) and the control plane's public key (--key FILE or --control-plane URL).\n", termui.SGR(color, termui.SGRBold+termui.SGRYellow, "UNSIGNED"), r.RunID)
+		fmt.Fprintf(w, "\n%s run %s: its chain and its evidence pack agree, but no signature was checked, so they prove nothing about who wrote them. Missing: %s.\n", termui.SGR(color, termui.SGRBold+termui.SGRYellow, "UNSIGNED"), r.RunID, r.missing())
 	default:
 		fmt.Fprintf(w, "\n%s run %s: the evidence does not verify (see the first failing entry above).\n", termui.SGR(color, termui.SGRBold+termui.SGRRed, "FAILED"), r.RunID)
 	}
+}
+
+// missing is why the signature was not checked: the signature check's line (no attestation,
+// no public key, a control plane without a key), which says what to give.
+func (r *Report) missing() string {
+	for _, c := range r.Checks {
+		if c.Name == CheckSignature && c.Result == ResultSkipped {
+			return c.Detail
+		}
+	}
+	return "the attestation (--attestation FILE) and the control plane's public key (--key FILE or --control-plane URL)"
 }
 
 // where names a failure's entry: "seq 7, step 'deploy'", "seq 1 (run-level)" or the check.

@@ -41,7 +41,8 @@ func Verify(in *Input) *Report {
 	case p == nil:
 		v.skip("not checked: no verified signature to check against", CheckSubjects, CheckGates, CheckPolicy)
 	case !v.checkSubjects(p, head):
-		v.skip("not checked: the attestation is not this run's", CheckGates, CheckPolicy)
+		// Say what failed: another run's attestation, a moved head, or only a changed pack.
+		v.skip("not checked: "+v.rep.Checks[len(v.rep.Checks)-1].Detail, CheckGates, CheckPolicy)
 	case !v.checkGates(p):
 		v.skip("not checked: the gate decisions differ", CheckPolicy)
 	default:

@@ -152,7 +152,7 @@ func TestTamperedEvidenceIsCaughtWithTheFirstFailingEntryNamed(t *testing.T) {
 		{"signed by a key that was not given", func(t *testing.T, f *fixture) Options {
 			other := newFixture(t, runA, "github:alice")
 			return Options{KeyFile: other.key}
-		}, ExitFailed, CheckSignature, "", "not among the 1 key(s) given"},
+		}, ExitFailed, CheckSignature, "", "is signed by the .rbook/signing-key.pem of the folder it ran in: give --key that file"},
 		{"the pack re-encoded", func(t *testing.T, f *fixture) Options {
 			var compact bytes.Buffer
 			if err := json.Compact(&compact, readFile(t, f.pack)); err != nil {
