@@ -114,6 +114,12 @@ type Step struct {
 	Tools []string `json:"tools,omitempty"`
 	// Gate is the gate's verdict under the policies; nil for steps that are no gate.
 	Gate *Gate `json:"gate,omitempty"`
+	// When says when the step runs if not always in its turn: a rollback step's trigger
+	// (docs/runbooks.md), or the when of a playbook edge into the node, with its verdict when
+	// the inputs decide it.
+	When string `json:"when,omitempty"`
+	// Limits are a playbook node's iteration cap and the handlers that act when it fails.
+	Limits string `json:"limits,omitempty"`
 }
 
 // Gate is what a gate would need.
@@ -183,6 +189,9 @@ func step(plan, shown *runbook.Plan, ps *rbookv1.PlanStep, order int, o Options)
 	for _, d := range st.Depends {
 		s.Depends = append(s.Depends, plan.Steps[d].Name)
 	}
+	if plan.Playbook != nil && st.Node != nil {
+		s.When, s.Limits = nodeWhen(plan.Playbook, st.Name, o.Inputs), nodeLimits(plan.Playbook, st.Name, st.Node)
+	}
 	switch st.Type {
 	case runbook.TypeDeterministic:
 		s.Runs = "exec"
@@ -195,6 +204,9 @@ func step(plan, shown *runbook.Plan, ps *rbookv1.PlanStep, order int, o Options)
 		}
 	case runbook.TypeDeploy, runbook.TypeRollback:
 		s.Runs = "simulated"
+		if st.Type == runbook.TypeRollback && plan.Playbook == nil {
+			s.When = rollbackWhen(plan, st)
+		}
 	case runbook.TypeConfirm, runbook.TypeApproval:
 		s.Runs, s.Gate = "gate", gate(plan, shown.Steps[st.Index], o)
 	}
