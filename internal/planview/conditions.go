@@ -88,15 +88,17 @@ func isNode(pb *runbook.Playbook, head string) bool {
 // retry (error_handlers, line 85)"; "" for a node with the default cap and no handler.
 func nodeLimits(pb *runbook.Playbook, id string, n *runbook.Node) string {
 	var t []string
+	reruns := n.OnFailure != nil
 	if n.OnFailure != nil {
 		t = append(t, fmt.Sprintf("on failure: %s is re-run with the error, at most %d times (on_failure)", n.OnFailure.InjectInto, n.OnFailure.MaxIterations))
 	}
 	for _, h := range pb.ErrorHandlers {
 		if h.On == id+runbook.EventFailedSuffix || h.On == runbook.EventNodeFailed {
 			t = append(t, fmt.Sprintf("on failure: %s (error_handlers, line %d)", h.Action, h.Line))
+			reruns = reruns || h.Action == runbook.HandlerRetry || h.Action == runbook.HandlerInjectHint
 		}
 	}
-	if len(t) > 0 || n.IterationCap != runbook.DefaultIterationCap {
+	if reruns || n.IterationCap != runbook.DefaultIterationCap {
 		// the cap matters only when something re-runs the node (or the file changed it)
 		t = append([]string{fmt.Sprintf("runs at most %d times (iteration_cap)", max(n.IterationCap, 1))}, t...)
 	}

@@ -120,6 +120,9 @@ type Step struct {
 	When string `json:"when,omitempty"`
 	// Limits are a playbook node's iteration cap and the handlers that act when it fails.
 	Limits string `json:"limits,omitempty"`
+	// Resolves says where a playbook node's command is found (the playbook folder's bin/ is
+	// first on PATH) or which MCP server an agentic node calls.
+	Resolves string `json:"resolves,omitempty"`
 }
 
 // Gate is what a gate would need.
@@ -169,8 +172,19 @@ func Build(plan *runbook.Plan, o Options) (*View, error) {
 		v.Kind, v.ValuesFile = "playbook", ""
 		v.Inputs = maskedInputs(o.Inputs)
 	}
+	var r *resolver
+	if plan.Kind == runbook.KindPlaybook {
+		r = newResolver(plan)
+	}
 	for n, i := range Order(plan) {
-		v.Steps = append(v.Steps, step(plan, shown, rp.GetSteps()[i], n+1, o))
+		s := step(plan, shown, rp.GetSteps()[i], n+1, o)
+		switch {
+		case r != nil && s.Runs == "exec":
+			s.Resolves = r.command(s.Argv)
+		case r != nil && s.Type == string(runbook.TypeAgentic):
+			r.agentic(plan.Steps[s.Index], &s)
+		}
+		v.Steps = append(v.Steps, s)
 	}
 	return v, nil
 }

@@ -155,6 +155,9 @@ func detailLines(s Step) [][2]string {
 	if s.Limits != "" {
 		out = append(out, [2]string{"limits", s.Limits})
 	}
+	if s.Resolves != "" {
+		out = append(out, [2]string{"resolves", s.Resolves})
+	}
 	return append(out, [2]string{"runs", runsText(s)})
 }
 
