@@ -1130,3 +1130,9 @@ func policyContextOf(plan *runbook.Plan, step runbook.Step, prompt string, bindi
 	}
 	return pc
 }
+
+// WhenHolds reports whether edge condition w holds on bindings, exactly as the run decides
+// it when the edge's From is done (docs/spec/playbooks.md, "Templates and bindings"): a
+// missing binding makes exists, truthy, equals and in false and notEquals true. rbook plan
+// uses it on a playbook's inputs.
+func WhenHolds(w *runbook.When, bindings map[string]any) bool { return evalWhen(w, bindings) }

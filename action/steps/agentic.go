@@ -59,19 +59,31 @@ func (a Agentic) prepare(step runbook.Step, run engine.RunContext) (*agenticCall
 	if a.Pool == nil || a.Pool.Config() == nil {
 		return nil, fmt.Errorf("agentic node %q: no mcpServers config is loaded for agentic nodes", step.Name)
 	}
-	cfg := a.Pool.Config()
-	call := &agenticCall{Agent: n.Agent, Skill: n.Skill, Arguments: args}
+	agent, err := AgentOf(step, a.Pool.Config())
+	if err != nil {
+		return nil, err
+	}
+	return &agenticCall{Agent: agent, Skill: n.Skill, Arguments: args}, nil
+}
+
+// AgentOf is the server of cfg (the mcpServers config) that agentic node step calls: its
+// agent, or the config's only server when it names only a skill. Error (naming the node, the
+// config file and its servers): the agent is not a server of cfg, or the node has no agent
+// and cfg has several servers. rbook plan shows the call with it, as the run makes it.
+func AgentOf(step runbook.Step, cfg *mcp.Config) (string, error) {
+	n := step.Node
 	switch {
+	case n == nil || cfg == nil:
+		return "", fmt.Errorf("agentic node %q: no mcpServers config is loaded for agentic nodes", step.Name)
 	case n.Agent != "":
 		if _, ok := cfg.Servers[n.Agent]; !ok {
-			return nil, fmt.Errorf("agentic node %q: agent %q is not a server in %s (it defines %s)", step.Name, n.Agent, cfg.Path, strings.Join(cfg.Names(), ", "))
+			return "", fmt.Errorf("agentic node %q: agent %q is not a server in %s (it defines %s)", step.Name, n.Agent, cfg.Path, strings.Join(cfg.Names(), ", "))
 		}
+		return n.Agent, nil
 	case len(cfg.Servers) == 1:
-		call.Agent = cfg.Names()[0]
-	default:
-		return nil, fmt.Errorf("agentic node %q: skill %q has no agent and %s defines %d servers (%s); set agent to the server that offers it", step.Name, n.Skill, cfg.Path, len(cfg.Servers), strings.Join(cfg.Names(), ", "))
+		return cfg.Names()[0], nil
 	}
-	return call, nil
+	return "", fmt.Errorf("agentic node %q: skill %q has no agent and %s defines %d servers (%s); set agent to the server that offers it", step.Name, n.Skill, cfg.Path, len(cfg.Servers), strings.Join(cfg.Names(), ", "))
 }
 
 // RunInput is the call as JSON, {"agent": server, "skill": tool, "arguments": {...}}, the

@@ -32,17 +32,13 @@ type planFlags struct {
 func newPlanCmd() *cobra.Command {
 	var f planFlags
 	cmd := &cobra.Command{
-		Use:     "plan [RUNBOOK|FILE.cantbook]",
+		Use:     "plan [RUNBOOK|FILE.yaml|FILE.cantbook]",
 		Short:   "Show what a run would do: steps in order, rendered inputs, commands, gates and who decides them, the plan digest",
 		Long:    planview.Help,
 		Example: planview.Examples,
 		Args:    cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			name := "prod"
-			if len(args) == 1 {
-				name = args[0]
-			}
-			return runPlan(cmd, name, f)
+			return runPlan(cmd, args, f)
 		},
 	}
 	cmd.Flags().StringVar(&f.dir, "dir", "runbooks", "folder that holds <runbook>.yaml and its values")
@@ -59,14 +55,15 @@ func newPlanCmd() *cobra.Command {
 
 // runPlan loads name (a runbook in --dir, or a playbook file) and the policies, and writes
 // the plan as -o says.
-func runPlan(cmd *cobra.Command, name string, f planFlags) error {
+func runPlan(cmd *cobra.Command, args []string, f planFlags) error {
 	if f.output != "text" && f.output != "markdown" && f.output != "json" {
 		return &usageError{cmd: cmd, err: fmt.Errorf("-o %q: use text, markdown or json", f.output)}
 	}
 	// In a job, text, Markdown and errors (which quote the files) go through the runner log,
 	// which wraps them in stop-commands: a runbook's text is never read as a workflow command.
 	out, _, _ := ciStreams(cmd.OutOrStdout(), cmd.ErrOrStderr(), f.output)
-	plan, inputs, err := f.load(name)
+	c := common{dir: f.dir, rules: f.rules}
+	plan, inputs, err := f.load(&c, c.runbookArg(cmd, args))
 	if err != nil {
 		return err
 	}
@@ -100,19 +97,20 @@ func runPlan(cmd *cobra.Command, name string, f planFlags) error {
 	return abortIf(err)
 }
 
-// load is the plan of name and a playbook's validated inputs; errors name file:line.
-func (f planFlags) load(name string) (*runbook.Plan, map[string]any, error) {
+// load is the plan of name and a playbook's validated inputs; errors name file:line:col.
+func (f planFlags) load(c *common, name string) (*runbook.Plan, map[string]any, error) {
 	file := name
 	if !runbook.LooksLikePlaybook(file) {
-		c := common{dir: f.dir, rules: f.rules}
-		if playbookGiven(f.dir, name, "run") == nil {
+		if c.dir, name = planview.RunbookTarget(f.dir, name); playbookGiven(c.dir, name, "run") == nil {
 			plan, err := c.loadPlan(name)
 			if err == nil && (len(f.inputs) > 0 || f.inputsFile != "") {
 				return nil, nil, abort("--input and --inputs are for a playbook; %s is a runbook, whose values come from %s", name, plan.ValuesPath)
 			}
 			return plan, nil, err
 		}
-		file = f.dir + string(os.PathSeparator) + name + ".yaml"
+		file = c.dir + string(os.PathSeparator) + name + ".yaml"
+	} else if msg := planview.MissingPlaybook(f.dir, file); msg != "" {
+		return nil, nil, abort("%s", msg)
 	}
 	plan, err := runbook.LoadPlaybook(file)
 	if err != nil {

@@ -9,7 +9,8 @@ import (
 )
 
 // A runbook, playbook, inputs file or policy file that does not load stops rbook plan with
-// exit 2 and names the file and line of each problem, and what to do; nothing else is shown.
+// exit 2 and names the file, line and column of each problem, and what to do; nothing else is
+// shown.
 func TestPlanErrorsNameFileAndLine(t *testing.T) {
 	td := filepath.Join("..", "..", "internal", "planview", "testdata")
 	for _, c := range []struct {
@@ -19,6 +20,10 @@ func TestPlanErrorsNameFileAndLine(t *testing.T) {
 	}{
 		{"runbook", []string{"--dir", filepath.Join(td, "runbooks"), "broken"},
 			[]string{filepath.Join(td, "runbooks", "broken.yaml") + ":6:14: runbook_steps[0].on_fail: must be one of halt, rollback, continue"}},
+		{"runbook by its path, as validate takes it", []string{filepath.Join(td, "runbooks", "broken.yaml")},
+			[]string{filepath.Join(td, "runbooks", "broken.yaml") + ":6:14: runbook_steps[0].on_fail: must be one of halt, rollback, continue"}},
+		{"playbook name not in the working folder", []string{"--dir", td, "ship.cantbook"},
+			[]string{"ship.cantbook: playbook file not found; playbooks in " + td + ": ", "(give its path: rbook plan " + filepath.Join(td, "ship.cantbook") + ")"}},
 		{"playbook", []string{filepath.Join(td, "broken.cantbook")},
 			[]string{filepath.Join(td, "broken.cantbook") + ":12:15: nodes[1].depends[0]: unknown node id \"nowhere\"", "has 3 issue(s)"}},
 		{"missing playbook input", []string{filepath.Join(td, "ship.cantbook"), "--input", "version=1"},

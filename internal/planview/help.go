@@ -30,11 +30,16 @@ and records nothing); when it cannot be asked, the local files are shown and the
 appends the Markdown to $GITHUB_STEP_SUMMARY instead and prints one line (the Action's plan
 input).
 
+RUNBOOK is a runbook name in --dir (default: prod, as for 'rbook run') or, as for 'rbook
+validate', a path ending in .yaml (its folder then holds its values file); a playbook is
+given by its path.
+
 Exit codes: 0 shown, 2 a runbook, playbook, inputs or policy file that does not load
-(file:line: field: message).`
+(file:line:col: field: message, as 'rbook validate' prints it).`
 
 // Examples are `rbook plan`'s --help examples.
 const Examples = `  rbook plan demo
+  rbook plan runbooks/demo.yaml
   rbook plan runbooks/release.cantbook --input version=2026.4.90
   rbook plan prod --gate-policy gates.yaml -o markdown
   rbook plan release.cantbook --inputs inputs.yaml --playbook-policy policy.yaml -o json`

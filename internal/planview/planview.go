@@ -114,6 +114,15 @@ type Step struct {
 	Tools []string `json:"tools,omitempty"`
 	// Gate is the gate's verdict under the policies; nil for steps that are no gate.
 	Gate *Gate `json:"gate,omitempty"`
+	// When says when the step runs if not always in its turn: a rollback step's trigger
+	// (docs/runbooks.md), or the when of a playbook edge into the node, with its verdict when
+	// the inputs decide it.
+	When string `json:"when,omitempty"`
+	// Limits are a playbook node's iteration cap and the handlers that act when it fails.
+	Limits string `json:"limits,omitempty"`
+	// Resolves says where a playbook node's command is found (the playbook folder's bin/ is
+	// first on PATH) or which MCP server an agentic node calls.
+	Resolves string `json:"resolves,omitempty"`
 }
 
 // Gate is what a gate would need.
@@ -163,8 +172,19 @@ func Build(plan *runbook.Plan, o Options) (*View, error) {
 		v.Kind, v.ValuesFile = "playbook", ""
 		v.Inputs = maskedInputs(o.Inputs)
 	}
+	var r *resolver
+	if plan.Kind == runbook.KindPlaybook {
+		r = newResolver(plan)
+	}
 	for n, i := range Order(plan) {
-		v.Steps = append(v.Steps, step(plan, shown, rp.GetSteps()[i], n+1, o))
+		s := step(plan, shown, rp.GetSteps()[i], n+1, o)
+		switch {
+		case r != nil && s.Runs == "exec":
+			s.Resolves = r.command(s.Argv)
+		case r != nil && s.Type == string(runbook.TypeAgentic):
+			r.agentic(plan.Steps[s.Index], &s)
+		}
+		v.Steps = append(v.Steps, s)
 	}
 	return v, nil
 }
@@ -183,6 +203,9 @@ func step(plan, shown *runbook.Plan, ps *rbookv1.PlanStep, order int, o Options)
 	for _, d := range st.Depends {
 		s.Depends = append(s.Depends, plan.Steps[d].Name)
 	}
+	if plan.Playbook != nil && st.Node != nil {
+		s.When, s.Limits = nodeWhen(plan.Playbook, st.Name, o.Inputs), nodeLimits(plan.Playbook, st.Name, st.Node)
+	}
 	switch st.Type {
 	case runbook.TypeDeterministic:
 		s.Runs = "exec"
@@ -195,6 +218,9 @@ func step(plan, shown *runbook.Plan, ps *rbookv1.PlanStep, order int, o Options)
 		}
 	case runbook.TypeDeploy, runbook.TypeRollback:
 		s.Runs = "simulated"
+		if st.Type == runbook.TypeRollback && plan.Playbook == nil {
+			s.When = rollbackWhen(plan, st)
+		}
 	case runbook.TypeConfirm, runbook.TypeApproval:
 		s.Runs, s.Gate = "gate", gate(plan, shown.Steps[st.Index], o)
 	}

@@ -149,6 +149,15 @@ func detailLines(s Step) [][2]string {
 	if len(s.Params) > 0 {
 		out = append(out, [2]string{"params", string(s.Params)})
 	}
+	if s.When != "" {
+		out = append(out, [2]string{"when", s.When})
+	}
+	if s.Limits != "" {
+		out = append(out, [2]string{"limits", s.Limits})
+	}
+	if s.Resolves != "" {
+		out = append(out, [2]string{"resolves", s.Resolves})
+	}
 	return append(out, [2]string{"runs", runsText(s)})
 }
 

@@ -55,6 +55,9 @@ func TestPlanOfTheDemoRunbookAndPlaybooks(t *testing.T) {
 	if g := steps["confirm-rollout"]["gate"].(map[string]any); g["needs_person"] != true || g["approvals"] != 1.0 || g["four_eyes"] != true {
 		t.Errorf("confirm-rollout gate %v", g)
 	}
+	if w, _ := steps["rollback-app-config"]["when"].(string); !strings.Contains(w, "runs only to undo deploy deploy-app-config when confirm-rollout or app-running-after-rollout fails") {
+		t.Errorf("rollback-app-config when %q", w)
+	}
 	if p, _ := json.Marshal(steps["deploy-app-config"]["params"]); string(p) != `{"apiVersion":"2023-12-01","appName":"app-checkout","replicas":3}` {
 		t.Errorf("deploy params %s", p)
 	}
@@ -93,7 +96,8 @@ func TestPlanOfTheDemoRunbookAndPlaybooks(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, text)
 	}
-	for _, want := range []string{"Plan of playbook release-cut", "Publish 2026.4.90 to npm?", "needs a person", "exec without a shell, argv [\"pnpm\",\"run\",\"build\"]"} {
+	for _, want := range []string{"Plan of playbook release-cut", "Publish 2026.4.90 to npm?", "needs a person", "exec without a shell, argv [\"pnpm\",\"run\",\"build\"]",
+		`{"agent":"demo-release","skill":"release-publisher","arguments":{}}`} { // the call the run sends
 		if !strings.Contains(string(text), want) {
 			t.Errorf("release plan lacks %q:\n%s", want, text)
 		}
