@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
 
 	"github.com/rbookhq/rbook-action/action/engine"
 	"github.com/rbookhq/rbook-action/internal/attest"
@@ -59,7 +58,7 @@ func (in *Input) loadJournal(ctx context.Context, o Options, remote Remote) erro
 	if path == "" {
 		path = beside(o.Pack, in.RunID, journalSuffix)
 	}
-	ts, err := readJournal(path, in.RunID)
+	ts, torn, err := readJournal(path, in.RunID)
 	partial := err == nil && len(ts) > 0 && ts[0].Seq > 1
 	if o.Journal == "" && remote != nil && (err != nil || partial) {
 		if ts, err = remote.Transitions(ctx, in.RunID); err != nil {
@@ -69,6 +68,9 @@ func (in *Input) loadJournal(ctx context.Context, o Options, remote Remote) erro
 		return nil
 	}
 	in.Transitions, in.JournalFrom = ts, path
+	if torn != "" {
+		in.Notes = append(in.Notes, torn)
+	}
 	return err
 }
 
@@ -77,7 +79,7 @@ func (in *Input) loadAttestation(ctx context.Context, o Options, remote Remote) 
 	if path == "" {
 		path = beside(o.Pack, in.RunID, attestationSuffix)
 	}
-	env, err := readOptional(path, o.Attestation != "", "attestation")
+	env, err := readOptional(path, o.Attestation != "", "attestation", MaxAttestationBytes)
 	if err != nil || env != nil {
 		in.Envelope, in.EnvelopeFrom = env, path
 		return err
@@ -95,7 +97,7 @@ func (in *Input) loadAttestation(ctx context.Context, o Options, remote Remote) 
 func (in *Input) loadKeys(ctx context.Context, o Options, remote Remote) error {
 	switch {
 	case o.KeyFile != "":
-		data, err := os.ReadFile(o.KeyFile)
+		data, err := readLimited(o.KeyFile, "key file", MaxKeyFileBytes)
 		if err != nil {
 			return inputErr("--key: %v", err)
 		}

@@ -21,7 +21,7 @@ type verifier struct {
 // failing entry (seq, step, why) and the exit code (Report.Code). A check that needs what an
 // earlier one could not give (a verified chain, a signature) is skipped and says why.
 func Verify(in *Input) *Report {
-	v := &verifier{in: in, rep: &Report{RunID: in.RunID, Pack: in.PackPath}}
+	v := &verifier{in: in, rep: &Report{RunID: in.RunID, Pack: in.PackPath, Notes: in.Notes}}
 	head := v.checkChain()
 	if head == "" {
 		v.skip("not checked: the chain did not verify", CheckPack, CheckHead, CheckSignature, CheckSubjects, CheckGates, CheckPolicy)
