@@ -79,8 +79,18 @@ type Input struct {
 	Keys         []attest.PublicKey
 	KeysFrom     string
 	Head         string
+	// Record is the control plane's current record of the run (nil: none was read).
+	Record *Record
 	// Notes are what the report shows with "·" before its checks: a torn last journal line.
 	Notes []string
+}
+
+// Record is a control plane's current record of a run: where it was read, its last seq and
+// its chain head.
+type Record struct {
+	From    string
+	LastSeq int64
+	Head    string
 }
 
 // readPack reads the evidence pack at path: its exact bytes, its entries and the run id of its
