@@ -153,12 +153,26 @@ func approverMatches(c chainGate, g attest.GateDecision) bool {
 
 // checkGates pairs, in order, the gates the chain shows decided with the attestation's
 // decided gates: the same step and verdict, the approver the chain names among the deciding
-// votes, none missing on either side (docs/evidence-verify.md, "What each check proves").
+// votes, none missing on either side (docs/evidence-verify.md, "What each check proves"). A
+// timed-out gate the attestation still shows undecided (pending, or closed as cancelled when
+// the run ended before the control plane's deadline passed) pairs with nothing.
 func (v *verifier) checkGates(p *attest.RunPredicate) bool {
 	signed := signedGates(p)
 	recorded := chainGates(v.in.Transitions)
-	for i := 0; i < max(len(recorded), len(signed)); i++ {
-		if f := gateMismatch(i, recorded, signed); f != nil {
+	for i, j := 0, 0; i < len(recorded) || j < len(signed); i, j = i+1, j+1 {
+		var c *chainGate
+		var g *attest.GateDecision
+		if i < len(recorded) {
+			c = &recorded[i]
+		}
+		if j < len(signed) {
+			g = &signed[j]
+		}
+		if c != nil && c.verdict == verdictTimedOut && (g == nil || !gatePairs(*c, *g)) && undecided(p, c.step) {
+			j--
+			continue
+		}
+		if f := gateMismatch(c, g); f != nil {
 			v.rep.add(CheckGates, ResultFailed, "a gate decision of the chain and of the attestation differ", f)
 			return false
 		}
@@ -167,24 +181,30 @@ func (v *verifier) checkGates(p *attest.RunPredicate) bool {
 	return true
 }
 
-// gateMismatch says why the i-th gate of the chain and of the attestation do not pair (nil
-// when they do).
-func gateMismatch(i int, recorded []chainGate, signed []attest.GateDecision) *Failure {
-	if i >= len(signed) {
-		c := recorded[i]
-		return &Failure{Seq: c.seq, Step: c.step, Why: fmt.Sprintf("the chain shows gate '%s' %s at seq %d, but the attestation has no such decision: the gate was not decided on the control plane", c.step, c.verdict, c.seq)}
+// undecided reports whether the attestation has a gate of step that was not decided when it
+// was signed: pending, or cancelled.
+func undecided(p *attest.RunPredicate, step string) bool {
+	for _, g := range p.Gates {
+		if g.StepName == step && (g.Verdict == "pending" || g.Verdict == "cancelled") {
+			return true
+		}
 	}
-	g := signed[i]
-	if i >= len(recorded) {
-		return &Failure{Step: g.StepName, Why: fmt.Sprintf("the attestation has gate '%s' %s by %s (approval %s), but the chain shows no such decision", g.StepName, g.Verdict, orNone(g.DecidedBy), g.ApprovalID)}
-	}
-	c := recorded[i]
+	return false
+}
+
+// gateMismatch says why chain gate c and attested gate g do not pair (nil when they do; a
+// nil side is missing).
+func gateMismatch(c *chainGate, g *attest.GateDecision) *Failure {
 	switch {
+	case g == nil:
+		return &Failure{Seq: c.seq, Step: c.step, Why: fmt.Sprintf("the chain shows gate '%s' %s at seq %d, but the attestation has no such decision: the gate was not decided on the control plane", c.step, c.verdict, c.seq)}
+	case c == nil:
+		return &Failure{Step: g.StepName, Why: fmt.Sprintf("the attestation has gate '%s' %s by %s (approval %s), but the chain shows no such decision", g.StepName, g.Verdict, orNone(g.DecidedBy), g.ApprovalID)}
 	case c.verdict == verdictUnknown:
 		return &Failure{Seq: c.seq, Step: c.step, Why: fmt.Sprintf("the chain's gate_decided at seq %d names no verdict rbook writes (approved, rejected, sent back, auto-passed, cancel requested): the transition was not written by rbook", c.seq)}
-	case !gatePairs(c, g):
+	case !gatePairs(*c, *g):
 		return &Failure{Seq: c.seq, Step: c.step, Why: fmt.Sprintf("the chain shows gate '%s' %s at seq %d, the attestation gate '%s' %s by %s via %s", c.step, c.verdict, c.seq, g.StepName, g.Verdict, orNone(g.DecidedBy), orNone(g.Channel))}
-	case !approverMatches(c, g):
+	case !approverMatches(*c, *g):
 		return &Failure{Seq: c.seq, Step: c.step, Why: fmt.Sprintf("the chain says gate '%s' was %s by %s at seq %d, but the attestation's deciding votes are not %s's (decided by %s)", c.step, c.verdict, c.by, c.seq, c.by, orNone(g.DecidedBy))}
 	}
 	return nil

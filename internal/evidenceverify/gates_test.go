@@ -113,6 +113,8 @@ func TestATimedOutGatePairsWithTheDeadlinesRejection(t *testing.T) {
 		{"expired", func(g *attest.GateDecision) { g.Verdict, g.Channel = "expired", "" }, ExitVerified, ""},
 		{"rejected by a person", func(g *attest.GateDecision) { g.Channel, g.DecidedBy = "github", "github:alice" }, ExitFailed, "the chain shows gate 'approve-rollout' timed out"},
 		{"approved", func(g *attest.GateDecision) { g.Verdict = "approved" }, ExitFailed, "the attestation gate 'approve-rollout' approved"},
+		{"still pending when the run ended", func(g *attest.GateDecision) { g.Verdict, g.Channel = "pending", "" }, ExitVerified, ""},
+		{"closed as cancelled when the run ended", func(g *attest.GateDecision) { g.Verdict, g.Channel = "cancelled", "rpc" }, ExitVerified, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
