@@ -2,6 +2,8 @@ package evidenceverify
 
 import (
 	"bytes"
+	"context"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -141,5 +143,19 @@ func assertReport(t *testing.T, rep *Report, code int, check string, seq int64, 
 	f1 := rep.First
 	if f1 == nil || f1.Check != check || f1.Seq != seq || f1.Step != step || !strings.Contains(f1.Why, why) {
 		t.Fatalf("first failure %+v, want check %s at seq %d, step %q, why containing %q:\n%s", f1, check, seq, step, why, text.String())
+	}
+}
+
+func TestARealRunWhoseGateTimedOutVerifies(t *testing.T) {
+	dir := "testdata/timed-out-run"
+	in, err := Load(context.Background(), Options{Pack: filepath.Join(dir, realRun+packSuffix), KeyFile: filepath.Join(dir, "embedded-signing.pub.pem")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := Verify(in)
+	var text bytes.Buffer
+	rep.WriteText(&text, false)
+	if rep.Code() != ExitVerified || !strings.Contains(text.String(), "the chain's 1 gate decision(s) are the attestation's") {
+		t.Fatalf("exit %d, want %d with the timed-out gate paired:\n%s", rep.Code(), ExitVerified, text.String())
 	}
 }
