@@ -284,6 +284,11 @@ func impossible(s *State) string {
 	return ""
 }
 
+// CheckDuplicateKeys is checkDuplicateKeys for other readers of rbook's JSON (the evidence
+// verifier reads journal lines with it): an error naming the first key that appears twice in
+// one object, case folded, as encoding/json would otherwise keep the last silently.
+func CheckDuplicateKeys(data []byte) error { return checkDuplicateKeys(data) }
+
 // checkDuplicateKeys returns an error naming the first key that appears twice in one JSON
 // object of data, at any depth, and where ("evidence_pack[2].status"). Keys are compared
 // after case folding, because encoding/json matches struct fields without regard to case:

@@ -2,13 +2,21 @@ package cpview
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/rbookhq/rbook-action/action/cpclient"
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
 	"github.com/rbookhq/rbook-action/internal/termui"
 )
 
-// GetRunAll is GetRun with every page of transitions (GetRun pages them).
+// MaxRunTransitions caps the transitions GetRunAll gathers: far above any run's (a run's
+// steps are capped, runplan.MaxSteps), so only a control plane that pages without end
+// reaches it.
+const MaxRunTransitions = 1_000_000
+
+// GetRunAll is GetRun with every page of transitions (GetRun pages them). A control plane
+// whose pages do not end is an error rather than a hang: a page with no transition but a
+// next_page_token, more transitions than the run's last seq, or more than MaxRunTransitions.
 func GetRunAll(ctx context.Context, c *cpclient.Client, runID string) (*rbookv1.GetRunResponse, error) {
 	resp := &rbookv1.GetRunResponse{}
 	for token := ""; ; {
@@ -20,6 +28,10 @@ func GetRunAll(ctx context.Context, c *cpclient.Client, runID string) (*rbookv1.
 		resp.Transitions = append(resp.Transitions, page.GetTransitions()...)
 		if token = page.GetNextPageToken(); token == "" {
 			return resp, nil
+		}
+		n := int64(len(resp.Transitions))
+		if len(page.GetTransitions()) == 0 || n > resp.GetRun().GetLastSeq() || n > MaxRunTransitions {
+			return nil, fmt.Errorf("GetRun of run %s: the control plane goes on paging after %d transitions (the run's last seq is %d): its pages do not end; check the control plane's version", runID, n, resp.GetRun().GetLastSeq())
 		}
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/rbookhq/rbook-action/action/engine"
 	"github.com/rbookhq/rbook-action/internal/attest"
 )
 
@@ -92,64 +91,6 @@ func (v *verifier) checkSubjects(p *attest.RunPredicate, head string) bool {
 		return false
 	}
 	v.rep.add(CheckSubjects, ResultOK, fmt.Sprintf("the attestation is of run %s, of this pack (sha256 %s) and of the chain's head", p.RunID, got), nil)
-	return true
-}
-
-// chainGate is a gate decision the chain recorded: a gate_decided transition's seq, step and
-// verdict word (approved, rejected).
-type chainGate struct {
-	seq     int64
-	step    string
-	verdict string
-}
-
-// chainGates are the chain's gate decisions that decided a gate (approved, rejected or sent
-// back); "cancel requested" at a terminal decides nothing on the control plane.
-func chainGates(ts []engine.Transition) []chainGate {
-	var out []chainGate
-	for _, t := range ts {
-		if t.Kind != engine.TransitionGateDecided {
-			continue
-		}
-		switch m := t.Message; {
-		case strings.HasPrefix(m, "approved by "), strings.HasPrefix(m, "auto-passed by "):
-			out = append(out, chainGate{t.Seq, t.StepName, "approved"})
-		case strings.HasPrefix(m, "rejected by "), strings.HasPrefix(m, "sent back to "):
-			out = append(out, chainGate{t.Seq, t.StepName, "rejected"})
-		}
-	}
-	return out
-}
-
-// checkGates pairs, in order, the chain's gate decisions with the attestation's approved and
-// rejected gates: the same step and verdict, none missing on either side.
-func (v *verifier) checkGates(p *attest.RunPredicate) bool {
-	var signed []attest.GateDecision
-	for _, g := range p.Gates {
-		if g.Verdict == "approved" || g.Verdict == "rejected" {
-			signed = append(signed, g)
-		}
-	}
-	recorded := chainGates(v.in.Transitions)
-	for i := 0; i < max(len(recorded), len(signed)); i++ {
-		var f *Failure
-		switch {
-		case i >= len(signed):
-			c := recorded[i]
-			f = &Failure{Seq: c.seq, Step: c.step, Why: fmt.Sprintf("the chain records gate '%s' %s at seq %d, but the attestation has no such decision", c.step, c.verdict, c.seq)}
-		case i >= len(recorded):
-			g := signed[i]
-			f = &Failure{Step: g.StepName, Why: fmt.Sprintf("the attestation has gate '%s' %s by %s (approval %s), but the chain records no such decision", g.StepName, g.Verdict, g.DecidedBy, g.ApprovalID)}
-		case recorded[i].step != signed[i].StepName || recorded[i].verdict != signed[i].Verdict:
-			c, g := recorded[i], signed[i]
-			f = &Failure{Seq: c.seq, Step: c.step, Why: fmt.Sprintf("the chain records gate '%s' %s at seq %d, the attestation gate '%s' %s by %s", c.step, c.verdict, c.seq, g.StepName, g.Verdict, g.DecidedBy)}
-		}
-		if f != nil {
-			v.rep.add(CheckGates, ResultFailed, "a gate decision of the chain and of the attestation differ", f)
-			return false
-		}
-	}
-	v.rep.add(CheckGates, ResultOK, fmt.Sprintf("the chain's %d gate decision(s) are the attestation's", len(recorded)), nil)
 	return true
 }
 

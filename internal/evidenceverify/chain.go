@@ -14,6 +14,7 @@ const (
 	CheckChain     = "chain"
 	CheckPack      = "pack"
 	CheckHead      = "head"
+	CheckRecord    = "record"
 	CheckSignature = "signature"
 	CheckSubjects  = "subjects"
 	CheckGates     = "gates"

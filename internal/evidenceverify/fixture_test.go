@@ -44,9 +44,28 @@ func (g gateBy) Await(context.Context, engine.GateRequest) (engine.Decision, err
 	return engine.Decision{Verdict: engine.Approved, By: string(g), Source: "control-plane", Reason: "ship it"}, nil
 }
 
+// gateTimesOut is a gate whose deadline passes before anyone decides.
+type gateTimesOut struct{}
+
+func (gateTimesOut) Await(context.Context, engine.GateRequest) (engine.Decision, error) {
+	return engine.Decision{}, context.DeadlineExceeded
+}
+
 // runOnEngine runs a runbook of four steps — a check, a confirm gate, a deploy and its
-// rollback step (skipped) — on the engine and returns its transitions, sealed by the engine.
+// rollback step (skipped) — on the engine, its gate approved by approver, and returns its
+// transitions, sealed by the engine.
 func runOnEngine(t *testing.T, runID, approver string) []engine.Transition {
+	t.Helper()
+	ts, status := runWithGate(t, runID, gateBy(approver))
+	if status != engine.RunCompleted {
+		t.Fatalf("fixture run: %v", status)
+	}
+	return ts
+}
+
+// runWithGate runs the fixture runbook with gate deciding its confirm step and returns its
+// transitions and final status.
+func runWithGate(t *testing.T, runID string, gate engine.Gate) ([]engine.Transition, engine.RunStatus) {
 	t.Helper()
 	in := func(s string) *string { return &s }
 	steps := []runbook.Step{
@@ -68,14 +87,14 @@ func runOnEngine(t *testing.T, runID, approver string) []engine.Transition {
 	})
 	rec := &journalRecorder{}
 	clock := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
-	e := &engine.Engine{Plan: plan, Gate: gateBy(approver), Recorders: []engine.Recorder{rec},
+	e := &engine.Engine{Plan: plan, Gate: gate, Recorders: []engine.Recorder{rec},
 		Executors: map[runbook.StepType]engine.Executor{runbook.TypeCheck: exec, runbook.TypeDeploy: exec, runbook.TypeRollback: exec},
 		Now:       func() time.Time { clock = clock.Add(1500 * time.Microsecond); return clock }}
 	res, err := e.Run(context.Background(), engine.Start{RunID: runID, Fresh: true})
-	if err != nil || res.Status != engine.RunCompleted {
+	if err != nil {
 		t.Fatalf("fixture run: %v %v", res.Status, err)
 	}
-	return rec.ts
+	return rec.ts, res.Status
 }
 
 // newFixture runs the fixture runbook as run runID, approved by approver, and writes its

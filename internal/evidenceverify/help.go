@@ -20,7 +20,9 @@ seq, its step and why. --key also takes a signing key file (.rbook/signing-key.p
 
 With --control-plane URL, the public keys come from URL/.well-known/rbook/keys, and the
 attestation and the chain from the control plane when no file gives them ($RBOOK_TOKEN,
-$RBOOK_CA_FILE, $RBOOK_CLIENT_CERT and $RBOOK_CLIENT_KEY as for every command).
+$RBOOK_CA_FILE, $RBOOK_CLIENT_CERT and $RBOOK_CLIENT_KEY as for every command), and the
+journal must end where the control plane's record of the run does. Calls to the control plane
+share a deadline of 2 minutes.
 
 Exit codes:
   0  verified: every check passed, the signature included (a "·" policy line keeps 0)

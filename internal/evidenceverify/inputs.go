@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/rbookhq/rbook-action/action/engine"
+	"github.com/rbookhq/rbook-action/action/state"
 	"github.com/rbookhq/rbook-action/internal/attest"
 )
 
@@ -22,6 +24,36 @@ const (
 	attestationSuffix = ".attestation.json"
 	journalFormat     = "rbook.journal.v1"
 )
+
+// The size limits of what the verifier reads (docs/evidence-verify.md, "Size limits"): a
+// larger input is refused before it is read whole, so a file that never ends (a device
+// linked in place of the journal) cannot exhaust memory. The pack is the state file's
+// evidence, capped as the state file is (state.MaxFileBytes); the journal carries every
+// entry again with the transitions around them, so twice that.
+const (
+	MaxPackBytes        = state.MaxFileBytes
+	MaxJournalBytes     = 2 * state.MaxFileBytes
+	MaxAttestationBytes = 16 << 20
+	MaxKeyFileBytes     = 1 << 20
+)
+
+// readLimited reads the file at path (what names it in errors) unless it is over limit
+// bytes. The error of a missing file wraps fs.ErrNotExist.
+func readLimited(path, what string, limit int64) ([]byte, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer fh.Close()
+	data, err := io.ReadAll(io.LimitReader(fh, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("%s: the %s is over the limit of %d MiB rbook reads (docs/evidence-verify.md, \"Size limits\"): give the run's own file", path, what, limit>>20)
+	}
+	return data, nil
+}
 
 // InputError is an input that cannot be read or is not what it should be: the exit code is
 // ExitUnreadable, and the message names the file (and line) and what to do.
@@ -50,6 +82,18 @@ type Input struct {
 	// control plane that publishes none.
 	NoKeys string
 	Head   string
+	// Record is the control plane's current record of the run (nil: none was read).
+	Record *Record
+	// Notes are what the report shows with "·" before its checks: a torn last journal line.
+	Notes []string
+}
+
+// Record is a control plane's current record of a run: where it was read, its last seq and
+// its chain head.
+type Record struct {
+	From    string
+	LastSeq int64
+	Head    string
 }
 
 // readPack reads the evidence pack at path: its exact bytes, its entries and the run id of its
@@ -60,7 +104,7 @@ func readPack(path string) (data []byte, entries []engine.Evidence, runID string
 	if !ok || runID == "" {
 		return nil, nil, "", inputErr("%s: an evidence pack's file is named <run_id>%s (the run id is read from the name); give the pack the run wrote, under its own name", path, packSuffix)
 	}
-	data, err = os.ReadFile(path)
+	data, err = readLimited(path, "evidence pack", MaxPackBytes)
 	if err != nil {
 		return nil, nil, "", inputErr("the evidence pack cannot be read: %v", err)
 	}
@@ -78,51 +122,77 @@ type journalHeader struct {
 }
 
 // readJournal reads the journal at path: its header (which must name runID) and one
-// transition per line after it. A last line without its newline is a write a crash tore and
-// is ignored, as the executor ignores it. Errors are *InputError naming path:line.
-func readJournal(path, runID string) ([]engine.Transition, error) {
-	data, err := os.ReadFile(path)
+// transition per line after it, each decoded strictly (no unknown field, no key twice). A
+// last line without its newline is a write a crash tore and is ignored, as the executor
+// ignores it; torn says so ("" when none). Errors are *InputError naming path:line.
+func readJournal(path, runID string) (ts []engine.Transition, torn string, err error) {
+	data, err := readLimited(path, "journal", MaxJournalBytes)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, inputErr("no journal at %s: the chain is checked against the run's journal (<run_id>%s beside its state file). Give it with --journal FILE, or read the chain from the control plane with --control-plane URL", path, journalSuffix)
+		return nil, "", inputErr("no journal at %s: the chain is checked against the run's journal (<run_id>%s beside its state file). Give it with --journal FILE, or read the chain from the control plane with --control-plane URL", path, journalSuffix)
 	} else if err != nil {
-		return nil, inputErr("the journal cannot be read: %v", err)
+		return nil, "", inputErr("the journal cannot be read: %v", err)
 	}
 	if i := bytes.LastIndexByte(data, '\n'); i < len(data)-1 {
-		data = data[:i+1] // a torn last line
+		torn = fmt.Sprintf("%s:%d: the last line has no newline (a write a crash tore); it was left out, as the executor leaves it out", path, bytes.Count(data, []byte{'\n'})+1)
+		data = data[:i+1]
 	}
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 0, 64*1024), 64<<20)
-	var out []engine.Transition
 	for line := 1; sc.Scan(); line++ {
 		if line == 1 {
 			var h journalHeader
 			if err := json.Unmarshal(sc.Bytes(), &h); err != nil || h.Journal != journalFormat {
-				return nil, inputErr("%s:1: not an rbook journal (the first line is the header {\"journal\":%q,…})", path, journalFormat)
+				return nil, "", inputErr("%s:1: not an rbook journal (the first line is the header {\"journal\":%q,…})", path, journalFormat)
 			}
 			if h.RunID != runID {
-				return nil, inputErr("%s:1: run_id: the journal is of run %s, the pack of run %s: give the journal of the pack's run (--journal FILE)", path, h.RunID, runID)
+				return nil, "", inputErr("%s:1: run_id: the journal is of run %s, the pack of run %s: give the journal of the pack's run (--journal FILE)", path, h.RunID, runID)
 			}
 			continue
 		}
-		var t engine.Transition
-		if err := json.Unmarshal(sc.Bytes(), &t); err != nil {
-			return nil, inputErr("%s:%d: not a transition: %v", path, line, err)
+		t, err := decodeTransition(sc.Bytes())
+		if err != nil {
+			return nil, "", inputErr("%s:%d: line %d is not a transition: %v", path, line, line, err)
 		}
-		out = append(out, t)
+		ts = append(ts, t)
 	}
 	if err := sc.Err(); err != nil {
-		return nil, inputErr("%s: %v", path, err)
+		return nil, "", inputErr("%s: %v", path, err)
 	}
 	if len(data) == 0 {
-		return nil, inputErr("%s: the journal is empty (not even its header)", path)
+		return nil, "", inputErr("%s: the journal is empty (not even its header)", path)
 	}
-	return out, nil
+	return ts, torn, nil
 }
 
-// readOptional reads path, or returns nil when it does not exist and was not named
-// explicitly (given false). Other errors are *InputError.
-func readOptional(path string, given bool, what string) ([]byte, error) {
-	data, err := os.ReadFile(path)
+// decodeTransition decodes one journal line as the engine wrote it: a JSON object with no
+// field the engine does not write and no key twice (encoding/json would keep the last
+// silently, so a line could read one way here and another elsewhere).
+func decodeTransition(line []byte) (engine.Transition, error) {
+	var t engine.Transition
+	if !bytes.HasPrefix(bytes.TrimSpace(line), []byte("{")) {
+		return t, errors.New("a transition is a JSON object")
+	}
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&t); err != nil {
+		return t, err
+	}
+	if dec.More() {
+		return t, errors.New("more than one JSON value on the line")
+	}
+	if err := state.CheckDuplicateKeys(line); err != nil {
+		return t, err
+	}
+	if t.Kind == "" || t.Seq < 1 {
+		return t, errors.New("it has no kind or no seq")
+	}
+	return t, nil
+}
+
+// readOptional reads path (at most limit bytes), or returns nil when it does not exist and
+// was not named explicitly (given false). Other errors are *InputError.
+func readOptional(path string, given bool, what string, limit int64) ([]byte, error) {
+	data, err := readLimited(path, what, limit)
 	if errors.Is(err, fs.ErrNotExist) && !given {
 		return nil, nil
 	}

@@ -5,7 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
+	"time"
 
 	"github.com/rbookhq/rbook-action/action/engine"
 	"github.com/rbookhq/rbook-action/internal/attest"
@@ -30,6 +30,16 @@ type Remote interface {
 	Transitions(ctx context.Context, runID string) ([]engine.Transition, error)
 }
 
+// RemoteDeadline bounds every call Load makes to a control plane together: one that does not
+// answer, or pages without end, fails the verification as unreadable instead of hanging it.
+const RemoteDeadline = 2 * time.Minute
+
+// recordHeader is a Remote that also tells the run's current record on the control plane:
+// its last seq and chain head (GetRun's run.last_seq and run.chain_head).
+type recordHeader interface {
+	RecordHead(ctx context.Context, runID string) (lastSeq int64, head string, err error)
+}
+
 // Load reads what o names, and from remote (nil: none) what no file gives: the keys
 // always, the attestation when o.Attestation is "" and none lies beside the pack, the
 // transitions when o.Journal is "" and no journal lies beside the pack. Errors are
@@ -43,13 +53,40 @@ func Load(ctx context.Context, o Options, remote Remote) (*Input, error) {
 		return nil, err
 	}
 	in := &Input{PackPath: o.Pack, Pack: data, Entries: entries, RunID: runID, Head: o.Head}
-	if err := in.loadJournal(ctx, o, remote); err != nil {
+	if remote == nil {
+		return in, in.load(ctx, o, nil)
+	}
+	ctx, cancel := context.WithTimeout(ctx, RemoteDeadline)
+	defer cancel()
+	if err := in.load(ctx, o, remote); err != nil {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return nil, inputErr("%s did not answer within %v: %v. Check that it is up and is an rbook control plane, or verify offline with --journal, --attestation and --key", remote.Where(), RemoteDeadline, err)
+		}
 		return nil, err
+	}
+	return in, nil
+}
+
+// load reads the journal, the attestation, the keys and, from a remote that tells it, the
+// control plane's current record of the run.
+func (in *Input) load(ctx context.Context, o Options, remote Remote) error {
+	if err := in.loadJournal(ctx, o, remote); err != nil {
+		return err
 	}
 	if err := in.loadAttestation(ctx, o, remote); err != nil {
-		return nil, err
+		return err
 	}
-	return in, in.loadKeys(ctx, o, remote)
+	if err := in.loadKeys(ctx, o, remote); err != nil {
+		return err
+	}
+	if rh, ok := remote.(recordHeader); ok {
+		seq, head, err := rh.RecordHead(ctx, in.RunID)
+		if err != nil {
+			return inputErr("the record of run %s cannot be read from %s: %v", in.RunID, remote.Where(), err)
+		}
+		in.Record = &Record{From: remote.Where(), LastSeq: seq, Head: head}
+	}
+	return nil
 }
 
 // loadJournal reads the journal o names, else the one beside the pack; the control plane's
@@ -60,7 +97,7 @@ func (in *Input) loadJournal(ctx context.Context, o Options, remote Remote) erro
 	if path == "" {
 		path = beside(o.Pack, in.RunID, journalSuffix)
 	}
-	ts, err := readJournal(path, in.RunID)
+	ts, torn, err := readJournal(path, in.RunID)
 	partial := err == nil && len(ts) > 0 && ts[0].Seq > 1
 	if o.Journal == "" && remote != nil && (err != nil || partial) {
 		if ts, err = remote.Transitions(ctx, in.RunID); err != nil {
@@ -70,6 +107,9 @@ func (in *Input) loadJournal(ctx context.Context, o Options, remote Remote) erro
 		return nil
 	}
 	in.Transitions, in.JournalFrom = ts, path
+	if torn != "" {
+		in.Notes = append(in.Notes, torn)
+	}
 	return err
 }
 
@@ -78,7 +118,7 @@ func (in *Input) loadAttestation(ctx context.Context, o Options, remote Remote) 
 	if path == "" {
 		path = beside(o.Pack, in.RunID, attestationSuffix)
 	}
-	env, err := readOptional(path, o.Attestation != "", "attestation")
+	env, err := readOptional(path, o.Attestation != "", "attestation", MaxAttestationBytes)
 	if err != nil || env != nil {
 		in.Envelope, in.EnvelopeFrom = env, path
 		return err
@@ -96,7 +136,7 @@ func (in *Input) loadAttestation(ctx context.Context, o Options, remote Remote) 
 func (in *Input) loadKeys(ctx context.Context, o Options, remote Remote) error {
 	switch {
 	case o.KeyFile != "":
-		data, err := os.ReadFile(o.KeyFile)
+		data, err := readLimited(o.KeyFile, "key file", MaxKeyFileBytes)
 		if err != nil {
 			return inputErr("--key: %v", err)
 		}

@@ -101,7 +101,7 @@ func orNone(s string) string {
 // headMismatch compares the chain's head with a head kept elsewhere (want, from where): nil
 // when equal, else a failure that says whether the kept head is an earlier transition's (the
 // record goes on past it) or none of the chain's (transitions after the last were dropped, or
-// the chain was rewritten), and the check's line.
+// the chain was re-sealed: no seq is named then), and the check's line.
 func (v *verifier) headMismatch(head, want, from string) (detail string, f *Failure) {
 	if head == want {
 		return "", nil
@@ -113,6 +113,8 @@ func (v *verifier) headMismatch(head, want, from string) (detail string, f *Fail
 				&Failure{Seq: t.Seq + 1, Step: v.stepAt(t.Seq + 1), Why: fmt.Sprintf("%s pins the chain at seq %d (%s); seq %d to %d were added after it", from, t.Seq, want, t.Seq+1, last.Seq)}
 		}
 	}
+	// A chain that verifies but ends elsewhere was re-sealed after a change, or cut short:
+	// the head alone does not say which entry differs, so no seq is blamed.
 	return fmt.Sprintf("%s keeps head %s, which no transition of the chain has", from, want),
-		&Failure{Seq: last.Seq, Step: last.StepName, Why: fmt.Sprintf("the chain ends at seq %d with head %s, but %s keeps %s: transitions after seq %d were deleted (with their pack entries), or the chain was rewritten", last.Seq, head, from, want, last.Seq)}
+		&Failure{Why: fmt.Sprintf("the chain verifies from seq 1 to seq %d (head %s), but %s keeps %s, which no transition of the chain has: the chain was changed and sealed again, or transitions after seq %d were deleted (with their pack entries). The first entry that differs cannot be named from the head alone: compare the journal with the run's own copy or the control plane's record (--control-plane URL)", last.Seq, head, from, want, last.Seq)}
 }

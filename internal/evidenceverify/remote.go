@@ -11,6 +11,7 @@ import (
 
 	"github.com/rbookhq/rbook-action/action/cpclient"
 	"github.com/rbookhq/rbook-action/action/engine"
+	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
 	"github.com/rbookhq/rbook-action/internal/attest"
 	"github.com/rbookhq/rbook-action/internal/cpview"
 )
@@ -71,6 +72,16 @@ func (r *controlPlane) Attestation(ctx context.Context, runID string) ([]byte, e
 		return nil, err
 	}
 	return []byte(resp.GetEnvelopeJson()), nil
+}
+
+// RecordHead is the control plane's current record of the run (GetRun): its last seq and
+// chain head.
+func (r *controlPlane) RecordHead(ctx context.Context, runID string) (int64, string, error) {
+	resp, err := r.c.Runs.GetRun(ctx, &rbookv1.GetRunRequest{RunId: runID, PageSize: 1})
+	if err != nil {
+		return 0, "", err
+	}
+	return resp.GetRun().GetLastSeq(), resp.GetRun().GetChainHead(), nil
 }
 
 // Transitions is every transition of the run from GetRun, in the engine's form.

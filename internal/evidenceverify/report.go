@@ -54,10 +54,12 @@ type Failure struct {
 
 // Report is the outcome of Verify: the run, the pack file, the chain head the journal ends at,
 // the signing key's id (lowercase hex SHA-256 of its DER SubjectPublicKeyInfo; "" when no
-// signature verified), each check in the order it ran, and the first failure (nil when none).
+// signature verified), notes about the inputs (a torn last journal line), each check in the
+// order it ran, and the first failure (nil when none).
 type Report struct {
 	RunID   string   `json:"run_id"`
 	Pack    string   `json:"pack"`
+	Notes   []string `json:"notes,omitempty"`
 	Head    string   `json:"chain_head,omitempty"`
 	KeyID   string   `json:"key_id,omitempty"`
 	Checks  []Check  `json:"checks"`
@@ -105,9 +107,12 @@ func (r *Report) add(name, result, detail string, fail *Failure) {
 }
 
 // WriteText writes the report as the terminal shows it: one line per check ("✓ chain  …",
-// "✗ pack  …", "· signature  skipped: …"), then the first failing entry and the outcome.
+// "✗ pack  …", "· signature  skipped: …") after the notes ("· …"), then the first failing entry and the outcome.
 // color paints the marks (termui.ColorAllowed).
 func (r *Report) WriteText(w io.Writer, color bool) {
+	for _, n := range r.Notes {
+		fmt.Fprintf(w, "%s %s\n", termui.SGR(color, termui.SGRDim, "·"), n)
+	}
 	for _, c := range r.Checks {
 		mark, code := "✓", termui.SGRGreen
 		switch c.Result {

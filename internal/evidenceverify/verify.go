@@ -21,10 +21,10 @@ type verifier struct {
 // failing entry (seq, step, why) and the exit code (Report.Code). A check that needs what an
 // earlier one could not give (a verified chain, a signature) is skipped and says why.
 func Verify(in *Input) *Report {
-	v := &verifier{in: in, rep: &Report{RunID: in.RunID, Pack: in.PackPath}}
+	v := &verifier{in: in, rep: &Report{RunID: in.RunID, Pack: in.PackPath, Notes: in.Notes}}
 	head := v.checkChain()
 	if head == "" {
-		v.skip("not checked: the chain did not verify", CheckPack, CheckHead, CheckSignature, CheckSubjects, CheckGates, CheckPolicy)
+		v.skip("not checked: the chain did not verify", CheckPack, CheckHead, CheckRecord, CheckSignature, CheckSubjects, CheckGates, CheckPolicy)
 		return v.finish()
 	}
 	v.rep.Head = head
@@ -35,6 +35,9 @@ func Verify(in *Input) *Report {
 		} else {
 			v.rep.add(CheckHead, ResultOK, "the chain ends at the head --head keeps", nil)
 		}
+	}
+	if in.Record != nil {
+		v.checkRecord(head)
 	}
 	p := v.checkSignature()
 	switch {
@@ -54,7 +57,7 @@ func Verify(in *Input) *Report {
 // skip records checks that did not run because an earlier one failed or was skipped.
 func (v *verifier) skip(why string, names ...string) {
 	for _, n := range names {
-		if n == CheckHead && v.in.Head == "" {
+		if (n == CheckHead && v.in.Head == "") || (n == CheckRecord && v.in.Record == nil) {
 			continue
 		}
 		v.rep.add(n, ResultSkipped, why, nil)

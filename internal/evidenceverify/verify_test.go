@@ -129,7 +129,14 @@ func TestTamperedEvidenceIsCaughtWithTheFirstFailingEntryNamed(t *testing.T) {
 			f.writeJournal(t, ts)
 			f.writePack(t, ts)
 			return Options{}
-		}, ExitFailed, CheckSubjects, "", "or the chain was rewritten"},
+		}, ExitFailed, CheckSubjects, "", "the chain was changed and sealed again"},
+		{"seq 3 edited and the whole chain sealed again", func(t *testing.T, f *fixture) Options {
+			ts := cloneTransitions(f.transitions)
+			ts[2].Message = "edited"
+			f.writeJournal(t, reseal(ts))
+			f.writePack(t, ts)
+			return Options{}
+		}, ExitFailed, CheckSubjects, "", "The first entry that differs cannot be named from the head alone"},
 		{"the last entries dropped and nothing kept elsewhere", func(t *testing.T, f *fixture) Options {
 			dropLast(t, f, 3)
 			if err := os.Remove(f.att); err != nil {
@@ -140,11 +147,11 @@ func TestTamperedEvidenceIsCaughtWithTheFirstFailingEntryNamed(t *testing.T) {
 		{"the last entries dropped, caught by --head", func(t *testing.T, f *fixture) Options {
 			dropLast(t, f, 3)
 			return Options{Head: f.transitions[len(f.transitions)-1].Hash}
-		}, ExitFailed, CheckHead, "deploy-config", "transitions after seq 8 were deleted"},
+		}, ExitFailed, CheckHead, "", "transitions after seq 8 were deleted"},
 		{"the last entries dropped, caught by the attestation's head", func(t *testing.T, f *fixture) Options {
 			dropLast(t, f, 3)
 			return Options{}
-		}, ExitFailed, CheckSubjects, "deploy-config", "were deleted (with their pack entries)"},
+		}, ExitFailed, CheckSubjects, "", "cannot be named from the head alone"},
 		{"another run's attestation replayed", func(t *testing.T, f *fixture) Options {
 			other := newFixtureSigned(t, runB, "github:alice", f.signer)
 			return Options{Attestation: other.att}
