@@ -163,11 +163,11 @@ func (a *attempt) run(ctx context.Context) error {
 	if a.Playbook != nil && len(a.opened.SkipNodes) > 0 {
 		// The operator's --skip-node answers are recorded first, by every recorder, as the
 		// engine records a node a when branch skipped; the engine then goes on after them.
-		seq, err := recordSkippedNodes(ctx, append(slices.Clone(a.recorders), a.Terminal), plan, st, a.opened.SkipNodes, a.who)
+		seq, head, err := recordSkippedNodes(ctx, append(slices.Clone(a.recorders), a.Terminal), plan, st, a.opened.SkipNodes, a.who)
 		if err != nil {
 			return abort("%v", err)
 		}
-		a.start.Seq, a.start.Evidence = seq, st.EvidencePack
+		a.start.Seq, a.start.ChainHead, a.start.Evidence = seq, head, st.EvidencePack
 	}
 	if a.opened.Resumed && a.Playbook == nil {
 		// Said once the control plane took the run: a run it holds as final is not resumed.
@@ -284,16 +284,17 @@ func keepLease(ctx context.Context, c *cpclient.Client, runID string, lease time
 }
 
 // recordSkippedNodes records each --skip-node answer as a SKIPPED step_finished of that node,
-// through every recorder, and returns the last seq. The output starts with
+// through every recorder, and returns the last seq and its hash, the chain head the engine
+// goes on from. The output starts with
 // engine.WhenSkippedPrefix ("skipped: when resumed, by …"): a node skipped that way counts as
 // done for its dependants, which is what "go on after it" means (the runbook rule of
 // --step-index past a step in unknown state); its output is no binding.
-func recordSkippedNodes(ctx context.Context, recorders []engine.Recorder, plan *runbook.Plan, st *state.State, ids []string, who string) (int64, error) {
+func recordSkippedNodes(ctx context.Context, recorders []engine.Recorder, plan *runbook.Plan, st *state.State, ids []string, who string) (int64, string, error) {
 	seq, head := st.Seq, st.ChainHead
 	for _, id := range ids {
 		idx := slices.IndexFunc(plan.Steps, func(s runbook.Step) bool { return s.Name == id })
 		if idx < 0 {
-			return seq, fmt.Errorf("--skip-node %s: the playbook has no such node", id)
+			return seq, head, fmt.Errorf("--skip-node %s: the playbook has no such node", id)
 		}
 		s := plan.Steps[idx]
 		seq++
@@ -305,9 +306,9 @@ func recordSkippedNodes(ctx context.Context, recorders []engine.Recorder, plan *
 		head = t.Hash
 		for _, r := range recorders {
 			if err := r.Record(context.WithoutCancel(ctx), t); err != nil {
-				return seq, err
+				return seq, head, err
 			}
 		}
 	}
-	return seq, nil
+	return seq, head, nil
 }

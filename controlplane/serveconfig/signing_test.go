@@ -90,6 +90,8 @@ func TestSigningKeyNeverReachesPrintConfig(t *testing.T) {
 	}
 	t.Setenv("RBOOK_SIGNING_KEY_PEM", string(keyPEM))
 	t.Setenv("RBOOK_CONFIG", "")
+	// --print-config checks the settings as a start would, and a start needs the approval secret.
+	t.Setenv("RBOOK_APPROVAL_SECRET", "print-config-test-secret-0123456789")
 	cmd := newServeCmd()
 	var out, errOut bytes.Buffer
 	cmd.SetOut(&out)

@@ -13,9 +13,12 @@ import (
 
 // killedBeforeFinalState runs shortRunbook's "k" (deploy d1, rollback r1 skipped, deploy d2)
 // to its end, then puts the folder back to what a kill -9 between the evidence write and the
-// final state write leaves: the state file as its last write before the end left it (d2
-// started and in flight, the pack [d1, r1], seq 5) and the evidence pack file with d2's entry
-// too. It returns the folder, the state file and the evidence file.
+// final state write leaves when the run has no journal (a folder an rbook before the journal
+// wrote, or whose journal was lost; with the journal, the run's end is recovered from it:
+// action/state's TestJournalSurvivesKillBetweenAppendAndStateWrite): the state file as its
+// last write before the end left it (d2 started and in flight, the pack [d1, r1], seq 5) and
+// the evidence pack file with d2's entry too. It returns the folder, the state file and the
+// evidence file.
 func killedBeforeFinalState(t *testing.T) (dir, statePath, evPath string) {
 	t.Helper()
 	dir = shortRunbook(t)
@@ -38,8 +41,12 @@ func killedBeforeFinalState(t *testing.T) (dir, statePath, evPath string) {
 	st["in_flight"] = map[string]any{"step_index": 2, "step_name": "d2", "step_type": "deploy", "started_utc": d2["timestamp_utc"]}
 	st["evidence_pack"] = pack[:2]
 	delete(st, "completed_utc")
+	delete(st, "chain_head") // as an rbook before the chain wrote it: the run goes on unchained
 	data, _ := json.MarshalIndent(st, "", "  ")
 	if err := os.WriteFile(statePath, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, ".rbook", st["run_id"].(string)+".journal.jsonl")); err != nil {
 		t.Fatal(err)
 	}
 	return dir, statePath, evPath
