@@ -118,7 +118,9 @@ func (c *Config) Deliver(ctx context.Context, fileRec *state.FileRecorder, url s
 // there was nothing to do — also when the state file is missing or unreadable, which the
 // caller reports in its own terms. The caller holds the lock.
 func (c *Config) DeliverFinal(ctx context.Context, statePath string, errw io.Writer) error {
-	st, err := state.Read(statePath)
+	// As Open will find it: a run whose last transition reached only the journal (the state
+	// file's rewrite was lost) is final here too, and its outbox goes first.
+	st, err := state.ReadRecovered(statePath)
 	if err != nil || !st.RunStatus.Final() || len(st.Outbox) == 0 {
 		return nil
 	}

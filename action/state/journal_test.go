@@ -430,3 +430,32 @@ func TestLostPlaybookStateFileIsRecoveredFromTheJournal(t *testing.T) {
 		t.Errorf("notice %q", notice)
 	}
 }
+
+// TestReadRecoveredSeesTheFinalRunTheJournalHolds: when the run's last transition reached the
+// journal but the state file's rewrite was lost, the file as read says the run is unfinished
+// while the journal says it ended; ReadRecovered (what the final-outbox rule reads before a
+// new run moves the file away) sees it ended, as Open would.
+func TestReadRecoveredSeesTheFinalRunTheJournalHolds(t *testing.T) {
+	captureNotice(t)
+	path := filepath.Join(t.TempDir(), "demo.state.json")
+	fr := recordDemo(t, path, nil)
+	before, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := engine.Transition{RunID: fr.State.RunID, Seq: fr.State.Seq + 1, Kind: engine.TransitionRunFinished, Time: clock().Add(time.Minute),
+		StepIndex: -1, RunStatus: engine.RunCompleted}
+	if err := fr.Record(t.Context(), end); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, before, 0o600); err != nil { // the final rewrite lost
+		t.Fatal(err)
+	}
+	if st, err := Read(path); err != nil || st.RunStatus.Final() {
+		t.Fatalf("Read: %v, %v; want the unfinished run the file holds", st, err)
+	}
+	st, err := ReadRecovered(path)
+	if err != nil || st.RunStatus != engine.RunCompleted || st.Seq != end.Seq {
+		t.Fatalf("ReadRecovered: %+v, %v; want COMPLETED at seq %d", st, err, end.Seq)
+	}
+}

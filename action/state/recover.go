@@ -203,3 +203,14 @@ func readJournalHeader(path string) (*JournalHeader, error) {
 	}
 	return &h, nil
 }
+
+// ReadRecovered reads the state file at path as Open would find it: a file behind its run's
+// journal, cut short or missing while an unfinished run's journal names it is first rebuilt
+// from the journal (and rewritten durably), so a run the journal shows final is final here
+// too (docs/decisions/durability.md, "The journal"). The caller holds the state file's lock.
+// Errors: Read's (ErrNotExist when there is neither file nor journal), the journal's
+// (*JournalError), *NotWritableError when the rebuilt file cannot be written.
+func ReadRecovered(path string) (*State, error) {
+	prev, err := Read(path)
+	return recoverFromJournal(path, prev, err)
+}
