@@ -111,7 +111,7 @@ func (c *Config) StatusCloseFinished(ctx context.Context, plan *runbook.Plan, st
 		return st
 	}
 	defer lock.Release()
-	cur, err := state.Read(plan.StateFilePath)
+	cur, err := state.ReadRecovered(plan.StateFilePath)
 	if err != nil || cur.RunID != st.RunID || cur.RunStatus.Final() {
 		return st
 	}

@@ -31,13 +31,20 @@ type fakeTerminal struct {
 	finished *state.State
 	halted   error
 	wrapped  engine.Gate
+	// onRecord, when set, sees each transition after the state file recorded it.
+	onRecord func(engine.Transition)
 }
 
-func (f *fakeTerminal) Record(context.Context, engine.Transition) error { return nil }
-func (f *fakeTerminal) Lines() io.Writer                                { return &f.lines }
-func (f *fakeTerminal) SetRunStart(string)                              {}
-func (f *fakeTerminal) SetHints(string, string)                         {}
-func (f *fakeTerminal) HumanNeeded(string, engine.GateRequest)          {}
+func (f *fakeTerminal) Record(_ context.Context, t engine.Transition) error {
+	if f.onRecord != nil {
+		f.onRecord(t)
+	}
+	return nil
+}
+func (f *fakeTerminal) Lines() io.Writer                       { return &f.lines }
+func (f *fakeTerminal) SetRunStart(string)                     {}
+func (f *fakeTerminal) SetHints(string, string)                {}
+func (f *fakeTerminal) HumanNeeded(string, engine.GateRequest) {}
 func (f *fakeTerminal) TerminalGate() (string, string, *steps.Lines, bool, *steps.TerminalGate) {
 	lines := steps.NewLines(strings.NewReader(""))
 	return "tester", "standard input is empty", lines, false, &steps.TerminalGate{In: lines, Out: &f.lines, Who: "tester"}

@@ -34,7 +34,7 @@ type PostTarget struct {
 // approval ids, one a line ("Withdrawn approval a-… (gate '…' of run …)"), to out.
 func (c *Config) Post(ctx context.Context, tgt PostTarget, out, errw io.Writer) error {
 	name, statePath := tgt.Name, tgt.StatePath
-	if _, err := state.Read(statePath); errors.Is(err, state.ErrNotExist) {
+	if _, err := state.ReadCurrent(statePath); errors.Is(err, state.ErrNotExist) {
 		fmt.Fprintf(errw, "rbook github post: no run to finish: %s does not exist (the job never started a run of %s).\n", statePath, name)
 		return nil
 	}
@@ -43,7 +43,7 @@ func (c *Config) Post(ctx context.Context, tgt PostTarget, out, errw io.Writer) 
 		return abort("rbook github post: %v", err)
 	}
 	defer lock.Release()
-	st, err := state.Read(statePath)
+	st, err := state.ReadRecovered(statePath)
 	if err != nil {
 		return abort("rbook github post: %v", err)
 	}

@@ -103,7 +103,7 @@ func (c *Config) prepareResume(ctx context.Context, runID string, plan *runbook.
 	u, from := c.ControlPlane, c.From
 	if u == "" {
 		// The state file's separate control plane, as for a resumed run.
-		if local, err := state.Read(statePath); err == nil && local.ControlPlane != "" && !local.ControlPlaneEmbedded {
+		if local, err := state.ReadCurrent(statePath); err == nil && local.ControlPlane != "" && !local.ControlPlaneEmbedded {
 			u, from = local.ControlPlane, "the state file "+statePath // run.go says which one it uses
 		}
 	}
@@ -117,7 +117,7 @@ func (c *Config) prepareResume(ctx context.Context, runID string, plan *runbook.
 	if err != nil {
 		return nil, abort("%v", err)
 	}
-	local, err := state.Read(statePath)
+	local, err := state.ReadCurrent(statePath)
 	if err != nil && !errors.Is(err, state.ErrNotExist) {
 		return nil, abort("%v", err)
 	}

@@ -156,7 +156,7 @@ func cancelLive(ctx context.Context, statePath string, h state.Holder, who strin
 		}
 		return abort("%v", err)
 	}
-	st, err := state.Read(statePath)
+	st, err := state.ReadCurrent(statePath)
 	if err != nil {
 		return abort("%v", err)
 	}
@@ -185,7 +185,7 @@ func EnsureEvidence(errw io.Writer, statePath string, st *state.State) string {
 // ReadExisting is the state file at path of runbook name; a missing one is refused (exit 2),
 // saying so.
 func ReadExisting(path, name string) (*state.State, error) {
-	st, err := state.Read(path)
+	st, err := state.ReadCurrent(path)
 	if errors.Is(err, state.ErrNotExist) {
 		return nil, abort("no run recorded for runbook %s (%s does not exist)", name, path)
 	}
@@ -350,7 +350,7 @@ type Status struct {
 // lock; an executor that starts at this moment has it first and delivers it itself). Errors
 // (exit 2): no run, an unreadable state file.
 func (c *Config) Status(ctx context.Context, plan *runbook.Plan, name string, errw io.Writer) (*Status, error) {
-	st, err := state.Read(plan.StateFilePath)
+	st, err := state.ReadCurrent(plan.StateFilePath)
 	if errors.Is(err, state.ErrNotExist) {
 		return nil, abort("no run recorded for runbook %s yet (%s does not exist); start one with: rbook run %s", name, plan.StateFilePath, name)
 	}
@@ -369,7 +369,7 @@ func (c *Config) Status(ctx context.Context, plan *runbook.Plan, name string, er
 		if lock, lerr := state.Acquire(plan.StateFilePath, "status"); lerr == nil {
 			s.Undelivered = c.DeliverFinal(ctx, plan.StateFilePath, errw)
 			lock.Release()
-			if st, err = state.Read(plan.StateFilePath); err != nil {
+			if st, err = state.ReadCurrent(plan.StateFilePath); err != nil {
 				return nil, abort("%v", err)
 			}
 		}

@@ -431,31 +431,54 @@ func TestLostPlaybookStateFileIsRecoveredFromTheJournal(t *testing.T) {
 	}
 }
 
-// TestReadRecoveredSeesTheFinalRunTheJournalHolds: when the run's last transition reached the
+// TestReadersSeeTheFinalRunTheJournalHolds: when the run's last transition reached the
 // journal but the state file's rewrite was lost, the file as read says the run is unfinished
-// while the journal says it ended; ReadRecovered (what the final-outbox rule reads before a
-// new run moves the file away) sees it ended, as Open would.
-func TestReadRecoveredSeesTheFinalRunTheJournalHolds(t *testing.T) {
-	captureNotice(t)
-	path := filepath.Join(t.TempDir(), "demo.state.json")
-	fr := recordDemo(t, path, nil)
-	before, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	end := engine.Transition{RunID: fr.State.RunID, Seq: fr.State.Seq + 1, Kind: engine.TransitionRunFinished, Time: clock().Add(time.Minute),
-		StepIndex: -1, RunStatus: engine.RunCompleted}
-	if err := fr.Record(t.Context(), end); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, before, 0o600); err != nil { // the final rewrite lost
-		t.Fatal(err)
-	}
-	if st, err := Read(path); err != nil || st.RunStatus.Final() {
-		t.Fatalf("Read: %v, %v; want the unfinished run the file holds", st, err)
-	}
-	st, err := ReadRecovered(path)
-	if err != nil || st.RunStatus != engine.RunCompleted || st.Seq != end.Seq {
-		t.Fatalf("ReadRecovered: %+v, %v; want COMPLETED at seq %d", st, err, end.Seq)
+// while the journal says it ended. ReadRecovered (what a reader holding the lock uses: the
+// final-outbox rule, the post step) sees it ended, as Open would, and rewrites the file;
+// ReadCurrent (status, a cancel's prompt, resume's checks: no lock) sees it ended too and
+// leaves the file as it is.
+func TestReadersSeeTheFinalRunTheJournalHolds(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		read      func(string) (*State, error)
+		rewritten bool
+	}{
+		{"ReadRecovered", ReadRecovered, true},
+		{"ReadCurrent", ReadCurrent, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			notice := captureNotice(t)
+			path := filepath.Join(t.TempDir(), "demo.state.json")
+			fr := recordDemo(t, path, nil)
+			before, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			end := engine.Transition{RunID: fr.State.RunID, Seq: fr.State.Seq + 1, Kind: engine.TransitionRunFinished, Time: clock().Add(time.Minute),
+				StepIndex: -1, RunStatus: engine.RunCompleted}
+			if err := fr.Record(t.Context(), end); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path, before, 0o600); err != nil { // the final rewrite lost
+				t.Fatal(err)
+			}
+			if st, err := Read(path); err != nil || st.RunStatus.Final() {
+				t.Fatalf("Read: %v, %v; want the unfinished run the file holds", st, err)
+			}
+			st, err := tc.read(path)
+			if err != nil || st.RunStatus != engine.RunCompleted || st.Seq != end.Seq {
+				t.Fatalf("%s: %+v, %v; want COMPLETED at seq %d", tc.name, st, err, end.Seq)
+			}
+			after, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if changed := !bytes.Equal(before, after); changed != tc.rewritten {
+				t.Errorf("state file rewritten: %v; want %v", changed, tc.rewritten)
+			}
+			if said := notice.Len() > 0; said != tc.rewritten {
+				t.Errorf("recovery notice %q; want one only when the file is rewritten", notice.String())
+			}
+		})
 	}
 }

@@ -32,9 +32,10 @@ var runIDField = lazyregexp.New(`^\{\s*"run_id":\s*"([^"\\]+)"`)
 // readErr a *CorruptError) or is missing (ErrNotExist) while a journal of an unfinished run
 // names this state file, the state is rebuilt from the journal (Apply over its transitions),
 // written durably to path, said on RecoveryNotice, and returned as read back. Otherwise prev
-// and readErr are returned as they came. Errors: the journal's (*JournalError), a failed
+// and readErr are returned as they came. With write false the rebuilt state is returned as
+// it is, and nothing is written or said. Errors: the journal's (*JournalError), a failed
 // write of the rebuilt file (*NotWritableError), Read's.
-func recoverFromJournal(path string, prev *State, readErr error) (*State, error) {
+func recoverFromJournal(path string, prev *State, readErr error, write bool) (*State, error) {
 	var corrupt *CorruptError
 	switch {
 	case prev != nil:
@@ -48,6 +49,9 @@ func recoverFromJournal(path string, prev *State, readErr error) (*State, error)
 		if advanced, written := replay(prev, h, ts); !advanced || !written {
 			// Only transitions the state file never holds (a safe step's start) were
 			// past it: the state is as the file says, its seq the journal's.
+			return prev, nil
+		}
+		if !write {
 			return prev, nil
 		}
 		return rewriteRecovered(path, prev, JournalPath(path, h.RunID), fmt.Sprintf("held the run up to seq %d but its journal goes on to seq %d (the file's last write was lost)", from, prev.Seq))
@@ -64,6 +68,9 @@ func recoverFromJournal(path string, prev *State, readErr error) (*State, error)
 		// A finished run's state file is moved aside by the next run (KeepPrevious): a
 		// missing one is not a lost write.
 		return nil, readErr
+	}
+	if !write {
+		return &s, nil
 	}
 	why := "is missing"
 	if corrupt != nil {
@@ -212,5 +219,14 @@ func readJournalHeader(path string) (*JournalHeader, error) {
 // (*JournalError), *NotWritableError when the rebuilt file cannot be written.
 func ReadRecovered(path string) (*State, error) {
 	prev, err := Read(path)
-	return recoverFromJournal(path, prev, err)
+	return recoverFromJournal(path, prev, err, true)
+}
+
+// ReadCurrent is ReadRecovered for a reader that does not hold the state file's lock (status,
+// a cancel's prompt, resume's checks): the state as the journal shows it, rebuilt in memory
+// only, so the file is left as it is for the next executor's Open to repair. Errors: Read's
+// (ErrNotExist when there is neither file nor journal), the journal's (*JournalError).
+func ReadCurrent(path string) (*State, error) {
+	prev, err := Read(path)
+	return recoverFromJournal(path, prev, err, false)
 }

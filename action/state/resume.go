@@ -383,7 +383,7 @@ func readPrevious(plan *runbook.Plan, path string, lock *Lock) (*State, error) {
 		}
 	}
 	prev, err := Read(path)
-	if prev, err = recoverFromJournal(path, prev, err); err != nil && !errors.Is(err, ErrNotExist) {
+	if prev, err = recoverFromJournal(path, prev, err, true); err != nil && !errors.Is(err, ErrNotExist) {
 		return nil, err
 	}
 	if prev != nil {

@@ -18,7 +18,7 @@ func stateFileLinks() []string {
 	files, _ := filepath.Glob(filepath.Join(".rbook", "*.state.json"))
 	var out []string
 	for _, f := range files {
-		st, err := state.Read(f)
+		st, err := state.ReadCurrent(f)
 		if err != nil || st.ControlPlane == "" || st.ControlPlaneEmbedded {
 			continue
 		}

@@ -241,7 +241,7 @@ func (f playbookFlags) playbookInputs(plan *runbook.Plan) (map[string]any, error
 		return nil, abort("%v", err)
 	}
 	var inputs map[string]any
-	if prev, rerr := state.Read(plan.StateFilePath); rerr == nil && prev.Kind == state.KindPlaybook && prev.RunStatus == engine.RunInProgress &&
+	if prev, rerr := state.ReadCurrent(plan.StateFilePath); rerr == nil && prev.Kind == state.KindPlaybook && prev.RunStatus == engine.RunInProgress &&
 		prev.RunbookName == plan.Name && prev.Inputs != nil {
 		inputs = prev.Inputs
 		for k, v := range given {

@@ -70,7 +70,9 @@ func TestSecretFromEnv(t *testing.T) {
 	}
 }
 
-func TestIssueVerifyRoundTrip(t *testing.T) {
+// TestIssuedTokenVerifiesWithItsClaims: a token Issue signs is compact, deterministic for
+// equal claims, and verifies to the claims it was issued with.
+func TestIssuedTokenVerifiesWithItsClaims(t *testing.T) {
 	c := testClaims()
 	tok := mustIssue(t, c)
 	if len(tok) > 400 {
@@ -92,7 +94,9 @@ func TestIssueVerifyRoundTrip(t *testing.T) {
 	}
 }
 
-func TestIssueGeneratesNonce(t *testing.T) {
+// TestIssuingWithoutANonceGeneratesOne: claims with no nonce get a fresh one of NonceBytes,
+// so two tokens for the same gate differ.
+func TestIssuingWithoutANonceGeneratesOne(t *testing.T) {
 	c := testClaims()
 	c.Nonce = ""
 	a, b := mustIssue(t, c), mustIssue(t, c)
@@ -109,7 +113,9 @@ func TestIssueGeneratesNonce(t *testing.T) {
 	}
 }
 
-func TestIssueRefusesBadClaims(t *testing.T) {
+// TestIssuingRefusesIncompleteClaims: a short secret, and claims missing or overlong in a
+// field a decision needs, are refused with the field named.
+func TestIssuingRefusesIncompleteClaims(t *testing.T) {
 	mod := func(f func(*Claims)) Claims { c := testClaims(); f(&c); return c }
 	tests := []struct {
 		name   string

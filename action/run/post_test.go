@@ -1,0 +1,54 @@
+package run
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/rbookhq/rbook-action/action/engine"
+	"github.com/rbookhq/rbook-action/action/state"
+)
+
+// TestPostSeesARunTheJournalShowsFinished: the job was killed after the run's last transition
+// reached the journal and before the state file's rewrite. The post step reads the run as
+// the journal shows it: finished, so nothing is withdrawn and no interruption is recorded
+// over the run's end.
+func TestPostSeesARunTheJournalShowsFinished(t *testing.T) {
+	o, term := gateOptions(t)
+	deploy := 1
+	o.StepIndex = &deploy // past the gate: the run completes with nobody at the terminal
+	var beforeEnd []byte
+	term.onRecord = func(tr engine.Transition) {
+		if tr.Kind == engine.TransitionRunFinished {
+			return
+		}
+		b, err := os.ReadFile(o.Plan.StateFilePath)
+		if err != nil {
+			t.Errorf("read the state file at %s: %v", tr.Kind, err)
+		}
+		beforeEnd = b
+	}
+	if err := Run(context.Background(), o); err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	if term.finished == nil || term.finished.RunStatus != engine.RunCompleted {
+		t.Fatalf("the run ended %+v; want COMPLETED (it starts past its gate)", term.finished)
+	}
+	if err := os.WriteFile(o.Plan.StateFilePath, beforeEnd, 0o600); err != nil { // the last rewrite lost
+		t.Fatal(err)
+	}
+	var errw bytes.Buffer
+	tgt := PostTarget{Name: "gate", StatePath: o.Plan.StateFilePath, Resume: "rbook run gate", Final: func(st *state.State) string { return string(st.RunStatus) }}
+	if err := o.Config.Post(context.Background(), tgt, &bytes.Buffer{}, &errw); err != nil {
+		t.Fatalf("Post = %v\n%s", err, errw.String())
+	}
+	if want := "is COMPLETED; nothing to withdraw"; !strings.Contains(errw.String(), want) {
+		t.Errorf("post said %q; want it to say %q", errw.String(), want)
+	}
+	st, err := state.Read(o.Plan.StateFilePath)
+	if err != nil || st.RunStatus != engine.RunCompleted || st.Interrupted != nil || st.Seq != term.finished.Seq {
+		t.Fatalf("state file after post: %+v, %v; want COMPLETED at seq %d with no interruption", st, err, term.finished.Seq)
+	}
+}
