@@ -106,6 +106,22 @@ func (s *Server) RequesterEmail(identity string) string {
 	return RequesterEmailOf(identity)
 }
 
+// requesterEmail is the address a run's requester is mailed at (docs/notifications.md,
+// "Channels"): its starter's (NotifyOptions.RequesterEmail); else, for a run a GitHub Actions
+// job started, whose started_by "oidc:<repository>@<ref>" is no person, the workflow actor's
+// as the identity github:<actor> (its person's email: identity); else "".
+func (n *notifier) requesterEmail(d store.EventData) string {
+	if d.StartedBy != "" {
+		if addr := n.requester(d.StartedBy); addr != "" {
+			return addr
+		}
+	}
+	if d.GitHubActor != "" {
+		return n.requester("github:" + d.GitHubActor)
+	}
+	return ""
+}
+
 // start gives up the deliveries to channels the config no longer has (logged), then runs
 // the loop until ctx ends and closes done.
 func (n *notifier) start(ctx context.Context, done chan<- struct{}) {
@@ -260,10 +276,8 @@ func (n *notifier) deliver(ctx context.Context, d store.NotificationDelivery) bo
 	}
 	ch := n.cfg.Channels[d.Channel]
 	m := notify.Message{ID: d.Event.ID, Kind: d.Event.Kind, At: d.Event.CreatedAt, Data: d.Event.Data}
-	if ch.Kind() == "email" && d.Event.Data.StartedBy != "" {
-		m.RequesterEmail = n.requester(d.Event.Data.StartedBy)
-	}
 	if ch.Kind() == "email" {
+		m.RequesterEmail = n.requesterEmail(d.Event.Data)
 		n.gateRecipients(ctx, &m)
 	}
 	if g := m.Data.Gate; g != nil {

@@ -21,8 +21,9 @@ import (
 const testAudience = "https://rbook.example.internal"
 
 // startOIDCServer runs an in-process control plane that verifies OIDC tokens of iss by cfg's
-// rules (nil: owner/repo on refs/heads/*) and, with authFile, the auth file's tokens too.
-func startOIDCServer(t *testing.T, iss *authtest.Issuer, authFile string, rules string) *server.Running {
+// rules (nil: owner/repo on refs/heads/*) and, with authFile, the auth file's tokens too;
+// each of with may set more options.
+func startOIDCServer(t *testing.T, iss *authtest.Issuer, authFile string, rules string, with ...func(*server.Options)) *server.Running {
 	t.Helper()
 	if rules == "" {
 		rules = "  - repository: owner/repo\n    ref: refs/heads/*\n"
@@ -40,6 +41,9 @@ func startOIDCServer(t *testing.T, iss *authtest.Issuer, authFile string, rules 
 		if opts.Auth, err = server.LoadAuthFile(authFile); err != nil {
 			t.Fatal(err)
 		}
+	}
+	for _, w := range with {
+		w(&opts)
 	}
 	r, err := server.Start(context.Background(), server.Config{Addr: "127.0.0.1:0", DBPath: filepath.Join(t.TempDir(), "cp.db"), Options: opts})
 	if err != nil {

@@ -46,8 +46,13 @@ type EventData struct {
 	Repository  string `json:"repository,omitempty"`
 	Environment string `json:"environment,omitempty"`
 	// StartedBy is the run's starter (the requester who is told of the decision).
-	StartedBy string    `json:"started_by,omitempty"`
-	Gate      *GateData `json:"gate,omitempty"`
+	StartedBy string `json:"started_by,omitempty"`
+	// GitHubActor is the login of the workflow's actor when a GitHub Actions job started the
+	// run (the verified OIDC claim kept with the run; its started_by is then
+	// "oidc:<repository>@<ref>"), "" otherwise: the person who started it, so the requester
+	// is mailed as github:<actor> when started_by reaches nobody.
+	GitHubActor string    `json:"github_actor,omitempty"`
+	Gate        *GateData `json:"gate,omitempty"`
 	// Status is the run's final status for run events ("succeeded", "failed", "cancelled").
 	Status string `json:"status,omitempty"`
 }
@@ -117,9 +122,10 @@ func (w *writeTx) notificationHook(at time.Time) error {
 			return d, nil
 		}
 		d := EventData{RunID: runID}
-		err := w.readRow(`SELECT playbook_name, COALESCE(started_by, ''), COALESCE(github_repository, reported_repository, ''),
-			COALESCE(reported_environment, '') FROM playbook_runs WHERE run_id = ?`, runID).
-			Scan(&d.Runbook, &d.StartedBy, &d.Repository, &d.Environment)
+		err := w.readRow(`SELECT playbook_name, COALESCE(started_by, ''), COALESCE(github_actor, ''),
+			COALESCE(github_repository, reported_repository, ''), COALESCE(reported_environment, '')
+			FROM playbook_runs WHERE run_id = ?`, runID).
+			Scan(&d.Runbook, &d.StartedBy, &d.GitHubActor, &d.Repository, &d.Environment)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return d, fmt.Errorf("store: read run for notification: %w", err)
 		}
