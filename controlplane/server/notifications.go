@@ -183,7 +183,8 @@ func (n *notifier) pass(ctx context.Context) (time.Duration, bool) {
 // escalate fires every escalation step that is due for a pending gate (the steps of the
 // route its gate.opened event took, timed from that event) and returns when the next step
 // is due (ok=false: none is waiting). Each step is one gate.escalated event, written once
-// (store.RecordEscalation) and delivered like any other.
+// (store.RecordEscalation, which reports the gate's tally as it stands then) and delivered
+// like any other.
 func (n *notifier) escalate(ctx context.Context) (next time.Time, ok bool, err error) {
 	if !n.cfg.HasEscalation() {
 		return time.Time{}, false, nil

@@ -67,7 +67,7 @@ type GateData struct {
 	// Deadline is RFC 3339 UTC, "" when the gate has none.
 	Deadline string `json:"deadline,omitempty"`
 	// ApprovalsRequired is the M of M-of-N (at least 1); Approvals how many distinct
-	// approvals it has.
+	// people approved it (docs/people.md, "Counting").
 	ApprovalsRequired int `json:"approvals_required"`
 	Approvals         int `json:"approvals"`
 	// Vote is the vote a vote.cast event reports.
@@ -230,7 +230,7 @@ func runEvent(status RunStatus) string {
 
 func gateData(a Approval, kind string) *GateData {
 	g := &GateData{ApprovalID: a.ApprovalID, Node: a.NodeID, Status: string(a.Status), Prompt: a.Prompt,
-		ApprovalsRequired: max(a.ApprovalsRequired, 1), Approvals: len(a.ApprovedBy())}
+		ApprovalsRequired: max(a.ApprovalsRequired, 1), Approvals: len(a.ApprovedPeople())}
 	if !a.Deadline.IsZero() {
 		g.Deadline = a.Deadline.UTC().Format(time.RFC3339)
 	}
@@ -573,19 +573,35 @@ func (s *Store) PendingGateOpenings(ctx context.Context) ([]PendingGate, error) 
 
 // RecordEscalation writes escalation event e (kind EventGateEscalated) with one delivery per
 // channel, routed, in one transaction, only while its gate is still pending and only the
-// first time (the id is stable): it reports whether it wrote it. Errors: ErrReadOnly,
-// ErrClosed, storage errors.
+// first time (the id is stable): it reports whether it wrote it. The event's gate is the
+// gate's row as that transaction reads it — its tally, votes and status now, not as it
+// opened (docs/notifications.md, "Escalation") — with the step of e.Data.Gate.Escalation;
+// the rest of e.Data (the run) is kept. Errors: ErrReadOnly, ErrClosed, storage errors.
 func (s *Store) RecordEscalation(ctx context.Context, e NotificationEvent, channels []string) (bool, error) {
-	payload, err := json.Marshal(e.Data)
-	if err != nil {
-		return false, fmt.Errorf("store: encode notification event: %w", err)
-	}
 	var wrote bool
-	err = s.write(ctx, func(w *writeTx) error {
+	err := s.write(ctx, func(w *writeTx) error {
+		a, err := scanApproval(w.readRow("SELECT "+approvalColumns+" FROM playbook_approvals WHERE approval_id = ?", e.ApprovalID))
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return nil
+		case err != nil:
+			return fmt.Errorf("store: read approval for escalation: %w", err)
+		case a.Status != ApprovalPending:
+			return nil
+		}
+		d := e.Data
+		d.Gate = gateData(a, EventGateEscalated)
+		if e.Data.Gate != nil {
+			d.Gate.Escalation = e.Data.Gate.Escalation
+		}
+		payload, err := json.Marshal(d)
+		if err != nil {
+			return fmt.Errorf("store: encode notification event: %w", err)
+		}
 		now := formatTime(s.now())
 		res, err := w.execSQL(`INSERT INTO notification_events (event_id, kind, run_id, approval_id, payload, created_at, routed_at)
-			SELECT ?, ?, ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM playbook_approvals WHERE approval_id = ? AND status = 'pending')
-			ON CONFLICT (event_id) DO NOTHING`, e.ID, EventGateEscalated, e.RunID, e.ApprovalID, string(payload), now, now, e.ApprovalID)
+			VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (event_id) DO NOTHING`,
+			e.ID, EventGateEscalated, e.RunID, e.ApprovalID, string(payload), now, now)
 		if err != nil {
 			return fmt.Errorf("store: record escalation: %w", err)
 		}
