@@ -9,11 +9,12 @@ import (
 	"github.com/rbookhq/rbook-action/controlplane/yamlerr"
 )
 
-// parseNotify reads a rule's notify list: "person:<id>", "group:<name>" (people-directory
+// ParseNotify reads a notify list — a gate-policy rule's, or a notification route's
+// escalation step's — from YAML node v: "person:<id>", "group:<name>" (people-directory
 // names) or "email:<address>", each at most once, at most MaxPolicyApprovers of them
-// (docs/notifications.md, "Who a gate's policy notifies"). Errors name the file, line and
-// field and say what an entry may be.
-func parseNotify(v *yaml.Node, field string, errAt func(*yaml.Node, string, ...any) error) ([]string, error) {
+// (docs/notifications.md, "Who a gate's policy notifies"). field names the list in errors,
+// which errAt makes ("file:line: field: …"); they say what an entry may be.
+func ParseNotify(v *yaml.Node, field string, errAt func(*yaml.Node, string, ...any) error) ([]string, error) {
 	const want = `"person:<id>", "group:<name>" or "email:<address>"`
 	if v.Kind != yaml.SequenceNode {
 		return nil, errAt(v, "%s: want a list of %s", field, want)

@@ -343,7 +343,7 @@ func parseRule(n *yaml.Node, i int, errAt func(*yaml.Node, string, ...any) error
 				r.Approvers = append(r.Approvers, s)
 			}
 		case "notify":
-			if r.Notify, err = parseNotify(v, field, errAt); err != nil {
+			if r.Notify, err = ParseNotify(v, field, errAt); err != nil {
 				return r, err
 			}
 		case "starter_may_approve":

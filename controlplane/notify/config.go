@@ -20,6 +20,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/rbookhq/rbook-action/controlplane/approval"
 	"github.com/rbookhq/rbook-action/controlplane/store"
 	"github.com/rbookhq/rbook-action/controlplane/yamlerr"
 	"github.com/rbookhq/rbook-action/internal/lazyregexp"
@@ -65,6 +66,13 @@ type EscalationStep struct {
 	Channels []string
 	// Line is the step's line in the file.
 	Line int
+	// Notify are the people the step's email channels also mail: "person:<id>",
+	// "group:<name>" (people-directory names) and "email:<address>", as a gate policy's
+	// notify list (approval.ParseNotify); NotifyLine is its line, 0 without one.
+	Notify     []string
+	NotifyLine int
+	// notifyField names the notify list in errors ("routes[0].escalate[1].notify").
+	notifyField string
 }
 
 // Match reports whether route r matches an event of kind about the run d describes.
@@ -225,6 +233,12 @@ func ParseConfig(data []byte, file string, env func(string) (string, bool)) (*Co
 				if _, ok := c.Channels[name]; !ok {
 					return nil, fmt.Errorf("%s:%d: channels: %q is not a defined channel (defined: %s)", file, l.line, name, strings.Join(c.Names, ", "))
 				}
+			}
+		}
+		for _, e := range r.Escalate {
+			if len(e.Notify) > 0 && !slices.ContainsFunc(e.Channels, func(name string) bool { return c.Channels[name].Kind() == "email" }) {
+				return nil, fmt.Errorf("%s:%d: %s: the step has no email channel to mail %s: add an email channel to its channels",
+					file, e.NotifyLine, e.notifyField, strings.Join(e.Notify, ", "))
 			}
 		}
 	}
@@ -628,12 +642,18 @@ func (p *parser) escalation(n *yaml.Node, field string) (EscalationStep, error) 
 			step.Line = v.Line
 			return err
 		},
+		"notify": func(v *yaml.Node, f string) error {
+			var err error
+			step.Notify, err = approval.ParseNotify(v, f, p.errAt)
+			step.NotifyLine, step.notifyField = v.Line, f
+			return err
+		},
 	})
 	if err != nil {
 		return step, err
 	}
 	if after == nil || len(step.Channels) == 0 {
-		return step, p.errAt(n, "%s: an escalation step needs after (a duration) and channels", field)
+		return step, p.errAt(n, "%s: an escalation step needs after (a duration) and channels (and may name people to mail: notify)", field)
 	}
 	return step, nil
 }

@@ -38,6 +38,10 @@ func TestRoutesPickTheFirstMatchThenTheDefault(t *testing.T) {
 	if !slices.Equal(c.Names, []string{"hooks", "ops-teams", "mail"}) || len(c.Routes) != 2 || c.Default == nil {
 		t.Fatalf("config = %+v", c)
 	}
+	if esc := c.Routes[0].Escalate; len(esc) != 1 || esc[0].After != 30*time.Minute || !slices.Equal(esc[0].Channels, []string{"mail"}) ||
+		!slices.Equal(esc[0].Notify, []string{"person:alice", "group:sre", "email:oncall@example.com"}) {
+		t.Errorf("escalation = %+v", esc)
+	}
 	for _, tc := range []struct {
 		kind string
 		d    store.EventData
@@ -93,6 +97,10 @@ func TestConfigErrorsNameFileLineAndField(t *testing.T) {
 			`n.yaml:9: channels: "pager" is not a defined channel (defined: hooks)`},
 		{"escalation without gate.opened", hook + "routes:\n  - events: [run.failed]\n    channels: [hooks]\n    escalate: [{after: 1h, channels: [hooks]}]\n",
 			"n.yaml:7: routes[0].escalate: the route does not send gate.opened"},
+		{"escalation notify entry", hook + "routes:\n  - channels: [hooks]\n    escalate:\n      - {after: 1h, channels: [hooks], notify: ['github:carol']}\n",
+			`n.yaml:9: routes[0].escalate[0].notify: "github:carol" is not "person:<id>", "group:<name>" or "email:<address>"`},
+		{"escalation notify without email", hook + "routes:\n  - channels: [hooks]\n    escalate:\n      - {after: 1h, channels: [hooks], notify: ['person:alice']}\n",
+			"n.yaml:9: routes[0].escalate[0].notify: the step has no email channel to mail person:alice: add an email channel to its channels"},
 		{"short secret", "channels:\n  - name: h\n    kind: webhook\n    url: https://h.example.com\n    secret_env: SHORT\n",
 			"n.yaml:5: channels[0]: the signing secret decodes to 2 bytes"},
 		{"email address", "channels:\n  - name: m\n    kind: email\n    smtp: smtp.example.com:25\n    from: rbook\n    to: [a@example.com]\n",

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -192,5 +193,72 @@ func TestEscalationReportsTheGatesTallyWhenItFires(t *testing.T) {
 	}
 	if reply := fake.Replies(msg.TS)[0].Text; reply != "Still waiting for approval: escalated (step 1, after 1ms)." {
 		t.Errorf("thread reply %q", reply)
+	}
+}
+
+// An escalation step's notify list — a person, a people-directory group and an address —
+// is mailed by the step's email channel with the escalation, each at their email: identity
+// and each once; the gate's opening, sent by the same channel, goes only to its to.
+func TestEscalationStepMailsThePeopleItNames(t *testing.T) {
+	sink, addr := smtptest.Start(t)
+	cfg, err := notify.ParseConfig([]byte(fmt.Sprintf(`channels:
+  - {name: mail, kind: email, smtp: %q, from: rbook@example.com, to: [ops@example.com]}
+routes:
+  - events: [gate.opened]
+    channels: [mail]
+    escalate:
+      - {after: 1ms, channels: [mail], notify: [person:alice, group:oncall, email:pager@example.com]}
+`, addr)), "notify.yaml", func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := server.New(openStore(t, filepath.Join(t.TempDir(), "cp.db")), server.Options{Secret: []byte(testSecret),
+		Logger: slog.New(slog.DiscardHandler), Notify: &server.NotifyOptions{Config: cfg}, People: gatePeople(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newClients(serveHandler(t, h))
+	startRun(t, c, "R1")
+	gate(t, c, "R1", time.Hour)
+	got := map[string][]string{}
+	for _, m := range sink.WaitFor(t, 2) {
+		subject := m.Data[strings.Index(m.Data, "Subject: ")+len("Subject: "):]
+		got[subject[:strings.Index(subject, "\r\n")]] = m.To
+	}
+	want := map[string][]string{
+		"Approval needed: approve (demo)": {"ops@example.com"},
+		"Still waiting for approval: approve (demo), escalated (step 1, after 1ms)": {"ops@example.com", "alice@example.com",
+			"dave@example.com", "pager@example.com"},
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("mails by subject:\n%v\nwant:\n%v", got, want)
+	}
+}
+
+// rbook serve warns about escalation notify entries that reach nobody, as it does for a gate
+// policy's: a person the directory lacks or who has no email identity, a group whose members
+// have none; the warning names the notification config's file and line.
+func TestEscalationNotifyWarningsNameEntriesWithoutAnAddress(t *testing.T) {
+	cfg, err := notify.ParseConfig([]byte(`channels:
+  - {name: mail, kind: email, smtp: "127.0.0.1:25", from: rbook@example.com, to: [ops@example.com]}
+routes:
+  - channels: [mail]
+    escalate:
+      - {after: 1h, channels: [mail], notify: [person:alice, person:nomail]}
+default:
+  channels: [mail]
+  escalate:
+    - {after: 2h, channels: [mail], notify: [group:oncall, person:ghost, group:sre, email:pager@example.com]}
+`), "notify.yaml", func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := server.EscalationNotifyWarnings(cfg, gatePeople(t))
+	want := []string{
+		`notify.yaml:6: escalation step 1: notify "person:nomail" has no email: identity in the people directory, so it is mailed nothing`,
+		`notify.yaml:10: escalation step 1: notify "person:ghost" is not a person of the people directory (--people), so it is mailed nothing`,
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("warnings:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

@@ -76,7 +76,8 @@ func PolicyWarnings(p *approval.GatePolicy, a *Authenticator, authFile string, d
 
 // ModeLine is the part of rbook serve's address line that says what is on: auth (authFile),
 // the OIDC words oidc, the gate policy (policyFile; its warnings, PolicyWarnings and
-// NotifyListWarnings, are logged to cfg.Logger), the notifications (notifyFile), then the
+// NotifyListWarnings, are logged to cfg.Logger), the notifications (notifyFile; its
+// EscalationNotifyWarnings too), then the
 // words of the other optional features that are on (extra; "" entries are off).
 func ModeLine(cfg *Config, authFile, policyFile, notifyFile, oidc string, extra ...string) string {
 	mode := "no auth"
@@ -103,6 +104,9 @@ func ModeLine(cfg *Config, authFile, policyFile, notifyFile, oidc string, extra 
 	if cfg.Notify != nil {
 		mode += fmt.Sprintf(", notifications %s (%s, %s)", notifyFile, yamlerr.Plural(len(cfg.Notify.Config.Names), "channel", "channels"),
 			yamlerr.Plural(len(cfg.Notify.Config.Routes), "route", "routes"))
+		for _, w := range EscalationNotifyWarnings(cfg.Notify.Config, cfg.People) {
+			cfg.Logger.Warn(w)
+		}
 	}
 	for _, on := range extra {
 		if on != "" {
