@@ -16,9 +16,9 @@ import (
 // policy (docs/notifications.md, "Who a gate's policy notifies"): ApproverEmails from the
 // approvers captured on the gate's row when it opened, NotifyEmails from the notify list of
 // the gate-policy rule that matches the gate now (the policy this control plane started
-// with), and for a gate.escalated event the escalation step's notify list. All go through the
-// people directory (emailsOf). A row that cannot be read leaves
-// the approvers out, logged: the mail still goes to everyone else.
+// with), and for a gate.escalated event the escalation step's notify list. All go through
+// the people directory (emailsOf). A row that cannot be read leaves the approvers out,
+// logged: the mail still goes to everyone else.
 func (n *notifier) gateRecipients(ctx context.Context, m *notify.Message) {
 	g := m.Data.Gate
 	if g == nil || !notify.IsGateEvent(m.Kind) {
