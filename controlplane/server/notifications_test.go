@@ -24,6 +24,7 @@ import (
 	"github.com/rbookhq/rbook-action/controlplane/server"
 	"github.com/rbookhq/rbook-action/controlplane/store"
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
+	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 // hookSecret is the receivers' Standard Webhooks signing secret.
@@ -475,7 +476,8 @@ func TestRequesterEmailIsThePersonsAddress(t *testing.T) {
 // receiver once, verified by the Standard Webhooks library, under its stable id
 // (docs/notifications.md, "Events"): a gate whose deadline passes (gate.expired), a gate
 // withdrawn because its run was cancelled while it waited (gate.withdrawn, with
-// run.cancelled), a failed run (run.failed) and a successful one (run.finished).
+// run.cancelled) or because the job running it was interrupted (gate.withdrawn alone), a
+// failed run (run.failed) and a successful one (run.finished).
 func TestWebhookReceiverGetsEveryClosingAndEndingEventOnceByItsStableID(t *testing.T) {
 	rcv, st, c := serveToReceiver(t)
 	ctx := context.Background()
@@ -487,6 +489,10 @@ func TestWebhookReceiverGetsEveryClosingAndEndingEventOnceByItsStableID(t *testi
 	if _, err := c.runs.CancelRun(ctx, &rbookv1.CancelRunRequest{RunId: "R-cancel", Reason: "change freeze"}); err != nil {
 		t.Fatal(err)
 	}
+	startRun(t, c, "R-int")
+	gone, _ := gate(t, c, "R-int", time.Hour)
+	record(t, c, &rbookv1.Transition{RunId: "R-int", Seq: 1, Time: timestamppb.Now(), Kind: rbookv1.TransitionKind_TRANSITION_KIND_RUN_INTERRUPTED,
+		RunStatus: rbookv1.RunStatus_RUN_STATUS_RUNNING, StepIndex: 1, StepName: "approve", StepType: "confirm", Message: "SIGTERM"})
 	startRun(t, c, "R-fail")
 	record(t, c, transition("R-fail", 1, rbookv1.RunStatus_RUN_STATUS_UNSPECIFIED))
 	record(t, c, transition("R-fail", 2, rbookv1.RunStatus_RUN_STATUS_FAILED))
@@ -502,13 +508,15 @@ func TestWebhookReceiverGetsEveryClosingAndEndingEventOnceByItsStableID(t *testi
 		kind, run, status string
 		gate              *gateWant
 	}{
-		"gate.opened:" + exp.GetApprovalId():   {"gate.opened", "R-expire", "", &gateWant{"pending", "", "", ""}},
-		"gate.expired:" + exp.GetApprovalId():  {"gate.expired", "R-expire", "", &gateWant{"rejected", "system", "deadline", timedOut}},
-		"gate.opened:" + wd.GetApprovalId():    {"gate.opened", "R-cancel", "", &gateWant{"pending", "", "", ""}},
-		"gate.withdrawn:" + wd.GetApprovalId(): {"gate.withdrawn", "R-cancel", "", &gateWant{"cancelled", "anonymous", "cancel-run", "change freeze"}},
-		"run.cancelled:R-cancel":               {"run.cancelled", "R-cancel", "cancelled", nil},
-		"run.failed:R-fail":                    {"run.failed", "R-fail", "failed", nil},
-		"run.finished:R-ok":                    {"run.finished", "R-ok", "succeeded", nil},
+		"gate.opened:" + exp.GetApprovalId():     {"gate.opened", "R-expire", "", &gateWant{"pending", "", "", ""}},
+		"gate.expired:" + exp.GetApprovalId():    {"gate.expired", "R-expire", "", &gateWant{"rejected", "system", "deadline", timedOut}},
+		"gate.opened:" + wd.GetApprovalId():      {"gate.opened", "R-cancel", "", &gateWant{"pending", "", "", ""}},
+		"gate.withdrawn:" + wd.GetApprovalId():   {"gate.withdrawn", "R-cancel", "", &gateWant{"cancelled", "anonymous", "cancel-run", "change freeze"}},
+		"gate.opened:" + gone.GetApprovalId():    {"gate.opened", "R-int", "", &gateWant{"pending", "", "", ""}},
+		"gate.withdrawn:" + gone.GetApprovalId(): {"gate.withdrawn", "R-int", "", &gateWant{"cancelled", "system", "interrupted", "withdrawn: the job running the run was interrupted"}},
+		"run.cancelled:R-cancel":                 {"run.cancelled", "R-cancel", "cancelled", nil},
+		"run.failed:R-fail":                      {"run.failed", "R-fail", "failed", nil},
+		"run.finished:R-ok":                      {"run.finished", "R-ok", "succeeded", nil},
 	}
 	ids := slices.Collect(maps.Keys(want))
 	rcv.waitFor(t, ids...)
