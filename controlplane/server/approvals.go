@@ -379,7 +379,7 @@ func (s *Server) decide(ctx context.Context, v vote) (store.Approval, error) {
 	case errors.Is(err, approval.ErrNotAllowedApprover):
 		r := requirementOf(decided)
 		return decided, rpcError(connect.CodePermissionDenied, CodePermissionDenied,
-			"%s may not decide approval %s: %s allows only %s", voter.Identity, a.ApprovalID, r.Rule, strings.Join(r.AllowedApprovers, ", "))
+			"%s may not decide approval %s: %s allows only %s; ask one of them to decide it", voter.Identity, a.ApprovalID, r.Rule, strings.Join(r.AllowedApprovers, ", "))
 	case errors.Is(err, store.ErrAlreadyDecided), errors.Is(err, store.ErrPlanDigestMismatch):
 		// ErrExpired is an ErrAlreadyDecided; on ErrPlanDigestMismatch the store closed the gate
 		// as superseded (the run executes another plan), which closedError explains.
