@@ -17,7 +17,7 @@ import (
 )
 
 // The playbook policy of the one scheduler (docs/decisions/playbooks-on-one-engine.md;
-// docs/decisions/playbook-semantics.md, "Semantics"). A node is ready when every dependency (Step.Depends) is PASS
+// docs/spec/playbooks.md, "Semantics"). A node is ready when every dependency (Step.Depends) is PASS
 // or SKIPPED by a when branch; ready nodes start in plan order, up to Engine.Concurrency at
 // once. A node whose dependency FAILed or was not run is recorded SKIPPED "not run: …"
 // without a step_started. Bindings hold the inputs at the top level and each node's output
@@ -195,7 +195,7 @@ func (d *dag) more() bool {
 }
 
 // capOf is how many times node i may run: max(cap, 1), cap the smallest of iteration_cap /
-// max_iterations and on_failure.max_iterations that is set (docs/decisions/playbook-semantics.md, "Iterations").
+// max_iterations and on_failure.max_iterations that is set (docs/spec/playbooks.md, "Iterations").
 func (d *dag) capOf(i int) int {
 	node := d.steps[i].Node
 	if node == nil {
@@ -450,8 +450,8 @@ func (d *dag) handler(id, event string) *runbook.ErrorHandler {
 	return nil
 }
 
-// handle applies the failure handling order to failed node i (docs/decisions/playbook-semantics.md,
-// "Failure handling order"): on_failure.inject_into, else the matching handler, else the run fails.
+// handle applies the failure handling order to failed node i (docs/spec/playbooks.md,
+// "Semantics"): on_failure.inject_into, else the matching handler, else the run fails.
 // A re-run the node's cap refuses becomes iteration_cap_exceeded; a re-run past the global
 // budget fails the run.
 func (d *dag) handle(i int, event, detail string, errOut any) {
@@ -771,7 +771,7 @@ func bindingValue(v any) any {
 	return out
 }
 
-// fact reports whether a contract fact holds (docs/decisions/playbook-semantics.md, "Facts"): "file:PATH" when
+// fact reports whether a contract fact holds (docs/spec/playbooks.md, "Facts"): "file:PATH" when
 // PATH exists (relative to Engine.WorkDir); a dotted name is a binding path; a bare name is a
 // key of one of the outputs of the nodes in scope, else a top-level binding; truthy either way.
 func (d *dag) fact(name string, scope []string) bool {
