@@ -676,7 +676,7 @@ func (d *dag) completeEnd(ctx context.Context) (Result, error) {
 
 // whenFalse evaluates the when of every edge into node i whose From is done (passed, or was
 // itself skipped by a when branch); the first that is false skips i. A when whose From was
-// skipped is evaluated too (docs/spec/playbooks.md, "Templates and bindings"): its binding usually names that From's
+// skipped is evaluated too (docs/spec/playbooks.md, "Semantics"): its binding usually names that From's
 // output, which does not exist, so a branch not taken does not run the nodes behind a
 // condition on it (`exists`/`truthy`/`equals` on a missing binding are false).
 func (d *dag) whenFalse(i int) (string, bool) {
@@ -1132,7 +1132,7 @@ func policyContextOf(plan *runbook.Plan, step runbook.Step, prompt string, bindi
 }
 
 // WhenHolds reports whether edge condition w holds on bindings, exactly as the run decides
-// it when the edge's From is done (docs/spec/playbooks.md, "Templates and bindings"): a
+// it when the edge's From is done (docs/spec/playbooks.md, "Semantics"): a
 // missing binding makes exists, truthy, equals and in false and notEquals true. rbook plan
 // uses it on a playbook's inputs.
 func WhenHolds(w *runbook.When, bindings map[string]any) bool { return evalWhen(w, bindings) }

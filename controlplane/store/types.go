@@ -481,7 +481,7 @@ type NewApproval struct {
 	AutoPassed bool
 	Reason     string
 	// OnFail is the gate step's on_fail: "halt", "rollback", "continue" (docs/spec/runbooks.md,
-	// "Field rules"), or "" when the caller did not say; shown to approvers.
+	// "Step fields"), or "" when the caller did not say; shown to approvers.
 	OnFail string
 	// Fence, when set, must hold the run's lease (docs/decisions/leases-and-fencing.md): only the run's executor opens
 	// its gates and receives their tokens (docs/decisions/identity.md). The server always sets it.
