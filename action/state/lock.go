@@ -44,8 +44,9 @@ func (e *HeldError) Error() string {
 
 // LockRetryWindow is how long Acquire keeps trying a lock that is taken before it reports
 // *HeldError: Probe takes a shared lock for an instant to see whether the run is held, and an
-// executor that starts at that instant must not take the prober for an executor (docs/action.md, "How the Action runs rbook"). A real holder keeps the lock for the whole run, so the window only delays the
-// R05 refusal by this much.
+// executor that starts at that instant must not take the prober for an executor. A real
+// holder keeps the lock for the whole run, so the window only delays the refusal of a second
+// executor on the same run (docs/runbooks.md, "State, resume and crashes") by this much.
 const LockRetryWindow = 250 * time.Millisecond
 
 // lockRetryDelay is the pause between two tries within LockRetryWindow.

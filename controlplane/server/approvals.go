@@ -273,13 +273,14 @@ func callerVoter(ctx context.Context, claimed string) approval.Voter {
 	return approval.Voter{Identity: unverifiedPrefix + claimed}
 }
 
-// decide is Approve and Reject (docs/decisions/confirm-gates.md, docs/decisions/approval-tokens.md, cases A02-A04). By token: cap
-// its size, verify its HMAC (constant time) before reading anything, find the gate by the
-// token's hash, check the plan digest, the gate's state and the expiry. By approval id: only
-// an authenticated caller, or one holding Options.LocalApprover (E_UNAUTHENTICATED
-// otherwise). Then one store transaction checks the gate's captured policy (allowed
-// approvers, four-eyes), records the vote and, when the votes decide the gate, decides it
-// with the compare-and-set. Error messages name the approval id, never the token.
+// decide is Approve and Reject (docs/decisions/confirm-gates.md,
+// docs/decisions/approval-tokens.md). By token: cap its size, verify its HMAC (constant time)
+// before reading anything, find the gate by the token's hash, check the plan digest, the gate's
+// state and the expiry. By approval id: only an authenticated caller, or one holding
+// Options.LocalApprover (E_UNAUTHENTICATED otherwise). Then one store transaction checks the
+// gate's captured policy (allowed approvers, four-eyes), records the vote and, when the votes
+// decide the gate, decides it with the compare-and-set. Error messages name the approval id,
+// never the token.
 func (s *Server) decide(ctx context.Context, v vote) (store.Approval, error) {
 	switch {
 	case v.token == "" && v.approvalID == "":

@@ -16,7 +16,7 @@ import (
 	"github.com/rbookhq/rbook-action/internal/attest"
 )
 
-// The files of a run beside its evidence pack (docs/evidence-verify.md, "What it reads").
+// The files of a run beside its evidence pack (docs/evidence-verify.md, "Usage").
 const (
 	packSuffix        = ".evidence.json"
 	attestationSuffix = ".attestation.json"
