@@ -219,8 +219,8 @@ func (l *Lock) Release() error {
 }
 
 // Probe reports whether a process holds the lock for statePath, and who (from the holder
-// record), without /proc (docs/action.md, "How the Action runs rbook"): it takes a shared lock without waiting and lets
-// go at once. Taking it means nobody holds the run, and any holder record is stale and
+// record), without /proc (which macOS and Windows lack; docs/development.md, "Windows under
+// Wine"): it takes a shared lock without waiting and lets go at once. Taking it means nobody holds the run, and any holder record is stale and
 // ignored; failing means a holder has it. A probe never makes an executor that starts at the
 // same moment think the run is held, because Acquire tries again for LockRetryWindow, so
 // `rbook status` is safe to run in a loop. The holder is Holder{} ("a process that is starting

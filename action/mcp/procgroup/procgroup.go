@@ -5,7 +5,7 @@
 // On unix the command leads a new process group, which gets SIGTERM and then SIGKILL
 // (procgroup_unix.go). On Windows it runs in a Job Object that is terminated as a whole and
 // that the system closes, killing the tree, when rbook exits (procgroup_windows.go;
-// docs/action.md, "How the Action runs rbook"). The API is the same on both: Command builds the
+// docs/development.md, "Windows under Wine"). The API is the same on both: Command builds the
 // command, Start starts it, Kill kills its tree, AwaitGone waits for it to be gone.
 //
 // It is a leaf package so that both action/mcp (stdio servers) and action/steps (step
