@@ -293,6 +293,7 @@ func TestRunbookCommandsNamePlaybooks(t *testing.T) {
 func TestMissingBindingListsKeys(t *testing.T) {
 	skipShort(t)
 	dir := playbookWorkdir(t)
+	// Node detect echoes hello; node use, after it, templates {{ detect.nokey }}.
 	writeFixture(t, filepath.Join(dir, "nokey.cantbook"), "playbooks", "nokey.cantbook")
 	out, code := run2(t, dir, "playbook", "run", "nokey.cantbook", "--control-plane", "off")
 	if code != exitFailed || !strings.Contains(out, `template variable \"detect.nokey\" has no binding (detect has: exit_code, stdout)`) &&
@@ -307,6 +308,8 @@ func TestMissingBindingListsKeys(t *testing.T) {
 func TestContinueNamesNotRunNodes(t *testing.T) {
 	skipShort(t)
 	dir := playbookWorkdir(t)
+	// Node optional fails; after depends on it and later on after; other stands alone; the
+	// handler on optional-failed is continue, with the message "optional is optional".
 	writeFixture(t, filepath.Join(dir, "cont.cantbook"), "playbooks", "cont.cantbook")
 	out, code := run2(t, dir, "playbook", "run", "cont.cantbook", "--control-plane", "off", "--report", "r.md")
 	want := "completed, but 1 node(s) failed and the run went on (error handler continue): 'optional' (node_failed): optional is optional; not run because of it: 'after', 'later'"

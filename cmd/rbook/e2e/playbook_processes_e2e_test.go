@@ -127,6 +127,7 @@ func TestInjectIntoEndsAtIterationCapThenKillResume(t *testing.T) {
 	skipShort(t)
 	dir := playbookWorkdir(t)
 	url := serveCP(t, dir)
+	// Node fix passes; node broken, after it, always fails and injects into fix, at most 3 times.
 	writeFixture(t, filepath.Join(dir, "inject.cantbook"), "playbooks", "inject.cantbook")
 	out, code := run2(t, dir, "playbook", "run", "inject.cantbook", "--control-plane", url)
 	if code != 1 || !strings.Contains(out, "iteration_cap_exceeded") {
@@ -201,6 +202,8 @@ func TestPolicyGitPushNeedsHumanAndIsInEvidence(t *testing.T) {
 	if err := os.Chmod(filepath.Join(pb, "bin", "git"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// Approval node ship, then git push origin main; allow-all.yaml's one rule auto-approves
+	// every gate.
 	writeFixture(t, filepath.Join(pb, "push.cantbook"), "playbooks", "push.cantbook")
 	writeFixture(t, filepath.Join(dir, "allow-all.yaml"), "policy", "allow-all.yaml")
 	url := serveCP(t, dir, "--playbook-policy", filepath.Join(dir, "allow-all.yaml"))
@@ -262,7 +265,8 @@ func TestPolicyGitPushNeedsHumanAndIsInEvidence(t *testing.T) {
 	}
 
 	// A rule that fails to evaluate (bindings has no key nope) requires a human, even for a
-	// gate the default rules would pass (it guards only pnpm run lint).
+	// gate the default rules would pass (approval node check guards only pnpm run lint).
+	// broken-rule.yaml's one rule reads bindings.nope.deeper.
 	writeFixture(t, filepath.Join(pb, "lint.cantbook"), "playbooks", "lint.cantbook")
 	writeFixture(t, filepath.Join(dir, "broken.yaml"), "policy", "broken-rule.yaml")
 	dir2 := t.TempDir()
