@@ -198,7 +198,9 @@ func TestDocSectionCitationsNameRealHeadings(t *testing.T) {
 	root := filepath.Join("..", "..")
 	cite := regexp.MustCompile(`(docs/[\w/.-]+\.md),\s*(?:section\s*)?"([^"\n]{2,80})"`)
 	heading := regexp.MustCompile(`(?m)^#{1,6}\s+(.*?)\s*$`)
-	plain := func(s string) string { return strings.ToLower(strings.TrimSpace(strings.NewReplacer("`", "", "*", "").Replace(s))) }
+	plain := func(s string) string {
+		return strings.ToLower(strings.TrimSpace(strings.NewReplacer("`", "", "*", "").Replace(s)))
+	}
 	headings := map[string][]string{}
 	text := map[string]bool{".go": true, ".proto": true, ".md": true, ".sql": true, ".sh": true, ".yaml": true, ".yml": true, ".ts": true, ".js": true, ".cantbook": true}
 	skip := map[string]bool{".git": true, "gen": true, "node_modules": true, "dist": true}
