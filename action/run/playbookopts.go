@@ -45,6 +45,30 @@ type PlaybookFlags struct {
 	MCPConfig string
 }
 
+// LoadPlaybook is the playbook file. A playbook that does not load is an error that lists
+// every issue as file:line:col: field: message, one a line, then "<file> has N issue(s);
+// <outcome>" (what was not done: "nothing was run or recorded.").
+func LoadPlaybook(file, outcome string) (*runbook.Plan, error) {
+	plan, err := runbook.LoadPlaybook(file)
+	if err != nil {
+		var b strings.Builder
+		n := preflight.PrintParseError(&b, file, err)
+		return nil, fmt.Errorf("%s%s has %d issue(s); %s", b.String(), file, n, outcome)
+	}
+	return plan, nil
+}
+
+// ValidInputs are --inputs FILE and --input NAME=VALUE (GivenInputs) validated against the
+// playbook plan (runbook.ValidatePlaybookInputs). Errors name the flag, the file and line,
+// or the input.
+func ValidInputs(plan *runbook.Plan, inputsFile string, inputs []string) (map[string]any, error) {
+	given, err := GivenInputs(inputsFile, inputs)
+	if err != nil {
+		return nil, err
+	}
+	return runbook.ValidatePlaybookInputs(plan, given)
+}
+
 // CheckConcurrency refuses a --concurrency outside 1..MaxConcurrency.
 func (p PlaybookFlags) CheckConcurrency() error {
 	if p.Concurrency < 1 || p.Concurrency > MaxConcurrency {

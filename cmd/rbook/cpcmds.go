@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -37,8 +36,13 @@ type cpFlags struct {
 var folder = cptarget.Folder{
 	URLFile: embeddedURLFile, DB: embedded.DB, Listening: embedded.Listening, Served: embedded.DBServed,
 	Loopback: embedded.LoopbackURL, LocalKey: embedded.ReadLocalKey, OpenHistory: openLocalHistory, Note: stateLinksNote,
-	Serve:    func(ctx context.Context) (string, func(), error) { return startEmbedded(ctx, io.Discard) },
 	Progress: cpProgress,
+}
+
+// Serving the folder's database starts the embedded control plane, which writes folder's URL
+// file: set in init, outside folder's initialiser.
+func init() {
+	folder.Serve = func(ctx context.Context) (string, func(), error) { return startEmbedded(ctx, io.Discard) }
 }
 
 // target is f's cptarget.Target, with the flags as given.
@@ -47,12 +51,8 @@ func (f *cpFlags) target() *cptarget.Target {
 	return &f.t
 }
 
-// runWords is the command named in help and errors as the one that starts an embedded
-// control plane: 'rbook run', or 'rbook playbook run' for the playbook commands.
-func (f *cpFlags) runWords() string { return f.target().RunWords() }
-
 func (f *cpFlags) register(cmd *cobra.Command, withOutput bool) {
-	cmd.Flags().StringVar(&f.url, "control-plane", "", "control plane URL, or several separated by commas (tried in order) (default $RBOOK_CONTROL_PLANE, else the embedded one of a running '"+f.runWords()+"')")
+	cmd.Flags().StringVar(&f.url, "control-plane", "", "control plane URL, or several separated by commas (tried in order) (default $RBOOK_CONTROL_PLANE, else the embedded one of a running '"+f.target().RunWords()+"')")
 	if withOutput {
 		cmd.Flags().StringVarP(&f.output, "output", "o", "text", "output format: text or json")
 	}
@@ -72,14 +72,6 @@ loopback, for the command alone (stderr says so).`
 const historyHelp = cpHelp + `
 When none of those is running, the history of this folder's embedded runs is read from
 .rbook/controlplane.db, read-only (stderr says so).`
-
-// abortIf is abort (exit 2) of err, or nil for nil.
-func abortIf(err error) error {
-	if err == nil {
-		return nil
-	}
-	return abort("rbook: %v", err)
-}
 
 // aborted is abort (exit 2) with err's message, or nil for nil.
 func aborted(err error) error {
@@ -109,7 +101,7 @@ func (f *cpFlags) reader(cmd *cobra.Command) (*cpclient.Client, func(), error) {
 
 // rpcError turns a control-plane error into a one-line message with its code and exit 1.
 func (f *cpFlags) rpcError(err error) error {
-	t := cpview.Target{URL: f.hintURL(), From: f.target().Source(), RunWords: f.runWords(), SentToken: os.Getenv("RBOOK_TOKEN") != "", Listening: anyListening}
+	t := cpview.Target{URL: f.hintURL(), From: f.target().Source(), RunWords: f.target().RunWords(), SentToken: os.Getenv("RBOOK_TOKEN") != "", Listening: anyListening}
 	if f.t.FromFile {
 		t.URLFile = embeddedURLFile
 	}
@@ -142,11 +134,10 @@ func newDecideCmd(approve bool) *cobra.Command {
 // ("Gate", "Approval node").
 func decide(cmd *cobra.Command, f *cpFlags, approve bool, token, id, reason, approver, noun string, inputs []string, redoFrom string) error {
 	if token == "-" {
-		b, err := io.ReadAll(io.LimitReader(os.Stdin, 64<<10))
-		if err != nil {
-			return abort("read the token from stdin: %v", err)
+		var err error
+		if token, err = cpview.ReadToken(os.Stdin); err != nil {
+			return abort("%v", err)
 		}
-		token = strings.TrimSpace(string(b))
 	}
 	if approver != "" && os.Getenv("RBOOK_TOKEN") != "" {
 		return &usageError{cmd, errors.New("--approver is only for a control plane without auth: with $RBOOK_TOKEN set, the control plane records the identity of your token")}
@@ -292,7 +283,7 @@ plane stayed unreachable for 10s, 2 usage or no control plane.`,
 				return err
 			}
 			defer done()
-			w := &cpview.Watcher{Out: cmd.OutOrStdout(), Errw: cmd.ErrOrStderr(), JSON: f.output == "json", C: c, RunID: args[0], RunWords: f.runWords()}
+			w := &cpview.Watcher{Out: cmd.OutOrStdout(), Errw: cmd.ErrOrStderr(), JSON: f.output == "json", C: c, RunID: args[0], RunWords: f.target().RunWords()}
 			if f.t.Local {
 				// No control plane was running, so no executor reports to this one: show what
 				// is recorded instead of waiting for transitions that cannot come.
@@ -352,18 +343,6 @@ and no local database.`,
 	cmd.Flags().StringVar(&runID, "run", "", "only approvals of this run")
 	cmd.Flags().IntVar(&limit, "limit", 200, "at most this many approvals, newest first")
 	return cmd
-}
-
-// writeEmbeddedURL records the embedded control plane's address for other terminals; the
-// returned func removes it.
-func writeEmbeddedURL(url string) func() {
-	if err := os.MkdirAll(filepath.Dir(embeddedURLFile), 0o755); err != nil {
-		return func() {}
-	}
-	if err := os.WriteFile(embeddedURLFile, []byte(url+"\n"), 0o600); err != nil {
-		return func() {}
-	}
-	return func() { os.Remove(embeddedURLFile) }
 }
 
 // decideVerb is the verb of a decide command: "approve" or "reject".

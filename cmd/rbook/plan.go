@@ -6,12 +6,10 @@ package main
 import (
 	"fmt"
 	"os"
-	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/rbookhq/rbook-action/action/cpclient"
-	"github.com/rbookhq/rbook-action/action/preflight"
 	pipeline "github.com/rbookhq/rbook-action/action/run"
 	"github.com/rbookhq/rbook-action/action/runbook"
 	"github.com/rbookhq/rbook-action/internal/planview"
@@ -88,7 +86,10 @@ func runPlan(cmd *cobra.Command, args []string, f planFlags) error {
 	default:
 		planview.Text(out, v, termui.ColorAllowed(termui.IsTerminal(out)))
 	}
-	return abortIf(err)
+	if err != nil {
+		return abort("rbook: %v", err)
+	}
+	return nil
 }
 
 // load is the plan of name and a playbook's validated inputs; errors name file:line:col.
@@ -106,19 +107,10 @@ func (f planFlags) load(c *common, name string) (*runbook.Plan, map[string]any, 
 	} else if msg := planview.MissingPlaybook(f.dir, file); msg != "" {
 		return nil, nil, abort("%s", msg)
 	}
-	plan, err := runbook.LoadPlaybook(file)
-	if err != nil {
-		var b strings.Builder
-		n := preflight.PrintParseError(&b, file, err)
-		return nil, nil, abort("%s%s has %d issue(s); nothing is shown.", b.String(), file, n)
-	}
-	given, err := pipeline.GivenInputs(f.inputsFile, f.inputs)
+	plan, err := pipeline.LoadPlaybook(file, "nothing is shown.")
 	if err != nil {
 		return nil, nil, abort("%v", err)
 	}
-	inputs, err := runbook.ValidatePlaybookInputs(plan, given)
-	if err != nil {
-		return nil, nil, abort("%v", err)
-	}
-	return plan, inputs, nil
+	inputs, err := pipeline.ValidInputs(plan, f.inputsFile, f.inputs)
+	return plan, inputs, aborted(err)
 }

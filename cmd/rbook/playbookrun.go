@@ -7,12 +7,10 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/rbookhq/rbook-action/action/engine"
-	"github.com/rbookhq/rbook-action/action/preflight"
 	"github.com/rbookhq/rbook-action/action/report"
 	pipeline "github.com/rbookhq/rbook-action/action/run"
 	"github.com/rbookhq/rbook-action/action/runbook"
@@ -102,11 +100,9 @@ func runPlaybook(cmd *cobra.Command, file string, f playbookFlags) error {
 // its policy are checked here, before anything is recorded.
 func (f playbookFlags) playbookOptions(cmd *cobra.Command, file string) (pipeline.Options, error) {
 	out, errw, ci := ciStreams(cmd.OutOrStdout(), cmd.ErrOrStderr(), f.output)
-	plan, err := runbook.LoadPlaybook(file)
+	plan, err := pipeline.LoadPlaybook(file, "nothing was run or recorded.")
 	if err != nil {
-		var b strings.Builder
-		n := preflight.PrintParseError(&b, file, err)
-		return pipeline.Options{}, abort("%s%s has %d issue(s); nothing was run or recorded.", b.String(), file, n)
+		return pipeline.Options{}, abort("%v", err)
 	}
 	for _, w := range playbookWarnings(plan) {
 		fmt.Fprintln(errw, w)

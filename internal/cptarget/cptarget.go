@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -49,6 +50,19 @@ type Folder struct {
 	Note func() string
 	// Progress gets a client's line when it moves to the next URL (cpclient.MoveNotice).
 	Progress io.Writer
+}
+
+// WriteURL records the address url of the embedded control plane this process serves in
+// URLFile, for other terminals; the returned func removes it. A file that cannot be written
+// is left out: other terminals then name the control plane with --control-plane.
+func (f *Folder) WriteURL(url string) func() {
+	if err := os.MkdirAll(filepath.Dir(f.URLFile), 0o755); err != nil {
+		return func() {}
+	}
+	if err := os.WriteFile(f.URLFile, []byte(url+"\n"), 0o600); err != nil {
+		return func() {}
+	}
+	return func() { os.Remove(f.URLFile) }
 }
 
 // Target is one command's control plane: the flag as given and what resolving it found.
