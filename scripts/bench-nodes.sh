@@ -113,23 +113,6 @@ for n in $lengths; do
   done
 done
 
-python3 - "$results" "$reps" "$modes" "$lengths" <<'PY'
-import statistics, sys
-path, reps, modes, lengths = sys.argv[1], sys.argv[2], sys.argv[3].split(), [int(n) for n in sys.argv[4].split()]
-t = {}
-for line in open(path):
-    mode, n, ns = line.split("\t")
-    t.setdefault((mode, int(n)), []).append(int(ns) / 1e6)
-med = {k: statistics.median(v) for k, v in t.items()}
-names = {"spawn": "`true` alone (bash loop)", "off": "`--control-plane off`", "embedded": "embedded control plane"}
-print(f"Wall time of a chain of N nodes of `true`, median of {reps} (ms):\n")
-print("| N | " + " | ".join(names[m] for m in modes) + " |")
-print("| --- |" + " --- |" * len(modes))
-for n in lengths:
-    print(f"| {n} | " + " | ".join(f"{med[(m, n)]:.0f} ({min(t[(m, n)]):.0f}–{max(t[(m, n)]):.0f})" for m in modes) + " |")
-print("\nPer node (ms), marginal (t(N2) − t(N1)) / (N2 − N1):\n")
-print("| per node | " + " | ".join(names[m] for m in modes) + " |")
-print("| --- |" + " --- |" * len(modes))
-for a, b in zip(lengths, lengths[1:]):
-    print(f"| N {a}→{b} | " + " | ".join(f"{(med[(m, b)] - med[(m, a)]) / (b - a):.2f}" for m in modes) + " |")
-PY
+python3 "$(dirname "$0")/bench-summary.py" "$results" "$reps" "$modes" "$lengths" node \
+  'Wall time of a chain of N nodes of `true`' \
+  'spawn=`true` alone (bash loop)' 'off=`--control-plane off`' 'embedded=embedded control plane'

@@ -63,7 +63,8 @@ func TestConfirmStepFormValuesAreKeptWithTheDecision(t *testing.T) {
 	}
 }
 
-// A confirm step without a form keeps the seed's evidence: the answer typed, not an object.
+// A confirm step without a form keeps the evidence of docs/spec/runbooks.md, "confirm": the
+// answer typed, not an object.
 func TestConfirmStepWithoutFormKeepsTheAnswerAsOutput(t *testing.T) {
 	rec := &memRecorder{}
 	res, err := newEngine(plan(confirm("ok", runbook.OnFailHalt)), newScripted(nil), approve, rec).Run(context.Background(), engine.Start{RunID: "R", Fresh: true})

@@ -17,7 +17,7 @@ import (
 )
 
 // The playbook policy of the one scheduler (docs/decisions/playbooks-on-one-engine.md;
-// docs/decisions/playbook-semantics.md, "Semantics"). A node is ready when every dependency (Step.Depends) is PASS
+// docs/spec/playbooks.md, "Semantics"). A node is ready when every dependency (Step.Depends) is PASS
 // or SKIPPED by a when branch; ready nodes start in plan order, up to Engine.Concurrency at
 // once. A node whose dependency FAILed or was not run is recorded SKIPPED "not run: …"
 // without a step_started. Bindings hold the inputs at the top level and each node's output
@@ -195,7 +195,7 @@ func (d *dag) more() bool {
 }
 
 // capOf is how many times node i may run: max(cap, 1), cap the smallest of iteration_cap /
-// max_iterations and on_failure.max_iterations that is set (docs/decisions/playbook-semantics.md, "Iterations").
+// max_iterations and on_failure.max_iterations that is set (docs/spec/playbooks.md, "Iterations").
 func (d *dag) capOf(i int) int {
 	node := d.steps[i].Node
 	if node == nil {
@@ -450,8 +450,8 @@ func (d *dag) handler(id, event string) *runbook.ErrorHandler {
 	return nil
 }
 
-// handle applies the failure handling order to failed node i (docs/decisions/playbook-semantics.md,
-// "Failure handling order"): on_failure.inject_into, else the matching handler, else the run fails.
+// handle applies the failure handling order to failed node i (docs/spec/playbooks.md,
+// "Semantics"): on_failure.inject_into, else the matching handler, else the run fails.
 // A re-run the node's cap refuses becomes iteration_cap_exceeded; a re-run past the global
 // budget fails the run.
 func (d *dag) handle(i int, event, detail string, errOut any) {
@@ -676,7 +676,7 @@ func (d *dag) completeEnd(ctx context.Context) (Result, error) {
 
 // whenFalse evaluates the when of every edge into node i whose From is done (passed, or was
 // itself skipped by a when branch); the first that is false skips i. A when whose From was
-// skipped is evaluated too (docs/spec/playbooks.md, "Templates and bindings"): its binding usually names that From's
+// skipped is evaluated too (docs/spec/playbooks.md, "Semantics"): its binding usually names that From's
 // output, which does not exist, so a branch not taken does not run the nodes behind a
 // condition on it (`exists`/`truthy`/`equals` on a missing binding are false).
 func (d *dag) whenFalse(i int) (string, bool) {
@@ -771,7 +771,7 @@ func bindingValue(v any) any {
 	return out
 }
 
-// fact reports whether a contract fact holds (docs/decisions/playbook-semantics.md, "Facts"): "file:PATH" when
+// fact reports whether a contract fact holds (docs/spec/playbooks.md, "Facts"): "file:PATH" when
 // PATH exists (relative to Engine.WorkDir); a dotted name is a binding path; a bare name is a
 // key of one of the outputs of the nodes in scope, else a top-level binding; truthy either way.
 func (d *dag) fact(name string, scope []string) bool {
@@ -1132,7 +1132,7 @@ func policyContextOf(plan *runbook.Plan, step runbook.Step, prompt string, bindi
 }
 
 // WhenHolds reports whether edge condition w holds on bindings, exactly as the run decides
-// it when the edge's From is done (docs/spec/playbooks.md, "Templates and bindings"): a
+// it when the edge's From is done (docs/spec/playbooks.md, "Semantics"): a
 // missing binding makes exists, truthy, equals and in false and notEquals true. rbook plan
 // uses it on a playbook's inputs.
 func WhenHolds(w *runbook.When, bindings map[string]any) bool { return evalWhen(w, bindings) }

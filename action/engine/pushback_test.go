@@ -117,3 +117,45 @@ func TestPushBackResumesFromTheRecordedPushBack(t *testing.T) {
 		t.Errorf("test's iteration %d, want 2", it)
 	}
 }
+
+// The run's execution budget (runbook.RunBudgetPerNode × nodes node runs) bounds a push-back
+// loop as well as the iteration caps do (docs/push-back.md, "Caps and budget"): with caps
+// above what the budget can pay, build → review (2 nodes, a budget of 20 runs) sent back every
+// time runs each node 10 times, and the tenth push-back, which would re-run build as the 21st
+// node run, fails the run with execution_budget_exhausted at build instead of opening the gate
+// an eleventh time. The engine holds this bound itself, whatever caps its plan carries.
+func TestPushBackLoopStopsAtTheExecutionBudget(t *testing.T) {
+	review := appr("review", "ship?", "build")
+	review.RewindTargets = []string{"build"}
+	build := det("build")
+	build.IterationCap, review.IterationCap = runbook.MaxIterationCap+1, runbook.MaxIterationCap+1
+	p := pbPlan([]pnode{build, review}, nil)
+	opened := 0
+	g := &fakeGate{fn: func(context.Context, engine.GateRequest) (engine.Decision, error) {
+		opened++
+		return engine.Decision{Verdict: engine.Rejected, By: "bob", Reason: "again", Source: "control-plane", RedoFrom: "build", Iteration: opened}, nil
+	}}
+	f := newFake()
+	rec := &memRecorder{}
+	e := pbEngine(p, f, rec)
+	e.Gate = g
+	res, err := e.Run(context.Background(), engine.Start{RunID: "P", Fresh: true})
+	if err != nil || res.Status != engine.RunFailed {
+		t.Fatalf("%v %+v; want the run failed (%s)", err, res, rec.summary())
+	}
+	budget := runbook.RunBudgetPerNode * 2
+	if got := fmt.Sprint(f.count("build"), opened); got != fmt.Sprint(budget/2, budget/2) {
+		t.Fatalf("runs of build, gate openings = %s; want %d %d (%s)", got, budget/2, budget/2, rec.summary())
+	}
+	want := fmt.Sprintf("execution budget of %d node runs exhausted (%d × 2 nodes) at node 'build'", budget, runbook.RunBudgetPerNode)
+	if res.Message != want {
+		t.Fatalf("message %q\nwant %q", res.Message, want)
+	}
+	if ev := evOf(rec.ts, "review"); len(ev) != opened || ev[len(ev)-1].Status != engine.StatusFail ||
+		!strings.Contains(ev[len(ev)-1].Output, `"redo_from":"build","rule":"","sent_back":true`) {
+		t.Fatalf("review evidence %+v; want %d push-backs recorded", ev, opened)
+	}
+	if fin := find(rec.ts, engine.TransitionRunFinished, "build"); len(fin) != 1 || fin[0].RunStatus != engine.RunFailed || fin[0].Message != want {
+		t.Fatalf("run_finished %+v; want one at build, failed, saying %q", fin, want)
+	}
+}

@@ -21,7 +21,7 @@ import (
 // Plan. Every problem is collected before it gives up, except that a file that does not parse or
 // hits a YAML limit stops there (nothing else can be read reliably).
 
-// Limits on a .cantbook beyond the YAML limits (docs/decisions/playbook-semantics.md, "Limits").
+// Limits on a .cantbook beyond the YAML limits (docs/spec/playbooks.md, "Limits").
 const (
 	// MaxPlaybookNodes is the most nodes a playbook may have.
 	MaxPlaybookNodes = 1000
@@ -45,7 +45,7 @@ const (
 // PlaybookVersion is the only version a .cantbook may declare (docs/spec/playbooks.md, rule 1).
 const PlaybookVersion = "1.0"
 
-// nodeIDRE is the shape of node ids and input names (docs/decisions/playbook-semantics.md: no dots or commas,
+// nodeIDRE is the shape of node ids and input names (docs/spec/playbooks.md, "Nodes": no dots or commas,
 // they are the binding path and list separators).
 var nodeIDRE = lazyregexp.New(`^[A-Za-z0-9_-]{1,64}$`)
 
@@ -53,7 +53,7 @@ var nodeIDRE = lazyregexp.New(`^[A-Za-z0-9_-]{1,64}$`)
 var envNameRE = lazyregexp.New(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // ReservedPlaybookIDs are the names no node id or input may take: they are binding roots the
-// runtime owns (docs/decisions/playbook-semantics.md, "Bindings": error is what an inject_hint target sees).
+// runtime owns (docs/spec/playbooks.md, "Bindings": error is what an inject_hint target sees).
 var ReservedPlaybookIDs = []string{"error", "inputs", "run"}
 
 // HandlerEvents are the event names an error_handlers entry may use besides "<node-id>-failed"
@@ -404,7 +404,7 @@ func (p *pbParser) strList(n *yaml.Node, field string) []ref {
 	return out
 }
 
-// facts reads a requires/ensures list: each a binding path or file:PATH (docs/decisions/playbook-semantics.md, "Facts").
+// facts reads a requires/ensures list: each a binding path or file:PATH (docs/spec/playbooks.md, "Facts").
 func (p *pbParser) facts(n *yaml.Node, field string) []string {
 	items, ok := p.list(n, field)
 	if !ok {

@@ -356,14 +356,10 @@ func wantIssue(t *testing.T, src, field, msg string, line int) {
 }
 
 func TestTimeoutsCapsAndExtensions(t *testing.T) {
-	src := "inputs:\n  - name: tag\n    default: 1.10\n  - name: opt\n" + pbOf(
-		det("a", "timeout: 90", "iteration_cap: 5", "max_iterations: 4", "env: {MODE: 0755, TAG: \"{{ tag }}\"}", "cwd: out/{{ tag }}", "requires: [file:go.mod]", "ensures: [ok, a.stdout]"),
-		det("b", "timeout: 1h30m", "on_failure: {inject_into: a, max_iterations: 2}", "depends: [a, a]"),
-		"  - id: ask\n    type: approval\n    prompt: ok?\n    timeout: 600\n    depends: [b]\n",
-		"  - id: ai\n    type: agentic\n    agent: srv\n    inputs: {version: \"{{ tag }}\", n: 2, list: [\"{{ a.stdout }}\", true]}\n",
-		"  - id: gate\n    type: approval\n    prompt: go?\n",
-	) + "edges:\n  - from: a\n    to: b\n  - from: b\n    to: ai\n    when: {binding: b.exit_code, in: [0, \"1\"]}\n  - from: ask\n    to: ai\n    when: {binding: tag, exists: }\n"
-	plan := parsePB(t, src)
+	// testdata/playbooks/timeouts-caps-extensions.cantbook: deterministic nodes a and b with
+	// timeouts, caps, env, cwd, requires/ensures and on_failure; approval nodes with and without
+	// a timeout; an agentic node with inputs; edges with when conditions.
+	plan := parsePB(t, mustRead(t, "testdata/playbooks/timeouts-caps-extensions.cantbook"))
 	s := plan.Steps
 	if s[0].TimeoutSeconds != 90 || !s[0].Node.TimeoutSet || s[0].Node.IterationCap != 4 ||
 		!reflect.DeepEqual(s[0].Node.Env, map[string]string{"MODE": "0755", "TAG": "{{ tag }}"}) || s[0].Node.Cwd != "out/{{ tag }}" ||
@@ -397,8 +393,8 @@ func TestTimeoutsCapsAndExtensions(t *testing.T) {
 }
 
 func TestValidatePlaybookInputs(t *testing.T) {
-	plan := parsePB(t, "inputs:\n  - name: version\n    required: true\n  - name: region\n    required: true\n"+
-		"  - name: channel\n    default: stable\n  - name: n\n    default: 3\n  - name: note\n    default: null\n  - name: opt\n"+pbOf(det("a")))
+	// Inputs version and region are required; channel, n and note have defaults; opt has none.
+	plan := parsePB(t, mustRead(t, "testdata/playbooks/inputs.cantbook"))
 	got, err := ValidatePlaybookInputs(plan, map[string]string{"version": "2026.4.90", "region": "eu", "channel": "nightly"})
 	want := map[string]any{"version": "2026.4.90", "region": "eu", "channel": "nightly", "n": json.Number("3"), "note": nil}
 	if err != nil || !reflect.DeepEqual(got, want) {
@@ -526,10 +522,8 @@ func TestPlaybookScalarsKeepTheirMeaning(t *testing.T) {
 }
 
 func TestPlaybookBombsAndDeepNestingRejected(t *testing.T) {
-	bomb := "version: \"1.0\"\nname: t\nx:\n  a: &a [x,x,x,x,x,x,x,x,x]\n  b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\n  c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\n" +
-		"  d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\n  e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]\n  f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]\n" +
-		"  g: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]\n  h: &h [*g,*g,*g,*g,*g,*g,*g,*g,*g]\n  i: &i [*h,*h,*h,*h,*h,*h,*h,*h,*h]\n" +
-		"nodes:\n  - id: a\n    type: agentic\n    skill: s\n    inputs: {p: *i}\n"
+	// Nine levels of nine aliases under x, used by node a's inputs.
+	bomb := mustRead(t, "testdata/playbooks/alias-bomb.cantbook")
 	nested := strings.Repeat("[", 10_000) + strings.Repeat("]", 10_000)
 	for _, tc := range []struct {
 		name, src, field, limit string

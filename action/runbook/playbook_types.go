@@ -31,7 +31,7 @@ const NodePolicyRequireHuman = "require-human"
 // NodePolicies are the values an approval node's policy field may have.
 var NodePolicies = []string{NodePolicyRequireHuman}
 
-// DefaultIterationCap is a node's iteration_cap when the file sets none (docs/decisions/playbook-semantics.md, "Iterations"):
+// DefaultIterationCap is a node's iteration_cap when the file sets none (docs/spec/playbooks.md, "Iterations"):
 // at most 3 executions of one node in a run.
 const DefaultIterationCap = 3
 
@@ -40,7 +40,7 @@ const DefaultIterationCap = 3
 const MaxIterationCap = 10
 
 // RunBudgetPerNode times the number of nodes is a run's global budget of node executions
-// (docs/decisions/playbook-semantics.md, "Iterations"): no combination of handlers can execute more than this.
+// (docs/spec/playbooks.md, "Iterations"): no combination of handlers can execute more than this.
 const RunBudgetPerNode = 10
 
 // Playbook holds the playbook-level parts of a .cantbook (docs/spec/playbooks.md).

@@ -11,7 +11,7 @@ import (
 	"github.com/rbookhq/rbook-action/internal/lazyregexp"
 )
 
-// Playbook templating (docs/spec/playbooks.md, "Templates and bindings"): "{{ path }}" in a node's args, env, cwd, inputs,
+// Playbook templating (docs/spec/playbooks.md, "Templates"): "{{ path }}" in a node's args, env, cwd, inputs,
 // prompt and handler messages is replaced by the binding at path. One pass: inserted text is
 // never scanned again, so a value holding "{{ x }}" stays literal. There is no escape syntax
 // in v1: a literal "{{" cannot be written in a templated field.
@@ -24,7 +24,7 @@ const MaxRenderedBytes = 1 << 20
 var pathRE = lazyregexp.New(`^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$`)
 
 // MissingVarError lists every binding a template names that the run does not have, in the
-// order they first appear (docs/spec/playbooks.md, "Templates and bindings": a missing variable is an error that names it,
+// order they first appear (docs/spec/playbooks.md, "Templates": a missing variable is an error that names it,
 // never an empty string or a literal left in a command).
 type MissingVarError struct {
 	Names []string

@@ -146,21 +146,10 @@ func TestTopLevelErrorsHaveNoAbort(t *testing.T) {
 }
 
 func TestSubstitution(t *testing.T) {
-	rb := header + "  - name: d\n    type: deploy\n    kql_or_template: remediation/${tpl}.json\n    on_fail: halt\n" +
-		"    params:\n" +
-		"      plain: ${n}\n" +
-		"      quoted: \"${n}\"\n" +
-		"      inside: \"x${n}y${s}z\"\n" +
-		"      list: ${l}\n" +
-		"      map: ${m}\n" +
-		"      ${n}: key\n" +
-		"      kept: \"$1 ${{ github.sha }} $$ $ {n} ${1n} ${n\"\n" +
-		"      flt: ${f}\n" +
-		"      oct: ${o}\n" +
-		"      nul: ${z}\n" +
-		"      yes: ${y}\n"
-	values := "tpl: app\nn: 3\ns: NO\nl: [1, x]\nm: {k: 1.10}\nf: 1.10\no: 0755\nz: null\ny: true\n"
-	plan, lerr := loadString(t, rb, values)
+	// testdata/substitution/params.yaml: one deploy step whose template and params take
+	// every kind of value of params.values.yaml, whole, quoted, inside a string, as a key, and
+	// next to text that only looks like a ${key} token.
+	plan, lerr := loadString(t, mustRead(t, "testdata/substitution/params.yaml"), mustRead(t, "testdata/substitution/params.values.yaml"))
 	if lerr != nil {
 		t.Fatal(lerr)
 	}
@@ -193,8 +182,9 @@ func TestContentHashCoversRunbookAndValues(t *testing.T) {
 // Values files may hold secrets: no diagnostic or ABORT line may echo a value's text.
 func TestErrorsNeverShowValues(t *testing.T) {
 	const secret = "hunter2 s3cr3t"
-	rb := "runbook_name: ${secret}\nsubscriptions: [s]\nstate_file_path: s.json\nmax_step_timeout_seconds: ${secret}\nrunbook_steps:\n" +
-		"  - name: ${secret}\n    type: \"${secret}\"\n    kql_or_template: \"remediation/../${secret}\"\n    on_fail: x${secret}\n"
+	// testdata/substitution/secret-everywhere.yaml inserts ${secret} into runbook_name,
+	// max_step_timeout_seconds and every field of its one step.
+	rb := mustRead(t, "testdata/substitution/secret-everywhere.yaml")
 	_, lerr := loadString(t, rb, "secret: "+secret+"\n")
 	if lerr == nil || len(lerr.Diagnostics) != 4 {
 		t.Fatalf("want 4 diagnostics (runbook_name, max_step_timeout_seconds, type, on_fail), got %#v", lerr)

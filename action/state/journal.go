@@ -1,11 +1,10 @@
 package state
 
 import (
-	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -64,27 +63,36 @@ func (e *JournalError) Error() string {
 // as end (the length of the intact part). Errors: fs.ErrNotExist (wrapped) when there is no
 // file, *JournalError for a missing or foreign header or a line that is not a transition.
 func ReadJournal(path string) (h *JournalHeader, ts []engine.Transition, end int64, err error) {
-	f, err := os.Open(path)
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, nil, 0, err
 	}
-	defer f.Close()
-	r := bufio.NewReaderSize(f, 64<<10)
+	return DecodeJournal(path, data, false)
+}
+
+// DecodeJournal parses the bytes of a journal read from path (named in errors): the header
+// line, then one transition per line, each of run h.RunID; a last line without its newline is
+// left out (end is the length of the intact part). Strict, as an auditor reads it
+// (internal/evidenceverify): each line must be one JSON object with no field a transition does
+// not have, no key twice (encoding/json would keep the last silently, so a line could read one
+// way here and another elsewhere), a kind and a seq. Errors: *JournalError naming the line,
+// whose Reason for a transition line starts "not a transition: "; Line 0 for a file with no
+// header line.
+func DecodeJournal(path string, data []byte, strict bool) (h *JournalHeader, ts []engine.Transition, end int64, err error) {
 	for line := 1; ; line++ {
-		b, err := r.ReadBytes('\n')
-		if errors.Is(err, io.EOF) {
-			break // b, if any, is a torn last line
-		} else if err != nil {
-			return nil, nil, 0, err
+		i := bytes.IndexByte(data[end:], '\n')
+		if i < 0 {
+			break // what is left, if anything, is a torn last line
 		}
+		b := data[end : end+int64(i)+1]
 		if line == 1 {
 			h = new(JournalHeader)
 			if json.Unmarshal(b, h) != nil || h.Journal != JournalFormat || h.RunID == "" {
 				return nil, nil, 0, &JournalError{path, 1, fmt.Sprintf("the first line is not a %s header", JournalFormat)}
 			}
 		} else {
-			var t engine.Transition
-			if err := json.Unmarshal(b, &t); err != nil {
+			t, err := decodeTransition(b, strict)
+			if err != nil {
 				return nil, nil, 0, &JournalError{path, line, "not a transition: " + err.Error()}
 			}
 			if t.RunID != h.RunID {
@@ -98,6 +106,32 @@ func ReadJournal(path string) (h *JournalHeader, ts []engine.Transition, end int
 		return nil, nil, 0, &JournalError{path, 0, "the file has no header line"}
 	}
 	return h, ts, end, nil
+}
+
+// decodeTransition decodes one journal line; strict as DecodeJournal says.
+func decodeTransition(line []byte, strict bool) (engine.Transition, error) {
+	var t engine.Transition
+	if !strict {
+		return t, json.Unmarshal(line, &t)
+	}
+	if !bytes.HasPrefix(bytes.TrimSpace(line), []byte("{")) {
+		return t, errors.New("a transition is a JSON object")
+	}
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&t); err != nil {
+		return t, err
+	}
+	if dec.More() {
+		return t, errors.New("more than one JSON value on the line")
+	}
+	if err := CheckDuplicateKeys(line); err != nil {
+		return t, err
+	}
+	if t.Kind == "" || t.Seq < 1 {
+		return t, errors.New("it has no kind or no seq")
+	}
+	return t, nil
 }
 
 // journal appends a run's transitions to its journal file. The file stays open from the

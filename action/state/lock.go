@@ -44,8 +44,9 @@ func (e *HeldError) Error() string {
 
 // LockRetryWindow is how long Acquire keeps trying a lock that is taken before it reports
 // *HeldError: Probe takes a shared lock for an instant to see whether the run is held, and an
-// executor that starts at that instant must not take the prober for an executor (docs/action.md, "How the Action runs rbook"). A real holder keeps the lock for the whole run, so the window only delays the
-// R05 refusal by this much.
+// executor that starts at that instant must not take the prober for an executor. A real
+// holder keeps the lock for the whole run, so the window only delays the refusal of a second
+// executor on the same run (docs/runbooks.md, "State, resume and crashes") by this much.
 const LockRetryWindow = 250 * time.Millisecond
 
 // lockRetryDelay is the pause between two tries within LockRetryWindow.
@@ -218,8 +219,8 @@ func (l *Lock) Release() error {
 }
 
 // Probe reports whether a process holds the lock for statePath, and who (from the holder
-// record), without /proc (docs/action.md, "How the Action runs rbook"): it takes a shared lock without waiting and lets
-// go at once. Taking it means nobody holds the run, and any holder record is stale and
+// record), without /proc (which macOS and Windows lack; docs/development.md, "Windows under
+// Wine"): it takes a shared lock without waiting and lets go at once. Taking it means nobody holds the run, and any holder record is stale and
 // ignored; failing means a holder has it. A probe never makes an executor that starts at the
 // same moment think the run is held, because Acquire tries again for LockRetryWindow, so
 // `rbook status` is safe to run in a loop. The holder is Holder{} ("a process that is starting

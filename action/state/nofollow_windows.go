@@ -8,7 +8,8 @@ import (
 )
 
 // oNoFollow is 0: Windows has no O_NOFOLLOW, so the lock and state files are checked with
-// Lstat first (checkNotLink, CheckPath) and reparse points are refused (docs/action.md, "How the Action runs rbook").
+// Lstat first (checkNotLink, CheckPath) and reparse points are refused (docs/development.md,
+// "Windows under Wine").
 const oNoFollow = 0
 
 // recordOffset is where the holder record starts in the lock file. LockFileEx locks are

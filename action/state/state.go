@@ -81,7 +81,7 @@ type State struct {
 	// are sent again (idempotently) on resume, so nothing recorded locally is lost.
 	Outbox []engine.Transition `json:"outbox,omitempty"`
 
-	// The playbook additions (docs/spec/playbooks.md, "Nodes"; playbook.go). All are absent from a
+	// The playbook additions (docs/spec/playbooks.md, "State file"; playbook.go). All are absent from a
 	// runbook's state file.
 	//
 	// Kind is "playbook" for a .cantbook run; absent for a runbook.
@@ -97,7 +97,7 @@ type State struct {
 	// as playbook_runs.bindings holds them (docs/spec/playbooks.md).
 	Bindings map[string]any `json:"bindings,omitempty"`
 	// IterationCounts counts each node's executions (step_started) in this run; never reset
-	// (the specification's playbook_runs.iteration_counts; docs/spec/playbooks.md, "Error handlers").
+	// (the specification's playbook_runs.iteration_counts; docs/spec/playbooks.md, "Iterations").
 	IterationCounts map[string]int `json:"iteration_counts,omitempty"`
 	// InFlightNodes are the side-effecting nodes (deterministic, agentic) that started and
 	// have no recorded outcome yet, in the order they started: several run at once in a DAG.

@@ -290,7 +290,7 @@ func (g *TerminalGate) Await(ctx context.Context, req engine.GateRequest) (engin
 }
 
 // form asks for each field of an approval's approver-input form after "yes", one line each
-// (docs/approver-inputs.md, "The terminal"): an empty line takes the default, or no value for
+// (docs/approver-inputs.md, "Every channel"): an empty line takes the default, or no value for
 // an optional field; a value gateinputs.Validate refuses is explained and asked again. It
 // returns the validated values, or the error that stopped the reading (ErrNoInput, ctx's).
 func (g *TerminalGate) form(ctx context.Context, fields []gateinputs.Field) (map[string]string, error) {

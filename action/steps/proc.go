@@ -16,8 +16,8 @@ const KillGrace = procgroup.DefaultGrace
 // ends (step deadline, cancel, signal), the whole group gets SIGTERM, then SIGKILL grace later,
 // so children that ignore SIGTERM do not survive the step (docs/decisions/step-timeouts.md).
 // grace <= 0 means KillGrace. The MCP stdio transport uses the same helper (action/mcp).
-// On Windows the tree is a Job Object instead (procgroup; docs/action.md, "How the Action runs rbook"), and the command
-// must be started with StartGroup.
+// On Windows the tree is a Job Object instead (procgroup; docs/development.md, "Windows under
+// Wine"), and the command must be started with StartGroup.
 func GroupCommand(ctx context.Context, grace time.Duration, name string, args ...string) *exec.Cmd {
 	return procgroup.Command(ctx, grace, name, args...)
 }

@@ -55,32 +55,45 @@ func TestAdminMigrateDryRunListsPendingMigrationsAndAppliesNothing(t *testing.T)
 	}
 }
 
-func TestAdminBackupOfPostgresSaysToUsePgDumpAndExits2(t *testing.T) {
-	_, errs, code := rbookIn(t, "admin", "backup", filepath.Join(t.TempDir(), "b.db"), "--db", "postgres://rbook@db.invalid/rbook")
-	if code != exitAborted || !strings.Contains(errs, "pg_dump") || !strings.Contains(errs, "docs/backup.md") {
-		t.Fatalf("backup of PostgreSQL: exit %d\n%s", code, errs)
-	}
-}
-
-func TestAdminRestoreNeedsDB(t *testing.T) {
-	_, errs, code := rbookIn(t, "admin", "restore", "backup.db")
-	if code != exitUsage || !strings.Contains(errs, "--db FILE is required") {
-		t.Fatalf("restore without --db: exit %d\n%s", code, errs)
-	}
-}
-
-// A mistyped --db must not become a new, empty database that "migrated": migrate (and its
-// --dry-run) refuses a SQLite path where no database is, and creates nothing there.
-func TestAdminMigrateRefusesAPathWithoutADatabase(t *testing.T) {
-	db := filepath.Join(t.TempDir(), "typo.db")
-	for _, args := range [][]string{{"admin", "migrate", "--db", db}, {"admin", "migrate", "--dry-run", "--db", db}} {
-		_, errs, code := rbookIn(t, args...)
-		if code != exitAborted || !strings.Contains(errs, "no database there") || !strings.Contains(errs, "give the file rbook serve --db serves") {
-			t.Errorf("%v: exit %d\n%s", args, code, errs)
-		}
-		if _, err := os.Stat(db); !errors.Is(err, os.ErrNotExist) {
-			t.Fatalf("%v created %s (%v)", args, db, err)
-		}
+// TestAdminRefusesWhatItCannotDoAndSaysWhatToDo: a backup of PostgreSQL says to use pg_dump
+// (docs/backup.md); a restore without --db is a usage error; and a mistyped --db must not
+// become a new, empty database that "migrated": migrate (and its --dry-run) refuses a SQLite
+// path where no database is, and creates nothing there.
+func TestAdminRefusesWhatItCannotDoAndSaysWhatToDo(t *testing.T) {
+	dir := t.TempDir()
+	typo := filepath.Join(dir, "typo.db")
+	for _, tc := range []struct {
+		name      string
+		args      []string
+		code      int
+		want      []string
+		notExists string // a path the refused command must not create
+	}{
+		{"backup of PostgreSQL", []string{"admin", "backup", filepath.Join(dir, "b.db"), "--db", "postgres://rbook@db.invalid/rbook"},
+			exitAborted, []string{"pg_dump", "docs/backup.md"}, filepath.Join(dir, "b.db")},
+		{"restore without --db", []string{"admin", "restore", "backup.db"}, exitUsage, []string{"--db FILE is required"}, ""},
+		{"migrate a path without a database", []string{"admin", "migrate", "--db", typo},
+			exitAborted, []string{"no database there", "give the file rbook serve --db serves"}, typo},
+		{"migrate --dry-run a path without a database", []string{"admin", "migrate", "--dry-run", "--db", typo},
+			exitAborted, []string{"no database there", "give the file rbook serve --db serves"}, typo},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, errs, code := rbookIn(t, tc.args...)
+			if code != tc.code {
+				t.Errorf("%v: exit %d, want %d\n%s", tc.args, code, tc.code, errs)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(errs, w) {
+					t.Errorf("%v: stderr lacks %q:\n%s", tc.args, w, errs)
+				}
+			}
+			if tc.notExists == "" {
+				return
+			}
+			if _, err := os.Stat(tc.notExists); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("%v created %s (%v)", tc.args, tc.notExists, err)
+			}
+		})
 	}
 }
 

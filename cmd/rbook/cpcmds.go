@@ -1,21 +1,18 @@
 package main
 
 import (
+	"context"
 	"errors"
-	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
-	"time"
-
-	pipeline "github.com/rbookhq/rbook-action/action/run"
 
 	"github.com/spf13/cobra"
 
 	"github.com/rbookhq/rbook-action/action/cpclient"
 	"github.com/rbookhq/rbook-action/controlplane/embedded"
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
+	"github.com/rbookhq/rbook-action/internal/cptarget"
 	"github.com/rbookhq/rbook-action/internal/cpview"
 	"github.com/rbookhq/rbook-action/internal/termui"
 )
@@ -24,31 +21,38 @@ import (
 // `rbook approve` and friends in another terminal find it without flags.
 const embeddedURLFile = ".rbook/controlplane.url"
 
-// cpFlags are the connection flags of every control-plane command.
+// cpFlags are the connection flags of every control-plane command; t finds the control plane
+// they name (internal/cptarget).
 type cpFlags struct {
 	url, output string
-	// fromFile: the URL came from .rbook/controlplane.url (an embedded control plane).
-	fromFile bool
-	// local: no control plane was running, so client serves this folder's embedded database
-	// for the command alone (mayServeLocal).
-	local bool
 	// runCmd is the command whose run starts the embedded control plane, for help and
 	// errors: "" means 'rbook run' (the runbook commands); the playbook commands set
 	// "rbook playbook run".
 	runCmd string
+	t      cptarget.Target
 }
 
-// runWords is the command named in help and errors as the one that starts an embedded
-// control plane: 'rbook run', or 'rbook playbook run' for the playbook commands.
-func (f *cpFlags) runWords() string {
-	if f.runCmd != "" {
-		return f.runCmd
-	}
-	return "rbook run"
+// folder is this folder's embedded control plane, as the control-plane commands reach it.
+var folder = cptarget.Folder{
+	URLFile: embeddedURLFile, DB: embedded.DB, Listening: embedded.Listening, Served: embedded.DBServed,
+	Loopback: embedded.LoopbackURL, LocalKey: embedded.ReadLocalKey, OpenHistory: openLocalHistory, Note: stateLinksNote,
+	Progress: cpProgress,
+}
+
+// Serving the folder's database starts the embedded control plane, which writes folder's URL
+// file: set in init, outside folder's initialiser.
+func init() {
+	folder.Serve = func(ctx context.Context) (string, func(), error) { return startEmbedded(ctx, io.Discard) }
+}
+
+// target is f's cptarget.Target, with the flags as given.
+func (f *cpFlags) target() *cptarget.Target {
+	f.t.Flag, f.t.RunCmd, f.t.Folder = f.url, f.runCmd, &folder
+	return &f.t
 }
 
 func (f *cpFlags) register(cmd *cobra.Command, withOutput bool) {
-	cmd.Flags().StringVar(&f.url, "control-plane", "", "control plane URL, or several separated by commas (tried in order) (default $RBOOK_CONTROL_PLANE, else the embedded one of a running '"+f.runWords()+"')")
+	cmd.Flags().StringVar(&f.url, "control-plane", "", "control plane URL, or several separated by commas (tried in order) (default $RBOOK_CONTROL_PLANE, else the embedded one of a running '"+f.target().RunWords()+"')")
 	if withOutput {
 		cmd.Flags().StringVarP(&f.output, "output", "o", "text", "output format: text or json")
 	}
@@ -69,152 +73,36 @@ const historyHelp = cpHelp + `
 When none of those is running, the history of this folder's embedded runs is read from
 .rbook/controlplane.db, read-only (stderr says so).`
 
-// abortIf is abort (exit 2) of err, or nil for nil.
-func abortIf(err error) error {
+// aborted is abort (exit 2) with err's message, or nil for nil.
+func aborted(err error) error {
 	if err == nil {
 		return nil
 	}
-	return abort("rbook: %v", err)
+	return abort("%s", err)
 }
 
-// noControlPlane is the error when there is nothing to talk to.
-func (f *cpFlags) noControlPlane() error {
-	return abort("no control plane to talk to: pass --control-plane URL or set RBOOK_CONTROL_PLANE (a running '%s' starts an embedded one and leaves its address in ./%s).%s", f.runWords(), embeddedURLFile, stateLinksNote())
-}
-
-// resolve finds the control plane URL: the flag, $RBOOK_CONTROL_PLANE, then the address a
-// running embedded control plane left in .rbook/controlplane.url. stale reports a URL file
-// whose address no longer answers (its run has ended, or was killed).
+// resolve is the control plane's URL (cptarget.Target.Resolve).
 func (f *cpFlags) resolve() (u string, stale bool, err error) {
-	f.fromFile = false
-	if f.url == "off" && f.runCmd != "" {
-		return "", false, abort("rbook: --control-plane off (no control plane) is for '%s'; this command talks to a control plane: give its URL (http://HOST:PORT), or leave the flag out for the embedded one of a running '%s' (or, for status, the local database %s)", f.runCmd, f.runCmd, embedded.DB)
-	}
-	if f.url == "off" {
-		return "", false, abort("rbook: --control-plane off (no control plane) is for rbook run, status and cancel; this command talks to a control plane: give its URL (http://HOST:PORT), or leave the flag out for the embedded one (or, for runs, get and approvals, the local database %s)", embedded.DB)
-	}
-	if f.url != "" {
-		return pipeline.NormURLs(f.url), false, abortIf(pipeline.CheckURLs(f.url, "--control-plane"))
-	}
-	if u := os.Getenv("RBOOK_CONTROL_PLANE"); u != "" && u != "off" {
-		return pipeline.NormURLs(u), false, abortIf(pipeline.CheckURLs(u, "RBOOK_CONTROL_PLANE"))
-	}
-	if data, err := os.ReadFile(embeddedURLFile); err == nil {
-		f.fromFile = true
-		u := strings.TrimSpace(string(data))
-		return u, !embedded.Listening(u), nil
-	}
-	return "", false, f.noControlPlane()
+	u, stale, err = f.target().Resolve()
+	return u, stale, aborted(err)
 }
 
-// client connects to the control plane (see resolve). The returned func releases it.
-//
-// The embedded control plane of this folder (its address from .rbook/controlplane.url, on a
-// loopback address) gets the local approver key as the bearer token, so a gate can be decided
-// there by approval id; a URL from --control-plane or $RBOOK_CONTROL_PLANE never gets it. When neither names a
-// control plane and none of this folder's runs is serving (no live .rbook/controlplane.url),
-// the embedded control plane's database .rbook/controlplane.db, when there is one, is served
-// on loopback for this command alone (stderr says so): every verb then works on a run whose
-// process has ended.
+// client connects to the control plane (cptarget.Target.Client). The returned func releases it.
 func (f *cpFlags) client(cmd *cobra.Command) (*cpclient.Client, func(), error) {
-	u, stale, err := f.resolve()
-	done := func() {}
-	if f.local = false; (err != nil || stale) && f.mayServeLocal() {
-		lu, stop, lerr := startEmbedded(cmd.Context(), io.Discard)
-		if lerr != nil {
-			return nil, nil, abort("rbook: no control plane is running, and this folder's %s cannot be served: %v", embedded.DB, lerr)
-		}
-		if lu != "" {
-			fmt.Fprintf(cmd.ErrOrStderr(), "No control plane is running: this command serves %s (the embedded control plane of this folder's runs) until it ends.\n", embedded.DB)
-			u, err, done, f.local, f.fromFile = lu, nil, stop, true, true
-		}
-	}
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := cpclient.CheckTLS(u); err != nil {
-		done()
-		return nil, nil, abort("rbook: %v", err)
-	}
-	bearer := os.Getenv("RBOOK_TOKEN")
-	if f.fromFile && embedded.LoopbackURL(u) {
-		if key := embedded.ReadLocalKey(); key != "" {
-			bearer = key
-		}
-	}
-	c := cpclient.New(u, bearer)
-	c.Deadline = 10 * time.Second
-	c.Progress = cpProgress
-	return c, done, nil
+	c, done, err := f.target().Client(cmd.Context(), cmd.ErrOrStderr())
+	return c, done, aborted(err)
 }
 
-// mayServeLocal reports whether client may serve this folder's embedded database itself: no
-// URL was given (flag or environment), the database exists and no process serves it.
-func (f *cpFlags) mayServeLocal() bool {
-	if env := os.Getenv("RBOOK_CONTROL_PLANE"); f.url != "" || (env != "" && env != "off") {
-		return false
-	}
-	if _, err := os.Stat(embedded.DB); err != nil {
-		return false
-	}
-	return !embedded.DBServed(embedded.DB)
-}
-
-// reader is client for the commands that only read history (runs, get, approvals): when no
-// control plane is running — no --control-plane, no RBOOK_CONTROL_PLANE, no live
-// .rbook/controlplane.url — it reads the embedded control plane's database
-// .rbook/controlplane.db directly, read-only, and says so on stderr.
+// reader is client for the commands that only read history (cptarget.Target.Reader).
 func (f *cpFlags) reader(cmd *cobra.Command) (*cpclient.Client, func(), error) {
-	if err := abortIf(pipeline.CheckURLs(pipeline.ControlPlaneFrom(f.url))); err != nil || f.url == "off" {
-		if err == nil {
-			_, _, err = f.resolve()
-		}
-		return nil, nil, err // a URL was given: never fall back to the local database instead
-	}
-	u, stale, err := f.resolve()
-	if err == nil && !stale {
-		if err := cpclient.CheckTLS(u); err != nil {
-			return nil, nil, abort("rbook: %v", err)
-		}
-		c := cpclient.New(u, os.Getenv("RBOOK_TOKEN"))
-		c.Deadline = 10 * time.Second
-		c.Progress = cpProgress
-		return c, func() {}, nil
-	}
-	if _, serr := os.Stat(embedded.DB); serr != nil {
-		if err != nil {
-			return nil, nil, err
-		}
-		return f.client(cmd) // a stale URL file and no database: rpcError explains
-	}
-	c, closeDB, oerr := openLocalHistory(cmd.Context(), embedded.DB)
-	if oerr != nil {
-		return nil, nil, abort("rbook: no control plane is running, and the local database %s cannot be read: %v", embedded.DB, oerr)
-	}
-	f.fromFile = false
-	if embedded.DBServed(embedded.DB) {
-		// An 'rbook serve' here on the default --db writes no controlplane.url: it is running,
-		// so do not say otherwise, and say how to talk to it.
-		fmt.Fprintf(cmd.ErrOrStderr(), "A control plane serves %s (an 'rbook serve' in this folder) but none was named: read the database directly (read-only); pass --control-plane URL (the address 'rbook serve' printed) to talk to it.%s\n", embedded.DB, stateLinksNote())
-	} else {
-		fmt.Fprintf(cmd.ErrOrStderr(), "No control plane is running: read the local database %s (read-only; the history of this folder's embedded runs).%s\n", embedded.DB, stateLinksNote())
-	}
-	return c, closeDB, nil
-}
-
-// urlSource names where resolve found the URL, for messages: "--control-plane" or
-// "RBOOK_CONTROL_PLANE".
-func (f *cpFlags) urlSource() string {
-	if f.url != "" {
-		return "--control-plane"
-	}
-	return "RBOOK_CONTROL_PLANE"
+	c, done, err := f.target().Reader(cmd.Context(), cmd.ErrOrStderr())
+	return c, done, aborted(err)
 }
 
 // rpcError turns a control-plane error into a one-line message with its code and exit 1.
 func (f *cpFlags) rpcError(err error) error {
-	t := cpview.Target{URL: f.hintURL(), From: f.urlSource(), RunWords: f.runWords(), SentToken: os.Getenv("RBOOK_TOKEN") != "", Listening: anyListening}
-	if f.fromFile {
+	t := cpview.Target{URL: f.hintURL(), From: f.target().Source(), RunWords: f.target().RunWords(), SentToken: os.Getenv("RBOOK_TOKEN") != "", Listening: anyListening}
+	if f.t.FromFile {
 		t.URLFile = embeddedURLFile
 	}
 	return &exitError{code: exitFailed, msg: cpview.CallError(err, t)}
@@ -246,11 +134,10 @@ func newDecideCmd(approve bool) *cobra.Command {
 // ("Gate", "Approval node").
 func decide(cmd *cobra.Command, f *cpFlags, approve bool, token, id, reason, approver, noun string, inputs []string, redoFrom string) error {
 	if token == "-" {
-		b, err := io.ReadAll(io.LimitReader(os.Stdin, 64<<10))
-		if err != nil {
-			return abort("read the token from stdin: %v", err)
+		var err error
+		if token, err = cpview.ReadToken(os.Stdin); err != nil {
+			return abort("%v", err)
 		}
-		token = strings.TrimSpace(string(b))
 	}
 	if approver != "" && os.Getenv("RBOOK_TOKEN") != "" {
 		return &usageError{cmd, errors.New("--approver is only for a control plane without auth: with $RBOOK_TOKEN set, the control plane records the identity of your token")}
@@ -396,8 +283,8 @@ plane stayed unreachable for 10s, 2 usage or no control plane.`,
 				return err
 			}
 			defer done()
-			w := &cpview.Watcher{Out: cmd.OutOrStdout(), Errw: cmd.ErrOrStderr(), JSON: f.output == "json", C: c, RunID: args[0], RunWords: f.runWords()}
-			if f.local {
+			w := &cpview.Watcher{Out: cmd.OutOrStdout(), Errw: cmd.ErrOrStderr(), JSON: f.output == "json", C: c, RunID: args[0], RunWords: f.target().RunWords()}
+			if f.t.Local {
 				// No control plane was running, so no executor reports to this one: show what
 				// is recorded instead of waiting for transitions that cannot come.
 				return f.rpcErrorOrNil(w.Recorded(cmd.Context(), from))
@@ -456,18 +343,6 @@ and no local database.`,
 	cmd.Flags().StringVar(&runID, "run", "", "only approvals of this run")
 	cmd.Flags().IntVar(&limit, "limit", 200, "at most this many approvals, newest first")
 	return cmd
-}
-
-// writeEmbeddedURL records the embedded control plane's address for other terminals; the
-// returned func removes it.
-func writeEmbeddedURL(url string) func() {
-	if err := os.MkdirAll(filepath.Dir(embeddedURLFile), 0o755); err != nil {
-		return func() {}
-	}
-	if err := os.WriteFile(embeddedURLFile, []byte(url+"\n"), 0o600); err != nil {
-		return func() {}
-	}
-	return func() { os.Remove(embeddedURLFile) }
 }
 
 // decideVerb is the verb of a decide command: "approve" or "reject".

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -187,4 +188,70 @@ func markdownAnchors(text string) map[string]bool {
 		}
 	}
 	return out
+}
+
+// TestDocSectionCitationsNameRealHeadings: code, proto, tests, scripts and docs cite the
+// project's docs as `docs/<file>.md, "Section"` (so a reader can open what a rule rests on);
+// every such citation names a file that exists and a heading it has (the heading itself, or
+// its start), so a renamed section cannot leave citations pointing nowhere.
+func TestDocSectionCitationsNameRealHeadings(t *testing.T) {
+	root := filepath.Join("..", "..")
+	cite := regexp.MustCompile(`(docs/[\w/.-]+\.md),\s*(?:section\s*)?"([^"\n]{2,80})"`)
+	heading := regexp.MustCompile(`(?m)^#{1,6}\s+(.*?)\s*$`)
+	plain := func(s string) string {
+		return strings.ToLower(strings.TrimSpace(strings.NewReplacer("`", "", "*", "").Replace(s)))
+	}
+	headings := map[string][]string{}
+	text := map[string]bool{".go": true, ".proto": true, ".md": true, ".sql": true, ".sh": true, ".yaml": true, ".yml": true, ".ts": true, ".js": true, ".cantbook": true}
+	skip := map[string]bool{".git": true, "gen": true, "node_modules": true, "dist": true}
+	checked := 0
+	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if skip[d.Name()] {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !text[filepath.Ext(p)] {
+			return nil
+		}
+		rel, _ := filepath.Rel(root, p)
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		for i, line := range strings.Split(string(data), "\n") {
+			for _, m := range cite.FindAllStringSubmatch(line, -1) {
+				checked++
+				doc, section := m[1], plain(m[2])
+				hs, ok := headings[doc]
+				if !ok {
+					if b, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(doc))); err == nil {
+						hs = []string{}
+						for _, h := range heading.FindAllStringSubmatch(string(b), -1) {
+							hs = append(hs, plain(h[1]))
+						}
+					}
+					headings[doc] = hs
+				}
+				if hs == nil {
+					t.Errorf("%s:%d: cites %s, which does not exist", filepath.ToSlash(rel), i+1, doc)
+					continue
+				}
+				if !slices.ContainsFunc(hs, func(h string) bool { return strings.HasPrefix(h, section) }) {
+					t.Errorf("%s:%d: cites %s, %q: the file has no such heading", filepath.ToSlash(rel), i+1, doc, m[2])
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if checked < 100 {
+		t.Fatalf("only %d section citations checked; is the scan reading the repository?", checked)
+	}
 }

@@ -21,6 +21,6 @@ func startEmbedded(ctx context.Context, errw io.Writer) (string, func(), error) 
 func startEmbeddedWith(ctx context.Context, errw io.Writer, pol embeddedPolicy) (string, func(), error) {
 	return embedded.Start(ctx, errw, embedded.Options{
 		Policy: pol.policy, Shadow: pol.shadow, LocalPerson: currentUser(), PublicURLIsListener: !github.InRunner(),
-		LockRetry: state.LockRetryWindow, WriteURL: writeEmbeddedURL, BeforeClose: cpclient.CloseIdleConnections,
+		LockRetry: state.LockRetryWindow, WriteURL: folder.WriteURL, BeforeClose: cpclient.CloseIdleConnections,
 	})
 }

@@ -50,7 +50,7 @@ func startErrorHint(err error, url string) error {
 
 // hintURL is the control plane's address for a hint, "" when it cannot be resolved.
 func (f *cpFlags) hintURL() string {
-	defer func(was bool) { f.fromFile = was }(f.fromFile)
+	defer func(was bool) { f.t.FromFile = was }(f.t.FromFile)
 	u, _, err := f.resolve()
 	if err != nil {
 		return ""

@@ -6,16 +6,12 @@ package main
 import (
 	"fmt"
 	"os"
-	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/rbookhq/rbook-action/action/cpclient"
-	"github.com/rbookhq/rbook-action/action/preflight"
 	pipeline "github.com/rbookhq/rbook-action/action/run"
 	"github.com/rbookhq/rbook-action/action/runbook"
-	"github.com/rbookhq/rbook-action/controlplane/approval"
-	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
 	"github.com/rbookhq/rbook-action/internal/planview"
 	"github.com/rbookhq/rbook-action/internal/termui"
 )
@@ -67,18 +63,14 @@ func runPlan(cmd *cobra.Command, args []string, f planFlags) error {
 	if err != nil {
 		return err
 	}
-	o, err := f.policies()
+	o, err := planview.LocalPolicies(f.gatePolicy, f.playbookPolicy)
 	if err != nil {
-		return err
+		return abort("%v", err)
 	}
 	o.Inputs = inputs
-	if cp := f.controlPlane; cp != "" || os.Getenv("RBOOK_CONTROL_PLANE") != "" {
-		if cp == "" {
-			cp = os.Getenv("RBOOK_CONTROL_PLANE")
-		}
-		if cp != "off" {
-			remotePolicies(cmd, &o, plan, inputs, cp)
-		}
+	if cp, _ := pipeline.ControlPlaneFrom(f.controlPlane); cp != "" && cp != "off" {
+		connect := func() (*cpclient.Client, func(), error) { return (&cpFlags{url: cp}).client(cmd) }
+		planview.AskControlPlane(cmd.Context(), &o, plan, inputs, cp, connect)
 	}
 	v, err := planview.Build(plan, o)
 	if err != nil {
@@ -94,7 +86,10 @@ func runPlan(cmd *cobra.Command, args []string, f planFlags) error {
 	default:
 		planview.Text(out, v, termui.ColorAllowed(termui.IsTerminal(out)))
 	}
-	return abortIf(err)
+	if err != nil {
+		return abort("rbook: %v", err)
+	}
+	return nil
 }
 
 // load is the plan of name and a playbook's validated inputs; errors name file:line:col.
@@ -112,77 +107,10 @@ func (f planFlags) load(c *common, name string) (*runbook.Plan, map[string]any, 
 	} else if msg := planview.MissingPlaybook(f.dir, file); msg != "" {
 		return nil, nil, abort("%s", msg)
 	}
-	plan, err := runbook.LoadPlaybook(file)
-	if err != nil {
-		var b strings.Builder
-		n := preflight.PrintParseError(&b, file, err)
-		return nil, nil, abort("%s%s has %d issue(s); nothing is shown.", b.String(), file, n)
-	}
-	given, err := pipeline.GivenInputs(f.inputsFile, f.inputs)
+	plan, err := pipeline.LoadPlaybook(file, "nothing is shown.")
 	if err != nil {
 		return nil, nil, abort("%v", err)
 	}
-	inputs, err := runbook.ValidatePlaybookInputs(plan, given)
-	if err != nil {
-		return nil, nil, abort("%v", err)
-	}
-	return plan, inputs, nil
-}
-
-// policies are the gate policy and the auto-pass policy of --gate-policy and
-// --playbook-policy, and the words that say where they came from.
-func (f planFlags) policies() (planview.Options, error) {
-	gp, err := approval.LoadGatePolicy(f.gatePolicy)
-	if f.gatePolicy == "" {
-		gp, err = nil, nil
-	}
-	if err != nil {
-		return planview.Options{}, abort("--gate-policy: %v", err)
-	}
-	pol, err := approval.LoadPlaybookPolicy(f.playbookPolicy)
-	if err != nil {
-		return planview.Options{}, abort("--playbook-policy: %v", err)
-	}
-	o := planview.Options{AutoPass: policyFunc(pol), GatePolicy: "none given: " + approval.DefaultRuleName, AutoPassPolicy: "the built-in rules"}
-	o.Gates = func(name, gate string) planview.Requirement {
-		r := gp.For(name, gate)
-		if r.Rule == approval.DefaultRuleName {
-			r.Rule = "the default rule"
-		}
-		return planview.Requirement{Rule: r.Rule, Approvals: r.ApprovalsRequired, Approvers: r.AllowedApprovers, StarterMayApprove: r.StarterMayApprove}
-	}
-	if f.gatePolicy != "" {
-		o.GatePolicy = f.gatePolicy
-	}
-	if f.playbookPolicy != "" {
-		o.AutoPassPolicy = f.playbookPolicy + ", then the built-in rules"
-	}
-	return o, nil
-}
-
-// remotePolicies asks the control plane cp what its policies would decide at plan's gates
-// (ApprovalService.PreviewGates) and sets o to answer from its reply. When it cannot be asked
-// (unreachable, refused, an older control plane), o keeps the local policies and says so: the
-// plan is still shown, so the Action's plan input never stops a run the control plane would run.
-func remotePolicies(cmd *cobra.Command, o *planview.Options, plan *runbook.Plan, inputs map[string]any, cp string) {
-	req, err := planview.PreviewRequest(plan, inputs)
-	var resp *rbookv1.PreviewGatesResponse
-	if err == nil {
-		var c *cpclient.Client
-		var done func()
-		if c, done, err = (&cpFlags{url: cp}).client(cmd); err == nil {
-			defer done()
-			resp, err = c.Approvals.PreviewGates(cmd.Context(), req)
-		}
-	}
-	if err != nil {
-		note := fmt.Sprintf(" (the control plane %s decides with its own policy when the gate opens, and could not be asked: %s; shown: this one)",
-			cp, strings.ReplaceAll(err.Error(), "\n", " "))
-		o.GatePolicy += note
-		o.AutoPassPolicy += note
-		return
-	}
-	planview.FromPreview(o, resp)
-	o.GatePolicy = "the control plane " + cp + " (its --gate-policy)"
-	o.AutoPassPolicy = "the control plane " + cp + " (its --playbook-policy)"
+	inputs, err := pipeline.ValidInputs(plan, f.inputsFile, f.inputs)
+	return plan, inputs, aborted(err)
 }

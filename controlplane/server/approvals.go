@@ -273,13 +273,14 @@ func callerVoter(ctx context.Context, claimed string) approval.Voter {
 	return approval.Voter{Identity: unverifiedPrefix + claimed}
 }
 
-// decide is Approve and Reject (docs/decisions/confirm-gates.md, docs/decisions/approval-tokens.md, cases A02-A04). By token: cap
-// its size, verify its HMAC (constant time) before reading anything, find the gate by the
-// token's hash, check the plan digest, the gate's state and the expiry. By approval id: only
-// an authenticated caller, or one holding Options.LocalApprover (E_UNAUTHENTICATED
-// otherwise). Then one store transaction checks the gate's captured policy (allowed
-// approvers, four-eyes), records the vote and, when the votes decide the gate, decides it
-// with the compare-and-set. Error messages name the approval id, never the token.
+// decide is Approve and Reject (docs/decisions/confirm-gates.md,
+// docs/decisions/approval-tokens.md). By token: cap its size, verify its HMAC (constant time)
+// before reading anything, find the gate by the token's hash, check the plan digest, the gate's
+// state and the expiry. By approval id: only an authenticated caller, or one holding
+// Options.LocalApprover (E_UNAUTHENTICATED otherwise). Then one store transaction checks the
+// gate's captured policy (allowed approvers, four-eyes), records the vote and, when the votes
+// decide the gate, decides it with the compare-and-set. Error messages name the approval id,
+// never the token.
 func (s *Server) decide(ctx context.Context, v vote) (store.Approval, error) {
 	switch {
 	case v.token == "" && v.approvalID == "":
@@ -379,7 +380,7 @@ func (s *Server) decide(ctx context.Context, v vote) (store.Approval, error) {
 	case errors.Is(err, approval.ErrNotAllowedApprover):
 		r := requirementOf(decided)
 		return decided, rpcError(connect.CodePermissionDenied, CodePermissionDenied,
-			"%s may not decide approval %s: %s allows only %s", voter.Identity, a.ApprovalID, r.Rule, strings.Join(r.AllowedApprovers, ", "))
+			"%s may not decide approval %s: %s allows only %s; ask one of them to decide it", voter.Identity, a.ApprovalID, r.Rule, strings.Join(r.AllowedApprovers, ", "))
 	case errors.Is(err, store.ErrAlreadyDecided), errors.Is(err, store.ErrPlanDigestMismatch):
 		// ErrExpired is an ErrAlreadyDecided; on ErrPlanDigestMismatch the store closed the gate
 		// as superseded (the run executes another plan), which closedError explains.

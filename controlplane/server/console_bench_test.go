@@ -2,7 +2,7 @@
 
 package server_test
 
-// Benchmarks of the approver's console in a real browser (docs/console.md, "Benchmarks"), each
+// Benchmarks of the approver's console in a real browser (docs/console-bench.md), each
 // against a real `rbook serve` and a headless Chromium (internal/browsertest; skipped without
 // one). From the repository root:
 //

@@ -76,7 +76,7 @@ func (s *Server) eligibility(ctx context.Context, a store.Approval, runs runsSee
 	case errors.Is(err, approval.ErrSelfApproval):
 		return refuse(CodeSelfApproval, "You started this run; another person must approve it (four-eyes).")
 	case errors.Is(err, approval.ErrNotAllowedApprover):
-		return refuse(CodePermissionDenied, "Only %s may decide this gate; you are not one of them.", strings.Join(need.AllowedApprovers, ", "))
+		return refuse(CodePermissionDenied, "Only %s may decide this gate; you are not one of them: ask one of them to decide it.", strings.Join(need.AllowedApprovers, ", "))
 	case errors.Is(err, approval.ErrUnverifiedCount):
 		return refuse(CodeUnauthenticated, "This gate needs %d approvals from people who signed in; sign in to approve it.", need.ApprovalsRequired)
 	case err != nil:
@@ -102,7 +102,8 @@ func (s *Server) eligibility(ctx context.Context, a store.Approval, runs runsSee
 func closedSentence(a store.Approval) string {
 	switch {
 	case a.Status == store.ApprovalExpired || a.Status == store.ApprovalRejected && a.DecidedBySource == store.SourceDeadline:
-		return fmt.Sprintf("This gate timed out at its deadline %s and was rejected.", a.Deadline.UTC().Format(time.RFC3339))
+		return fmt.Sprintf("This gate timed out at its deadline %s and was rejected, so it can no longer be decided; starting the run again opens a new gate.",
+			a.Deadline.UTC().Format(time.RFC3339))
 	case a.Status == store.ApprovalCancelled && a.DecidedBySource == store.SourceCancelRun:
 		return "The run was cancelled, so this gate is closed."
 	case a.Status == store.ApprovalCancelled && a.DecidedBySource == store.SourceSuperseded:

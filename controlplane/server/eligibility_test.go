@@ -81,7 +81,7 @@ func TestApprovalCallerEligibilityMatchesWhatApproveDoes(t *testing.T) {
 		{"the run's starter", "dave-approver-token-0001", pending.GetApprovalId(), "dave", "E_SELF_APPROVAL",
 			"You started this run; another person must approve it (four-eyes).", false},
 		{"not in the approver list", "erin-approver-token-0001", pending.GetApprovalId(), "erin", "E_PERMISSION_DENIED",
-			"Only alice, bob, dave may decide this gate; you are not one of them.", false},
+			"Only alice, bob, dave may decide this gate; you are not one of them: ask one of them to decide it.", false},
 		{"a viewer", "carol-viewer-token-00001", pending.GetApprovalId(), "carol", "E_PERMISSION_DENIED",
 			"You can see this gate but not decide it: your role is viewer, and deciding needs the approver role.", false},
 		{"already voted", "alice-approver-token-001", pending.GetApprovalId(), "alice", "E_ALREADY_VOTED",

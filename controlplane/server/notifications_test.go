@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -23,6 +24,7 @@ import (
 	"github.com/rbookhq/rbook-action/controlplane/server"
 	"github.com/rbookhq/rbook-action/controlplane/store"
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
+	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 // hookSecret is the receivers' Standard Webhooks signing secret.
@@ -161,6 +163,15 @@ func serveNotifyConfig(t testing.TB, text string) clients {
 	return serveNotifying(t, openStore(t, filepath.Join(t.TempDir(), "cp.db")), "", server.NotifyOptions{Config: cfg}, nil)
 }
 
+// serveToReceiver serves a control plane on a fresh database that sends every event to a new
+// webhook receiver, and returns the receiver, the database and the control plane's clients.
+func serveToReceiver(t testing.TB) (*hookReceiver, *store.Store, clients) {
+	t.Helper()
+	rcv := newHookReceiver(t)
+	st := openStore(t, filepath.Join(t.TempDir(), "cp.db"))
+	return rcv, st, serveNotifying(t, st, rcv.srv.URL, server.NotifyOptions{}, nil)
+}
+
 func openStore(t testing.TB, path string) *store.Store {
 	t.Helper()
 	st, err := store.Open(context.Background(), path)
@@ -175,9 +186,7 @@ func openStore(t testing.TB, path string) *store.Store {
 // Standard Webhooks library verifies them, with the gate's page, prompt, deadline and
 // M-of-N need on the opening and who decided, through which channel and why on the decision.
 func TestWebhookReceiverGetsEachGateAndRunEventOnceSigned(t *testing.T) {
-	rcv := newHookReceiver(t)
-	st := openStore(t, filepath.Join(t.TempDir(), "cp.db"))
-	c := serveNotifying(t, st, rcv.srv.URL, server.NotifyOptions{}, nil)
+	rcv, _, c := serveToReceiver(t)
 	ctx := context.Background()
 	startRun(t, c, "R1")
 	a, tok := gate(t, c, "R1", time.Hour)
@@ -459,6 +468,85 @@ func TestRequesterEmailIsThePersonsAddress(t *testing.T) {
 	} {
 		if got := s.RequesterEmail(identity); got != want {
 			t.Errorf("RequesterEmail(%q) = %q, want %q", identity, got, want)
+		}
+	}
+}
+
+// Every way a gate closes without a decision and every way a run ends reaches the webhook
+// receiver once, verified by the Standard Webhooks library, under its stable id
+// (docs/notifications.md, "Events"): a gate whose deadline passes (gate.expired), a gate
+// withdrawn because its run was cancelled while it waited (gate.withdrawn, with
+// run.cancelled) or because the job running it was interrupted (gate.withdrawn alone), a
+// failed run (run.failed) and a successful one (run.finished).
+func TestWebhookReceiverGetsEveryClosingAndEndingEventOnceByItsStableID(t *testing.T) {
+	rcv, st, c := serveToReceiver(t)
+	ctx := context.Background()
+
+	startRun(t, c, "R-expire")
+	exp, _ := gate(t, c, "R-expire", 1500*time.Millisecond)
+	startRun(t, c, "R-cancel")
+	wd, _ := gate(t, c, "R-cancel", time.Hour)
+	if _, err := c.runs.CancelRun(ctx, &rbookv1.CancelRunRequest{RunId: "R-cancel", Reason: "change freeze"}); err != nil {
+		t.Fatal(err)
+	}
+	startRun(t, c, "R-int")
+	gone, _ := gate(t, c, "R-int", time.Hour)
+	record(t, c, &rbookv1.Transition{RunId: "R-int", Seq: 1, Time: timestamppb.Now(), Kind: rbookv1.TransitionKind_TRANSITION_KIND_RUN_INTERRUPTED,
+		RunStatus: rbookv1.RunStatus_RUN_STATUS_RUNNING, StepIndex: 1, StepName: "approve", StepType: "confirm", Message: "SIGTERM"})
+	startRun(t, c, "R-fail")
+	record(t, c, transition("R-fail", 1, rbookv1.RunStatus_RUN_STATUS_UNSPECIFIED))
+	record(t, c, transition("R-fail", 2, rbookv1.RunStatus_RUN_STATUS_FAILED))
+	startRun(t, c, "R-ok")
+	record(t, c, transition("R-ok", 1, rbookv1.RunStatus_RUN_STATUS_UNSPECIFIED))
+	record(t, c, transition("R-ok", 2, rbookv1.RunStatus_RUN_STATUS_SUCCEEDED))
+
+	timedOut := store.TimedOutReason(exp.GetRequestedAt().AsTime(), exp.GetDeadline().AsTime())
+	// want is each event the receiver must get: its type, run, and the gate's status,
+	// who closed it, through which channel and why (no gate: a run event with its status).
+	type gateWant struct{ status, by, channel, reason string }
+	want := map[string]struct {
+		kind, run, status string
+		gate              *gateWant
+	}{
+		"gate.opened:" + exp.GetApprovalId():     {"gate.opened", "R-expire", "", &gateWant{"pending", "", "", ""}},
+		"gate.expired:" + exp.GetApprovalId():    {"gate.expired", "R-expire", "", &gateWant{"rejected", "system", "deadline", timedOut}},
+		"gate.opened:" + wd.GetApprovalId():      {"gate.opened", "R-cancel", "", &gateWant{"pending", "", "", ""}},
+		"gate.withdrawn:" + wd.GetApprovalId():   {"gate.withdrawn", "R-cancel", "", &gateWant{"cancelled", "anonymous", "cancel-run", "change freeze"}},
+		"gate.opened:" + gone.GetApprovalId():    {"gate.opened", "R-int", "", &gateWant{"pending", "", "", ""}},
+		"gate.withdrawn:" + gone.GetApprovalId(): {"gate.withdrawn", "R-int", "", &gateWant{"cancelled", "system", "interrupted", "withdrawn: the job running the run was interrupted"}},
+		"run.cancelled:R-cancel":                 {"run.cancelled", "R-cancel", "cancelled", nil},
+		"run.failed:R-fail":                      {"run.failed", "R-fail", "failed", nil},
+		"run.finished:R-ok":                      {"run.finished", "R-ok", "succeeded", nil},
+	}
+	ids := slices.Collect(maps.Keys(want))
+	rcv.waitFor(t, ids...)
+	// Every delivery the loop routed is done: nothing more will reach the receiver.
+	deliveries := waitDeliveries(t, st, "", "delivered")
+
+	rcv.mu.Lock()
+	defer rcv.mu.Unlock()
+	if rcv.badSig != 0 || len(rcv.requests) != len(want) || len(deliveries) != len(want) {
+		t.Fatalf("receiver got %v (%d bad signatures) from %d deliveries; want exactly %v", rcv.order, rcv.badSig, len(deliveries), ids)
+	}
+	for id, w := range want {
+		if n := rcv.requests[id]; n != 1 {
+			t.Errorf("%s was posted %d times, want once", id, n)
+		}
+		b := rcv.bodies[id]
+		if b.Type != w.kind || b.Data.RunID != w.run || b.Data.Runbook != "demo" || b.Data.Status != w.status {
+			t.Errorf("%s: type %q run %q runbook %q status %q; want %q %q demo %q", id, b.Type, b.Data.RunID, b.Data.Runbook, b.Data.Status, w.kind, w.run, w.status)
+		}
+		g := b.Data.Gate
+		switch {
+		case w.gate == nil && g != nil:
+			t.Errorf("%s: a run event carries a gate %+v", id, g)
+		case w.gate == nil:
+		case g == nil:
+			t.Errorf("%s: no gate in the body", id)
+		case g.ApprovalID == "" || !strings.HasSuffix(id, ":"+g.ApprovalID) || g.Node != "approve" || g.Prompt != "Deploy?" ||
+			g.Status != w.gate.status || g.DecidedBy != w.gate.by || g.Channel != w.gate.channel || g.Reason != w.gate.reason ||
+			g.ApprovalURL != "https://rbook.example.com/approvals/"+g.ApprovalID:
+			t.Errorf("%s: gate %+v; want status %q decided by %q via %q: %q", id, g, w.gate.status, w.gate.by, w.gate.channel, w.gate.reason)
 		}
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/rbookhq/rbook-action/controlplane/server"
 	"github.com/rbookhq/rbook-action/controlplane/store"
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
+	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 // The Slack tests' app: its bot token, signing secret and channel, and its users.
@@ -58,11 +59,12 @@ type slackPlane struct {
 	exec clients
 }
 
-// slackOptions says how to start a slackPlane: gates need approvals; routes is the
-// config's routing ("" sends every event to the slack channel); db and fake, when set, are
-// another replica's database file and fake Slack.
+// slackOptions says how to start a slackPlane: gates need approvals; policy, when set, is
+// the whole gate policy file instead; routes is the config's routing ("" sends every event to
+// the slack channel); db and fake, when set, are another replica's database file and fake Slack.
 type slackOptions struct {
 	approvals int
+	policy    string
 	routes    string
 	db        string
 	fake      *slackfake.Fake
@@ -103,7 +105,10 @@ func startSlackPlaneWith(t *testing.T, o slackOptions) *slackPlane {
 	if err != nil {
 		t.Fatal(err)
 	}
-	policy, err := approval.ParseGatePolicy(fmt.Appendf(nil, "rules:\n  - approvals: %d\n", o.approvals), "gates.yaml")
+	if o.policy == "" {
+		o.policy = fmt.Sprintf("rules:\n  - approvals: %d\n", o.approvals)
+	}
+	policy, err := approval.ParseGatePolicy([]byte(o.policy), "gates.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -396,6 +401,52 @@ func TestSlackRefusalsAreToldOnlyToThePersonAndCountNothing(t *testing.T) {
 	for _, e := range p.fake.Ephemerals() {
 		if e.User != slackAlice.ID {
 			t.Errorf("an ephemeral went to %s: %+v", e.User, e)
+		}
+	}
+}
+
+// A Slack user whose person the gate's policy does not name is refused on both buttons, and
+// a press on a gate that timed out is refused: each is told only to the user who pressed (an
+// ephemeral message saying what happened and what to do) and counts nothing
+// (docs/slack.md, "Deciding in Slack").
+func TestSlackRefusalsOfANotAllowedApproverAndOfATimedOutGateCountNothing(t *testing.T) {
+	p := startSlackPlaneWith(t, slackOptions{policy: "rules:\n  - approvers: [\"person:alice\"]\n"})
+	ctx := context.Background()
+
+	a, m := p.openSlackGate(t, execToken, "R1", nil)
+	id := a.GetApprovalId()
+	p.press(t, slackBob, m, notify.SlackActionApprove, id)
+	p.waitEphemeral(t, slackBob, "Only person:alice may decide this gate; you are not one of them: ask one of them to decide it.")
+	view := p.pressForModal(t, slackBob, m, notify.SlackActionReject, id)
+	p.send(t, slackfake.ViewSubmission(slackBob, view.CallbackID, view.PrivateMetadata,
+		map[string]map[string]any{notify.SlackReasonBlock: slackfake.TextValue("not yet")}))
+	p.waitEphemeral(t, slackBob, "Not counted: slack:T0001/U0002 may not decide approval "+id+": gates.yaml rule 1 (line 2) allows only person:alice; ask one of them to decide it")
+	if got := p.approval(t, id); got.Status != store.ApprovalPending || len(got.Votes) != 0 {
+		t.Fatalf("gate after bob's presses = %s with votes %+v; want pending, none", got.Status, got.Votes)
+	}
+
+	startRun(t, p.exec, "R2")
+	res, err := p.exec.apps.RequestApproval(ctx, &rbookv1.RequestApprovalRequest{OwnerId: testOwner, Epoch: epochOf(t, p.exec, "R2"),
+		RunId: "R2", StepName: "approve", StepIndex: 1, Prompt: "Deploy?", Deadline: timestamppb.New(time.Now().Add(1500 * time.Millisecond)),
+		PlanDigest: digest("plan")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	late := res.GetApproval()
+	lm := p.waitMessage(t, late.GetApprovalId(), func(m slackfake.Message) bool { return strings.Contains(m.AllText(), "Timed out") })
+	p.press(t, slackAlice, lm, notify.SlackActionApprove, late.GetApprovalId())
+	deadline := late.GetDeadline().AsTime().UTC().Format(time.RFC3339)
+	p.waitEphemeral(t, slackAlice, "This gate timed out at its deadline "+deadline+" and was rejected, so it can no longer be decided; starting the run again opens a new gate.")
+	if got := p.approval(t, late.GetApprovalId()); got.Status != store.ApprovalRejected || got.DecidedBySource != store.SourceDeadline || len(got.Votes) != 0 {
+		t.Fatalf("timed-out gate after alice's press = %s by %q with votes %+v; want rejected by the deadline, no votes", got.Status, got.DecidedBySource, got.Votes)
+	}
+	want := map[string]int{slackBob.ID: 2, slackAlice.ID: 1}
+	for _, e := range p.fake.Ephemerals() {
+		want[e.User]--
+	}
+	for u, n := range want {
+		if n != 0 {
+			t.Errorf("user %s got %d ephemerals more than expected: %+v", u, -n, p.fake.Ephemerals())
 		}
 	}
 }

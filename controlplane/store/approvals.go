@@ -144,7 +144,7 @@ func (s *Store) CreateApproval(ctx context.Context, na NewApproval) (a Approval,
 			rewind = string(b)
 		}
 		// Each opening after a push-back from this node is the next iteration
-		// (docs/push-back.md, "The gate opens again").
+		// (docs/push-back.md, "What the run does").
 		var sentBack int
 		if err := w.readRow(`SELECT COUNT(*) FROM playbook_approvals WHERE run_id = ? AND node_id = ? AND redo_from <> ''`,
 			na.RunID, na.NodeID).Scan(&sentBack); err != nil {

@@ -209,8 +209,8 @@ func TestConcurrentDecisionsExactlyOneWins(t *testing.T) {
 }
 
 // At the store and token level, a token is issued for (R1, gate g), its hash stored.
-// Verification comes first; then one compare-and-set decides. Items 3-7 of the case that are
-// purely about the token are in controlplane/approval.
+// Verification comes first; then one compare-and-set decides. The checks that are purely
+// about the token (signature, expiry, tampered claims) are in controlplane/approval's tests.
 func TestTokenReplayAndBinding(t *testing.T) {
 	t.Parallel()
 	s, _ := openTest(t)

@@ -418,7 +418,7 @@ func (s *Store) recordOne(w *writeTx, run RunProgress, t Transition, newStatus R
 	}
 	if t.Kind == KindRunInterrupted && !run.Status.Final() {
 		// The executor that waited at the gate is gone: withdraw the run's pending
-		// approvals in this transaction, so nobody approves a dead job (docs/action.md, "How the Action runs rbook").
+		// approvals in this transaction, so nobody approves a dead job (docs/action.md, "The post step").
 		withdrawn, err := w.writeApprovals(`UPDATE playbook_approvals SET status = 'cancelled', approved_at = ?,
 			approver = 'system', reason = ?, decided_by_source = ?
 			WHERE run_id = ? AND status = 'pending' RETURNING `+approvalColumns,

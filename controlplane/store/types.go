@@ -186,7 +186,7 @@ const (
 	KindRunFinished  TransitionKind = "run_finished"
 	// KindRunInterrupted: a signal stopped the executor (or the Action's post step recorded
 	// that its job ended without the run); the run stays unfinished and its pending
-	// approvals are withdrawn (SourceInterrupted; docs/action.md, "How the Action runs rbook").
+	// approvals are withdrawn (SourceInterrupted; docs/action.md, "The post step").
 	KindRunInterrupted TransitionKind = "run_interrupted"
 )
 
@@ -224,7 +224,7 @@ const (
 	SourcePolicy = "policy"
 	// SourceInterrupted marks pending approvals withdrawn (closed as cancelled) when their
 	// run recorded a run_interrupted transition: the job that waited at the gate is gone, so
-	// nobody may approve it; a resumed run opens the gate again with a new approval (docs/action.md, "How the Action runs rbook").
+	// nobody may approve it; a resumed run opens the gate again with a new approval (docs/action.md, "The post step").
 	SourceInterrupted = "interrupted"
 )
 
@@ -481,7 +481,7 @@ type NewApproval struct {
 	AutoPassed bool
 	Reason     string
 	// OnFail is the gate step's on_fail: "halt", "rollback", "continue" (docs/spec/runbooks.md,
-	// "Field rules"), or "" when the caller did not say; shown to approvers.
+	// "Step fields"), or "" when the caller did not say; shown to approvers.
 	OnFail string
 	// Fence, when set, must hold the run's lease (docs/decisions/leases-and-fencing.md): only the run's executor opens
 	// its gates and receives their tokens (docs/decisions/identity.md). The server always sets it.

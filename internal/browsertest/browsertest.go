@@ -24,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/fetch"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
@@ -286,6 +287,17 @@ func (tab *Tab) InitScript(t testing.TB, source string) {
 	t.Helper()
 	if _, err := chromedp.Call(tab.Ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: source}); err != nil {
 		t.Fatalf("%s's tab: installing a script: %v", tab.name, err)
+	}
+}
+
+// HoldRequests leaves every request of the tab whose URL matches pattern (Chromium's
+// wildcards: * for any run of characters, ? for one) unanswered from now on, as a proxy that
+// buffers a streamed response holds it: the page waits and shows no error. A test uses it to
+// see a page whose live updates (a WatchApproval stream) have not arrived yet.
+func (tab *Tab) HoldRequests(t testing.TB, pattern string) {
+	t.Helper()
+	if _, err := chromedp.Call(tab.Ctx, fetch.Enable, fetch.EnableParams{Patterns: []*fetch.RequestPattern{{URLPattern: pattern, RequestStage: fetch.RequestStageRequest}}}); err != nil {
+		t.Fatalf("%s's tab: holding the requests of %s: %v", tab.name, pattern, err)
 	}
 }
 

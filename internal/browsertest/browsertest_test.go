@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -107,4 +108,43 @@ func TestPeopleHaveSeparateCookies(t *testing.T) {
 	if got := bob.Tab(t).Cookie(t, srv.URL, "s"); got != "" {
 		t.Fatalf("bob has alice's cookie %q", got)
 	}
+}
+
+// TestHeldRequestsNeverReachTheServerWhileOthersAreAnswered: after HoldRequests, the page's
+// fetch of a matching URL stays pending and never reaches the server, while its fetch of
+// another URL of the same origin is answered.
+func TestHeldRequestsNeverReachTheServerWhileOthersAreAnswered(t *testing.T) {
+	b := Start(t)
+	var mu sync.Mutex
+	hits := map[string]int{}
+	mux := http.NewServeMux()
+	mux.Handle("/page", cspPage(`<p>text</p><script src="/fetch.js"></script>`))
+	mux.HandleFunc("/fetch.js", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/javascript")
+		fmt.Fprint(w, `fetch("/held").then(() => { document.body.dataset.held = "1"; });
+fetch("/free").then(() => { document.body.dataset.free = "1"; });`)
+	})
+	for _, path := range []string{"/held", "/free"} {
+		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			hits[path]++
+			mu.Unlock()
+			fmt.Fprint(w, "ok")
+		})
+	}
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	tab := b.Person(t, "tester").Tab(t)
+	tab.HoldRequests(t, "*/held")
+	tab.Navigate(t, srv.URL+"/page")
+	tab.WaitFor(t, "the answer of /free", `document.body.dataset.free === "1"`)
+	if Eval[bool](t, tab, `document.body.dataset.held === "1"`) {
+		t.Error("the held fetch was answered")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if hits["/held"] != 0 || hits["/free"] != 1 {
+		t.Errorf("the server got %v, want /free once and /held never", hits)
+	}
+	tab.NoProblems(t)
 }

@@ -114,7 +114,7 @@ func newFixtureSigned(t *testing.T, runID, approver string, signer attest.Signer
 	dir := t.TempDir()
 	f := &fixture{dir: dir, runID: runID, signer: signer,
 		pack:    filepath.Join(dir, runID+packSuffix),
-		journal: filepath.Join(dir, runID+journalSuffix),
+		journal: filepath.Join(dir, runID+state.JournalSuffix),
 		att:     filepath.Join(dir, runID+attestationSuffix),
 		key:     filepath.Join(dir, "rbook-signing.pub.pem")}
 	f.transitions = runOnEngine(t, runID, approver)
@@ -146,7 +146,7 @@ func newFixtureSigned(t *testing.T, runID, approver string, signer attest.Signer
 func (f *fixture) writeJournal(t *testing.T, ts []engine.Transition) {
 	t.Helper()
 	var b bytes.Buffer
-	h, _ := json.Marshal(journalHeader{Journal: journalFormat, RunID: f.runID, StateFile: "state.json"})
+	h, _ := json.Marshal(state.JournalHeader{Journal: state.JournalFormat, RunID: f.runID, StateFile: "state.json"})
 	b.Write(append(h, '\n'))
 	for _, tr := range ts {
 		line, err := json.Marshal(tr)

@@ -1,7 +1,6 @@
 package evidenceverify
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -17,12 +16,10 @@ import (
 	"github.com/rbookhq/rbook-action/internal/attest"
 )
 
-// The files of a run beside its evidence pack (docs/evidence-verify.md, "What it reads").
+// The files of a run beside its evidence pack (docs/evidence-verify.md, "Usage").
 const (
 	packSuffix        = ".evidence.json"
-	journalSuffix     = ".journal.jsonl"
 	attestationSuffix = ".attestation.json"
-	journalFormat     = "rbook.journal.v1"
 )
 
 // The size limits of what the verifier reads (docs/evidence-verify.md, "Size limits"): a
@@ -114,79 +111,36 @@ func readPack(path string) (data []byte, entries []engine.Evidence, runID string
 	return data, entries, runID, nil
 }
 
-// journalHeader is a journal's first line.
-type journalHeader struct {
-	Journal   string `json:"journal"`
-	RunID     string `json:"run_id"`
-	StateFile string `json:"state_file"`
-}
-
 // readJournal reads the journal at path: its header (which must name runID) and one
-// transition per line after it, each decoded strictly (no unknown field, no key twice). A
-// last line without its newline is a write a crash tore and is ignored, as the executor
-// ignores it; torn says so ("" when none). Errors are *InputError naming path:line.
+// transition per line after it, decoded strictly (state.DecodeJournal). A last line without
+// its newline is a write a crash tore and is ignored, as the executor ignores it; torn says so
+// ("" when none). Errors are *InputError naming path:line.
 func readJournal(path, runID string) (ts []engine.Transition, torn string, err error) {
 	data, err := readLimited(path, "journal", MaxJournalBytes)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, "", inputErr("no journal at %s: the chain is checked against the run's journal (<run_id>%s beside its state file). Give it with --journal FILE, or read the chain from the control plane with --control-plane URL", path, journalSuffix)
+		return nil, "", inputErr("no journal at %s: the chain is checked against the run's journal (<run_id>%s beside its state file). Give it with --journal FILE, or read the chain from the control plane with --control-plane URL", path, state.JournalSuffix)
 	} else if err != nil {
 		return nil, "", inputErr("the journal cannot be read: %v", err)
-	}
-	if i := bytes.LastIndexByte(data, '\n'); i < len(data)-1 {
-		torn = fmt.Sprintf("%s:%d: the last line has no newline (a write a crash tore); it was left out, as the executor leaves it out", path, bytes.Count(data, []byte{'\n'})+1)
-		data = data[:i+1]
-	}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 0, 64*1024), 64<<20)
-	for line := 1; sc.Scan(); line++ {
-		if line == 1 {
-			var h journalHeader
-			if err := json.Unmarshal(sc.Bytes(), &h); err != nil || h.Journal != journalFormat {
-				return nil, "", inputErr("%s:1: not an rbook journal (the first line is the header {\"journal\":%q,…})", path, journalFormat)
-			}
-			if h.RunID != runID {
-				return nil, "", inputErr("%s:1: run_id: the journal is of run %s, the pack of run %s: give the journal of the pack's run (--journal FILE)", path, h.RunID, runID)
-			}
-			continue
-		}
-		t, err := decodeTransition(sc.Bytes())
-		if err != nil {
-			return nil, "", inputErr("%s:%d: line %d is not a transition: %v", path, line, line, err)
-		}
-		ts = append(ts, t)
-	}
-	if err := sc.Err(); err != nil {
-		return nil, "", inputErr("%s: %v", path, err)
 	}
 	if len(data) == 0 {
 		return nil, "", inputErr("%s: the journal is empty (not even its header)", path)
 	}
+	h, ts, end, err := state.DecodeJournal(path, data, true)
+	var je *state.JournalError
+	switch {
+	case errors.As(err, &je) && je.Line <= 1:
+		return nil, "", inputErr("%s:1: not an rbook journal (the first line is the header {\"journal\":%q,…})", path, state.JournalFormat)
+	case errors.As(err, &je):
+		return nil, "", inputErr("%s:%d: line %d is %s", path, je.Line, je.Line, je.Reason)
+	case err != nil:
+		return nil, "", inputErr("%s: %v", path, err)
+	case h.RunID != runID:
+		return nil, "", inputErr("%s:1: run_id: the journal is of run %s, the pack of run %s: give the journal of the pack's run (--journal FILE)", path, h.RunID, runID)
+	}
+	if end < int64(len(data)) {
+		torn = fmt.Sprintf("%s:%d: the last line has no newline (a write a crash tore); it was left out, as the executor leaves it out", path, bytes.Count(data, []byte{'\n'})+1)
+	}
 	return ts, torn, nil
-}
-
-// decodeTransition decodes one journal line as the engine wrote it: a JSON object with no
-// field the engine does not write and no key twice (encoding/json would keep the last
-// silently, so a line could read one way here and another elsewhere).
-func decodeTransition(line []byte) (engine.Transition, error) {
-	var t engine.Transition
-	if !bytes.HasPrefix(bytes.TrimSpace(line), []byte("{")) {
-		return t, errors.New("a transition is a JSON object")
-	}
-	dec := json.NewDecoder(bytes.NewReader(line))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&t); err != nil {
-		return t, err
-	}
-	if dec.More() {
-		return t, errors.New("more than one JSON value on the line")
-	}
-	if err := state.CheckDuplicateKeys(line); err != nil {
-		return t, err
-	}
-	if t.Kind == "" || t.Seq < 1 {
-		return t, errors.New("it has no kind or no seq")
-	}
-	return t, nil
 }
 
 // readOptional reads path (at most limit bytes), or returns nil when it does not exist and

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rbookhq/rbook-action/action/engine"
+	"github.com/rbookhq/rbook-action/action/state"
 	"github.com/rbookhq/rbook-action/internal/attest"
 	"github.com/rbookhq/rbook-action/internal/evidencechain"
 )
@@ -95,7 +96,7 @@ func (in *Input) load(ctx context.Context, o Options, remote Remote) error {
 func (in *Input) loadJournal(ctx context.Context, o Options, remote Remote) error {
 	path := o.Journal
 	if path == "" {
-		path = beside(o.Pack, in.RunID, journalSuffix)
+		path = beside(o.Pack, in.RunID, state.JournalSuffix)
 	}
 	ts, torn, err := readJournal(path, in.RunID)
 	partial := err == nil && len(ts) > 0 && ts[0].Seq > 1

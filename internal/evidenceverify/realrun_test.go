@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rbookhq/rbook-action/action/state"
 	"github.com/rbookhq/rbook-action/internal/attest"
 )
 
@@ -55,7 +56,7 @@ func TestRealRunVerifiesAndItsTamperedCopiesDoNot(t *testing.T) {
 			writeFile(t, pack, bytes.Replace(readFile(t, pack), []byte(`approved by unverified:root`), []byte(`approved by unverified:mallory`), 1))
 		}, ExitFailed, CheckPack, "output differs from what the chain's seq"},
 		{"a transition deleted from the journal", func(t *testing.T, dir, _ string) {
-			rewriteLines(t, filepath.Join(dir, realRun+journalSuffix), func(n int, _ string) bool { return n != 5 })
+			rewriteLines(t, filepath.Join(dir, realRun+state.JournalSuffix), func(n int, _ string) bool { return n != 5 })
 		}, ExitFailed, CheckChain, "a transition was removed"},
 		{"the approver renamed in the attestation", func(t *testing.T, dir, _ string) {
 			p := filepath.Join(dir, realRun+attestationSuffix)
@@ -70,7 +71,7 @@ func TestRealRunVerifiesAndItsTamperedCopiesDoNot(t *testing.T) {
 			writeFile(t, p, data)
 		}, ExitFailed, CheckSignature, "the payload or the signature was changed"},
 		{"the last transitions and their entries dropped", func(t *testing.T, dir, pack string) {
-			journal := filepath.Join(dir, realRun+journalSuffix)
+			journal := filepath.Join(dir, realRun+state.JournalSuffix)
 			lines := strings.Count(string(readFile(t, journal)), "\n")
 			rewriteLines(t, journal, func(n int, _ string) bool { return n <= lines-3 })
 			_, ev, _, err := readPack(pack)

@@ -34,7 +34,7 @@ const (
 // Types are the values a field's type may have, in the order the docs list them.
 var Types = []string{TypeString, TypeNumber, TypeBoolean, TypeEnum}
 
-// Bounds of a declaration and of the values (docs/approver-inputs.md, "Bounds"): they keep a
+// Bounds of a declaration and of the values (docs/approver-inputs.md, "Declaration"): they keep a
 // form small enough for a Slack modal and an approval row small enough for every list page.
 const (
 	// MaxFields is the most fields one gate may declare.
@@ -286,7 +286,7 @@ func clip(s string) string {
 
 // NeedsPerson is the name of the first field a person must give — required, with no
 // default — or "" when the form can be filled with its defaults alone. An auto-pass policy
-// does not pass a gate whose form needs a person (docs/approver-inputs.md, "Auto-pass").
+// does not pass a gate whose form needs a person (docs/approver-inputs.md, "Every channel").
 func NeedsPerson(fields []Field) string {
 	for _, f := range fields {
 		if f.Required && !f.HasDefault {

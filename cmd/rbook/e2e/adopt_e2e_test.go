@@ -45,7 +45,7 @@ func TestFreshRunNeverAdoptsAnUndeliveredRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeTestFile(t, filepath.Join(dir, "runbooks", campaignName+".mcp.json"), mcpCfg)
-	writeTestFile(t, filepath.Join(dir, "runbooks", campaignName+".yaml"), []byte(withoutGates(campaignRunbook)))
+	writeTestFile(t, filepath.Join(dir, "runbooks", campaignName+".yaml"), []byte(withoutGates(campaignRunbook(t))))
 	k := &campaign{t: t, dir: dir}
 	k.setVariant(campaignVariants[0])
 	url := serveCP(t, dir)

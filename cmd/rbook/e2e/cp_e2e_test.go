@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -60,12 +59,14 @@ func startServe(t *testing.T, dir string, extra ...string) *cpServer {
 // startServeDB is startServe with the database file db.
 func startServeDB(t *testing.T, db string, extra ...string) *cpServer {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &cpServer{t: t, addr: l.Addr().String(), db: db, extra: extra, recorded: make(chan struct{}, 1<<16)}
-	l.Close()
+	return startServeAt(t, freeAddr(t), db, extra...)
+}
+
+// startServeAt is startServeDB on the loopback address addr (host:port), for a test that
+// must name the server's URL in its flags (--public-url) before it starts.
+func startServeAt(t *testing.T, addr, db string, extra ...string) *cpServer {
+	t.Helper()
+	s := &cpServer{t: t, addr: addr, db: db, extra: extra, recorded: make(chan struct{}, 1<<16)}
 	if err := s.launch(); err != nil {
 		t.Fatal(err)
 	}

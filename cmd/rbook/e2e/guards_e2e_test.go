@@ -40,86 +40,63 @@ func assertNothingRecorded(t *testing.T, dir, out string) {
 	}
 }
 
-// TestRunWithAnMCPConfigValidateRefusesStopsBeforeTheFirstStep: an MCP config that 'rbook
-// validate' refuses (a server command that does not exist; two servers where check steps use
-// the only one) stops 'rbook run' and 'rbook resume' with exit 2 and the same problem,
-// before the first step: no state file, no .rbook folder, no simulated deploy, although the
-// demo's second check has on_fail: continue.
-func TestRunWithAnMCPConfigValidateRefusesStopsBeforeTheFirstStep(t *testing.T) {
+// TestSetupProblemsValidateReportsStopTheRunBeforeItsFirstStep: a setup problem that 'rbook
+// validate' (or 'rbook playbook validate') reports with exit 2 stops 'rbook run', 'rbook
+// resume' and 'rbook playbook run' with exit 2 and the same problem, before the first step or
+// node: no state file, no .rbook folder, no simulated deploy, although the demo's second check
+// has on_fail: continue. The problems: an MCP config whose server command does not exist; one
+// with two servers where check steps use the only one; an agentic node whose server cannot
+// start; and a report template that parses but fails when rendered ({{ .Nope.Field }}), which
+// used to let every step run, the deploy included, and end the run COMPLETED with exit 2 when
+// its report could not be rendered.
+func TestSetupProblemsValidateReportsStopTheRunBeforeItsFirstStep(t *testing.T) {
 	skipShort(t)
-	tests := []struct{ fixture, want string }{
-		{"missing-command.mcp.json", `runbooks/demo.mcp.json:3:5: mcpServers.inventory.command: command "no-such-mcp-server-xyz" is not found (on PATH, or as a path from the working directory); a run's check steps could not start this server`},
-		{"two-servers.mcp.json", `runbooks/demo.mcp.json: mcpServers: defines 2 servers (inventory, release); a run's check steps use the only server of their MCP config`},
-	}
-	for _, tt := range tests {
-		t.Run(tt.fixture, func(t *testing.T) {
-			dir := workdir(t)
-			copyFixture(t, tt.fixture, filepath.Join(dir, "runbooks", "demo.mcp.json"))
-			_, errOut, code := runSplit(t, dir, nil, "validate", "demo")
-			if code != 2 || !strings.Contains(errOut, tt.want) {
-				t.Fatalf("validate demo: exit %d, want 2 and %q\n%s", code, tt.want, errOut)
-			}
-			for _, args := range [][]string{
-				{"run", "demo"},
-				{"run", "demo", "--control-plane", "off"},
-				{"resume", "demo", "--control-plane", "http://127.0.0.1:9"},
-			} {
-				out, errOut, code := runSplitIn(t, dir, nil, strings.NewReader("yes\nyes\n"), args...)
-				if code != 2 || !strings.Contains(errOut, tt.want) || !strings.Contains(errOut, "Nothing was run or recorded") {
-					t.Fatalf("%s: exit %d, want 2 and %q\nstdout:\n%s\nstderr:\n%s", args, code, tt.want, out, errOut)
-				}
-				assertNothingRecorded(t, dir, out+errOut)
-			}
-		})
-	}
-}
-
-// TestPlaybookRunWithAnAgentWhoseCommandIsMissingStopsBeforeTheFirstNode: the agentic node's
-// server cannot start, so 'rbook playbook run' is refused before build runs, and 'rbook
-// playbook validate' reports the same problem.
-func TestPlaybookRunWithAnAgentWhoseCommandIsMissingStopsBeforeTheFirstNode(t *testing.T) {
-	skipShort(t)
-	dir := playbookWorkdir(t)
-	copyFixture(t, "release-missing-agent.mcp.json", filepath.Join(dir, "runbooks", "release.mcp.json"))
-	want := `runbooks/release.mcp.json:3:5: mcpServers.demo-release.command: command "no-such-release-server-xyz" is not found (on PATH, or as a path from the working directory); agentic node "publish" could not start this server`
-	out, errOut, code := runSplit(t, dir, nil, "playbook", "validate", "runbooks/release.cantbook")
-	if code != 2 || !strings.Contains(errOut, want) {
-		t.Fatalf("playbook validate: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
-	}
-	out, errOut, code = runSplit(t, dir, nil, "playbook", "run", "runbooks/release.cantbook", "--input", "version=1.2.3")
-	if code != 2 || !strings.Contains(errOut, want) || !strings.Contains(errOut, "Nothing was run or recorded") {
-		t.Fatalf("playbook run: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
-	}
-	if _, err := os.Stat(filepath.Join(dir, ".rbook")); !os.IsNotExist(err) {
-		t.Errorf(".rbook exists after a refused playbook run (stat: %v)", err)
-	}
-	if strings.Contains(out+errOut, "build") && strings.Contains(out+errOut, "PASS") {
-		t.Errorf("a node ran:\n%s%s", out, errOut)
-	}
-}
-
-// TestRunWithATemplateThatFailsToRenderStopsBeforeTheFirstStep: a report template that parses
-// but fails when rendered ({{ .Nope.Field }}) is refused by 'rbook validate' and stops 'rbook
-// run' with exit 2 before the first step (before, every step ran, the deploy included, and
-// the run ended COMPLETED with exit 2 when its report could not be rendered).
-func TestRunWithATemplateThatFailsToRenderStopsBeforeTheFirstStep(t *testing.T) {
-	skipShort(t)
-	dir := workdir(t)
 	tmpl, err := filepath.Abs(filepath.Join("testdata", "guards", "broken-templates"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := filepath.Join(tmpl, "templates", "output-report.md") + `:5: fails when rendered for a sample IN_PROGRESS runbook run report: executing "templates/output-report.md" at <.Nope.Field>: can't evaluate field Nope in type report.Report`
-	_, errOut, code := runSplit(t, dir, nil, "validate", "demo", "--templates", tmpl)
-	if code != 2 || !strings.Contains(errOut, want) {
-		t.Fatalf("validate: exit %d, want 2 and\n%s\ngot:\n%s", code, want, errOut)
+	demoRuns := [][]string{
+		{"run", "demo"},
+		{"run", "demo", "--control-plane", "off"},
+		{"resume", "demo", "--control-plane", "http://127.0.0.1:9"},
 	}
-	for _, args := range [][]string{{"run", "demo", "--templates", tmpl}, {"playbook", "run", "runbooks/release.cantbook", "--input", "version=1", "--templates", tmpl}} {
-		out, errOut, code := runSplitIn(t, dir, nil, strings.NewReader("yes\nyes\n"), args...)
-		if code != 2 || !strings.Contains(errOut, want) {
-			t.Fatalf("%s: exit %d, want 2 and\n%s\nstdout:\n%s\nstderr:\n%s", args, code, want, out, errOut)
-		}
-		assertNothingRecorded(t, dir, out+errOut)
+	for _, tc := range []struct {
+		name         string
+		workdir      func(*testing.T) string
+		fixture, dst string // testdata/guards file copied to dst in the work folder ("" for none)
+		validate     []string
+		runs         [][]string
+		want         string
+		nothingRun   bool // the refusal also says "Nothing was run or recorded"
+	}{
+		{"MCP server command not found", workdir, "missing-command.mcp.json", "runbooks/demo.mcp.json", []string{"validate", "demo"}, demoRuns,
+			`runbooks/demo.mcp.json:3:5: mcpServers.inventory.command: command "no-such-mcp-server-xyz" is not found (on PATH, or as a path from the working directory); a run's check steps could not start this server`, true},
+		{"two MCP servers", workdir, "two-servers.mcp.json", "runbooks/demo.mcp.json", []string{"validate", "demo"}, demoRuns,
+			`runbooks/demo.mcp.json: mcpServers: defines 2 servers (inventory, release); a run's check steps use the only server of their MCP config`, true},
+		{"agentic node's server command not found", playbookWorkdir, "release-missing-agent.mcp.json", "runbooks/release.mcp.json",
+			[]string{"playbook", "validate", "runbooks/release.cantbook"}, [][]string{{"playbook", "run", "runbooks/release.cantbook", "--input", "version=1.2.3"}},
+			`runbooks/release.mcp.json:3:5: mcpServers.demo-release.command: command "no-such-release-server-xyz" is not found (on PATH, or as a path from the working directory); agentic node "publish" could not start this server`, true},
+		{"report template fails when rendered", workdir, "", "", []string{"validate", "demo", "--templates", tmpl},
+			[][]string{{"run", "demo", "--templates", tmpl}, {"playbook", "run", "runbooks/release.cantbook", "--input", "version=1", "--templates", tmpl}},
+			filepath.Join(tmpl, "templates", "output-report.md") + `:5: fails when rendered for a sample IN_PROGRESS runbook run report: executing "templates/output-report.md" at <.Nope.Field>: can't evaluate field Nope in type report.Report`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := tc.workdir(t)
+			if tc.fixture != "" {
+				copyFixture(t, tc.fixture, filepath.Join(dir, filepath.FromSlash(tc.dst)))
+			}
+			out, errOut, code := runSplit(t, dir, nil, tc.validate...)
+			if code != 2 || !strings.Contains(errOut, tc.want) {
+				t.Fatalf("%s: exit %d, want 2 and\n%s\nstdout:\n%s\nstderr:\n%s", tc.validate, code, tc.want, out, errOut)
+			}
+			for _, args := range tc.runs {
+				out, errOut, code := runSplitIn(t, dir, nil, strings.NewReader("yes\nyes\n"), args...)
+				if code != 2 || !strings.Contains(errOut, tc.want) || tc.nothingRun && !strings.Contains(errOut, "Nothing was run or recorded") {
+					t.Fatalf("%s: exit %d, want 2 and\n%s\nstdout:\n%s\nstderr:\n%s", args, code, tc.want, out, errOut)
+				}
+				assertNothingRecorded(t, dir, out+errOut)
+			}
+		})
 	}
 }
 

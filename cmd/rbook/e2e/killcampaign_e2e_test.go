@@ -70,40 +70,20 @@ const killHang = 6 * time.Minute
 // campaignName is the runbook the campaign writes into the work dir.
 const campaignName = "campaign"
 
-// campaignRunbook has 23 steps: 13 checks against the demo inventory (some PASS, some FAIL
-// under on_fail continue), 5 deploys, 3 rollback steps right after deploys and two confirm
-// gates. Its last check's environment and on_fail come from the values file, so one runbook
+// campaignRunbook returns testdata/campaign/campaign.yaml, a runbook of 23 steps: 13 checks
+// against the demo inventory (some PASS, some FAIL under on_fail continue), 5 deploys, 3
+// rollback steps right after deploys and two confirm gates. Its last check's environment and on_fail come from the values file, so one runbook
 // ends three ways: COMPLETED, FAILED after a compensating rollback, FAILED by halt. The gates
 // wait up to 300 s (max_step_timeout_seconds); the campaign approves each as soon as it opens.
-const campaignRunbook = `runbook_name: campaign
-subscriptions: ${subscriptions}
-state_file_path: .rbook/campaign.state.json
-max_step_timeout_seconds: 300
-runbook_steps:
-  - {name: https-on-checkout, type: check, on_fail: halt, kql_or_template: "Resources | where type =~ 'microsoft.web/sites' and name == 'app-checkout' and properties.httpsOnly == false | project name"}
-  - {name: owner-tags, type: check, on_fail: continue, kql_or_template: "Resources | where isempty(tags.owner) | project name, type"}
-  - {name: vault-soft-delete, type: check, on_fail: halt, kql_or_template: "Resources | where type =~ 'microsoft.keyvault/vaults' and properties.enableSoftDelete == false | project name"}
-  - {name: deploy-app-config, type: deploy, on_fail: rollback, kql_or_template: remediation/app-config.json, params: {appName: app-checkout, replicas: 3}}
-  - {name: rollback-app-config, type: rollback, on_fail: halt, kql_or_template: remediation/app-config-previous.json, params: {appName: app-checkout}}
-  - {name: checkout-running, type: check, on_fail: rollback, kql_or_template: "Resources | where name == 'app-checkout' and properties.state != 'Running' | project name, properties.state"}
-  - {name: confirm-storage-rollout, type: confirm, on_fail: halt}
-  - {name: vms-running, type: check, on_fail: continue, kql_or_template: "Resources | where type =~ 'microsoft.compute/virtualmachines' and properties.powerState != 'running' | project name"}
-  - {name: deploy-storage-policy, type: deploy, on_fail: rollback, kql_or_template: remediation/storage-policy.json, params: {account: stcheckoutprod}}
-  - {name: rollback-storage-policy, type: rollback, on_fail: halt, kql_or_template: remediation/storage-policy-previous.json}
-  - {name: storage-https-only, type: check, on_fail: rollback, kql_or_template: "Resources | where type =~ 'microsoft.storage/storageaccounts' and properties.supportsHttpsTrafficOnly == false | project name"}
-  - {name: no-public-blobs, type: check, on_fail: continue, kql_or_template: "Resources | where properties.allowBlobPublicAccess == true | project name"}
-  - {name: deploy-vault-access, type: deploy, on_fail: continue, kql_or_template: remediation/vault-access.json}
-  - {name: legacy-api-https, type: check, on_fail: continue, kql_or_template: "Resources | where name == 'app-legacy-api' and properties.httpsOnly == false | project name, resourceGroup"}
-  - {name: deploy-web-scale, type: deploy, on_fail: rollback, kql_or_template: remediation/web-scale.json, params: {instances: 4}}
-  - {name: rollback-web-scale, type: rollback, on_fail: halt, kql_or_template: remediation/web-scale-previous.json}
-  - {name: vm-web-01-running, type: check, on_fail: rollback, kql_or_template: "Resources | where name == 'vm-web-01' and properties.powerState != 'running' | project name"}
-  - {name: every-resource-has-env, type: check, on_fail: halt, kql_or_template: "Resources | where isempty(tags.env) | project name"}
-  - {name: confirm-final-rollout, type: confirm, on_fail: rollback}
-  - {name: deploy-final-config, type: deploy, on_fail: rollback, kql_or_template: remediation/final-config.json}
-  - {name: rollback-final-config, type: rollback, on_fail: halt, kql_or_template: remediation/final-config-previous.json}
-  - {name: verify-environment, type: check, on_fail: "${verify_on_fail}", kql_or_template: "Resources | where tags.env == '${verify_env}' | project name"}
-  - {name: post-rollout-owner, type: check, on_fail: continue, kql_or_template: "Resources | where name == 'app-checkout' and isempty(tags.owner) | project name"}
-`
+// The test fails when the file does not hold campaignSteps steps.
+func campaignRunbook(t *testing.T) string {
+	t.Helper()
+	rb := string(fixture(t, "campaign", "campaign.yaml"))
+	if n := strings.Count(rb, "\n  - {name: "); n != campaignSteps {
+		t.Fatalf("testdata/campaign/campaign.yaml has %d steps, want %d (campaignSteps)", n, campaignSteps)
+	}
+	return rb
+}
 
 // campaignSteps is the number of steps of campaignRunbook.
 const campaignSteps = 23
@@ -304,7 +284,7 @@ func runKillCampaign(t *testing.T, m killMode, random, aimed int, seed uint64) {
 		t.Fatal(err)
 	}
 	writeTestFile(t, filepath.Join(dir, "runbooks", campaignName+".mcp.json"), mcpCfg)
-	writeTestFile(t, filepath.Join(dir, "runbooks", campaignName+".yaml"), []byte(campaignRunbook))
+	writeTestFile(t, filepath.Join(dir, "runbooks", campaignName+".yaml"), []byte(campaignRunbook(t)))
 	k := &campaign{
 		t: t, mode: m, dir: dir, seed: seed, rng: rand.New(rand.NewPCG(seed, 6)),
 		reruns: map[string]map[string]int{}, reported: map[string]bool{}, counts: map[string]int{},

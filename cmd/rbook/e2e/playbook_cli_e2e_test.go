@@ -177,7 +177,8 @@ func TestPlaybookHelpSpeaksPlainly(t *testing.T) {
 func TestPlaybookValidateOutputMatchesRbookValidate(t *testing.T) {
 	skipShort(t)
 	dir := playbookWorkdir(t)
-	writeTestFile(t, filepath.Join(dir, "bad.cantbook"), []byte("version: \"1.0\"\nname: bad\nnodes:\n  - id: a\n    type: deterministic\n  - id: b\n    type: approval\n"))
+	// Node a has no command and no args (line 4), approval node b no prompt (line 6): 3 issues.
+	writeFixture(t, filepath.Join(dir, "bad.cantbook"), "playbooks", "validate-three-issues.cantbook")
 	stdout, stderr, code := runSplit(t, dir, nil, "playbook", "validate", "runbooks/release.cantbook", "bad.cantbook")
 	if code != 2 || !regexp.MustCompile(`(?m)^runbooks/release\.cantbook: ok \(4 nodes, playbook release-cut, hash [0-9a-f]{64}\)\nbad\.cantbook: 3 issues\n$`).MatchString(stdout) ||
 		!regexp.MustCompile(`(?m)^bad\.cantbook:6:5: nodes\[1\]\.prompt: `).MatchString(stderr) || strings.Contains(stdout, "bad.cantbook:4") {

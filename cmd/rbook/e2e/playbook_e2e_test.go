@@ -178,17 +178,7 @@ func TestPlaybookBadInputsRefusedBeforeAnyRecord(t *testing.T) {
 func TestPlaybookValidateListsEveryIssue(t *testing.T) {
 	skipShort(t)
 	dir := playbookWorkdir(t)
-	writeTestFile(t, filepath.Join(dir, "bad.cantbook"), []byte(`version: "1.0"
-name: bad
-nodes:
-  - id: a
-    type: deterministic
-  - id: a
-    type: approval
-  - id: c
-    type: agentic
-    depends: [nope]
-`))
+	writeFixture(t, filepath.Join(dir, "bad.cantbook"), "playbooks", "validate-issues.cantbook")
 	out, code := run2(t, dir, "playbook", "validate", "runbooks/release.cantbook", "bad.cantbook")
 	if code != 2 {
 		t.Fatalf("exit %d, want 2:\n%s", code, out)
@@ -306,29 +296,12 @@ func waitForFile(t *testing.T, path string) {
 // tells nothing else.
 func waitTick() { time.Sleep(10 * time.Millisecond) }
 
-// writeSlowPlaybook writes dir/slow.cantbook: nodes first → slow → last, each appending "ran"
-// to <id>.count; slow then writes slow.started and sleeps 60 s, unless dir/go-fast exists
-// (then it passes at once). Shared by the kill -9 / resume tests.
+// writeSlowPlaybook writes dir/slow.cantbook (testdata/playbooks/slow.cantbook): nodes first →
+// slow → last, each appending "ran" to <id>.count; slow then writes slow.started and sleeps
+// 60 s, unless dir/go-fast exists (then it passes at once). Shared by the kill -9 / resume tests.
 func writeSlowPlaybook(t *testing.T, dir string) {
 	t.Helper()
-	writeTestFile(t, filepath.Join(dir, "slow.cantbook"), []byte(`version: "1.0"
-name: slow
-nodes:
-  - id: first
-    type: deterministic
-    command: sh
-    args: ["-c", "echo ran >> first.count"]
-  - id: slow
-    type: deterministic
-    command: sh
-    args: ["-c", "echo ran >> slow.count; if [ -f go-fast ]; then exit 0; fi; echo started > slow.started; sleep 60"]
-    depends: [first]
-  - id: last
-    type: deterministic
-    command: sh
-    args: ["-c", "echo ran >> last.count"]
-    depends: [slow]
-`))
+	writeFixture(t, filepath.Join(dir, "slow.cantbook"), "playbooks", "slow.cantbook")
 }
 
 // killInSlowNode waits until p's slow node of writeSlowPlaybook has started (slow.started in

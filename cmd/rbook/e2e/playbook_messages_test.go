@@ -293,19 +293,8 @@ func TestRunbookCommandsNamePlaybooks(t *testing.T) {
 func TestMissingBindingListsKeys(t *testing.T) {
 	skipShort(t)
 	dir := playbookWorkdir(t)
-	writeTestFile(t, filepath.Join(dir, "nokey.cantbook"), []byte(`version: "1.0"
-name: nokey
-nodes:
-  - id: detect
-    type: deterministic
-    command: echo
-    args: [hello]
-  - id: use
-    type: deterministic
-    command: echo
-    args: ["{{ detect.nokey }}"]
-    depends: [detect]
-`))
+	// Node detect echoes hello; node use, after it, templates {{ detect.nokey }}.
+	writeFixture(t, filepath.Join(dir, "nokey.cantbook"), "playbooks", "nokey.cantbook")
 	out, code := run2(t, dir, "playbook", "run", "nokey.cantbook", "--control-plane", "off")
 	if code != exitFailed || !strings.Contains(out, `template variable \"detect.nokey\" has no binding (detect has: exit_code, stdout)`) &&
 		!strings.Contains(out, `template variable "detect.nokey" has no binding (detect has: exit_code, stdout)`) {
@@ -319,32 +308,9 @@ nodes:
 func TestContinueNamesNotRunNodes(t *testing.T) {
 	skipShort(t)
 	dir := playbookWorkdir(t)
-	writeTestFile(t, filepath.Join(dir, "cont.cantbook"), []byte(`version: "1.0"
-name: cont
-nodes:
-  - id: optional
-    type: deterministic
-    command: "false"
-    args: []
-  - id: after
-    type: deterministic
-    command: echo
-    args: [after]
-    depends: [optional]
-  - id: later
-    type: deterministic
-    command: echo
-    args: [later]
-    depends: [after]
-  - id: other
-    type: deterministic
-    command: echo
-    args: [other]
-error_handlers:
-  - on: optional-failed
-    action: continue
-    message: "optional is optional"
-`))
+	// Node optional fails; after depends on it and later on after; other stands alone; the
+	// handler on optional-failed is continue, with the message "optional is optional".
+	writeFixture(t, filepath.Join(dir, "cont.cantbook"), "playbooks", "cont.cantbook")
 	out, code := run2(t, dir, "playbook", "run", "cont.cantbook", "--control-plane", "off", "--report", "r.md")
 	want := "completed, but 1 node(s) failed and the run went on (error handler continue): 'optional' (node_failed): optional is optional; not run because of it: 'after', 'later'"
 	if code != 0 || !strings.Contains(out, want) {

@@ -76,36 +76,9 @@ func TestDiamondBranchesOverlap(t *testing.T) {
 	skipShort(t)
 	dir := playbookWorkdir(t)
 	url := serveCP(t, dir)
-	// Each branch waits at most 30 s (600 × 50 ms) for its sibling's marker, then fails.
-	wait := func(me, other string) string {
-		return `echo ran >> ` + me + `.count; touch ` + me + `.mark; i=0; while [ ! -f ` + other + `.mark ]; do i=$((i+1)); if [ $i -gt 600 ]; then echo "` + other + ` never ran beside me" >&2; exit 1; fi; sleep 0.05; done`
-	}
-	writeTestFile(t, filepath.Join(dir, "diamond.cantbook"), []byte(`version: "1.0"
-name: diamond
-nodes:
-  - id: a
-    type: deterministic
-    command: sh
-    args: ["-c", "echo ran >> a.count"]
-  - id: b
-    type: deterministic
-    command: sh
-    args: ["-c", '`+wait("b", "c")+`']
-  - id: c
-    type: deterministic
-    command: sh
-    args: ["-c", '`+wait("c", "b")+`']
-  - id: d
-    type: deterministic
-    command: sh
-    args: ["-c", "echo ran >> d.count"]
-    depends: [b, c]
-edges:
-  - from: a
-    to: b
-  - from: a
-    to: c
-`))
+	// testdata/playbooks/diamond.cantbook: each branch waits at most 30 s (600 × 50 ms) for its
+	// sibling's marker, then fails.
+	writeFixture(t, filepath.Join(dir, "diamond.cantbook"), "playbooks", "diamond.cantbook")
 	out, code := run2(t, dir, "playbook", "run", "diamond.cantbook", "--control-plane", url)
 	if code != 0 {
 		t.Fatalf("diamond: exit %d\n%s", code, out)
@@ -154,22 +127,8 @@ func TestInjectIntoEndsAtIterationCapThenKillResume(t *testing.T) {
 	skipShort(t)
 	dir := playbookWorkdir(t)
 	url := serveCP(t, dir)
-	writeTestFile(t, filepath.Join(dir, "inject.cantbook"), []byte(`version: "1.0"
-name: inject
-nodes:
-  - id: fix
-    type: deterministic
-    command: sh
-    args: ["-c", "echo ran >> fix.count"]
-  - id: broken
-    type: deterministic
-    command: sh
-    args: ["-c", "echo ran >> broken.count; echo always broken >&2; exit 1"]
-    depends: [fix]
-    on_failure:
-      inject_into: fix
-      max_iterations: 3
-`))
+	// Node fix passes; node broken, after it, always fails and injects into fix, at most 3 times.
+	writeFixture(t, filepath.Join(dir, "inject.cantbook"), "playbooks", "inject.cantbook")
 	out, code := run2(t, dir, "playbook", "run", "inject.cantbook", "--control-plane", url)
 	if code != 1 || !strings.Contains(out, "iteration_cap_exceeded") {
 		t.Fatalf("inject: exit %d, want 1 naming iteration_cap_exceeded\n%s", code, out)
@@ -243,24 +202,10 @@ func TestPolicyGitPushNeedsHumanAndIsInEvidence(t *testing.T) {
 	if err := os.Chmod(filepath.Join(pb, "bin", "git"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	writeTestFile(t, filepath.Join(pb, "push.cantbook"), []byte(`version: "1.0"
-name: push
-nodes:
-  - id: ship
-    type: approval
-    prompt: "Push main to origin?"
-  - id: push
-    type: deterministic
-    command: git
-    args: [push, origin, main]
-    depends: [ship]
-`))
-	writeTestFile(t, filepath.Join(dir, "allow-all.yaml"), []byte(`rules:
-  - name: allow-all
-    when: 'true'
-    action: auto-approve
-    reason: everything is fine
-`))
+	// Approval node ship, then git push origin main; allow-all.yaml's one rule auto-approves
+	// every gate.
+	writeFixture(t, filepath.Join(pb, "push.cantbook"), "playbooks", "push.cantbook")
+	writeFixture(t, filepath.Join(dir, "allow-all.yaml"), "policy", "allow-all.yaml")
 	url := serveCP(t, dir, "--playbook-policy", filepath.Join(dir, "allow-all.yaml"))
 	t.Setenv("RBOOK_SHOW_TOKEN", "1")
 	p := start(t, dir, "playbook", "run", "pb/push.cantbook", "--control-plane", url)
@@ -320,25 +265,10 @@ nodes:
 	}
 
 	// A rule that fails to evaluate (bindings has no key nope) requires a human, even for a
-	// gate the default rules would pass (it guards only pnpm run lint).
-	writeTestFile(t, filepath.Join(pb, "lint.cantbook"), []byte(`version: "1.0"
-name: lint
-nodes:
-  - id: check
-    type: approval
-    prompt: "Lint?"
-  - id: lint
-    type: deterministic
-    command: pnpm
-    args: [run, lint]
-    depends: [check]
-`))
-	writeTestFile(t, filepath.Join(dir, "broken.yaml"), []byte(`rules:
-  - name: broken-rule
-    when: 'bindings.nope.deeper == "x"'
-    action: auto-approve
-    reason: never evaluates
-`))
+	// gate the default rules would pass (approval node check guards only pnpm run lint).
+	// broken-rule.yaml's one rule reads bindings.nope.deeper.
+	writeFixture(t, filepath.Join(pb, "lint.cantbook"), "playbooks", "lint.cantbook")
+	writeFixture(t, filepath.Join(dir, "broken.yaml"), "policy", "broken-rule.yaml")
 	dir2 := t.TempDir()
 	url2 := serveCP(t, dir2, "--playbook-policy", filepath.Join(dir, "broken.yaml"))
 	p2 := start(t, dir, "playbook", "run", "pb/lint.cantbook", "--control-plane", url2)

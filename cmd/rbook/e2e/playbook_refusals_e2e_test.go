@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -18,33 +17,15 @@ import (
 	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
 )
 
-// parallelPlaybook has two side-effecting roots a and b that run at the same time (each
-// counts its executions in <id>.count and says it started in <id>.started, then waits until
-// go-fast exists) and c after both.
-const parallelPlaybook = `version: "1.0"
-name: par
-nodes:
-  - id: a
-    type: deterministic
-    command: sh
-    args: ["-c", "echo ran >> a.count; echo started > a.started; while [ ! -f go-fast ]; do sleep 0.05; done; echo '{\"x\": 1}'"]
-  - id: b
-    type: deterministic
-    command: sh
-    args: ["-c", "echo ran >> b.count; echo started > b.started; while [ ! -f go-fast ]; do sleep 0.05; done"]
-  - id: c
-    type: deterministic
-    command: sh
-    args: ["-c", "echo ran >> c.count"]
-    depends: [a, b]
-`
-
-// killInParallelNodes writes dir/par.cantbook (parallelPlaybook), starts rbook args on it,
-// and kills it with SIGKILL once a and b both run and b's step_started is recorded (both
-// nodes are in flight in the state file). It returns the state file's path and its state.
+// killInParallelNodes writes dir/par.cantbook (testdata/playbooks/par.cantbook: two
+// side-effecting roots a and b that run at the same time, each counting its executions in
+// <id>.count and saying it started in <id>.started, then waiting until go-fast exists; and c
+// after both), starts rbook args on it, and kills it with SIGKILL once a and b both run and
+// b's step_started is recorded (both nodes are in flight in the state file). It returns the
+// state file's path and its state.
 func killInParallelNodes(t *testing.T, dir string, args []string) (string, *state.State) {
 	t.Helper()
-	writeTestFile(t, filepath.Join(dir, "par.cantbook"), []byte(parallelPlaybook))
+	writeFixture(t, filepath.Join(dir, "par.cantbook"), "playbooks", "par.cantbook")
 	p := start(t, dir, args...)
 	waitForFile(t, filepath.Join(dir, "a.started"))
 	waitForFile(t, filepath.Join(dir, "b.started"))
@@ -187,31 +168,9 @@ func TestDeepJSONOutputStaysText(t *testing.T) {
 	skipShort(t)
 	dir := playbookWorkdir(t)
 	url := serveCP(t, dir)
-	nest := func(n int) string {
-		return `yes '{"a":' | head -n ` + strconv.Itoa(n) + ` | tr -d '\n'; printf 1; yes '}' | head -n ` + strconv.Itoa(n) + ` | tr -d '\n'`
-	}
-	pb := `version: "1.0"
-name: deep
-nodes:
-  - id: deep
-    type: deterministic
-    command: sh
-    args: ["-c", ` + jsonString(nest(9999)) + `]
-  - id: ok64
-    type: deterministic
-    command: sh
-    args: ["-c", ` + jsonString(nest(64)) + `]
-  - id: over65
-    type: deterministic
-    command: sh
-    args: ["-c", ` + jsonString(nest(65)) + `]
-  - id: after
-    type: deterministic
-    command: sh
-    args: ["-c", "echo ran >> after.count"]
-    depends: [deep, ok64, over65]
-`
-	writeTestFile(t, filepath.Join(dir, "deep.cantbook"), []byte(pb))
+	// testdata/playbooks/deep.cantbook: nodes deep, ok64 and over65 print an object nested 9999,
+	// 64 and 65 levels deep ({"a":{"a":…1…}}); after depends on all three.
+	writeFixture(t, filepath.Join(dir, "deep.cantbook"), "playbooks", "deep.cantbook")
 	out, code := run2(t, dir, "playbook", "run", "deep.cantbook", "--control-plane", url)
 	if code != 0 {
 		t.Fatalf("exit %d, want 0:\n%s", code, cutOutput(out))
@@ -256,19 +215,7 @@ nodes:
 func TestDuplicateInputFlagRefused(t *testing.T) {
 	skipShort(t)
 	dir := playbookWorkdir(t)
-	writeTestFile(t, filepath.Join(dir, "inp.cantbook"), []byte(`version: "1.0"
-name: inp
-inputs:
-  - name: v
-    required: true
-  - name: w
-    default: dflt
-nodes:
-  - id: a
-    type: deterministic
-    command: printf
-    args: ["%s|%s", "{{ v }}", "{{ w }}"]
-`))
+	writeFixture(t, filepath.Join(dir, "inp.cantbook"), "playbooks", "inp.cantbook") // v required, w defaults to dflt; a prints both
 	writeTestFile(t, filepath.Join(dir, "ck.yaml"), []byte("v: 1\n? [a]\n: 1\n"))
 	statePath := filepath.Join(dir, ".rbook", "inp.playbook.state.json")
 	for _, tc := range []struct {

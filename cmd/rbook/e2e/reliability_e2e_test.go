@@ -416,17 +416,6 @@ func TestControlPlaneRestartsDuringRuns(t *testing.T) {
 	}
 }
 
-// gateRunbook is a deploy, a confirm gate with a short deadline whose on_fail is rollback, and
-// the rollback: a gate that times out would show as confirm FAIL/TIMED_OUT and a rollback PASS.
-const gateRunbook = `runbook_name: gate
-subscriptions: [s]
-state_file_path: .rbook/gate.state.json
-runbook_steps:
-  - {name: deploy-a, type: deploy, kql_or_template: remediation/a.json, on_fail: halt}
-  - {name: confirm-a, type: confirm, on_fail: rollback, max_timeout_seconds: 2}
-  - {name: rollback-a, type: rollback, kql_or_template: remediation/a.json, on_fail: halt}
-`
-
 // checkTerminalApproval asserts that the run's one approval was decided on the control plane
 // by the answer typed at the executor's terminal.
 func checkTerminalApproval(t *testing.T, url, runID string) {
@@ -541,7 +530,10 @@ func TestTypedAnswerNeverLost(t *testing.T) {
 
 	t.Run("gate deadline passes while the answer is unrecorded", func(t *testing.T) {
 		dir := workdir(t)
-		os.WriteFile(filepath.Join(dir, "runbooks", "gate.yaml"), []byte(gateRunbook), 0o644)
+		// testdata/runbooks/gate.yaml: a deploy, a confirm gate with a 2 s deadline whose on_fail is
+		// rollback, and the rollback: a gate that times out shows as confirm FAIL/TIMED_OUT and a
+		// rollback PASS.
+		writeFixture(t, filepath.Join(dir, "runbooks", "gate.yaml"), "runbooks", "gate.yaml")
 		os.WriteFile(filepath.Join(dir, "runbooks", "gate.values.yaml"), []byte("{}\n"), 0o644)
 		statePath := filepath.Join(dir, ".rbook", "gate.state.json")
 		cp := startServe(t, dir)

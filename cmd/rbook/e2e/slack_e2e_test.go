@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -20,6 +21,8 @@ import (
 	"github.com/rbookhq/rbook-action/controlplane/notify/smtptest"
 	"github.com/rbookhq/rbook-action/controlplane/people"
 	"github.com/rbookhq/rbook-action/controlplane/server"
+	rbookv1 "github.com/rbookhq/rbook-action/gen/rbook/v1"
+	"github.com/rbookhq/rbook-action/internal/browsertest"
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 )
@@ -33,13 +36,15 @@ const (
 
 // End to end with real processes (docs/slack.md): `rbook serve` with a slack channel posting
 // to a fake Slack; `rbook run` waits at a 2-of-N gate. Slack gets one message with the gate's
-// page and buttons; alice approves in Slack (1 of 2); her own `rbook approve` with her token
-// (the same person) is not counted again; a forged and a replayed Slack request change
-// nothing; a Slack user linked to no person is told so, to them only; bob's `rbook approve`
-// opens the gate, the run completes, and the message says who decided. A webhook receiver
-// verifying with the Standard Webhooks library gets every event once with a valid
-// signature, and the requester (the person of the run's starter) gets the decision by email.
-func TestApproveInSlackThenWithTheCLIOpensTheGateOnce(t *testing.T) {
+// page and buttons; alice approves in Slack (1 of 2); alice approves again in the console,
+// signed in with her auth-file token — the same person, so it is not counted and the console
+// says she already approved; a forged and a replayed Slack request change nothing; a Slack
+// user linked to no person is told so, to them only; bob's `rbook approve` opens the gate,
+// the run completes, and the message says who decided. A webhook receiver verifying with the
+// Standard Webhooks library gets every event once with a valid signature, and the requester
+// (the person of the run's starter) gets the decision by email. With a Chromium installed,
+// alice follows the Slack message's link to the gate page and clicks its Approve button.
+func TestApproveInSlackThenInTheConsoleThenWithTheCLIOpensTheGateOnce(t *testing.T) {
 	skipShort(t)
 	fake := slackfake.New(e2eSlackToken, e2eSlackChannel)
 	defer fake.Close()
@@ -67,8 +72,10 @@ func TestApproveInSlackThenWithTheCLIOpensTheGateOnce(t *testing.T) {
 	t.Setenv("E2E_SLACK_BOT_TOKEN", e2eSlackToken)
 	t.Setenv("E2E_HOOK_SECRET", e2eHookSecret)
 	in := func(name string) string { return filepath.Join(dir, name) }
-	url := serveCP(t, dir, "--auth-file", in("auth.txt"), "--gate-policy", in("gates.yaml"), "--people", in("people.yaml"),
-		"--notify-config", in("notify.yaml"), "--public-url", "https://rbook.example.com")
+	// The public URL is the server's own, so the links it sends open its console.
+	addr := freeAddr(t)
+	url := startServeAt(t, addr, in("cp.db"), "--auth-file", in("auth.txt"), "--gate-policy", in("gates.yaml"), "--people", in("people.yaml"),
+		"--notify-config", in("notify.yaml"), "--public-url", "http://"+addr).url()
 	t.Setenv("RBOOK_TOKEN", gatesExecToken)
 	p := start(t, dir, "run", "demo", "--control-plane", url)
 	id := approvalIDFrom(t, p)
@@ -96,9 +103,14 @@ func TestApproveInSlackThenWithTheCLIOpensTheGateOnce(t *testing.T) {
 	if want := []string{notify.SlackActionOpen + "=" + id, notify.SlackActionApprove + "=" + id, notify.SlackActionReject + "=" + id}; !slices.Equal(buttons, want) {
 		t.Fatalf("buttons %v, want %v", buttons, want)
 	}
-	if link := m.Buttons()[0].URL; link != "https://rbook.example.com/approvals/"+id {
-		t.Fatalf("the gate's link is %q", link)
+	gateLink := m.Buttons()[0].URL
+	if gateLink != url+"/approvals/"+id {
+		t.Fatalf("the gate's link is %q, want its page %s/approvals/%s", gateLink, url, id)
 	}
+	// With a browser, alice follows the link and signs in before she approves in Slack; her
+	// page's live updates are held back (as a buffering proxy would), so it still offers
+	// Approve when she clicks it after her Slack approval.
+	aliceBrowser, aliceTab := aliceOpensTheGateLink(t, gateLink)
 
 	endpoint := url + server.SlackInteractionsPath
 	alice := slackfake.User{Team: "T0001", ID: "U0001", Name: "alice"}
@@ -122,9 +134,20 @@ func TestApproveInSlackThenWithTheCLIOpensTheGateOnce(t *testing.T) {
 	if code, _, err := press.Send(http.DefaultClient); err != nil || code != http.StatusOK {
 		t.Fatalf("replayed request: %d, %v; want 200", code, err)
 	}
-	out, code := runAs(t, dir, gatesAliceToken, "approve", id, "--control-plane", url)
-	if code != 0 || !strings.Contains(out, "1 of 2 approvals") {
-		t.Fatalf("alice again with her token: exit %d\n%s\nwant still 1 of 2 (one person)", code, out)
+
+	// Alice again, in the console: the Approve the gate page sends, with her session.
+	aliceClicksApproveAgain(t, aliceBrowser, aliceTab, gateLink)
+	res := consoleSignIn(t, url, gatesAliceToken).approve(t, id, "again, from the console")
+	if got := res.GetApproval().GetCaller(); got.GetCode() != server.CodeAlreadyVoted || got.GetIdentity() != "alice" ||
+		!strings.Contains(got.GetReason(), "You already approved this gate; it waits for 1 more approval") {
+		t.Errorf("the console's answer to alice's second approval: %+v; want %s for alice, saying she already approved", got, server.CodeAlreadyVoted)
+	}
+	if a := res.GetApproval(); a.GetStatus() != rbookv1.ApprovalStatus_APPROVAL_STATUS_PENDING || len(a.GetVotes()) != 1 ||
+		a.GetVotes()[0].GetApprover() != "slack:T0001/U0001" || a.GetVotes()[0].GetPerson() != "alice" {
+		t.Fatalf("the gate after alice's console approval: %s with votes %v; want pending with her one Slack vote (1 of 2)", a.GetStatus(), a.GetVotes())
+	}
+	if text := fake.TopLevel()[0].AllText(); !strings.Contains(text, "1 of 2: Alice Example (slack:T0001/U0001)") || strings.Contains(text, "2 of 2") {
+		t.Fatalf("the Slack message after alice's console approval:\n%s\nwant it still at 1 of 2", text)
 	}
 
 	carol := slackfake.User{Team: "T0001", ID: "U0404", Name: "carol"}
@@ -139,7 +162,7 @@ func TestApproveInSlackThenWithTheCLIOpensTheGateOnce(t *testing.T) {
 		t.Fatalf("carol was not told she is not linked: %+v", fake.Ephemerals())
 	}
 
-	out, code = runAs(t, dir, gatesBobToken, "approve", id, "--control-plane", url, "--reason", "ship it")
+	out, code := runAs(t, dir, gatesBobToken, "approve", id, "--control-plane", url, "--reason", "ship it")
 	if code != 0 || !strings.Contains(out, "approved by") {
 		t.Fatalf("bob: exit %d\n%s", code, out)
 	}
@@ -164,8 +187,13 @@ func TestApproveInSlackThenWithTheCLIOpensTheGateOnce(t *testing.T) {
 	}
 
 	hooks.waitFor(t, "gate.opened:"+id, "vote.cast:"+id+":1", "gate.decided:"+id)
-	hooks.waitFor(t, "run.finished:"+hooks.runOf("gate.decided:"+id))
+	runID := hooks.runOf("gate.decided:" + id)
+	hooks.waitFor(t, "run.finished:"+runID)
 	hooks.mu.Lock()
+	// One vote was cast before the deciding one: alice's repeats made no event.
+	if got, want := slices.Sorted(maps.Keys(hooks.accepted)), []string{"gate.decided:" + id, "gate.opened:" + id, "run.finished:" + runID, "vote.cast:" + id + ":1"}; !slices.Equal(got, want) {
+		t.Errorf("the webhook receiver accepted events %v, want %v", got, want)
+	}
 	for eid, n := range hooks.accepted {
 		if n != 1 {
 			t.Errorf("webhook event %s accepted %d times, want once", eid, n)
@@ -185,9 +213,78 @@ func TestApproveInSlackThenWithTheCLIOpensTheGateOnce(t *testing.T) {
 			}
 		}
 	}
-	if !slices.Equal(decided.To, []string{"owner@example.com"}) || !strings.Contains(decided.Data, "bob") {
-		t.Fatalf("the requester's mail of the decision went to %v:\n%s", decided.To, decided.Data)
+	if !slices.Equal(decided.To, []string{"owner@example.com"}) {
+		t.Fatalf("the requester's mail of the decision went to %v, want the release owner's address", decided.To)
 	}
+	for _, want := range []string{"Gate confirm-rollout (demo) approved", "bob via rpc", "Reason: ship it", "Gate page: " + gateLink} {
+		if !strings.Contains(decided.Data, want) {
+			t.Errorf("the requester's mail of the decision lacks %q:\n%s", want, decided.Data)
+		}
+	}
+	if aliceTab != nil {
+		// Her page's stream is still held: loaded again, it shows the decision.
+		openPage(t, aliceTab, gateLink)
+		waitElementText(t, aliceTab, "#gate-status", "Approved")
+		waitElementText(t, aliceTab, "#decision .decided-by", "bob")
+		aliceTab.NoProblems(t, "status of 401")
+	}
+}
+
+// aliceOpensTheGateLink opens the gate's link from the Slack message in a headless Chromium
+// as alice, with the page's WatchApproval stream held (browsertest.Tab.HoldRequests): the
+// page asks her to sign in, she signs in with her auth-file token on the sign-in page, and is
+// back on the gate, offered Approve at 0 of 2. It returns alice at the browser and her tab,
+// or nils, with a skipped subtest that says why, when no Chromium is installed.
+func aliceOpensTheGateLink(t *testing.T, link string) (*browsertest.Person, *browsertest.Tab) {
+	t.Helper()
+	if browsertest.Chromium() == "" {
+		// Only the browser's part skips: the console's request is still sent as the page sends it.
+		t.Run("alice clicks Approve on the gate page", func(t *testing.T) {
+			t.Skip("no chromium: alice's console approval is sent as the gate page sends it, without a browser " +
+				"(install Debian's chromium package, or set RBOOK_CHROMIUM, to click the page's Approve)")
+		})
+		return nil, nil
+	}
+	alice := browsertest.Start(t).Person(t, "alice")
+	tab := alice.Tab(t)
+	tab.HoldRequests(t, "*/rbook.v1.ApprovalService/WatchApproval")
+	openPage(t, tab, link)
+	waitElementText(t, tab, "#error", "Sign in")
+	tab.Click(t, "#error a")
+	tab.WaitFor(t, "the sign-in page", `location.pathname === '/signin' && !!document.querySelector('input#token')`)
+	tab.Fill(t, "input#token", gatesAliceToken)
+	tab.Click(t, "#token-form button")
+	tab.WaitFor(t, "the gate page again", `location.href === `+browsertest.JSString(link))
+	tab.WaitFor(t, "the page to be ready", pageReady)
+	waitElementText(t, tab, "#whoami", "alice")
+	waitElementText(t, tab, "#tally", "0 of 2 approvals")
+	tab.WaitFor(t, "the Approve button", `!!document.querySelector('#approve')`)
+	return alice, tab
+}
+
+// aliceClicksApproveAgain clicks Approve on alice's gate page, loaded before her Slack
+// approval: the console says her approval is already counted at 1 of 2 and offers no more
+// Approve, and the page opened afresh from the link says the same. Nothing when tab is nil.
+func aliceClicksApproveAgain(t *testing.T, alice *browsertest.Person, tab *browsertest.Tab, link string) {
+	t.Helper()
+	if tab == nil {
+		return
+	}
+	const counted = "Your approval is already counted; 1 of 2 approvals."
+	tab.Fill(t, "textarea#reason", "again, from the console")
+	tab.Click(t, "#approve")
+	waitElementText(t, tab, "#outcome", counted)
+	waitElementText(t, tab, "#tally", "1 of 2 approvals")
+	waitElementText(t, tab, "#not-eligible", counted)
+	fresh := alice.Tab(t)
+	openPage(t, fresh, link)
+	waitElementText(t, fresh, "#tally", "1 of 2 approvals")
+	waitElementText(t, fresh, "#not-eligible", counted)
+	waitElementText(t, fresh, "#votes-list", "slack:T0001/U0001")
+	if n := browsertest.Eval[int](t, fresh, `document.querySelectorAll('#approve').length`); n != 0 {
+		t.Errorf("alice is offered Approve again on the gate page after her approval")
+	}
+	fresh.NoProblems(t)
 }
 
 // e2eHookSecret is the webhook channel's Standard Webhooks secret in end-to-end tests.

@@ -30,14 +30,7 @@ func shortRunbook(t *testing.T) string {
 	dir := t.TempDir()
 	rb := filepath.Join(dir, "runbooks")
 	os.Mkdir(rb, 0o755)
-	yaml := `runbook_name: k
-subscriptions: [s1]
-state_file_path: .rbook/k.state.json
-runbook_steps:
-  - {name: d1, type: deploy, kql_or_template: remediation/a.json, on_fail: rollback}
-  - {name: r1, type: rollback, kql_or_template: remediation/a-prev.json, on_fail: halt}
-  - {name: d2, type: deploy, kql_or_template: remediation/b.json, on_fail: halt}
-`
+	yaml := string(fixture(t, "runbooks", "k.yaml"))
 	for name, content := range map[string]string{"k.yaml": yaml, "k.values.yaml": "x: 1\n"} {
 		if err := os.WriteFile(filepath.Join(rb, name), []byte(content), 0o644); err != nil {
 			t.Fatal(err)

@@ -20,18 +20,7 @@ func TestTokenNotPrintedOnACITerminal(t *testing.T) {
 	skipShort(t)
 	dir := playbookWorkdir(t)
 	url := serveCP(t, dir)
-	writeTestFile(t, filepath.Join(dir, "gate.cantbook"), []byte(`version: "1.0"
-name: gate
-nodes:
-  - id: ok
-    type: approval
-    prompt: "push it?"
-  - id: push
-    type: deterministic
-    command: sh
-    args: ["-c", "echo git push"]
-    depends: [ok]
-`))
+	writeFixture(t, filepath.Join(dir, "gate.cantbook"), "playbooks", "push-gate.cantbook") // approval ok, then a node that echoes git push
 	tokenLike := regexp.MustCompile(`ey[A-Za-z0-9_-]{20,}\.[A-Za-z0-9_-]{20,}`)
 	p := startPTY(t, dir, []string{"CI=true", "GITHUB_ACTIONS=", "RBOOK_SHOW_TOKEN="}, "playbook", "run", "gate.cantbook", "--control-plane", url)
 	p.waitFor(t, "its token is a secret and is not printed here")

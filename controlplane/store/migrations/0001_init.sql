@@ -1,7 +1,8 @@
 -- 0001: runs, transitions (with their evidence) and approvals.
--- Seed playbooks, "Database tables": playbook_runs and playbook_approvals keep the seed's
--- columns and names; the columns after them are what the runbook executor needs (seed
--- runbook-executor, Steps 3-8). Times are fixed-width RFC 3339 text in UTC with nine
+-- playbook_runs and playbook_approvals keep the columns and names of docs/spec/playbooks.md,
+-- sections "Table playbook_runs" and "Table playbook_approvals"; the columns after them are
+-- what the runbook executor needs (docs/spec/runbooks.md, "Step 3: Resume detection" to
+-- "Step 8: Cancel flow"). Times are fixed-width RFC 3339 text in UTC with nine
 -- fractional digits, so text order is time order (keyset paging and deadlines rely on it).
 
 CREATE TABLE playbook_runs (
@@ -34,9 +35,9 @@ CREATE INDEX playbook_runs_by_start ON playbook_runs (started_at DESC, run_id DE
 CREATE INDEX playbook_runs_by_status ON playbook_runs (status, started_at DESC, run_id DESC);
 CREATE INDEX playbook_runs_by_name ON playbook_runs (playbook_name, started_at DESC, run_id DESC);
 
--- Append-only: one row per transition; the evidence entry of a step_finished (or of the
--- CANCEL audit) rides in the same row, so both commit with the run-row update in one
--- transaction (DESIGN D10). status IS NULL means the transition carries no evidence.
+-- Append-only: one row per transition; the evidence entry of a step_finished (or of the CANCEL
+-- audit) rides in the same row, so both commit with the run-row update in one transaction
+-- (docs/decisions/durability.md). status IS NULL means the transition carries no evidence.
 CREATE TABLE run_transitions (
     run_id             TEXT NOT NULL REFERENCES playbook_runs (run_id),
     seq                INTEGER NOT NULL CHECK (seq >= 1),
@@ -70,7 +71,11 @@ BEGIN
 END;
 
 -- token holds the lowercase hex SHA-256 of the resume token, never the token: a leaked
--- database file must not hand out bearer tokens that approve gates (DESIGN D9).
+-- database file must not hand out bearer tokens that approve gates
+-- (docs/decisions/approval-tokens.md).
+-- The columns from step_index on are what the runbook executor's confirm gates need: the step,
+-- the gate's deadline, the digest of the plan the token approves, the prompt shown, and the
+-- channel that decided (docs/decisions/confirm-gates.md, docs/decisions/approval-tokens.md).
 CREATE TABLE playbook_approvals (
     approval_id       TEXT PRIMARY KEY,
     run_id            TEXT NOT NULL REFERENCES playbook_runs (run_id),
@@ -83,7 +88,6 @@ CREATE TABLE playbook_approvals (
     status            TEXT NOT NULL DEFAULT 'pending'
                       CHECK (status IN ('pending', 'approved', 'rejected', 'expired', 'cancelled')),
     auto_passed       INTEGER NOT NULL DEFAULT 0 CHECK (auto_passed IN (0, 1)),
-    -- runbook executor and DESIGN D8-D9
     step_index        INTEGER NOT NULL DEFAULT -1 CHECK (step_index >= -1),
     deadline          TEXT,
     plan_digest       TEXT NOT NULL DEFAULT '',

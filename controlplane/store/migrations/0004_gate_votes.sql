@@ -1,8 +1,9 @@
--- 0004: M-of-N gates with identities (issue 7, item 4). Every vote cast on a gate is kept
--- (who, when, why, through which channel, whether the identity was authenticated), and the
--- gate policy's requirement is captured on the approval row when the gate opens, so a policy
--- edit does not change an open gate. Gates opened before this migration need one approval by
--- anyone (approvals_required 1, allowed_approvers '[]').
+-- 0004: M-of-N gates with identities (docs/decisions/identity.md, docs/approvals.md, "Gate
+-- policy"). Every vote cast on a gate is kept (who, when, why, through which channel, whether
+-- the identity was authenticated), and the gate policy's requirement is captured on the
+-- approval row when the gate opens, so a policy edit does not change an open gate. Gates opened
+-- before this migration need one approval by anyone (approvals_required 1, allowed_approvers
+-- '[]').
 CREATE TABLE approval_votes (
     approval_id TEXT NOT NULL REFERENCES playbook_approvals (approval_id),
     approver    TEXT NOT NULL,

@@ -1,6 +1,7 @@
--- 0003: the executor lease with a fencing epoch (DESIGN D12, issue 6 item 1.2), the run's
--- owner identity (issue 6 item 1.3), the run's kind (runbook or playbook; issue 6 item 2.3),
--- and a check's source text next to the query that ran (issue 6 item 2.1).
+-- 0003: the executor lease with a fencing epoch and the run's owner identity
+-- (docs/decisions/leases-and-fencing.md), the run's kind (runbook or playbook;
+-- docs/decisions/playbooks-on-one-engine.md), and a check's source text next to the query
+-- that ran, so the evidence shows both what the runbook wrote and what was executed.
 -- owner_id_hash: lowercase hex SHA-256 of the executor's owner id, never the id itself (it is
 -- a capability, like the approval tokens of 0001). '' for runs stored before this migration:
 -- nobody holds their lease, so only take_over (after lease_expires_at, NULL = long expired)

@@ -1,4 +1,4 @@
--- 0005: the GitHub Actions job that started a run (issue 7, item 5; DESIGN D13): claims of
+-- 0005: the GitHub Actions job that started a run (docs/decisions/identity.md): claims of
 -- the job's OIDC token as the control plane verified them at StartRun, never request fields.
 -- All NULL for a run started without an OIDC token (an auth-file caller, auth off).
 ALTER TABLE playbook_runs ADD COLUMN github_actor TEXT COLLATE "C";

@@ -1,7 +1,7 @@
 -- 0007: the GitHub Actions workflow run an executor reports from its runner's environment
--- (issue 8, Interface and item 4): on a run, as its last StartRun reported it; on an
+-- (docs/approvals.md, "Approve in GitHub"): on a run, as its last StartRun reported it; on an
 -- approval, with the GitHub environment the gate is bound to, so a deployment protection
--- rule of that workflow run and environment can be bound to the gate (issue 8, item 2).
+-- rule of that workflow run and environment can be bound to the gate.
 -- Reported by the executor, never verified: nothing authorizes on these columns (the
 -- verified job is migration 0005's). All NULL when nothing was reported.
 ALTER TABLE playbook_runs ADD COLUMN reported_repository TEXT COLLATE "C";

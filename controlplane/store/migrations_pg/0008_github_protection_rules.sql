@@ -1,9 +1,10 @@
 -- 0008: custom deployment protection rules bound to rbook gates, and the outbox of what the
--- control plane owes GitHub for each (issue 8, item 2). One row per deployment. A rule is bound to the gate of its workflow run and environment
--- (approval_id) when both exist, in whichever order they arrive; once bound a status report
--- is due; when the gate is decided by any channel its verdict is written here in the same
--- transaction as the decision (verdict_state, set once: one verdict per deployment), then
--- delivered by the control plane's delivery loop with back-off (verdict_sent_at).
+-- control plane owes GitHub for each (docs/approvals.md, "Approve in GitHub"). One row per
+-- deployment. A rule is bound to the gate of its workflow run and environment (approval_id)
+-- when both exist, in whichever order they arrive; once bound a status report is due; when the
+-- gate is decided by any channel its verdict is written here in the same transaction as the
+-- decision (verdict_state, set once: one verdict per deployment), then delivered by the control
+-- plane's delivery loop with back-off (verdict_sent_at).
 -- rule_id is "repository/run_id/environment/deployment_id": the callback URL names the
 -- workflow run only, so two environments or attempts of one run share it.
 CREATE TABLE github_protection_rules (

@@ -1,4 +1,4 @@
--- 0009: the workflow run attempt of a protection rule (break8: a re-run must not bind to the
+-- 0009: the workflow run attempt of a protection rule (a re-run must not bind to the
 -- decided gate of an earlier attempt). A deployment_protection_rule payload does not carry the
 -- attempt; the control plane learns it from GET /repos/{o}/{r}/actions/runs/{run_id}
 -- (run_attempt) before binding. NULL: not learned yet, so the rule stays unbound and the

@@ -202,7 +202,7 @@ type Approval struct {
 	Notifications []*GateNotification `protobuf:"bytes,65,rep,name=notifications,proto3" json:"notifications,omitempty"`
 	// Once the gate is decided and the control plane has a signing key: the decision signed as
 	// an in-toto human-review attestation in a DSSE envelope, as JSON text, so a job can check
-	// the decision before it continues (docs/attestations.md, "Gate decisions"). Empty
+	// the decision before it continues (docs/attestations.md, "The gate-review predicate"). Empty
 	// otherwise, and in lists.
 	ReviewAttestationJson string `protobuf:"bytes,66,opt,name=review_attestation_json,json=reviewAttestationJson,proto3" json:"review_attestation_json,omitempty"`
 	unknownFields         protoimpl.UnknownFields

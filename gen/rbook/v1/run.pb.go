@@ -1329,7 +1329,7 @@ func (x *Transition) GetHash() string {
 
 // RunPlan is what a run executes, as the executor loaded it: every step of a runbook, or every
 // node of a playbook, with its rendered inputs, so that a person deciding a gate sees what is
-// still to come (docs/console.md, "What happens if I approve"). The executor sends it with
+// still to come (docs/console.md, "The gate"; docs/console-plan.md). The executor sends it with
 // StartRun; the control plane keeps it bound to content_hash and GetRun returns it. Values that
 // look like secrets are masked ("***") as the runner masks them before the plan leaves the
 // executor. Bounded: at most 1,000 steps and 1 MiB in all; an input longer than 16 KiB is cut

@@ -256,12 +256,15 @@ export function outcomeText(verb: string, before: Approval, next: Approval, w: W
   }
   if (next.status === ApprovalStatus.APPROVED) return "Approved. The run continues.";
   if (next.status === ApprovalStatus.PENDING) {
-    if (next.votes.length === before.votes.length && approvalCount(next) === approvalCount(before)) {
-      return `Your approval is already counted; ${tally(next)}.`;
-    }
-    return `Your approval is counted: ${tally(next)}.`;
+    // Counted when the answer holds a new vote of the caller's identity. A click on a page
+    // loaded before the same person approved through another channel (Slack, the CLI) adds
+    // none, though the gate has more votes than the page showed (docs/people.md).
+    const mine = (x: Approval): number => x.votes.filter((v) => v.approver === w.identity).length;
+    const added = w.identity
+      ? mine(next) > mine(before)
+      : next.votes.length !== before.votes.length || approvalCount(next) !== approvalCount(before);
+    return added ? `Your approval is counted: ${tally(next)}.` : `Your approval is already counted; ${tally(next)}.`;
   }
-  void w;
   return `${approvalStatus(next)}.`;
 }
 

@@ -65,6 +65,8 @@ test("the outcome of a click says what the server did with it", () => {
   const counted = gate(ApprovalStatus.PENDING, ["alice"]);
   assert.equal(outcomeText("approve", counted, gate(ApprovalStatus.PENDING, ["alice"]), who), "Your approval is already counted; 1 of 2 approvals.");
   assert.equal(outcomeText("approve", counted, gate(ApprovalStatus.APPROVED, ["alice", "bob"]), who), "Approved. The run continues.");
+  // A page loaded before alice approved in Slack: the answer has her Slack vote, not a new one.
+  assert.equal(outcomeText("approve", before, gate(ApprovalStatus.PENDING, ["slack:T0001/U0001"]), who), "Your approval is already counted; 1 of 2 approvals.");
   assert.equal(outcomeText("reject", before, gate(ApprovalStatus.REJECTED, [], "rollback"), who), "Rejected. The step fails and its on_fail (rollback) applies.");
   assert.equal(tally(gate(ApprovalStatus.PENDING, ["alice", "alice"])), "1 of 2 approvals");
 });

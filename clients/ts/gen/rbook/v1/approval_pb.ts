@@ -289,7 +289,7 @@ export type Approval = Message<"rbook.v1.Approval"> & {
   /**
    * Once the gate is decided and the control plane has a signing key: the decision signed as
    * an in-toto human-review attestation in a DSSE envelope, as JSON text, so a job can check
-   * the decision before it continues (docs/attestations.md, "Gate decisions"). Empty
+   * the decision before it continues (docs/attestations.md, "The gate-review predicate"). Empty
    * otherwise, and in lists.
    *
    * @generated from field: string review_attestation_json = 66;
