@@ -30,7 +30,8 @@ type fakeTerminal struct {
 	lines    bytes.Buffer
 	finished *state.State
 	halted   error
-	wrapped  engine.Gate
+	// runner is the runner output's gates (nil: outside a runner).
+	runner *fakeRunner
 	// onRecord, when set, sees each transition after the state file recorded it.
 	onRecord func(engine.Transition)
 }
@@ -49,23 +50,22 @@ func (f *fakeTerminal) TerminalGate() (string, string, *steps.Lines, bool, *step
 	lines := steps.NewLines(strings.NewReader(""))
 	return "tester", "standard input is empty", lines, false, &steps.TerminalGate{In: lines, Out: &f.lines, Who: "tester"}
 }
-func (f *fakeTerminal) LocalGate(_ *steps.TerminalGate, g engine.Gate, _ bool, _ string) engine.Gate {
-	return g
-}
-func (f *fakeTerminal) WrapGate(g engine.Gate, _ string, _ bool) engine.Gate {
-	f.wrapped = g
-	return g
+func (f *fakeTerminal) Runner() RunnerGates {
+	if f.runner == nil {
+		return nil
+	}
+	return f.runner
 }
 func (f *fakeTerminal) CancelPrompt(md string) string { return md }
 func (f *fakeTerminal) VoteNotices() (func(*rbookv1.Approval, string, time.Time), func(*rbookv1.Approval)) {
 	return nil, nil
 }
-func (f *fakeTerminal) StartErrorHint(err error, _ string) error            { return err }
-func (f *fakeTerminal) WarnUnanswerable(*runbook.Plan, int, string, string) {}
-func (f *fakeTerminal) WarnLeftBehind(*state.State, string)                 {}
-func (f *fakeTerminal) Halted(_ *state.State, err error)                    { f.halted = err }
-func (f *fakeTerminal) Paused(*state.State, string, *cpclient.PausedError)  {}
-func (f *fakeTerminal) Attested(AttestationFile)                            {}
+func (f *fakeTerminal) StartErrorHint(err error, _ string) error                   { return err }
+func (f *fakeTerminal) WarnUnanswerable(*runbook.Plan, int, string, string)        {}
+func (f *fakeTerminal) WarnLeftBehind(*state.State, string)                        {}
+func (f *fakeTerminal) Halted(_ *state.State, err error)                           { f.halted = err }
+func (f *fakeTerminal) Paused(*state.State, string, *cpclient.PausedError, string) {}
+func (f *fakeTerminal) Attested(AttestationFile)                                   {}
 func (f *fakeTerminal) Finish(_ string, st *state.State, _ engine.Result, _ string) error {
 	f.finished = st
 	return nil
@@ -223,30 +223,5 @@ func TestNothingIsRecordedOnTheControlPlaneBeforeItsLease(t *testing.T) {
 	}
 	if term.finished != nil {
 		t.Errorf("a run ended; want none started")
-	}
-}
-
-// TestGateChainIsComposedInOneOrder: without a control plane, a resumed playbook run's gate
-// is the trace's gate span around the runner output's wrapper around the decided gate around
-// the auto-pass policy around the terminal.
-func TestGateChainIsComposedInOneOrder(t *testing.T) {
-	term := &fakeTerminal{}
-	_, _, _, _, tg := term.TerminalGate()
-	a := &attempt{Options: Options{Terminal: term, Playbook: &Playbook{}}, tg: tg, gate: tg, noInput: "standard input is empty", resumed: &cpclient.DecidedGate{StepIndex: 1},
-		trace: &runTrace{}}
-	a.composeGates()
-	if traced, ok := a.gate.(tracedGate); !ok || traced.next != term.wrapped {
-		t.Fatalf("outermost gate %T; want the trace's gate span around the runner output's wrapper", a.gate)
-	}
-	dg, ok := term.wrapped.(*cpclient.DecidedGate)
-	if !ok {
-		t.Fatalf("runner output's wrapper around %T; want *cpclient.DecidedGate", term.wrapped)
-	}
-	pg, ok := dg.Next.(*steps.PolicyGate)
-	if !ok || pg.Next != tg {
-		t.Fatalf("inside the decided gate %T; want *steps.PolicyGate around the terminal gate", dg.Next)
-	}
-	if tg.NoAnswer == "" {
-		t.Error("the terminal gate without a control plane does not say why it cannot answer")
 	}
 }
