@@ -143,7 +143,7 @@ func (a *attempt) composeGates() {
 // engine is the run's engine: its plan, executors, gate and recorders (the state file first,
 // then the trace's, the control plane's, then the terminal's).
 func (a *attempt) engine() *engine.Engine {
-	eng := &engine.Engine{Plan: a.Plan, Executors: a.Executors, Gate: a.gate, Recorders: append(slices.Clone(a.recorders), a.Terminal)}
+	eng := newEngine(a.Plan, append(slices.Clone(a.recorders), a.Terminal), withExecutors(a.Executors), withGate(a.gate))
 	if pb := a.Playbook; pb != nil {
 		eng.Recorders = append(eng.Recorders, HandlerLines{W: a.Terminal.Lines()})
 		eng.Concurrency, eng.WorkDir = pb.Concurrency, "."

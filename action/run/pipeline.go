@@ -172,16 +172,14 @@ func runOnce(ctx context.Context, o Options) error {
 	if err := a.refuse(); err != nil {
 		return err
 	}
-	lock, err := state.Acquire(a.statePath, "run")
-	if err != nil {
-		return abort("%v", err)
-	}
-	defer lock.Discard() // a start refused before its first record leaves no lock file or folder
 	// A final run whose last transitions never reached its control plane is delivered first:
-	// the new run would move its state file (and outbox) away.
-	if err := a.deliverFinalFirst(ctx, a.statePath, a.Err, a.Name); err != nil {
+	// the new run would move its state file (and outbox) away. A start refused before its
+	// first record leaves no lock file or folder.
+	h, err := a.hold(ctx, a.statePath, verb{role: "run", name: a.Name, deliverFirst: true, undelivered: refuseNewRun(a.statePath, a.Name), discard: true}, a.Err)
+	if err != nil {
 		return err
 	}
+	defer h.release()
 	if a.Resume != nil {
 		// rbook resume: the paused run is found and checked on the control plane, and its
 		// state file rebuilt when there is none.
@@ -190,7 +188,7 @@ func runOnce(ctx context.Context, o Options) error {
 		}
 		a.TakeOver = true // the paused executor released its lease: take the run at the next epoch
 	}
-	if err := a.open(lock); err != nil {
+	if err := a.open(h.lock); err != nil {
 		return err
 	}
 	ctx, endTrace := a.startTrace(ctx)
