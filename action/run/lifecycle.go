@@ -20,7 +20,16 @@ import (
 // plane.
 func (a *attempt) controlPlane(ctx context.Context, cancel context.CancelCauseFunc) (func(), error) {
 	given := a.Config
-	a.Config = a.stateControlPlane(a.Config, a.opened.Resumed, a.st, a.Err)
+	if a.opened.Resumed {
+		cfg, ok, err := a.stateControlPlane(a.st, a.statePath)
+		if err != nil {
+			return func() {}, abort("%v", err)
+		}
+		if ok {
+			fmt.Fprintf(a.Err, "Control plane: %s (run %s reports to it, says its state file; give --control-plane to choose another).\n", a.st.ControlPlane, a.st.RunID)
+			a.Config = cfg
+		}
+	}
 	url, embedded, stop, err := a.pickControlPlane(ctx)
 	if err != nil {
 		return func() {}, abort("%v", err)

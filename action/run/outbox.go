@@ -57,8 +57,8 @@ func (c *Config) OutboxTarget(ctx context.Context, st *state.State) (string, fun
 	case st.ControlPlane != "":
 		return st.ControlPlane, func() {}, nil
 	}
-	if err := CheckURLs(c.ControlPlane, c.From); err != nil {
-		return "", nil, err
+	if c.invalid != nil {
+		return "", nil, c.invalid
 	}
 	switch c.ControlPlane {
 	case "off":

@@ -222,8 +222,8 @@ func (a *attempt) refuse() error {
 		// Refused before anything is written (a resume may start at len, after the last step).
 		return abort("--step-index %d is outside 0..%d: runbook %s has %d steps (0-based)", *a.StepIndex, len(a.Plan.Steps), a.Plan.Name, len(a.Plan.Steps))
 	}
-	if err := CheckURLs(a.ControlPlane, a.From); err != nil {
-		return abort("%v", err)
+	if a.invalid != nil {
+		return abort("%v", a.invalid)
 	}
 	return nil
 }

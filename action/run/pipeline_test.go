@@ -75,20 +75,46 @@ func (f *fakeTerminal) Finish(_ string, st *state.State, _ engine.Result, _ stri
 // simulated deploy) in a fresh folder, with no control plane.
 func gateOptions(t *testing.T) (Options, *fakeTerminal) {
 	t.Helper()
+	o, term := testdataOptions(t, "gate", "off")
+	o.Err = io.Discard
+	return o, term
+}
+
+// testdataOptions are the Options of a run of testdata/runbooks/<name>.yaml in a fresh
+// folder, reporting to controlPlane (Config.Resolve), with every line on the terminal's.
+func testdataOptions(t *testing.T, name, controlPlane string) (Options, *fakeTerminal) {
+	t.Helper()
 	abs, err := filepath.Abs("testdata/runbooks")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Chdir(t.TempDir())
-	plan, err := runbook.Load(runbook.LoadOptions{Dir: abs, Name: "gate"})
+	plan, err := runbook.Load(runbook.LoadOptions{Dir: abs, Name: name})
 	if err != nil {
 		t.Fatal(err)
 	}
 	term := &fakeTerminal{}
-	return Options{
-		Config: Config{ControlPlane: "off", From: "--control-plane", Timeout: time.Second, Lease: cpclient.DefaultLease, Auth: Auth{Mode: AuthNone}},
-		Plan:   plan, Name: "gate", Again: "rbook run gate", Executors: SimulatedExecutors(), Terminal: term, Err: io.Discard,
-	}, term
+	o := Options{
+		Config: Config{Timeout: 5 * time.Second, Lease: cpclient.DefaultLease, Auth: Auth{Mode: AuthNone}},
+		Plan:   plan, Name: name, Again: "rbook run " + name, Executors: SimulatedExecutors(), Terminal: term, Err: &term.lines,
+	}
+	if err := o.Resolve(controlPlane); err != nil {
+		t.Fatal(err)
+	}
+	return o, term
+}
+
+// serveRuns serves h (a RunService) on loopback as a control plane does (Connect over h2c)
+// until the test ends, and returns its URL.
+func serveRuns(t *testing.T, h http.Handler) string {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(h)
+	srv.Config.Protocols = new(http.Protocols)
+	srv.Config.Protocols.SetHTTP1(true)
+	srv.Config.Protocols.SetUnencryptedHTTP2(true)
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv.URL
 }
 
 // exitCode is the exit code err carries, or -1.
@@ -110,7 +136,7 @@ func TestRunRefusesBeforeTouchingState(t *testing.T) {
 	}{
 		{"a step index past the last step", func(o *Options) { i := 5; o.StepIndex = &i }, "--step-index 5 is outside 0..2"},
 		{"a step index below zero", func(o *Options) { i := -1; o.StepIndex = &i }, "--step-index -1 is outside 0..2"},
-		{"a control plane without a scheme", func(o *Options) { o.ControlPlane = "127.0.0.1:7070" }, `--control-plane "127.0.0.1:7070" is not a control plane URL`},
+		{"a control plane without a scheme", func(o *Options) { o.Resolve("127.0.0.1:7070") }, `--control-plane "127.0.0.1:7070" is not a control plane URL`},
 		{"a resume with no control plane", func(o *Options) { id := ""; o.Resume, o.ControlPlane = &id, "off" }, "rbook resume continues a run from the control plane it reports to"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -201,14 +227,10 @@ func (r *refusingRuns) handler() http.Handler {
 // no transition sent and no state file written.
 func TestNothingIsRecordedOnTheControlPlaneBeforeItsLease(t *testing.T) {
 	cp := &refusingRuns{}
-	srv := httptest.NewUnstartedServer(cp.handler())
-	srv.Config.Protocols = new(http.Protocols)
-	srv.Config.Protocols.SetHTTP1(true)
-	srv.Config.Protocols.SetUnencryptedHTTP2(true)
-	srv.Start()
-	defer srv.Close()
 	o, term := gateOptions(t)
-	o.ControlPlane = srv.URL
+	if err := o.Resolve(serveRuns(t, cp.handler())); err != nil {
+		t.Fatal(err)
+	}
 	err := Run(context.Background(), o)
 	if exitCode(err) != ExitAborted || !strings.Contains(err.Error(), "may not start runs") {
 		t.Fatalf("Run = %v; want exit 2 with the control plane's refusal", err)

@@ -259,8 +259,7 @@ func (f *runFlags) config() (pipeline.Config, error) {
 // post step): its --control-plane and --control-plane-timeout.
 func deliveryConfig(flag string, timeout time.Duration) *pipeline.Config {
 	c := &pipeline.Config{Timeout: timeout, Auth: cpAuthConfig(), Embedded: embeddedControlPlane()}
-	c.ControlPlane, c.From = pipeline.ControlPlaneFrom(flag)
-	c.Flag = flag
+	c.Resolve(flag) // an invalid value matters only when the state file names no control plane: Config.OutboxTarget
 	return c
 }
 
