@@ -269,9 +269,9 @@ func (c *Config) Cancel(ctx context.Context, o VerbOptions, who string, signal f
 	plan := o.Plan
 	// Read again under the lock: the run may have finished while the prompt waited.
 	h, err := c.hold(ctx, plan.StateFilePath, verb{role: "cancel", name: o.Name, read: readPresent, lockErr: func(err error) error {
-		var held *state.HeldError
-		if errors.As(err, &held) {
-			return cancelLive(ctx, plan.StateFilePath, held.Holder, who, o.Out, signal)
+		var busy *state.HeldError
+		if errors.As(err, &busy) {
+			return cancelLive(ctx, plan.StateFilePath, busy.Holder, who, o.Out, signal)
 		}
 		return abort("%v", err)
 	}}, o.Err)
