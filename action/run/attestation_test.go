@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -45,13 +44,7 @@ func attestingServer(t *testing.T, r *attestingRuns) *cpclient.Client {
 	path, h := rbookv1connect.NewRunServiceHandler(r)
 	mux := http.NewServeMux()
 	mux.Handle(path, h)
-	srv := httptest.NewUnstartedServer(mux)
-	srv.Config.Protocols = new(http.Protocols)
-	srv.Config.Protocols.SetHTTP1(true)
-	srv.Config.Protocols.SetUnencryptedHTTP2(true)
-	srv.Start()
-	t.Cleanup(srv.Close)
-	return cpclient.New(srv.URL, "")
+	return cpclient.New(serveRuns(t, mux), "")
 }
 
 // TestFinishedRunGetsItsAttestationBesideThePack: at a run's end the executor writes the

@@ -29,14 +29,20 @@ type Config struct {
 	Auth Auth
 	// Embedded is this folder's embedded control plane (nil: none can start).
 	Embedded *Embedded
+	// invalid is why ControlPlane is not a control-plane value (Resolve's CheckURLs; nil: it
+	// is): a run refuses to start with it, a delivery that needs the configured control
+	// plane fails with it.
+	invalid error
 }
 
 // Resolve fills c.ControlPlane and c.From from flag, else $RBOOK_CONTROL_PLANE, and checks it
-// (CheckURLs). The error says what to write instead.
+// (CheckURLs), once: the error, which says what to write instead, is kept for the pipeline
+// too, so a caller may leave the refusal to it.
 func (c *Config) Resolve(flag string) error {
 	c.Flag = flag
 	c.ControlPlane, c.From = ControlPlaneFrom(flag)
-	return CheckURLs(c.ControlPlane, c.From)
+	c.invalid = CheckURLs(c.ControlPlane, c.From)
+	return c.invalid
 }
 
 // Embedded is this folder's embedded control plane (the caller wires it: the executor never

@@ -151,20 +151,21 @@ func startedAt(st *state.State) time.Time {
 	return time.Now().UTC()
 }
 
-// stateControlPlane is the control plane a run uses when it resumes: c as given, except that with neither --control-plane nor
-// $RBOOK_CONTROL_PLANE a resumed run whose state file names a separate control plane (one
-// URL or a list of replicas, not the embedded one) reports to that control plane again, and
-// one line on errw says so. Before, such a resume started an embedded control plane, whose
-// record lacked the run's earlier transitions (E_SEQ_GAP at every attempt), and overwrote
-// the state file's link. st is the opened state; resumed is state.Opened.Resumed.
-func (c Config) stateControlPlane(_ Config, resumed bool, st *state.State, errw io.Writer) Config {
-	if c.ControlPlane != "" || !resumed || st == nil || st.ControlPlane == "" || st.ControlPlaneEmbedded {
-		return c
+// stateControlPlane is the one override of a run's control plane by its state file st (at
+// statePath): with neither --control-plane nor $RBOOK_CONTROL_PLANE, a run whose state file
+// names a separate control plane (one URL or a list of replicas, not the embedded one)
+// reports to that control plane again, and ok is true; otherwise c is returned as it is.
+// Without it, a resumed run would start an embedded control plane, whose record lacks the
+// run's earlier transitions (E_SEQ_GAP at every attempt), and overwrite the state file's
+// link. The error (the state file's value is not a control-plane list) names the state file.
+func (c Config) stateControlPlane(st *state.State, statePath string) (_ Config, ok bool, err error) {
+	if c.ControlPlane != "" || st == nil || st.ControlPlane == "" || st.ControlPlaneEmbedded {
+		return c, false, nil
 	}
-	fmt.Fprintf(errw, "Control plane: %s (run %s reports to it, says its state file; give --control-plane to choose another).\n", st.ControlPlane, st.RunID)
 	c.Flag = st.ControlPlane
-	c.ControlPlane, _ = ControlPlaneFrom(st.ControlPlane)
-	return c
+	c.ControlPlane, c.From = NormURLs(st.ControlPlane), "the state file "+statePath
+	c.invalid = CheckURLs(c.ControlPlane, c.From)
+	return c, true, c.invalid
 }
 
 // noteCPRelink says, on errw, when a resumed run is about to report to another control plane

@@ -20,7 +20,16 @@ import (
 // plane.
 func (a *attempt) controlPlane(ctx context.Context, cancel context.CancelCauseFunc) (func(), error) {
 	given := a.Config
-	a.Config = a.stateControlPlane(a.Config, a.opened.Resumed, a.st, a.Err)
+	if a.opened.Resumed {
+		cfg, ok, err := a.stateControlPlane(a.st, a.statePath)
+		if err != nil {
+			return func() {}, abort("%v", err)
+		}
+		if ok {
+			fmt.Fprintf(a.Err, "Control plane: %s (run %s reports to it, says its state file; give --control-plane to choose another).\n", a.st.ControlPlane, a.st.RunID)
+			a.Config = cfg
+		}
+	}
 	url, embedded, stop, err := a.pickControlPlane(ctx)
 	if err != nil {
 		return func() {}, abort("%v", err)
@@ -59,7 +68,7 @@ func (a *attempt) controlPlane(ctx context.Context, cancel context.CancelCauseFu
 	noteCPRelink(a.Err, a.st, a.opened.Resumed, url, embedded, given.From, a.embeddedDB())
 	a.st.ControlPlane, a.st.ControlPlaneEmbedded, a.fileRec.KeepOutbox = url, embedded, true
 	a.recorders = append(a.recorders, cpRec)
-	a.gate = a.controlPlaneGate(c, cpRec)
+	a.cpRec = cpRec
 	return stop, nil
 }
 
@@ -93,10 +102,14 @@ func (a *attempt) setHints(given Config) {
 	a.Terminal.SetHints(RunbookHints(a.Name, a.cpURL, a.embedded))
 }
 
-// controlPlaneGate is the control plane's gate of the run, with the terminal as its local
-// source.
+// controlPlaneGate is the control plane's gate of the run, with the terminal gate as its
+// local source (in a runner, as the runner output allows: RunnerGates.Local).
 func (a *attempt) controlPlaneGate(c *cpclient.Client, cpRec *cpclient.Recorder) engine.Gate {
-	g := &cpclient.Gate{C: c, Local: a.Terminal.LocalGate(a.tg, a.gate, a.interactive, a.noInput), Who: a.who, Cancelled: cpRec.Cancelled, Drain: cpRec.Drain,
+	var local engine.Gate = a.tg
+	if r := a.Terminal.Runner(); r != nil {
+		local = r.Local(a.tg, a.tg, a.interactive, a.noInput)
+	}
+	g := &cpclient.Gate{C: c, Local: local, Who: a.who, Cancelled: cpRec.Cancelled, Drain: cpRec.Drain,
 		Notice: func(m string) { fmt.Fprintln(a.Err, m) }, GitHub: ReportedWorkflowRun(GitHubEnvironment(a.GitHubEnv))}
 	if a.Playbook != nil {
 		g.Announce = playbookAnnouncer(a.Err, a.cpURL, a.embedded)
@@ -112,28 +125,34 @@ func (a *attempt) controlPlaneGate(c *cpclient.Client, cpRec *cpclient.Recorder)
 func (a *attempt) human(req engine.GateRequest) { a.Terminal.HumanNeeded(a.st.RunID, req) }
 
 // composeGates is the one place the run's gate chain is built, innermost first: the terminal
-// gate (or the control plane's gate with the terminal as its local source, set by
-// controlPlane); without a control plane, a playbook's auto-pass policy before the terminal;
-// the resumed run's decided gate; the runner output's wrapper; and the trace's gate span
-// last (tracing.go).
+// gate; with a control plane, the control plane's gate with the terminal as its local source
+// (controlPlaneGate), without one the terminal alone, after a playbook's auto-pass policy;
+// the resumed run's decided gate; the runner output's wrapper (RunnerGates.Gate); and the
+// trace's gate span last (tracing.go).
 func (a *attempt) composeGates() {
-	if a.cpURL == "" {
+	var g engine.Gate = a.tg
+	if a.cpRec != nil {
+		g = a.controlPlaneGate(a.cpc, a.cpRec)
+	} else {
 		a.tg.NoAnswer = a.noInput // the terminal is the only source, and it cannot answer
 		if pb := a.Playbook; pb != nil {
-			a.gate = &steps.PolicyGate{Evaluate: pb.Policy, Shadow: pb.Shadow, Next: a.tg, Human: a.human}
+			g = &steps.PolicyGate{Evaluate: pb.Policy, Shadow: pb.Shadow, Next: a.tg, Human: a.human}
 		}
 	}
 	if a.resumed != nil {
-		a.resumed.Next = a.gate
-		a.gate = a.resumed
+		a.resumed.Next = g
+		g = a.resumed
 	}
-	a.gate = a.trace.gate(a.Terminal.WrapGate(a.gate, a.cpURL, a.embedded))
+	if r := a.Terminal.Runner(); r != nil {
+		g = r.Gate(g, cpclient.GateOf(g), a.cpURL, a.embedded)
+	}
+	a.gate = a.trace.gate(g)
 }
 
 // engine is the run's engine: its plan, executors, gate and recorders (the state file first,
 // then the trace's, the control plane's, then the terminal's).
 func (a *attempt) engine() *engine.Engine {
-	eng := &engine.Engine{Plan: a.Plan, Executors: a.Executors, Gate: a.gate, Recorders: append(slices.Clone(a.recorders), a.Terminal)}
+	eng := newEngine(a.Plan, append(slices.Clone(a.recorders), a.Terminal), withExecutors(a.Executors), withGate(a.gate))
 	if pb := a.Playbook; pb != nil {
 		eng.Recorders = append(eng.Recorders, HandlerLines{W: a.Terminal.Lines()})
 		eng.Concurrency, eng.WorkDir = pb.Concurrency, "."
@@ -259,7 +278,7 @@ func (a *attempt) finishPaused(ctx context.Context, pe *cpclient.PausedError) er
 	if pe.ApprovalURL != "" {
 		msg += "\nThe gate's page: " + pe.ApprovalURL
 	}
-	a.Terminal.Paused(st, msg, pe)
+	a.Terminal.Paused(st, msg, pe, a.cpURL)
 	return nil
 }
 

@@ -57,8 +57,8 @@ func (c *Config) OutboxTarget(ctx context.Context, st *state.State) (string, fun
 	case st.ControlPlane != "":
 		return st.ControlPlane, func() {}, nil
 	}
-	if err := CheckURLs(c.ControlPlane, c.From); err != nil {
-		return "", nil, err
+	if c.invalid != nil {
+		return "", nil, c.invalid
 	}
 	switch c.ControlPlane {
 	case "off":
@@ -143,19 +143,18 @@ func (c *Config) DeliverFinal(ctx context.Context, statePath string, errw io.Wri
 	return nil
 }
 
-// deliverFinalFirst is DeliverFinal before a new run of name (a runbook's name or a
-// playbook's) starts at statePath: transitions left undelivered refuse the run (exit 2,
-// saying why a new run does not start); any other error aborts with its text.
-func (c *Config) deliverFinalFirst(ctx context.Context, statePath string, errw io.Writer, name string) error {
-	err := c.DeliverFinal(ctx, statePath, errw)
-	var ue *UndeliveredError
-	switch {
-	case err == nil:
-		return nil
-	case errors.As(err, &ue):
-		return abort("%v\nNot starting a new run: it would move %s away with them, and the control plane's record of run %s would stay incomplete. "+
-			"Run the same command again once the control plane is reachable ('rbook status %s' shows what is left to deliver); to give them up, move the state file aside first.",
-			ue, statePath, ue.RunID, name)
+// refuseNewRun is how a new run of name (a runbook's name or a playbook's) at statePath
+// reports a final run's outbox DeliverFinal could not deliver: transitions left undelivered
+// refuse the run (exit 2, saying why a new run does not start); any other error aborts with
+// its text.
+func refuseNewRun(statePath, name string) func(error) error {
+	return func(err error) error {
+		var ue *UndeliveredError
+		if errors.As(err, &ue) {
+			return abort("%v\nNot starting a new run: it would move %s away with them, and the control plane's record of run %s would stay incomplete. "+
+				"Run the same command again once the control plane is reachable ('rbook status %s' shows what is left to deliver); to give them up, move the state file aside first.",
+				ue, statePath, ue.RunID, name)
+		}
+		return abort("%v", err)
 	}
-	return abort("%v", err)
 }

@@ -31,10 +31,9 @@ type Terminal interface {
 	// TerminalGate is the terminal side of the run's approvals: who runs it, why stdin cannot
 	// answer ("" when it can), the stdin line reader, whether stdin is a terminal, the gate.
 	TerminalGate() (who, noInput string, lines *steps.Lines, interactive bool, tg *steps.TerminalGate)
-	// LocalGate is the terminal source of a control plane's gate (nil: none); WrapGate wraps
-	// the run's gate last (the runner output learns each gate's outcome).
-	LocalGate(tg *steps.TerminalGate, g engine.Gate, interactive bool, noInput string) engine.Gate
-	WrapGate(g engine.Gate, cpURL string, embedded bool) engine.Gate
+	// Runner is the runner output's part in the gate chain (nil outside a GitHub Actions
+	// runner); composeGates places it.
+	Runner() RunnerGates
 	// CancelPrompt is a rendered Markdown prompt as the person should read it.
 	CancelPrompt(md string) string
 	// VoteNotices are a control-plane gate's Opened and Progress hooks (an M-of-N gate's
@@ -49,11 +48,20 @@ type Terminal interface {
 	// Halted, Paused and Finish end the output: a run halted by err; paused at a gate (msg says
 	// how to continue); ended with res (the error carries the exit code).
 	Halted(st *state.State, err error)
-	Paused(st *state.State, msg string, pe *cpclient.PausedError)
+	Paused(st *state.State, msg string, pe *cpclient.PausedError, cpURL string)
 	Finish(name string, st *state.State, res engine.Result, evPath string) error
 	// Attested tells the output, before Finish, the attestation the run's control plane
 	// signed of the finished run (the zero value when there is none).
 	Attested(a AttestationFile)
+}
+
+// RunnerGates is the runner output's part in a run's gate chain, implemented by
+// action/github/runner.Output: Local is the terminal source of a control plane's gate in a
+// runner (nil: none can answer), Gate wraps the run's whole gate so the output learns each
+// gate's outcome (cp is the control plane's gate inside g, nil when there is none).
+type RunnerGates interface {
+	Local(tg *steps.TerminalGate, g engine.Gate, stdinIsTerminal bool, noInput string) engine.Gate
+	Gate(g engine.Gate, cp *cpclient.Gate, cpURL string, embedded bool) engine.Gate
 }
 
 // Options is one run of the pipeline: the resolved configuration and what the run is of.
@@ -139,6 +147,7 @@ type attempt struct {
 	gate      engine.Gate
 	start     engine.Start
 	cpc       *cpclient.Client
+	cpRec     *cpclient.Recorder // the control plane's recorder, once StartRun granted the lease
 	drainCP   func(context.Context) error
 	stopLease func()
 	cpURL     string
@@ -163,16 +172,14 @@ func runOnce(ctx context.Context, o Options) error {
 	if err := a.refuse(); err != nil {
 		return err
 	}
-	lock, err := state.Acquire(a.statePath, "run")
-	if err != nil {
-		return abort("%v", err)
-	}
-	defer lock.Discard() // a start refused before its first record leaves no lock file or folder
 	// A final run whose last transitions never reached its control plane is delivered first:
-	// the new run would move its state file (and outbox) away.
-	if err := a.deliverFinalFirst(ctx, a.statePath, a.Err, a.Name); err != nil {
+	// the new run would move its state file (and outbox) away. A start refused before its
+	// first record leaves no lock file or folder.
+	h, err := a.hold(ctx, a.statePath, verb{role: "run", name: a.Name, deliverFirst: true, undelivered: refuseNewRun(a.statePath, a.Name), discard: true}, a.Err)
+	if err != nil {
 		return err
 	}
+	defer h.release()
 	if a.Resume != nil {
 		// rbook resume: the paused run is found and checked on the control plane, and its
 		// state file rebuilt when there is none.
@@ -181,7 +188,7 @@ func runOnce(ctx context.Context, o Options) error {
 		}
 		a.TakeOver = true // the paused executor released its lease: take the run at the next epoch
 	}
-	if err := a.open(lock); err != nil {
+	if err := a.open(h.lock); err != nil {
 		return err
 	}
 	ctx, endTrace := a.startTrace(ctx)
@@ -194,7 +201,6 @@ func runOnce(ctx context.Context, o Options) error {
 	a.fileRec = &state.FileRecorder{Path: a.statePath, State: a.st}
 	a.recorders = []engine.Recorder{a.fileRec, a.trace}
 	a.who, a.noInput, a.lines, a.interactive, a.tg = a.Terminal.TerminalGate()
-	a.gate = a.tg
 	a.start = a.startAt()
 	if a.TakeOver && !a.opened.Resumed {
 		return abort("--take-over continues an unfinished run, but %s holds none; restore the state file of the run to take over "+
@@ -216,8 +222,8 @@ func (a *attempt) refuse() error {
 		// Refused before anything is written (a resume may start at len, after the last step).
 		return abort("--step-index %d is outside 0..%d: runbook %s has %d steps (0-based)", *a.StepIndex, len(a.Plan.Steps), a.Plan.Name, len(a.Plan.Steps))
 	}
-	if err := CheckURLs(a.ControlPlane, a.From); err != nil {
-		return abort("%v", err)
+	if a.invalid != nil {
+		return abort("%v", a.invalid)
 	}
 	return nil
 }

@@ -30,7 +30,8 @@ type fakeTerminal struct {
 	lines    bytes.Buffer
 	finished *state.State
 	halted   error
-	wrapped  engine.Gate
+	// runner is the runner output's gates (nil: outside a runner).
+	runner *fakeRunner
 	// onRecord, when set, sees each transition after the state file recorded it.
 	onRecord func(engine.Transition)
 }
@@ -49,23 +50,22 @@ func (f *fakeTerminal) TerminalGate() (string, string, *steps.Lines, bool, *step
 	lines := steps.NewLines(strings.NewReader(""))
 	return "tester", "standard input is empty", lines, false, &steps.TerminalGate{In: lines, Out: &f.lines, Who: "tester"}
 }
-func (f *fakeTerminal) LocalGate(_ *steps.TerminalGate, g engine.Gate, _ bool, _ string) engine.Gate {
-	return g
-}
-func (f *fakeTerminal) WrapGate(g engine.Gate, _ string, _ bool) engine.Gate {
-	f.wrapped = g
-	return g
+func (f *fakeTerminal) Runner() RunnerGates {
+	if f.runner == nil {
+		return nil
+	}
+	return f.runner
 }
 func (f *fakeTerminal) CancelPrompt(md string) string { return md }
 func (f *fakeTerminal) VoteNotices() (func(*rbookv1.Approval, string, time.Time), func(*rbookv1.Approval)) {
 	return nil, nil
 }
-func (f *fakeTerminal) StartErrorHint(err error, _ string) error            { return err }
-func (f *fakeTerminal) WarnUnanswerable(*runbook.Plan, int, string, string) {}
-func (f *fakeTerminal) WarnLeftBehind(*state.State, string)                 {}
-func (f *fakeTerminal) Halted(_ *state.State, err error)                    { f.halted = err }
-func (f *fakeTerminal) Paused(*state.State, string, *cpclient.PausedError)  {}
-func (f *fakeTerminal) Attested(AttestationFile)                            {}
+func (f *fakeTerminal) StartErrorHint(err error, _ string) error                   { return err }
+func (f *fakeTerminal) WarnUnanswerable(*runbook.Plan, int, string, string)        {}
+func (f *fakeTerminal) WarnLeftBehind(*state.State, string)                        {}
+func (f *fakeTerminal) Halted(_ *state.State, err error)                           { f.halted = err }
+func (f *fakeTerminal) Paused(*state.State, string, *cpclient.PausedError, string) {}
+func (f *fakeTerminal) Attested(AttestationFile)                                   {}
 func (f *fakeTerminal) Finish(_ string, st *state.State, _ engine.Result, _ string) error {
 	f.finished = st
 	return nil
@@ -75,20 +75,46 @@ func (f *fakeTerminal) Finish(_ string, st *state.State, _ engine.Result, _ stri
 // simulated deploy) in a fresh folder, with no control plane.
 func gateOptions(t *testing.T) (Options, *fakeTerminal) {
 	t.Helper()
+	o, term := testdataOptions(t, "gate", "off")
+	o.Err = io.Discard
+	return o, term
+}
+
+// testdataOptions are the Options of a run of testdata/runbooks/<name>.yaml in a fresh
+// folder, reporting to controlPlane (Config.Resolve), with every line on the terminal's.
+func testdataOptions(t *testing.T, name, controlPlane string) (Options, *fakeTerminal) {
+	t.Helper()
 	abs, err := filepath.Abs("testdata/runbooks")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Chdir(t.TempDir())
-	plan, err := runbook.Load(runbook.LoadOptions{Dir: abs, Name: "gate"})
+	plan, err := runbook.Load(runbook.LoadOptions{Dir: abs, Name: name})
 	if err != nil {
 		t.Fatal(err)
 	}
 	term := &fakeTerminal{}
-	return Options{
-		Config: Config{ControlPlane: "off", From: "--control-plane", Timeout: time.Second, Lease: cpclient.DefaultLease, Auth: Auth{Mode: AuthNone}},
-		Plan:   plan, Name: "gate", Again: "rbook run gate", Executors: SimulatedExecutors(), Terminal: term, Err: io.Discard,
-	}, term
+	o := Options{
+		Config: Config{Timeout: 5 * time.Second, Lease: cpclient.DefaultLease, Auth: Auth{Mode: AuthNone}},
+		Plan:   plan, Name: name, Again: "rbook run " + name, Executors: SimulatedExecutors(), Terminal: term, Err: &term.lines,
+	}
+	if err := o.Resolve(controlPlane); err != nil {
+		t.Fatal(err)
+	}
+	return o, term
+}
+
+// serveRuns serves h (a RunService) on loopback as a control plane does (Connect over h2c)
+// until the test ends, and returns its URL.
+func serveRuns(t *testing.T, h http.Handler) string {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(h)
+	srv.Config.Protocols = new(http.Protocols)
+	srv.Config.Protocols.SetHTTP1(true)
+	srv.Config.Protocols.SetUnencryptedHTTP2(true)
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv.URL
 }
 
 // exitCode is the exit code err carries, or -1.
@@ -110,7 +136,7 @@ func TestRunRefusesBeforeTouchingState(t *testing.T) {
 	}{
 		{"a step index past the last step", func(o *Options) { i := 5; o.StepIndex = &i }, "--step-index 5 is outside 0..2"},
 		{"a step index below zero", func(o *Options) { i := -1; o.StepIndex = &i }, "--step-index -1 is outside 0..2"},
-		{"a control plane without a scheme", func(o *Options) { o.ControlPlane = "127.0.0.1:7070" }, `--control-plane "127.0.0.1:7070" is not a control plane URL`},
+		{"a control plane without a scheme", func(o *Options) { o.Resolve("127.0.0.1:7070") }, `--control-plane "127.0.0.1:7070" is not a control plane URL`},
 		{"a resume with no control plane", func(o *Options) { id := ""; o.Resume, o.ControlPlane = &id, "off" }, "rbook resume continues a run from the control plane it reports to"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -201,14 +227,10 @@ func (r *refusingRuns) handler() http.Handler {
 // no transition sent and no state file written.
 func TestNothingIsRecordedOnTheControlPlaneBeforeItsLease(t *testing.T) {
 	cp := &refusingRuns{}
-	srv := httptest.NewUnstartedServer(cp.handler())
-	srv.Config.Protocols = new(http.Protocols)
-	srv.Config.Protocols.SetHTTP1(true)
-	srv.Config.Protocols.SetUnencryptedHTTP2(true)
-	srv.Start()
-	defer srv.Close()
 	o, term := gateOptions(t)
-	o.ControlPlane = srv.URL
+	if err := o.Resolve(serveRuns(t, cp.handler())); err != nil {
+		t.Fatal(err)
+	}
 	err := Run(context.Background(), o)
 	if exitCode(err) != ExitAborted || !strings.Contains(err.Error(), "may not start runs") {
 		t.Fatalf("Run = %v; want exit 2 with the control plane's refusal", err)
@@ -223,30 +245,5 @@ func TestNothingIsRecordedOnTheControlPlaneBeforeItsLease(t *testing.T) {
 	}
 	if term.finished != nil {
 		t.Errorf("a run ended; want none started")
-	}
-}
-
-// TestGateChainIsComposedInOneOrder: without a control plane, a resumed playbook run's gate
-// is the trace's gate span around the runner output's wrapper around the decided gate around
-// the auto-pass policy around the terminal.
-func TestGateChainIsComposedInOneOrder(t *testing.T) {
-	term := &fakeTerminal{}
-	_, _, _, _, tg := term.TerminalGate()
-	a := &attempt{Options: Options{Terminal: term, Playbook: &Playbook{}}, tg: tg, gate: tg, noInput: "standard input is empty", resumed: &cpclient.DecidedGate{StepIndex: 1},
-		trace: &runTrace{}}
-	a.composeGates()
-	if traced, ok := a.gate.(tracedGate); !ok || traced.next != term.wrapped {
-		t.Fatalf("outermost gate %T; want the trace's gate span around the runner output's wrapper", a.gate)
-	}
-	dg, ok := term.wrapped.(*cpclient.DecidedGate)
-	if !ok {
-		t.Fatalf("runner output's wrapper around %T; want *cpclient.DecidedGate", term.wrapped)
-	}
-	pg, ok := dg.Next.(*steps.PolicyGate)
-	if !ok || pg.Next != tg {
-		t.Fatalf("inside the decided gate %T; want *steps.PolicyGate around the terminal gate", dg.Next)
-	}
-	if tg.NoAnswer == "" {
-		t.Error("the terminal gate without a control plane does not say why it cannot answer")
 	}
 }

@@ -38,23 +38,19 @@ func (c *Config) Post(ctx context.Context, tgt PostTarget, out, errw io.Writer) 
 		fmt.Fprintf(errw, "rbook github post: no run to finish: %s does not exist (the job never started a run of %s).\n", statePath, name)
 		return nil
 	}
-	lock, err := state.Acquire(statePath, "post")
+	// A final run only has its outbox delivered.
+	h, err := c.hold(ctx, statePath, verb{role: "post", name: name, deliverFirst: true, read: readAny,
+		fail: func(err error) error { return abort("rbook github post: %v", err) }}, errw)
 	if err != nil {
-		return abort("rbook github post: %v", err)
+		return err
 	}
-	defer lock.Release()
-	st, err := state.ReadRecovered(statePath)
-	if err != nil {
-		return abort("rbook github post: %v", err)
-	}
+	defer h.release()
+	st := h.st
 	if st.RunStatus.Final() {
-		if err := c.DeliverFinal(ctx, statePath, errw); err != nil {
-			return abort("rbook github post: %v", err)
-		}
 		fmt.Fprintf(errw, "rbook github post: run %s is %s; nothing to withdraw.\n", st.RunID, tgt.Final(st))
 		return nil
 	}
-	fileRec := &state.FileRecorder{Path: statePath, State: st}
+	fileRec := h.recorder(false)
 	if !st.ControlPlaneEmbedded && st.ControlPlane == "" {
 		// The run kept its record in the state file only: no approvals exist anywhere.
 		if st.Interrupted == nil {

@@ -100,26 +100,25 @@ const maxResumeScan = 50
 // record; with one it must hold the same unfinished run. Nothing changes on the control
 // plane. Errors (exitError): pending (exit 2), withdrawn (exit 1), refusals (exit 2).
 func (c *Config) prepareResume(ctx context.Context, runID string, plan *runbook.Plan, statePath string, errw io.Writer) (*cpclient.DecidedGate, error) {
-	u, from := c.ControlPlane, c.From
-	if u == "" {
-		// The state file's separate control plane, as for a resumed run.
-		if local, err := state.ReadCurrent(statePath); err == nil && local.ControlPlane != "" && !local.ControlPlaneEmbedded {
-			u, from = local.ControlPlane, "the state file "+statePath // run.go says which one it uses
-		}
+	local, readErr := state.ReadCurrent(statePath)
+	if readErr != nil {
+		local = nil
 	}
-	if u == "" || u == "off" {
-		return nil, abort("rbook resume continues a run from the control plane it reports to, and %s names none: give --control-plane URL or set RBOOK_CONTROL_PLANE", from)
-	}
-	if err := CheckURLs(u, from); err != nil {
-		return nil, abort("%v", err)
-	}
-	cl, err := c.client(u, false)
+	// The state file's separate control plane, as for a resumed run (controlPlane says which
+	// one it uses); the configured one was checked when it was resolved.
+	cfg, _, err := c.stateControlPlane(local, statePath)
 	if err != nil {
 		return nil, abort("%v", err)
 	}
-	local, err := state.ReadCurrent(statePath)
-	if err != nil && !errors.Is(err, state.ErrNotExist) {
+	if u := cfg.ControlPlane; u == "" || u == "off" {
+		return nil, abort("rbook resume continues a run from the control plane it reports to, and %s names none: give --control-plane URL or set RBOOK_CONTROL_PLANE", cfg.From)
+	}
+	cl, err := c.client(cfg.ControlPlane, false)
+	if err != nil {
 		return nil, abort("%v", err)
+	}
+	if readErr != nil && !errors.Is(readErr, state.ErrNotExist) {
+		return nil, abort("%v", readErr)
 	}
 	if local != nil {
 		switch {

@@ -3,7 +3,10 @@
 // `rbook rollback` and the Action's post step (`rbook github post`). The pipeline (Run) takes
 // the state file's lock, delivers a final run's outbox first, opens or resumes the state,
 // starts the run on the control plane under its lease, fans transitions out to the recorders,
-// composes the gates, runs the engine and ends the run. Its ordering rules:
+// composes the gates (composeGates, the one place their order is written), runs the engine
+// and ends the run. Every entry point starts the same way, through hold (hold.go): the lock,
+// a final run's outbox first where the verb needs it, the run read under the lock; and every
+// verb's engine comes from one builder (newEngine). Its ordering rules:
 //
 //   - refuse before touching state: everything that can refuse a run (the plan, the
 //     configuration, the executors) is checked before the state folder is locked or written;
@@ -12,7 +15,9 @@
 //   - lease before recording: nothing is recorded on the control plane before StartRun granted
 //     the run's lease (owner id and epoch).
 //
-// The run's configuration is resolved once, into Config, before anything else.
+// The run's configuration is resolved once, into Config, before anything else: the
+// control-plane value is checked there (Config.Resolve), and a resumed run's state file may
+// override it in one place only (Config.stateControlPlane).
 package run
 
 import "fmt"

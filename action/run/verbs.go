@@ -61,14 +61,16 @@ func (c *Config) CancelFinal(ctx context.Context, statePath, name string, st *st
 	if len(st.Outbox) == 0 {
 		return nil
 	}
-	lock, err := state.Acquire(statePath, "cancel")
+	h, err := c.hold(ctx, statePath, verb{role: "cancel", name: name, deliverFirst: true,
+		lockErr: func(err error) error {
+			return fmt.Errorf("its %d undelivered transition(s) were not sent: %v", len(st.Outbox), err)
+		},
+		undelivered: func(err error) error { return fmt.Errorf("%v\n%s", err, OutboxNext(st, name, nil)) },
+	}, errw)
 	if err != nil {
-		return fmt.Errorf("its %d undelivered transition(s) were not sent: %v", len(st.Outbox), err)
+		return err
 	}
-	defer lock.Release()
-	if err := c.DeliverFinal(ctx, statePath, errw); err != nil {
-		return fmt.Errorf("%v\n%s", err, OutboxNext(st, name, nil))
-	}
+	h.release()
 	return nil
 }
 
@@ -184,15 +186,9 @@ func EnsureEvidence(errw io.Writer, statePath string, st *state.State) string {
 
 // ReadExisting is the state file at path of runbook name; a missing one is refused (exit 2),
 // saying so.
+// It reads without the lock (state.ReadCurrent).
 func ReadExisting(path, name string) (*state.State, error) {
-	st, err := state.ReadCurrent(path)
-	if errors.Is(err, state.ErrNotExist) {
-		return nil, abort("no run recorded for runbook %s (%s does not exist)", name, path)
-	}
-	if err != nil {
-		return nil, abort("%v", err)
-	}
-	return st, nil
+	return readExisting(path, name, state.ReadCurrent)
 }
 
 // StartOf is where the engine starts for the verbs that end a recorded run.
@@ -225,15 +221,13 @@ type VerbOptions struct {
 // when the rollback failed or there was nothing to roll back, 2 no run or held state.
 func Rollback(ctx context.Context, o VerbOptions) error {
 	plan := o.Plan
-	lock, err := state.Acquire(plan.StateFilePath, "rollback")
-	if err != nil {
-		return abort("%v", err)
-	}
-	defer lock.Discard() // no run to roll back: leave no lock file or folder
-	st, err := ReadExisting(plan.StateFilePath, o.Name)
+	// No run to roll back: leave no lock file or folder.
+	h, err := new(Config).hold(ctx, plan.StateFilePath, verb{role: "rollback", name: o.Name, read: readPresent, discard: true}, o.Err)
 	if err != nil {
 		return err
 	}
+	defer h.release()
+	st := h.st
 	v, err := o.View()
 	if err != nil {
 		return abort("%v", err)
@@ -244,7 +238,7 @@ func Rollback(ctx context.Context, o VerbOptions) error {
 		v.SetRunStart(st.StartedUTC)
 	}
 	before := len(st.EvidencePack)
-	eng := &engine.Engine{Plan: plan, Executors: SimulatedExecutors(), Recorders: []engine.Recorder{&state.FileRecorder{Path: plan.StateFilePath, State: st}, v}}
+	eng := newEngine(plan, []engine.Recorder{h.recorder(false), v}, withExecutors(SimulatedExecutors()))
 	res, err := eng.Rollback(ctx, StartOf(st), st.RunStatus)
 	if err != nil {
 		return abort("%v", err)
@@ -273,20 +267,19 @@ func SimulatedExecutors() map[runbook.StepType]engine.Executor {
 // --control-plane off). It returns the exit: 3 cancelled, 1 not, 2 nothing to cancel.
 func (c *Config) Cancel(ctx context.Context, o VerbOptions, who string, signal func(pid int) error) error {
 	plan := o.Plan
-	lock, err := state.Acquire(plan.StateFilePath, "cancel")
-	var held *state.HeldError
-	if errors.As(err, &held) {
-		return cancelLive(ctx, plan.StateFilePath, held.Holder, who, o.Out, signal)
-	}
-	if err != nil {
+	// Read again under the lock: the run may have finished while the prompt waited.
+	h, err := c.hold(ctx, plan.StateFilePath, verb{role: "cancel", name: o.Name, read: readPresent, lockErr: func(err error) error {
+		var busy *state.HeldError
+		if errors.As(err, &busy) {
+			return cancelLive(ctx, plan.StateFilePath, busy.Holder, who, o.Out, signal)
+		}
 		return abort("%v", err)
-	}
-	defer lock.Release()
-	// Re-read under the lock: the run may have finished while the prompt waited.
-	st, err := ReadExisting(plan.StateFilePath, o.Name)
+	}}, o.Err)
 	if err != nil {
 		return err
 	}
+	defer h.release()
+	st := h.st
 	if st.RunStatus.Final() {
 		return abort("run %s ended %s while the cancel prompt waited; nothing was cancelled", st.RunID, st.RunStatus)
 	}
@@ -312,8 +305,8 @@ func (c *Config) Cancel(ctx context.Context, o VerbOptions, who string, signal f
 		return abort("%v", err)
 	}
 	v.SetRunStart(st.StartedUTC)
-	fileRec := &state.FileRecorder{Path: plan.StateFilePath, State: st, KeepOutbox: target != nil}
-	eng := &engine.Engine{Plan: plan, Recorders: []engine.Recorder{fileRec, v}}
+	fileRec := h.recorder(target != nil)
+	eng := newEngine(plan, []engine.Recorder{fileRec, v})
 	res, err := eng.Cancel(ctx, start, who)
 	if err != nil {
 		return abort("%v", err)

@@ -1,21 +1,18 @@
 package main
 
 // The runner output of `rbook run` in a GitHub Actions job is action/github/runner's; this is
-// its wiring: the process's one Output, the error stream of execute, and which gate of the run
-// is the control plane's.
+// its wiring: the process's one Output and the error stream of execute (the pipeline places
+// the Output's gates: pipeline.RunnerGates).
 
 import (
 	"fmt"
 	"io"
 	"os"
 
-	"github.com/rbookhq/rbook-action/action/cpclient"
-	"github.com/rbookhq/rbook-action/action/engine"
 	"github.com/rbookhq/rbook-action/action/github"
 	"github.com/rbookhq/rbook-action/action/github/runner"
 	"github.com/rbookhq/rbook-action/action/runbook"
 	"github.com/rbookhq/rbook-action/action/state"
-	"github.com/rbookhq/rbook-action/action/steps"
 	"github.com/rbookhq/rbook-action/internal/termui"
 )
 
@@ -25,11 +22,10 @@ import (
 var ciOut *ciOutput
 
 // ciOutput is the runner output of one `rbook run`; its methods are nil-safe (nil outside a
-// runner). log is the Output's log; cpURL the run's control plane, set by gate.
+// runner). log is the Output's log.
 type ciOutput struct {
 	*runner.Output
-	log   *github.Log
-	cpURL string
+	log *github.Log
 }
 
 // ciStreams is the writers `rbook run` prints to (runner.Streams) and its runner output.
@@ -65,26 +61,6 @@ func (c *ciOutput) attach(v *view, plan *runbook.Plan) {
 		v.ci = c
 		c.Attach(plan)
 	}
-}
-
-// gate wraps the run's gate (runner.Output.Gate), naming the control plane's gate inside it.
-func (c *ciOutput) gate(g engine.Gate, cpURL string, embedded bool) engine.Gate {
-	if c == nil {
-		return g
-	}
-	c.cpURL = cpURL
-	// rbook resume reports the paused gate's approval; for rbook playbook run, the copy each
-	// Await runs on keeps the Opened set here.
-	return c.Gate(g, cpclient.GateOf(g), cpURL, embedded)
-}
-
-// local is the terminal source of a control plane's gate (runner.Output.Local); g outside a
-// runner.
-func (c *ciOutput) local(tg *steps.TerminalGate, g engine.Gate, stdinIsTerminal bool, noInput string) engine.Gate {
-	if c == nil {
-		return g
-	}
-	return c.Local(tg, g, stdinIsTerminal, noInput)
 }
 
 // publish ends a run's runner output (runner.Output.Publish); without one, as for rbook cancel

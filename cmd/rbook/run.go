@@ -259,8 +259,7 @@ func (f *runFlags) config() (pipeline.Config, error) {
 // post step): its --control-plane and --control-plane-timeout.
 func deliveryConfig(flag string, timeout time.Duration) *pipeline.Config {
 	c := &pipeline.Config{Timeout: timeout, Auth: cpAuthConfig(), Embedded: embeddedControlPlane()}
-	c.ControlPlane, c.From = pipeline.ControlPlaneFrom(flag)
-	c.Flag = flag
+	c.Resolve(flag) // an invalid value matters only when the state file names no control plane: Config.OutboxTarget
 	return c
 }
 
@@ -301,11 +300,11 @@ func (t runTerminal) HumanNeeded(runID string, req engine.GateRequest) { t.human
 func (t runTerminal) TerminalGate() (string, string, *steps.Lines, bool, *steps.TerminalGate) {
 	return terminalGate(t.view, t.errw)
 }
-func (t runTerminal) LocalGate(tg *steps.TerminalGate, g engine.Gate, interactive bool, noInput string) engine.Gate {
-	return t.ci.local(tg, g, interactive, noInput)
-}
-func (t runTerminal) WrapGate(g engine.Gate, cpURL string, embedded bool) engine.Gate {
-	return t.ci.gate(g, cpURL, embedded)
+func (t runTerminal) Runner() pipeline.RunnerGates {
+	if t.ci == nil {
+		return nil // not a typed nil: the pipeline composes no runner output outside a runner
+	}
+	return t.ci.Output
 }
 func (t runTerminal) CancelPrompt(md string) string { return termui.PromptFor(t.errw, md) }
 func (t runTerminal) VoteNotices() (func(*rbookv1.Approval, string, time.Time), func(*rbookv1.Approval)) {
@@ -326,13 +325,13 @@ func (t runTerminal) Finish(name string, st *state.State, res engine.Result, evP
 
 // Paused prints how to continue a paused run (as JSON too with -o json) and writes the
 // runner's outputs.
-func (t runTerminal) Paused(st *state.State, msg string, pe *cpclient.PausedError) {
+func (t runTerminal) Paused(st *state.State, msg string, pe *cpclient.PausedError, cpURL string) {
 	if t.mode == modeJSON {
 		t.printJSON(st, msg, "", exitCompleted)
 	}
 	fmt.Fprintln(t.errw, msg)
 	if t.ci != nil {
-		t.ci.PublishPaused(st, pe, t.ci.cpURL)
+		t.ci.PublishPaused(st, pe, cpURL)
 	}
 }
 
