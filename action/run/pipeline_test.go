@@ -32,6 +32,8 @@ type fakeTerminal struct {
 	halted   error
 	// runner is the runner output's gates (nil: outside a runner).
 	runner *fakeRunner
+	// resumeHint is the last resume command the pipeline set (SetHints).
+	resumeHint string
 	// onRecord, when set, sees each transition after the state file recorded it.
 	onRecord func(engine.Transition)
 }
@@ -44,7 +46,7 @@ func (f *fakeTerminal) Record(_ context.Context, t engine.Transition) error {
 }
 func (f *fakeTerminal) Lines() io.Writer                       { return &f.lines }
 func (f *fakeTerminal) SetRunStart(string)                     {}
-func (f *fakeTerminal) SetHints(string, string)                {}
+func (f *fakeTerminal) SetHints(resume, _ string)              { f.resumeHint = resume }
 func (f *fakeTerminal) HumanNeeded(string, engine.GateRequest) {}
 func (f *fakeTerminal) TerminalGate() (string, string, *steps.Lines, bool, *steps.TerminalGate) {
 	lines := steps.NewLines(strings.NewReader(""))

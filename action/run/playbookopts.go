@@ -41,8 +41,6 @@ type PlaybookFlags struct {
 	PolicyShadow bool
 	// RerunNodes and SkipNodes are --rerun-node and --skip-node.
 	RerunNodes, SkipNodes []string
-	// MCPConfig is --mcp-config ("" = <playbook folder>/<playbook base>.mcp.json).
-	MCPConfig string
 }
 
 // LoadPlaybook is the playbook file. A playbook that does not load is an error that lists
@@ -125,11 +123,12 @@ func (p PlaybookFlags) PlaybookInputs(plan *runbook.Plan) (map[string]any, error
 	return inputs, nil
 }
 
-// Playbook is the Options' Playbook of the playbook file with its validated inputs; the
-// caller sets its Policy and StartEmbedded.
-func (p PlaybookFlags) Playbook(file string, inputs map[string]any) *Playbook {
+// Playbook is the Options' Playbook of the playbook file with its validated inputs and the
+// --mcp-config its agentic nodes use ("" = <playbook folder>/<playbook base>.mcp.json, named
+// again in the resume hint); the caller sets its Policy and StartEmbedded.
+func (p PlaybookFlags) Playbook(file string, inputs map[string]any, mcpConfig string) *Playbook {
 	return &Playbook{File: file, Inputs: inputs, RerunNodes: p.RerunNodes, SkipNodes: p.SkipNodes, Epic: p.Epic, Session: p.Session,
-		Concurrency: p.Concurrency, Shadow: p.PolicyShadow, MCPConfig: p.MCPConfig}
+		Concurrency: p.Concurrency, Shadow: p.PolicyShadow, MCPConfig: mcpConfig}
 }
 
 // PlaybookExecutors are the playbook's node executors: deterministic nodes get <playbook

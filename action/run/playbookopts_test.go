@@ -2,9 +2,14 @@ package run
 
 import (
 	"bytes"
+	"context"
+	"io"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/rbookhq/rbook-action/action/cpclient"
 )
 
 func TestConcurrencyOutsideOneToSixtyFourIsRefused(t *testing.T) {
@@ -67,8 +72,8 @@ func TestPlaybookInputsAreValidatedBeforeAnythingIsRecorded(t *testing.T) {
 	if got := inputs["version"]; got != "2026.4.90" {
 		t.Fatalf("inputs[version] = %#v, want \"2026.4.90\"", got)
 	}
-	pb := f.Playbook("build.cantbook", inputs)
-	if pb.File != "build.cantbook" || pb.Inputs["version"] != "2026.4.90" {
+	pb := f.Playbook("build.cantbook", inputs, "ops.mcp.json")
+	if pb.File != "build.cantbook" || pb.Inputs["version"] != "2026.4.90" || pb.MCPConfig != "ops.mcp.json" {
 		t.Fatalf("Playbook() = %+v", pb)
 	}
 }
@@ -111,4 +116,42 @@ func errText(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// TestPlaybookResumeHintNamesItsMCPConfig: the resume command a playbook run prints when it
+// stops repeats the --mcp-config it was given, so following the hint gives its agentic nodes
+// the same MCP servers.
+func TestPlaybookResumeHintNamesItsMCPConfig(t *testing.T) {
+	file, err := filepath.Abs(filepath.Join("testdata", "playbooks", "build.cantbook"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := LoadPlaybook(file, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(t.TempDir())
+	f := PlaybookFlags{Inputs: []string{"version=1.2.3"}, Concurrency: 1}
+	plan.StateFilePath = f.StatePath(plan)
+	inputs, err := f.PlaybookInputs(plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	execs, closeExecs, ds := PlaybookExecutors(plan, file, "", io.Discard)
+	if len(ds) > 0 {
+		t.Fatalf("executors: %v", ds)
+	}
+	term := &fakeTerminal{}
+	o := Options{Config: Config{Timeout: 5 * time.Second, Lease: cpclient.DefaultLease, Auth: Auth{Mode: AuthNone}},
+		Plan: plan, Name: plan.Name, Again: "rbook playbook run " + file, Playbook: f.Playbook(file, inputs, "ops.mcp.json"),
+		Executors: execs, Close: closeExecs, Terminal: term, Err: &term.lines}
+	if err := o.Resolve("off"); err != nil {
+		t.Fatal(err)
+	}
+	if err := Run(context.Background(), o); err != nil {
+		t.Fatalf("Run = %v\n%s", err, term.lines.String())
+	}
+	if want := "--mcp-config ops.mcp.json"; !strings.Contains(term.resumeHint, want) {
+		t.Fatalf("resume hint %q; want it to name %q", term.resumeHint, want)
+	}
 }

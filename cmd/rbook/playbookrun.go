@@ -160,7 +160,7 @@ func (f playbookFlags) playbook(plan *runbook.Plan, file string, cfg pipeline.Co
 			fmt.Fprintln(errw, "warning: "+d.String())
 		}
 	}
-	pb := f.Playbook(file, inputs)
+	pb := f.Playbook(file, inputs, f.mcpConfig)
 	if localPolicy != nil {
 		pb.Policy = planview.PolicyGate(localPolicy)
 	}
