@@ -134,8 +134,9 @@ func decodeTransition(line []byte, strict bool) (engine.Transition, error) {
 	return t, nil
 }
 
-// journal appends a run's transitions to its journal file. The file stays open from the
-// first append to the one that makes the run final (close).
+// journal appends a run's transitions to its journal file. On unix the file stays open from
+// the first append to the one that makes the run final (close); on Windows it is closed after
+// each append (journalStaysOpen).
 type journal struct {
 	path, runID string
 	ready       bool
@@ -223,6 +224,9 @@ func (j *journal) append(line []byte, durable bool) error {
 		j.fsyncs += 2
 	case durable:
 		j.datasyncs++
+	}
+	if !journalStaysOpen {
+		j.close()
 	}
 	return nil
 }

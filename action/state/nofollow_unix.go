@@ -13,6 +13,10 @@ import (
 // (SymlinkError says why a state path never goes through one).
 const oNoFollow = unix.O_NOFOLLOW
 
+// journalStaysOpen is true: the journal is opened once per run (unix lets its folder be
+// removed while it is open), saving an open and a close per transition.
+const journalStaysOpen = true
+
 // recordOffset is where the holder record starts in the lock file. flock(2) locks are
 // advisory, so a contender can read the whole file.
 const recordOffset = 0

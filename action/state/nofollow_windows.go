@@ -12,6 +12,11 @@ import (
 // "Windows under Wine").
 const oNoFollow = 0
 
+// journalStaysOpen is false: Windows refuses to delete or rename a file another handle has
+// open without FILE_SHARE_DELETE (os.OpenFile never asks for it), so the journal is closed
+// after each append and a run folder can be moved or removed between transitions, as on unix.
+const journalStaysOpen = false
+
 // recordOffset is where the holder record starts in the lock file. LockFileEx locks are
 // mandatory and gofrs/flock locks byte 0, so a contender cannot read that byte while the lock
 // is held: the record starts after it.
