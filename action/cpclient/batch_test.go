@@ -190,7 +190,7 @@ func TestSenderBatchesWhileSlowServerCatchesUp(t *testing.T) {
 // An outbox of 2,500 left by an earlier executor (the first 700 already stored) drains in
 // three calls of at most MaxBatch: the stored ones count as duplicates and are acknowledged
 // with the rest.
-func TestFlushDrainsOutboxInFewCalls(t *testing.T) {
+func TestSendOutboxDeliversItInFewCalls(t *testing.T) {
 	f := &batchCP{fakeCP: newFake()}
 	for seq := int64(1); seq <= 700; seq++ {
 		f.seqs = append(f.seqs, seq)
@@ -202,7 +202,7 @@ func TestFlushDrainsOutboxInFewCalls(t *testing.T) {
 	for seq := int64(1); seq <= 2500; seq++ {
 		outbox = append(outbox, tr(seq))
 	}
-	if err := r.Flush(t.Context(), outbox); err != nil {
+	if err := r.SendOutbox(t.Context(), outbox); err != nil {
 		t.Fatal(err)
 	}
 	if n := counter.count("RecordTransitions"); n != 3 {
@@ -233,7 +233,7 @@ func TestSenderFallsBackOnUnimplemented(t *testing.T) {
 	if err := r.Drain(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if err := (&Recorder{C: c, Acked: acks.ack}).Flush(t.Context(), []engine.Transition{tr(50), tr(51)}); err != nil {
+	if err := (&Recorder{C: c, Acked: acks.ack}).SendOutbox(t.Context(), []engine.Transition{tr(50), tr(51)}); err != nil {
 		t.Fatal(err)
 	}
 	if n := counter.count("RecordTransitions"); n != 1 {
@@ -282,7 +282,7 @@ func TestSenderBatchRefusals(t *testing.T) {
 	called := 0
 	acks2 := &ackLog{}
 	r2 := &Recorder{C: c2, Acked: acks2.ack, Cancelled: func() { called++ }}
-	if err := r2.Flush(t.Context(), []engine.Transition{tr(1), tr(2)}); err != nil || called != 1 || acks2.high != 2 {
+	if err := r2.SendOutbox(t.Context(), []engine.Transition{tr(1), tr(2)}); err != nil || called != 1 || acks2.high != 2 {
 		t.Fatalf("cancelled run: err %v, Cancelled called %d times, acked %d; want nil, 1, 2", err, called, acks2.high)
 	}
 }
@@ -292,4 +292,51 @@ type cancelBatchCP struct{ *fakeCP }
 
 func (f *cancelBatchCP) RecordTransitions(context.Context, *rbookv1.RecordTransitionsRequest) (*rbookv1.RecordTransitionsResponse, error) {
 	return nil, cpErr(connect.CodeFailedPrecondition, "E_RUN_CANCELLED")
+}
+
+// The control plane is sent only what the engine flushed (the state file's journal made it
+// durable first): appended transitions wait for Flush, and Drain does not send them. The
+// sender lingers so that flushes made in quick succession share one call; Drain cuts the
+// linger short (here it would last an hour).
+func TestControlPlaneIsSentOnlyWhatWasFlushed(t *testing.T) {
+	f := &batchCP{fakeCP: newFake()}
+	c, counter := serveCounted(t, f)
+	acks := &ackLog{}
+	r := &Recorder{C: c, Acked: acks.ack, Linger: time.Hour}
+	for seq := int64(1); seq <= 3; seq++ {
+		if err := r.Append(t.Context(), tr(seq)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.Drain(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if n := counter.count("RecordTransitions") + counter.count("RecordTransition"); n != 0 {
+		t.Fatalf("%d calls before any flush, want 0", n)
+	}
+	if err := r.Flush(t.Context()); err != nil { // the three appended
+		t.Fatal(err)
+	}
+	for _, g := range [][]int64{{4, 5}, {6}} { // two more flushes, one step apart
+		for _, seq := range g[:len(g)-1] {
+			if err := r.Append(t.Context(), tr(seq)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := r.Record(t.Context(), tr(g[len(g)-1])); err != nil { // Append and Flush
+			t.Fatal(err)
+		}
+	}
+	if err := r.Drain(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	seqs, batches := f.stored()
+	if len(seqs) != 6 || seqs[5] != 6 || len(batches) != 1 || counter.count("RecordTransitions") != 1 {
+		t.Fatalf("stored %v in batches %v (%d calls); want 1..6 in one call", seqs, batches, counter.count("RecordTransitions"))
+	}
+	acks.mu.Lock()
+	defer acks.mu.Unlock()
+	if acks.high != 6 {
+		t.Fatalf("acknowledged up to %d, want 6", acks.high)
+	}
 }

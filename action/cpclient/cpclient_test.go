@@ -206,7 +206,7 @@ func TestRecorderRetriesAndAcks(t *testing.T) {
 		}
 	}
 	// Resending an outbox that overlaps what the control plane holds is harmless.
-	if err := r.Flush(t.Context(), []engine.Transition{tr(2), tr(3), tr(4)}); err != nil {
+	if err := r.SendOutbox(t.Context(), []engine.Transition{tr(2), tr(3), tr(4)}); err != nil {
 		t.Fatal(err)
 	}
 	if len(f.seqs) != 4 || f.seqs[3] != 4 || len(acked) != 6 {

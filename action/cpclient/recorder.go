@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
@@ -33,30 +35,76 @@ type Recorder struct {
 	Cancelled func()
 	// Sync makes Record wait until the control plane has stored the transition.
 	Sync bool
+	// Linger is how long the sender lets transitions join a call after its first one
+	// (0: the package's Linger).
+	Linger time.Duration
 
 	once    sync.Once
 	queue   chan engine.Transition
 	pending sync.WaitGroup
 	mu      sync.Mutex
 	err     error // the first failure; every later Record returns it
+	// held are the transitions appended since the last Flush, not yet queued.
+	held []engine.Transition
+	// draining counts the Drain calls waiting; kick wakes a sender that lingers (fill).
+	draining atomic.Int32
+	kick     chan struct{}
 }
 
-// Record sends t (Sync) or queues it for the sender. It returns the first failure of any
-// earlier send: *UnreachableError past the client's deadline, or an error naming the code
-// when the control plane refused a transition for good (E_SEQ_GAP, E_SEQ_CONFLICT, …).
+// Record sends t (Sync) or queues it for the sender: Append, then Flush. It returns the first
+// failure of any earlier send: *UnreachableError past the client's deadline, or an error
+// naming the code when the control plane refused a transition for good (E_SEQ_GAP,
+// E_SEQ_CONFLICT, …).
 func (r *Recorder) Record(ctx context.Context, t engine.Transition) error {
-	if err := r.failed(); err != nil {
+	if err := r.Append(ctx, t); err != nil {
+		return err
+	}
+	return r.Flush(ctx)
+}
+
+// Append holds t until the next Flush (engine.GroupRecorder): the control plane is sent only
+// what the state file's recorder, flushed before this one, has made durable
+// (docs/decisions/durability.md, "The journal"). It returns the first failure of an earlier send.
+func (r *Recorder) Append(_ context.Context, t engine.Transition) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.err != nil {
+		return r.err
+	}
+	r.held = append(r.held, t)
+	return nil
+}
+
+// Flush sends the held transitions (Sync) or queues them for the sender, in order; the
+// queue blocks when it holds QueueSize (back-pressure). Errors are Record's.
+func (r *Recorder) Flush(ctx context.Context) error {
+	r.mu.Lock()
+	held := r.held
+	r.held = nil
+	err := r.err
+	r.mu.Unlock()
+	if err != nil {
 		return err
 	}
 	if r.Sync {
-		return r.send(ctx, t)
+		for _, t := range held {
+			if err := r.send(ctx, t); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if len(held) == 0 {
+		return nil
 	}
 	r.once.Do(func() {
-		r.queue = make(chan engine.Transition, QueueSize)
+		r.queue, r.kick = make(chan engine.Transition, QueueSize), make(chan struct{}, 1)
 		go r.sender(context.WithoutCancel(ctx))
 	})
-	r.pending.Add(1)
-	r.queue <- t
+	r.pending.Add(len(held))
+	for _, t := range held {
+		r.queue <- t
+	}
 	return nil
 }
 
@@ -66,10 +114,16 @@ func (r *Recorder) failed() error {
 	return r.err
 }
 
-// sender delivers the queue in order: each call carries everything queued at that moment
-// (up to MaxBatch transitions and MaxBatchBytes; batch), so a control plane that is slower
-// than the run catches up in few calls and the outbox does not grow with the run's length.
+// sender delivers the queue in order: each call carries everything queued within Linger of
+// its first transition (up to MaxBatch transitions and MaxBatchBytes; batch), so a control
+// plane that is slower than the run catches up in few calls, the outbox does not grow with
+// the run's length, and a run of quick steps costs the control plane one commit for many.
 func (r *Recorder) sender(ctx context.Context) {
+	wait := r.Linger
+	if wait <= 0 {
+		wait = Linger
+	}
+	linger := time.NewTimer(wait)
 	var carry *engine.Transition // taken from the queue but not fitting the previous batch
 	for {
 		var first engine.Transition
@@ -83,21 +137,7 @@ func (r *Recorder) sender(ctx context.Context) {
 			first = t
 		}
 		b := newBatch(first)
-	fill:
-		for b.len() < MaxBatch {
-			select {
-			case t, ok := <-r.queue:
-				if !ok {
-					break fill
-				}
-				if !b.add(t) {
-					carry = &t
-					break fill
-				}
-			default:
-				break fill
-			}
-		}
+		carry = r.fill(b, linger, wait)
 		if r.failed() == nil {
 			if err := r.sendBatch(ctx, b.ts, b.ps); err != nil {
 				r.mu.Lock()
@@ -108,6 +148,45 @@ func (r *Recorder) sender(ctx context.Context) {
 		r.pending.Add(-b.len())
 	}
 }
+
+// fill adds queued transitions to b until it is full, the queue is empty and wait has
+// passed since fill began (at once while Drain waits), or one does not fit: that one is
+// returned, to start the next batch.
+func (r *Recorder) fill(b *batch, linger *time.Timer, wait time.Duration) *engine.Transition {
+	linger.Reset(wait)
+	defer linger.Stop()
+	waited := false
+	for b.len() < MaxBatch {
+		var t engine.Transition
+		select {
+		case t = <-r.queue:
+		default:
+			if waited || r.draining.Load() > 0 {
+				return nil
+			}
+			select {
+			case t = <-r.queue:
+			case <-linger.C:
+				waited = true
+				continue
+			case <-r.kick:
+				waited = true
+				continue
+			}
+		}
+		if !b.add(t) {
+			return &t
+		}
+	}
+	return nil
+}
+
+// Linger is how long the sender lets more transitions join a call after its first one
+// (docs/decisions/durability.md, "The journal"): an engine flushes a step's transitions about
+// a millisecond apart, and one call costs the control plane one commit (an fsync) however
+// many it carries. A gate's Drain sends at once; the control plane's view lags a run by at
+// most this.
+const Linger = 5 * time.Millisecond
 
 // Limits of one RecordTransitions call made by the sender (docs/decisions/durability.md).
 const (
@@ -221,6 +300,12 @@ func (r *Recorder) sendBatch(ctx context.Context, ts []engine.Transition, ps []*
 // Drain waits until every queued transition was sent (or ctx ends) and returns the first
 // failure. Call it before a gate opens and before the run's outcome is reported.
 func (r *Recorder) Drain(ctx context.Context) error {
+	r.draining.Add(1)
+	defer r.draining.Add(-1)
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
 	done := make(chan struct{})
 	go func() { r.pending.Wait(); close(done) }()
 	select {
@@ -260,10 +345,10 @@ func (r *Recorder) send(ctx context.Context, t engine.Transition) error {
 	return nil
 }
 
-// Flush sends transitions left in a state file's outbox, oldest first, in batches of
+// SendOutbox sends transitions left in a state file's outbox, oldest first, in batches of
 // consecutive seqs (duplicates are fine: RecordTransition and RecordTransitions are
-// idempotent).
-func (r *Recorder) Flush(ctx context.Context, outbox []engine.Transition) error {
+// idempotent), and waits for each answer. Errors are Record's.
+func (r *Recorder) SendOutbox(ctx context.Context, outbox []engine.Transition) error {
 	for len(outbox) > 0 {
 		b := newBatch(outbox[0])
 		for _, t := range outbox[1:] {

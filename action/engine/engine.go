@@ -133,13 +133,20 @@ type run struct {
 	// unstarted nodes (set by the DAG policy).
 	cancelAt []string
 	notRun   func(ctx context.Context, why string) error
+	// unflushed says emit appended to a GroupRecorder since the last flush.
+	unflushed bool
 }
 
 // Run executes the plan from st (docs/spec/runbooks.md, "Step 5" and the on_fail table) and returns how the run
 // ended. The error is non-nil only when a Recorder failed: the run's fate is then unknown to
 // its records, and the caller must say so.
-func (e *Engine) Run(ctx context.Context, st Start) (Result, error) {
+func (e *Engine) Run(ctx context.Context, st Start) (res Result, err error) {
 	r := e.newRun(st)
+	defer func() {
+		if ferr := r.flush(ctx); err == nil && ferr != nil {
+			res, err = Result{}, ferr
+		}
+	}()
 	if st.Fresh {
 		if err := r.emit(ctx, Transition{Kind: TransitionRunStarted, StepIndex: -1, RunStatus: RunInProgress}); err != nil {
 			return Result{}, err
@@ -231,11 +238,46 @@ func (r *run) emit(ctx context.Context, t Transition) error {
 	r.head = t.Hash
 	rctx := context.WithoutCancel(ctx)
 	for _, rec := range r.e.Recorders {
-		if err := rec.Record(rctx, t); err != nil {
+		var err error
+		if g, ok := rec.(GroupRecorder); ok {
+			err = g.Append(rctx, t)
+			r.unflushed = true
+		} else {
+			err = rec.Record(rctx, t)
+		}
+		if err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// flush makes what emit appended durable and published (GroupRecorder.Flush, in the
+// recorders' order: the state file's journal before the control plane's sender). The
+// scheduler calls it before a step runs, before a gate waits, before it blocks, and Run
+// when it returns, so a step's start and the previous step's finish share one flush.
+func (r *run) flush(ctx context.Context) error {
+	if !r.unflushed {
+		return nil
+	}
+	r.unflushed = false
+	rctx := context.WithoutCancel(ctx)
+	for _, rec := range r.e.Recorders {
+		if g, ok := rec.(GroupRecorder); ok {
+			if err := g.Flush(rctx); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// emitFlushed is emit and flush: for a transition something waits on at once (a gate's).
+func (r *run) emitFlushed(ctx context.Context, t Transition) error {
+	if err := r.emit(ctx, t); err != nil {
+		return err
+	}
+	return r.flush(ctx)
 }
 
 func (r *run) finish(ctx context.Context, step runbook.Step, out Outcome, status RunStatus, rollbackFor string) error {
@@ -642,6 +684,9 @@ func (r *run) compensate(ctx context.Context, reason string, final RunStatus) (R
 		return r.end(ctx, final, fmt.Sprintf("rollback '%s' of deploy '%s' skipped by the operator after %s", rb.Name, deploy.Name, reason), nil)
 	}
 	if err := r.emit(ctx, Transition{Kind: TransitionStepStarted, StepIndex: rb.Index, StepName: rb.Name, StepType: string(rb.Type), RunStatus: RunInProgress, RollbackFor: reason}); err != nil {
+		return Result{}, err
+	}
+	if err := r.flush(ctx); err != nil { // the rollback's start is durable before it runs
 		return Result{}, err
 	}
 	out := r.execute(ctx, *rb, r.runContext(*rb))

@@ -97,9 +97,12 @@ func (r *run) schedule(ctx context.Context, pol policy, limit int) (Result, erro
 				interrupted = append(interrupted, running[idx])
 			}
 			for len(running) > 0 { // the workers' contexts are cancelled: let them return
+				if err := r.flush(ctx); err != nil {
+					return Result{}, err
+				}
 				m := <-ch
 				if m.req != nil {
-					m.ack <- r.emit(ctx, *m.req)
+					m.ack <- r.emitFlushed(ctx, *m.req)
 					continue
 				}
 				remove(m.t.step.Index)
@@ -126,6 +129,13 @@ func (r *run) schedule(ctx context.Context, pol policy, limit int) (Result, erro
 				}
 				running[t.step.Index] = t.step
 				order = append(order, t.step.Index)
+			}
+			// The starts (and what was recorded before them: the previous step's finish)
+			// are durable before any of the steps runs.
+			if err := r.flush(ctx); err != nil {
+				return Result{}, err
+			}
+			for _, t := range act.starts {
 				go func(t task) {
 					emit := func(_ context.Context, tr Transition) error {
 						ack := make(chan error, 1)
@@ -159,9 +169,12 @@ func (r *run) schedule(ctx context.Context, pol policy, limit int) (Result, erro
 				return Result{}, errors.New("engine: the scheduler has nothing to run and no end (a policy bug)")
 			}
 		}
+		if err := r.flush(ctx); err != nil { // nothing recorded waits on a step's end
+			return Result{}, err
+		}
 		m := <-ch
 		for m.req != nil { // a running gate's transition: record it and keep waiting
-			m.ack <- r.emit(ctx, *m.req)
+			m.ack <- r.emitFlushed(ctx, *m.req)
 			m = <-ch
 		}
 		remove(m.t.step.Index)

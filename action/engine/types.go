@@ -222,6 +222,22 @@ type Recorder interface {
 	Record(ctx context.Context, t Transition) error
 }
 
+// GroupRecorder is a Recorder that can take transitions as a group and make them durable
+// together (docs/decisions/durability.md, "The journal": one fdatasync per step). The engine
+// calls Append for each transition it emits and Flush before anything depends on them being
+// durable: before a step runs (its side effect), before a gate waits, before the scheduler
+// blocks, and when Run returns. A transition appended but not flushed is written (it survives
+// kill -9, the process's death) but may be lost with the machine, and it must not be
+// published (sent to a control plane) yet. Record is Append then Flush. An error from either
+// stops the run.
+type GroupRecorder interface {
+	Recorder
+	// Append takes t; it is durable and published with the next Flush.
+	Append(ctx context.Context, t Transition) error
+	// Flush makes every transition appended so far durable, in order, and publishes them.
+	Flush(ctx context.Context) error
+}
+
 // Verdict is a gate's decision.
 type Verdict int
 

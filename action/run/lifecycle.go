@@ -54,7 +54,7 @@ func (a *attempt) controlPlane(ctx context.Context, cancel context.CancelCauseFu
 	if err != nil {
 		return stop, startHalted(ctx, haltedBeforeStart(a.Terminal.StartErrorHint(err, url), a.statePath))
 	}
-	if err := cpRec.Flush(ctx, a.st.Outbox); err != nil {
+	if err := cpRec.SendOutbox(ctx, a.st.Outbox); err != nil {
 		return stop, startHalted(ctx, haltedBeforeStart(err, a.statePath))
 	}
 	a.cpc, a.drainCP = c, cpRec.Drain

@@ -106,7 +106,7 @@ func (c *Config) Deliver(ctx context.Context, fileRec *state.FileRecorder, url s
 	// The run's own lease: the state file kept the owner id and epoch it wrote with.
 	cl.SetFence(fileRec.State.OwnerID, fileRec.State.LeaseEpoch)
 	rec := &cpclient.Recorder{C: cl, Acked: fileRec.Ack}
-	err = rec.Flush(ctx, append([]engine.Transition(nil), fileRec.State.Outbox...))
+	err = rec.SendOutbox(ctx, append([]engine.Transition(nil), fileRec.State.Outbox...))
 	if serr := fileRec.Sync(); serr != nil {
 		return before - fileRec.Unacked(), serr
 	}

@@ -13,8 +13,8 @@ import (
 )
 
 // The run's journal (docs/decisions/durability.md, "The journal"): an append-only file of
-// the run's transitions beside the state file, made durable one fdatasync per durable
-// transition. It is the run's durable record; the state file is a view of it that a resume
+// the run's transitions beside the state file, made durable with one fdatasync per flush of
+// the engine (a step's finish and the next step's start together). It is the run's durable record; the state file is a view of it that a resume
 // rebuilds when its last write was lost.
 
 // JournalSuffix ends the name of a run's journal, "<run_id>.journal.jsonl", which lives
@@ -135,8 +135,15 @@ func decodeTransition(line []byte, strict bool) (engine.Transition, error) {
 }
 
 // journal appends a run's transitions to its journal file. On unix the file stays open from
-// the first append to the one that makes the run final (close); on Windows it is closed after
-// each append (journalStaysOpen).
+// the first append to the one that makes the run final (close); on Windows it is closed at
+// each sync (journalStaysOpen).
+//
+// Lines are written at off, into space reserved ahead of them: the file is grown in steps
+// (reserve) by writing NUL bytes past its last line, so most syncs find the file's size
+// unchanged and an fdatasync writes the new line's page alone, not also the inode
+// (docs/decisions/durability.md, "The journal"). A reader takes a tail of NUL bytes for no
+// line; the tail is cut off when the run becomes final (trim) and when a journal is
+// prepared for appending.
 type journal struct {
 	path, runID string
 	ready       bool
@@ -144,18 +151,32 @@ type journal struct {
 	// header is the header line a journal that does not exist yet starts with; nil once
 	// the file exists.
 	header []byte
+	// off is where the next line goes (the end of the lines written), size the file's size
+	// (off plus the reserved NUL bytes).
+	off, size int64
 	// datasyncs counts the fdatasyncs of appends, fsyncs the fsyncs (file and folder) of the
-	// journal's creation: tests assert one fdatasync per durable transition.
+	// journal's creation: tests assert one fdatasync per durable group of transitions.
 	datasyncs, fsyncs int
+	// due says a line appended since the last fdatasync must be made durable by the next sync.
+	due bool
 }
 
+// Reserved space of a journal: each reservation grows the file by its current size (at
+// least journalReserveMin, at most journalReserveMax bytes), so a run of n lines reserves
+// O(log n) times and never holds more than journalReserveMax NUL bytes.
+const (
+	journalReserveMin = 4 << 10
+	journalReserveMax = 1 << 20
+)
+
 // prepare readies the journal of s's run (s is the state before the transition about to be
-// appended). An existing journal of the same run is kept, its torn last line (if any) cut
-// off so the next append starts a line of its own; one of another run is a *JournalError.
-// When there is none, the header the first append creates it with is made from s.
+// appended). An existing journal of the same run is kept, its torn last line or reserved
+// tail (if any) cut off so the next append starts a line of its own; one of another run is a
+// *JournalError. When there is none, the header the first append creates it with is made
+// from s.
 func (j *journal) prepare(statePath string, s *State) error {
 	j.close()
-	j.path, j.runID, j.header = JournalPath(statePath, s.RunID), s.RunID, nil
+	j.path, j.runID, j.header, j.off, j.size = JournalPath(statePath, s.RunID), s.RunID, nil, 0, 0
 	h, _, end, err := ReadJournal(j.path)
 	switch {
 	case err == nil && h.RunID != s.RunID:
@@ -166,6 +187,7 @@ func (j *journal) prepare(statePath string, s *State) error {
 				return fmt.Errorf("cut the torn last line of %s: %w", j.path, err)
 			}
 		}
+		j.off, j.size = end, end
 	case errors.Is(err, fs.ErrNotExist):
 		snap := *s
 		header, err := json.Marshal(JournalHeader{Journal: JournalFormat, RunID: s.RunID, StateFile: filepath.Base(statePath), State: &snap})
@@ -180,16 +202,15 @@ func (j *journal) prepare(statePath string, s *State) error {
 	return nil
 }
 
-// append writes line (one transition's JSON and its newline) to the journal. durable asks
-// for the line to be on disk when append returns: one fdatasync. The append that creates
-// the file (header and line) is always made durable, with an fsync of the file and one of
-// its folder, so the file's name survives a crash too. A line that is not durable reaches
-// the disk with the next durable one.
+// append writes line (one transition's JSON and its newline) to the journal, without
+// waiting for the disk; durable says the next sync must make it durable. The append that
+// creates the file (header and line) is made durable at once, with an fsync of the file and
+// one of its folder, so the file's name survives a crash too.
 func (j *journal) append(line []byte, durable bool) error {
 	if j.f == nil {
-		flag := os.O_WRONLY | os.O_APPEND | oNoFollow
+		flag := os.O_WRONLY | oNoFollow
 		if j.header != nil {
-			flag = os.O_WRONLY | os.O_APPEND | os.O_CREATE | os.O_EXCL | oNoFollow
+			flag = os.O_WRONLY | os.O_CREATE | os.O_EXCL | oNoFollow
 		}
 		f, err := os.OpenFile(j.path, flag, 0o600)
 		if err != nil {
@@ -199,30 +220,83 @@ func (j *journal) append(line []byte, durable bool) error {
 	}
 	if j.header != nil {
 		line = append(j.header, line...)
-	}
-	if _, err := j.f.Write(line); err != nil {
+	} else if err := j.reserve(int64(len(line))); err != nil {
 		j.close()
 		return fmt.Errorf("append to %s: %w", j.path, err)
 	}
-	var err error
-	switch {
-	case j.header != nil:
-		err = j.f.Sync()
-	case durable:
-		err = fdatasync(j.f)
+	if _, err := j.f.WriteAt(line, j.off); err != nil {
+		j.close()
+		return fmt.Errorf("append to %s: %w", j.path, err)
 	}
-	if err != nil {
+	j.off += int64(len(line))
+	j.size = max(j.size, j.off)
+	if j.header == nil {
+		j.due = j.due || durable
+		return nil
+	}
+	if err := j.f.Sync(); err != nil {
 		j.close()
 		return fmt.Errorf("sync %s: %w", j.path, err)
 	}
-	switch {
-	case j.header != nil:
-		if err := syncDir(filepath.Dir(j.path)); err != nil {
+	if err := syncDir(filepath.Dir(j.path)); err != nil {
+		return err
+	}
+	j.header = nil
+	j.fsyncs += 2
+	return nil
+}
+
+// zeros is the NUL bytes reserve writes.
+var zeros [64 << 10]byte
+
+// reserve grows the file with NUL bytes when n more bytes at off would not fit, by its
+// size (journalReserveMin to journalReserveMax bytes) beyond what they need. The bytes are
+// written, not just allocated: writing into an allocated but unwritten extent changes the
+// file's metadata too.
+func (j *journal) reserve(n int64) error {
+	if j.off+n <= j.size {
+		return nil
+	}
+	grow := min(max(j.size, journalReserveMin), journalReserveMax)
+	to := j.off + n + grow
+	for at := j.size; at < to; {
+		k := min(int64(len(zeros)), to-at)
+		if _, err := j.f.WriteAt(zeros[:k], at); err != nil {
 			return err
 		}
-		j.header = nil
-		j.fsyncs += 2
-	case durable:
+		at += k
+	}
+	j.size = to
+	return nil
+}
+
+// trim cuts the reserved NUL bytes off the file: a final run's journal ends with its last line.
+func (j *journal) trim() error {
+	if j.f == nil || j.size <= j.off {
+		return nil
+	}
+	if err := j.f.Truncate(j.off); err != nil {
+		j.close()
+		return fmt.Errorf("cut the reserved tail of %s: %w", j.path, err)
+	}
+	j.size = j.off
+	j.due = true // the file's new size must be on disk with the last line
+	return nil
+}
+
+// sync makes the lines appended since the last sync durable with one fdatasync when one of
+// them was appended durable; lines that need not be reach the disk with the next such sync.
+// On Windows the file is closed here (journalStaysOpen).
+func (j *journal) sync() error {
+	if j.f == nil {
+		return nil
+	}
+	if j.due {
+		if err := fdatasync(j.f); err != nil {
+			j.close()
+			return fmt.Errorf("sync %s: %w", j.path, err)
+		}
+		j.due = false
 		j.datasyncs++
 	}
 	if !journalStaysOpen {

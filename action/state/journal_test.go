@@ -184,6 +184,7 @@ func TestTornJournalLineIsIgnored(t *testing.T) {
 		t.Fatal(err)
 	}
 	data, _ := os.ReadFile(jp)
+	data = bytes.TrimRight(data, "\x00") // the space reserved for the next lines
 	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
 	if len(lines) != 7 || !strings.HasSuffix(string(data), "\n") {
 		t.Fatalf("journal after the next append has %d lines, want header and 6 transitions:\n%s", len(lines), data)
@@ -193,27 +194,44 @@ func TestTornJournalLineIsIgnored(t *testing.T) {
 	}
 }
 
-// syncLog is a Recorder placed after a FileRecorder: it notes, for every transition, the
-// journal's fdatasyncs and fsyncs and the state file's writes made for it.
+// syncLog is a GroupRecorder placed after a FileRecorder: at each flush the engine makes it
+// notes the transitions appended since the previous one and the journal's fdatasyncs and
+// fsyncs and the state file's writes the FileRecorder's flush made for them.
 type syncLog struct {
 	fr                        *FileRecorder
 	datasyncs, fsyncs, writes int
+	group                     []string
 	got                       []string
 }
 
-func (w *syncLog) Record(_ context.Context, t engine.Transition) error {
-	j := &w.fr.journal
-	w.got = append(w.got, fmt.Sprintf("%s %s: fdatasync %d, fsync %d, state write %d", t.Kind, t.StepName,
-		j.datasyncs-w.datasyncs, j.fsyncs-w.fsyncs, w.fr.writes-w.writes))
-	w.datasyncs, w.fsyncs, w.writes = j.datasyncs, j.fsyncs, w.fr.writes
+func (w *syncLog) Record(ctx context.Context, t engine.Transition) error {
+	_ = w.Append(ctx, t)
+	return w.Flush(ctx)
+}
+
+func (w *syncLog) Append(_ context.Context, t engine.Transition) error {
+	w.group = append(w.group, strings.TrimSpace(string(t.Kind)+" "+t.StepName))
 	return nil
 }
 
-// TestEachTransitionIsOneFdatasync: the journal is created durably once (file and folder
-// fsync, with run_started), then each transition that must be durable costs one fdatasync of
-// the journal and a state-file rewrite with no fsync; a safe step's start and a gate's
-// decision ride with the next fdatasync. Every transition is in the journal, in order.
-func TestEachTransitionIsOneFdatasync(t *testing.T) {
+func (w *syncLog) Flush(context.Context) error {
+	if len(w.group) == 0 {
+		return nil
+	}
+	j := &w.fr.journal
+	w.got = append(w.got, fmt.Sprintf("%s: fdatasync %d, fsync %d, state write %d", strings.Join(w.group, ", "),
+		j.datasyncs-w.datasyncs, j.fsyncs-w.fsyncs, w.fr.writes-w.writes))
+	w.datasyncs, w.fsyncs, w.writes, w.group = j.datasyncs, j.fsyncs, w.fr.writes, nil
+	return nil
+}
+
+// TestEachStepIsOneFdatasync: the journal is created durably once (file and folder fsync,
+// with run_started), then the engine flushes a step's finish together with the next step's
+// start — one fdatasync of the journal and one state-file rewrite with no fsync per step, made
+// before the next step runs; a gate's opening is flushed on its own before the gate waits, its
+// decision rides with the next flush, the last step's finish with run_finished. Every
+// transition is in the journal, in order.
+func TestEachStepIsOneFdatasync(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "demo.state.json")
 	plan := testPlan()
 	o, err := Open(plan, path, OpenOptions{Now: clock})
@@ -234,16 +252,12 @@ func TestEachTransitionIsOneFdatasync(t *testing.T) {
 		t.Fatalf("run: %v %+v", err, res)
 	}
 	want := []string{
-		"run_started : fdatasync 0, fsync 2, state write 1",
-		"step_started check-pre: fdatasync 0, fsync 0, state write 0",
-		"step_finished check-pre: fdatasync 1, fsync 0, state write 1",
-		"step_started deploy-app: fdatasync 1, fsync 0, state write 1",
-		"step_finished deploy-app: fdatasync 1, fsync 0, state write 1",
-		"step_started confirm-app: fdatasync 0, fsync 0, state write 0",
+		"run_started, step_started check-pre: fdatasync 0, fsync 2, state write 1",
+		"step_finished check-pre, step_started deploy-app: fdatasync 1, fsync 0, state write 1",
+		"step_finished deploy-app, step_started confirm-app: fdatasync 1, fsync 0, state write 1",
 		"gate_opened confirm-app: fdatasync 1, fsync 0, state write 1",
 		"gate_decided confirm-app: fdatasync 0, fsync 0, state write 0",
-		"step_finished confirm-app: fdatasync 1, fsync 0, state write 1",
-		"run_finished : fdatasync 1, fsync 0, state write 1",
+		"step_finished confirm-app, run_finished: fdatasync 1, fsync 0, state write 1",
 	}
 	if strings.Join(log.got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("syncs per transition:\n%s\nwant\n%s", strings.Join(log.got, "\n"), strings.Join(want, "\n"))
@@ -480,5 +494,62 @@ func TestReadersSeeTheFinalRunTheJournalHolds(t *testing.T) {
 				t.Errorf("recovery notice %q; want one only when the file is rewritten", notice.String())
 			}
 		})
+	}
+}
+
+// TestJournalReservesSpaceAheadOfItsLines: while a run goes on its journal ends in NUL bytes
+// reserved for the next lines (so most fdatasyncs leave the file's size alone); readers take
+// them for no line, a resume that reopens the journal cuts them off and goes on right after
+// the last line, and the journal of a final run ends with its last line.
+func TestJournalReservesSpaceAheadOfItsLines(t *testing.T) {
+	captureNotice(t)
+	path := filepath.Join(t.TempDir(), "demo.state.json")
+	fr := recordDemo(t, path, nil)
+	jp := JournalPath(path, fr.State.RunID)
+	data, err := os.ReadFile(jp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := bytes.TrimRight(data, "\x00")
+	if len(lines) == len(data) || !bytes.HasSuffix(lines, []byte("\n")) || bytes.IndexByte(lines, 0) >= 0 {
+		t.Fatalf("journal of a running run: %d bytes of lines, %d in all; want whole lines, then NUL bytes only", len(lines), len(data))
+	}
+	if _, ts, end, err := ReadJournal(jp); err != nil || len(ts) != 5 || end != int64(len(lines)) {
+		t.Fatalf("ReadJournal: %v, %d transitions, end %d; want 5 ending at %d", err, len(ts), end, len(lines))
+	}
+
+	// The executor was killed here; the resume opens the run and appends.
+	o, err := Open(testPlan(), path, OpenOptions{Now: clock})
+	if err != nil || o.State.Seq != 5 {
+		t.Fatalf("Open: %v, seq %d", err, o.State.Seq)
+	}
+	next := &FileRecorder{Path: path, State: o.State}
+	at := day.Add(6 * time.Second)
+	in := "remediation/a.json"
+	for _, tr := range []engine.Transition{
+		{RunID: o.State.RunID, Seq: 6, Kind: engine.TransitionStepStarted, Time: at, StepIndex: 2, StepName: "confirm-app", StepType: "confirm", RunStatus: engine.RunInProgress},
+		{RunID: o.State.RunID, Seq: 7, Kind: engine.TransitionStepFinished, Time: at, StepIndex: 2, StepName: "confirm-app", StepType: "confirm", RunStatus: engine.RunInProgress,
+			Evidence: &engine.Evidence{StepName: "confirm-app", Type: "confirm", Input: &in, Status: engine.StatusPass, TimestampUTC: engine.FormatTime(at)}},
+		{RunID: o.State.RunID, Seq: 8, Kind: engine.TransitionRunFinished, Time: at, StepIndex: -1, RunStatus: engine.RunCompleted},
+	} {
+		if err := next.Record(t.Context(), tr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data, err = os.ReadFile(jp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.IndexByte(data, 0) >= 0 || !bytes.HasSuffix(data, []byte("\n")) {
+		t.Fatalf("journal of the final run holds NUL bytes or does not end with a line:\n%q", data)
+	}
+	h, ts, end, err := ReadJournal(jp)
+	if err != nil || h.RunID != o.State.RunID || len(ts) != 8 || end != int64(len(data)) {
+		t.Fatalf("final journal: %v, %d transitions", err, len(ts))
+	}
+	for i, tr := range ts {
+		if tr.Seq != int64(i+1) {
+			t.Fatalf("line %d holds seq %d", i+2, tr.Seq)
+		}
 	}
 }

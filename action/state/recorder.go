@@ -10,18 +10,18 @@ import (
 	"github.com/rbookhq/rbook-action/action/runbook"
 )
 
-// FileRecorder is the engine.Recorder that keeps the run's journal and the state file
-// (docs/spec/runbooks.md, "Step 4" and "Step 6"; docs/decisions/durability.md). Every
-// transition is appended to the journal (`<run_id>.journal.jsonl` beside the state file),
-// and one that changes what a resume would do is made durable there with one fdatasync
-// before Record returns; the state file, which it holds in memory, is then rewritten (temp
-// file and rename, no fsync: a resume rebuilds it from the journal when that write was
-// lost). A step_started of a step that is safe to repeat (check, confirm, a playbook
-// approval node) and a gate_decided are appended without a sync and not written to the
-// state file: resume re-runs such steps anyway, so they ride along with the next sync and
-// such a step costs one fdatasync (docs/development.md, "Benchmarks").
-// A side-effecting step's start (deploy, rollback, deterministic, agentic: in_flight) is on
-// disk before Record returns, so before the step runs (docs/runbooks.md, "State, resume and crashes").
+// FileRecorder is the engine.GroupRecorder that keeps the run's journal and the state file
+// (docs/spec/runbooks.md, "Step 4" and "Step 6"; docs/decisions/durability.md, "The journal").
+// Append writes each transition to the journal (`<run_id>.journal.jsonl` beside the state
+// file) and applies it to the State it holds in memory; Flush makes the lines appended since
+// the last one durable with one fdatasync when one of them changes what a resume would do,
+// then rewrites the state file once (temp file and rename, no fsync: a resume rebuilds it
+// from the journal when that write was lost). The engine flushes before a step runs, so a
+// step's finish and the next step's start share one fdatasync and one rewrite, and a
+// side-effecting step's start (deploy, rollback, deterministic, agentic: in_flight) is on
+// disk before the step runs (docs/runbooks.md, "State, resume and crashes"). A safe step's
+// step_started (check, confirm, a playbook approval node) and a gate_decided need no sync of
+// their own: resume re-runs such steps anyway. Record is Append and Flush.
 //
 // No final run without its evidence pack (docs/spec/runbooks.md, "Step 7"): every write of a state whose
 // run_status is final is preceded by writing the evidence pack file
@@ -48,6 +48,9 @@ type FileRecorder struct {
 	// appended, when set (tests), is called after t's journal line is written, before the
 	// state file is.
 	appended func(t engine.Transition)
+	// writeDue says the state file is behind the State: a transition it holds was appended
+	// since the last Flush.
+	writeDue bool
 	// durable makes the state-file writes fsync (temp file and folder), for a write no
 	// journal line backs (CloseFromRecord).
 	durable bool
@@ -116,9 +119,20 @@ func (r *FileRecorder) Unacked() int {
 	return len(r.State.Outbox)
 }
 
-// Record applies t to the State and writes the file when needed (engine.Recorder). It returns
-// an error naming the path when the file cannot be written; the engine then stops the run.
-func (r *FileRecorder) Record(_ context.Context, t engine.Transition) error {
+// Record applies t to the State, makes it durable in the journal and writes the state file
+// when needed (engine.Recorder): Append, then Flush. It returns an error naming the path when
+// a file cannot be written; the engine then stops the run.
+func (r *FileRecorder) Record(ctx context.Context, t engine.Transition) error {
+	if err := r.Append(ctx, t); err != nil {
+		return err
+	}
+	return r.Flush(ctx)
+}
+
+// Append applies t to the State and writes its journal line without waiting for the disk
+// (engine.GroupRecorder): it survives the process's death at once, and the machine's after the
+// next Flush, which also rewrites the state file. Errors are Record's.
+func (r *FileRecorder) Append(_ context.Context, t engine.Transition) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s := r.State
@@ -134,6 +148,9 @@ func (r *FileRecorder) Record(_ context.Context, t engine.Transition) error {
 		return err
 	}
 	if !r.journal.ready || r.journal.runID != s.RunID {
+		if err := r.flushLocked(); err != nil { // another run's journal: what it holds first
+			return err
+		}
 		if err := r.journal.prepare(r.Path, s); err != nil {
 			return &NotWritableError{Err: err}
 		}
@@ -147,20 +164,47 @@ func (r *FileRecorder) Record(_ context.Context, t engine.Transition) error {
 	}
 	// The journal first: once its line is on disk the transition is recorded, whatever
 	// becomes of the state file's rewrite (docs/decisions/durability.md).
-	err = r.journal.append(line, write)
-	if s.RunStatus.Final() {
-		r.journal.close() // a final run records nothing more, unless a rollback reopens it
-	}
-	if err != nil {
+	if err := r.journal.append(line, write); err != nil {
 		return &NotWritableError{Err: err}
 	}
+	r.writeDue = r.writeDue || write
 	if r.appended != nil {
 		r.appended(t)
 	}
-	if !write {
+	return nil
+}
+
+// Flush makes the journal lines appended since the last Flush durable with one fdatasync
+// when one of them must be (a transition the state file holds), then rewrites the state file
+// once for all of them (engine.GroupRecorder). The journal of a final run is closed: it
+// records nothing more, unless a rollback reopens it.
+func (r *FileRecorder) Flush(context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.flushLocked()
+}
+
+func (r *FileRecorder) flushLocked() error {
+	final := r.State.RunStatus.Final()
+	if final {
+		if err := r.journal.trim(); err != nil {
+			return &NotWritableError{Err: err}
+		}
+	}
+	if err := r.journal.sync(); err != nil {
+		return &NotWritableError{Err: err}
+	}
+	if final {
+		r.journal.close()
+	}
+	if !r.writeDue {
 		return nil
 	}
-	return r.write()
+	if err := r.write(); err != nil {
+		return err
+	}
+	r.writeDue = false
+	return nil
 }
 
 // Apply applies t to s as the FileRecorder does, without writing anything or touching the

@@ -114,7 +114,7 @@ func readPack(path string) (data []byte, entries []engine.Evidence, runID string
 // readJournal reads the journal at path: its header (which must name runID) and one
 // transition per line after it, decoded strictly (state.DecodeJournal). A last line without
 // its newline is a write a crash tore and is ignored, as the executor ignores it; torn says so
-// ("" when none). Errors are *InputError naming path:line.
+// ("" when none; NUL bytes after the last line are reserved space, not a torn line). Errors are *InputError naming path:line.
 func readJournal(path, runID string) (ts []engine.Transition, torn string, err error) {
 	data, err := readLimited(path, "journal", MaxJournalBytes)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -137,7 +137,9 @@ func readJournal(path, runID string) (ts []engine.Transition, torn string, err e
 	case h.RunID != runID:
 		return nil, "", inputErr("%s:1: run_id: the journal is of run %s, the pack of run %s: give the journal of the pack's run (--journal FILE)", path, h.RunID, runID)
 	}
-	if end < int64(len(data)) {
+	// NUL bytes after the last line are space the executor reserved for the next lines
+	// (docs/decisions/durability.md, "The journal"), not a torn write.
+	if len(bytes.TrimRight(data[end:], "\x00")) > 0 {
 		torn = fmt.Sprintf("%s:%d: the last line has no newline (a write a crash tore); it was left out, as the executor leaves it out", path, bytes.Count(data, []byte{'\n'})+1)
 	}
 	return ts, torn, nil

@@ -59,6 +59,31 @@ func TestATornLastJournalLineIsANoteInTheReport(t *testing.T) {
 	}
 }
 
+// NUL bytes after the journal's last line are space the executor reserved for the next
+// lines (a run killed before it ended leaves them): not a torn line, nothing to note; a torn
+// line written into that space is still one.
+func TestReservedNULBytesAfterTheLastJournalLineAreNoNote(t *testing.T) {
+	cases := []struct {
+		name, tail string
+		note       bool
+	}{
+		{"reserved space only", strings.Repeat("\x00", 4096), false},
+		{"a torn line in the reserved space", `{"seq":12,"kind":"run_fin` + strings.Repeat("\x00", 4000), true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFixture(t, runA, "github:alice")
+			writeFile(t, f.journal, append(readFile(t, f.journal), c.tail...))
+			rep := f.verify(t, Options{})
+			var text bytes.Buffer
+			rep.WriteText(&text, false)
+			if got := strings.Contains(text.String(), "the last line has no newline"); rep.Code() != ExitVerified || got != c.note {
+				t.Fatalf("exit %d (want %d), torn-line note %v (want %v):\n%s", rep.Code(), ExitVerified, got, c.note, text.String())
+			}
+		})
+	}
+}
+
 func TestAnInputOverItsLimitIsRefusedNamingTheFileAndTheLimit(t *testing.T) {
 	dir := t.TempDir()
 	big := filepath.Join(dir, "big.journal.jsonl")
