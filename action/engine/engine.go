@@ -142,11 +142,7 @@ type run struct {
 // its records, and the caller must say so.
 func (e *Engine) Run(ctx context.Context, st Start) (res Result, err error) {
 	r := e.newRun(st)
-	defer func() {
-		if ferr := r.flush(ctx); err == nil && ferr != nil {
-			res, err = Result{}, ferr
-		}
-	}()
+	defer func() { res, err = r.done(ctx, res, err) }()
 	if st.Fresh {
 		if err := r.emit(ctx, Transition{Kind: TransitionRunStarted, StepIndex: -1, RunStatus: RunInProgress}); err != nil {
 			return Result{}, err
@@ -193,14 +189,16 @@ func (e *Engine) Rollback(ctx context.Context, st Start, current RunStatus) (Res
 	if current.Final() {
 		final = current
 	}
-	return r.compensate(ctx, RollbackVerb, final)
+	res, err := r.compensate(ctx, RollbackVerb, final)
+	return r.done(ctx, res, err)
 }
 
 // Cancel writes the CANCEL audit entry and ends the run CANCELLED (docs/spec/runbooks.md, "Step 8"). The
 // caller has already had the cancel confirmed by the user.
 func (e *Engine) Cancel(ctx context.Context, st Start, by string) (Result, error) {
 	r := e.newRun(st)
-	return r.cancel(ctx, by)
+	res, err := r.cancel(ctx, by)
+	return r.done(ctx, res, err)
 }
 
 // ChainPrev is the prev_hash of the transition after seq, whose hash is head:
@@ -270,6 +268,16 @@ func (r *run) flush(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// done flushes what the run appended as an entry point (Run, Rollback, Cancel) returns: the
+// run's last records are durable when it returns. A failed flush is the run's error when it
+// had none.
+func (r *run) done(ctx context.Context, res Result, err error) (Result, error) {
+	if ferr := r.flush(ctx); err == nil && ferr != nil {
+		return Result{}, ferr
+	}
+	return res, err
 }
 
 // emitFlushed is emit and flush: for a transition something waits on at once (a gate's).

@@ -125,3 +125,39 @@ func TestAPlaybookNodesFinishIsFlushedBeforeTheSchedulerWaits(t *testing.T) {
 		t.Errorf("records and flushes:\n%s", got)
 	}
 }
+
+// TestEveryEntryPointReturnsWithItsRecordsFlushed: Run, Cancel and Rollback each return only
+// after flushing what they appended, so the `rbook cancel` and `rbook rollback` verbs, which
+// do not go through Run, leave their final records durable too.
+func TestEveryEntryPointReturnsWithItsRecordsFlushed(t *testing.T) {
+	p := plan(check("pre", runbook.OnFailHalt), deploy("app"), rollback("undo"))
+	cases := []struct {
+		name string
+		call func(e *engine.Engine) (engine.Result, error)
+		want engine.RunStatus
+	}{
+		{"Run", func(e *engine.Engine) (engine.Result, error) {
+			return e.Run(t.Context(), engine.Start{RunID: "r", Fresh: true})
+		}, engine.RunCompleted},
+		{"Cancel", func(e *engine.Engine) (engine.Result, error) {
+			return e.Cancel(t.Context(), engine.Start{RunID: "r", Index: 1}, "alice")
+		}, engine.RunCancelled},
+		{"Rollback", func(e *engine.Engine) (engine.Result, error) {
+			return e.Rollback(t.Context(), engine.Start{RunID: "r", Index: 1}, engine.RunInProgress)
+		}, engine.RunFailed},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := &flushLog{}
+			e := &engine.Engine{Plan: p, Recorders: []engine.Recorder{f},
+				Executors: map[runbook.StepType]engine.Executor{runbook.TypeCheck: f, runbook.TypeDeploy: f, runbook.TypeRollback: f}}
+			res, err := c.call(e)
+			if err != nil || res.Status != c.want {
+				t.Fatalf("%s = %+v, %v; want %s", c.name, res, err, c.want)
+			}
+			if got := f.lines(); !strings.HasSuffix(got, "+run_finished\nflush") {
+				t.Errorf("%s returned with records not flushed:\n%s", c.name, got)
+			}
+		})
+	}
+}
