@@ -186,7 +186,7 @@ func (r *Recorder) fill(b *batch, linger *time.Timer, wait time.Duration) *engin
 // a millisecond apart, and one call costs the control plane one commit (an fsync) however
 // many it carries. A gate's Drain sends at once; the control plane's view lags a run by at
 // most this.
-const Linger = 5 * time.Millisecond
+const Linger = 20 * time.Millisecond
 
 // Limits of one RecordTransitions call made by the sender (docs/decisions/durability.md).
 const (
