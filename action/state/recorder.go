@@ -54,8 +54,39 @@ type FileRecorder struct {
 	// durable makes the state-file writes fsync (temp file and folder), for a write no
 	// journal line backs (CloseFromRecord).
 	durable bool
+	// OverlapWrites lets the state-file rewrite of a Flush that recorded steps' starts run
+	// while those steps run, instead of before: the journal already holds everything that
+	// write holds (its fdatasync came first), so the rewrite need not delay the step
+	// (docs/decisions/durability.md, "The journal"). Every other write, and every write after
+	// it, waits for it first; Wait waits for it at the end.
+	OverlapWrites bool
+	// overlapped is the rewrite left running (nil when none): its error is reported by the
+	// next write, Flush or Wait. lastKind is the kind of the last transition appended.
+	overlapped chan error
+	lastKind   engine.TransitionKind
 	// mu guards State against Ack, which an asynchronous control-plane sender calls.
 	mu sync.Mutex
+}
+
+// Wait waits for a state-file rewrite that Flush left running (OverlapWrites) and returns
+// its error (*NotWritableError), nil when there is none.
+func (r *FileRecorder) Wait() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.settle()
+}
+
+// settle waits for the overlapped rewrite, if any.
+func (r *FileRecorder) settle() error {
+	if r.overlapped == nil {
+		return nil
+	}
+	err := <-r.overlapped
+	r.overlapped = nil
+	if err != nil {
+		return &NotWritableError{Err: err}
+	}
+	return nil
 }
 
 // Sync writes the file if acknowledgements changed the outbox since the last write (or since
@@ -71,6 +102,9 @@ func (r *FileRecorder) Sync() error {
 }
 
 func (r *FileRecorder) write() error {
+	if err := r.settle(); err != nil {
+		return err
+	}
 	err := r.evidence.before(r.Path, r.State)
 	var parts [3][]byte
 	if err == nil {
@@ -168,6 +202,7 @@ func (r *FileRecorder) Append(_ context.Context, t engine.Transition) error {
 		return &NotWritableError{Err: err}
 	}
 	r.writeDue = r.writeDue || write
+	r.lastKind = t.Kind
 	if r.appended != nil {
 		r.appended(t)
 	}
@@ -200,10 +235,32 @@ func (r *FileRecorder) flushLocked() error {
 	if !r.writeDue {
 		return nil
 	}
+	if r.OverlapWrites && !final && !r.durable && r.lastKind == engine.TransitionStepStarted {
+		return r.overlap()
+	}
 	if err := r.write(); err != nil {
 		return err
 	}
 	r.writeDue = false
+	return nil
+}
+
+// overlap starts the rewrite of the state file (no final state: no evidence pack goes
+// first) and returns without waiting for it (OverlapWrites). The bytes are encoded here, so
+// the State may change while they are written.
+func (r *FileRecorder) overlap() error {
+	if err := r.settle(); err != nil {
+		return err
+	}
+	parts, err := r.pack.parts(r.State)
+	if err != nil {
+		return &NotWritableError{Err: err}
+	}
+	done := make(chan error, 1)
+	go func(path string) { done <- writeFileAtomic(path, false, parts[:]...) }(r.Path)
+	r.overlapped = done
+	r.writes++
+	r.outboxWritten, r.acked, r.writeDue = len(r.State.Outbox), false, false
 	return nil
 }
 
