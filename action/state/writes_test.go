@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -346,4 +347,101 @@ func TestPlaybookMapsCachedByteExact(t *testing.T) {
 	check("scalar replaced, with an outbox")
 	delete(s.Bindings, "none")
 	check("a key removed")
+}
+
+// deployChain is a plan of n deploy steps.
+func deployChain(n int) *runbook.Plan {
+	in := "remediation/a.json"
+	plan := &runbook.Plan{Name: "demo", SchemaHash8: "a1b2c3d4", ContentHash: "hash-1"}
+	for i := range n {
+		plan.Steps = append(plan.Steps, runbook.Step{Index: i, Name: fmt.Sprintf("deploy-%d", i), Type: runbook.TypeDeploy, Input: &in, OnFail: runbook.OnFailHalt, TimeoutSeconds: 5})
+	}
+	return plan
+}
+
+// TestOverlappedRewritesLeaveTheFileAsRecorded: with OverlapWrites the rewrite made before
+// each step runs goes on while the step runs, one write per step as before; when the run
+// returns the state file on disk is byte for byte the final State's encoding.
+func TestOverlappedRewritesLeaveTheFileAsRecorded(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "demo.state.json")
+	plan := deployChain(20)
+	o, err := Open(plan, path, OpenOptions{Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fr := &FileRecorder{Path: path, State: o.State, OverlapWrites: true}
+	exec := engine.ExecutorFunc(func(context.Context, runbook.Step, engine.RunContext) engine.Outcome {
+		return engine.Outcome{Status: engine.StatusPass, Output: `{"count": 0}`}
+	})
+	e := &engine.Engine{Plan: plan, Recorders: []engine.Recorder{fr}, Executors: map[runbook.StepType]engine.Executor{runbook.TypeDeploy: exec}}
+	if res, err := e.Run(t.Context(), engine.Start{RunID: o.State.RunID, Fresh: true}); err != nil || res.Status != engine.RunCompleted {
+		t.Fatalf("Run = %+v, %v", res, err)
+	}
+	if err := fr.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if fr.writes != 21 { // one per step (with its start) and the last with run_finished
+		t.Errorf("%d state-file writes for 20 steps, want 21", fr.writes)
+	}
+	disk, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want, _ := new(Pack).Encode(fr.State); !bytes.Equal(disk, want) {
+		t.Fatalf("the state file is not the final State:\n%s", disk)
+	}
+	if temps, _ := filepath.Glob(filepath.Join(filepath.Dir(path), ".demo.state.json.tmp-*")); len(temps) != 0 {
+		t.Fatalf("temp files left behind: %v", temps)
+	}
+}
+
+// TestAFailedOverlappedRewriteStopsTheRunAtTheNextFlush: an overlapped rewrite that fails is
+// reported by the next flush, which stops the run with the specification's ABORT line before
+// the next step runs. The step whose start that rewrite recorded has run by then, and the
+// journal holds it all.
+func TestAFailedOverlappedRewriteStopsTheRunAtTheNextFlush(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "runs")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "demo.state.json")
+	plan := deployChain(4)
+	o, err := Open(plan, path, OpenOptions{Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fr := &FileRecorder{Path: path, State: o.State, OverlapWrites: true}
+	var ran []string
+	exec := engine.ExecutorFunc(func(_ context.Context, s runbook.Step, _ engine.RunContext) engine.Outcome {
+		ran = append(ran, s.Name)
+		if s.Index == 1 { // from the next flush on, no temp file can be made beside the state file
+			if err := fr.Wait(); err != nil {
+				t.Errorf("the rewrite before deploy-1: %v", err)
+			}
+			// The folder moves away (the open journal goes with it) and a file takes its name.
+			if err := os.Rename(dir, dir+".moved"); err != nil {
+				t.Error(err)
+			}
+			if err := os.WriteFile(dir, nil, 0o600); err != nil {
+				t.Error(err)
+			}
+		}
+		return engine.Outcome{Status: engine.StatusPass, Output: `{"count": 0}`}
+	})
+	e := &engine.Engine{Plan: plan, Recorders: []engine.Recorder{fr}, Executors: map[runbook.StepType]engine.Executor{runbook.TypeDeploy: exec}}
+	_, err = e.Run(t.Context(), engine.Start{RunID: o.State.RunID, Fresh: true})
+	var nw *NotWritableError
+	if !errors.As(err, &nw) || !strings.HasPrefix(err.Error(), "ABORT: state_file_path not writable") {
+		t.Fatalf("Run error %v, want *NotWritableError", err)
+	}
+	if got := strings.Join(ran, " "); got != "deploy-0 deploy-1 deploy-2" {
+		t.Errorf("steps run: %s; want deploy-0 deploy-1 deploy-2 (the failure is seen at the flush after deploy-2's start)", got)
+	}
+	_, ts, _, err := ReadJournal(JournalPath(filepath.Join(dir+".moved", "demo.state.json"), o.State.RunID))
+	// run_started, three steps' start and finish, and deploy-3's start, which that flush
+	// held: deploy-3 never ran, and a resume finds it in flight (never repeated silently).
+	if err != nil || len(ts) != 8 || ts[6].Kind != engine.TransitionStepFinished || ts[6].StepName != "deploy-2" ||
+		ts[7].Kind != engine.TransitionStepStarted || ts[7].StepName != "deploy-3" {
+		t.Fatalf("journal: %v, %d transitions; want run_started, three steps' start and finish, deploy-3's start", err, len(ts))
+	}
 }
