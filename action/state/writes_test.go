@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -400,6 +401,12 @@ func TestOverlappedRewritesLeaveTheFileAsRecorded(t *testing.T) {
 // the next step runs. The step whose start that rewrite recorded has run by then, and the
 // journal holds it all.
 func TestAFailedOverlappedRewriteStopsTheRunAtTheNextFlush(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		// The rewrite is made to fail by moving the folder away from the open journal; on
+		// Windows the journal is closed after each flush (journalStaysOpen), so its next
+		// append, not the rewrite, is what fails there.
+		t.Skip("the folder cannot be moved away from an open journal on Windows")
+	}
 	dir := filepath.Join(t.TempDir(), "runs")
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		t.Fatal(err)
