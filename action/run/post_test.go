@@ -3,9 +3,6 @@ package run
 import (
 	"bytes"
 	"context"
-	"errors"
-	"io/fs"
-	"os"
 	"strings"
 	"testing"
 
@@ -21,30 +18,25 @@ func TestPostSeesARunTheJournalShowsFinished(t *testing.T) {
 	o, term := gateOptions(t)
 	deploy := 1
 	o.StepIndex = &deploy // past the gate: the run completes with nobody at the terminal
-	var beforeEnd []byte
-	term.onRecord = func(tr engine.Transition) {
-		if tr.Kind == engine.TransitionRunFinished {
-			return
-		}
-		b, err := os.ReadFile(o.Plan.StateFilePath)
-		switch {
-		case errors.Is(err, fs.ErrNotExist): // not yet: the engine writes it with its first flush
-		case err != nil:
-			t.Errorf("read the state file at %s: %v", tr.Kind, err)
-		default:
-			beforeEnd = b
-		}
-	}
 	if err := Run(context.Background(), o); err != nil {
 		t.Fatalf("Run = %v", err)
 	}
 	if term.finished == nil || term.finished.RunStatus != engine.RunCompleted {
 		t.Fatalf("the run ended %+v; want COMPLETED (it starts past its gate)", term.finished)
 	}
-	if beforeEnd == nil {
-		t.Fatal("the state file was never on disk before the run's end")
+	// The last rewrite lost: the state file as the journal's transitions before the last one
+	// make it.
+	h, ts, _, err := state.ReadJournal(state.JournalPath(o.Plan.StateFilePath, term.finished.RunID))
+	if err != nil || len(ts) < 2 || ts[len(ts)-1].Kind != engine.TransitionRunFinished {
+		t.Fatalf("journal: %v, %d transitions; want the run's, run_finished last", err, len(ts))
 	}
-	if err := os.WriteFile(o.Plan.StateFilePath, beforeEnd, 0o600); err != nil { // the last rewrite lost
+	before := *h.State
+	for _, tr := range ts[:len(ts)-1] {
+		if err := state.Apply(&before, tr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := state.Write(o.Plan.StateFilePath, &before); err != nil {
 		t.Fatal(err)
 	}
 	var errw bytes.Buffer
