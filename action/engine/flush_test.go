@@ -15,9 +15,10 @@ import (
 // steps do: "+kind step" for an Append, "flush" for a Flush (only when something was
 // appended since the last one), "run step" and "await step" from the executor and the gate.
 type flushLog struct {
-	mu      sync.Mutex
-	log     []string
-	pending int
+	mu  sync.Mutex
+	log []string
+	// group is what was appended since the last flush (the log interleaves the steps' notes).
+	group []string
 	// flushed, when set, is called after each flush with the transitions it flushed.
 	flushed func(group []string)
 }
@@ -36,18 +37,19 @@ func (f *flushLog) Record(ctx context.Context, t engine.Transition) error {
 func (f *flushLog) Append(_ context.Context, t engine.Transition) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.log = append(f.log, strings.TrimSpace("+"+string(t.Kind)+" "+t.StepName))
-	f.pending++
+	line := strings.TrimSpace("+" + string(t.Kind) + " " + t.StepName)
+	f.log = append(f.log, line)
+	f.group = append(f.group, line)
 	return nil
 }
 
 func (f *flushLog) Flush(context.Context) error {
 	f.mu.Lock()
-	group := f.log[len(f.log)-f.pending:]
-	if f.pending > 0 {
+	group := f.group
+	if len(group) > 0 {
 		f.log = append(f.log, "flush")
 	}
-	f.pending = 0
+	f.group = nil
 	f.mu.Unlock()
 	if f.flushed != nil {
 		f.flushed(group)
