@@ -103,9 +103,10 @@ one() {
 
 results="$work/results.tsv"
 : >"$results"
-for n in $lengths; do
-  for mode in $modes; do
-    for rep in $(seq 1 "$reps"); do
+# Rounds: each runs every (N, mode) once, so a drifting machine weighs on every length alike.
+for rep in $(seq 1 "$reps"); do
+  for n in $lengths; do
+    for mode in $modes; do
       ns=$(one "$mode" "$n" "$rep")
       printf '%s\t%s\t%s\n' "$mode" "$n" "$ns" >>"$results"
       echo "bench-nodes: $mode N=$n run $rep: $((ns / 1000000)) ms" >&2

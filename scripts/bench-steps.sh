@@ -118,9 +118,12 @@ one() {
 case " $modes " in *" serve "*) start_serve ;; esac
 results="$work/results.tsv"
 : >"$results"
-for n in $lengths; do
-  for mode in $modes; do
-    for rep in $(seq 1 "$reps"); do
+# Rounds rather than one length at a time: each round runs every (N, mode) once, so a disk whose
+# synced-write time drifts over the minutes (a shared machine's does) weighs on every length
+# alike instead of bending the marginal costs.
+for rep in $(seq 1 "$reps"); do
+  for n in $lengths; do
+    for mode in $modes; do
       ns=$(one "$mode" "$n" "$rep")
       printf '%s\t%s\t%s\n' "$mode" "$n" "$ns" >>"$results"
       echo "bench-steps: $mode N=$n run $rep: $((ns / 1000000)) ms" >&2

@@ -198,7 +198,7 @@ func runOnce(ctx context.Context, o Options) error {
 	if a.Signals != nil {
 		defer a.Signals(ctx, cancel, a.statePath)()
 	}
-	a.fileRec = &state.FileRecorder{Path: a.statePath, State: a.st, OverlapWrites: true}
+	a.fileRec = &state.FileRecorder{Path: a.statePath, State: a.st, OverlapWrites: true, ReuseFiles: true}
 	defer func() { _ = a.fileRec.Wait() }() // a run that stopped on an error leaves no rewrite half done
 	a.recorders = []engine.Recorder{a.fileRec, a.trace}
 	a.who, a.noInput, a.lines, a.interactive, a.tg = a.Terminal.TerminalGate()

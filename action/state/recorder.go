@@ -64,16 +64,26 @@ type FileRecorder struct {
 	// next write, Flush or Wait. lastKind is the kind of the last transition appended.
 	overlapped chan error
 	lastKind   engine.TransitionKind
+	// ReuseFiles lets a rewrite write into the version of the state file before the last
+	// one instead of a new temp file, where the system can tell no reader has it open (Linux:
+	// rewriter, docs/decisions/durability.md, "The journal"); that version is kept under a
+	// temp name until a final write or Wait removes it. For an executor that calls Wait when
+	// it stops.
+	ReuseFiles bool
+	rw         rewriter
 	// mu guards State against Ack, which an asynchronous control-plane sender calls.
 	mu sync.Mutex
 }
 
-// Wait waits for a state-file rewrite that Flush left running (OverlapWrites) and returns
-// its error (*NotWritableError), nil when there is none.
+// Wait waits for a state-file rewrite that Flush left running (OverlapWrites), removes the
+// older version ReuseFiles keeps, and returns the rewrite's error (*NotWritableError), nil
+// when there is none.
 func (r *FileRecorder) Wait() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.settle()
+	err := r.settle()
+	r.rw.close()
+	return err
 }
 
 // settle waits for the overlapped rewrite, if any.
@@ -110,8 +120,14 @@ func (r *FileRecorder) write() error {
 	if err == nil {
 		parts, err = r.pack.parts(r.State)
 	}
-	if err == nil {
-		err = writeFileAtomic(r.Path, r.durable, parts[:]...)
+	if err == nil && r.durable {
+		err = writeFileAtomic(r.Path, true, parts[:]...)
+	} else if err == nil {
+		r.rw.keep = r.ReuseFiles && !r.State.RunStatus.Final()
+		err = r.rw.write(r.Path, r.pack.gen, parts)
+		if !r.rw.keep {
+			r.rw.close()
+		}
 	}
 	var taken *EvidenceTakenError
 	if errors.As(err, &taken) {
@@ -256,8 +272,9 @@ func (r *FileRecorder) overlap() error {
 	if err != nil {
 		return &NotWritableError{Err: err}
 	}
+	r.rw.keep = r.ReuseFiles
 	done := make(chan error, 1)
-	go func(path string) { done <- writeFileAtomic(path, false, parts[:]...) }(r.Path)
+	go func(path string, gen uint64) { done <- r.rw.write(path, gen, parts) }(r.Path, r.pack.gen)
 	r.overlapped = done
 	r.writes++
 	r.outboxWritten, r.acked, r.writeDue = len(r.State.Outbox), false, false

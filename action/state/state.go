@@ -360,22 +360,34 @@ func Write(path string, s *State) error {
 // outbox grow). A write through a Pack (FileRecorder) therefore costs the encoding of the
 // header and of the new entries only, plus the write of the file; the cached bytes
 // are handed to the file as they are, never copied into one buffer (docs/development.md, "Benchmarks").
+//
+// The file's layout (docs/decisions/durability.md, "The journal"): run_id, then
+// evidence_pack, then every other field, then the outbox. The run id and the entries are
+// what a run never changes once written, so they come first: a rewrite that reuses an older
+// version of the file (rewriter) writes only what follows the entries that version holds.
 type Pack struct {
 	n   int
 	buf []byte
+	// gen changes whenever buf starts over: buf[:k] of one gen never changes, which is what
+	// a reused file's prefix is checked against (rewriter).
+	gen uint64
 	// outbox holds each outbox transition's encoding by seq; spare is the map of the
 	// previous write, cleared and reused, so a write allocates no map.
 	outbox, spare map[int64][]byte
-	// head is the scratch buffer of the header and the outbox; enc encodes into it.
-	head bytes.Buffer
-	enc  *json.Encoder
+	// pre is the file's start (the run id and the opening of evidence_pack); head is the
+	// rest after the entries (the other fields and the outbox); hdr is the scratch buffer enc
+	// encodes the fields into.
+	pre       []byte
+	head, hdr bytes.Buffer
+	enc       *json.Encoder
 	// bindings and counts cache the playbook's bindings and iteration_counts (packmap.go).
 	bindings, counts mapCache
 }
 
-// Encode renders s as indented JSON with outbox and evidence_pack last. Entries already
-// encoded by this Pack are reused; if s's pack is not an extension of what was encoded, it
-// starts over. The result is a new slice the caller owns.
+// Encode renders s as indented JSON in the state file's layout (run_id, evidence_pack, the
+// other fields, the outbox: see Pack). Entries already encoded by this Pack are reused; if
+// s's pack is not an extension of what was encoded, it starts over. The result is a new
+// slice the caller owns.
 func (p *Pack) Encode(s *State) ([]byte, error) {
 	parts, err := p.parts(s)
 	if err != nil {
@@ -392,15 +404,13 @@ func (p *Pack) Encode(s *State) ([]byte, error) {
 	return out, nil
 }
 
-// packTail ends every state file: the evidence_pack array, the object, a newline.
-const packTail = "]\n}\n"
-
-// parts renders s like Encode as consecutive pieces (header and outbox, the cached evidence
-// entries, the end) without joining them. The pieces alias p's buffers: they are valid until
-// the next call.
+// parts renders s like Encode as consecutive pieces without joining them: the start (run id
+// and the opening of evidence_pack), the cached evidence entries, and the rest. The pieces
+// alias p's buffers: they are valid until the next call.
 func (p *Pack) parts(s *State) ([3][]byte, error) {
 	if p.n > len(s.EvidencePack) {
 		p.n, p.buf = 0, nil
+		p.gen++
 	}
 	for ; p.n < len(s.EvidencePack); p.n++ {
 		e, err := json.MarshalIndent(s.EvidencePack[p.n], "    ", "  ")
@@ -413,6 +423,11 @@ func (p *Pack) parts(s *State) ([3][]byte, error) {
 		p.buf = append(p.buf, "\n    "...)
 		p.buf = append(p.buf, e...)
 	}
+	id, err := json.Marshal(s.RunID)
+	if err != nil {
+		return [3][]byte{}, err
+	}
+	p.pre = append(append(append(p.pre[:0], "{\n  \"run_id\": "...), id...), ",\n  \"evidence_pack\": ["...)
 	type header State
 	h := header(*s)
 	h.EvidencePack, h.Outbox = nil, nil
@@ -424,52 +439,53 @@ func (p *Pack) parts(s *State) ([3][]byte, error) {
 		h.IterationCounts = map[string]int{cachedPlaceholderKey: 0}
 	}
 	if p.enc == nil {
-		p.enc = json.NewEncoder(&p.head)
+		p.enc = json.NewEncoder(&p.hdr)
 		p.enc.SetIndent("", "  ") // as json.MarshalIndent; HTML escaped as json.Marshal does
 	}
-	p.head.Reset()
+	p.hdr.Reset()
+	// The outer fields hide the header's fields of the same names (encoding/json takes the
+	// shallower one): empty, they are left out, so the fields written first are not repeated.
 	if err := p.enc.Encode(struct {
 		*header
+		RunID        string              `json:"run_id,omitempty"`
 		Outbox       []engine.Transition `json:"outbox,omitempty"`
 		EvidencePack []engine.Evidence   `json:"evidence_pack,omitempty"`
 	}{header: &h}); err != nil {
 		return [3][]byte{}, err
 	}
-	p.head.Truncate(p.head.Len() - 3) // drop "\n}\n"
-	if len(s.Bindings) > 0 || len(s.IterationCounts) > 0 {
-		head := p.head.Bytes()
-		if len(s.Bindings) > 0 {
-			enc, err := encodeCachedMap(&p.bindings, s.Bindings, valueID)
-			if err != nil {
-				return [3][]byte{}, err
-			}
-			if head, err = spliceCached(head, "bindings", enc, placeholderJSON); err != nil {
-				return [3][]byte{}, err
-			}
+	fields := p.hdr.Bytes()
+	fields = fields[1 : len(fields)-3] // "\n  \"runbook_name\": …" without "{" and "\n}\n"
+	if len(s.Bindings) > 0 {
+		enc, err := encodeCachedMap(&p.bindings, s.Bindings, valueID)
+		if err != nil {
+			return [3][]byte{}, err
 		}
-		if len(s.IterationCounts) > 0 {
-			enc, err := encodeCachedMap(&p.counts, s.IterationCounts, func(n int) (any, bool) { return n, true })
-			if err != nil {
-				return [3][]byte{}, err
-			}
-			if head, err = spliceCached(head, "iteration_counts", enc, placeholderCountJSON); err != nil {
-				return [3][]byte{}, err
-			}
+		if fields, err = spliceCached(fields, "bindings", enc, placeholderJSON); err != nil {
+			return [3][]byte{}, err
 		}
-		p.head.Reset()
-		p.head.Write(head)
 	}
+	if len(s.IterationCounts) > 0 {
+		enc, err := encodeCachedMap(&p.counts, s.IterationCounts, func(n int) (any, bool) { return n, true })
+		if err != nil {
+			return [3][]byte{}, err
+		}
+		if fields, err = spliceCached(fields, "iteration_counts", enc, placeholderCountJSON); err != nil {
+			return [3][]byte{}, err
+		}
+	}
+	p.head.Reset()
+	if p.n > 0 {
+		p.head.WriteString("\n  ")
+	}
+	p.head.WriteString("],")
+	p.head.Write(fields)
 	if len(s.Outbox) > 0 {
 		if err := p.appendOutbox(s.Outbox); err != nil {
 			return [3][]byte{}, err
 		}
 	}
-	p.head.WriteString(",\n  \"evidence_pack\": [")
-	tail := packTail
-	if p.n > 0 {
-		tail = "\n  " + packTail
-	}
-	return [3][]byte{p.head.Bytes(), p.buf, []byte(tail)}, nil
+	p.head.WriteString("\n}\n")
+	return [3][]byte{p.pre, p.buf, p.head.Bytes()}, nil
 }
 
 // appendOutbox writes the outbox array into p.head, reusing the encoding of every transition

@@ -176,9 +176,10 @@ func TestPlaybookApprovalStartNotDurable(t *testing.T) {
 }
 
 // TestCachedEncodingIsByteExact: after many writes through one FileRecorder (its
-// Pack reuses every evidence entry's and outbox transition's bytes), the file on disk is byte
+// Pack reuses every evidence entry's and outbox transition's bytes; on Linux each rewrite is
+// written into the version before last, in place), the file on disk is byte
 // for byte what a fresh encoding of the same State gives, and that is json.MarshalIndent of
-// the State with outbox and evidence_pack moved last (the format of every earlier release).
+// the State in the file's layout: run_id and evidence_pack first, the outbox last.
 // Acknowledgements drop outbox entries in between, so the outbox cache is exercised both ways.
 func TestCachedEncodingIsByteExact(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "demo.state.json")
@@ -196,7 +197,7 @@ func TestCachedEncodingIsByteExact(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fr := &FileRecorder{Path: path, State: o.State, KeepOutbox: true}
+	fr := &FileRecorder{Path: path, State: o.State, KeepOutbox: true, ReuseFiles: true}
 	checked := 0
 	verify := func(at string) {
 		disk, err := os.ReadFile(path)
@@ -210,7 +211,7 @@ func TestCachedEncodingIsByteExact(t *testing.T) {
 		if !bytes.Equal(disk, fresh) {
 			t.Fatalf("%s: the cached encoding differs from a fresh one:\n%s\n----\n%s", at, disk, fresh)
 		}
-		if want := marshalIndentOutboxLast(t, fr.State); !bytes.Equal(disk, want) {
+		if want := marshalIndentLayout(t, fr.State); !bytes.Equal(disk, want) {
 			t.Fatalf("%s: the file is not json.MarshalIndent of the state:\n%s\n----\n%s", at, disk, want)
 		}
 		if _, err := Parse(path, disk); err != nil {
@@ -258,20 +259,35 @@ func TestCachedEncodingIsByteExact(t *testing.T) {
 	}
 }
 
-// marshalIndentOutboxLast is the reference encoding: json.MarshalIndent of the State, with
-// its outbox (one json.Marshal line per transition) and evidence_pack keys moved to the end,
-// in that order.
-func marshalIndentOutboxLast(t *testing.T, s *State) []byte {
+// marshalIndentLayout is the reference encoding of the state file's layout (see Pack):
+// json.MarshalIndent of the State with run_id and evidence_pack moved to the start, in that
+// order, and the outbox (one json.Marshal line per transition) to the end.
+func marshalIndentLayout(t *testing.T, s *State) []byte {
 	t.Helper()
 	c := *s
-	c.Outbox, c.EvidencePack = nil, nil
-	head, err := json.MarshalIndent(&c, "", "  ")
+	c.RunID, c.Outbox, c.EvidencePack = "", nil, nil
+	rest, err := json.MarshalIndent(&c, "", "  ")
 	if err != nil {
 		t.Fatal(err)
 	}
-	// evidence_pack (no omitempty) is in the header as "evidence_pack": null: take it out.
-	head = bytes.Replace(head, []byte(",\n  \"evidence_pack\": null"), nil, 1)
-	out := head[:len(head)-2] // drop "\n}"
+	// run_id is the first field, evidence_pack (no omitempty) is there as null: take both out.
+	rest = bytes.Replace(rest, []byte("\n  \"run_id\": \"\","), nil, 1)
+	rest = bytes.Replace(rest, []byte(",\n  \"evidence_pack\": null"), nil, 1)
+	id, err := json.Marshal(s.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := s.EvidencePack
+	if ev == nil {
+		ev = []engine.Evidence{}
+	}
+	pack, err := json.MarshalIndent(ev, "  ", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := append([]byte("{\n  \"run_id\": "), id...)
+	out = append(append(out, ",\n  \"evidence_pack\": "...), pack...)
+	out = append(append(out, ','), rest[1:len(rest)-2]...) // without "{" and "\n}"
 	if len(s.Outbox) > 0 {
 		out = append(out, ",\n  \"outbox\": ["...)
 		for i, tr := range s.Outbox {
@@ -287,23 +303,13 @@ func marshalIndentOutboxLast(t *testing.T, s *State) []byte {
 		}
 		out = append(out, "\n  ]"...)
 	}
-	ev := s.EvidencePack
-	if ev == nil {
-		ev = []engine.Evidence{}
-	}
-	pack, err := json.MarshalIndent(ev, "  ", "  ")
-	if err != nil {
-		t.Fatal(err)
-	}
-	out = append(out, ",\n  \"evidence_pack\": "...)
-	out = append(out, pack...)
 	return append(out, "\n}\n"...)
 }
 
 // TestPlaybookMapsCachedByteExact: a playbook's bindings and iteration_counts are
 // encoded entry by entry and cached (packmap.go); after nodes are added, re-run (a binding
 // replaced, a count bumped), and inputs of every JSON kind, each encoding equals
-// json.MarshalIndent of the State (outbox and evidence_pack last) byte for byte.
+// json.MarshalIndent of the State in the file's layout byte for byte.
 func TestPlaybookMapsCachedByteExact(t *testing.T) {
 	s := &State{RunID: "RBOOK-20260101-diamond-0123abcd", RunbookName: "diamond", RunStatus: engine.RunInProgress, LastCompletedStepIndex: -1, TotalSteps: 40,
 		EvidencePack: []engine.Evidence{}, Kind: KindPlaybook,
@@ -318,7 +324,7 @@ func TestPlaybookMapsCachedByteExact(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := marshalIndentOutboxLast(t, s); !bytes.Equal(got, want) {
+		if want := marshalIndentLayout(t, s); !bytes.Equal(got, want) {
 			t.Fatalf("%s:\n%s\n----\n%s", at, got, want)
 		}
 		back, err := Parse("x", got)
@@ -370,7 +376,7 @@ func TestOverlappedRewritesLeaveTheFileAsRecorded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fr := &FileRecorder{Path: path, State: o.State, OverlapWrites: true}
+	fr := &FileRecorder{Path: path, State: o.State, OverlapWrites: true, ReuseFiles: true}
 	exec := engine.ExecutorFunc(func(context.Context, runbook.Step, engine.RunContext) engine.Outcome {
 		return engine.Outcome{Status: engine.StatusPass, Output: `{"count": 0}`}
 	})

@@ -1,0 +1,208 @@
+//go:build linux
+
+package state
+
+import (
+	"errors"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// rewriter makes the FileRecorder's rewrites of the state file (no fsync: the journal backs
+// them) cost what changed rather than the whole file (docs/decisions/durability.md, "The
+// journal"). Every rewrite still goes through a file under a temp name that is then
+// exchanged with the state file (renameat2 RENAME_EXCHANGE), so a reader that opens the state
+// file gets one whole version. An exchange rather than a rename over the file: a rename over
+// an existing file makes ext4 start writing the new file's data out at once (its
+// auto_da_alloc guard for programs that skip the fsync), which costs as much as the
+// journal's fdatasync; the exchange leaves the data to the kernel's writeback. The file the exchange moves out, the version before, is
+// kept under the temp name instead of removed (the spare), and the next rewrite writes into
+// it in place: it already starts with the run id and the evidence entries it held, so only
+// the entries added since and the fields after them are written, and the file is cut to the
+// new length. Reusing a version some reader may still be reading would hand that reader a
+// mix of two versions, so the spare is written in place only under a write lease
+// (F_SETLEASE F_WRLCK), which the kernel grants only when no one else has the file open; a
+// reader opening it meanwhile waits until the lease is dropped, after the write, and then
+// reads the new version whole. When the lease is refused the spare is removed (a reader
+// keeps what it opened) and the version is written to a new temp file, as on every other
+// system (rewrite_other.go).
+type rewriter struct {
+	// keep says to keep the version an exchange moves out as the spare (FileRecorder's
+	// ReuseFiles); without it that version is removed, as the rename over it would have.
+	keep bool
+	// cur is what the state file holds, when this rewriter wrote it; spare is the file
+	// under the temp name spare.name, a version this rewriter wrote before.
+	cur, spare mark
+	// noLease is set when the file system or the kernel does not grant leases here (not a
+	// reader's open file): every rewrite is then a new temp file.
+	noLease bool
+}
+
+// mark identifies a version of the state file this rewriter wrote: the file (device and
+// inode), its length, and its stable start: pre (run id and opening, Pack.parts's first part)
+// and the first n bytes of the evidence entries of Pack generation gen.
+type mark struct {
+	ok       bool
+	name     string
+	dev, ino uint64
+	size     int64
+	gen      uint64
+	pre      string
+	n        int
+}
+
+// write makes the state file at path hold the concatenation of parts (Pack.parts of Pack
+// generation gen), through the spare when one can be written in place, else through a new
+// temp file. Errors name the path; after one, the next write starts from a new temp file.
+func (w *rewriter) write(path string, gen uint64, parts [3][]byte) error {
+	if w.spare.ok {
+		if ok, err := w.inPlace(path, gen, parts); ok || err != nil {
+			return err
+		}
+	}
+	return w.fresh(path, gen, parts)
+}
+
+// inPlace writes parts into the spare and exchanges it with the state file. ok false with a
+// nil error means the spare could not be used (it changed, or a reader has it open) and
+// was dropped: the caller writes a new temp file instead.
+func (w *rewriter) inPlace(path string, gen uint64, parts [3][]byte) (ok bool, err error) {
+	sp := w.spare
+	w.spare = mark{}
+	fd, err := unix.Open(sp.name, unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false, nil
+	}
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil || uint64(st.Dev) != sp.dev || st.Ino != sp.ino {
+		unix.Close(fd) // not the file written under that name: leave it (RemoveStaleTemps)
+		return false, nil
+	}
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETLEASE, unix.F_WRLCK); err != nil {
+		unix.Close(fd)
+		if !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EBUSY) {
+			w.noLease = true // not someone reading: this system grants no leases here
+		}
+		os.Remove(sp.name) // a reader keeps the version it opened
+		return false, nil
+	}
+	err = writeFrom(fd, reusable(sp, gen, parts), parts)
+	size := int64(len(parts[0]) + len(parts[1]) + len(parts[2]))
+	if err == nil && size < sp.size {
+		err = ftruncate(fd, size)
+	}
+	unix.FcntlInt(uintptr(fd), unix.F_SETLEASE, unix.F_UNLCK)
+	unix.Close(fd)
+	next := mark{ok: true, dev: sp.dev, ino: sp.ino, size: size, gen: gen, pre: string(parts[0]), n: len(parts[1])}
+	if err == nil {
+		err = w.replace(sp.name, path, next)
+	}
+	if err != nil {
+		os.Remove(sp.name)
+		w.cur = mark{}
+		return true, &os.PathError{Op: "write", Path: path, Err: err}
+	}
+	return true, nil
+}
+
+// fresh writes parts to a new temp file and exchanges it with the state file (renamed over
+// it where there is none, or the file system cannot exchange).
+func (w *rewriter) fresh(path string, gen uint64, parts [3][]byte) error {
+	tmp, err := writeTemp(path, false, parts[:]...)
+	if err != nil {
+		return err
+	}
+	var st unix.Stat_t
+	if err := unix.Lstat(tmp, &st); err != nil {
+		os.Remove(tmp)
+		return &os.PathError{Op: "write", Path: path, Err: err}
+	}
+	next := mark{ok: true, dev: uint64(st.Dev), ino: st.Ino, size: st.Size, gen: gen, pre: string(parts[0]), n: len(parts[1])}
+	if err := w.replace(tmp, path, next); err != nil {
+		os.Remove(tmp)
+		w.cur = mark{}
+		return &os.LinkError{Op: "rename", Old: tmp, New: path, Err: err}
+	}
+	return nil
+}
+
+// replace exchanges the file under the temp name tmp, which holds next, with the state file
+// at path, and records that tmp now names the version before: the spare when this rewriter
+// wrote that version, else removed (a file of unknown make is never written into). Where
+// there is no state file yet, or the file system cannot exchange, tmp is renamed over path.
+func (w *rewriter) replace(tmp, path string, next mark) error {
+	err := unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, path, unix.RENAME_EXCHANGE)
+	switch {
+	case err == nil && w.cur.ok && w.keep && !w.noLease:
+		w.spare, w.spare.name = w.cur, tmp
+	case err == nil:
+		os.Remove(tmp)
+	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.EINVAL), errors.Is(err, unix.ENOSYS), errors.Is(err, unix.EOPNOTSUPP):
+		if err := os.Rename(tmp, path); err != nil {
+			return err
+		}
+	default:
+		return err
+	}
+	w.cur = next
+	return nil
+}
+
+// close removes the spare: the run is done with the state file for now.
+func (w *rewriter) close() {
+	if w.spare.ok {
+		os.Remove(w.spare.name)
+	}
+	w.spare = mark{}
+}
+
+// reusable is how many bytes at the start of the spare sp already hold what parts would
+// write there: the run id and opening, and the evidence entries it holds, when they are
+// those of the same Pack generation (entries only grow within one); 0 otherwise.
+func reusable(sp mark, gen uint64, parts [3][]byte) int {
+	if sp.gen != gen || sp.pre != string(parts[0]) || sp.n > len(parts[1]) {
+		return 0
+	}
+	return len(parts[0]) + sp.n
+}
+
+// writeFrom writes the concatenation of parts into fd from byte offset from on, at the same
+// offsets.
+func writeFrom(fd int, from int, parts [3][]byte) error {
+	at := 0
+	for _, p := range parts {
+		if end := at + len(p); end > from {
+			skip := max(from-at, 0)
+			if err := pwriteAll(fd, p[skip:], int64(at+skip)); err != nil {
+				return err
+			}
+		}
+		at += len(p)
+	}
+	return nil
+}
+
+// pwriteAll writes b at offset off, however many calls it takes.
+func pwriteAll(fd int, b []byte, off int64) error {
+	for len(b) > 0 {
+		n, err := unix.Pwrite(fd, b, off)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		b, off = b[n:], off+int64(n)
+	}
+	return nil
+}
+
+// ftruncate cuts fd to size bytes.
+func ftruncate(fd int, size int64) error {
+	for {
+		if err := unix.Ftruncate(fd, size); err != unix.EINTR {
+			return err
+		}
+	}
+}
