@@ -89,7 +89,7 @@ func TestRewritesThatShrinkCutTheReusedFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "demo.state.json")
 	var size5 int64
 	var ino5 uint64
-	fr := runChainWith(t, path, deployChain(9), true, func(fr *FileRecorder, s runbook.Step) {
+	fr := runChainWith(t, path, deployChain(9), chainOpts{keepOutbox: true}, func(fr *FileRecorder, s runbook.Step) {
 		switch s.Index {
 		case 5:
 			info, err := os.Stat(path)

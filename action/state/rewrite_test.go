@@ -18,19 +18,25 @@ import (
 // recorder after Wait, having checked that the file is the final State.
 func runChain(t *testing.T, path string, plan *runbook.Plan, between func(runbook.Step)) *FileRecorder {
 	t.Helper()
-	return runChainWith(t, path, plan, false, func(_ *FileRecorder, s runbook.Step) { between(s) })
+	return runChainWith(t, path, plan, chainOpts{}, func(_ *FileRecorder, s runbook.Step) { between(s) })
 }
 
-// runChainWith is runChain with the recorder's outbox kept (keepOutbox) and handed to between.
-func runChainWith(t *testing.T, path string, plan *runbook.Plan, keepOutbox bool, between func(*FileRecorder, runbook.Step)) *FileRecorder {
+// chainOpts are the FileRecorder's other switches for runChainWith.
+type chainOpts struct{ keepOutbox, overlapWrites bool }
+
+// runChainWith is runChain with opts's switches set too, and the recorder handed to between
+// (nil: none).
+func runChainWith(t *testing.T, path string, plan *runbook.Plan, opts chainOpts, between func(*FileRecorder, runbook.Step)) *FileRecorder {
 	t.Helper()
 	o, err := Open(plan, path, OpenOptions{Now: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
-	fr := &FileRecorder{Path: path, State: o.State, ReuseFiles: true, KeepOutbox: keepOutbox}
+	fr := &FileRecorder{Path: path, State: o.State, KeepOutbox: opts.keepOutbox, OverlapWrites: opts.overlapWrites, ReuseFiles: true}
 	exec := engine.ExecutorFunc(func(_ context.Context, s runbook.Step, _ engine.RunContext) engine.Outcome {
-		between(fr, s)
+		if between != nil {
+			between(fr, s)
+		}
 		return engine.Outcome{Status: engine.StatusPass, Output: `{"count": 0}`}
 	})
 	e := &engine.Engine{Plan: plan, Recorders: []engine.Recorder{fr}, Executors: map[runbook.StepType]engine.Executor{runbook.TypeDeploy: exec}}

@@ -371,34 +371,12 @@ func deployChain(n int) *runbook.Plan {
 // returns the state file on disk is byte for byte the final State's encoding.
 func TestOverlappedRewritesLeaveTheFileAsRecorded(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "demo.state.json")
-	plan := deployChain(20)
-	o, err := Open(plan, path, OpenOptions{Now: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fr := &FileRecorder{Path: path, State: o.State, OverlapWrites: true, ReuseFiles: true}
-	exec := engine.ExecutorFunc(func(context.Context, runbook.Step, engine.RunContext) engine.Outcome {
-		return engine.Outcome{Status: engine.StatusPass, Output: `{"count": 0}`}
-	})
-	e := &engine.Engine{Plan: plan, Recorders: []engine.Recorder{fr}, Executors: map[runbook.StepType]engine.Executor{runbook.TypeDeploy: exec}}
-	if res, err := e.Run(t.Context(), engine.Start{RunID: o.State.RunID, Fresh: true}); err != nil || res.Status != engine.RunCompleted {
-		t.Fatalf("Run = %+v, %v", res, err)
-	}
-	if err := fr.Wait(); err != nil {
-		t.Fatal(err)
-	}
+	fr := runChainWith(t, path, deployChain(20), chainOpts{overlapWrites: true}, nil)
 	if fr.writes != 21 { // one per step (with its start) and the last with run_finished
 		t.Errorf("%d state-file writes for 20 steps, want 21", fr.writes)
 	}
-	disk, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want, _ := new(Pack).Encode(fr.State); !bytes.Equal(disk, want) {
-		t.Fatalf("the state file is not the final State:\n%s", disk)
-	}
-	if temps, _ := filepath.Glob(filepath.Join(filepath.Dir(path), ".demo.state.json.tmp-*")); len(temps) != 0 {
-		t.Fatalf("temp files left behind: %v", temps)
+	if left := temps(t, path); len(left) != 0 {
+		t.Fatalf("temp files left behind: %v", left)
 	}
 }
 
