@@ -211,7 +211,7 @@ func (s *Session) stdioTransport(sessionCtx, connectCtx context.Context, srv *Se
 		}
 		return procgroup.Kill(cmd)
 	}
-	cmd.Env = os.Environ()
+	cmd.Env = procgroup.Environ() // without rbook's credentials (docs/decisions/mcp-config.md, "Environment")
 	for k, v := range srv.Env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}

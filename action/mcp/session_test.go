@@ -30,6 +30,9 @@ import (
 // serverModeEnv makes the re-executed test binary act as a stdio MCP server.
 const serverModeEnv = "RBOOK_MCP_TEST_SERVER"
 
+// environFileEnv names the file the "environ-file" server writes its environment to.
+const environFileEnv = "RBOOK_MCP_TEST_ENVIRON"
+
 func TestMain(m *testing.M) {
 	switch os.Getenv(serverModeEnv) {
 	case "":
@@ -40,6 +43,13 @@ func TestMain(m *testing.M) {
 		// process group is killed. Its output goes to /dev/null, not the MCP pipe.
 		child := exec.Command("sh", "-c", "trap '' TERM; sleep 60")
 		if err := child.Start(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+	case "environ-file":
+		// Writes its environment, one entry a line, to the file $RBOOK_MCP_TEST_ENVIRON
+		// names, then serves the demo inventory.
+		if err := os.WriteFile(os.Getenv(environFileEnv), []byte(strings.Join(os.Environ(), "\n")), 0o600); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(2)
 		}
@@ -349,4 +359,44 @@ func groupMembers(t *testing.T, pgid int) []int {
 		}
 	}
 	return pids
+}
+
+// TestStdioServersDoNotInheritRbooksCredentials: a stdio server gets rbook's environment
+// without rbook's own credentials (docs/decisions/mcp-config.md, "Environment"); other
+// variables reach it, and so does a credential its config's env names on purpose.
+func TestStdioServersDoNotInheritRbooksCredentials(t *testing.T) {
+	for name, value := range map[string]string{
+		"RBOOK_TOKEN": "tok-inherited", "RBOOK_SIGNING_KEY": "key-inherited",
+		"Rbook_Github_Secret": "gh-inherited", "RBOOK_SERVER": "http://cp.example", "DEPLOY_TOKEN": "cloud-token",
+	} {
+		t.Setenv(name, value)
+	}
+	file := filepath.Join(t.TempDir(), "environ")
+	cfg, err := rmcp.ParseConfig("test.mcp.json", []byte(fmt.Sprintf(
+		`{"mcpServers": {"demo": {"command": "rbook", "env": {%q: "environ-file", %q: %q, "RBOOK_APPROVAL_SECRET": "given-on-purpose"}}}}`,
+		serverModeEnv, environFileEnv, file)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := rmcp.Dial(context.Background(), cfg, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	data, err := os.ReadFile(file) // written before the server answered the handshake
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, kv := range strings.Split(string(data), "\n") {
+		got[kv] = true
+	}
+	for kv, want := range map[string]bool{
+		"RBOOK_TOKEN=tok-inherited": false, "RBOOK_SIGNING_KEY=key-inherited": false, "Rbook_Github_Secret=gh-inherited": false,
+		"RBOOK_SERVER=http://cp.example": true, "DEPLOY_TOKEN=cloud-token": true, "RBOOK_APPROVAL_SECRET=given-on-purpose": true,
+	} {
+		if got[kv] != want {
+			t.Errorf("the server's environment has %q: %v, want %v", kv, got[kv], want)
+		}
+	}
 }

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/rbookhq/rbook-action/action/engine"
+	"github.com/rbookhq/rbook-action/action/mcp/procgroup"
 	"github.com/rbookhq/rbook-action/action/runbook"
 )
 
@@ -46,8 +47,8 @@ const TruncatedNote = "\n[rbook: output truncated, %d more bytes over the %d-byt
 // stdout and stderr are each capped at MaxStreamBytes. The evidence input is the resolved argv
 // as a JSON array (RunInput).
 type Deterministic struct {
-	// Env is the base environment ("K=V" entries); nil means os.Environ(). Node.Env is added
-	// on top (a node's value wins).
+	// Env is the base environment ("K=V" entries); nil means procgroup.Environ() (rbook's
+	// environment without its credentials). Node.Env is added on top (a node's value wins).
 	Env []string
 	// PathPrepend are folders put first on the child's PATH, in order; relative ones are made
 	// absolute against WorkDir. The playbook demo convention (PlaybookBinDirs): the
@@ -117,7 +118,7 @@ func (d Deterministic) resolve(step runbook.Step, run engine.RunContext) (*resol
 	}
 	env := d.Env
 	if env == nil {
-		env = os.Environ()
+		env = procgroup.Environ() // without rbook's credentials (docs/decisions/mcp-config.md, "Environment")
 	}
 	env = slices.Clone(env)
 	for _, k := range slices.Sorted(maps.Keys(n.Env)) {

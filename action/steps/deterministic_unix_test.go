@@ -304,3 +304,37 @@ func TestPathPrependFindsStub(t *testing.T) {
 		t.Errorf("runbooks/bin/pnpm mode: %v %v", st.Mode(), err)
 	}
 }
+
+// TestNodesDoNotInheritRbooksCredentials: a node's command gets rbook's environment without
+// rbook's own credentials (docs/decisions/mcp-config.md, "Environment"), whatever their
+// case; other variables, RBOOK_ or not, reach it, and a credential the node's env names on
+// purpose does too.
+func TestNodesDoNotInheritRbooksCredentials(t *testing.T) {
+	for name, value := range map[string]string{
+		"RBOOK_TOKEN": "tok-inherited", "RBOOK_APPROVAL_SECRET": "sec-inherited",
+		"rbook_signing_key": "key-inherited", "RBOOK_OKTA_CLIENT_PASSWORD": "pw-inherited",
+		"RBOOK_SERVER": "http://cp.example", "DEPLOY_TOKEN": "cloud-token",
+	} {
+		t.Setenv(name, value)
+	}
+	step := detNode("environ", os.Args[0])
+	step.Node.Env = map[string]string{helperModeEnv: "environ", "RBOOK_HOOK_SECRET": "given-on-purpose"}
+	out := runDet(t, Deterministic{}, step, nil)
+	if out.Status != engine.StatusPass {
+		t.Fatalf("status %s, output %s", out.Status, out.Output)
+	}
+	got := map[string]bool{}
+	for _, kv := range out.Value["environ"].([]any) {
+		got[kv.(string)] = true
+	}
+	for kv, want := range map[string]bool{
+		"RBOOK_TOKEN=tok-inherited": false, "RBOOK_APPROVAL_SECRET=sec-inherited": false,
+		"rbook_signing_key=key-inherited": false, "RBOOK_OKTA_CLIENT_PASSWORD=pw-inherited": false,
+		"RBOOK_SERVER=http://cp.example": true, "DEPLOY_TOKEN=cloud-token": true,
+		"RBOOK_HOOK_SECRET=given-on-purpose": true,
+	} {
+		if got[kv] != want {
+			t.Errorf("the node's environment has %q: %v, want %v", kv, got[kv], want)
+		}
+	}
+}

@@ -14,7 +14,7 @@ import (
 
 // helperModeEnv makes the re-executed test binary act as a helper process instead of running
 // tests: "argv" prints {"argv": os.Args[1:], "env": $HOSTILE, "cwd": working folder} as JSON;
-// "demo-release" serves the demo release MCP server over stdio; "one-tool" serves an MCP
+// "environ" prints {"environ": os.Environ()}; "demo-release" serves the demo release MCP server over stdio; "one-tool" serves an MCP
 // server with the single tool "wait", which blocks until the call is cancelled. Started with
 // the arguments "mcp demo-release" (as the shipped configs do), it is the demo release server.
 const helperModeEnv = "RBOOK_STEPS_TEST_HELPER"
@@ -32,6 +32,9 @@ func TestMain(m *testing.M) {
 	case "argv":
 		cwd, _ := os.Getwd()
 		_ = json.NewEncoder(os.Stdout).Encode(map[string]any{"argv": os.Args[1:], "env": os.Getenv("HOSTILE"), "cwd": cwd})
+		os.Exit(0)
+	case "environ":
+		_ = json.NewEncoder(os.Stdout).Encode(map[string]any{"environ": os.Environ()})
 		os.Exit(0)
 	case "demo-release":
 		if err := demorelease.RunStdio(context.Background()); err != nil {

@@ -1,0 +1,44 @@
+package procgroup
+
+import (
+	"os"
+	"strings"
+)
+
+// withheldWords are the words that make an RBOOK_ variable one of rbook's credentials
+// (Withheld): the control plane's token, the approval and webhook secrets, the signing key,
+// the client key, the identity providers' secrets.
+var withheldWords = []string{"TOKEN", "SECRET", "KEY", "PASSWORD"}
+
+// Withheld reports whether the environment variable name is one of rbook's own credentials,
+// which a process rbook starts (a stdio MCP server, a playbook node's command) does not
+// inherit: a name that starts "RBOOK_" and contains TOKEN, SECRET, KEY or PASSWORD, compared
+// upper-cased (Windows names are case-insensitive). The rule and how to hand a process a
+// credential on purpose (its env entry) are in docs/decisions/mcp-config.md, "Environment".
+func Withheld(name string) bool {
+	up := strings.ToUpper(name)
+	if !strings.HasPrefix(up, "RBOOK_") {
+		return false
+	}
+	for _, w := range withheldWords {
+		if strings.Contains(up[len("RBOOK_"):], w) {
+			return true
+		}
+	}
+	return false
+}
+
+// Environ is os.Environ() ("K=V" entries, in its order) without the variables Withheld
+// names: the base environment of every process rbook starts.
+func Environ() []string {
+	env := os.Environ()
+	kept := env[:0]
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if name != "" && Withheld(name) {
+			continue
+		}
+		kept = append(kept, kv)
+	}
+	return kept
+}
