@@ -553,3 +553,89 @@ func TestJournalReservesSpaceAheadOfItsLines(t *testing.T) {
 		}
 	}
 }
+
+// TestAFailedJournalAppendWritesNothingMore: once an append to the journal fails (a full
+// disk, an I/O error; here the journal cannot be opened), the State holds a transition the
+// journal does not, so the recorder writes nothing more — even when the disk would take the
+// next line again, which would leave a hole in the journal and a state file claiming a
+// transition no journal line backs. The files stay as the last good flush left them and a
+// resume goes on from there.
+func TestAFailedJournalAppendWritesNothingMore(t *testing.T) {
+	captureNotice(t)
+	path := filepath.Join(t.TempDir(), "demo.state.json")
+	fr := recordDemo(t, path, nil)
+	jp := JournalPath(path, fr.State.RunID)
+	journalBefore, _ := os.ReadFile(jp)
+	stateBefore, _ := os.ReadFile(path)
+
+	fr.journal.close()
+	fr.journal.path = filepath.Join(t.TempDir(), "gone", "journal") // the next open fails
+	var nw *NotWritableError
+	start := engine.Transition{RunID: fr.State.RunID, Seq: 6, Kind: engine.TransitionStepStarted, Time: day, StepIndex: 2, StepName: "deploy-db", StepType: "deploy", RunStatus: engine.RunInProgress}
+	if err := fr.Append(t.Context(), start); !errors.As(err, &nw) {
+		t.Fatalf("Append with the journal unwritable = %v, want *NotWritableError", err)
+	}
+	fr.journal.path = jp // the disk would take a line again
+	finish := engine.Transition{RunID: fr.State.RunID, Seq: 7, Kind: engine.TransitionStepFinished, Time: day, StepIndex: 2, StepName: "deploy-db", StepType: "deploy", RunStatus: engine.RunInProgress}
+	if err := fr.Append(t.Context(), finish); !errors.As(err, &nw) {
+		t.Errorf("Append after a failed append = %v, want the same *NotWritableError", err)
+	}
+	if err := fr.Flush(t.Context()); !errors.As(err, &nw) {
+		t.Errorf("Flush after a failed append = %v, want *NotWritableError", err)
+	}
+	fr.acked = true // an acknowledgement would have the state file written
+	if err := fr.Sync(); !errors.As(err, &nw) {
+		t.Errorf("Sync after a failed append = %v, want *NotWritableError", err)
+	}
+	if after, _ := os.ReadFile(jp); !bytes.Equal(after, journalBefore) {
+		t.Errorf("the journal changed after a failed append:\n%s", bytes.TrimRight(after, "\x00"))
+	}
+	if after, _ := os.ReadFile(path); !bytes.Equal(after, stateBefore) {
+		t.Errorf("the state file changed after a failed append:\n%s", after)
+	}
+	o, err := Open(testPlan(), path, OpenOptions{Now: clock})
+	if err != nil || o.State.Seq != 5 || o.StartIndex != 2 {
+		t.Fatalf("Open after a failed append: %v, seq %d, start %d; want seq 5, start 2", err, o.State.Seq, o.StartIndex)
+	}
+}
+
+// TestALineBeingAppendedReadsAsNotYetWritten: a line is written into the NUL bytes reserved
+// ahead of it, and a reader (or a crash that kept only some of its pages) can find its end,
+// newline included, before its start. Such a line was never made durable: the journal reads
+// as if it were not there yet, a resume goes on from the line before, and the next append
+// replaces it with a whole line.
+func TestALineBeingAppendedReadsAsNotYetWritten(t *testing.T) {
+	captureNotice(t)
+	path := filepath.Join(t.TempDir(), "demo.state.json")
+	fr := recordDemo(t, path, nil)
+	jp := JournalPath(path, fr.State.RunID)
+	start := engine.Transition{RunID: fr.State.RunID, Seq: 6, Kind: engine.TransitionStepStarted, Time: day, StepIndex: 2, StepName: "confirm-app", StepType: "confirm", RunStatus: engine.RunInProgress}
+	line, err := journalLine(start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(jp, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	half := int64(len(line) / 2)
+	if _, err := f.WriteAt(line[half:], fr.journal.off+half); err != nil { // its second half only
+		t.Fatal(err)
+	}
+	f.Close()
+	h, ts, end, err := ReadJournal(jp)
+	if err != nil || h.RunID != fr.State.RunID || len(ts) != 5 || end != fr.journal.off {
+		t.Fatalf("ReadJournal with a half-written line: %v, %d transitions, end %d; want 5 transitions, end %d", err, len(ts), end, fr.journal.off)
+	}
+	o, err := Open(testPlan(), path, OpenOptions{Now: clock})
+	if err != nil || o.State.Seq != 5 || o.StartIndex != 2 {
+		t.Fatalf("Open: %v, seq %d, start %d; want seq 5, start 2", err, o.State.Seq, o.StartIndex)
+	}
+	next := &FileRecorder{Path: path, State: o.State}
+	if err := next.Record(t.Context(), start); err != nil {
+		t.Fatal(err)
+	}
+	if _, ts, _, err := ReadJournal(jp); err != nil || len(ts) != 6 || ts[5].Seq != 6 || ts[5].StepName != "confirm-app" {
+		t.Fatalf("journal after the next append: %v, %d transitions", err, len(ts))
+	}
+}

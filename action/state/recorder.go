@@ -71,6 +71,12 @@ type FileRecorder struct {
 	// it stops.
 	ReuseFiles bool
 	rw         rewriter
+	// lost is the error of a journal append that failed: the State then holds a transition
+	// the journal may not (or may hold a part of it), so nothing more is written, to the
+	// journal or the state file, by this recorder; every later write returns it. A resume
+	// reads the journal, cuts a torn last line and goes on from what it holds
+	// (docs/decisions/durability.md, "The journal").
+	lost error
 	// mu guards State against Ack, which an asynchronous control-plane sender calls.
 	mu sync.Mutex
 }
@@ -112,6 +118,9 @@ func (r *FileRecorder) Sync() error {
 }
 
 func (r *FileRecorder) write() error {
+	if r.lost != nil {
+		return r.lost
+	}
 	if err := r.settle(); err != nil {
 		return err
 	}
@@ -185,6 +194,9 @@ func (r *FileRecorder) Record(ctx context.Context, t engine.Transition) error {
 func (r *FileRecorder) Append(_ context.Context, t engine.Transition) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.lost != nil {
+		return r.lost
+	}
 	s := r.State
 	if t.Seq <= s.Seq && t.Kind != engine.TransitionRunStarted {
 		return nil // already recorded: transitions are idempotent on (run_id, seq)
@@ -215,7 +227,8 @@ func (r *FileRecorder) Append(_ context.Context, t engine.Transition) error {
 	// The journal first: once its line is on disk the transition is recorded, whatever
 	// becomes of the state file's rewrite (docs/decisions/durability.md).
 	if err := r.journal.append(line, write); err != nil {
-		return &NotWritableError{Err: err}
+		r.lost = &NotWritableError{Err: err}
+		return r.lost
 	}
 	r.writeDue = r.writeDue || write
 	r.lastKind = t.Kind
@@ -236,6 +249,9 @@ func (r *FileRecorder) Flush(context.Context) error {
 }
 
 func (r *FileRecorder) flushLocked() error {
+	if r.lost != nil {
+		return r.lost
+	}
 	final := r.State.RunStatus.Final()
 	if final {
 		if err := r.journal.trim(); err != nil {
@@ -265,6 +281,9 @@ func (r *FileRecorder) flushLocked() error {
 // first) and returns without waiting for it (OverlapWrites). The bytes are encoded here, so
 // the State may change while they are written.
 func (r *FileRecorder) overlap() error {
+	if r.lost != nil {
+		return r.lost
+	}
 	if err := r.settle(); err != nil {
 		return err
 	}
