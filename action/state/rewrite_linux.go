@@ -5,6 +5,8 @@ package state
 import (
 	"errors"
 	"os"
+	"path/filepath"
+	"slices"
 
 	"golang.org/x/sys/unix"
 )
@@ -26,7 +28,10 @@ import (
 // reader opening it meanwhile waits until the lease is dropped, after the write, and then
 // reads the new version whole. When the lease is refused the spare is removed (a reader
 // keeps what it opened) and the version is written to a new temp file, as on every other
-// system (rewrite_other.go).
+// system (rewrite_other.go). A file is written into only when it is exactly as this rewriter
+// left it (mark.is: same inode, length and change time, looked at under the lease, and the
+// state file looked at before the exchange that makes it the spare), and only on a file
+// system whose leases see every reader (leaseFS); anything else gets a new temp file.
 type rewriter struct {
 	// keep says to keep the version an exchange moves out as the spare (FileRecorder's
 	// ReuseFiles); without it that version is removed, as the rename over it would have.
@@ -35,21 +40,50 @@ type rewriter struct {
 	// under the temp name spare.name, a version this rewriter wrote before.
 	cur, spare mark
 	// noLease is set when the file system or the kernel does not grant leases here (not a
-	// reader's open file): every rewrite is then a new temp file.
-	noLease bool
+	// reader's open file), or the file system is not one where a lease sees every reader
+	// (leaseFS): every rewrite is then a new temp file. checked says the file system was
+	// looked at.
+	noLease, checked bool
 }
 
-// mark identifies a version of the state file this rewriter wrote: the file (device and
-// inode), its length, and its stable start: pre (run id and opening, Pack.parts's first part)
-// and the first n bytes of the evidence entries of Pack generation gen.
+// mark identifies a version of the state file this rewriter wrote, as it left it: the file
+// (device and inode), its length and its change time (which any write, truncation or
+// change of mode by anyone moves on), and its stable start: pre (run id and opening,
+// Pack.parts's first part) and the first n bytes of the evidence entries of Pack generation
+// gen.
 type mark struct {
 	ok       bool
 	name     string
 	dev, ino uint64
 	size     int64
+	ctime    unix.Timespec
 	gen      uint64
 	pre      string
 	n        int
+}
+
+// is reports whether st is the file m records, unchanged since m was taken: a regular file,
+// same device and inode, same length, same change time.
+func (m mark) is(st *unix.Stat_t) bool {
+	return m.ok && st.Mode&unix.S_IFMT == unix.S_IFREG && uint64(st.Dev) == m.dev && st.Ino == m.ino &&
+		st.Size == m.size && st.Ctim == m.ctime
+}
+
+// leaseFS are the file systems (statfs magic numbers) whose leases see every open of the
+// file: local ones. A lease on a network file system (NFS, SMB) or through FUSE knows only
+// the opens this kernel makes, so a reader on another machine would not stop the spare
+// from being written under it; there every rewrite is a new temp file.
+var leaseFS = []uint32{unix.EXT4_SUPER_MAGIC, unix.XFS_SUPER_MAGIC, unix.BTRFS_SUPER_MAGIC, unix.TMPFS_MAGIC}
+
+// leases reports whether the spare may be written in place in the folder dir: the file
+// system is one of leaseFS and no lease was refused for a reason other than a reader.
+func (w *rewriter) leases(dir string) bool {
+	if !w.checked {
+		w.checked = true
+		var fs unix.Statfs_t
+		w.noLease = unix.Statfs(dir, &fs) != nil || !slices.Contains(leaseFS, uint32(fs.Type))
+	}
+	return !w.noLease
 }
 
 // write makes the state file at path hold the concatenation of parts (Pack.parts of Pack
@@ -65,8 +99,10 @@ func (w *rewriter) write(path string, gen uint64, parts [3][]byte) error {
 }
 
 // inPlace writes parts into the spare and exchanges it with the state file. ok false with a
-// nil error means the spare could not be used (it changed, or a reader has it open) and
-// was dropped: the caller writes a new temp file instead.
+// nil error means the spare could not be used and was dropped: it is not the file this
+// rewriter left under that name (a symbolic link, another file: left alone), someone changed
+// it (removed), or a reader has it open (removed: the reader keeps what it opened). The
+// caller then writes a new temp file.
 func (w *rewriter) inPlace(path string, gen uint64, parts [3][]byte) (ok bool, err error) {
 	sp := w.spare
 	w.spare = mark{}
@@ -85,6 +121,14 @@ func (w *rewriter) inPlace(path string, gen uint64, parts [3][]byte) (ok bool, e
 			w.noLease = true // not someone reading: this system grants no leases here
 		}
 		os.Remove(sp.name) // a reader keeps the version it opened
+		return false, nil
+	}
+	// Under the lease no one else can open the file; whoever had it open had to close it
+	// first. Looked at again now: whatever was done to it before is final.
+	if unix.Fstat(fd, &st) != nil || !sp.is(&st) {
+		unix.FcntlInt(uintptr(fd), unix.F_SETLEASE, unix.F_UNLCK)
+		unix.Close(fd)
+		os.Remove(sp.name) // ours, changed by another: its bytes are no longer what sp says
 		return false, nil
 	}
 	err = writeFrom(fd, reusable(sp, gen, parts), parts)
@@ -128,25 +172,48 @@ func (w *rewriter) fresh(path string, gen uint64, parts [3][]byte) error {
 }
 
 // replace exchanges the file under the temp name tmp, which holds next, with the state file
-// at path, and records that tmp now names the version before: the spare when this rewriter
-// wrote that version, else removed (a file of unknown make is never written into). Where
-// there is no state file yet, or the file system cannot exchange, tmp is renamed over path.
+// at path, and records that tmp now names the version before: the spare when it is the file
+// this rewriter wrote, unchanged (looked at before the exchange and after it), else removed,
+// as a rename over it would have (a file of unknown make is never written into). Where there
+// is no state file yet, or the file system cannot exchange, tmp is renamed over path.
 func (w *rewriter) replace(tmp, path string, next mark) error {
+	var before unix.Stat_t
+	ours := w.cur.ok && unix.Lstat(path, &before) == nil && w.cur.is(&before)
 	err := unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, path, unix.RENAME_EXCHANGE)
 	switch {
-	case err == nil && w.cur.ok && w.keep && !w.noLease:
-		w.spare, w.spare.name = w.cur, tmp
 	case err == nil:
+		prev := w.cur
+		w.cur = settled(path, next)
+		var st unix.Stat_t
+		if ours && w.keep && w.leases(filepath.Dir(path)) && unix.Lstat(tmp, &st) == nil &&
+			st.Mode&unix.S_IFMT == unix.S_IFREG && st.Dev == before.Dev && st.Ino == before.Ino && st.Size == before.Size {
+			w.spare, w.spare.name, w.spare.ctime = prev, tmp, st.Ctim // the exchange moved its ctime on
+			return nil
+		}
 		os.Remove(tmp)
 	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.EINVAL), errors.Is(err, unix.ENOSYS), errors.Is(err, unix.EOPNOTSUPP):
 		if err := os.Rename(tmp, path); err != nil {
 			return err
 		}
+		w.cur = settled(path, next)
 	default:
 		return err
 	}
-	w.cur = next
 	return nil
+}
+
+// settled is next as the state file at path holds it now that it is in place (its change
+// time as the exchange or rename left it); no mark when path is not next's file.
+func settled(path string, next mark) mark {
+	var st unix.Stat_t
+	if unix.Lstat(path, &st) != nil {
+		return mark{}
+	}
+	next.ctime = st.Ctim
+	if !next.is(&st) {
+		return mark{}
+	}
+	return next
 }
 
 // close removes the spare: the run is done with the state file for now.

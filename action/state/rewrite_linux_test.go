@@ -13,6 +13,16 @@ import (
 // The rewrites that reuse the state file's version before last (rewrite_linux.go): only
 // Linux has the write lease that makes that safe.
 
+// needLeases skips a test that needs the spare written in place when the temp folder's file
+// system is not one where the rewriter does that (leaseFS).
+func needLeases(t *testing.T) {
+	t.Helper()
+	var w rewriter
+	if !w.leases(t.TempDir()) {
+		t.Skip("the temp folder's file system is not one where rbook writes the state file in place (leaseFS: ext4, XFS, Btrfs, tmpfs); set TMPDIR to a folder on one to run this test")
+	}
+}
+
 // inode is the inode number of the file at path.
 func inode(t *testing.T, path string) uint64 {
 	t.Helper()
@@ -28,6 +38,7 @@ func inode(t *testing.T, path string) uint64 {
 // state file alternates between two files (two inodes), while staying byte for byte the
 // State; the older one is kept under a temp name during the run and removed at its end.
 func TestRewritesWriteIntoTheVersionBeforeLast(t *testing.T) {
+	needLeases(t)
 	path := filepath.Join(t.TempDir(), "demo.state.json")
 	var seen []uint64
 	spares := 0
@@ -54,6 +65,7 @@ func TestRewritesWriteIntoTheVersionBeforeLast(t *testing.T) {
 // file the rewriter wrote there) is never written into; the run writes a new temp file
 // instead and leaves that file as it found it.
 func TestASpareReplacedUnderItsNameIsLeftAlone(t *testing.T) {
+	needLeases(t)
 	path := filepath.Join(t.TempDir(), "demo.state.json")
 	var planted string
 	const content = "not the rewriter's file\n"
@@ -86,6 +98,7 @@ func TestASpareReplacedUnderItsNameIsLeftAlone(t *testing.T) {
 // TestRewritesThatShrinkCutTheReusedFile: a version shorter than the file it is written into
 // (the outbox emptied by acknowledgements) leaves no bytes of the longer one behind.
 func TestRewritesThatShrinkCutTheReusedFile(t *testing.T) {
+	needLeases(t)
 	path := filepath.Join(t.TempDir(), "demo.state.json")
 	var size5 int64
 	var ino5 uint64
@@ -116,5 +129,99 @@ func TestRewritesThatShrinkCutTheReusedFile(t *testing.T) {
 	})
 	if len(fr.State.Outbox) == 0 {
 		t.Fatal("the outbox is empty: nothing was kept to acknowledge")
+	}
+}
+
+// TestAStateFileChangedByAnotherIsNeverWrittenInto: a rewrite reuses only a file exactly as
+// this run left it. When someone else cuts the spare short, writes over it (same length),
+// puts a symbolic link under its name, or does the same to the state file itself, the next
+// rewrite writes a new temp file instead of writing into a file whose bytes it no longer
+// knows: the state file is the State again at every step after, and a file a link points at
+// is never written.
+func TestAStateFileChangedByAnotherIsNeverWrittenInto(t *testing.T) {
+	needLeases(t)
+	symlinkTo := func(t *testing.T, victim, at string) {
+		t.Helper()
+		link := at + ".link"
+		if err := os.Symlink(victim, link); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(link, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// overwrite writes over file's bytes, keeping its length, until its change time moves on:
+	// the clock the kernel stamps it with ticks every few milliseconds, and a write in the
+	// same tick leaves it as it was.
+	overwrite := func(t *testing.T, file string) {
+		t.Helper()
+		f, err := os.OpenFile(file, os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		var st syscall.Stat_t
+		if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
+			t.Fatal(err)
+		}
+		junk := bytes.Repeat([]byte("x"), int(st.Size))
+		for was := st.Ctim; st.Ctim == was; {
+			if _, err := f.WriteAt(junk, 0); err != nil {
+				t.Fatal(err)
+			}
+			if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	cases := []struct {
+		name   string
+		change func(t *testing.T, path, spare, victim string)
+	}{
+		{"the spare cut short", func(t *testing.T, _, spare, _ string) {
+			if err := os.Truncate(spare, 10); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"the spare written over, same length", func(t *testing.T, _, spare, _ string) { overwrite(t, spare) }},
+		{"the spare swapped for a symbolic link", func(t *testing.T, _, spare, victim string) { symlinkTo(t, victim, spare) }},
+		{"the state file cut short", func(t *testing.T, path, _, _ string) {
+			if err := os.Truncate(path, 10); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"the state file written over, same length", func(t *testing.T, path, _, _ string) { overwrite(t, path) }},
+		{"the state file swapped for a symbolic link", func(t *testing.T, path, _, victim string) { symlinkTo(t, victim, path) }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "demo.state.json")
+			const untouched = "a file of someone else's\n"
+			victim := filepath.Join(t.TempDir(), "victim")
+			if err := os.WriteFile(victim, []byte(untouched), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			runChainWith(t, path, deployChain(10), chainOpts{}, func(fr *FileRecorder, s runbook.Step) {
+				switch {
+				case s.Index == 3:
+					sp := temps(t, path)
+					if len(sp) != 1 {
+						t.Fatalf("temp files beside the state file at step 3: %v, want the one spare", sp)
+					}
+					tc.change(t, path, sp[0], victim)
+				case s.Index > 3:
+					disk, err := os.ReadFile(path)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if want, _ := new(Pack).Encode(fr.State); !bytes.Equal(disk, want) {
+						t.Fatalf("at step %d the state file is not the State:\n%q", s.Index, disk)
+					}
+				}
+			})
+			if got, err := os.ReadFile(victim); err != nil || string(got) != untouched {
+				t.Fatalf("the file a link pointed at was written: %q, %v", got, err)
+			}
+		})
 	}
 }
