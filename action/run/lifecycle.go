@@ -221,7 +221,8 @@ func (a *attempt) run(ctx context.Context) error {
 // (for at most SignalDrainGrace after a signal), the state file synced, and the report
 // finished. Transitions a signal kept from the control plane stay in the outbox, and one line
 // says that Again sends them first. Any other error halts the run: exit 2, resumable by
-// running the same command again.
+// running the same command again — unless the run is final in its journal, when the message
+// says the next run finishes its files and starts a new one.
 func (a *attempt) end(ctx context.Context, res engine.Result, err error) error {
 	st, fileRec := a.st, a.fileRec
 	if err == nil {
@@ -242,6 +243,13 @@ func (a *attempt) end(ctx context.Context, res engine.Result, err error) error {
 	}
 	if err != nil {
 		a.Terminal.Halted(st, err)
+		if st.RunStatus.Final() && fileRec.Recorded() {
+			// The run is over in its journal: running again does not resume it but finishes
+			// its files (state.ReadRecovered, the final outbox) and then starts a new run.
+			return &ExitError{Code: ExitAborted, Msg: fmt.Sprintf("%v\nRun %s ended %s and its journal %s holds every transition, but what is above was not done. "+
+				"Once it is fixed, the next '%s' writes the run's state file and evidence pack from the journal and sends the control plane what it lacks, then starts a NEW run.",
+				err, st.RunID, st.RunStatus, state.JournalPath(fileRec.Path, st.RunID), a.Again)}
+		}
 		return &ExitError{Code: ExitAborted, Msg: fmt.Sprintf("%v\nRun %s halted; everything recorded is in %s. Run the same command again to resume.", err, st.RunID, fileRec.Path)}
 	}
 	evPath := WriteEvidence(a.Err, a.Plan, st)

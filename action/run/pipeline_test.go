@@ -249,3 +249,53 @@ func TestNothingIsRecordedOnTheControlPlaneBeforeItsLease(t *testing.T) {
 		t.Errorf("a run ended; want none started")
 	}
 }
+
+// TestARunOverInItsJournalSaysTheNextRunStartsAnew: a run whose last transition reached its
+// journal but whose evidence pack could not be written halts (exit 2) saying the run is over
+// and that running again writes its files and then starts a new run, not that it resumes.
+// Running again does exactly that: the ended run's state file is moved aside with its
+// evidence pack written from the journal, and a new run starts.
+func TestARunOverInItsJournalSaysTheNextRunStartsAnew(t *testing.T) {
+	o, term := testdataOptions(t, "deploy", "off")
+	var first string
+	deploy := o.Executors[runbook.TypeDeploy]
+	o.Executors[runbook.TypeDeploy] = engine.ExecutorFunc(func(ctx context.Context, s runbook.Step, rc engine.RunContext) engine.Outcome {
+		if first == "" { // a folder where the first run's pack would go: its write fails
+			first = rc.RunID
+			if err := os.MkdirAll(state.EvidencePath(o.Plan.StateFilePath, rc.RunID), 0o755); err != nil {
+				t.Error(err)
+			}
+		}
+		return deploy.Execute(ctx, s, rc)
+	})
+	err := Run(t.Context(), o)
+	if exitCode(err) != ExitAborted {
+		t.Fatalf("Run = %v; want exit %d", err, ExitAborted)
+	}
+	for _, want := range []string{"Run " + first + " ended COMPLETED", state.JournalPath(o.Plan.StateFilePath, first), "writes the run's state file and evidence pack from the journal", "then starts a NEW run"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the halt says:\n%v\nwant it to say %q", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), "to resume") {
+		t.Errorf("the halt of a run that is over says to resume it:\n%v", err)
+	}
+
+	if err := os.Remove(state.EvidencePath(o.Plan.StateFilePath, first)); err != nil {
+		t.Fatal(err)
+	}
+	if err := Run(t.Context(), o); err != nil {
+		t.Fatalf("the next Run = %v", err)
+	}
+	if term.finished == nil || term.finished.RunID == first || term.finished.RunStatus != engine.RunCompleted {
+		t.Fatalf("the next run: %+v; want a new run COMPLETED", term.finished)
+	}
+	prev, err := state.Read(o.Plan.StateFilePath + ".prev-" + first)
+	if err != nil || prev.RunStatus != engine.RunCompleted || len(prev.EvidencePack) != 1 {
+		t.Fatalf("the ended run's state file, moved aside: %+v, %v; want COMPLETED with its one entry", prev, err)
+	}
+	pack, err := os.ReadFile(state.EvidencePath(o.Plan.StateFilePath, first))
+	if want, _ := state.EvidencePackJSON(prev.EvidencePack); err != nil || !bytes.Equal(pack, want) {
+		t.Errorf("the ended run's evidence pack: %v\n%s\nwant\n%s", err, pack, want)
+	}
+}

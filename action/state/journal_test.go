@@ -476,6 +476,10 @@ func TestReadersSeeTheFinalRunTheJournalHolds(t *testing.T) {
 			if err := os.WriteFile(path, before, 0o600); err != nil { // the final rewrite lost
 				t.Fatal(err)
 			}
+			evPath := EvidencePath(path, fr.State.RunID)
+			if err := os.Remove(evPath); err != nil { // and the pack written just before it
+				t.Fatal(err)
+			}
 			if st, err := Read(path); err != nil || st.RunStatus.Final() {
 				t.Fatalf("Read: %v, %v; want the unfinished run the file holds", st, err)
 			}
@@ -492,6 +496,13 @@ func TestReadersSeeTheFinalRunTheJournalHolds(t *testing.T) {
 			}
 			if said := notice.Len() > 0; said != tc.rewritten {
 				t.Errorf("recovery notice %q; want one only when the file is rewritten", notice.String())
+			}
+			// No final state file without its evidence pack: the rebuilt file comes with it.
+			pack, err := os.ReadFile(evPath)
+			if want, _ := EvidencePackJSON(st.EvidencePack); tc.rewritten && (err != nil || !bytes.Equal(pack, want)) {
+				t.Errorf("the rebuilt final run's evidence pack: %v\n%s\nwant\n%s", err, pack, want)
+			} else if !tc.rewritten && err == nil {
+				t.Errorf("a reader without the lock wrote the evidence pack")
 			}
 		})
 	}

@@ -170,6 +170,16 @@ func (r *FileRecorder) Ack(seq int64) {
 	}
 }
 
+// Recorded reports whether the journal holds every transition the State does: false once
+// an append failed (the recorder then writes nothing more). A halted run whose State is
+// final and Recorded is over: the next run of its state file rebuilds what is missing from
+// the journal and starts a new one, rather than resuming it.
+func (r *FileRecorder) Recorded() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lost == nil
+}
+
 // Unacked is how many transitions the outbox holds: recorded here, not yet acknowledged by
 // the control plane.
 func (r *FileRecorder) Unacked() int {

@@ -124,8 +124,19 @@ func replay(s *State, h *JournalHeader, ts []engine.Transition) (advanced, writt
 }
 
 // rewriteRecovered writes the rebuilt state s to path durably, says so on RecoveryNotice,
-// and returns the file as Read gives it.
+// and returns the file as Read gives it. A final s has its evidence pack written first, as
+// every final write does (FileRecorder: no final run without its evidence pack); another
+// run's pack in the way is *EvidenceTakenError.
 func rewriteRecovered(path string, s *State, journalPath, why string) (*State, error) {
+	if s.RunStatus.Final() {
+		if _, err := WriteEvidence(path, s); err != nil {
+			var taken *EvidenceTakenError
+			if errors.As(err, &taken) {
+				return nil, taken
+			}
+			return nil, &NotWritableError{Err: fmt.Errorf("rebuild the evidence pack of run %s from the journal %s: %w", s.RunID, journalPath, err)}
+		}
+	}
 	data, err := new(Pack).Encode(s)
 	if err == nil {
 		err = WriteFileAtomic(path, data)
