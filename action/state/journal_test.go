@@ -55,6 +55,16 @@ func recordDemo(t *testing.T, path string, before func(engine.Transition)) *File
 	return fr
 }
 
+// recordedDemo records demoTransitions in a fresh folder, with recovery notices captured,
+// and returns the state file's path, the journal's and the recorder.
+func recordedDemo(t *testing.T) (path, jp string, fr *FileRecorder) {
+	t.Helper()
+	captureNotice(t)
+	path = filepath.Join(t.TempDir(), "demo.state.json")
+	fr = recordDemo(t, path, nil)
+	return path, JournalPath(path, fr.State.RunID), fr
+}
+
 // captureNotice points RecoveryNotice at a buffer for the test.
 func captureNotice(t *testing.T) *bytes.Buffer {
 	t.Helper()
@@ -152,10 +162,7 @@ func TestJournalDoesNotOverrideWhatItCannotExplain(t *testing.T) {
 // reading the journal ignores it, a recovery rebuilds the state without it, and the next
 // append cuts it off so every line of the journal is whole.
 func TestTornJournalLineIsIgnored(t *testing.T) {
-	captureNotice(t)
-	path := filepath.Join(t.TempDir(), "demo.state.json")
-	fr := recordDemo(t, path, nil)
-	jp := JournalPath(path, fr.State.RunID)
+	path, jp, fr := recordedDemo(t)
 	line, err := journalLine(engine.Transition{RunID: fr.State.RunID, Seq: 6, Kind: engine.TransitionStepStarted, Time: day, StepIndex: 2, StepName: "confirm-app", StepType: "confirm"})
 	if err != nil {
 		t.Fatal(err)
@@ -513,10 +520,7 @@ func TestReadersSeeTheFinalRunTheJournalHolds(t *testing.T) {
 // them for no line, a resume that reopens the journal cuts them off and goes on right after
 // the last line, and the journal of a final run ends with its last line.
 func TestJournalReservesSpaceAheadOfItsLines(t *testing.T) {
-	captureNotice(t)
-	path := filepath.Join(t.TempDir(), "demo.state.json")
-	fr := recordDemo(t, path, nil)
-	jp := JournalPath(path, fr.State.RunID)
+	path, jp, _ := recordedDemo(t)
 	data, err := os.ReadFile(jp)
 	if err != nil {
 		t.Fatal(err)
@@ -572,10 +576,7 @@ func TestJournalReservesSpaceAheadOfItsLines(t *testing.T) {
 // transition no journal line backs. The files stay as the last good flush left them and a
 // resume goes on from there.
 func TestAFailedJournalAppendWritesNothingMore(t *testing.T) {
-	captureNotice(t)
-	path := filepath.Join(t.TempDir(), "demo.state.json")
-	fr := recordDemo(t, path, nil)
-	jp := JournalPath(path, fr.State.RunID)
+	path, jp, fr := recordedDemo(t)
 	journalBefore, _ := os.ReadFile(jp)
 	stateBefore, _ := os.ReadFile(path)
 
@@ -616,10 +617,7 @@ func TestAFailedJournalAppendWritesNothingMore(t *testing.T) {
 // as if it were not there yet, a resume goes on from the line before, and the next append
 // replaces it with a whole line.
 func TestALineBeingAppendedReadsAsNotYetWritten(t *testing.T) {
-	captureNotice(t)
-	path := filepath.Join(t.TempDir(), "demo.state.json")
-	fr := recordDemo(t, path, nil)
-	jp := JournalPath(path, fr.State.RunID)
+	path, jp, fr := recordedDemo(t)
 	start := engine.Transition{RunID: fr.State.RunID, Seq: 6, Kind: engine.TransitionStepStarted, Time: day, StepIndex: 2, StepName: "confirm-app", StepType: "confirm", RunStatus: engine.RunInProgress}
 	line, err := journalLine(start)
 	if err != nil {
