@@ -60,13 +60,24 @@ func CallError(err error, t Target) string {
 	return msg
 }
 
-// unanswered is the message for a call that got no answer from the control plane in time (a
-// transport timeout, not a refusal: the error carries no rbook code), naming its URL and
-// where the URL came from; "" for any other error. A bare "context deadline exceeded" does
-// not say which control plane was asked, nor what to do.
+// unanswered is the message for a call that got no answer from the control plane (not a
+// refusal: the error carries no rbook code), naming its URL and where the URL came from: a
+// transport timeout, or — where something listens at the URL — a connection that was lost
+// without an answer (the server took the connection but stopped answering, and the HTTP/2
+// pings that watch it went unanswered: cpclient.PingTimeout). "" for any other error. A bare
+// "context deadline exceeded" or "client connection lost" does not say which control plane
+// was asked, nor what to do; which of the two comes first depends on the call's deadline.
 func unanswered(err error, t Target) string {
 	var ce *connect.Error
-	if !errors.As(err, &ce) || ce.Code() != connect.CodeDeadlineExceeded || cpclient.Code(err) != "" {
+	if !errors.As(err, &ce) || cpclient.Code(err) != "" {
+		return ""
+	}
+	how := "in time (" + ce.Code().String() + ")"
+	switch {
+	case ce.Code() == connect.CodeDeadlineExceeded:
+	case ce.Code() == connect.CodeUnavailable && t.URLFile == "" && t.URL != "" && t.Listening != nil && t.Listening(t.URL):
+		how = "(" + ce.Message() + ")"
+	default:
 		return ""
 	}
 	u, from := t.URL, t.From
@@ -76,5 +87,5 @@ func unanswered(err error, t Target) string {
 	if t.URLFile != "" {
 		from = t.URLFile
 	}
-	return fmt.Sprintf("rbook: the control plane at %s (from %s) did not answer in time (%s): check that it runs and that this machine reaches it, or point --control-plane at one that does.", u, from, ce.Code())
+	return fmt.Sprintf("rbook: the control plane at %s (from %s) did not answer %s: check that it runs and that this machine reaches it, or point --control-plane at one that does.", u, from, how)
 }
