@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/rbookhq/rbook-action/action/mcp/procgroup"
 	"github.com/rbookhq/rbook-action/internal/buildinfo"
 	"github.com/spf13/cobra"
 )
@@ -134,6 +135,11 @@ Try it: rbook run demo
 }
 
 func main() {
+	// Before anything reads a credential: processes rbook starts must not read rbook's
+	// environment from /proc (docs/decisions/mcp-config.md, "Environment").
+	if err := procgroup.HideEnvironment(); err != nil {
+		fmt.Fprintf(os.Stderr, "rbook: warning: could not keep other processes from reading rbook's environment: %v\n", err)
+	}
 	code := execute(newRootCmd(), ciErrWriter{})
 	ciClose()
 	os.Exit(code)

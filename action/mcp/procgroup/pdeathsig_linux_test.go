@@ -18,7 +18,11 @@ import (
 const helperEnv = "RBOOK_PROCGROUP_TEST_HELPER"
 
 func TestMain(m *testing.M) {
-	if os.Getenv(helperEnv) != "start-and-wait" {
+	switch os.Getenv(helperEnv) {
+	case "start-and-wait":
+	case "read-parent-environ", "hide-then-read-parent-environ":
+		readParentEnviron(os.Getenv(helperEnv) == "hide-then-read-parent-environ")
+	default:
 		os.Exit(m.Run())
 	}
 	cmd := Command(context.Background(), 0, "sleep", "60")
