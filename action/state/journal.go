@@ -72,18 +72,19 @@ func ReadJournal(path string) (h *JournalHeader, ts []engine.Transition, end int
 
 // DecodeJournal parses the bytes of a journal read from path (named in errors): the header
 // line, then one transition per line, each of run h.RunID; a last line without its newline is
-// left out (end is the length of the intact part). When not strict the data ends at its first
-// NUL byte: a line never holds one (JSON escapes it), the space reserved ahead of the lines
-// is NUL bytes, and a line being appended, or whose append a crash cut short, can show its
-// end (its newline) before its start is there, with NUL bytes before it; such a line was never
-// made durable, so it reads as not yet written. Strict, as an auditor reads it
+// left out (end is the length of the intact part). The data ends at its first NUL byte: a
+// line never holds one (JSON escapes it), the space reserved ahead of the lines is NUL bytes,
+// and a line being appended, or whose append a crash cut short, can show its end (its
+// newline) before its start is there, with NUL bytes before it; such a line was never made
+// durable, so it reads as not yet written (an auditor's reader says so: the bytes past end
+// that are not NUL). Strict, as an auditor reads it
 // (internal/evidenceverify): each line must be one JSON object with no field a transition does
 // not have, no key twice (encoding/json would keep the last silently, so a line could read one
 // way here and another elsewhere), a kind and a seq. Errors: *JournalError naming the line,
 // whose Reason for a transition line starts "not a transition: "; Line 0 for a file with no
 // header line.
 func DecodeJournal(path string, data []byte, strict bool) (h *JournalHeader, ts []engine.Transition, end int64, err error) {
-	if i := bytes.IndexByte(data, 0); i >= 0 && !strict {
+	if i := bytes.IndexByte(data, 0); i >= 0 {
 		data = data[:i]
 	}
 	for line := 1; ; line++ {

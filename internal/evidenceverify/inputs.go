@@ -139,7 +139,12 @@ func readJournal(path, runID string) (ts []engine.Transition, torn string, err e
 	}
 	// NUL bytes after the last line are space the executor reserved for the next lines
 	// (docs/decisions/durability.md, "The journal"), not a torn write.
-	if len(bytes.TrimRight(data[end:], "\x00")) > 0 {
+	switch rest := bytes.TrimRight(data[end:], "\x00"); {
+	case len(rest) == 0:
+	case bytes.IndexByte(rest, 0) >= 0:
+		// A line's end reached the disk before its start (DecodeJournal stops at the NUL).
+		torn = fmt.Sprintf("%s:%d: the line is not whole, NUL bytes where its start should be (a write a crash tore); it and what follows were left out, as the executor leaves them out", path, bytes.Count(data[:end], []byte{'\n'})+1)
+	default:
 		torn = fmt.Sprintf("%s:%d: the last line has no newline (a write a crash tore); it was left out, as the executor leaves it out", path, bytes.Count(data, []byte{'\n'})+1)
 	}
 	return ts, torn, nil

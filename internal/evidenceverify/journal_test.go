@@ -61,7 +61,8 @@ func TestATornLastJournalLineIsANoteInTheReport(t *testing.T) {
 
 // NUL bytes after the journal's last line are space the executor reserved for the next
 // lines (a run killed before it ended leaves them): not a torn line, nothing to note; a torn
-// line written into that space is still one.
+// line written into that space is still one, and so is a line whose end reached the disk
+// before its start (NUL bytes, then the rest of it): the run verifies with a note.
 func TestReservedNULBytesAfterTheLastJournalLineAreNoNote(t *testing.T) {
 	cases := []struct {
 		name, tail string
@@ -69,6 +70,7 @@ func TestReservedNULBytesAfterTheLastJournalLineAreNoNote(t *testing.T) {
 	}{
 		{"reserved space only", strings.Repeat("\x00", 4096), false},
 		{"a torn line in the reserved space", `{"seq":12,"kind":"run_fin` + strings.Repeat("\x00", 4000), true},
+		{"a line whose end came before its start", strings.Repeat("\x00", 40) + `"kind":"run_finished","seq":12}` + "\n" + strings.Repeat("\x00", 4000), true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -77,7 +79,7 @@ func TestReservedNULBytesAfterTheLastJournalLineAreNoNote(t *testing.T) {
 			rep := f.verify(t, Options{})
 			var text bytes.Buffer
 			rep.WriteText(&text, false)
-			if got := strings.Contains(text.String(), "the last line has no newline"); rep.Code() != ExitVerified || got != c.note {
+			if got := strings.Contains(text.String(), "(a write a crash tore)"); rep.Code() != ExitVerified || got != c.note {
 				t.Fatalf("exit %d (want %d), torn-line note %v (want %v):\n%s", rep.Code(), ExitVerified, got, c.note, text.String())
 			}
 		})
