@@ -570,44 +570,77 @@ func TestJournalReservesSpaceAheadOfItsLines(t *testing.T) {
 }
 
 // TestAFailedJournalAppendWritesNothingMore: once an append to the journal fails (a full
-// disk, an I/O error; here the journal cannot be opened), the State holds a transition the
-// journal does not, so the recorder writes nothing more — even when the disk would take the
-// next line again, which would leave a hole in the journal and a state file claiming a
-// transition no journal line backs. The files stay as the last good flush left them and a
-// resume goes on from there.
+// disk, an I/O error; here the journal cannot be opened), or the fdatasync that makes appends
+// durable does, the State holds a transition the journal may not hold durably, so the
+// recorder writes nothing more — even when the disk would take the next line again, which
+// would leave a hole in the journal and a state file claiming a transition no journal line
+// backs. The state file stays as the last good flush left it, the journal gets no line after
+// the failure, and a resume goes on from what the journal holds.
 func TestAFailedJournalAppendWritesNothingMore(t *testing.T) {
-	path, jp, fr := recordedDemo(t)
-	journalBefore, _ := os.ReadFile(jp)
-	stateBefore, _ := os.ReadFile(path)
-
-	fr.journal.close()
-	fr.journal.path = filepath.Join(t.TempDir(), "gone", "journal") // the next open fails
-	var nw *NotWritableError
-	start := engine.Transition{RunID: fr.State.RunID, Seq: 6, Kind: engine.TransitionStepStarted, Time: day, StepIndex: 2, StepName: "deploy-db", StepType: "deploy", RunStatus: engine.RunInProgress}
-	if err := fr.Append(t.Context(), start); !errors.As(err, &nw) {
-		t.Fatalf("Append with the journal unwritable = %v, want *NotWritableError", err)
-	}
-	fr.journal.path = jp // the disk would take a line again
-	finish := engine.Transition{RunID: fr.State.RunID, Seq: 7, Kind: engine.TransitionStepFinished, Time: day, StepIndex: 2, StepName: "deploy-db", StepType: "deploy", RunStatus: engine.RunInProgress}
-	if err := fr.Append(t.Context(), finish); !errors.As(err, &nw) {
-		t.Errorf("Append after a failed append = %v, want the same *NotWritableError", err)
-	}
-	if err := fr.Flush(t.Context()); !errors.As(err, &nw) {
-		t.Errorf("Flush after a failed append = %v, want *NotWritableError", err)
-	}
-	fr.acked = true // an acknowledgement would have the state file written
-	if err := fr.Sync(); !errors.As(err, &nw) {
-		t.Errorf("Sync after a failed append = %v, want *NotWritableError", err)
-	}
-	if after, _ := os.ReadFile(jp); !bytes.Equal(after, journalBefore) {
-		t.Errorf("the journal changed after a failed append:\n%s", bytes.TrimRight(after, "\x00"))
-	}
-	if after, _ := os.ReadFile(path); !bytes.Equal(after, stateBefore) {
-		t.Errorf("the state file changed after a failed append:\n%s", after)
-	}
-	o, err := Open(testPlan(), path, OpenOptions{Now: clock})
-	if err != nil || o.State.Seq != 5 || o.StartIndex != 2 {
-		t.Fatalf("Open after a failed append: %v, seq %d, start %d; want seq 5, start 2", err, o.State.Seq, o.StartIndex)
+	for _, tc := range []struct {
+		name string
+		// fail makes fr's next journal write (append) or sync fail and returns a func that
+		// lets the disk take writes again; wantSeq is the seq a resume then goes on from.
+		fail    func(t *testing.T, fr *FileRecorder, start engine.Transition) (recover func())
+		wantSeq int64
+	}{
+		{"an append fails", func(t *testing.T, fr *FileRecorder, start engine.Transition) func() {
+			jp := fr.journal.path
+			fr.journal.close()
+			fr.journal.path = filepath.Join(t.TempDir(), "gone", "journal") // the next open fails
+			var nw *NotWritableError
+			if err := fr.Append(t.Context(), start); !errors.As(err, &nw) {
+				t.Fatalf("Append with the journal unwritable = %v, want *NotWritableError", err)
+			}
+			return func() { fr.journal.path = jp }
+		}, 5},
+		{"a sync fails", func(t *testing.T, fr *FileRecorder, start engine.Transition) func() {
+			if err := fr.Append(t.Context(), start); err != nil {
+				t.Fatal(err)
+			}
+			fr.journal.f.Close() // the fdatasync of the flush fails
+			var nw *NotWritableError
+			if err := fr.Flush(t.Context()); !errors.As(err, &nw) {
+				t.Fatalf("Flush with the journal's sync failing = %v, want *NotWritableError", err)
+			}
+			return func() {}
+		}, 6},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path, jp, fr := recordedDemo(t)
+			stateBefore, _ := os.ReadFile(path)
+			start := engine.Transition{RunID: fr.State.RunID, Seq: 6, Kind: engine.TransitionGateOpened, Time: day, StepIndex: 2, StepName: "confirm-app", StepType: "confirm", RunStatus: engine.RunInProgress}
+			tc.fail(t, fr, start)() // and the disk takes writes again
+			journalBefore, _ := os.ReadFile(jp)
+			var nw *NotWritableError
+			finish := engine.Transition{RunID: fr.State.RunID, Seq: 7, Kind: engine.TransitionStepFinished, Time: day, StepIndex: 2, StepName: "confirm-app", StepType: "confirm", RunStatus: engine.RunInProgress}
+			if err := fr.Append(t.Context(), finish); !errors.As(err, &nw) {
+				t.Errorf("Append after the failure = %v, want *NotWritableError", err)
+			}
+			if err := fr.Flush(t.Context()); !errors.As(err, &nw) {
+				t.Errorf("Flush after the failure = %v, want *NotWritableError", err)
+			}
+			fr.acked = true // an acknowledgement would have the state file written
+			if err := fr.Sync(); !errors.As(err, &nw) {
+				t.Errorf("Sync after the failure = %v, want *NotWritableError", err)
+			}
+			if fr.Recorded() {
+				t.Error("Recorded() after the failure = true")
+			}
+			if after, _ := os.ReadFile(jp); !bytes.Equal(after, journalBefore) {
+				t.Errorf("the journal changed after the failure:\n%s", bytes.TrimRight(after, "\x00"))
+			}
+			if after, _ := os.ReadFile(path); !bytes.Equal(after, stateBefore) {
+				t.Errorf("the state file changed after the failure:\n%s", after)
+			}
+			o, err := Open(testPlan(), path, OpenOptions{Now: clock})
+			if err != nil {
+				t.Fatalf("Open after the failure: %v", err)
+			}
+			if o.State.Seq != tc.wantSeq {
+				t.Fatalf("Open after the failure: seq %d; want seq %d (no hole, nothing past the journal)", o.State.Seq, tc.wantSeq)
+			}
+		})
 	}
 }
 

@@ -71,9 +71,9 @@ type FileRecorder struct {
 	// it stops.
 	ReuseFiles bool
 	rw         rewriter
-	// lost is the error of a journal append that failed: the State then holds a transition
-	// the journal may not (or may hold a part of it), so nothing more is written, to the
-	// journal or the state file, by this recorder; every later write returns it. A resume
+	// lost is the error of a journal append, cut or sync that failed: the State then holds a
+	// transition the journal may not hold (or hold in part, or not durably), so nothing more
+	// is written, to the journal or the state file, by this recorder; every later write returns it. A resume
 	// reads the journal, cuts a torn last line and goes on from what it holds
 	// (docs/decisions/durability.md, "The journal").
 	lost error
@@ -171,7 +171,8 @@ func (r *FileRecorder) Ack(seq int64) {
 }
 
 // Recorded reports whether the journal holds every transition the State does: false once
-// an append failed (the recorder then writes nothing more). A halted run whose State is
+// an append, or the sync that makes appends durable, failed (the recorder then writes
+// nothing more). A halted run whose State is
 // final and Recorded is over: the next run of its state file rebuilds what is missing from
 // the journal and starts a new one, rather than resuming it.
 func (r *FileRecorder) Recorded() bool {
@@ -265,11 +266,15 @@ func (r *FileRecorder) flushLocked() error {
 	final := r.State.RunStatus.Final()
 	if final {
 		if err := r.journal.trim(); err != nil {
-			return &NotWritableError{Err: err}
+			r.lost = &NotWritableError{Err: err}
+			return r.lost
 		}
 	}
 	if err := r.journal.sync(); err != nil {
-		return &NotWritableError{Err: err}
+		// What the failed fdatasync was to make durable may never reach the disk (and a
+		// second one may report success without writing it): as a failed append.
+		r.lost = &NotWritableError{Err: err}
+		return r.lost
 	}
 	if final {
 		r.journal.close()

@@ -29,7 +29,7 @@ import (
 // reads the new version whole. When the lease is refused the spare is removed (a reader
 // keeps what it opened) and the version is written to a new temp file, as on every other
 // system (rewrite_other.go). A file is written into only when it is exactly as this rewriter
-// left it (mark.is: same inode, length and change time, looked at under the lease, and the
+// left it (mark.is: one name, same inode, length and times, looked at under the lease, and the
 // state file looked at before the exchange that makes it the spare), and only on a file
 // system whose leases see every reader (leaseFS); anything else gets a new temp file.
 type rewriter struct {
@@ -47,8 +47,9 @@ type rewriter struct {
 }
 
 // mark identifies a version of the state file this rewriter wrote, as it left it: the file
-// (device and inode), its length and its change time (which any write, truncation or
-// change of mode by anyone moves on), and its stable start: pre (run id and opening,
+// (device and inode), its length, its modification time (which any write moves on and a
+// rename leaves alone) and change time (which any write, truncation, change of mode or link
+// moves on, a rename too), and its stable start: pre (run id and opening,
 // Pack.parts's first part) and the first n bytes of the evidence entries of Pack generation
 // gen.
 type mark struct {
@@ -56,17 +57,18 @@ type mark struct {
 	name     string
 	dev, ino uint64
 	size     int64
+	mtime    unix.Timespec
 	ctime    unix.Timespec
 	gen      uint64
 	pre      string
 	n        int
 }
 
-// is reports whether st is the file m records, unchanged since m was taken: a regular file,
-// same device and inode, same length, same change time.
+// is reports whether st is the file m records, unchanged since m was taken: a regular file
+// with one name, same device and inode, same length, same modification and change times.
 func (m mark) is(st *unix.Stat_t) bool {
-	return m.ok && st.Mode&unix.S_IFMT == unix.S_IFREG && uint64(st.Dev) == m.dev && st.Ino == m.ino &&
-		st.Size == m.size && st.Ctim == m.ctime
+	return m.ok && st.Mode&unix.S_IFMT == unix.S_IFREG && st.Nlink == 1 && uint64(st.Dev) == m.dev && st.Ino == m.ino &&
+		st.Size == m.size && st.Mtim == m.mtime && st.Ctim == m.ctime
 }
 
 // leaseFS are the file systems (statfs magic numbers) whose leases see every open of the
@@ -108,6 +110,12 @@ func (w *rewriter) inPlace(path string, gen uint64, parts [3][]byte) (ok bool, e
 	w.spare = mark{}
 	fd, err := unix.Open(sp.name, unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
+		// Gone, a symbolic link (ELOOP: left alone), or this process out of descriptors:
+		// the spare itself is removed, not kept past the run.
+		var st unix.Stat_t
+		if unix.Lstat(sp.name, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG && uint64(st.Dev) == sp.dev && st.Ino == sp.ino {
+			os.Remove(sp.name)
+		}
 		return false, nil
 	}
 	var st unix.Stat_t
@@ -182,13 +190,17 @@ func (w *rewriter) replace(tmp, path string, next mark) error {
 	err := unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, path, unix.RENAME_EXCHANGE)
 	switch {
 	case err == nil:
-		prev := w.cur
+		spare := w.cur
 		w.cur = settled(path, next)
 		var st unix.Stat_t
-		if ours && w.keep && w.leases(filepath.Dir(path)) && unix.Lstat(tmp, &st) == nil &&
-			st.Mode&unix.S_IFMT == unix.S_IFREG && st.Dev == before.Dev && st.Ino == before.Ino && st.Size == before.Size {
-			w.spare, w.spare.name, w.spare.ctime = prev, tmp, st.Ctim // the exchange moved its ctime on
-			return nil
+		if ours && w.keep && w.leases(filepath.Dir(path)) && unix.Lstat(tmp, &st) == nil {
+			// The exchange moved its change time on; its modification time still tells a
+			// write since it was looked at before the exchange.
+			spare.name, spare.ctime = tmp, st.Ctim
+			if spare.is(&st) {
+				w.spare = spare
+				return nil
+			}
 		}
 		os.Remove(tmp)
 	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.EINVAL), errors.Is(err, unix.ENOSYS), errors.Is(err, unix.EOPNOTSUPP):
@@ -203,13 +215,14 @@ func (w *rewriter) replace(tmp, path string, next mark) error {
 }
 
 // settled is next as the state file at path holds it now that it is in place (its change
-// time as the exchange or rename left it); no mark when path is not next's file.
+// times as the write and the exchange or rename left them); no mark when path is not
+// next's file.
 func settled(path string, next mark) mark {
 	var st unix.Stat_t
 	if unix.Lstat(path, &st) != nil {
 		return mark{}
 	}
-	next.ctime = st.Ctim
+	next.mtime, next.ctime = st.Mtim, st.Ctim
 	if !next.is(&st) {
 		return mark{}
 	}

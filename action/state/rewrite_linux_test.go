@@ -134,10 +134,11 @@ func TestRewritesThatShrinkCutTheReusedFile(t *testing.T) {
 
 // TestAStateFileChangedByAnotherIsNeverWrittenInto: a rewrite reuses only a file exactly as
 // this run left it. When someone else cuts the spare short, writes over it (same length),
-// puts a symbolic link under its name, or does the same to the state file itself, the next
+// puts a symbolic link under its name, gives it a second name (a hard link), or does the
+// same to the state file itself, the next
 // rewrite writes a new temp file instead of writing into a file whose bytes it no longer
-// knows: the state file is the State again at every step after, and a file a link points at
-// is never written.
+// knows: the state file is the State again at every step after, and a file a link points at,
+// or that a second name keeps, is never written.
 func TestAStateFileChangedByAnotherIsNeverWrittenInto(t *testing.T) {
 	needLeases(t)
 	symlinkTo := func(t *testing.T, victim, at string) {
@@ -185,6 +186,14 @@ func TestAStateFileChangedByAnotherIsNeverWrittenInto(t *testing.T) {
 		}},
 		{"the spare written over, same length", func(t *testing.T, _, spare, _ string) { overwrite(t, spare) }},
 		{"the spare swapped for a symbolic link", func(t *testing.T, _, spare, victim string) { symlinkTo(t, victim, spare) }},
+		{"the spare given a second name", func(t *testing.T, _, spare, victim string) {
+			if err := os.Remove(victim); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Link(spare, victim); err != nil {
+				t.Fatal(err)
+			}
+		}},
 		{"the state file cut short", func(t *testing.T, path, _, _ string) {
 			if err := os.Truncate(path, 10); err != nil {
 				t.Fatal(err)
@@ -201,6 +210,7 @@ func TestAStateFileChangedByAnotherIsNeverWrittenInto(t *testing.T) {
 			if err := os.WriteFile(victim, []byte(untouched), 0o600); err != nil {
 				t.Fatal(err)
 			}
+			var victimWas []byte
 			runChainWith(t, path, deployChain(10), chainOpts{}, func(fr *FileRecorder, s runbook.Step) {
 				switch {
 				case s.Index == 3:
@@ -209,6 +219,10 @@ func TestAStateFileChangedByAnotherIsNeverWrittenInto(t *testing.T) {
 						t.Fatalf("temp files beside the state file at step 3: %v, want the one spare", sp)
 					}
 					tc.change(t, path, sp[0], victim)
+					var err error
+					if victimWas, err = os.ReadFile(victim); err != nil {
+						t.Fatal(err)
+					}
 				case s.Index > 3:
 					disk, err := os.ReadFile(path)
 					if err != nil {
@@ -219,8 +233,8 @@ func TestAStateFileChangedByAnotherIsNeverWrittenInto(t *testing.T) {
 					}
 				}
 			})
-			if got, err := os.ReadFile(victim); err != nil || string(got) != untouched {
-				t.Fatalf("the file a link pointed at was written: %q, %v", got, err)
+			if got, err := os.ReadFile(victim); err != nil || !bytes.Equal(got, victimWas) {
+				t.Fatalf("the file a link points at, or the spare's second name, was written: %q, %v", got, err)
 			}
 		})
 	}
