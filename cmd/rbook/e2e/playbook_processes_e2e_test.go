@@ -162,7 +162,7 @@ func TestInjectIntoEndsAtIterationCapThenKillResume(t *testing.T) {
 	p := start(t, dir, args...)
 	killInSlowNode(t, p, dir)
 	statePath := filepath.Join(dir, ".rbook", "slow.playbook.state.json")
-	st = readPlaybookState(t, statePath)
+	st = readPlaybookRun(t, statePath)
 	if len(st.InFlightNodes) != 1 || st.InFlightNodes[0].StepName != "slow" {
 		t.Fatalf("after kill -9, in_flight_nodes = %v, want slow", st.InFlightNodes)
 	}
